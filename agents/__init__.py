@@ -1,0 +1,1 @@
+"""The agents: Planner, Coder(s), Verifier and the loop that runs them."""

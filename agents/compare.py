@@ -1,0 +1,140 @@
+"""Comparing a candidate's outputs with the reference's, with tolerances that say why."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .torch_ops import MATMUL_LIKE, REDUCTION_LIKE
+
+
+@dataclass
+class Tolerance:
+    rtol: float
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rtol": self.rtol, "atol": f"{self.rtol:g} x mean|ref| per output", "why": self.why}
+
+
+def tolerance_for(reference_ops: Iterable[str], dtypes: Iterable[torch.dtype]) -> Tolerance:
+    """fp32 pointwise work is held to 1e-4; looser only where the reference's own ops justify it."""
+    ops = set(reference_ops)
+    dts = set(dtypes)
+    if torch.bfloat16 in dts:
+        return Tolerance(2e-2, "bf16 outputs (8-bit mantissa)")
+    if torch.float16 in dts:
+        return Tolerance(1e-2, "fp16 outputs (11-bit mantissa)")
+    if ops & MATMUL_LIKE:
+        hit = sorted(ops & MATMUL_LIKE)[:4]
+        return Tolerance(
+            1e-2,
+            f"matmul/conv in reference ({', '.join(hit)}): TF32 tensor cores (cuDNN's default) and accumulation order",
+        )
+    if ops & REDUCTION_LIKE:
+        hit = sorted(ops & REDUCTION_LIKE)[:4]
+        return Tolerance(1e-3, f"reductions in reference ({', '.join(hit)}): accumulation order")
+    return Tolerance(1e-4, "pointwise fp32 work")
+
+
+@dataclass
+class Mismatch:
+    ok: bool
+    message: str
+    max_abs: float = 0.0
+    rel_norm: float = 0.0
+    bad_fraction: float = 0.0
+
+
+def compare_outputs(ref: list[Any], got: list[Any], tol: Tolerance) -> Mismatch:
+    if len(ref) != len(got):
+        return Mismatch(False, f"returned {len(got)} outputs, reference returns {len(ref)}")
+    worst = Mismatch(True, "match")
+    for i, (r, g) in enumerate(zip(ref, got, strict=True)):
+        if not isinstance(r, torch.Tensor):
+            if r != g:
+                return Mismatch(False, f"output {i}: {g!r} != reference {r!r}")
+            continue
+        if not isinstance(g, torch.Tensor):
+            return Mismatch(False, f"output {i} is {type(g).__name__}, reference gives a tensor")
+        if g.shape != r.shape:
+            return Mismatch(False, f"output {i} has shape {tuple(g.shape)}, reference {tuple(r.shape)}")
+        if g.dtype != r.dtype:
+            return Mismatch(False, f"output {i} has dtype {g.dtype}, reference {r.dtype}")
+        if g.device != r.device:
+            return Mismatch(False, f"output {i} is on {g.device}, reference on {r.device}")
+        m = _compare_tensor(r, g, tol, i)
+        if not m.ok:
+            return m
+        if m.rel_norm >= worst.rel_norm:
+            worst = m
+    return worst
+
+
+_CHUNK = 1 << 25  # elements per pass: comparing in float64 must not double a 6 GB output at once
+
+
+def _compare_tensor(r: torch.Tensor, g: torch.Tensor, tol: Tolerance, i: int) -> Mismatch:
+    if not r.is_floating_point() and not r.is_complex():
+        bad = (r != g).sum().item()
+        return Mismatch(
+            bad == 0, f"output {i}: {bad} of {r.numel()} integer elements differ" if bad else "match"
+        )
+    rflat, gflat = r.reshape(-1), g.reshape(-1)
+    n = rflat.numel()
+    # Pass 1: NaN/inf placement and the reference's mean magnitude (the atol scale).
+    abs_sum, finite_n = 0.0, 0
+    for a in range(0, n, _CHUNK):
+        rc, gc = rflat[a : a + _CHUNK].double(), gflat[a : a + _CHUNK].double()
+        rnan, gnan = rc.isnan(), gc.isnan()
+        if not torch.equal(rnan, gnan):
+            k = int((rnan != gnan).sum().item())
+            where = (
+                "NaN where the reference is finite"
+                if bool((gnan & ~rnan).any())
+                else "finite where the reference is NaN"
+            )
+            return Mismatch(
+                False, f"output {i}: {k} elements {where} (unwritten or wrong)", bad_fraction=k / n
+            )
+        rinf, ginf = rc.isinf(), gc.isinf()
+        if not torch.equal(rinf, ginf) or not torch.equal(rc[rinf], gc[ginf]):
+            return Mismatch(False, f"output {i}: infinities differ from the reference")
+        fin = ~(rnan | rinf)
+        abs_sum += float(rc[fin].abs().sum().item())
+        finite_n += int(fin.sum().item())
+    if finite_n == 0:
+        return Mismatch(True, "match")
+    atol = tol.rtol * max(abs_sum / finite_n, 1e-30)
+    # Pass 2: elementwise and L2 error on the finite elements.
+    n_bad, max_abs, diff_sq, ref_sq, worst = 0, 0.0, 0.0, 0.0, (0.0, 0.0)
+    for a in range(0, n, _CHUNK):
+        rc, gc = rflat[a : a + _CHUNK].double(), gflat[a : a + _CHUNK].double()
+        fin = rc.isfinite()
+        rc, gc = rc[fin], gc[fin]
+        if rc.numel() == 0:
+            continue
+        diff = (gc - rc).abs()
+        n_bad += int((diff > atol + tol.rtol * rc.abs()).sum().item())
+        j = int(torch.argmax(diff).item())
+        if diff[j].item() >= max_abs:
+            max_abs = float(diff[j].item())
+            worst = (float(gc[j].item()), float(rc[j].item()))
+        diff_sq += float((diff * diff).sum().item())
+        ref_sq += float((rc * rc).sum().item())
+    rel_norm = math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else (0.0 if max_abs == 0 else math.inf)
+    if n_bad or rel_norm > tol.rtol:
+        return Mismatch(
+            False,
+            f"output {i}: {n_bad} of {finite_n} elements beyond tolerance (rtol {tol.rtol:g}); "
+            f"max |diff| {max_abs:.3g} (got {worst[0]:.6g}, expected {worst[1]:.6g}); "
+            f"relative L2 error {rel_norm:.3g}",
+            max_abs,
+            rel_norm,
+            n_bad / finite_n,
+        )
+    return Mismatch(True, f"max |diff| {max_abs:.3g}, relative L2 error {rel_norm:.3g}", max_abs, rel_norm)

@@ -1,0 +1,75 @@
+"""Input sets for correctness: fresh random sets and adversarial variants of them."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Points where common activations change behaviour: relu/leaky (0), hardtanh/hardsigmoid (+-1, +-3),
+# relu6 (6), softplus's linear switch (20), gelu/silu curvature (+-0.5, +-2).
+KINKS = (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, 20.0, -20.0, 0.5, -0.5, 2.0, -2.0)
+
+
+def fresh_seeds(n: int, used: set[int] | None = None) -> list[int]:
+    """Seeds from the OS, never one already used in this run (the reference's own get_inputs runs
+    under torch's default seed, and a hard-coding candidate may have seen any earlier seed)."""
+    used = set(used or ())
+    out: list[int] = []
+    while len(out) < n:
+        s = secrets.randbits(62)
+        if s not in used and s not in out:
+            out.append(s)
+    return out
+
+
+@dataclass
+class InputSet:
+    name: str
+    seed: int
+    args: list[Any]
+
+
+def make_inputs(get_inputs: Callable[[], list[Any]], seed: int, device: torch.device) -> list[Any]:
+    torch.manual_seed(seed)
+    # Creating on the device directly: the CPU RNG takes seconds for the larger KernelBench inputs.
+    with torch.device(device):
+        args = list(get_inputs())
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _is_float(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a.is_floating_point()
+
+
+def _kinks_like(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    kinks = torch.tensor(KINKS, dtype=a.dtype, device=a.device)
+    idx = torch.randint(len(KINKS), a.shape, device=a.device, generator=gen)
+    jitter = (torch.rand(a.shape, device=a.device, generator=gen, dtype=a.dtype) - 0.5) * 2e-3
+    return kinks[idx] + jitter
+
+
+ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
+    "large": lambda a, g: a * 1e3,
+    "tiny": lambda a, g: a * 1e-4,
+    "negated": lambda a, g: -a,
+    "mixed-sign": lambda a, g: (a - a.mean()) * 4,
+    "near-kinks": _kinks_like,
+}
+
+
+def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
+    """Transform the floating-point inputs of a random set; integer inputs (indices, labels) and
+    shapes stay as given, since changing them would change the problem rather than stress it."""
+    first = next((a for a in base if isinstance(a, torch.Tensor)), None)
+    gen = torch.Generator(device=first.device if first is not None else "cpu")
+    gen.manual_seed(seed)
+    fn = ADVERSARIAL[kind]
+    return [fn(a, gen) if _is_float(a) else a for a in base]
+
+
+def clone_args(args: list[Any]) -> list[Any]:
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]

@@ -1,0 +1,62 @@
+"""GPU timing in the manner of KernelBench's timing.py: CUDA events around each call, warm-up
+first, the L2 cache flushed before every trial, a device-wide synchronise after it, the median."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from stitchcuda.types import Timing
+
+
+class L2Flusher:
+    """Writing a buffer larger than L2 evicts the previous trial's data (H100: 50 MB of L2)."""
+
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        size = max(4 * int(getattr(props, "L2_cache_size", 50 << 20)), 256 << 20)
+        self.buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buf.zero_()
+
+
+def time_cuda(
+    fn: Callable[[list[Any]], Any],
+    input_sets: Sequence[list[Any]],
+    *,
+    trials: int = 50,
+    warmup_ms: float = 25.0,
+    min_warmup: int = 3,
+    flusher: L2Flusher | None = None,
+) -> tuple[Timing, Any]:
+    """Median of `trials` calls. Rotates over the given input sets, so a candidate that keys a
+    cache on its inputs' addresses cannot skip work while it is timed. Returns the last output so
+    the caller can check that what was timed was also correct."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    flusher = flusher or L2Flusher(device)
+    out = None
+    # Warm-up: at least `min_warmup` calls and `warmup_ms` of work (module load, handles, autotune).
+    t0 = time.perf_counter()
+    k = 0
+    while k < min_warmup or (time.perf_counter() - t0) * 1e3 < warmup_ms and k < 1000:
+        out = fn(input_sets[k % len(input_sets)])
+        torch.cuda.synchronize()
+        k += 1
+    times = []
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    for i in range(trials):
+        args = input_sets[i % len(input_sets)]
+        flusher()
+        torch.cuda.synchronize()
+        start.record()
+        out = fn(args)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return Timing(statistics.median(times), min(times), max(times), trials), out

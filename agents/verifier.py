@@ -1,0 +1,260 @@
+"""The Verifier: each candidate in its own worker process, under a wall clock and a memory limit.
+
+The parent never imports candidate code. It runs the static check (pure AST), starts the worker,
+watches it (progress events, memory, time, cancellation), and turns whatever happened (a verdict
+on disk, a signal, a hang) into a Verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from stitchcuda.types import Candidate, Finding, Task, Verdict
+
+from .static_check import check_source
+
+Progress = Callable[[str, str], None]  # (phase, detail)
+
+
+@dataclass
+class VerifyOptions:
+    gpu: int | None = None  # None: the first GPU if there is one, else CPU
+    timeout_s: float = 900.0
+    max_host_memory_gb: float = 48.0
+    gpu_memory_fraction: float | None = None
+    trials: int = 50
+    random_sets: int = 5
+    time_compile: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def verify(
+    task: Task,
+    candidate: Candidate | None,
+    workdir: Path,
+    opts: VerifyOptions | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> Verdict:
+    """Verify one candidate (or, with candidate=None, only time the reference)."""
+    opts = opts or VerifyOptions()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    static: list[Finding] = []
+    module_path = None
+    if candidate is not None:
+        module_path = candidate.write(workdir)
+        static = check_source(
+            candidate.files[candidate.module],
+            filename=candidate.module,
+            reference_classes=(task.class_name, "Model"),
+            reference_module=task.path.stem,
+        )
+    gpu = opts.gpu
+    if gpu is None and cuda_available():
+        gpu = 0
+    req = {
+        "reference": str(task.path),
+        "class_name": task.class_name,
+        "candidate": str(module_path) if module_path else None,
+        "candidate_name": candidate.name if candidate else "reference",
+        "needs_cuda": bool(candidate and any(n.endswith(".cu") for n in candidate.files)),
+        "device": "cuda" if gpu is not None else "cpu",
+        "trials": opts.trials,
+        "random_sets": opts.random_sets,
+        "time_compile": opts.time_compile,
+        "gpu_memory_fraction": opts.gpu_memory_fraction,
+        "gpu_lock": str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{gpu}.lock")
+        if gpu is not None
+        else None,
+        "result": str(workdir / "result.json"),
+        "events": str(workdir / "events.jsonl"),
+    }
+    (workdir / "request.json").write_text(json.dumps(req, indent=2))
+    for stale in ("result.json", "events.jsonl"):
+        (workdir / stale).unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    outcome = _run_worker(req, workdir, env, opts, progress, cancel)
+    verdict = _read_verdict(workdir, candidate, outcome)
+    if static:
+        verdict.hack_findings = static + verdict.hack_findings
+        if verdict.status in {"ok", "incorrect", "unverified"}:
+            verdict.status = "hacked"
+            verdict.message = "; ".join(f.message for f in verdict.hack_findings[:3])
+    (workdir / "verdict.json").write_text(verdict.to_json())
+    return verdict
+
+
+@dataclass
+class _Outcome:
+    returncode: int | None
+    killed_for: str | None  # "timeout" | "memory" | "cancelled" | None
+    seconds: float
+    peak_rss_gb: float
+
+
+def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
+    log = (workdir / "worker.log").open("w")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stitchcuda.agents.worker", str(workdir / "request.json")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # its own process group: killing it takes any children with it
+    )
+    killed_for = None
+    peak = 0.0
+    seen = 0
+    events = Path(req["events"])
+    try:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            time.sleep(0.2)
+            if progress and events.exists():
+                lines = events.read_text().splitlines()
+                for line in lines[seen:]:
+                    try:
+                        e = json.loads(line)
+                        progress(e["phase"], e.get("detail", ""))
+                    except (json.JSONDecodeError, KeyError):
+                        break
+                    seen += 1
+            try:
+                rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
+            except psutil.Error:
+                rss = 0
+            peak = max(peak, rss / 2**30)
+            if cancel is not None and cancel.is_set():
+                killed_for = "cancelled"
+            elif time.monotonic() - t0 > opts.timeout_s:
+                killed_for = "timeout"
+            elif rss / 2**30 > opts.max_host_memory_gb:
+                killed_for = "memory"
+            if killed_for:
+                _kill_group(proc)
+                break
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+        log.close()
+    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
+    path = workdir / "result.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    last_phase = data.pop("last_phase", "start")
+    verdict = (
+        Verdict.from_dict(data)
+        if data
+        else Verdict(candidate=candidate.name if candidate else "reference", status="error")
+    )
+    log_tail = (
+        (workdir / "worker.log").read_text(errors="replace")[-4000:]
+        if (workdir / "worker.log").exists()
+        else ""
+    )
+    if outcome.killed_for:
+        what = {
+            "timeout": (
+                "timeout",
+                f"no verdict after {outcome.seconds:.0f} s: killed during {last_phase} (hang?)",
+            ),
+            "memory": (
+                "oom",
+                f"host memory above the limit ({outcome.peak_rss_gb:.1f} GiB) during {last_phase}: killed",
+            ),
+            "cancelled": ("cancelled", f"cancelled during {last_phase}"),
+        }[outcome.killed_for]
+        verdict.status, verdict.message = what
+        verdict.findings.append(Finding(outcome.killed_for, verdict.message))
+    elif last_phase != "done":
+        rc = outcome.returncode or 0
+        how = _signal_name(rc) if rc < 0 else f"exit code {rc}"
+        verdict.status = "crashed"
+        verdict.message = f"worker died ({how}) during {last_phase}"
+        verdict.findings.append(Finding("crash", verdict.message, data={"returncode": rc}))
+        verdict.correct = False
+    verdict.log_tail = verdict.log_tail or log_tail
+    return verdict
+
+
+class VerifierPool:
+    """Verifies many candidates at once: `jobs_per_gpu` workers per GPU. Workers on one GPU build
+    and compile in parallel and take turns (a file lock) for the correctness and timing phases."""
+
+    def __init__(self, gpus: list[int] | None, jobs_per_gpu: int = 1, opts: VerifyOptions | None = None):
+        self.gpus = gpus if gpus else [None]  # type: ignore[list-item]
+        self.opts = opts or VerifyOptions()
+        self._slots: list[int | None] = [g for g in self.gpus for _ in range(jobs_per_gpu)]
+        self._free = threading.Semaphore(len(self._slots))
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=len(self._slots))
+
+    def submit(
+        self,
+        task: Task,
+        candidate: Candidate | None,
+        workdir: Path,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Future[Verdict]:
+        return self._pool.submit(self._run, task, candidate, workdir, progress, cancel)
+
+    def _run(self, task, candidate, workdir, progress, cancel) -> Verdict:
+        with self._free:
+            with self._lock:
+                gpu = self._slots.pop(0)
+            try:
+                opts = VerifyOptions(**{**self.opts.__dict__, "gpu": gpu})
+                return verify(task, candidate, workdir, opts, progress, cancel)
+            finally:
+                with self._lock:
+                    self._slots.append(gpu)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)

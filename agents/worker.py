@@ -1,0 +1,369 @@
+"""The Verifier's worker: runs in its own process, on one GPU, for one candidate.
+
+Everything here may be killed at any moment (the parent enforces the wall clock and memory), so
+the partial verdict is written to disk after every phase: a candidate that segfaults during the
+correctness check still leaves a verdict that says it built, in how long, and where it died.
+
+Usage: python -m stitchcuda.agents.worker REQUEST.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stitchcuda.task import import_file
+from stitchcuda.types import Finding, Verdict
+
+from . import dynamic_check as dyn
+from .compare import compare_outputs, tolerance_for
+from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
+
+
+class Recorder:
+    def __init__(self, req: dict[str, Any]):
+        self.result = Path(req["result"])
+        self.events = Path(req["events"])
+        self.verdict = Verdict(candidate=req.get("candidate_name", "reference"), status="error")
+        self.t_phase = time.perf_counter()
+        self.phase = "start"
+
+    def enter(self, phase: str, detail: str = "") -> None:
+        now = time.perf_counter()
+        self.verdict.phases[self.phase] = round(
+            self.verdict.phases.get(self.phase, 0.0) + now - self.t_phase, 3
+        )
+        self.phase, self.t_phase = phase, now
+        with self.events.open("a") as f:
+            f.write(json.dumps({"t": time.time(), "phase": phase, "detail": detail}) + "\n")
+        self.save()
+
+    def save(self) -> None:
+        d = self.verdict.to_dict()
+        d["last_phase"] = self.phase
+        tmp = self.result.with_suffix(".tmp")
+        tmp.write_text(json.dumps(d, indent=2, default=str))
+        os.replace(tmp, self.result)
+
+
+@contextlib.contextmanager
+def gpu_lock(path: str | None):
+    """Serialises timing among workers sharing a GPU (build and compile may overlap)."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    text = str(exc)
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
+        return "oom", "cuda-oom"
+    if "illegal memory access" in text or "misaligned address" in text:
+        return "crashed", "illegal-memory-access"
+    if "device-side assert" in text or "CUDA error" in text or "cudaError" in text:
+        return "crashed", "cuda-error"
+    return "error", "exception"
+
+
+def fingerprint(outs: list[Any]) -> str:
+    """A cheap hash of strided samples of every output, to see whether outputs follow inputs."""
+    h = hashlib.sha1()
+    for o in outs:
+        if isinstance(o, torch.Tensor):
+            flat = o.detach().reshape(-1)
+            step = max(1, flat.numel() // (1 << 16))
+            h.update(flat[::step].float().cpu().numpy().tobytes())
+        else:
+            h.update(repr(o).encode())
+    return h.hexdigest()
+
+
+def build_model(cls: type, init_args: list[Any], seed: int, device: torch.device) -> torch.nn.Module:
+    # Built on the CPU under a fixed seed, as KernelBench does, so reference and candidate draw the
+    # same initial weights; then moved.
+    torch.manual_seed(seed)
+    return cls(*init_args).to(device)
+
+
+def run(req: dict[str, Any], rec: Recorder) -> None:
+    v = rec.verdict
+    device = torch.device(req.get("device", "cuda" if torch.cuda.is_available() else "cpu"))
+    v.device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        if req.get("gpu_memory_fraction"):
+            torch.cuda.set_per_process_memory_fraction(float(req["gpu_memory_fraction"]), device)
+    torch.set_grad_enabled(False)
+
+    rec.enter("reference", "loading the reference module")
+    ref_mod = import_file(Path(req["reference"]))
+    ref_cls = getattr(ref_mod, req.get("class_name", "Model"))
+    get_inputs = ref_mod.get_inputs
+    init_args = list(ref_mod.get_init_inputs())
+    init_seed = int(req.get("init_seed", 42))
+    ref = build_model(ref_cls, init_args, init_seed, device)
+    n_random = int(req.get("random_sets", 5))
+    adv_kinds = list(req.get("adversarial", list(ADVERSARIAL)))
+    seeds = fresh_seeds(n_random + len(adv_kinds) + 4, used={init_seed, 42, 0})
+    rand_seeds, adv_seeds, time_seeds = seeds[:n_random], seeds[n_random:-4], seeds[-4:]
+
+    cand = None
+    if req.get("candidate"):
+        rec.enter("build", "importing the candidate (compiles its sources)")
+        t0 = time.perf_counter()
+        try:
+            cand_mod = import_file(Path(req["candidate"]))
+            cand_cls = getattr(cand_mod, req.get("candidate_class", "ModelNew"))
+        except Exception as e:  # noqa: BLE001 - any import failure is the candidate's build verdict
+            v.status = "build-failed"
+            v.message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            v.build_log = (getattr(e, "log", "") or traceback.format_exc())[-8000:]
+            return
+        v.build_s = round(time.perf_counter() - t0, 3)
+        v.built = True
+        try:
+            cand = build_model(cand_cls, init_args, init_seed, device)
+        except Exception as e:  # noqa: BLE001
+            v.status, code = classify_error(e)
+            v.message = f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}"[:2000]
+            return
+        ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
+        if ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
+            cand.load_state_dict(ref_sd)
+            v.notes.append("candidate weights loaded from the reference's state_dict")
+        if device.type != "cuda" and req.get("needs_cuda"):
+            v.status = "unverified"
+            v.message = "no CUDA GPU here: the candidate was built, but not run, checked or timed"
+            return
+
+    rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets")
+    ref_ops: dict[str, int] = {}
+    tol = None
+    ref_prints: list[str] = []
+    cand_prints: list[str] = []
+    all_ok = True
+    sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
+    sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
+    base_seed = rand_seeds[0]
+    with gpu_lock(req.get("gpu_lock")):
+        for idx, (name, seed, kind) in enumerate(sets):
+            args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
+            if kind is not None:
+                args = adversarial(args, kind, seed)
+            try:
+                if idx == 0:
+                    ref_out, ops = dyn.trace_ops(lambda a=args: ref(*clone_args(a)))
+                    ref_ops = dict(ops)
+                else:
+                    ref_out = ref(*clone_args(args))
+            except Exception as e:  # noqa: BLE001
+                if kind is None:
+                    raise RuntimeError(f"the reference itself fails on input set {name}: {e}") from e
+                v.checks.append(
+                    {
+                        "set": name,
+                        "seed": seed,
+                        "ok": None,
+                        "message": f"skipped: reference rejects it ({e})"[:300],
+                    }
+                )
+                continue
+            ref_outs = dyn.flatten_outputs(ref_out)
+            if tol is None:
+                tol = tolerance_for(ref_ops, [o.dtype for o in ref_outs if isinstance(o, torch.Tensor)])
+                v.tolerance = tol.to_dict()
+                v.tolerance["reference_ops"] = sorted(k for k in ref_ops if dyn.is_compute_aten(k))
+            if cand is None:
+                break  # reference-only: the tolerance class is all we needed from these sets
+            # Poison: with deterministic mode on, torch.empty fills new memory with NaN, so an
+            # element the candidate never writes cannot pass by luck.
+            cand_args = clone_args(args)
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            try:
+                if idx == 0:
+                    rec_ops = dyn.OpRecorder()
+
+                    def first_call(a=cand_args, r=rec_ops):
+                        with r:
+                            return cand(*a)
+
+                    out, late = dyn.late_write_findings(first_call, device)
+                    v.hack_findings += late
+                    f = dyn.torch_compute_finding(rec_ops.ops)
+                    if f:
+                        v.hack_findings.append(f)
+                else:
+                    out = cand(*cand_args)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+            finally:
+                torch.use_deterministic_algorithms(False)
+            outs = dyn.flatten_outputs(out)
+            if idx == 0:
+                v.hack_findings += dyn.output_type_findings(outs)
+            m = compare_outputs(ref_outs, outs, tol)
+            v.checks.append(
+                {
+                    "set": name,
+                    "seed": seed,
+                    "ok": m.ok,
+                    "message": m.message,
+                    "max_abs": m.max_abs,
+                    "rel_norm": m.rel_norm,
+                }
+            )
+            all_ok &= m.ok
+            if kind is None:
+                ref_prints.append(fingerprint(ref_outs))
+                cand_prints.append(fingerprint(outs))
+            del ref_out, out, outs, ref_outs, args, cand_args
+            rec.save()
+        if cand is not None:
+            v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints)
+            v.correct = all_ok and any(c["ok"] for c in v.checks)
+            if device.type == "cuda":
+                rec.enter("streams", "which streams the candidate's kernels ran on")
+                args = make_inputs(get_inputs, rand_seeds[0], device)
+                ref_streams, _ = dyn.kernel_streams(lambda: ref(*clone_args(args)))
+                cand_streams, kernels = dyn.kernel_streams(lambda: cand(*clone_args(args)))
+                extra = cand_streams - ref_streams
+                if ref_streams and extra:
+                    names = sorted({k for k, s in kernels if s in extra})[:3]
+                    v.hack_findings.append(
+                        Finding(
+                            "side-stream",
+                            f"kernels ran on stream(s) {sorted(extra)} besides the caller's {sorted(ref_streams)}: {', '.join(names)}",
+                        )
+                    )
+                del args
+
+    if cand is not None and (v.hack_findings or not v.correct):
+        v.status = "hacked" if v.hack_findings else "incorrect"
+        bad = next((c for c in v.checks if c["ok"] is False), None)
+        v.message = "; ".join(f.message for f in v.hack_findings) or (
+            bad["message"] if bad else "no input set passed"
+        )
+        return
+    if device.type != "cuda":
+        v.status = "ok" if cand is not None else "unverified"
+        v.notes.append("no CUDA device: correctness checked on CPU, nothing timed")
+        return
+
+    rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
+    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol)
+
+
+def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str]) -> list[Finding]:
+    if len(cand_prints) < 2 or len(set(ref_prints)) < 2:
+        return []
+    if len(set(cand_prints)) == 1:
+        return [
+            Finding(
+                "input-independent-output",
+                f"the same output for {len(cand_prints)} different random inputs while the reference's changed",
+            )
+        ]
+    for i in range(1, len(cand_prints)):
+        for j in range(i):
+            if cand_prints[i] == cand_prints[j] and ref_prints[i] != ref_prints[j]:
+                return [
+                    Finding(
+                        "cached-output",
+                        f"output for input set {i} repeats the output for set {j} while the reference's differ",
+                    )
+                ]
+    return []
+
+
+def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol) -> None:
+    from .timing import L2Flusher, time_cuda
+
+    v = rec.verdict
+    trials = int(req.get("trials", 50))
+    first = make_inputs(get_inputs, seeds[0], device)
+    in_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
+    # Two input sets in rotation where memory allows: a cache keyed on input addresses cannot win.
+    sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
+    compiled = None
+    if req.get("time_compile", True):
+        # Compiling is CPU work: done before taking the GPU lock, so other workers can time meanwhile.
+        try:
+            compiled = torch.compile(ref)
+            t0 = time.perf_counter()
+            compiled(*sets[0])
+            torch.cuda.synchronize()
+            v.compile_first_call_s = round(time.perf_counter() - t0, 3)
+        except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
+            compiled = None
+            v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
+    with gpu_lock(req.get("gpu_lock")):
+        flusher = L2Flusher(device)
+        if req.get("time_eager", True):
+            v.eager, _ = time_cuda(lambda a: ref(*a), sets, trials=trials, flusher=flusher)
+            rec.save()
+        if compiled is not None:
+            v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=flusher)
+            rec.save()
+        if cand is not None:
+            v.ours, out = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher)
+            # What was timed must also be right: compare the last timed output.
+            last = sets[(trials - 1) % len(sets)]
+            m = compare_outputs(dyn.flatten_outputs(ref(*clone_args(last))), dyn.flatten_outputs(out), tol)
+            v.checks.append(
+                {
+                    "set": "after-timing",
+                    "seed": None,
+                    "ok": m.ok,
+                    "message": m.message,
+                    "max_abs": m.max_abs,
+                    "rel_norm": m.rel_norm,
+                }
+            )
+            if not m.ok:
+                v.correct = False
+                v.hack_findings.append(
+                    Finding("wrong-while-timed", f"output of the timed calls is wrong: {m.message}")
+                )
+                v.status = "hacked"
+                v.message = v.hack_findings[-1].message
+                return
+    v.status = "ok" if cand is not None else "reference-only"
+
+
+def main(argv: list[str]) -> int:
+    req = json.loads(Path(argv[1]).read_text())
+    rec = Recorder(req)
+    try:
+        run(req, rec)
+        if rec.verdict.status == "error" and rec.verdict.built and rec.verdict.correct:
+            rec.verdict.status = "ok"
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a verdict
+        status, code = classify_error(e)
+        rec.verdict.status = status
+        rec.verdict.message = f"{rec.phase}: {type(e).__name__}: {str(e)[:1500]}"
+        rec.verdict.log_tail = traceback.format_exc()[-6000:]
+        rec.verdict.findings.append(Finding(code, rec.verdict.message))
+    rec.enter("done")
+    sys.stdout.flush()
+    # A CUDA context broken by the candidate can hang in teardown; the verdict is on disk already.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1 @@
+"""Profiling: reference profiles for the Planner, Nsight Compute findings for the Coder."""

@@ -1,0 +1,1 @@
+"""The language server (pygls). Imported only by `stitchcuda serve`."""

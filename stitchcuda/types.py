@@ -1,0 +1,159 @@
+"""The plain data passed between the agents.
+
+Every contract between Planner, Coder and Verifier is one of these dataclasses, so a run can be
+followed (and serialised) step by step: Task -> Plan -> Candidate -> Verdict (with Findings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Task:
+    """A module class in a Python file, with how to build it and its inputs."""
+
+    path: Path
+    class_name: str = "Model"
+    # Names of the functions in the file that make the constructor arguments and the inputs.
+    init_inputs_fn: str = "get_init_inputs"
+    inputs_fn: str = "get_inputs"
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.stem}:{self.class_name}"
+
+
+@dataclass
+class FusionGroup:
+    """Nodes of the traced graph that the Coder emits as one kernel (or one library call)."""
+
+    kind: str  # "pointwise", later "reduction", "gemm", ...
+    nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    task: str
+    graph: list[dict[str, Any]]  # the traced graph, one dict per node (op, args, shape, dtype)
+    groups: list[FusionGroup] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)  # why parts of the graph cannot be covered
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def supported(self) -> bool:
+        return not self.unsupported and bool(self.groups)
+
+
+@dataclass
+class Candidate:
+    """Source files of one attempt. `files` maps file name -> text; `module` names the Python file
+    defining ModelNew. Everything else (.cu, .cpp, .h) is compiled by the runtime or by the module."""
+
+    name: str
+    files: dict[str, str]
+    module: str = "model_new.py"
+    origin: str = "builtin"  # builtin | llm | user
+    notes: list[str] = field(default_factory=list)
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        for fname, text in self.files.items():
+            (folder / fname).write_text(text)
+        return folder / self.module
+
+    @classmethod
+    def from_file(cls, path: Path) -> Candidate:
+        """A candidate someone else wrote: the module plus the sources beside it."""
+        files = {path.name: path.read_text()}
+        for sib in path.parent.iterdir():
+            if sib.suffix in {".cu", ".cuh", ".cpp", ".h", ".hpp"} and sib.is_file():
+                files[sib.name] = sib.read_text()
+        return cls(name=path.stem, files=files, module=path.name, origin="user")
+
+
+@dataclass
+class Finding:
+    """One observation about a candidate: a hack, a failure, or (later) a profile result."""
+
+    code: str  # e.g. "torch-compute-in-forward", "cached-output", "memory-bound"
+    message: str  # one line, fit for an editor diagnostic
+    severity: str = "error"  # error | warning | info
+    kernel: str | None = None
+    line: int | None = None  # 1-based line in `file`
+    file: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+
+
+@dataclass
+class Verdict:
+    candidate: str
+    status: str  # ok | build-failed | incorrect | hacked | crashed | timeout | oom | error | unverified
+    built: bool = False
+    correct: bool = False
+    hack_findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    build_s: float | None = None
+    build_log: str = ""
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # one per input set
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    ours: Timing | None = None
+    compile_first_call_s: float | None = None
+    device: str = ""
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+    log_tail: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each worker phase
+
+    @property
+    def accepted(self) -> bool:
+        return self.built and self.correct and not self.hack_findings and self.status == "ok"
+
+    @property
+    def speedup_eager(self) -> float | None:
+        if self.eager and self.ours and self.ours.median_ms > 0:
+            return self.eager.median_ms / self.ours.median_ms
+        return None
+
+    @property
+    def speedup_compile(self) -> float | None:
+        if self.compiled and self.ours and self.ours.median_ms > 0:
+            return self.compiled.median_ms / self.ours.median_ms
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["accepted"] = self.accepted
+        d["speedup_eager"] = self.speedup_eager
+        d["speedup_compile"] = self.speedup_compile
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        d["hack_findings"] = [Finding(**f) for f in d.get("hack_findings", [])]
+        d["findings"] = [Finding(**f) for f in d.get("findings", [])]
+        for key in ("eager", "compiled", "ours"):
+            if d.get(key):
+                d[key] = Timing(**d[key])
+        return cls(**d)
