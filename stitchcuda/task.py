@@ -21,7 +21,11 @@ def get_inputs():
 """
 
 
-class TaskError(Exception):
+class UsageError(Exception):
+    """A problem the user can fix (bad file, bad option), reported as one message, not a traceback."""
+
+
+class TaskError(UsageError):
     """A problem with the user's file, worded for the user (never shown as a traceback)."""
 
 

@@ -1,0 +1,157 @@
+"""Plan -> Code -> Verify -> refine, for N rounds or until a time budget ends.
+
+Every candidate's sources, build log and verdict land in the run folder; the best correct,
+hack-free candidate that beats the reference is the proposal, and when none does the result says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from stitchcuda.task import UsageError
+from stitchcuda.types import Candidate, Plan, Task, Verdict
+
+from .verifier import VerifyOptions, cuda_available, verify
+
+Progress = Callable[[str, str], None]
+
+
+@dataclass
+class LoopOptions:
+    coder: str = "builtin"
+    rounds: int = 1
+    time_budget_s: float | None = None
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
+
+
+@dataclass
+class RunResult:
+    task: Task
+    run_dir: Path
+    plan: Plan | None
+    attempts: list[tuple[Candidate, Verdict]]
+    best: tuple[Candidate, Verdict] | None
+    message: str
+    reference: Verdict | None = None
+
+    @property
+    def proposal(self) -> Candidate | None:
+        return self.best[0] if self.best else None
+
+    def summary(self) -> dict:
+        return {
+            "task": self.task.name,
+            "run_dir": str(self.run_dir),
+            "message": self.message,
+            "plan": asdict(self.plan) if self.plan else None,
+            "attempts": [{"candidate": c.name, "verdict": v.to_dict()} for c, v in self.attempts],
+            "best": self.best[0].name if self.best else None,
+        }
+
+
+def _make_coder(name: str):
+    if name == "builtin":
+        from . import coder_builtin
+
+        return coder_builtin.code
+    raise UsageError(f"coder {name!r} is not available yet: only the built-in coder is implemented (use --coder builtin)")
+
+
+def _plan(task: Task) -> Plan:
+    from .planner import plan
+
+    return plan(task)
+
+
+def optimize(
+    task: Task,
+    run_dir: Path,
+    opts: LoopOptions | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    opts = opts or LoopOptions()
+    say = progress or (lambda phase, detail: None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    code = _make_coder(opts.coder)
+
+    say("planning", f"tracing {task.name}")
+    plan = _plan(task)
+    (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
+    attempts: list[tuple[Candidate, Verdict]] = []
+    seen: set[str] = set()
+    best: tuple[Candidate, Verdict] | None = None
+    for k in range(1, opts.rounds + 1):
+        if cancel is not None and cancel.is_set():
+            break
+        if opts.time_budget_s and time.monotonic() - t0 > opts.time_budget_s:
+            say("budget", f"time budget of {opts.time_budget_s:.0f} s spent after {k - 1} round(s)")
+            break
+        say(f"round {k}: coding", opts.coder)
+        cand = code(task, plan) if not attempts else _refine(code, task, plan, attempts)
+        if cand is None:
+            break
+        digest = hashlib.sha256(json.dumps(cand.files, sort_keys=True).encode()).hexdigest()[:12]
+        if digest in seen:
+            say(f"round {k}", "the coder has nothing new to try")
+            break
+        seen.add(digest)
+        cand.name = f"r{k}-{cand.name}"
+        verdict = verify(
+            task, cand, run_dir / cand.name, opts.verify,
+            progress=lambda phase, detail, k=k: say(f"round {k}: {phase}", detail), cancel=cancel,
+        )
+        attempts.append((cand, verdict))
+        say(f"round {k}: verdict", _verdict_line(verdict))
+        if verdict.accepted and verdict.ours and (best is None or verdict.ours.median_ms < best[1].ours.median_ms):
+            best = (cand, verdict)
+
+    message, proposal = _conclude(plan, attempts, best)
+    result = RunResult(task, run_dir, plan, attempts, proposal, message)
+    (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
+    return result
+
+
+def _refine(code, task: Task, plan: Plan, attempts: list[tuple[Candidate, Verdict]]) -> Candidate | None:
+    # The built-in coder is deterministic: with the same plan it writes the same code, which the
+    # loop's duplicate check stops. Coders that read feedback take it through `feedback=`.
+    try:
+        return code(task, plan, feedback=attempts[-1][1])
+    except TypeError:
+        return code(task, plan)
+
+
+def _verdict_line(v: Verdict) -> str:
+    if v.accepted and v.ours:
+        parts = [f"correct, {v.ours.median_ms:.3f} ms"]
+        if v.speedup_eager:
+            parts.append(f"{v.speedup_eager:.2f}x vs eager")
+        if v.speedup_compile:
+            parts.append(f"{v.speedup_compile:.2f}x vs torch.compile")
+        return ", ".join(parts)
+    return f"{v.status}: {v.message}"
+
+
+def _conclude(plan: Plan, attempts, best) -> tuple[str, tuple[Candidate, Verdict] | None]:
+    if not attempts:
+        why = "; ".join(plan.unsupported) or "the coder produced no candidate"
+        return f"no candidate: {why}", None
+    if best is None:
+        unverified = [v for _, v in attempts if v.status == "unverified"]
+        if unverified:
+            return ("built with nvcc but not verified or timed: no CUDA GPU on this machine"
+                    if not cuda_available() else unverified[0].message), None
+        last = attempts[-1][1]
+        return f"no correct, hack-free candidate ({last.status}: {last.message})", None
+    v = best[1]
+    if v.speedup_eager is not None and v.speedup_eager <= 1.0:
+        return (f"no proposal: the best correct candidate ({v.ours.median_ms:.3f} ms) is not faster than "
+                f"the reference ({v.eager.median_ms:.3f} ms eager)"), None
+    return f"proposal {best[0].name}: {_verdict_line(v)}", best

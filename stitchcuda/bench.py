@@ -1,0 +1,230 @@
+"""`stitchcuda bench`: the pipeline over KernelBench-format files, into a JSON and a Markdown table.
+
+The JSON is written after every problem, so a run that is cut off keeps what it measured and
+`--resume` carries on from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from .task import TaskError, find_task
+from .types import Candidate, Verdict
+
+
+def problem_level(path: Path) -> int | None:
+    m = re.search(r"level(\d+)", str(path.parent.name))
+    return int(m.group(1)) if m else None
+
+
+def git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def expand_paths(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(p.glob("*.py"), key=lambda q: (int(m.group(1)) if (m := re.match(r"(\d+)_", q.name)) else 10**9, q.name))
+        else:
+            out.append(p)
+    return out
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_note: str, status: str | None = None) -> dict[str, Any]:
+    v = verdict
+    solved = bool(v and cand is not None and v.accepted)
+    return {
+        "path": str(path),
+        "name": path.name,
+        "level": problem_level(path),
+        "solved": solved,
+        "status": status or (v.status if v else "error"),
+        "hack_findings": [{"code": f.code, "message": f.message} for f in (v.hack_findings if v else [])],
+        "eager_ms": v.eager.median_ms if v and v.eager else None,
+        "compile_ms": v.compiled.median_ms if v and v.compiled else None,
+        "ours_ms": v.ours.median_ms if solved and v.ours else None,
+        "speedup_eager": v.speedup_eager if solved else None,
+        "speedup_compile": v.speedup_compile if solved else None,
+        "build_s": v.build_s if v else None,
+        "compile_first_call_s": v.compile_first_call_s if v else None,
+        "tolerance": v.tolerance if v else None,
+        "message": (v.message if v and v.message else plan_note)[:500],
+        "candidate": cand.name if cand else None,
+    }
+
+
+def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
+    solved = [p for p in problems if p["solved"]]
+    builds = [p["build_s"] for p in problems if p.get("build_s") is not None and p.get("candidate")]
+    timed = [p for p in problems if p.get("eager_ms")]
+    return {
+        "problems": len(problems),
+        "solved": len(solved),
+        "hacked": sum(1 for p in problems if p["hack_findings"]),
+        "geomean_speedup_eager": geomean([p["speedup_eager"] for p in solved]),
+        "geomean_speedup_compile": geomean([p["speedup_compile"] for p in solved]),
+        # KernelBench's fast_1: correct and faster than the baseline, over all problems.
+        "fast_1_eager": sum(1 for p in solved if (p["speedup_eager"] or 0) > 1) / len(problems) if problems else None,
+        "fast_1_compile": sum(1 for p in solved if (p["speedup_compile"] or 0) > 1) / len(problems) if problems else None,
+        "median_build_s": statistics.median(builds) if builds else None,
+        "geomean_compile_over_eager": geomean([p["eager_ms"] / p["compile_ms"] for p in timed if p.get("compile_ms")]),
+    }
+
+
+def _fmt(x: Any, spec: str = ".3f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m, s = report["meta"], report["summary"]
+    lines = [
+        "# StitchCUDA bench",
+        "",
+        f"- command: `{m['command']}`",
+        f"- commit: `{m['commit']}`  date: {m['date']}",
+        f"- GPU: {m['gpu']}  torch: {m['torch']}  coder: {m['coder']}",
+        f"- solved {s['solved']} of {s['problems']}; hack findings on {s['hacked']}; "
+        f"fast_1 vs eager {_fmt(s['fast_1_eager'], '.2f')}, vs torch.compile {_fmt(s['fast_1_compile'], '.2f')}",
+        f"- geomean speedup on solved problems: {_fmt(s['geomean_speedup_eager'], '.2f')}x vs eager, "
+        f"{_fmt(s['geomean_speedup_compile'], '.2f')}x vs torch.compile; median build {_fmt(s['median_build_s'], '.2f')} s",
+        f"- torch.compile over eager (all timed problems, geomean): {_fmt(s['geomean_compile_over_eager'], '.2f')}x",
+        "",
+        "| problem | solved | hack findings | eager ms | compile ms | ours ms | vs eager | vs compile | build s | status |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for p in report["problems"]:
+        hacks = ", ".join(sorted({h["code"] for h in p["hack_findings"]})) or ""
+        lines.append(
+            f"| {p['name']} | {'yes' if p['solved'] else 'no'} | {hacks} | {_fmt(p['eager_ms'])} | {_fmt(p['compile_ms'])} | "
+            f"{_fmt(p['ours_ms'])} | {_fmt(p['speedup_eager'], '.2f')} | {_fmt(p['speedup_compile'], '.2f')} | "
+            f"{_fmt(p['build_s'], '.2f')} | {p['status']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(
+    paths: list[str],
+    out: Path,
+    *,
+    coder: str = "builtin",
+    jobs: int = 1,
+    gpus: list[int] | None = None,
+    verify_opts=None,
+    resume: bool = False,
+    deadline_s: float | None = None,
+    on_event: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    import torch
+
+    from stitchcuda.agents.loop import _make_coder, _plan
+    from stitchcuda.agents.verifier import VerifierPool, VerifyOptions
+
+    files = expand_paths(paths)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "bench.json"
+    done: dict[str, dict[str, Any]] = {}
+    if resume and json_path.exists():
+        done = {p["path"]: p for p in json.loads(json_path.read_text()).get("problems", [])}
+    report: dict[str, Any] = {
+        "meta": {
+            "command": "stitchcuda " + " ".join(sys.argv[1:]) if Path(sys.argv[0]).name == "stitchcuda" else " ".join(sys.argv),
+            "commit": git_commit(),
+            "gpu": None,
+            "torch": torch.__version__,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "coder": coder,
+            "jobs": jobs,
+        },
+        "problems": [],
+    }
+    code = _make_coder(coder)
+    opts = verify_opts or VerifyOptions()
+    pool = VerifierPool(gpus, jobs_per_gpu=jobs, opts=opts)
+    lock = threading.Lock()
+    results: dict[str, dict[str, Any]] = dict(done)
+    t0 = time.monotonic()
+
+    def save() -> None:
+        with lock:
+            report["problems"] = [results[str(f)] for f in files if str(f) in results]
+            report["summary"] = summarize(report["problems"])
+            json_path.write_text(json.dumps(report, indent=2, default=str))
+            (out / "bench.md").write_text(markdown(report))
+
+    pending: list[tuple[Path, Candidate | None, str, Future[Verdict]]] = []
+    def past_deadline() -> bool:
+        return bool(deadline_s) and time.monotonic() - t0 > deadline_s
+
+    for f in files:
+        if str(f) in results:
+            continue
+        if past_deadline():
+            break
+        try:
+            task = find_task(f)
+            plan = _plan(task)
+            cand = code(task, plan) if plan.supported else None
+            note = "; ".join(plan.unsupported)[:300] if cand is None else ""
+        except TaskError as e:
+            results[str(f)] = entry_for(f, None, None, str(e), status="task-error")
+            continue
+        except Exception as e:  # noqa: BLE001 - a planner/coder bug on one problem must not end the bench
+            task, cand, note = find_task(f), None, f"planner/coder error: {type(e).__name__}: {e}"
+        work = out / "runs" / f.stem
+        fut = pool.submit(task, cand, work)
+
+        def finished(fut: Future[Verdict], f=f, cand=cand, note=note) -> None:
+            if fut.cancelled():
+                return  # not run: --resume picks it up
+            try:
+                v = fut.result()
+            except Exception as e:  # noqa: BLE001
+                results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
+            else:
+                with lock:
+                    report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
+                    results[str(f)] = entry_for(f, v, cand, note)
+                e = results[str(f)]
+                on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
+                         + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")
+                         + (f"  ({e['message'][:120]})" if not e["solved"] and e["message"] else ""))
+            save()
+
+        fut.add_done_callback(finished)
+        pending.append((f, cand, note, fut))
+    while any(not p[3].done() for p in pending):
+        if past_deadline():
+            left = [p for p in pending if p[3].cancel()]
+            if left:
+                on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
+            deadline_s = None
+        time.sleep(0.5)
+    pool.shutdown()
+    report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"
+    save()
+    return report

@@ -1,0 +1,180 @@
+"""The `stitchcuda` command: optimize, verify, bench (and, later, serve)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from .task import TaskError, UsageError, find_task
+from .types import Candidate, Verdict
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _progress_printer(prefix: str = ""):
+    last = {"phase": None}
+
+    def show(phase: str, detail: str) -> None:
+        if phase == "done" or (phase == last["phase"] and not detail):
+            return
+        last["phase"] = phase
+        console.print(f"[dim]{dt.datetime.now():%H:%M:%S}[/] {escape(prefix)}[bold]{escape(phase)}[/] {escape(detail)}")
+
+    return show
+
+
+def _verify_options(args):
+    from stitchcuda.agents.verifier import VerifyOptions
+
+    return VerifyOptions(
+        gpu=args.gpu, timeout_s=args.timeout, trials=args.trials, time_compile=not args.no_compile,
+    )
+
+
+def _print_verdict(v: Verdict) -> None:
+    colour = "green" if v.accepted else ("yellow" if v.status == "unverified" else "red")
+    console.print(f"[{colour}][bold]{v.status}[/bold][/{colour}] {escape(v.candidate)}: {escape(v.message or '')}")
+    if v.build_s is not None:
+        console.print(f"  build {v.build_s:.2f} s")
+    if v.tolerance:
+        console.print(f"  tolerance rtol {v.tolerance.get('rtol')} ({v.tolerance.get('why')})")
+    failed = [c for c in v.checks if c.get("ok") is False]
+    passed = [c for c in v.checks if c.get("ok")]
+    if v.checks:
+        console.print(f"  input sets: {len(passed)} passed, {len(failed)} failed"
+                      + (f"; first failure {failed[0]['set']}: {escape(failed[0]['message'])}" if failed else ""))
+    for f in v.hack_findings:
+        where = f" ({f.file}:{f.line})" if f.line else ""
+        console.print(f"  [red]hack[/] {f.code}: {escape(f.message)}{where}")
+    for f in v.findings:
+        console.print(f"  [yellow]{f.code}[/]: {escape(f.message)}")
+    for label, t in (("eager", v.eager), ("torch.compile", v.compiled), ("candidate", v.ours)):
+        if t:
+            console.print(f"  {label:>13}: median {t.median_ms:.4f} ms over {t.trials} trials")
+    if v.speedup_eager:
+        console.print(f"  speedup: {v.speedup_eager:.2f}x vs eager"
+                      + (f", {v.speedup_compile:.2f}x vs torch.compile" if v.speedup_compile else ""))
+    for n in v.notes:
+        console.print(f"  [dim]note: {escape(n)}[/]")
+    if v.status in {"build-failed"} and v.build_log:
+        console.print("  build log (tail):\n" + "\n".join("    " + ln for ln in v.build_log.splitlines()[-25:]), markup=False)
+
+
+def cmd_optimize(args) -> int:
+    from stitchcuda.agents.loop import LoopOptions, optimize
+
+    task = find_task(Path(args.file), args.class_name)
+    out = Path(args.out or Path("stitchcuda-runs") / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args))
+    console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
+    cancel = threading.Event()
+    try:
+        result = optimize(task, out, opts, progress=_progress_printer(), cancel=cancel)
+    except KeyboardInterrupt:
+        cancel.set()
+        console.print("[red]cancelled[/]")
+        return 130
+    for _cand, v in result.attempts:
+        _print_verdict(v)
+    if result.proposal is not None:
+        proposal_dir = out / "proposal"
+        result.proposal.write(proposal_dir)
+        console.print(f"[green bold]{escape(result.message)}[/]")
+        console.print(f"proposed files (nothing in your project was changed): {proposal_dir}")
+        for name in result.proposal.files:
+            console.print(f"  {proposal_dir / name}")
+    else:
+        console.print(f"[yellow bold]{escape(result.message)}[/]")
+    console.print(f"artifacts: {out}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from stitchcuda.agents.verifier import verify
+
+    task = find_task(Path(args.reference), args.class_name)
+    cand_path = Path(args.candidate)
+    if not cand_path.is_file():
+        raise TaskError(f"{cand_path}: no such file")
+    cand = Candidate.from_file(cand_path)
+    out = Path(args.out or Path("stitchcuda-runs") / f"verify-{cand_path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    verdict = verify(task, cand, out, _verify_options(args), progress=_progress_printer())
+    if args.json:
+        print(verdict.to_json())
+    else:
+        _print_verdict(verdict)
+        console.print(f"verdict: {out / 'verdict.json'}")
+    return 0 if verdict.accepted else 1
+
+
+def cmd_bench(args) -> int:
+    from stitchcuda.bench import run_bench
+
+    report = run_bench(
+        args.paths, Path(args.out), coder=args.coder, jobs=args.jobs,
+        gpus=[args.gpu] if args.gpu is not None else None, verify_opts=_verify_options(args),
+        resume=args.resume, deadline_s=args.deadline, on_event=lambda m: console.print(m, markup=False),
+    )
+    s = report["summary"]
+    console.print(json.dumps(s, indent=2))
+    console.print(f"results: {Path(args.out) / 'bench.json'} and bench.md")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stitchcuda", description="Verified, faster CUDA for PyTorch modules.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp):
+        sp.add_argument("--gpu", type=int, default=None, help="GPU index (default: the first GPU, if any)")
+        sp.add_argument("--timeout", type=float, default=900.0, help="wall-clock limit per candidate, seconds")
+        sp.add_argument("--trials", type=int, default=50, help="timed trials per measurement (median)")
+        sp.add_argument("--no-compile", action="store_true", help="skip timing torch.compile")
+        sp.add_argument("--out", help="output folder")
+
+    o = sub.add_parser("optimize", help="plan, code and verify a faster module")
+    o.add_argument("file")
+    o.add_argument("--class", dest="class_name", help="module class (default: Model, or the only nn.Module)")
+    o.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
+    o.add_argument("--rounds", type=int, default=3)
+    o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
+    common(o)
+    o.set_defaults(fn=cmd_optimize)
+
+    v = sub.add_parser("verify", help="verify a candidate ModelNew against a reference")
+    v.add_argument("reference")
+    v.add_argument("candidate")
+    v.add_argument("--class", dest="class_name")
+    v.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    common(v)
+    v.set_defaults(fn=cmd_verify)
+
+    b = sub.add_parser("bench", help="run the pipeline over KernelBench-format files")
+    b.add_argument("paths", nargs="+", help="files or folders of problems")
+    b.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
+    b.add_argument("--jobs", type=int, default=1, help="workers per GPU (they take turns for timing)")
+    b.add_argument("--resume", action="store_true", help="keep problems already in OUT/bench.json")
+    b.add_argument("--deadline", type=float, default=None, help="start no new problem after this many seconds")
+    common(b)
+    b.set_defaults(fn=cmd_bench, out="bench-out")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except UsageError as e:
+        console.print(f"[red]error:[/] {escape(str(e))}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
