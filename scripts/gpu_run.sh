@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
-#   bash scripts/gpu_run.sh [tests] [example] [bench:SECONDS:PATH[,PATH...]] ...
+#   bash scripts/gpu_run.sh [tests] [example] [bench:SECONDS:PATH[,PATH...]] [verify:REF:CAND] ...
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
 # KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there);
@@ -16,24 +16,34 @@ for f in "$repo"/stitchcuda/*; do ln -s "$f" "$pkg/"; done
 for sub in agents profiling server; do ln -s "$repo/$sub" "$pkg/$sub"; done
 export PYTHONPATH=/tmp/stitchcuda-path${PYTHONPATH:+:$PYTHONPATH}
 export STITCHCUDA_CACHE=/tmp/stitchcuda-cache
+# Run from outside the checkout: `python -m` puts the working directory first on sys.path, where
+# the bare stitchcuda/ folder would shadow the assembled package.
+mkdir -p /tmp/stitchcuda-bin && printf '#!/bin/bash\ncd /tmp && exec python3 -m stitchcuda.cli "$@"\n' >/tmp/stitchcuda-bin/sc
+chmod +x /tmp/stitchcuda-bin/sc && export PATH=/tmp/stitchcuda-bin:$PATH
+abs() { local out=() p; for p in "$@"; do out+=("$(realpath "$p")"); done; echo "${out[@]}"; }
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"; nvcc --version | tail -1; } | tee "$OUT/machine.txt"
 
 for stage in "$@"; do
   case "$stage" in
     tests)
-      timeout 300 python3 -m pytest -q -rs -m "gpu or nvcc" tests -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+      (cd /tmp && timeout 300 python3 -m pytest -q -rs -m "gpu or nvcc" "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     example)
-      timeout 300 python3 -m stitchcuda.cli optimize examples/gated_block.py --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
+      timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
       cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;
     bench:*)
       IFS=: read -r _ secs paths <<<"$stage"
-      name=$(echo "$paths" | tr ',/' '__' | tr -cd 'A-Za-z0-9_.-' | tail -c 40)
+      name=${BENCH_NAME:-$(basename "${paths%%,*}" .py)}
       IFS=, read -ra plist <<<"$paths"
+      read -ra plist <<<"$(abs "${plist[@]}")"
       resume=""; [ -f ".carry/bench-in/bench_$name.json" ] && { mkdir -p "/tmp/bench-$name"; cp ".carry/bench-in/bench_$name.json" "/tmp/bench-$name/bench.json"; resume=--resume; }
-      timeout $((secs + 240)) python3 -m stitchcuda.cli bench "${plist[@]}" --out "/tmp/bench-$name" --jobs "${JOBS:-4}" \
+      timeout $((secs + 240)) sc bench "${plist[@]}" --out "/tmp/bench-$name" --jobs "${JOBS:-4}" \
         --timeout "${CAND_TIMEOUT:-240}" --deadline "$secs" $resume 2>&1 | tee "$OUT/bench_$name.log" | tail -25
       cp "/tmp/bench-$name/bench.json" "$OUT/bench_$name.json" 2>/dev/null
       (cd /tmp && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' "bench-$name/runs" 2>/dev/null) ;;
+    verify:*)
+      IFS=: read -r _ ref cand <<<"$stage"
+      timeout 300 sc verify "$(realpath "$ref")" "$(realpath "$cand")" --out "/tmp/verify-$(basename "$cand" .py)" 2>&1 \
+        | tee -a "$OUT/verify.log" | tail -30 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

@@ -1,0 +1,128 @@
+"""The bench report: fields a later script can compare across runs, and the statistics."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from stitchcuda import bench
+from stitchcuda.types import Finding, Timing, Verdict
+
+REQUIRED = {"path", "level", "solved", "hack_findings", "eager_ms", "compile_ms", "ours_ms", "build_s"}
+
+
+def verdict(status="ok", eager=2.0, compiled=1.0, ours=0.5, hacks=()):
+    v = Verdict(candidate="c", status=status, built=True, correct=status == "ok", build_s=1.5,
+                eager=Timing(eager, eager, eager, 50), compiled=Timing(compiled, compiled, compiled, 50),
+                ours=Timing(ours, ours, ours, 50) if ours else None)
+    v.hack_findings = [Finding(h, f"{h} happened") for h in hacks]
+    return v
+
+
+def test_entry_fields_and_solved_rule():
+    from stitchcuda.types import Candidate
+
+    cand = Candidate("c", {"model_new.py": ""})
+    e = bench.entry_for(Path("/x/level2/5_Foo.py"), verdict(), cand, "")
+    assert REQUIRED <= set(e)
+    assert e["level"] == 2 and e["solved"] and e["ours_ms"] == 0.5 and e["speedup_eager"] == 4.0
+    hacked = bench.entry_for(Path("/x/level2/5_Foo.py"), verdict("hacked", hacks=["cached-output"]), cand, "")
+    assert not hacked["solved"] and hacked["ours_ms"] is None
+    assert hacked["hack_findings"][0]["code"] == "cached-output"
+    no_cand = bench.entry_for(Path("/x/level1/1_Bar.py"), verdict("reference-only", ours=None), None, "conv not supported")
+    assert not no_cand["solved"] and no_cand["eager_ms"] == 2.0 and no_cand["message"] == "conv not supported"
+
+
+def test_summary_geomean_and_fast_1():
+    ps = [
+        {"solved": True, "speedup_eager": 2.0, "speedup_compile": 0.5, "hack_findings": [], "build_s": 1.0,
+         "candidate": "a", "eager_ms": 2.0, "compile_ms": 1.0},
+        {"solved": True, "speedup_eager": 8.0, "speedup_compile": 2.0, "hack_findings": [], "build_s": 3.0,
+         "candidate": "b", "eager_ms": 8.0, "compile_ms": 4.0},
+        {"solved": False, "speedup_eager": None, "speedup_compile": None, "hack_findings": [{"code": "x"}],
+         "build_s": 2.0, "candidate": "c", "eager_ms": 1.0, "compile_ms": 2.0},
+        {"solved": True, "speedup_eager": 0.5, "speedup_compile": 0.25, "hack_findings": [], "build_s": None,
+         "candidate": None, "eager_ms": None, "compile_ms": None},
+    ]
+    s = bench.summarize(ps)
+    assert s["solved"] == 3 and s["hacked"] == 1
+    assert math.isclose(s["geomean_speedup_eager"], (2.0 * 8.0 * 0.5) ** (1 / 3))
+    assert math.isclose(s["fast_1_eager"], 2 / 4)  # KernelBench: over all problems, not only solved
+    assert math.isclose(s["fast_1_compile"], 1 / 4)
+    assert s["median_build_s"] == 2.0
+    assert bench.geomean([]) is None
+
+
+def test_markdown_lists_every_problem():
+    report = {"meta": {"command": "stitchcuda bench x", "commit": "abc", "gpu": "H100", "torch": "2.11",
+                       "date": "2026-11-22", "coder": "builtin"},
+              "problems": [bench.entry_for(Path("/k/level1/19_ReLU.py"), verdict(), None, "")]}
+    report["summary"] = bench.summarize(report["problems"])
+    md = bench.markdown(report)
+    assert "| 19_ReLU.py | no |" in md and "commit: `abc`" in md
+
+
+def test_expand_paths_orders_by_problem_number(tmp_path):
+    for n in ("10_b.py", "2_a.py", "1_c.py"):
+        (tmp_path / n).write_text("")
+    assert [p.name for p in bench.expand_paths([str(tmp_path)])] == ["1_c.py", "2_a.py", "10_b.py"]
+
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.sigmoid(x) * 2.0 + 1.0
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+def get_init_inputs():
+    return []
+"""
+
+BROKEN = "import torch\nclass Model(torch.nn.Module):\n  pass\n"
+
+
+def test_bench_runs_end_to_end_on_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM)
+    (level / "2_NoInputs.py").write_text(BROKEN)
+    out = tmp_path / "out"
+    report = bench.run_bench([str(level)], out, on_event=lambda m: None)
+    data = json.loads((out / "bench.json").read_text())
+    assert {"command", "commit", "gpu", "torch", "date", "coder"} <= set(data["meta"])
+    assert [p["name"] for p in data["problems"]] == ["1_Pointwise.py", "2_NoInputs.py"]
+    for p in data["problems"]:
+        assert REQUIRED <= set(p)
+    broken = data["problems"][1]
+    assert broken["status"] == "task-error" and "get_inputs" in broken["message"]
+    first = data["problems"][0]
+    # No GPU here: nothing is timed, and a CUDA candidate cannot be verified, so nothing is solved.
+    assert first["eager_ms"] is None and not first["solved"]
+    assert report["summary"]["problems"] == 2
+    assert (out / "bench.md").read_text().count("| 1_Pointwise.py |") == 1
+    if first["candidate"]:
+        assert first["status"] == "unverified" and first["build_s"] is not None
+
+
+@pytest.mark.gpu
+def test_bench_on_gpu_times_and_solves(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM.replace("64, 128", "4096, 4096"))
+    report = bench.run_bench([str(level)], tmp_path / "out", on_event=print)
+    p = report["problems"][0]
+    assert p["eager_ms"] > 0 and p["compile_ms"] > 0
+    assert p["solved"], p["message"]
+    assert p["ours_ms"] > 0 and p["build_s"] < 30
