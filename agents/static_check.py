@@ -1,14 +1,19 @@
 """Static (AST) anti-hacking check of a candidate module.
 
 KernelBench's checker greps the source; a regex misses aliases (`import torch.nn.functional as
-G`), calls of layers kept in __init__, `@`, introspection that reaches the reference module, and
-fallbacks hidden in helpers. We parse the module, resolve import aliases, and walk every function
-reachable from ModelNew.forward.
+G`, `relu = torch.relu`), calls of layers kept in __init__, `@`, introspection that reaches the
+reference module, and fallbacks hidden in helpers. We parse the module, resolve import aliases,
+and walk every function reachable from ModelNew.forward.
+
+What this cannot see (torch called through getattr with a computed name, or from C++) the dynamic
+check in the worker sees: the static check only has to be cheap, explain itself with a line
+number, and raise no false alarm on a legitimate candidate.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stitchcuda.types import Finding
@@ -23,8 +28,27 @@ _FORBIDDEN_MODULES = {
     "multiprocessing": "work in another process escapes the timing",
     "pickle": "loading stored outputs",
     "numpy": "host computation instead of a kernel",
+    "builtins": "reaches __import__ and friends, which hide what is imported",
+    "importlib": "imports by computed name hide what is imported",
 }
 _COMPILERS = {"compile", "jit", "_dynamo", "_inductor", "export", "fx"}
+_DYNAMIC_CODE = {"__import__", "importlib.import_module", "exec", "eval", "compile", "globals", "vars"}
+# Streams other than the caller's: work there is not ordered before the timer's end event.
+_STREAM_APIS = (
+    "torch.cuda.Stream",
+    "torch.cuda.stream",
+    "torch.cuda.ExternalStream",
+    "torch.cuda.StreamContext",
+    "torch.cuda.set_stream",
+    "torch.cuda.streams",
+    "torch.Stream",
+)
+# Calls whose result is a compiled extension: calling its functions is the candidate's own code.
+_EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
+# Layer-like nn classes that only hold tensors: keeping and reading them is fine.
+_HOLDERS = {"Parameter", "ParameterList", "ParameterDict", "Buffer", "Module"}
+
+Add = Callable[[str, str, "ast.AST | None"], None]
 
 
 @dataclass
@@ -32,6 +56,7 @@ class _Module:
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> dotted origin
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    extensions: set[str] = field(default_factory=set)  # names bound to a loaded extension
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -44,6 +69,10 @@ def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
         return None
     parts.append(aliases.get(node.id, node.id))
     return ".".join(reversed(parts))
+
+
+def _is_extension_load(value: ast.AST, aliases: dict[str, str]) -> bool:
+    return isinstance(value, ast.Call) and (_dotted(value.func, aliases) or "").endswith(_EXTENSION_LOADERS)
 
 
 def _collect(tree: ast.Module) -> _Module:
@@ -60,28 +89,52 @@ def _collect(tree: ast.Module) -> _Module:
             mod.functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
             mod.classes[node.name] = node
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if _is_extension_load(value, mod.aliases):
+                mod.extensions.add(name)
+            elif isinstance(value, ast.Attribute | ast.Name):
+                # `relu = torch.relu` / `G = F`: an alias as good as an import's.
+                origin = _dotted(value, mod.aliases)
+                if origin and origin.split(".")[0] == "torch":
+                    mod.aliases[name] = origin
     return mod
 
 
-def _layer_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> dict[str, str]:
-    """self.<attr> = nn.<Layer>(...) assignments: calling these in forward runs PyTorch compute."""
-    found: dict[str, str] = {}
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], set[str]]:
+    """From `self.<attr> = ...` assignments: attributes holding torch layers or torch functions
+    (calling these in forward runs PyTorch compute), and attributes holding loaded extensions."""
+    layers: dict[str, str] = {}
+    extensions: set[str] = set()
     for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            origin = _dotted(node.value.func, aliases) or ""
-            if origin.startswith("torch.nn.") and not origin.startswith(
-                ("torch.nn.Parameter", "torch.nn.init")
-            ):
-                layer = origin.rsplit(".", 1)[-1]
-                if layer not in {"Parameter", "ParameterList", "ParameterDict", "Buffer", "Module"}:
-                    for t in node.targets:
-                        if (
-                            isinstance(t, ast.Attribute)
-                            and isinstance(t.value, ast.Name)
-                            and t.value.id == "self"
-                        ):
-                            found[t.attr] = layer
-    return found
+        if not isinstance(node, ast.Assign):
+            continue
+        attrs = [a for a in map(_self_attr, node.targets) if a]
+        value = node.value
+        if _is_extension_load(value, mod.aliases) or (
+            isinstance(value, ast.Name) and value.id in mod.extensions
+        ):
+            extensions.update(attrs)
+            continue
+        target = value.func if isinstance(value, ast.Call) else value
+        origin = _dotted(target, mod.aliases) or ""
+        if not origin.startswith("torch.") or origin.startswith("torch.nn.init"):
+            continue
+        name = origin.rsplit(".", 1)[-1]
+        if isinstance(value, ast.Call):
+            # nn.Linear(...) etc.; torch.randn(...) in __init__ only makes a tensor.
+            if origin.startswith("torch.nn.") and name[:1].isupper() and name not in _HOLDERS:
+                layers.update(dict.fromkeys(attrs, name))
+        else:
+            # self.act = torch.relu / F.gelu: a torch function under another name.
+            layers.update(dict.fromkeys(attrs, origin))
+    return layers, extensions
 
 
 def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
@@ -98,9 +151,9 @@ def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-                if f.attr in methods and f.attr != "__init__":
-                    todo.append((f"{cls.name}.{f.attr}", methods[f.attr]))
+            attr = _self_attr(f)
+            if attr in methods and attr != "__init__":
+                todo.append((f"{cls.name}.{attr}", methods[attr]))
             elif isinstance(f, ast.Name) and f.id in mod.functions:
                 todo.append((f.id, mod.functions[f.id]))
             elif isinstance(f, ast.Name) and f.id in mod.classes and f.id != cls.name:
@@ -141,56 +194,10 @@ def check_source(
         if text.split(".")[-1] in reference_classes:
             add("subclasses-reference", f"{class_name} subclasses the reference {text}", cls)
 
-    # Anywhere in the module: imports and names that reach the reference or escape the checks.
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [a.name for a in node.names] + (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-            )
-            for n in names:
-                top = n.split(".")[0]
-                if reference_module and top == reference_module:
-                    add("imports-reference", f"imports the reference module {n}", node)
-                if top in _FORBIDDEN_MODULES:
-                    add(f"forbidden-import-{top}", f"imports {n}: {_FORBIDDEN_MODULES[top]}", node)
-        elif isinstance(node, ast.Name) and node.id in reference_classes and node.id != class_name:
-            add("references-reference", f"uses the reference class {node.id}", node)
-        elif isinstance(node, ast.Call):
-            origin = _dotted(node.func, mod.aliases) or ""
-            if origin in {
-                "__import__",
-                "importlib.import_module",
-                "exec",
-                "eval",
-                "compile",
-                "globals",
-                "vars",
-            }:
-                add("dynamic-code", f"calls {origin}(): dynamic code can hide a fallback", node)
-            if origin.startswith(("sys.modules", "sys._getframe")):
-                add("introspection", f"uses {origin}: reaches other modules' objects", node)
-            parts = origin.split(".")
-            if parts[0] == "torch" and len(parts) > 1 and parts[1] in _COMPILERS:
-                add(
-                    "torch-compiler", f"calls {origin}: the work must be in the candidate's own kernels", node
-                )
-            if origin.startswith(
-                ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.Stream")
-            ):
-                add(
-                    "side-stream",
-                    f"creates or switches CUDA streams ({origin}): work off the current stream escapes the timing",
-                    node,
-                )
-        elif isinstance(node, ast.Attribute) and node.attr in {
-            "_getframe",
-            "f_back",
-            "f_globals",
-            "__subclasses__",
-        }:
-            add("introspection", f"uses .{node.attr}: reaches other modules' objects", node)
+        _check_module_node(node, mod, add, reference_classes, reference_module, class_name)
 
-    layers = _layer_attributes(cls, mod.aliases)
+    layers, extensions = _class_attributes(cls, mod)
     for fname, fn in _reachable(mod, cls):
         for node in ast.walk(fn):
             if isinstance(node, ast.Try):
@@ -199,20 +206,96 @@ def check_source(
                     f"try/except in {fname}: a fallback path can hide PyTorch compute",
                     node,
                 )
+            elif isinstance(node, ast.With) and any(
+                isinstance(i.context_expr, ast.Call)
+                and (_dotted(i.context_expr.func, mod.aliases) or "").endswith("contextlib.suppress")
+                for i in node.items
+            ):
+                add("try-except-fallback", f"contextlib.suppress in {fname}: swallows a failing kernel", node)
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 add("torch-compute-in-forward", f"`@` in {fname}: matrix product done by PyTorch", node)
             elif isinstance(node, ast.Call):
-                _check_call(node, fname, mod, layers, add)
+                _check_call(node, fname, mod, layers, extensions, add)
     return findings
 
 
-def _check_call(node: ast.Call, fname: str, mod: _Module, layers: dict[str, str], add) -> None:
+def _check_module_node(
+    node: ast.AST,
+    mod: _Module,
+    add: Add,
+    reference_classes: tuple[str, ...],
+    reference_module: str | None,
+    class_name: str,
+) -> None:
+    """Anywhere in the module: imports and names that reach the reference or escape the checks."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        names = [a.name for a in node.names] + (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        )
+        for n in names:
+            top = n.split(".")[0]
+            if reference_module and top == reference_module:
+                add("imports-reference", f"imports the reference module {n}", node)
+            if top in _FORBIDDEN_MODULES:
+                add(f"forbidden-import-{top}", f"imports {n}: {_FORBIDDEN_MODULES[top]}", node)
+    elif isinstance(node, ast.Name):
+        if node.id in reference_classes and node.id != class_name:
+            add("references-reference", f"uses the reference class {node.id}", node)
+        elif node.id == "__builtins__":
+            add("dynamic-code", "uses __builtins__: reaches __import__ and friends", node)
+    elif isinstance(node, ast.FunctionDef) and node.name in {"__torch_function__", "__torch_dispatch__"}:
+        add(
+            "tensor-subclass",
+            f"defines {node.name}: a tensor subclass can defer its work past the timing",
+            node,
+        )
+    elif isinstance(node, ast.Call):
+        origin = _dotted(node.func, mod.aliases) or ""
+        if origin in _DYNAMIC_CODE:
+            add("dynamic-code", f"calls {origin}(): dynamic code can hide a fallback", node)
+        if origin.startswith(("sys.modules", "sys._getframe")):
+            add("introspection", f"uses {origin}: reaches other modules' objects", node)
+        parts = origin.split(".")
+        if parts[0] == "torch" and len(parts) > 1 and parts[1] in _COMPILERS:
+            add("torch-compiler", f"calls {origin}: the work must be in the candidate's own kernels", node)
+    elif isinstance(node, ast.Attribute):
+        if node.attr in {"_getframe", "f_back", "f_globals", "__subclasses__"}:
+            add("introspection", f"uses .{node.attr}: reaches other modules' objects", node)
+        elif node.attr == "modules" and _dotted(node, mod.aliases) == "sys.modules":
+            add("introspection", "uses sys.modules: reaches other modules' objects", node)
+        origin = _dotted(node, mod.aliases) or ""
+        if origin.startswith(_STREAM_APIS):
+            add(
+                "side-stream",
+                f"uses {origin}: work off the caller's stream escapes the timing",
+                node,
+            )
+    if isinstance(node, ast.ImportFrom) and node.module:
+        # `from torch.cuda import Stream` names a stream API without an attribute access.
+        for a in node.names:
+            if f"{node.module}.{a.name}".startswith(_STREAM_APIS):
+                add("side-stream", f"imports {node.module}.{a.name}: work off the caller's stream", node)
+
+
+def _check_call(
+    node: ast.Call,
+    fname: str,
+    mod: _Module,
+    layers: dict[str, str],
+    extensions: set[str],
+    add: Add,
+) -> None:
     f = node.func
     origin = _dotted(f, mod.aliases) or ""
     parts = origin.split(".")
+    if isinstance(f, ast.Attribute):
+        # Functions of the candidate's own compiled extension, e.g. `_ext.forward(x)`.
+        recv = f.value
+        if (isinstance(recv, ast.Name) and recv.id in mod.extensions) or _self_attr(recv) in extensions:
+            return
     if origin.startswith("torch.nn.functional."):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
-    elif origin.startswith("torch.ops.aten.") or origin.startswith("torch._C."):
+    elif origin.startswith(("torch.ops.aten.", "torch.ops.prims.", "torch._C.", "torch._refs.", "torch._prims.")):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif origin.startswith("torch.nn.") and parts[-1][:1].isupper():
         add("torch-layer-in-forward", f"{fname} builds and runs {origin}", node)
@@ -220,18 +303,15 @@ def _check_call(node: ast.Call, fname: str, mod: _Module, layers: dict[str, str]
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif parts[0] == "torch" and len(parts) == 3 and parts[1] in {"linalg", "fft", "special", "sparse"}:
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
-    elif (
-        isinstance(f, ast.Attribute)
-        and isinstance(f.value, ast.Name)
-        and f.value.id == "self"
-        and f.attr in layers
-    ):
-        add(
-            "torch-layer-in-forward", f"{fname} runs the PyTorch layer self.{f.attr} ({layers[f.attr]})", node
-        )
-    elif (
-        isinstance(f, ast.Attribute) and f.attr in COMPUTE_TENSOR_METHODS and parts[0] not in {"self", "math"}
-    ):
+    elif parts[0] == "torch" and len(parts) == 3 and parts[1] == "Tensor" and parts[2] in COMPUTE_TENSOR_METHODS:
+        add("torch-compute-in-forward", f"{fname} calls {origin}", node)
+    elif _self_attr(f) in layers:
+        attr = _self_attr(f)
+        add("torch-layer-in-forward", f"{fname} runs the PyTorch layer self.{attr} ({layers[attr]})", node)
+    elif isinstance(f, ast.Subscript) and _self_attr(f.value) in layers:
+        attr = _self_attr(f.value)
+        add("torch-layer-in-forward", f"{fname} runs a layer of self.{attr} ({layers[attr]})", node)
+    elif isinstance(f, ast.Attribute) and f.attr in COMPUTE_TENSOR_METHODS and parts[0] not in {"self", "math"}:
         add("torch-compute-in-forward", f"{fname} calls .{f.attr}() on a tensor", node)
     elif isinstance(f, ast.Attribute) and f.attr in {"forward", "__call__"}:
         add("torch-layer-in-forward", f"{fname} calls {ast.unparse(f)}: another module's forward", node)

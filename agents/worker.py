@@ -103,7 +103,8 @@ def build_model(cls: type, init_args: list[Any], seed: int, device: torch.device
 
 def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
-    device = torch.device(req.get("device", "cuda" if torch.cuda.is_available() else "cpu"))
+    # CUDA_VISIBLE_DEVICES (set by the parent) leaves this worker exactly one GPU: index 0.
+    device = torch.device("cuda", 0) if req.get("device", "cuda") == "cuda" and torch.cuda.is_available() else torch.device("cpu")
     v.device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if device.type == "cuda":
         torch.cuda.set_device(device)

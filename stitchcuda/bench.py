@@ -152,7 +152,7 @@ def run_bench(
         done = {p["path"]: p for p in json.loads(json_path.read_text()).get("problems", [])}
     report: dict[str, Any] = {
         "meta": {
-            "command": "stitchcuda " + " ".join(sys.argv[1:]) if Path(sys.argv[0]).name == "stitchcuda" else " ".join(sys.argv),
+            "command": "stitchcuda " + " ".join(sys.argv[1:]),
             "commit": git_commit(),
             "gpu": None,
             "torch": torch.__version__,
