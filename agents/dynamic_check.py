@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,32 @@ class OpRecorder(TorchDispatchMode):
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+
+@contextlib.contextmanager
+def poisoned_allocations() -> Iterator[None]:
+    """Deterministic mode, in which torch.empty and friends fill new memory with NaN (integers with
+    their max): an output element the candidate never writes cannot pass by luck.
+
+    Set through torch._C where it exists: the public setter imports torch._inductor (2 s of every
+    worker's life) only to mirror the flag into inductor's config."""
+    torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    if setter is not None:
+        setter(True, warn_only=True)
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        if setter is not None:
+            setter(before[0], warn_only=before[1])
+        else:
+            torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 def trace_ops(fn: Callable[[], Any]) -> tuple[Any, Counter[str]]:
@@ -153,7 +180,10 @@ def observed_call(
         for t in new_threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
     for i, (o, s) in enumerate(zip(flat, snaps, strict=True)):
-        if isinstance(o, torch.Tensor) and not bits_equal(_snapshot(o), s):
+        # A plain tensor is compared in place: no third copy of what may be a large output.
+        if isinstance(o, torch.Tensor) and not bits_equal(
+            o.detach() if type(o) is torch.Tensor else _snapshot(o), s
+        ):
             findings.append(
                 Finding(
                     "unsynchronised-work",

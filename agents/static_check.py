@@ -56,7 +56,7 @@ class _Module:
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> dotted origin
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
-    extensions: set[str] = field(default_factory=set)  # names bound to a loaded extension
+    extensions: set[str] = field(default_factory=set)  # names bound to compiled code (see below)
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -71,8 +71,16 @@ def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _is_extension_load(value: ast.AST, aliases: dict[str, str]) -> bool:
-    return isinstance(value, ast.Call) and (_dotted(value.func, aliases) or "").endswith(_EXTENSION_LOADERS)
+def _is_extension_load(value: ast.AST, mod: _Module) -> bool:
+    """A call that yields the candidate's compiled code: an extension loader, or any call that is
+    neither torch's nor a class of the candidate (`_ext = _build()`). Calling functions of what it
+    returns is the candidate's own code, even where they are named `forward` or `add`."""
+    if not isinstance(value, ast.Call):
+        return False
+    origin = _dotted(value.func, mod.aliases) or ""
+    if origin.endswith(_EXTENSION_LOADERS):
+        return True
+    return bool(origin) and origin.split(".")[0] != "torch" and origin not in mod.classes
 
 
 def _collect(tree: ast.Module) -> _Module:
@@ -89,9 +97,10 @@ def _collect(tree: ast.Module) -> _Module:
             mod.functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
             mod.classes[node.name] = node
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, node.value
-            if _is_extension_load(value, mod.aliases):
+            if _is_extension_load(value, mod):
                 mod.extensions.add(name)
             elif isinstance(value, ast.Attribute | ast.Name):
                 # `relu = torch.relu` / `G = F`: an alias as good as an import's.
@@ -117,9 +126,7 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
             continue
         attrs = [a for a in map(_self_attr, node.targets) if a]
         value = node.value
-        if _is_extension_load(value, mod.aliases) or (
-            isinstance(value, ast.Name) and value.id in mod.extensions
-        ):
+        if _is_extension_load(value, mod) or (isinstance(value, ast.Name) and value.id in mod.extensions):
             extensions.update(attrs)
             continue
         target = value.func if isinstance(value, ast.Call) else value
@@ -177,7 +184,7 @@ def check_source(
 
     def add(code: str, msg: str, node: ast.AST | None) -> None:
         line = getattr(node, "lineno", None)
-        if not any(f.code == code and f.line == line for f in findings):
+        if not any(f.code == code and f.line == line and f.message == msg for f in findings):
             findings.append(Finding(code=code, message=msg, line=line, file=filename))
 
     try:
@@ -295,7 +302,9 @@ def _check_call(
             return
     if origin.startswith("torch.nn.functional."):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
-    elif origin.startswith(("torch.ops.aten.", "torch.ops.prims.", "torch._C.", "torch._refs.", "torch._prims.")):
+    elif origin.startswith(
+        ("torch.ops.aten.", "torch.ops.prims.", "torch._C.", "torch._refs.", "torch._prims.")
+    ):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif origin.startswith("torch.nn.") and parts[-1][:1].isupper():
         add("torch-layer-in-forward", f"{fname} builds and runs {origin}", node)
@@ -303,7 +312,12 @@ def _check_call(
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif parts[0] == "torch" and len(parts) == 3 and parts[1] in {"linalg", "fft", "special", "sparse"}:
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
-    elif parts[0] == "torch" and len(parts) == 3 and parts[1] == "Tensor" and parts[2] in COMPUTE_TENSOR_METHODS:
+    elif (
+        parts[0] == "torch"
+        and len(parts) == 3
+        and parts[1] == "Tensor"
+        and parts[2] in COMPUTE_TENSOR_METHODS
+    ):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif _self_attr(f) in layers:
         attr = _self_attr(f)
@@ -311,7 +325,9 @@ def _check_call(
     elif isinstance(f, ast.Subscript) and _self_attr(f.value) in layers:
         attr = _self_attr(f.value)
         add("torch-layer-in-forward", f"{fname} runs a layer of self.{attr} ({layers[attr]})", node)
-    elif isinstance(f, ast.Attribute) and f.attr in COMPUTE_TENSOR_METHODS and parts[0] not in {"self", "math"}:
+    elif (
+        isinstance(f, ast.Attribute) and f.attr in COMPUTE_TENSOR_METHODS and parts[0] not in {"self", "math"}
+    ):
         add("torch-compute-in-forward", f"{fname} calls .{f.attr}() on a tensor", node)
     elif isinstance(f, ast.Attribute) and f.attr in {"forward", "__call__"}:
         add("torch-layer-in-forward", f"{fname} calls {ast.unparse(f)}: another module's forward", node)

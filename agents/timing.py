@@ -46,7 +46,11 @@ def time_cuda(
     device = torch.device("cuda", torch.cuda.current_device())
     flusher = flusher or L2Flusher(device)
     single = len(input_sets) == 1  # inputs too large for a second copy: timed in place
-    live = list(input_sets[0]) if single else [a.clone() if isinstance(a, torch.Tensor) else a for a in input_sets[0]]
+    live = (
+        list(input_sets[0])
+        if single
+        else [a.clone() if isinstance(a, torch.Tensor) else a for a in input_sets[0]]
+    )
 
     def load(i: int) -> list[Any]:
         if not single:

@@ -32,11 +32,13 @@ Progress = Callable[[str, str], None]  # (phase, detail)
 @dataclass
 class VerifyOptions:
     gpu: int | None = None  # None: the first GPU if there is one, else CPU
+    cpu_only: bool = False  # run on the CPU even where a GPU is present (host-code candidates, tests)
     timeout_s: float = 900.0
     max_host_memory_gb: float = 48.0
     gpu_memory_fraction: float | None = None
     trials: int = 50
-    random_sets: int = 5
+    random_sets: int = 5  # fresh random input sets (at least 2 are needed to see cached outputs)
+    adversarial: tuple[str, ...] | None = None  # kinds from inputs.ADVERSARIAL; None: all of them
     time_compile: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -79,8 +81,8 @@ def verify(
             reference_classes=(task.class_name, "Model"),
             reference_module=task.path.stem,
         )
-    gpu = opts.gpu
-    if gpu is None and cuda_available():
+    gpu = None if opts.cpu_only else opts.gpu
+    if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
     req = {
         "reference": str(task.path),
@@ -91,6 +93,7 @@ def verify(
         "device": "cuda" if gpu is not None else "cpu",
         "trials": opts.trials,
         "random_sets": opts.random_sets,
+        "adversarial": list(opts.adversarial) if opts.adversarial is not None else None,
         "time_compile": opts.time_compile,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
         "gpu_lock": str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{gpu}.lock")
@@ -122,6 +125,7 @@ class _Outcome:
     killed_for: str | None  # "timeout" | "memory" | "cancelled" | None
     seconds: float
     peak_rss_gb: float
+    limit_gb: float
 
 
 def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
@@ -137,25 +141,16 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
     )
     killed_for = None
     peak = 0.0
-    seen = 0
-    events = Path(req["events"])
+    events = _EventReader(Path(req["events"]), progress)
     try:
-        ps = psutil.Process(proc.pid)
+        try:
+            ps = psutil.Process(proc.pid)
+        except psutil.Error:  # already gone: its exit status and result.json tell what happened
+            ps = None
         while proc.poll() is None:
-            time.sleep(0.2)
-            if progress and events.exists():
-                lines = events.read_text().splitlines()
-                for line in lines[seen:]:
-                    try:
-                        e = json.loads(line)
-                        progress(e["phase"], e.get("detail", ""))
-                    except (json.JSONDecodeError, KeyError):
-                        break
-                    seen += 1
-            try:
-                rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
-            except psutil.Error:
-                rss = 0
+            time.sleep(0.1)
+            events.drain()
+            rss = _tree_rss(ps)
             peak = max(peak, rss / 2**30)
             if cancel is not None and cancel.is_set():
                 killed_for = "cancelled"
@@ -166,11 +161,51 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
             if killed_for:
                 _kill_group(proc)
                 break
+        events.drain()  # what the worker said between the last poll and its exit
     finally:
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak)
+    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
+
+
+class _EventReader:
+    """Feeds the worker's progress events (one JSON object a line) to the callback, each once."""
+
+    def __init__(self, path: Path, progress: Progress | None):
+        self.path, self.progress, self.seen = path, progress, 0
+
+    def drain(self) -> None:
+        if not self.progress or not self.path.exists():
+            return
+        lines = self.path.read_text().splitlines()
+        for line in lines[self.seen :]:
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line still being written: read it next time
+            self.seen += 1
+            self.progress(e.get("phase", "?"), e.get("detail", ""))
+
+
+def _tree_rss(ps: psutil.Process | None) -> int:
+    """Resident memory of the worker and everything it started (compilers included)."""
+    if ps is None:
+        return 0
+    try:
+        total = ps.memory_info().rss
+    except psutil.Error:
+        return 0
+    try:
+        children = ps.children(recursive=True)
+    except psutil.Error:
+        children = []
+    for c in children:
+        try:
+            total += c.memory_info().rss
+        except psutil.Error:
+            pass  # a compiler that just exited
+    return total
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -198,26 +233,32 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
         if (workdir / "worker.log").exists()
         else ""
     )
-    if outcome.killed_for:
-        what = {
+    # A worker that wrote its final verdict ("done") and was killed on its way out keeps it.
+    if outcome.killed_for and last_phase != "done":
+        status, code, message = {
             "timeout": (
+                "timeout",
                 "timeout",
                 f"no verdict after {outcome.seconds:.0f} s: killed during {last_phase} (hang?)",
             ),
             "memory": (
                 "oom",
-                f"host memory above the limit ({outcome.peak_rss_gb:.1f} GiB) during {last_phase}: killed",
+                "host-oom",
+                f"host memory {outcome.peak_rss_gb:.1f} GiB, above the limit of {outcome.limit_gb:g} GiB, "
+                f"during {last_phase}: killed",
             ),
-            "cancelled": ("cancelled", f"cancelled during {last_phase}"),
+            "cancelled": ("cancelled", "cancelled", f"cancelled during {last_phase}"),
         }[outcome.killed_for]
-        verdict.status, verdict.message = what
-        verdict.findings.append(Finding(outcome.killed_for, verdict.message))
+        verdict.status, verdict.message, verdict.correct = status, message, False
+        verdict.findings.append(Finding(code, message, data={"phase": last_phase}))
     elif last_phase != "done":
         rc = outcome.returncode or 0
         how = _signal_name(rc) if rc < 0 else f"exit code {rc}"
         verdict.status = "crashed"
         verdict.message = f"worker died ({how}) during {last_phase}"
-        verdict.findings.append(Finding("crash", verdict.message, data={"returncode": rc}))
+        verdict.findings.append(
+            Finding("crash", verdict.message, data={"returncode": rc, "phase": last_phase})
+        )
         verdict.correct = False
     verdict.log_tail = verdict.log_tail or log_tail
     return verdict

@@ -10,13 +10,17 @@ Usage: python -m stitchcuda.agents.worker REQUEST.json
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,7 @@ from stitchcuda.task import import_file
 from stitchcuda.types import Finding, Verdict
 
 from . import dynamic_check as dyn
-from .compare import compare_outputs, tolerance_for
+from .compare import Tolerance, compare_outputs, tolerance_for
 from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
 
 
@@ -71,9 +75,12 @@ def gpu_lock(path: str | None):
 
 
 def classify_error(exc: BaseException) -> tuple[str, str]:
+    """(verdict status, finding code) for an exception that ended the worker's run."""
     text = str(exc)
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text:
-        return "oom", "cuda-oom"
+    if isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError) or "out of memory" in text:
+        return "oom", "cuda-oom" if isinstance(exc, torch.cuda.OutOfMemoryError) else "host-oom"
+    if "can't allocate memory" in text:  # torch's CPU allocator refusing (std::bad_alloc)
+        return "oom", "host-oom"
     if "illegal memory access" in text or "misaligned address" in text:
         return "crashed", "illegal-memory-access"
     if "device-side assert" in text or "CUDA error" in text or "cudaError" in text:
@@ -101,10 +108,17 @@ def build_model(cls: type, init_args: list[Any], seed: int, device: torch.device
     return cls(*init_args).to(device)
 
 
+def _add_once(findings: list[Finding], new: list[Finding]) -> None:
+    for f in new:
+        if not any(g.code == f.code for g in findings):
+            findings.append(f)
+
+
 def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
     # CUDA_VISIBLE_DEVICES (set by the parent) leaves this worker exactly one GPU: index 0.
-    device = torch.device("cuda", 0) if req.get("device", "cuda") == "cuda" and torch.cuda.is_available() else torch.device("cpu")
+    want_cuda = req.get("device", "cuda") == "cuda"
+    device = torch.device("cuda", 0) if want_cuda and torch.cuda.is_available() else torch.device("cpu")
     v.device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -113,16 +127,20 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     torch.set_grad_enabled(False)
 
     rec.enter("reference", "loading the reference module")
-    ref_mod = import_file(Path(req["reference"]))
+    ref_path = Path(req["reference"])
+    ref_mod = import_file(ref_path)
     ref_cls = getattr(ref_mod, req.get("class_name", "Model"))
     get_inputs = ref_mod.get_inputs
     init_args = list(ref_mod.get_init_inputs())
     init_seed = int(req.get("init_seed", 42))
     ref = build_model(ref_cls, init_args, init_seed, device)
-    n_random = int(req.get("random_sets", 5))
-    adv_kinds = list(req.get("adversarial", list(ADVERSARIAL)))
+    n_random = max(1, int(req.get("random_sets", 5)))
+    adv = req.get("adversarial")
+    adv_kinds = list(ADVERSARIAL) if adv is None else list(adv)  # [] means none
     seeds = fresh_seeds(n_random + len(adv_kinds) + 4, used={init_seed, 42, 0})
     rand_seeds, adv_seeds, time_seeds = seeds[:n_random], seeds[n_random:-4], seeds[-4:]
+    # Threads alive before the candidate's code first runs: any other one is the candidate's.
+    threads_before = set(threading.enumerate())
 
     cand = None
     if req.get("candidate"):
@@ -138,11 +156,14 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             return
         v.build_s = round(time.perf_counter() - t0, 3)
         v.built = True
+        if isinstance(cand_cls, type):
+            v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
         try:
             cand = build_model(cand_cls, init_args, init_seed, device)
         except Exception as e:  # noqa: BLE001
             v.status, code = classify_error(e)
             v.message = f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}"[:2000]
+            v.findings.append(Finding(code, v.message))
             return
         ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
         if ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
@@ -154,105 +175,13 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             return
 
     rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets")
-    ref_ops: dict[str, int] = {}
-    tol = None
-    ref_prints: list[str] = []
-    cand_prints: list[str] = []
-    all_ok = True
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
-    base_seed = rand_seeds[0]
     with gpu_lock(req.get("gpu_lock")):
-        for idx, (name, seed, kind) in enumerate(sets):
-            args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
-            if kind is not None:
-                args = adversarial(args, kind, seed)
-            try:
-                if idx == 0:
-                    ref_out, ops = dyn.trace_ops(lambda a=args: ref(*clone_args(a)))
-                    ref_ops = dict(ops)
-                else:
-                    ref_out = ref(*clone_args(args))
-            except Exception as e:  # noqa: BLE001
-                if kind is None:
-                    raise RuntimeError(f"the reference itself fails on input set {name}: {e}") from e
-                v.checks.append(
-                    {
-                        "set": name,
-                        "seed": seed,
-                        "ok": None,
-                        "message": f"skipped: reference rejects it ({e})"[:300],
-                    }
-                )
-                continue
-            ref_outs = dyn.flatten_outputs(ref_out)
-            if tol is None:
-                tol = tolerance_for(ref_ops, [o.dtype for o in ref_outs if isinstance(o, torch.Tensor)])
-                v.tolerance = tol.to_dict()
-                v.tolerance["reference_ops"] = sorted(k for k in ref_ops if dyn.is_compute_aten(k))
-            if cand is None:
-                break  # reference-only: the tolerance class is all we needed from these sets
-            # Poison: with deterministic mode on, torch.empty fills new memory with NaN, so an
-            # element the candidate never writes cannot pass by luck.
-            cand_args = clone_args(args)
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            try:
-                if idx == 0:
-                    rec_ops = dyn.OpRecorder()
-
-                    def first_call(a=cand_args, r=rec_ops):
-                        with r:
-                            return cand(*a)
-
-                    out, late = dyn.late_write_findings(first_call, device)
-                    v.hack_findings += late
-                    f = dyn.torch_compute_finding(rec_ops.ops)
-                    if f:
-                        v.hack_findings.append(f)
-                else:
-                    out = cand(*cand_args)
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-            finally:
-                torch.use_deterministic_algorithms(False)
-            outs = dyn.flatten_outputs(out)
-            if idx == 0:
-                v.hack_findings += dyn.output_type_findings(outs)
-            m = compare_outputs(ref_outs, outs, tol)
-            v.checks.append(
-                {
-                    "set": name,
-                    "seed": seed,
-                    "ok": m.ok,
-                    "message": m.message,
-                    "max_abs": m.max_abs,
-                    "rel_norm": m.rel_norm,
-                }
-            )
-            all_ok &= m.ok
-            if kind is None:
-                ref_prints.append(fingerprint(ref_outs))
-                cand_prints.append(fingerprint(outs))
-            del ref_out, out, outs, ref_outs, args, cand_args
-            rec.save()
-        if cand is not None:
-            v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints)
-            v.correct = all_ok and any(c["ok"] for c in v.checks)
-            if device.type == "cuda":
-                rec.enter("streams", "which streams the candidate's kernels ran on")
-                args = make_inputs(get_inputs, rand_seeds[0], device)
-                ref_streams, _ = dyn.kernel_streams(lambda: ref(*clone_args(args)))
-                cand_streams, kernels = dyn.kernel_streams(lambda: cand(*clone_args(args)))
-                extra = cand_streams - ref_streams
-                if ref_streams and extra:
-                    names = sorted({k for k, s in kernels if s in extra})[:3]
-                    v.hack_findings.append(
-                        Finding(
-                            "side-stream",
-                            f"kernels ran on stream(s) {sorted(extra)} besides the caller's {sorted(ref_streams)}: {', '.join(names)}",
-                        )
-                    )
-                del args
+        tol = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
+        if cand is not None and device.type == "cuda":
+            rec.enter("streams", "which streams the candidate's kernels ran on")
+            _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
 
     if cand is not None and (v.hack_findings or not v.correct):
         v.status = "hacked" if v.hack_findings else "incorrect"
@@ -270,10 +199,139 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol)
 
 
-def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str]) -> list[Finding]:
+def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before) -> Tolerance | None:
+    """Run candidate and reference on every input set; fill the verdict's checks and findings.
+
+    The candidate runs first, so no reference output for the same inputs exists yet for it to
+    find (through gc, say). Odd-numbered random sets reuse the buffers of random-0, rewritten in
+    place, so a cache keyed on input addresses or shapes returns a stale output."""
+    v = rec.verdict
+    tol = None
+    ops: Counter[str] = Counter()
+    ref_prints: list[str] = []
+    cand_prints: list[str] = []
+    kept: list[Any] | None = None  # random-0's input buffers, as the candidate got them
+    base_seed = sets[0][1]
+    for idx, (name, seed, kind) in enumerate(sets):
+        args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
+        if kind is not None:
+            args = adversarial(args, kind, seed)
+        call = None
+        cand_args: list[Any] = []
+        if cand is not None:
+            if kind is None and idx % 2 == 1 and kept is not None:
+                cand_args = [
+                    k.copy_(a) if isinstance(k, torch.Tensor) else a for k, a in zip(kept, args, strict=True)
+                ]
+            else:
+                cand_args = clone_args(args)
+            # Poisoned: an output element the candidate never writes is NaN, never right by luck.
+            wait = 0.0 if any(f.code == "background-thread" for f in v.hack_findings) else 2.0
+            with dyn.poisoned_allocations():
+                call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
+            if idx == 0:
+                kept = cand_args
+            ops.update(call.ops)
+            _add_once(v.hack_findings, call.findings)
+        ref_args = clone_args(args)
+        try:
+            if idx == 0:
+                ref_out, ref_ops = dyn.trace_ops(lambda a=ref_args: ref(*a))
+            else:
+                ref_out = ref(*ref_args)
+        except Exception as e:  # noqa: BLE001
+            if kind is None:
+                raise RuntimeError(f"the reference itself fails on input set {name}: {e}") from e
+            v.checks.append(
+                {
+                    "set": name,
+                    "seed": seed,
+                    "ok": None,
+                    "message": f"skipped: reference rejects it ({e})"[:300],
+                }
+            )
+            continue
+        ref_outs = dyn.flatten_outputs(ref_out)
+        if tol is None:
+            tol = tolerance_for(ref_ops, [o.dtype for o in ref_outs if isinstance(o, torch.Tensor)])
+            v.tolerance = tol.to_dict()
+            v.tolerance["reference_ops"] = sorted(k for k in ref_ops if dyn.is_compute_aten(k))
+        if call is None:
+            break  # reference-only: the tolerance class is all we needed from these sets
+        m = compare_outputs(ref_outs, call.outs, tol)
+        check = {
+            "set": name,
+            "seed": seed,
+            "ok": m.ok,
+            "message": m.message,
+            "max_abs": m.max_abs,
+            "rel_norm": m.rel_norm,
+        }
+        if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
+            v.findings.append(Finding("output-mismatch", f"{name}: {m.message}", data={"set": name}))
+        mutated = _mutated_inputs(args, ref_args, cand_args)
+        if mutated:
+            check["ok"] = False
+            check["message"] = (
+                f"modified input(s) {mutated} in place, which the reference leaves alone; " + m.message
+            )
+            _add_once(v.findings, [Finding("mutates-input", check["message"], data={"set": name})])
+        v.checks.append(check)
+        if kind is None:
+            ref_prints.append(fingerprint(ref_outs))
+            cand_prints.append(fingerprint(call.outs))
+        del ref_out, ref_outs, args, ref_args, call
+        rec.save()
+    if cand is not None:
+        first_ok = bool(v.checks and v.checks[0]["ok"])
+        v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
+        f = dyn.torch_compute_finding(ops)
+        if f:
+            v.hack_findings.append(f)
+        v.correct = all(c["ok"] is not False for c in v.checks) and any(c["ok"] for c in v.checks)
+    return tol
+
+
+def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any]) -> list[int]:
+    """Inputs the candidate changed although the reference left them as given."""
+    return [
+        i
+        for i, (g, r, c) in enumerate(zip(given, ref_after, cand_after, strict=False))
+        if isinstance(g, torch.Tensor) and dyn.bits_equal(g, r) and not dyn.bits_equal(g, c)
+    ]
+
+
+def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.device) -> None:
+    args = make_inputs(get_inputs, seed, device)
+    ref_streams, _ = dyn.kernel_streams(lambda: ref(*clone_args(args)))
+    cand_streams, kernels = dyn.kernel_streams(lambda: cand(*clone_args(args)))
+    extra = cand_streams - ref_streams
+    if ref_streams and extra:
+        names = sorted({k for k, s in kernels if s in extra})[:3]
+        v.hack_findings.append(
+            Finding(
+                "side-stream",
+                f"kernels ran on stream(s) {sorted(extra)} besides the caller's {sorted(ref_streams)}: {', '.join(names)}",
+            )
+        )
+
+
+def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first_ok: bool) -> list[Finding]:
+    """Outputs that do not follow the inputs while the reference's do.
+
+    All the same and right on the first set: computed once and cached. All the same and never
+    right: a constant (precomputed from guessed inputs, or fixed)."""
     if len(cand_prints) < 2 or len(set(ref_prints)) < 2:
         return []
     if len(set(cand_prints)) == 1:
+        if first_ok:
+            return [
+                Finding(
+                    "cached-output",
+                    f"the output of the first input set came back for all {len(cand_prints)} random sets "
+                    "while the reference's changed: computed once, then cached",
+                )
+            ]
         return [
             Finding(
                 "input-independent-output",
@@ -286,7 +344,7 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str]) -> li
                 return [
                     Finding(
                         "cached-output",
-                        f"output for input set {i} repeats the output for set {j} while the reference's differ",
+                        f"output for random set {i} repeats the output for set {j} while the reference's differ",
                     )
                 ]
     return []
@@ -299,7 +357,7 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol) -> None:
     trials = int(req.get("trials", 50))
     first = make_inputs(get_inputs, seeds[0], device)
     in_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
-    # Two input sets in rotation where memory allows: a cache keyed on input addresses cannot win.
+    # Two input sets in rotation where memory allows (timing.time_cuda says why).
     sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
     compiled = None
     if req.get("time_compile", True):
@@ -322,32 +380,67 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol) -> None:
             v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=flusher)
             rec.save()
         if cand is not None:
-            v.ours, out = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher)
-            # What was timed must also be right: compare the last timed output.
-            last = sets[(trials - 1) % len(sets)]
-            m = compare_outputs(dyn.flatten_outputs(ref(*clone_args(last))), dyn.flatten_outputs(out), tol)
-            v.checks.append(
-                {
-                    "set": "after-timing",
-                    "seed": None,
-                    "ok": m.ok,
-                    "message": m.message,
-                    "max_abs": m.max_abs,
-                    "rel_norm": m.rel_norm,
-                }
-            )
-            if not m.ok:
-                v.correct = False
-                v.hack_findings.append(
-                    Finding("wrong-while-timed", f"output of the timed calls is wrong: {m.message}")
-                )
-                v.status = "hacked"
-                v.message = v.hack_findings[-1].message
+            _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher)
+            if v.status == "hacked":
                 return
     v.status = "ok" if cand is not None else "reference-only"
 
 
+def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, trials, flusher) -> None:
+    """Time the candidate, checking every timed output, then one more poisoned, traced call: a
+    candidate that behaves only while it is checked (counting calls, say) is caught either way."""
+    from .timing import time_cuda
+
+    v = rec.verdict
+    ref_stats = [dyn.output_stats(dyn.flatten_outputs(ref(*clone_args(s)))) for s in sets]
+    wrong: list[int] = []  # trial numbers whose output was wrong
+    trial = itertools.count()
+
+    def check(i: int, out: Any) -> None:
+        t = next(trial)
+        if not dyn.stats_match(dyn.output_stats(dyn.flatten_outputs(out)), ref_stats[i], tol.rtol):
+            wrong.append(t)
+
+    v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check)
+    args = make_inputs(get_inputs, fresh_seed, device)
+    with dyn.poisoned_allocations():
+        call = dyn.observed_call(lambda: cand(*clone_args(args)), device, set(threading.enumerate()), 0.0)
+    m = compare_outputs(dyn.flatten_outputs(ref(*clone_args(args))), call.outs, tol)
+    v.checks.append(
+        {
+            "set": "after-timing",
+            "seed": fresh_seed,
+            "ok": m.ok and not wrong,
+            "message": m.message if m.ok else f"fresh set after timing: {m.message}",
+            "max_abs": m.max_abs,
+            "rel_norm": m.rel_norm,
+            "timed_outputs_wrong": len(wrong),
+        }
+    )
+    found: list[Finding] = []
+    if wrong:
+        found.append(
+            Finding(
+                "wrong-while-timed",
+                f"{len(wrong)} of {trials} timed outputs were wrong (first at trial {wrong[0]}): "
+                "the candidate behaves differently while it is timed",
+            )
+        )
+    if not m.ok:
+        found.append(Finding("wrong-while-timed", f"wrong on a fresh input set after timing: {m.message}"))
+    f = dyn.torch_compute_finding(call.ops, when=" after timing")
+    if f:
+        found.append(f)
+    if found:
+        v.correct = False
+        _add_once(v.hack_findings, found)
+        v.status = "hacked"
+        v.message = "; ".join(f.message for f in v.hack_findings)
+
+
 def main(argv: list[str]) -> int:
+    # A candidate that segfaults leaves the Python stack of the crash in worker.log.
+    faulthandler.enable()
     req = json.loads(Path(argv[1]).read_text())
     rec = Recorder(req)
     try:

@@ -1,0 +1,106 @@
+"""Shared fixtures: the hack-suite candidates in tests/hacks/, a build cache for the session, and
+`gpu`-marked tests skipped (with the reason) where no CUDA GPU is present."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from stitchcuda.agents.verifier import VerifyOptions, verify
+
+from stitchcuda import runtime
+from stitchcuda.types import Candidate, Task, Verdict
+
+HACKS = Path(__file__).parent / "hacks"
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def hack_task(ref: str) -> Task:
+    """A reference from tests/hacks/, e.g. "ref_affine"."""
+    return Task(path=(HACKS / f"{ref}.py").resolve())
+
+
+def hack_candidate(stem: str, kernels: str = "kernels.cpp", **extra_files: str) -> Candidate:
+    """A candidate from tests/hacks/STEM.py, with the shared kernel source beside it."""
+    files = {"model_new.py": (HACKS / f"{stem}.py").read_text(), kernels: (HACKS / kernels).read_text()}
+    files.update(extra_files)
+    return Candidate(name=stem, files=files, origin="user")
+
+
+def static_codes(v: Verdict) -> set[str]:
+    """Codes of the AST check's findings (they carry the file they point into)."""
+    return {f.code for f in v.hack_findings if f.file}
+
+
+def dynamic_codes(v: Verdict) -> set[str]:
+    """Codes of what the worker saw the candidate do at run time."""
+    return {f.code for f in v.hack_findings if not f.file}
+
+
+class Verifications:
+    """Runs verify() for (reference, candidate) pairs, several at once (each is a separate worker
+    process, mostly waiting on torch's import), and hands each test its verdict."""
+
+    def __init__(self, root: Path, cache: Path, jobs: int):
+        self.root, self.cache = root, cache
+        self._pool = ThreadPoolExecutor(max_workers=jobs)
+        self._futures: dict[tuple[str, str], Future[Verdict]] = {}
+        self._lock = threading.Lock()
+
+    def options(self, **kw) -> VerifyOptions:
+        kw.setdefault("cpu_only", True)
+        kw.setdefault("timeout_s", 180.0)
+        return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(self.cache)}, **kw)
+
+    def submit(self, ref: str, stem: str) -> Future[Verdict]:
+        with self._lock:
+            if (ref, stem) not in self._futures:
+                workdir = self.root / f"{ref}-{stem}"
+                self._futures[ref, stem] = self._pool.submit(
+                    verify, hack_task(ref), hack_candidate(stem), workdir, self.options()
+                )
+            return self._futures[ref, stem]
+
+    def get(self, ref: str, stem: str) -> Verdict:
+        return self.submit(ref, stem).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory) -> Path:
+    """A build cache for the session, with the shared CPU kernels already built: the workers find
+    them there instead of all compiling them at once."""
+    cache = tmp_path_factory.mktemp("stitchcuda-cache")
+    old = os.environ.get("STITCHCUDA_CACHE")
+    os.environ["STITCHCUDA_CACHE"] = str(cache)
+    try:
+        runtime.build([HACKS / "kernels.cpp"])
+    finally:
+        if old is None:
+            os.environ.pop("STITCHCUDA_CACHE")
+        else:
+            os.environ["STITCHCUDA_CACHE"] = old
+    return cache
+
+
+@pytest.fixture(scope="session")
+def verifications(tmp_path_factory, build_cache):
+    v = Verifications(
+        tmp_path_factory.mktemp("verify"), build_cache, jobs=max(2, min(4, os.cpu_count() or 2))
+    )
+    yield v
+    v.close()

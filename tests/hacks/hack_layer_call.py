@@ -1,0 +1,23 @@
+"""Hack (8): keeps the reference's nn.Linear (same weights) and calls it."""
+
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from stitchcuda import runtime
+
+_lib = runtime.load(Path(__file__).with_name("kernels.cpp"))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        h = self.linear(x)
+        out = torch.empty_like(h)
+        zero = torch.zeros_like(h)
+        _lib.call("affine_relu", h, zero, out, h.numel(), 1.0)
+        return out

@@ -1,0 +1,41 @@
+// Host-code kernels for the CPU hack suite: each is called through stitchcuda.runtime, which
+// passes tensors as pointers, ints as int64, floats as double and appends the stream (NULL here).
+#include <cmath>
+#include <cstdint>
+
+extern "C" int affine_relu(const float* x, const float* y, float* out, int64_t n, double scale, void*) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * (float)scale + y[i];
+    out[i] = v > 0.f ? v : 0.f;
+  }
+  return 0;
+}
+
+// out[m, j] = relu(sum_k x[m, k] * w[j, k] + b[j]): nn.Linear's layout (w is [out, in]).
+extern "C" int linear_relu(const float* x, const float* w, const float* b, float* out, int64_t rows,
+                           int64_t in, int64_t outs, void*) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < outs; ++j) {
+      float acc = b[j];
+      for (int64_t k = 0; k < in; ++k) acc += x[m * in + k] * w[j * in + k];
+      out[m * outs + j] = acc > 0.f ? acc : 0.f;
+    }
+  return 0;
+}
+
+// The tanh approximation of GELU: within 1e-3 of the exact (erf) GELU everywhere.
+extern "C" int gelu_tanh(const float* x, float* out, int64_t n, void*) {
+  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    out[i] = 0.5f * v * (1.f + std::tanh(c * (v + 0.044715f * v * v * v)));
+  }
+  return 0;
+}
+
+// A candidate bug that kills the process: a write through a null pointer.
+extern "C" int null_write(float* out, int64_t n, void*) {
+  volatile float* p = nullptr;
+  for (int64_t i = 0; i < n; ++i) p[i] = out[i];
+  return 0;
+}

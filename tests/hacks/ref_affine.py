@@ -1,0 +1,21 @@
+"""Reference: a pointwise affine + ReLU (fp32 pointwise: held to rtol 1e-4)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        return torch.relu(x * self.scale + y)
+
+
+def get_inputs():
+    return [torch.randn(8, 33), torch.randn(8, 33)]
+
+
+def get_init_inputs():
+    return [2.5]

@@ -1,0 +1,463 @@
+"""The hack suite: candidates that cheat, each rejected with the finding that names the cheat.
+
+Every candidate lives in tests/hacks/ and goes through the real Verifier (a worker process per
+candidate, on the CPU here; the GPU ones are marked `gpu`). Where both layers should see a hack,
+the tests check both: the AST check (findings with a file and line) and the worker's run-time
+checks (findings without), so that neither silently stops working behind the other.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
+from stitchcuda.agents.compare import compare_outputs, tolerance_for
+from stitchcuda.agents.static_check import check_source
+from stitchcuda.agents.verifier import VerifyOptions, verify
+
+from stitchcuda.task import import_file
+from stitchcuda.types import Verdict
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def _module(body: str, *, init: str = "pass", header: str = HEADER, extra: str = "") -> str:
+    return (
+        f"{header}{extra}\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        f"        {init}\n\n    def forward(self, x):\n        {body}\n"
+    )
+
+
+# (reference, candidate) pairs that run end to end on the CPU; submitted together up front, so the
+# worker processes overlap while the tests below wait for their own verdict.
+CPU_RUNS = [
+    ("ref_affine", "good_affine"),
+    ("ref_linear", "good_linear"),
+    ("ref_affine", "hack_torch_relu"),
+    ("ref_linear", "hack_matmul_operator"),
+    ("ref_affine", "hack_try_except"),
+    ("ref_affine", "hack_subclass_reference"),
+    ("ref_affine", "hack_cached_once"),
+    ("ref_affine", "hack_cached_by_address"),
+    ("ref_affine", "hack_constant_from_seed"),
+    ("ref_affine", "hack_fixed_output"),
+    ("ref_affine", "hack_background_thread"),
+    ("ref_gelu", "hack_tanh_gelu"),
+    ("ref_linear", "hack_layer_call"),
+    ("ref_linear", "hack_functional_linear"),
+    ("ref_gelu", "hack_aliased_import"),
+    ("ref_affine", "hack_helper_function"),
+    ("ref_affine", "hack_gc_reference"),
+    ("ref_affine", "hack_tensor_subclass"),
+    ("ref_affine", "hack_getattr_torch"),
+    ("ref_affine", "hack_input_in_place"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(verifications):
+    for ref, stem in CPU_RUNS:
+        verifications.submit(ref, stem)
+    return verifications
+
+
+def _rejected(v: Verdict, status: str = "hacked") -> None:
+    assert v.status == status, (v.status, v.message, v.log_tail[-2000:])
+    assert not v.accepted
+
+
+def _finding(v: Verdict, code: str, *, static: bool):
+    found = [f for f in v.hack_findings if f.code == code and bool(f.file) == static]
+    assert found, (
+        f"no {'static' if static else 'dynamic'} {code} in {[(f.code, f.file) for f in v.hack_findings]}"
+    )
+    return found[0]
+
+
+# --- positive controls ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ref", "stem", "rtol"), [("ref_affine", "good_affine", 1e-4), ("ref_linear", "good_linear", 1e-2)]
+)
+def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
+    v = runs.get(ref, stem)
+    assert v.status == "ok", (v.message, v.log_tail[-2000:])
+    assert v.accepted and v.correct and not v.hack_findings and not v.findings
+    # The default: 5 fresh random sets and all 5 adversarial kinds, every one compared.
+    assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
+    assert len(v.checks) == 10 and all(c["ok"] for c in v.checks)
+    assert v.tolerance["rtol"] == rtol
+
+
+# --- (1) PyTorch in forward ----------------------------------------------------------------------
+
+
+def test_torch_function_fallback(runs):
+    v = runs.get("ref_affine", "hack_torch_relu")
+    _rejected(v)
+    f = _finding(v, "torch-compute-in-forward", static=True)
+    assert f.line == 13 and "torch.relu" in f.message
+    ops = _finding(v, "torch-compute-in-forward", static=False).data["ops"]
+    assert {"relu", "mul", "add"} <= set(ops)
+
+
+def test_matmul_operator(runs):
+    v = runs.get("ref_linear", "hack_matmul_operator")
+    _rejected(v)
+    assert "`@`" in _finding(v, "torch-compute-in-forward", static=True).message
+    assert "mm" in _finding(v, "torch-compute-in-forward", static=False).data["ops"]
+
+
+# --- (2) try/except fallback ---------------------------------------------------------------------
+
+
+def test_try_except_fallback(runs):
+    v = runs.get("ref_affine", "hack_try_except")
+    _rejected(v)
+    _finding(v, "try-except-fallback", static=True)
+    # The kernel it tries does not exist, so the fallback ran: the dispatcher saw it every time.
+    assert _finding(v, "torch-compute-in-forward", static=False).data["ops"]["clamp_min"] == 10
+
+
+# --- (3) subclassing the reference ---------------------------------------------------------------
+
+
+def test_subclassing_the_reference(runs):
+    v = runs.get("ref_affine", "hack_subclass_reference")
+    _rejected(v)
+    _finding(v, "subclasses-reference", static=True)
+    # The worker sees the inheritance on the class object, however the base was reached.
+    assert "the reference's class" in _finding(v, "subclasses-reference", static=False).message
+    _finding(v, "torch-compute-in-forward", static=False)
+
+
+# --- (4) cached output ---------------------------------------------------------------------------
+
+
+def test_output_computed_once_and_cached(runs):
+    v = runs.get("ref_affine", "hack_cached_once")
+    _rejected(v)
+    assert static_codes(v) == set()  # nothing to see in the source: a real kernel, a plain cache
+    assert dynamic_codes(v) == {"cached-output"}
+    assert v.checks[0]["ok"] and not v.checks[1]["ok"]  # right the first time only
+
+
+def test_cache_keyed_on_input_addresses(runs):
+    v = runs.get("ref_affine", "hack_cached_by_address")
+    _rejected(v)
+    assert static_codes(v) == set()
+    # random-1 reuses random-0's buffers with new contents: same addresses, stale answer.
+    assert dynamic_codes(v) == {"cached-output"}
+    assert v.checks[0]["ok"] and not v.checks[1]["ok"]
+
+
+# --- (5) input-independent output ----------------------------------------------------------------
+
+
+def test_constant_precomputed_from_the_harness_seed(runs):
+    v = runs.get("ref_affine", "hack_constant_from_seed")
+    _rejected(v)
+    assert static_codes(v) == set()  # torch in __init__ is allowed: weights are made there
+    assert dynamic_codes(v) == {"input-independent-output"}
+    assert not any(c["ok"] for c in v.checks)  # fresh OS seeds: the replayed seed never matches
+
+
+def test_fixed_tensor_output(runs):
+    v = runs.get("ref_affine", "hack_fixed_output")
+    _rejected(v)
+    assert static_codes(v) == set()  # full_like only allocates
+    assert dynamic_codes(v) == {"input-independent-output"}
+
+
+# --- (6) work off the caller's stream ------------------------------------------------------------
+
+
+def test_background_thread_fills_output_after_return(runs):
+    v = runs.get("ref_affine", "hack_background_thread")
+    _rejected(v)
+    _finding(v, "forbidden-import-threading", static=True)
+    assert {"background-thread", "unsynchronised-work"} <= dynamic_codes(v)
+    # What the caller got back when forward returned was still the NaN poison.
+    assert "NaN where the reference is finite" in v.checks[0]["message"]
+
+
+SIDE_STREAM_SOURCES = {
+    "stream object": _module("s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return x"),
+    "imported name": _module("with Stream() as s:\n            return x", extra="from torch.cuda import Stream\n"),
+    "stream as a value": _module("make = torch.cuda.Stream\n        return make()"),
+    "set_stream": _module("torch.cuda.set_stream(self.s)\n        return x"),
+    "external stream": _module("s = torch.cuda.ExternalStream(self.handle)\n        return x"),
+    "torch.Stream": _module("return torch.Stream(device='cuda')"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("src", SIDE_STREAM_SOURCES.values(), ids=SIDE_STREAM_SOURCES.keys())
+def test_static_check_flags_cuda_stream_use(src):
+    assert "side-stream" in {f.code for f in check_source(src)}
+
+
+# --- (7) partial computation within loose tolerance ----------------------------------------------
+
+
+def test_approximation_within_kernelbench_tolerance_is_rejected(runs, build_cache, monkeypatch):
+    v = runs.get("ref_gelu", "hack_tanh_gelu")
+    _rejected(v, "incorrect")
+    assert not v.hack_findings  # no cheat the checks can name: it is simply not the same function
+    assert [f.code for f in v.findings] == ["output-mismatch"]
+    assert v.tolerance["rtol"] == 1e-4 and not any(c["ok"] for c in v.checks[:5])
+
+    # The same kernel in this process: KernelBench's check (allclose at 1e-2) would pass it.
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(build_cache))
+    cand = import_file(HACKS / "hack_tanh_gelu.py").ModelNew()
+    torch.manual_seed(0)
+    x = torch.randn(16, 65)
+    ref, got = F.gelu(x), cand(x)
+    assert torch.allclose(got, ref, atol=1e-2, rtol=1e-2)
+    assert 0 < (got - ref).abs().max() < 1e-3
+    assert not compare_outputs([ref], [got], tolerance_for(["gelu"], [torch.float32])).ok
+
+
+# --- (8) the reference's weights handed to PyTorch -----------------------------------------------
+
+
+def test_calling_a_kept_layer(runs):
+    v = runs.get("ref_linear", "hack_layer_call")
+    _rejected(v)
+    assert "self.linear (Linear)" in _finding(v, "torch-layer-in-forward", static=True).message
+    ops = _finding(v, "torch-compute-in-forward", static=False).data["ops"]
+    assert {"addmm", "linear", "mm"} & set(ops)
+
+
+def test_functional_linear_on_kept_weights(runs):
+    v = runs.get("ref_linear", "hack_functional_linear")
+    _rejected(v)
+    messages = {f.message for f in v.hack_findings if f.file}
+    assert {"forward calls torch.nn.functional.linear", "forward calls torch.nn.functional.relu"} <= messages
+    _finding(v, "torch-compute-in-forward", static=False)
+
+
+# --- what a regex misses -------------------------------------------------------------------------
+
+
+def test_aliased_functional_import(runs):
+    v = runs.get("ref_gelu", "hack_aliased_import")
+    _rejected(v)
+    assert "torch.nn.functional.gelu" in _finding(v, "torch-compute-in-forward", static=True).message
+    assert "gelu" in _finding(v, "torch-compute-in-forward", static=False).data["ops"]
+
+
+def test_torch_in_a_helper_function(runs):
+    v = runs.get("ref_affine", "hack_helper_function")
+    _rejected(v)
+    assert _finding(v, "torch-compute-in-forward", static=True).message.startswith(
+        "_prepare calls torch.addcmul"
+    )
+    assert "addcmul" in _finding(v, "torch-compute-in-forward", static=False).data["ops"]
+
+
+def test_gc_reaches_the_reference_module(runs):
+    v = runs.get("ref_affine", "hack_gc_reference")
+    _rejected(v)
+    _finding(v, "forbidden-import-gc", static=True)
+    # Running the reference it found is PyTorch compute like any other.
+    assert {"relu", "mul", "add"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])
+
+
+def test_lazy_tensor_subclass_output(runs):
+    v = runs.get("ref_affine", "hack_tensor_subclass")
+    _rejected(v)
+    _finding(v, "tensor-subclass", static=True)
+    _finding(v, "tensor-subclass-output", static=False)
+    # Its deferred work ran when the output was first read, outside forward: the values compare
+    # equal and no op ran in forward, so only the output's type gives it away.
+    assert all(c["ok"] for c in v.checks)
+    assert "torch-compute-in-forward" not in dynamic_codes(v)
+
+
+def test_torch_function_looked_up_by_computed_name(runs):
+    v = runs.get("ref_affine", "hack_getattr_torch")
+    _rejected(v)
+    assert static_codes(v) == set()  # the source never names the function
+    assert {"addcmul", "relu"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])
+
+
+def test_output_written_over_the_input(runs):
+    v = runs.get("ref_affine", "hack_input_in_place")
+    _rejected(v, "incorrect")
+    assert [f.code for f in v.findings] == ["mutates-input"]
+    assert all("max |diff| 0," in c["message"] for c in v.checks)  # the values themselves are right
+
+
+# --- the static check on its own -----------------------------------------------------------------
+
+STATIC_HACKS = {
+    "functional alias": (_module("return G.relu(x)", header="import torch.nn as nn\nfrom torch.nn import functional as G\n"), "torch-compute-in-forward"),
+    "torch alias": (_module("return T.tanh(x)", header="import torch as T\nimport torch.nn as nn\n"), "torch-compute-in-forward"),
+    "from-import": (_module("return relu(x)", header="import torch.nn as nn\nfrom torch import relu\n"), "torch-compute-in-forward"),
+    "module-level alias": (_module("return act(x)", extra="act = torch.sigmoid\n"), "torch-compute-in-forward"),
+    "attribute alias": (_module("return self.act(x)", init="self.act = F.silu"), "torch-layer-in-forward"),
+    "tensor method": (_module("return x.softmax(-1)"), "torch-compute-in-forward"),
+    "Tensor.method": (_module("return torch.Tensor.exp(x)"), "torch-compute-in-forward"),
+    "aten op": (_module("return torch.ops.aten.relu.default(x)"), "torch-compute-in-forward"),
+    "layer in container": (_module("return self.layers[0](x)", init="self.layers = nn.ModuleList([nn.ReLU()])"), "torch-layer-in-forward"),
+    "layer forward": (_module("return self.lin.forward(x)", init="self.lin = nn.Linear(4, 4)"), "torch-layer-in-forward"),
+    "layer built in forward": (_module("return nn.GELU()(x)"), "torch-layer-in-forward"),
+    "helper class": (_module("return _Helper().run(x)", extra="class _Helper:\n    def run(self, x):\n        return torch.erf(x)\n"), "torch-compute-in-forward"),
+    "suppress": (_module("with contextlib.suppress(Exception):\n            return _lib.call('k', x)", extra="import contextlib\n"), "try-except-fallback"),
+    "torch.compile": (_module("return x", init="self.f = torch.compile(self.forward)"), "torch-compiler"),
+    "__import__": (_module("return __import__('torch').relu(x)"), "dynamic-code"),
+    "__builtins__": (_module("return x", extra="imp = __builtins__['__import__']\n"), "dynamic-code"),
+    "frame": (_module("return sys._getframe(1).f_locals['ref'](x)", extra="import sys\n"), "introspection"),
+    "subclass by name": (HEADER + "from reference import Model\n\nclass ModelNew(Model):\n    pass\n", "subclasses-reference"),
+    "inspect": (_module("return x", extra="import inspect\n"), "forbidden-import-inspect"),
+    "thread pool": (_module("return x", extra="from concurrent.futures import ThreadPoolExecutor\n"), "forbidden-import-concurrent"),
+    "module-level layer instance": (_module("return _act.forward(x)", extra="class Act(nn.Module):\n    pass\n\n_act = Act()\n"), "torch-layer-in-forward"),
+    "__torch_dispatch__": (_module("return x", extra="class T(torch.Tensor):\n    def __torch_dispatch__(self, *a):\n        pass\n"), "tensor-subclass"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("src", "code"), STATIC_HACKS.values(), ids=STATIC_HACKS.keys())
+def test_static_check_sees_through_spellings(src, code):
+    findings = check_source(src, reference_module="reference")
+    assert code in {f.code for f in findings}, [(f.code, f.message) for f in findings]
+
+
+LEGIT = {
+    "runtime kernel": (HACKS / "good_affine.py").read_text(),
+    "weights read from kept layers": (HACKS / "good_linear.py").read_text(),
+    "KernelBench load_inline": """
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = "torch::Tensor forward(torch::Tensor x) { return x; }"
+fused = load_inline(name="fused", cpp_sources=cuda_src, functions=["forward", "relu"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.fused = fused
+        self.norm = nn.LayerNorm(features)  # kept for its weights only
+
+    def forward(self, x):
+        x = x.contiguous().view(-1, x.size(-1))
+        w = self.norm.weight.contiguous()
+        out = self.fused.forward(x)
+        out = fused.relu(out.reshape(x.shape))
+        return out.view(x.shape[0], -1)
+""",
+    "extension built by a helper": """
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+
+def _build(name):
+    return load_inline(name=name, cpp_sources="", functions=["forward", "add"])
+
+
+_ops = _build("ops")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ops = _build("more")
+
+    def forward(self, x, y):
+        return self.ops.forward(_ops.add(x, y))
+""",
+    "views, allocation and stream handle": """
+import math
+import torch
+import torch.nn as nn
+import torch.utils.cpp_extension
+from stitchcuda import runtime
+
+_lib = runtime.load(["k.cu"], libraries=["cublas"])
+_ext = torch.utils.cpp_extension.load_inline("e", cpp_sources="", cuda_sources="", functions=["run"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(n))
+        nn.init.zeros_(self.scale)
+
+    def forward(self, x, y):
+        n = math.prod(x.shape)
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        tmp = torch.empty_like(x).transpose(0, 1).contiguous()
+        stream = torch.cuda.current_stream().cuda_stream
+        _lib.call("fused", x.contiguous(), y.permute(1, 0).contiguous(), tmp, out, n, x.stride(0))
+        _ext.run(out, self.scale)
+        return out.view(x.size(0), -1).squeeze(0).unsqueeze(0).flatten()
+""",
+}
+
+
+@pytest.mark.parametrize("src", LEGIT.values(), ids=LEGIT.keys())
+def test_static_check_passes_legitimate_candidates(src):
+    assert check_source(src, reference_module="reference") == []
+
+
+# --- GPU only ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu_opts(build_cache):
+    return VerifyOptions(
+        timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)}
+    )
+
+
+@pytest.mark.gpu
+def test_wrong_only_while_timed(tmp_path, gpu_opts):
+    v = verify(
+        hack_task("ref_affine"), hack_candidate("gpu_wrong_while_timed", "kernels.cu"), tmp_path, gpu_opts
+    )
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks if c["set"] != "after-timing")  # honest while checked
+    # Caught on the timed calls themselves (each output checked outside the timed window).
+    assert "timed outputs were wrong" in _finding(v, "wrong-while-timed", static=False).message
+    assert v.ours is not None  # it was timed, and what was timed was checked
+
+
+@pytest.mark.gpu
+def test_unsynchronised_side_stream_at_run_time(tmp_path, gpu_opts):
+    v = verify(hack_task("ref_affine"), hack_candidate("gpu_side_stream", "kernels.cu"), tmp_path, gpu_opts)
+    _rejected(v)
+    _finding(v, "side-stream", static=True)
+    # The profiler saw the kernel on a stream other than the caller's.
+    assert "side-stream" in dynamic_codes(v)
+
+
+def _torch_extension_device() -> list:
+    slow = os.environ.get("STITCHCUDA_SLOW_TESTS") == "1"
+    return [
+        pytest.param("cuda", marks=pytest.mark.gpu),
+        pytest.param(
+            "cpu",
+            marks=pytest.mark.skipif(
+                not slow, reason="builds against torch's headers (~30 s); set STITCHCUDA_SLOW_TESTS=1"
+            ),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("device", _torch_extension_device())
+def test_torch_compute_from_cpp_is_traced(tmp_path, build_cache, device):
+    opts = VerifyOptions(
+        cpu_only=device == "cpu", timeout_s=600, trials=10, time_compile=False,
+        extra_env={"STITCHCUDA_CACHE": str(build_cache), "TORCH_EXTENSIONS_DIR": str(build_cache / "torch_ext")},
+    )  # fmt: skip
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_aten_extension"), tmp_path, opts)
+    _rejected(v)
+    assert static_codes(v) == set()  # the Python side only calls its own extension
+    assert {"relu", "mul", "add"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])

@@ -1,0 +1,203 @@
+"""The Verifier's isolation: a candidate that crashes, hangs, eats memory or is cancelled yields a
+verdict naming what happened and where, and the next candidate verifies as if nothing had."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+import pytest
+from conftest import hack_candidate, hack_task
+from stitchcuda.agents.verifier import VerifierPool, VerifyOptions, verify
+
+from stitchcuda.types import Candidate
+
+
+@pytest.fixture()
+def opts(build_cache):
+    def make(**kw) -> VerifyOptions:
+        kw.setdefault("cpu_only", True)
+        kw.setdefault("timeout_s", 120.0)
+        return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, **kw)
+
+    return make
+
+
+def _assert_next_candidate_ok(tmp_path, opts) -> None:
+    v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "next", opts())
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.log_tail[-2000:])
+
+
+def _no_worker_left(workdir) -> bool:
+    """No process is still running on this verification's request."""
+    needle = str(workdir / "request.json")
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if needle in (p.info["cmdline"] or []):
+                return False
+        except psutil.Error:
+            pass
+    return True
+
+
+def test_segfault_yields_crashed_verdict_and_next_candidate_runs(tmp_path, opts):
+    work = tmp_path / "segv"
+    v = verify(hack_task("ref_affine"), hack_candidate("crash_segfault"), work, opts())
+    assert v.status == "crashed" and not v.accepted
+    assert v.message == "worker died (SIGSEGV) during correctness"
+    crash = next(f for f in v.findings if f.code == "crash")
+    assert crash.data == {"returncode": -11, "phase": "correctness"}
+    assert v.built and v.build_s is not None  # the partial verdict from before the crash survives
+    assert "Segmentation fault" in v.log_tail  # faulthandler's Python stack, for the Coder
+    _assert_next_candidate_ok(tmp_path, opts)
+
+
+def test_hang_times_out_and_next_candidate_runs(tmp_path, opts):
+    work = tmp_path / "hang"
+    t0 = time.monotonic()
+    v = verify(hack_task("ref_affine"), hack_candidate("crash_hang"), work, opts(timeout_s=10.0))
+    assert time.monotonic() - t0 < 30
+    assert v.status == "timeout" and not v.accepted
+    assert "killed during correctness" in v.message
+    assert [f.code for f in v.findings] == ["timeout"]
+    assert _no_worker_left(work)
+    _assert_next_candidate_ok(tmp_path, opts)
+
+
+def test_host_memory_limit_kills_the_worker(tmp_path, opts):
+    work = tmp_path / "oom"
+    v = verify(hack_task("ref_affine"), hack_candidate("crash_host_oom"), work, opts(max_host_memory_gb=1.0))
+    assert v.status == "oom" and not v.accepted
+    assert "above the limit of 1 GiB" in v.message and "during correctness" in v.message
+    assert [f.code for f in v.findings] == ["host-oom"]
+    assert _no_worker_left(work)
+
+
+def test_cancellation_stops_the_worker(tmp_path, opts):
+    work = tmp_path / "cancel"
+    cancel = threading.Event()
+    phases: list[str] = []
+
+    def progress(phase: str, detail: str) -> None:
+        phases.append(phase)
+        if phase == "correctness":
+            cancel.set()  # the candidate hangs from here on: only cancelling ends it
+
+    t0 = time.monotonic()
+    v = verify(
+        hack_task("ref_affine"), hack_candidate("crash_hang"), work, opts(timeout_s=300.0), progress, cancel
+    )
+    assert time.monotonic() - t0 < 60
+    assert v.status == "cancelled" and v.message == "cancelled during correctness"
+    assert phases[:3] == ["reference", "build", "correctness"]
+    assert _no_worker_left(work)
+
+
+def test_exception_in_forward_names_the_phase(tmp_path, opts):
+    v = verify(hack_task("ref_affine"), hack_candidate("crash_raises"), tmp_path, opts())
+    assert v.status == "error" and not v.accepted
+    assert v.message.startswith("correctness: ValueError: shape mismatch in my launcher")
+    assert [f.code for f in v.findings] == ["exception"]
+    assert "model_new.py" in v.log_tail  # the traceback reaches into the candidate
+
+
+def test_build_failure_keeps_the_compiler_log(tmp_path, opts):
+    cand = hack_candidate("crash_build", **{"broken.cpp": 'extern "C" int k( { return 0; }\n'})
+    v = verify(hack_task("ref_affine"), cand, tmp_path, opts())
+    assert v.status == "build-failed" and not v.built
+    assert v.message.startswith("BuildError: build failed")
+    assert "broken.cpp" in v.build_log and "error" in v.build_log
+
+
+def test_progress_sees_every_phase_up_to_done(tmp_path, opts):
+    phases: list[str] = []
+    v = verify(
+        hack_task("ref_affine"),
+        hack_candidate("good_affine"),
+        tmp_path,
+        opts(),
+        lambda p, d: phases.append(p),
+    )
+    assert v.status == "ok"
+    # "done" is written as the worker exits: the parent reads what is left after the exit too.
+    assert phases == ["reference", "build", "correctness", "done"]
+
+
+def test_pool_runs_candidates_side_by_side(tmp_path, opts):
+    pool = VerifierPool(None, jobs_per_gpu=2, opts=opts())
+    try:
+        crash = pool.submit(hack_task("ref_affine"), hack_candidate("crash_raises"), tmp_path / "a")
+        good = pool.submit(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "b")
+        assert crash.result().status == "error"
+        assert good.result().status == "ok"
+    finally:
+        pool.shutdown()
+
+
+def test_fewer_random_sets_and_adversarial_kinds_when_asked(tmp_path, opts):
+    v = verify(
+        hack_task("ref_affine"),
+        hack_candidate("good_affine"),
+        tmp_path,
+        opts(random_sets=2, adversarial=("near-kinks",)),
+    )
+    assert v.status == "ok"
+    assert [c["set"] for c in v.checks] == ["random-0", "random-1", "adversarial-near-kinks"]
+    assert VerifyOptions().random_sets >= 5 and VerifyOptions().adversarial is None  # defaults stay full
+
+
+# --- GPU only ------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def gpu_opts(build_cache):
+    return VerifyOptions(
+        timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)}
+    )
+
+
+@pytest.mark.gpu
+def test_cublas_candidate_is_accepted(tmp_path, gpu_opts):
+    v = verify(
+        hack_task("ref_matmul_relu"), hack_candidate("gpu_good_cublas", "kernels.cu"), tmp_path, gpu_opts
+    )
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.build_log[-2000:], v.log_tail[-2000:])
+    assert v.tolerance["rtol"] == 1e-2  # a matmul reference
+    assert v.ours is not None and v.eager is not None and v.speedup_eager is not None
+    assert all(c["ok"] for c in v.checks) and v.checks[-1]["set"] == "after-timing"
+
+
+@pytest.mark.gpu
+def test_illegal_memory_access_yields_verdict_and_next_candidate_runs(tmp_path, gpu_opts):
+    v = verify(
+        hack_task("ref_affine"),
+        hack_candidate("gpu_illegal_access", "kernels.cu"),
+        tmp_path / "bad",
+        gpu_opts,
+    )
+    assert v.status == "crashed" and not v.accepted, (v.status, v.message)
+    assert "correctness" in v.message
+    assert "illegal-memory-access" in {f.code for f in v.findings}
+    good = verify(
+        hack_task("ref_affine"), hack_candidate("gpu_good_affine", "kernels.cu"), tmp_path / "good", gpu_opts
+    )
+    assert good.status == "ok" and good.accepted, (good.status, good.message, good.log_tail[-2000:])
+
+
+def test_candidate_files_are_what_the_worker_runs(tmp_path, opts):
+    """A stale kernel left in a reused workdir must not be what gets loaded."""
+    work = tmp_path / "reuse"
+    good = hack_candidate("good_affine")
+    bad = Candidate(
+        name="bad",
+        files={**good.files, "kernels.cpp": good.files["kernels.cpp"].replace("v > 0.f ? v : 0.f", "v")},
+    )
+    assert (
+        verify(hack_task("ref_affine"), bad, work, opts(random_sets=2, adversarial=("negated",))).status
+        == "incorrect"
+    )
+    assert (
+        verify(hack_task("ref_affine"), good, work, opts(random_sets=2, adversarial=("negated",))).status
+        == "ok"
+    )
