@@ -1,0 +1,453 @@
+"""Trace a module's forward to a plain list of aten-level nodes.
+
+The Planner and the Coders work on this list, not on torch objects, so a plan can be written to
+JSON, shown in the editor and replayed in tests built from hand-written graphs. Tracing runs on
+fake tensors: shapes, dtypes and strides come out exactly as on real data, while a KernelBench input
+of several GiB costs nothing.
+
+One node is a dict:
+
+    name    unique name; graph inputs are named by their forward argument or state_dict key
+    op      "input", "constant", "output", "getitem" or the aten overload packet ("add", "relu")
+    target  the full overload, e.g. "aten.add.Tensor" (aten nodes only)
+    args    every schema argument by name, defaults filled in; a tensor argument is {"ref": name}
+    shape, dtype, stride, offset   of the result (offset: storage offset, in elements)
+    view    the result aliases the storage of its first tensor argument (strides are relative to it)
+
+Inputs also carry `kind` ("arg", "param", "buffer"), `index` (forward position) or `key` (state_dict
+key) and `persistent`; non-tensor forward arguments carry `value`. Nodes returning several tensors
+carry `outputs` (one shape/dtype/stride dict each) instead of `shape`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from stitchcuda.types import Task
+
+Node = dict[str, Any]
+
+# Small constant tensors created inside forward (torch.tensor(2.5)) are kept by value.
+_MAX_CONSTANT_NUMEL = 64
+
+
+class TraceError(Exception):
+    """The forward cannot be traced to a static graph; the message says why, for the user."""
+
+
+def ref(name: str) -> dict[str, str]:
+    """A tensor argument: a reference to the node that produced it."""
+    return {"ref": name}
+
+
+def ref_name(value: Any) -> str | None:
+    if isinstance(value, dict) and set(value) == {"ref"}:
+        return value["ref"]
+    return None
+
+
+def iter_refs(value: Any) -> Iterator[str]:
+    """Names of all nodes referenced by an argument value (nested lists included)."""
+    name = ref_name(value)
+    if name is not None:
+        yield name
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from iter_refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_refs(v)
+
+
+def node_inputs(node: Node) -> list[str]:
+    """Names of the nodes this node reads, in argument order, without repeats."""
+    seen: dict[str, None] = {}
+    for v in node.get("args", {}).values():
+        for n in iter_refs(v):
+            seen.setdefault(n, None)
+    return list(seen)
+
+
+def by_name(graph: Sequence[Node]) -> dict[str, Node]:
+    return {n["name"]: n for n in graph}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(size), 1)
+    return strides[::-1]
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def is_contiguous(node: Node) -> bool:
+    """Dense row-major with no storage offset (size-1 dims may have any stride)."""
+    if node.get("shape") is None or node.get("offset", 0) != 0:
+        return False
+    return all(
+        size == 1 or stride == want
+        for size, stride, want in zip(
+            node["shape"], node["stride"], contiguous_strides(node["shape"]), strict=True
+        )
+    )
+
+
+def restride(
+    shape: Sequence[int],
+    strides: Sequence[int],
+    offset: int,
+    base_shape: Sequence[int],
+    base_strides: Sequence[int],
+) -> tuple[list[int], int] | None:
+    """A view's strides and offset over its base stored row-major, from those over the base's
+    traced layout (`x.t() * w` is traced with x.t()'s strides; the kernels store it row-major).
+
+    None when the base is not a permutation of a dense layout, or the view cannot be expressed over
+    the row-major base (a reshape that merges dims which the permutation separates)."""
+    if any(s < 0 for s in strides) or offset < 0:
+        return None
+    row_major = contiguous_strides(base_shape)
+    # Base dims that are nested the same way in both layouts act as one: [size, traced, row-major].
+    dims: list[list[int]] = []
+    for size, traced, rm in zip(base_shape, base_strides, row_major, strict=True):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == traced * size:
+            dims[-1] = [dims[-1][0] * size, traced, rm]
+        else:
+            dims.append([size, traced, rm])
+    order = sorted(range(len(dims)), key=lambda g: -dims[g][1])
+    expect = 1
+    for g in reversed(order):
+        if dims[g][1] != expect:
+            return None
+        expect *= dims[g][0]
+
+    def coords(value: int) -> list[int]:
+        c = [0] * len(dims)
+        for g in order:
+            c[g], value = divmod(value, dims[g][1])
+        return c
+
+    start, steps = coords(offset), [coords(s) for s in strides]
+    # Linear in the view's coordinates only if no base coordinate ever carries into the next.
+    for g, (size, _, _) in enumerate(dims):
+        if start[g] + sum(max(n - 1, 0) * step[g] for n, step in zip(shape, steps, strict=True)) >= size:
+            return None
+    return (
+        [sum(step[g] * dims[g][2] for g in range(len(dims))) for step in steps],
+        sum(start[g] * dims[g][2] for g in range(len(dims))),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracing
+
+
+def trace_task(task: Task) -> list[Node]:
+    """Build the task's module and inputs on fake tensors and trace its forward."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from stitchcuda.task import load_task_module
+
+    module, cls = load_task_module(task)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with fake_mode:
+            init_args = list(getattr(module, task.init_inputs_fn)())
+            inputs = list(getattr(module, task.inputs_fn)())
+    except Exception as e:  # noqa: BLE001 - the user's helpers, any failure is reported as is
+        raise TraceError(f"{task.inputs_fn}/{task.init_inputs_fn} failed on fake tensors: {_short(e)}") from e
+    try:
+        with fake_mode:
+            model = cls(*init_args)
+    except Exception:  # noqa: BLE001 - some constructors need real tensors (numpy, .item()): build it for real
+        try:
+            model = cls(*_realise(init_args))
+        except Exception as e:  # noqa: BLE001
+            raise TraceError(f"{task.class_name}(*{task.init_inputs_fn}()) failed: {_short(e)}") from e
+    return trace_module(model, inputs, fake_mode=fake_mode)
+
+
+def trace_module(
+    module: nn.Module,
+    inputs: Sequence[Any],
+    *,
+    fake_mode: Any | None = None,
+) -> list[Node]:
+    """Trace module(*inputs) to aten nodes. Real inputs are replaced by fake ones of the same shape.
+
+    Inputs and parameters are traced as contiguous tensors: the generated code makes them so at run
+    time, and every stride in the graph is then relative to a contiguous base."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensor,
+        FakeTensorMode,
+    )
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    fake_mode = fake_mode or FakeTensorMode(allow_non_fake_inputs=True)
+
+    def fake(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if not isinstance(t, FakeTensor):
+            t = fake_mode.from_tensor(t)
+        with fake_mode:
+            return t.contiguous()
+
+    params = list(module.named_parameters(remove_duplicate=False))
+    buffers = list(module.named_buffers(remove_duplicate=False))
+    persistent = set(module.state_dict(keep_vars=True))
+    keys = [k for k, _ in params] + [k for k, _ in buffers]
+    state_vals = [fake(v) for _, v in params] + [fake(v) for _, v in buffers]
+    arg_vals = [fake(v) for v in inputs]
+
+    def run(*flat: Any) -> Any:
+        state = dict(zip(keys, flat[: len(keys)], strict=True))
+        return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
+
+    try:
+        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"):
+            gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
+                *state_vals, *arg_vals
+            )
+    except DataDependentOutputException as e:
+        raise TraceError(
+            "forward depends on tensor values (data-dependent control flow or .item()): "
+            f"{_short(e)}; only forwards whose operations are fixed by the input shapes can be traced"
+        ) from e
+    except DynamicOutputShapeException as e:
+        raise TraceError(
+            f"an output shape depends on tensor values ({_short(e)}), e.g. boolean masking"
+        ) from e
+    except Exception as e:  # noqa: BLE001 - whatever stops the trace, the user gets the reason
+        reason = _short(e)
+        if "data-dependent" in reason.lower() or "data dependent" in reason.lower():
+            raise TraceError(
+                f"forward depends on tensor values (data-dependent control flow): {reason}"
+            ) from e
+        raise TraceError(f"forward could not be traced: {type(e).__name__}: {reason}") from e
+
+    arg_names = _arg_names(module, len(inputs))
+    kinds = (
+        [("param", k) for k, _ in params]
+        + [("buffer", k) for k, _ in buffers]
+        + [("arg", a) for a in arg_names]
+    )
+    return _to_nodes(gm, kinds, persistent)
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Fake tensors log a traceback for every op they cannot run; the TraceError says it in a line."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _arg_names(module: nn.Module, count: int) -> list[str]:
+    names: list[str] = []
+    try:
+        sig = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind == p.VAR_POSITIONAL:
+                names += [f"{p.name}_{i}" for i in range(count - len(names))]
+                break
+    names += [f"arg{i}" for i in range(len(names), count)]
+    return names[:count]
+
+
+def _to_nodes(gm: torch.fx.GraphModule, kinds: list[tuple[str, str]], persistent: set[str]) -> list[Node]:
+    fx_nodes = list(gm.graph.nodes)
+    taken = {n.name for n in fx_nodes if n.op != "placeholder"}
+    rename: dict[str, str] = {}
+    nodes: list[Node] = []
+    placeholders = [n for n in fx_nodes if n.op == "placeholder"]
+    for index, (fx_node, (kind, label)) in enumerate(zip(placeholders, kinds, strict=True)):
+        name = label
+        while name in taken:
+            name = f"{name}_input"
+        taken.add(name)
+        rename[fx_node.name] = name
+        node: Node = {"name": name, "op": "input", "kind": kind}
+        if kind == "arg":
+            node["index"] = index - sum(1 for k, _ in kinds if k != "arg")
+        else:
+            node["key"] = label
+            node["persistent"] = label in persistent
+        val = fx_node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            node.update(_tensor_meta(val))
+        else:
+            node["value"] = _encode(val, rename)
+        nodes.append(node)
+
+    for fx_node in fx_nodes:
+        if fx_node.op == "placeholder":
+            continue
+        name = rename.setdefault(fx_node.name, fx_node.name)
+        if fx_node.op == "output":
+            flat, structure = _flatten_output(fx_node.args[0])
+            nodes.append(
+                {
+                    "name": name,
+                    "op": "output",
+                    "args": {"values": _encode(flat, rename)},
+                    "structure": structure,
+                }
+            )
+            continue
+        if fx_node.op == "get_attr":
+            nodes.append(_constant_node(name, getattr(gm, str(fx_node.target))))
+            continue
+        node = _call_node(fx_node, name, rename)
+        nodes.append(node)
+    _mark_views(nodes)
+    return nodes
+
+
+def _call_node(fx_node: torch.fx.Node, name: str, rename: dict[str, str]) -> Node:
+    target = fx_node.target
+    node: Node = {"name": name}
+    if isinstance(target, torch._ops.OpOverload):
+        node["op"] = target.overloadpacket.__name__ if target.namespace == "aten" else str(target)
+        node["target"] = str(target)
+        node["args"] = _normalise_args(target, fx_node.args, fx_node.kwargs, rename)
+        node["view"] = bool(target.is_view)
+    elif getattr(target, "__name__", "") == "getitem":
+        node["op"] = "getitem"
+        node["args"] = {"self": _encode(fx_node.args[0], rename), "index": fx_node.args[1]}
+        node["view"] = False
+    else:
+        node["op"] = getattr(target, "__name__", str(target))
+        node["target"] = str(target)
+        node["args"] = {f"arg{i}": _encode(a, rename) for i, a in enumerate(fx_node.args)}
+        node["args"].update({k: _encode(v, rename) for k, v in fx_node.kwargs.items()})
+        node["view"] = False
+    val = fx_node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        node.update(_tensor_meta(val))
+    elif isinstance(val, list | tuple) and all(isinstance(v, torch.Tensor) for v in val):
+        node["shape"] = None
+        node["outputs"] = [_tensor_meta(v) for v in val]
+    else:
+        node["shape"] = None
+        node["value"] = _encode(val, rename)
+    return node
+
+
+def _mark_views(nodes: list[Node]) -> None:
+    """`_unsafe_view` is a reshape that the schema does not mark as aliasing: it is one (and so
+    free) when its input is contiguous; then its strides relative to that input are the plain ones."""
+    named = by_name(nodes)
+    for node in nodes:
+        if node.get("op") != "_unsafe_view":
+            continue
+        src = named.get(ref_name(node["args"].get("self")) or "")
+        if src is not None and is_contiguous(src) and is_contiguous(node):
+            node["view"] = True
+
+
+def _constant_node(name: str, value: Any) -> Node:
+    node: Node = {"name": name, "op": "constant"}
+    if isinstance(value, torch.Tensor):
+        node.update(_tensor_meta(value))
+        node["offset"] = 0
+        node["stride"] = contiguous_strides(node["shape"])
+        fake = type(value).__name__ == "FakeTensor"
+        if not fake and value.numel() <= _MAX_CONSTANT_NUMEL:
+            node["value"] = value.detach().cpu().reshape(-1).tolist()
+    else:
+        node["value"] = _encode(value, {})
+    return node
+
+
+def _tensor_meta(t: torch.Tensor) -> dict[str, Any]:
+    return {
+        "shape": [int(s) for s in t.shape],
+        "dtype": dtype_name(t.dtype),
+        "stride": [int(s) for s in t.stride()],
+        "offset": int(t.storage_offset()),
+    }
+
+
+def _normalise_args(
+    op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], rename: dict[str, str]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    positional = [a for a in op._schema.arguments if not a.kwarg_only]
+    for a, v in zip(positional, args, strict=False):
+        out[a.name] = _encode(v, rename)
+    for a in op._schema.arguments:
+        if a.name in kwargs:
+            out[a.name] = _encode(kwargs[a.name], rename)
+        elif a.name not in out and a.has_default_value():
+            out[a.name] = _encode(a.default_value, rename)
+    return out
+
+
+def _encode(value: Any, rename: dict[str, str]) -> Any:
+    """A JSON-friendly form of an fx argument."""
+    if isinstance(value, torch.fx.Node):
+        return ref(rename.get(value.name, value.name))
+    if isinstance(value, list | tuple):
+        return [_encode(v, rename) for v in value]
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, torch.device | torch.layout | torch.memory_format):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, torch.Tensor):
+        return {"tensor": list(value.shape), "dtype": dtype_name(value.dtype)}
+    return repr(value)
+
+
+def _flatten_output(out: Any) -> tuple[list[Any], str]:
+    """Flat results and how forward returned them: "single", "tuple", "list" or "other" (nested)."""
+    if isinstance(out, list | tuple):
+        if any(isinstance(o, list | tuple | dict) for o in out):
+            return [], "other"
+        return list(out), "list" if isinstance(out, list) else "tuple"
+    if isinstance(out, dict):
+        return [], "other"
+    return [out], "single"
+
+
+def _realise(values: list[Any]) -> list[Any]:
+    """Fake tensors made by get_init_inputs, as real zeros (only their shapes matter to a trace)."""
+    return [torch.zeros(v.shape, dtype=v.dtype) if type(v).__name__ == "FakeTensor" else v for v in values]
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__

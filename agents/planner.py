@@ -1,0 +1,180 @@
+"""The Planner: which parts of a traced forward become which kernels.
+
+Pointwise ops are never stored unless something needs them stored ("materialised"): a graph output,
+or an op the pointwise emitter cannot absorb (a convolution, a reduction). Every other pointwise op
+is recomputed inside the kernel that needs it, at that kernel's index, so a chain or DAG of
+elementwise ops with broadcast operands costs one pass over memory.
+
+Materialised nodes are grouped into one kernel when they have the same shape and the same stage:
+a stage counts the non-pointwise ops on the longest path from the inputs, so a group never waits
+for an op that itself waits for the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stitchcuda.types import FusionGroup, Plan, Task
+
+from . import codegen
+from .graph import Node, TraceError, by_name, iter_refs, node_inputs, ref_name, restride, trace_task
+
+_LITERAL = (type(None), bool, int, float, str)
+
+
+def plan(task: Task) -> Plan:
+    """Trace the task and group its ops. A forward that cannot be traced gives a Plan whose
+    `unsupported` says why (a coder that does not need the graph may still try)."""
+    try:
+        graph = trace_task(task)
+    except TraceError as e:
+        return Plan(task=task.name, graph=[], unsupported=[f"trace: {e}"])
+    return plan_graph(graph, task=task.name)
+
+
+def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
+    """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
+    graph = list(graph)
+    nodes = by_name(graph)
+    result = Plan(task=task, graph=graph)
+    outputs = [n for n in graph if n["op"] == "output"]
+    if len(outputs) != 1:
+        result.unsupported.append("the graph has no single output node")
+        return result
+    output = outputs[0]
+    if output.get("structure") == "other":
+        result.unsupported.append("forward returns a nested structure; only a tensor or a flat tuple/list is supported")
+
+    kinds = {n["name"]: _kind(n) for n in graph}
+    live = _live(graph, output)
+    reasons: dict[str, int] = {}
+
+    def unsupported(reason: str) -> None:
+        reasons[reason] = reasons.get(reason, 0) + 1
+
+    materialise: set[str] = set()
+    for value in output["args"]["values"]:
+        src = ref_name(value)
+        if src is None:
+            if not isinstance(value, _LITERAL):
+                unsupported(f"forward returns {value!r}, which is not a tensor or a Python literal")
+            continue
+        root = _view_root(nodes, src)
+        if kinds[root["name"]] == "pointwise":
+            materialise.add(root["name"])
+        elif root["op"] == "constant":
+            unsupported(f"forward returns the tensor constant {root['name']}")
+        view = nodes[src]
+        if view is not root and restride(view["shape"], view["stride"], view.get("offset", 0), root["shape"], root["stride"]) is None:
+            unsupported(f"forward returns {src}, a view that cannot be taken of a row-major {root['name']}")
+    for name in live:
+        node = nodes[name]
+        kind = kinds[name]
+        if kind == "other":
+            src = ref_name(node["args"].get("self")) if node["op"] == "getitem" else None
+            if src is None or kinds.get(src) != "other":  # a getitem is reported with its source
+                unsupported(_other_reason(node, nodes))
+            for src in node_inputs(node):
+                root = _view_root(nodes, src)
+                if kinds[root["name"]] == "pointwise":
+                    materialise.add(root["name"])
+        elif kind == "input" and node.get("kind") == "buffer" and not node.get("persistent", True):
+            unsupported(
+                f"buffer {node['key']} is not in the state_dict (persistent=False): its values cannot reach ModelNew"
+            )
+        elif kind == "constant" and not _scalar_constant(node) and node.get("shape") is not None:
+            unsupported(f"tensor constant {name} of shape {node['shape']}: only one-element constants are supported")
+
+    stage = _stages(graph, kinds)
+    groups: dict[tuple[int, tuple[int, ...]], list[str]] = {}
+    for node in graph:
+        if node["name"] in materialise:
+            groups.setdefault((stage[node["name"]], tuple(node["shape"])), []).append(node["name"])
+    for k, ((_, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
+        members = _closure(graph, nodes, kinds, outs)
+        group = FusionGroup(kind="pointwise", nodes=members, inputs=[], outputs=outs)
+        try:
+            kernel = codegen.lower(graph, group, f"group{k}")
+        except codegen.NotFusable as e:
+            unsupported(f"pointwise group {k}: {e}")
+            continue
+        group.inputs = [a.name for a in kernel.inputs]
+        group.note = f"{' -> '.join(kernel.ops) or 'copy'} over {list(shape)}"
+        result.groups.append(group)
+
+    result.unsupported += [r if n == 1 else f"{r} ({n} nodes)" for r, n in reasons.items()]
+    if not result.groups and not result.unsupported:
+        result.unsupported.append("forward computes nothing: it only returns inputs, views or constants")
+    dead = [n["name"] for n in graph if kinds[n["name"]] in ("pointwise", "other") and n["name"] not in live]
+    ops = sum(1 for n in live if kinds[n] in ("pointwise", "other"))
+    result.notes.append(f"traced {ops} op(s); {len(result.groups)} pointwise kernel(s)")
+    if dead:
+        result.notes.append(f"{len(dead)} op(s) whose results are never used are skipped: {', '.join(dead[:8])}")
+    return result
+
+
+def _kind(node: Node) -> str:
+    op = node["op"]
+    if op in ("input", "constant", "output"):
+        return op
+    if node.get("view"):
+        return "view"
+    return "pointwise" if codegen.pointwise_support(node) is None else "other"
+
+
+def _other_reason(node: Node, nodes: dict[str, Node]) -> str:
+    if node["op"] == "copy_":
+        dest = ref_name(node["args"].get("self"))
+        if dest in nodes and nodes[dest]["op"] == "input":
+            return f"forward modifies {dest} in place: the built-in coder only writes fresh outputs"
+    if node["op"] == "getitem":
+        src = ref_name(node["args"].get("self"))
+        return _other_reason(nodes[src], nodes) if src in nodes else "getitem of an unknown node"
+    return codegen.pointwise_support(node) or f"{node.get('target') or node['op']}: not supported by the built-in coder yet"
+
+
+def _view_root(nodes: dict[str, Node], name: str) -> Node:
+    node = nodes[name]
+    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
+        node = nodes[ref_name(node["args"]["self"])]
+    return node
+
+
+def _scalar_constant(node: Node) -> bool:
+    return isinstance(node.get("value"), list) and len(node["value"]) == 1
+
+
+def _live(graph: Sequence[Node], output: Node) -> list[str]:
+    """Nodes the outputs depend on, plus in-place writes (whose effect is the point), in graph order."""
+    nodes = by_name(graph)
+    todo = list(iter_refs(output["args"]))
+    todo += [n["name"] for n in graph if n["op"].endswith("_") and n["op"] != "output"]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in nodes:
+            continue
+        seen.add(name)
+        todo += node_inputs(nodes[name])
+    return [n["name"] for n in graph if n["name"] in seen]
+
+
+def _stages(graph: Sequence[Node], kinds: dict[str, str]) -> dict[str, int]:
+    stage: dict[str, int] = {}
+    for node in graph:
+        before = max((stage.get(s, 0) for s in node_inputs(node)), default=0)
+        stage[node["name"]] = before + 1 if kinds[node["name"]] == "other" else before
+    return stage
+
+
+def _closure(graph: Sequence[Node], nodes: dict[str, Node], kinds: dict[str, str], outs: list[str]) -> list[str]:
+    """Pointwise ops and views that the outputs are computed from, up to inputs and other ops."""
+    seen: set[str] = set()
+    todo = list(outs)
+    while todo:
+        name = todo.pop()
+        if name in seen or kinds.get(name) not in ("pointwise", "view"):
+            continue
+        seen.add(name)
+        todo += node_inputs(nodes[name])
+    return [n["name"] for n in graph if n["name"] in seen]

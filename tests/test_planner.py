@@ -1,0 +1,256 @@
+"""Tracing to a node list, and grouping pointwise ops into fusion groups (on graphs, not strings)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from stitchcuda.agents import graph, planner
+from stitchcuda.agents.graph import ref
+
+from stitchcuda.task import find_task
+
+KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR", "/work/shared/kernelbench"))
+
+
+def plan_module(module: nn.Module, *inputs):
+    return planner.plan_graph(graph.trace_module(module, list(inputs)))
+
+
+def ops_of(p, group) -> list[str]:
+    nodes = graph.by_name(p.graph)
+    return [nodes[n]["op"] for n in group.nodes if not nodes[n].get("view")]
+
+
+class Chain(nn.Module):
+    def forward(self, x):
+        return torch.tanh(F.gelu(torch.relu(x) * 2.0 - 1.0)) + torch.sigmoid(x)
+
+
+class BiasChain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        return F.hardswish(x + self.bias) * 0.5
+
+
+class ConvRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bias = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        return torch.relu(self.conv(x * 2) + self.bias)
+
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+def test_trace_gives_a_serialisable_graph_with_named_inputs():
+    nodes = graph.trace_module(BiasChain(), [torch.randn(2, 8, 4, 4)])
+    json.dumps(nodes)  # plain data, fit for plan.json
+    first = graph.by_name(nodes)
+    assert first["bias"] == {
+        "name": "bias", "op": "input", "kind": "param", "key": "bias", "persistent": True,
+        "shape": [8, 1, 1], "dtype": "float32", "stride": [1, 1, 1], "offset": 0,
+    }  # fmt: skip
+    assert first["x"]["kind"] == "arg" and first["x"]["index"] == 0
+    add = next(n for n in nodes if n["op"] == "add")
+    assert add["target"] == "aten.add.Tensor"
+    assert add["args"] == {"self": ref("x"), "other": ref("bias"), "alpha": 1}  # defaults filled in
+    assert add["shape"] == [2, 8, 4, 4] and add["dtype"] == "float32" and add["stride"] == [128, 16, 4, 1]
+    assert nodes[-1]["op"] == "output" and nodes[-1]["structure"] == "single"
+
+
+def test_trace_uses_fake_tensors_so_huge_inputs_cost_nothing():
+    x = torch.empty(()).expand(4096, 393216)  # 6 GiB if it were materialised
+    nodes = graph.trace_module(Chain(), [x])
+    assert graph.by_name(nodes)["x"]["stride"] == [393216, 1]  # traced as contiguous
+
+
+def test_pure_pointwise_chain_is_one_group():
+    p = plan_module(Chain(), torch.randn(4, 16))
+    assert p.supported, p.unsupported
+    (group,) = p.groups
+    assert group.kind == "pointwise"
+    assert ops_of(p, group) == ["relu", "mul", "sub", "gelu", "tanh", "sigmoid", "add"]
+    assert group.inputs == ["x"] and len(group.outputs) == 1
+
+
+def test_broadcast_bias_joins_the_chain():
+    p = plan_module(BiasChain(), torch.randn(2, 8, 4, 4))
+    assert p.supported, p.unsupported
+    (group,) = p.groups
+    assert set(group.inputs) == {"x", "bias"}
+    assert ops_of(p, group) == ["add", "hardswish", "mul"]
+
+
+def test_convolution_is_unsupported_with_a_reason():
+    p = plan_module(ConvRelu(), torch.randn(1, 3, 10, 10))
+    assert not p.supported
+    assert p.unsupported == ["aten.convolution.default: not supported by the built-in coder yet"]
+    # The pointwise parts around it are still grouped: x * 2 before, + bias and relu after.
+    assert [ops_of(p, g) for g in p.groups] == [["mul"], ["add", "relu"]]
+
+
+def test_data_dependent_control_flow_is_a_clear_error(tmp_path):
+    with pytest.raises(graph.TraceError, match="depends on tensor values"):
+        graph.trace_module(Branchy(), [torch.randn(4)])
+    src = tmp_path / "branchy.py"
+    src.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2 if x.sum() > 0 else x\n"
+        "def get_inputs():\n    return [torch.randn(8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    p = planner.plan(find_task(src))
+    assert not p.supported and p.graph == []
+    assert p.unsupported[0].startswith("trace: forward depends on tensor values")
+
+
+def test_masking_with_a_data_dependent_shape_is_a_clear_error():
+    class Masked(nn.Module):
+        def forward(self, x):
+            return x[x > 0]
+
+    with pytest.raises(graph.TraceError, match="output shape depends on tensor values"):
+        graph.trace_module(Masked(), [torch.randn(4)])
+
+
+def test_outputs_of_one_shape_share_a_kernel_and_other_shapes_get_their_own():
+    class Multi(nn.Module):
+        def forward(self, x, b):
+            y = torch.relu(x + b)
+            return y, y * 2, b.exp(), y.t()
+
+    p = plan_module(Multi(), torch.randn(4, 3), torch.randn(3))
+    assert p.supported, p.unsupported
+    assert [(g.outputs, ops_of(p, g)) for g in p.groups] == [
+        (["relu", "mul"], ["add", "relu", "mul"]),
+        (["exp"], ["exp"]),
+    ]  # y.t() is returned as a view of relu's buffer
+
+
+def test_groups_never_wait_on_an_op_that_waits_on_them():
+    class Around(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x):
+            a = torch.sigmoid(x)
+            return a + self.lin(a)  # same shape as a, but needs the linear of a first
+
+    p = plan_module(Around(), torch.randn(2, 6))
+    assert not p.supported
+    assert [ops_of(p, g) for g in p.groups] == [["sigmoid"], ["sigmoid", "add"]]
+
+
+def test_in_place_ops_on_intermediates_are_fine_but_not_on_inputs():
+    class InPlace(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y.relu_()
+            return y
+
+    class MutatesInput(nn.Module):
+        def forward(self, x):
+            x.mul_(2)
+            return x + 1
+
+    assert plan_module(InPlace(), torch.randn(5)).supported
+    p = plan_module(MutatesInput(), torch.randn(5))
+    assert not p.supported
+    assert any("modifies x in place" in r for r in p.unsupported)
+
+
+def test_views_of_inputs_and_intermediates_are_index_maps():
+    class Views(nn.Module):
+        def forward(self, x, w):
+            return (x.transpose(0, 1) * w.unsqueeze(0))[1:].reshape(-1) + 1
+
+    p = plan_module(Views(), torch.randn(3, 4), torch.randn(3))
+    assert p.supported, p.unsupported
+    (group,) = p.groups
+    # x.t() * w is traced with x.t()'s strides; the slice and reshape of it become index arithmetic.
+    assert ops_of(p, group) == ["mul", "clone", "add"]
+    assert group.inputs == ["x", "w"] and group.outputs == ["add"]
+
+
+def test_hand_written_graph():
+    """The planner needs no torch objects: a graph written by hand (e.g. from plan.json) works."""
+    nodes = [
+        {"name": "x", "op": "input", "kind": "arg", "index": 0, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
+        {"name": "s", "op": "sigmoid", "target": "aten.sigmoid.default", "args": {"self": ref("x")},
+         "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
+        {"name": "srt", "op": "sort", "target": "aten.sort.default", "args": {"self": ref("s")},
+         "view": False, "shape": None, "outputs": []},
+        {"name": "v", "op": "getitem", "args": {"self": ref("srt"), "index": 0},
+         "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
+        {"name": "h", "op": "half_op", "target": "aten.mul.Tensor", "args": {"self": ref("x"), "other": 2},
+         "view": False, "shape": [4], "dtype": "int64", "stride": [1], "offset": 0},
+        {"name": "output", "op": "output", "args": {"values": [ref("v"), ref("s")]}, "structure": "tuple"},
+    ]  # fmt: skip
+    p = planner.plan_graph(nodes, task="hand")
+    assert p.unsupported == ["aten.sort.default: not supported by the built-in coder yet"]
+    assert [g.outputs for g in p.groups] == [["s"]]
+    assert any("never used" in n and "h" in n for n in p.notes)
+
+
+def test_non_persistent_buffers_cannot_reach_model_new():
+    class Buf(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.ones(4), persistent=False)
+
+        def forward(self, x):
+            return x * self.scale
+
+    p = plan_module(Buf(), torch.randn(2, 4))
+    assert not p.supported
+    assert p.unsupported == ["buffer scale is not in the state_dict (persistent=False): its values cannot reach ModelNew"]
+
+
+def test_unsupported_dtypes_are_reported():
+    class Ints(nn.Module):
+        def forward(self, x):
+            return x * 3
+
+    p = plan_module(Ints(), torch.arange(6))
+    assert not p.supported
+    assert p.unsupported == ["aten.mul.Tensor: dtype int64 is not supported by the pointwise emitter yet"]
+
+
+ACTIVATIONS = [
+    "19_ReLU", "20_LeakyReLU", "21_Sigmoid", "22_Tanh", "25_Swish", "26_GELU_", "27_SELU_",
+    "28_HardSigmoid", "29_Softplus", "30_Softsign", "31_ELU", "32_HardTanh",
+]  # fmt: skip
+
+
+@pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench is not available (KERNELBENCH_DIR)")
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_kernelbench_activations_are_supported(name):
+    p = planner.plan(find_task(KERNELBENCH / "level1" / f"{name}.py"))
+    assert p.supported, p.unsupported
+    assert len(p.groups) == 1
+
+
+@pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench is not available (KERNELBENCH_DIR)")
+@pytest.mark.parametrize("name", ["23_Softmax", "24_LogSoftmax"])
+def test_kernelbench_reductions_are_not_supported_yet(name):
+    p = planner.plan(find_task(KERNELBENCH / "level1" / f"{name}.py"))
+    assert not p.supported
+    assert "not supported by the built-in coder yet" in p.unsupported[0]
