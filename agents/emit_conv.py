@@ -1,0 +1,3 @@
+"""Placeholder: the conv emitters are being written."""
+
+EMITTERS: dict = {}

@@ -1,0 +1,3 @@
+"""Placeholder: the gemm emitters are being written."""
+
+EMITTERS: dict = {}

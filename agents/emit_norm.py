@@ -1,0 +1,3 @@
+"""Placeholder: the norm emitters are being written."""
+
+EMITTERS: dict = {}

@@ -1,0 +1,3 @@
+"""Placeholder: the pool emitters are being written."""
+
+EMITTERS: dict = {}

@@ -1,0 +1,3 @@
+"""Placeholder: the reduce emitters are being written."""
+
+EMITTERS: dict = {}

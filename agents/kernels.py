@@ -1,0 +1,215 @@
+"""Kernels for the ops the pointwise emitter cannot absorb: one emitter per op family.
+
+An emitter is a function of one traced node (an EmitContext) that returns a Kernel: CUDA C++ text
+defining an `extern "C"` launcher, the graph tensors it reads and writes, and the libraries it links.
+Emitters live in `emit_*.py` modules, each exporting `EMITTERS: dict[aten op name, Emitter]`; this
+module merges them and gives the Planner and the Coder one entry point, `emit`.
+
+The launcher convention is the pointwise emitter's, so ModelNew calls every kernel the same way:
+
+    extern "C" int NAME(const void* in0, ..., void* out0, ..., void* scratch0, ..., cudaStream_t stream)
+
+returning a cudaError_t (0 on success). Inputs come in `Kernel.inputs` order, outputs in
+`Kernel.outputs` order, scratch buffers (allocated by ModelNew with torch.empty, so they come from
+the caching allocator and are stream-ordered) in `Kernel.scratch` order. Kernels built without a
+library may also define `NAME_host(same pointers..., void*)`: the same arithmetic, serially on the
+CPU, so tests can check the numbers without a GPU.
+
+Sources are concatenated after codegen's prelude (sc_to_f, sc_from_f, sc_vec, sc_grid, C types),
+so an emitter may use those. Code shared by every kernel of a family goes in a block guarded by
+`#ifndef SC_<FAMILY>_H`: two kernels of one family in one .cu must not define it twice.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .codegen import C_TYPES, KernelArg
+from .graph import Node, by_name, contiguous_strides, ref_name, restride
+
+
+class NotSupported(Exception):
+    """The emitter cannot produce this node (the message says why, for the plan's notes)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor argument as the kernel receives it: a pointer to the materialised tensor `name`
+    (stored row-major, contiguous) plus the element strides and offset of the op's view of it."""
+
+    name: str  # graph node whose storage is passed (the root of any view chain)
+    shape: tuple[int, ...]  # the shape the op sees
+    strides: tuple[int, ...]  # element strides into `name`'s row-major storage
+    offset: int
+    dtype: str
+
+    @property
+    def contiguous(self) -> bool:
+        want = contiguous_strides(self.shape)
+        return self.offset == 0 and all(n == 1 or s == w for n, s, w in zip(self.shape, self.strides, want, strict=True))
+
+    @property
+    def numel(self) -> int:
+        total = 1
+        for n in self.shape:
+            total *= n
+        return total
+
+    @property
+    def ctype(self) -> str:
+        return C_TYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class OutSpec:
+    """One result of the op that the graph uses: written contiguous, row-major, to node `name`."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class EmitContext:
+    node: Node  # the traced node (op, target, args, shape/dtype or outputs)
+    args: dict[str, Any]  # node["args"] with every tensor reference replaced by an Operand
+    outputs: list[OutSpec | None]  # per result index; None where the graph never reads that result
+    name: str  # prefix for every C identifier of this kernel (unique in the .cu)
+
+
+@dataclass
+class Kernel:
+    name: str  # the launcher's symbol
+    inputs: list[KernelArg]  # graph tensors passed as const pointers, in launcher order
+    outputs: list[KernelArg]  # graph tensors written, in launcher order
+    source: str
+    ops: list[str] = field(default_factory=list)  # what it computes, for notes ("addmm 1024x8192x8192")
+    libraries: list[str] = field(default_factory=list)  # linked with -l, e.g. "cublas", "cudnn"
+    host: bool = False  # source defines NAME_host
+    scratch: list[tuple[str, int]] = field(default_factory=list)  # (dtype, numel) per scratch buffer
+    mutates: list[str] = field(default_factory=list)  # inputs it also writes (running statistics)
+
+
+Emitter = Callable[[EmitContext], Kernel]
+
+
+def emitters() -> dict[str, Emitter]:
+    """Every registered emitter by aten op name (the node's `op`)."""
+    table: dict[str, Emitter] = {}
+    for module in _families():
+        for op, fn in module.EMITTERS.items():
+            if op in table:
+                raise RuntimeError(f"two emitters for {op}")
+            table[op] = fn
+    return table
+
+
+FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool")
+
+
+def _families() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(f"{__package__}.{name}") for name in FAMILIES]
+
+
+def operand(nodes: dict[str, Node], name: str, roots: dict[str, str] | None = None) -> Operand:
+    """The Operand for tensor `name`: views resolve to their materialised root.
+
+    `roots` maps a node to the node standing for it in memory (the planner's materialised copies).
+    Raises NotSupported when the view cannot be expressed over a row-major root."""
+    roots = roots or {}
+    node = nodes[name]
+    if name in roots:
+        target = nodes[roots[name]]
+        return Operand(target["name"], tuple(node["shape"]), tuple(contiguous_strides(node["shape"])), 0, node["dtype"])
+    root = node
+    while root.get("view") and ref_name(root["args"].get("self")) in nodes and root["name"] not in roots:
+        root = nodes[ref_name(root["args"]["self"])]
+    if root is node:
+        return Operand(name, tuple(node["shape"]), tuple(contiguous_strides(node["shape"])), 0, node["dtype"])
+    moved = restride(node["shape"], node["stride"], node.get("offset", 0), root["shape"], root["stride"])
+    if moved is None:
+        raise NotSupported(f"{name} is a view that cannot be taken of a row-major {root['name']}")
+    strides, offset = moved
+    return Operand(roots.get(root["name"], root["name"]), tuple(node["shape"]), tuple(strides), offset, node["dtype"])
+
+
+def context(
+    graph: Sequence[Node],
+    name: str,
+    kernel_name: str,
+    roots: dict[str, str] | None = None,
+    live: set[str] | None = None,
+) -> EmitContext:
+    """The EmitContext of node `name`: operands resolved, used results found from the getitems
+    (only those in `live`, when given: a result nothing reads need not be written)."""
+    nodes = by_name(graph)
+    node = nodes[name]
+
+    def convert(value: Any) -> Any:
+        src = ref_name(value)
+        if src is not None:
+            return operand(nodes, src, roots)
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    args = {k: convert(v) for k, v in node.get("args", {}).items()}
+    if node.get("outputs") is not None:
+        outs: list[OutSpec | None] = [None] * len(node["outputs"])
+        for other in graph:
+            used = live is None or other["name"] in live
+            if other["op"] == "getitem" and ref_name(other["args"].get("self")) == name and used:
+                i = other["args"]["index"]
+                outs[i] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
+    else:
+        outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
+    return EmitContext(node=node, args=args, outputs=outs, name=kernel_name)
+
+
+def emit(
+    graph: Sequence[Node],
+    name: str,
+    kernel_name: str,
+    roots: dict[str, str] | None = None,
+    live: set[str] | None = None,
+) -> Kernel:
+    """The kernel for node `name`, or NotSupported with the reason."""
+    node = by_name(graph)[name]
+    fn = emitters().get(node["op"])
+    if fn is None:
+        raise NotSupported(f"{node.get('target') or node['op']}: not supported by the built-in coder yet")
+    for key in ("dtype",):
+        if node.get(key) is not None and node[key] not in C_TYPES:
+            raise NotSupported(f"{node.get('target')}: dtype {node[key]} is not supported yet")
+    return fn(context(graph, name, kernel_name, roots, live))
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a kernel's host entry on CPU tensors (tests)
+
+
+def run_host(kernel: Kernel, tensors: Sequence[Any]) -> None:
+    """Build prelude + kernel.source with nvcc and call NAME_host on CPU tensors (inputs, outputs,
+    scratch, in launcher order). For tests: the GPU runs the same per-element code."""
+    from stitchcuda import runtime
+
+    from .codegen import render
+
+    if not kernel.host:
+        raise ValueError(f"{kernel.name} has no host entry")
+    text = render([]) + "\n" + kernel.source
+    folder = Path(tempfile.mkdtemp(prefix="sc-host-"))
+    path = folder / f"{kernel.name}.cu"
+    path.write_text(text)
+    lib = runtime.Library(runtime.build([path], libraries=kernel.libraries).library)
+    ptrs = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+    rc = lib._fn(f"{kernel.name}_host")(*ptrs, ctypes.c_void_p(None))
+    if rc != 0:
+        raise RuntimeError(f"{kernel.name}_host returned {rc}")
