@@ -34,8 +34,9 @@ THREADS = 256
 BLOCKS_PER_SM = 4096
 VECTOR_BYTES = 16  # bytes each thread loads per operand and iteration of the main loop
 
-C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool"}
-ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1}
+# int64 values (step counters, indices) are computed in double: exact below 2^53.
+C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "int64_t"}
+ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8}
 
 
 class NotFusable(Exception):
@@ -276,6 +277,7 @@ POINTWISE: dict[str, Op] = {
     # copies and casts
     "_to_copy": _f(_to_copy, "self"),
     "clone": _IDENTITY,
+    "copy_": _t("{src}", "src"),
     "lift_fresh_copy": _IDENTITY,
     "alias_copy": _IDENTITY,
     "detach_copy": _IDENTITY,
@@ -291,13 +293,17 @@ POINTWISE: dict[str, Op] = {
 }  # fmt: skip
 
 
+# Ops whose int64 results are exact in double arithmetic (the rest would round).
+_INT_EXACT = {"add", "sub", "clone", "copy_", "alias_copy", "lift_fresh_copy"}
+
+
 def pointwise_support(node: Node) -> str | None:
     """Why the table cannot emit this node, or None when it can (dtypes included)."""
     op = POINTWISE.get(node.get("op", ""))
     if op is None or node.get("view"):
         return f"{node.get('target') or node.get('op')}: not supported by the built-in coder yet"
     dtype = node.get("dtype")
-    if dtype not in C_TYPES:
+    if dtype not in C_TYPES or (dtype == "int64" and node["op"] not in _INT_EXACT):
         return f"{node['target']}: dtype {dtype} is not supported by the pointwise emitter yet"
     values = {}
     for arg in op.operands:
@@ -396,7 +402,7 @@ class _Lowering:
                 values[arg] = c_float(raw)
         expr = op.render(Operands(values, node["args"]))
         self.ops.append(node["op"])
-        return self._emit("float", "v", expr, node["name"])
+        return self._emit("double" if node.get("dtype") == "int64" else "float", "v", expr, node["name"])
 
     def _load(self, node: Node, idx: _Index) -> str:
         if node.get("shape") is None or node.get("dtype") not in C_TYPES:
@@ -409,6 +415,8 @@ class _Lowering:
         k = list(self.inputs).index(name) if prev else len(self.inputs)
         self.inputs[name] = KernelArg(name, node["dtype"], direct or bool(prev and prev.direct))
         src = f"in{k}_v.v[l]" if direct else f"in{k}[{idx.var}]"
+        if node["dtype"] == "int64":
+            return self._emit("double", "v", f"(double)({src})", name)
         return self._emit("float", "v", f"sc_to_f({src})", name)
 
     def _view_of(self, node: Node) -> tuple[Node, list[int], int]:
@@ -510,7 +518,8 @@ def lower(graph: Sequence[Node], group: FusionGroup, name: str) -> PointwiseKern
         stores.append((KernelArg(out, node["dtype"], True), w.value(out, _Index("i", shape))))
     body = list(w.lines)
     for k, (arg, var) in enumerate(stores):
-        body.append(f"out{k}_v.v[l] = sc_from_f<{C_TYPES[arg.dtype]}>({var});")
+        store = f"(int64_t)({var})" if arg.dtype == "int64" else f"sc_from_f<{C_TYPES[arg.dtype]}>({var})"
+        body.append(f"out{k}_v.v[l] = {store};")
     return PointwiseKernel(name, list(shape), list(w.inputs.values()), [a for a, _ in stores], body, w.ops)
 
 

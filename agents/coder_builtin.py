@@ -1,7 +1,8 @@
-"""The built-in Coder: a Plan of pointwise groups -> fused_kernels.cu + model_new.py.
+"""The built-in Coder: a Plan -> fused_kernels.cu + model_new.py.
 
-No model in the loop: the kernels come from codegen's table and walker, and ModelNew is written
-from the traced graph alone. ModelNew keeps the reference's constructor signature and state_dict
+No model in the loop: pointwise groups come from codegen's table and walker, every other op from its
+family's emitter (agents/kernels.py), and ModelNew is written from the traced graph alone.
+ModelNew keeps the reference's constructor signature and state_dict
 (same keys, shapes, dtypes) so the Verifier can load the reference's weights into it; its forward
 only checks its inputs, allocates outputs and calls the kernels.
 """
@@ -16,8 +17,10 @@ from typing import Any
 
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
-from . import codegen
+from . import codegen, kernels
 from .graph import Node, by_name, is_contiguous, ref_name, restride
+
+Step = codegen.PointwiseKernel | kernels.Kernel
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -29,7 +32,7 @@ def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidat
     The coder is deterministic: `feedback` is accepted for the loop's interface and ignored, so a
     second round yields the same files (which the loop recognises and stops on)."""
     del feedback
-    if not plan.supported or any(g.kind != "pointwise" for g in plan.groups):
+    if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
     from stitchcuda.task import load_task_module
 
@@ -43,13 +46,43 @@ def build_candidate(plan: Plan, cls: type, *, title: str = "", host: bool = Fals
     host=True targets the CPU: the .cu also gets `<kernel>_host` entry points that run the same
     chunk code serially, and ModelNew calls those on CPU tensors. Tests use it to run the whole
     candidate against PyTorch on a machine without a GPU."""
-    kernels = [codegen.lower(plan.graph, g, f"stitch_pw{k}") for k, g in enumerate(plan.groups)]
+    steps = make_steps(plan)
+    if host:
+        lacking = [s.name for s in steps if isinstance(s, kernels.Kernel) and not s.host]
+        if lacking:
+            raise ValueError(f"no CPU entry point for {', '.join(lacking)} (library kernels run on the GPU only)")
+    pointwise = [s for s in steps if isinstance(s, codegen.PointwiseKernel)]
+    sources = [s.source for s in steps if isinstance(s, kernels.Kernel)]
     files = {
-        CU_FILE: codegen.render(kernels, host_entry=host),
-        PY_FILE: render_model(plan.graph, kernels, cls, title=title, host=host),
+        CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host), *sources]),
+        PY_FILE: render_model(plan.graph, steps, cls, title=title, host=host),
     }
-    notes = [f"{k.name}: {' -> '.join(k.ops) or 'copy'} over {k.shape}" for k in kernels]
-    return Candidate(name="builtin-pointwise", files=files, module=PY_FILE, origin="builtin", notes=notes)
+    notes = [f"{s.name}: {describe(s)}" for s in steps]
+    name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
+    return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes)
+
+
+def make_steps(plan: Plan) -> list[Step]:
+    """The plan's groups as kernels, in the order forward launches them."""
+    steps: list[Step] = []
+    live = {n for g in plan.groups for n in g.outputs}
+    for k, group in enumerate(plan.groups):
+        if group.kind == "pointwise":
+            steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}"))
+        else:
+            roots = group.detail.get("roots", {})
+            steps.append(kernels.emit(plan.graph, group.nodes[0], f"stitch_k{k}", roots=roots, live=live))
+    return steps
+
+
+def describe(step: Step) -> str:
+    if isinstance(step, codegen.PointwiseKernel):
+        return f"{' -> '.join(step.ops) or 'copy'} over {step.shape}"
+    return "; ".join(step.ops) or step.name
+
+
+def libraries(steps: Sequence[Step]) -> list[str]:
+    return list(dict.fromkeys(lib for s in steps if isinstance(s, kernels.Kernel) for lib in s.libraries))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +101,7 @@ import torch.nn as nn
 
 from stitchcuda import runtime
 
-_lib = runtime.load(Path(__file__).with_name("{cu}"))
+_lib = runtime.load(Path(__file__).with_name("{cu}"), libraries={libraries!r})
 _DEVICE = "{device}"
 _CUDA = _DEVICE == "cuda"
 
@@ -85,7 +118,7 @@ def _check(t, name, shape, dtype):
 
 def render_model(
     graph: Sequence[Node],
-    kernels: Sequence[codegen.PointwiseKernel],
+    steps: Sequence[Step],
     cls: type,
     *,
     title: str = "",
@@ -95,7 +128,7 @@ def render_model(
     nodes = by_name(graph)
     output = next(n for n in graph if n["op"] == "output")
     fwd = _Forward(graph, cls)
-    used = {a.name for k in kernels for a in k.inputs}
+    used = {a.name for k in steps for a in k.inputs}
     used |= {_root(nodes, r)["name"] for r in map(ref_name, output["args"]["values"]) if r is not None}
     body: list[str] = []
     # Check every tensor the kernels read before touching it, then make forward args contiguous:
@@ -111,14 +144,24 @@ def render_model(
         source = fwd.expr(node)
         body.append(f"{fwd.local(node)} = {source}.contiguous()")
     device = fwd.device(graph, used)
-    for k in kernels:
+    for k in steps:
         for out in k.outputs:
+            node = nodes[out.name]
+            if node["op"] == "copy_":
+                # A write into module state (a BatchNorm step counter): the kernel stores into it.
+                fwd.bind(out.name, fwd.expr(nodes[ref_name(node["args"]["self"])]))
+                continue
             var = fwd.fresh(out.name)
-            shape = tuple(nodes[out.name]["shape"])
+            shape = tuple(node["shape"])
             body.append(f"{var} = torch.empty({shape!r}, dtype=torch.{out.dtype}, device={device})")
             fwd.bind(out.name, var)
+        scratch = []
+        for dtype, count in getattr(k, "scratch", []):
+            var = fwd.fresh(f"{k.name}_scratch")
+            body.append(f"{var} = torch.empty(({count},), dtype=torch.{dtype}, device={device})")
+            scratch.append(var)
         launcher = k.name + ("_host" if host else "")
-        call_args = [repr(launcher)] + [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs]
+        call_args = [repr(launcher)] + [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch
         body.append(f"_lib.call({', '.join(call_args)})")
     results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
     structure = output.get("structure", "single")
@@ -129,11 +172,11 @@ def render_model(
     else:
         body.append(f"return ({', '.join(results)}{',' if len(results) == 1 else ''})")
 
-    kernel_lines = "".join(
-        f"{CU_FILE}: {k.name}: {' -> '.join(k.ops) or 'copy'} over {k.shape}\n" for k in kernels
-    )
+    kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
     device = "cpu" if host else "cuda"
-    text = _HEADER.format(title=title or cls.__name__, kernels=kernel_lines, cu=CU_FILE, device=device)
+    text = _HEADER.format(
+        title=title or cls.__name__, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps)
+    )
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
     text += "".join(f"        {line}\n" for line in _init_body(graph))

@@ -109,7 +109,7 @@ def emitters() -> dict[str, Emitter]:
     return table
 
 
-FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool")
+FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout")
 
 
 def _families() -> list[Any]:

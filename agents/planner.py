@@ -5,9 +5,14 @@ or an op the pointwise emitter cannot absorb (a convolution, a reduction). Every
 is recomputed inside the kernel that needs it, at that kernel's index, so a chain or DAG of
 elementwise ops with broadcast operands costs one pass over memory.
 
+Every other op is one kernel from its family's emitter (agents/kernels.py: matmul through cuBLAS,
+convolution through cuDNN, reductions, norms, pooling); its results are stored contiguous, and the
+pointwise ops after it read them.
+
 Materialised nodes are grouped into one kernel when they have the same shape and the same stage:
 a stage counts the non-pointwise ops on the longest path from the inputs, so a group never waits
-for an op that itself waits for the group.
+for an op that itself waits for the group. Groups run stage by stage, library kernels of a stage
+before its pointwise groups.
 """
 
 from __future__ import annotations
@@ -16,8 +21,20 @@ from collections.abc import Sequence
 
 from stitchcuda.types import FusionGroup, Plan, Task
 
-from . import codegen
-from .graph import Node, TraceError, by_name, iter_refs, node_inputs, ref_name, restride, trace_task
+from . import codegen, kernels
+from .graph import (
+    Node,
+    TraceError,
+    by_name,
+    contiguous_strides,
+    is_contiguous,
+    iter_refs,
+    node_inputs,
+    ref,
+    ref_name,
+    restride,
+    trace_task,
+)
 
 _LITERAL = (type(None), bool, int, float, str)
 
@@ -45,12 +62,36 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     if output.get("structure") == "other":
         result.unsupported.append("forward returns a nested structure; only a tensor or a flat tuple/list is supported")
 
-    kinds = {n["name"]: _kind(n) for n in graph}
+    table = kernels.emitters()
+    kinds = {n["name"]: _kind(n, nodes, table) for n in graph}
     live = _live(graph, output)
     reasons: dict[str, int] = {}
 
     def unsupported(reason: str) -> None:
         reasons[reason] = reasons.get(reason, 0) + 1
+
+    # Library kernels first: an emitter that refuses a strided view of an operand gets a contiguous
+    # copy of it (a pointwise node added to the graph), and the copy is materialised like any other.
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]] = {}
+    refused: dict[str, str] = {}  # kernel nodes whose emitter said no, with its reason
+    live_set = set(live)
+    for name in list(live):
+        if kinds[name] != "kernel":
+            continue
+        try:
+            kernel, roots = _emit_with_copies(graph, nodes, kinds, name, live_set)
+        except kernels.NotSupported as e:
+            kinds[name] = "other"
+            for other in graph:
+                if other["op"] == "getitem" and ref_name(other["args"].get("self")) == name:
+                    kinds[other["name"]] = "other"
+            refused[name] = str(e)
+            continue
+        kernel_plans[name] = (kernel, roots)
+        for copy in roots.values():
+            kinds[copy] = "pointwise"
+            live_set.add(copy)
+    live = [n["name"] for n in graph if n["name"] in live_set]
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -70,10 +111,18 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     for name in live:
         node = nodes[name]
         kind = kinds[name]
-        if kind == "other":
+        if kind == "kernel":
+            kernel, roots = kernel_plans[name]
+            for arg in kernel.inputs:
+                src = arg.name
+                if kinds.get(src) == "pointwise":
+                    materialise.add(src)
+        elif kind == "copy":
+            materialise.add(name)
+        elif kind == "other":
             src = ref_name(node["args"].get("self")) if node["op"] == "getitem" else None
             if src is None or kinds.get(src) != "other":  # a getitem is reported with its source
-                unsupported(_other_reason(node, nodes))
+                unsupported(refused.get(name) or _other_reason(node, nodes))
             for src in node_inputs(node):
                 root = _view_root(nodes, src)
                 if kinds[root["name"]] == "pointwise":
@@ -90,7 +139,8 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     for node in graph:
         if node["name"] in materialise:
             groups.setdefault((stage[node["name"]], tuple(node["shape"])), []).append(node["name"])
-    for k, ((_, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
+    ordered: list[tuple[int, int, FusionGroup]] = []
+    for k, ((st, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
         members = _closure(graph, nodes, kinds, outs)
         group = FusionGroup(kind="pointwise", nodes=members, inputs=[], outputs=outs)
         try:
@@ -100,26 +150,105 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
             continue
         group.inputs = [a.name for a in kernel.inputs]
         group.note = f"{' -> '.join(kernel.ops) or 'copy'} over {list(shape)}"
-        result.groups.append(group)
+        ordered.append((st, 1, group))
+    for name, (kernel, roots) in kernel_plans.items():
+        group = FusionGroup(
+            kind="kernel",
+            nodes=[name],
+            inputs=[a.name for a in kernel.inputs],
+            outputs=[a.name for a in kernel.outputs],
+            note="; ".join(kernel.ops) or nodes[name]["op"],
+            detail={"roots": roots, "libraries": list(kernel.libraries)},
+        )
+        ordered.append((stage[name], 0, group))
+    result.groups = [g for _, _, g in sorted(ordered, key=lambda t: (t[0], t[1]))]
 
     result.unsupported += [r if n == 1 else f"{r} ({n} nodes)" for r, n in reasons.items()]
     if not result.groups and not result.unsupported:
         result.unsupported.append("forward computes nothing: it only returns inputs, views or constants")
-    dead = [n["name"] for n in graph if kinds[n["name"]] in ("pointwise", "other") and n["name"] not in live]
-    ops = sum(1 for n in live if kinds[n] in ("pointwise", "other"))
-    result.notes.append(f"traced {ops} op(s); {len(result.groups)} pointwise kernel(s)")
+    counted = ("pointwise", "other", "kernel", "copy")
+    dead = [n["name"] for n in graph if kinds[n["name"]] in counted and n["name"] not in live]
+    ops = sum(1 for n in live if kinds[n] in counted)
+    n_pw = sum(1 for g in result.groups if g.kind == "pointwise")
+    result.notes.append(
+        f"traced {ops} op(s); {n_pw} pointwise kernel(s), {len(result.groups) - n_pw} library/reduction kernel(s)"
+    )
     if dead:
         result.notes.append(f"{len(dead)} op(s) whose results are never used are skipped: {', '.join(dead[:8])}")
     return result
 
 
-def _kind(node: Node) -> str:
+def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter]) -> str:
     op = node["op"]
     if op in ("input", "constant", "output"):
         return op
     if node.get("view"):
         return "view"
+    if op == "getitem":
+        src = nodes.get(ref_name(node["args"].get("self")) or "")
+        return "result" if src is not None and src["op"] in table else "other"
+    if op == "copy_":
+        dest = nodes.get(ref_name(node["args"].get("self")) or "")
+        # Writing a buffer (a BatchNorm's step counter) is state the module keeps: a pointwise
+        # kernel stores into the buffer itself. Writing a forward argument stays unsupported.
+        if dest is not None and dest["op"] == "input" and dest.get("kind") == "buffer" and is_contiguous(dest):
+            return "copy" if codegen.pointwise_support({**node, "op": "clone", "args": {"self": node["args"].get("src")}}) is None else "other"
+        return "other"
+    if op in table:
+        return "kernel"
     return "pointwise" if codegen.pointwise_support(node) is None else "other"
+
+
+def _emit_with_copies(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str], name: str, live: set[str]
+) -> tuple[kernels.Kernel, dict[str, str]]:
+    """The kernel for `name`; when the emitter refuses, retry once with every view operand (and
+    every operand whose traced layout is not contiguous) replaced by a contiguous copy."""
+    node = nodes[name]
+    for out in [name] + [o["name"] for o in graph if o["op"] == "getitem" and ref_name(o["args"].get("self")) == name]:
+        meta = nodes[out]
+        if meta.get("shape") is not None and not is_contiguous(meta):
+            raise kernels.NotSupported(f"{node.get('target')}: its result {out} is traced with a non-contiguous layout")
+    try:
+        return kernels.emit(graph, name, f"k_{name}", live=live), {}
+    except kernels.NotSupported as first:
+        views = [
+            src
+            for src in dict.fromkeys(node_inputs(node))
+            if nodes[src].get("view") or (nodes[src].get("shape") is not None and not is_contiguous(nodes[src]))
+        ]
+        if not views:
+            raise
+        roots: dict[str, str] = {}
+        for src in views:
+            copy = _contiguous_copy(graph, nodes[src])
+            roots[src] = copy["name"]
+        nodes.update(by_name(graph))
+        try:
+            return kernels.emit(graph, name, f"k_{name}", roots=roots, live=live), roots
+        except kernels.NotSupported:
+            raise first from None
+
+
+def _contiguous_copy(graph: list[Node], src: Node) -> Node:
+    """A clone of `src`, stored row-major, inserted into the graph right after it."""
+    taken = {n["name"] for n in graph}
+    name = f"{src['name']}_contig"
+    while name in taken:
+        name += "_"
+    copy: Node = {
+        "name": name,
+        "op": "clone",
+        "target": "aten.clone.default",
+        "args": {"self": ref(src["name"]), "memory_format": None},
+        "view": False,
+        "shape": list(src["shape"]),
+        "dtype": src["dtype"],
+        "stride": contiguous_strides(src["shape"]),
+        "offset": 0,
+    }
+    graph.insert(graph.index(src) + 1, copy)
+    return copy
 
 
 def _other_reason(node: Node, nodes: dict[str, Node]) -> str:
@@ -163,7 +292,7 @@ def _stages(graph: Sequence[Node], kinds: dict[str, str]) -> dict[str, int]:
     stage: dict[str, int] = {}
     for node in graph:
         before = max((stage.get(s, 0) for s in node_inputs(node)), default=0)
-        stage[node["name"]] = before + 1 if kinds[node["name"]] == "other" else before
+        stage[node["name"]] = before + 1 if kinds[node["name"]] in ("other", "kernel") else before
     return stage
 
 
@@ -173,7 +302,7 @@ def _closure(graph: Sequence[Node], nodes: dict[str, Node], kinds: dict[str, str
     todo = list(outs)
     while todo:
         name = todo.pop()
-        if name in seen or kinds.get(name) not in ("pointwise", "view"):
+        if name in seen or kinds.get(name) not in ("pointwise", "view", "copy"):
             continue
         seen.add(name)
         todo += node_inputs(nodes[name])

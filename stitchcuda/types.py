@@ -32,11 +32,13 @@ class Task:
 class FusionGroup:
     """Nodes of the traced graph that the Coder emits as one kernel (or one library call)."""
 
-    kind: str  # "pointwise", later "reduction", "gemm", ...
+    kind: str  # "pointwise" (fused by codegen) or "kernel" (one op, from its family's emitter)
     nodes: list[str]
     inputs: list[str]
     outputs: list[str]
     note: str = ""
+    # kind "kernel": "roots" maps operands to the contiguous copies the planner made of them.
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,0 +1,213 @@
+"""Data-movement kernels: cat, stack, flip, triu/tril and constant padding.
+
+Each output element is read from one place of one source (or is a constant), so every op here is a
+row of one table: a function from the output coordinates `c0..c{n-1}` to C statements that assign
+`y[o]`. One walker turns a row into a grid-stride kernel over the contiguous output, plus a
+`NAME_host` entry running the same per-element function on the CPU for tests.
+
+Sources are read through their Operand strides and offset, so views (transposes, slices) cost no copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .codegen import C_TYPES, THREADS, KernelArg, c_float
+from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+
+DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
+
+
+def _offset(src: Operand, coords: Sequence[str]) -> str:
+    terms = [f"({c}) * {s}LL" for c, s, n in zip(coords, src.strides, src.shape, strict=True) if n != 1 and s != 0]
+    return " + ".join([str(src.offset), *terms]) if terms else str(src.offset)
+
+
+def _read(src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
+    value = f"x{k}[{_offset(src, coords)}]"
+    if src.dtype == out_dtype:
+        return value
+    if src.dtype in ("int64",) or out_dtype in ("int64",):
+        raise NotSupported(f"cat of {src.dtype} into {out_dtype}")
+    return f"sc_from_f<{C_TYPES[out_dtype]}>(sc_to_f({value}))"
+
+
+def _zero(dtype: str, value: float = 0.0) -> str:
+    if dtype == "int64":
+        if value != int(value):
+            raise NotSupported(f"fill value {value} for an int64 tensor")
+        return f"(int64_t){int(value)}"
+    if dtype == "bool":
+        return "true" if value else "false"
+    return f"sc_from_f<{C_TYPES[dtype]}>({c_float(value)})"
+
+
+# Each body function returns (statements assigning y[o], sources read, description).
+Body = tuple[list[str], list[Operand], str]
+
+
+def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    sources = [s for s in ctx.args.get("tensors", []) if isinstance(s, Operand)]
+    if len(sources) != len(ctx.args.get("tensors", [])) or not sources:
+        raise NotSupported("cat of non-tensor arguments")
+    dim = ctx.args.get("dim", 0)
+    dim = dim + len(out.shape) if dim < 0 else dim
+    # torch skips 1-D empty tensors in cat; they contribute nothing.
+    sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
+    lines: list[str] = []
+    start = 0
+    for k, src in enumerate(sources):
+        if len(src.shape) != len(out.shape):
+            raise NotSupported("cat of tensors of different ranks")
+        here = list(coords)
+        here[dim] = f"({coords[dim]} - {start})"
+        end = start + src.shape[dim]
+        keyword = "if" if k == 0 else "else if"
+        cond = f"({coords[dim]} < {end})" if k < len(sources) - 1 else ""
+        if cond:
+            lines.append(f"{keyword} {cond} y[o] = {_read(src, k, here, out.dtype)};")
+        else:
+            lines.append(f"{'else ' if k else ''}y[o] = {_read(src, k, here, out.dtype)};")
+        start = end
+    if start != out.shape[dim]:
+        raise NotSupported(f"cat sizes add to {start}, the traced result has {out.shape[dim]}")
+    return lines, sources, f"cat of {len(sources)} along dim {dim}"
+
+
+def _stack(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    sources = [s for s in ctx.args.get("tensors", []) if isinstance(s, Operand)]
+    if len(sources) != len(ctx.args.get("tensors", [])) or not sources:
+        raise NotSupported("stack of non-tensor arguments")
+    dim = ctx.args.get("dim", 0)
+    dim = dim + len(out.shape) if dim < 0 else dim
+    if out.shape[dim] != len(sources):
+        raise NotSupported(f"stack of {len(sources)} tensors into a dim of {out.shape[dim]}")
+    here = coords[:dim] + coords[dim + 1 :]
+    lines = []
+    for k, src in enumerate(sources):
+        if len(src.shape) != len(out.shape) - 1:
+            raise NotSupported("stack of tensors of different ranks")
+        keyword = "if" if k == 0 else "else if"
+        read = _read(src, k, here, out.dtype)
+        lines.append(f"{keyword} ({coords[dim]} == {k}) y[o] = {read};" if k < len(sources) - 1 else f"{'else ' if k else ''}y[o] = {read};")
+    return lines, sources, f"stack of {len(sources)} along dim {dim}"
+
+
+def _flip(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    src = ctx.args["self"]
+    dims = {d + len(out.shape) if d < 0 else d for d in ctx.args.get("dims", [])}
+    here = [f"({n - 1} - {c})" if d in dims else c for d, (c, n) in enumerate(zip(coords, out.shape, strict=True))]
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"flip dims {sorted(dims)}"
+
+
+def _triangle(upper: bool) -> Callable[[EmitContext, OutSpec, list[str]], Body]:
+    def body(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+        src = ctx.args["self"]
+        if len(out.shape) < 2:
+            raise NotSupported("triu/tril of a tensor with fewer than 2 dims")
+        diag = int(ctx.args.get("diagonal", 0))
+        cmp = ">=" if upper else "<="
+        keep = f"({coords[-1]} - {coords[-2]} {cmp} {diag})"
+        line = f"y[o] = {keep} ? {_read(src, 0, coords, out.dtype)} : {_zero(out.dtype)};"
+        return [line], [src], f"{'triu' if upper else 'tril'} diagonal {diag}"
+
+    return body
+
+
+def _pad(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    src = ctx.args["self"]
+    pad = list(ctx.args.get("pad", []))
+    value = ctx.args.get("value", 0.0) or 0.0
+    if len(pad) % 2 or len(pad) // 2 > len(out.shape):
+        raise NotSupported(f"pad {pad}")
+    lo = [0] * len(out.shape)
+    for k in range(len(pad) // 2):
+        lo[len(out.shape) - 1 - k] = pad[2 * k]
+    here = [f"({c} - {p})" if p else c for c, p in zip(coords, lo, strict=True)]
+    inside = [f"({h} >= 0 && {h} < {n})" for h, n, p, q in zip(here, src.shape, lo, out.shape, strict=True) if p or n != q]
+    read = _read(src, 0, here, out.dtype)
+    if not inside:
+        return [f"y[o] = {read};"], [src], "pad"
+    return [f"y[o] = ({' && '.join(inside)}) ? {read} : {_zero(out.dtype, value)};"], [src], f"pad {pad}"
+
+
+TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
+    "cat": _cat,
+    "stack": _stack,
+    "flip": _flip,
+    "triu": _triangle(True),
+    "tril": _triangle(False),
+    "constant_pad_nd": _pad,
+}
+
+
+def _emit(ctx: EmitContext) -> Kernel:
+    out = ctx.outputs[0]
+    if out is None:
+        raise NotSupported(f"{ctx.node['op']}: result unused")
+    if out.dtype not in DTYPES:
+        raise NotSupported(f"{ctx.node['op']}: dtype {out.dtype}")
+    name = ctx.name
+    nd = len(out.shape)
+    coords = [f"c{d}" for d in range(nd)]
+    lines, sources, note = TABLE[ctx.node["op"]](ctx, out, coords)
+    for src in sources:
+        if src.dtype not in DTYPES:
+            raise NotSupported(f"{ctx.node['op']}: source dtype {src.dtype}")
+    numel = 1
+    for n in out.shape:
+        numel *= n
+    # Row-major coordinates of the output element o.
+    decomp = ["int64_t r = o;"]
+    for d in reversed(range(nd)):
+        if d == 0:
+            decomp.append("const int64_t c0 = r;")
+        else:
+            decomp.append(f"const int64_t c{d} = r % {out.shape[d]}; r /= {out.shape[d]};")
+    decomp.append("(void)r;")
+    octype = C_TYPES[out.dtype]
+    params = [f"const {C_TYPES[s.dtype]}* __restrict__ x{k}" for k, s in enumerate(sources)]
+    params.append(f"{octype}* __restrict__ y")
+    args = ", ".join([f"x{k}" for k in range(len(sources))] + ["y"])
+    raw = [f"const void* in{k}_" for k in range(len(sources))] + ["void* out0_"]
+    casts = [f"  const auto x{k} = static_cast<const {C_TYPES[s.dtype]}*>(in{k}_);" for k, s in enumerate(sources)]
+    casts.append(f"  const auto y = static_cast<{octype}*>(out0_);")
+    body = "\n".join(f"  {line}" for line in decomp + lines)
+    n = f"{name}_n"
+    source = f"""
+// {name}: {note} -> {list(out.shape)}
+static constexpr int64_t {n} = {numel}LL;
+
+SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
+{body}
+}}
+
+__global__ void __launch_bounds__({THREADS}) {name}_kernel({", ".join(params)}) {{
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {name}_one(o, {args});
+}}
+
+extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
+{chr(10).join(casts)}
+  if ({n} == 0) return 0;
+  {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({args});
+  return (int)cudaGetLastError();
+}}
+
+extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
+{chr(10).join(casts)}
+  for (int64_t o = 0; o < {n}; ++o) {name}_one(o, {args});
+  return 0;
+}}
+"""
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(s.name, s.dtype) for s in sources],
+        outputs=[KernelArg(out.name, out.dtype)],
+        source=source,
+        ops=[note],
+        host=True,
+    )
+
+
+EMITTERS = {op: _emit for op in TABLE}

@@ -1,0 +1,170 @@
+"""Plans that mix pointwise groups with library/reduction kernels, and the candidates made from them.
+
+The whole candidate (trace -> plan -> .cu + model_new.py) runs on CPU tensors through the kernels'
+host entry points and is compared with the reference module; on a GPU the same modules run through
+the real launchers (tests marked gpu).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from stitchcuda.agents import coder_builtin, graph, planner
+from stitchcuda.agents.static_check import check_source
+
+from stitchcuda import runtime
+from stitchcuda.task import import_file
+
+requires_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+_ids = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+
+
+def plan_of(module: nn.Module, inputs: list):
+    return planner.plan_graph(graph.trace_module(module, inputs))
+
+
+def run_candidate(module: nn.Module, inputs: list, folder: Path, *, host: bool):
+    p = plan_of(module, inputs)
+    assert p.supported, p.unsupported
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=host)
+    assert not check_source(cand.files[cand.module]), "generated ModelNew fails the static check"
+    mod = import_file(cand.write(folder), name=f"_mixed_{next(_ids)}")
+    new = mod.ModelNew()
+    new.load_state_dict(module.state_dict())
+    if not host:
+        new = new.cuda()
+    return new(*inputs), p, cand
+
+
+class PoolChain(nn.Module):
+    """pointwise -> max-pool -> pointwise: the pool reads a materialised prologue, and the
+    epilogue reads the pool's result."""
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.relu(x) * 2.0 - 1.0, kernel_size=3, stride=2, padding=1)
+        return torch.tanh(y) + 0.5
+
+
+class TwoPools(nn.Module):
+    """Two independent kernels of one stage, and an output that is a pool result itself."""
+
+    def forward(self, x):
+        a = F.avg_pool2d(x, 2)
+        b = F.max_pool2d(x, 2)
+        return a, a * b
+
+
+class PoolOfView(nn.Module):
+    def forward(self, x):
+        return F.max_pool1d(x.reshape(2, 5, 6), 2)
+
+
+def test_kernels_and_pointwise_groups_are_ordered_by_stage():
+    p = plan_of(PoolChain(), [torch.randn(2, 3, 9, 9)])
+    assert p.supported, p.unsupported
+    assert [g.kind for g in p.groups] == ["pointwise", "kernel", "pointwise"]
+    nodes = graph.by_name(p.graph)
+    pool = p.groups[1]
+    assert nodes[pool.nodes[0]]["op"] == "max_pool2d_with_indices"
+    # The pool reads the prologue's stored result and writes only the values (indices unused).
+    assert pool.inputs == p.groups[0].outputs
+    assert len(pool.outputs) == 1 and nodes[pool.outputs[0]]["op"] == "getitem"
+    assert p.groups[2].inputs == pool.outputs
+
+
+def test_independent_kernels_share_a_stage():
+    p = plan_of(TwoPools(), [torch.randn(2, 3, 8, 8)])
+    assert p.supported, p.unsupported
+    assert [g.kind for g in p.groups] == ["kernel", "kernel", "pointwise"]
+
+
+def test_a_refused_kernel_is_reported_once_with_its_reason():
+    class PoolOfTranspose(nn.Module):
+        def forward(self, x):
+            return F.max_pool1d(x.transpose(1, 2), 2)
+
+    p = plan_of(PoolOfTranspose(), [torch.randn(2, 10, 3)])
+    assert not p.supported
+    assert p.unsupported == [
+        "aten.max_pool2d_with_indices.default: its result getitem is traced with a non-contiguous layout"
+    ]
+
+
+def test_unsupported_op_is_still_reported():
+    class Sorts(nn.Module):
+        def forward(self, x):
+            return torch.sort(x, dim=1).values * 2
+
+    p = plan_of(Sorts(), [torch.randn(4, 5)])
+    assert not p.supported
+    assert any("sort" in r for r in p.unsupported), p.unsupported
+
+
+@requires_nvcc
+@pytest.mark.parametrize(
+    "module, inputs",
+    [
+        (PoolChain(), [torch.randn(2, 3, 9, 9) * 3]),
+        (TwoPools(), [torch.randn(2, 3, 8, 8)]),
+        (PoolOfView(), [torch.randn(2, 10, 3)]),
+    ],
+    ids=["pool-chain", "two-pools", "pool-of-view"],
+)
+def test_mixed_candidate_matches_reference_on_cpu(tmp_path, module, inputs):
+    ours, _, cand = run_candidate(module, inputs, tmp_path, host=True)
+    ref = module(*inputs)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("module, shape", [(PoolChain(), (4, 8, 33, 33)), (TwoPools(), (4, 8, 32, 32))])
+def test_mixed_candidate_matches_reference_on_gpu(tmp_path, module, shape):
+    x = torch.randn(*shape, device="cuda")
+    ours, _, _ = run_candidate(module.cuda(), [x], tmp_path, host=False)
+    ref = module(x)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+class Layouts(nn.Module):
+    """cat (of an input, a computed tensor and a view), flip, triu/tril and padding."""
+
+    def forward(self, x, y):
+        a = torch.cat([x, torch.relu(y), x.flip(1)], dim=1)
+        t = torch.triu(x[:, :, :4], diagonal=1) + torch.tril(x[:, :, :4], diagonal=-1) * 2
+        p = F.pad(y, (1, 2, 0, 3), value=-1.5)
+        s = torch.stack([x, y * 3], dim=2)
+        return a * 2, t, p, s
+
+
+def test_layout_ops_plan_as_kernels():
+    p = plan_of(Layouts(), [torch.randn(2, 4, 5), torch.randn(2, 4, 5)])
+    assert p.supported, p.unsupported
+    ops = [graph.by_name(p.graph)[g.nodes[0]]["op"] for g in p.groups if g.kind == "kernel"]
+    assert sorted(ops) == ["cat", "constant_pad_nd", "flip", "stack", "tril", "triu"]
+
+
+@requires_nvcc
+def test_layout_candidate_matches_reference_on_cpu(tmp_path):
+    module, inputs = Layouts(), [torch.randn(2, 4, 5), torch.randn(2, 4, 5)]
+    ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
+    for a, b in zip(ours, module(*inputs), strict=True):
+        torch.testing.assert_close(a, b)
