@@ -24,6 +24,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -227,7 +230,7 @@ def trace_module(
         return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
 
     try:
-        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"):
+        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S):
             gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                 *state_vals, *arg_vals
             )
@@ -240,6 +243,8 @@ def trace_module(
         raise TraceError(
             f"an output shape depends on tensor values ({_short(e)}), e.g. boolean masking"
         ) from e
+    except TraceError:
+        raise
     except Exception as e:  # noqa: BLE001 - whatever stops the trace, the user gets the reason
         reason = _short(e)
         if "data-dependent" in reason.lower() or "data dependent" in reason.lower():
@@ -255,6 +260,35 @@ def trace_module(
         + [("arg", a) for a in arg_names]
     )
     return _to_nodes(gm, kinds, persistent)
+
+
+# A forward that unrolls a long Python loop can take minutes to trace; a bench must go on.
+TRACE_TIMEOUT_S = float(os.environ.get("STITCHCUDA_TRACE_TIMEOUT", "120"))
+
+
+class _TraceTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """SIGALRM-based limit, on the main thread only (elsewhere the trace runs unbounded)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TraceTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TraceTimeout:
+        raise TraceError(f"tracing took longer than {seconds:.0f} s (a long unrolled loop?); not optimised") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager

@@ -254,3 +254,16 @@ def test_kernelbench_reductions_are_not_supported_yet(name):
     p = planner.plan(find_task(KERNELBENCH / "level1" / f"{name}.py"))
     assert not p.supported
     assert "not supported by the built-in coder yet" in p.unsupported[0]
+
+
+def test_a_trace_that_runs_too_long_is_a_trace_error(monkeypatch):
+    class Slow(nn.Module):
+        def forward(self, x):
+            import time
+
+            time.sleep(5)
+            return x * 2
+
+    monkeypatch.setattr(graph, "TRACE_TIMEOUT_S", 0.5)
+    with pytest.raises(graph.TraceError, match="longer than"):
+        graph.trace_module(Slow(), [torch.randn(3)])
