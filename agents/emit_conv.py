@@ -1,3 +1,499 @@
-"""Placeholder: the conv emitters are being written."""
+"""Convolutions (aten.convolution) through cuDNN's legacy API: 1-D, 2-D and 3-D, strided, padded,
+dilated, grouped and transposed.
 
-EMITTERS: dict = {}
+cuDNN's descriptors take int32 dims and strides, so what a kernel hands cuDNN is fixed here, in
+Python (`conv_params`): 1-D convolutions become 2-D ones with a unit height, and a batch whose
+tensors pass 2^31 elements is run in chunks of samples, as PyTorch splits it. A transposed
+convolution is cuDNN's backward-data pass of the forward convolution that maps the op's output back
+to its input, with the same weight, padding, stride, dilation and groups.
+
+The generated launcher keeps its descriptors and algorithm in static state, set up on the first call
+(shapes are compile-time constants): the algorithm is benchmarked once with cudnnFind*Ex on the
+caller's buffers, and the fastest one whose workspace fits in half the free memory is kept. The
+workspace is one buffer shared by the library's conv kernels. Bias is added after the convolution by
+a small broadcast kernel, in fp32 and rounded once to the storage type, as PyTorch adds it to
+cuDNN's result. Math: fp32 with CUDNN_DEFAULT_MATH (TF32 allowed, PyTorch's default for
+convolutions), fp16/bf16 with tensor cores and fp32 compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .codegen import ITEM_SIZE, THREADS, KernelArg
+from .kernels import EmitContext, Kernel, NotSupported, Operand
+
+INT_MAX = 2**31 - 1
+# cuDNN's data type per storage dtype; the convolution itself always computes in fp32.
+DATA_TYPES = {"float32": "CUDNN_DATA_FLOAT", "float16": "CUDNN_DATA_HALF", "bfloat16": "CUDNN_DATA_BFLOAT16"}
+
+
+@dataclass(frozen=True)
+class ConvParams:
+    """What the kernel tells cuDNN. Dims are NC + spatial, 1-D lifted to 2-D with a unit height;
+    `x` is the op's input and `y` its output (for a transposed conv, cuDNN's dy and dx)."""
+
+    transposed: bool
+    groups: int
+    x: tuple[int, ...]
+    w: tuple[int, ...]
+    y: tuple[int, ...]
+    pad: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    lifted: bool  # a 1-D conv given a unit height
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The op's output shape, as PyTorch reports it."""
+        return (*self.y[:2], *self.y[3:]) if self.lifted else self.y
+
+
+def forward_dims(
+    x: Sequence[int], w: Sequence[int], pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> list[int]:
+    """Spatial output dims of a forward convolution (cudnnGetConvolutionNdForwardOutputDim's rule)."""
+    return [
+        (i + 2 * p - d * (k - 1) - 1) // s + 1
+        for i, k, p, s, d in zip(x[2:], w[2:], pad, stride, dilation, strict=True)
+    ]
+
+
+def _spatial(name: str, value: Any, n: int) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise NotSupported(f"convolution: {name}={value!r} is not a list of ints")
+    if len(value) == 1:
+        value = list(value) * n
+    if len(value) != n:
+        raise NotSupported(f"convolution: {name}={value!r} does not have {n} entries")
+    return tuple(value)
+
+
+def conv_params(
+    input_shape: Sequence[int],
+    weight_shape: Sequence[int],
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+) -> ConvParams:
+    """cuDNN's view of aten.convolution(input, weight, ...), or NotSupported for what it cannot take."""
+    rank = len(input_shape)
+    if rank not in (3, 4, 5) or len(weight_shape) != rank:
+        raise NotSupported(
+            f"convolution: input rank {rank}, weight rank {len(weight_shape)} (need 3-5, equal)"
+        )
+    n = rank - 2
+    pad, strides, dil = (
+        _spatial("padding", padding, n),
+        _spatial("stride", stride, n),
+        _spatial("dilation", dilation, n),
+    )
+    out_pad = _spatial("output_padding", output_padding, n)
+    if any(p < 0 for p in pad) or any(s < 1 for s in strides) or any(d < 1 for d in dil):
+        raise NotSupported(f"convolution: padding {pad}, stride {strides}, dilation {dil}")
+    if not isinstance(groups, int) or groups < 1:
+        raise NotSupported(f"convolution: groups={groups!r}")
+    if any(v <= 0 for v in (*input_shape, *weight_shape)):
+        raise NotSupported("convolution: empty input or weight")
+    batch, channels = input_shape[:2]
+    if transposed:
+        # Weight is [C_in, C_out / groups, k...]; cuDNN's backward-data computes exactly this
+        # (the forward conv of the output would need output_padding < stride to give the input back).
+        if any(op < 0 or op >= s for op, s in zip(out_pad, strides, strict=True)):
+            raise NotSupported(f"convolution: output_padding {out_pad} must be below stride {strides}")
+        if weight_shape[0] != channels or channels % groups:
+            raise NotSupported(
+                f"convolution: transposed weight {list(weight_shape)} for {channels} channels, groups {groups}"
+            )
+        out_channels = weight_shape[1] * groups
+        spatial = [
+            (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+            for i, k, p, s, d, op in zip(
+                input_shape[2:], weight_shape[2:], pad, strides, dil, out_pad, strict=True
+            )
+        ]
+    else:
+        if weight_shape[1] * groups != channels or weight_shape[0] % groups:
+            raise NotSupported(
+                f"convolution: weight {list(weight_shape)} for {channels} channels, groups {groups}"
+            )
+        out_channels = weight_shape[0]
+        spatial = forward_dims(input_shape, weight_shape, pad, strides, dil)
+    if any(v < 1 for v in spatial):
+        raise NotSupported(f"convolution: output spatial size {spatial} is empty")
+    x, w, y = tuple(input_shape), tuple(weight_shape), (batch, out_channels, *spatial)
+    lifted = n == 1
+    if lifted:
+
+        def lift(shape: Sequence[int]) -> tuple[int, ...]:
+            return (*shape[:2], 1, *shape[2:])
+
+        x, w, y = lift(x), lift(w), lift(y)
+        pad, strides, dil = (0, *pad), (1, *strides), (1, *dil)
+    return ConvParams(transposed, groups, x, w, y, pad, strides, dil, lifted)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    total = 1
+    for v in shape:
+        total *= v
+    return total
+
+
+def batch_chunk(p: ConvParams) -> int:
+    """Samples per cuDNN call: every tensor of one call must stay within int32 element counts."""
+    per_sample = max(_numel(p.x[1:]), _numel(p.y[1:]))
+    if per_sample > INT_MAX or _numel(p.w) > INT_MAX:
+        raise NotSupported("convolution: one sample or the weight has more than 2^31 elements")
+    return min(p.x[0], INT_MAX // per_sample)
+
+
+# Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
+# algorithm search, the run (chunked over the batch) and the bias kernel.
+_FAMILY = r"""
+#ifndef SC_CONV_H
+#define SC_CONV_H
+// The legacy convolution API is deprecated in cuDNN 9 but still whole; keep its warnings quiet.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <cudnn.h>
+#include <cstdio>
+#include <mutex>
+
+struct sc_conv_spec {
+  const char* name;
+  int rank;          // 4 or 5: N, C and 2 or 3 spatial dims
+  int transposed;    // 1: cuDNN backward-data with dy = the op's input, dx = its output
+  cudnnDataType_t dtype;
+  int groups;
+  int64_t batch, chunk;  // samples in all, and per cuDNN call (int32 element counts)
+  int x[5], w[5], y[5];  // dims with N = 1; the batch is set per call
+  int pad[3], stride[3], dil[3];
+  int64_t channels, spatial;  // of the output, for the bias
+  int bias_vec;      // elements per bias-kernel access (spatial is a multiple of it)
+};
+
+struct sc_conv_plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;
+  size_t ws = 0;
+};
+
+struct sc_conv_state {
+  std::once_flag once;
+  int status = 0;
+  int plans = 0;
+  int64_t samples[2] = {0, 0};
+  sc_conv_plan plan[2];
+};
+
+// One workspace for every conv kernel of the library (they run in stream order), grown by the
+// kernels' first calls and trimmed back to what the chosen algorithms need.
+static void* sc_conv_ws = nullptr;
+static size_t sc_conv_ws_bytes = 0, sc_conv_ws_need = 0;
+
+static cudaError_t sc_conv_ws_resize(size_t bytes) {
+  if (bytes == sc_conv_ws_bytes) return cudaSuccess;
+  if (sc_conv_ws) cudaFree(sc_conv_ws);  // synchronises: earlier launches are done with it
+  sc_conv_ws = nullptr, sc_conv_ws_bytes = 0;
+  if (bytes && cudaMalloc(&sc_conv_ws, bytes) != cudaSuccess) {
+    sc_conv_ws = nullptr;
+    return cudaGetLastError();
+  }
+  sc_conv_ws_bytes = bytes;
+  return cudaSuccess;
+}
+
+static int sc_conv_fail(const sc_conv_spec& s, cudnnStatus_t st, const char* what) {
+  fprintf(stderr, "stitchcuda %s: %s failed: %s\n", s.name, what, cudnnGetErrorString(st));
+  return (int)st;  // cuDNN statuses are nonzero and apart from cudaError_t codes (>= 1000)
+}
+
+#define SC_CUDNN(call)                                          \
+  do {                                                          \
+    cudnnStatus_t sc_st_ = (call);                              \
+    if (sc_st_ != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, sc_st_, #call); \
+  } while (0)
+
+static cudnnHandle_t sc_conv_handle(cudnnStatus_t* status) {
+  static cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t made = nullptr;
+    st = cudnnCreate(&made);
+    return made;
+  }();
+  *status = st;
+  return h;
+}
+
+static void sc_conv_packed(const int* dims, int rank, int* strides) {
+  strides[rank - 1] = 1;
+  for (int i = rank - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+}
+
+static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samples) {
+  int xd[5], yd[5], xs[5], ys[5];
+  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
+  xd[0] = yd[0] = (int)samples;
+  sc_conv_packed(xd, s.rank, xs);
+  sc_conv_packed(yd, s.rank, ys);
+  const int sp = s.rank - 2;
+  SC_CUDNN(cudnnCreateTensorDescriptor(&p.x));
+  SC_CUDNN(cudnnCreateTensorDescriptor(&p.y));
+  SC_CUDNN(cudnnCreateFilterDescriptor(&p.w));
+  SC_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
+  SC_CUDNN(cudnnSetTensorNdDescriptor(p.x, s.dtype, s.rank, xd, xs));
+  SC_CUDNN(cudnnSetTensorNdDescriptor(p.y, s.dtype, s.rank, yd, ys));
+  SC_CUDNN(cudnnSetFilterNdDescriptor(p.w, s.dtype, CUDNN_TENSOR_NCHW, s.rank, s.w));
+  SC_CUDNN(cudnnSetConvolutionNdDescriptor(p.conv, sp, s.pad, s.stride, s.dil, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT));
+  SC_CUDNN(cudnnSetConvolutionGroupCount(p.conv, s.groups));
+  SC_CUDNN(cudnnSetConvolutionMathType(p.conv, s.dtype == CUDNN_DATA_FLOAT ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH));
+  return 0;
+}
+
+static int sc_conv_algos(const sc_conv_spec& s) {
+  return s.transposed ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT : (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+}
+
+// Tensor cores are fine (TF32 for fp32, as PyTorch allows for convolutions); converting data
+// down to fp16 is not.
+static bool sc_conv_math_ok(cudnnMathType_t m) { return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
+
+static int sc_conv_workspace(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_plan& p, int algo, size_t* bytes) {
+  cudnnStatus_t st = s.transposed
+      ? cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.x, p.conv, p.y, (cudnnConvolutionBwdDataAlgo_t)algo, bytes)
+      : cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, (cudnnConvolutionFwdAlgo_t)algo, bytes);
+  return st == CUDNN_STATUS_SUCCESS ? 0 : (int)st;
+}
+
+// Benchmarks every algorithm once on the caller's buffers (y is overwritten before the real run)
+// and keeps the fastest that succeeded; falls back to algorithm 0, which takes any shape.
+static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& p, const void* x, const void* w,
+                          void* y, void* ws, size_t ws_bytes) {
+  const int count = sc_conv_algos(s);
+  int found = 0, best = -1;
+  float best_ms = 0.0f;
+  cudnnMathType_t best_math = CUDNN_DEFAULT_MATH;
+  size_t best_mem = 0;
+  if (s.transposed) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    SC_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.x, x, p.conv, p.y, y, count, &found, perf, ws,
+                                                         ws_bytes));
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(perf[i].mathType) &&
+          (best < 0 || perf[i].time < best_ms))
+        best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
+  } else {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    SC_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, count, &found, perf, ws,
+                                                    ws_bytes));
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(perf[i].mathType) &&
+          (best < 0 || perf[i].time < best_ms))
+        best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
+  }
+  if (best >= 0) {
+    SC_CUDNN(cudnnSetConvolutionMathType(p.conv, best_math));
+    p.algo = best;
+  } else {
+    p.algo = 0;
+  }
+  size_t need = 0;
+  const int rc = sc_conv_workspace(s, h, p, p.algo, &need);
+  if (rc) return sc_conv_fail(s, (cudnnStatus_t)rc, "workspace size");
+  p.ws = need > best_mem ? need : best_mem;
+  return 0;
+}
+
+static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
+                         void* y) {
+  st.samples[0] = s.chunk;
+  st.samples[1] = s.batch % s.chunk;
+  st.plans = st.samples[1] ? 2 : 1;
+  for (int i = 0; i < st.plans; ++i)
+    if (int rc = sc_conv_describe(s, st.plan[i], st.samples[i])) return rc;
+  // Search with a workspace as large as the hungriest algorithm needs, up to half the free memory
+  // (the tensor-core algorithms want room for layout copies of input and output).
+  size_t free_b = 0, total_b = 0, cap = 0, search = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) cap = free_b / 2;
+  const int count = sc_conv_algos(s);
+  for (int i = 0; i < st.plans; ++i)
+    for (int a = 0; a < count; ++a) {
+      size_t bytes = 0;
+      if (!sc_conv_workspace(s, h, st.plan[i], a, &bytes) && bytes <= cap && bytes > search) search = bytes;
+    }
+  if (search > sc_conv_ws_bytes && sc_conv_ws_resize(search) != cudaSuccess) sc_conv_ws_resize(sc_conv_ws_need);
+  for (int i = 0; i < st.plans; ++i) {
+    if (int rc = sc_conv_choose(s, h, st.plan[i], x, w, y, sc_conv_ws, sc_conv_ws_bytes)) return rc;
+    if (st.plan[i].ws > sc_conv_ws_need) sc_conv_ws_need = st.plan[i].ws;
+  }
+  return (int)sc_conv_ws_resize(sc_conv_ws_need);
+}
+
+template <class T, int V>
+__global__ void sc_conv_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t vecs, int64_t spatial_vecs,
+                                    int64_t channels) {
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < vecs; v += (int64_t)gridDim.x * blockDim.x) {
+    const float bc = sc_to_f(b[(v / spatial_vecs) % channels]);
+    sc_vec<T, V> t = sc_load<V>(y + v * V);
+#pragma unroll
+    for (int l = 0; l < V; ++l) t.v[l] = sc_from_f<T>(sc_to_f(t.v[l]) + bc);
+    sc_store<V>(y + v * V, t);
+  }
+}
+
+template <class T, int V>
+static void sc_conv_bias_launch(const sc_conv_spec& s, void* y, const void* b, cudaStream_t stream) {
+  T* out = static_cast<T*>(y);
+  const T* bias = static_cast<const T*>(b);
+  const int64_t n = s.batch * s.channels * s.spatial;
+  if (V > 1 && sc_aligned(out, V))
+    sc_conv_bias_kernel<T, V><<<sc_grid(n / V), @THREADS@, 0, stream>>>(out, bias, n / V, s.spatial / V, s.channels);
+  else
+    sc_conv_bias_kernel<T, 1><<<sc_grid(n), @THREADS@, 0, stream>>>(out, bias, n, s.spatial, s.channels);
+}
+
+static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, const void* w, const void* b, void* y,
+                       cudaStream_t stream) {
+  cudnnStatus_t hs;
+  cudnnHandle_t h = sc_conv_handle(&hs);
+  if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
+  SC_CUDNN(cudnnSetStream(h, stream));
+  std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, y); });
+  if (st.status) return st.status;
+  const float one = 1.0f, zero = 0.0f;
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  const int64_t x_sample = (int64_t)s.x[1] * s.x[2] * s.x[3] * (s.rank == 5 ? s.x[4] : 1) * elem;
+  const int64_t y_sample = (int64_t)s.y[1] * s.y[2] * s.y[3] * (s.rank == 5 ? s.y[4] : 1) * elem;
+  for (int64_t n0 = 0; n0 < s.batch;) {
+    const int i = s.batch - n0 >= s.chunk ? 0 : 1;
+    const sc_conv_plan& p = st.plan[i];
+    const char* xp = static_cast<const char*>(x) + n0 * x_sample;
+    char* yp = static_cast<char*>(y) + n0 * y_sample;
+    if (s.transposed)
+      SC_CUDNN(cudnnConvolutionBackwardData(h, &one, p.w, w, p.x, xp, p.conv, (cudnnConvolutionBwdDataAlgo_t)p.algo,
+                                            sc_conv_ws, sc_conv_ws_bytes, &zero, p.y, yp));
+    else
+      SC_CUDNN(cudnnConvolutionForward(h, &one, p.x, xp, p.w, w, p.conv, (cudnnConvolutionFwdAlgo_t)p.algo, sc_conv_ws,
+                                       sc_conv_ws_bytes, &zero, p.y, yp));
+    n0 += st.samples[i];
+  }
+  if (b) {
+    switch (s.dtype) {
+      case CUDNN_DATA_FLOAT: s.bias_vec > 1 ? sc_conv_bias_launch<float, 4>(s, y, b, stream)
+                                            : sc_conv_bias_launch<float, 1>(s, y, b, stream); break;
+      case CUDNN_DATA_HALF: s.bias_vec > 1 ? sc_conv_bias_launch<__half, 8>(s, y, b, stream)
+                                           : sc_conv_bias_launch<__half, 1>(s, y, b, stream); break;
+      default: s.bias_vec > 1 ? sc_conv_bias_launch<__nv_bfloat16, 8>(s, y, b, stream)
+                              : sc_conv_bias_launch<__nv_bfloat16, 1>(s, y, b, stream); break;
+    }
+    return (int)cudaGetLastError();
+  }
+  return 0;
+}
+#undef SC_CUDNN
+#pragma GCC diagnostic pop
+#endif  // SC_CONV_H
+"""
+
+
+def _ints(values: Sequence[int], size: int) -> str:
+    return "{" + ", ".join(str(v) for v in (*values, *[0] * (size - len(values)))) + "}"
+
+
+def _operand(value: Any, what: str) -> Operand:
+    if not isinstance(value, Operand):
+        raise NotSupported(f"convolution: {what} is not a tensor")
+    if not value.contiguous:
+        raise NotSupported(f"convolution: {what} {value.name} is not contiguous (strides {value.strides})")
+    if value.dtype not in DATA_TYPES:
+        raise NotSupported(f"convolution: {what} dtype {value.dtype}")
+    return value
+
+
+def emit_convolution(ctx: EmitContext) -> Kernel:
+    a = ctx.args
+    x, w = _operand(a.get("input"), "input"), _operand(a.get("weight"), "weight")
+    b = None if a.get("bias") is None else _operand(a["bias"], "bias")
+    out = ctx.outputs[0]
+    if out is None:
+        raise NotSupported("convolution: the result is never read")
+    dtypes = {x.dtype, w.dtype, out.dtype} | ({b.dtype} if b else set())
+    if len(dtypes) != 1:
+        raise NotSupported(f"convolution: mixed dtypes {sorted(dtypes)}")
+    p = conv_params(
+        x.shape,
+        w.shape,
+        a.get("stride"),
+        a.get("padding"),
+        a.get("dilation"),
+        bool(a.get("transposed")),
+        a.get("output_padding", [0]),
+        a.get("groups", 1),
+    )
+    if p.out_shape != tuple(out.shape):
+        raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(p.out_shape)}")
+    if b is not None and b.shape != (p.y[1],):
+        raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
+    chunk = batch_chunk(p)
+    spatial = _numel(p.y[2:])
+    vec = 16 // ITEM_SIZE[out.dtype]
+    spec = ", ".join(
+        [
+            f'"{ctx.name}"',
+            str(len(p.x)),
+            str(int(p.transposed)),
+            DATA_TYPES[out.dtype],
+            str(p.groups),
+            f"{p.x[0]}ll",
+            f"{chunk}ll",
+            _ints((1, *p.x[1:]), 5),
+            _ints(p.w, 5),
+            _ints((1, *p.y[1:]), 5),
+            _ints(p.pad, 3),
+            _ints(p.stride, 3),
+            _ints(p.dilation, 3),
+            f"{p.y[1]}ll",
+            f"{spatial}ll",
+            str(vec if spatial % vec == 0 else 1),
+        ]
+    )
+    family = _FAMILY.replace("@THREADS@", str(THREADS))
+    bias_param = "const void* in2, " if b else ""
+    launcher = (
+        f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
+        f"  static const sc_conv_spec spec = {{{spec}}};\n"
+        "  static sc_conv_state state;\n"
+        f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
+        "}\n"
+    )
+    kind = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d"
+    note = f"{kind} {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))}"
+    if p.groups > 1:
+        note += f" g{p.groups}"
+    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
+        [KernelArg(b.name, b.dtype)] if b else []
+    )
+    return Kernel(
+        name=ctx.name,
+        inputs=inputs,
+        outputs=[KernelArg(out.name, out.dtype)],
+        source=family + "\n" + launcher,
+        ops=[note + (" +bias" if b else "")],
+        libraries=["cudnn"],
+    )
+
+
+EMITTERS = {"convolution": emit_convolution}

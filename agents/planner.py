@@ -18,6 +18,7 @@ before its pointwise groups.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from stitchcuda.types import FusionGroup, Plan, Task
 
@@ -51,7 +52,7 @@ def plan(task: Task) -> Plan:
 
 def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
-    graph = list(graph)
+    graph = split_conv_bias([dict(n) for n in graph])
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -176,6 +177,69 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     if dead:
         result.notes.append(f"{len(dead)} op(s) whose results are never used are skipped: {', '.join(dead[:8])}")
     return result
+
+
+def split_conv_bias(graph: list[Node]) -> list[Node]:
+    """convolution(x, w, b) -> convolution(x, w, None) + b[:, None, ...] where every reader of the
+    result is a pointwise op: the bias add then costs nothing in the pointwise kernel that follows
+    instead of a pass of its own after the convolution."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph:
+        for src in set(node_inputs(node)):
+            readers.setdefault(src, []).append(node)
+    out: list[Node] = []
+    taken = {n["name"] for n in graph}
+    renamed: dict[str, str] = {}
+    for node in graph:
+        if renamed:
+            node["args"] = _rename_refs(node.get("args", {}), renamed)
+        out.append(node)
+        bias = ref_name(node.get("args", {}).get("bias")) if node["op"] == "convolution" else None
+        users = readers.get(node["name"], [])
+        if bias is None or not users or node.get("shape") is None or not is_contiguous(node):
+            continue
+        if any(u["op"] == "output" or u.get("view") or codegen.pointwise_support(u) is not None for u in users):
+            continue
+        channels = node["shape"][1]
+        view_shape = [channels] + [1] * (len(node["shape"]) - 2)
+        view_name, add_name = _fresh(taken, f"{node['name']}_bias"), _fresh(taken, f"{node['name']}_biased")
+        node["args"] = {**node["args"], "bias": None}
+        meta = {"dtype": node["dtype"], "offset": 0}
+        out.append(
+            {
+                "name": view_name, "op": "view", "target": "aten.view.default", "view": True,
+                "args": {"self": ref(bias), "size": view_shape},
+                "shape": view_shape, "stride": contiguous_strides(view_shape), **meta,
+            }
+        )  # fmt: skip
+        out.append(
+            {
+                "name": add_name, "op": "add", "target": "aten.add.Tensor", "view": False,
+                "args": {"self": ref(node["name"]), "other": ref(view_name), "alpha": 1},
+                "shape": list(node["shape"]), "stride": list(node["stride"]), **meta,
+            }
+        )  # fmt: skip
+        renamed[node["name"]] = add_name
+    return out
+
+
+def _fresh(taken: set[str], base: str) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _rename_refs(value: Any, renamed: dict[str, str]) -> Any:
+    name = ref_name(value)
+    if name is not None:
+        return ref(renamed.get(name, name))
+    if isinstance(value, list):
+        return [_rename_refs(v, renamed) for v in value]
+    if isinstance(value, dict):
+        return {k: _rename_refs(v, renamed) for k, v in value.items()}
+    return value
 
 
 def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter]) -> str:

@@ -168,3 +168,28 @@ def test_layout_candidate_matches_reference_on_cpu(tmp_path):
     ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
     for a, b in zip(ours, module(*inputs), strict=True):
         torch.testing.assert_close(a, b)
+
+
+class ConvAct(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.conv2 = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return self.conv2(y)
+
+
+def test_conv_bias_moves_into_the_following_pointwise_kernel():
+    p = plan_of(ConvAct(), [torch.randn(2, 3, 10, 10)])
+    assert p.supported, p.unsupported
+    nodes = graph.by_name(p.graph)
+    convs = [n for n in p.graph if n["op"] == "convolution"]
+    # The first conv feeds relu: its bias is added there. The second is the output: cuDNN adds it.
+    assert convs[0]["args"]["bias"] is None
+    assert convs[1]["args"]["bias"] == {"ref": "conv2.bias"}
+    relu_group = next(g for g in p.groups if g.kind == "pointwise")
+    ops = [nodes[n]["op"] for n in relu_group.nodes if not nodes[n].get("view")]
+    assert ops == ["add", "relu"]
+    assert "conv.bias" in relu_group.inputs

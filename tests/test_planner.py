@@ -97,12 +97,24 @@ def test_broadcast_bias_joins_the_chain():
     assert ops_of(p, group) == ["add", "hardswish", "mul"]
 
 
-def test_convolution_is_unsupported_with_a_reason():
+def test_convolution_is_a_library_kernel_between_pointwise_groups():
     p = plan_module(ConvRelu(), torch.randn(1, 3, 10, 10))
+    assert p.supported, p.unsupported
+    # x * 2 before; the conv (its bias moved out); conv bias + bias + relu after, in one kernel.
+    assert [g.kind for g in p.groups] == ["pointwise", "kernel", "pointwise"]
+    assert [ops_of(p, g) for g in p.groups if g.kind == "pointwise"] == [["mul"], ["add", "add", "relu"]]
+
+
+def test_an_op_without_an_emitter_is_unsupported_with_a_reason():
+    class Sorted(nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.sort(x * 2, dim=-1).values)
+
+    p = plan_module(Sorted(), torch.randn(4, 6))
     assert not p.supported
-    assert p.unsupported == ["aten.convolution.default: not supported by the built-in coder yet"]
-    # The pointwise parts around it are still grouped: x * 2 before, + bias and relu after.
-    assert [ops_of(p, g) for g in p.groups] == [["mul"], ["add", "relu"]]
+    assert p.unsupported == ["aten.sort.default: not supported by the built-in coder yet"]
+    # The pointwise parts around it are still grouped: x * 2 before, relu after.
+    assert [ops_of(p, g) for g in p.groups] == [["mul"], ["relu"]]
 
 
 def test_data_dependent_control_flow_is_a_clear_error(tmp_path):
@@ -155,8 +167,9 @@ def test_groups_never_wait_on_an_op_that_waits_on_them():
             return a + self.lin(a)  # same shape as a, but needs the linear of a first
 
     p = plan_module(Around(), torch.randn(2, 6))
-    assert not p.supported
-    assert [ops_of(p, g) for g in p.groups] == [["sigmoid"], ["sigmoid", "add"]]
+    assert p.supported, p.unsupported
+    assert [g.kind for g in p.groups] == ["pointwise", "kernel", "pointwise"]
+    assert [ops_of(p, g) for g in p.groups] == [["sigmoid"], ["addmm"], ["sigmoid", "add"]]
 
 
 def test_in_place_ops_on_intermediates_are_fine_but_not_on_inputs():
@@ -249,11 +262,11 @@ def test_kernelbench_activations_are_supported(name):
 
 
 @pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench is not available (KERNELBENCH_DIR)")
-@pytest.mark.parametrize("name", ["23_Softmax", "24_LogSoftmax"])
-def test_kernelbench_reductions_are_not_supported_yet(name):
+@pytest.mark.parametrize("name, op", [("23_Softmax", "_softmax"), ("24_LogSoftmax", "_log_softmax")])
+def test_kernelbench_softmax_is_one_kernel(name, op):
     p = planner.plan(find_task(KERNELBENCH / "level1" / f"{name}.py"))
-    assert not p.supported
-    assert "not supported by the built-in coder yet" in p.unsupported[0]
+    assert p.supported, p.unsupported
+    assert [(g.kind, ops_of(p, g)) for g in p.groups] == [("kernel", [op])]
 
 
 def test_a_trace_that_runs_too_long_is_a_trace_error(monkeypatch):
