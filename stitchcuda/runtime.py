@@ -174,24 +174,37 @@ class Library:
         The current CUDA stream is appended, so the work is ordered with the caller's stream."""
         import torch
 
-        converted = []
+        # The per-call cost is what launch-bound modules pay for every kernel: argtypes are set once
+        # per signature so ctypes converts plain ints, and the stream comes from the raw accessor.
+        raw: list[int | float | None] = []
+        kinds: list[type] = []
         device = None
         for a in args:
             if isinstance(a, torch.Tensor):
-                converted.append(ctypes.c_void_p(a.data_ptr()))
-                device = device or a.device
+                raw.append(a.data_ptr())
+                kinds.append(ctypes.c_void_p)
+                if device is None:
+                    device = a.device
             elif isinstance(a, bool | int):
-                converted.append(ctypes.c_int64(int(a)))
+                raw.append(int(a))
+                kinds.append(ctypes.c_int64)
             elif isinstance(a, float):
-                converted.append(ctypes.c_double(a))
+                raw.append(a)
+                kinds.append(ctypes.c_double)
             elif a is None:
-                converted.append(ctypes.c_void_p(None))
+                raw.append(None)
+                kinds.append(ctypes.c_void_p)
             else:
                 raise TypeError(f"{name}: cannot pass {type(a).__name__} to a kernel launcher")
+        kinds.append(ctypes.c_void_p)
+        signature = tuple(kinds)
         stream = None
         if device is not None and device.type == "cuda":
-            stream = torch.cuda.current_stream(device).cuda_stream
-        rc = self._fn(name)(*converted, ctypes.c_void_p(stream))
+            stream = torch._C._cuda_getCurrentRawStream(device.index if device.index is not None else torch.cuda.current_device())
+        fn = self._fn(name)
+        if fn.argtypes != signature:
+            fn.argtypes = signature
+        rc = fn(*raw, stream)
         if rc != 0:
             raise RuntimeError(f"{name} failed: CUDA error {rc} ({_cuda_error_name(rc)})")
 
