@@ -1,3 +1,456 @@
-"""Placeholder: the gemm emitters are being written."""
+"""Matrix products through cuBLAS: mm, addmm, bmm, baddbmm and mv.
 
-EMITTERS: dict = {}
+cuBLAS is column-major and our results are row-major, so every product is issued as its transpose,
+C^T = B^T A^T: cuBLAS's A is the op's second operand, its B the op's first, and the row-major
+[M, N] result is cuBLAS's column-major N x M matrix with leading dimension N. Each operand is read in
+place from its strides (`plan_gemm`): row-major in the last two dims means no transpose, column-major
+(a `.t()` view, nn.Linear's weight) means CUBLAS_OP_T, and a batch dim needs one uniform stride
+(0 broadcasts). Anything else is NotSupported, and the Planner materialises a contiguous copy.
+
+fp32 runs on TF32 tensor cores (the Verifier's matmul tolerance, 1e-2, allows it); fp16 and bf16
+accumulate in fp32. The bias of addmm/baddbmm is broadcast into the output by a small kernel and
+the GEMM runs with beta, except for a vector bias with beta == 1 on addmm (nn.Linear), which
+cuBLASLt adds in its epilogue, saving a pass over the output (the copy path stays as the fallback
+when the pointers are not 16-byte aligned or cuBLASLt has no algorithm).
+
+Launchers return 0, a cudaError_t, or CUBLAS_ERROR_BASE + the cublasStatus_t of a failed call.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from .codegen import C_TYPES, KernelArg, c_float
+from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+
+WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
+CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
+_INT_MAX = 2**31 - 1
+_BIAS_THREADS = 256
+
+# dtype -> (cudaDataType, cublasComputeType_t)
+_CUBLAS_TYPES = {
+    "float32": ("CUDA_R_32F", "CUBLAS_COMPUTE_32F_FAST_TF32"),
+    "float16": ("CUDA_R_16F", "CUBLAS_COMPUTE_32F"),
+    "bfloat16": ("CUDA_R_16BF", "CUBLAS_COMPUTE_32F"),
+}
+
+# op -> (target, first operand, second operand, bias or None, batched)
+_OPS = {
+    "mm": ("aten.mm.default", "self", "mat2", None, False),
+    "addmm": ("aten.addmm.default", "mat1", "mat2", "self", False),
+    "bmm": ("aten.bmm.default", "self", "mat2", None, True),
+    "baddbmm": ("aten.baddbmm.default", "batch1", "batch2", "self", True),
+    "mv": ("aten.mv.default", "self", "vec", None, False),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The layout decision (pure Python, so tests can check it by simulating the cuBLAS call)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One operand as cuBLAS reads it: a column-major matrix at `offset` (elements), with leading
+    dimension `ld`, used transposed when `trans`, the next batch `stride` elements on (0 broadcasts)."""
+
+    trans: bool
+    ld: int
+    stride: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """One cublasGemm(StridedBatched)Ex call computing a row-major [batch, M, N] result in place."""
+
+    m: int  # cuBLAS m: the op's N
+    n: int  # cuBLAS n: the op's M
+    k: int
+    batch: int
+    a: Side  # cuBLAS's A: the op's second operand
+    b: Side  # cuBLAS's B: the op's first operand
+    ldc: int
+    stride_c: int
+
+
+def _side(rows: int, cols: int, srow: int, scol: int, sbatch: int, offset: int, what: str) -> Side:
+    """cuBLAS needs X^T (cols x rows, column-major) for an op operand X [rows, cols]: a row-major X
+    is exactly that (OP_N, ld = row stride); a column-major X is X itself, so OP_T (ld = column stride).
+    A size-1 dim's stride is never used, so any value fits there."""
+    if (cols == 1 or scol == 1) and (rows == 1 or srow >= cols):
+        return Side(False, srow if rows > 1 else cols, sbatch, offset)
+    if (rows == 1 or srow == 1) and (cols == 1 or scol >= rows):
+        return Side(True, scol if cols > 1 else rows, sbatch, offset)
+    raise NotSupported(f"{what} strides [{srow}, {scol}] are neither row- nor column-major for cuBLAS")
+
+
+def _fold(mat1: Operand, mat2: Operand) -> tuple[Operand, Operand] | None:
+    """A bmm whose second operand is shared by every batch, and whose first operand's batches are
+    stacked rows, is one GEMM of batch*M rows: fewer, larger tiles for cuBLAS."""
+    (b, m, k), (sb, sm, sk) = mat1.shape, mat1.strides
+    if b == 1 or (mat2.shape[0] > 1 and mat2.strides[0] != 0):
+        return None
+    row = sb if m == 1 else sm
+    if m > 1 and sb != m * sm:
+        return None
+    flat1 = Operand(mat1.name, (b * m, k), (row, sk), mat1.offset, mat1.dtype)
+    flat2 = Operand(mat2.name, mat2.shape[1:], mat2.strides[1:], mat2.offset, mat2.dtype)
+    return flat1, flat2
+
+
+def plan_gemm(mat1: Operand, mat2: Operand) -> GemmPlan:
+    """The cuBLAS call for mat1 @ mat2 (both [M, K] @ [K, N], or both batched [B, M, K] @ [B, K, N])
+    written row-major and contiguous; NotSupported where cuBLAS cannot read an operand in place."""
+    if len(mat1.shape) != len(mat2.shape) or len(mat1.shape) not in (2, 3):
+        raise NotSupported(f"operand ranks {len(mat1.shape)} and {len(mat2.shape)}")
+    if len(mat1.shape) == 3:
+        if mat1.shape[0] != mat2.shape[0]:
+            raise NotSupported(f"batch sizes {mat1.shape[0]} and {mat2.shape[0]}")
+        folded = _fold(mat1, mat2)
+        if folded is not None:
+            try:
+                flat = plan_gemm(*folded)
+            except NotSupported:
+                pass
+            else:
+                return flat
+    batch = mat1.shape[0] if len(mat1.shape) == 3 else 1
+    m, k = mat1.shape[-2:]
+    k2, n = mat2.shape[-2:]
+    if k != k2:
+        raise NotSupported(f"inner sizes {k} and {k2} differ")
+    if min(batch, m, n, k) == 0:
+        raise NotSupported("an empty dimension")
+    sb1 = mat1.strides[0] if batch > 1 else 0
+    sb2 = mat2.strides[0] if batch > 1 else 0
+    b = _side(m, k, mat1.strides[-2], mat1.strides[-1], sb1, mat1.offset, "first operand")
+    a = _side(k, n, mat2.strides[-2], mat2.strides[-1], sb2, mat2.offset, "second operand")
+    if max(m, n, k, a.ld, b.ld, batch) > _INT_MAX:
+        raise NotSupported("a size or leading dimension past 2^31 (cuBLAS's int API)")
+    return GemmPlan(n, m, k, batch, a, b, n, m * n)
+
+
+def bias_strides(bias: Operand, out_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of `bias` broadcast to `out_shape` (0 along broadcast dims)."""
+    lead = len(out_shape) - len(bias.shape)
+    if lead < 0:
+        raise NotSupported(f"bias of rank {len(bias.shape)} for a rank-{len(out_shape)} result")
+    strides = []
+    for d, size in enumerate(out_shape):
+        j = d - lead
+        if j < 0 or bias.shape[j] == 1:
+            strides.append(0)
+        elif bias.shape[j] == size:
+            strides.append(bias.strides[j])
+        else:
+            raise NotSupported(f"bias shape {list(bias.shape)} does not broadcast to {list(out_shape)}")
+    return tuple(strides)
+
+
+# ---------------------------------------------------------------------------------------------
+# The emitter
+
+
+def _scalar(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise NotSupported(f"{what}={value!r} is not a real number")
+    return float(value)
+
+
+def _as_matrix(vec: Operand) -> Operand:
+    """A vector [K] as a [K, 1] matrix (mv)."""
+    return Operand(vec.name, (vec.shape[0], 1), (vec.strides[0], 1), vec.offset, vec.dtype)
+
+
+def emit_gemm(ctx: EmitContext) -> Kernel:
+    op = ctx.node["op"]
+    target, first, second, bias_arg, batched = _OPS[op]
+    if ctx.node.get("target") != target:
+        raise NotSupported(f"{ctx.node.get('target')}: only {target} is handled")
+    out = ctx.outputs[0] if ctx.outputs else None
+    if out is None:
+        raise NotSupported(f"{op}: its result is never read")
+    mat1, mat2 = ctx.args.get(first), ctx.args.get(second)
+    if not isinstance(mat1, Operand) or not isinstance(mat2, Operand):
+        raise NotSupported(f"{op}: operands are not tensors")
+    bias = ctx.args.get(bias_arg) if bias_arg else None
+    alpha = _scalar(ctx.args.get("alpha", 1), "alpha")
+    beta = _scalar(ctx.args.get("beta", 1), "beta") if bias_arg else 0.0
+    if bias_arg and not isinstance(bias, Operand):
+        raise NotSupported(f"{op}: bias is not a tensor")
+    tensors = [mat1, mat2] + ([bias] if beta != 0 and bias is not None else [])
+    if any(t.dtype != out.dtype for t in tensors) or out.dtype not in _CUBLAS_TYPES:
+        raise NotSupported(
+            f"{op}: dtypes {[t.dtype for t in tensors]} -> {out.dtype} (cuBLAS path: one of fp32/fp16/bf16)"
+        )
+    if op == "mv":
+        if len(mat1.shape) != 2 or len(mat2.shape) != 1:
+            raise NotSupported("mv: expects a matrix and a vector")
+        mat2 = _as_matrix(mat2)
+    elif len(mat1.shape) != (3 if batched else 2) or len(mat2.shape) != len(mat1.shape):
+        raise NotSupported(f"{op}: operand ranks {len(mat1.shape)}, {len(mat2.shape)}")
+    plan = plan_gemm(mat1, mat2)
+    full = (*mat1.shape[:-1], mat2.shape[-1])  # the row-major result the plan writes
+    want = full[:1] if op == "mv" else full
+    if tuple(out.shape) != want:
+        raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
+    sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
+    return _render(
+        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out
+    )
+
+
+def _render(
+    name: str,
+    ops: str,
+    plan: GemmPlan,
+    mat1: Operand,
+    mat2: Operand,
+    bias: Operand | None,
+    full: tuple[int, ...],
+    alpha: float,
+    beta: float,
+    out: OutSpec,
+) -> Kernel:
+    ctype = C_TYPES[out.dtype]
+    dtype, compute = _CUBLAS_TYPES[out.dtype]
+    names: list[str] = []
+    for t in (mat1, mat2, bias):
+        if t is not None and t.name not in names:
+            names.append(t.name)
+    slot = {n: i for i, n in enumerate(names)}
+    bstrides = bias_strides(bias, full) if bias is not None else ()
+    # nn.Linear: the bias is one contiguous row added to every output row, with beta == 1.
+    lt = bias is not None and beta == 1.0 and len(full) == 2 and plan.batch == 1 and bstrides == (0, 1)
+    lines: list[str] = [_FAMILY]
+    if lt:
+        lines.append(_FAMILY_LT)
+    if bias is not None:
+        lines.append(_bias_kernel(name, ctype, bias, full, bstrides))
+    if lt:
+        lines.append(_lt_plan(name, plan, dtype, compute))
+    params = [f"const void* in{i}" for i in range(len(names))]
+    params += ["void* out0", "void* scratch0", "cudaStream_t stream"]
+    body = [
+        f'extern "C" int {name}({", ".join(params)}) {{',
+        f"  const {ctype}* a = static_cast<const {ctype}*>(in{slot[mat2.name]}) + {plan.a.offset}LL;",
+        f"  const {ctype}* b = static_cast<const {ctype}*>(in{slot[mat1.name]}) + {plan.b.offset}LL;",
+        f"  {ctype}* c = static_cast<{ctype}*>(out0);",
+        f"  const float alpha = {c_float(alpha)};",
+        "  int rc = 0;",
+    ]
+    if lt:
+        body += [
+            f"  const {ctype}* bias = static_cast<const {ctype}*>(in{slot[bias.name]}) + {bias.offset}LL;",
+            f"  rc = {name}_lt(a, b, bias, c, alpha, scratch0, stream);",
+            "  if (rc != SC_GEMM_LT_UNAVAILABLE) return rc;",
+        ]
+    if bias is not None:
+        body += [
+            f"  rc = {name}_bias(static_cast<const {ctype}*>(in{slot[bias.name]}), c, stream);",
+            "  if (rc != 0) return rc;",
+        ]
+    body += [
+        f"  const float beta = {c_float(beta) if bias is not None else '0.0f'};",
+        "  cublasHandle_t handle;",
+        "  rc = sc_gemm_handle(stream, scratch0, &handle);",
+        "  if (rc != 0) return rc;",
+        "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
+        "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+        "}",
+    ]
+    lines.append("\n".join(body))
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(n, out.dtype) for n in names],
+        outputs=[KernelArg(out.name, out.dtype)],
+        source="\n\n".join(lines) + "\n",
+        ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")],
+        libraries=["cublasLt", "cublas"] if lt else ["cublas"],
+        scratch=[("uint8", WORKSPACE_BYTES)],
+    )
+
+
+def _op(side: Side) -> str:
+    return "CUBLAS_OP_T" if side.trans else "CUBLAS_OP_N"
+
+
+def _call(plan: GemmPlan, dtype: str, compute: str) -> str:
+    ab = f"handle, {_op(plan.a)}, {_op(plan.b)}, {plan.m}, {plan.n}, {plan.k}, &alpha"
+    if plan.batch == 1:
+        return (
+            f"cublasGemmEx({ab}, a, {dtype}, {plan.a.ld}, b, {dtype}, {plan.b.ld}, &beta, c, {dtype}, "
+            f"{plan.ldc}, {compute}, CUBLAS_GEMM_DEFAULT)"
+        )
+    return (
+        f"cublasGemmStridedBatchedEx({ab}, a, {dtype}, {plan.a.ld}, {plan.a.stride}LL, b, {dtype}, {plan.b.ld}, "
+        f"{plan.b.stride}LL, &beta, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
+        "CUBLAS_GEMM_DEFAULT)"
+    )
+
+
+def _bias_kernel(
+    name: str, ctype: str, bias: Operand, full: tuple[int, ...], strides: tuple[int, ...]
+) -> str:
+    """out = bias broadcast to the result, so the GEMM can add alpha * A @ B with beta."""
+    total = 1
+    for s in full:
+        total *= s
+    terms = [f"{bias.offset}LL"]
+    rest = "i"
+    for d in range(len(full) - 1, -1, -1):
+        index = f"({rest} % {full[d]}LL)" if d > 0 else rest
+        if strides[d]:
+            terms.append(f"{index} * {strides[d]}LL")
+        rest = f"({rest} / {full[d]}LL)"
+    return f"""__global__ void __launch_bounds__({_BIAS_THREADS}) {name}_bias_kernel(const {ctype}* __restrict__ bias, {ctype}* __restrict__ out) {{
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = bias[{" + ".join(terms)}];
+}}
+
+static int {name}_bias(const {ctype}* bias, {ctype}* out, cudaStream_t stream) {{
+  {name}_bias_kernel<<<sc_grid({total}LL), {_BIAS_THREADS}, 0, stream>>>(bias, out);
+  return (int)cudaGetLastError();
+}}"""
+
+
+def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str) -> str:
+    """A cuBLASLt matmul with a bias epilogue; the descriptors and the algorithm are found once."""
+    a_rows, a_cols = (plan.k, plan.m) if plan.a.trans else (plan.m, plan.k)
+    b_rows, b_cols = (plan.n, plan.k) if plan.b.trans else (plan.k, plan.n)
+    return f"""struct {name}_lt_state {{
+  bool ok = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+}};
+
+static {name}_lt_state {name}_lt_make(cublasLtHandle_t lt) {{
+  {name}_lt_state st;
+  const cublasOperation_t ta = {_op(plan.a)}, tb = {_op(plan.b)};
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  // The heuristic reads the bias pointer's alignment only: 16 bytes is what every call checks.
+  const void* bias16 = reinterpret_cast<const void*>(uintptr_t(16));
+  const uint32_t align = 16;
+  const uint64_t ws = SC_GEMM_WORKSPACE;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t found;
+  int count = 0;
+  bool ok = cublasLtMatmulDescCreate(&st.op, {compute}, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias16, sizeof(bias16)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatrixLayoutCreate(&st.a, {dtype}, {a_rows}, {a_cols}, {plan.a.ld}) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatrixLayoutCreate(&st.b, {dtype}, {b_rows}, {b_cols}, {plan.b.ld}) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatrixLayoutCreate(&st.c, {dtype}, {plan.m}, {plan.n}, {plan.ldc}) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulAlgoGetHeuristic(lt, st.op, st.a, st.b, st.c, st.c, pref, 1, &found, &count) == CUBLAS_STATUS_SUCCESS &&
+    count > 0;
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (ok) {{
+    st.algo = found.algo;
+    st.ok = true;
+  }}
+  return st;
+}}
+
+// SC_GEMM_LT_UNAVAILABLE where this call cannot take the epilogue path (the caller falls back).
+static int {name}_lt(const void* a, const void* b, const void* bias, void* c, float alpha, void* workspace,
+                     cudaStream_t stream) {{
+  if (!sc_gemm_aligned16(a) || !sc_gemm_aligned16(b) || !sc_gemm_aligned16(bias) || !sc_gemm_aligned16(c) ||
+      !sc_gemm_aligned16(workspace))
+    return SC_GEMM_LT_UNAVAILABLE;
+  cublasLtHandle_t lt;
+  const int rc = sc_gemm_lt_handle(&lt);
+  if (rc != 0) return rc;
+  static const {name}_lt_state st = {name}_lt_make(lt);
+  if (!st.ok) return SC_GEMM_LT_UNAVAILABLE;
+  // One descriptor shared by every call of this launcher: calls must not overlap from several host threads.
+  cublasStatus_t s = cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+  const float zero = 0.0f;
+  s = cublasLtMatmul(lt, st.op, &alpha, a, st.a, b, st.b, &zero, c, st.c, c, st.c, &st.algo, workspace,
+                     SC_GEMM_WORKSPACE, stream);
+  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_LT_UNAVAILABLE;
+}}"""
+
+
+_FAMILY = f"""#ifndef SC_GEMM_H
+#define SC_GEMM_H
+#include <atomic>
+#include <mutex>
+#include <cublas_v2.h>
+
+#define SC_GEMM_WORKSPACE ((size_t){WORKSPACE_BYTES})
+#define SC_GEMM_ERROR(status) ({CUBLAS_ERROR_BASE} + (int)(status))
+#define SC_GEMM_MAX_DEVICES 64
+
+static bool sc_gemm_aligned16(const void* p) {{ return reinterpret_cast<uintptr_t>(p) % 16 == 0; }}
+
+// One cuBLAS handle per device for the whole process, created on first use; every call sets the
+// caller's stream and workspace (cublasSetStream resets the workspace, so the order matters), so
+// nothing is allocated behind the caching allocator's back and calls can be graph-captured.
+static int sc_gemm_handle(cudaStream_t stream, void* workspace, cublasHandle_t* out) {{
+  static std::atomic<cublasHandle_t> handles[SC_GEMM_MAX_DEVICES];
+  static std::mutex lock;
+  int dev = 0;
+  const cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return (int)e;
+  if (dev < 0 || dev >= SC_GEMM_MAX_DEVICES) return (int)cudaErrorInvalidDevice;
+  cublasHandle_t h = handles[dev].load();
+  if (h == nullptr) {{
+    std::lock_guard<std::mutex> guard(lock);
+    h = handles[dev].load();
+    if (h == nullptr) {{
+      const cublasStatus_t s = cublasCreate(&h);
+      if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+      handles[dev].store(h);
+    }}
+  }}
+  cublasStatus_t s = cublasSetStream(h, stream);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(h, workspace, SC_GEMM_WORKSPACE);
+  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+  *out = h;
+  return 0;
+}}
+#endif  // SC_GEMM_H"""
+
+_FAMILY_LT = """#ifndef SC_GEMM_LT_H
+#define SC_GEMM_LT_H
+#include <cublasLt.h>
+
+#define SC_GEMM_LT_UNAVAILABLE (-1)
+
+static int sc_gemm_lt_handle(cublasLtHandle_t* out) {
+  static std::atomic<cublasLtHandle_t> handles[SC_GEMM_MAX_DEVICES];
+  static std::mutex lock;
+  int dev = 0;
+  const cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return (int)e;
+  if (dev < 0 || dev >= SC_GEMM_MAX_DEVICES) return (int)cudaErrorInvalidDevice;
+  cublasLtHandle_t h = handles[dev].load();
+  if (h == nullptr) {
+    std::lock_guard<std::mutex> guard(lock);
+    h = handles[dev].load();
+    if (h == nullptr) {
+      const cublasStatus_t s = cublasLtCreate(&h);
+      if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+      handles[dev].store(h);
+    }
+  }
+  *out = h;
+  return 0;
+}
+#endif  // SC_GEMM_LT_H"""
+
+
+EMITTERS = {op: emit_gemm for op in _OPS}

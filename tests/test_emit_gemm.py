@@ -1,0 +1,403 @@
+"""agents/emit_gemm.py: the cuBLAS layout decision (checked by simulating the column-major call with
+torch), the refusals, the emitted source compiling against cuBLAS's headers, and (GPU) the real
+kernels against torch."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+from stitchcuda.agents import emit_gemm, graph, kernels
+from stitchcuda.agents.codegen import render
+from stitchcuda.agents.emit_gemm import GemmPlan, bias_strides, plan_gemm
+from stitchcuda.agents.kernels import NotSupported, Operand
+
+from stitchcuda import runtime
+
+needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+
+
+# ---------------------------------------------------------------------------------------------
+# The layout decision, checked by running the planned column-major call with torch
+
+
+def view_of(base: torch.Tensor, make: Callable[[torch.Tensor], torch.Tensor], name: str) -> Operand:
+    """The Operand of view make(base) over the contiguous tensor `base`."""
+    v = make(base)
+    assert v.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    return Operand(name, tuple(v.shape), tuple(v.stride()), v.storage_offset(), "float32")
+
+
+def col_major(store: torch.Tensor, offset: int, rows: int, cols: int, ld: int) -> torch.Tensor:
+    return torch.as_strided(store, (rows, cols), (1, ld), offset)
+
+
+def simulate(plan: GemmPlan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, alpha=1.0, beta=0.0) -> None:
+    """What cublasGemmStridedBatchedEx does with the plan, on flat storages (a: the op's second operand)."""
+    assert plan.ldc >= plan.m
+    for i in range(plan.batch):
+        sa = (plan.k, plan.m) if plan.a.trans else (plan.m, plan.k)
+        sb = (plan.n, plan.k) if plan.b.trans else (plan.k, plan.n)
+        assert plan.a.ld >= max(1, sa[0]) and plan.b.ld >= max(1, sb[0])  # cuBLAS's own checks
+        A = col_major(a, plan.a.offset + i * plan.a.stride, *sa, plan.a.ld)
+        B = col_major(b, plan.b.offset + i * plan.b.stride, *sb, plan.b.ld)
+        C = col_major(c, i * plan.stride_c, plan.m, plan.n, plan.ldc)
+        A = A.t() if plan.a.trans else A
+        B = B.t() if plan.b.trans else B
+        C.copy_(alpha * (A @ B) + (beta * C if beta != 0 else 0))  # beta == 0: C is not read
+
+
+T = torch.Tensor
+MATMULS: list[tuple[str, tuple[int, ...], Callable[[T], T], tuple[int, ...], Callable[[T], T]]] = [
+    # (case, base shape of mat1, its view, base shape of mat2, its view)
+    ("nn", (5, 7), lambda t: t, (7, 3), lambda t: t),
+    ("tn A.T@B", (7, 5), lambda t: t.t(), (7, 3), lambda t: t),
+    ("nt linear", (5, 7), lambda t: t, (3, 7), lambda t: t.t()),
+    ("tt", (7, 5), lambda t: t.t(), (3, 7), lambda t: t.t()),
+    ("row slices", (9, 11), lambda t: t[2:7, 1:8], (10, 6), lambda t: t[3:10, 2:5]),
+    ("col slices", (12, 9), lambda t: t[1:8, 2:7].t(), (6, 10), lambda t: t[2:5, 3:10].t()),
+    ("matrix-vector", (5, 7), lambda t: t, (7, 1), lambda t: t),
+    ("vector from a column", (5, 7), lambda t: t, (7, 4), lambda t: t[:, 2:3]),
+    ("row vector", (1, 7), lambda t: t, (7, 3), lambda t: t),
+    ("outer product", (5, 1), lambda t: t, (1, 3), lambda t: t),
+    ("1x1", (1, 1), lambda t: t, (1, 1), lambda t: t),
+    ("k=1 from a column", (4, 6), lambda t: t[:, 1:2], (6, 3), lambda t: t[1:2]),
+    ("bmm", (3, 5, 7), lambda t: t, (3, 7, 4), lambda t: t),
+    ("bmm transposed", (3, 7, 5), lambda t: t.transpose(1, 2), (3, 4, 7), lambda t: t.transpose(1, 2)),
+    (
+        "bmm batch in the middle",
+        (5, 3, 7),
+        lambda t: t.permute(1, 0, 2),
+        (7, 3, 4),
+        lambda t: t.permute(1, 0, 2),
+    ),
+    ("bmm broadcast second (folds)", (3, 5, 7), lambda t: t, (1, 7, 4), lambda t: t.expand(3, 7, 4)),
+    ("bmm broadcast first", (1, 5, 7), lambda t: t.expand(3, 5, 7), (3, 7, 4), lambda t: t),
+    ("bmm broadcast both", (1, 5, 7), lambda t: t.expand(3, 5, 7), (1, 7, 4), lambda t: t.expand(3, 7, 4)),
+    ("bmm M=1 folds", (3, 1, 7), lambda t: t, (1, 7, 4), lambda t: t.expand(3, 7, 4)),
+    (
+        "bmm no fold (transposed)",
+        (3, 7, 5),
+        lambda t: t.transpose(1, 2),
+        (1, 7, 4),
+        lambda t: t.expand(3, 7, 4),
+    ),
+    ("bmm batch 1", (1, 5, 7), lambda t: t, (1, 7, 4), lambda t: t),
+    ("bmm offsets", (4, 6, 9), lambda t: t[1:, 1:, 2:], (4, 8, 5), lambda t: t[:3, 1:8, 1:]),
+]
+
+
+@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
+def test_plan_matches_torch(case):
+    _, shape1, make1, shape2, make2 = case
+    torch.manual_seed(0)
+    base1 = torch.randn(shape1, dtype=torch.float64) * 100
+    base2 = torch.randn(shape2, dtype=torch.float64) - 3
+    x, y = make1(base1), make2(base2)
+    plan = plan_gemm(view_of(base1, make1, "x"), view_of(base2, make2, "y"))
+    out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
+    simulate(plan, base2.reshape(-1), base1.reshape(-1), out.view(-1))
+    torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
+
+
+def test_plan_layout_choices():
+    a = Operand("a", (5, 7), (7, 1), 0, "float32")
+    at = Operand("a", (5, 7), (1, 5), 0, "float32")
+    b = Operand("b", (7, 3), (3, 1), 0, "float32")
+    bt = Operand("b", (7, 3), (1, 7), 0, "float32")
+    p = plan_gemm(a, b)
+    assert (p.m, p.n, p.k, p.a.trans, p.b.trans, p.a.ld, p.b.ld, p.ldc) == (3, 5, 7, False, False, 3, 7, 3)
+    p = plan_gemm(at, bt)
+    assert (p.a.trans, p.b.trans, p.a.ld, p.b.ld) == (True, True, 7, 5)
+    # A shared second operand of a bmm makes one GEMM over the stacked rows.
+    p = plan_gemm(
+        Operand("x", (4, 5, 7), (35, 7, 1), 0, "float32"), Operand("w", (4, 7, 3), (0, 3, 1), 0, "float32")
+    )
+    assert (p.batch, p.n, p.m, p.k) == (1, 20, 3, 7)
+
+
+@pytest.mark.parametrize(
+    "mat1, mat2, why",
+    [
+        (((5, 7), (14, 2)), ((7, 3), (3, 1)), "neither"),  # every other column
+        (((5, 7), (0, 1)), ((7, 3), (3, 1)), "neither"),  # rows broadcast (expand)
+        (((5, 7), (7, 1)), ((7, 3), (6, 2)), "neither"),
+        (((5, 7), (3, 1)), ((7, 3), (3, 1)), "neither"),  # overlapping rows
+        (((5, 7), (7, 1)), ((6, 3), (3, 1)), "inner sizes"),
+        (((5, 0), (1, 1)), ((0, 3), (3, 1)), "empty"),
+        (((2, 5, 7), (35, 7, 1)), ((3, 7, 3), (21, 3, 1)), "batch sizes"),
+        (((5, 7), (7, 1)), ((2, 7, 3), (21, 3, 1)), "ranks"),
+    ],
+)
+def test_plan_refuses(mat1, mat2, why):
+    with pytest.raises(NotSupported, match=why):
+        plan_gemm(Operand("a", *mat1, 0, "float32"), Operand("b", *mat2, 0, "float32"))
+
+
+BIASES = [
+    ((3,), lambda t: t),
+    ((1, 3), lambda t: t),
+    ((5, 1), lambda t: t),
+    ((5, 3), lambda t: t),
+    ((3, 5), lambda t: t.t()),
+    ((), lambda t: t),
+    ((2, 8), lambda t: t[1, 4:7]),
+]
+
+
+@pytest.mark.parametrize("bias_case", BIASES, ids=[str(b[0]) for b in BIASES])
+@pytest.mark.parametrize("beta, alpha", [(1.0, 1.0), (0.5, -2.0)])
+def test_bias_broadcast_matches_addmm(bias_case, beta, alpha):
+    shape, make = bias_case
+    torch.manual_seed(1)
+    base = torch.randn(shape, dtype=torch.float64) * 1e3
+    x, y = torch.randn(5, 7, dtype=torch.float64), torch.randn(3, 7, dtype=torch.float64).t()
+    plan = plan_gemm(Operand("x", (5, 7), (7, 1), 0, "float32"), Operand("y", (7, 3), (1, 7), 0, "float32"))
+    bias = view_of(base, make, "bias")
+    out = torch.as_strided(base.reshape(-1), (5, 3), bias_strides(bias, (5, 3)), bias.offset)
+    out = out.clone(memory_format=torch.contiguous_format)  # the kernel writes a row-major copy
+    simulate(plan, y.t().contiguous().view(-1), x.view(-1), out.view(-1), alpha, beta)
+    want = torch.addmm(make(base), x, y, beta=beta, alpha=alpha)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-9)
+
+
+def test_bias_broadcast_batched():
+    base = torch.randn(2, 1, 4, dtype=torch.float64)
+    b = view_of(base, lambda t: t, "bias")
+    assert bias_strides(b, (2, 3, 4)) == (4, 0, 1)
+    with pytest.raises(NotSupported, match="broadcast"):
+        bias_strides(Operand("b", (3,), (1,), 0, "float32"), (2, 3, 4))
+
+
+# ---------------------------------------------------------------------------------------------
+# The emitter on traced graphs
+
+
+class Fn(nn.Module):
+    def __init__(self, fn: Callable[..., T]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: T) -> T:
+        return self.fn(*args)
+
+
+def emitted(module: nn.Module, inputs: list[T], name: str = "k0") -> kernels.Kernel:
+    g = graph.trace_module(module, inputs)
+    node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
+    return kernels.emit(g, node["name"], name)
+
+
+def r(*shape: int, dtype=torch.float32) -> T:
+    return torch.randn(*shape, dtype=dtype)
+
+
+def test_linear_uses_the_lt_epilogue():
+    k = emitted(nn.Linear(64, 32), [r(8, 64)])
+    assert k.libraries == ["cublasLt", "cublas"]
+    assert [a.name for a in k.inputs] == ["input", "weight", "bias"]
+    assert k.scratch == [("uint8", emit_gemm.WORKSPACE_BYTES)]
+    assert "CUBLASLT_EPILOGUE_BIAS" in k.source and "CUBLAS_COMPUTE_32F_FAST_TF32" in k.source
+    # The weight is read transposed in place (cuBLAS's A is the op's second operand).
+    assert "cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, 32, 8, 64," in k.source
+
+
+def test_addmm_beta_zero_ignores_bias():
+    k = emitted(Fn(lambda b, x, y: torch.addmm(b, x, y, beta=0.0, alpha=3.0)), [r(3), r(5, 7), r(7, 3)])
+    assert len(k.inputs) == 2 and k.libraries == ["cublas"]
+    assert "_bias" not in k.source and "const float alpha = 3.0f;" in k.source
+
+
+def test_addmm_matrix_bias_and_baddbmm_use_the_copy():
+    k = emitted(Fn(lambda b, x, y: torch.addmm(b, x, y, beta=0.5)), [r(5, 1), r(5, 7), r(7, 3)])
+    assert "k0_bias_kernel" in k.source and "const float beta = 0.5f;" in k.source
+    k = emitted(Fn(lambda b, x, y: torch.baddbmm(b, x, y)), [r(3), r(2, 5, 7), r(2, 7, 3)])
+    assert "cublasGemmStridedBatchedEx" in k.source and "CUBLASLT" not in k.source
+
+
+def test_fp16_and_bf16_accumulate_in_fp32():
+    for dtype, cuda in ((torch.float16, "CUDA_R_16F"), (torch.bfloat16, "CUDA_R_16BF")):
+        k = emitted(Fn(torch.bmm), [r(2, 5, 7, dtype=dtype), r(2, 7, 3, dtype=dtype)])
+        assert cuda in k.source and "CUBLAS_COMPUTE_32F," in k.source and "TF32" not in k.source
+
+
+def test_same_tensor_twice_is_passed_once():
+    k = emitted(Fn(lambda a: a @ a.t()), [r(6, 4)])
+    assert len(k.inputs) == 1 and "in1" not in k.source
+
+
+@pytest.mark.parametrize(
+    "module, inputs, why",
+    [
+        (Fn(torch.mm), [r(4, 5).double(), r(5, 3).double()], "float64"),
+        (Fn(lambda a, b: a[:, ::2] @ b), [r(4, 10), r(5, 3)], "neither row- nor column-major"),
+        (Fn(lambda a, b: a @ b[:, ::2]), [r(4, 5), r(5, 6)], "neither row- nor column-major"),
+        (Fn(lambda b, x, y: torch.addmm(b, x, y)), [r(2, 5, 3), r(5, 7), r(7, 3)], "result shape"),
+    ],
+)
+def test_emitter_refuses(module, inputs, why):
+    with pytest.raises(NotSupported, match=why):
+        emitted(module, inputs)
+
+
+COMPILE_CASES: list[tuple[nn.Module, list[T]]] = [
+    (nn.Linear(64, 32), [r(8, 64)]),
+    (nn.Linear(64, 32).half(), [r(8, 64, dtype=torch.float16)]),
+    (Fn(lambda a, b: a.t() @ b), [r(7, 5), r(7, 3)]),
+    (Fn(lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2.0)), [r(5, 3), r(5, 7), r(7, 3)]),
+    (Fn(lambda b, x, y: torch.baddbmm(b, x, y, alpha=0.25)), [r(1, 3), r(2, 5, 7), r(2, 7, 3)]),
+    (Fn(torch.bmm), [r(2, 5, 7, dtype=torch.bfloat16), r(2, 7, 3, dtype=torch.bfloat16)]),
+    (Fn(torch.mv), [r(5, 7), r(7)]),
+]
+
+
+def cublas_include() -> str | None:
+    """A folder holding cublas_v2.h: STITCHCUDA_EXTRA_INCLUDE (os.pathsep-separated), else the toolkit's."""
+    roots = [p for p in os.environ.get("STITCHCUDA_EXTRA_INCLUDE", "").split(os.pathsep) if p]
+    nvcc = runtime.find_nvcc()
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent / "include"))
+    roots.append("/usr/local/cuda/include")
+    return next((p for p in roots if Path(p, "cublas_v2.h").exists()), None)
+
+
+@needs_nvcc
+def test_emitted_source_compiles(tmp_path):
+    include = cublas_include()
+    if include is None:
+        pytest.skip("no cublas_v2.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuBLAS's headers")
+    sources = [emitted(m, ins, f"k{i}").source for i, (m, ins) in enumerate(COMPILE_CASES)]
+    path = tmp_path / "gemm.cu"
+    path.write_text(render([]) + "\n" + "\n".join(sources))  # one .cu: the family blocks must not clash
+    cmd = [
+        runtime.find_nvcc(),
+        "-c",
+        "-std=c++17",
+        "-arch=sm_90",
+        "-I",
+        include,
+        str(path),
+        "-o",
+        str(tmp_path / "g.o"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: the real kernels against torch
+
+GPU_CASES: list[tuple[str, nn.Module, list[T], float]] = [
+    ("mm odd", Fn(torch.mm), [r(67, 129), r(129, 35)], 1e-2),
+    ("A.T@B", Fn(lambda a, b: a.t() @ b), [r(129, 67), r(129, 35)], 1e-2),
+    ("A.T@B.T", Fn(lambda a, b: a.t() @ b.t()), [r(129, 67), r(35, 129)], 1e-2),
+    ("linear", nn.Linear(129, 67), [r(33, 129) * 100], 1e-2),
+    ("linear 3d", nn.Linear(64, 48), [r(3, 17, 64)], 1e-2),
+    (
+        "addmm column bias",
+        Fn(lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=-2.0)),
+        [r(33, 1), r(33, 70), r(70, 19)],
+        1e-2,
+    ),
+    (
+        "addmm full bias",
+        Fn(lambda b, x, y: torch.addmm(b, x, y, beta=1.0)),
+        [r(33, 19) * 1e3, r(33, 70), r(70, 19)],
+        1e-2,
+    ),
+    ("bmm", Fn(torch.bmm), [r(5, 33, 70), r(5, 70, 19)], 1e-2),
+    ("bmm broadcast", Fn(lambda a, b: torch.bmm(a, b.expand(5, 70, 19))), [r(5, 33, 70), r(1, 70, 19)], 1e-2),
+    (
+        "baddbmm",
+        Fn(lambda b, x, y: torch.baddbmm(b, x, y, beta=2.0, alpha=0.5)),
+        [r(19), r(5, 33, 70), r(5, 70, 19)],
+        1e-2,
+    ),
+    ("mv", Fn(torch.mv), [r(67, 1000), r(1000)], 1e-2),
+    ("linear fp16", nn.Linear(128, 64).half(), [r(32, 128, dtype=torch.float16)], 2e-2),
+    ("bmm fp16", Fn(torch.bmm), [r(4, 33, 72, dtype=torch.float16), r(4, 72, 40, dtype=torch.float16)], 2e-2),
+    ("mm bf16", Fn(torch.mm), [r(40, 72, dtype=torch.bfloat16), r(72, 24, dtype=torch.bfloat16)], 5e-2),
+]
+
+
+def build_kernel(k: kernels.Kernel, folder: Path) -> runtime.Library:
+    path = folder / f"{k.name}.cu"
+    path.write_text(render([]) + "\n" + k.source)
+    return runtime.Library(runtime.build([path], libraries=k.libraries).library)
+
+
+def run_gpu(module: nn.Module, inputs: list[T], folder: Path, shift: int = 0) -> tuple[T, T]:
+    """The emitted kernel's result on CUDA copies of the inputs and torch's, as CPU tensors. A graph
+    input's data starts `shift` elements into its buffer (misaligned pointers for shift % 4 != 0)."""
+    g = graph.trace_module(module, inputs)
+    node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
+    k = kernels.emit(g, node["name"], "k")
+    lib = build_kernel(k, folder)
+    module = copy.deepcopy(module).cuda()  # the case's module stays on the CPU for the next trace
+    values = {n["name"]: inputs[n["index"]] for n in g if n["op"] == "input" and n.get("kind") == "arg"}
+    values.update({key: v.detach() for key, v in module.state_dict().items()})
+    args = []
+    for a in k.inputs:
+        v = values[a.name].cuda()
+        buf = torch.empty(v.numel() + shift, dtype=v.dtype, device="cuda")
+        buf[shift:] = v.reshape(-1)
+        args.append(buf[shift:].view(v.shape))
+    out = torch.full(tuple(node["shape"]), float("nan"), dtype=inputs[0].dtype, device="cuda")
+    scratch = [torch.empty(n, dtype=getattr(torch, d), device="cuda") for d, n in k.scratch]
+    lib.call("k", *args, out, *scratch)
+    with torch.no_grad():
+        want = module(*[x.cuda() for x in inputs])
+    torch.cuda.synchronize()
+    return out.cpu(), want.reshape(out.shape).cpu()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", GPU_CASES, ids=[c[0] for c in GPU_CASES])
+def test_gpu_matches_torch(case, tmp_path):
+    _, module, inputs, tol = case
+    torch.manual_seed(0)
+    for shift in (0, 1):  # 1: pointers off 16-byte alignment (cuBLASLt falls back to the copy path)
+        got, want = run_gpu(module, inputs, tmp_path, shift)
+        scale = want.float().abs().max().item() + 1
+        torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_cuda_graph_capture(tmp_path):
+    module = nn.Linear(256, 128)
+    g = graph.trace_module(module, [r(64, 256)])
+    node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
+    k = kernels.emit(g, node["name"], "k")
+    lib = build_kernel(k, tmp_path)
+    module = module.cuda()
+    x = torch.randn(64, 256, device="cuda")
+    out = torch.empty(64, 128, device="cuda")
+    scratch = torch.empty(k.scratch[0][1], dtype=torch.uint8, device="cuda")
+    args = {"input": x, "weight": module.weight.detach(), "bias": module.bias.detach()}
+    ins = [args[a.name] for a in k.inputs]
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        lib.call("k", *ins, out, scratch)  # first call creates the handles outside the capture
+        cg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cg, stream=stream):
+            lib.call("k", *ins, out, scratch)
+    x.copy_(torch.randn_like(x))
+    out.fill_(float("nan"))
+    cg.replay()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        torch.testing.assert_close(out, module(x), rtol=1e-2, atol=1e-2)
