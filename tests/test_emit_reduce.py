@@ -1,0 +1,363 @@
+"""Reduction, softmax and scan emitters: generated kernels against PyTorch, on the CPU through their
+host entries (every case in one nvcc build) and, where a GPU is present, through the real launchers."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+from stitchcuda.agents import codegen, emit_reduce, graph, kernels
+from stitchcuda.agents.graph import ref_name
+
+from stitchcuda import runtime
+
+needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+
+
+class Fn(nn.Module):
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@dataclass
+class Case:
+    id: str
+    fn: Callable  # what forward computes from x; tuples are (values, indices) or (var, mean)
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    fill: str = "random"  # random, wide, nan, inf, ties, near1
+    plan: str = ""  # a word the kernel's note must hold: the path the case is there to cover
+    exact: bool = False  # max/argmax-like: bit-exact values
+    tol: float = 1e-5
+
+    def input(self, seed: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(seed)
+        shape = self.shape
+        if self.fill == "ties":
+            return torch.randint(-3, 4, shape, generator=g).to(self.dtype)
+        if self.fill == "near1":
+            x = 0.9 + 0.2 * torch.rand(shape, generator=g)
+            x.view(-1)[:: max(1, x.numel() // 5)] *= -1
+            return x.to(self.dtype)
+        x = torch.randn(shape, generator=g) * 3 - 0.5
+        pick = torch.rand(shape, generator=g)
+        if self.fill == "wide":
+            big = 1e30 if self.dtype == torch.float32 else 1e4
+            x = torch.where(pick < 0.05, x * big, x)
+            x = torch.where((pick > 0.05) & (pick < 0.1), x * 1e-30, x)
+        if self.fill == "nan":
+            x = torch.where(pick > 0.97, torch.nan, x)
+        if self.fill == "inf":
+            x = torch.where(pick > 0.9, -torch.inf, x)
+            x = torch.where(pick < 0.01, torch.inf, x)
+            x.reshape(-1, shape[-1])[0] = -torch.inf  # a whole row of -inf
+        return x.to(self.dtype)
+
+    def reference(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """torch's results; for fp16/bf16 computed in fp32 and rounded once to torch's result dtype."""
+        native = self.fn(x)
+        native = native if isinstance(native, tuple) else (native,)
+        if x.dtype == torch.float32 or self.exact:
+            return native
+        wide = self.fn(x.float())
+        wide = wide if isinstance(wide, tuple) else (wide,)
+        return tuple(w.to(n.dtype) for w, n in zip(wide, native, strict=True))
+
+
+def _cumsum_f32(x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x, dim=-1, dtype=torch.float32)
+
+
+CASES = [
+    # sums and means: every layout and the splits
+    Case("sum-col", lambda x: x.sum(dim=1, keepdim=True), (5, 37, 19), plan="cols"),
+    Case("sum-row-warp", lambda x: x.sum(dim=-1), (7, 301), plan="tpr 32 vec 4"),
+    Case("sum-row-2dims", lambda x: x.sum(dim=(0, 2)), (6, 5, 33), plan="vec 1"),
+    Case("sum-all-split", lambda x: x.sum(), (3, 17001), plan="splits", tol=1e-4),
+    Case("sum-empty-dims", lambda x: x.sum(dim=[]), (4, 9, 5)),
+    Case("mean-row-split", lambda x: x.mean(dim=1), (4, 70001), plan="splits", tol=1e-4),
+    Case("mean-hw", lambda x: x.mean(dim=(-1, -2), keepdim=True), (3, 4, 9, 11), plan="tpr 8"),
+    Case("sum-one-thread-rows", lambda x: x.sum(dim=-1), (37, 16), plan="tpr 1 vec 4"),
+    Case("sum-short-rows", lambda x: x.sum(dim=-1), (37, 20), plan="tpr 2 vec 4"),
+    Case("amax-short-rows", lambda x: x.amax(dim=-1), (37, 61), fill="nan", plan="tpr 4", exact=True),
+    Case("mean-col-split", lambda x: x.mean(dim=0), (3000, 40), plan="cols, 63 splits", tol=1e-4),
+    Case("mean-all", lambda x: x.mean(), (37, 129)),
+    Case("sum-rows-256", lambda x: x.sum(dim=-1), (5, 5003), plan="tpr 256"),
+    Case("sum-fp16", lambda x: x.sum(dim=-1), (6, 515), torch.float16, tol=1e-2),
+    Case("mean-bf16", lambda x: x.mean(dim=1), (4, 33, 10), torch.bfloat16, tol=1e-2),
+    Case(
+        "sum-fp16-to-fp32", lambda x: x.sum(dim=1, dtype=torch.float32), (4, 33, 10), torch.float16, tol=1e-4
+    ),
+    Case("nansum", lambda x: x.nansum(dim=1), (6, 40, 3), fill="nan"),
+    Case("sum-transposed", lambda x: x.transpose(1, 2).sum(dim=1), (3, 40, 21)),
+    Case("sum-sliced", lambda x: x[:, 1:].sum(dim=-1), (6, 300), plan="rows"),
+    Case("prod", lambda x: x.prod(dim=1), (5, 20, 3), fill="near1"),
+    Case("prod-all", lambda x: x.prod(), (3, 70), fill="near1", tol=1e-4),
+    # extrema and their indices: NaN, infinities, ties
+    Case("amax-nan", lambda x: x.amax(dim=(1, 2)), (4, 6, 50), fill="nan", exact=True),
+    Case("amin-keepdim", lambda x: x.amin(dim=-1, keepdim=True), (4, 6, 50), fill="nan", exact=True),
+    Case("amax-permuted", lambda x: x.permute(2, 0, 1).amax(dim=(1, 2)), (4, 6, 9), exact=True),
+    Case("max-dim-col", lambda x: torch.max(x, dim=1), (5, 37, 19), fill="nan", exact=True),
+    Case("max-dim-row", lambda x: torch.max(x, dim=-1, keepdim=True), (9, 300), fill="nan", exact=True),
+    Case("max-dim-ties", lambda x: torch.max(x, dim=-1), (9, 3000), fill="ties", exact=True),
+    Case("min-dim-inf", lambda x: torch.min(x, dim=1), (6, 50), fill="inf", exact=True),
+    Case("max-values-only", lambda x: torch.max(x, dim=1)[0], (5, 37, 19), fill="wide", exact=True),
+    Case("min-indices-only", lambda x: torch.min(x, dim=1)[1], (5, 37, 19), fill="ties", exact=True),
+    Case("max-all", lambda x: x.max(), (7, 33), fill="wide", exact=True),
+    Case("min-all-nan", lambda x: x.min(), (7, 33), fill="nan", exact=True),
+    Case("argmax-row-nan", lambda x: x.argmax(dim=1), (8, 1000), fill="nan", exact=True),
+    Case("argmax-all-ties", lambda x: x.argmax(), (6, 7, 9), fill="ties", exact=True),
+    Case("argmin-col", lambda x: x.argmin(dim=0), (50, 7), fill="ties", exact=True),
+    Case("argmax-split-ties", lambda x: x.argmax(dim=-1), (2, 40000), fill="ties", plan="splits", exact=True),
+    Case("argmin-col-split", lambda x: x.argmin(dim=0), (5000, 3), fill="ties", plan="splits", exact=True),
+    Case("argmax-bf16", lambda x: x.argmax(dim=-1), (3, 700), torch.bfloat16, fill="ties", exact=True),
+    # logsumexp, var/std, norms
+    Case("logsumexp-row", lambda x: torch.logsumexp(x, dim=1), (6, 300), tol=1e-5),
+    Case("logsumexp-col", lambda x: torch.logsumexp(x, dim=1, keepdim=True), (4, 5, 6)),
+    Case("logsumexp-inf", lambda x: torch.logsumexp(x, dim=-1), (6, 50), fill="inf"),
+    Case("logsumexp-split", lambda x: torch.logsumexp(x, dim=-1), (2, 40000), plan="splits"),
+    Case("var", lambda x: torch.var(x, dim=1), (5, 300), tol=1e-4),
+    Case("std-2dims", lambda x: torch.std(x, dim=(0, 2), correction=0, keepdim=True), (6, 5, 33), tol=1e-4),
+    Case("var-all-split", lambda x: torch.var(x), (3, 30000), plan="splits", tol=1e-4),
+    Case("var-mean", lambda x: torch.var_mean(x, dim=1), (5, 37, 19), tol=1e-4),
+    Case("std-mean-col-split", lambda x: torch.std_mean(x, dim=0), (3000, 40), plan="splits", tol=1e-4),
+    Case("norm2", lambda x: torch.linalg.vector_norm(x, ord=2, dim=1, keepdim=True), (32, 100)),
+    Case("norm1", lambda x: torch.linalg.vector_norm(x, ord=1, dim=1), (32, 100)),
+    Case("norm-inf-nan", lambda x: torch.linalg.vector_norm(x, ord=math.inf, dim=1), (32, 100), fill="nan"),
+    Case("norm-neg-inf", lambda x: torch.linalg.vector_norm(x, ord=-math.inf, dim=1), (32, 100)),
+    Case("norm0", lambda x: torch.linalg.vector_norm(x, ord=0, dim=0), (32, 10), fill="ties"),
+    Case("norm3", lambda x: torch.linalg.vector_norm(x, ord=3.0, dim=-1), (8, 100), tol=1e-4),
+    Case("frobenius", lambda x: torch.norm(x), (40, 50)),
+    Case("norm-p-dim", lambda x: torch.norm(x, p=2, dim=1), (20, 64)),
+    # softmax and log_softmax
+    Case("softmax-warp", lambda x: torch.softmax(x, dim=-1), (7, 300), plan="registers tpr 32 vec 4"),
+    Case("softmax-short-rows", lambda x: torch.softmax(x, dim=-1), (37, 32), plan="registers tpr 2 vec 4"),
+    Case(
+        "log-softmax-short-odd",
+        lambda x: torch.log_softmax(x, dim=-1),
+        (37, 45),
+        plan="registers tpr 16 vec 1",
+    ),
+    Case("softmax-unaligned", lambda x: torch.softmax(x, dim=-1), (7, 301), plan="vec 1"),
+    Case("softmax-256", lambda x: torch.softmax(x, dim=-1), (3, 5000), plan="registers tpr 256"),
+    Case("softmax-512", lambda x: torch.softmax(x, dim=-1), (3, 12000), plan="registers tpr 512", tol=1e-4),
+    Case("softmax-long", lambda x: torch.softmax(x, dim=-1), (2, 20000), plan="two passes", tol=1e-4),
+    Case("softmax-col", lambda x: torch.softmax(x, dim=1), (4, 16, 5, 6), plan="cols"),
+    Case("softmax-short", lambda x: torch.softmax(x, dim=-1), (9, 5), plan="cols"),
+    Case("softmax-inf", lambda x: torch.softmax(x, dim=-1), (6, 64), fill="inf"),
+    Case("softmax-transposed", lambda x: torch.softmax(x.transpose(0, 1), dim=-1), (40, 6)),
+    Case("softmax-fp16", lambda x: torch.softmax(x, dim=-1), (4, 1000), torch.float16, tol=1e-2),
+    Case("softmax-bf16-long", lambda x: torch.softmax(x, dim=-1), (2, 20000), torch.bfloat16, tol=1e-2),
+    Case("log-softmax", lambda x: torch.log_softmax(x, dim=-1), (7, 300)),
+    Case("log-softmax-long", lambda x: torch.log_softmax(x, dim=1), (2, 20000), plan="two passes", tol=1e-4),
+    Case("log-softmax-col", lambda x: torch.log_softmax(x, dim=1), (4, 16, 5, 6)),
+    # scans
+    Case("cumsum-warp", lambda x: torch.cumsum(x, dim=-1), (4, 100), plan="tpr 8 vec 4", tol=1e-4),
+    Case("cumsum-short-rows", lambda x: torch.cumsum(x, dim=-1), (37, 24), plan="tpr 2 vec 4", tol=1e-4),
+    Case("cumsum-short-odd", lambda x: torch.cumsum(x, dim=-1), (37, 13), plan="tpr 4 vec 1", tol=1e-4),
+    Case("cumsum-256", lambda x: torch.cumsum(x, dim=1), (6, 1000), plan="tpr 256", tol=1e-4),
+    Case("cumsum-512", lambda x: torch.cumsum(x, dim=1), (3, 10000), plan="tpr 512 vec 4", tol=1e-4),
+    Case("cumsum-odd", lambda x: torch.cumsum(x, dim=1), (5, 999), plan="vec 1", tol=1e-4),
+    Case("cumsum-col", lambda x: torch.cumsum(x, dim=0), (50, 33), plan="cols", tol=1e-4),
+    Case("cumsum-inner", lambda x: torch.cumsum(x, dim=1), (4, 20, 7), plan="cols", tol=1e-4),
+    Case("cumsum-exclusive-slice", lambda x: torch.cumsum(x[:, :-1], dim=1), (8, 513), tol=1e-4),
+    Case("cumprod", lambda x: torch.cumprod(x, dim=-1), (4, 300), fill="near1", tol=1e-4),
+    Case("cumprod-nan", lambda x: torch.cumprod(x, dim=1), (4, 40), fill="nan"),
+    Case("cumsum-fp16", lambda x: torch.cumsum(x, dim=-1), (3, 700), torch.float16, tol=1e-2),
+    Case("cumsum-bf16-to-fp32", _cumsum_f32, (3, 700), torch.bfloat16, tol=1e-4),
+]
+
+
+def _graph(case: Case, x: torch.Tensor) -> list[graph.Node]:
+    return graph.trace_module(Fn(case.fn), [x])
+
+
+def _emit(case: Case, name: str) -> tuple[kernels.Kernel, list[int]]:
+    """The kernel, and which of the forward's results (tuple positions) its outputs are."""
+    g = _graph(case, case.input(0))
+    ops = [n for n in g if n["op"] in emit_reduce.EMITTERS]
+    assert len(ops) == 1, (case.id, [n["op"] for n in g])
+    # Results the forward does not return are dead, as the Planner would see them.
+    returned = {ref_name(v) for v in next(n for n in g if n["op"] == "output")["args"]["values"]}
+    live = {n["name"] for n in g if n["op"] != "getitem" or n["name"] in returned}
+    k = kernels.context(g, ops[0]["name"], name, live=live)
+    kernel = emit_reduce.EMITTERS[ops[0]["op"]](k)
+    assert case.plan in kernel.ops[0], (case.id, kernel.ops)
+    index = {n["name"]: n["args"]["index"] for n in g if n["op"] == "getitem"}
+    return kernel, [index.get(a.name, 0) for a in kernel.outputs]
+
+
+def _buffers(k: kernels.Kernel, ref: tuple[torch.Tensor, ...], device: str) -> list[torch.Tensor]:
+    """NaN- or -7-poisoned outputs (every element must be written), then the scratch."""
+    outs = []
+    for arg, r in zip(k.outputs, ref, strict=True):
+        dtype = getattr(torch, arg.dtype)
+        assert dtype == r.dtype, (arg, r.dtype)
+        outs.append(torch.full(r.shape, -7 if dtype == torch.int64 else math.nan, dtype=dtype, device=device))
+    scratch = [torch.full((n,), math.nan, dtype=torch.float32, device=device) for _, n in k.scratch]
+    return outs + scratch
+
+
+def _check(case: Case, got: list[torch.Tensor], ref: tuple[torch.Tensor, ...]) -> None:
+    """Indices and extrema exactly; the rest to case.tol, relative to each value and (a hundredth of
+    it) to the largest finite result, where cancellation leaves small results with few digits."""
+    for g, r in zip(got, ref, strict=False):
+        g, r = g.cpu(), r.cpu()
+        if not r.is_floating_point():
+            assert torch.equal(g, r), (case.id, g, r)
+            continue
+        finite = r[r.isfinite()]
+        scale = finite.abs().max().item() if finite.numel() else 1.0
+        tol, atol = (0.0, 0.0) if case.exact else (case.tol, case.tol * scale * 1e-2)
+        torch.testing.assert_close(
+            g.double(), r.double(), rtol=tol, atol=atol, equal_nan=True, msg=lambda m: f"{case.id}: {m}"
+        )
+
+
+def _refs(case: Case, which: list[int], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The reference results in the kernel's output order (results nobody reads are not written)."""
+    ref = case.reference(x)
+    return tuple(ref[i] for i in which) if len(ref) > 1 else ref
+
+
+@pytest.fixture(scope="module")
+def host_library(tmp_path_factory) -> tuple[list[tuple[kernels.Kernel, list[int]]], runtime.Library]:
+    """Every case's kernel in one .cu, built once for the CPU entries."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    try:
+        ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
+        path = Path(tmp_path_factory.mktemp("reduce")) / "reduce.cu"
+        path.write_text("\n".join([codegen.render([]), *(k.source for k, _ in ks)]))
+        lib = runtime.Library(runtime.build([path]).library)
+    finally:
+        monkeypatch.undo()
+    return ks, lib
+
+
+@needs_nvcc
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[c.id for c in CASES])
+def test_host_matches_torch(host_library, i):
+    ks, lib = host_library
+    case, (k, which) = CASES[i], ks[i]
+    for seed in (1, 2):
+        x = case.input(seed)
+        ref = _refs(case, which, x)
+        bufs = _buffers(k, ref, "cpu")
+        rc = lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None)
+        assert rc == 0
+        _check(case, bufs[: len(k.outputs)], ref)
+
+
+def _context(fn: Callable, x: torch.Tensor, op: str) -> kernels.EmitContext:
+    g = graph.trace_module(Fn(fn), [x])
+    return kernels.context(g, next(n["name"] for n in g if n["op"] == op), "k0")
+
+
+@pytest.mark.parametrize(
+    ("fn", "x", "op", "why"),
+    [
+        (lambda x: x.sum(dim=1, dtype=torch.float64), torch.randn(4, 5), "sum", "float64"),
+        (lambda x: (x > 0).sum(dim=1), torch.randn(4, 5), "sum", "bool"),
+        (lambda x: x.cumsum(dim=1), torch.arange(20).reshape(4, 5), "cumsum", "int64"),
+        (lambda x: torch.max(x, torch.ones(5)), torch.randn(4, 5), "maximum", ""),
+        (lambda x: x.sum(dim=1, dtype=torch.float16), torch.randn(4, 5), "sum", "float16"),
+        (
+            lambda x: torch.linalg.vector_norm(x, ord=math.nan, dim=1),
+            torch.randn(4, 5),
+            "linalg_vector_norm",
+            "nan",
+        ),
+    ],
+)
+def test_refuses_what_it_does_not_handle(fn, x, op, why):
+    if op not in emit_reduce.EMITTERS:
+        assert op not in kernels.emitters()  # a pointwise op, not this family's
+        return
+    with pytest.raises(kernels.NotSupported, match=why):
+        emit_reduce.EMITTERS[op](_context(fn, x, op))
+
+
+def test_registered_and_reached_through_emit():
+    table = kernels.emitters()
+    for op in (
+        "sum",
+        "mean",
+        "amax",
+        "max",
+        "argmin",
+        "logsumexp",
+        "var",
+        "linalg_vector_norm",
+        "_softmax",
+        "cumsum",
+    ):
+        assert table[op] is emit_reduce.EMITTERS[op]
+    g = graph.trace_module(Fn(lambda x: x.argmax(dim=1)), [torch.randn(3, 4)])
+    k = kernels.emit(g, "argmax", "k0")
+    assert [a.dtype for a in k.outputs] == ["int64"] and k.host
+
+
+def test_large_shapes_pick_parallel_plans():
+    """KernelBench-sized operands (traced on fake tensors): the plans that keep an H100 busy."""
+    want = {
+        (lambda x: x.sum(dim=1), (128, 4096, 4095)): "cols",
+        (lambda x: x.mean(), (32768, 32768)): "splits",
+        (lambda x: torch.softmax(x, dim=1), (4096, 393216)): "two passes tpr 512 vec 4",
+        (lambda x: torch.softmax(x, dim=-1), (1024, 8192)): "registers tpr 256 vec 4",
+        (lambda x: torch.softmax(x, dim=1), (128, 128, 129, 129)): "cols",
+        (lambda x: torch.cumsum(x, dim=1), (32768, 32768)): "tpr 512 vec 4",
+        (lambda x: torch.linalg.vector_norm(x, dim=1, keepdim=True), (32768, 65535)): "tpr 512 vec 4",
+    }
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    for (fn, shape), plan in want.items():
+        with mode:
+            x = torch.empty(shape)
+        g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
+        node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
+        k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0"))
+        assert plan in k.ops[0], (shape, k.ops)
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_matches_torch(tmp_path, monkeypatch):
+    """The real launchers on CUDA tensors against torch on the same GPU."""
+    monkeypatch.delenv("STITCHCUDA_ARCH")
+    ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
+    path = tmp_path / "reduce.cu"
+    path.write_text("\n".join([codegen.render([]), *(k.source for k, _ in ks)]))
+    lib = runtime.load(path)
+    for case, (k, which) in zip(CASES, ks, strict=True):
+        for seed in (3, 4):
+            x = case.input(seed).cuda()
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cuda")
+            lib.call(k.name, x, *bufs)
+            torch.cuda.synchronize()
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
