@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -30,6 +31,9 @@ def problem_level(path: Path) -> int | None:
 
 
 def git_commit() -> str:
+    # A copy of the tree on another machine may carry a stale .git: the sender names the commit.
+    if os.environ.get("STITCHCUDA_COMMIT"):
+        return os.environ["STITCHCUDA_COMMIT"]
     root = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
