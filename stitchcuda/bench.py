@@ -152,8 +152,15 @@ def run_bench(
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "bench.json"
     done: dict[str, dict[str, Any]] = {}
+    earlier: list[dict[str, Any]] = []
     if resume and json_path.exists():
-        done = {p["path"]: p for p in json.loads(json_path.read_text()).get("problems", [])}
+        previous = json.loads(json_path.read_text())
+        done = {p["path"]: p for p in previous.get("problems", [])}
+        prev_meta = dict(previous.get("meta", {}))
+        earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
+        # Entries from before carry the run that measured them (its date and commit).
+        for entry in done.values():
+            entry.setdefault("run", {"date": prev_meta.get("date"), "commit": prev_meta.get("commit")})
     report: dict[str, Any] = {
         "meta": {
             "command": "stitchcuda " + " ".join(sys.argv[1:]),
@@ -166,6 +173,9 @@ def run_bench(
         },
         "problems": [],
     }
+    if earlier:
+        report["meta"]["earlier_runs"] = earlier
+    this_run = {"date": report["meta"]["date"], "commit": report["meta"]["commit"]}
     code = _make_coder(coder)
     opts = verify_opts or VerifyOptions()
     pool = VerifierPool(gpus, jobs_per_gpu=jobs, opts=opts)
@@ -212,7 +222,7 @@ def run_bench(
             else:
                 with lock:
                     report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
-                    results[str(f)] = entry_for(f, v, cand, note)
+                    results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run}
                 e = results[str(f)]
                 on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
                          + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")
