@@ -117,6 +117,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"- geomean speedup on solved problems: {_fmt(s['geomean_speedup_eager'], '.2f')}x vs eager, "
         f"{_fmt(s['geomean_speedup_compile'], '.2f')}x vs torch.compile; median build {_fmt(s['median_build_s'], '.2f')} s",
         f"- torch.compile over eager (all timed problems, geomean): {_fmt(s['geomean_compile_over_eager'], '.2f')}x",
+    ]
+    for run in m.get("earlier_runs", []):
+        note = f" ({run['commit_note']})" if run.get("commit_note") else ""
+        lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")
+    lines += [
         "",
         "| problem | solved | hack findings | eager ms | compile ms | ours ms | vs eager | vs compile | build s | status |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
