@@ -259,7 +259,15 @@ def trace_module(
         + [("buffer", k) for k, _ in buffers]
         + [("arg", a) for a in arg_names]
     )
-    return _to_nodes(gm, kinds, persistent)
+    nodes = _to_nodes(gm, kinds, persistent)
+    # make_fx bakes non-tensor arguments into the graph as constants; record the value it used, so
+    # that ModelNew can refuse a call with another value instead of silently ignoring it.
+    for node in nodes:
+        if node["op"] == "input" and node.get("kind") == "arg" and "shape" not in node:
+            value = inputs[node["index"]]
+            if not isinstance(value, torch.Tensor):
+                node["value"] = _encode(value, {})
+    return nodes
 
 
 # A forward that unrolls a long Python loop can take minutes to trace; a bench must go on.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import fcntl
+import gc
 import hashlib
 import itertools
 import json
@@ -71,6 +72,11 @@ def gpu_lock(path: str | None):
         try:
             yield
         finally:
+            # Hand the next worker the GPU memory this one no longer uses: the caching allocator
+            # would keep it reserved, and a neighbour with multi-GiB inputs would run out.
+            if torch.cuda.is_initialized():
+                gc.collect()
+                torch.cuda.empty_cache()
             fcntl.flock(f, fcntl.LOCK_UN)
 
 

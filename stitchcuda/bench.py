@@ -160,7 +160,9 @@ def run_bench(
     earlier: list[dict[str, Any]] = []
     if resume and json_path.exists():
         previous = json.loads(json_path.read_text())
-        done = {p["path"]: p for p in previous.get("problems", [])}
+        # An out-of-memory verdict says more about the neighbours sharing the GPU than about the
+        # problem: those run again.
+        done = {p["path"]: p for p in previous.get("problems", []) if p.get("status") != "oom"}
         prev_meta = dict(previous.get("meta", {}))
         earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
         # Entries from before carry the run that measured them (its date and commit).
@@ -243,6 +245,24 @@ def run_bench(
                 on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
             deadline_s = None
         time.sleep(0.5)
+    # Problems that ran out of GPU memory beside other workers get the GPU to themselves.
+    if jobs > 1:
+        for f, cand, note, _ in pending:
+            entry = results.get(str(f))
+            if entry is None or entry.get("status") != "oom" or past_deadline():
+                continue
+            on_event(f"{f.name}: out of memory beside other workers; running it again alone")
+            fut = pool.submit(find_task(f), cand, out / "runs" / f"{f.stem}-alone")
+            try:
+                v = fut.result()
+            except Exception as e:  # noqa: BLE001
+                on_event(f"{f.name}: verifier error on the re-run: {e}")
+                continue
+            with lock:
+                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "ran_alone": True}
+            e = results[str(f)]
+            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
+            save()
     pool.shutdown()
     report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"
     save()

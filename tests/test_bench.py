@@ -109,8 +109,34 @@ def test_bench_runs_end_to_end_on_cpu(tmp_path, monkeypatch):
     assert first["eager_ms"] is None and not first["solved"]
     assert report["summary"]["problems"] == 2
     assert (out / "bench.md").read_text().count("| 1_Pointwise.py |") == 1
-    if first["candidate"]:
+    from stitchcuda import runtime
+
+    assert first["candidate"], first["message"]
+    if runtime.find_nvcc():
         assert first["status"] == "unverified" and first["build_s"] is not None
+    else:
+        assert first["status"] == "build-failed"
+
+
+HUNGRY = PROBLEM.replace("return torch.sigmoid(x) * 2.0 + 1.0", "raise MemoryError('out of memory (pretend the GPU is full)')")
+
+
+def test_out_of_memory_problems_run_again_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM)
+    (level / "2_Hungry.py").write_text(HUNGRY)
+    events: list[str] = []
+    report = bench.run_bench([str(level)], tmp_path / "out", jobs=2, on_event=events.append)
+    hungry = report["problems"][1]
+    assert hungry["status"] == "oom" and hungry["ran_alone"]
+    assert any("running it again alone" in e for e in events)
+    assert "ran_alone" not in report["problems"][0]
+    # --resume treats an out-of-memory verdict as not done.
+    again = bench.run_bench([str(level)], tmp_path / "out", jobs=1, resume=True, on_event=events.append)
+    assert again["problems"][1]["run"] == {"date": again["meta"]["date"], "commit": again["meta"]["commit"]}
+    assert again["problems"][0]["run"]["date"] == report["meta"]["date"]
 
 
 @pytest.mark.gpu

@@ -518,3 +518,18 @@ def test_model_new_matches_reference_on_gpu(tmp_path, module, inputs, tol, monke
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@requires_nvcc
+def test_scalar_forward_arguments_are_checked_not_ignored(tmp_path):
+    class Scale(nn.Module):
+        def forward(self, a, s: float):
+            return a * s
+
+    a = torch.randn(4, 5)
+    cand = coder_builtin.build_candidate(plan_of(Scale(), [a, 3.14]), Scale, title="t", host=True)
+    mod = import_file(cand.write(tmp_path), name=f"_cand_{next(_ids)}")
+    new = mod.ModelNew()
+    torch.testing.assert_close(new(a, 3.14), a * 3.14)
+    with pytest.raises(ValueError, match="s=3.14"):
+        new(a, 2.0)
