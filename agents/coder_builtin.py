@@ -29,24 +29,28 @@ PY_FILE = "model_new.py"
 def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidate | None:
     """Candidate for a plan the built-in coder covers entirely, else None.
 
-    The coder is deterministic: `feedback` is accepted for the loop's interface and ignored, so a
-    second round yields the same files (which the loop recognises and stops on)."""
-    del feedback
+    The coder is deterministic. Feedback changes one thing: after a candidate failed the comparison,
+    the next one runs matmul and convolution in full fp32 instead of on TF32 tensor cores (slower,
+    but as exact as the reference). Otherwise a second round yields the same files, which the loop
+    recognises and stops on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
     from stitchcuda.task import load_task_module
 
     _, cls = load_task_module(task)
-    return build_candidate(plan, cls, title=task.name)
+    precise = feedback is not None and feedback.status == "incorrect"
+    return build_candidate(plan, cls, title=task.name, precise=precise)
 
 
-def build_candidate(plan: Plan, cls: type, *, title: str = "", host: bool = False) -> Candidate:
+def build_candidate(
+    plan: Plan, cls: type, *, title: str = "", host: bool = False, precise: bool = False
+) -> Candidate:
     """The files for a supported plan. `cls` (the reference class) lends its signatures only.
 
     host=True targets the CPU: the .cu also gets `<kernel>_host` entry points that run the same
     chunk code serially, and ModelNew calls those on CPU tensors. Tests use it to run the whole
     candidate against PyTorch on a machine without a GPU."""
-    steps = make_steps(plan)
+    steps = make_steps(plan, precise=precise)
     if host:
         lacking = [s.name for s in steps if isinstance(s, kernels.Kernel) and not s.host]
         if lacking:
@@ -59,10 +63,12 @@ def build_candidate(plan: Plan, cls: type, *, title: str = "", host: bool = Fals
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]
     name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
+    if precise and any("no TF32" in describe(s) for s in steps):
+        name += "-fp32"
     return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes)
 
 
-def make_steps(plan: Plan) -> list[Step]:
+def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
     live = {n for g in plan.groups for n in g.outputs}
@@ -71,7 +77,9 @@ def make_steps(plan: Plan) -> list[Step]:
             steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}"))
         else:
             roots = group.detail.get("roots", {})
-            steps.append(kernels.emit(plan.graph, group.nodes[0], f"stitch_k{k}", roots=roots, live=live))
+            steps.append(
+                kernels.emit(plan.graph, group.nodes[0], f"stitch_k{k}", roots=roots, live=live, precise=precise)
+            )
     return steps
 
 

@@ -180,6 +180,7 @@ struct sc_conv_spec {
   int pad[3], stride[3], dil[3];
   int64_t channels, spatial;  // of the output, for the bias
   int bias_vec;      // elements per bias-kernel access (spatial is a multiple of it)
+  int precise;       // fp32 without TF32 (CUDNN_FMA_MATH), asked for after a TF32 mismatch
 };
 
 struct sc_conv_plan {
@@ -259,7 +260,8 @@ static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samp
   SC_CUDNN(cudnnSetConvolutionNdDescriptor(p.conv, sp, s.pad, s.stride, s.dil, CUDNN_CROSS_CORRELATION,
                                            CUDNN_DATA_FLOAT));
   SC_CUDNN(cudnnSetConvolutionGroupCount(p.conv, s.groups));
-  SC_CUDNN(cudnnSetConvolutionMathType(p.conv, s.dtype == CUDNN_DATA_FLOAT ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH));
+  SC_CUDNN(cudnnSetConvolutionMathType(
+      p.conv, s.dtype == CUDNN_DATA_FLOAT ? (s.precise ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH) : CUDNN_TENSOR_OP_MATH));
   return 0;
 }
 
@@ -269,7 +271,17 @@ static int sc_conv_algos(const sc_conv_spec& s) {
 
 // Tensor cores are fine (TF32 for fp32, as PyTorch allows for convolutions); converting data
 // down to fp16 is not.
-static bool sc_conv_math_ok(cudnnMathType_t m) { return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
+static bool sc_conv_math_ok(const sc_conv_spec& s, cudnnMathType_t m) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  return !(s.precise && s.dtype == CUDNN_DATA_FLOAT) || m == CUDNN_FMA_MATH;
+}
+
+// FFT algorithms run cuFFT work on cuDNN's own streams: the Verifier cannot tell that work from
+// work hidden from the timing, so they are never chosen (they rarely win on these shapes anyway).
+static bool sc_conv_fft(const sc_conv_spec& s, int algo) {
+  return s.transposed ? (algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING)
+                      : (algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING);
+}
 
 static int sc_conv_workspace(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_plan& p, int algo, size_t* bytes) {
   cudnnStatus_t st = s.transposed
@@ -292,7 +304,7 @@ static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& 
     SC_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.x, x, p.conv, p.y, y, count, &found, perf, ws,
                                                          ws_bytes));
     for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(perf[i].mathType) &&
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) && !sc_conv_fft(s, perf[i].algo) &&
           (best < 0 || perf[i].time < best_ms))
         best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
   } else {
@@ -300,7 +312,7 @@ static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& 
     SC_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, count, &found, perf, ws,
                                                     ws_bytes));
     for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(perf[i].mathType) &&
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) && !sc_conv_fft(s, perf[i].algo) &&
           (best < 0 || perf[i].time < best_ms))
         best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
   }
@@ -468,6 +480,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
             f"{p.y[1]}ll",
             f"{spatial}ll",
             str(vec if spatial % vec == 0 else 1),
+            str(int(ctx.precise)),
         ]
     )
     family = _FAMILY.replace("@THREADS@", str(THREADS))
@@ -491,7 +504,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=family + "\n" + launcher,
-        ops=[note + (" +bias" if b else "")],
+        ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
 

@@ -198,9 +198,14 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     if tuple(out.shape) != want:
         raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
-    return _render(
+    kernel = _render(
         ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out
     )
+    if ctx.precise and out.dtype == "float32":
+        # Same calls with the full-fp32 compute type: PyTorch's own default for fp32 matmul.
+        kernel.source = kernel.source.replace("CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F")
+        kernel.ops = [f"{kernel.ops[0]} (fp32, no TF32)", *kernel.ops[1:]]
+    return kernel
 
 
 def _render(

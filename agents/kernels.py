@@ -80,6 +80,9 @@ class EmitContext:
     args: dict[str, Any]  # node["args"] with every tensor reference replaced by an Operand
     outputs: list[OutSpec | None]  # per result index; None where the graph never reads that result
     name: str  # prefix for every C identifier of this kernel (unique in the .cu)
+    # Full fp32 arithmetic where a library would otherwise use TF32 tensor cores: the Coder asks for
+    # it after a candidate failed the comparison with TF32.
+    precise: bool = False
 
 
 @dataclass
@@ -146,6 +149,7 @@ def context(
     kernel_name: str,
     roots: dict[str, str] | None = None,
     live: set[str] | None = None,
+    precise: bool = False,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written)."""
@@ -170,7 +174,7 @@ def context(
                 outs[i] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
-    return EmitContext(node=node, args=args, outputs=outs, name=kernel_name)
+    return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise)
 
 
 def emit(
@@ -179,6 +183,7 @@ def emit(
     kernel_name: str,
     roots: dict[str, str] | None = None,
     live: set[str] | None = None,
+    precise: bool = False,
 ) -> Kernel:
     """The kernel for node `name`, or NotSupported with the reason."""
     node = by_name(graph)[name]
@@ -188,7 +193,7 @@ def emit(
     for key in ("dtype",):
         if node.get(key) is not None and node[key] not in C_TYPES:
             raise NotSupported(f"{node.get('target')}: dtype {node[key]} is not supported yet")
-    return fn(context(graph, name, kernel_name, roots, live))
+    return fn(context(graph, name, kernel_name, roots, live, precise))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -120,8 +120,8 @@ def optimize(
 
 
 def _refine(code, task: Task, plan: Plan, attempts: list[tuple[Candidate, Verdict]]) -> Candidate | None:
-    # The built-in coder is deterministic: with the same plan it writes the same code, which the
-    # loop's duplicate check stops. Coders that read feedback take it through `feedback=`.
+    # Coders read the last verdict through `feedback=` (the built-in one drops TF32 after a wrong
+    # result); a coder with nothing new to try writes the same files, which the duplicate check stops.
     try:
         return code(task, plan, feedback=attempts[-1][1])
     except TypeError:

@@ -201,6 +201,45 @@ def run_bench(
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s
 
+    def launch(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
+        work = out / "runs" / (f.stem if attempt == 1 else f"{f.stem}-r{attempt}")
+        fut = pool.submit(task, cand, work)
+
+        def finished(fut: Future[Verdict]) -> None:
+            if fut.cancelled():
+                return  # not run: --resume picks it up
+            try:
+                v = fut.result()
+            except Exception as e:  # noqa: BLE001
+                results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
+                save()
+                return
+            # A wrong result gets one more round with the Verifier's verdict as feedback (the
+            # built-in coder then drops TF32), as `optimize` would do.
+            retry = None
+            if v.status == "incorrect" and plan is not None and attempt == 1 and not past_deadline():
+                try:
+                    retry = code(task, plan, feedback=v)
+                except Exception:  # noqa: BLE001 - no second round; the first verdict stands
+                    retry = None
+                if retry is not None and cand is not None and retry.files == cand.files:
+                    retry = None
+            with lock:
+                report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
+                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}
+            e = results[str(f)]
+            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
+                     + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")
+                     + (f"  ({e['message'][:120]})" if not e["solved"] and e["message"] else "")
+                     + (f"; trying {retry.name}" if retry is not None else ""))
+            save()
+            if retry is not None:
+                launch(f, task, plan, retry, note, attempt + 1)
+
+        fut.add_done_callback(finished)
+        with lock:
+            pending.append((f, cand, note, fut))
+
     for f in files:
         if str(f) in results:
             continue
@@ -216,38 +255,25 @@ def run_bench(
             continue
         except Exception as e:  # noqa: BLE001 - a planner/coder bug on one problem must not end the bench
             task, cand, note = find_task(f), None, f"planner/coder error: {type(e).__name__}: {e}"
-        work = out / "runs" / f.stem
-        fut = pool.submit(task, cand, work)
+        launch(f, task, plan if cand is not None else None, cand, note, 1)
 
-        def finished(fut: Future[Verdict], f=f, cand=cand, note=note) -> None:
-            if fut.cancelled():
-                return  # not run: --resume picks it up
-            try:
-                v = fut.result()
-            except Exception as e:  # noqa: BLE001
-                results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
-            else:
-                with lock:
-                    report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
-                    results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run}
-                e = results[str(f)]
-                on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
-                         + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")
-                         + (f"  ({e['message'][:120]})" if not e["solved"] and e["message"] else ""))
-            save()
+    def busy() -> bool:
+        with lock:
+            return any(not p[3].done() for p in pending)
 
-        fut.add_done_callback(finished)
-        pending.append((f, cand, note, fut))
-    while any(not p[3].done() for p in pending):
+    while busy():
         if past_deadline():
-            left = [p for p in pending if p[3].cancel()]
+            with lock:
+                snapshot = list(pending)
+            left = [p for p in snapshot if p[3].cancel()]
             if left:
                 on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
             deadline_s = None
         time.sleep(0.5)
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves.
     if jobs > 1:
-        for f, cand, note, _ in pending:
+        last = {str(f): (f, cand, note) for f, cand, note, _ in pending}  # the latest attempt of each
+        for f, cand, note in last.values():
             entry = results.get(str(f))
             if entry is None or entry.get("status") != "oom" or past_deadline():
                 continue

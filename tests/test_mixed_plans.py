@@ -193,3 +193,49 @@ def test_conv_bias_moves_into_the_following_pointwise_kernel():
     ops = [nodes[n]["op"] for n in relu_group.nodes if not nodes[n].get("view")]
     assert ops == ["add", "relu"]
     assert "conv.bias" in relu_group.inputs
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        self.conv = nn.Conv1d(8, 4, 1)
+
+    def forward(self, x):
+        return self.conv(torch.relu(self.fc(x)).unsqueeze(-1))
+
+
+def test_feedback_after_a_wrong_result_drops_tf32(tmp_path):
+    from stitchcuda.types import Task, Verdict
+
+    src = tmp_path / "lin.py"
+    src.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(16, 8)\n"
+        "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+        "def get_inputs():\n    return [torch.randn(4, 16)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    task = Task(src)
+    p = planner.plan(task)
+    first = coder_builtin.code(task, p)
+    assert "CUBLAS_COMPUTE_32F_FAST_TF32" in first.files["fused_kernels.cu"]
+    same = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="hacked"))
+    assert same.files == first.files
+    second = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="incorrect"))
+    assert second.name.endswith("-fp32")
+    assert "FAST_TF32" not in second.files["fused_kernels.cu"]
+    assert "CUBLAS_COMPUTE_32F" in second.files["fused_kernels.cu"]
+
+
+def test_precise_convolution_asks_cudnn_for_fma_math():
+    plan = plan_of(Linear(), [torch.randn(4, 16)])
+    assert plan.supported, plan.unsupported
+    tf32 = coder_builtin.build_candidate(plan, Linear, title="t")
+    exact = coder_builtin.build_candidate(plan, Linear, title="t", precise=True)
+    conv_spec = [ln for ln in exact.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln]
+    assert conv_spec and conv_spec[0].rstrip("};").rstrip().endswith("1")
+    assert [ln for ln in tf32.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln][0].rstrip(
+        "};"
+    ).rstrip().endswith("0")
