@@ -201,6 +201,7 @@ POINTWISE: dict[str, Op] = {
     "fmax": _t("fmaxf({self}, {other})", "self", "other"),
     "fmin": _t("fminf({self}, {other})", "self", "other"),
     "atan2": _t("atan2f({self}, {other})", "self", "other"),
+    "xlogy": _t("sc_xlogy({self}, {other})", "self", "other"),
     "hypot": _t("hypotf({self}, {other})", "self", "other"),
     "copysign": _t("copysignf({self}, {other})", "self", "other"),
     # transcendental
@@ -563,6 +564,10 @@ SC_INLINE float sc_sign(float x) { return (float)((0.0f < x) - (x < 0.0f)); }
 SC_INLINE float sc_bool(float x) { return x != 0.0f ? 1.0f : 0.0f; }
 SC_INLINE float sc_round_half(float x) { return __half2float(__float2half_rn(x)); }
 SC_INLINE float sc_round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+SC_INLINE float sc_xlogy(float x, float y) {  // as at::xlogy: NaN y wins, then x == 0 gives 0
+  if (y != y) return y;
+  return x == 0.0f ? 0.0f : x * logf(y);
+}
 SC_INLINE float sc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 SC_INLINE float sc_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752f)); }
 SC_INLINE float sc_gelu_tanh(float x) {

@@ -127,6 +127,7 @@ OPS = {
     "fmax": lambda x, y: torch.fmax(x, y),
     "fmin": lambda x, y: torch.fmin(x, y),
     "atan2": lambda x, y: torch.atan2(x, y),
+    "xlogy": lambda x, y: torch.xlogy(torch.relu(x), y.abs()),
     "hypot": lambda x, y: torch.hypot(x, y),
     "exp": lambda x, y: x.exp(),
     "exp2": lambda x, y: torch.exp2(x),
@@ -447,12 +448,12 @@ def test_model_new_keeps_the_reference_signatures_and_state(tmp_path, monkeypatc
 
 
 def test_code_returns_none_for_unsupported_plans(tmp_path):
-    src = tmp_path / "conv.py"
+    src = tmp_path / "sort.py"
     src.write_text(
         "import torch\nimport torch.nn as nn\n"
         "class Model(nn.Module):\n"
-        "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n"
-        "    def forward(self, x):\n        return torch.relu(self.conv(x))\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return torch.relu(torch.sort(x, dim=-1).values)\n"
         "def get_inputs():\n    return [torch.randn(1, 3, 8, 8)]\n"
         "def get_init_inputs():\n    return []\n"
     )
