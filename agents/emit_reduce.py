@@ -428,6 +428,10 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
 // Inclusive scans (cumsum, cumprod) in fp32.
 template <bool PROD> SC_INLINE float sc_scan_op(float a, float b) { return PROD ? a * b : a + b; }
 
+// A product rounded to the result's type, as ATen's cumprod multiplies in scalar_t: where the
+// running product leaves fp16's range matters, since 0 and inf stick.
+template <class TO> SC_INLINE float sc_scan_round(float v) { return sc_to_f(sc_from_f<TO>(v)); }
+
 template <class Ix, bool PROD, int64_t INNER, class T, class TO>
 SC_INLINE void sc_scan_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
   const T* row = x + Ix::base(o);
@@ -435,6 +439,7 @@ SC_INLINE void sc_scan_col(const T* __restrict__ x, TO* __restrict__ y, int64_t 
   float acc = PROD ? 1.0f : 0.0f;
   for (int64_t r = 0; r < Ix::R; ++r) {
     acc = sc_scan_op<PROD>(acc, sc_to_f(row[Ix::off(r)]));
+    if (PROD) acc = sc_scan_round<TO>(acc);
     out[r * INNER] = sc_from_f<TO>(acc);
   }
 }
@@ -510,6 +515,83 @@ sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
         if (r0 + l < Ix::R) out[r0 + l] = sc_from_f<TO>(sc_scan_op<PROD>(start, v[l]));
     }
     carry = sc_scan_op<PROD>(carry, total);
+  }
+}
+
+// cumprod along rows, in exactly ATen's CUDA order (ScanUtils.cuh, scan_innermost_dim): chunks of C,
+// the running product multiplied into each chunk's first element, then a Sklansky scan of the chunk.
+// Products do not associate once they leave fp32's range: 0 and inf stick, 0 * inf is NaN, and a
+// product that meets the subnormals keeps its lost digits. A tile-wide scan whose partial products
+// (thousands of elements) reached inf while the running product had reached 0 gave NaN where torch's
+// partial products, of at most C / 2 elements, stay finite; so only torch's order gives torch's result.
+SC_INLINE int sc_sklansky_src(int k, int m) { return (k & ~((2 << m) - 1)) + (1 << m) - 1; }
+
+// C threads per row (C >= 32), one element each per chunk; U chunks are loaded before any is scanned,
+// so a warp keeps several loads in flight while the carry runs serially.
+template <class Ix, int C, int U, class T, class TO>
+__global__ void __launch_bounds__(C < SC_RED_BLOCK ? SC_RED_BLOCK : C)
+sc_cumprod_rows(const T* __restrict__ x, TO* __restrict__ y) {
+  constexpr int BS = C < SC_RED_BLOCK ? SC_RED_BLOCK : C;
+  static_assert(C % 32 == 0, "whole warps per row");
+  const int64_t g0 = (int64_t)blockIdx.x * (BS / C) + threadIdx.x / C;
+  const bool live = g0 < Ix::N;
+  const int64_t g = live ? g0 : Ix::N - 1;  // past the end: redo the last row, for the barriers
+  const int k = threadIdx.x % C, lane = threadIdx.x % 32, warp0 = (threadIdx.x - k) / 32;
+  const T* row = x + Ix::base(g);
+  TO* out = y + g * Ix::R;
+  __shared__ float last[BS / 32];
+  float carry = 1.0f;
+  for (int64_t t0 = 0; t0 < Ix::R; t0 += (int64_t)U * C) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = t0 + (int64_t)u * C + k;
+      v[u] = r < Ix::R ? sc_to_f(row[Ix::off(r)]) : 1.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float a = v[u];
+      if (k == 0) a = sc_scan_round<TO>(a * carry);
+#pragma unroll
+      for (int m = 0; m < 5; ++m) {
+        const float n = __shfl_sync(0xffffffffu, a, sc_sklansky_src(lane, m));
+        if (lane & (1 << m)) a = sc_scan_round<TO>(a * n);
+      }
+#pragma unroll
+      for (int m = 5; (1 << m) < C; ++m) {  // sources are the last lanes of other warps
+        if (lane == 31) last[threadIdx.x / 32] = a;
+        __syncthreads();
+        if (k & (1 << m)) a = sc_scan_round<TO>(a * last[warp0 + sc_sklansky_src(k, m) / 32]);
+        __syncthreads();
+      }
+      if constexpr (C == 32) {
+        carry = __shfl_sync(0xffffffffu, a, 31);
+      } else {
+        if (k == C - 1) last[warp0] = a;
+        __syncthreads();
+        carry = last[warp0];
+        __syncthreads();
+      }
+      const int64_t r = t0 + (int64_t)u * C + k;
+      if (live && r < Ix::R) out[r] = sc_from_f<TO>(a);
+    }
+  }
+}
+
+// The same arithmetic serially, for the host entry.
+template <class Ix, int C, class T, class TO>
+static void sc_cumprod_row_host(const T* x, TO* y, int64_t o) {
+  const T* row = x + Ix::base(o);
+  TO* out = y + o * Ix::R;
+  float buf[C], carry = 1.0f;
+  for (int64_t c0 = 0; c0 < Ix::R; c0 += C) {
+    for (int k = 0; k < C; ++k) buf[k] = c0 + k < Ix::R ? sc_to_f(row[Ix::off(c0 + k)]) : 1.0f;
+    buf[0] = sc_scan_round<TO>(buf[0] * carry);
+    for (int m = 0; (1 << m) < C; ++m)
+      for (int k = 0; k < C; ++k)
+        if (k & (1 << m)) buf[k] = sc_scan_round<TO>(buf[k] * buf[sc_sklansky_src(k, m)]);
+    for (int k = 0; k < C && c0 + k < Ix::R; ++k) out[c0 + k] = sc_from_f<TO>(buf[k]);
+    carry = buf[C - 1];
   }
 }
 #endif  // SC_REDUCE_H
@@ -951,6 +1033,16 @@ def _floats(src: Operand, out: OutSpec) -> None:
         raise NotSupported(f"result dtype {out.dtype} is not supported")
 
 
+def torch_scan_chunk(rows: int, size: int) -> int:
+    """The chunk (2 * num_threads_x) of ATen's CUDA scan along the innermost dim, for `rows` rows of
+    `size`: get_log_num_threads_x_inner_scan in its uint32 arithmetic, wrap-around included (many
+    short rows get the largest chunk)."""
+    lx = max(0, (size - 1).bit_length())
+    ly = max(0, (rows - 1).bit_length())
+    log_x = ((9 + lx - ly) % 2**32) // 2
+    return 2 << min(max(4, log_x), 9)
+
+
 def _scan(ctx: EmitContext, prod: bool) -> Kernel:
     src, out, lay, inner = _along(ctx)
     _dtype_ok(src, out, ctx.args.get("dtype"))
@@ -958,6 +1050,14 @@ def _scan(ctx: EmitContext, prod: bool) -> Kernel:
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     host = f"sc_scan_col<{name}_ix, {flag}, {inner}LL>(x, y, o)"
+    if prod and inner == 1:
+        # A row within one chunk gets the same products from any chunk that holds it.
+        c = min(torch_scan_chunk(lay.n, lay.r), max(32, 1 << (lay.r - 1).bit_length()))
+        u = max(1, 256 // c)
+        grid = f"<<<{-(-lay.n // (max(c, BLOCK) // c))}, {max(c, BLOCK)}, 0, stream>>>(x, y);"
+        launch = f"  sc_cumprod_rows<{name}_ix, {c}, {u}>{grid}"
+        host = f"sc_cumprod_row_host<{name}_ix, {c}>(x, y, o)"
+        return _along_kernel(ctx, src, out, lay, launch, host, note + f", rows in torch's chunks of {c}")
     if not rows:
         blocks = -(-lay.n // BLOCK)
         launch = f"  sc_scan_cols<{name}_ix, {flag}, {inner}LL><<<{blocks}, {BLOCK}, 0, stream>>>(x, y);"

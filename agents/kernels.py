@@ -112,7 +112,7 @@ def emitters() -> dict[str, Emitter]:
     return table
 
 
-FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout")
+FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout", "emit_loss")
 
 
 def _families() -> list[Any]:
