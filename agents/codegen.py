@@ -358,8 +358,8 @@ class _Index:
 
 
 class _Lowering:
-    def __init__(self, graph: Sequence[Node], group: FusionGroup):
-        self.nodes = by_name(graph)
+    def __init__(self, graph: Sequence[Node], group: FusionGroup, nodes: dict[str, Node] | None = None):
+        self.nodes = nodes if nodes is not None else by_name(graph)
         self.inside = set(group.nodes)
         self.lines: list[str] = []
         self.values: dict[tuple[str, str], str] = {}
@@ -502,13 +502,15 @@ def _index_expr(var: str, shape: Sequence[int], strides: Sequence[int], offset: 
     return " + ".join(terms)
 
 
-def lower(graph: Sequence[Node], group: FusionGroup, name: str) -> PointwiseKernel:
+def lower(
+    graph: Sequence[Node], group: FusionGroup, name: str, *, nodes: dict[str, Node] | None = None
+) -> PointwiseKernel:
     """Walk a pointwise group from its outputs to its inputs: the kernel's statements and arguments."""
-    nodes = by_name(graph)
+    nodes = nodes if nodes is not None else by_name(graph)
     if not group.outputs:
         raise NotFusable("the group has no outputs")
     shape = tuple(nodes[group.outputs[0]]["shape"])
-    w = _Lowering(graph, group)
+    w = _Lowering(graph, group, nodes)
     stores: list[tuple[KernelArg, str]] = []
     for out in group.outputs:
         node = nodes[out]

@@ -72,14 +72,22 @@ def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
     live = {n for g in plan.groups for n in g.outputs}
+    nodes = by_name(plan.graph)
+    getitems: dict[str, list[Node]] = {}
+    for n in plan.graph:
+        if n["op"] == "getitem" and ref_name(n["args"].get("self")) is not None:
+            getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
     for k, group in enumerate(plan.groups):
         if group.kind == "pointwise":
-            steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}"))
+            steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}", nodes=nodes))
         else:
             roots = group.detail.get("roots", {})
             steps.append(
-                kernels.emit(plan.graph, group.nodes[0], f"stitch_k{k}", roots=roots, live=live, precise=precise)
-            )
+                kernels.emit(
+                    plan.graph, group.nodes[0], f"stitch_k{k}",
+                    roots=roots, live=live, precise=precise, getitems=getitems, nodes=nodes,
+                )
+            )  # fmt: skip
     return steps
 
 

@@ -407,11 +407,22 @@ def _call_node(fx_node: torch.fx.Node, name: str, rename: dict[str, str]) -> Nod
     return node
 
 
+# Ops returning several views of their input: each getitem of one is a view of that input.
+_MULTI_VIEW = {"split", "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "unbind", "chunk"}
+
+
 def _mark_views(nodes: list[Node]) -> None:
     """`_unsafe_view` is a reshape that the schema does not mark as aliasing: it is one (and so
-    free) when its input is contiguous; then its strides relative to that input are the plain ones."""
+    free) when its input is contiguous; then its strides relative to that input are the plain ones.
+    A getitem of split/unbind/chunk is a view of the op's input, with the strides it was traced with."""
     named = by_name(nodes)
     for node in nodes:
+        if node.get("op") == "getitem" and node.get("shape") is not None:
+            src = named.get(ref_name(node["args"].get("self")) or "")
+            if src is not None and src.get("op") in _MULTI_VIEW and ref_name(src["args"].get("self")) is not None:
+                node["args"] = {"self": src["args"]["self"], "index": node["args"].get("index")}
+                node["view"] = True
+            continue
         if node.get("op") != "_unsafe_view":
             continue
         src = named.get(ref_name(node["args"].get("self")) or "")

@@ -150,10 +150,12 @@ def context(
     roots: dict[str, str] | None = None,
     live: set[str] | None = None,
     precise: bool = False,
+    getitems: dict[str, list[Node]] | None = None,
+    nodes: dict[str, Node] | None = None,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written)."""
-    nodes = by_name(graph)
+    nodes = nodes if nodes is not None else by_name(graph)
     node = nodes[name]
 
     def convert(value: Any) -> Any:
@@ -167,7 +169,8 @@ def context(
     args = {k: convert(v) for k, v in node.get("args", {}).items()}
     if node.get("outputs") is not None:
         outs: list[OutSpec | None] = [None] * len(node["outputs"])
-        for other in graph:
+        readers = getitems[name] if getitems is not None else graph
+        for other in readers:
             used = live is None or other["name"] in live
             if other["op"] == "getitem" and ref_name(other["args"].get("self")) == name and used:
                 i = other["args"]["index"]
@@ -184,16 +187,19 @@ def emit(
     roots: dict[str, str] | None = None,
     live: set[str] | None = None,
     precise: bool = False,
+    getitems: dict[str, list[Node]] | None = None,
+    nodes: dict[str, Node] | None = None,
 ) -> Kernel:
     """The kernel for node `name`, or NotSupported with the reason."""
-    node = by_name(graph)[name]
+    nodes = nodes if nodes is not None else by_name(graph)
+    node = nodes[name]
     fn = emitters().get(node["op"])
     if fn is None:
         raise NotSupported(f"{node.get('target') or node['op']}: not supported by the built-in coder yet")
     for key in ("dtype",):
         if node.get(key) is not None and node[key] not in C_TYPES:
             raise NotSupported(f"{node.get('target')}: dtype {node[key]} is not supported yet")
-    return fn(context(graph, name, kernel_name, roots, live, precise))
+    return fn(context(graph, name, kernel_name, roots, live, precise, getitems, nodes))
 
 
 # ---------------------------------------------------------------------------------------------

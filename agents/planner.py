@@ -65,6 +65,10 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
 
     table = kernels.emitters()
     kinds = {n["name"]: _kind(n, nodes, table) for n in graph}
+    getitems: dict[str, list[Node]] = {}  # multi-result node -> the getitems that pick its results
+    for n in graph:
+        if n["op"] == "getitem" and ref_name(n["args"].get("self")) is not None:
+            getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
     live = _live(graph, output)
     reasons: dict[str, int] = {}
 
@@ -80,12 +84,11 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
         if kinds[name] != "kernel":
             continue
         try:
-            kernel, roots = _emit_with_copies(graph, nodes, kinds, name, live_set)
+            kernel, roots = _emit_with_copies(graph, nodes, getitems, name, live_set)
         except kernels.NotSupported as e:
             kinds[name] = "other"
-            for other in graph:
-                if other["op"] == "getitem" and ref_name(other["args"].get("self")) == name:
-                    kinds[other["name"]] = "other"
+            for other in getitems.get(name, []):
+                kinds[other["name"]] = "other"
             refused[name] = str(e)
             continue
         kernel_plans[name] = (kernel, roots)
@@ -141,11 +144,12 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
         if node["name"] in materialise:
             groups.setdefault((stage[node["name"]], tuple(node["shape"])), []).append(node["name"])
     ordered: list[tuple[int, int, FusionGroup]] = []
+    order = {n["name"]: i for i, n in enumerate(graph)}
     for k, ((st, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
-        members = _closure(graph, nodes, kinds, outs)
+        members = _closure(order, nodes, kinds, outs)
         group = FusionGroup(kind="pointwise", nodes=members, inputs=[], outputs=outs)
         try:
-            kernel = codegen.lower(graph, group, f"group{k}")
+            kernel = codegen.lower(graph, group, f"group{k}", nodes=nodes)
         except codegen.NotFusable as e:
             unsupported(f"pointwise group {k}: {e}")
             continue
@@ -168,7 +172,7 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     if not result.groups and not result.unsupported:
         result.unsupported.append("forward computes nothing: it only returns inputs, views or constants")
     counted = ("pointwise", "other", "kernel", "copy")
-    dead = [n["name"] for n in graph if kinds[n["name"]] in counted and n["name"] not in live]
+    dead = [n["name"] for n in graph if kinds[n["name"]] in counted and n["name"] not in live_set]
     ops = sum(1 for n in live if kinds[n] in counted)
     n_pw = sum(1 for g in result.groups if g.kind == "pointwise")
     result.notes.append(
@@ -264,17 +268,17 @@ def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter])
 
 
 def _emit_with_copies(
-    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str], name: str, live: set[str]
+    graph: list[Node], nodes: dict[str, Node], getitems: dict[str, list[Node]], name: str, live: set[str]
 ) -> tuple[kernels.Kernel, dict[str, str]]:
     """The kernel for `name`; when the emitter refuses, retry once with every view operand (and
     every operand whose traced layout is not contiguous) replaced by a contiguous copy."""
     node = nodes[name]
-    for out in [name] + [o["name"] for o in graph if o["op"] == "getitem" and ref_name(o["args"].get("self")) == name]:
+    for out in [name] + [o["name"] for o in getitems.get(name, [])]:
         meta = nodes[out]
         if meta.get("shape") is not None and not is_contiguous(meta):
             raise kernels.NotSupported(f"{node.get('target')}: its result {out} is traced with a non-contiguous layout")
     try:
-        return kernels.emit(graph, name, f"k_{name}", live=live), {}
+        return kernels.emit(graph, name, f"k_{name}", live=live, getitems=getitems, nodes=nodes), {}
     except kernels.NotSupported as first:
         views = [
             src
@@ -289,7 +293,9 @@ def _emit_with_copies(
             roots[src] = copy["name"]
         nodes.update(by_name(graph))
         try:
-            return kernels.emit(graph, name, f"k_{name}", roots=roots, live=live), roots
+            return kernels.emit(
+                graph, name, f"k_{name}", roots=roots, live=live, getitems=getitems, nodes=nodes
+            ), roots
         except kernels.NotSupported:
             raise first from None
 
@@ -360,7 +366,9 @@ def _stages(graph: Sequence[Node], kinds: dict[str, str]) -> dict[str, int]:
     return stage
 
 
-def _closure(graph: Sequence[Node], nodes: dict[str, Node], kinds: dict[str, str], outs: list[str]) -> list[str]:
+def _closure(
+    order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str], outs: list[str]
+) -> list[str]:
     """Pointwise ops and views that the outputs are computed from, up to inputs and other ops."""
     seen: set[str] = set()
     todo = list(outs)
@@ -370,4 +378,5 @@ def _closure(graph: Sequence[Node], nodes: dict[str, Node], kinds: dict[str, str
             continue
         seen.add(name)
         todo += node_inputs(nodes[name])
-    return [n["name"] for n in graph if n["name"] in seen]
+    return sorted(seen, key=order.__getitem__)
+

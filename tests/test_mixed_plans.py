@@ -239,3 +239,26 @@ def test_precise_convolution_asks_cudnn_for_fma_math():
     assert [ln for ln in tf32.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln][0].rstrip(
         "};"
     ).rstrip().endswith("0")
+
+
+class Splits(nn.Module):
+    def forward(self, x):
+        a, b, c = x.split([2, 3, 1], dim=1)
+        p, q = x.chunk(2, dim=0)
+        rows = x.unbind(2)
+        return torch.relu(a) + b[:, :2], torch.cat([c, c], 1) * 2, p - q, rows[0] * rows[3]
+
+
+def test_split_chunk_unbind_results_are_views():
+    p = plan_of(Splits(), [torch.randn(4, 6, 5)])
+    assert p.supported, p.unsupported
+    ops = {graph.by_name(p.graph)[n]["op"] for g in p.groups for n in g.nodes}
+    assert not ops & {"split_with_sizes", "split", "chunk", "unbind"}
+
+
+@requires_nvcc
+def test_split_candidate_matches_reference_on_cpu(tmp_path):
+    module, inputs = Splits(), [torch.randn(4, 6, 5)]
+    ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
+    for a, b in zip(ours, module(*inputs), strict=True):
+        torch.testing.assert_close(a, b)
