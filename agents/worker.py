@@ -172,7 +172,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.findings.append(Finding(code, v.message))
             return
         ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
-        if ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
+        if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
             cand.load_state_dict(ref_sd)
             v.notes.append("candidate weights loaded from the reference's state_dict")
         if device.type != "cuda" and req.get("needs_cuda"):
@@ -313,7 +313,8 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
     cand_streams, kernels = dyn.kernel_streams(lambda: cand(*clone_args(args)))
     extra = cand_streams - ref_streams
     if ref_streams and extra:
-        names = sorted({k for k, s in kernels if s in extra})[:3]
+        # Library kernel names run to hundreds of characters; the diagnostic needs only their start.
+        names = [k if len(k) <= 80 else k[:77] + "..." for k in sorted({k for k, s in kernels if s in extra})[:3]]
         v.hack_findings.append(
             Finding(
                 "side-stream",
