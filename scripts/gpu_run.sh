@@ -3,7 +3,8 @@
 #   bash scripts/gpu_run.sh [tests] [example] [bench:SECONDS:PATH[,PATH...]] [verify:REF:CAND] ...
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
-# KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there);
+# KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
+# wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
@@ -14,6 +15,11 @@ pkg=/tmp/stitchcuda-path/stitchcuda
 rm -rf /tmp/stitchcuda-path && mkdir -p "$pkg"
 for f in "$repo"/stitchcuda/*; do ln -s "$f" "$pkg/"; done
 for sub in agents profiling server; do ln -s "$repo/$sub" "$pkg/$sub"; done
+# Pure-Python wheels the machine lacks (einops for some KernelBench problems; pygls and friends
+# later) travel in .carry/wheels and are unpacked beside the package (no network there).
+if compgen -G ".carry/wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/stitchcuda-path .carry/wheels/*.whl 2>&1 | tail -3
+fi
 export PYTHONPATH=/tmp/stitchcuda-path${PYTHONPATH:+:$PYTHONPATH}
 export STITCHCUDA_CACHE=/tmp/stitchcuda-cache
 # Run from outside the checkout: `python -m` puts the working directory first on sys.path, where
