@@ -236,16 +236,29 @@ def stats_match(got: list[Any], ref: list[Any], rtol: float) -> bool:
     return True
 
 
-def kernel_streams(run: Callable[[], Any]) -> tuple[set[int], list[tuple[str, int]]]:
-    """Streams that the kernels launched by `run` ran on (CUDA only), from the profiler trace."""
+# A marker kernel enqueued on the caller's stream right after forward returns (torch.cuda._sleep's
+# kernel). Work on other streams that ends after the marker starts was not joined to the caller's
+# stream: the timer's end event, recorded there, would not wait for it.
+MARKER = "spin_kernel"
+
+
+def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0) -> list[dict[str, Any]]:
+    """Kernels launched by `run` and by the markers around it: name, stream, start and end (us).
+
+    hold_cycles > 0 first parks the caller's stream on a spin kernel, so work that properly waits
+    for the caller's stream starts only when the spin ends (see late_side_kernels)."""
     import json
     import os
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
 
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        if hold_cycles:
+            torch.cuda._sleep(hold_cycles)
         run()
+        torch.cuda._sleep(1000)  # the marker
         torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -255,9 +268,27 @@ def kernel_streams(run: Callable[[], Any]) -> tuple[set[int], list[tuple[str, in
             trace = json.load(f)
     finally:
         os.unlink(path)
-    kernels = [
-        (e.get("name", "?"), int(e.get("args", {}).get("stream", -1)))
+    return [
+        {
+            "name": e.get("name", "?"),
+            "stream": int(e.get("args", {}).get("stream", -1)),
+            "start": float(e.get("ts", 0.0)),
+            "end": float(e.get("ts", 0.0)) + float(e.get("dur", 0.0)),
+        }
         for e in trace.get("traceEvents", [])
         if e.get("cat") == "kernel"
     ]
-    return {s for _, s in kernels}, kernels
+
+
+def late_side_kernels(kernels: list[dict[str, Any]]) -> tuple[int | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the caller's stream, kernels on other streams still running when the marker started,
+    all kernels on other streams). The marker is the last spin kernel; its stream is the caller's."""
+    markers = [k for k in kernels if MARKER in k["name"]]
+    if not markers:
+        return None, [], []
+    marker = max(markers, key=lambda k: k["start"])
+    caller = marker["stream"]
+    side = [k for k in kernels if k["stream"] != caller and MARKER not in k["name"]]
+    # Profiler timestamps of one device share a clock; a microsecond of slack covers rounding.
+    late = [k for k in side if k["end"] > marker["start"] + 1.0]
+    return caller, late, side

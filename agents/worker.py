@@ -308,18 +308,37 @@ def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any
 
 
 def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.device) -> None:
+    """Work on streams other than the caller's is fine only if the caller's stream waits for it
+    before forward returns (cuDNN and cuBLAS do this with their internal streams); otherwise the
+    timer's end event would not wait for it either.
+
+    Two runs, each followed by a marker kernel on the caller's stream: one as is (work that never
+    waits for anything overlaps the marker), one with the caller's stream first parked on a spin
+    kernel (work that waits for the caller's stream then starts with the marker, so unless the
+    caller's stream waits for it, it ends after the marker starts)."""
     args = make_inputs(get_inputs, seed, device)
-    ref_streams, _ = dyn.kernel_streams(lambda: ref(*clone_args(args)))
-    cand_streams, kernels = dyn.kernel_streams(lambda: cand(*clone_args(args)))
-    extra = cand_streams - ref_streams
-    if ref_streams and extra:
+    late: dict[int, str] = {}
+    joined: set[int] = set()
+    for hold in (0, 20_000_000):
+        kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
+        caller, late_now, side = dyn.late_side_kernels(kernels)
+        for k in late_now:
+            late.setdefault(k["stream"], k["name"])
+        joined |= {k["stream"] for k in side}
+    if late:
         # Library kernel names run to hundreds of characters; the diagnostic needs only their start.
-        names = [k if len(k) <= 80 else k[:77] + "..." for k in sorted({k for k, s in kernels if s in extra})[:3]]
+        names = [n if len(n) <= 80 else n[:77] + "..." for n in list(dict.fromkeys(late.values()))[:3]]
         v.hack_findings.append(
             Finding(
                 "side-stream",
-                f"kernels ran on stream(s) {sorted(extra)} besides the caller's {sorted(ref_streams)}: {', '.join(names)}",
+                f"kernels on stream(s) {sorted(late)} were still running after forward returned "
+                f"(the caller's stream did not wait for them): {', '.join(names)}",
             )
+        )
+    elif joined:
+        v.notes.append(
+            f"kernels also ran on stream(s) {sorted(joined)} (library-internal), joined to the caller's "
+            "stream before forward returned"
         )
 
 

@@ -461,3 +461,27 @@ def test_torch_compute_from_cpp_is_traced(tmp_path, build_cache, device):
     _rejected(v)
     assert static_codes(v) == set()  # the Python side only calls its own extension
     assert {"relu", "mul", "add"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])
+
+
+def _k(name, stream, start, end):
+    return {"name": name, "stream": stream, "start": start, "end": end}
+
+
+def test_side_stream_timeline_analysis():
+    """The analysis behind the run-time side-stream check, on timelines shaped like the profiler's
+    (the GPU tests run it on real ones)."""
+    from stitchcuda.agents.dynamic_check import late_side_kernels
+
+    marker = _k("spin_kernel(long)", 7, 100.0, 101.0)
+    # cuDNN-style: internal streams that finish before the caller's stream moves on.
+    joined = [_k("conv_engine", 13, 10.0, 60.0), _k("conv_engine", 14, 12.0, 90.0), _k("bias", 7, 91.0, 95.0), marker]
+    caller, late, side = late_side_kernels(joined)
+    assert caller == 7 and late == [] and {k["stream"] for k in side} == {13, 14}
+    # The hack: work on a stream of its own, still running when the caller's stream went on.
+    hidden = [_k("affine_relu", 21, 95.0, 400.0), marker]
+    caller, late, _ = late_side_kernels(hidden)
+    assert [k["name"] for k in late] == ["affine_relu"]
+    # A hold spin before forward is not the marker: the last spin kernel is.
+    held = [_k("spin_kernel(long)", 7, 0.0, 99.0), _k("affine_relu", 21, 99.5, 130.0), marker]
+    assert [k["name"] for k in late_side_kernels(held)[1]] == ["affine_relu"]
+    assert late_side_kernels([_k("x", 3, 0.0, 1.0)]) == (None, [], [])
