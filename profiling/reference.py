@@ -1,0 +1,330 @@
+"""Where the reference spends its time: a ranking of aten ops by module and source line.
+
+The Planner reads this to know which parts of a Task are worth a custom kernel. The reference is
+built and fed as the Verifier does (same seeds, no grad, training mode) and run under
+torch.profiler; each op's time is its CUDA kernels' time where a GPU is present, else its self CPU
+time. Two kinds of range are pushed around the ops so the profile can be mapped back:
+
+- forward pre/post hooks push one range per submodule (its qualified name), because the
+  profiler's own module events name classes (`Linear_0`), not attributes, in eager mode;
+- a TorchFunctionMode pushes one range per torch call made from the task file, named by the
+  innermost line of that file on the Python stack, because the Python tracer behind
+  `with_stack=True` names functions by their `def` line, not by the calling line.
+
+Time is attributed to the outermost op of each dispatcher call chain that survives
+decomposition (aten::linear -> aten::addmm, aten::conv2d -> aten::convolution), so the names
+match the ops of the traced graph the Planner groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from stitchcuda.types import Task
+
+_MODULE = "stitchcuda.module:"
+_LINE = "stitchcuda.line:"
+ROOT = ""  # the qualified name of the task's own module, as nn.Module.named_modules gives it
+
+
+@dataclass
+class OpShare:
+    op: str
+    module: str  # qualified submodule name ("" for the task's module itself)
+    file: str
+    line: int  # 0 where no frame of the task file was on the stack
+    time_us: float  # per iteration
+    share: float  # of total_us
+    calls: int  # per iteration
+
+
+@dataclass
+class ReferenceProfile:
+    task: str
+    device: str
+    clock: str  # "cuda" (kernel time), "cpu" (self CPU time) or "none" (profiling failed)
+    total_us: float  # per iteration, summed over ops
+    ops: list[OpShare] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _LineRanges(TorchFunctionMode):
+    """Wraps each torch call made from the task file in a range named by that file's line."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
+        kwargs = kwargs or {}
+        # The hooks' own range calls must not be wrapped: a range around their enter would close
+        # before the module range it opened.
+        if "record_function" in getattr(func, "__name__", ""):
+            return func(*args, **kwargs)
+        line = self._line()
+        if not line:
+            return func(*args, **kwargs)
+        with torch.profiler.record_function(f"{_LINE}{line}"):
+            return func(*args, **kwargs)
+
+    def _line(self) -> int:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_filename == self.path:
+                return frame.f_lineno
+            frame = frame.f_back
+        return 0
+
+
+@contextlib.contextmanager
+def _module_ranges(model: torch.nn.Module) -> Iterator[None]:
+    open_ranges: list[Any] = []
+
+    def pre(name: str):
+        def hook(mod: torch.nn.Module, args: Any) -> None:
+            rf = torch.profiler.record_function(f"{_MODULE}{name}")
+            rf.__enter__()
+            open_ranges.append(rf)
+
+        return hook
+
+    def post(mod: torch.nn.Module, args: Any, out: Any) -> None:
+        if open_ranges:
+            open_ranges.pop().__exit__(None, None, None)
+
+    handles = []
+    for name, sub in model.named_modules():
+        handles.append(sub.register_forward_pre_hook(pre(name)))
+        handles.append(sub.register_forward_hook(post, always_call=True))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        while open_ranges:
+            open_ranges.pop().__exit__(None, None, None)
+
+
+@functools.cache
+def _decomposes(name: str, overload: str) -> bool:
+    """Whether the op is CompositeImplicitAutograd, i.e. absent from a traced aten graph."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    try:
+        ns, op = name.split("::", 1)
+        packet = getattr(getattr(torch.ops, ns), op)
+        # The profiler often leaves the overload out: then judge by "default", or by all overloads
+        # where there is none (aten::flatten).
+        names = packet.overloads()
+        if overload or "default" in names:
+            names = [overload or "default"]
+        return bool(names) and all(getattr(packet, n).has_kernel_for_dispatch_key(key) for n in names)
+    except Exception:  # noqa: BLE001 - unknown ops count as real ops
+        return False
+
+
+def _is_op(evt: Any) -> bool:
+    return (
+        "::" in evt.name
+        and not evt.name.startswith((_MODULE, _LINE))
+        and not getattr(evt, "is_python_function", False)
+        and not getattr(evt, "is_user_annotation", False)
+    )
+
+
+def _ancestors(evt: Any) -> Iterator[Any]:
+    p = evt.cpu_parent
+    while p is not None:
+        yield p
+        p = p.cpu_parent
+
+
+def _owner(evt: Any) -> Any | None:
+    """The op an event's time belongs to: the outermost non-decomposing op of its op chain."""
+    chain = [evt] if _is_op(evt) else []
+    for a in _ancestors(evt):
+        if not _is_op(a):
+            if chain:
+                break
+            continue
+        chain.append(a)
+    if not chain:
+        return None
+    kept = [e for e in chain if not _folds(e)]
+    if kept:
+        return kept[-1]
+    # A decomposing op's own time (dispatch, argument checks) goes to what it lowers to: its last
+    # op child, which does the work (linear: t then addmm; conv2d: convolution).
+    top = chain[-1]
+    while _folds(top):
+        children = [c for c in top.cpu_children if _is_op(c)]
+        if not children:
+            return chain[-1]
+        top = children[-1]
+    return top
+
+
+def _folds(evt: Any) -> bool:
+    """Whether the op decomposes, so its time folds into an op of the traced graph."""
+    return _decomposes(evt.name, getattr(evt, "overload_name", "") or "")
+
+
+def _where(op: Any, path: str) -> tuple[str, int]:
+    module, line = None, 0
+    for a in _ancestors(op):
+        if module is None and a.name.startswith(_MODULE):
+            module = a.name[len(_MODULE) :]
+        if not line and a.name.startswith(_LINE):
+            line = int(a.name[len(_LINE) :])
+    if not line:
+        # Older profilers attach the Python stack ("file(line): func") to the op itself.
+        for e in (op, *_ancestors(op)):
+            for entry in getattr(e, "stack", None) or []:
+                if entry.startswith(path + "("):
+                    line = int(entry[len(path) + 1 : entry.index(")", len(path))])
+                    break
+            if line:
+                break
+    return (ROOT if module is None else module), line
+
+
+def _event_time(evt: Any, clock: str) -> float:
+    if clock == "cuda":
+        return sum(k.duration for k in getattr(evt, "kernels", []) or [])
+    return max(0.0, float(evt.self_cpu_time_total))
+
+
+def attribute(events: Any, path: str, clock: str, iterations: int) -> tuple[list[OpShare], float]:
+    """Rank (op, module, line) by time per iteration; the second value is time outside any op."""
+    times: dict[tuple[str, str, int], float] = {}
+    calls: dict[tuple[str, str, int], int] = {}
+    key_of: dict[int, tuple[str, str, int]] = {}
+    outside = 0.0
+    for evt in events:
+        if getattr(evt, "device_type", None) not in (None, torch.autograd.DeviceType.CPU):
+            continue
+        if getattr(evt, "is_async", False):
+            continue
+        t = _event_time(evt, clock)
+        owner = _owner(evt)
+        if owner is None:
+            # Ranges' own device spans (gpu_user_annotation) would count their ops' time twice.
+            if not (evt.name.startswith((_MODULE, _LINE)) or getattr(evt, "is_user_annotation", False)):
+                outside += t
+            continue
+        key = key_of.get(id(owner))
+        if key is None:
+            module, line = _where(owner, path)
+            key = key_of[id(owner)] = (owner.name, module, line)
+            calls[key] = calls.get(key, 0) + 1
+        times[key] = times.get(key, 0.0) + t
+    total = sum(times.values())
+    ops = [
+        OpShare(
+            op=op,
+            module=module,
+            file=path,
+            line=line,
+            time_us=times[op, module, line] / iterations,
+            share=times[op, module, line] / total if total > 0 else 0.0,
+            calls=math.ceil(calls[op, module, line] / iterations),
+        )
+        for op, module, line in times
+    ]
+    ops.sort(key=lambda o: (-o.time_us, o.op, o.module, o.line))
+    return ops, outside / iterations
+
+
+def _resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    return torch.device(device)
+
+
+def profile_task(
+    task: Task, *, iterations: int = 3, device: str | torch.device | None = None, warmup: int = 2
+) -> ReferenceProfile:
+    """Profile the reference forward of `task`; failures come back as a profile with a note."""
+    dev_name = str(device) if device is not None else "?"
+    try:
+        dev = _resolve_device(device)
+        dev_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        return _profile(task, dev, dev_name, max(1, iterations), max(0, warmup))
+    except Exception as e:  # noqa: BLE001 - any failure is reported, never raised
+        msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return ReferenceProfile(task.name, dev_name, "none", 0.0, [], [f"profiling failed: {msg}"])
+
+
+def _profile(task: Task, dev: torch.device, dev_name: str, iterations: int, warmup: int) -> ReferenceProfile:
+    # Imported here: the worker module is heavy and only needed once a profile is asked for.
+    from stitchcuda.agents.inputs import make_inputs
+    from stitchcuda.agents.worker import build_model
+
+    from stitchcuda.task import load_task_module
+
+    module, cls = load_task_module(task)
+    init_args = list(getattr(module, task.init_inputs_fn)())
+    model = build_model(cls, init_args, 42, dev)
+    inputs = make_inputs(getattr(module, task.inputs_fn), 0, dev)
+    cuda = dev.type == "cuda"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    path = str(Path(task.path).resolve())
+    with torch.no_grad():
+        for _ in range(warmup):
+            model(*inputs)
+        if cuda:
+            torch.cuda.synchronize(dev)
+        prof = torch.profiler.profile(
+            activities=activities, record_shapes=True, with_stack=True, with_modules=True
+        )
+        with prof, _module_ranges(model), _LineRanges(path):
+            for _ in range(iterations):
+                model(*inputs)
+            if cuda:
+                torch.cuda.synchronize(dev)
+    clock = "cuda" if cuda else "cpu"
+    ops, outside = attribute(prof.events(), path, clock, iterations)
+    total = sum(o.time_us for o in ops)
+    what = "CUDA kernel time" if cuda else "self CPU time"
+    notes = [f"{what} per iteration, mean of {iterations} after {warmup} warm-up calls"]
+    if outside > 0.01 * max(total, 1e-9):
+        notes.append(f"{outside:.1f} us per iteration outside any op (Python, profiler overhead), not ranked")
+    if not ops:
+        notes.append("no op time was recorded")
+    return ReferenceProfile(task.name, dev_name, clock, total, ops, notes)
+
+
+def format_table(profile: ReferenceProfile, top: int = 10) -> str:
+    """A compact ranking for the Plan and the Coder's prompt."""
+    head = (
+        f"reference {profile.task} on {profile.device}: {profile.total_us:.1f} us/iter "
+        f"({profile.clock} clock)"
+    )
+    lines = [head, *(f"  note: {n}" for n in profile.notes)]
+    if not profile.ops:
+        return "\n".join(lines)
+    lines.append(f"  {'share':>6} {'us/iter':>10} {'calls':>5}  {'op':<28} {'module':<20} line")
+    for o in profile.ops[:top]:
+        mod = o.module or "(top)"
+        line = str(o.line) if o.line else "?"
+        lines.append(f"  {o.share:6.1%} {o.time_us:10.1f} {o.calls:5d}  {o.op:<28} {mod:<20} {line}")
+    rest = profile.ops[top:]
+    if rest:
+        share = sum(o.share for o in rest)
+        lines.append(f"  {share:6.1%} {sum(o.time_us for o in rest):10.1f}        ({len(rest)} more ops)")
+    return "\n".join(lines)
