@@ -1,0 +1,240 @@
+"""Nsight Compute for a candidate: the command, its CSV, and findings the Coder can act on.
+
+`command` profiles only the candidate's own kernels (a regex of the __global__ names in its .cu),
+with `--clock-control none` so clocks are the ones the timings ran at. `parse_csv` reads
+`ncu --csv --page raw` (one row per launch, a units row under the header) and also the details
+page layout (one row per metric); values come back in SI base units, the median over launches.
+`findings` turns each kernel's roofline classification into a `Finding` placed on its source line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import statistics
+import subprocess
+from collections.abc import Mapping, Sequence
+from glob import glob
+from pathlib import Path
+
+from stitchcuda.types import Finding
+
+from . import roofline
+from .source_map import SourceMap, base_name
+
+_NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
+# Columns of the raw page that describe the launch rather than measure it.
+_ID_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream"}
+_ID_COLUMNS |= {"Block Size", "Grid Size", "Device", "CC", "Section Name", "Function Name", "Demangled Name"}
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3}
+_TIME |= {"second": 1.0, "s": 1.0}
+# Severity by the share of the profiled time a perfect kernel would save.
+WARN_SHARE = 0.10
+
+
+def find_ncu() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for pattern in _NCU_PLACES:
+        hits = sorted(glob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def kernel_regex(names: Sequence[str]) -> str:
+    """`--kernel-name` value matching exactly these functions (NCU's default base is the bare name)."""
+    return "regex:^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")$"
+
+
+def command(
+    target: Sequence[str],
+    kernels: Sequence[str],
+    *,
+    launch_count: int = 0,
+    metrics: Sequence[str] = roofline.METRICS,
+    section_set: str | None = None,
+    report: Path | None = None,
+    ncu: str = "ncu",
+) -> list[str]:
+    """argv to profile `target` (e.g. [python, script.py]); CSV to stdout unless `report` is given.
+
+    launch_count 0 means every matching launch; pass repeats * len(kernels) to bound the run.
+    """
+    argv = [ncu, "--clock-control", "none", "--target-processes", "all"]
+    if kernels:
+        argv += ["--kernel-name-base", "function", "--kernel-name", kernel_regex(kernels)]
+    if launch_count:
+        argv += ["--launch-count", str(launch_count)]
+    if section_set:
+        argv += ["--set", section_set]
+    if metrics:
+        argv += ["--metrics", ",".join(metrics)]
+    if report is not None:
+        argv += ["--export", str(report), "--force-overwrite"]
+    else:
+        argv += ["--csv", "--page", "raw", "--print-units", "base"]
+    return argv + list(target)
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if not text or text in {"n/a", "N/A"}:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _scale(unit: str) -> float:
+    """Factor to SI base units: bytes, seconds, bytes/second, hertz; 1 for %, counts, unknowns."""
+    unit = unit.strip()
+    if "/" in unit:
+        num, den = unit.split("/", 1)
+        return _scale(num) / (_TIME.get(den.strip(), 1.0))
+    if unit in _TIME:
+        return _TIME[unit]
+    m = re.fullmatch(r"([KMGTP]?)(byte|hz|cycle|inst|warp|sector|request)", unit)
+    return _PREFIX[m.group(1)] if m else 1.0
+
+
+def _rows(text: str) -> list[list[str]]:
+    # ncu interleaves `==PROF==` lines and the program's own output with the CSV.
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    return list(csv.reader(io.StringIO("\n".join(lines))))
+
+
+def parse_csv(text: str) -> dict[str, dict[str, float]]:
+    """Kernel name (as NCU printed it) -> metric -> median over its launches, in SI base units.
+
+    Each dict also carries "launches". Non-numeric metrics (names, sizes as tuples) are dropped.
+    """
+    rows = _rows(text)
+    if not rows or "Kernel Name" not in rows[0]:
+        return {}
+    head = rows[0]
+    samples: dict[str, dict[str, list[float]]] = {}
+    launches: dict[str, set[str]] = {}
+    col = {name: i for i, name in enumerate(head)}
+    kname, kid = col["Kernel Name"], col.get("ID")
+
+    def add(kernel: str, launch: str, metric: str, value: float) -> None:
+        samples.setdefault(kernel, {}).setdefault(metric, []).append(value)
+        launches.setdefault(kernel, set()).add(launch)
+
+    if "Metric Name" in col:  # details page: one row per metric
+        mn, mu, mv = col["Metric Name"], col.get("Metric Unit"), col["Metric Value"]
+        for r in rows[1:]:
+            if len(r) != len(head) or not r[mn]:
+                continue
+            v = _number(r[mv])
+            if v is not None:
+                unit = r[mu] if mu is not None else ""
+                add(r[kname], r[kid] if kid is not None else "", r[mn], v * _scale(unit))
+    else:  # raw page: one row per launch, the first row under the header gives units
+        body = rows[1:]
+        units = [""] * len(head)
+        if body and not body[0][kname]:
+            units, body = body[0], body[1:]
+        for row, r in enumerate(body):
+            if len(r) != len(head):
+                continue
+            launch = r[kid] if kid is not None else str(row)
+            for i, name in enumerate(head):
+                if name in _ID_COLUMNS:
+                    continue
+                v = _number(r[i])
+                if v is not None:
+                    add(r[kname], launch, name, v * _scale(units[i]))
+    out: dict[str, dict[str, float]] = {}
+    for kernel, metrics in samples.items():
+        out[kernel] = {k: statistics.median(v) for k, v in metrics.items()}
+        out[kernel]["launches"] = float(len(launches[kernel]))
+    return out
+
+
+def run(
+    target: Sequence[str], kernels: Sequence[str], *, timeout_s: float = 600, **kw: object
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Profile `target`; (metrics by kernel, notes). No ncu, a failure or no rows -> ({}, why)."""
+    tool = find_ncu()
+    if tool is None:
+        return {}, ["ncu (Nsight Compute CLI) is not installed or not on PATH: no profile findings"]
+    argv = command(target, kernels, ncu=tool, **kw)  # type: ignore[arg-type]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {}, [f"ncu ran past {timeout_s:.0f} s"]
+    metrics = parse_csv(res.stdout)
+    if not metrics:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        return {}, [f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(tail)]
+    return metrics, []
+
+
+def _message(name: str, c: roofline.Classification, share: float) -> str:
+    head = {
+        "memory": f"memory-bound ({c.level} {c.memory_pct:.0f}% of peak)",
+        "compute": f"compute-bound ({c.level} {c.compute_pct:.0f}% of peak)",
+        "latency": f"latency-bound ({c.level}; memory {c.memory_pct:.0f}%, compute {c.compute_pct:.0f}%)",
+    }[c.bound]
+    ai = "n/a" if c.intensity is None else f"{c.intensity:.2f}"
+    return (
+        f"{name}: {head}, {c.time_s * 1e6:.1f} us, {c.bytes_per_s / 1e9:.0f} GB/s, "
+        f"{c.flops_per_s / 1e12:.2f} TFLOP/s, AI {ai} FLOP/B (ridge {c.ridge:.1f}); "
+        f"~{c.gain_s * 1e6:.1f} us ({share:.0%}) above roofline. {c.reasons[0] if c.reasons else ''}"
+    ).rstrip()
+
+
+def findings(
+    metrics_by_kernel: Mapping[str, Mapping[str, float]],
+    source_map: SourceMap | None = None,
+    peaks: roofline.Peaks = roofline.H100_MEASURED,
+) -> list[Finding]:
+    """One Finding per profiled kernel, largest estimated gain first."""
+    classes = {k: roofline.classify(m, peaks) for k, m in metrics_by_kernel.items()}
+    # A kernel launched n times costs n times its median; the share is of the whole profiled time.
+    counts = {k: metrics_by_kernel[k].get("launches", 1.0) or 1.0 for k in classes}
+    total = sum(c.time_s * counts[k] for k, c in classes.items()) or 1.0
+    out: list[Finding] = []
+    for kernel, c in classes.items():
+        gain = c.gain_s * counts[kernel]
+        share = gain / total
+        fn = source_map.lookup(kernel) if source_map is not None else None
+        data = c.as_dict() | {"launches": counts[kernel], "gain_total_s": gain, "gain_share": share}
+        if fn is not None:
+            r = fn.name_range
+            data["range"] = [r.start_line, r.start_col, r.end_line, r.end_col]
+        out.append(
+            Finding(
+                code=f"{c.bound}-bound",
+                message=_message(fn.name if fn else base_name(kernel), c, share),
+                severity="warning" if share >= WARN_SHARE else "info",
+                kernel=kernel,
+                line=fn.line if fn else None,
+                file=fn.file if fn else None,
+                data=data,
+            )
+        )
+    out.sort(key=lambda f: -f.data["gain_total_s"])
+    return out
+
+
+def feedback_text(found: Sequence[Finding], limit: int = 8) -> str:
+    """Profile findings for the Coder's next attempt, largest estimated gain first."""
+    if not found:
+        return "Profile: no kernel findings."
+    ordered = sorted(found, key=lambda f: -float(f.data.get("gain_total_s", 0.0)))
+    lines = ["Profile (Nsight Compute), kernels by estimated gain:"]
+    for k, f in enumerate(ordered[:limit], 1):
+        where = f" [{f.file}:{f.line}]" if f.file and f.line else ""
+        lines.append(f"{k}. {f.message}{where}")
+        lines.extend(f"   - {r}" for r in f.data.get("reasons", [])[1:])
+    if len(ordered) > limit:
+        lines.append(f"... and {len(ordered) - limit} more kernels with smaller gains")
+    return "\n".join(lines)
