@@ -128,6 +128,48 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    """What the built-in coder would do with each file, without building or running anything."""
+    from stitchcuda.agents.planner import plan
+    from stitchcuda.bench import expand_paths
+
+    rows = []
+    for f in expand_paths(args.paths):
+        try:
+            p = plan(find_task(f, args.class_name))
+        except TaskError as e:
+            rows.append({"path": str(f), "supported": False, "unsupported": [str(e)], "groups": []})
+            continue
+        rows.append(
+            {
+                "path": str(f),
+                "supported": p.supported,
+                "unsupported": p.unsupported,
+                "groups": [{"kind": g.kind, "note": g.note} for g in p.groups],
+                "notes": p.notes,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            name = Path(r["path"]).name
+            if r["supported"]:
+                kinds = [g["kind"] for g in r["groups"]]
+                console.print(
+                    f"[green]covered[/] {escape(name)}: {kinds.count('pointwise')} pointwise, "
+                    f"{kinds.count('kernel')} library/reduction kernel(s)"
+                )
+                if args.verbose:
+                    for g in r["groups"]:
+                        console.print(f"    {g['kind']}: {escape(g['note'])}", markup=True)
+            else:
+                console.print(f"[red]not covered[/] {escape(name)}: {escape('; '.join(r['unsupported'])[:300])}")
+        covered = sum(r["supported"] for r in rows)
+        console.print(f"{covered} of {len(rows)} covered by the built-in coder")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stitchcuda", description="Verified, faster CUDA for PyTorch modules.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -155,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the verdict as JSON")
     common(v)
     v.set_defaults(fn=cmd_verify)
+
+    pl = sub.add_parser("plan", help="trace and plan files: what the built-in coder covers, and why not")
+    pl.add_argument("paths", nargs="+", help="files or folders of problems")
+    pl.add_argument("--class", dest="class_name")
+    pl.add_argument("--json", action="store_true")
+    pl.add_argument("-v", "--verbose", action="store_true", help="list every kernel")
+    pl.set_defaults(fn=cmd_plan)
 
     b = sub.add_parser("bench", help="run the pipeline over KernelBench-format files")
     b.add_argument("paths", nargs="+", help="files or folders of problems")

@@ -280,3 +280,27 @@ def test_a_trace_that_runs_too_long_is_a_trace_error(monkeypatch):
     monkeypatch.setattr(graph, "TRACE_TIMEOUT_S", 0.5)
     with pytest.raises(graph.TraceError, match="longer than"):
         graph.trace_module(Slow(), [torch.randn(3)])
+
+
+def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
+    from stitchcuda import cli
+
+    good = tmp_path / "1_good.py"
+    good.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(8, 4)\n"
+        "    def forward(self, x):\n        return torch.softmax(torch.relu(self.fc(x)), dim=-1)\n"
+        "def get_inputs():\n    return [torch.randn(3, 8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    bad = tmp_path / "2_bad.py"
+    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.sort(x).values"))
+    missing = tmp_path / "3_missing.py"
+    missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    assert cli.main(["plan", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["supported"] for r in rows] == [True, False, False]
+    assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "pointwise", "kernel"]
+    assert rows[1]["unsupported"] == ["aten.sort.default: not supported by the built-in coder yet"]
+    assert "get_inputs" in rows[2]["unsupported"][0]
