@@ -28,6 +28,7 @@ class LoopOptions:
     rounds: int = 1
     time_budget_s: float | None = None
     verify: VerifyOptions = field(default_factory=VerifyOptions)
+    profile_reference: bool = True  # on a GPU: rank the reference's ops by kernel time first
 
 
 @dataclass
@@ -84,6 +85,13 @@ def optimize(
 
     say("planning", f"tracing {task.name}")
     plan = _plan(task)
+    if opts.profile_reference and cuda_available():
+        from stitchcuda.profiling.reference import format_table, profile_in_subprocess
+
+        say("planning", "profiling the reference (torch.profiler, in a child process)")
+        profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
+        plan.profile = profile.to_dict()
+        plan.notes.append(format_table(profile, top=8))
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
     attempts: list[tuple[Candidate, Verdict]] = []
     seen: set[str] = set()

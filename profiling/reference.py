@@ -328,3 +328,53 @@ def format_table(profile: ReferenceProfile, top: int = 10) -> str:
         share = sum(o.share for o in rest)
         lines.append(f"  {share:6.1%} {sum(o.time_us for o in rest):10.1f}        ({len(rest)} more ops)")
     return "\n".join(lines)
+
+
+def from_dict(d: dict[str, Any]) -> ReferenceProfile:
+    ops = [OpShare(**o) for o in d.get("ops", [])]
+    return ReferenceProfile(**{**d, "ops": ops})
+
+
+def profile_in_subprocess(
+    task: Task, *, timeout_s: float = 300.0, device: str | None = None, iterations: int = 3
+) -> ReferenceProfile:
+    """profile_task in a child process: the user's module may crash or hang, the caller may not."""
+    import json
+    import subprocess
+
+    request = {
+        "path": str(task.path),
+        "class_name": task.class_name,
+        "init_inputs_fn": task.init_inputs_fn,
+        "inputs_fn": task.inputs_fn,
+        "device": device,
+        "iterations": iterations,
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stitchcuda.profiling.reference"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return ReferenceProfile(task.name, device or "?", "none", 0.0, [], [f"profiling timed out after {timeout_s:.0f} s"])
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return ReferenceProfile(task.name, device or "?", "none", 0.0, [], [f"profiling process failed: {tail}"])
+    return from_dict(json.loads(lines[-1]))
+
+
+def _main() -> None:
+    import json
+
+    req = json.loads(sys.stdin.read())
+    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
+    profile = profile_task(task, iterations=req.get("iterations", 3), device=req.get("device"))
+    print(json.dumps(profile.to_dict()))
+
+
+if __name__ == "__main__":
+    _main()

@@ -48,6 +48,8 @@ class Plan:
     groups: list[FusionGroup] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)  # why parts of the graph cannot be covered
     notes: list[str] = field(default_factory=list)
+    # The reference's time per op, submodule and source line (profiling.reference), where measured.
+    profile: dict[str, Any] | None = None
 
     @property
     def supported(self) -> bool:

@@ -129,3 +129,26 @@ def test_cuda_kernel_time(tmp_path: Path) -> None:
     assert abs(sum(o.share for o in prof.ops) - 1.0) < 1e-6
     conv = next(o for o in prof.ops if o.op == "aten::convolution")
     assert (conv.module, conv.line) == ("conv", _line(SMALL, "self.conv(x)"))
+
+
+def test_profile_in_a_child_process(tmp_path):
+    """The user's module runs in a child process: its profile comes back as data, its crash as a note."""
+    from stitchcuda.profiling.reference import profile_in_subprocess
+
+    src = tmp_path / "small.py"
+    src.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(32, 16)\n"
+        "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+        "def get_inputs():\n    return [torch.randn(64, 32)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    p = profile_in_subprocess(Task(src), device="cpu", iterations=2)
+    assert p.clock == "cpu", p.notes
+    assert {o.op for o in p.ops} >= {"aten::addmm", "aten::relu"}
+    assert next(o for o in p.ops if o.op == "aten::addmm").module == "fc"
+    crash = tmp_path / "crash.py"
+    crash.write_text(src.read_text().replace("return torch.relu(self.fc(x))", "import os; os._exit(3)"))
+    bad = profile_in_subprocess(Task(crash), device="cpu", iterations=1)
+    assert bad.clock == "none" and bad.notes and "failed" in bad.notes[0]
