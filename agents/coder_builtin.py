@@ -75,7 +75,7 @@ def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
     nodes = by_name(plan.graph)
     getitems: dict[str, list[Node]] = {}
     for n in plan.graph:
-        if n["op"] == "getitem" and ref_name(n["args"].get("self")) is not None:
+        if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
             getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
     for k, group in enumerate(plan.groups):
         if group.kind == "pointwise":

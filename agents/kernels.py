@@ -172,7 +172,7 @@ def context(
         readers = getitems[name] if getitems is not None else graph
         for other in readers:
             used = live is None or other["name"] in live
-            if other["op"] == "getitem" and ref_name(other["args"].get("self")) == name and used:
+            if other["op"] == "getitem" and not other.get("view") and ref_name(other["args"].get("self")) == name and used:
                 i = other["args"]["index"]
                 outs[i] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
     else:

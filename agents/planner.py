@@ -67,7 +67,7 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     kinds = {n["name"]: _kind(n, nodes, table) for n in graph}
     getitems: dict[str, list[Node]] = {}  # multi-result node -> the getitems that pick its results
     for n in graph:
-        if n["op"] == "getitem" and ref_name(n["args"].get("self")) is not None:
+        if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
             getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
     live = _live(graph, output)
     reasons: dict[str, int] = {}

@@ -140,6 +140,10 @@ def cmd_plan(args) -> int:
         except TaskError as e:
             rows.append({"path": str(f), "supported": False, "unsupported": [str(e)], "groups": []})
             continue
+        except Exception as e:  # noqa: BLE001 - the user's file failing to import is a row, not the end
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            rows.append({"path": str(f), "supported": False, "unsupported": [reason], "groups": []})
+            continue
         rows.append(
             {
                 "path": str(f),

@@ -262,3 +262,21 @@ def test_split_candidate_matches_reference_on_cpu(tmp_path):
     ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
     for a, b in zip(ours, module(*inputs), strict=True):
         torch.testing.assert_close(a, b)
+
+
+class SplitOfGemm(nn.Module):
+    """A split of a library kernel's result: its pieces are views, not results of the kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 12)
+
+    def forward(self, x):
+        a, b, c = self.fc(x).chunk(3, dim=1)
+        return torch.sigmoid(a) * torch.tanh(b) + c
+
+
+def test_split_of_a_kernel_result_is_a_view_of_it():
+    p = plan_of(SplitOfGemm(), [torch.randn(5, 8)])
+    assert p.supported, p.unsupported
+    assert [g.kind for g in p.groups] == ["kernel", "pointwise"]

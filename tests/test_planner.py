@@ -298,9 +298,11 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.sort(x).values"))
     missing = tmp_path / "3_missing.py"
     missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    (tmp_path / "4_imports.py").write_text("import no_such_module_here\n" + good.read_text())
     assert cli.main(["plan", str(tmp_path), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["supported"] for r in rows] == [True, False, False]
+    assert [r["supported"] for r in rows] == [True, False, False, False]
+    assert "no_such_module_here" in rows[3]["unsupported"][0]
     assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "pointwise", "kernel"]
     assert rows[1]["unsupported"] == ["aten.sort.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
