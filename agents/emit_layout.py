@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .codegen import C_TYPES, THREADS, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from .codegen import C_TYPES, KernelArg, c_float
+from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 
@@ -182,24 +182,7 @@ SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}
 
-__global__ void __launch_bounds__({THREADS}) {name}_kernel({", ".join(params)}) {{
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {name}_one(o, {args});
-}}
-
-extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
-{chr(10).join(casts)}
-  if ({n} == 0) return 0;
-  {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({args});
-  return (int)cudaGetLastError();
-}}
-
-extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
-{chr(10).join(casts)}
-  for (int64_t o = 0; o < {n}; ++o) {name}_one(o, {args});
-  return 0;
-}}
-"""
+{per_element(name, n, ", ".join(params), args, raw, casts)}"""
     return Kernel(
         name=name,
         inputs=[KernelArg(s.name, s.dtype) for s in sources],

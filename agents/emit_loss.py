@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .codegen import C_TYPES, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand
+from .kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 FLOATS = ("float32", "float16", "bfloat16")
 BLOCK = 256
@@ -176,18 +176,7 @@ struct {name}_term {{
   }}
 }};
 
-extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
-{chr(10).join(casts)}
-{launch}
-  return (int)cudaGetLastError();
-}}
-
-extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
-{chr(10).join(casts)}
-  sc_loss_host(f, {n}LL, {reduce}, {div}, y, yw);
-  return 0;
-}}
-"""
+{launchers(name, raw, casts, launch, f"  sc_loss_host(f, {n}LL, {reduce}, {div}, y, yw);")}"""
     return Kernel(
         name=name,
         inputs=[KernelArg(op.name, op.dtype) for op in inputs],

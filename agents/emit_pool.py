@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from .codegen import C_TYPES, THREADS, KernelArg
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from .codegen import C_TYPES, KernelArg
+from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 FLOATS = ("float32", "float16", "bfloat16")
 INT32_LIMIT = 2**31 - 1
@@ -322,24 +322,7 @@ SC_INLINE void {name}_one({idx} o, {p}) {{
 {body_text}
 }}
 
-__global__ void __launch_bounds__({THREADS}) {name}_kernel({p}) {{
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {name}_one(({idx})o, {a});
-}}
-
-extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
-{chr(10).join(casts)}
-  if ({n} == 0) return 0;
-  {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({a});
-  return (int)cudaGetLastError();
-}}
-
-extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
-{chr(10).join(casts)}
-  for (int64_t o = 0; o < {n}; ++o) {name}_one(({idx})o, {a});
-  return 0;
-}}
-"""
+{per_element(name, n, p, a, raw, casts, idx)}"""
     return Kernel(
         name=name,
         inputs=[KernelArg(src.name, src.dtype)],

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
 
 FLOATS = ("float32", "float16", "bfloat16")
 SMS = 132  # H100: sizes the splits of few-output reductions (launches do not depend on it)
@@ -898,18 +898,7 @@ def _reduce_kernel(
 // {name}: {note}
 using {name}_op = {spec.cpp};
 {_ix_source(name, lay)}
-extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
-{chr(10).join(casts)}
-{launch}
-  return (int)cudaGetLastError();
-}}
-
-extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
-{chr(10).join(casts)}
-{host}
-  return 0;
-}}
-"""
+{launchers(name, raw, casts, launch, host)}"""
     return Kernel(
         name=name,
         inputs=[KernelArg(src.name, src.dtype)],
@@ -951,26 +940,16 @@ def _along_kernel(
     ctx: EmitContext, src: Operand, out: OutSpec, lay: Layout, launch: str, host: str, note: str
 ) -> Kernel:
     name = ctx.name
-    raw = "const void* in0_, void* out0_"
-    casts = (
-        f"  const auto x = static_cast<const {C_TYPES[src.dtype]}*>(in0_);\n"
-        f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);"
-    )
+    raw = ["const void* in0_", "void* out0_"]
+    casts = [
+        f"  const auto x = static_cast<const {C_TYPES[src.dtype]}*>(in0_);",
+        f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);",
+    ]
+    loop = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) {host};"
     source = f"""{_HEADER}
 // {name}: {note}
 {_ix_source(name, lay)}
-extern "C" int {name}({raw}, cudaStream_t stream) {{
-{casts}
-{launch}
-  return (int)cudaGetLastError();
-}}
-
-extern "C" int {name}_host({raw}, void*) {{
-{casts}
-  for (int64_t o = 0; o < {name}_ix::N; ++o) {host};
-  return 0;
-}}
-"""
+{launchers(name, raw, casts, launch, loop)}"""
     return Kernel(
         name=name,
         inputs=[KernelArg(src.name, src.dtype)],

@@ -203,6 +203,45 @@ def emit(
 
 
 # ---------------------------------------------------------------------------------------------
+# Launcher text shared by the emitters
+
+
+def launchers(name: str, raw: Sequence[str], casts: Sequence[str], device: str, host: str) -> str:
+    """The `extern "C"` pair every kernel exports: NAME(pointers..., stream) running `device` and
+    returning the launch's cudaError_t, and NAME_host(pointers..., void*) running `host` on the CPU.
+    `raw` are the void* parameters in launcher order, `casts` the lines giving them types."""
+    cast_lines = "\n".join(casts)
+    return f"""extern "C" int {name}({", ".join([*raw, "cudaStream_t stream"])}) {{
+{cast_lines}
+{device}
+  return (int)cudaGetLastError();
+}}
+
+extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
+{cast_lines}
+{host}
+  return 0;
+}}
+"""
+
+
+def per_element(name: str, n: str, params: str, args: str, raw: Sequence[str], casts: Sequence[str], idx: str = "int64_t") -> str:
+    """A grid-stride kernel calling `NAME_one(o, args)` for every output element o < n, and its
+    launchers; the emitter defines NAME_one (SC_INLINE, so the CPU entry runs the same code)."""
+    from .codegen import THREADS
+
+    kernel = f"""__global__ void __launch_bounds__({THREADS}) {name}_kernel({params}) {{
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {name}_one(({idx})o, {args});
+}}
+
+"""
+    device = f"  if ({n} == 0) return 0;\n  {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({args});"
+    host = f"  for (int64_t o = 0; o < {n}; ++o) {name}_one(({idx})o, {args});"
+    return kernel + launchers(name, raw, casts, device, host)
+
+
+# ---------------------------------------------------------------------------------------------
 # Running a kernel's host entry on CPU tensors (tests)
 
 
