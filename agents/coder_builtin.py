@@ -18,7 +18,7 @@ from typing import Any
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
 from . import codegen, kernels
-from .graph import Node, by_name, is_contiguous, ref_name, restride
+from .graph import Node, by_name, is_contiguous, picks, ref_name, restride
 
 Step = codegen.PointwiseKernel | kernels.Kernel
 
@@ -73,10 +73,7 @@ def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
     steps: list[Step] = []
     live = {n for g in plan.groups for n in g.outputs}
     nodes = by_name(plan.graph)
-    getitems: dict[str, list[Node]] = {}
-    for n in plan.graph:
-        if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
-            getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
+    getitems = picks(plan.graph)  # multi-result node -> the getitems that pick its results
     for k, group in enumerate(plan.groups):
         if group.kind == "pointwise":
             steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}", nodes=nodes))

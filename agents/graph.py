@@ -82,6 +82,15 @@ def by_name(graph: Sequence[Node]) -> dict[str, Node]:
     return {n["name"]: n for n in graph}
 
 
+def picks(graph: Sequence[Node]) -> dict[str, list[Node]]:
+    """Node -> the getitems that pick its results (a multi-result op's; views excluded)."""
+    out: dict[str, list[Node]] = {}
+    for n in graph:
+        if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
+            out.setdefault(ref_name(n["args"]["self"]), []).append(n)
+    return out
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 

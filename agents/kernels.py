@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .codegen import C_TYPES, KernelArg
-from .graph import Node, by_name, contiguous_strides, ref_name, restride
+from .graph import Node, by_name, contiguous_strides, picks, ref_name, restride
 
 
 class NotSupported(Exception):
@@ -169,37 +169,25 @@ def context(
     args = {k: convert(v) for k, v in node.get("args", {}).items()}
     if node.get("outputs") is not None:
         outs: list[OutSpec | None] = [None] * len(node["outputs"])
-        readers = getitems[name] if getitems is not None else graph
-        for other in readers:
-            used = live is None or other["name"] in live
-            if other["op"] == "getitem" and not other.get("view") and ref_name(other["args"].get("self")) == name and used:
-                i = other["args"]["index"]
-                outs[i] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
+        for other in (getitems if getitems is not None else picks(graph)).get(name, []):
+            if live is None or other["name"] in live:
+                outs[other["args"]["index"]] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise)
 
 
-def emit(
-    graph: Sequence[Node],
-    name: str,
-    kernel_name: str,
-    roots: dict[str, str] | None = None,
-    live: set[str] | None = None,
-    precise: bool = False,
-    getitems: dict[str, list[Node]] | None = None,
-    nodes: dict[str, Node] | None = None,
-) -> Kernel:
-    """The kernel for node `name`, or NotSupported with the reason."""
-    nodes = nodes if nodes is not None else by_name(graph)
-    node = nodes[name]
+def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:
+    """The kernel for node `name`, or NotSupported with the reason; `options` are context()'s."""
+    ctx = context(graph, name, kernel_name, **options)
+    node = ctx.node
     fn = emitters().get(node["op"])
     if fn is None:
         raise NotSupported(f"{node.get('target') or node['op']}: not supported by the built-in coder yet")
     for key in ("dtype",):
         if node.get(key) is not None and node[key] not in C_TYPES:
             raise NotSupported(f"{node.get('target')}: dtype {node[key]} is not supported yet")
-    return fn(context(graph, name, kernel_name, roots, live, precise, getitems, nodes))
+    return fn(ctx)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from .graph import (
     is_contiguous,
     iter_refs,
     node_inputs,
+    picks,
     ref,
     ref_name,
     restride,
@@ -65,10 +66,7 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
 
     table = kernels.emitters()
     kinds = {n["name"]: _kind(n, nodes, table) for n in graph}
-    getitems: dict[str, list[Node]] = {}  # multi-result node -> the getitems that pick its results
-    for n in graph:
-        if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
-            getitems.setdefault(ref_name(n["args"]["self"]), []).append(n)
+    getitems = picks(graph)  # multi-result node -> the getitems that pick its results
     live = _live(graph, output)
     reasons: dict[str, int] = {}
 
@@ -302,10 +300,7 @@ def _emit_with_copies(
 
 def _contiguous_copy(graph: list[Node], src: Node) -> Node:
     """A clone of `src`, stored row-major, inserted into the graph right after it."""
-    taken = {n["name"] for n in graph}
-    name = f"{src['name']}_contig"
-    while name in taken:
-        name += "_"
+    name = _fresh({n["name"] for n in graph}, f"{src['name']}_contig")
     copy: Node = {
         "name": name,
         "op": "clone",
