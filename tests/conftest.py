@@ -1,5 +1,6 @@
-"""Shared fixtures: the hack-suite candidates in tests/hacks/, a build cache for the session, and
-`gpu`-marked tests skipped (with the reason) where no CUDA GPU is present."""
+"""Shared fixtures: the hack-suite candidates in tests/hacks/, a build cache for the session, a
+per-test build cache for the kernel tests, and `gpu`-marked tests skipped (with the reason) where
+no CUDA GPU is present."""
 
 from __future__ import annotations
 
@@ -10,12 +11,34 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn as nn
 from stitchcuda.agents.verifier import VerifyOptions, verify
 
 from stitchcuda import runtime
 from stitchcuda.types import Candidate, Task, Verdict
 
 HACKS = Path(__file__).parent / "hacks"
+
+needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """A build cache of the test's own; kernels target the H100's sm_90 where no GPU says otherwise."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+
+
+class Fn(nn.Module):
+    """A module whose forward is one function: how the kernel tests trace a single op."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, *rest):  # the first input traces as "x"
+        return self.fn(x, *rest)
 
 
 def pytest_collection_modifyitems(config, items):

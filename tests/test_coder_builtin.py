@@ -17,20 +17,17 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import needs_nvcc
 from stitchcuda.agents import codegen, coder_builtin, graph, planner
 from stitchcuda.agents.static_check import check_source
 
 from stitchcuda import runtime
 from stitchcuda.task import find_task, import_file
 
-requires_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
 _ids = itertools.count()
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def plan_of(module: nn.Module, inputs: list) -> object:
@@ -210,7 +207,7 @@ def sample(shape, seed: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("names", [list(OPS)[: len(OPS) // 2], list(OPS)[len(OPS) // 2 :]])
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 def test_every_table_entry_matches_torch_on_cpu(tmp_path, names):
     module = Ops(OPS[n] for n in names)
     x, y = sample((7, 19), 1), sample((7, 19), 2)  # 133 elements: vector chunks and a scalar tail
@@ -291,7 +288,7 @@ class Nested(nn.Module):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 @pytest.mark.parametrize(
     "module, inputs",
     [
@@ -309,7 +306,7 @@ def test_whole_candidate_matches_reference_on_cpu(tmp_path, module, inputs):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_types_compute_in_fp32_and_round_once(tmp_path, dtype):
     module = BiasChain(dtype=dtype)
@@ -335,7 +332,7 @@ class Mixed(nn.Module):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 def test_mixed_dtypes_and_bool_outputs(tmp_path):
     module = Mixed()
     x = torch.randn(3, 8, dtype=torch.float16)
@@ -344,7 +341,7 @@ def test_mixed_dtypes_and_bool_outputs(tmp_path):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 def test_unaligned_inputs_take_the_scalar_path(tmp_path):
     module = Ops([OPS["chain"]])
     x, y = sample((16, 8), 3), sample((16, 8), 4)
@@ -363,7 +360,7 @@ def test_unaligned_inputs_take_the_scalar_path(tmp_path):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 def test_model_new_rejects_other_shapes_and_devices(tmp_path):
     module = BiasChain()
     x = torch.randn(2, 6, 5, 7)
@@ -391,7 +388,7 @@ class Binary(nn.Module):
 
 
 @pytest.mark.nvcc
-@requires_nvcc
+@needs_nvcc
 def test_generated_cuda_compiles_for_sm90(tmp_path):
     cases = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -521,7 +518,7 @@ if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
 
-@requires_nvcc
+@needs_nvcc
 def test_scalar_forward_arguments_are_checked_not_ignored(tmp_path):
     class Scale(nn.Module):
         def forward(self, a, s: float):

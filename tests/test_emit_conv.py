@@ -16,12 +16,7 @@ from stitchcuda.agents.emit_conv import NotSupported, batch_chunk, conv_params, 
 
 from stitchcuda import runtime
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    if not torch.cuda.is_available():
-        monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def cudnn_include() -> str | None:

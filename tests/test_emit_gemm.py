@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+from conftest import Fn, needs_nvcc
 from stitchcuda.agents import emit_gemm, graph, kernels
 from stitchcuda.agents.codegen import render
 from stitchcuda.agents.emit_gemm import GemmPlan, bias_strides, plan_gemm
@@ -20,13 +21,7 @@ from stitchcuda.agents.kernels import NotSupported, Operand
 
 from stitchcuda import runtime
 
-needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,15 +178,6 @@ def test_bias_broadcast_batched():
 
 # ---------------------------------------------------------------------------------------------
 # The emitter on traced graphs
-
-
-class Fn(nn.Module):
-    def __init__(self, fn: Callable[..., T]):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: T) -> T:
-        return self.fn(*args)
 
 
 def emitted(module: nn.Module, inputs: list[T], name: str = "k0") -> kernels.Kernel:

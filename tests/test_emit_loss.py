@@ -9,28 +9,13 @@ from collections.abc import Callable
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from conftest import Fn, needs_nvcc
 from stitchcuda.agents import codegen, emit_loss, graph, kernels
 
 from stitchcuda import runtime
 
-needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
-
-
-class Fn(nn.Module):
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 W = torch.rand(37, generator=torch.Generator().manual_seed(9)) + 0.1

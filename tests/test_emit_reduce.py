@@ -12,28 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
+from conftest import Fn, needs_nvcc
 from stitchcuda.agents import codegen, emit_reduce, graph, kernels
 from stitchcuda.agents.graph import ref_name
 
 from stitchcuda import runtime
 
-needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
-
-
-class Fn(nn.Module):
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 @dataclass

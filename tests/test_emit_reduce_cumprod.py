@@ -12,18 +12,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from conftest import needs_nvcc
 from stitchcuda.agents import codegen, emit_reduce, graph, kernels
 
 from stitchcuda import runtime
 
-needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
 KINKS = (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, 20.0, -20.0, 0.5, -0.5, 2.0, -2.0)
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 class Cumprod(nn.Module):

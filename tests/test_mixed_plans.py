@@ -14,21 +14,17 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import needs_nvcc
 from stitchcuda.agents import coder_builtin, graph, planner
 from stitchcuda.agents.static_check import check_source
 
-from stitchcuda import runtime
 from stitchcuda.task import import_file
 
-requires_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _ids = itertools.count()
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def plan_of(module: nn.Module, inputs: list):
@@ -112,7 +108,7 @@ def test_unsupported_op_is_still_reported():
     assert any("sort" in r for r in p.unsupported), p.unsupported
 
 
-@requires_nvcc
+@needs_nvcc
 @pytest.mark.parametrize(
     "module, inputs",
     [
@@ -162,7 +158,7 @@ def test_layout_ops_plan_as_kernels():
     assert sorted(ops) == ["cat", "constant_pad_nd", "flip", "stack", "tril", "triu"]
 
 
-@requires_nvcc
+@needs_nvcc
 def test_layout_candidate_matches_reference_on_cpu(tmp_path):
     module, inputs = Layouts(), [torch.randn(2, 4, 5), torch.randn(2, 4, 5)]
     ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
@@ -256,7 +252,7 @@ def test_split_chunk_unbind_results_are_views():
     assert not ops & {"split_with_sizes", "split", "chunk", "unbind"}
 
 
-@requires_nvcc
+@needs_nvcc
 def test_split_candidate_matches_reference_on_cpu(tmp_path):
     module, inputs = Splits(), [torch.randn(4, 6, 5)]
     ours, _, _ = run_candidate(module, inputs, tmp_path, host=True)
