@@ -290,31 +290,37 @@ static int sc_conv_workspace(const sc_conv_spec& s, cudnnHandle_t h, const sc_co
   return st == CUDNN_STATUS_SUCCESS ? 0 : (int)st;
 }
 
+// The fastest result of a cudnnFind*: succeeded, fits the workspace, allowed math, not FFT.
+template <class Perf>
+static int sc_conv_best(const sc_conv_spec& s, const Perf* perf, int found, size_t ws_bytes) {
+  int best = -1;
+  for (int i = 0; i < found; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) &&
+        !sc_conv_fft(s, perf[i].algo) && (best < 0 || perf[i].time < perf[best].time))
+      best = i;
+  return best;
+}
+
 // Benchmarks every algorithm once on the caller's buffers (y is overwritten before the real run)
 // and keeps the fastest that succeeded; falls back to algorithm 0, which takes any shape.
 static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& p, const void* x, const void* w,
                           void* y, void* ws, size_t ws_bytes) {
   const int count = sc_conv_algos(s);
   int found = 0, best = -1;
-  float best_ms = 0.0f;
   cudnnMathType_t best_math = CUDNN_DEFAULT_MATH;
   size_t best_mem = 0;
   if (s.transposed) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     SC_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.x, x, p.conv, p.y, y, count, &found, perf, ws,
                                                          ws_bytes));
-    for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) && !sc_conv_fft(s, perf[i].algo) &&
-          (best < 0 || perf[i].time < best_ms))
-        best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
+    const int i = sc_conv_best(s, perf, found, ws_bytes);
+    if (i >= 0) best = perf[i].algo, best_math = perf[i].mathType, best_mem = perf[i].memory;
   } else {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     SC_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, count, &found, perf, ws,
                                                     ws_bytes));
-    for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) && !sc_conv_fft(s, perf[i].algo) &&
-          (best < 0 || perf[i].time < best_ms))
-        best = perf[i].algo, best_ms = perf[i].time, best_math = perf[i].mathType, best_mem = perf[i].memory;
+    const int i = sc_conv_best(s, perf, found, ws_bytes);
+    if (i >= 0) best = perf[i].algo, best_math = perf[i].mathType, best_mem = perf[i].memory;
   }
   if (best >= 0) {
     SC_CUDNN(cudnnSetConvolutionMathType(p.conv, best_math));

@@ -46,12 +46,18 @@ def _zero(dtype: str, value: float = 0.0) -> str:
 Body = tuple[list[str], list[Operand], str]
 
 
-def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
-    sources = [s for s in ctx.args.get("tensors", []) if isinstance(s, Operand)]
-    if len(sources) != len(ctx.args.get("tensors", [])) or not sources:
-        raise NotSupported("cat of non-tensor arguments")
+def _tensors_and_dim(ctx: EmitContext, rank: int) -> tuple[list[Operand], int]:
+    """cat's and stack's list of sources and their dim (made non-negative for a result of `rank`)."""
+    given = ctx.args.get("tensors", [])
+    sources = [s for s in given if isinstance(s, Operand)]
+    if len(sources) != len(given) or not sources:
+        raise NotSupported(f"{ctx.node['op']} of non-tensor arguments")
     dim = ctx.args.get("dim", 0)
-    dim = dim + len(out.shape) if dim < 0 else dim
+    return sources, dim + rank if dim < 0 else dim
+
+
+def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    sources, dim = _tensors_and_dim(ctx, len(out.shape))
     # torch skips 1-D empty tensors in cat; they contribute nothing.
     sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
     lines: list[str] = []
@@ -75,11 +81,7 @@ def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
 
 
 def _stack(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
-    sources = [s for s in ctx.args.get("tensors", []) if isinstance(s, Operand)]
-    if len(sources) != len(ctx.args.get("tensors", [])) or not sources:
-        raise NotSupported("stack of non-tensor arguments")
-    dim = ctx.args.get("dim", 0)
-    dim = dim + len(out.shape) if dim < 0 else dim
+    sources, dim = _tensors_and_dim(ctx, len(out.shape))
     if out.shape[dim] != len(sources):
         raise NotSupported(f"stack of {len(sources)} tensors into a dim of {out.shape[dim]}")
     here = coords[:dim] + coords[dim + 1 :]

@@ -23,6 +23,7 @@ so an emitter may use those. Code shared by every kernel of a family goes in a b
 from __future__ import annotations
 
 import ctypes
+import functools
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,8 +102,9 @@ class Kernel:
 Emitter = Callable[[EmitContext], Kernel]
 
 
+@functools.cache
 def emitters() -> dict[str, Emitter]:
-    """Every registered emitter by aten op name (the node's `op`)."""
+    """Every registered emitter by aten op name (the node's `op`); built once, read per kernel."""
     table: dict[str, Emitter] = {}
     for module in _families():
         for op, fn in module.EMITTERS.items():
