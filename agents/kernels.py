@@ -235,20 +235,25 @@ def per_element(name: str, n: str, params: str, args: str, raw: Sequence[str], c
 # Running a kernel's host entry on CPU tensors (tests)
 
 
-def run_host(kernel: Kernel, tensors: Sequence[Any]) -> None:
-    """Build prelude + kernel.source with nvcc and call NAME_host on CPU tensors (inputs, outputs,
-    scratch, in launcher order). For tests: the GPU runs the same per-element code."""
+def library(ks: Sequence[Kernel], folder: Path) -> Any:
+    """Build kernels into one shared library (codegen's prelude once, then each source) and load
+    it: how tests run many emitted kernels after a single nvcc call."""
     from stitchcuda import runtime
 
     from .codegen import render
 
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernels.cu"
+    path.write_text("\n".join([render([]), *(k.source for k in ks)]))
+    return runtime.Library(runtime.build([path], libraries=sorted({lib for k in ks for lib in k.libraries})).library)
+
+
+def run_host(kernel: Kernel, tensors: Sequence[Any]) -> None:
+    """Build prelude + kernel.source with nvcc and call NAME_host on CPU tensors (inputs, outputs,
+    scratch, in launcher order). For tests: the GPU runs the same per-element code."""
     if not kernel.host:
         raise ValueError(f"{kernel.name} has no host entry")
-    text = render([]) + "\n" + kernel.source
-    folder = Path(tempfile.mkdtemp(prefix="sc-host-"))
-    path = folder / f"{kernel.name}.cu"
-    path.write_text(text)
-    lib = runtime.Library(runtime.build([path], libraries=kernel.libraries).library)
+    lib = library([kernel], Path(tempfile.mkdtemp(prefix="sc-host-")))
     ptrs = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
     rc = lib._fn(f"{kernel.name}_host")(*ptrs, ctypes.c_void_p(None))
     if rc != 0:

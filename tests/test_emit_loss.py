@@ -11,9 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import codegen, emit_loss, graph, kernels
-
-from stitchcuda import runtime
+from stitchcuda.agents import emit_loss, graph, kernels
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -77,9 +75,7 @@ def lib(tmp_path_factory):
     mp.setenv("STITCHCUDA_ARCH", "sm_90")
     try:
         ks = [_emit(fn, make(0), f"loss{i}") for i, (_, fn, make) in enumerate(CASES)]
-        path = tmp_path_factory.mktemp("loss") / "loss.cu"
-        path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-        return ks, runtime.Library(runtime.build([path]).library)
+        return ks, kernels.library(ks, tmp_path_factory.mktemp("loss"))
     finally:
         mp.undo()
 
@@ -143,9 +139,7 @@ def test_refuses():
 def test_gpu_matches_torch(tmp_path, monkeypatch):
     monkeypatch.delenv("STITCHCUDA_ARCH")
     ks = [_emit(fn, make(0), f"lg{i}") for i, (_, fn, make) in enumerate(CASES)]
-    path = tmp_path / "loss.cu"
-    path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-    library = runtime.load(path)
+    library = kernels.library(ks, tmp_path)
     for (cid, fn, make), k in zip(CASES, ks, strict=True):
         xs = make(3)
         ref = fn(*xs)  # on the CPU: the class weights W live there

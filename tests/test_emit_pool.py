@@ -8,14 +8,13 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import codegen, emit_pool, graph, kernels
+from stitchcuda.agents import emit_pool, graph, kernels
 
 from stitchcuda import runtime
 
@@ -228,9 +227,7 @@ def host_library(tmp_path_factory) -> tuple[list[kernels.Kernel], runtime.Librar
     monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
     try:
         ks = _emit_all(monkeypatch)
-        path = Path(tmp_path_factory.mktemp("pool")) / "pools.cu"
-        path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-        lib = runtime.Library(runtime.build([path]).library)
+        lib = kernels.library(ks, tmp_path_factory.mktemp("pool"))
     finally:
         monkeypatch.undo()
     return ks, lib
@@ -336,10 +333,7 @@ def test_one_d_ops_by_hand():
         ks.append(kernels.emit(g, "p", f"oned{i}"))
         refs.append(calls[op](args))
         assert refs[-1][0].shape[-1] == n
-    src = Path(runtime.cache_dir().parent / "oned.cu")
-    src.parent.mkdir(parents=True, exist_ok=True)
-    src.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-    lib = runtime.Library(runtime.build([src]).library)
+    lib = kernels.library(ks, runtime.cache_dir().parent / "oned")
     for k, ref in zip(ks, refs, strict=True):
         outs = [torch.full_like(r, -5) for r in ref]
         assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *outs]), None) == 0
@@ -463,9 +457,7 @@ def test_refuses_other_dtypes():
 def test_gpu_matches_torch(tmp_path, monkeypatch):
     monkeypatch.delenv("STITCHCUDA_ARCH")
     ks = _emit_all(monkeypatch)
-    path = tmp_path / "pools.cu"
-    path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-    lib = runtime.load(path)
+    lib = kernels.library(ks, tmp_path)
     for case, k in zip(CASES, ks, strict=True):
         x = case.input(4).cuda()
         ref = case.reference(x)

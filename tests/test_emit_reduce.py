@@ -8,12 +8,11 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import codegen, emit_reduce, graph, kernels
+from stitchcuda.agents import emit_reduce, graph, kernels
 from stitchcuda.agents.graph import ref_name
 
 from stitchcuda import runtime
@@ -230,9 +229,7 @@ def host_library(tmp_path_factory) -> tuple[list[tuple[kernels.Kernel, list[int]
     monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
     try:
         ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
-        path = Path(tmp_path_factory.mktemp("reduce")) / "reduce.cu"
-        path.write_text("\n".join([codegen.render([]), *(k.source for k, _ in ks)]))
-        lib = runtime.Library(runtime.build([path]).library)
+        lib = kernels.library([k for k, _ in ks], tmp_path_factory.mktemp("reduce"))
     finally:
         monkeypatch.undo()
     return ks, lib
@@ -331,9 +328,7 @@ def test_gpu_matches_torch(tmp_path, monkeypatch):
     """The real launchers on CUDA tensors against torch on the same GPU."""
     monkeypatch.delenv("STITCHCUDA_ARCH")
     ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
-    path = tmp_path / "reduce.cu"
-    path.write_text("\n".join([codegen.render([]), *(k.source for k, _ in ks)]))
-    lib = runtime.load(path)
+    lib = kernels.library([k for k, _ in ks], tmp_path)
     for case, (k, which) in zip(CASES, ks, strict=True):
         for seed in (3, 4):
             x = case.input(seed).cuda()

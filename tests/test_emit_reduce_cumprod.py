@@ -13,9 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 from conftest import needs_nvcc
-from stitchcuda.agents import codegen, emit_reduce, graph, kernels
-
-from stitchcuda import runtime
+from stitchcuda.agents import emit_reduce, graph, kernels
 
 KINKS = (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, 20.0, -20.0, 0.5, -0.5, 2.0, -2.0)
 
@@ -123,9 +121,7 @@ def test_host_matches_aten_order_bit_for_bit(tmp_path):
         _kernel(_input(shape, dt, 0), f"cp{i}", dim, want) for i, (shape, dt, dim, want) in enumerate(CASES)
     ]
     assert "chunks of 32" in ks[0].ops[0]
-    path = tmp_path / "cumprod.cu"
-    path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-    lib = runtime.Library(runtime.build([path]).library)
+    lib = kernels.library(ks, tmp_path)
     for (shape, dtype, _, want), k in zip(CASES, ks, strict=True):
         for seed in (1, 2):
             x = _input(shape, dtype, seed)
@@ -180,9 +176,7 @@ def test_gpu_matches_torch_bit_for_bit(tmp_path, monkeypatch):
         g = graph.trace_module(Cumprod(dim, want), [x], fake_mode=mode)
         node = next(n for n in g if n["op"] == "cumprod")
         ks.append(emit_reduce.EMITTERS["cumprod"](kernels.context(g, node["name"], f"cpg{i}")))
-    path = tmp_path / "cumprod.cu"
-    path.write_text("\n".join([codegen.render([]), *(k.source for k in ks)]))
-    lib = runtime.load(path)
+    lib = kernels.library(ks, tmp_path)
     for (shape, dtype, dim, want), k in zip(cases, ks, strict=True):
         if shape[0] < 32768:
             x = _input(shape, dtype, 3).cuda()
