@@ -114,11 +114,7 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
         node = nodes[name]
         kind = kinds[name]
         if kind == "kernel":
-            kernel, roots = kernel_plans[name]
-            for arg in kernel.inputs:
-                src = arg.name
-                if kinds.get(src) == "pointwise":
-                    materialise.add(src)
+            materialise |= {a.name for a in kernel_plans[name][0].inputs if kinds.get(a.name) == "pointwise"}
         elif kind == "copy":
             materialise.add(name)
         elif kind == "other":
