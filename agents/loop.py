@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from stitchcuda import provenance
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
@@ -40,6 +41,7 @@ class RunResult:
     best: tuple[Candidate, Verdict] | None
     message: str
     reference: Verdict | None = None
+    meta: dict = field(default_factory=dict)  # provenance: command, commit, gpu, torch, date
 
     @property
     def proposal(self) -> Candidate | None:
@@ -47,6 +49,7 @@ class RunResult:
 
     def summary(self) -> dict:
         return {
+            "meta": self.meta,
             "task": self.task.name,
             "run_dir": str(self.run_dir),
             "message": self.message,
@@ -122,7 +125,8 @@ def optimize(
             best = (cand, verdict)
 
     message, proposal = _conclude(plan, attempts, best)
-    result = RunResult(task, run_dir, plan, attempts, proposal, message)
+    gpu = next((v.device for _, v in attempts if v.device and v.device != "cpu"), None)
+    result = RunResult(task, run_dir, plan, attempts, proposal, message, meta=provenance.record(gpu))
     (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
     return result
 

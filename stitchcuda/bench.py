@@ -6,14 +6,10 @@ The JSON is written after every problem, so a run that is cut off keeps what it 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
-import os
 import re
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from . import provenance
 from .task import TaskError, find_task
 from .types import Candidate, Verdict
 
@@ -28,20 +25,6 @@ from .types import Candidate, Verdict
 def problem_level(path: Path) -> int | None:
     m = re.search(r"level(\d+)", str(path.parent.name))
     return int(m.group(1)) if m else None
-
-
-def git_commit() -> str:
-    # A copy of the tree on another machine may carry a stale .git: the sender names the commit.
-    if os.environ.get("STITCHCUDA_COMMIT"):
-        return os.environ["STITCHCUDA_COMMIT"]
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return (sha or "unknown") + ("-dirty" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def expand_paths(paths: list[str]) -> list[Path]:
@@ -148,8 +131,6 @@ def run_bench(
     deadline_s: float | None = None,
     on_event: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    import torch
-
     from stitchcuda.agents.loop import _make_coder, _plan
     from stitchcuda.agents.verifier import VerifierPool, VerifyOptions
 
@@ -170,11 +151,7 @@ def run_bench(
             entry.setdefault("run", {"date": prev_meta.get("date"), "commit": prev_meta.get("commit")})
     report: dict[str, Any] = {
         "meta": {
-            "command": "stitchcuda " + " ".join(sys.argv[1:]),
-            "commit": git_commit(),
-            "gpu": None,
-            "torch": torch.__version__,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            **provenance.record(),
             "coder": coder,
             "jobs": jobs,
         },
