@@ -7,6 +7,8 @@ on disk, a signal, a hang) into a Verdict.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -40,6 +42,8 @@ class VerifyOptions:
     random_sets: int = 5  # fresh random input sets (at least 2 are needed to see cached outputs)
     adversarial: tuple[str, ...] | None = None  # kinds from inputs.ADVERSARIAL; None: all of them
     time_compile: bool = True
+    profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
+    profile_timeout_s: float = 30.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -110,6 +114,9 @@ def verify(
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     outcome = _run_worker(req, workdir, env, opts, progress, cancel)
     verdict = _read_verdict(workdir, candidate, outcome)
+    if candidate is not None and opts.profile and verdict.accepted and verdict.ours is not None and not static:
+        if not (cancel is not None and cancel.is_set()):
+            _profile(verdict, candidate, workdir, env, opts, req["gpu_lock"], progress)
     if static:
         verdict.hack_findings = static + verdict.hack_findings
         if verdict.status in {"ok", "incorrect", "unverified"}:
@@ -117,6 +124,35 @@ def verify(
             verdict.message = "; ".join(f.message for f in verdict.hack_findings[:3])
     (workdir / "verdict.json").write_text(verdict.to_json())
     return verdict
+
+
+def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: VerifyOptions, lock, progress) -> None:
+    from stitchcuda.profiling import ncu
+
+    if progress:
+        progress("profile", "Nsight Compute on the candidate's kernels")
+    # Counters from a kernel sharing the GPU with another worker's timing would describe neither.
+    with _file_lock(lock):
+        prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
+                                     timeout_s=opts.profile_timeout_s)
+    verdict.findings += prof.findings
+    verdict.notes += prof.notes
+    verdict.phases["ncu"] = round(prof.seconds, 2)
+    if prof.csv:
+        (workdir / "ncu.csv").write_text(prof.csv)
+
+
+@contextlib.contextmanager
+def _file_lock(path: str | None):
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @dataclass

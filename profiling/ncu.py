@@ -9,13 +9,19 @@ page layout (one row per metric); values come back in SI base units, the median 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
@@ -31,6 +37,9 @@ _ID_COLUMNS |= {"Block Size", "Grid Size", "Device", "CC", "Section Name", "Func
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3}
 _TIME |= {"second": 1.0, "s": 1.0}
+NO_NCU = "ncu (Nsight Compute CLI) is not installed or not on PATH: no profile findings"
+DEFAULT_TIMEOUT_S = 30.0  # the issue's budget for profiling one candidate
+MAX_LAUNCHES = 24  # each profiled launch is replayed once per counter pass
 # Severity by the share of the profiled time a perfect kernel would save.
 WARN_SHARE = 0.10
 
@@ -47,8 +56,8 @@ def find_ncu() -> str | None:
 
 
 def kernel_regex(names: Sequence[str]) -> str:
-    """`--kernel-name` value matching exactly these functions (NCU's default base is the bare name)."""
-    return "regex:^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")$"
+    """`--kernel-name` value matching exactly these functions, with or without template arguments."""
+    return "regex:^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")(<.*>)?$"
 
 
 def command(
@@ -164,7 +173,7 @@ def run(
     """Profile `target`; (metrics by kernel, notes). No ncu, a failure or no rows -> ({}, why)."""
     tool = find_ncu()
     if tool is None:
-        return {}, ["ncu (Nsight Compute CLI) is not installed or not on PATH: no profile findings"]
+        return {}, [NO_NCU]
     argv = command(target, kernels, ncu=tool, **kw)  # type: ignore[arg-type]
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -175,6 +184,61 @@ def run(
         tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
         return {}, [f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(tail)]
     return metrics, []
+
+
+@dataclass
+class CandidateProfile:
+    findings: list[Finding]
+    notes: list[str]
+    seconds: float
+    csv: str = ""  # ncu's raw output, kept beside the verdict
+
+
+def profile_candidate(
+    request: Path,
+    files: Mapping[str, str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    repeats: int = 2,
+    peaks: roofline.Peaks = roofline.H100_MEASURED,
+) -> CandidateProfile:
+    """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files),
+    run in a child process on the Verifier's request; every failure becomes a note."""
+    t0 = time.monotonic()
+    smap = SourceMap.from_files(files)
+    names = [f.name for f in smap.kernels()]
+    if not names:
+        return CandidateProfile([], ["no __global__ kernels in the candidate's sources: nothing to profile"], 0.0)
+    tool = find_ncu()
+    if tool is None:
+        return CandidateProfile([], [NO_NCU], 0.0)
+    target = [sys.executable, "-m", "stitchcuda.profiling.ncu_target", str(request), str(repeats)]
+    # Bounded: a model that launches one kernel per layer would otherwise replay every layer.
+    argv = command(target, names, ncu=tool, launch_count=min(repeats * len(names), MAX_LAUNCHES))
+    # Its own session, so a timeout kills ncu and the Python process it profiles together.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(env) if env is not None else None, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return CandidateProfile([], [f"ncu ran past {timeout_s:.0f} s: no profile findings"], time.monotonic() - t0)
+    res = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    seconds = time.monotonic() - t0
+    metrics = parse_csv(res.stdout)
+    if not metrics:
+        text = res.stdout + res.stderr
+        if "ERR_NVGPUCTRPERM" in text:
+            why = "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)"
+        else:
+            why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(text.strip().splitlines()[-3:])
+        return CandidateProfile([], [why + "; timing-only verdict"], seconds, res.stdout)
+    found = findings(metrics, smap, peaks)
+    note = f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"
+    return CandidateProfile(found, [note], seconds, res.stdout)
 
 
 def _message(name: str, c: roofline.Classification, share: float) -> str:

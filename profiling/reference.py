@@ -248,6 +248,72 @@ def attribute(events: Any, path: str, clock: str, iterations: int) -> tuple[list
     return ops, outside / iterations
 
 
+# Recorded profiles: the fields `attribute` reads from each profiler event, as JSON, so the ranking
+# can be replayed (and tested) on a machine without the GPU that produced it.
+RECORD_VERSION = 1
+
+
+def dump_events(events: Any, path: str, clock: str, iterations: int) -> dict[str, Any]:
+    index = {id(e): i for i, e in enumerate(events)}
+    rows = []
+    for e in events:
+        dt_ = getattr(e, "device_type", None)
+        rows.append({
+            "name": e.name,
+            "overload": getattr(e, "overload_name", "") or "",
+            "device": None if dt_ in (None, torch.autograd.DeviceType.CPU) else str(dt_),
+            "async": bool(getattr(e, "is_async", False)),
+            "annotation": bool(getattr(e, "is_user_annotation", False)),
+            "python": bool(getattr(e, "is_python_function", False)),
+            "self_cpu_us": float(e.self_cpu_time_total),
+            "kernels_us": [float(k.duration) for k in getattr(e, "kernels", []) or []],
+            "stack": [s for s in (getattr(e, "stack", None) or []) if s.startswith(path)],
+            "parent": index.get(id(e.cpu_parent)) if e.cpu_parent is not None else None,
+        })
+    return {"version": RECORD_VERSION, "path": path, "clock": clock, "iterations": iterations,
+            "torch": torch.__version__, "events": rows}
+
+
+@dataclass
+class _Recorded:
+    name: str
+    overload_name: str
+    device_type: str | None
+    is_async: bool
+    is_user_annotation: bool
+    is_python_function: bool
+    self_cpu_time_total: float
+    kernels: list[Any]
+    stack: list[str]
+    cpu_parent: Any = None
+    cpu_children: list[Any] = field(default_factory=list)
+
+
+def load_events(record: dict[str, Any]) -> list[Any]:
+    """Events from dump_events, linked to their parents and children again."""
+    out = [
+        _Recorded(r["name"], r["overload"], r["device"], r["async"], r["annotation"], r["python"],
+                  r["self_cpu_us"], [_Kernel(d) for d in r["kernels_us"]], r["stack"])
+        for r in record["events"]
+    ]
+    for e, r in zip(out, record["events"], strict=True):
+        if r["parent"] is not None:
+            e.cpu_parent = out[r["parent"]]
+            out[r["parent"]].cpu_children.append(e)
+    return out
+
+
+@dataclass
+class _Kernel:
+    duration: float
+
+
+def replay(record: dict[str, Any], task: str = "", device: str = "recorded") -> ReferenceProfile:
+    """The ranking profile_task would have printed for a recorded run."""
+    ops, outside = attribute(load_events(record), record["path"], record["clock"], record["iterations"])
+    return _summarise(task, device, record["clock"], ops, outside, record["iterations"], warmup=None)
+
+
 def _resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
@@ -255,7 +321,8 @@ def _resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def profile_task(
-    task: Task, *, iterations: int = 3, device: str | torch.device | None = None, warmup: int = 2
+    task: Task, *, iterations: int = 3, device: str | torch.device | None = None, warmup: int = 2,
+    record: Path | None = None,
 ) -> ReferenceProfile:
     """Profile the reference forward of `task`; failures come back as a profile with a note."""
     dev_name = str(device) if device is not None else "?"
@@ -266,7 +333,7 @@ def profile_task(
         # 2.13 on CPU, in some runs of the tests here): that run is thrown away and profiled again.
         for attempt in range(3):
             try:
-                return _profile(task, dev, dev_name, max(1, iterations), max(0, warmup))
+                return _profile(task, dev, dev_name, max(1, iterations), max(0, warmup), record)
             except UnicodeDecodeError:
                 if attempt == 2:
                     raise
@@ -276,7 +343,9 @@ def profile_task(
         return ReferenceProfile(task.name, dev_name, "none", 0.0, [], [f"profiling failed: {msg}"])
 
 
-def _profile(task: Task, dev: torch.device, dev_name: str, iterations: int, warmup: int) -> ReferenceProfile:
+def _profile(
+    task: Task, dev: torch.device, dev_name: str, iterations: int, warmup: int, record: Path | None = None
+) -> ReferenceProfile:
     # Imported here: the worker module is heavy and only needed once a profile is asked for.
     from stitchcuda.agents.inputs import make_inputs
     from stitchcuda.agents.worker import build_model
@@ -306,15 +375,26 @@ def _profile(task: Task, dev: torch.device, dev_name: str, iterations: int, warm
             if cuda:
                 torch.cuda.synchronize(dev)
     clock = "cuda" if cuda else "cpu"
+    if record is not None:
+        import json
+
+        Path(record).write_text(json.dumps(dump_events(prof.events(), path, clock, iterations)))
     ops, outside = attribute(prof.events(), path, clock, iterations)
+    return _summarise(task.name, dev_name, clock, ops, outside, iterations, warmup)
+
+
+def _summarise(
+    task: str, dev_name: str, clock: str, ops: list[OpShare], outside: float, iterations: int, warmup: int | None
+) -> ReferenceProfile:
     total = sum(o.time_us for o in ops)
-    what = "CUDA kernel time" if cuda else "self CPU time"
-    notes = [f"{what} per iteration, mean of {iterations} after {warmup} warm-up calls"]
+    what = "CUDA kernel time" if clock == "cuda" else "self CPU time"
+    after = f" after {warmup} warm-up calls" if warmup is not None else " (recorded)"
+    notes = [f"{what} per iteration, mean of {iterations}{after}"]
     if outside > 0.01 * max(total, 1e-9):
         notes.append(f"{outside:.1f} us per iteration outside any op (Python, profiler overhead), not ranked")
     if not ops:
         notes.append("no op time was recorded")
-    return ReferenceProfile(task.name, dev_name, clock, total, ops, notes)
+    return ReferenceProfile(task, dev_name, clock, total, ops, notes)
 
 
 def format_table(profile: ReferenceProfile, top: int = 10) -> str:
@@ -344,7 +424,8 @@ def from_dict(d: dict[str, Any]) -> ReferenceProfile:
 
 
 def profile_in_subprocess(
-    task: Task, *, timeout_s: float = 300.0, device: str | None = None, iterations: int = 3
+    task: Task, *, timeout_s: float = 300.0, device: str | None = None, iterations: int = 3,
+    record: Path | None = None,
 ) -> ReferenceProfile:
     """profile_task in a child process: the user's module may crash or hang, the caller may not."""
     import json
@@ -357,6 +438,7 @@ def profile_in_subprocess(
         "inputs_fn": task.inputs_fn,
         "device": device,
         "iterations": iterations,
+        "record": str(record) if record is not None else None,
     }
     try:
         proc = subprocess.run(
@@ -380,7 +462,8 @@ def _main() -> None:
 
     req = json.loads(sys.stdin.read())
     task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
-    profile = profile_task(task, iterations=req.get("iterations", 3), device=req.get("device"))
+    record = Path(req["record"]) if req.get("record") else None
+    profile = profile_task(task, iterations=req.get("iterations", 3), device=req.get("device"), record=record)
     print(json.dumps(profile.to_dict()))
 
 

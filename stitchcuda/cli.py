@@ -35,6 +35,7 @@ def _verify_options(args):
 
     return VerifyOptions(
         gpu=args.gpu, timeout_s=args.timeout, trials=args.trials, time_compile=not args.no_compile,
+        profile=not args.no_profile,
     )
 
 
@@ -54,7 +55,8 @@ def _print_verdict(v: Verdict) -> None:
         where = f" ({f.file}:{f.line})" if f.line else ""
         console.print(f"  [red]hack[/] {f.code}: {escape(f.message)}{where}")
     for f in v.findings:
-        console.print(f"  [yellow]{f.code}[/]: {escape(f.message)}")
+        where = f" ({f.file}:{f.line})" if f.line else ""
+        console.print(f"  [yellow]{f.code}[/]: {escape(f.message)}{where}")
     for label, t in (("eager", v.eager), ("torch.compile", v.compiled), ("candidate", v.ours)):
         if t:
             console.print(f"  {label:>13}: median {t.median_ms:.4f} ms over {t.trials} trials")
@@ -183,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--timeout", type=float, default=900.0, help="wall-clock limit per candidate, seconds")
         sp.add_argument("--trials", type=int, default=50, help="timed trials per measurement (median)")
         sp.add_argument("--no-compile", action="store_true", help="skip timing torch.compile")
+        sp.add_argument("--no-profile", action="store_true",
+                        help="skip Nsight Compute on accepted candidates (about 10-30 s each)")
         sp.add_argument("--out", help="output folder")
 
     o = sub.add_parser("optimize", help="plan, code and verify a faster module")

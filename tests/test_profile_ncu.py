@@ -240,7 +240,7 @@ def test_utf16_columns() -> None:
 def test_command_filters_generated_kernels() -> None:
     argv = ncu.command(["python3", "bench.py"], ["stitch_pw0_kernel", "sc_red_rows"], launch_count=6)
     assert argv[:3] == ["ncu", "--clock-control", "none"]
-    assert argv[argv.index("--kernel-name") + 1] == "regex:^(sc_red_rows|stitch_pw0_kernel)$"
+    assert argv[argv.index("--kernel-name") + 1] == "regex:^(sc_red_rows|stitch_pw0_kernel)(<.*>)?$"
     assert argv[argv.index("--launch-count") + 1] == "6"
     assert {"--csv", "--page", "raw"} <= set(argv) and argv[-2:] == ["python3", "bench.py"]
     metrics = argv[argv.index("--metrics") + 1].split(",")
@@ -281,3 +281,40 @@ def test_findings_and_feedback(generated: dict[str, str]) -> None:
     assert text.index("memory-bound") < text.index("latency-bound")
     assert f"[{pw.file}:{pw.line}]" in text
     assert ncu.feedback_text([]) == "Profile: no kernel findings."
+
+
+@pytest.mark.skipif(ncu.find_ncu() is not None, reason="ncu is installed here: the no-ncu path is not reachable")
+def test_profile_candidate_without_ncu_degrades(generated: dict[str, str], tmp_path) -> None:
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated)
+    assert prof.findings == [] and prof.notes == [ncu.NO_NCU] and prof.seconds == 0.0
+
+
+def test_profile_candidate_without_kernels(tmp_path) -> None:
+    prof = ncu.profile_candidate(tmp_path / "request.json", {"model_new.py": "x = 1", "k.cu": "int f() { return 1; }"})
+    assert prof.findings == [] and "no __global__ kernels" in prof.notes[0]
+
+
+@pytest.mark.gpu
+def test_verifier_profiles_an_accepted_candidate(tmp_path, monkeypatch) -> None:
+    """End to end on the GPU: the Verifier runs ncu on the built-in coder's kernels, the verdict
+    carries one memory-bound Finding on the pointwise kernel's source line, within the 30 s budget."""
+    from pathlib import Path
+
+    from stitchcuda.agents.verifier import VerifyOptions, verify
+
+    from stitchcuda.types import Task
+
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    if ncu.find_ncu() is None:
+        pytest.skip("ncu is not installed")
+    ref = Path(__file__).parent / "fixtures" / "profile_src" / "pointwise_ref.py"
+    task = Task(path=ref)
+    cand = coder_builtin.code(task, planner.plan(task))
+    v = verify(task, cand, tmp_path / "run", VerifyOptions(time_compile=False, random_sets=2, adversarial=(), trials=10))
+    assert v.accepted, v.message
+    assert v.phases["ncu"] <= 30.0, v.notes
+    assert [f.code for f in v.findings] == ["memory-bound"], v.notes
+    f = v.findings[0]
+    smap = source_map.SourceMap.from_files(cand.files)
+    assert (f.file, f.line) == (smap.lookup(f.kernel).file, smap.lookup(f.kernel).line)
+    assert (tmp_path / "run" / "ncu.csv").exists()

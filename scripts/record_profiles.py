@@ -1,0 +1,90 @@
+"""Record the profiling fixtures on a GPU (run by `scripts/gpu_run.sh profiles`; writes under $OUT).
+
+For each case the Verifier runs in full, with Nsight Compute on: the verdict (timings, findings),
+ncu's raw CSV and the candidate's sources are kept, with the bytes and FLOPs each kernel must move
+or do, worked out by hand from the shapes, so the CPU tests can check the classification against
+arithmetic. The reference profiles of a KernelBench MLP and conv net are recorded as their
+profiler events (profiling.reference.dump_events) for the ranking to be replayed in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from stitchcuda.agents import coder_builtin, planner
+from stitchcuda.agents.verifier import VerifyOptions, verify
+from stitchcuda.profiling.reference import format_table, profile_in_subprocess
+
+from stitchcuda.types import Candidate, Task
+
+SRC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "profile_src"
+N_PW, N_TINY, N_MM = 1 << 28, 1024, 4096
+
+# name: (reference, candidate or None for the built-in coder, bytes, FLOPs) by hand:
+# the pointwise chain reads and writes each float once; x * 2 + 1 is one FMA (2 FLOPs), relu a max.
+CASES = {
+    "pointwise": ("pointwise_ref.py", None, 2 * 4 * N_PW, 2 * N_PW),
+    "tiny": ("tiny_ref.py", None, 2 * 4 * N_TINY, 2 * N_TINY),
+    "naive_matmul": ("matmul_ref.py", "naive_matmul_new.py", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
+    "tiled_matmul": ("matmul_ref.py", "tiled_matmul_new.py", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
+}
+
+
+def candidate_for(ref: Path, module: str | None) -> Candidate:
+    if module is None:
+        task = Task(path=ref)
+        return coder_builtin.code(task, planner.plan(task))
+    files = {"model_new.py": (SRC / module).read_text(), "matmul_kernels.cu": (SRC / "matmul_kernels.cu").read_text()}
+    return Candidate(name=Path(module).stem, files=files, origin="user")
+
+
+def main(out: Path, only: list[str]) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    opts = VerifyOptions(time_compile=False, random_sets=2, adversarial=(), trials=30, profile=True,
+                         profile_timeout_s=120.0)
+    summary: dict[str, object] = {}
+    for name, (ref, module, nbytes, flops) in CASES.items():
+        if only and name not in only:
+            continue
+        work = out / name
+        t0 = time.monotonic()
+        cand = candidate_for(SRC / ref, module)
+        v = verify(Task(path=SRC / ref), cand, work / "run", opts)
+        for fname, text in cand.files.items():
+            (work / fname).write_text(text)
+        if (work / "run" / "ncu.csv").exists():
+            shutil.copy(work / "run" / "ncu.csv", work / "ncu.csv")
+        (work / "verdict.json").write_text(v.to_json())
+        ms = v.ours.median_ms if v.ours else None
+        summary[name] = {
+            "status": v.status, "message": v.message, "median_ms": ms,
+            "hand_bytes": nbytes, "hand_flops": flops,
+            "hand_bytes_per_s": nbytes / (ms * 1e-3) if ms else None,
+            "hand_flops_per_s": flops / (ms * 1e-3) if ms else None,
+            "ncu_s": v.phases.get("ncu"), "notes": v.notes,
+            "findings": [f.message for f in v.findings], "seconds": round(time.monotonic() - t0, 1),
+        }
+        print(name, json.dumps(summary[name], indent=1), flush=True)
+        shutil.rmtree(work / "run", ignore_errors=True)
+    (out / "handcalc.json").write_text(json.dumps(summary, indent=2))
+
+    kb = Path(os.environ.get("KERNELBENCH", ".carry/kernelbench")).resolve()
+    for problem in ("level3/1_MLP.py", "level3/5_AlexNet.py"):
+        if only and "reference" not in only:
+            break
+        path = kb / problem
+        rec = out / "reference" / f"{path.stem}.events.json"
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        prof = profile_in_subprocess(Task(path=path), device="cuda:0", iterations=1, record=rec)
+        (out / "reference" / f"{path.stem}.profile.json").write_text(json.dumps(prof.to_dict(), indent=1))
+        print(format_table(prof, top=8), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(os.environ.get("OUT", "/tmp/stitchcuda-out")) / "profiles", sys.argv[1:]))
