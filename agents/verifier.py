@@ -132,9 +132,13 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
     if progress:
         progress("profile", "Nsight Compute on the candidate's kernels")
     # Counters from a kernel sharing the GPU with another worker's timing would describe neither.
-    with _file_lock(lock):
-        prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
-                                     timeout_s=opts.profile_timeout_s)
+    try:
+        with _file_lock(lock):
+            prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
+                                         timeout_s=opts.profile_timeout_s)
+    except Exception as e:  # noqa: BLE001 - the profile is extra; the verdict stands without it
+        verdict.notes.append(f"profiling failed ({type(e).__name__}: {e}); timing-only verdict")
+        return
     verdict.findings += prof.findings
     verdict.notes += prof.notes
     verdict.phases["ncu"] = round(prof.seconds, 2)

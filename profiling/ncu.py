@@ -55,6 +55,16 @@ def find_ncu() -> str | None:
     return None
 
 
+def kernel_names(files: Mapping[str, str]) -> list[str]:
+    """__global__ function names by pattern, for where tree-sitter is missing."""
+    names: list[str] = []
+    for fname, text in files.items():
+        if fname.endswith((".cu", ".cuh")):
+            text = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", text)
+            names += re.findall(r"__global__\s+[\w\s:<>,*&]*?(\w+)\s*\(", text)
+    return sorted(set(names))
+
+
 def kernel_regex(names: Sequence[str]) -> str:
     """`--kernel-name` value matching exactly these functions, with or without template arguments."""
     return "regex:^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")(<.*>)?$"
@@ -206,8 +216,12 @@ def profile_candidate(
     """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files),
     run in a child process on the Verifier's request; every failure becomes a note."""
     t0 = time.monotonic()
-    smap = SourceMap.from_files(files)
-    names = [f.name for f in smap.kernels()]
+    smap: SourceMap | None
+    try:
+        smap = SourceMap.from_files(files)
+        names = [f.name for f in smap.kernels()]
+    except ImportError:  # no tree-sitter: profile anyway, findings without source ranges
+        smap, names = None, kernel_names(files)
     if not names:
         return CandidateProfile([], ["no __global__ kernels in the candidate's sources: nothing to profile"], 0.0)
     tool = find_ncu()

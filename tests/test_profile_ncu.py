@@ -318,3 +318,13 @@ def test_verifier_profiles_an_accepted_candidate(tmp_path, monkeypatch) -> None:
     smap = source_map.SourceMap.from_files(cand.files)
     assert (f.file, f.line) == (smap.lookup(f.kernel).file, smap.lookup(f.kernel).line)
     assert (tmp_path / "run" / "ncu.csv").exists()
+
+
+def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) -> None:
+    """The no-tree-sitter fallback finds the same __global__ functions, launch bounds included."""
+    from pathlib import Path
+
+    mm = {"m.cu": (Path(__file__).parent / "fixtures" / "profile_src" / "matmul_kernels.cu").read_text()}
+    for files in (generated, mm):
+        assert ncu.kernel_names(files) == sorted(f.name for f in source_map.SourceMap.from_files(files).kernels())
+    assert ncu.kernel_names(mm) == ["naive_matmul_kernel", "tiled_matmul_kernel"]

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prepares .carry/ (git-ignored) for a device call: the KernelBench problems and the wheels the GPU
+# machine lacks (it has torch but no network). Run here, then name .carry/kernelbench and
+# .carry/wheels in the device call's `carry`; scripts/gpu_run.sh unpacks the wheels there.
+set -eu
+cd "$(dirname "$0")/.."
+mkdir -p .carry/wheels
+[ -d .carry/kernelbench ] || cp -r ../shared/kernelbench .carry/
+pip=${PIP:-.venv/bin/pip}
+# einops: some KernelBench level-3 problems; tree-sitter(-cuda): kernel-to-source mapping of NCU findings.
+$pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
+  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+  -d .carry/wheels einops tree-sitter tree-sitter-cuda
+ls .carry/wheels
