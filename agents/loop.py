@@ -6,7 +6,6 @@ hack-free candidate that beats the reference is the proposal, and when none does
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -18,6 +17,7 @@ from stitchcuda import provenance
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
+from .replay import files_digest
 from .verifier import VerifyOptions, cuda_available, verify
 
 Progress = Callable[[str, str], None]
@@ -54,7 +54,10 @@ class RunResult:
             "run_dir": str(self.run_dir),
             "message": self.message,
             "plan": asdict(self.plan) if self.plan else None,
-            "attempts": [{"candidate": c.name, "verdict": v.to_dict()} for c, v in self.attempts],
+            "attempts": [
+                {"candidate": c.name, "files_sha256": files_digest(c.files), "verdict": v.to_dict()}
+                for c, v in self.attempts
+            ],
             "best": self.best[0].name if self.best else None,
         }
 
@@ -95,6 +98,12 @@ def optimize(
         profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
         plan.profile = profile.to_dict()
         plan.notes.append(format_table(profile, top=8))
+    elif opts.verify.replay and not cuda_available():
+        from . import replay
+
+        plan.profile = replay.profile_for(replay.load(Path(opts.verify.replay)), task.path)
+        if plan.profile:
+            plan.notes.append(f"reference profile replayed from {opts.verify.replay}")
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
     attempts: list[tuple[Candidate, Verdict]] = []
     seen: set[str] = set()
@@ -109,7 +118,7 @@ def optimize(
         cand = code(task, plan) if not attempts else _refine(code, task, plan, attempts)
         if cand is None:
             break
-        digest = hashlib.sha256(json.dumps(cand.files, sort_keys=True).encode()).hexdigest()[:12]
+        digest = files_digest(cand.files)
         if digest in seen:
             say(f"round {k}", "the coder has nothing new to try")
             break

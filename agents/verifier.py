@@ -44,6 +44,7 @@ class VerifyOptions:
     time_compile: bool = True
     profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
     profile_timeout_s: float = 30.0
+    replay: str | None = None  # a recorded GPU run (agents/replay.py) for machines without a GPU
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -114,7 +115,12 @@ def verify(
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     outcome = _run_worker(req, workdir, env, opts, progress, cancel)
     verdict = _read_verdict(workdir, candidate, outcome)
-    if candidate is not None and opts.profile and verdict.accepted and verdict.ours is not None and not static:
+    if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
+        from . import replay
+
+        verdict = replay.overlay(verdict, replay.load(Path(opts.replay)), candidate, opts.replay)
+    profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
+    if candidate is not None and profiled and not static:
         if not (cancel is not None and cancel.is_set()):
             _profile(verdict, candidate, workdir, env, opts, req["gpu_lock"], progress)
     if static:

@@ -284,7 +284,10 @@ def findings(
         gain = c.gain_s * counts[kernel]
         share = gain / total
         fn = source_map.lookup(kernel) if source_map is not None else None
-        data = c.as_dict() | {"launches": counts[kernel], "gain_total_s": gain, "gain_share": share}
+        m = metrics_by_kernel[kernel]
+        data = c.as_dict() | {"launches": counts[kernel], "gain_total_s": gain, "gain_share": share,
+                              "peak_bytes_per_s": peaks.dram_bytes_per_s, "peak_flops_per_s": c.ridge * peaks.dram_bytes_per_s,
+                              "occupancy_pct": m.get(roofline.OCCUPANCY), "registers": m.get(roofline.REGISTERS)}
         if fn is not None:
             r = fn.name_range
             data["range"] = [r.start_line, r.start_col, r.end_line, r.end_col]

@@ -46,15 +46,15 @@ def _parser() -> Any:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
 
 
-def _utf16_col(lines: list[bytes], row: int, byte_col: int) -> int:
+def utf16_col(lines: list[bytes], row: int, byte_col: int) -> int:
     # tree-sitter counts bytes; LSP counts UTF-16 code units (non-ASCII comments shift them).
     prefix = lines[row][:byte_col].decode("utf-8", errors="replace") if row < len(lines) else ""
     return len(prefix.encode("utf-16-le")) // 2
 
 
-def _range(lines: list[bytes], node: Any) -> Range:
+def node_range(lines: list[bytes], node: Any) -> Range:
     (sr, sc), (er, ec) = node.start_point, node.end_point
-    return Range(sr, _utf16_col(lines, sr, sc), er, _utf16_col(lines, er, ec))
+    return Range(sr, utf16_col(lines, sr, sc), er, utf16_col(lines, er, ec))
 
 
 def _name_node(fn: Any) -> Any | None:
@@ -110,8 +110,8 @@ def parse(text: str, file: str = "kernels.cu") -> list[Function]:
                 name=name.text.decode(),
                 kind="global" if is_global else "launcher",
                 file=file,
-                range=_range(lines, outer),
-                name_range=_range(lines, name),
+                range=node_range(lines, outer),
+                name_range=node_range(lines, name),
             )
         )
     return out

@@ -1,10 +1,11 @@
-"""The `stitchcuda` command: optimize, verify, bench (and, later, serve)."""
+"""The `stitchcuda` command: optimize, verify, plan, bench, serve."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -30,12 +31,36 @@ def _progress_printer(prefix: str = ""):
     return show
 
 
+def _cancel_handler(cancel: threading.Event):
+    def handle(signum, frame) -> None:
+        # Like Ctrl-C: unwinds whatever runs now (tracing, a build); a running worker is killed on
+        # the way out (the Verifier's finally), and the run folder keeps what was done.
+        cancel.set()
+        raise KeyboardInterrupt
+
+    return handle
+
+
+def _emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _event_printer():
+    """Progress as JSON lines on stdout, for a program driving the run (the language server)."""
+
+    def show(phase: str, detail: str) -> None:
+        _emit({"event": "progress", "phase": phase, "detail": detail})
+
+    return show
+
+
 def _verify_options(args):
     from stitchcuda.agents.verifier import VerifyOptions
 
     return VerifyOptions(
         gpu=args.gpu, timeout_s=args.timeout, trials=args.trials, time_compile=not args.no_compile,
-        profile=not args.no_profile,
+        profile=not args.no_profile, replay=getattr(args, "replay", None),
     )
 
 
@@ -77,17 +102,28 @@ def cmd_optimize(args) -> int:
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args))
     console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
     cancel = threading.Event()
+    # SIGTERM (how the language server stops a job) cancels like Ctrl-C: the running candidate's
+    # worker is killed and the run ends with what it has.
+    signal.signal(signal.SIGTERM, _cancel_handler(cancel))
+    progress = _event_printer() if args.events else _progress_printer()
     try:
-        result = optimize(task, out, opts, progress=_progress_printer(), cancel=cancel)
+        result = optimize(task, out, opts, progress=progress, cancel=cancel)
     except KeyboardInterrupt:
         cancel.set()
         console.print("[red]cancelled[/]")
+        if args.events:
+            _emit({"event": "result", "message": "cancelled", "summary": None, "proposal": None, "cancelled": True})
         return 130
+    proposal_dir = out / "proposal"
+    if result.proposal is not None:
+        result.proposal.write(proposal_dir)
+    if args.events:
+        _emit({"event": "result", "message": result.message, "summary": str(out / "summary.json"),
+               "proposal": str(proposal_dir) if result.proposal is not None else None,
+               "cancelled": cancel.is_set()})
     for _cand, v in result.attempts:
         _print_verdict(v)
     if result.proposal is not None:
-        proposal_dir = out / "proposal"
-        result.proposal.write(proposal_dir)
         console.print(f"[green bold]{escape(result.message)}[/]")
         console.print(f"proposed files (nothing in your project was changed): {proposal_dir}")
         for name in result.proposal.files:
@@ -95,6 +131,15 @@ def cmd_optimize(args) -> int:
     else:
         console.print(f"[yellow bold]{escape(result.message)}[/]")
     console.print(f"artifacts: {out}")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    try:
+        from stitchcuda.server.server import main as serve
+    except ImportError as e:
+        raise UsageError(f"the language server needs pygls and lsprotocol: pip install 'stitchcuda[server]' ({e})") from e
+    serve()
     return 0
 
 
@@ -195,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
     o.add_argument("--rounds", type=int, default=3)
     o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
+    o.add_argument("--events", action="store_true", help="progress and result as JSON lines on stdout")
+    o.add_argument("--replay", help="without a GPU: take GPU results from this recorded run's summary.json")
     common(o)
     o.set_defaults(fn=cmd_optimize)
 
@@ -221,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--deadline", type=float, default=None, help="start no new problem after this many seconds")
     common(b)
     b.set_defaults(fn=cmd_bench, out="bench-out")
+
+    sv = sub.add_parser("serve", help="run the language server on stdio (needs the [server] extra)")
+    sv.set_defaults(fn=cmd_serve)
     return p
 
 

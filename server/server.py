@@ -1,0 +1,337 @@
+"""The StitchCUDA language server (pygls 2): each LSP feature is a small function over the plain
+modules beside it (modules, jobs, proposal, diagnostics); no optimisation logic lives here.
+
+Commands (workspace/executeCommand):
+  stitchcuda.optimize [uri, className]  start a job; answers {"jobId", "token"} at once
+  stitchcuda.cancel [jobId]             stop a running job (so does cancelling its progress)
+  stitchcuda.jobs []                    every job's state and message
+  stitchcuda.showProposal [jobId]       the diff and files a finished job proposes
+  stitchcuda.accept [jobId]             apply the proposal (workspace/applyEdit); nothing before this
+  stitchcuda.reject [jobId]             drop the proposal
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from stitchcuda import __version__
+
+from . import diagnostics, modules, proposal
+from .diagnostics import Annotated
+from .jobs import Job, JobSettings
+
+log = logging.getLogger(__name__)
+OPTIMIZE, CANCEL, JOBS = "stitchcuda.optimize", "stitchcuda.cancel", "stitchcuda.jobs"
+SHOW, ACCEPT, REJECT = "stitchcuda.showProposal", "stitchcuda.accept", "stitchcuda.reject"
+ACTION_KIND = lsp.CodeActionKind.RefactorRewrite
+
+
+class StitchServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("stitchcuda", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.jobs: dict[str, Job] = {}
+        self.tokens: dict[str, str] = {}  # progress token -> job id
+        self.tasks: set[asyncio.Task[Any]] = set()
+        # uri -> source (job id, or job id + ":accepted") -> what to show there
+        self.notes: dict[str, dict[str, list[Annotated]]] = {}
+        self._scans: dict[str, tuple[int | None, modules.PythonFile]] = {}
+
+    def scan(self, uri: str) -> modules.PythonFile:
+        doc = self.workspace.get_text_document(uri)
+        cached = self._scans.get(uri)
+        if cached is not None and cached[0] is not None and cached[0] == doc.version:
+            return cached[1]
+        found = modules.scan(doc.source)
+        self._scans[uri] = (doc.version, found)
+        return found
+
+    def publish(self, uri: str, source: str, items: list[Annotated] | None) -> None:
+        per = self.notes.setdefault(uri, {})
+        if items:
+            per[source] = items
+        else:
+            per.pop(source, None)
+        diags = [a.diagnostic for group in per.values() for a in group]
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
+
+    def job(self, args: Any) -> Job:
+        jid = _arg(args, 0, "jobId")
+        if jid not in self.jobs:
+            raise JsonRpcInvalidParams(f"no job {jid!r}")
+        return self.jobs[jid]
+
+    def say(self, kind: lsp.MessageType, text: str) -> None:
+        self.window_show_message(lsp.ShowMessageParams(type=kind, message=text))
+
+
+server = StitchServer()
+
+
+def _arg(args: Any, i: int, name: str) -> Any:
+    if isinstance(args, list | tuple) and len(args) > i:
+        return args[i]
+    if isinstance(args, list | tuple) and args and isinstance(args[0], dict) and name in args[0]:
+        return args[0][name]
+    raise JsonRpcInvalidParams(f"missing argument {i} ({name})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Code actions
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[ACTION_KIND]))
+def code_actions(ls: StitchServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    uri = params.text_document.uri
+    if not uri.endswith(".py"):
+        return []
+    found = ls.scan(uri)
+    mod = found.module_at(params.range.start.line)
+    if mod is None:
+        return []
+    actions = [lsp.CodeAction(
+        title=f"Optimise {mod.name} end-to-end with StitchCUDA",
+        kind=ACTION_KIND,
+        command=lsp.Command(title=f"Optimise {mod.name}", command=OPTIMIZE, arguments=[uri, mod.name]),
+    )]
+    missing = found.missing_task_functions
+    if missing:
+        actions.append(lsp.CodeAction(
+            title=f"Add {' and '.join(missing)} for {mod.name} (StitchCUDA needs example inputs)",
+            kind=ACTION_KIND,
+            edit=_scaffold_edit(ls, uri, found, mod),
+        ))
+    return actions
+
+
+def _scaffold_edit(ls: StitchServer, uri: str, found: modules.PythonFile, mod: modules.ModuleClass) -> lsp.WorkspaceEdit:
+    doc = ls.workspace.get_text_document(uri)
+    lines = doc.lines
+    end = lsp.Position(len(lines), 0) if doc.source.endswith("\n") else lsp.Position(
+        max(0, len(lines) - 1), len(lines[-1].encode("utf-16-le")) // 2 if lines else 0)
+    edits = [lsp.TextEdit(range=lsp.Range(end, end), new_text=modules.scaffold(mod))]
+    if not any(ln.startswith(("import torch", "from torch ")) and "torch.nn" not in ln.split()[1:2] for ln in lines):
+        edits.insert(0, lsp.TextEdit(range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)), new_text="import torch\n"))
+    return lsp.WorkspaceEdit(changes={uri: edits})
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
+
+
+async def _settings(ls: StitchServer, uri: str) -> JobSettings:
+    caps = ls.client_capabilities.workspace
+    if not (caps and caps.configuration):
+        return JobSettings()
+    try:
+        got = await ls.workspace_configuration_async(
+            lsp.ConfigurationParams(items=[lsp.ConfigurationItem(scope_uri=uri, section="stitchcuda")]))
+    except Exception as e:  # noqa: BLE001 - a client that fails the request gets the defaults
+        log.warning("workspace/configuration failed: %s", e)
+        return JobSettings()
+    return JobSettings.from_config(got[0] if got and isinstance(got[0], dict) else None)
+
+
+@server.command(OPTIMIZE)
+async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    uri, class_name = _arg(args, 0, "uri"), _arg(args, 1, "className")
+    path = Path(to_fs_path(uri) or "")
+    if not path.is_file():
+        raise JsonRpcInvalidParams(f"{uri}: not a saved file on disk (StitchCUDA runs the file as saved)")
+    found = modules.scan(path.read_text(errors="replace"))
+    if found.module(class_name) is None:
+        raise JsonRpcInvalidParams(f"{class_name} is not an nn.Module subclass in {path.name}")
+    if found.missing_task_functions:
+        raise JsonRpcInvalidParams(f"{path.name} has no {' or '.join(found.missing_task_functions)}: "
+                                   "use the code action that adds them, then fill in real inputs")
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is not None and doc.source != path.read_text(errors="replace"):
+        ls.say(lsp.MessageType.Warning, f"{path.name} has unsaved changes: optimising the saved file")
+    settings = await _settings(ls, uri)
+    job = Job.new(path, class_name, settings)
+    # An earlier job on the same module: its diagnostics give way to this one's.
+    for old in ls.jobs.values():
+        if (old.path, old.class_name) == (path, class_name) and old.state != "running":
+            _clear(ls, old)
+    ls.jobs[job.id] = job
+    token = f"stitchcuda-{job.id}"
+    ls.tokens[token] = job.id
+    progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    if progress:
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
+            title=f"StitchCUDA: {class_name}", message="starting", cancellable=True, percentage=0))
+    task = asyncio.create_task(_run(ls, job, token if progress else None))
+    ls.tasks.add(task)
+    task.add_done_callback(ls.tasks.discard)
+    return {"jobId": job.id, "token": token, "runDir": str(job.run_dir)}
+
+
+async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
+    best: list[str] = []
+
+    def on_event(e: dict[str, Any]) -> None:
+        phase, detail = e.get("phase", ""), e.get("detail", "")
+        if phase.endswith(": verdict") and detail.startswith("correct"):
+            best.append(detail)
+        if token is None:
+            return
+        k = _round_of(phase)
+        pct = int(100 * (k - 1) / max(1, job.settings.rounds)) if k else None
+        msg = f"{phase} {detail}".strip() + (f" | best so far: {best[-1]}" if best else "")
+        ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=msg[:200], percentage=pct))
+
+    try:
+        await job.run(on_event)
+    except Exception as e:  # noqa: BLE001 - a job that cannot even start is a failed job
+        job.state, job.message = "failed", f"could not run the optimisation: {type(e).__name__}: {e}"
+    if token is not None:
+        ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=f"{job.state}: {job.message}"[:200]))
+    _publish_job(ls, job)
+    kind = lsp.MessageType.Info if job.proposal else lsp.MessageType.Warning
+    if job.state == "failed":
+        kind = lsp.MessageType.Error
+    tail = " (stitchcuda.showProposal to see the diff, stitchcuda.accept to apply)" if job.proposal else ""
+    ls.say(kind, f"StitchCUDA {job.class_name}: {job.message}{tail}")
+
+
+def _round_of(phase: str) -> int | None:
+    if phase.startswith("round "):
+        head = phase.split(":", 1)[0].split()
+        if len(head) > 1 and head[1].isdigit():
+            return int(head[1])
+    return None
+
+
+def _publish_job(ls: StitchServer, job: Job) -> None:
+    summary = job.summary or {}
+    plan = summary.get("plan") or {}
+    user_uri = from_fs_path(str(job.path))
+    ls.publish(user_uri, job.id, diagnostics.profile_lines(plan.get("profile"), str(job.path.resolve())))
+    for att in summary.get("attempts", []):
+        from stitchcuda.types import Verdict
+
+        v = Verdict.from_dict(att["verdict"])
+        cand_dir = job.run_dir / att["candidate"]
+        for fname, items in diagnostics.verdict_problems(v, "model_new.py").items():
+            ls.publish(from_fs_path(str(cand_dir / fname)), job.id, items)
+    best = _best_verdict(job)
+    if best is not None and job.proposal:
+        for fname, items in diagnostics.kernel_findings(best.findings).items():
+            ls.publish(from_fs_path(str(job.run_dir / "proposal" / fname)), job.id, items)
+
+
+def _best_verdict(job: Job):
+    from stitchcuda.types import Verdict
+
+    summary = job.summary or {}
+    for att in summary.get("attempts", []):
+        if att["candidate"] == summary.get("best"):
+            return Verdict.from_dict(att["verdict"])
+    return None
+
+
+def _clear(ls: StitchServer, job: Job) -> None:
+    for uri, per in list(ls.notes.items()):
+        if job.id in per:
+            ls.publish(uri, job.id, None)
+
+
+@server.command(CANCEL)
+def cancel(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    job = ls.job(args)
+    job.cancel()
+    return {"jobId": job.id, "state": job.state, "cancelling": job.state == "running"}
+
+
+@server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+def progress_cancelled(ls: StitchServer, params: lsp.WorkDoneProgressCancelParams) -> None:
+    jid = ls.tokens.get(str(params.token))
+    if jid in ls.jobs:
+        ls.jobs[jid].cancel()
+
+
+@server.command(JOBS)
+def jobs(ls: StitchServer, *args: Any) -> list[dict[str, Any]]:
+    return [{"jobId": j.id, "file": str(j.path), "className": j.class_name, "state": j.state,
+             "message": j.message, "hasProposal": bool(j.proposal)} for j in ls.jobs.values()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Proposal
+
+
+def _folder(ls: StitchServer, job: Job) -> Path:
+    root = Path(ls.workspace.root_path) if ls.workspace.root_path else None
+    return proposal.target_folder(job.path, job.settings.output_folder, root)
+
+
+def _proposed(ls: StitchServer, args: Any) -> Job:
+    job = ls.job(args)
+    if job.state == "running":
+        raise JsonRpcInvalidParams(f"job {job.id} is still running")
+    if not job.proposal:
+        raise JsonRpcInvalidParams(f"job {job.id} has no proposal: {job.message}")
+    return job
+
+
+@server.command(SHOW)
+def show_proposal(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    job = _proposed(ls, args)
+    folder = _folder(ls, job)
+    return {"jobId": job.id, "message": job.message, "folder": str(folder),
+            "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)],
+            "diff": proposal.diff(job.proposal, folder)}
+
+
+@server.command(ACCEPT)
+async def accept(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    job = _proposed(ls, args)
+    if not proposal.supports_file_creation(ls.client_capabilities):
+        raise JsonRpcInvalidParams("this editor cannot create files through a workspace edit "
+                                   f"(workspaceEdit.resourceOperations 'create'); the files are in {job.run_dir / 'proposal'}")
+    folder = _folder(ls, job)
+    result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(
+        edit=proposal.workspace_edit(job.proposal, folder), label=f"StitchCUDA: {job.class_name}"))
+    if not result.applied:
+        return {"applied": False, "reason": result.failure_reason or "the editor did not apply the edit"}
+    best = _best_verdict(job)
+    if best is not None:
+        for fname, items in diagnostics.kernel_findings(best.findings).items():
+            ls.publish(from_fs_path(str(folder / fname)), job.id + ":accepted", items)
+    return {"applied": True, "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)]}
+
+
+@server.command(REJECT)
+def reject(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    job = _proposed(ls, args)
+    job.proposal = {}
+    for uri, per in list(ls.notes.items()):
+        if job.id in per and "/proposal/" in uri:
+            ls.publish(uri, job.id, None)
+    return {"rejected": True, "jobId": job.id}
+
+
+# ---------------------------------------------------------------------------------------------
+# Hover
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    items = [a for group in ls.notes.get(params.text_document.uri, {}).values() for a in group]
+    text = diagnostics.hover_at(items, params.position)
+    if text is None:
+        return None
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    server.start_io()

@@ -1,0 +1,153 @@
+"""The language server's plain parts without a client: module scanning, diagnostics, proposals,
+and the replay of recorded GPU verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import needs_nvcc
+from lsprotocol import types as lsp
+from stitchcuda.agents import coder_builtin, graph, planner, replay
+from stitchcuda.agents.verifier import VerifyOptions, verify
+from stitchcuda.profiling import ncu, source_map
+from stitchcuda.server import diagnostics, modules, proposal
+
+from stitchcuda.types import Candidate, Finding, Task, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block.json"
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+def test_scan_finds_modules_through_aliases_and_local_bases() -> None:
+    text = (
+        "import torch\nfrom torch import nn\nfrom torch.nn import Module\n"
+        "class A(nn.Module): pass\nclass B(torch.nn.Module): pass\nclass C(Module): pass\n"
+        "class D(A):\n    class Inner(nn.Module):\n        pass\nclass NotOne(object): pass\n"
+    )
+    found = modules.scan(text)
+    assert [m.name for m in found.modules] == ["A", "B", "C", "D", "Inner"]
+    assert found.module_at(7).name == "Inner" and found.module_at(6).name == "D"
+    assert found.module_at(9) is None and found.missing_task_functions == ["get_inputs", "get_init_inputs"]
+
+
+def test_scan_columns_are_utf16() -> None:
+    # "𝔘" is one code point, two UTF-16 units, four UTF-8 bytes.
+    found = modules.scan("import torch.nn as nn\nx = '𝔘'; y = 1\nclass Ünï𝔘(nn.Module):\n    pass\n")
+    (m,) = found.modules
+    assert m.name == "Ünï𝔘" and (m.name_range.start_col, m.name_range.end_col) == (6, 6 + 5)
+
+
+def test_scan_survives_unclosed_brackets() -> None:
+    text = "import torch.nn as nn\nclass A(nn.Module):\n    pass\nbad = foo(\nclass B(nn.Module):\n    def forward(self, x):\n        return x\n\nclass C(B):\n    pass\n"
+    found = modules.scan(text)
+    assert [m.name for m in found.modules] == ["A", "B", "C"]
+    b = found.module("B")
+    assert (b.range.start_line, b.range.end_line) == (4, 6)
+
+
+def test_scaffold_is_valid_python_naming_forward_args() -> None:
+    (m,) = modules.scan("import torch.nn as nn\nclass N(nn.Module):\n    def __init__(self, d, *, k=3):\n"
+                        "        super().__init__()\n    def forward(self, a, b=None, *rest):\n        return a\n").modules
+    assert (m.init_params, m.forward_params) == (["d", "k"], ["a", "b"])
+    code = "import torch\n" + modules.scaffold(m)
+    ns: dict = {}
+    exec(compile(code, "scaffold", "exec"), ns)  # noqa: S102 - our own generated text
+    assert ns["get_init_inputs"]() == [None, None] and [t.shape for t in ns["get_inputs"]()] == [(16, 64)] * 2
+
+
+class PwSum(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(x * 2 + 1), x.sum(dim=1)
+
+
+def test_kernel_findings_are_anchored_on_kernel_names() -> None:
+    """Findings built by the real ncu.findings over a generated .cu (metric values hand-made, as
+    in test_profile_ncu) land on the kernel's name in its definition, with hover numbers."""
+    from test_profile_ncu import NAIVE_MATMUL, POINTWISE
+
+    plan = planner.plan_graph(graph.trace_module(PwSum(), [torch.randn(33, 65)]))
+    files = coder_builtin.build_candidate(plan, PwSum, title="t").files
+    smap = source_map.SourceMap.from_files(files)
+    pw = next(f for f in smap.kernels() if f.name.startswith("stitch_pw"))
+    red = next(f for f in smap.kernels() if f.name.startswith("sc_red_rows"))
+    found = ncu.findings({f"void {pw.name}<4>(const float *, float *)": POINTWISE | {"launches": 1.0},
+                          f"void {red.name}<X>(float)": NAIVE_MATMUL | {"launches": 1.0}}, smap)
+    by_file = diagnostics.kernel_findings(found)
+    (cu,) = by_file
+    lines = files[cu].split("\n")
+    got = {a.diagnostic.code: a for a in by_file[cu]}
+    assert set(got) == {"memory-bound", "compute-bound"}
+    for code, fn in (("memory-bound", pw), ("compute-bound", red)):
+        r = got[code].diagnostic.range
+        assert lines[r.start.line][r.start.character:r.end.character] == fn.name
+    # Severity by estimated gain: the pointwise kernel runs at 90% of DRAM peak (little to gain),
+    # the matmul far under the FMA roofline.
+    assert got["compute-bound"].diagnostic.severity == lsp.DiagnosticSeverity.Warning
+    assert got["memory-bound"].diagnostic.severity == lsp.DiagnosticSeverity.Information
+    hov = got["memory-bound"].hover
+    assert "DRAM bandwidth | 2684 GB/s of 2964 GB/s" in hov and "arithmetic intensity | 0.25" in hov
+    pos = got["memory-bound"].diagnostic.range.start
+    assert diagnostics.hover_at(by_file[cu], pos) == hov
+
+
+def test_verdict_problems_point_into_the_candidate() -> None:
+    v = Verdict("r1-x", "hacked", built=True, hack_findings=[
+        Finding("torch-compute-in-forward", "torch.relu in forward", file="model_new.py", line=12)])
+    (f,) = diagnostics.verdict_problems(v, "model_new.py")["model_new.py"]
+    assert f.diagnostic.range.start.line == 11 and f.diagnostic.code == "torch-compute-in-forward"
+    bad = Verdict("r2-y", "build-failed", build_log="a.cu(3): error: identifier x is undefined\n", message="nvcc failed")
+    (g,) = diagnostics.verdict_problems(bad, "model_new.py")["model_new.py"]
+    assert "identifier x is undefined" in g.diagnostic.message
+    assert diagnostics.verdict_problems(Verdict("r3", "unverified"), "model_new.py") == {}
+
+
+def test_proposal_edit_and_diff(tmp_path: Path) -> None:
+    folder = proposal.target_folder(tmp_path / "blk.py", None)
+    assert folder == tmp_path / "blk_stitchcuda"
+    assert proposal.target_folder(tmp_path / "blk.py", "gen", tmp_path) == tmp_path / "gen"
+    files = {"model_new.py": "class ModelNew: ...\n", "k.cu": "__global__ void k() {}\n"}
+    edit = proposal.workspace_edit(files, folder)
+    kinds = [type(c).__name__ for c in edit.document_changes]
+    assert kinds == ["CreateFile", "TextDocumentEdit"] * 2 and edit.document_changes[0].options.overwrite
+    folder.mkdir()
+    (folder / "k.cu").write_text("old\n")
+    d = proposal.diff(files, folder)
+    assert f"--- {folder / 'k.cu'}" in d and "-old" in d and "+__global__ void k() {}" in d
+    assert "--- /dev/null" in d and f"+++ {folder / 'model_new.py'}" in d
+
+
+def test_replay_overlays_gpu_results_only_on_a_real_build(tmp_path: Path) -> None:
+    rec = replay.load(RECORDED)
+    cand = Candidate("r1-builtin-pointwise", {"model_new.py": "x = 1\n"})
+    built = Verdict(cand.name, "unverified", built=True, build_s=1.5)
+    got = replay.overlay(built, rec, cand, str(RECORDED))
+    assert got.accepted and got.ours.median_ms == pytest.approx(0.1683, abs=1e-4) and got.build_s == 1.5
+    assert any(n.startswith("REPLAYED") and "matched by candidate name" in n for n in got.notes)
+    failed = Verdict(cand.name, "build-failed", built=False)
+    assert replay.overlay(failed, rec, cand, "x").status == "build-failed"
+    other = replay.overlay(Verdict("r9-z", "unverified", built=True), rec, Candidate("r9-z", {}), "x")
+    assert other.status == "unverified" and "no recorded GPU verdict" in other.notes[-1]
+    # A recording that names files by digest matches by content, whatever the name.
+    by_files = {"attempts": [{"candidate": "other", "files_sha256": replay.files_digest(cand.files),
+                              "verdict": rec["attempts"][0]["verdict"]}]}
+    hit = replay.overlay(Verdict(cand.name, "unverified", built=True), by_files, cand, "x")
+    assert hit.accepted and "identical files" in hit.notes[-1]
+
+
+@needs_nvcc
+def test_verify_with_replay_builds_for_real(tmp_path: Path) -> None:
+    """No GPU: the example's candidate is compiled here, then takes the H100's recorded results."""
+    if torch.cuda.is_available():
+        pytest.skip("replay applies where there is no GPU")
+    task = Task(path=ROOT / "examples" / "gated_block.py", class_name="Block")
+    cand = coder_builtin.code(task, planner.plan(task))
+    cand.name = "r1-" + cand.name
+    v = verify(task, cand, tmp_path / "run", VerifyOptions(replay=str(RECORDED)))
+    assert v.built and v.build_s is not None and v.accepted and v.speedup_eager == pytest.approx(5.22, abs=0.01)
+    assert json.loads((tmp_path / "run" / "verdict.json").read_text())["accepted"] is True
