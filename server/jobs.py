@@ -36,13 +36,14 @@ class JobSettings:
     output_folder: str | None = None  # where accepted files go; default: beside the module's file
     runs_folder: str | None = None  # where run artifacts go; default: the user cache
     replay: str | None = None  # a recorded GPU run, for machines without a GPU (tests, demos)
+    profile: bool = True  # Nsight Compute on accepted candidates
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any] | None) -> JobSettings:
         cfg = cfg or {}
         names = {"coder": "coder", "rounds": "rounds", "timeBudget": "time_budget_s", "gpu": "gpu",
                  "llmEndpoint": "llm_endpoint", "llmModel": "llm_model", "outputFolder": "output_folder",
-                 "runsFolder": "runs_folder", "replay": "replay"}
+                 "runsFolder": "runs_folder", "replay": "replay", "profile": "profile"}
         return cls(**{attr: cfg[key] for key, attr in names.items() if cfg.get(key) is not None})
 
 
@@ -83,6 +84,8 @@ class Job:
             argv += ["--gpu", str(s.gpu)]
         if s.replay:
             argv += ["--replay", s.replay]
+        if not s.profile:
+            argv += ["--no-profile"]
         return argv
 
     def env(self) -> dict[str, str]:

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 OPTIMIZE, CANCEL, JOBS = "stitchcuda.optimize", "stitchcuda.cancel", "stitchcuda.jobs"
 SHOW, ACCEPT, REJECT = "stitchcuda.showProposal", "stitchcuda.accept", "stitchcuda.reject"
 ACTION_KIND = lsp.CodeActionKind.RefactorRewrite
+# Sent on a job's start, progress and end, for clients that show jobs (the VS Code status bar).
+JOB_UPDATE = "stitchcuda/jobUpdate"
 
 
 class StitchServer(LanguageServer):
@@ -168,6 +170,7 @@ async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
         await ls.work_done_progress.create_async(token)
         ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
             title=f"StitchCUDA: {class_name}", message="starting", cancellable=True, percentage=0))
+    ls.protocol.notify(JOB_UPDATE, _job_state(job, None, "starting"))
     task = asyncio.create_task(_run(ls, job, token if progress else None))
     ls.tasks.add(task)
     task.add_done_callback(ls.tasks.discard)
@@ -181,6 +184,7 @@ async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
         phase, detail = e.get("phase", ""), e.get("detail", "")
         if phase.endswith(": verdict") and detail.startswith("correct"):
             best.append(detail)
+        ls.protocol.notify(JOB_UPDATE, _job_state(job, best[-1] if best else None, f"{phase} {detail}".strip()))
         if token is None:
             return
         k = _round_of(phase)
@@ -195,11 +199,17 @@ async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
     if token is not None:
         ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=f"{job.state}: {job.message}"[:200]))
     _publish_job(ls, job)
+    ls.protocol.notify(JOB_UPDATE, _job_state(job, best[-1] if best else None))
     kind = lsp.MessageType.Info if job.proposal else lsp.MessageType.Warning
     if job.state == "failed":
         kind = lsp.MessageType.Error
     tail = " (stitchcuda.showProposal to see the diff, stitchcuda.accept to apply)" if job.proposal else ""
     ls.say(kind, f"StitchCUDA {job.class_name}: {job.message}{tail}")
+
+
+def _job_state(job: Job, best: str | None = None, detail: str = "") -> dict[str, Any]:
+    return {"jobId": job.id, "file": str(job.path), "className": job.class_name, "state": job.state,
+            "message": job.message or detail, "best": best, "hasProposal": bool(job.proposal)}
 
 
 def _round_of(phase: str) -> int | None:
@@ -288,6 +298,7 @@ def show_proposal(ls: StitchServer, *args: Any) -> dict[str, Any]:
     folder = _folder(ls, job)
     return {"jobId": job.id, "message": job.message, "folder": str(folder),
             "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)],
+            "contents": {from_fs_path(str(folder / n)): text for n, text in sorted(job.proposal.items())},
             "diff": proposal.diff(job.proposal, folder)}
 
 

@@ -60,6 +60,12 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
         _apply(params.edit)
         return lsp.ApplyWorkspaceEditResult(applied=True)
 
+    lsp_client.updates = []
+
+    @lsp_client.feature("stitchcuda/jobUpdate")
+    def job_update(params) -> None:
+        lsp_client.updates.append(params)
+
     lsp_client.set_configuration({"stitchcuda": {
         "replay": str(RECORDED), "runsFolder": str(tmp_path / "runs"), "rounds": 2}})
     lsp_client.work = work
@@ -163,10 +169,15 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
     assert at == sorted(at), steps
     assert any("best so far: correct" in m for m in steps[at[3]:])
 
+    updates = [u for u in client.updates if u.jobId == started["jobId"]]
+    assert updates[0].state == "running" and updates[0].message == "starting"
+    assert updates[-1].state == "done" and updates[-1].hasProposal and "5.22x" in updates[-1].best
+
     folder = client.work / "gated_block_stitchcuda"
     shown = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.showProposal", arguments=[started["jobId"]]))
     assert "+++ " + str(folder / "fused_kernels.cu") in shown["diff"] and "__global__" in shown["diff"]
+    assert shown["contents"][from_fs_path(str(folder / "model_new.py"))].count("class ModelNew") == 1
     assert not folder.exists()  # nothing written before accept
 
     # The reference's hottest ops, from the recorded H100 profile, on the user's lines.
