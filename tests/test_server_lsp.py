@@ -241,3 +241,28 @@ async def test_code_actions_on_a_5000_line_file_answer_fast(client: LanguageClie
     median_ms = statistics.median(times) * 1000
     print(f"\ncode actions on a 5,000-line file: median {median_ms:.1f} ms over 20 requests (max {max(times) * 1000:.1f} ms)")
     assert median_ms < 100
+
+
+@pytest.mark.gpu
+@pytest.mark.asyncio
+async def test_job_live_on_gpu(client: LanguageClient, tmp_path: Path) -> None:
+    """The same flow on a real GPU: no replay, the Verifier times and profiles the candidate."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    client.set_configuration({"stitchcuda": {"runsFolder": str(tmp_path / "runs"), "rounds": 1}})
+    uri = _open(client, client.work / "gated_block.py")
+    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.optimize", arguments=[uri, "Block"]))
+    job = await _wait(client, started["jobId"], timeout=400)
+    assert job["state"] == "done" and job["hasProposal"], job
+    updates = [u for u in client.updates if u.jobId == started["jobId"]]
+    assert "vs eager" in updates[-1].best and "REPLAYED" not in job["message"]
+    assert any(d.code == "hot-op" for d in client.diagnostics[uri])  # profiled live on this GPU
+    # NCU findings on the proposed .cu (in the run folder until accepted), on a kernel's name.
+    cu = [u for u in client.diagnostics if u.endswith("/proposal/fused_kernels.cu")]
+    assert cu and all(d.code.endswith("-bound") for d in client.diagnostics[cu[0]]), client.diagnostics.keys()
+    done = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.accept", arguments=[started["jobId"]]))
+    assert done["applied"] is True
