@@ -20,6 +20,8 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.uris import from_fs_path, to_fs_path
 
 from stitchcuda import __version__
@@ -36,15 +38,30 @@ ACTION_KIND = lsp.CodeActionKind.RefactorRewrite
 JOB_UPDATE = "stitchcuda/jobUpdate"
 
 
+class _Protocol(LanguageServerProtocol):
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):
+        # Our ranges (tree-sitter, NCU findings) are in UTF-16 code units, LSP's default; a client
+        # that prefers UTF-8 (recent Neovim lists it first) would otherwise get it from pygls.
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = [e for e in general.position_encodings if e == lsp.PositionEncodingKind.Utf16]
+        return (yield from super().lsp_initialize(params))
+
+
 class StitchServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("stitchcuda", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__("stitchcuda", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+                         protocol_cls=_Protocol)
         self.jobs: dict[str, Job] = {}
         self.tokens: dict[str, str] = {}  # progress token -> job id
         self.tasks: set[asyncio.Task[Any]] = set()
         # uri -> source (job id, or job id + ":accepted") -> what to show there
         self.notes: dict[str, dict[str, list[Annotated]]] = {}
         self._scans: dict[str, tuple[int | None, modules.PythonFile]] = {}
+        # Settings from clients that cannot answer workspace/configuration (plain Neovim
+        # start_client): initializationOptions, then workspace/didChangeConfiguration.
+        self.pushed_settings: dict[str, Any] | None = None
 
     def scan(self, uri: str) -> modules.PythonFile:
         doc = self.workspace.get_text_document(uri)
@@ -128,10 +145,29 @@ def _scaffold_edit(ls: StitchServer, uri: str, found: modules.PythonFile, mod: m
 # Jobs
 
 
+def _section(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    inner = value.get("stitchcuda")
+    return inner if isinstance(inner, dict) else value
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
+    ls.pushed_settings = _section(params.initialization_options)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def configuration_changed(ls: StitchServer, params: lsp.DidChangeConfigurationParams) -> None:
+    got = _section(params.settings)
+    if got is not None:
+        ls.pushed_settings = got
+
+
 async def _settings(ls: StitchServer, uri: str) -> JobSettings:
     caps = ls.client_capabilities.workspace
     if not (caps and caps.configuration):
-        return JobSettings()
+        return JobSettings.from_config(ls.pushed_settings)
     try:
         got = await ls.workspace_configuration_async(
             lsp.ConfigurationParams(items=[lsp.ConfigurationItem(scope_uri=uri, section="stitchcuda")]))

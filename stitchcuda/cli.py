@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import signal
 import sys
 import threading
@@ -50,6 +51,8 @@ def _event_printer():
     """Progress as JSON lines on stdout, for a program driving the run (the language server)."""
 
     def show(phase: str, detail: str) -> None:
+        if phase.endswith("done") and not detail:
+            return  # the worker's own end marker; the verdict line follows
         _emit({"event": "progress", "phase": phase, "detail": detail})
 
     return show
@@ -238,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("file")
     o.add_argument("--class", dest="class_name", help="module class (default: Model, or the only nn.Module)")
     o.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
+    o.add_argument("--llm-endpoint", help="OpenAI-compatible base URL (default $STITCHCUDA_LLM_ENDPOINT)")
+    o.add_argument("--llm-model", help="model name (default $STITCHCUDA_LLM_MODEL); key: $STITCHCUDA_LLM_API_KEY")
     o.add_argument("--rounds", type=int, default=3)
     o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
     o.add_argument("--events", action="store_true", help="progress and result as JSON lines on stdout")
@@ -276,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # The LLM coder reads its endpoint and model from the environment (so do the jobs the editor
+    # starts); flags are a shorthand. The API key is only ever taken from the environment.
+    for flag, env in (("llm_endpoint", "STITCHCUDA_LLM_ENDPOINT"), ("llm_model", "STITCHCUDA_LLM_MODEL")):
+        if getattr(args, flag, None):
+            os.environ[env] = getattr(args, flag)
     try:
         return args.fn(args)
     except UsageError as e:

@@ -69,8 +69,12 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     lsp_client.set_configuration({"stitchcuda": {
         "replay": str(RECORDED), "runsFolder": str(tmp_path / "runs"), "rounds": 2}})
     lsp_client.work = work
-    await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(work)),
+    caps = client_capabilities("visual-studio-code")
+    # A client that prefers UTF-8 positions: the server must still answer in UTF-16.
+    caps.general = lsp.GeneralClientCapabilities(position_encodings=[lsp.PositionEncodingKind.Utf8,
+                                                                     lsp.PositionEncodingKind.Utf16])
+    lsp_client.init_result = await lsp_client.initialize_session(lsp.InitializeParams(
+        capabilities=caps, root_uri=from_fs_path(str(work)),
         workspace_folders=[lsp.WorkspaceFolder(uri=from_fs_path(str(work)), name="ws")]))
     yield
     await lsp_client.shutdown_session()
@@ -106,6 +110,7 @@ async def _wait(client: LanguageClient, job_id: str, timeout: float = 240.0) -> 
 async def test_code_actions_on_modules_only(client: LanguageClient) -> None:
     uri = _open(client, client.work / "gated_block.py")
     # Line 11 (0-based) is `class Block(nn.Module):`; line 15 is inside it.
+    assert client.init_result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf16
     for line in (11, 15):
         titles = [a.title for a in await _actions(client, uri, line)]
         assert titles == ["Optimise Block end-to-end with StitchCUDA"], (line, titles)
