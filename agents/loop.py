@@ -17,6 +17,7 @@ from stitchcuda import provenance
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
+from . import rubric
 from .replay import files_digest
 from .verifier import VerifyOptions, cuda_available, verify
 
@@ -62,12 +63,20 @@ class RunResult:
         }
 
 
-def _make_coder(name: str):
+def _make_coder(name: str, cancel: threading.Event | None = None):
     if name == "builtin":
         from . import coder_builtin
 
         return coder_builtin.code
-    raise UsageError(f"coder {name!r} is not available yet: only the built-in coder is implemented (use --coder builtin)")
+    if name == "llm":
+        from .coder_llm import LLMCoder
+        from .llm_client import LLMError
+
+        try:
+            return LLMCoder(cancel=cancel)
+        except (LLMError, ImportError) as e:
+            raise UsageError(f"the LLM coder cannot start: {e}") from e
+    raise UsageError(f"unknown coder {name!r} (builtin or llm)")
 
 
 def _plan(task: Task) -> Plan:
@@ -87,7 +96,7 @@ def optimize(
     say = progress or (lambda phase, detail: None)
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    code = _make_coder(opts.coder)
+    code = _make_coder(opts.coder, cancel)
 
     say("planning", f"tracing {task.name}")
     plan = _plan(task)
@@ -106,6 +115,7 @@ def optimize(
             plan.notes.append(f"reference profile replayed from {opts.verify.replay}")
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
     attempts: list[tuple[Candidate, Verdict]] = []
+    coder_error = ""
     seen: set[str] = set()
     best: tuple[Candidate, Verdict] | None = None
     for k in range(1, opts.rounds + 1):
@@ -115,7 +125,12 @@ def optimize(
             say("budget", f"time budget of {opts.time_budget_s:.0f} s spent after {k - 1} round(s)")
             break
         say(f"round {k}: coding", opts.coder)
-        cand = code(task, plan) if not attempts else _refine(code, task, plan, attempts)
+        try:
+            cand = code(task, plan) if not attempts else _refine(code, task, plan, attempts)
+        except Exception as e:  # noqa: BLE001 - a coder that fails ends the rounds, with its reason
+            coder_error = f"{type(e).__name__}: {e}"
+            say(f"round {k}: coder failed", coder_error)
+            break
         if cand is None:
             break
         digest = files_digest(cand.files)
@@ -128,12 +143,15 @@ def optimize(
             task, cand, run_dir / cand.name, opts.verify,
             progress=lambda phase, detail, k=k: say(f"round {k}: {phase}", detail), cancel=cancel,
         )
+        verdict.rubric = rubric.score(cand, verdict, plan, attempts[-1] if attempts else None)
+        (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
         attempts.append((cand, verdict))
         say(f"round {k}: verdict", _verdict_line(verdict))
-        if verdict.accepted and verdict.ours and (best is None or verdict.ours.median_ms < best[1].ours.median_ms):
+        if _better(verdict, best[1] if best else None):
             best = (cand, verdict)
+        _write_trajectory(code, attempts, run_dir)
 
-    message, proposal = _conclude(plan, attempts, best)
+    message, proposal = _conclude(plan, attempts, best, coder_error)
     gpu = next((v.device for _, v in attempts if v.device and v.device != "cpu"), None)
     result = RunResult(task, run_dir, plan, attempts, proposal, message, meta=provenance.record(gpu))
     (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
@@ -160,17 +178,60 @@ def _verdict_line(v: Verdict) -> str:
     return f"{v.status}: {v.message}"
 
 
-def _conclude(plan: Plan, attempts, best) -> tuple[str, tuple[Candidate, Verdict] | None]:
+# Candidates within this fraction of each other's time are "of similar speed": the rubric decides.
+SIMILAR_SPEED = 0.03
+
+
+def _better(v: Verdict, best: Verdict | None) -> bool:
+    if not (v.accepted and v.ours):
+        return False
+    if best is None or best.ours is None:
+        return True
+    a, b = v.ours.median_ms, best.ours.median_ms
+    if abs(a - b) <= SIMILAR_SPEED * min(a, b):
+        return v.rubric.get("total", 0.0) > best.rubric.get("total", 0.0)
+    return a < b
+
+
+def _write_trajectory(code, attempts: list[tuple[Candidate, Verdict]], run_dir: Path) -> None:
+    """The LLM coder's exchanges as JSONL, each with the verdict and rubric of what it produced."""
+    turns = getattr(code, "trajectory", None)
+    if not turns:
+        return
+    verdicts = {id(c): v for c, v in attempts}
+    lines = []
+    for t in turns:
+        v = verdicts.get(id(t.candidate)) if t.candidate is not None else None
+        lines.append(json.dumps({
+            "skill": t.skill, "task": t.task, "messages": t.messages, "response": t.response,
+            "parse_errors": t.parse_errors, "candidate": t.candidate.name if t.candidate else None,
+            "files": t.candidate.files if t.candidate else None,
+            "verdict": {"status": v.status, "message": v.message, "speedup_eager": v.speedup_eager,
+                        "speedup_compile": v.speedup_compile} if v else None,
+            "rubric": v.rubric if v else None,
+        }))
+    (run_dir / "trajectory.jsonl").write_text("\n".join(lines) + "\n")
+    usage = getattr(code, "usage", None)
+    if callable(usage):
+        (run_dir / "llm_usage.json").write_text(json.dumps(usage(), indent=2))
+
+
+def _conclude(plan: Plan, attempts, best, coder_error: str = "") -> tuple[str, tuple[Candidate, Verdict] | None]:
     if not attempts:
-        why = "; ".join(plan.unsupported) or "the coder produced no candidate"
+        why = coder_error or "; ".join(plan.unsupported) or "the coder produced no candidate"
         return f"no candidate: {why}", None
     if best is None:
+        untimed = [v for _, v in attempts if v.accepted and v.ours is None]
+        if untimed and not cuda_available():
+            return (f"{untimed[-1].candidate} is correct on the CPU (host code), but nothing was timed: "
+                    "no CUDA GPU on this machine"), None
         unverified = [v for _, v in attempts if v.status == "unverified"]
         if unverified:
             return ("built with nvcc but not verified or timed: no CUDA GPU on this machine"
                     if not cuda_available() else unverified[0].message), None
         last = attempts[-1][1]
-        return f"no correct, hack-free candidate ({last.status}: {last.message})", None
+        tail = f"; then the coder failed: {coder_error}" if coder_error else ""
+        return f"no correct, hack-free candidate ({last.status}: {last.message}){tail}", None
     v = best[1]
     if v.speedup_eager is not None and v.speedup_eager <= 1.0:
         return (f"no proposal: the best correct candidate ({v.ours.median_ms:.3f} ms) is not faster than "

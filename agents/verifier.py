@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,6 +47,15 @@ class VerifyOptions:
     profile_timeout_s: float = 30.0
     replay: str | None = None  # a recorded GPU run (agents/replay.py) for machines without a GPU
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+_GPU_CODE = re.compile(r"__global__|<<<|#include\s*<(cublas|cublasLt|cudnn|cuda_runtime)")
+
+
+def needs_gpu(files: dict[str, str]) -> bool:
+    """Whether the candidate's sources run device code: host-only C++ in a .cu (nvcc builds it too)
+    runs, and is checked, on the CPU."""
+    return any(n.endswith((".cu", ".cuh")) and _GPU_CODE.search(t) for n, t in files.items())
 
 
 def cuda_available() -> bool:
@@ -94,7 +104,7 @@ def verify(
         "class_name": task.class_name,
         "candidate": str(module_path) if module_path else None,
         "candidate_name": candidate.name if candidate else "reference",
-        "needs_cuda": bool(candidate and any(n.endswith(".cu") for n in candidate.files)),
+        "needs_cuda": bool(candidate and needs_gpu(candidate.files)),
         "device": "cuda" if gpu is not None else "cpu",
         "trials": opts.trials,
         "random_sets": opts.random_sets,

@@ -125,6 +125,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     log_tail: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each worker phase
+    rubric: dict[str, Any] = field(default_factory=dict)  # agents/rubric.py, filled in by the loop
 
     @property
     def accepted(self) -> bool:

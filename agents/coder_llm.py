@@ -1,0 +1,101 @@
+"""The LLM Coder: the same call as the built-in one, `code(task, plan, feedback=None)`, over any
+OpenAI-compatible server. The first call is skill 1 (plan -> code, seeded with the built-in
+coder's candidate when it has one); each later call is skill 2 (the last candidate's code plus the
+Verifier's feedback -> better code). An answer that cannot be parsed into files is sent back with
+the reason, a bounded number of times. Every exchange is kept as a trajectory turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from stitchcuda.types import Candidate, Plan, Task, Verdict
+
+from . import prompts
+from .feedback import feedback_text
+from .llm_client import LLMClient, LLMConfig, LLMError
+from .llm_parse import ParseError, parse_files
+
+
+class CoderError(RuntimeError):
+    """The coder could not produce a candidate; the message says why (and never holds the key)."""
+
+
+@dataclass
+class Turn:
+    skill: str  # plan_to_code | code_and_feedback
+    task: str
+    messages: list[dict[str, str]]
+    response: str
+    candidate: Candidate | None = None
+    parse_errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    messages: list[dict[str, str]]
+    last: Candidate | None = None
+    round: int = 0
+
+
+class LLMCoder:
+    def __init__(self, client: LLMClient | None = None, *, seed_with_builtin: bool = True, max_reasks: int = 2,
+                 cancel: threading.Event | None = None) -> None:
+        self.client = client or LLMClient(LLMConfig.from_env(), cancel=cancel)
+        self.seed_with_builtin = seed_with_builtin
+        self.max_reasks = max_reasks
+        self.trajectory: list[Turn] = []
+        self._states: dict[str, _State] = {}
+
+    def __call__(self, task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate | None:
+        key = task.name
+        state = self._states.get(key)
+        if state is None or feedback is None:
+            seed = self._seed(task, plan)
+            state = self._states[key] = _State(prompts.plan_to_code(task, plan, seed, prompts.gpu_line()))
+            skill, request = "plan_to_code", list(state.messages)
+        else:
+            if state.last is None:
+                return None
+            # Keep the task and the last exchange only: older rounds are in the feedback already.
+            skill = "code_and_feedback"
+            request = state.messages[:2] + [prompts.code_and_feedback(state.last, feedback_text(feedback))]
+        state.round += 1
+        files, turn = self._ask(task, skill, request)
+        cand = Candidate(name=f"llm-{state.round}", files=files, origin="llm",
+                         notes=[f"{self.client.config.model} via {self.client.config.base_url}"])
+        turn.candidate = cand
+        state.last = cand
+        return cand
+
+    def _seed(self, task: Task, plan: Plan) -> Candidate | None:
+        if not (self.seed_with_builtin and plan.supported):
+            return None
+        from . import coder_builtin
+
+        try:
+            return coder_builtin.code(task, plan)
+        except Exception:  # noqa: BLE001 - no seed; the model starts from the graph
+            return None
+
+    def _ask(self, task: Task, skill: str, request: list[dict[str, str]]) -> tuple[dict[str, str], Turn]:
+        messages = list(request)
+        errors: list[str] = []
+        for _ in range(self.max_reasks + 1):
+            try:
+                answer = self.client.complete(messages)
+            except LLMError as e:
+                raise CoderError(self.client.scrub(str(e))) from None
+            turn = Turn(skill, task.name, list(messages), answer, parse_errors=list(errors))
+            self.trajectory.append(turn)
+            try:
+                return parse_files(answer), turn
+            except ParseError as e:
+                errors.append(str(e))
+                messages = messages + [{"role": "assistant", "content": answer}, prompts.malformed(str(e))]
+        raise CoderError(f"the model's answers could not be used after {self.max_reasks + 1} tries: {errors[-1]}")
+
+    def usage(self) -> dict[str, Any]:
+        return self.client.usage.as_dict()

@@ -1,0 +1,109 @@
+"""The LLM Coder's prompts: the contract every candidate must meet, and the two atomic skills of
+the seed papers: (1) plan -> code, (2) code + Verifier feedback -> better code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from stitchcuda.types import Candidate, Plan, Task
+
+SYSTEM = """You write CUDA C++ that replaces a PyTorch module's computation, for StitchCUDA.
+
+Answer with complete files, each in its own fenced code block whose info string names the file:
+```python model_new.py
+...
+```
+```cuda kernels.cu
+...
+```
+
+model_new.py defines `class ModelNew(nn.Module)` with the same constructor arguments as the
+reference `Model` and parameters/buffers of the same names and shapes (the Verifier loads Model's
+state_dict into it). It loads the compiled sources with StitchCUDA's runtime:
+
+    from pathlib import Path
+    import torch
+    import torch.nn as nn
+    from stitchcuda import runtime
+    _lib = runtime.load(Path(__file__).with_name("kernels.cu"))  # libraries=["cublas"] links cuBLAS
+
+and calls exported launchers: `_lib.call("name", *args)` passes tensors as device pointers, Python
+ints as int64_t, floats as double, and appends the current CUDA stream as the last argument. A
+launcher is `extern "C" int name(const float* x, float* out, int64_t n, cudaStream_t stream)` that
+launches on that stream and returns (int)cudaGetLastError(). No torch/extension.h, no pybind11.
+
+Hard rules (the Verifier rejects violations as reward hacking): forward() may only allocate
+outputs (torch.empty*), take views/reshape and call _lib; no PyTorch math in forward, no calling
+the reference or its layers, no caching outputs between calls, no work on other streams or threads,
+no try/except fallbacks. The candidate is checked on fresh random and adversarial inputs and timed
+against eager PyTorch and torch.compile; correct and faster wins."""
+
+
+def _graph(plan: Plan, limit: int = 80) -> str:
+    lines = []
+    for n in plan.graph[:limit]:
+        shape = "x".join(map(str, n.get("shape") or [])) or "scalar"
+        if n.get("op") == "input":
+            lines.append(f"{n['name']}: {n.get('kind', 'input')} {n.get('dtype')}[{shape}]")
+            continue
+        args = ", ".join(f"{k}={v['ref'] if isinstance(v, dict) and 'ref' in v else json.dumps(v)}"
+                         for k, v in (n.get("args") or {}).items())
+        lines.append(f"{n['name']} = {n.get('target', n.get('op'))}({args}) -> {n.get('dtype')}[{shape}]")
+    if len(plan.graph) > limit:
+        lines.append(f"... {len(plan.graph) - limit} more nodes")
+    return "\n".join(lines)
+
+
+def _profile(plan: Plan, top: int = 8) -> str:
+    p = plan.profile or {}
+    if not p.get("ops"):
+        return "not measured (no GPU when planning)"
+    rows = [f"{o['share']:.0%} {o['op']} ({o['module'] or 'top'}, line {o['line']}), {o['time_us']:.1f} us"
+            for o in p["ops"][:top]]
+    return f"on {p.get('device')}: " + "; ".join(rows)
+
+
+def _files(files: dict[str, str]) -> str:
+    fence = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}
+    return "\n\n".join(f"```{fence.get(Path(n).suffix, '')} {n}\n{t.rstrip()}\n```" for n, t in sorted(files.items()))
+
+
+def gpu_line() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            return f"{p.name}, {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}"
+    except Exception:  # noqa: BLE001
+        pass
+    return "not visible here (target sm_90, an H100, unless told otherwise)"
+
+
+def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str) -> list[dict[str, Any]]:
+    """Skill 1: the module, its traced graph and profile (and a built-in candidate to start from)."""
+    parts = [
+        f"Reference module `{task.class_name}` in {task.path.name}:\n```python\n{task.path.read_text().rstrip()}\n```",
+        f"Its traced aten graph (inputs first):\n{_graph(plan)}",
+        f"Reference GPU time by op: {_profile(plan)}",
+        f"GPU: {gpu}",
+    ]
+    if seed is not None:
+        parts.append("A correct starting point from StitchCUDA's built-in coder (improve on it, or replace it):\n"
+                     + _files(seed.files))
+    parts.append("Write model_new.py and its CUDA sources.")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def code_and_feedback(previous: Candidate, feedback: str) -> dict[str, str]:
+    """Skill 2: the last candidate's files and the Verifier's verdict on them."""
+    return {"role": "user", "content": f"Your last candidate:\n{_files(previous.files)}\n\n{feedback}\n\n"
+                                       "Fix what the Verifier reports (or, if it passed, make it faster) "
+                                       "and send the complete files again."}
+
+
+def malformed(reason: str) -> dict[str, str]:
+    return {"role": "user", "content": f"Your answer could not be used: {reason}. Send the complete files again, "
+                                       "each in a fenced code block named by its file name."}
