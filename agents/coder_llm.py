@@ -42,9 +42,11 @@ class _State:
 
 class LLMCoder:
     def __init__(self, client: LLMClient | None = None, *, seed_with_builtin: bool = True, max_reasks: int = 2,
-                 cancel: threading.Event | None = None) -> None:
+                 plan_first: bool = True, cancel: threading.Event | None = None) -> None:
         self.client = client or LLMClient(LLMConfig.from_env(), cancel=cancel)
         self.seed_with_builtin = seed_with_builtin
+        self.plan_first = plan_first
+        self.plan_notes: list[str] = []
         self.max_reasks = max_reasks
         self.trajectory: list[Turn] = []
         self._states: dict[str, _State] = {}
@@ -54,7 +56,9 @@ class LLMCoder:
         state = self._states.get(key)
         if state is None or feedback is None:
             seed = self._seed(task, plan)
-            state = self._states[key] = _State(prompts.plan_to_code(task, plan, seed, prompts.gpu_line()))
+            gpu = prompts.gpu_line()
+            llm_plan = self._plan(task, plan, gpu) if self.plan_first else None
+            state = self._states[key] = _State(prompts.plan_to_code(task, plan, seed, gpu, llm_plan))
             skill, request = "plan_to_code", list(state.messages)
         else:
             if state.last is None:
@@ -69,6 +73,18 @@ class LLMCoder:
         turn.candidate = cand
         state.last = cand
         return cand
+
+    def _plan(self, task: Task, plan: Plan, gpu: str) -> str | None:
+        from .planner_llm import PlanError, plan_with_llm
+
+        try:
+            return plan_with_llm(self.client, task, plan, gpu, self.max_reasks, self.trajectory).text()
+        except PlanError as e:
+            # The coder still has the graph and profile; the run says the plan step failed.
+            self.plan_notes.append(f"LLM plan rejected: {e}")
+            return None
+        except LLMError as e:
+            raise CoderError(self.client.scrub(str(e))) from None
 
     def _seed(self, task: Task, plan: Plan) -> Candidate | None:
         if not (self.seed_with_builtin and plan.supported):

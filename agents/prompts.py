@@ -41,7 +41,7 @@ no try/except fallbacks. The candidate is checked on fresh random and adversaria
 against eager PyTorch and torch.compile; correct and faster wins."""
 
 
-def _graph(plan: Plan, limit: int = 80) -> str:
+def graph_text(plan: Plan, limit: int = 80) -> str:
     lines = []
     for n in plan.graph[:limit]:
         shape = "x".join(map(str, n.get("shape") or [])) or "scalar"
@@ -56,7 +56,7 @@ def _graph(plan: Plan, limit: int = 80) -> str:
     return "\n".join(lines)
 
 
-def _profile(plan: Plan, top: int = 8) -> str:
+def profile_text(plan: Plan, top: int = 8) -> str:
     p = plan.profile or {}
     if not p.get("ops"):
         return "not measured (no GPU when planning)"
@@ -82,14 +82,18 @@ def gpu_line() -> str:
     return "not visible here (target sm_90, an H100, unless told otherwise)"
 
 
-def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str) -> list[dict[str, Any]]:
-    """Skill 1: the module, its traced graph and profile (and a built-in candidate to start from)."""
+def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str,
+                 llm_plan: str | None = None) -> list[dict[str, Any]]:
+    """Skill 1: the module, its traced graph and profile, the plan (and a built-in candidate to
+    start from)."""
     parts = [
         f"Reference module `{task.class_name}` in {task.path.name}:\n```python\n{task.path.read_text().rstrip()}\n```",
-        f"Its traced aten graph (inputs first):\n{_graph(plan)}",
-        f"Reference GPU time by op: {_profile(plan)}",
+        f"Its traced aten graph (inputs first):\n{graph_text(plan)}",
+        f"Reference GPU time by op: {profile_text(plan)}",
         f"GPU: {gpu}",
     ]
+    if llm_plan:
+        parts.append(f"The plan to implement (checked against the graph):\n{llm_plan}")
     if seed is not None:
         parts.append("A correct starting point from StitchCUDA's built-in coder (improve on it, or replace it):\n"
                      + _files(seed.files))

@@ -62,6 +62,12 @@ HACK_MODEL = MODEL_NEW.replace(
     "        return torch.relu(x * self.scale + y)")
 
 
+PLAN = json.dumps({"groups": [{"kind": "fused", "nodes": ["mul", "add", "relu"], "library": None,
+                                "layout": "contiguous", "why": "one pass over memory"}],
+                    "host": {"cuda_graph": False, "streams": 1}, "notes": ["memory-bound"]})
+P = {"content": PLAN}  # the planner's turn, first in every run
+
+
 def answer(model: str = MODEL_NEW, cu: str = GOOD_CU, lead: str = "Here is the candidate.") -> str:
     return f"{lead}\n\n```python model_new.py\n{model}```\n\n```cuda kernels.cu\n{cu}```\n"
 
@@ -104,52 +110,53 @@ pytestmark = [needs_nvcc, pytest.mark.usefixtures("llm_env")]
 
 
 def test_build_failure_fixed_from_the_build_log(tmp_path, monkeypatch):
-    result, reqs = run([{"content": answer(cu=BROKEN_CU)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
+    result, reqs = run([P, {"content": answer(cu=BROKEN_CU)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
     assert statuses(result) == ["build-failed", "ok"]
-    second = reqs[1]["body"]["messages"][-1]["content"]
+    second = reqs[2]["body"]["messages"][-1]["content"]
     assert "Build errors:" in second and "error" in second and "kernels.cu" in second
     assert reqs[0]["body"]["stream"] is True  # streamed where the server can
     # Every request authenticated with the key; nothing written anywhere holds it.
     assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in reqs)
     traj = [json.loads(ln) for ln in (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()]
-    assert [t["skill"] for t in traj] == ["plan_to_code", "code_and_feedback"]
-    assert traj[0]["verdict"]["status"] == "build-failed" and traj[1]["verdict"]["status"] == "ok"
-    assert traj[1]["rubric"]["compliance"] == 1.0 and traj[1]["rubric"]["anti_hacking"] == 1.0
+    assert [t["skill"] for t in traj] == ["plan", "plan_to_code", "code_and_feedback"]
+    assert traj[1]["verdict"]["status"] == "build-failed" and traj[2]["verdict"]["status"] == "ok"
+    assert traj[2]["rubric"]["compliance"] == 1.0 and traj[2]["rubric"]["anti_hacking"] == 1.0
+    assert "one pass over memory" in traj[1]["messages"][-1]["content"]  # the plan reached the coder
     usage = json.loads((tmp_path / "run" / "llm_usage.json").read_text())
-    assert usage["calls"] == 2 and usage["completion_tokens"] > 0 and usage["retries"] == 0
+    assert usage["calls"] == 3 and usage["completion_tokens"] > 0 and usage["retries"] == 0
     assert_no_key(tmp_path, result.message)
 
 
 def test_wrong_result_fixed_from_the_mismatch_summary(tmp_path, monkeypatch):
-    result, reqs = run([{"content": answer(cu=WRONG_CU)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
+    result, reqs = run([P, {"content": answer(cu=WRONG_CU)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
     assert statuses(result) == ["incorrect", "ok"]
-    second = reqs[1]["body"]["messages"][-1]["content"]
+    second = reqs[2]["body"]["messages"][-1]["content"]
     assert "Wrong results on" in second and "max |diff|" in second and "out[i] = v;" in second
     assert result.attempts[1][1].rubric["compliance"] == 1.0
     assert "correct on the CPU" in result.message  # no GPU here: nothing timed, nothing proposed
 
 
 def test_hacked_candidate_rejected_then_replaced(tmp_path, monkeypatch):
-    result, reqs = run([{"content": answer(model=HACK_MODEL)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
+    result, reqs = run([P, {"content": answer(model=HACK_MODEL)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
     assert statuses(result) == ["hacked", "ok"]
     first = result.attempts[0][1]
     assert first.rubric["anti_hacking"] == 0.0 and first.rubric["total"] == 0.0
-    assert "Rejected as reward hacking" in reqs[1]["body"]["messages"][-1]["content"]
+    assert "Rejected as reward hacking" in reqs[2]["body"]["messages"][-1]["content"]
 
 
 def test_malformed_answer_is_sent_back_with_the_reason(tmp_path, monkeypatch):
-    script = [{"content": "I would fuse the affine and the ReLU into one kernel."}, {"content": answer()}]
+    script = [P, {"content": "I would fuse the affine and the ReLU into one kernel."}, {"content": answer()}]
     result, reqs = run(script, tmp_path, monkeypatch, rounds=1)
     assert statuses(result) == ["ok"]
-    retry = reqs[1]["body"]["messages"]
+    retry = reqs[2]["body"]["messages"]
     assert retry[-2] == {"role": "assistant", "content": "I would fuse the affine and the ReLU into one kernel."}
     assert "could not be used: no files found" in retry[-1]["content"]
 
 
 def test_rate_limited_then_answered(tmp_path, monkeypatch):
-    script = [{"status": 429, "retry_after": 0, "content": "slow down"}, {"content": answer()}]
+    script = [P, {"status": 429, "retry_after": 0, "content": "slow down"}, {"content": answer()}]
     result, reqs = run(script, tmp_path, monkeypatch, rounds=1)
-    assert statuses(result) == ["ok"] and len(reqs) == 2
+    assert statuses(result) == ["ok"] and len(reqs) == 3
     assert json.loads((tmp_path / "run" / "llm_usage.json").read_text())["retries"] == 1
 
 
@@ -175,14 +182,14 @@ def test_cancelled_while_streaming(tmp_path, monkeypatch):
 
 def test_response_cache_makes_a_rerun_free(tmp_path, monkeypatch):
     opts = LoopOptions(coder="llm", rounds=1, verify=VerifyOptions(cpu_only=True, random_sets=2, adversarial=()))
-    with ScriptedOpenAI([{"content": answer()}]) as srv:  # one answer only
+    with ScriptedOpenAI([P, {"content": answer()}]) as srv:  # one plan, one answer, no more
         monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
         first = optimize(hack_task("ref_affine"), tmp_path / "a", opts)
         again = optimize(hack_task("ref_affine"), tmp_path / "b", opts)
-        assert len(srv.requests) == 1  # the rerun asked nothing
+        assert len(srv.requests) == 2  # the rerun asked nothing
     assert statuses(first) == statuses(again) == ["ok"]
     usage = json.loads((tmp_path / "b" / "llm_usage.json").read_text())
-    assert usage["cached_calls"] == 1 and usage["prompt_tokens"] == 0
+    assert usage["cached_calls"] == 2 and usage["prompt_tokens"] == 0
 
 
 def test_server_without_streaming_is_used_without_it(tmp_path, monkeypatch):
@@ -252,7 +259,8 @@ def test_rubric_dimensions():
 
 def test_coder_gives_up_after_bounded_reasks(tmp_path, monkeypatch):
     with ScriptedOpenAI([{"content": "nothing"}] * 3) as srv:
-        coder = LLMCoder(LLMClient(LLMConfig(base_url=srv.url, model="m", cache_dir=None)), max_reasks=2)
+        coder = LLMCoder(LLMClient(LLMConfig(base_url=srv.url, model="m", cache_dir=None)), max_reasks=2,
+                         plan_first=False)
         with pytest.raises(CoderError, match="could not be used after 3 tries: no files found"):
             coder(hack_task("ref_affine"), _plan_of("ref_affine"))
         assert len(srv.requests) == 3 and len(coder.trajectory) == 3
@@ -262,3 +270,26 @@ def _plan_of(ref: str):
     from stitchcuda.agents.planner import plan
 
     return plan(hack_task(ref))
+
+
+def test_invalid_plan_goes_back_with_the_reason(tmp_path, monkeypatch):
+    bad = json.dumps({"groups": [{"kind": "fused", "nodes": ["mul", "add"]}]})
+    result, reqs = run([{"content": bad}, P, {"content": answer()}], tmp_path, monkeypatch, rounds=1)
+    assert statuses(result) == ["ok"]
+    assert "The plan is invalid: nodes in no group: relu" in reqs[1]["body"]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(("groups", "reason"), [
+    ([{"kind": "fused", "nodes": ["mul", "add", "relu", "ghost"]}], "'ghost' is not a compute node"),
+    ([{"kind": "fused", "nodes": ["mul", "add"]}, {"kind": "fused", "nodes": ["add", "relu"]}], "'add' is in groups 1 and 2"),
+    ([{"kind": "fused", "nodes": ["add", "relu"]}, {"kind": "fused", "nodes": ["mul"]}], "uses 'mul', which group 2 only computes later"),
+    ([{"kind": "library", "library": "cublas", "nodes": ["mul", "add", "relu"]}], "holds exactly one op cublas implements"),
+    ([{"kind": "magic", "nodes": ["mul"]}], "needs \"kind\""),
+])
+def test_plan_validation(groups, reason):
+    from stitchcuda.agents.planner_llm import PlanError, validate
+
+    with pytest.raises(PlanError, match=reason.replace("(", r"\(")):
+        validate({"groups": groups}, _plan_of("ref_affine"))
+    ok = validate(json.loads(PLAN), _plan_of("ref_affine"))
+    assert "fused: mul, add, relu (one pass over memory)" in ok.text()
