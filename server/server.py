@@ -62,6 +62,8 @@ class StitchServer(LanguageServer):
         # Settings from clients that cannot answer workspace/configuration (plain Neovim
         # start_client): initializationOptions, then workspace/didChangeConfiguration.
         self.pushed_settings: dict[str, Any] | None = None
+        # A client with its own job UI (the VS Code extension) gets no end-of-job message popup.
+        self.client_job_ui = False
 
     def scan(self, uri: str) -> modules.PythonFile:
         doc = self.workspace.get_text_document(uri)
@@ -154,7 +156,9 @@ def _section(value: Any) -> dict[str, Any] | None:
 
 @server.feature(lsp.INITIALIZE)
 def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
-    ls.pushed_settings = _section(params.initialization_options)
+    opts = params.initialization_options
+    ls.pushed_settings = _section(opts)
+    ls.client_job_ui = bool(isinstance(opts, dict) and opts.get("jobUi"))
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -236,6 +240,8 @@ async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
         ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=f"{job.state}: {job.message}"[:200]))
     _publish_job(ls, job)
     ls.protocol.notify(JOB_UPDATE, _job_state(job, best[-1] if best else None))
+    if ls.client_job_ui:
+        return
     kind = lsp.MessageType.Info if job.proposal else lsp.MessageType.Warning
     if job.state == "failed":
         kind = lsp.MessageType.Error
@@ -244,7 +250,8 @@ async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
 
 
 def _job_state(job: Job, best: str | None = None, detail: str = "") -> dict[str, Any]:
-    return {"jobId": job.id, "file": str(job.path), "className": job.class_name, "state": job.state,
+    return {"jobId": job.id, "file": str(job.path), "uri": from_fs_path(str(job.path)),
+            "className": job.class_name, "state": job.state,
             "message": job.message or detail, "best": best, "hasProposal": bool(job.proposal)}
 
 
