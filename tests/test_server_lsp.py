@@ -271,3 +271,39 @@ async def test_job_live_on_gpu(client: LanguageClient, tmp_path: Path) -> None:
     done = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.accept", arguments=[started["jobId"]]))
     assert done["applied"] is True
+
+
+@pytest.mark.asyncio
+async def test_crashing_job_is_a_failed_job(client: LanguageClient) -> None:
+    """The pipeline process dies (a segfault while tracing the user's module): the job fails with
+    the reason, and the server goes on answering."""
+    path = client.work / "crash.py"
+    path.write_text("import os, signal\nimport torch\nimport torch.nn as nn\n\nclass Boom(nn.Module):\n"
+                    "    def forward(self, x):\n        os.kill(os.getpid(), signal.SIGSEGV)\n        return x\n\n"
+                    "def get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return []\n")
+    uri = _open(client, path)
+    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.optimize", arguments=[uri, "Boom"]))
+    job = await _wait(client, started["jobId"], timeout=120)
+    assert job["state"] == "failed" and "ended without a result" in job["message"], job
+    assert any("Boom" in m.message and m.type == lsp.MessageType.Error for m in client.messages)
+    assert [a.title for a in await _actions(client, uri, 4)] == ["Optimise Boom end-to-end with StitchCUDA"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the job builds the candidate with nvcc")
+@pytest.mark.asyncio
+async def test_no_gpu_and_no_replay_says_so(client: LanguageClient, tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    client.set_configuration({"stitchcuda": {"runsFolder": str(tmp_path / "runs"), "rounds": 1}})
+    uri = _open(client, client.work / "gated_block.py")
+    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.optimize", arguments=[uri, "Block"]))
+    job = await _wait(client, started["jobId"])
+    assert job["state"] == "done" and not job["hasProposal"]
+    assert "not verified or timed: no CUDA GPU on this machine" in job["message"]
+    with pytest.raises(Exception, match="has no proposal"):
+        await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+            command="stitchcuda.showProposal", arguments=[started["jobId"]]))
