@@ -8,9 +8,11 @@ mkdir -p .carry/wheels
 [ -d .carry/kernelbench ] || cp -r ../shared/kernelbench .carry/
 pip=${PIP:-.venv/bin/pip}
 # einops: some KernelBench level-3 problems; tree-sitter(-cuda): kernel-to-source mapping of NCU
-# findings; pygls and the rest: the language server and its pytest-lsp tests, run live on the GPU.
+# findings; pygls and the rest: the language server and its pytest-lsp tests, run live on the GPU;
+# openai and its dependencies: the LLM coder's scripted GPU run.
 $pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   -d .carry/wheels einops tree-sitter tree-sitter-cuda tree-sitter-python \
-  pygls lsprotocol cattrs attrs pytest-lsp pytest-asyncio
+  pygls lsprotocol cattrs attrs pytest-lsp pytest-asyncio \
+  openai httpx2 httpcore2 h11 truststore jiter pydantic pydantic-core annotated-types typing-inspection sniffio distro
 ls .carry/wheels

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
-#   bash scripts/gpu_run.sh [tests] [example] [profiles] [bench:SECONDS:PATH[,PATH...]] [verify:REF:CAND] ...
+#   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...]] [verify:REF:CAND] ...
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
 # KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
@@ -35,6 +35,8 @@ for stage in "$@"; do
       (cd /tmp && timeout 300 python3 -m pytest -q -rs -m gpu ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     profiles)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py") 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
+    llm)
+      (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 480 python3 "$repo/scripts/llm_scripted_gpu.py") 2>&1 | tee "$OUT/llm.log" | tail -60 ;;
     example)
       timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
       cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;

@@ -293,3 +293,24 @@ def test_plan_validation(groups, reason):
         validate({"groups": groups}, _plan_of("ref_affine"))
     ok = validate(json.loads(PLAN), _plan_of("ref_affine"))
     assert "fused: mul, add, relu (one pass over memory)" in ok.text()
+
+
+def test_gpu_scripts_parse_and_build_with_nvcc(tmp_path):
+    """The scripted conversations the GPU run uses: every answer parses; every .cu builds with
+    nvcc except the one meant to fail, which fails where it was broken."""
+    from llm_scripts import CONVERSATIONS, FIRST_VERDICT
+
+    from stitchcuda import runtime
+
+    for rel, answers in CONVERSATIONS.items():
+        for k, text in enumerate(answers):
+            files = llm_parse.parse_files(text)
+            (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+            src = tmp_path / rel / f"r{k}.cu"
+            src.write_text(files["kernels.cu"])
+            if k == 0 and FIRST_VERDICT[rel] == "build-failed":
+                with pytest.raises(runtime.BuildError) as e:
+                    runtime.build([src])
+                assert "expected a \";\"" in e.value.log
+            else:
+                assert runtime.build([src]).library.exists()
