@@ -8,6 +8,7 @@ candidate is still built here, and the verdict says REPLAYED).
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -307,3 +308,48 @@ async def test_no_gpu_and_no_replay_says_so(client: LanguageClient, tmp_path: Pa
     with pytest.raises(Exception, match="has no proposal"):
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
             command="stitchcuda.showProposal", arguments=[started["jobId"]]))
+
+
+LLM_KEY = "sk-lsp-SECRET-fedcba9876543210"
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(
+    server_command=[sys.executable, "-m", "stitchcuda.cli", "serve"],
+    # The editor hands the key to the server's environment only (the VS Code extension does this
+    # from its secret store); settings carry the endpoint and model.
+    server_env={**os.environ, "STITCHCUDA_LLM_API_KEY": LLM_KEY, "STITCHCUDA_ARCH": "sm_90"}))
+async def llm_client(lsp_client: LanguageClient, tmp_path: Path):
+    work = tmp_path / "ws"
+    work.mkdir()
+    shutil.copy(ROOT / "tests" / "hacks" / "ref_affine.py", work / "affine.py")
+    lsp_client.work = work
+    await lsp_client.initialize_session(lsp.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(work))))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the job builds the candidate with nvcc")
+@pytest.mark.asyncio
+async def test_llm_coder_through_the_editor(llm_client: LanguageClient, tmp_path: Path) -> None:
+    """coder=llm from the settings: the job talks to a real chat-completions server with the key the
+    server got from its environment, and the key appears in no file the run leaves."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_server import ScriptedOpenAI
+    from test_llm_coder import GOOD_CU, MODEL_NEW, PLAN, answer
+
+    with ScriptedOpenAI([{"content": PLAN}, {"content": answer(MODEL_NEW, GOOD_CU)}]) as srv:
+        runs = tmp_path / "runs"
+        llm_client.set_configuration({"stitchcuda": {"coder": "llm", "llmEndpoint": srv.url, "llmModel": "scripted",
+                                                     "runsFolder": str(runs), "rounds": 1}})
+        uri = _open(llm_client, llm_client.work / "affine.py")
+        started = await llm_client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+            command="stitchcuda.optimize", arguments=[uri, "Model"]))
+        job = await _wait(llm_client, started["jobId"])
+    assert job["state"] == "done" and "correct on the CPU" in job["message"], job
+    assert [r["body"]["model"] for r in srv.requests] == ["scripted", "scripted"]
+    assert all(r["headers"]["authorization"] == f"Bearer {LLM_KEY}" for r in srv.requests)
+    files = [p for p in runs.rglob("*") if p.is_file()]
+    assert any(p.name == "trajectory.jsonl" for p in files)
+    for p in files:
+        assert LLM_KEY.encode() not in p.read_bytes(), p
