@@ -7,8 +7,6 @@ on disk, a signal, a hang) into a Verdict.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -27,6 +25,7 @@ import psutil
 
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
+from .locks import file_lock
 from .static_check import check_source
 
 Progress = Callable[[str, str], None]  # (phase, detail)
@@ -149,7 +148,7 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
         progress("profile", "Nsight Compute on the candidate's kernels")
     # Counters from a kernel sharing the GPU with another worker's timing would describe neither.
     try:
-        with _file_lock(lock):
+        with file_lock(lock):
             prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
                                          timeout_s=opts.profile_timeout_s)
     except Exception as e:  # noqa: BLE001 - the profile is extra; the verdict stands without it
@@ -160,19 +159,6 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
     verdict.phases["ncu"] = round(prof.seconds, 2)
     if prof.csv:
         (workdir / "ncu.csv").write_text(prof.csv)
-
-
-@contextlib.contextmanager
-def _file_lock(path: str | None):
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import fcntl
 import gc
 import hashlib
 import itertools
@@ -33,6 +32,7 @@ from stitchcuda.types import Finding, Verdict
 from . import dynamic_check as dyn
 from .compare import Tolerance, compare_outputs, tolerance_for
 from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
+from .locks import file_lock
 
 
 class Recorder:
@@ -64,20 +64,15 @@ class Recorder:
 @contextlib.contextmanager
 def gpu_lock(path: str | None):
     """Serialises timing among workers sharing a GPU (build and compile may overlap)."""
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with file_lock(path):
         try:
             yield
         finally:
             # Hand the next worker the GPU memory this one no longer uses: the caching allocator
             # would keep it reserved, and a neighbour with multi-GiB inputs would run out.
-            if torch.cuda.is_initialized():
+            if path and torch.cuda.is_initialized():
                 gc.collect()
                 torch.cuda.empty_cache()
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def classify_error(exc: BaseException) -> tuple[str, str]:

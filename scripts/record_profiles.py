@@ -25,22 +25,23 @@ from stitchcuda.types import Candidate, Task
 SRC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "profile_src"
 N_PW, N_TINY, N_MM = 1 << 28, 1024, 4096
 
-# name: (reference, candidate or None for the built-in coder, bytes, FLOPs) by hand:
+# name: (reference, matmul kernel or None for the built-in coder, bytes, FLOPs) by hand:
 # the pointwise chain reads and writes each float once; x * 2 + 1 is one FMA (2 FLOPs), relu a max.
 CASES = {
     "pointwise": ("pointwise_ref.py", None, 2 * 4 * N_PW, 2 * N_PW),
     "tiny": ("tiny_ref.py", None, 2 * 4 * N_TINY, 2 * N_TINY),
-    "naive_matmul": ("matmul_ref.py", "naive_matmul_new.py", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
-    "tiled_matmul": ("matmul_ref.py", "tiled_matmul_new.py", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
+    "naive_matmul": ("matmul_ref.py", "naive_matmul", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
+    "tiled_matmul": ("matmul_ref.py", "tiled_matmul", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
 }
 
 
-def candidate_for(ref: Path, module: str | None) -> Candidate:
-    if module is None:
+def candidate_for(ref: Path, kernel: str | None) -> Candidate:
+    if kernel is None:
         task = Task(path=ref)
         return coder_builtin.code(task, planner.plan(task))
-    files = {"model_new.py": (SRC / module).read_text(), "matmul_kernels.cu": (SRC / "matmul_kernels.cu").read_text()}
-    return Candidate(name=Path(module).stem, files=files, origin="user")
+    module = (SRC / "matmul_new.py").read_text().replace('KERNEL = "naive_matmul"', f'KERNEL = "{kernel}"')
+    files = {"model_new.py": module, "matmul_kernels.cu": (SRC / "matmul_kernels.cu").read_text()}
+    return Candidate(name=kernel, files=files, origin="user")
 
 
 def main(out: Path, only: list[str]) -> int:

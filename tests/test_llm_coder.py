@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import hack_task, needs_nvcc
+from conftest import HACKS, hack_task, needs_nvcc
 from openai_server import ScriptedOpenAI
 from stitchcuda.agents import llm_parse, rubric
 from stitchcuda.agents.coder_llm import CoderError, LLMCoder
@@ -23,27 +23,8 @@ from stitchcuda.types import Candidate, Finding, Verdict
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 
-MODEL_NEW = '''from pathlib import Path
-
-import torch
-import torch.nn as nn
-
-from stitchcuda import runtime
-
-_lib = runtime.load(Path(__file__).with_name("kernels.cu"))
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, x, y):
-        x, y = x.contiguous(), y.contiguous()
-        out = torch.empty_like(x)
-        _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
-        return out
-'''
+# The hack suite's correct affine candidate, loading a .cu (host code) instead of a .cpp.
+MODEL_NEW = (HACKS / "good_affine.py").read_text().replace("kernels.cpp", "kernels.cu")
 GOOD_CU = '''// Host code (no device kernels): runs where the Verifier runs, here the CPU.
 #include <cstdint>
 

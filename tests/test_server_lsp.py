@@ -96,6 +96,20 @@ async def _actions(client: LanguageClient, uri: str, line: int) -> list[lsp.Code
     return list(got or [])
 
 
+def _module(work: Path, name: str, cls: str, forward: str, header: str = "") -> Path:
+    """A task file whose module's forward runs `forward` (one line) on a small input."""
+    path = work / f"{name}.py"
+    path.write_text(f"{header}import torch\nimport torch.nn as nn\n\nclass {cls}(nn.Module):\n"
+                    f"    def forward(self, x):\n        {forward}\n        return x * 2\n\n"
+                    "def get_inputs():\n    return [torch.randn(8)]\n\ndef get_init_inputs():\n    return []\n")
+    return path
+
+
+async def _start(client: LanguageClient, uri: str, cls: str) -> dict:
+    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.optimize", arguments=[uri, cls]))
+
+
 async def _wait(client: LanguageClient, job_id: str, timeout: float = 240.0) -> dict:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -204,14 +218,9 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
 
 @pytest.mark.asyncio
 async def test_cancel_through_progress(client: LanguageClient, tmp_path: Path) -> None:
-    slow = client.work / "slow.py"
     # Tracing this module takes long enough (a sleep in forward) for the cancel to arrive mid-run.
-    slow.write_text("import time\nimport torch\nimport torch.nn as nn\n\nclass Slow(nn.Module):\n"
-                    "    def forward(self, x):\n        time.sleep(30)\n        return x * 2\n\n"
-                    "def get_inputs():\n    return [torch.randn(8)]\n\ndef get_init_inputs():\n    return []\n")
-    uri = _open(client, slow)
-    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
-        command="stitchcuda.optimize", arguments=[uri, "Slow"]))
+    uri = _open(client, _module(client.work, "slow", "Slow", "time.sleep(30)", "import time\n"))
+    started = await _start(client, uri, "Slow")
     await asyncio.sleep(1.0)
     t0 = time.monotonic()
     client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=started["token"]))
@@ -278,13 +287,9 @@ async def test_job_live_on_gpu(client: LanguageClient, tmp_path: Path) -> None:
 async def test_crashing_job_is_a_failed_job(client: LanguageClient) -> None:
     """The pipeline process dies (a segfault while tracing the user's module): the job fails with
     the reason, and the server goes on answering."""
-    path = client.work / "crash.py"
-    path.write_text("import os, signal\nimport torch\nimport torch.nn as nn\n\nclass Boom(nn.Module):\n"
-                    "    def forward(self, x):\n        os.kill(os.getpid(), signal.SIGSEGV)\n        return x\n\n"
-                    "def get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return []\n")
+    path = _module(client.work, "crash", "Boom", "os.kill(os.getpid(), signal.SIGSEGV)", "import os, signal\n")
     uri = _open(client, path)
-    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
-        command="stitchcuda.optimize", arguments=[uri, "Boom"]))
+    started = await _start(client, uri, "Boom")
     job = await _wait(client, started["jobId"], timeout=120)
     assert job["state"] == "failed" and "ended without a result" in job["message"], job
     assert any("Boom" in m.message and m.type == lsp.MessageType.Error for m in client.messages)
