@@ -8,6 +8,7 @@ Commands (workspace/executeCommand):
   stitchcuda.showProposal [jobId]       the diff and files a finished job proposes
   stitchcuda.accept [jobId]             apply the proposal (workspace/applyEdit); nothing before this
   stitchcuda.reject [jobId]             drop the proposal
+  stitchcuda.results [jobId]            verdicts, rubric and kernel roofline as static HTML
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .jobs import Job, JobSettings
 log = logging.getLogger(__name__)
 OPTIMIZE, CANCEL, JOBS = "stitchcuda.optimize", "stitchcuda.cancel", "stitchcuda.jobs"
 SHOW, ACCEPT, REJECT = "stitchcuda.showProposal", "stitchcuda.accept", "stitchcuda.reject"
+RESULTS = "stitchcuda.results"
 ACTION_KIND = lsp.CodeActionKind.RefactorRewrite
 # Sent on a job's start, progress and end, for clients that show jobs (the VS Code status bar).
 JOB_UPDATE = "stitchcuda/jobUpdate"
@@ -371,6 +373,17 @@ def reject(ls: StitchServer, *args: Any) -> dict[str, Any]:
         if job.id in per and "/proposal/" in uri:
             ls.publish(uri, job.id, None)
     return {"rejected": True, "jobId": job.id}
+
+
+@server.command(RESULTS)
+def job_results(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    """A finished job's verdicts, rubric and kernel roofline as a static HTML page."""
+    from . import results
+
+    job = ls.job(args)
+    if job.state == "running":
+        raise JsonRpcInvalidParams(f"job {job.id} is still running")
+    return {"jobId": job.id, "html": results.html(job.summary, f"StitchCUDA: {job.class_name}", job.message)}
 
 
 # ---------------------------------------------------------------------------------------------

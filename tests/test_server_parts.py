@@ -151,3 +151,36 @@ def test_verify_with_replay_builds_for_real(tmp_path: Path) -> None:
     v = verify(task, cand, tmp_path / "run", VerifyOptions(replay=str(RECORDED)))
     assert v.built and v.build_s is not None and v.accepted and v.speedup_eager == pytest.approx(5.22, abs=0.01)
     assert json.loads((tmp_path / "run" / "verdict.json").read_text())["accepted"] is True
+
+
+def test_results_page_tables_and_roofline() -> None:
+    """The results view's page: one row per attempt, the proposal's kernels, and a roofline SVG
+    with a point per kernel that did floating-point work (metric values hand-made, see
+    test_profile_ncu)."""
+    import xml.etree.ElementTree as ET
+
+    from stitchcuda.server import results
+    from test_profile_ncu import NAIVE_MATMUL, POINTWISE
+
+    plan = planner.plan_graph(graph.trace_module(PwSum(), [torch.randn(33, 65)]))
+    files = coder_builtin.build_candidate(plan, PwSum, title="t").files
+    smap = source_map.SourceMap.from_files(files)
+    pw = next(f for f in smap.kernels() if f.name.startswith("stitch_pw"))
+    red = next(f for f in smap.kernels() if f.name.startswith("sc_red_rows"))
+    found = ncu.findings({pw.name: POINTWISE | {"launches": 1.0}, red.name: NAIVE_MATMUL | {"launches": 1.0}}, smap)
+    rec = replay.load(RECORDED)
+    verdict = dict(rec["attempts"][0]["verdict"], findings=[f.__dict__ for f in found])
+    summary = {"best": "r1-x", "attempts": [
+        {"candidate": "r1-x", "verdict": verdict},
+        {"candidate": "r2-y", "verdict": {"candidate": "r2-y", "status": "build-failed", "message": "nvcc <failed>"}}]}
+    page = results.html(summary, "StitchCUDA: Block", "proposal r1-x")
+    assert "<script" not in page and "nvcc &lt;failed&gt;" in page
+    assert page.count("<tr><td>r1-x (proposed)</td><td>ok</td><td>0.1683</td>") == 1
+    svg_text = page[page.index("<svg"): page.index("</svg>") + 6]
+    circles = ET.fromstring(svg_text).findall("{http://www.w3.org/2000/svg}circle")
+    assert len(circles) == 2 and {c.get("fill") for c in circles} == {"#1f77b4", "#d62728"}
+    # The compute-bound matmul sits right of and above the memory-bound pointwise kernel.
+    (mm,) = [c for c in circles if c.get("fill") == "#d62728"]
+    (pwc,) = [c for c in circles if c.get("fill") == "#1f77b4"]
+    assert float(mm.get("cx")) > float(pwc.get("cx")) and float(mm.get("cy")) < float(pwc.get("cy"))
+    assert "No kernel profile" in results.html({"attempts": [], "best": None}, "t", "m")
