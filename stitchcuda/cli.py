@@ -228,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stitchcuda", description="Verified, faster CUDA for PyTorch modules.")
     sub = p.add_subparsers(dest="command", required=True)
 
+    def llm_flags(sp):
+        sp.add_argument("--llm-endpoint", help="OpenAI-compatible base URL (default $STITCHCUDA_LLM_ENDPOINT)")
+        sp.add_argument("--llm-model", help="model name (default $STITCHCUDA_LLM_MODEL); key: $STITCHCUDA_LLM_API_KEY")
+
     def common(sp):
         sp.add_argument("--gpu", type=int, default=None, help="GPU index (default: the first GPU, if any)")
         sp.add_argument("--timeout", type=float, default=900.0, help="wall-clock limit per candidate, seconds")
@@ -241,8 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("file")
     o.add_argument("--class", dest="class_name", help="module class (default: Model, or the only nn.Module)")
     o.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
-    o.add_argument("--llm-endpoint", help="OpenAI-compatible base URL (default $STITCHCUDA_LLM_ENDPOINT)")
-    o.add_argument("--llm-model", help="model name (default $STITCHCUDA_LLM_MODEL); key: $STITCHCUDA_LLM_API_KEY")
+    llm_flags(o)
     o.add_argument("--rounds", type=int, default=3)
     o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
     o.add_argument("--events", action="store_true", help="progress and result as JSON lines on stdout")
@@ -268,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="run the pipeline over KernelBench-format files")
     b.add_argument("paths", nargs="+", help="files or folders of problems")
     b.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
+    llm_flags(b)
     b.add_argument("--jobs", type=int, default=1, help="workers per GPU (they take turns for timing)")
     b.add_argument("--resume", action="store_true", help="keep problems already in OUT/bench.json")
     b.add_argument("--deadline", type=float, default=None, help="start no new problem after this many seconds")
