@@ -271,6 +271,12 @@ POINTWISE: dict[str, Op] = {
     "logical_and": _t("(({self} != 0.0f && {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "logical_or": _t("(({self} != 0.0f || {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "logical_xor": _t("((({self} != 0.0f) != ({other} != 0.0f)) ? 1.0f : 0.0f)", "self", "other"),
+    # On bool tensors the bitwise ops are the logical ones (masks: ~torch.tril(...)); the integer
+    # dtypes they also take are refused by pointwise_support's dtype rule (int64 only for add/sub).
+    "bitwise_not": _t("({self} == 0.0f ? 1.0f : 0.0f)", "self"),
+    "bitwise_and": _t("(({self} != 0.0f && {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
+    "bitwise_or": _t("(({self} != 0.0f || {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
+    "bitwise_xor": _t("((({self} != 0.0f) != ({other} != 0.0f)) ? 1.0f : 0.0f)", "self", "other"),
     "isnan": _t("({self} != {self} ? 1.0f : 0.0f)", "self"),
     "isinf": _t("(fabsf({self}) == INFINITY ? 1.0f : 0.0f)", "self"),
     "where": _t("({condition} != 0.0f ? {self} : {other})", "condition", "self", "other"),
@@ -306,6 +312,7 @@ def pointwise_support(node: Node) -> str | None:
     dtype = node.get("dtype")
     if dtype not in C_TYPES or (dtype == "int64" and node["op"] not in _INT_EXACT):
         return f"{node['target']}: dtype {dtype} is not supported by the pointwise emitter yet"
+
     values = {}
     for arg in op.operands:
         value = node["args"].get(arg)

@@ -180,6 +180,7 @@ OPS = {
     "le": lambda x, y: x <= y,
     "logical": lambda x, y: torch.logical_xor(torch.logical_and(x > 0, y > 0), torch.logical_not(x < -1)),
     "logical_or": lambda x, y: torch.logical_or(x > 1, y > 1),
+    "bitwise_bool": lambda x, y: ~((x > 0) & (y > 0)) | ((x > 1) ^ (y < -1)),
     "isnan": lambda x, y: torch.isnan(x.log()),
     "isinf": lambda x, y: torch.isinf(x.exp()),
     "where": lambda x, y: torch.where(x > 0, x, y),
