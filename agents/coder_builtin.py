@@ -58,7 +58,7 @@ def build_candidate(
     pointwise = [s for s in steps if isinstance(s, codegen.PointwiseKernel)]
     sources = [s.source for s in steps if isinstance(s, kernels.Kernel)]
     files = {
-        CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host), *sources]),
+        CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host), *sources, orchestrator(steps, host=host)]),
         PY_FILE: render_model(plan.graph, steps, cls, title=title, host=host),
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]
@@ -86,6 +86,34 @@ def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
                 )
             )  # fmt: skip
     return steps
+
+
+FORWARD = "stitch_forward"
+
+
+def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
+    """`stitch_forward(void** buffers, stream)`: every launcher of the forward in order, from one
+    call. Python then pays one ctypes call per forward, not one per kernel: for a module of many
+    small kernels that per-call cost (microseconds each) is the larger part of its time."""
+    suffix, stream, stream_arg = ("_host", "nullptr", "void*") if host else ("", "s", "cudaStream_t s")
+    lines = [
+        "// Host-side orchestration: forward's kernels in order. Buffers arrive as one array of pointers;",
+        "// sc_ptr converts each to the pointer type its launcher declares.",
+        "struct sc_ptr {",
+        "  void* p;",
+        "  template <class T> operator T*() const { return static_cast<T*>(p); }",
+        "};",
+        f'extern "C" int {FORWARD}{suffix}(void** p, {stream_arg}) {{',
+        "  int rc = 0;",
+    ]
+    i = 0
+    for k in steps:
+        n = len(k.inputs) + len(k.outputs) + len(getattr(k, "scratch", []))
+        args = ", ".join([f"sc_ptr{{p[{j}]}}" for j in range(i, i + n)] + [stream])
+        lines.append(f"  if ((rc = {k.name}{suffix}({args}))) return rc;")
+        i += n
+    lines += ["  return 0;", "}", ""]
+    return "\n".join(lines)
 
 
 def describe(step: Step) -> str:
@@ -157,6 +185,7 @@ def render_model(
         source = fwd.expr(node)
         body.append(f"{fwd.local(node)} = {source}.contiguous()")
     device = fwd.device(graph, used)
+    buffers: list[tuple[Step, list[str]]] = []
     for k in steps:
         for out in k.outputs:
             node = nodes[out.name]
@@ -173,9 +202,13 @@ def render_model(
             var = fwd.fresh(f"{k.name}_scratch")
             body.append(f"{var} = torch.empty(({count},), dtype=torch.{dtype}, device={device})")
             scratch.append(var)
-        launcher = k.name + ("_host" if host else "")
-        call_args = [repr(launcher)] + [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch
-        body.append(f"_lib.call({', '.join(call_args)})")
+        buffers.append((k, [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
+    # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
+    forward = FORWARD + ("_host" if host else "")
+    body.append(f"_lib.call_all({forward!r}, [")
+    for k, args in buffers:
+        body.append(f"    {', '.join(args)},  # {k.name}: {describe(k)[:70]}")
+    body.append("])")
     results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
     structure = output.get("structure", "single")
     if structure == "single":

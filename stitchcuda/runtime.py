@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _CACHE_ENV = "STITCHCUDA_CACHE"
 
@@ -205,6 +206,25 @@ class Library:
         if fn.argtypes != signature:
             fn.argtypes = signature
         rc = fn(*raw, stream)
+        if rc != 0:
+            raise RuntimeError(f"{name} failed: CUDA error {rc} ({_cuda_error_name(rc)})")
+
+
+    def call_all(self, name: str, tensors: Sequence[Any]) -> None:
+        """Call `name(void** pointers, stream)`: one ctypes call hands the C side every buffer of a
+        forward, in order (see the built-in coder's stitch_forward), however many kernels it has."""
+        import torch
+
+        ptrs = (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors])
+        device = next((t.device for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda), None)
+        stream = None
+        if device is not None:
+            stream = torch._C._cuda_getCurrentRawStream(device.index if device.index is not None else torch.cuda.current_device())
+        fn = self._fn(name)
+        signature = (ctypes.c_void_p, ctypes.c_void_p)
+        if fn.argtypes != signature:
+            fn.argtypes = signature
+        rc = fn(ctypes.cast(ptrs, ctypes.c_void_p), stream)
         if rc != 0:
             raise RuntimeError(f"{name} failed: CUDA error {rc} ({_cuda_error_name(rc)})")
 
