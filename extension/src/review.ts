@@ -195,6 +195,16 @@ export class ReviewFlow {
     if (u.state === "done" && u.hasProposal && !this.reviewed.has(u.jobId)) {
       this.reviewed.add(u.jobId);
       await this.review(u.jobId);
+    } else if (u.state !== "running" && !this.reviewed.has(u.jobId)) {
+      // The server leaves end-of-job messages to this UI: a job that ends without a proposal says
+      // why (failed, cancelled, or nothing correct and faster), once.
+      this.reviewed.add(u.jobId);
+      const text = `StitchCUDA ${u.className}: ${u.message || u.state}`;
+      if (u.state === "failed") {
+        this.ui.error(text);
+      } else if (u.state !== "cancelled") {
+        void this.ui.ask("warning", text, []);
+      }
     }
   }
 

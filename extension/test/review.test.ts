@@ -185,13 +185,17 @@ test("server errors become error messages, never exceptions", async () => {
   assert.deepEqual(ui.infos, ["StitchCUDA: no proposal is shown"]);
 });
 
-test("failed and done-without-proposal jobs end the progress and show no review", async () => {
+test("failed and done-without-proposal jobs end the progress, say why once, and show no review", async () => {
   const { server, ui, flow } = setup();
   await flow.onJobUpdate(update());
   await flow.onJobUpdate(update({ state: "failed", message: "boom" }));
   await flow.onJobUpdate(update({ jobId: "j2", state: "done", message: "no faster candidate" }));
+  await flow.onJobUpdate(update({ jobId: "j2", state: "done", message: "no faster candidate" }));  // repeated
+  await flow.onJobUpdate(update({ jobId: "j3", state: "cancelled", message: "cancelled" }));
   assert.equal(ui.ended, 1);
   assert.deepEqual(server.calls, []);
+  assert.deepEqual(ui.errors, ["StitchCUDA GatedBlock: boom"]);
+  assert.deepEqual(ui.log.filter((l) => l.startsWith("ask")), ["ask : StitchCUDA GatedBlock: no faster candidate"]);
 });
 
 test("Show Jobs: cancel a running job, review a finished one", async () => {
