@@ -174,6 +174,8 @@ def _verdict_line(v: Verdict) -> str:
             parts.append(f"{v.speedup_eager:.2f}x vs eager")
         if v.speedup_compile:
             parts.append(f"{v.speedup_compile:.2f}x vs torch.compile")
+        if v.phases.get("replayed"):
+            parts.append(f"REPLAYED from a run recorded on {v.device}, not measured here")
         return ", ".join(parts)
     return f"{v.status}: {v.message}"
 

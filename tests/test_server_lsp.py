@@ -178,7 +178,7 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
         command="stitchcuda.optimize", arguments=[uri, "Block"]))
     job = await _wait(client, started["jobId"])
     assert job["state"] == "done" and job["hasProposal"], job
-    assert "5.22x vs eager" in job["message"]  # the recorded H100 figures, replayed
+    assert "5.22x vs eager" in job["message"] and "REPLAYED from a run recorded on NVIDIA H100" in job["message"]
 
     reports = client.progress_reports[started["token"]]
     assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
