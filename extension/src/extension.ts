@@ -337,6 +337,13 @@ class VsCodeUi implements ReviewUi {
   async pick(items: PickItem[], placeholder: string): Promise<PickItem | undefined> {
     return vscode.window.showQuickPick(items, { placeHolder: placeholder, matchOnDescription: true, matchOnDetail: true });
   }
+
+  showHtml(title: string, html: string): void {
+    const panel = vscode.window.createWebviewPanel("stitchcuda.results", title, vscode.ViewColumn.Beside, {
+      enableScripts: false,
+    });
+    panel.webview.html = html;
+  }
 }
 
 export async function activate(ctx: vscode.ExtensionContext): Promise<void> {
@@ -391,6 +398,8 @@ export async function activate(ctx: vscode.ExtensionContext): Promise<void> {
     vscode.commands.registerCommand("stitchcuda.acceptProposal", (uri?: unknown) => flow.accept(jobOfUri(uri))),
     vscode.commands.registerCommand("stitchcuda.rejectProposal", (uri?: unknown) => flow.reject(jobOfUri(uri))),
     vscode.commands.registerCommand("stitchcuda.showJobs", () => flow.showJobs()),
+    vscode.commands.registerCommand("stitchcuda.showResults", (jobId?: unknown) =>
+      flow.showResults(typeof jobId === "string" ? jobId : undefined)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration(`${SECTION}.interpreter`)) {
         output.info("stitchcuda.interpreter changed: restarting the server");

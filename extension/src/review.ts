@@ -9,6 +9,7 @@ export const CMD = {
   show: "stitchcuda.showProposal",
   accept: "stitchcuda.accept",
   reject: "stitchcuda.reject",
+  results: "stitchcuda.results",
 } as const;
 
 export const JOB_UPDATE = "stitchcuda/jobUpdate";
@@ -71,7 +72,7 @@ export interface PickItem {
   description: string;
   detail: string;
   jobId: string;
-  action: "cancel" | "review" | "none";
+  action: "cancel" | "review" | "results" | "none";
 }
 
 export interface ReviewUi {
@@ -90,6 +91,14 @@ export interface ReviewUi {
   /** A cancellable notification for a running job; onCancel when the user cancels it. */
   startProgress(jobId: string, title: string, onCancel: () => void): ProgressHandle;
   pick(items: PickItem[], placeholder: string): Promise<PickItem | undefined>;
+  /** A read-only view of server-made HTML (already under a strict content security policy). */
+  showHtml(title: string, html: string): void;
+}
+
+/** The server's results page under a policy that allows no scripts and no remote content. */
+export function withCsp(html: string): string {
+  const csp = `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:;">`;
+  return html.includes("<head>") ? html.replace("<head>", `<head>${csp}`) : `${csp}${html}`;
 }
 
 export const ACCEPT = "Accept";
@@ -343,6 +352,36 @@ export class ReviewFlow {
       await this.cancel(item.jobId);
     } else if (item?.action === "review") {
       await this.review(item.jobId);
+    }
+  }
+
+  /** The verdict table and kernel roofline of a finished job (picked when not named). */
+  async showResults(jobId?: string): Promise<void> {
+    let id = jobId;
+    if (!id) {
+      let list: ServerJob[];
+      try {
+        list = ((await this.server.execute(CMD.jobs, [])) as ServerJob[]) ?? [];
+      } catch (e) {
+        this.ui.error(`StitchCUDA: could not list jobs: ${messageOf(e)}`);
+        return;
+      }
+      const done = jobItems(list.filter((j) => j.state !== "running"), this.jobs).map((i) => ({ ...i, action: "results" as const }));
+      if (done.length === 0) {
+        this.ui.info("StitchCUDA: no finished job to show");
+        return;
+      }
+      id = (await this.ui.pick(done, "Results of which job?"))?.jobId;
+      if (!id) {
+        return;
+      }
+    }
+    try {
+      const r = (await this.server.execute(CMD.results, [id])) as { html: string };
+      const cls = this.jobs.get(id)?.className ?? id;
+      this.ui.showHtml(`StitchCUDA results: ${cls}`, withCsp(r.html));
+    } catch (e) {
+      this.ui.error(`StitchCUDA: could not show the results of job ${id}: ${messageOf(e)}`);
     }
   }
 

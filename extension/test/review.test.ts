@@ -71,6 +71,8 @@ class FakeUi implements ReviewUi {
     return { report: (m: string) => this.reports.push(m), end: () => { this.ended++; } };
   }
   async pick(items: PickItem[]) { return this.picked(items); }
+  pages: [string, string][] = [];
+  showHtml(title: string, html: string) { this.pages.push([title, html]); }
 }
 
 function setup() {
@@ -236,4 +238,24 @@ test("reset (server restart) ends progress, closes diffs, clears the status", as
   assert.ok(ui.log.includes("close j1"));
   assert.equal(ui.shown, false);
   assert.equal(ui.statusText, undefined);
+});
+
+test("Show Results: picks a finished job, shows the server's page under a no-script policy", async () => {
+  const { server, ui, flow } = setup();
+  server.replies["stitchcuda.jobs"] = [
+    { jobId: "j1", file: "/ws/a.py", className: "A", state: "running", message: "", hasProposal: false },
+    { jobId: "j2", file: "/ws/b.py", className: "B", state: "done", message: "proposal", hasProposal: true },
+  ];
+  server.replies["stitchcuda.results"] = { jobId: "j2", html: "<html><head><title>t</title></head><body><svg></svg></body></html>" };
+  let offered: PickItem[] = [];
+  ui.picked = (items) => { offered = items; return items[0]; };
+  await flow.showResults();
+  assert.deepEqual(offered.map((i) => [i.jobId, i.action]), [["j2", "results"]]);  // running jobs are not offered
+  assert.deepEqual(server.calls.at(-1), ["stitchcuda.results", ["j2"]]);
+  const [title, html] = ui.pages[0];
+  assert.equal(title, "StitchCUDA results: j2");
+  assert.match(html, /^<html><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:;">/);
+  server.fail["stitchcuda.results"] = "job j9 is still running";
+  await flow.showResults("j9");
+  assert.match(ui.errors.at(-1) ?? "", /could not show the results of job j9: job j9 is still running/);
 });

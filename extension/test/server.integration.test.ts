@@ -79,7 +79,9 @@ test("optimise -> jobUpdate -> showProposal -> diffs -> Accept -> files written"
     status: () => undefined,
     startProgress: () => ({ report: () => undefined, end: () => undefined }),
     pick: async (items: PickItem[]) => items[0],
+    showHtml: (title, html) => pages.push([title, html]),
   };
+  const pages: [string, string][] = [];
   const flow = new ReviewFlow({ execute: (command, args) => conn.sendRequest("workspace/executeCommand", { command, arguments: args }) }, ui);
   const updates: JobUpdate[] = [];
   conn.onNotification("stitchcuda/jobUpdate", (u: JobUpdate) => {
@@ -97,7 +99,8 @@ test("optimise -> jobUpdate -> showProposal -> diffs -> Accept -> files written"
       },
     }) as { capabilities: { executeCommandProvider?: { commands: string[] } } };
     assert.deepEqual([...(init.capabilities.executeCommandProvider?.commands ?? [])].sort(), [
-      "stitchcuda.accept", "stitchcuda.cancel", "stitchcuda.jobs", "stitchcuda.optimize", "stitchcuda.reject", "stitchcuda.showProposal",
+      "stitchcuda.accept", "stitchcuda.cancel", "stitchcuda.jobs", "stitchcuda.optimize", "stitchcuda.reject", "stitchcuda.results",
+      "stitchcuda.showProposal",
     ]);
     await conn.sendNotification("initialized", {});
     const started = await conn.sendRequest("workspace/executeCommand", { command: "stitchcuda.optimize", arguments: [uri, "Block"] }) as { jobId: string; token: string };
@@ -115,6 +118,11 @@ test("optimise -> jobUpdate -> showProposal -> diffs -> Accept -> files written"
     const folder = join(ws, "gated_block_stitchcuda");
     assert.deepEqual(readdirSync(folder).sort(), ["fused_kernels.cu", "model_new.py"]);
     assert.equal(opened[0]!.length, 2);
+    // The results view: the server's page for this job, with the replayed verdict's row.
+    await flow.showResults(started.jobId);
+    assert.equal(pages.length, 1);
+    assert.match(pages[0]![1], /Content-Security-Policy/);
+    assert.match(pages[0]![1], /<td>r1-builtin-pointwise \(proposed\)<\/td><td>ok<\/td>/);
   } finally {
     await conn.sendRequest("shutdown").catch(() => undefined);
     await conn.sendNotification("exit").catch(() => undefined);
