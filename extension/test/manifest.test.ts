@@ -42,3 +42,11 @@ test("manifest basics", () => {
   assert.deepEqual(pkg.activationEvents, ["onLanguage:python"]);
   assert.equal(pkg.engines.vscode, "^1.90.0");
 });
+
+test("runs where the workspace (and its GPU) is, and never in an untrusted workspace", () => {
+  // Remote SSH / code-server: the extension, and so the server it starts, run on the workspace's host.
+  assert.deepEqual(pkg.extensionKind, ["workspace"]);
+  // Optimising a module imports and runs it: not for code the user has not trusted.
+  assert.equal(pkg.capabilities.untrustedWorkspaces.supported, false);
+  assert.equal(pkg.capabilities.virtualWorkspaces, false);
+});
