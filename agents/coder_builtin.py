@@ -113,7 +113,63 @@ def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
         lines.append(f"  if ((rc = {k.name}{suffix}({args}))) return rc;")
         i += n
     lines += ["  return 0;", "}", ""]
+    if not host and len(steps) > 1:
+        lines.append(_GRAPH.replace("SC_NPTRS", str(max(1, i))))
     return "\n".join(lines)
+
+
+GRAPH_FORWARD = "stitch_forward_graph"
+# A CUDA graph over the whole forward: after the same buffers have come three times (the first
+# calls run eagerly, so library setup such as cuDNN's algorithm search and workspace growth never
+# happens inside a capture), forward is captured once on a private stream and then replayed with
+# one cudaGraphLaunch on the caller's stream. Any capture failure turns graphs off for the process
+# and forward runs eagerly, as without them.
+_GRAPH = r"""#include <cstring>
+struct sc_graph_entry {
+  void* p[SC_NPTRS];
+  int seen;
+  cudaGraphExec_t exec;
+};
+static sc_graph_entry sc_graphs[8];
+static int sc_graphs_used = 0, sc_graphs_evict = 0;
+static bool sc_graphs_off = false;
+static cudaStream_t sc_capture = nullptr;
+
+static int sc_graphs_fail(void** p, cudaStream_t s) {
+  sc_graphs_off = true;
+  cudaGetLastError();  // the failed capture's error is not the forward's
+  return stitch_forward(p, s);
+}
+
+extern "C" int stitch_forward_graph(void** p, cudaStream_t s) {
+  if (sc_graphs_off) return stitch_forward(p, s);
+  sc_graph_entry* e = nullptr;
+  for (int i = 0; i < sc_graphs_used && !e; ++i)
+    if (std::memcmp(sc_graphs[i].p, p, sizeof(void*) * SC_NPTRS) == 0) e = &sc_graphs[i];
+  if (!e) {
+    e = &sc_graphs[sc_graphs_used < 8 ? sc_graphs_used++ : (sc_graphs_evict++ % 8)];
+    if (e->exec) cudaGraphExecDestroy(e->exec);
+    std::memcpy(e->p, p, sizeof(void*) * SC_NPTRS);
+    e->seen = 0;
+    e->exec = nullptr;
+  }
+  if (e->exec) return (int)cudaGraphLaunch(e->exec, s);
+  if (++e->seen < 3) return stitch_forward(p, s);
+  if (!sc_capture && cudaStreamCreateWithFlags(&sc_capture, cudaStreamNonBlocking) != cudaSuccess)
+    return sc_graphs_fail(p, s);
+  if (cudaStreamBeginCapture(sc_capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return sc_graphs_fail(p, s);
+  const int rc = stitch_forward(p, sc_capture);
+  cudaGraph_t g = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(sc_capture, &g);
+  if (rc || end != cudaSuccess || !g || cudaGraphInstantiate(&e->exec, g, 0) != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    e->exec = nullptr;
+    return sc_graphs_fail(p, s);
+  }
+  cudaGraphDestroy(g);
+  return (int)cudaGraphLaunch(e->exec, s);
+}
+"""
 
 
 def describe(step: Step) -> str:
@@ -204,7 +260,7 @@ def render_model(
             scratch.append(var)
         buffers.append((k, [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
     # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
-    forward = FORWARD + ("_host" if host else "")
+    forward = FORWARD + "_host" if host else (GRAPH_FORWARD if len(steps) > 1 else FORWARD)
     body.append(f"_lib.call_all({forward!r}, [")
     for k, args in buffers:
         body.append(f"    {', '.join(args)},  # {k.name}: {describe(k)[:70]}")
