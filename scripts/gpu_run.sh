@@ -32,7 +32,7 @@ abs() { local out=() p; for p in "$@"; do out+=("$(realpath "$p")"); done; echo 
 for stage in "$@"; do
   case "$stage" in
     tests)
-      (cd /tmp && timeout 300 python3 -m pytest -q -rs -m gpu ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+      (cd /tmp && timeout 450 python3 -m pytest -q -rs -m gpu ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     profiles)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py") 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
     llm)
