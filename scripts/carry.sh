@@ -14,5 +14,6 @@ $pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   -d .carry/wheels einops tree-sitter tree-sitter-cuda tree-sitter-python \
   pygls lsprotocol cattrs attrs pytest-lsp pytest-asyncio \
-  openai httpx2 httpcore2 h11 truststore jiter pydantic pydantic-core annotated-types typing-inspection sniffio distro
+  openai httpx2 httpcore2 h11 truststore jiter pydantic pydantic-core annotated-types typing-inspection sniffio distro \
+  typing-extensions
 ls .carry/wheels
