@@ -64,9 +64,12 @@ local function main()
 
   -- 0.7.2 answers workspace/configuration (from `settings`) but does not advertise it: without
   -- this the server never asks, and every job runs with the defaults (no replay).
+  -- STITCHCUDA_NVIM_SETTINGS=init: a plain client that is never asked and passes its settings in
+  -- initializationOptions instead.
+  local via_init = os.getenv("STITCHCUDA_NVIM_SETTINGS") == "init"
   local capabilities = vim.lsp.protocol.make_client_capabilities()
   capabilities.workspace = capabilities.workspace or {}
-  capabilities.workspace.configuration = true
+  capabilities.workspace.configuration = not via_init
   capabilities.window = capabilities.window or {}
   capabilities.window.workDoneProgress = true
 
@@ -78,6 +81,7 @@ local function main()
     root_dir = workspace,
     capabilities = capabilities,
     settings = { stitchcuda = settings },
+    init_options = via_init and { stitchcuda = settings } or nil,
     handlers = {
       -- Recorded rather than shown: headless, an Error message would go to stderr as an error.
       ["window/showMessage"] = function(_, params)
