@@ -281,16 +281,7 @@ export class ReviewFlow {
   }
 
   async accept(jobId?: string): Promise<void> {
-    const id = this.target(jobId);
-    if (id === undefined) {
-      this.ui.info("StitchCUDA: no proposal is shown");
-      return;
-    }
-    if (this.busy.has(id)) {
-      return;
-    }
-    this.busy.add(id);
-    try {
+    await this.onProposal(jobId, "accept", async (id) => {
       const r = (await this.server.execute(CMD.accept, [id])) as { applied: boolean; files?: string[]; reason?: string };
       if (!r?.applied) {
         this.ui.error(`StitchCUDA: the proposal was not applied: ${r?.reason ?? "the editor did not apply the edit"}`);
@@ -298,14 +289,18 @@ export class ReviewFlow {
       }
       await this.drop(id);
       await this.ui.openFiles(r.files ?? []);
-    } catch (e) {
-      this.ui.error(`StitchCUDA: could not accept the proposal: ${messageOf(e)}`);
-    } finally {
-      this.busy.delete(id);
-    }
+    });
   }
 
   async reject(jobId?: string): Promise<void> {
+    await this.onProposal(jobId, "reject", async (id) => {
+      await this.server.execute(CMD.reject, [id]);
+      await this.drop(id);
+    });
+  }
+
+  /** Runs `act` on the targeted proposal, once at a time per job; failures become error messages. */
+  private async onProposal(jobId: string | undefined, verb: string, act: (id: string) => Promise<void>): Promise<void> {
     const id = this.target(jobId);
     if (id === undefined) {
       this.ui.info("StitchCUDA: no proposal is shown");
@@ -316,10 +311,9 @@ export class ReviewFlow {
     }
     this.busy.add(id);
     try {
-      await this.server.execute(CMD.reject, [id]);
-      await this.drop(id);
+      await act(id);
     } catch (e) {
-      this.ui.error(`StitchCUDA: could not reject the proposal: ${messageOf(e)}`);
+      this.ui.error(`StitchCUDA: could not ${verb} the proposal: ${messageOf(e)}`);
     } finally {
       this.busy.delete(id);
     }
