@@ -53,7 +53,7 @@ def plan(task: Task) -> Plan:
 
 def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
-    graph = split_conv_bias([dict(n) for n in graph])
+    graph = split_conv_bias(decompose_eval_batch_norm([dict(n) for n in graph]))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -175,6 +175,82 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     if dead:
         result.notes.append(f"{len(dead)} op(s) whose results are never used are skipped: {', '.join(dead[:8])}")
     return result
+
+
+_EVAL_BN = {"native_batch_norm", "_native_batch_norm_legit_no_training"}
+
+
+def decompose_eval_batch_norm(graph: list[Node]) -> list[Node]:
+    """Inference-mode BatchNorm as pointwise ops, (x - mean) * rsqrt(var + eps) * weight + bias with
+    per-channel views, as PyTorch computes it: it then fuses with the conv bias and activation
+    around it into one pass over memory instead of a normalisation pass of its own. Training mode
+    (batch statistics, running-stat updates) stays with the norm emitter."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph:
+        for src in set(node_inputs(node)):
+            readers.setdefault(src, []).append(node)
+    taken = {n["name"] for n in graph}
+    out: list[Node] = []
+    renamed: dict[str, str] = {}
+    dropped: set[str] = set()
+    for node in graph:
+        if node["name"] in dropped:
+            continue
+        if renamed:
+            node["args"] = _rename_refs(node.get("args", {}), renamed)
+        out.append(node)
+        a = node.get("args", {})
+        if node["op"] not in _EVAL_BN or (node["op"] == "native_batch_norm" and a.get("training") is not False):
+            continue
+        picks_ = [u for u in readers.get(node["name"], []) if u["op"] == "getitem"]
+        result = next((u for u in picks_ if u["args"].get("index") == 0), None)
+        x = ref_name(a.get("input"))
+        mean, var = ref_name(a.get("running_mean")), ref_name(a.get("running_var"))
+        unused = all(not readers.get(u["name"]) for u in picks_ if u is not result)
+        if result is None or not unused or None in (x, mean, var) or len(result.get("shape") or []) < 2:
+            continue
+        if len(picks_) != len(readers.get(node["name"], [])) or result["dtype"] not in codegen.C_TYPES:
+            continue
+        out.pop()
+        dropped |= {u["name"] for u in picks_}
+        dtypes = {n["name"]: n.get("dtype") for n in graph}
+        new_nodes, value = _eval_bn_nodes(node, result, x, mean, var, dtypes, taken)
+        out += new_nodes
+        renamed[result["name"]] = value
+    return out
+
+
+def _eval_bn_nodes(
+    bn: Node, result: Node, x: str, mean: str, var: str, dtypes: dict[str, Any], taken: set[str]
+) -> tuple[list[Node], str]:
+    """The pointwise nodes of one inference-mode BatchNorm, and the name of the last."""
+    a = bn["args"]
+    shape = list(result["shape"])
+    per_channel = [shape[1]] + [1] * (len(shape) - 2)
+    nodes: list[Node] = []
+
+    def emit(base: str, op: str, args: dict[str, Any], like: list[int], dtype: Any, view: bool = False) -> str:
+        name = _fresh(taken, f"{bn['name']}_{base}")
+        target = f"aten.{op}.default" if op in {"rsqrt", "view"} else f"aten.{op}.Tensor"
+        nodes.append({"name": name, "op": op, "target": target, "args": args, "shape": like,
+                      "stride": contiguous_strides(like), "dtype": dtype, "offset": 0, "view": view})
+        return name
+
+    def channels(src: str) -> str:
+        return emit("c", "view", {"self": ref(src), "size": per_channel}, per_channel, dtypes[src], view=True)
+
+    dtype = result["dtype"]
+    centred = emit("centred", "sub", {"self": ref(x), "other": ref(channels(mean)), "alpha": 1}, shape, dtype)
+    var_eps = emit("var_eps", "add", {"self": ref(channels(var)), "other": float(a.get("eps", 1e-5)), "alpha": 1},
+                   per_channel, dtypes[var])
+    inv = emit("invstd", "rsqrt", {"self": ref(var_eps)}, per_channel, dtypes[var])
+    value = emit("normed", "mul", {"self": ref(centred), "other": ref(inv)}, shape, dtype)
+    if ref_name(a.get("weight")) is not None:
+        value = emit("scaled", "mul", {"self": ref(value), "other": ref(channels(ref_name(a["weight"])))}, shape, dtype)
+    if ref_name(a.get("bias")) is not None:
+        value = emit("shifted", "add", {"self": ref(value), "other": ref(channels(ref_name(a["bias"]))), "alpha": 1},
+                     shape, dtype)
+    return nodes, value
 
 
 def split_conv_bias(graph: list[Node]) -> list[Node]:

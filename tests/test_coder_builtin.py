@@ -68,6 +68,22 @@ def assert_same(ours, ref, **tol) -> None:
 # Modules
 
 
+class EvalNorm(nn.Module):
+    def __init__(self, dims: int = 2, features: int = 6, affine: bool = True):
+        super().__init__()
+        self.bn = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}[dims](features, affine=affine)
+        g = torch.Generator().manual_seed(3)
+        with torch.no_grad():  # statistics and an affine map that are not the identity
+            self.bn.running_mean.copy_(torch.randn(features, generator=g))
+            self.bn.running_var.copy_(torch.rand(features, generator=g) + 0.1)
+            if affine:
+                self.bn.weight.copy_(torch.randn(features, generator=g))
+                self.bn.bias.copy_(torch.randn(features, generator=g))
+
+    def forward(self, x):
+        return torch.relu(self.bn(x)) * 2
+
+
 class Ops(nn.Module):
     """Applies each function to (x, y) and returns all results: one kernel with many outputs."""
 
@@ -497,8 +513,9 @@ def test_code_from_a_task_file(tmp_path):
         (Reshapes(), [torch.randn(300, 40), torch.randn(300)], 1e-4),
         (Nested(), [torch.randn(64, 5)], 1e-4),
         (Mixed(), [torch.randn(1000, 8, dtype=torch.float16)], 1e-4),
+        (EvalNorm().eval(), [torch.randn(8, 6, 33, 65)], 1e-4),
     ],
-    ids=["all-ops", "bias-fp32", "bias-fp16", "bias-bf16", "views", "reshapes", "nested", "mixed"],
+    ids=["all-ops", "bias-fp32", "bias-fp16", "bias-bf16", "views", "reshapes", "nested", "mixed", "eval-bn"],
 )
 def test_model_new_matches_reference_on_gpu(tmp_path, module, inputs, tol, monkeypatch):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
@@ -575,3 +592,39 @@ def test_whole_forward_is_one_call_and_a_cuda_graph_when_it_has_several_kernels(
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
     exported = {line.split()[-1] for line in symbols.splitlines() if line.split()[-2:-1] == ["T"]}
     assert {"stitch_forward", "stitch_forward_graph"} <= exported
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize(
+    "args, shape",
+    [((2, 6), (4, 6, 9, 11)), ((1, 5), (7, 5)), ((3, 3, False), (2, 3, 4, 5, 6))],
+    ids=["2d", "1d", "3d-no-affine"],
+)
+def test_eval_batch_norm_is_one_pointwise_pass(tmp_path, args, shape):
+    """Inference-mode BatchNorm becomes pointwise ops fused with what follows (one kernel), with
+    the module's own running statistics, and matches PyTorch on the CPU host path."""
+    module = EvalNorm(*args).eval()
+    x = torch.randn(*shape)
+    plan = plan_of(module, [x])
+    assert [g.kind for g in plan.groups] == ["pointwise"], plan.groups
+    ours, _ = run_host(module, [x], tmp_path)
+    assert_same(ours, module(x), rtol=1e-5, atol=1e-5)
+
+
+def test_training_batch_norm_keeps_its_kernel_and_conv_bias_folds_into_eval_bn():
+    class ConvBn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+    x = torch.randn(2, 3, 16, 16)
+    train = plan_of(ConvBn().train(), [x])
+    assert [g.kind for g in train.groups if g.kind == "kernel"] == ["kernel", "kernel"]  # conv, batch norm
+    evl = plan_of(ConvBn().eval(), [x])
+    assert [g.kind for g in evl.groups] == ["kernel", "pointwise"]  # conv, then bias + norm + relu
+    ops = [n["op"] for n in evl.graph if n["name"] in evl.groups[1].nodes]
+    assert ops.count("rsqrt") == 1 and "relu" in ops and "native_batch_norm" not in [n["op"] for n in evl.graph]
