@@ -71,6 +71,26 @@ def test_host_library_call_passes_pointers_ints_floats(cache):
         lib.call("scale", "not a tensor")
 
 
+def test_call_all_hands_every_buffer_over_in_one_call(cache):
+    """call_all passes an array of the tensors' pointers, in order, and the (here absent) stream."""
+    src = cache / "all.cpp"
+    src.write_text(
+        '#include <cstdint>\n'
+        'extern "C" int chain(void** p, void* s) {'
+        " if (s) return 7;"
+        " const float* x = (const float*)p[0]; float* y = (float*)p[1]; float* z = (float*)p[2];"
+        " for (int i = 0; i < 5; ++i) { y[i] = x[i] + 1.0f; z[i] = y[i] * 2.0f; } return 0; }\n"
+        'extern "C" int refuse(void** p, void* s) { return 3; }\n'
+    )
+    lib = runtime.load(src)
+    x = torch.arange(5, dtype=torch.float32)
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    lib.call_all("chain", [x, y, z])
+    assert torch.equal(y, x + 1) and torch.equal(z, (x + 1) * 2)
+    with pytest.raises(RuntimeError, match="refuse failed: CUDA error 3"):
+        lib.call_all("refuse", [x])
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_launcher_runs_on_the_current_stream(cache):
