@@ -91,6 +91,10 @@ def _print_verdict(v: Verdict) -> None:
     if v.speedup_eager:
         console.print(f"  speedup: {v.speedup_eager:.2f}x vs eager"
                       + (f", {v.speedup_compile:.2f}x vs torch.compile" if v.speedup_compile else ""))
+    if v.rubric:
+        r = v.rubric
+        console.print(f"  rubric: total {r.get('total')} (anti-hacking {r.get('anti_hacking')}, engineering "
+                      f"{r.get('engineering')}, coverage {r.get('coverage')}, compliance {r.get('compliance')})")
     for n in v.notes:
         console.print(f"  [dim]note: {escape(n)}[/]")
     if v.status in {"build-failed"} and v.build_log:

@@ -209,6 +209,10 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
         text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(18, 4)))
     assert "NVIDIA H100" in hov.contents.value and "mul" in hov.contents.value
 
+    page = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.results", arguments=[started["jobId"]]))
+    assert "<td>r1-builtin-pointwise (proposed)</td><td>ok</td><td>0.1683</td>" in page["html"]
+
     done = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.accept", arguments=[started["jobId"]]))
     assert done["applied"] is True
