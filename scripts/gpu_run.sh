@@ -27,7 +27,7 @@ export STITCHCUDA_CACHE=/tmp/stitchcuda-cache
 mkdir -p /tmp/stitchcuda-bin && printf '#!/bin/bash\ncd /tmp && exec python3 -m stitchcuda.cli "$@"\n' >/tmp/stitchcuda-bin/sc
 chmod +x /tmp/stitchcuda-bin/sc && export PATH=/tmp/stitchcuda-bin:$PATH
 abs() { local out=() p; for p in "$@"; do out+=("$(realpath "$p")"); done; echo "${out[@]}"; }
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"; nvcc --version | tail -1; } | tee "$OUT/machine.txt"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"; nvcc --version | tail -1; sc doctor 2>&1; } | tee "$OUT/machine.txt"
 
 for stage in "$@"; do
   case "$stage" in

@@ -141,6 +141,12 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from stitchcuda import doctor
+
+    return doctor.main(as_json=args.json)
+
+
 def cmd_serve(args) -> int:
     try:
         from stitchcuda.server.server import main as serve
@@ -284,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="run the language server on stdio (needs the [server] extra)")
     sv.set_defaults(fn=cmd_serve)
+
+    dr = sub.add_parser("doctor", help="what this machine can do (GPU, nvcc, ncu, extras) and what to install")
+    dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.set_defaults(fn=cmd_doctor)
     return p
 
 
