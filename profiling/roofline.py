@@ -58,6 +58,13 @@ FLOP_OPS = {
     "sm__sass_thread_inst_executed_op_dadd_pred_on.sum": ("fp64", 1),
     "sm__sass_thread_inst_executed_op_dmul_pred_on.sum": ("fp64", 1),
 }
+# Launch statistics for the hover and the Coder (not for the classification): shared memory per
+# block and the occupancy the launch allows. Collected when this ncu knows them (ncu.py retries
+# without them otherwise).
+SHARED_STATIC = "launch__shared_mem_per_block_static"
+SHARED_DYNAMIC = "launch__shared_mem_per_block_dynamic"
+THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
+LAUNCH_EXTRAS = [SHARED_STATIC, SHARED_DYNAMIC, THEORETICAL_OCCUPANCY]
 METRICS = sorted(
     {TIME, DRAM_BYTES, MEM_PCT, SM_PCT, OCCUPANCY, REGISTERS, WAVES, GRID, BLOCK}
     | set(LEVEL_PCT.values())

@@ -47,6 +47,10 @@ def _num(v: Any, scale: float, fmt: str) -> str:
     return "n/a" if v is None else format(float(v) * scale, fmt)
 
 
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.0f}%"
+
+
 def kernel_hover(f: Finding) -> str:
     d = f.data
     rows = [
@@ -59,7 +63,9 @@ def kernel_hover(f: Finding) -> str:
                    f"{_num(d.get('peak_flops_per_s'), 1e-12, '.1f')} TFLOP/s"),
         ("arithmetic intensity", f"{_num(d.get('intensity'), 1, '.2f')} FLOP/B (ridge {_num(d.get('ridge'), 1, '.1f')})"),
         ("memory / compute throughput", f"{_num(d.get('memory_pct'), 1, '.0f')}% / {_num(d.get('compute_pct'), 1, '.0f')}% of peak"),
-        ("achieved occupancy", _num(d.get("occupancy_pct"), 1, ".0f") + ("%" if d.get("occupancy_pct") is not None else "")),
+        ("achieved / theoretical occupancy", f"{_pct(d.get('occupancy_pct'))} / {_pct(d.get('theoretical_occupancy_pct'))}"),
+        ("shared memory per block", _num(d.get("shared_mem_per_block"), 1 / 1024, ".1f") + " KiB"
+         if d.get("shared_mem_per_block") is not None else "n/a"),
         ("registers per thread", _num(d.get("registers"), 1, ".0f")),
     ]
     name = f.kernel or "kernel"

@@ -8,6 +8,8 @@ from the H100 in the next GPU session (the issue requires recorded fixtures).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn as nn
@@ -328,3 +330,46 @@ def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) ->
     for files in (generated, mm):
         assert ncu.kernel_names(files) == sorted(f.name for f in source_map.SourceMap.from_files(files).kernels())
     assert ncu.kernel_names(mm) == ["naive_matmul_kernel", "tiled_matmul_kernel"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner against a stand-in `ncu` executable (no Nsight Compute here): what it does with
+# ncu's answers, not what ncu measures.
+
+_FAKE_NCU = """#!/bin/sh
+echo "$@" >> "{log}"
+case "$*" in
+  *{perm}*) echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1 ;;
+  *launch__shared_mem_per_block_static*) echo "==ERROR== Failed to find metric launch__shared_mem_per_block_static"; exit 1 ;;
+esac
+cat "{csv}"
+"""
+
+
+def _fake_ncu(tmp_path, monkeypatch, perm: str = "never-matches"):
+    csv_file, log = tmp_path / "raw.csv", tmp_path / "calls.log"
+    csv_file.write_text(RAW_CSV)
+    tool = tmp_path / "bin" / "ncu"
+    tool.parent.mkdir()
+    tool.write_text(_FAKE_NCU.format(log=log, csv=csv_file, perm=perm))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
+    return log
+
+
+def test_runner_retries_without_the_launch_extras(generated, tmp_path, monkeypatch):
+    log = _fake_ncu(tmp_path, monkeypatch)
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "launch__shared_mem_per_block_static" in calls[0]
+    assert "launch__shared_mem_per_block_static" not in calls[1] and "--clock-control none" in calls[1]
+    assert "regex:^(" in calls[1]  # only the candidate's own kernels
+    assert {f.code for f in prof.findings} == {"memory-bound", "latency-bound"}
+    assert prof.notes[0].startswith("Nsight Compute: 2 kernel(s)") and prof.csv
+
+
+def test_runner_without_counter_permission_says_so_once(generated, tmp_path, monkeypatch):
+    log = _fake_ncu(tmp_path, monkeypatch, perm="--clock-control")
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
+    assert len(log.read_text().splitlines()) == 1
+    assert prof.findings == [] and "no permission to read GPU performance counters" in prof.notes[0]
