@@ -53,7 +53,7 @@ def plan(task: Task) -> Plan:
 
 def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
-    graph = split_conv_bias(decompose_eval_batch_norm([dict(n) for n in graph]))
+    graph = split_conv_bias(split_softmax(decompose_eval_batch_norm([dict(n) for n in graph])))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -251,6 +251,51 @@ def _eval_bn_nodes(
         value = emit("shifted", "add", {"self": ref(value), "other": ref(channels(ref_name(a["bias"]))), "alpha": 1},
                      shape, dtype)
     return nodes, value
+
+
+def split_softmax(graph: list[Node]) -> list[Node]:
+    """softmax(x) -> exp(x - logsumexp(x)) and log_softmax(x) -> x - logsumexp(x), where every
+    reader of the result is pointwise: a reduction kernel writes one value per row, and the
+    pointwise kernel that follows computes the softmax as part of its own chain. The softmax is
+    then never stored and read back (compile fuses the same way); x is read twice, as a two-pass
+    softmax reads it. fp32 only: a half-precision logsumexp would round before the exp."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph:
+        for src in set(node_inputs(node)):
+            readers.setdefault(src, []).append(node)
+    taken = {n["name"] for n in graph}
+    out: list[Node] = []
+    renamed: dict[str, str] = {}
+    for node in graph:
+        if renamed:
+            node["args"] = _rename_refs(node.get("args", {}), renamed)
+        out.append(node)
+        if node["op"] not in {"_softmax", "_log_softmax"} or node.get("dtype") != "float32":
+            continue
+        a, users = node.get("args", {}), readers.get(node["name"], [])
+        x, dim = ref_name(a.get("self")), a.get("dim")
+        shape = node.get("shape") or []
+        if x is None or type(dim) is not int or not shape or a.get("half_to_float") or not users:
+            continue
+        if any(u["op"] == "output" or u.get("view") or codegen.pointwise_support(u) is not None for u in users):
+            continue
+        out.pop()
+        dim %= len(shape)
+        kept = [1 if k == dim else n for k, n in enumerate(shape)]
+        full = {"shape": list(shape), "stride": contiguous_strides(shape), "dtype": "float32", "offset": 0, "view": False}
+        lse = _fresh(taken, f"{node['name']}_lse")
+        out.append({"name": lse, "op": "logsumexp", "target": "aten.logsumexp.default",
+                    "args": {"self": ref(x), "dim": [dim], "keepdim": True},
+                    "shape": kept, "stride": contiguous_strides(kept), "dtype": "float32", "offset": 0, "view": False})
+        shifted = _fresh(taken, f"{node['name']}_shifted")
+        out.append({"name": shifted, "op": "sub", "target": "aten.sub.Tensor",
+                    "args": {"self": ref(x), "other": ref(lse), "alpha": 1}, **full})
+        value = shifted
+        if node["op"] == "_softmax":
+            value = _fresh(taken, f"{node['name']}_exp")
+            out.append({"name": value, "op": "exp", "target": "aten.exp.default", "args": {"self": ref(shifted)}, **full})
+        renamed[node["name"]] = value
+    return out
 
 
 def split_conv_bias(graph: list[Node]) -> list[Node]:

@@ -68,6 +68,12 @@ def assert_same(ours, ref, **tol) -> None:
 # Modules
 
 
+class SoftmaxEpilogue(nn.Module):
+    def forward(self, x, b):
+        s = torch.softmax(x, dim=1)
+        return torch.sigmoid(s * 2 + b), torch.log_softmax(x, dim=-1) - 1.0
+
+
 class EvalNorm(nn.Module):
     def __init__(self, dims: int = 2, features: int = 6, affine: bool = True):
         super().__init__()
@@ -514,8 +520,10 @@ def test_code_from_a_task_file(tmp_path):
         (Nested(), [torch.randn(64, 5)], 1e-4),
         (Mixed(), [torch.randn(1000, 8, dtype=torch.float16)], 1e-4),
         (EvalNorm().eval(), [torch.randn(8, 6, 33, 65)], 1e-4),
+        (SoftmaxEpilogue(), [torch.randn(8, 33, 17, 9) * 20, torch.randn(33, 1, 1)], 1e-4),
     ],
-    ids=["all-ops", "bias-fp32", "bias-fp16", "bias-bf16", "views", "reshapes", "nested", "mixed", "eval-bn"],
+    ids=["all-ops", "bias-fp32", "bias-fp16", "bias-bf16", "views", "reshapes", "nested", "mixed", "eval-bn",
+         "softmax-epilogue"],
 )
 def test_model_new_matches_reference_on_gpu(tmp_path, module, inputs, tol, monkeypatch):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
@@ -628,3 +636,20 @@ def test_training_batch_norm_keeps_its_kernel_and_conv_bias_folds_into_eval_bn()
     assert [g.kind for g in evl.groups] == ["kernel", "pointwise"]  # conv, then bias + norm + relu
     ops = [n["op"] for n in evl.graph if n["name"] in evl.groups[1].nodes]
     assert ops.count("rsqrt") == 1 and "relu" in ops and "native_batch_norm" not in [n["op"] for n in evl.graph]
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("scale", [1.0, 60.0], ids=["unit", "large"])
+def test_softmax_with_pointwise_readers_runs_in_their_kernel(tmp_path, scale):
+    """softmax/log_softmax read only by pointwise ops: a logsumexp kernel per row, then exp(x - lse)
+    inside the pointwise chain; never stored. Large inputs check the max shift inside logsumexp."""
+    module = SoftmaxEpilogue()
+    x, b = torch.randn(3, 7, 5, 9) * scale, torch.randn(7, 1, 1)
+    plan = plan_of(module, [x, b])
+    kinds = sorted(g.kind for g in plan.groups)
+    assert kinds == ["kernel", "kernel", "pointwise"] or kinds == ["kernel", "kernel", "pointwise", "pointwise"], plan.groups
+    ops = [n["op"] for n in plan.graph]
+    assert "_softmax" not in ops and "_log_softmax" not in ops and ops.count("logsumexp") == 2
+    ours, _ = run_host(module, [x, b], tmp_path)
+    assert_same(ours, module(x, b), rtol=1e-5, atol=1e-5)
