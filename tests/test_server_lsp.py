@@ -22,7 +22,9 @@ from pygls.uris import from_fs_path, to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block.json"
+# The example optimised on the H100 with Nsight Compute in the Verifier (11088ae): its candidate's
+# files are byte-identical to what the coder generates here, so replay matches them by content.
+RECORDED = ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block-ncu.json"
 EXAMPLE = ROOT / "examples" / "gated_block.py"
 
 
@@ -178,7 +180,7 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
         command="stitchcuda.optimize", arguments=[uri, "Block"]))
     job = await _wait(client, started["jobId"])
     assert job["state"] == "done" and job["hasProposal"], job
-    assert "5.22x vs eager" in job["message"] and "REPLAYED from a run recorded on NVIDIA H100" in job["message"]
+    assert "4.98x vs eager" in job["message"] and "REPLAYED from a run recorded on NVIDIA H100" in job["message"]
 
     reports = client.progress_reports[started["token"]]
     assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable
@@ -191,7 +193,7 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
 
     updates = [u for u in client.updates if u.jobId == started["jobId"]]
     assert updates[0].state == "running" and updates[0].message == "starting"
-    assert updates[-1].state == "done" and updates[-1].hasProposal and "5.22x" in updates[-1].best
+    assert updates[-1].state == "done" and updates[-1].hasProposal and "4.98x" in updates[-1].best
 
     folder = client.work / "gated_block_stitchcuda"
     shown = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
@@ -211,12 +213,27 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
 
     page = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.results", arguments=[started["jobId"]]))
-    assert "<td>r1-builtin-pointwise (proposed)</td><td>ok</td><td>0.1683</td>" in page["html"]
+    assert "<td>r1-builtin-pointwise (proposed)</td><td>ok</td><td>0.1774</td>" in page["html"]
+    assert "<svg" in page["html"]  # the kernel on the roofline
+
+    # The recorded NCU finding on the proposed kernel, anchored on the kernel's name in its definition.
+    cu_uri = next(u for u in client.diagnostics if u.endswith("/proposal/fused_kernels.cu"))
+    (kd,) = client.diagnostics[cu_uri]
+    assert kd.code == "memory-bound" and kd.message.startswith("stitch_pw0_kernel: memory-bound (dram 90% of peak)")
+    proposed_cu = shown["contents"][from_fs_path(str(folder / "fused_kernels.cu"))].split("\n")
+    r = kd.range
+    assert proposed_cu[r.start.line][r.start.character:r.end.character] == "stitch_pw0_kernel"
+    khov = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=cu_uri), position=r.start))
+    assert "DRAM bandwidth | 3010 GB/s of 2964 GB/s" in khov.contents.value
 
     done = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.accept", arguments=[started["jobId"]]))
     assert done["applied"] is True
     assert sorted(p.name for p in folder.iterdir()) == ["fused_kernels.cu", "model_new.py"]
+    # Accepted: the same diagnostic on the file in the workspace.
+    accepted = client.diagnostics[from_fs_path(str(folder / "fused_kernels.cu"))]
+    assert [d.code for d in accepted] == ["memory-bound"] and accepted[0].range == r
     assert "class ModelNew" in (folder / "model_new.py").read_text()
 
 
