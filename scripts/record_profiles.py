@@ -56,8 +56,9 @@ def main(out: Path, only: list[str]) -> int:
         t0 = time.monotonic()
         cand = candidate_for(SRC / ref, module)
         v = verify(Task(path=SRC / ref), cand, work / "run", opts)
-        for fname, text in cand.files.items():
-            (work / fname).write_text(text)
+        if module is None:  # generated sources are part of the record; profile_src's stay where they are
+            for fname, text in cand.files.items():
+                (work / fname).write_text(text)
         if (work / "run" / "ncu.csv").exists():
             shutil.copy(work / "run" / "ncu.csv", work / "ncu.csv")
         (work / "verdict.json").write_text(v.to_json())
