@@ -26,6 +26,7 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import from_fs_path, to_fs_path
 
 from stitchcuda import __version__
+from stitchcuda.types import Verdict
 
 from . import diagnostics, modules, proposal
 from .diagnostics import Annotated
@@ -271,8 +272,6 @@ def _publish_job(ls: StitchServer, job: Job) -> None:
     user_uri = from_fs_path(str(job.path))
     ls.publish(user_uri, job.id, diagnostics.profile_lines(plan.get("profile"), str(job.path.resolve())))
     for att in summary.get("attempts", []):
-        from stitchcuda.types import Verdict
-
         v = Verdict.from_dict(att["verdict"])
         cand_dir = job.run_dir / att["candidate"]
         for fname, items in diagnostics.verdict_problems(v, "model_new.py").items():
@@ -283,9 +282,7 @@ def _publish_job(ls: StitchServer, job: Job) -> None:
             ls.publish(from_fs_path(str(job.run_dir / "proposal" / fname)), job.id, items)
 
 
-def _best_verdict(job: Job):
-    from stitchcuda.types import Verdict
-
+def _best_verdict(job: Job) -> Verdict | None:
     summary = job.summary or {}
     for att in summary.get("attempts", []):
         if att["candidate"] == summary.get("best"):
