@@ -5,6 +5,7 @@
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
 # KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
+# PROFILES="vec_matmul reference" limits the profiles stage to those cases;
 # a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
@@ -39,7 +40,7 @@ for stage in "$@"; do
         || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
       (cd /tmp && timeout 450 python3 -m pytest -q -rs -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     profiles)
-      (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py") 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
+      (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py" ${PROFILES:-}) 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
     llm)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 480 python3 "$repo/scripts/llm_scripted_gpu.py") 2>&1 | tee "$OUT/llm.log" | tail -60 ;;
     example)

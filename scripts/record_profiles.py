@@ -32,6 +32,7 @@ CASES = {
     "tiny": ("tiny_ref.py", None, 2 * 4 * N_TINY, 2 * N_TINY),
     "naive_matmul": ("matmul_ref.py", "naive_matmul", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
     "tiled_matmul": ("matmul_ref.py", "tiled_matmul", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
+    "vec_matmul": ("matmul_ref.py", "vec_matmul", 3 * 4 * N_MM * N_MM, 2 * N_MM**3),
 }
 
 
