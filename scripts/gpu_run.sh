@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
-#   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...]] [verify:REF:CAND] ...
+#   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
+#                           [verify:REF:CAND] ...
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
 # KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # PROFILES="vec_matmul reference" limits the profiles stage to those cases;
-# a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
+# PARALLEL=1 runs bench stages concurrently; a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
 mkdir -p "$OUT"
@@ -30,6 +31,21 @@ chmod +x /tmp/stitchcuda-bin/sc && export PATH=/tmp/stitchcuda-bin:$PATH
 abs() { local out=() p; for p in "$@"; do out+=("$(realpath "$p")"); done; echo "${out[@]}"; }
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import torch,sys;print('python',sys.version.split()[0],'torch',torch.__version__,'cuda',torch.version.cuda)"; nvcc --version | tail -1; sc doctor 2>&1; } | tee "$OUT/machine.txt"
 
+run_bench() {
+  local stage=$1 secs paths flags name plist dest resume
+  IFS=: read -r _ secs paths flags <<<"$stage"
+  name=${BENCH_NAME:-$(basename "${paths%%,*}" .py)}
+  IFS=, read -ra plist <<<"$paths"
+  read -ra plist <<<"$(abs "${plist[@]}")"
+  # The bench writes straight into $OUT: if the device call's own limit kills it, every
+  # problem finished so far still comes back (bench.json is rewritten after each one).
+  dest="$OUT/bench-$name"; mkdir -p "$dest"
+  resume=""; [ -f ".carry/bench-in/bench_$name.json" ] && { cp ".carry/bench-in/bench_$name.json" "$dest/bench.json"; resume=--resume; }
+  timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
+    --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} ${flags//,/ } 2>&1 | tee "$OUT/bench_$name.log" | tail -25
+  (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
+}
+
 for stage in "$@"; do
   case "$stage" in
     tests)
@@ -47,17 +63,9 @@ for stage in "$@"; do
       timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
       cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;
     bench:*)
-      IFS=: read -r _ secs paths <<<"$stage"
-      name=${BENCH_NAME:-$(basename "${paths%%,*}" .py)}
-      IFS=, read -ra plist <<<"$paths"
-      read -ra plist <<<"$(abs "${plist[@]}")"
-      # The bench writes straight into $OUT: if the device call's own limit kills it, every
-      # problem finished so far still comes back (bench.json is rewritten after each one).
-      dest="$OUT/bench-$name"; mkdir -p "$dest"
-      resume=""; [ -f ".carry/bench-in/bench_$name.json" ] && { cp ".carry/bench-in/bench_$name.json" "$dest/bench.json"; resume=--resume; }
-      timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
-        --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} 2>&1 | tee "$OUT/bench_$name.log" | tail -25
-      (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs) ;;
+      # PARALLEL=1 runs the bench stages side by side: the Verifier's GPU lock keeps correctness
+      # and timing one at a time, while the other bench builds and traces.
+      if [ -n "${PARALLEL:-}" ]; then run_bench "$stage" & else run_bench "$stage"; fi ;;
     verify:*)
       IFS=: read -r _ ref cand <<<"$stage"
       timeout 300 sc verify "$(realpath "$ref")" "$(realpath "$cand")" --out "/tmp/verify-$(basename "$cand" .py)" 2>&1 \
@@ -65,5 +73,6 @@ for stage in "$@"; do
     *) echo "unknown stage $stage" ;;
   esac
 done
+wait
 (cd "$OUT" && tar czf logs.tgz --remove-files ./*.log 2>/dev/null)
 ls -la "$OUT"
