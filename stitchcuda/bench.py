@@ -114,7 +114,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {p['name']} | {'yes' if p['solved'] else 'no'} | {hacks} | {_fmt(p['eager_ms'])} | {_fmt(p['compile_ms'])} | "
             f"{_fmt(p['ours_ms'])} | {_fmt(p['speedup_eager'], '.2f')} | {_fmt(p['speedup_compile'], '.2f')} | "
-            f"{_fmt(p['build_s'], '.2f')} | {p['status']} |"
+            f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (second round not run)' if p.get('retry_pending') else ''} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -143,7 +143,10 @@ def run_bench(
         previous = json.loads(json_path.read_text())
         # An out-of-memory verdict says more about the neighbours sharing the GPU than about the
         # problem: those run again.
-        done = {p["path"]: p for p in previous.get("problems", []) if p.get("status") != "oom"}
+        # So does a wrong result whose second round (the Verifier's feedback) never ran because the
+        # deadline came first: the problem is not finished until that round has its verdict.
+        done = {p["path"]: p for p in previous.get("problems", [])
+                if p.get("status") != "oom" and not p.get("retry_pending")}
         prev_meta = dict(previous.get("meta", {}))
         earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
         # Entries from before carry the run that measured them (its date and commit).
@@ -184,7 +187,7 @@ def run_bench(
 
         def finished(fut: Future[Verdict]) -> None:
             if fut.cancelled():
-                return  # not run: --resume picks it up
+                return  # not run: --resume picks it up (a cancelled retry left retry_pending set)
             try:
                 v = fut.result()
             except Exception as e:  # noqa: BLE001
@@ -194,16 +197,19 @@ def run_bench(
             # A wrong result gets one more round with the Verifier's verdict as feedback (the
             # built-in coder then drops TF32), as `optimize` would do.
             retry = None
-            if v.status == "incorrect" and plan is not None and attempt == 1 and not past_deadline():
+            wants_retry = v.status == "incorrect" and plan is not None and attempt == 1
+            if wants_retry and not past_deadline():
                 try:
                     retry = code(task, plan, feedback=v)
                 except Exception:  # noqa: BLE001 - no second round; the first verdict stands
                     retry = None
                 if retry is not None and cand is not None and retry.files == cand.files:
-                    retry = None
+                    wants_retry, retry = False, None
             with lock:
                 report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
                 results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}
+                if wants_retry:  # until the retry's verdict replaces this entry
+                    results[str(f)]["retry_pending"] = True
             e = results[str(f)]
             on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
                      + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")

@@ -139,6 +139,27 @@ def test_out_of_memory_problems_run_again_alone(tmp_path, monkeypatch):
     assert again["problems"][0]["run"]["date"] == report["meta"]["date"]
 
 
+def test_resume_runs_again_a_problem_whose_second_round_never_ran(tmp_path, monkeypatch):
+    """A wrong first candidate whose retry (the Verifier's feedback round) was cut off by the
+    deadline is not finished: --resume runs it again instead of keeping 'incorrect' for good."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM)
+    (level / "2_Other.py").write_text(PROBLEM)
+    first = bench.run_bench([str(level)], tmp_path / "out", jobs=1, on_event=lambda e: None)
+    data = json.loads((tmp_path / "out" / "bench.json").read_text())
+    cut = data["problems"][0]
+    cut.update(status="incorrect", message="output 0: 3 elements beyond tolerance", retry_pending=True)
+    (tmp_path / "out" / "bench.json").write_text(json.dumps(data))
+    assert "incorrect (second round not run)" in bench.markdown(data)
+    again = bench.run_bench([str(level)], tmp_path / "out", jobs=1, resume=True, on_event=lambda e: None)
+    redone, kept = again["problems"]
+    assert redone["run"]["date"] == again["meta"]["date"] and "retry_pending" not in redone
+    assert redone["status"] == first["problems"][0]["status"]
+    assert kept["run"]["date"] == first["meta"]["date"]
+
+
 @pytest.mark.gpu
 def test_bench_on_gpu_times_and_solves(tmp_path):
     torch = pytest.importorskip("torch")
