@@ -217,6 +217,40 @@ def test_gpu_matches_torch(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_graph_api_engine_or_legacy_algorithm(tmp_path, monkeypatch, capfd):
+    """Each conv times cuDNN's graph-API engines against the legacy algorithm on its first call and
+    says which it kept (STITCHCUDA_CONV_LOG); with STITCHCUDA_CUDNN_LEGACY=1 only the legacy one
+    runs. Either way the result matches torch."""
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    cases = [(CONFIGS[4], torch.float32), (CONFIGS[7], torch.float32), (CONFIGS[10], torch.float32)]
+    for label, legacy in (("graph", "0"), ("legacy", "1")):
+        monkeypatch.setenv("STITCHCUDA_CUDNN_LEGACY", legacy)
+        folder = tmp_path / label
+        folder.mkdir()
+        # Different names, so a different library with its own one-time state.
+        emitted = []
+        for i, (cfg, dtype) in enumerate(cases):
+            m, x = torch_out(cfg, dtype)
+            emitted.append((emit_module(m, x, f"{label}{i}"), m.cuda(), x.cuda(), dtype))
+        path = folder / "conv.cu"
+        path.write_text("\n".join([render([])] + [k.source for k, *_ in emitted]))
+        lib = runtime.load(path, libraries=["cudnn"])
+        for k, m, x, dtype in emitted:
+            with torch.no_grad():
+                want = m(x)
+            got = torch.full_like(want, float("nan"))
+            lib.call(k.name, x, m.weight, m.bias, got)
+            torch.cuda.synchronize()
+            check(got, want, dtype)
+        err = capfd.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.startswith(f"stitchcuda {label}")]
+        assert len(lines) == len(cases), err
+        if legacy == "1":
+            assert all(": legacy algorithm" in ln for ln in lines), lines
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_batch_chunks(tmp_path, monkeypatch):
     # A small int32 limit makes a batch of 3 run as a chunk of 2 and a tail of 1.
     cases = [(CONFIGS[4], torch.float32), (CONFIGS[7], torch.float32)]
