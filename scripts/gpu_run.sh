@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
-#                           [verify:REF:CAND] ...
+#                           [verify:REF:CAND] [e2e-part] [e2e] ...
+# e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
+# call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
 # KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
@@ -66,6 +68,19 @@ for stage in "$@"; do
       # PARALLEL=1 runs the bench stages side by side: the Verifier's GPU lock keeps correctness
       # and timing one at a time, while the other bench builds and traces.
       if [ -n "${PARALLEL:-}" ]; then run_bench "$stage" & else run_bench "$stage"; fi ;;
+    e2e-part)
+      # One part of scripts/e2e_bundle.sh's bundle per call (64 MiB carry limit), kept on the warm
+      # machine in /tmp/e2e-parts until the e2e stage joins them.
+      mkdir -p /tmp/e2e-parts && cp .carry/e2e-send/* /tmp/e2e-parts/ && ls -l /tmp/e2e-parts ;;
+    e2e)
+      mkdir -p /tmp/e2e-parts && cp .carry/e2e-send/* /tmp/e2e-parts/ 2>/dev/null
+      if [ "$(cat /tmp/e2e-parts/part-* 2>/dev/null | sha256sum | cut -d' ' -f1)" != "$(cat /tmp/e2e-parts/SHA256 2>/dev/null)" ]; then
+        echo "e2e: bundle parts missing or damaged"; ls -l /tmp/e2e-parts; continue
+      fi
+      rm -rf /tmp/e2e && cat /tmp/e2e-parts/part-* | xz -d | tar -x -C /tmp
+      (cd /tmp && E2E_DIR=/tmp/e2e E2E_LIVE=1 STITCHCUDA_PYTHON="$(command -v python3)" E2E_ARTIFACTS="$OUT/e2e-artifacts" \
+        timeout 560 bash "$repo/scripts/e2e_run_bundled.sh") 2>&1 | tee "$OUT/e2e.log" | tail -40
+      (cd "$OUT" && tar czf e2e-artifacts.tgz e2e-artifacts && rm -rf e2e-artifacts) ;;
     verify:*)
       IFS=: read -r _ ref cand <<<"$stage"
       timeout 300 sc verify "$(realpath "$ref")" "$(realpath "$cand")" --out "/tmp/verify-$(basename "$cand" .py)" 2>&1 \
