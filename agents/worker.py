@@ -10,6 +10,7 @@ Usage: python -m stitchcuda.agents.worker REQUEST.json
 from __future__ import annotations
 
 import contextlib
+import copy
 import faulthandler
 import gc
 import hashlib
@@ -30,7 +31,7 @@ from stitchcuda.task import import_file
 from stitchcuda.types import Finding, Verdict
 
 from . import dynamic_check as dyn
-from .compare import Tolerance, compare_outputs, tolerance_for
+from .compare import Mismatch, Tolerance, compare_outputs, judge_against_exact, tolerance_for
 from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
 from .locks import file_lock
 
@@ -212,6 +213,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
     ref_prints: list[str] = []
     cand_prints: list[str] = []
     kept: list[Any] | None = None  # random-0's input buffers, as the candidate got them
+    referee_useful = True
     base_seed = sets[0][1]
     for idx, (name, seed, kind) in enumerate(sets):
         args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
@@ -260,6 +262,14 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
         if call is None:
             break  # reference-only: the tolerance class is all we needed from these sets
         m = compare_outputs(ref_outs, call.outs, tol)
+        referee = None
+        if not m.ok and referee_useful:
+            referee = _fp64_referee(ref, args, ref_outs, call.outs, tol)
+            # One failed (or impossible) referee settles it: the candidate is wrong, and more fp64
+            # runs of the reference would only cost time.
+            referee_useful = referee is not None and referee.ok
+            if referee is not None and referee.ok:
+                m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
         check = {
             "set": name,
             "seed": seed,
@@ -268,6 +278,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
             "max_abs": m.max_abs,
             "rel_norm": m.rel_norm,
         }
+        if referee is not None:
+            check["referee"] = {"ok": referee.ok, "message": referee.message}
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}", data={"set": name}))
         mutated = _mutated_inputs(args, ref_args, cand_args)
@@ -291,6 +303,29 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
             v.hack_findings.append(f)
         v.correct = all(c["ok"] is not False for c in v.checks) and any(c["ok"] for c in v.checks)
     return tol
+
+
+def _fp64_referee(ref, args: list[Any], ref_outs: list[Any], cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
+    """The reference run again in float64 on the same inputs, to judge a candidate that missed the
+    fp32 reference (compare.judge_against_exact). None where there is nothing to judge (no fp32
+    tensor output) or the reference cannot run in float64; the failure then stands."""
+    if not any(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in ref_outs):
+        return None
+    if any(isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != torch.float32 for a in args):
+        return None  # fp16/bf16 problems: their tolerance already speaks for the storage type
+    try:
+        exact_model = copy.deepcopy(ref).double()
+        with torch.no_grad():
+            exact = dyn.flatten_outputs(
+                exact_model(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+            )
+    except Exception:  # noqa: BLE001 - a reference that cannot run in fp64 keeps the plain verdict
+        return None
+    finally:
+        exact_model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return judge_against_exact(ref_outs, cand_outs, exact, tol)
 
 
 def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any]) -> list[int]:

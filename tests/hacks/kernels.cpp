@@ -39,3 +39,21 @@ extern "C" int null_write(float* out, int64_t n, void*) {
   for (int64_t i = 0; i < n; ++i) p[i] = out[i];
   return 0;
 }
+
+// LayerNorm over rows of (x + shift), computed as the mathematically equal norm of x itself (a
+// shift cancels in x - mean): more accurate than the reference when x is tiny beside the shift.
+// with_eps = 0 drops eps from the variance: a real bug the fp64 referee must still reject.
+extern "C" int shifted_norm(const float* x, float* out, int64_t rows, int64_t cols, double eps, int64_t with_eps,
+                            void*) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    double mean = 0.0, var = 0.0;
+    for (int64_t c = 0; c < cols; ++c) mean += xr[c];
+    mean /= (double)cols;
+    for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    var /= (double)cols;
+    const float inv = (float)(1.0 / std::sqrt(var + (with_eps ? eps : 0.0)));
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = (float)(xr[c] - mean) * inv;
+  }
+  return 0;
+}

@@ -1,0 +1,83 @@
+"""The fp64 referee: where the fp32 reference is itself far from the exact result (ill-conditioned
+inputs), a candidate is judged by its distance to the float64 result, against the reference's own
+error; a wrong candidate still fails. Unit level on tensors, then through the Verifier on the CPU
+with host-compiled candidates."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import hack_candidate, hack_task
+from stitchcuda.agents.compare import compare_outputs, judge_against_exact, tolerance_for
+from stitchcuda.agents.verifier import VerifyOptions, verify
+
+TOL = tolerance_for(["native_layer_norm"], [torch.float32])
+
+
+def shifted_norm_case() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(fp32 reference, fp64 result, an fp32 result as exact as fp32 allows) of LayerNorm(x + 1)."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 64) * 1e-6
+    ref = F.layer_norm(x + 1.0, (64,))
+    exact = F.layer_norm(x.double() + 1.0, (64,))
+    better = F.layer_norm(x.double(), (64,)).float()  # the shift cancels
+    return ref, exact, better
+
+
+def test_more_exact_than_the_reference_fails_plainly_and_passes_the_referee():
+    ref, exact, better = shifted_norm_case()
+    plain = compare_outputs([ref], [better], TOL)
+    assert not plain.ok, plain.message  # the fp32 reference is ~percent off here
+    judged = judge_against_exact([ref], [better], [exact], TOL)
+    assert judged.ok, judged.message
+    assert "against the fp64 result" in judged.message
+
+
+@pytest.mark.parametrize("wrong", ["no_eps", "zeros", "noisier", "nan"])
+def test_wrong_or_noisier_candidates_fail_the_referee(wrong):
+    ref, exact, _ = shifted_norm_case()
+    torch.manual_seed(1)
+    x = torch.randn(64, 64) * 1e-6
+    got = {
+        "no_eps": F.layer_norm(x.double(), (64,), eps=0.0).float(),
+        "zeros": torch.zeros_like(ref),
+        # Three times the reference's own error, in the same direction: over the L2 budget.
+        "noisier": (exact + 3.0 * (ref.double() - exact)).float(),
+        "nan": ref.clone().fill_(float("nan")),
+    }[wrong]
+    assert not judge_against_exact([ref], [got], [exact], TOL).ok
+
+
+def test_an_accurate_reference_leaves_no_room():
+    """Where fp32 is enough, the referee's budget is the plain tolerance: a candidate the plain
+    check rejects (1% off everywhere, against rtol 1e-3) fails the referee too."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 64)
+    ref, exact = F.layer_norm(x, (64,)), F.layer_norm(x.double(), (64,))
+    got = ref * 1.01
+    assert not compare_outputs([ref], [got], TOL).ok
+    assert not judge_against_exact([ref], [got], [exact], TOL).ok
+
+
+@pytest.fixture()
+def opts(build_cache):
+    return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=120.0,
+                         time_compile=False)
+
+
+def test_verifier_accepts_the_more_exact_candidate_through_the_referee(tmp_path, opts):
+    v = verify(hack_task("ref_shifted_norm"), hack_candidate("good_shifted_norm"), tmp_path / "good", opts)
+    assert v.correct and v.status == "ok", (v.status, v.message, v.checks)
+    refereed = [c for c in v.checks if "referee" in c]
+    assert refereed and all(c["referee"]["ok"] for c in refereed)
+    assert any(c["set"].startswith("random") for c in refereed)  # every random set is ill-conditioned
+
+
+def test_verifier_rejects_the_wrong_candidate_with_the_referee_in_the_message(tmp_path, opts):
+    v = verify(hack_task("ref_shifted_norm"), hack_candidate("wrong_shifted_norm"), tmp_path / "bad", opts)
+    assert v.status == "incorrect" and not v.correct, (v.status, v.message)
+    first_bad = next(c for c in v.checks if c["ok"] is False)
+    assert first_bad["referee"]["ok"] is False and "fp64" in first_bad["referee"]["message"]
+    # One failed referee settles it: later sets are not refereed again.
+    assert sum("referee" in c for c in v.checks) == 1
