@@ -178,12 +178,12 @@ GPU_CASES = [
 ]
 
 
-def run_cases(tmp_path: Path, cases: list) -> list[tuple[torch.Tensor, torch.Tensor, torch.dtype]]:
+def run_cases(tmp_path: Path, cases: list, prefix: str = "k") -> list[tuple[torch.Tensor, torch.Tensor, torch.dtype]]:
     """Emit every case into one .cu, build it once, run each kernel on NaN-filled outputs."""
     emitted = []
     for i, (cfg, dtype) in enumerate(cases):
         m, x = torch_out(cfg, dtype)
-        emitted.append((emit_module(m, x, f"k{i}"), m.cuda(), x.cuda(), dtype))
+        emitted.append((emit_module(m, x, f"{prefix}{i}"), m.cuda(), x.cuda(), dtype))
     path = tmp_path / "conv.cu"
     path.write_text("\n".join([render([])] + [k.source for k, *_ in emitted]))
     lib = runtime.load(path, libraries=["cudnn"])
@@ -227,20 +227,8 @@ def test_gpu_graph_api_engine_or_legacy_algorithm(tmp_path, monkeypatch, capfd):
         monkeypatch.setenv("STITCHCUDA_CUDNN_LEGACY", legacy)
         folder = tmp_path / label
         folder.mkdir()
-        # Different names, so a different library with its own one-time state.
-        emitted = []
-        for i, (cfg, dtype) in enumerate(cases):
-            m, x = torch_out(cfg, dtype)
-            emitted.append((emit_module(m, x, f"{label}{i}"), m.cuda(), x.cuda(), dtype))
-        path = folder / "conv.cu"
-        path.write_text("\n".join([render([])] + [k.source for k, *_ in emitted]))
-        lib = runtime.load(path, libraries=["cudnn"])
-        for k, m, x, dtype in emitted:
-            with torch.no_grad():
-                want = m(x)
-            got = torch.full_like(want, float("nan"))
-            lib.call(k.name, x, m.weight, m.bias, got)
-            torch.cuda.synchronize()
+        # Other kernel names: another library, with its own one-time state.
+        for got, want, dtype in run_cases(folder, cases, prefix=label):
             check(got, want, dtype)
         err = capfd.readouterr().err
         lines = [ln for ln in err.splitlines() if ln.startswith(f"stitchcuda {label}")]
