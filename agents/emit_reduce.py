@@ -322,35 +322,44 @@ static void sc_red_final_host(const Op op, const typename Op::State* part, int64
 }
 
 // Softmax: out = exp(x - m) / s, log_softmax: x - m - log(s), m the row max, s = sum exp(x - m).
-template <bool LOG>
-SC_INLINE float sc_softmax_out(float x, float m, float d) { return LOG ? x - m - d : expf(x - m) / d; }
+// MODE: 0 softmax, 1 log_softmax, 2 _safe_softmax (a row that is all -inf gives 0s, not NaNs: what
+// scaled_dot_product_attention's math path uses for fully masked rows).
+#define SC_SOFTMAX_LOG 1
+#define SC_SOFTMAX_SAFE 2
+template <int MODE>
+SC_INLINE float sc_softmax_out(float x, float m, float d) {
+  if (MODE == SC_SOFTMAX_LOG) return x - m - d;
+  if (MODE == SC_SOFTMAX_SAFE && m == -INFINITY) return 0.0f;
+  return expf(x - m) / d;
+}
 
 // The divisor from an online state: NaN where the max is not finite, as ATen's softmax gets there.
-template <bool LOG>
+template <int MODE>
 SC_INLINE float sc_softmax_div(const sc_red_lse::State& st) {
-  return sc_finite(st.m) ? (LOG ? logf(st.s) : st.s) : NAN;
+  if (MODE == SC_SOFTMAX_SAFE && st.m == -INFINITY) return 1.0f;  // unused: the row is all zeros
+  return sc_finite(st.m) ? (MODE == SC_SOFTMAX_LOG ? logf(st.s) : st.s) : NAN;
 }
 
 // One row (output o of the layout) serially: the column kernel, and every host entry.
-template <class Ix, bool LOG, int64_t INNER, class T, class TO>
+template <class Ix, int MODE, int64_t INNER, class T, class TO>
 SC_INLINE void sc_softmax_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
   const sc_red_lse op{0.0f, 0.0f};
   const auto st = sc_red_part<sc_red_lse, Ix, 1>(op, x, o, 0, Ix::R, 0, 1);
-  const float d = sc_softmax_div<LOG>(st);
+  const float d = sc_softmax_div<MODE>(st);
   const T* row = x + Ix::base(o);
   TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
   for (int64_t r = 0; r < Ix::R; ++r)
-    out[r * INNER] = sc_from_f<TO>(sc_softmax_out<LOG>(sc_to_f(row[Ix::off(r)]), st.m, d));
+    out[r * INNER] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d));
 }
 
-template <class Ix, bool LOG, int64_t INNER, class T, class TO>
+template <class Ix, int MODE, int64_t INNER, class T, class TO>
 __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restrict__ x, TO* __restrict__ y) {
   const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
-  if (o < Ix::N) sc_softmax_col<Ix, LOG, INNER>(x, y, o);
+  if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o);
 }
 
 // A row that fits in registers: ITEMS chunks of VEC elements per thread, read once.
-template <class Ix, bool LOG, int VEC, int TPR, int ITEMS, class T, class TO>
+template <class Ix, int MODE, int VEC, int TPR, int ITEMS, class T, class TO>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
 sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
@@ -388,21 +397,21 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
     for (int l = 0; l < VEC; ++l) sm.add(s, expf(v[k][l] - m.m), 0);
   }
   s = sc_red_all<TPR>(sm, s);
-  const float d = LOG ? logf(s.s) : s.s;
+  const float d = MODE == SC_SOFTMAX_LOG ? logf(s.s) : s.s;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     const int64_t r = ((int64_t)k * TPR + t) * VEC;
     if (live && r < Ix::R) {
       sc_vec<TO, VEC> c;
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_softmax_out<LOG>(v[k][l], m.m, d));
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(v[k][l], m.m, d));
       sc_store<VEC>(out + r, c);
     }
   }
 }
 
 // A longer row: an online max/sum pass (vector loads), then a pass that writes.
-template <class Ix, bool LOG, int VEC, int WVEC, int TPR, class T, class TO>
+template <class Ix, int MODE, int VEC, int WVEC, int TPR, class T, class TO>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
 sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
@@ -412,7 +421,7 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
   const sc_red_lse op{0.0f, 0.0f};
   const auto st = sc_red_all<TPR>(op, sc_red_part<sc_red_lse, Ix, VEC>(op, x, g, 0, Ix::R, t, TPR));
   if (!SC_RED_LIVE(Ix::N)) return;
-  const float d = sc_softmax_div<LOG>(st);
+  const float d = sc_softmax_div<MODE>(st);
   const T* row = x + Ix::base(g);
   TO* out = y + g * Ix::R;
 #pragma unroll 4
@@ -420,7 +429,7 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
     const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
     sc_vec<TO, WVEC> o;
 #pragma unroll
-    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(sc_softmax_out<LOG>(sc_to_f(c.v[l]), st.m, d));
+    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d));
     sc_store<WVEC>(out + r, o);
   }
 }
@@ -974,10 +983,13 @@ def _pick(vec: int, kernel: Callable[[int], str]) -> str:
     return f"  if (sc_aligned(x, {vec}) && sc_aligned(y, {vec}))\n    {kernel(vec)}\n  else\n    {kernel(1)}"
 
 
-def _softmax(ctx: EmitContext, log: bool) -> Kernel:
+_SOFTMAX_MODES = {"_softmax": 0, "_log_softmax": 1, "_safe_softmax": 2}  # MODE of the CUDA templates
+
+
+def _softmax(ctx: EmitContext, op: str) -> Kernel:
     src, out, lay, inner = _along(ctx)
     _floats(src, out)
-    name, flag = ctx.name, "true" if log else "false"
+    name, flag = ctx.name, str(_SOFTMAX_MODES[op])
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o)"
@@ -1075,8 +1087,9 @@ EMITTERS: dict[str, Emitter] = {
     "std_mean": partial(_reduction, kind="std"),
     "linalg_vector_norm": partial(_reduction, kind="norm"),
     "norm": partial(_reduction, kind="norm"),
-    "_softmax": partial(_softmax, log=False),
-    "_log_softmax": partial(_softmax, log=True),
+    "_softmax": partial(_softmax, op="_softmax"),
+    "_log_softmax": partial(_softmax, op="_log_softmax"),
+    "_safe_softmax": partial(_softmax, op="_safe_softmax"),
     "cumsum": partial(_scan, prod=False),
     "cumprod": partial(_scan, prod=True),
 }

@@ -199,6 +199,14 @@ def trace_task(task: Task) -> list[Node]:
     return trace_module(model, inputs, fake_mode=fake_mode)
 
 
+def _sdpa_math() -> Any:
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch before 2.3: no backend switch, the fused op stays unsupported
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.MATH])
+
+
 def trace_module(
     module: nn.Module,
     inputs: Sequence[Any],
@@ -239,7 +247,9 @@ def trace_module(
         return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
 
     try:
-        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S):
+        # scaled_dot_product_attention traces as its math decomposition (bmm, _safe_softmax, bmm),
+        # which the emitters cover; the fused attention kernels are opaque ops here.
+        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math():
             gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                 *state_vals, *arg_vals
             )

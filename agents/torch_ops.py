@@ -57,7 +57,7 @@ MATMUL_LIKE = {
 }  # fmt: skip
 REDUCTION_LIKE = {
     "sum", "mean", "amax", "amin", "max", "min", "prod", "std", "var", "var_mean", "std_mean",
-    "norm", "_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm",
+    "norm", "_softmax", "_log_softmax", "_safe_softmax", "softmax", "log_softmax", "native_layer_norm",
     "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
     "_native_batch_norm_legit_no_training", "cudnn_batch_norm", "_batch_norm_impl_index",
     "batch_norm", "instance_norm", "logsumexp", "avg_pool1d", "avg_pool2d", "avg_pool3d",

@@ -152,6 +152,12 @@ CASES = [
     Case("log-softmax", lambda x: torch.log_softmax(x, dim=-1), (7, 300)),
     Case("log-softmax-long", lambda x: torch.log_softmax(x, dim=1), (2, 20000), plan="two passes", tol=1e-4),
     Case("log-softmax-col", lambda x: torch.log_softmax(x, dim=1), (4, 16, 5, 6)),
+    # _safe_softmax (scaled_dot_product_attention's math path): an all -inf row gives zeros
+    Case("safe-softmax-inf", lambda x: torch.ops.aten._safe_softmax(x, -1), (6, 64), fill="inf", plan="registers"),
+    Case("safe-softmax-long-inf", lambda x: torch.ops.aten._safe_softmax(x, -1), (3, 20000), fill="inf",
+         plan="two passes", tol=1e-4),
+    Case("safe-softmax-col-inf", lambda x: torch.ops.aten._safe_softmax(x, 1), (4, 16, 5, 6), fill="inf",
+         plan="cols"),
     # scans
     Case("cumsum-warp", lambda x: torch.cumsum(x, dim=-1), (4, 100), plan="tpr 8 vec 4", tol=1e-4),
     Case("cumsum-short-rows", lambda x: torch.cumsum(x, dim=-1), (37, 24), plan="tpr 2 vec 4", tol=1e-4),

@@ -306,3 +306,20 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "pointwise", "kernel"]
     assert rows[1]["unsupported"] == ["aten.sort.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_scaled_dot_product_attention_plans_as_its_math_decomposition():
+    """The fused attention ops are opaque; traced through the math backend the same module is two
+    batched GEMMs around a _safe_softmax kernel, which the emitters cover."""
+    q = torch.randn(2, 4, 64, 32)
+    p = plan_module(Attention(), q, q, q)
+    assert p.supported, p.unsupported
+    kernel_ops = [ops_of(p, g) for g in p.groups if g.kind == "kernel"]
+    assert ["bmm"] in kernel_ops and ["_safe_softmax"] in kernel_ops
+    assert sum(o == ["bmm"] for o in kernel_ops) == 2
+    assert not any("attention" in n.get("op", "") for n in p.graph)
