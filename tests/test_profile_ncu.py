@@ -329,7 +329,7 @@ def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) ->
     mm = {"m.cu": (Path(__file__).parent / "fixtures" / "profile_src" / "matmul_kernels.cu").read_text()}
     for files in (generated, mm):
         assert ncu.kernel_names(files) == sorted(f.name for f in source_map.SourceMap.from_files(files).kernels())
-    assert ncu.kernel_names(mm) == ["naive_matmul_kernel", "tiled_matmul_kernel"]
+    assert ncu.kernel_names(mm) == ["naive_matmul_kernel", "tiled_matmul_kernel", "vec_matmul_kernel"]
 
 
 # ---------------------------------------------------------------------------------------------
