@@ -510,6 +510,10 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
     if (log) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API: %s: %s)\n", s.name, p.algo, step,
                      cudnnGetErrorString(st));
   };
+  // The plans are timed on these very buffers: they must have the alignment the plans assume.
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % (uintptr_t)align ||
+      reinterpret_cast<uintptr_t>(w) % 16)
+    return unavailable("buffers less aligned than a plan assumes", CUDNN_STATUS_NOT_SUPPORTED);
   cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
   cudnnStatus_t st = sc_bk_graph(s, h, samples, align, &graph);
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("operation graph", st);
