@@ -30,8 +30,8 @@ def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidat
     """Candidate for a plan the built-in coder covers entirely, else None.
 
     The coder is deterministic. Feedback changes one thing: after a candidate failed the comparison,
-    the next one runs matmul and convolution in full fp32 instead of on TF32 tensor cores (slower,
-    but as exact as the reference). Otherwise a second round yields the same files, which the loop
+    the next one runs convolution in full fp32 and matmul as 3xTF32 instead of plain TF32 (slower,
+    but about as exact as the reference). Otherwise a second round yields the same files, which the loop
     recognises and stops on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
@@ -63,7 +63,7 @@ def build_candidate(
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]
     name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
-    if precise and any("no TF32" in describe(s) for s in steps):
+    if precise and any("no TF32" in describe(s) or "3xTF32" in describe(s) for s in steps):
         name += "-fp32"
     return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes)
 

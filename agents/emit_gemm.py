@@ -7,8 +7,9 @@ place from its strides (`plan_gemm`): row-major in the last two dims means no tr
 (a `.t()` view, nn.Linear's weight) means CUBLAS_OP_T, and a batch dim needs one uniform stride
 (0 broadcasts). Anything else is NotSupported, and the Planner materialises a contiguous copy.
 
-fp32 runs on TF32 tensor cores (the Verifier's matmul tolerance, 1e-2, allows it); fp16 and bf16
-accumulate in fp32. The bias of addmm/baddbmm is broadcast into the output by a small kernel and
+fp32 runs on TF32 tensor cores (the Verifier's matmul tolerance, 1e-2, allows it); after a wrong
+result (ctx.precise) as 3xTF32 (each operand split into a TF32 part and the rest, three products),
+about as exact as fp32 and still on tensor cores; fp16 and bf16 accumulate in fp32. The bias of addmm/baddbmm is broadcast into the output by a small kernel and
 the GEMM runs with beta, except for a vector bias with beta == 1 on addmm (nn.Linear), which
 cuBLASLt adds in its epilogue, saving a pass over the output (the copy path stays as the fallback
 when the pointers are not 16-byte aligned or cuBLASLt has no algorithm).
@@ -198,14 +199,17 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     if tuple(out.shape) != want:
         raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
-    kernel = _render(
-        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out
+    # After a wrong result, fp32 products run as 3xTF32: still on tensor cores, about as exact as
+    # the fp32 reference (PyTorch's default, which runs on the FMA units at a fraction of the speed).
+    split = ctx.precise and out.dtype == "float32"
+    return _render(
+        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, split
     )
-    if ctx.precise and out.dtype == "float32":
-        # Same calls with the full-fp32 compute type: PyTorch's own default for fp32 matmul.
-        kernel.source = kernel.source.replace("CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F")
-        kernel.ops = [f"{kernel.ops[0]} (fp32, no TF32)", *kernel.ops[1:]]
-    return kernel
+
+
+def _extent(t: Operand) -> int:
+    """Elements from the start of `t`'s storage to the last one the op reads, inclusive."""
+    return t.offset + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.strides, strict=True)) + 1
 
 
 def _render(
@@ -219,6 +223,7 @@ def _render(
     alpha: float,
     beta: float,
     out: OutSpec,
+    split: bool = False,
 ) -> Kernel:
     ctype = C_TYPES[out.dtype]
     dtype, compute = _CUBLAS_TYPES[out.dtype]
@@ -230,7 +235,8 @@ def _render(
     bstrides = bias_strides(bias, full) if bias is not None else ()
     # nn.Linear: the bias is one contiguous row added to every output row, with beta == 1.
     lt = bias is not None and beta == 1.0 and len(full) == 2 and plan.batch == 1 and bstrides == (0, 1)
-    lines: list[str] = [_FAMILY]
+    lt = lt and not split  # three products accumulate into c: the bias goes in first, by the copy
+    lines: list[str] = [_FAMILY] + ([_FAMILY_SPLIT] if split else [])
     if lt:
         lines.append(_FAMILY_LT)
     if bias is not None:
@@ -238,7 +244,8 @@ def _render(
     if lt:
         lines.append(_lt_plan(name, plan, dtype, compute))
     params = [f"const void* in{i}" for i in range(len(names))]
-    params += ["void* out0", "void* scratch0", "cudaStream_t stream"]
+    params += ["void* out0", "void* scratch0"] + ([f"void* scratch{i}" for i in range(1, 5)] if split else [])
+    params += ["cudaStream_t stream"]
     body = [
         f'extern "C" int {name}({", ".join(params)}) {{',
         f"  const {ctype}* a = static_cast<const {ctype}*>(in{slot[mat2.name]}) + {plan.a.offset}LL;",
@@ -263,19 +270,48 @@ def _render(
         "  cublasHandle_t handle;",
         "  rc = sc_gemm_handle(stream, scratch0, &handle);",
         "  if (rc != 0) return rc;",
-        "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
-        "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
-        "}",
     ]
+    if not split:
+        body += [
+            "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
+            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            "}",
+        ]
+    else:
+        ext_a, ext_b = _extent(mat2), _extent(mat1)
+        body += [
+            "  // a = a_hi + a_lo, a_hi on TF32's grid (exact on tensor cores), a_lo the rest; likewise b.",
+            "  // c = a_lo b_hi + a_hi b_lo + a_hi b_hi (small terms first; a_lo b_lo is below fp32's ulp).",
+            "  float* ah = static_cast<float*>(scratch1);",
+            "  float* al = static_cast<float*>(scratch2);",
+            "  float* bh = static_cast<float*>(scratch3);",
+            "  float* bl = static_cast<float*>(scratch4);",
+            f"  rc = sc_tf32_split(static_cast<const float*>(in{slot[mat2.name]}), ah, al, {ext_a}LL, stream);",
+            "  if (rc != 0) return rc;",
+            f"  rc = sc_tf32_split(static_cast<const float*>(in{slot[mat1.name]}), bh, bl, {ext_b}LL, stream);",
+            "  if (rc != 0) return rc;",
+            f"  const float *a_hi = ah + {plan.a.offset}LL, *a_lo = al + {plan.a.offset}LL;",
+            f"  const float *b_hi = bh + {plan.b.offset}LL, *b_lo = bl + {plan.b.offset}LL;",
+            "  const float one = 1.0f;",
+            "  cublasStatus_t s = " + _call(plan, dtype, compute, "a_lo", "b_hi", "beta") + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_lo", "one") + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_hi", "one") + ";",
+            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            "}",
+        ]
+    scratch = [("uint8", WORKSPACE_BYTES)]
+    if split:
+        scratch += [("float32", _extent(mat2))] * 2 + [("float32", _extent(mat1))] * 2
     lines.append("\n".join(body))
     return Kernel(
         name=name,
         inputs=[KernelArg(n, out.dtype) for n in names],
         outputs=[KernelArg(out.name, out.dtype)],
         source="\n\n".join(lines) + "\n",
-        ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")],
+        ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")
+             + (" (3xTF32: fp32-exact products on tensor cores)" if split else "")],
         libraries=["cublasLt", "cublas"] if lt else ["cublas"],
-        scratch=[("uint8", WORKSPACE_BYTES)],
+        scratch=scratch,
     )
 
 
@@ -283,16 +319,16 @@ def _op(side: Side) -> str:
     return "CUBLAS_OP_T" if side.trans else "CUBLAS_OP_N"
 
 
-def _call(plan: GemmPlan, dtype: str, compute: str) -> str:
+def _call(plan: GemmPlan, dtype: str, compute: str, a: str = "a", b: str = "b", beta: str = "beta") -> str:
     ab = f"handle, {_op(plan.a)}, {_op(plan.b)}, {plan.m}, {plan.n}, {plan.k}, &alpha"
     if plan.batch == 1:
         return (
-            f"cublasGemmEx({ab}, a, {dtype}, {plan.a.ld}, b, {dtype}, {plan.b.ld}, &beta, c, {dtype}, "
+            f"cublasGemmEx({ab}, {a}, {dtype}, {plan.a.ld}, {b}, {dtype}, {plan.b.ld}, &{beta}, c, {dtype}, "
             f"{plan.ldc}, {compute}, CUBLAS_GEMM_DEFAULT)"
         )
     return (
-        f"cublasGemmStridedBatchedEx({ab}, a, {dtype}, {plan.a.ld}, {plan.a.stride}LL, b, {dtype}, {plan.b.ld}, "
-        f"{plan.b.stride}LL, &beta, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
+        f"cublasGemmStridedBatchedEx({ab}, {a}, {dtype}, {plan.a.ld}, {plan.a.stride}LL, {b}, {dtype}, {plan.b.ld}, "
+        f"{plan.b.stride}LL, &{beta}, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
         "CUBLAS_GEMM_DEFAULT)"
     )
 
@@ -428,6 +464,30 @@ static int sc_gemm_handle(cudaStream_t stream, void* workspace, cublasHandle_t* 
   return 0;
 }}
 #endif  // SC_GEMM_H"""
+
+# fp32 -> (hi, lo): hi rounded to TF32's 10-bit mantissa (to nearest, ties away from zero, as
+# cvt.rna.tf32.f32 does), lo = x - hi exactly. Non-finite values stay in hi; a value that would round
+# up past the largest float is truncated instead.
+_FAMILY_SPLIT = """#ifndef SC_GEMM_SPLIT_H
+#define SC_GEMM_SPLIT_H
+__global__ void __launch_bounds__(256) sc_tf32_split_kernel(const float* __restrict__ x, float* __restrict__ hi,
+                                                            float* __restrict__ lo, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float v = x[i];
+    const unsigned u = __float_as_uint(v);
+    float h = __uint_as_float((u + 0x1000u) & 0xFFFFE000u);
+    if (!isfinite(h)) h = isfinite(v) ? __uint_as_float(u & 0xFFFFE000u) : v;
+    hi[i] = h;
+    lo[i] = isfinite(v) ? v - h : 0.0f;
+  }
+}
+
+static int sc_tf32_split(const float* x, float* hi, float* lo, int64_t n, cudaStream_t stream) {
+  const int64_t blocks = (n + 255) / 256;
+  sc_tf32_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(x, hi, lo, n);
+  return (int)cudaGetLastError();
+}
+#endif  // SC_GEMM_SPLIT_H"""
 
 _FAMILY_LT = """#ifndef SC_GEMM_LT_H
 #define SC_GEMM_LT_H

@@ -180,10 +180,10 @@ def test_bias_broadcast_batched():
 # The emitter on traced graphs
 
 
-def emitted(module: nn.Module, inputs: list[T], name: str = "k0") -> kernels.Kernel:
+def emitted(module: nn.Module, inputs: list[T], name: str = "k0", precise: bool = False) -> kernels.Kernel:
     g = graph.trace_module(module, inputs)
     node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
-    return kernels.emit(g, node["name"], name)
+    return kernels.emit(g, node["name"], name, precise=precise)
 
 
 def r(*shape: int, dtype=torch.float32) -> T:
@@ -217,6 +217,50 @@ def test_fp16_and_bf16_accumulate_in_fp32():
     for dtype, cuda in ((torch.float16, "CUDA_R_16F"), (torch.bfloat16, "CUDA_R_16BF")):
         k = emitted(Fn(torch.bmm), [r(2, 5, 7, dtype=dtype), r(2, 7, 3, dtype=dtype)])
         assert cuda in k.source and "CUBLAS_COMPUTE_32F," in k.source and "TF32" not in k.source
+
+
+def tf32_split(x: T) -> tuple[T, T]:
+    """The split sc_tf32_split_kernel makes: hi on TF32's grid (round to nearest, ties away), lo = x - hi."""
+    u = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    hi = (((u + 0x1000) & 0xFFFFE000).to(torch.int64))
+    hi = torch.where(hi >= 2**31, hi - 2**32, hi).to(torch.int32).view(torch.float32)
+    return hi, x - hi
+
+
+def tf32(x: T) -> T:
+    return tf32_split(x)[0]
+
+
+def test_3xtf32_is_about_as_exact_as_fp32():
+    """Tensor cores take TF32 operands (10-bit mantissa) and accumulate in fp32. One TF32 product is
+    ~1e-3 off; the three products of the split operands are as close to the float64 result as an
+    fp32 product is. Emulated here: products of TF32-grid values are exact in fp32."""
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 512), torch.randn(512, 48)
+    exact = a.double() @ b.double()
+    ah, al = tf32_split(a)
+    bh, bl = tf32_split(b)
+    assert torch.equal(tf32(ah), ah) and torch.equal(ah + al, a)  # the split is exact
+    one = tf32(a) @ tf32(b)
+    three = tf32(al) @ tf32(bh) + tf32(ah) @ tf32(bl) + ah @ bh
+    fp32 = a @ b
+
+    def err(c: T) -> float:
+        return ((c.double() - exact).norm() / exact.norm()).item()
+
+    assert err(one) > 1e-4
+    assert err(three) < 4 * err(fp32) and err(three) < 1e-6
+
+
+def test_precise_fp32_products_split_the_operands():
+    k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
+    assert "sc_tf32_split(" in k.source and k.source.count("cublasGemmEx(") == 3
+    assert k.libraries == ["cublas"] and "3xTF32" in k.ops[0]
+    # cuBLAS's workspace, then hi and lo of its A (the weight) and of its B (the input).
+    assert k.scratch == [("uint8", emit_gemm.WORKSPACE_BYTES), ("float32", 64 * 32), ("float32", 64 * 32),
+                         ("float32", 8 * 64), ("float32", 8 * 64)]
+    half = emitted(nn.Linear(64, 32).half(), [r(8, 64, dtype=torch.float16)], precise=True)
+    assert "sc_tf32_split" not in half.source  # fp16/bf16 already accumulate in fp32
 
 
 def test_same_tensor_twice_is_passed_once():
@@ -265,6 +309,9 @@ def test_emitted_source_compiles(tmp_path):
     if include is None:
         pytest.skip("no cublas_v2.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuBLAS's headers")
     sources = [emitted(m, ins, f"k{i}").source for i, (m, ins) in enumerate(COMPILE_CASES)]
+    # The 3xTF32 variants (after a wrong result), fp32 cases only.
+    sources += [emitted(m, ins, f"p{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
+                if ins[0].dtype == torch.float32]
     path = tmp_path / "gemm.cu"
     path.write_text(render([]) + "\n" + "\n".join(sources))  # one .cu: the family blocks must not clash
     cmd = [
@@ -324,12 +371,12 @@ def build_kernel(k: kernels.Kernel, folder: Path) -> runtime.Library:
     return runtime.Library(runtime.build([path], libraries=k.libraries).library)
 
 
-def run_gpu(module: nn.Module, inputs: list[T], folder: Path, shift: int = 0) -> tuple[T, T]:
+def run_gpu(module: nn.Module, inputs: list[T], folder: Path, shift: int = 0, precise: bool = False) -> tuple[T, T]:
     """The emitted kernel's result on CUDA copies of the inputs and torch's, as CPU tensors. A graph
     input's data starts `shift` elements into its buffer (misaligned pointers for shift % 4 != 0)."""
     g = graph.trace_module(module, inputs)
     node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
-    k = kernels.emit(g, node["name"], "k")
+    k = kernels.emit(g, node["name"], "k", precise=precise)
     lib = build_kernel(k, folder)
     module = copy.deepcopy(module).cuda()  # the case's module stays on the CPU for the next trace
     values = {n["name"]: inputs[n["index"]] for n in g if n["op"] == "input" and n.get("kind") == "arg"}
@@ -359,6 +406,24 @@ def test_gpu_matches_torch(case, tmp_path):
         got, want = run_gpu(module, inputs, tmp_path, shift)
         scale = want.float().abs().max().item() + 1
         torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", [c for c in GPU_CASES if c[2][0].dtype == torch.float32], ids=lambda c: c[0])
+def test_gpu_3xtf32_is_as_exact_as_fp32(case, tmp_path):
+    """After a wrong result: the split products land about as close to float64 as torch's own fp32
+    matmul (TF32 off, PyTorch's default), and much closer than plain TF32."""
+    _, module, inputs, _ = case
+    torch.manual_seed(0)
+    for shift in (0, 1):
+        folder = tmp_path / f"shift{shift}"
+        folder.mkdir()
+        got, want = run_gpu(module, inputs, folder, shift, precise=True)
+        exact = copy.deepcopy(module).double()(*[x.double() for x in inputs]).reshape(got.shape)
+        err = ((got.double() - exact).norm() / exact.norm()).item()
+        ref_err = ((want.double() - exact).norm() / exact.norm()).item()
+        assert err <= 4 * ref_err + 1e-7, (err, ref_err)
 
 
 @pytest.mark.gpu
