@@ -168,6 +168,7 @@ _FAMILY = r"""
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <cudnn.h>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -434,6 +435,13 @@ static bool sc_bk_allowed(const sc_conv_spec& s, cudnnBackendDescriptor_t cfg) {
         notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
         (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && s.precise && s.dtype == CUDNN_DATA_FLOAT))
       ok = false;
+  // Engines compiled at run time (NVRTC) cost seconds each to finalize: a net with a hundred convs
+  // would spend minutes in its first call.
+  cudnnBackendBehaviorNote_t behaviour[16];
+  if (ok && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 16, &n,
+                                     behaviour) == CUDNN_STATUS_SUCCESS)
+    for (int64_t i = 0; i < n; ++i)
+      if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ok = false;
   cudnnBackendDestroyDescriptor(engine);
   return ok;
 }
@@ -534,7 +542,9 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("heuristics", st);
   const float legacy = sc_conv_time(stream, [&] { return sc_conv_exec(s, h, p, true, x, w, y); });
   float best = legacy;
-  for (int64_t i = 0; i < found; ++i) {
+  // A bound on the search, so a first call over many convolutions stays short.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < found && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500); ++i) {
     cudnnBackendDescriptor_t plan = nullptr;
     int64_t need = 0, n = 0;
     if (!sc_bk_allowed(s, cfg[i]) ||
