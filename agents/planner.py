@@ -53,7 +53,7 @@ def plan(task: Task) -> Plan:
 
 def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
-    graph = split_conv_bias(split_softmax(decompose_eval_batch_norm([dict(n) for n in graph])))
+    graph = fold_gemm_scalars(split_conv_bias(split_softmax(decompose_eval_batch_norm([dict(n) for n in graph]))))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -340,6 +340,78 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
         )  # fmt: skip
         renamed[node["name"]] = add_name
     return out
+
+
+# GEMM op -> its two product operands (aten's argument names)
+_GEMM_OPERANDS = {"mm": ("self", "mat2"), "bmm": ("self", "mat2"), "addmm": ("mat1", "mat2"),
+                  "baddbmm": ("batch1", "batch2")}
+
+
+def fold_gemm_scalars(graph: list[Node]) -> list[Node]:
+    """x * c (or x / c) read only, through views, by one operand of a matrix product: the product
+    takes c into its alpha and reads x itself. (c x) @ y = c (x @ y), so the scaled copy, a pass that
+    writes the operand and one that reads it back, is never made (the q and k scaling of attention's
+    math path: 2 GB each on level1/97). The views are replayed on x's layout; where torch would not
+    give such a view of x, nothing changes."""
+    nodes = by_name(graph)
+    readers: dict[str, int] = {}
+    for node in graph:
+        for src in set(node_inputs(node)):
+            readers[src] = readers.get(src, 0) + 1
+    for g in graph:
+        if g["op"] not in _GEMM_OPERANDS or g.get("dtype") not in codegen.C_TYPES:
+            continue
+        for arg in _GEMM_OPERANDS[g["op"]]:
+            chain: list[Node] = []  # the views from the operand back towards the scaling, nearest first
+            name = ref_name(g["args"].get(arg))
+            while name in nodes and nodes[name].get("view") and readers.get(name) == 1:
+                chain.append(nodes[name])
+                name = ref_name(nodes[name]["args"].get("self"))
+            scaled = nodes.get(name or "")
+            if scaled is None or scaled["op"] not in ("mul", "div") or readers.get(scaled["name"]) != 1:
+                continue
+            c, x = scaled["args"].get("other"), ref_name(scaled["args"].get("self"))
+            if isinstance(c, bool) or not isinstance(c, int | float) or (scaled["op"] == "div" and c == 0):
+                continue
+            if x not in nodes or nodes[x].get("dtype") != scaled.get("dtype") or nodes[x].get("shape") is None:
+                continue
+            layouts = _replay_views(nodes[x], list(reversed(chain)))
+            if layouts is None:
+                continue
+            head = chain[-1] if chain else g
+            head["args"] = {**head["args"], ("self" if chain else arg): ref(x)}
+            for view, (shape, stride, offset) in zip(reversed(chain), layouts, strict=True):
+                view.update(shape=shape, stride=stride, offset=offset)
+            factor = c if scaled["op"] == "mul" else 1.0 / c
+            g["args"] = {**g["args"], "alpha": g["args"].get("alpha", 1) * factor}
+            readers[x] = readers.get(x, 0) + 1
+            readers[scaled["name"]] = 0
+    return graph
+
+
+def _replay_views(src: Node, chain: list[Node]) -> list[tuple[list[int], list[int], int]] | None:
+    """(shape, stride, offset) of each view of `chain` (in order) applied to `src`'s layout, as torch
+    computes them on meta tensors; None where an op refuses that layout or gives another shape."""
+    import torch
+
+    shape, stride, offset = list(src["shape"]), list(src.get("stride") or []), int(src.get("offset") or 0)
+    if len(stride) != len(shape):
+        return None
+    span = offset + sum((n - 1) * abs(st) for n, st in zip(shape, stride, strict=True)) + 1
+    try:
+        t = torch.empty(max(span, 1), device="meta").as_strided(shape, stride, offset)
+        out = []
+        for view in chain:
+            space, _, overload = view.get("target", "").partition(".")[2].partition(".")
+            fn = getattr(getattr(torch.ops.aten, space), overload)
+            kwargs = {k: v for k, v in view["args"].items() if k != "self"}
+            t = fn(t, **kwargs)
+            if list(t.shape) != list(view["shape"]):
+                return None
+            out.append((list(t.shape), list(t.stride()), int(t.storage_offset())))
+        return out
+    except Exception:  # noqa: BLE001 - a view torch would not make of this layout: no fold
+        return None
 
 
 def _fresh(taken: set[str], base: str) -> str:

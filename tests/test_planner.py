@@ -323,3 +323,58 @@ def test_scaled_dot_product_attention_plans_as_its_math_decomposition():
     assert ["bmm"] in kernel_ops and ["_safe_softmax"] in kernel_ops
     assert sum(o == ["bmm"] for o in kernel_ops) == 2
     assert not any("attention" in n.get("op", "") for n in p.graph)
+
+
+class ScaledProduct(nn.Module):
+    def forward(self, q, k):
+        return torch.bmm(q * 0.25, k.transpose(1, 2) / 4.0)
+
+
+def _gemm_from_plan(p, node_name: str, storages: dict[str, torch.Tensor]) -> torch.Tensor:
+    """What the emitted cuBLAS call computes for a planned GEMM node, simulated on the inputs'
+    storages: the operands as the kernel sees them (kernels.context), times the node's alpha."""
+    from stitchcuda.agents import kernels
+    from stitchcuda.agents.emit_gemm import plan_gemm
+    from test_emit_gemm import simulate
+
+    ctx = kernels.context(p.graph, node_name, "k")
+    mat1, mat2 = ctx.args["self"], ctx.args["mat2"]
+    gp = plan_gemm(mat1, mat2)
+    node = graph.by_name(p.graph)[node_name]
+    out = torch.full(node["shape"], float("nan"), dtype=torch.float64)
+    simulate(gp, storages[mat2.name].reshape(-1), storages[mat1.name].reshape(-1), out.view(-1),
+             alpha=ctx.args.get("alpha", 1))
+    return out
+
+
+def test_scalar_factors_fold_into_the_product():
+    """(q * 0.25) @ (k^T / 4): no scaling pass; the product reads q and k in place with alpha 1/16."""
+    torch.manual_seed(0)
+    q, k = torch.randn(3, 5, 8, dtype=torch.float64), torch.randn(3, 6, 8, dtype=torch.float64)
+    p = plan_module(ScaledProduct(), q.float(), k.float())
+    assert p.supported, p.unsupported
+    assert [g.kind for g in p.groups] == ["kernel"]  # the two scalings are gone
+    bmm = next(n for n in p.graph if n["op"] == "bmm")
+    assert bmm["args"]["alpha"] == pytest.approx(1 / 16)
+    got = _gemm_from_plan(p, bmm["name"], {"q": q, "k": k})
+    torch.testing.assert_close(got, ScaledProduct()(q, k), rtol=1e-12, atol=1e-12)
+
+
+def test_attention_scaling_folds_into_the_scores_product():
+    q = torch.randn(2, 4, 64, 32)
+    p = plan_module(Attention(), q, q.clone(), q.clone())
+    assert p.supported, p.unsupported
+    assert not any(g.kind == "pointwise" and ops_of(p, g) == ["mul"] for g in p.groups)
+    scores = next(n for n in p.graph if n["op"] == "bmm")
+    assert scores["args"]["alpha"] == pytest.approx(1 / 32**0.5)
+
+
+def test_a_scaled_operand_read_elsewhere_is_not_folded():
+    class Shared(nn.Module):
+        def forward(self, x, y):
+            s = x * 3.0
+            return torch.mm(s, y) + s.sum()
+
+    p = plan_module(Shared(), torch.randn(4, 5), torch.randn(5, 6))
+    mm = next(n for n in p.graph if n["op"] == "mm")
+    assert "alpha" not in mm["args"]
