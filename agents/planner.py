@@ -53,7 +53,8 @@ def plan(task: Task) -> Plan:
 
 def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
-    graph = fold_gemm_scalars(split_conv_bias(split_softmax(decompose_eval_batch_norm([dict(n) for n in graph]))))
+    graph = drop_noop_restrides([dict(n) for n in graph])
+    graph = fold_gemm_scalars(split_conv_bias(split_softmax(decompose_eval_batch_norm(graph))))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -339,6 +340,30 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
             }
         )  # fmt: skip
         renamed[node["name"]] = add_name
+    return out
+
+
+def drop_noop_restrides(graph: list[Node]) -> list[Node]:
+    """as_strided_/as_strided that keeps a tensor's shape, offset and every stride that matters (those
+    of dims longer than 1) is no change at all: adaptive_avg_pool2d's output gets one on CPU when the
+    layout it picks for [N, C, 1, 1] is channels-last. Readers read the tensor itself instead."""
+    nodes = by_name(graph)
+    renamed: dict[str, str] = {}
+    out: list[Node] = []
+    for node in graph:
+        if renamed:
+            node["args"] = _rename_refs(node.get("args", {}), renamed)
+        a = node.get("args", {})
+        src = nodes.get(ref_name(a.get("self")) or "")
+        if node["op"] in ("as_strided_", "as_strided") and src is not None and src.get("shape") is not None:
+            shape, stride = list(a.get("size") or []), list(a.get("stride") or [])
+            same = shape == list(src["shape"]) and len(stride) == len(shape) and a.get("storage_offset") in (
+                None, src.get("offset", 0))
+            same = same and all(n == 1 or st == s0 for n, st, s0 in zip(shape, stride, src.get("stride") or [], strict=False))
+            if same and len(src.get("stride") or []) == len(shape):
+                renamed[node["name"]] = src["name"]
+                continue
+        out.append(node)
     return out
 
 

@@ -378,3 +378,38 @@ def test_a_scaled_operand_read_elsewhere_is_not_folded():
     p = plan_module(Shared(), torch.randn(4, 5), torch.randn(5, 6))
     mm = next(n for n in p.graph if n["op"] == "mm")
     assert "alpha" not in mm["args"]
+
+
+class Restrided(nn.Module):
+    """A [N, C, 1, 1] mean given channels-last strides in place, as adaptive average pooling does on
+    the CPU: no element moves."""
+
+    def __init__(self, meaningful: bool = False):
+        super().__init__()
+        self.meaningful = meaningful
+
+    def forward(self, x):
+        y = x.mean(dim=(2, 3), keepdim=True)
+        c = y.shape[1]
+        if self.meaningful:  # a real reinterpretation: the channels read with stride 2
+            y.as_strided_((y.shape[0], c // 2, 1, 1), (c, 2, c, c))
+        else:
+            y.as_strided_(y.shape, (c, 1, c, c))
+        return y.squeeze(-1).squeeze(-1) * 2.0
+
+
+def test_a_restride_that_changes_nothing_is_dropped(tmp_path):
+    from test_mixed_plans import run_candidate
+
+    x = torch.randn(3, 8, 5, 6)
+    assert any(n["op"].startswith("as_strided") for n in graph.trace_module(Restrided(), [x]))
+    p = plan_module(Restrided(), x)
+    assert p.supported, p.unsupported
+    assert not any(n["op"].startswith("as_strided") for n in p.graph)
+    ours, _, _ = run_candidate(Restrided(), [x], tmp_path, host=True)
+    torch.testing.assert_close(ours, Restrided()(x))
+    real = plan_module(Restrided(meaningful=True), x)  # kept: the strides say which channels
+    assert any(n["op"] in ("as_strided", "as_strided_") for n in real.graph)
+    if real.supported:
+        ours, _, _ = run_candidate(Restrided(meaningful=True), [x], tmp_path / "real", host=True)
+        torch.testing.assert_close(ours, Restrided(meaningful=True)(x))
