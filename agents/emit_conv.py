@@ -540,6 +540,9 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
     st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                   SC_BK_MAX_CONFIGS, &found, cfg);
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("heuristics", st);
+  // The count is how many configurations the heuristics have, of which only the first
+  // SC_BK_MAX_CONFIGS were written.
+  if (found > SC_BK_MAX_CONFIGS) found = SC_BK_MAX_CONFIGS;
   const float legacy = sc_conv_time(stream, [&] { return sc_conv_exec(s, h, p, true, x, w, y); });
   float best = legacy;
   // A bound on the search, so a first call over many convolutions stays short.

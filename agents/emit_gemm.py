@@ -26,6 +26,7 @@ from typing import Any
 from .codegen import C_TYPES, KernelArg, c_float
 from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
 
+SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
 CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
 _INT_MAX = 2**31 - 1
@@ -202,9 +203,15 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     # After a wrong result, fp32 products run as 3xTF32: still on tensor cores, about as exact as
     # the fp32 reference (PyTorch's default, which runs on the FMA units at a fraction of the speed).
     split = ctx.precise and out.dtype == "float32"
-    return _render(
+    if split and 2 * (_extent(mat1) + _extent(mat2)) * 4 > SPLIT_SCRATCH_BYTES:
+        split = False  # four copies of large operands would not fit beside them: full fp32 instead
+    kernel = _render(
         ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, split
     )
+    if ctx.precise and out.dtype == "float32" and not split:
+        kernel.source = kernel.source.replace("CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F")
+        kernel.ops = [f"{kernel.ops[0]} (fp32, no TF32)", *kernel.ops[1:]]
+    return kernel
 
 
 def _extent(t: Operand) -> int:

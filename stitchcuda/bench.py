@@ -138,15 +138,17 @@ def run_bench(
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "bench.json"
     done: dict[str, dict[str, Any]] = {}
+    rerun: set[str] = set()
     earlier: list[dict[str, Any]] = []
     if resume and json_path.exists():
         previous = json.loads(json_path.read_text())
         # An out-of-memory verdict says more about the neighbours sharing the GPU than about the
         # problem: those run again.
         # So does a wrong result whose second round (the Verifier's feedback) never ran because the
-        # deadline came first: the problem is not finished until that round has its verdict.
-        done = {p["path"]: p for p in previous.get("problems", [])
-                if p.get("status") != "oom" and not p.get("retry_pending")}
+        # deadline came first: the problem is not finished until that round has its verdict. Their
+        # entries stay in the report until a new verdict replaces them.
+        done = {p["path"]: p for p in previous.get("problems", [])}
+        rerun = {path for path, p in done.items() if p.get("status") == "oom" or p.get("retry_pending")}
         prev_meta = dict(previous.get("meta", {}))
         earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
         # Entries from before carry the run that measured them (its date and commit).
@@ -204,7 +206,8 @@ def run_bench(
                 except Exception:  # noqa: BLE001 - no second round; the first verdict stands
                     retry = None
                 if retry is not None and cand is not None and retry.files == cand.files:
-                    wants_retry, retry = False, None
+                    retry = None
+                wants_retry = retry is not None  # no second round to wait for: the verdict stands
             with lock:
                 report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
                 results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}
@@ -224,7 +227,7 @@ def run_bench(
             pending.append((f, cand, note, fut))
 
     for f in files:
-        if str(f) in results:
+        if str(f) in results and str(f) not in rerun:
             continue
         if past_deadline():
             break
@@ -244,14 +247,15 @@ def run_bench(
         with lock:
             return any(not p[3].done() for p in pending)
 
+    cancelled = 0
     while busy():
         if past_deadline():
             with lock:
                 snapshot = list(pending)
             left = [p for p in snapshot if p[3].cancel()]
-            if left:
+            if left and not cancelled:
                 on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
-            deadline_s = None
+            cancelled += len(left)
         time.sleep(0.5)
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves.
     if jobs > 1:

@@ -263,6 +263,14 @@ def test_precise_fp32_products_split_the_operands():
     assert "sc_tf32_split" not in half.source  # fp16/bf16 already accumulate in fp32
 
 
+def test_precise_products_of_huge_operands_run_in_full_fp32(monkeypatch):
+    """Four scratch copies of operands that big would not fit beside them: full fp32 instead."""
+    monkeypatch.setattr(emit_gemm, "SPLIT_SCRATCH_BYTES", 2 * (64 * 32 + 8 * 64) * 4 - 1)
+    k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
+    assert "sc_tf32_split" not in k.source and "FAST_TF32" not in k.source
+    assert "CUBLAS_COMPUTE_32F" in k.source and "no TF32" in k.ops[0]
+
+
 def test_same_tensor_twice_is_passed_once():
     k = emitted(Fn(lambda a: a @ a.t()), [r(6, 4)])
     assert len(k.inputs) == 1 and "in1" not in k.source
