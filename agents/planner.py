@@ -17,6 +17,7 @@ before its pointwise groups.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -367,6 +368,17 @@ def drop_noop_restrides(graph: list[Node]) -> list[Node]:
     return out
 
 
+# Scalings that fold (true division only: div with a rounding_mode is another overload), and the
+# views whose meaning is logical (a reshape, a transpose), so they can be replayed on another
+# layout; as_strided is storage-absolute and would read other elements there.
+_SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
+_LOGICAL_VIEWS = {
+    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.transpose.int",
+    "aten.permute.default", "aten.t.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.slice.Tensor",
+    "aten.select.int", "aten.alias.default",
+}
+
 # GEMM op -> its two product operands (aten's argument names)
 _GEMM_OPERANDS = {"mm": ("self", "mat2"), "bmm": ("self", "mat2"), "addmm": ("mat1", "mat2"),
                   "baddbmm": ("batch1", "batch2")}
@@ -379,24 +391,27 @@ def fold_gemm_scalars(graph: list[Node]) -> list[Node]:
     math path: 2 GB each on level1/97). The views are replayed on x's layout; where torch would not
     give such a view of x, nothing changes."""
     nodes = by_name(graph)
-    readers: dict[str, int] = {}
+    readers: dict[str, int] = {}  # every reference counts: mm(v, v) reads v twice
     for node in graph:
-        for src in set(node_inputs(node)):
-            readers[src] = readers.get(src, 0) + 1
+        for v in node.get("args", {}).values():
+            for src in iter_refs(v):
+                readers[src] = readers.get(src, 0) + 1
     for g in graph:
         if g["op"] not in _GEMM_OPERANDS or g.get("dtype") not in codegen.C_TYPES:
             continue
         for arg in _GEMM_OPERANDS[g["op"]]:
             chain: list[Node] = []  # the views from the operand back towards the scaling, nearest first
             name = ref_name(g["args"].get(arg))
-            while name in nodes and nodes[name].get("view") and readers.get(name) == 1:
+            while (name in nodes and nodes[name].get("view") and readers.get(name) == 1
+                   and nodes[name].get("target") in _LOGICAL_VIEWS):
                 chain.append(nodes[name])
                 name = ref_name(nodes[name]["args"].get("self"))
             scaled = nodes.get(name or "")
-            if scaled is None or scaled["op"] not in ("mul", "div") or readers.get(scaled["name"]) != 1:
+            if scaled is None or scaled.get("target") not in _SCALINGS or readers.get(scaled["name"]) != 1:
                 continue
             c, x = scaled["args"].get("other"), ref_name(scaled["args"].get("self"))
-            if isinstance(c, bool) or not isinstance(c, int | float) or (scaled["op"] == "div" and c == 0):
+            # c = 0 (or inf, NaN) would make cuBLAS skip reading x, where 0 * x keeps x's NaNs.
+            if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c == 0:
                 continue
             if x not in nodes or nodes[x].get("dtype") != scaled.get("dtype") or nodes[x].get("shape") is None:
                 continue

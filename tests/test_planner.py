@@ -369,6 +369,34 @@ def test_attention_scaling_folds_into_the_scores_product():
     assert scores["args"]["alpha"] == pytest.approx(1 / 32**0.5)
 
 
+class SelfProduct(nn.Module):
+    def forward(self, x):
+        y = (x * 2.0).view(4, 4)
+        return y @ y
+
+
+class FloorScaled(nn.Module):
+    def forward(self, x, w):
+        return torch.div(x, 2, rounding_mode="floor") @ w
+
+
+class RestridedScaled(nn.Module):
+    def forward(self, a, w):
+        x = a[1:]
+        return (x * 2.0).as_strided((2, 4), (8, 1), 0) @ w
+
+
+@pytest.mark.parametrize(("module", "inputs"), [
+    (SelfProduct(), [torch.randn(16)]),  # one view read by both operands: c^2, not c
+    (FloorScaled(), [torch.randn(4, 5) * 10, torch.randn(5, 3)]),  # floor division is not a scaling
+    (RestridedScaled(), [torch.randn(3, 4), torch.randn(4, 3)]),  # as_strided means other elements of x
+])
+def test_what_must_not_fold(module, inputs):
+    p = plan_module(module, *inputs)
+    g = next(n for n in p.graph if n["op"] in ("mm", "bmm"))
+    assert "alpha" not in g["args"]
+
+
 def test_a_scaled_operand_read_elsewhere_is_not_folded():
     class Shared(nn.Module):
         def forward(self, x, y):
