@@ -237,6 +237,9 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
             ops.update(call.ops)
             _add_once(v.hack_findings, call.findings)
         ref_args = clone_args(args)
+        # The reference's buffers as this call finds them (a BatchNorm updates its own): the fp64
+        # referee must run the same computation, not the one after.
+        ref_buffers = [b.detach().clone() for b in ref.buffers()]
         try:
             if idx == 0:
                 ref_out, ref_ops = dyn.trace_ops(lambda a=ref_args: ref(*a))
@@ -264,7 +267,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
         m = compare_outputs(ref_outs, call.outs, tol)
         referee = None
         if not m.ok and referee_useful:
-            referee = _fp64_referee(ref, args, ref_outs, call.outs, tol)
+            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol)
             # One failed (or impossible) referee settles it: the candidate is wrong, and more fp64
             # runs of the reference would only cost time.
             referee_useful = referee is not None and referee.ok
@@ -305,20 +308,36 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
     return tol
 
 
-def _fp64_referee(ref, args: list[Any], ref_outs: list[Any], cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
-    """The reference run again in float64 on the same inputs, to judge a candidate that missed the
-    fp32 reference (compare.judge_against_exact). None where there is nothing to judge (no fp32
-    tensor output) or the reference cannot run in float64; the failure then stands."""
+# Ops that draw random numbers: a second run of such a reference is another draw, and its distance
+# to the first says nothing about rounding.
+_RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal", "normal_", "uniform_",
+               "exponential_", "geometric_", "cauchy_", "log_normal_", "random_", "multinomial", "poisson",
+               "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm"}
+
+
+def _fp64_referee(ref, buffers: list[torch.Tensor], ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
+                  cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
+    """The reference run again in float64 on the same inputs and buffers, to judge a candidate that
+    missed the fp32 reference (compare.judge_against_exact). None where there is nothing to judge
+    (no fp32 tensor output), the reference draws random numbers, or it cannot run in float64; the
+    failure then stands."""
     if not any(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in ref_outs):
+        return None
+    if any(op in _RANDOM_OPS or op.startswith("rand") for op in ref_ops):
         return None
     if any(isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != torch.float32 for a in args):
         return None  # fp16/bf16 problems: their tolerance already speaks for the storage type
     try:
-        exact_model = copy.deepcopy(ref).double()
+        exact_model = copy.deepcopy(ref)
         with torch.no_grad():
-            exact = dyn.flatten_outputs(
-                exact_model(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
-            )
+            for b, saved in zip(exact_model.buffers(), buffers, strict=True):
+                b.copy_(saved)
+            exact_model = exact_model.double()
+            exact = dyn.flatten_outputs(exact_model(*[
+                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                else a.clone() if isinstance(a, torch.Tensor) else a
+                for a in args
+            ]))
     except Exception:  # noqa: BLE001 - a reference that cannot run in fp64 keeps the plain verdict
         return None
     finally:

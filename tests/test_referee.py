@@ -81,3 +81,72 @@ def test_verifier_rejects_the_wrong_candidate_with_the_referee_in_the_message(tm
     assert first_bad["referee"]["ok"] is False and "fp64" in first_bad["referee"]["message"]
     # One failed referee settles it: later sets are not refereed again.
     assert sum("referee" in c for c in v.checks) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# What the referee must not let through (each found in review), and the state it must see.
+
+
+def test_a_few_badly_conditioned_elements_do_not_loosen_the_rest():
+    torch.manual_seed(0)
+    exact = torch.randn(10000, dtype=torch.float64)
+    ref = exact.float().clone()
+    ref[::100] += 3.0  # the fp32 reference far off on 1% of the elements
+    got = (exact * 1.2).float()  # 20% wrong everywhere
+    got[::100] = ref[::100]
+    assert not judge_against_exact([ref], [got], [exact], TOL).ok
+
+
+@pytest.mark.parametrize(("ref_value", "got_value"), [
+    (float("inf"), float("nan")), (float("inf"), float("-inf")), (float("nan"), 0.0), (1.0, float("inf")),
+])
+def test_non_finite_values_must_sit_where_the_reference_has_them(ref_value, got_value):
+    ref, exact, better = shifted_norm_case()
+    ref, better = ref.clone(), better.clone()
+    ref.view(-1)[7] = ref_value
+    better.view(-1)[7] = got_value
+    assert not judge_against_exact([ref], [better], [exact], TOL).ok
+
+
+def test_outputs_on_another_device_are_not_judged():
+    ref, exact, better = shifted_norm_case()
+    assert not judge_against_exact([ref], [better.to("meta")], [exact], TOL).ok
+
+
+def _referee(module: torch.nn.Module, x: torch.Tensor, got: torch.Tensor):
+    from stitchcuda.agents import dynamic_check as dyn
+    from stitchcuda.agents.worker import _fp64_referee
+
+    buffers = [b.detach().clone() for b in module.buffers()]
+    out, ops = dyn.trace_ops(lambda: module(x.clone()))
+    return _fp64_referee(module, buffers, ops, [x], [out], [got], TOL)
+
+
+def test_a_reference_that_draws_random_numbers_gets_no_referee():
+    """A second run of Dropout is another draw: its distance to the first is not rounding."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Dropout(0.5))  # training mode
+    x = torch.randn(32, 16)
+    assert _referee(module, x, torch.zeros(32, 16)) is None
+
+
+class Growing(torch.nn.Module):
+    """LayerNorm(x + 1) times a gain that doubles after each call (state the referee must see as the
+    fp32 call found it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gain", torch.tensor(3.0))
+
+    def forward(self, x):
+        y = F.layer_norm(x + 1.0, (x.shape[-1],)) * self.gain
+        self.gain.mul_(2.0)
+        return y
+
+
+def test_the_referee_runs_the_reference_on_the_buffers_its_call_saw():
+    torch.manual_seed(0)
+    x = torch.randn(64, 64) * 1e-6
+    better = (F.layer_norm(x.double(), (64,)) * 3.0).float()  # the first call's result, exactly
+    verdict = _referee(Growing(), x, better)
+    assert verdict is not None and verdict.ok, verdict and verdict.message
