@@ -78,7 +78,7 @@ for stage in "$@"; do
         echo "e2e: bundle parts missing or damaged"; ls -l /tmp/e2e-parts; continue
       fi
       rm -rf /tmp/e2e && cat /tmp/e2e-parts/part-* | xz -d | tar -x -C /tmp
-      (cd /tmp && E2E_DIR=/tmp/e2e E2E_LIVE=1 STITCHCUDA_PYTHON="$(command -v python3)" E2E_ARTIFACTS="$OUT/e2e-artifacts" \
+      (cd /tmp && E2E_DIR=/tmp/e2e E2E_LIVE=${E2E_LIVE:-1} STITCHCUDA_PYTHON="$(command -v python3)" E2E_ARTIFACTS="$OUT/e2e-artifacts" \
         timeout 560 bash "$repo/scripts/e2e_run_bundled.sh") 2>&1 | tee "$OUT/e2e.log" | tail -40
       (cd "$OUT" && tar czf e2e-artifacts.tgz e2e-artifacts && rm -rf e2e-artifacts) ;;
     verify:*)
