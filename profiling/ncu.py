@@ -27,7 +27,7 @@ from pathlib import Path
 
 from stitchcuda.types import Finding
 
-from . import roofline
+from . import ncu_rules, roofline
 from .source_map import SourceMap, base_name
 
 _NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
@@ -39,6 +39,7 @@ _TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e
 _TIME |= {"second": 1.0, "s": 1.0}
 NO_NCU = "ncu (Nsight Compute CLI) is not installed or not on PATH: no profile findings"
 DEFAULT_TIMEOUT_S = 30.0  # the budget for profiling one candidate
+RULES_MIN_S = 8.0  # time the rules pass needs at least (a second profile of the same launches)
 MAX_LAUNCHES = 24  # each profiled launch is replayed once per counter pass
 # Severity by the share of the profiled time a perfect kernel would save.
 WARN_SHARE = 0.10
@@ -252,8 +253,24 @@ def profile_candidate(
             why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(text.strip().splitlines()[-3:])
         return CandidateProfile([], [why + "; timing-only verdict"], seconds, res.stdout)
     found = findings(metrics, smap, peaks)
-    note = f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"
-    return CandidateProfile(found, [note], seconds, res.stdout)
+    notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"]
+    # NCU's own rule messages, from a second pass when the limit leaves room for one.
+    left = timeout_s - (time.monotonic() - t0)
+    if left >= RULES_MIN_S:
+        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left,
+                                          run=_run)
+        for f in found:
+            mine = rules.get(base_name(f.kernel or ""), [])
+            if mine:
+                f.data["ncu_rules"] = mine[:5]
+                f.message = f"{f.message} {ncu_rules.summary(mine[0])}"
+        if why:
+            notes.append(f"NCU rule messages: {why}")
+    else:
+        notes.append(f"NCU rule messages: skipped, {left:.0f} s left of the {timeout_s:.0f} s limit")
+    seconds = time.monotonic() - t0
+    notes[0] = f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"
+    return CandidateProfile(found, notes, seconds, res.stdout)
 
 
 def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float) -> subprocess.CompletedProcess | None:

@@ -8,13 +8,14 @@ from the H100 in the next GPU session (the issue requires recorded fixtures).
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 import torch
 import torch.nn as nn
 from stitchcuda.agents import coder_builtin, graph, planner
-from stitchcuda.profiling import ncu, roofline, source_map
+from stitchcuda.profiling import ncu, ncu_rules, roofline, source_map
 
 PW = "void stitch_pw0_kernel<4>(const float *, float *)"
 RED = "void sc_red_rows<SumOp, Ix<(long)33, (long)65>, 4, 32, float, float, float>(SumOp, const float *)"
@@ -342,17 +343,67 @@ case "$*" in
   *{perm}*) echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1 ;;
   *launch__shared_mem_per_block_static*) echo "==ERROR== Failed to find metric launch__shared_mem_per_block_static"; exit 1 ;;
 esac
+# The rules pass: a report file where --export says (its contents are the stand-in reader's business).
+prev=""
+for a in "$@"; do [ "$prev" = "--export" ] && echo "report" > "$a"; prev="$a"; done
+case "$*" in *--export*) exit 0 ;; esac
 cat "{csv}"
 """
 
+# A stand-in for Nsight Compute's report reader, where NCU keeps it (extras/python beside ncu): the
+# rule results of the report as ncu_report's API gives them, from rules.json beside it.
+_FAKE_READER = """
+import enum, json, pathlib
 
-def _fake_ncu(tmp_path, monkeypatch, perm: str = "never-matches"):
+class MsgType(enum.IntEnum):
+    NONE = 0
+    OK = 1
+    OPTIMIZATION = 2
+    WARNING = 3
+
+class _Action:
+    def __init__(self, name, rules):
+        self._name, self._rules = name, rules
+    def name(self):
+        return self._name
+    def rule_results_as_dicts(self):
+        return [dict(r, rule_message=dict(r["rule_message"], type=MsgType[r["rule_message"]["type"]]))
+                for r in self._rules]
+
+class _Range:
+    def __init__(self, actions):
+        self._actions = actions
+    def num_actions(self):
+        return len(self._actions)
+    def action_by_idx(self, i):
+        return self._actions[i]
+
+class _Context:
+    def __init__(self, ranges):
+        self._ranges = ranges
+    def num_ranges(self):
+        return len(self._ranges)
+    def range_by_idx(self, i):
+        return self._ranges[i]
+
+def load_report(path):
+    rules = json.loads((pathlib.Path(__file__).parent / "rules.json").read_text())
+    return _Context([_Range([_Action(k, v) for k, v in rules.items()])])
+"""
+
+
+def _fake_ncu(tmp_path, monkeypatch, perm: str = "never-matches", rules: dict | None = None):
     csv_file, log = tmp_path / "raw.csv", tmp_path / "calls.log"
     csv_file.write_text(RAW_CSV)
     tool = tmp_path / "bin" / "ncu"
     tool.parent.mkdir()
     tool.write_text(_FAKE_NCU.format(log=log, csv=csv_file, perm=perm))
     tool.chmod(0o755)
+    if rules is not None:
+        extras = tool.parent / "extras" / "python"
+        extras.mkdir(parents=True)
+        (extras / "ncu_report.py").write_text(_FAKE_READER)
+        (extras / "rules.json").write_text(json.dumps(rules))
     monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
     return log
 
@@ -360,7 +411,7 @@ def _fake_ncu(tmp_path, monkeypatch, perm: str = "never-matches"):
 def test_runner_retries_without_the_launch_extras(generated, tmp_path, monkeypatch):
     log = _fake_ncu(tmp_path, monkeypatch)
     prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
-    calls = log.read_text().splitlines()
+    calls = [c for c in log.read_text().splitlines() if "--metrics" in c]  # the metrics passes
     assert len(calls) == 2 and "launch__shared_mem_per_block_static" in calls[0]
     assert "launch__shared_mem_per_block_static" not in calls[1] and "--clock-control none" in calls[1]
     assert "regex:^(" in calls[1]  # only the candidate's own kernels
@@ -373,3 +424,53 @@ def test_runner_without_counter_permission_says_so_once(generated, tmp_path, mon
     prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
     assert len(log.read_text().splitlines()) == 1
     assert prof.findings == [] and "no permission to read GPU performance counters" in prof.notes[0]
+
+
+def _rule(rid: str, title: str, kind: str, speedup: float | None, message: str = "") -> dict:
+    rule = {"rule_identifier": rid, "name": rid, "section_identifier": "SpeedOfLight",
+            "rule_message": {"title": title, "message": message, "type": kind}}
+    if speedup is not None:
+        rule["speedup_estimation"] = {"type": "LOCAL", "speedup": speedup}
+    return rule
+
+
+def test_ncu_rule_messages_join_the_findings(generated, tmp_path, monkeypatch):
+    """A second pass with the basic sections exports a report; its actionable rule results (not the
+    OK ones) go on the kernel's finding, largest estimated speedup first, links stripped."""
+    rules = {PW: [
+        _rule("SOLBottleneck", "Memory is more heavily utilized than Compute", "OK", None),
+        _rule("LaunchConfiguration", "Small grid", "WARNING", 12.0),
+        _rule("MemoryCoalescing", "Uncoalesced global accesses", "OPTIMIZATION", 38.5,
+              "See the @section:MemoryWorkloadAnalysis:Memory Workload Analysis@ section."),
+    ]}
+    log = _fake_ncu(tmp_path, monkeypatch, rules=rules)
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
+    rules_call = [c for c in log.read_text().splitlines() if "--export" in c]
+    assert len(rules_call) == 1 and "--set basic" in rules_call[0] and "--metrics" not in rules_call[0]
+    pw = next(f for f in prof.findings if source_map.base_name(f.kernel or "") == "stitch_pw0_kernel")
+    got = pw.data["ncu_rules"]
+    assert [r["rule"] for r in got] == ["MemoryCoalescing", "LaunchConfiguration"]
+    assert got[0]["message"] == "See the Memory Workload Analysis section."
+    assert pw.message.endswith("NCU MemoryCoalescing: Uncoalesced global accesses (NCU est. speedup 38%)")
+    other = next(f for f in prof.findings if f is not pw)
+    assert "ncu_rules" not in other.data
+    assert not any(n.startswith("NCU rule messages") for n in prof.notes)
+
+
+def test_without_a_report_reader_the_findings_stand_and_a_note_says_why(generated, tmp_path, monkeypatch):
+    log = _fake_ncu(tmp_path, monkeypatch)
+    monkeypatch.setattr(ncu_rules, "reader_paths", lambda tool: [])
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
+    assert {f.code for f in prof.findings} == {"memory-bound", "latency-bound"}
+    assert all("ncu_rules" not in f.data for f in prof.findings)
+    assert any(n.startswith("NCU rule messages:") for n in prof.notes), prof.notes
+    assert len([c for c in log.read_text().splitlines() if "--export" in c]) == 1
+
+
+def test_no_rules_pass_when_the_limit_leaves_no_room(generated, tmp_path, monkeypatch):
+    log = _fake_ncu(tmp_path, monkeypatch)
+    monkeypatch.setattr(ncu, "RULES_MIN_S", 1e9)
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
+    assert not any("--export" in c for c in log.read_text().splitlines())
+    assert any("NCU rule messages: skipped" in n for n in prof.notes)
+

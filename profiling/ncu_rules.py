@@ -1,0 +1,125 @@
+"""Nsight Compute's own rule results for a candidate's kernels: the advice its report shows
+("Uncoalesced global accesses...", "est. speedup 38%"), with the estimated speedups.
+
+The metrics pass (`ncu.profile_candidate`) reads raw counters only, which carry no rule results. This
+second pass profiles the same launches with the `basic` section set (Speed-of-Light, launch
+statistics, occupancy: the sections whose rules need no extra replays), exports a report, and reads
+its rule results with Nsight Compute's Python report reader, `ncu_report` (shipped under the tool's
+extras/python, and on PyPI as ncu-report), in a child process: the reader is a native library, and
+its failure must stay a note. Nothing here is required: any failure returns the reason instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from glob import glob
+from pathlib import Path
+
+from .source_map import base_name
+
+SECTION_SET = "basic"
+# Rule results the Coder and the user can act on; NCU also reports OK and informational ones.
+_ACTIONABLE = {"OPTIMIZATION", "WARNING"}
+_LINK = re.compile(r"@(url|sass|source|section):([^@]*)@")
+# Where each link kind keeps its text: url:TEXT:LINK, sass:ADDRESS:TEXT, source:FILE:LINE:TEXT,
+# section:ID:TEXT.
+_TEXT_AT = {"url": slice(0, 1), "sass": slice(1, None), "source": slice(2, None), "section": slice(1, None)}
+
+_READER = r"""
+import json, sys
+import ncu_report
+ctx = ncu_report.load_report(sys.argv[1])
+out = {}
+for r in range(ctx.num_ranges()):
+    rng = ctx.range_by_idx(r)
+    for a in range(rng.num_actions()):
+        act = rng.action_by_idx(a)
+        rules = []
+        for d in act.rule_results_as_dicts():
+            msg = d.get("rule_message") or {}
+            sp = d.get("speedup_estimation") or {}
+            rules.append({
+                "rule": d.get("rule_identifier") or d.get("name"),
+                "section": d.get("section_identifier"),
+                "title": msg.get("title", ""),
+                "message": msg.get("message", ""),
+                "type": getattr(msg.get("type"), "name", str(msg.get("type"))),
+                "speedup": sp.get("speedup"),
+                "speedup_type": getattr(sp.get("type"), "name", sp.get("type")),
+            })
+        out.setdefault(act.name(), []).extend(rules)
+print(json.dumps(out))
+"""
+
+
+def reader_paths(ncu: str) -> list[str]:
+    """Folders that may hold ncu_report.py: beside this ncu (NCU's own layout), then any install."""
+    real = Path(ncu).resolve()
+    found = [str(real.parent / "extras" / "python")]
+    found += sorted(glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
+    return [p for p in dict.fromkeys(found) if Path(p, "ncu_report.py").is_file()]
+
+
+def plain(message: str) -> str:
+    """A rule message without NCU's link markup (@section:Id:text@ -> text), on one line."""
+    return " ".join(_LINK.sub(lambda m: ":".join(m.group(2).split(":")[_TEXT_AT[m.group(1)]]), message).split())
+
+
+def read_rules(report: Path, ncu: str, timeout_s: float) -> tuple[dict[str, list[dict]], str]:
+    """Kernel (base name) -> actionable rule results, largest estimated speedup first; and why
+    there are none, where there are none."""
+    env = dict(os.environ)
+    extra = reader_paths(ncu)
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join(extra + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    try:
+        res = subprocess.run([sys.executable, "-c", _READER, str(report)], capture_output=True, text=True,
+                             timeout=max(1.0, timeout_s), env=env)
+    except subprocess.TimeoutExpired:
+        return {}, "reading the NCU report ran out of time"
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        return {}, f"NCU's report reader (ncu_report) failed: {last[:200]}"
+    try:
+        raw = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}, "NCU's report reader printed no results"
+    out: dict[str, list[dict]] = {}
+    for kernel, rules in raw.items():
+        keep = [dict(r, message=plain(r.get("message", ""))) for r in rules
+                if str(r.get("type", "")).upper() in _ACTIONABLE and (r.get("title") or r.get("message"))]
+        keep.sort(key=lambda r: -(r.get("speedup") or 0.0))
+        if keep:
+            out.setdefault(base_name(kernel), []).extend(keep)
+    return out, "" if out else "no actionable NCU rule results"
+
+
+def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launch_count: int,
+               env: Mapping[str, str] | None, timeout_s: float, run) -> tuple[dict[str, list[dict]], str]:
+    """Profile the launches again with the basic sections into a report and read its rules.
+    `run` is ncu.profile_candidate's runner (its own session, killed at the limit)."""
+    from .ncu import command
+
+    with tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-") as tmp:
+        report = Path(tmp) / "rules.ncu-rep"
+        argv = command(target, kernels, ncu=ncu, launch_count=launch_count, metrics=(), section_set=SECTION_SET,
+                       report=report)
+        res = run(argv, env, timeout_s)
+        if res is None:
+            return {}, "the NCU rules pass ran out of time"
+        if not report.exists():
+            return {}, f"the NCU rules pass wrote no report (ncu exit {res.returncode})"
+        return read_rules(report, ncu, max(5.0, timeout_s / 2))
+
+
+def summary(rule: Mapping) -> str:
+    """One line for a diagnostic: the rule's title and its estimated speedup."""
+    sp = rule.get("speedup")
+    est = f" (NCU est. speedup {sp:.0f}%)" if isinstance(sp, int | float) and sp > 0 else ""
+    return f"NCU {rule.get('rule')}: {rule.get('title') or rule.get('message', '')[:120]}{est}"
