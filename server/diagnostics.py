@@ -72,7 +72,15 @@ def kernel_hover(f: Finding) -> str:
     head = f"**{name}**: {f.code} ({d.get('level', '?')})"
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     reasons = "\n".join(f"- {r}" for r in d.get("reasons", []))
-    return f"{head}\n\n| | |\n|---|---|\n{table}\n\n{reasons}".rstrip()
+    rules = "\n".join(_rule_line(r) for r in d.get("ncu_rules", []))
+    rules = f"\n\nNsight Compute's rules:\n{rules}" if rules else ""
+    return f"{head}\n\n| | |\n|---|---|\n{table}\n\n{reasons}{rules}".rstrip()
+
+
+def _rule_line(r: dict[str, Any]) -> str:
+    sp = r.get("speedup")
+    est = f" (est. speedup {sp:.0f}%)" if isinstance(sp, int | float) and sp > 0 else ""
+    return f"- **{r.get('rule')}**{est}: {r.get('title', '')}. {r.get('message', '')}".rstrip()
 
 
 def kernel_findings(findings: Iterable[Finding]) -> dict[str, list[Annotated]]:

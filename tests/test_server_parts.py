@@ -94,6 +94,17 @@ def test_kernel_findings_are_anchored_on_kernel_names() -> None:
     assert "DRAM bandwidth | 2684 GB/s of 2964 GB/s" in hov and "arithmetic intensity | 0.25" in hov
     pos = got["memory-bound"].diagnostic.range.start
     assert diagnostics.hover_at(by_file[cu], pos) == hov
+    assert "Nsight Compute's rules" not in hov  # none were read for these findings
+
+
+def test_kernel_hover_lists_ncu_rules() -> None:
+    f = Finding("memory-bound", "k: memory-bound", kernel="k", data={
+        "ncu_rules": [{"rule": "MemoryCoalescing", "title": "Uncoalesced global accesses", "speedup": 38.4,
+                       "message": "See the Memory Workload Analysis section."},
+                      {"rule": "LaunchConfiguration", "title": "Small grid", "speedup": None, "message": ""}]})
+    hov = diagnostics.kernel_hover(f)
+    assert "Nsight Compute's rules:\n- **MemoryCoalescing** (est. speedup 38%): Uncoalesced global accesses." in hov
+    assert hov.endswith("- **LaunchConfiguration**: Small grid.")
 
 
 def test_verdict_problems_point_into_the_candidate() -> None:
