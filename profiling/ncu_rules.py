@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from glob import glob
 from pathlib import Path
@@ -34,6 +35,16 @@ _TEXT_AT = {"url": slice(0, 1), "sass": slice(1, None), "source": slice(2, None)
 _READER = r"""
 import json, sys
 import ncu_report
+
+def kind(enum, value):
+    # The reader hands message and speedup types over as plain ints (its enums' values).
+    if value is None:
+        return None
+    try:
+        return enum(value).name
+    except (ValueError, TypeError):
+        return getattr(value, "name", str(value))
+
 ctx = ncu_report.load_report(sys.argv[1])
 out = {}
 for r in range(ctx.num_ranges()):
@@ -49,9 +60,9 @@ for r in range(ctx.num_ranges()):
                 "section": d.get("section_identifier"),
                 "title": msg.get("title", ""),
                 "message": msg.get("message", ""),
-                "type": getattr(msg.get("type"), "name", str(msg.get("type"))),
+                "type": kind(ncu_report.MsgType, msg.get("type")),
                 "speedup": sp.get("speedup"),
-                "speedup_type": getattr(sp.get("type"), "name", sp.get("type")),
+                "speedup_type": kind(ncu_report.SpeedupType, sp.get("type")),
             })
         out.setdefault(act.name(), []).extend(rules)
 print(json.dumps(out))
@@ -59,9 +70,12 @@ print(json.dumps(out))
 
 
 def reader_paths(ncu: str) -> list[str]:
-    """Folders that may hold ncu_report.py: beside this ncu (NCU's own layout), then any install."""
+    """Folders that may hold ncu_report.py: beside this ncu (NCU's own layout); the toolkit's
+    nsight-compute-* folder where this ncu is the CUDA toolkit's launcher script; any install."""
     real = Path(ncu).resolve()
     found = [str(real.parent / "extras" / "python")]
+    found += sorted(glob(str(real.parent.parent / "nsight-compute-*" / "extras" / "python")), reverse=True)
+    found += sorted(glob("/usr/local/cuda*/nsight-compute-*/extras/python"), reverse=True)
     found += sorted(glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
     return [p for p in dict.fromkeys(found) if Path(p, "ncu_report.py").is_file()]
 
@@ -92,34 +106,56 @@ def read_rules(report: Path, ncu: str, timeout_s: float) -> tuple[dict[str, list
         return {}, "NCU's report reader printed no results"
     out: dict[str, list[dict]] = {}
     for kernel, rules in raw.items():
-        keep = [dict(r, message=plain(r.get("message", ""))) for r in rules
-                if str(r.get("type", "")).upper() in _ACTIONABLE and (r.get("title") or r.get("message"))]
-        keep.sort(key=lambda r: -(r.get("speedup") or 0.0))
-        if keep:
-            out.setdefault(base_name(kernel), []).extend(keep)
+        # Several launches of one kernel repeat its rules: one per (rule, title), the largest estimate.
+        mine = {(r["rule"], r["title"]): r for r in out.get(base_name(kernel), [])}
+        for r in rules:
+            if str(r.get("type", "")).upper() not in _ACTIONABLE or not (r.get("title") or r.get("message")):
+                continue
+            r = dict(r, message=plain(r.get("message", "")))
+            key = (r.get("rule"), r.get("title"))
+            if key not in mine or (r.get("speedup") or 0.0) > (mine[key].get("speedup") or 0.0):
+                mine[key] = r
+        if mine:
+            out[base_name(kernel)] = sorted(mine.values(), key=lambda r: -(r.get("speedup") or 0.0))
     return out, "" if out else "no actionable NCU rule results"
+
+
+READ_S = 4.0  # of the time left, kept for reading the report
 
 
 def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launch_count: int,
                env: Mapping[str, str] | None, timeout_s: float, run) -> tuple[dict[str, list[dict]], str]:
-    """Profile the launches again with the basic sections into a report and read its rules.
-    `run` is ncu.profile_candidate's runner (its own session, killed at the limit)."""
+    """Profile the launches again with the basic sections into a report and read its rules, all
+    within timeout_s. `run` is ncu.profile_candidate's runner (its own session, killed at the limit)."""
     from .ncu import command
 
+    deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-") as tmp:
         report = Path(tmp) / "rules.ncu-rep"
         argv = command(target, kernels, ncu=ncu, launch_count=launch_count, metrics=(), section_set=SECTION_SET,
                        report=report)
-        res = run(argv, env, timeout_s)
+        res = run(argv, env, timeout_s - READ_S)
         if res is None:
             return {}, "the NCU rules pass ran out of time"
         if not report.exists():
             return {}, f"the NCU rules pass wrote no report (ncu exit {res.returncode})"
-        return read_rules(report, ncu, max(5.0, timeout_s / 2))
+        left = deadline - time.monotonic()
+        if left < 1.0:
+            return {}, "no time left to read the NCU report"
+        return read_rules(report, ncu, left)
+
+
+def estimate(rule: Mapping) -> str:
+    """' (est. speedup 38%, local)': NCU's estimate and its kind (global: of the kernel's run time;
+    local: of the efficiency of the unit the rule is about)."""
+    sp, kind = rule.get("speedup"), rule.get("speedup_type")
+    if not isinstance(sp, int | float) or sp <= 0:
+        return ""
+    kind = f", {str(kind).lower()}" if kind and str(kind).upper() in ("GLOBAL", "LOCAL") else ""
+    return f" (est. speedup {sp:.0f}%{kind})"
 
 
 def summary(rule: Mapping) -> str:
     """One line for a diagnostic: the rule's title and its estimated speedup."""
-    sp = rule.get("speedup")
-    est = f" (NCU est. speedup {sp:.0f}%)" if isinstance(sp, int | float) and sp > 0 else ""
+    est = estimate(rule).replace(" (est.", " (NCU est.")
     return f"NCU {rule.get('rule')}: {rule.get('title') or rule.get('message', '')[:120]}{est}"

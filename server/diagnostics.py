@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types as lsp
+from stitchcuda.profiling import ncu_rules
 
 from stitchcuda.types import Finding, Verdict
 
@@ -78,9 +79,7 @@ def kernel_hover(f: Finding) -> str:
 
 
 def _rule_line(r: dict[str, Any]) -> str:
-    sp = r.get("speedup")
-    est = f" (est. speedup {sp:.0f}%)" if isinstance(sp, int | float) and sp > 0 else ""
-    return f"- **{r.get('rule')}**{est}: {r.get('title', '')}. {r.get('message', '')}".rstrip()
+    return f"- **{r.get('rule')}**{ncu_rules.estimate(r)}: {r.get('title', '')}. {r.get('message', '')}".rstrip()
 
 
 def kernel_findings(findings: Iterable[Finding]) -> dict[str, list[Annotated]]:

@@ -361,14 +361,26 @@ class MsgType(enum.IntEnum):
     OPTIMIZATION = 2
     WARNING = 3
 
+class SpeedupType(enum.IntEnum):
+    UNKNOWN = 0
+    LOCAL = 1
+    GLOBAL = 2
+
 class _Action:
     def __init__(self, name, rules):
         self._name, self._rules = name, rules
     def name(self):
         return self._name
     def rule_results_as_dicts(self):
-        return [dict(r, rule_message=dict(r["rule_message"], type=MsgType[r["rule_message"]["type"]]))
-                for r in self._rules]
+        # As the real reader does: the message and speedup types as plain ints.
+        out = []
+        for r in self._rules:
+            r = dict(r, rule_message=dict(r["rule_message"], type=int(MsgType[r["rule_message"]["type"]])))
+            if "speedup_estimation" in r:
+                r["speedup_estimation"] = dict(r["speedup_estimation"],
+                                               type=int(SpeedupType[r["speedup_estimation"]["type"]]))
+            out.append(r)
+        return out
 
 class _Range:
     def __init__(self, actions):
@@ -387,8 +399,9 @@ class _Context:
         return self._ranges[i]
 
 def load_report(path):
+    # Each kernel launched twice (the runner profiles two forwards): two actions, the same rules.
     rules = json.loads((pathlib.Path(__file__).parent / "rules.json").read_text())
-    return _Context([_Range([_Action(k, v) for k, v in rules.items()])])
+    return _Context([_Range([_Action(k, v) for k, v in rules.items() for _ in range(2)])])
 """
 
 
@@ -449,9 +462,10 @@ def test_ncu_rule_messages_join_the_findings(generated, tmp_path, monkeypatch):
     assert len(rules_call) == 1 and "--set basic" in rules_call[0] and "--metrics" not in rules_call[0]
     pw = next(f for f in prof.findings if source_map.base_name(f.kernel or "") == "stitch_pw0_kernel")
     got = pw.data["ncu_rules"]
-    assert [r["rule"] for r in got] == ["MemoryCoalescing", "LaunchConfiguration"]
+    assert [r["rule"] for r in got] == ["MemoryCoalescing", "LaunchConfiguration"]  # once each, OK dropped
     assert got[0]["message"] == "See the Memory Workload Analysis section."
-    assert pw.message.endswith("NCU MemoryCoalescing: Uncoalesced global accesses (NCU est. speedup 38%)")
+    assert got[0]["type"] == "OPTIMIZATION" and got[0]["speedup_type"] == "LOCAL"
+    assert pw.message.endswith("NCU MemoryCoalescing: Uncoalesced global accesses (NCU est. speedup 38%, local)")
     other = next(f for f in prof.findings if f is not pw)
     assert "ncu_rules" not in other.data
     assert not any(n.startswith("NCU rule messages") for n in prof.notes)
