@@ -145,6 +145,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     threads_before = set(threading.enumerate())
 
     cand = None
+    numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
@@ -180,7 +181,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
     with gpu_lock(req.get("gpu_lock")):
-        tol = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
+        tol = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics)
         if cand is not None and device.type == "cuda":
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
@@ -197,11 +198,12 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         v.notes.append("no CUDA device: correctness checked on CPU, nothing timed")
         return
 
+    _guard_numerics(v, numerics)
     rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol)
 
 
-def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before) -> Tolerance | None:
+def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics=None) -> Tolerance | None:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
 
     The candidate runs first, so no reference output for the same inputs exists yet for it to
@@ -236,10 +238,14 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
                 kept = cand_args
             ops.update(call.ops)
             _add_once(v.hack_findings, call.findings)
+        if numerics is not None:
+            _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
         ref_args = clone_args(args)
         # The reference's buffers as this call finds them (a BatchNorm updates its own): the fp64
         # referee must run the same computation, not the one after.
-        ref_buffers = [b.detach().clone() for b in ref.buffers()]
+        buffers = list(ref.buffers())
+        small = sum(b.numel() * b.element_size() for b in buffers) <= _BUFFER_SNAPSHOT_BYTES
+        ref_buffers = [b.detach().clone() for b in buffers] if small else None
         try:
             if idx == 0:
                 ref_out, ref_ops = dyn.trace_ops(lambda a=ref_args: ref(*a))
@@ -308,6 +314,50 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before)
     return tol
 
 
+_BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
+
+
+def _numerics_flags() -> dict[str, Any]:
+    """PyTorch's process-wide numerics switches (TF32, reduced-precision reductions)."""
+    import warnings
+
+    b = torch.backends
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # newer torch deprecates allow_tf32 in favour of fp32_precision
+        return {
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda.matmul.allow_tf32": b.cuda.matmul.allow_tf32,
+            "cudnn.allow_tf32": b.cudnn.allow_tf32,
+            "cuda.matmul.allow_fp16_reduced_precision_reduction": b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "cuda.matmul.allow_bf16_reduced_precision_reduction": b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        }
+
+
+def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
+    """A candidate that flips those switches would run the reference (and the fp64 referee's view of
+    its error) at another precision: a hack finding, and the switches go back."""
+    import warnings
+
+    now = _numerics_flags()
+    changed = sorted(k for k in want if now[k] != want[k])
+    if not changed:
+        return
+    if not any(f.code == "numerics-flags" for f in v.hack_findings):
+        v.hack_findings.append(Finding(
+            "numerics-flags",
+            "the candidate changed PyTorch's numerics switches ("
+            + ", ".join(f"{k}: {want[k]} -> {now[k]}" for k in changed) + "), which the reference would then run with",
+        ))
+    b = torch.backends
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.set_float32_matmul_precision(want["float32_matmul_precision"])
+        b.cuda.matmul.allow_tf32 = want["cuda.matmul.allow_tf32"]
+        b.cudnn.allow_tf32 = want["cudnn.allow_tf32"]
+        b.cuda.matmul.allow_fp16_reduced_precision_reduction = want["cuda.matmul.allow_fp16_reduced_precision_reduction"]
+        b.cuda.matmul.allow_bf16_reduced_precision_reduction = want["cuda.matmul.allow_bf16_reduced_precision_reduction"]
+
+
 # Ops that draw random numbers: a second run of such a reference is another draw, and its distance
 # to the first says nothing about rounding.
 _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal", "normal_", "uniform_",
@@ -315,14 +365,14 @@ _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal",
                "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm"}
 
 
-def _fp64_referee(ref, buffers: list[torch.Tensor], ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
+def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
                   cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
     """The reference run again in float64 on the same inputs and buffers, to judge a candidate that
     missed the fp32 reference (compare.judge_against_exact). None where there is nothing to judge
     (no fp32 tensor output), the reference draws random numbers, or it cannot run in float64; the
     failure then stands."""
-    if not any(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in ref_outs):
-        return None
+    if buffers is None or not any(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in ref_outs):
+        return None  # (buffers too large to snapshot on every set: no referee)
     if any(op in _RANDOM_OPS or op.startswith("rand") for op in ref_ops):
         return None
     if any(isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != torch.float32 for a in args):
@@ -344,7 +394,14 @@ def _fp64_referee(ref, buffers: list[torch.Tensor], ref_ops: Counter[str], args:
         exact_model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    return judge_against_exact(ref_outs, cand_outs, exact, tol)
+    try:
+        return judge_against_exact(ref_outs, cand_outs, exact, tol)
+    except Exception:  # noqa: BLE001 - out of memory comparing huge outputs: the plain failure stands
+        return None
+    finally:
+        exact = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any]) -> list[int]:

@@ -54,6 +54,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_tensor_subclass"),
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
+    ("ref_affine", "hack_numerics_flags"),
 ]
 
 
@@ -91,6 +92,16 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
     assert len(v.checks) == 10 and all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
+
+
+def test_flipping_the_numerics_switches_is_a_hack(runs):
+    """TF32 switched on at import: the reference would run at lower precision (and the fp64
+    referee would measure a larger error for it). Caught by comparing the switches around every
+    candidate call; they are set back before the reference runs."""
+    v = runs.get("ref_affine", "hack_numerics_flags")
+    _rejected(v)
+    f = _finding(v, "numerics-flags", static=False)
+    assert "cuda.matmul.allow_tf32: False -> True" in f.message and "cudnn.allow_tf32: True -> False" in f.message
 
 
 # --- (1) PyTorch in forward ----------------------------------------------------------------------
