@@ -34,7 +34,8 @@ def expand_paths(paths: list[str]) -> list[Path]:
             out += sorted(p.glob("*.py"), key=lambda q: (int(m.group(1)) if (m := re.match(r"(\d+)_", q.name)) else 10**9, q.name))
         else:
             out.append(p)
-    return out
+    # Each problem once, however it was named.
+    return list({p.resolve(): p.resolve() for p in out}.values())
 
 
 def geomean(xs: list[float]) -> float | None:
@@ -147,7 +148,7 @@ def run_bench(
         # So does a wrong result whose second round (the Verifier's feedback) never ran because the
         # deadline came first: the problem is not finished until that round has its verdict. Their
         # entries stay in the report until a new verdict replaces them.
-        done = {p["path"]: p for p in previous.get("problems", [])}
+        done = {str(Path(p["path"]).resolve()): p for p in previous.get("problems", [])}
         rerun = {path for path, p in done.items() if p.get("status") == "oom" or p.get("retry_pending")}
         prev_meta = dict(previous.get("meta", {}))
         earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
@@ -180,6 +181,7 @@ def run_bench(
             (out / "bench.md").write_text(markdown(report))
 
     pending: list[tuple[Path, Candidate | None, str, Future[Verdict]]] = []
+    in_callbacks = [0]  # done-callbacks still running
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s
 
@@ -188,6 +190,17 @@ def run_bench(
         fut = pool.submit(task, cand, work)
 
         def finished(fut: Future[Verdict]) -> None:
+            # A future is done before its callbacks run: count this one as busy until it returns, so
+            # the pool is not shut down while it is still deciding on a second round.
+            with lock:
+                in_callbacks[0] += 1
+            try:
+                _finished(fut)
+            finally:
+                with lock:
+                    in_callbacks[0] -= 1
+
+        def _finished(fut: Future[Verdict]) -> None:
             if fut.cancelled():
                 return  # not run: --resume picks it up (a cancelled retry left retry_pending set)
             try:
@@ -245,7 +258,7 @@ def run_bench(
 
     def busy() -> bool:
         with lock:
-            return any(not p[3].done() for p in pending)
+            return in_callbacks[0] > 0 or any(not p[3].done() for p in pending)
 
     cancelled = 0
     while busy():

@@ -173,3 +173,14 @@ def test_bench_on_gpu_times_and_solves(tmp_path):
     assert p["eager_ms"] > 0 and p["compile_ms"] > 0
     assert p["solved"], p["message"]
     assert p["ours_ms"] > 0 and p["build_s"] < 30
+
+
+def test_each_problem_is_benched_once_however_named(tmp_path):
+    level = tmp_path / "level1"
+    level.mkdir()
+    for name in ("2_B.py", "10_C.py", "1_A.py"):
+        (level / name).write_text(PROBLEM)
+    again = level / ".." / "level1" / "1_A.py"
+    got = bench.expand_paths([str(level), str(again), str(level / "2_B.py")])
+    assert [p.name for p in got] == ["1_A.py", "2_B.py", "10_C.py"]
+    assert all(p.is_absolute() for p in got)
