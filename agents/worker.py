@@ -264,6 +264,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             )
             continue
         ref_outs = dyn.flatten_outputs(ref_out)
+        if numerics is not None:
+            numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
         if tol is None:
             tol = tolerance_for(ref_ops, [o.dtype for o in ref_outs if isinstance(o, torch.Tensor)])
             v.tolerance = tol.to_dict()

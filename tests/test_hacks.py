@@ -55,6 +55,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
+    ("ref_affine_sets_tf32", "good_affine"),
 ]
 
 
@@ -102,6 +103,11 @@ def test_flipping_the_numerics_switches_is_a_hack(runs):
     _rejected(v)
     f = _finding(v, "numerics-flags", static=False)
     assert "cuda.matmul.allow_tf32: False -> True" in f.message and "cudnn.allow_tf32: True -> False" in f.message
+
+
+def test_a_reference_that_sets_the_switches_itself_is_not_the_candidates_hack(runs):
+    v = runs.get("ref_affine_sets_tf32", "good_affine")
+    assert v.status == "ok" and not v.hack_findings, (v.status, v.message)
 
 
 # --- (1) PyTorch in forward ----------------------------------------------------------------------
