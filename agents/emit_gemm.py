@@ -202,16 +202,13 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
     # After a wrong result, fp32 products run as 3xTF32: still on tensor cores, about as exact as
     # the fp32 reference (PyTorch's default, which runs on the FMA units at a fraction of the speed).
-    split = ctx.precise and out.dtype == "float32"
-    if split and 2 * (_extent(mat1) + _extent(mat2)) * 4 > SPLIT_SCRATCH_BYTES:
-        split = False  # four copies of large operands would not fit beside them: full fp32 instead
-    kernel = _render(
-        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, split
+    precision = "tf32"
+    if ctx.precise and out.dtype == "float32":
+        # Four copies of large operands would not fit beside them: full fp32 instead.
+        precision = "3xtf32" if 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES else "fp32"
+    return _render(
+        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, precision
     )
-    if ctx.precise and out.dtype == "float32" and not split:
-        kernel.source = kernel.source.replace("CUBLAS_COMPUTE_32F_FAST_TF32", "CUBLAS_COMPUTE_32F")
-        kernel.ops = [f"{kernel.ops[0]} (fp32, no TF32)", *kernel.ops[1:]]
-    return kernel
 
 
 def _extent(t: Operand) -> int:
@@ -230,10 +227,13 @@ def _render(
     alpha: float,
     beta: float,
     out: OutSpec,
-    split: bool = False,
+    precision: str = "tf32",  # fp32 products: tf32, 3xtf32 (split operands) or fp32 (no tensor cores)
 ) -> Kernel:
     ctype = C_TYPES[out.dtype]
     dtype, compute = _CUBLAS_TYPES[out.dtype]
+    split = precision == "3xtf32" and out.dtype == "float32"
+    if precision == "fp32" and out.dtype == "float32":
+        compute = "CUBLAS_COMPUTE_32F"  # PyTorch's own default for fp32 matmul
     names: list[str] = []
     for t in (mat1, mat2, bias):
         if t is not None and t.name not in names:
@@ -316,7 +316,8 @@ def _render(
         outputs=[KernelArg(out.name, out.dtype)],
         source="\n\n".join(lines) + "\n",
         ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")
-             + (" (3xTF32: fp32-exact products on tensor cores)" if split else "")],
+             + (" (3xTF32: fp32-exact products on tensor cores)" if split else "")
+             + (" (fp32, no TF32)" if compute == "CUBLAS_COMPUTE_32F" and out.dtype == "float32" else "")],
         libraries=["cublasLt", "cublas"] if lt else ["cublas"],
         scratch=scratch,
     )

@@ -187,10 +187,7 @@ def decompose_eval_batch_norm(graph: list[Node]) -> list[Node]:
     per-channel views, as PyTorch computes it: it then fuses with the conv bias and activation
     around it into one pass over memory instead of a normalisation pass of its own. Training mode
     (batch statistics, running-stat updates) stays with the norm emitter."""
-    readers: dict[str, list[Node]] = {}
-    for node in graph:
-        for src in set(node_inputs(node)):
-            readers.setdefault(src, []).append(node)
+    readers = _readers(graph)
     taken = {n["name"] for n in graph}
     out: list[Node] = []
     renamed: dict[str, str] = {}
@@ -261,10 +258,7 @@ def split_softmax(graph: list[Node]) -> list[Node]:
     pointwise kernel that follows computes the softmax as part of its own chain. The softmax is
     then never stored and read back (compile fuses the same way); x is read twice, as a two-pass
     softmax reads it. fp32 only: a half-precision logsumexp would round before the exp."""
-    readers: dict[str, list[Node]] = {}
-    for node in graph:
-        for src in set(node_inputs(node)):
-            readers.setdefault(src, []).append(node)
+    readers = _readers(graph)
     taken = {n["name"] for n in graph}
     out: list[Node] = []
     renamed: dict[str, str] = {}
@@ -304,10 +298,7 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
     """convolution(x, w, b) -> convolution(x, w, None) + b[:, None, ...] where every reader of the
     result is a pointwise op: the bias add then costs nothing in the pointwise kernel that follows
     instead of a pass of its own after the convolution."""
-    readers: dict[str, list[Node]] = {}
-    for node in graph:
-        for src in set(node_inputs(node)):
-            readers.setdefault(src, []).append(node)
+    readers = _readers(graph)
     out: list[Node] = []
     taken = {n["name"] for n in graph}
     renamed: dict[str, str] = {}
@@ -452,6 +443,15 @@ def _replay_views(src: Node, chain: list[Node]) -> list[tuple[list[int], list[in
         return out
     except Exception:  # noqa: BLE001 - a view torch would not make of this layout: no fold
         return None
+
+
+def _readers(graph: Sequence[Node]) -> dict[str, list[Node]]:
+    """Node name -> the nodes that read it (each reader once)."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph:
+        for src in node_inputs(node):
+            readers.setdefault(src, []).append(node)
+    return readers
 
 
 def _fresh(taken: set[str], base: str) -> str:

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -319,27 +320,29 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
 _BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
 
 
-def _numerics_flags() -> dict[str, Any]:
-    """PyTorch's process-wide numerics switches (TF32, reduced-precision reductions)."""
-    import warnings
+# PyTorch's process-wide numerics switches: (module, attribute) by name. float32_matmul_precision
+# has a getter and a setter instead.
+_SWITCHES = {
+    "cuda.matmul.allow_tf32": (torch.backends.cuda.matmul, "allow_tf32"),
+    "cudnn.allow_tf32": (torch.backends.cudnn, "allow_tf32"),
+    "cuda.matmul.allow_fp16_reduced_precision_reduction": (torch.backends.cuda.matmul,
+                                                           "allow_fp16_reduced_precision_reduction"),
+    "cuda.matmul.allow_bf16_reduced_precision_reduction": (torch.backends.cuda.matmul,
+                                                           "allow_bf16_reduced_precision_reduction"),
+}
 
-    b = torch.backends
+
+def _numerics_flags() -> dict[str, Any]:
+    """PyTorch's numerics switches (TF32, reduced-precision reductions) as they are now."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # newer torch deprecates allow_tf32 in favour of fp32_precision
-        return {
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "cuda.matmul.allow_tf32": b.cuda.matmul.allow_tf32,
-            "cudnn.allow_tf32": b.cudnn.allow_tf32,
-            "cuda.matmul.allow_fp16_reduced_precision_reduction": b.cuda.matmul.allow_fp16_reduced_precision_reduction,
-            "cuda.matmul.allow_bf16_reduced_precision_reduction": b.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        }
+        flags = {k: getattr(mod, attr) for k, (mod, attr) in _SWITCHES.items()}
+    return {"float32_matmul_precision": torch.get_float32_matmul_precision(), **flags}
 
 
 def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
     """A candidate that flips those switches would run the reference (and the fp64 referee's view of
     its error) at another precision: a hack finding, and the switches go back."""
-    import warnings
-
     now = _numerics_flags()
     changed = sorted(k for k in want if now[k] != want[k])
     if not changed:
@@ -350,14 +353,11 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
             "the candidate changed PyTorch's numerics switches ("
             + ", ".join(f"{k}: {want[k]} -> {now[k]}" for k in changed) + "), which the reference would then run with",
         ))
-    b = torch.backends
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.set_float32_matmul_precision(want["float32_matmul_precision"])
-        b.cuda.matmul.allow_tf32 = want["cuda.matmul.allow_tf32"]
-        b.cudnn.allow_tf32 = want["cudnn.allow_tf32"]
-        b.cuda.matmul.allow_fp16_reduced_precision_reduction = want["cuda.matmul.allow_fp16_reduced_precision_reduction"]
-        b.cuda.matmul.allow_bf16_reduced_precision_reduction = want["cuda.matmul.allow_bf16_reduced_precision_reduction"]
+        for k, (mod, attr) in _SWITCHES.items():
+            setattr(mod, attr, want[k])
 
 
 # Ops that draw random numbers: a second run of such a reference is another draw, and its distance
@@ -379,31 +379,25 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
         return None
     if any(isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != torch.float32 for a in args):
         return None  # fp16/bf16 problems: their tolerance already speaks for the storage type
+    # Any failure (a reference that cannot run in fp64, out of memory comparing huge outputs) keeps
+    # the plain verdict. (Cached GPU memory goes back when the worker lets go of the GPU lock.)
     try:
-        exact_model = copy.deepcopy(ref)
-        with torch.no_grad():
-            for b, saved in zip(exact_model.buffers(), buffers, strict=True):
-                b.copy_(saved)
-            exact_model = exact_model.double()
-            exact = dyn.flatten_outputs(exact_model(*[
-                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
-                else a.clone() if isinstance(a, torch.Tensor) else a
-                for a in args
-            ]))
-    except Exception:  # noqa: BLE001 - a reference that cannot run in fp64 keeps the plain verdict
+        return judge_against_exact(ref_outs, cand_outs, _fp64_outputs(ref, buffers, args), tol)
+    except Exception:  # noqa: BLE001
         return None
-    finally:
-        exact_model = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    try:
-        return judge_against_exact(ref_outs, cand_outs, exact, tol)
-    except Exception:  # noqa: BLE001 - out of memory comparing huge outputs: the plain failure stands
-        return None
-    finally:
-        exact = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+
+
+def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
+    """The reference's outputs in float64: a copy of it, on the buffers its fp32 call saw."""
+    exact_model = copy.deepcopy(ref)
+    with torch.no_grad():
+        for b, saved in zip(exact_model.buffers(), buffers, strict=True):
+            b.copy_(saved)
+        return dyn.flatten_outputs(exact_model.double()(*[
+            a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
+            else a.clone() if isinstance(a, torch.Tensor) else a
+            for a in args
+        ]))
 
 
 def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any]) -> list[int]:
