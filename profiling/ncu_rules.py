@@ -155,7 +155,21 @@ def estimate(rule: Mapping) -> str:
     return f" (est. speedup {sp:.0f}%{kind})"
 
 
+SUMMARY_CHARS = 120
+
+
 def summary(rule: Mapping) -> str:
-    """One line for a diagnostic: the rule's title and its estimated speedup."""
+    """One line for a diagnostic: the rule's title (else its message's first sentence, cut at a word
+    with an ellipsis where longer) and its estimated speedup."""
     est = estimate(rule).replace(" (est.", " (NCU est.")
-    return f"NCU {rule.get('rule')}: {rule.get('title') or rule.get('message', '')[:120]}{est}"
+    return f"NCU {rule.get('rule')}: {rule.get('title') or _first_sentence(rule.get('message', ''))}{est}"
+
+
+def _first_sentence(text: str) -> str:
+    head = " ".join(str(text).split())
+    end = head.find(". ")
+    head = head[: end + 1] if end >= 0 else head
+    if len(head) <= SUMMARY_CHARS:
+        return head
+    cut = head.rfind(" ", 0, SUMMARY_CHARS)
+    return head[: cut if cut > 0 else SUMMARY_CHARS].rstrip(" ,;:") + "…"

@@ -488,3 +488,22 @@ def test_no_rules_pass_when_the_limit_leaves_no_room(generated, tmp_path, monkey
     assert not any("--export" in c for c in log.read_text().splitlines())
     assert any("NCU rule messages: skipped" in n for n in prof.notes)
 
+
+
+def test_ncu_rule_summary_keeps_whole_words():
+    """The rule the H100 reported for a generated pointwise kernel (live e2e run, 2026-11-23) has an
+    empty title; its message is three sentences. The diagnostic line takes the first, cut at a word
+    with an ellipsis, not mid-word."""
+    rule = {"rule": "AchievedOccupancy", "title": "", "speedup": 17.16, "speedup_type": "LOCAL",
+            "message": "The difference between calculated theoretical (100.0%) and measured achieved occupancy "
+                       "(82.8%) can be the result of warp scheduling overheads or workload imbalances during the "
+                       "kernel execution. Load imbalances can occur between warps within a block as well as "
+                       "across blocks of the same kernel."}
+    line = ncu_rules.summary(rule)
+    assert line.startswith("NCU AchievedOccupancy: The difference between calculated theoretical (100.0%)")
+    assert line.endswith("… (NCU est. speedup 17%, local)")
+    text = line.removeprefix("NCU AchievedOccupancy: ").removesuffix("… (NCU est. speedup 17%, local)")
+    assert rule["message"].startswith(text) and rule["message"][len(text)] == " "
+    assert len(text) <= ncu_rules.SUMMARY_CHARS
+    short = dict(rule, message="Few blocks. More text here.", speedup=None)
+    assert ncu_rules.summary(short) == "NCU AchievedOccupancy: Few blocks."
