@@ -355,6 +355,8 @@ async def accept(ls: StitchServer, *args: Any) -> dict[str, Any]:
         edit=proposal.workspace_edit(job.proposal, folder), label=f"StitchCUDA: {job.class_name}"))
     if not result.applied:
         return {"applied": False, "reason": result.failure_reason or "the editor did not apply the edit"}
+    # The findings move from the run folder's copy to the accepted files (listed once, not twice).
+    _clear_proposal(ls, job)
     best = _best_verdict(job)
     if best is not None:
         for fname, items in diagnostics.kernel_findings(best.findings).items():
@@ -366,10 +368,14 @@ async def accept(ls: StitchServer, *args: Any) -> dict[str, Any]:
 def reject(ls: StitchServer, *args: Any) -> dict[str, Any]:
     job = _proposed(ls, args)
     job.proposal = {}
+    _clear_proposal(ls, job)
+    return {"rejected": True, "jobId": job.id}
+
+
+def _clear_proposal(ls: StitchServer, job: Job) -> None:
     for uri, per in list(ls.notes.items()):
         if job.id in per and "/proposal/" in uri:
             ls.publish(uri, job.id, None)
-    return {"rejected": True, "jobId": job.id}
 
 
 @server.command(RESULTS)

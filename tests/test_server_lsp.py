@@ -234,6 +234,7 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
     # Accepted: the same diagnostic on the file in the workspace.
     accepted = client.diagnostics[from_fs_path(str(folder / "fused_kernels.cu"))]
     assert [d.code for d in accepted] == ["memory-bound"] and accepted[0].range == r
+    assert len(client.diagnostics[cu_uri]) == 0  # the run folder's copy no longer lists it a second time
     assert "class ModelNew" in (folder / "model_new.py").read_text()
 
 
