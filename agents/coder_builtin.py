@@ -29,21 +29,33 @@ PY_FILE = "model_new.py"
 def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidate | None:
     """Candidate for a plan the built-in coder covers entirely, else None.
 
-    The coder is deterministic. Feedback changes one thing: after a candidate failed the comparison,
-    the next one runs convolution in full fp32 and matmul as 3xTF32 instead of plain TF32 (slower,
-    but about as exact as the reference). Otherwise a second round yields the same files, which the loop
-    recognises and stops on."""
+    The coder is deterministic. Feedback changes one thing: after each candidate that failed the
+    comparison, the next one's fp32 library calls are one step more exact (`precision_after`:
+    convolution without TF32 and matmul as 3xTF32, then matmul in full fp32; slower, closer to the
+    reference). Otherwise a further round yields the same files, which the loop recognises and stops on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
     from stitchcuda.task import load_task_module
 
     _, cls = load_task_module(task)
-    precise = feedback is not None and feedback.status == "incorrect"
-    return build_candidate(plan, cls, title=task.name, precise=precise)
+    return build_candidate(plan, cls, title=task.name, precise=precision_after(feedback))
+
+
+# The name's suffix per precision level, so the next round can tell which level failed.
+_SUFFIX = {kernels.PRECISE_SPLIT: "-fp32", kernels.PRECISE_FP32: "-fp32full"}
+
+
+def precision_after(feedback: Verdict | None) -> int:
+    """The precision level for the round after `feedback`: up one step from the level of the
+    candidate it judged when that one was wrong, else the default (TF32)."""
+    if feedback is None or feedback.status != "incorrect":
+        return kernels.PRECISE_TF32
+    failed = next((lvl for lvl, sfx in _SUFFIX.items() if feedback.candidate.endswith(sfx)), kernels.PRECISE_TF32)
+    return min(failed + 1, kernels.PRECISE_FP32)
 
 
 def build_candidate(
-    plan: Plan, cls: type, *, title: str = "", host: bool = False, precise: bool = False
+    plan: Plan, cls: type, *, title: str = "", host: bool = False, precise: int = kernels.PRECISE_TF32
 ) -> Candidate:
     """The files for a supported plan. `cls` (the reference class) lends its signatures only.
 
@@ -64,11 +76,11 @@ def build_candidate(
     notes = [f"{s.name}: {describe(s)}" for s in steps]
     name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
     if precise and any("no TF32" in describe(s) or "3xTF32" in describe(s) for s in steps):
-        name += "-fp32"
+        name += _SUFFIX[min(int(precise), kernels.PRECISE_FP32)]
     return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes)
 
 
-def make_steps(plan: Plan, *, precise: bool = False) -> list[Step]:
+def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]:
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
     live = {n for g in plan.groups for n in g.outputs}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codegen import ITEM_SIZE, THREADS, KernelArg
-from .kernels import EmitContext, Kernel, NotSupported, Operand
+from .kernels import PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand
 
 INT_MAX = 2**31 - 1
 # cuDNN's data type per storage dtype; the convolution itself always computes in fp32.
@@ -730,7 +730,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
             f"{p.y[1]}ll",
             f"{spatial}ll",
             str(vec if spatial % vec == 0 else 1),
-            str(int(ctx.precise)),
+            str(int(ctx.precise >= PRECISE_SPLIT)),
         ]
     )
     family = _FAMILY.replace("@THREADS@", str(THREADS))
@@ -754,7 +754,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=family + "\n" + launcher,
-        ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise and out.dtype == "float32" else "")],
+        ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
 

@@ -9,7 +9,8 @@ place from its strides (`plan_gemm`): row-major in the last two dims means no tr
 
 fp32 runs on TF32 tensor cores (the Verifier's matmul tolerance, 1e-2, allows it); after a wrong
 result (ctx.precise) as 3xTF32 (each operand split into a TF32 part and the rest, three products),
-about as exact as fp32 and still on tensor cores; fp16 and bf16 accumulate in fp32. The bias of addmm/baddbmm is broadcast into the output by a small kernel and
+closer to fp32 and still on tensor cores; after a second, in full fp32. fp16 and bf16 accumulate in
+fp32. The bias of addmm/baddbmm is broadcast into the output by a small kernel and
 the GEMM runs with beta, except for a vector bias with beta == 1 on addmm (nn.Linear), which
 cuBLASLt adds in its epilogue, saving a pass over the output (the copy path stays as the fallback
 when the pointers are not 16-byte aligned or cuBLASLt has no algorithm).
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codegen import C_TYPES, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from .kernels import PRECISE_FP32, PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand, OutSpec
 
 SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
@@ -200,10 +201,14 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     if tuple(out.shape) != want:
         raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
-    # After a wrong result, fp32 products run as 3xTF32: still on tensor cores, about as exact as
-    # the fp32 reference (PyTorch's default, which runs on the FMA units at a fraction of the speed).
+    # After a wrong result, fp32 products run as 3xTF32: still on tensor cores and much closer to
+    # fp32 than TF32, but not as exact (on the H100, with K = 8192, 1.5-13x the fp32 reference's own
+    # error to float64: the tensor cores' accumulation truncates). After a second wrong result, full
+    # fp32 (PyTorch's default, on the FMA units at a fraction of the speed).
     precision = "tf32"
-    if ctx.precise and out.dtype == "float32":
+    if ctx.precise >= PRECISE_FP32 and out.dtype == "float32":
+        precision = "fp32"
+    elif ctx.precise >= PRECISE_SPLIT and out.dtype == "float32":
         # Four copies of large operands would not fit beside them: full fp32 instead.
         precision = "3xtf32" if 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES else "fp32"
     return _render(
@@ -316,7 +321,7 @@ def _render(
         outputs=[KernelArg(out.name, out.dtype)],
         source="\n\n".join(lines) + "\n",
         ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")
-             + (" (3xTF32: fp32-exact products on tensor cores)" if split else "")
+             + (" (3xTF32: split operands, three products on tensor cores)" if split else "")
              + (" (fp32, no TF32)" if compute == "CUBLAS_COMPUTE_32F" and out.dtype == "float32" else "")],
         libraries=["cublasLt", "cublas"] if lt else ["cublas"],
         scratch=scratch,

@@ -81,9 +81,15 @@ class EmitContext:
     args: dict[str, Any]  # node["args"] with every tensor reference replaced by an Operand
     outputs: list[OutSpec | None]  # per result index; None where the graph never reads that result
     name: str  # prefix for every C identifier of this kernel (unique in the .cu)
-    # Full fp32 arithmetic where a library would otherwise use TF32 tensor cores: the Coder asks for
-    # it after a candidate failed the comparison with TF32.
-    precise: bool = False
+    # How exact fp32 library calls are (PRECISE_* below): the Coder raises it one step after each
+    # candidate that failed the comparison.
+    precise: int = 0
+
+
+# fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
+PRECISE_TF32 = 0  # TF32 tensor cores (the Verifier's matmul/conv tolerance allows it)
+PRECISE_SPLIT = 1  # convolution without TF32; matmul as 3xTF32 (split operands, still tensor cores)
+PRECISE_FP32 = 2  # matmul in full fp32 on the FMA units too, as PyTorch's own default runs it
 
 
 @dataclass
@@ -151,7 +157,7 @@ def context(
     kernel_name: str,
     roots: dict[str, str] | None = None,
     live: set[str] | None = None,
-    precise: bool = False,
+    precise: int = PRECISE_TF32,
     getitems: dict[str, list[Node]] | None = None,
     nodes: dict[str, Node] | None = None,
 ) -> EmitContext:

@@ -21,6 +21,10 @@ from . import provenance
 from .task import TaskError, find_task
 from .types import Candidate, Verdict
 
+# Verifier rounds per problem: the first candidate and at most two answers to wrong results (the
+# built-in coder's precision ladder has two steps above TF32).
+MAX_ATTEMPTS = 3
+
 
 def problem_level(path: Path) -> int | None:
     m = re.search(r"level(\d+)", str(path.parent.name))
@@ -115,7 +119,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {p['name']} | {'yes' if p['solved'] else 'no'} | {hacks} | {_fmt(p['eager_ms'])} | {_fmt(p['compile_ms'])} | "
             f"{_fmt(p['ours_ms'])} | {_fmt(p['speedup_eager'], '.2f')} | {_fmt(p['speedup_compile'], '.2f')} | "
-            f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (second round not run)' if p.get('retry_pending') else ''} |"
+            f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (next round not run)' if p.get('retry_pending') else ''} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -145,7 +149,7 @@ def run_bench(
         previous = json.loads(json_path.read_text())
         # An out-of-memory verdict says more about the neighbours sharing the GPU than about the
         # problem: those run again.
-        # So does a wrong result whose second round (the Verifier's feedback) never ran because the
+        # So does a wrong result whose next round (the Verifier's feedback) never ran because the
         # deadline came first: the problem is not finished until that round has its verdict. Their
         # entries stay in the report until a new verdict replaces them.
         done = {str(Path(p["path"]).resolve()): p for p in previous.get("problems", [])}
@@ -191,7 +195,7 @@ def run_bench(
 
         def finished(fut: Future[Verdict]) -> None:
             # A future is done before its callbacks run: count this one as busy until it returns, so
-            # the pool is not shut down while it is still deciding on a second round.
+            # the pool is not shut down while it is still deciding on another round.
             with lock:
                 in_callbacks[0] += 1
             try:
@@ -209,18 +213,19 @@ def run_bench(
                 results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
                 save()
                 return
-            # A wrong result gets one more round with the Verifier's verdict as feedback (the
-            # built-in coder then drops TF32), as `optimize` would do.
+            # A wrong result gets another round with the Verifier's verdict as feedback (the built-in
+            # coder then raises its fp32 precision a step), as `optimize`'s rounds would, up to
+            # MAX_ATTEMPTS; a coder with nothing new to try (the same files) ends it earlier.
             retry = None
-            wants_retry = v.status == "incorrect" and plan is not None and attempt == 1
+            wants_retry = v.status == "incorrect" and plan is not None and attempt < MAX_ATTEMPTS
             if wants_retry and not past_deadline():
                 try:
                     retry = code(task, plan, feedback=v)
-                except Exception:  # noqa: BLE001 - no second round; the first verdict stands
+                except Exception:  # noqa: BLE001 - no further round; this verdict stands
                     retry = None
                 if retry is not None and cand is not None and retry.files == cand.files:
                     retry = None
-                wants_retry = retry is not None  # no second round to wait for: the verdict stands
+                wants_retry = retry is not None  # no further round to wait for: the verdict stands
             with lock:
                 report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
                 results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}

@@ -152,7 +152,7 @@ def test_resume_runs_again_a_problem_whose_second_round_never_ran(tmp_path, monk
     cut = data["problems"][0]
     cut.update(status="incorrect", message="output 0: 3 elements beyond tolerance", retry_pending=True)
     (tmp_path / "out" / "bench.json").write_text(json.dumps(data))
-    assert "incorrect (second round not run)" in bench.markdown(data)
+    assert "incorrect (next round not run)" in bench.markdown(data)
     again = bench.run_bench([str(level)], tmp_path / "out", jobs=1, resume=True, on_event=lambda e: None)
     redone, kept = again["problems"]
     assert redone["run"]["date"] == again["meta"]["date"] and "retry_pending" not in redone

@@ -320,6 +320,9 @@ def test_emitted_source_compiles(tmp_path):
     # The 3xTF32 variants (after a wrong result), fp32 cases only.
     sources += [emitted(m, ins, f"p{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
                 if ins[0].dtype == torch.float32]
+    # Full fp32 (after 3xTF32 was wrong too).
+    sources += [emitted(m, ins, f"f{i}", precise=kernels.PRECISE_FP32).source for i, (m, ins) in enumerate(COMPILE_CASES)
+                if ins[0].dtype == torch.float32]
     path = tmp_path / "gemm.cu"
     path.write_text(render([]) + "\n" + "\n".join(sources))  # one .cu: the family blocks must not clash
     cmd = [

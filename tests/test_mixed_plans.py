@@ -225,6 +225,36 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     assert "sc_tf32_split(" in cu and cu.count("cublasGemmEx(") == 3  # three products, split operands
     assert "cublasLtMatmul(" not in cu  # the bias is copied in before the products accumulate
     assert any("3xTF32" in n for n in second.notes)
+    # 3xTF32 wrong too (on the H100 its error reached 13x fp32's with K = 8192): full fp32, no split.
+    # The loop prefixes its round ("r2-"), the bench does not: either way the suffix tells the level.
+    for prefix in ("", "r2-"):
+        third = coder_builtin.code(task, p, feedback=Verdict(candidate=prefix + second.name, status="incorrect"))
+        assert third.name.endswith("-fp32full")
+        cu3 = third.files["fused_kernels.cu"]
+        assert "sc_tf32_split" not in cu3 and "FAST_TF32" not in cu3 and "CUBLAS_COMPUTE_32F," in cu3
+        assert any("no TF32" in n for n in third.notes)
+    # Nothing above full fp32: the same files again, which ends the rounds.
+    last = coder_builtin.code(task, p, feedback=Verdict(candidate="r3-" + third.name, status="incorrect"))
+    assert last.files == third.files
+    # A right answer at any level resets to TF32: the same files as the first round.
+    ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok"))
+    assert ok.files == first.files
+
+
+def test_precision_ladder_levels():
+    from stitchcuda.agents import kernels
+
+    from stitchcuda.types import Verdict
+
+    def after(name: str, status: str = "incorrect") -> int:
+        return coder_builtin.precision_after(Verdict(candidate=name, status=status))
+
+    assert coder_builtin.precision_after(None) == kernels.PRECISE_TF32
+    assert after("builtin") == kernels.PRECISE_SPLIT
+    assert after("r1-builtin-pointwise") == kernels.PRECISE_SPLIT
+    assert after("builtin-fp32") == after("r2-builtin-fp32") == kernels.PRECISE_FP32
+    assert after("builtin-fp32full") == kernels.PRECISE_FP32
+    assert after("builtin-fp32", "hacked") == after("builtin-fp32", "ok") == kernels.PRECISE_TF32
 
 
 def test_precise_convolution_asks_cudnn_for_fma_math():
