@@ -95,6 +95,20 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert v.tolerance["rtol"] == rtol
 
 
+def test_inputs_past_the_lean_size_are_not_copied_for_the_reference(build_cache, tmp_path):
+    """Inputs above the lean size (1/8 of the GPU's memory; 0 here, so every set) get two copies, not
+    three: the reference runs on the given ones. A candidate that writes over its input is still
+    caught (its copy is compared with the inputs the reference left alone), a good one still passes
+    on all ten sets."""
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0,
+                         extra_env={"STITCHCUDA_CACHE": str(build_cache), "STITCHCUDA_LEAN_INPUT_BYTES": "0"})
+    bad = verify(hack_task("ref_affine"), hack_candidate("hack_input_in_place"), tmp_path / "bad", opts)
+    _rejected(bad, "incorrect")
+    assert [f.code for f in bad.findings] == ["mutates-input"]
+    good = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "good", opts)
+    assert good.status == "ok" and len(good.checks) == 10 and all(c["ok"] for c in good.checks), good.message
+
+
 def test_flipping_the_numerics_switches_is_a_hack(runs):
     """TF32 switched on at import: the reference would run at lower precision (and the fp64
     referee would measure a larger error for it). Caught by comparing the switches around every
