@@ -224,7 +224,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
         if kind is not None:
             args = adversarial(args, kind, seed)
-        # Inputs this large get two copies, not three: the reference runs on the given ones and its
+        # Inputs this large get no copy for the reference: it runs on the given ones and its
         # own changes to them show in their version counters (it is PyTorch code; the candidate,
         # which may write through raw pointers, still gets a copy, compared bit for bit).
         lean = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)) > lean_bytes

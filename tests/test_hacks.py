@@ -96,8 +96,8 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
 
 
 def test_inputs_past_the_lean_size_are_not_copied_for_the_reference(build_cache, tmp_path):
-    """Inputs above the lean size (1/8 of the GPU's memory; 0 here, so every set) get two copies, not
-    three: the reference runs on the given ones. A candidate that writes over its input is still
+    """Inputs above the lean size (1/8 of the GPU's memory; 0 here, so every set) are not copied for
+    the reference: it runs on the given ones. A candidate that writes over its input is still
     caught (its copy is compared with the inputs the reference left alone), a good one still passes
     on all ten sets."""
     opts = VerifyOptions(cpu_only=True, timeout_s=180.0,
