@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,14 +150,22 @@ def _compare_tensor(r: torch.Tensor, g: torch.Tensor, tol: Tolerance, i: int) ->
 # the reference's own error at that element plus a multiple of its median error (a robust scale: a
 # few badly conditioned elements must not loosen the check everywhere). Non-finite values must be
 # where the fp32 reference has them. A candidate that skips or garbles work is far from both.
+# "The reference's own error" is the largest of the fp32 reference's on these inputs and on a few
+# inputs one ulp away from them (`nearby`): one draw of rounding noise can be lucky (level2/23's
+# output, a mean that is zero but for rounding, had the reference 0.9-1.3e-7 from float64 across
+# sets), and an answer as close as the reference's for inputs one ulp away is as good an fp32 answer.
 REFEREE_L2_FACTOR = 2.0
 REFEREE_OWN_ERRORS = 4.0
 REFEREE_MEDIAN_ERRORS = 12.0
 _MEDIAN_SAMPLE = 1 << 20
 
 
-def judge_against_exact(ref: list[Any], got: list[Any], exact: list[Any], tol: Tolerance) -> Mismatch:
-    """`exact`: the reference's outputs computed in float64 on the same inputs."""
+def judge_against_exact(
+    ref: list[Any], got: list[Any], exact: list[Any], tol: Tolerance, nearby: Sequence[list[Any]] = ()
+) -> Mismatch:
+    """`exact`: the reference's outputs computed in float64 on the same inputs; `nearby`: the fp32
+    reference's outputs on inputs one ulp away, each a list like `ref` (a sample that does not match
+    `ref`'s shapes is left out)."""
     if not (len(ref) == len(got) == len(exact)):
         return Mismatch(False, "fp64 referee: output counts differ")
     worst = Mismatch(True, "match")
@@ -168,7 +176,9 @@ def judge_against_exact(ref: list[Any], got: list[Any], exact: list[Any], tol: T
                 or e.shape != r.shape or g.dtype != r.dtype or g.device != r.device:
             m = Mismatch(False, f"output {i}: not comparable with the fp64 referee")
         else:
-            m = _judge_tensor(r, g, e.to(r.device), tol, i)
+            near = [o[i] for o in nearby if len(o) == len(ref) and isinstance(o[i], torch.Tensor)
+                    and o[i].shape == r.shape and o[i].dtype == r.dtype and o[i].device == r.device]
+            m = _judge_tensor(r, g, e.to(r.device), tol, i, near)
         if not m.ok:
             return m
         if m.rel_norm >= worst.rel_norm:
@@ -176,18 +186,34 @@ def judge_against_exact(ref: list[Any], got: list[Any], exact: list[Any], tol: T
     return worst
 
 
-def _median_error(rflat: torch.Tensor, eflat: torch.Tensor) -> float:
-    """Median |r - e| over finite elements, from an evenly spaced sample (outputs run to billions)."""
-    step = max(1, rflat.numel() // _MEDIAN_SAMPLE) | 1  # odd: no lock-step with power-of-two rows
-    d = (rflat[::step].double() - eflat[::step].double()).abs()
-    d = d[d.isfinite()]
+def _own_error(samples: Sequence[torch.Tensor], e: torch.Tensor) -> torch.Tensor:
+    """Per element, the largest |s - e| over the fp32 reference's samples (non-finite ones count 0)."""
+    own = torch.zeros_like(e)
+    for s in samples:
+        d = (s.double() - e).abs()
+        own = torch.maximum(own, torch.where(d.isfinite(), d, torch.zeros_like(d)))
+    return own
+
+
+def _median_error(samples: Sequence[torch.Tensor], eflat: torch.Tensor) -> float:
+    """Median own error over finite elements, from an evenly spaced sample (outputs run to billions)."""
+    step = max(1, eflat.numel() // _MEDIAN_SAMPLE) | 1  # odd: no lock-step with power-of-two rows
+    e = eflat[::step].double()
+    fin = e.isfinite()
+    for s in samples:
+        fin &= s[::step].isfinite()
+    d = _own_error([s[::step] for s in samples], e)[fin]
     return float(d.median().item()) if d.numel() else 0.0
 
 
-def _judge_tensor(r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolerance, i: int) -> Mismatch:
+def _judge_tensor(
+    r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolerance, i: int, near: Sequence[torch.Tensor] = ()
+) -> Mismatch:
     rflat, gflat, eflat = r.reshape(-1), g.reshape(-1), e.reshape(-1)
+    samples = [rflat, *(t.reshape(-1) for t in near)]
     n = rflat.numel()
-    noise_sq = err_sq = exact_sq = abs_sum = 0.0
+    noise_sq = [0.0] * len(samples)  # each sample's squared L2 distance to float64
+    err_sq = exact_sq = abs_sum = 0.0
     finite_n = 0
     for a in range(0, n, _CHUNK):
         rc, gc, ec = (t[a : a + _CHUNK].double() for t in (rflat, gflat, eflat))
@@ -196,21 +222,24 @@ def _judge_tensor(r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolera
         if not torch.equal(rnan, gc.isnan()) or not torch.equal(rinf, gc.isinf()) or not torch.equal(rc[rinf], gc[rinf]):
             return Mismatch(False, f"output {i}: NaN or infinities differ from the reference")
         fin = rc.isfinite() & ec.isfinite()
-        rc, gc, ec = rc[fin], gc[fin], ec[fin]
-        noise_sq += float(((rc - ec) ** 2).sum().item())
+        for k, s in enumerate(samples):
+            d = s[a : a + _CHUNK].double()[fin] - ec[fin]
+            noise_sq[k] += float((d[d.isfinite()] ** 2).sum().item())
+        gc, ec = gc[fin], ec[fin]
         err_sq += float(((gc - ec) ** 2).sum().item())
         exact_sq += float((ec * ec).sum().item())
         abs_sum += float(ec.abs().sum().item())
         finite_n += int(fin.sum().item())
     if finite_n == 0:
         return compare_outputs([r], [g], tol)
-    atol = tol.rtol * abs_sum / finite_n + REFEREE_MEDIAN_ERRORS * _median_error(rflat, eflat)
+    atol = tol.rtol * abs_sum / finite_n + REFEREE_MEDIAN_ERRORS * _median_error(samples, eflat)
     n_bad, max_abs = 0, 0.0
     for a in range(0, n, _CHUNK):
         rc, gc, ec = (t[a : a + _CHUNK].double() for t in (rflat, gflat, eflat))
         both = rc.isfinite() & ec.isfinite()
         diff = (gc[both] - ec[both]).abs()
-        allowed = atol + tol.rtol * ec[both].abs() + REFEREE_OWN_ERRORS * (rc[both] - ec[both]).abs()
+        own = _own_error([s[a : a + _CHUNK][both] for s in samples], ec[both])
+        allowed = atol + tol.rtol * ec[both].abs() + REFEREE_OWN_ERRORS * own
         if diff.numel():
             n_bad += int((diff > allowed).sum().item())
             max_abs = max(max_abs, float(diff.max().item()))
@@ -219,9 +248,10 @@ def _judge_tensor(r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolera
         if bool(only32.any()):
             d = (gc[only32] - rc[only32]).abs()
             n_bad += int((d > tol.rtol * abs_sum / finite_n + tol.rtol * rc[only32].abs()).sum().item())
-    err, noise, norm = math.sqrt(err_sq), math.sqrt(noise_sq), math.sqrt(exact_sq)
+    err, noise, norm = math.sqrt(err_sq), math.sqrt(max(noise_sq)), math.sqrt(exact_sq)
     budget = REFEREE_L2_FACTOR * noise + tol.rtol * norm
     rel = err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
-    text = (f"output {i} against the fp64 result: L2 error {err:.3g} (the fp32 reference's own {noise:.3g}, "
+    own = f"the fp32 reference's own {noise:.3g}" + (f" at most, over {len(samples)} inputs an ulp apart" if near else "")
+    text = (f"output {i} against the fp64 result: L2 error {err:.3g} ({own}, "
             f"budget {budget:.3g}), {n_bad} of {finite_n} elements beyond tolerance")
     return Mismatch(n_bad == 0 and err <= budget, text, max_abs, rel, n_bad / finite_n)

@@ -418,9 +418,44 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
     # Any failure (a reference that cannot run in fp64, out of memory comparing huge outputs) keeps
     # the plain verdict. (Cached GPU memory goes back when the worker lets go of the GPU lock.)
     try:
-        return judge_against_exact(ref_outs, cand_outs, _fp64_outputs(ref, buffers, args), tol)
+        exact = _fp64_outputs(ref, buffers, args)
     except Exception:  # noqa: BLE001
         return None
+    nearby: list[list[Any]] = []
+    for draw in range(REFEREE_NEARBY_DRAWS):
+        try:
+            nearby.append(_fp32_nearby_outputs(ref, buffers, args, draw))
+        except Exception:  # noqa: BLE001 - (out of memory, say) judged on the samples there are
+            break
+    try:
+        return judge_against_exact(ref_outs, cand_outs, exact, tol, nearby)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+REFEREE_NEARBY_DRAWS = 2  # fp32 reference runs on inputs one ulp away, beside the one on the inputs
+
+
+def _fp32_nearby_outputs(ref, buffers: list[torch.Tensor], args: list[Any], draw: int) -> list[Any]:
+    """The fp32 reference's outputs on its inputs moved one ulp each, up or down at random (a fixed
+    pattern per draw), on the buffers its own call saw: another fair fp32 answer, for the referee's
+    measure of how far from float64 the reference's rounding puts it."""
+    model = copy.deepcopy(ref)
+    moved = []
+    for k, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.dtype == torch.float32:
+            gen = torch.Generator(device=a.device)
+            gen.manual_seed(0x5EED + 1009 * draw + k)
+            up = torch.randint(0, 2, a.shape, generator=gen, device=a.device, dtype=torch.bool)
+            inf = torch.tensor(float("inf"), dtype=a.dtype, device=a.device)
+            a = torch.nextafter(a, torch.where(up, inf, -inf))
+        elif isinstance(a, torch.Tensor):
+            a = a.clone()
+        moved.append(a)
+    with torch.no_grad():
+        for b, saved in zip(model.buffers(), buffers, strict=True):
+            b.copy_(saved)
+        return dyn.flatten_outputs(model(*moved))
 
 
 def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
