@@ -41,6 +41,9 @@ no try/except fallbacks. The candidate is checked on fresh random and adversaria
 against eager PyTorch and torch.compile; correct and faster wins."""
 
 
+_NO_ALPHA = {"mm", "bmm", "mv"}
+
+
 def graph_text(plan: Plan, limit: int = 80) -> str:
     lines = []
     for n in plan.graph[:limit]:
@@ -48,9 +51,14 @@ def graph_text(plan: Plan, limit: int = 80) -> str:
         if n.get("op") == "input":
             lines.append(f"{n['name']}: {n.get('kind', 'input')} {n.get('dtype')}[{shape}]")
             continue
+        given = dict(n.get("args") or {})
+        # The planner folds a scalar factor of an operand into a product's alpha; mm, bmm and mv have
+        # no such argument in aten, so it is said in words rather than shown as one.
+        folded = given.pop("alpha", None) if n.get("op") in _NO_ALPHA else None
         args = ", ".join(f"{k}={v['ref'] if isinstance(v, dict) and 'ref' in v else json.dumps(v)}"
-                         for k, v in (n.get("args") or {}).items())
-        lines.append(f"{n['name']} = {n.get('target', n.get('op'))}({args}) -> {n.get('dtype')}[{shape}]")
+                         for k, v in given.items())
+        scale = f" times {folded:g} (a scalar factor of an operand, folded in)" if folded is not None else ""
+        lines.append(f"{n['name']} = {n.get('target', n.get('op'))}({args}){scale} -> {n.get('dtype')}[{shape}]")
     if len(plan.graph) > limit:
         lines.append(f"... {len(plan.graph) - limit} more nodes")
     return "\n".join(lines)

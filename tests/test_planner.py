@@ -358,6 +358,11 @@ def test_scalar_factors_fold_into_the_product():
     assert bmm["args"]["alpha"] == pytest.approx(1 / 16)
     got = _gemm_from_plan(p, bmm["name"], {"q": q, "k": k})
     torch.testing.assert_close(got, ScaledProduct()(q, k), rtol=1e-12, atol=1e-12)
+    # What the LLM coder reads: bmm has no alpha in aten, so the fold is said in words.
+    from stitchcuda.agents import prompts
+
+    line = next(ln for ln in prompts.graph_text(p).splitlines() if ln.startswith(bmm["name"] + " = "))
+    assert "alpha=" not in line and "times 0.0625 (a scalar factor of an operand, folded in)" in line, line
 
 
 def test_attention_scaling_folds_into_the_scores_product():
