@@ -31,6 +31,7 @@ class LoopOptions:
     time_budget_s: float | None = None
     verify: VerifyOptions = field(default_factory=VerifyOptions)
     profile_reference: bool = True  # on a GPU: rank the reference's ops by kernel time first
+    profile_timeline: bool = True  # ... and, where Nsight Systems is installed, see its timeline too
 
 
 @dataclass
@@ -107,6 +108,13 @@ def optimize(
         profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
         plan.profile = profile.to_dict()
         plan.notes.append(format_table(profile, top=8))
+        from stitchcuda.profiling import nsys
+
+        if opts.profile_timeline and nsys.find_nsys():
+            say("planning", "the reference's timeline (Nsight Systems, in a child process)")
+            timeline = nsys.profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
+            plan.profile["nsys"] = timeline.to_dict()
+            plan.notes.append(format_table(timeline, top=5))
     elif opts.verify.replay and not cuda_available():
         from . import replay
 

@@ -57,6 +57,8 @@ class ReferenceProfile:
     total_us: float  # per iteration, summed over ops
     ops: list[OpShare] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What only a timeline shows (profiling.nsys): the GPU's busy share of each forward's span, ...
+    timeline: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -78,8 +80,11 @@ class _LineRanges(TorchFunctionMode):
         line = self._line()
         if not line:
             return func(*args, **kwargs)
-        with torch.profiler.record_function(f"{_LINE}{line}"):
+        with self.range(f"{_LINE}{line}"):
             return func(*args, **kwargs)
+
+    def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        return torch.profiler.record_function(name)
 
     def _line(self) -> int:
         frame = sys._getframe(2)
@@ -91,12 +96,15 @@ class _LineRanges(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def _module_ranges(model: torch.nn.Module) -> Iterator[None]:
+def _module_ranges(
+    model: torch.nn.Module, make_range: Any = torch.profiler.record_function
+) -> Iterator[None]:
+    """A range per submodule call, named by its qualified name (`make_range(name)` makes one)."""
     open_ranges: list[Any] = []
 
     def pre(name: str):
         def hook(mod: torch.nn.Module, args: Any) -> None:
-            rf = torch.profiler.record_function(f"{_MODULE}{name}")
+            rf = make_range(f"{_MODULE}{name}")
             rf.__enter__()
             open_ranges.append(rf)
 

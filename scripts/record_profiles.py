@@ -86,6 +86,22 @@ def main(out: Path, only: list[str]) -> int:
         prof = profile_in_subprocess(Task(path=path), device="cuda:0", iterations=1, record=rec)
         (out / "reference" / f"{path.stem}.profile.json").write_text(json.dumps(prof.to_dict(), indent=1))
         print(format_table(prof, top=8), flush=True)
+
+    # Nsight Systems on the same two problems: the SQLite exports are kept as CPU-test fixtures.
+    from stitchcuda.profiling import nsys
+
+    for problem in ("level3/1_MLP.py", "level3/5_AlexNet.py"):
+        if only and "nsys" not in only:
+            break
+        path = kb / problem
+        keep = out / "nsys" / path.stem
+        t0 = time.monotonic()
+        prof = nsys.profile_in_subprocess(Task(path=path), device="cuda:0", iterations=3, keep=keep)
+        for f in keep.glob("reference.*rep"):
+            f.unlink()  # the SQLite export is what the tests read; the report itself is large
+        (keep / "profile.json").write_text(json.dumps({**prof.to_dict(), "seconds": round(time.monotonic() - t0, 1)}, indent=1))
+        print(f"nsys ({nsys.find_nsys()}), {time.monotonic() - t0:.1f} s", flush=True)
+        print(format_table(prof, top=8), flush=True)
     return 0
 
 

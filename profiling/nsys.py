@@ -1,0 +1,313 @@
+"""The reference's GPU time from Nsight Systems, where `nsys` is installed.
+
+The same ranking as profiling.reference (op, submodule, source line), but timed by CUPTI in an
+`nsys profile` of a child process instead of by torch.profiler in ours, plus what only a timeline
+shows: how much of each forward's GPU span the GPU is busy. A module of many small kernels leaves
+the GPU idle between launches (launch-bound: the case for one CUDA graph over forward), which a sum
+of kernel times cannot tell.
+
+The child runs the reference as profiling.reference does (same seeds, no grad), with NVTX ranges
+instead of profiler ranges: torch's `emit_nvtx` puts one around each aten op, hooks one around
+each submodule call, a torch-function mode one around each call from the task's file (named by
+its line), and one around each measured forward; only those forwards are captured
+(`--capture-range=cudaProfilerApi`). The report is exported to SQLite and read with the standard
+library: each kernel is joined to the runtime call that launched it (correlationId), and that call
+to the innermost range open on its thread at that moment. The ranges become the same events
+profiling.reference records, so one attribution rule serves both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from bisect import bisect_right
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from stitchcuda.types import Task
+
+from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, replay
+
+FORWARD = "stitchcuda.forward"
+NVTX_PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range (NvtxPushPopRange)
+LAUNCH_BOUND_BUSY = 0.5  # below this GPU-busy share of a forward's span, the notes say launch-bound
+# Where Nsight Systems installs its CLI, newest first after PATH (the GPU machine here has it only in
+# Nsight Compute's host folder).
+_PLACES = (
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
+    "/usr/local/cuda*/nsight-systems*/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+)
+
+
+def find_nsys() -> str | None:
+    """STITCHCUDA_NSYS, else `nsys` on PATH, else the newest in the usual install folders."""
+    given = os.environ.get("STITCHCUDA_NSYS")
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    found = shutil.which("nsys")
+    if found:
+        return found
+    for pattern in _PLACES:
+        hits = sorted((p for p in glob.glob(pattern) if os.access(p, os.X_OK)), reverse=True)
+        if hits:
+            return hits[0]
+    return None
+
+
+def profile_in_subprocess(
+    task: Task, *, timeout_s: float = 180.0, device: str | None = None, iterations: int = 5,
+    keep: Path | None = None,
+) -> ReferenceProfile:
+    """Profile the reference under `nsys profile`; failures come back as a profile with a note,
+    never raised. `keep`: a folder to keep the report and its SQLite export in."""
+    nsys = find_nsys()
+    if nsys is None:
+        return _failed(task, device, "Nsight Systems (nsys) not found: no timeline profile")
+    request = {"path": str(task.path), "class_name": task.class_name, "init_inputs_fn": task.init_inputs_fn,
+               "inputs_fn": task.inputs_fn, "device": device, "iterations": iterations}
+    with contextlib.ExitStack() as stack:
+        folder = keep if keep is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "request.json").write_text(json.dumps(request))
+        report = folder / "reference"
+        cmd = [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+               "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
+               "-o", str(report), sys.executable, "-m", "stitchcuda.profiling.nsys", str(folder / "request.json")]
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            rep = next(iter(sorted(folder.glob("reference.*rep"))), None)
+            if rep is None:
+                tail = ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1][:300]
+                return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): {tail}")
+            db = folder / "reference.sqlite"
+            subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db), str(rep)],
+                           capture_output=True, text=True, timeout=timeout_s, check=True)
+        except subprocess.TimeoutExpired:
+            return _failed(task, device, f"nsys timed out after {timeout_s:.0f} s")
+        except subprocess.CalledProcessError as e:
+            return _failed(task, device, f"nsys export failed (exit {e.returncode})")
+        try:
+            meta = json.loads((folder / "child.json").read_text())
+        except (OSError, ValueError):
+            meta = {}
+        try:
+            return read(db, str(Path(task.path).resolve()), iterations, task=task.name,
+                        device=meta.get("device") or device or "?")
+        except sqlite3.Error as e:
+            return _failed(task, device, f"the nsys report could not be read: {e}")
+
+
+def _failed(task: Task, device: str | None, why: str) -> ReferenceProfile:
+    return ReferenceProfile(task.name, device or "?", "none", 0.0, [], [why])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the SQLite export
+
+
+def read(db: Path, path: str, iterations: int, *, task: str = "", device: str = "?") -> ReferenceProfile:
+    """The ranking and the timeline figures of an exported report; `path` is the task file as the
+    child's line ranges name it."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        ranges = _ranges(con)
+        kernels = _kernels(con)
+    finally:
+        con.close()
+    record, forwards = to_record(ranges, kernels, path, iterations)
+    profile = replay(record, task=task, device=device)
+    profile.notes[0] = f"CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of {record['iterations']}"
+    profile.timeline = timeline(forwards)
+    if profile.timeline:
+        t = profile.timeline
+        bound = " (launch-bound: the GPU waits on launches)" if t["busy_share"] < LAUNCH_BOUND_BUSY else ""
+        profile.notes.append(
+            f"GPU busy {t['busy_share']:.0%} of each forward's GPU span{bound}: {t['kernels_per_forward']:.0f} "
+            f"kernels per forward, median {t['median_kernel_us']:.1f} us, span {t['span_us']:.1f} us"
+        )
+    return profile
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _ranges(con: sqlite3.Connection) -> list[tuple[int, int, int, str]]:
+    """(thread, start, end, name) of every push/pop range, names without torch's ", seq = ..." tails."""
+    if "NVTX_EVENTS" not in _tables(con):
+        return []
+    rows = con.execute(
+        "SELECT n.globalTid, n.start, n.end, COALESCE(n.text, s.value) FROM NVTX_EVENTS AS n "
+        "LEFT JOIN StringIds AS s ON n.textId = s.id WHERE n.eventType = ? AND n.end IS NOT NULL",
+        (NVTX_PUSH_POP,),
+    )
+    return [(tid, start, end, (name or "").split(", ", 1)[0]) for tid, start, end, name in rows if end >= start]
+
+
+def _kernels(con: sqlite3.Connection) -> list[tuple[int, int, int, int, str]]:
+    """(launching thread, launch time, kernel start, kernel end, name) of every kernel."""
+    have = _tables(con)
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in have or "CUPTI_ACTIVITY_KIND_RUNTIME" not in have:
+        return []
+    rows = con.execute(
+        "SELECT r.globalTid, r.start, k.start, k.end, COALESCE(s.value, '') FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
+        "LEFT JOIN StringIds AS s ON k.shortName = s.id"
+    )
+    return [tuple(r) for r in rows]
+
+
+def to_record(
+    ranges: list[tuple[int, int, int, str]], kernels: list[tuple[int, int, int, int, str]], path: str, iterations: int
+) -> tuple[dict[str, Any], list[list[tuple[int, int]]]]:
+    """The ranges as profiling.reference's recorded events (parents by nesting on each thread), each
+    kernel's time on the innermost range open at its launch; and each forward's kernel intervals.
+    Kernels launched outside every forward range are left out (warm-up, the profiler's own)."""
+    rows: list[dict[str, Any]] = []
+    per_thread: dict[int, list[int]] = {}
+    for tid, start, end, name in sorted(ranges, key=lambda r: (r[0], r[1], -r[2])):
+        stack = per_thread.setdefault(tid, [])
+        while stack and rows[stack[-1]]["end"] <= start:
+            stack.pop()
+        rows.append({"tid": tid, "start": start, "end": end, "name": name,
+                     "parent": stack[-1] if stack else None, "kernels_us": []})
+        stack.append(len(rows) - 1)
+    # Per thread, the ranges in start order, to find the innermost one open at a launch.
+    order: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        order.setdefault(r["tid"], []).append(i)
+    starts = {tid: [rows[i]["start"] for i in idx] for tid, idx in order.items()}
+    forwards: dict[int, list[tuple[int, int]]] = {}
+    for tid, launched, k_start, k_end, _name in kernels:
+        if tid not in order:
+            continue
+        j = bisect_right(starts[tid], launched) - 1
+        i = order[tid][j] if j >= 0 else None
+        while i is not None and rows[i]["end"] < launched:
+            i = rows[i]["parent"]
+        if i is None:
+            continue
+        fwd = i
+        while fwd is not None and rows[fwd]["name"] != FORWARD:
+            fwd = rows[fwd]["parent"]
+        if fwd is None:
+            continue
+        if "::" not in rows[i]["name"]:
+            # Launched outside any aten op (a library's own kernel, a raw extension): time outside
+            # the ranking, as profiling.reference counts it, on a child of the range it ran in.
+            child = rows[i].get("outside")
+            if child is None:
+                child = rows[i]["outside"] = len(rows)
+                rows.append({"tid": tid, "start": launched, "end": launched, "name": "(outside aten ops)",
+                             "parent": i, "kernels_us": []})
+            i = child
+        rows[i]["kernels_us"].append((k_end - k_start) / 1000.0)
+        forwards.setdefault(fwd, []).append((k_start, k_end))
+    index = {}
+    events = []
+    for i, r in enumerate(rows):
+        index[i] = len(events)
+        ranged = r["name"].startswith((_MODULE, _LINE)) or r["name"] == FORWARD
+        events.append({"name": r["name"], "overload": "", "device": None, "async": False,
+                       "annotation": ranged, "python": False, "self_cpu_us": (r["end"] - r["start"]) / 1000.0,
+                       "kernels_us": r["kernels_us"], "stack": [],
+                       "parent": index[r["parent"]] if r["parent"] is not None else None})
+    # Per captured forward (the child may have been cut short), else as asked.
+    iterations = len(forwards) or max(1, iterations)
+    record = {"version": RECORD_VERSION, "path": path, "clock": "cuda", "iterations": iterations,
+              "torch": "", "events": events}
+    return record, [forwards[k] for k in sorted(forwards)]
+
+
+def timeline(forwards: list[list[tuple[int, int]]]) -> dict[str, Any]:
+    """Per forward: the span from its first kernel's start to its last kernel's end, and the share
+    of it some kernel runs (overlaps on several streams count once); means over the forwards."""
+    if not forwards:
+        return {}
+    spans, busy, counts, durations = [], [], [], []
+    for ks in forwards:
+        ks = sorted(ks)
+        spans.append(max(e for _, e in ks) - ks[0][0])
+        covered, cur_s, cur_e = 0, ks[0][0], ks[0][1]
+        for s, e in ks[1:]:
+            if s > cur_e:
+                covered += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        busy.append(covered + cur_e - cur_s)
+        counts.append(len(ks))
+        durations += [e - s for s, e in ks]
+    durations.sort()
+    span = sum(spans) / len(spans)
+    return {
+        "forwards": len(forwards),
+        "span_us": span / 1000.0,
+        "busy_us": sum(busy) / len(busy) / 1000.0,
+        "busy_share": (sum(busy) / sum(spans)) if sum(spans) > 0 else 1.0,
+        "kernels_per_forward": sum(counts) / len(counts),
+        "median_kernel_us": durations[len(durations) // 2] / 1000.0,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The child, run under `nsys profile`
+
+
+@contextlib.contextmanager
+def _nvtx_range(name: str) -> Iterator[None]:
+    import torch
+
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def _child(request_path: Path) -> None:
+    import torch
+    from stitchcuda.agents.inputs import make_inputs
+    from stitchcuda.agents.worker import build_model
+
+    from stitchcuda.task import load_task_module
+
+    from .reference import _LineRanges, _module_ranges
+
+    class _NvtxLines(_LineRanges):
+        def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
+            return _nvtx_range(name)
+
+    req = json.loads(request_path.read_text())
+    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
+    dev = torch.device(req.get("device") or "cuda:0")
+    module, cls = load_task_module(task)
+    model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev)
+    inputs = make_inputs(getattr(module, task.inputs_fn), 0, dev)
+    (request_path.parent / "child.json").write_text(json.dumps({"device": torch.cuda.get_device_name(dev)}))
+    path = str(Path(task.path).resolve())
+    with torch.no_grad():
+        for _ in range(2):  # warm-up, not captured
+            model(*inputs)
+        torch.cuda.synchronize(dev)
+        torch.cuda.profiler.start()
+        with torch.autograd.profiler.emit_nvtx(), _module_ranges(model, _nvtx_range), _NvtxLines(path):
+            for _ in range(max(1, int(req.get("iterations", 5)))):
+                with _nvtx_range(FORWARD):
+                    model(*inputs)
+                    torch.cuda.synchronize(dev)
+        torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]))

@@ -1,0 +1,200 @@
+"""Nsight Systems for the reference profile: reading an exported report and finding the tool.
+
+The report here is built with the tables and columns of Nsight Systems' documented SQLite export
+(StringIds, NVTX_EVENTS, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_KERNEL): no nsys runs on
+this machine. A report recorded by the real tool on the GPU machine is still to come."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from stitchcuda.profiling import nsys
+
+from stitchcuda.types import Task
+
+PATH = "/work/ws/block.py"
+T, OTHER = 101, 202  # globalTid of the Python thread and of a library's own thread
+
+
+def _export(db: Path, forwards: int = 2) -> None:
+    con = sqlite3.connect(db)
+    con.executescript(
+        """
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE NVTX_EVENTS (start INT NOT NULL, end INT, eventType INT NOT NULL, rangeId INT,
+            category INT, color INT, text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT NOT NULL, end INT NOT NULL, eventClass INT,
+            globalTid INT, correlationId INT, nameId INT, returnValue INT, callchainId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT NOT NULL, end INT NOT NULL, deviceId INT,
+            contextId INT, streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT,
+            mangledName INT, launchType INT);
+        """
+    )
+    names = {"sm90_gemm": 1, "relu_kernel": 2, "elementwise_kernel": 3, "warmup_kernel": 4}
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in names.items()])
+    con.execute("INSERT INTO StringIds VALUES (9, 'aten::relu, seq = 5, op_id = 12')")
+    ranges, runtime, kernels = [], [], []
+
+    def rng(start, end, text, tid=T, text_id=None):
+        ranges.append((start, end, nsys.NVTX_PUSH_POP, None, None, None, text, tid, tid, text_id, 0))
+
+    def launch(at, k_start, k_end, name, tid=T):
+        corr = len(runtime) + 1
+        runtime.append((at, at + 500, 0, tid, corr, 0, 0, 0))
+        kernels.append((k_start, k_end, 0, 1, 7, corr, 1, names[name], names[name], 0, 0))
+
+    launch(-50_000, -40_000, -30_000, "warmup_kernel")  # before any forward range: not counted
+    for k in range(forwards):
+        b = 1_000_000 * k
+        rng(b, b + 90_000, nsys.FORWARD)
+        rng(b + 1_000, b + 80_000, "stitchcuda.module:")
+        rng(b + 2_000, b + 40_000, "stitchcuda.line:19")
+        rng(b + 3_000, b + 30_000, "stitchcuda.module:fc")
+        rng(b + 4_000, b + 29_000, "aten::linear, seq = 3")
+        rng(b + 4_100, b + 4_200, "aten::t")
+        rng(b + 5_000, b + 28_000, "aten::addmm, seq = 4, op_id = 7")
+        launch(b + 6_000, b + 10_000, b + 30_000, "sm90_gemm")  # 20 us, in addmm
+        rng(b + 41_000, b + 60_000, "stitchcuda.line:20")
+        rng(b + 42_000, b + 50_000, None, text_id=9)  # the name from StringIds
+        launch(b + 43_000, b + 50_000, b + 55_000, "relu_kernel")  # 5 us, in relu
+        launch(b + 70_000, b + 75_000, b + 77_000, "elementwise_kernel")  # 2 us, in no aten op
+        launch(b + 44_000, b + 52_000, b + 53_000, "elementwise_kernel", tid=OTHER)  # no range open there
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", ranges)
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)", runtime)
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?,?)", kernels)
+    con.commit()
+    con.close()
+
+
+def test_kernels_are_ranked_by_the_op_module_and_line_that_launched_them(tmp_path):
+    db = tmp_path / "reference.sqlite"
+    _export(db)
+    prof = nsys.read(db, PATH, iterations=2, task="block", device="NVIDIA H100 80GB HBM3")
+    assert prof.clock == "cuda"
+    got = [(o.op, o.module, o.line, round(o.time_us, 3), o.calls) for o in prof.ops]
+    # aten::linear decomposes: its kernel counts for addmm, as in the traced graph (its transpose
+    # launches nothing and ranks last, as with torch.profiler).
+    assert got == [("aten::addmm", "fc", 19, 20.0, 1), ("aten::relu", "", 20, 5.0, 1), ("aten::t", "fc", 19, 0.0, 1)]
+    assert prof.total_us == pytest.approx(25.0)
+    assert prof.ops[0].share == pytest.approx(0.8)
+    assert prof.notes[0].startswith("CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of 2")
+    assert any("2.0 us per iteration outside any op" in n for n in prof.notes), prof.notes
+
+
+def test_the_timeline_says_how_busy_the_gpu_is_within_each_forward(tmp_path):
+    db = tmp_path / "reference.sqlite"
+    _export(db)
+    t = nsys.read(db, PATH, iterations=2).timeline
+    # Kernels at 10-30, 50-55 and 75-77 us of each forward: a 67 us span, 27 us of it busy.
+    assert t["forwards"] == 2 and t["kernels_per_forward"] == 3
+    assert t["span_us"] == pytest.approx(67.0) and t["busy_us"] == pytest.approx(27.0)
+    assert t["busy_share"] == pytest.approx(27 / 67)
+    assert t["median_kernel_us"] == pytest.approx(5.0)
+    notes = nsys.read(db, PATH, iterations=2).notes
+    assert any(n.startswith("GPU busy 40% of each forward's GPU span (launch-bound") for n in notes), notes
+
+
+def test_overlapping_kernels_count_once():
+    busy = nsys.timeline([[(0, 10_000), (5_000, 20_000), (30_000, 40_000)]])
+    assert busy["busy_us"] == pytest.approx(30.0) and busy["span_us"] == pytest.approx(40.0)
+    assert nsys.timeline([]) == {}
+
+
+def test_iterations_follow_the_forwards_captured(tmp_path):
+    db = tmp_path / "reference.sqlite"
+    _export(db, forwards=1)  # asked for 5, the child was cut short after one
+    prof = nsys.read(db, PATH, iterations=5)
+    assert prof.ops[0].time_us == pytest.approx(20.0)
+
+
+def test_a_report_without_cuda_tables_ranks_nothing(tmp_path):
+    db = tmp_path / "empty.sqlite"
+    sqlite3.connect(db).close()
+    prof = nsys.read(db, PATH, iterations=3)
+    assert prof.ops == [] and prof.timeline == {} and "no op time was recorded" in prof.notes
+
+
+def _tool(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "nsys"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_find_nsys_where_it_is_installed(tmp_path, monkeypatch):
+    monkeypatch.delenv("STITCHCUDA_NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(nsys, "_PLACES", (str(tmp_path / "opt/nsight-compute/*/host/target-linux-x64/nsys"),))
+    assert nsys.find_nsys() is None
+    older = _tool(tmp_path / "opt/nsight-compute/2025.1.0/host/target-linux-x64")
+    newer = _tool(tmp_path / "opt/nsight-compute/2025.3.1/host/target-linux-x64")
+    assert nsys.find_nsys() == str(newer) and older.exists()
+    on_path = _tool(tmp_path / "bin")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert nsys.find_nsys() == str(on_path)
+    monkeypatch.setenv("STITCHCUDA_NSYS", str(older))
+    assert nsys.find_nsys() == str(older)
+
+
+def test_without_nsys_the_profile_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(nsys, "find_nsys", lambda: None)
+    task = Task(path=tmp_path / "m.py")
+    prof = nsys.profile_in_subprocess(task, device="cuda:0")
+    assert prof.clock == "none" and prof.ops == [] and "nsys) not found" in prof.notes[0]
+
+
+def test_a_failing_nsys_is_a_note_not_a_crash(tmp_path, monkeypatch):
+    """A tool that exits without writing a report (no permission to trace, say)."""
+    exe = tmp_path / "nsys"
+    exe.write_text("#!/bin/sh\necho 'ERROR: cannot trace' >&2\nexit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("STITCHCUDA_NSYS", str(exe))
+    prof = nsys.profile_in_subprocess(Task(path=tmp_path / "m.py"), keep=tmp_path / "kept")
+    assert prof.clock == "none" and "wrote no report (exit 1): ERROR: cannot trace" in prof.notes[0]
+    assert os.path.exists(tmp_path / "kept" / "request.json")
+
+
+MLP = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(1024, 4096)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return torch.relu(y)
+
+
+def get_inputs():
+    return [torch.randn(2048, 1024)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_nsys_profiles_the_reference_for_real(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if nsys.find_nsys() is None:
+        pytest.skip("Nsight Systems (nsys) is not installed here")
+    src = tmp_path / "mlp.py"
+    src.write_text(MLP)
+    prof = nsys.profile_in_subprocess(Task(path=src), device="cuda:0", iterations=3, keep=tmp_path / "nsys")
+    assert prof.clock == "cuda", prof.notes
+    top = prof.ops[0]
+    assert (top.op, top.module, top.line) == ("aten::addmm", "fc", 11), prof.ops
+    assert any(o.op == "aten::relu" and o.line == 12 for o in prof.ops)
+    assert prof.timeline["forwards"] == 3 and 0 < prof.timeline["busy_share"] <= 1
+    assert (tmp_path / "nsys" / "reference.sqlite").exists()
