@@ -184,7 +184,8 @@ def run_bench(
             json_path.write_text(json.dumps(report, indent=2, default=str))
             (out / "bench.md").write_text(markdown(report))
 
-    pending: list[tuple[Path, Candidate | None, str, Future[Verdict]]] = []
+    # (file, task, plan, candidate, note, attempt, its verdict to come)
+    pending: list[tuple[Path, Any, Any, Candidate | None, str, int, Future[Verdict]]] = []
     in_callbacks = [0]  # done-callbacks still running
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s
@@ -242,7 +243,7 @@ def run_bench(
 
         fut.add_done_callback(finished)
         with lock:
-            pending.append((f, cand, note, fut))
+            pending.append((f, task, plan, cand, note, attempt, fut))
 
     for f in files:
         if str(f) in results and str(f) not in rerun:
@@ -263,37 +264,53 @@ def run_bench(
 
     def busy() -> bool:
         with lock:
-            return in_callbacks[0] > 0 or any(not p[3].done() for p in pending)
+            return in_callbacks[0] > 0 or any(not p[-1].done() for p in pending)
+
+    def _run_alone(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
+        while True:
+            fut = pool.submit(task, cand, out / "runs" / (f"{f.stem}-alone" + ("" if attempt == 1 else f"-r{attempt}")))
+            try:
+                v = fut.result()
+            except Exception as e:  # noqa: BLE001
+                on_event(f"{f.name}: verifier error on the re-run: {e}")
+                return
+            with lock:
+                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "ran_alone": True, "attempt": attempt}
+            e = results[str(f)]
+            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
+            save()
+            if v.status != "incorrect" or plan is None or attempt >= MAX_ATTEMPTS or past_deadline():
+                return
+            try:
+                retry = code(task, plan, feedback=v)
+            except Exception:  # noqa: BLE001 - no further round; this verdict stands
+                return
+            if retry is None or (cand is not None and retry.files == cand.files):
+                return
+            on_event(f"{f.name}: trying {retry.name} (alone)")
+            cand, attempt = retry, attempt + 1
 
     cancelled = 0
     while busy():
         if past_deadline():
             with lock:
                 snapshot = list(pending)
-            left = [p for p in snapshot if p[3].cancel()]
+            left = [p for p in snapshot if p[-1].cancel()]
             if left and not cancelled:
                 on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
             cancelled += len(left)
         time.sleep(0.5)
-    # Problems that ran out of GPU memory beside other workers get the GPU to themselves.
+    # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the
+    # rounds a wrong result would have had.
     if jobs > 1:
-        last = {str(f): (f, cand, note) for f, cand, note, _ in pending}  # the latest attempt of each
-        for f, cand, note in last.values():
+        last = {str(p[0]): p[:-1] for p in pending}  # the latest attempt of each
+        for f, task, plan, cand, note, attempt in last.values():
             entry = results.get(str(f))
             if entry is None or entry.get("status") != "oom" or past_deadline():
                 continue
             on_event(f"{f.name}: out of memory beside other workers; running it again alone")
-            fut = pool.submit(find_task(f), cand, out / "runs" / f"{f.stem}-alone")
-            try:
-                v = fut.result()
-            except Exception as e:  # noqa: BLE001
-                on_event(f"{f.name}: verifier error on the re-run: {e}")
-                continue
-            with lock:
-                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "ran_alone": True}
-            e = results[str(f)]
-            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
-            save()
+            _run_alone(f, task, plan, cand, note, attempt)
+
     pool.shutdown()
     report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"
     save()
