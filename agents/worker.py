@@ -182,7 +182,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
     with gpu_lock(req.get("gpu_lock")):
-        tol = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics)
+        tol = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
+                                 lean_bytes=_lean_input_bytes(device, req.get("gpu_memory_fraction")))
         if cand is not None and device.type == "cuda":
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
@@ -204,7 +205,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol)
 
 
-def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics=None) -> Tolerance | None:
+def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics=None,
+                       lean_bytes: int = 1 << 62) -> Tolerance | None:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
 
     The candidate runs first, so no reference output for the same inputs exists yet for it to
@@ -219,15 +221,19 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     referee_useful = True
     buffers_change = True  # until a reference call shows it leaves its buffers alone
     base_seed = sets[0][1]
-    lean_bytes = _lean_input_bytes(device)
     for idx, (name, seed, kind) in enumerate(sets):
         args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
         if kind is not None:
             args = adversarial(args, kind, seed)
-        # Inputs this large get no copy for the reference: it runs on the given ones and its
-        # own changes to them show in their version counters (it is PyTorch code; the candidate,
-        # which may write through raw pointers, still gets a copy, compared bit for bit).
-        lean = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)) > lean_bytes
+        # Inputs this large get no copy for the reference: it runs on the given ones. The
+        # candidate's copy is compared with them bit for bit before the reference runs, and
+        # checksums taken around the reference's call tell whether it changed them itself.
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        lean = sum(a.numel() * a.element_size() for a in tensors) > lean_bytes and all(
+            a.is_contiguous() for a in tensors)
+        if lean and not any(n.startswith("lean inputs") for n in v.notes):
+            v.notes.append(f"lean inputs: {sum(a.numel() * a.element_size() for a in tensors) / 2**30:.1f} GiB per set, "
+                           "not copied for the reference (checksums around its call instead)")
         call = None
         cand_args: list[Any] = []
         if cand is not None:
@@ -247,8 +253,13 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             _add_once(v.hack_findings, call.findings)
         if numerics is not None:
             _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
+        cand_changed: list[int] = []
+        sums: list[Any] = []
+        if lean:
+            cand_changed = [i for i, (g, c) in enumerate(zip(args, cand_args, strict=False))
+                            if isinstance(g, torch.Tensor) and not dyn.bits_equal(g, c)]
+            sums = [_checksum(a) if isinstance(a, torch.Tensor) else None for a in args]
         ref_args = args if lean else clone_args(args)
-        arg_versions = [a._version if isinstance(a, torch.Tensor) else None for a in args]
         # The reference's buffers as this call finds them (a BatchNorm updates its own): the fp64
         # referee must run the same computation, not the one after.
         # Copied only while the reference changes them: after a call that left every buffer's
@@ -282,8 +293,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             )
             continue
         ref_outs = dyn.flatten_outputs(ref_out)
-        ref_changed = {i for i, (a, n) in enumerate(zip(args, arg_versions, strict=True))
-                       if isinstance(a, torch.Tensor) and a._version != n} if lean else set()
+        ref_changed = {i for i, (a, n) in enumerate(zip(args, sums, strict=False))
+                       if n is not None and _checksum(a) != n}
         if numerics is not None:
             numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
         if tol is None:
@@ -314,8 +325,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}", data={"set": name}))
         if lean:
-            mutated = [i for i, (g, c) in enumerate(zip(args, cand_args, strict=False))
-                       if isinstance(g, torch.Tensor) and i not in ref_changed and not dyn.bits_equal(g, c)]
+            mutated = [i for i in cand_changed if i not in ref_changed]
         else:
             mutated = _mutated_inputs(args, ref_args, cand_args)
         if mutated:
@@ -344,16 +354,34 @@ _BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
 LEAN_INPUT_FRACTION = 8  # inputs above 1/8 of the GPU's memory are not copied for the reference
 
 
-def _lean_input_bytes(device: torch.device) -> int:
-    """Input size from which the reference runs on the given inputs instead of a copy (three copies
-    of level1/45's 17 GB input ran the H100 out of memory). STITCHCUDA_LEAN_INPUT_BYTES overrides it
-    (tests); on the CPU, never."""
+def _lean_input_bytes(device: torch.device, memory_fraction: float | None = None) -> int:
+    """Input size from which the reference runs on the given inputs instead of a copy (level1/45's
+    17 GB input, copied for candidate and reference beside the first set's kept buffers, ran the
+    H100 out of memory). A share of the memory this worker may use; STITCHCUDA_LEAN_INPUT_BYTES
+    overrides it (tests); on the CPU, never."""
     env = os.environ.get("STITCHCUDA_LEAN_INPUT_BYTES")
     if env:
         return int(env)
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory // LEAN_INPUT_FRACTION
+        total = torch.cuda.get_device_properties(device).total_memory * (memory_fraction or 1.0)
+        return int(total) // LEAN_INPUT_FRACTION
     return 1 << 62
+
+
+_CHECKSUM_CHUNK = 1 << 25  # bytes per step: the int64 widening of a chunk takes 8x that
+
+
+def _checksum(t: torch.Tensor) -> tuple[int, int]:
+    """Two sums over a contiguous tensor's bytes, one weighted by position: whatever the reference
+    writes into its input changes them (it is trusted code; a collision would need intent)."""
+    flat = t.detach().reshape(-1).view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
+    weights = (torch.arange(min(_CHECKSUM_CHUNK, flat.numel()), device=flat.device, dtype=torch.int64) % 65521) + 1
+    plain = weighted = 0
+    for a in range(0, flat.numel(), _CHECKSUM_CHUNK):
+        x = flat[a : a + _CHECKSUM_CHUNK].to(torch.int64)
+        plain += int(x.sum().item())
+        weighted += int((x * weights[: x.numel()]).sum().item())
+    return plain, weighted
 
 
 # PyTorch's process-wide numerics switches: (module, attribute) by name. float32_matmul_precision

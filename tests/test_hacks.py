@@ -95,18 +95,33 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert v.tolerance["rtol"] == rtol
 
 
-def test_inputs_past_the_lean_size_are_not_copied_for_the_reference(build_cache, tmp_path):
-    """Inputs above the lean size (1/8 of the GPU's memory; 0 here, so every set) are not copied for
-    the reference: it runs on the given ones. A candidate that writes over its input is still
-    caught (its copy is compared with the inputs the reference left alone), a good one still passes
-    on all ten sets."""
-    opts = VerifyOptions(cpu_only=True, timeout_s=180.0,
-                         extra_env={"STITCHCUDA_CACHE": str(build_cache), "STITCHCUDA_LEAN_INPUT_BYTES": "0"})
-    bad = verify(hack_task("ref_affine"), hack_candidate("hack_input_in_place"), tmp_path / "bad", opts)
-    _rejected(bad, "incorrect")
-    assert [f.code for f in bad.findings] == ["mutates-input"]
-    good = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "good", opts)
-    assert good.status == "ok" and len(good.checks) == 10 and all(c["ok"] for c in good.checks), good.message
+@pytest.mark.parametrize("lean", [False, True], ids=["copied", "lean"])
+@pytest.mark.parametrize(
+    ("ref", "stem", "flagged"),
+    [
+        ("ref_affine", "hack_input_in_place", True),  # the reference leaves x alone
+        ("ref_affine", "good_affine", False),
+        ("ref_affine_touches_x", "hack_input_in_place", True),  # an in-place op that changes no bit
+        ("ref_affine_scales_x", "hack_input_in_place", False),  # the reference writes x itself
+        ("ref_affine_scales_x", "good_affine", False),
+    ],
+)
+def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, tmp_path, lean, ref, stem, flagged):
+    """Inputs above the lean size (1/8 of the worker's GPU memory; 0 here, so every set) are not
+    copied for the reference: it runs on the given ones. Either way a candidate that changes an
+    input the reference leaves as it was is caught, and one that changes an input the reference
+    changes too is not."""
+    env = {"STITCHCUDA_CACHE": str(build_cache)} | ({"STITCHCUDA_LEAN_INPUT_BYTES": "0"} if lean else {})
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env=env)
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "v", opts)
+    assert any(n.startswith("lean inputs:") for n in v.notes) == lean, v.notes
+    codes = [f.code for f in v.findings]
+    if flagged:
+        _rejected(v, "incorrect")
+        assert codes == ["mutates-input"]
+    else:
+        assert v.status == "ok" and not codes, (v.status, v.message, codes)
+        assert len(v.checks) == 10 and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
