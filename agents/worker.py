@@ -32,7 +32,7 @@ from stitchcuda.task import import_file
 from stitchcuda.types import Finding, Verdict
 
 from . import dynamic_check as dyn
-from .compare import Mismatch, Tolerance, compare_outputs, judge_against_exact, tolerance_for
+from .compare import Mismatch, Tolerance, compare_outputs, judge_against_exact, rounding_spread, tolerance_for
 from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
 from .locks import file_lock
 
@@ -449,41 +449,54 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
         exact = _fp64_outputs(ref, buffers, args)
     except Exception:  # noqa: BLE001
         return None
-    nearby: list[list[Any]] = []
-    for draw in range(REFEREE_NEARBY_DRAWS):
-        try:
-            nearby.append(_fp32_nearby_outputs(ref, buffers, args, draw))
-        except Exception:  # noqa: BLE001 - (out of memory, say) judged on the samples there are
-            break
+    spread = None
+    if _nbytes(args) <= REFEREE_NEARBY_BYTES and _nbytes(ref_outs) <= REFEREE_NEARBY_BYTES:
+        with contextlib.suppress(Exception):  # (out of memory, say) judged without it
+            spread = rounding_spread(_nearby_pairs(ref, buffers, args), ref_outs)
     try:
-        return judge_against_exact(ref_outs, cand_outs, exact, tol, nearby)
+        return judge_against_exact(ref_outs, cand_outs, exact, tol, spread)
     except Exception:  # noqa: BLE001
         return None
 
 
-REFEREE_NEARBY_DRAWS = 2  # fp32 reference runs on inputs one ulp away, beside the one on the inputs
+REFEREE_NEARBY_DRAWS = 2  # inputs moved one ulp, each run by the reference in fp32 and in float64
+REFEREE_NEARBY_BYTES = 1 << 30  # inputs or outputs larger than this: no nearby runs (memory, time)
 
 
-def _fp32_nearby_outputs(ref, buffers: list[torch.Tensor], args: list[Any], draw: int) -> list[Any]:
-    """The fp32 reference's outputs on its inputs moved one ulp each, up or down at random (a fixed
-    pattern per draw), on the buffers its own call saw: another fair fp32 answer, for the referee's
-    measure of how far from float64 the reference's rounding puts it."""
-    model = copy.deepcopy(ref)
-    moved = []
+def _nbytes(values: list[Any]) -> int:
+    return sum(a.numel() * a.element_size() for a in values if isinstance(a, torch.Tensor))
+
+
+def _nearby_pairs(ref, buffers: list[torch.Tensor], args: list[Any]):
+    """(fp32 outputs, float64 outputs) of the reference on its inputs moved one ulp, one draw at a
+    time, on the buffers its own call saw."""
+    for draw in range(REFEREE_NEARBY_DRAWS):
+        moved = _moved_inputs(args, draw)
+        yield _fp32_outputs(ref, buffers, moved), _fp64_outputs(ref, buffers, moved)
+
+
+def _moved_inputs(args: list[Any], draw: int) -> list[Any]:
+    """The fp32 inputs moved one ulp each, up or down by a fixed pattern per draw; others copied."""
+    out = []
     for k, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.dtype == torch.float32:
             gen = torch.Generator(device=a.device)
             gen.manual_seed(0x5EED + 1009 * draw + k)
-            up = torch.randint(0, 2, a.shape, generator=gen, device=a.device, dtype=torch.bool)
-            inf = torch.tensor(float("inf"), dtype=a.dtype, device=a.device)
-            a = torch.nextafter(a, torch.where(up, inf, -inf))
+            toward = torch.empty_like(a).bernoulli_(0.5, generator=gen).mul_(2.0).sub_(1.0).mul_(float("inf"))
+            a = torch.nextafter(a, toward)
         elif isinstance(a, torch.Tensor):
             a = a.clone()
-        moved.append(a)
+        out.append(a)
+    return out
+
+
+def _fp32_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
+    """The reference's fp32 outputs from a copy of it, on the buffers its own call saw."""
+    model = copy.deepcopy(ref)
     with torch.no_grad():
         for b, saved in zip(model.buffers(), buffers, strict=True):
             b.copy_(saved)
-        return dyn.flatten_outputs(model(*moved))
+        return dyn.flatten_outputs(model(*args))
 
 
 def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:

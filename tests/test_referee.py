@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import hack_candidate, hack_task
-from stitchcuda.agents.compare import compare_outputs, judge_against_exact, tolerance_for
+from stitchcuda.agents.compare import compare_outputs, judge_against_exact, rounding_spread, tolerance_for
 from stitchcuda.agents.verifier import VerifyOptions, verify
 
 TOL = tolerance_for(["native_layer_norm"], [torch.float32])
@@ -155,7 +155,7 @@ def test_the_referee_runs_the_reference_on_the_buffers_its_call_saw():
 def test_a_lucky_draw_of_the_reference_does_not_set_the_bar():
     """An output that is zero but for rounding (level2/23: a mean of a GroupNorm): the fp32
     reference's distance to float64 is one draw of noise, 0.9-1.3e-7 over that problem's sets on the
-    H100. On inputs one ulp away the reference lands further off; a candidate about twice the lucky
+    H100. On inputs one ulp away its rounding lands further off; a candidate about twice the lucky
     draw's error but within twice the reference's worst nearby one passes, and three times that
     worst one still fails."""
     gen = torch.Generator().manual_seed(0)
@@ -166,15 +166,36 @@ def test_a_lucky_draw_of_the_reference_does_not_set_the_bar():
 
     exact = torch.zeros(128, dtype=torch.float64)
     ref = noise(0.5e-7).float()  # the lucky draw
-    nearby = [[noise(1.0e-7).float()], [noise(0.8e-7).float()]]
+    # Each moved input's fp32 result with its own float64 result (zero here too).
+    spread = rounding_spread([([noise(1.0e-7).float()], [exact]), ([noise(0.8e-7).float()], [exact])], [ref])
+    assert spread.samples == 2 and spread.l2[0] == pytest.approx(1.0e-7, rel=1e-6)
     got = noise(1.9e-7).float()
     assert not judge_against_exact([ref], [got], [exact], TOL).ok  # on the lucky draw alone
-    judged = judge_against_exact([ref], [got], [exact], TOL, nearby)
+    judged = judge_against_exact([ref], [got], [exact], TOL, spread)
     assert judged.ok, judged.message
-    assert "at most, over 3 inputs an ulp apart" in judged.message
-    assert not judge_against_exact([ref], [noise(3.0e-7).float()], [exact], TOL, nearby).ok
-    # A sample of another shape is left out, not trusted.
-    assert not judge_against_exact([ref], [got], [exact], TOL, [[noise(1e-7).float().repeat(2)]]).ok
+    assert "at most, here and on 2 inputs an ulp apart" in judged.message
+    assert not judge_against_exact([ref], [noise(3.0e-7).float()], [exact], TOL, spread).ok
+    # A pair of another shape is left out, not trusted.
+    assert rounding_spread([([noise(1e-7).float().repeat(2)], [exact.repeat(2)])], [ref]).samples == 1
+    assert rounding_spread([([noise(1e-7).float().repeat(2)], [exact.repeat(2)])], [ref]).own == [None]
+
+
+class Quarters(torch.nn.Module):
+    def forward(self, x):
+        return torch.floor(4.0 * x) / 4.0
+
+
+def test_a_step_in_the_reference_is_not_rounding():
+    """Found in review: inputs on the steps of floor(4x)/4 and a candidate one step off everywhere.
+    Against float64 on the unmoved inputs, the moved inputs' results would jump a whole step and
+    pass for rounding; against float64 on the same moved inputs they are exact, so the candidate
+    fails."""
+    torch.manual_seed(0)
+    x = torch.randint(-40, 40, (1000,)).float() / 4.0
+    got = (torch.ceil(4.0 * x) - 1.0) / 4.0
+    assert not compare_outputs([Quarters()(x)], [got], TOL).ok
+    verdict = _referee(Quarters(), x, got)
+    assert verdict is not None and not verdict.ok, verdict and verdict.message
 
 
 class Recorder(torch.nn.Module):
@@ -183,29 +204,28 @@ class Recorder(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.register_buffer("calls", torch.tensor(0.0))
-        self.seen: list[torch.Tensor] = []
 
     def forward(self, x, idx):
-        self.seen.append(x.clone())
         self.calls.add_(1.0)
         return x.clone(), self.calls.clone(), idx + 1
 
 
 def test_nearby_inputs_are_one_ulp_away_on_the_buffers_the_call_saw():
-    from stitchcuda.agents.worker import _fp32_nearby_outputs
+    from stitchcuda.agents.worker import _fp32_outputs, _moved_inputs
 
     x = torch.randn(64, 33)
     idx = torch.arange(5)
     module = Recorder()
     buffers = [b.detach().clone() for b in module.buffers()]  # as the fp32 call found them: 0 calls
     module(x, idx)  # the reference's own call moves its buffer on
-    outs = [_fp32_nearby_outputs(module, buffers, [x, idx], draw) for draw in (0, 1)]
-    assert len(module.seen) == 1 and module.calls.item() == 1.0  # the reference itself untouched
-    for (moved, calls, out_idx), draw in zip(outs, (0, 1), strict=True):
-        assert calls.item() == 1.0  # the copy ran on its buffer as saved (0), then counted its call
-        up, down = torch.nextafter(x, torch.tensor(float("inf"))), torch.nextafter(x, torch.tensor(float("-inf")))
-        assert bool(((moved == up) | (moved == down)).all()), draw
+    up, down = torch.nextafter(x, torch.tensor(float("inf"))), torch.nextafter(x, torch.tensor(float("-inf")))
+    draws = [_moved_inputs([x, idx], d) for d in (0, 1)]
+    for moved, same in draws:
+        assert bool(((moved == up) | (moved == down)).all())
         assert 0.3 < float((moved == up).float().mean()) < 0.7  # both ways, about evenly
-        assert torch.equal(out_idx, idx + 1)  # integer inputs stay as given
-    assert not torch.equal(outs[0][0], outs[1][0])  # another pattern per draw
-    assert torch.equal(outs[0][0], _fp32_nearby_outputs(module, buffers, [x, idx], 0)[0])  # fixed per draw
+        assert torch.equal(same, idx)  # integer inputs stay as given
+        out, calls, out_idx = _fp32_outputs(module, buffers, [moved, same])
+        assert torch.equal(out, moved) and calls.item() == 1.0 and torch.equal(out_idx, idx + 1)
+    assert module.calls.item() == 1.0  # the reference itself untouched
+    assert not torch.equal(draws[0][0], draws[1][0])  # another pattern per draw
+    assert torch.equal(draws[0][0], _moved_inputs([x, idx], 0)[0])  # fixed per draw
