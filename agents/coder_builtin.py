@@ -47,10 +47,16 @@ _SUFFIX = {kernels.PRECISE_SPLIT: "-fp32", kernels.PRECISE_FP32: "-fp32full"}
 
 def precision_after(feedback: Verdict | None) -> int:
     """The precision level for the round after `feedback`: up one step from the level of the
-    candidate it judged when that one was wrong, else the default (TF32)."""
+    candidate it judged when that one missed the tolerance on finite values; the same level when it
+    was wrong otherwise (NaN where the reference has none, an input written over: more precision
+    would not help, and the same files end the rounds); else the default (TF32)."""
     if feedback is None or feedback.status != "incorrect":
         return kernels.PRECISE_TF32
     failed = next((lvl for lvl, sfx in _SUFFIX.items() if feedback.candidate.endswith(sfx)), kernels.PRECISE_TF32)
+    codes = {f.code for f in feedback.findings}
+    finite_miss = any(f.code == "output-mismatch" and "beyond tolerance" in f.message for f in feedback.findings)
+    if not finite_miss or "mutates-input" in codes:
+        return failed
     return min(failed + 1, kernels.PRECISE_FP32)
 
 

@@ -202,7 +202,7 @@ class Linear(nn.Module):
 
 
 def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
-    from stitchcuda.types import Task, Verdict
+    from stitchcuda.types import Finding, Task, Verdict
 
     src = tmp_path / "lin.py"
     src.write_text(
@@ -219,7 +219,10 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     assert "CUBLAS_COMPUTE_32F_FAST_TF32" in first.files["fused_kernels.cu"]
     same = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="hacked"))
     assert same.files == first.files
-    second = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="incorrect"))
+    def wrong(name: str) -> Verdict:
+        return Verdict(candidate=name, status="incorrect", findings=[Finding("output-mismatch", MISS)])
+
+    second = coder_builtin.code(task, p, feedback=wrong(first.name))
     assert second.name.endswith("-fp32")
     cu = second.files["fused_kernels.cu"]
     assert "sc_tf32_split(" in cu and cu.count("cublasGemmEx(") == 3  # three products, split operands
@@ -228,26 +231,30 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     # 3xTF32 wrong too (on the H100 its error reached 13x fp32's with K = 8192): full fp32, no split.
     # The loop prefixes its round ("r2-"), the bench does not: either way the suffix tells the level.
     for prefix in ("", "r2-"):
-        third = coder_builtin.code(task, p, feedback=Verdict(candidate=prefix + second.name, status="incorrect"))
+        third = coder_builtin.code(task, p, feedback=wrong(prefix + second.name))
         assert third.name.endswith("-fp32full")
         cu3 = third.files["fused_kernels.cu"]
         assert "sc_tf32_split" not in cu3 and "FAST_TF32" not in cu3 and "CUBLAS_COMPUTE_32F," in cu3
         assert any("no TF32" in n for n in third.notes)
     # Nothing above full fp32: the same files again, which ends the rounds.
-    last = coder_builtin.code(task, p, feedback=Verdict(candidate="r3-" + third.name, status="incorrect"))
+    last = coder_builtin.code(task, p, feedback=wrong("r3-" + third.name))
     assert last.files == third.files
     # A right answer at any level resets to TF32: the same files as the first round.
     ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok"))
     assert ok.files == first.files
 
 
+MISS = "random-0: output 0: 12 of 4096 elements beyond tolerance (rtol 0.01); max |diff| 0.02"
+
+
 def test_precision_ladder_levels():
     from stitchcuda.agents import kernels
 
-    from stitchcuda.types import Verdict
+    from stitchcuda.types import Finding, Verdict
 
-    def after(name: str, status: str = "incorrect") -> int:
-        return coder_builtin.precision_after(Verdict(candidate=name, status=status))
+    def after(name: str, status: str = "incorrect", findings: tuple[tuple[str, str], ...] = (("output-mismatch", MISS),)) -> int:
+        return coder_builtin.precision_after(
+            Verdict(candidate=name, status=status, findings=[Finding(c, m) for c, m in findings]))
 
     assert coder_builtin.precision_after(None) == kernels.PRECISE_TF32
     assert after("builtin") == kernels.PRECISE_SPLIT
@@ -255,6 +262,12 @@ def test_precision_ladder_levels():
     assert after("builtin-fp32") == after("r2-builtin-fp32") == kernels.PRECISE_FP32
     assert after("builtin-fp32full") == kernels.PRECISE_FP32
     assert after("builtin-fp32", "hacked") == after("builtin-fp32", "ok") == kernels.PRECISE_TF32
+    # Wrong in ways more precision cannot mend: the same level again (the same files end the rounds).
+    nan = (("output-mismatch", "random-0: output 0: 3 elements NaN where the reference is finite (unwritten or wrong)"),)
+    assert after("builtin", findings=nan) == kernels.PRECISE_TF32
+    assert after("builtin-fp32", findings=nan) == kernels.PRECISE_SPLIT
+    written = (("output-mismatch", MISS), ("mutates-input", "modified input(s) [0] in place"))
+    assert after("builtin", findings=written) == kernels.PRECISE_TF32
 
 
 def test_precise_convolution_asks_cudnn_for_fma_math():
