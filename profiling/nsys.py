@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +37,8 @@ from stitchcuda.types import Task
 
 from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, replay
 
-FORWARD = "stitchcuda.forward"
+FORWARD = "stitchcuda.forward"  # an instrumented forward: its kernels are ranked
+BARE = "stitchcuda.forward.bare"  # a forward without the op and line ranges: its timeline is measured
 NVTX_PUSH_POP = 59  # NVTX_EVENTS.eventType of a push/pop range (NvtxPushPopRange)
 LAUNCH_BOUND_BUSY = 0.5  # below this GPU-busy share of a forward's span, the notes say launch-bound
 # Where Nsight Systems installs its CLI, newest first after PATH (the GPU machine here has it only in
@@ -58,10 +60,31 @@ def find_nsys() -> str | None:
     if found:
         return found
     for pattern in _PLACES:
-        hits = sorted((p for p in glob.glob(pattern) if os.access(p, os.X_OK)), reverse=True)
+        hits = sorted((p for p in glob.glob(pattern) if os.access(p, os.X_OK)), key=_version_key, reverse=True)
         if hits:
             return hits[0]
     return None
+
+
+def _version_key(path: str) -> tuple[tuple[int, ...], str]:
+    """Newest first by the version in the path (2025.10 after 2025.9), then by name."""
+    nums = next((tuple(int(x) for x in part.split(".")) for part in Path(path).parts
+                 if part.replace(".", "").isdigit() and "." in part), ())
+    return nums, path
+
+
+def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run in a new session, and on timeout kill the whole group: nsys's own child (the profiled
+    Python) would outlive a kill of nsys alone, holding GPU memory."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def profile_in_subprocess(
@@ -84,18 +107,20 @@ def profile_in_subprocess(
                "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
                "-o", str(report), sys.executable, "-m", "stitchcuda.profiling.nsys", str(folder / "request.json")]
         try:
-            run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            run = _run(cmd, timeout_s)
             rep = next(iter(sorted(folder.glob("reference.*rep"))), None)
             if rep is None:
                 tail = ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1][:300]
                 return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): {tail}")
             db = folder / "reference.sqlite"
-            subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db), str(rep)],
-                           capture_output=True, text=True, timeout=timeout_s, check=True)
+            exported = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db), str(rep)],
+                            timeout_s)
+            if exported.returncode != 0 or not db.exists():
+                return _failed(task, device, f"nsys export failed (exit {exported.returncode})")
         except subprocess.TimeoutExpired:
             return _failed(task, device, f"nsys timed out after {timeout_s:.0f} s")
-        except subprocess.CalledProcessError as e:
-            return _failed(task, device, f"nsys export failed (exit {e.returncode})")
+        except OSError as e:
+            return _failed(task, device, f"nsys could not be run: {e}")
         try:
             meta = json.loads((folder / "child.json").read_text())
         except (OSError, ValueError):
@@ -155,24 +180,34 @@ def _ranges(con: sqlite3.Connection) -> list[tuple[int, int, int, str]]:
 
 
 def _kernels(con: sqlite3.Connection) -> list[tuple[int, int, int, int, str]]:
-    """(launching thread, launch time, kernel start, kernel end, name) of every kernel."""
+    """(launching thread, launch time, start, end, name) of every kernel, memcpy and memset on the
+    GPU (torch's contiguous copies are memcpys), each joined to the call that launched it in the same
+    process (correlation ids are unique per process only)."""
     have = _tables(con)
-    if "CUPTI_ACTIVITY_KIND_KERNEL" not in have or "CUPTI_ACTIVITY_KIND_RUNTIME" not in have:
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in have:
         return []
-    rows = con.execute(
-        "SELECT r.globalTid, r.start, k.start, k.end, COALESCE(s.value, '') FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
-        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
-        "LEFT JOIN StringIds AS s ON k.shortName = s.id"
-    )
-    return [tuple(r) for r in rows]
+    out: list[tuple[int, int, int, int, str]] = []
+    for table, name in (("CUPTI_ACTIVITY_KIND_KERNEL", "COALESCE(s.value, '')"),
+                        ("CUPTI_ACTIVITY_KIND_MEMCPY", "'[memcpy]'"), ("CUPTI_ACTIVITY_KIND_MEMSET", "'[memset]'")):
+        if table not in have:
+            continue
+        cols = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        strings = "LEFT JOIN StringIds AS s ON k.shortName = s.id" if "shortName" in cols else ""
+        same_process = " AND (r.globalTid >> 24) = (k.globalPid >> 24)" if "globalPid" in cols else ""
+        out += [tuple(r) for r in con.execute(
+            f"SELECT r.globalTid, r.start, k.start, k.end, {name if strings else repr(table)} FROM {table} AS k "
+            f"JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId{same_process} {strings}"
+        )]
+    return out
 
 
 def to_record(
     ranges: list[tuple[int, int, int, str]], kernels: list[tuple[int, int, int, int, str]], path: str, iterations: int
 ) -> tuple[dict[str, Any], list[list[tuple[int, int]]]]:
     """The ranges as profiling.reference's recorded events (parents by nesting on each thread), each
-    kernel's time on the innermost range open at its launch; and each forward's kernel intervals.
-    Kernels launched outside every forward range are left out (warm-up, the profiler's own)."""
+    kernel in an instrumented forward timed on the innermost range open at its launch; and the
+    kernel intervals of each bare forward, for the timeline. Kernels launched outside every forward
+    range are left out (warm-up, the profiler's own)."""
     rows: list[dict[str, Any]] = []
     per_thread: dict[int, list[int]] = {}
     for tid, start, end, name in sorted(ranges, key=lambda r: (r[0], r[1], -r[2])):
@@ -187,7 +222,7 @@ def to_record(
     for i, r in enumerate(rows):
         order.setdefault(r["tid"], []).append(i)
     starts = {tid: [rows[i]["start"] for i in idx] for tid, idx in order.items()}
-    forwards: dict[int, list[tuple[int, int]]] = {}
+    forwards: dict[int, list[tuple[int, int]]] = {}  # bare forward range -> its kernels' intervals
     for tid, launched, k_start, k_end, _name in kernels:
         if tid not in order:
             continue
@@ -198,9 +233,12 @@ def to_record(
         if i is None:
             continue
         fwd = i
-        while fwd is not None and rows[fwd]["name"] != FORWARD:
+        while fwd is not None and rows[fwd]["name"] not in (FORWARD, BARE):
             fwd = rows[fwd]["parent"]
         if fwd is None:
+            continue
+        if rows[fwd]["name"] == BARE:
+            forwards.setdefault(fwd, []).append((k_start, k_end))
             continue
         if "::" not in rows[i]["name"]:
             # Launched outside any aten op (a library's own kernel, a raw extension): time outside
@@ -212,18 +250,17 @@ def to_record(
                              "parent": i, "kernels_us": []})
             i = child
         rows[i]["kernels_us"].append((k_end - k_start) / 1000.0)
-        forwards.setdefault(fwd, []).append((k_start, k_end))
     index = {}
     events = []
     for i, r in enumerate(rows):
         index[i] = len(events)
-        ranged = r["name"].startswith((_MODULE, _LINE)) or r["name"] == FORWARD
+        ranged = r["name"].startswith((_MODULE, _LINE)) or r["name"] in (FORWARD, BARE)
         events.append({"name": r["name"], "overload": "", "device": None, "async": False,
                        "annotation": ranged, "python": False, "self_cpu_us": (r["end"] - r["start"]) / 1000.0,
                        "kernels_us": r["kernels_us"], "stack": [],
                        "parent": index[r["parent"]] if r["parent"] is not None else None})
-    # Per captured forward (the child may have been cut short), else as asked.
-    iterations = len(forwards) or max(1, iterations)
+    # Per instrumented forward captured (the child may have been cut short), else as asked.
+    iterations = sum(1 for r in rows if r["name"] == FORWARD) or max(1, iterations)
     record = {"version": RECORD_VERSION, "path": path, "clock": "cuda", "iterations": iterations,
               "torch": "", "events": events}
     return record, [forwards[k] for k in sorted(forwards)]
@@ -301,11 +338,18 @@ def _child(request_path: Path) -> None:
             model(*inputs)
         torch.cuda.synchronize(dev)
         torch.cuda.profiler.start()
+        n = max(1, int(req.get("iterations", 5)))
         with torch.autograd.profiler.emit_nvtx(), _module_ranges(model, _nvtx_range), _NvtxLines(path):
-            for _ in range(max(1, int(req.get("iterations", 5)))):
+            for _ in range(n):
                 with _nvtx_range(FORWARD):
                     model(*inputs)
                     torch.cuda.synchronize(dev)
+        # The timeline from forwards without the per-op instrumentation, whose own cost on the CPU
+        # would open gaps between small kernels that the module itself does not have.
+        for _ in range(n):
+            with _nvtx_range(BARE):
+                model(*inputs)
+                torch.cuda.synchronize(dev)
         torch.cuda.profiler.stop()
 
 

@@ -31,20 +31,27 @@ def _export(db: Path, forwards: int = 2) -> None:
         CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT NOT NULL, end INT NOT NULL, deviceId INT,
             contextId INT, streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT,
             mangledName INT, launchType INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT NOT NULL, end INT NOT NULL, deviceId INT,
+            contextId INT, streamId INT, correlationId INT, globalPid INT, bytes INT, copyKind INT);
         """
     )
     names = {"sm90_gemm": 1, "relu_kernel": 2, "elementwise_kernel": 3, "warmup_kernel": 4}
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in names.items()])
     con.execute("INSERT INTO StringIds VALUES (9, 'aten::relu, seq = 5, op_id = 12')")
-    ranges, runtime, kernels = [], [], []
+    ranges, runtime, kernels, copies = [], [], [], []
+    pid = 7 << 24
 
     def rng(start, end, text, tid=T, text_id=None):
-        ranges.append((start, end, nsys.NVTX_PUSH_POP, None, None, None, text, tid, tid, text_id, 0))
+        ranges.append((start, end, nsys.NVTX_PUSH_POP, None, None, None, text, pid | tid, pid | tid, text_id, 0))
 
-    def launch(at, k_start, k_end, name, tid=T):
+    def launch(at, k_start, k_end, name, tid=T, other_process=False):
         corr = len(runtime) + 1
-        runtime.append((at, at + 500, 0, tid, corr, 0, 0, 0))
-        kernels.append((k_start, k_end, 0, 1, 7, corr, 1, names[name], names[name], 0, 0))
+        runtime.append((at, at + 500, 0, pid | tid, corr, 0, 0, 0))
+        owner = (8 << 24) if other_process else pid
+        if name == "memcpy":
+            copies.append((k_start, k_end, 0, 1, 7, corr, owner, 1 << 20, 8))
+        else:
+            kernels.append((k_start, k_end, 0, 1, 7, corr, owner, names[name], names[name], 0, 0))
 
     launch(-50_000, -40_000, -30_000, "warmup_kernel")  # before any forward range: not counted
     for k in range(forwards):
@@ -60,11 +67,23 @@ def _export(db: Path, forwards: int = 2) -> None:
         rng(b + 41_000, b + 60_000, "stitchcuda.line:20")
         rng(b + 42_000, b + 50_000, None, text_id=9)  # the name from StringIds
         launch(b + 43_000, b + 50_000, b + 55_000, "relu_kernel")  # 5 us, in relu
-        launch(b + 70_000, b + 75_000, b + 77_000, "elementwise_kernel")  # 2 us, in no aten op
+        launch(b + 70_000, b + 85_000, b + 87_000, "elementwise_kernel")  # 2 us, in no aten op
         launch(b + 44_000, b + 52_000, b + 53_000, "elementwise_kernel", tid=OTHER)  # no range open there
+        rng(b + 61_000, b + 69_000, "aten::copy_, seq = 9")
+        launch(b + 62_000, b + 80_000, b + 81_000, "memcpy")  # 1 us, a contiguous copy
+        # Another process's kernel with the same correlation id as this forward's copy: not ours.
+        kernels.append((b + 80_000, b + 99_000, 0, 1, 7, len(runtime), 8 << 24, 3, 3, 0, 0))
+    for k in range(forwards):
+        # The bare forwards (no op ranges): the timeline's, not the ranking's.
+        b = 10_000_000 + 1_000_000 * k
+        rng(b, b + 90_000, nsys.BARE)
+        launch(b + 6_000, b + 10_000, b + 30_000, "sm90_gemm")
+        launch(b + 43_000, b + 50_000, b + 55_000, "relu_kernel")
+        launch(b + 70_000, b + 75_000, b + 77_000, "elementwise_kernel")
     con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", ranges)
     con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)", runtime)
     con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?,?)", kernels)
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,?,?,?,?,?,?)", copies)
     con.commit()
     con.close()
 
@@ -77,9 +96,11 @@ def test_kernels_are_ranked_by_the_op_module_and_line_that_launched_them(tmp_pat
     got = [(o.op, o.module, o.line, round(o.time_us, 3), o.calls) for o in prof.ops]
     # aten::linear decomposes: its kernel counts for addmm, as in the traced graph (its transpose
     # launches nothing and ranks last, as with torch.profiler).
-    assert got == [("aten::addmm", "fc", 19, 20.0, 1), ("aten::relu", "", 20, 5.0, 1), ("aten::t", "fc", 19, 0.0, 1)]
-    assert prof.total_us == pytest.approx(25.0)
-    assert prof.ops[0].share == pytest.approx(0.8)
+    # The copy is a memcpy, not a kernel, and still the copy_ op's time.
+    assert got == [("aten::addmm", "fc", 19, 20.0, 1), ("aten::relu", "", 20, 5.0, 1),
+                   ("aten::copy_", "", 0, 1.0, 1), ("aten::t", "fc", 19, 0.0, 1)]
+    assert prof.total_us == pytest.approx(26.0)
+    assert prof.ops[0].share == pytest.approx(20 / 26)
     assert prof.notes[0].startswith("CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of 2")
     assert any("2.0 us per iteration outside any op" in n for n in prof.notes), prof.notes
 
@@ -88,7 +109,8 @@ def test_the_timeline_says_how_busy_the_gpu_is_within_each_forward(tmp_path):
     db = tmp_path / "reference.sqlite"
     _export(db)
     t = nsys.read(db, PATH, iterations=2).timeline
-    # Kernels at 10-30, 50-55 and 75-77 us of each forward: a 67 us span, 27 us of it busy.
+    # Bare forwards' kernels at 10-30, 50-55 and 75-77 us: a 67 us span, 27 us of it busy (the
+    # instrumented forwards, with a copy and a later kernel, do not count here).
     assert t["forwards"] == 2 and t["kernels_per_forward"] == 3
     assert t["span_us"] == pytest.approx(67.0) and t["busy_us"] == pytest.approx(27.0)
     assert t["busy_share"] == pytest.approx(27 / 67)
@@ -198,3 +220,31 @@ def test_nsys_profiles_the_reference_for_real(tmp_path):
     assert any(o.op == "aten::relu" and o.line == 12 for o in prof.ops)
     assert prof.timeline["forwards"] == 3 and 0 < prof.timeline["busy_share"] <= 1
     assert (tmp_path / "nsys" / "reference.sqlite").exists()
+
+
+def test_a_hanging_profile_is_killed_with_its_child(tmp_path, monkeypatch):
+    """nsys runs the reference as its own child: on timeout both go, not nsys alone."""
+    import time
+
+    exe = tmp_path / "nsys"
+    exe.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {tmp_path / 'child.pid'}\nwait\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("STITCHCUDA_NSYS", str(exe))
+    t0 = time.monotonic()
+    prof = nsys.profile_in_subprocess(Task(path=tmp_path / "m.py"), timeout_s=2.0)
+    assert prof.clock == "none" and "timed out after 2 s" in prof.notes[0]
+    assert time.monotonic() - t0 < 30
+    child = int((tmp_path / "child.pid").read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the profiled child {child} outlived the timeout")
+
+
+def test_newest_version_first_by_number():
+    paths = ["/opt/nvidia/nsight-systems/2025.9.1/bin/nsys", "/opt/nvidia/nsight-systems/2025.10.0/bin/nsys"]
+    assert sorted(paths, key=nsys._version_key, reverse=True)[0].endswith("2025.10.0/bin/nsys")
