@@ -194,6 +194,7 @@ def rounding_spread(pairs: Iterable[tuple[list[Any], list[Any]]], ref: list[Any]
                 sq += float((d * d).sum().item())
             spread.own[i] = own
             spread.l2[i] = max(spread.l2[i], math.sqrt(sq))
+        del r32, r64  # before the next pair is made: one pair alive at a time
     return spread
 
 

@@ -371,9 +371,13 @@ def _lean_input_bytes(device: torch.device, memory_fraction: float | None = None
 _CHECKSUM_CHUNK = 1 << 25  # bytes per step: the int64 widening of a chunk takes 8x that
 
 
-def _checksum(t: torch.Tensor) -> tuple[int, int]:
-    """Two sums over a contiguous tensor's bytes, one weighted by position: whatever the reference
-    writes into its input changes them (it is trusted code; a collision would need intent)."""
+def _checksum(t: torch.Tensor) -> tuple[Any, ...]:
+    """The tensor's layout and two sums over its bytes, one weighted by position: whatever the
+    reference writes into its input, or an in-place change of its shape (t_, unsqueeze_), changes
+    them (it is trusted code; a collision would need intent)."""
+    layout = (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+    if not t.is_contiguous():
+        return layout  # (only after the reference restrided it: the layout already differs)
     flat = t.detach().reshape(-1).view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
     weights = (torch.arange(min(_CHECKSUM_CHUNK, flat.numel()), device=flat.device, dtype=torch.int64) % 65521) + 1
     plain = weighted = 0
@@ -381,7 +385,7 @@ def _checksum(t: torch.Tensor) -> tuple[int, int]:
         x = flat[a : a + _CHECKSUM_CHUNK].to(torch.int64)
         plain += int(x.sum().item())
         weighted += int((x * weights[: x.numel()]).sum().item())
-    return plain, weighted
+    return (*layout, plain, weighted)
 
 
 # PyTorch's process-wide numerics switches: (module, attribute) by name. float32_matmul_precision
