@@ -261,6 +261,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+COMPILE_PHASES = ("compile", "compile-timing")  # the worker's last phases, after the verdict is saved
+
+
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
     path = workdir / "result.json"
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -275,8 +278,14 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
         if (workdir / "worker.log").exists()
         else ""
     )
-    # A worker that wrote its final verdict ("done") and was killed on its way out keeps it.
-    if outcome.killed_for and last_phase != "done":
+    # A worker that wrote its final verdict ("done") and was killed on its way out keeps it; so does
+    # one that ran out of time in torch.compile, which comes after the candidate's verdict and
+    # timing are saved: that verdict stands, without a torch.compile figure.
+    if outcome.killed_for == "timeout" and last_phase in COMPILE_PHASES and verdict.status in ("ok", "reference-only"):
+        verdict.compiled = None
+        verdict.notes.append(f"torch.compile of the reference was still running when the {outcome.seconds:.0f} s "
+                             "limit ended the worker: no torch.compile timing")
+    elif outcome.killed_for and last_phase != "done":
         status, code, message = {
             "timeout": (
                 "timeout",

@@ -202,7 +202,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     _guard_numerics(v, numerics)
     rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
-    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol)
+    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics)
 
 
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics=None,
@@ -594,7 +594,7 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
     return []
 
 
-def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol) -> None:
+def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics=None) -> None:
     from .timing import L2Flusher, time_cuda
 
     v = rec.verdict
@@ -603,31 +603,40 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol) -> None:
     in_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
     # Two input sets in rotation where memory allows (timing.time_cuda says why).
     sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
-    compiled = None
-    if req.get("time_compile", True):
-        # Compiling is CPU work: done before taking the GPU lock, so other workers can time meanwhile.
-        try:
-            compiled = torch.compile(ref)
-            t0 = time.perf_counter()
-            compiled(*sets[0])
-            torch.cuda.synchronize()
-            v.compile_first_call_s = round(time.perf_counter() - t0, 3)
-        except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
-            compiled = None
-            v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
     with gpu_lock(req.get("gpu_lock")):
         flusher = L2Flusher(device)
         if req.get("time_eager", True):
             v.eager, _ = time_cuda(lambda a: ref(*a), sets, trials=trials, flusher=flusher)
             rec.save()
-        if compiled is not None:
-            v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=flusher)
-            rec.save()
         if cand is not None:
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher)
+            if numerics is not None and cand is not None:
+                _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
+                if v.hack_findings and v.status != "hacked":
+                    v.correct, v.status = False, "hacked"
+                    v.message = "; ".join(f.message for f in v.hack_findings)
             if v.status == "hacked":
                 return
     v.status = "ok" if cand is not None else "reference-only"
+    if not req.get("time_compile", True):
+        return
+    # torch.compile last: its first call can take minutes (DenseNet), and if the worker's time
+    # limit ends it, the verdict saved here (correct, timed against eager) stands without it.
+    # Compiling is CPU work, done outside the GPU lock so other workers can time meanwhile.
+    rec.enter("compile", "torch.compile's first call on the reference")
+    try:
+        compiled = torch.compile(ref)
+        t0 = time.perf_counter()
+        compiled(*sets[0])
+        torch.cuda.synchronize()
+        v.compile_first_call_s = round(time.perf_counter() - t0, 3)
+    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
+        v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
+        return
+    rec.enter("compile-timing", "torch.compile, CUDA events, L2 flushed")
+    with gpu_lock(req.get("gpu_lock")):
+        v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
+        rec.save()
 
 
 def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, trials, flusher) -> None:
