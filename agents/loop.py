@@ -167,8 +167,9 @@ def optimize(
 
 
 def _refine(code, task: Task, plan: Plan, attempts: list[tuple[Candidate, Verdict]]) -> Candidate | None:
-    # Coders read the last verdict through `feedback=` (the built-in one drops TF32 after a wrong
-    # result); a coder with nothing new to try writes the same files, which the duplicate check stops.
+    # Coders read the last verdict through `feedback=` (the built-in one raises its fp32 precision a
+    # step after a wrong result); a coder with nothing new to try writes the same files, which the
+    # duplicate check stops.
     try:
         return code(task, plan, feedback=attempts[-1][1])
     except TypeError:
