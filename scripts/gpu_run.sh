@@ -56,7 +56,7 @@ for stage in "$@"; do
       plugins=""
       python3 -c "import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split('.')[:2])) < (8, 4))" \
         || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
-      (cd /tmp && timeout 450 python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+      (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     profiles)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py" ${PROFILES:-}) 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
     llm)
