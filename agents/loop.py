@@ -24,6 +24,9 @@ from .verifier import VerifyOptions, cuda_available, verify
 Progress = Callable[[str, str], None]
 
 
+TIMELINE_TIMEOUT_S = 90.0  # for the Nsight Systems run and its export together, per job
+
+
 @dataclass
 class LoopOptions:
     coder: str = "builtin"
@@ -112,7 +115,8 @@ def optimize(
 
         if opts.profile_timeline and nsys.find_nsys():
             say("planning", "the reference's timeline (Nsight Systems, in a child process)")
-            timeline = nsys.profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
+            timeline = nsys.profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}", iterations=3,
+                                                  timeout_s=TIMELINE_TIMEOUT_S)
             plan.profile["nsys"] = timeline.to_dict()
             plan.notes.append(format_table(timeline, top=5))
     elif opts.verify.replay and not cuda_available():

@@ -28,6 +28,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,7 @@ def profile_in_subprocess(
         cmd = [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
                "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
                "-o", str(report), sys.executable, "-m", "stitchcuda.profiling.nsys", str(folder / "request.json")]
+        deadline = time.monotonic() + timeout_s
         try:
             run = _run(cmd, timeout_s)
             rep = next(iter(sorted(folder.glob("reference.*rep"))), None)
@@ -114,7 +116,7 @@ def profile_in_subprocess(
                 return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): {tail}")
             db = folder / "reference.sqlite"
             exported = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db), str(rep)],
-                            timeout_s)
+                            max(1.0, deadline - time.monotonic()))
             if exported.returncode != 0 or not db.exists():
                 return _failed(task, device, f"nsys export failed (exit {exported.returncode})")
         except subprocess.TimeoutExpired:
