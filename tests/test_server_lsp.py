@@ -238,6 +238,32 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
     assert "class ModelNew" in (folder / "model_new.py").read_text()
 
 
+# The job the live e2e test ran on the H100 at 00a8dd0 (docs/e2e-live/): its verdict carries Nsight
+# Compute's own rule results, read from a real report with ncu_report.
+RECORDED_LIVE = ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block-live-e2e.json"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the job builds the candidate with nvcc")
+@pytest.mark.asyncio
+async def test_ncu_rules_of_a_real_report_in_the_kernel_hover(client: LanguageClient, tmp_path: Path) -> None:
+    client.set_configuration({"stitchcuda": {"replay": str(RECORDED_LIVE), "runsFolder": str(tmp_path / "runs"),
+                                             "rounds": 1}})
+    uri = _open(client, client.work / "gated_block.py")
+    started = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="stitchcuda.optimize", arguments=[uri, "Block"]))
+    job = await _wait(client, started["jobId"])
+    assert job["state"] == "done" and "5.09x vs eager" in job["message"], job
+    cu_uri = next(u for u in client.diagnostics if u.endswith("/proposal/fused_kernels.cu"))
+    (kd,) = client.diagnostics[cu_uri]
+    # The diagnostic line as that run wrote it (before its rule summary ended at a whole word).
+    assert "NCU AchievedOccupancy: The difference between calculated theoretical (100.0%)" in kd.message
+    assert kd.message.endswith("(NCU est. speedup 17%, local)"), kd.message
+    hov = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=cu_uri), position=kd.range.start))
+    assert "**AchievedOccupancy** (est. speedup 17%, local)" in hov.contents.value, hov.contents.value
+    assert "Load imbalances can occur between warps" in hov.contents.value  # the whole message, in the hover
+
+
 @pytest.mark.asyncio
 async def test_cancel_through_progress(client: LanguageClient, tmp_path: Path) -> None:
     # Tracing this module takes long enough (a sleep in forward) for the cancel to arrive mid-run.
