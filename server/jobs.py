@@ -37,13 +37,15 @@ class JobSettings:
     runs_folder: str | None = None  # where run artifacts go; default: the user cache
     replay: str | None = None  # a recorded GPU run, for machines without a GPU (tests, demos)
     profile: bool = True  # Nsight Compute on accepted candidates
+    timeline: bool = True  # Nsight Systems on the reference, where nsys is installed
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any] | None) -> JobSettings:
         cfg = cfg or {}
         names = {"coder": "coder", "rounds": "rounds", "timeBudget": "time_budget_s", "gpu": "gpu",
                  "llmEndpoint": "llm_endpoint", "llmModel": "llm_model", "outputFolder": "output_folder",
-                 "runsFolder": "runs_folder", "replay": "replay", "profile": "profile"}
+                 "runsFolder": "runs_folder", "replay": "replay", "profile": "profile",
+                 "timeline": "timeline"}
         return cls(**{attr: cfg[key] for key, attr in names.items() if cfg.get(key) is not None})
 
 
@@ -86,6 +88,8 @@ class Job:
             argv += ["--replay", s.replay]
         if not s.profile:
             argv += ["--no-profile"]
+        if not s.timeline:
+            argv += ["--no-timeline"]
         return argv
 
     def env(self) -> dict[str, str]:

@@ -106,7 +106,8 @@ def cmd_optimize(args) -> int:
 
     task = find_task(Path(args.file), args.class_name)
     out = Path(args.out or Path("stitchcuda-runs") / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
-    opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args))
+    opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
+                       profile_timeline=not args.no_timeline)
     console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
     cancel = threading.Event()
     # SIGTERM (how the language server stops a job) cancels like Ctrl-C: the running candidate's
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
     o.add_argument("--events", action="store_true", help="progress and result as JSON lines on stdout")
     o.add_argument("--replay", help="without a GPU: take GPU results from this recorded run's summary.json")
+    o.add_argument("--no-timeline", action="store_true",
+                   help="skip Nsight Systems on the reference (where nsys is installed; up to 90 s)")
     common(o)
     o.set_defaults(fn=cmd_optimize)
 

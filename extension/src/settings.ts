@@ -15,6 +15,7 @@ export interface ServerSettings {
   runsFolder: string | null;
   replay: string | null;
   profile: boolean;
+  timeline: boolean;
 }
 
 export const DEFAULTS: ServerSettings = {
@@ -28,6 +29,7 @@ export const DEFAULTS: ServerSettings = {
   runsFolder: null,
   replay: null,
   profile: true,
+  timeline: true,
 };
 
 export interface Problem {
@@ -105,10 +107,12 @@ export function resolveSettings(raw: Record<string, unknown> | undefined | null,
   s.outputFolder = path(r.outputFolder, ctx);
   s.runsFolder = path(r.runsFolder, ctx);
   s.replay = path(r.replay, ctx);
-  if (typeof r.profile === "boolean") {
-    s.profile = r.profile;
-  } else if (r.profile !== undefined && r.profile !== null) {
-    bad("profile", `profile must be true or false, not ${JSON.stringify(r.profile)}; using true`);
+  for (const key of ["profile", "timeline"] as const) {
+    if (typeof r[key] === "boolean") {
+      s[key] = r[key] as boolean;
+    } else if (r[key] !== undefined && r[key] !== null) {
+      bad(key, `${key} must be true or false, not ${JSON.stringify(r[key])}; using true`);
+    }
   }
 
   if (s.llmEndpoint !== null && !/^https?:\/\/[^\s]+$/.test(s.llmEndpoint)) {

@@ -11,6 +11,7 @@ test("defaults when nothing is set, with exactly the server's keys", () => {
   assert.deepEqual(r.problems, []);
   assert.deepEqual(Object.keys(r.settings).sort(), [
     "coder", "gpu", "llmEndpoint", "llmModel", "outputFolder", "profile", "replay", "rounds", "runsFolder", "timeBudget",
+    "timeline",
   ]);
 });
 
@@ -18,17 +19,18 @@ test("VS Code's raw section (with interpreter and trace, empty strings) maps to 
   const raw = {
     interpreter: "/x/python", trace: { server: "off" }, coder: "builtin", rounds: 5, timeBudget: 600, gpu: 1,
     llmEndpoint: "", llmModel: "", outputFolder: "${workspaceFolder}/out", runsFolder: "~/runs", replay: "", profile: false,
+    timeline: false,
   };
   const r = resolveSettings(raw, { hasApiKey: false, workspaceFolder: "/ws", home: "/home/u" });
   assert.deepEqual(r.settings, {
     coder: "builtin", rounds: 5, timeBudget: 600, gpu: 1, llmEndpoint: null, llmModel: null,
-    outputFolder: "/ws/out", runsFolder: "/home/u/runs", replay: null, profile: false,
+    outputFolder: "/ws/out", runsFolder: "/home/u/runs", replay: null, profile: false, timeline: false,
   });
   assert.deepEqual(r.problems, []);
 });
 
 test("bad values become defaults, with a warning each", () => {
-  const r = resolveSettings({ coder: "gpt", rounds: 0, timeBudget: -1, gpu: 1.5, profile: "yes" }, noKey);
+  const r = resolveSettings({ coder: "gpt", rounds: 0, timeBudget: -1, gpu: 1.5, profile: "yes", timeline: 1 }, noKey);
   assert.deepEqual(r.settings, DEFAULTS);
   assert.deepEqual(r.problems.map((p) => [p.severity, p.setting]), [
     ["warning", "stitchcuda.coder"],
@@ -36,6 +38,7 @@ test("bad values become defaults, with a warning each", () => {
     ["warning", "stitchcuda.timeBudget"],
     ["warning", "stitchcuda.gpu"],
     ["warning", "stitchcuda.profile"],
+    ["warning", "stitchcuda.timeline"],
   ]);
 });
 
