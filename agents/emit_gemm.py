@@ -21,7 +21,7 @@ Launchers return 0, a cudaError_t, or CUBLAS_ERROR_BASE + the cublasStatus_t of 
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .codegen import C_TYPES, KernelArg, c_float
@@ -305,9 +305,7 @@ def _render(
             f"  const float *a_hi = ah + {plan.a.offset}LL, *a_lo = al + {plan.a.offset}LL;",
             f"  const float *b_hi = bh + {plan.b.offset}LL, *b_lo = bl + {plan.b.offset}LL;",
             "  const float one = 1.0f;",
-            "  cublasStatus_t s = " + _call(plan, dtype, compute, "a_lo", "b_hi", "beta") + ";",
-            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_lo", "one") + ";",
-            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_hi", "one") + ";",
+            *_split_products(plan, dtype, compute),
             "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
             "}",
         ]
@@ -332,18 +330,72 @@ def _op(side: Side) -> str:
     return "CUBLAS_OP_T" if side.trans else "CUBLAS_OP_N"
 
 
-def _call(plan: GemmPlan, dtype: str, compute: str, a: str = "a", b: str = "b", beta: str = "beta") -> str:
-    ab = f"handle, {_op(plan.a)}, {_op(plan.b)}, {plan.m}, {plan.n}, {plan.k}, &alpha"
+def _call(
+    plan: GemmPlan, dtype: str, compute: str, a: str = "a", b: str = "b", beta: str = "beta", k: str | None = None
+) -> str:
+    """The cuBLAS call; `beta` names a float (or, starting with '*', points at one); `k` overrides K."""
+    ab = f"handle, {_op(plan.a)}, {_op(plan.b)}, {plan.m}, {plan.n}, {k or plan.k}, &alpha"
+    beta_ptr = beta[1:] if beta.startswith("*") else f"&{beta}"
     if plan.batch == 1:
         return (
-            f"cublasGemmEx({ab}, {a}, {dtype}, {plan.a.ld}, {b}, {dtype}, {plan.b.ld}, &{beta}, c, {dtype}, "
+            f"cublasGemmEx({ab}, {a}, {dtype}, {plan.a.ld}, {b}, {dtype}, {plan.b.ld}, {beta_ptr}, c, {dtype}, "
             f"{plan.ldc}, {compute}, CUBLAS_GEMM_DEFAULT)"
         )
     return (
         f"cublasGemmStridedBatchedEx({ab}, {a}, {dtype}, {plan.a.ld}, {plan.a.stride}LL, {b}, {dtype}, {plan.b.ld}, "
-        f"{plan.b.stride}LL, &{beta}, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
+        f"{plan.b.stride}LL, {beta_ptr}, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
         "CUBLAS_GEMM_DEFAULT)"
     )
+
+
+# 3xTF32's products run in chunks of K this long, each added into c by cuBLAS's epilogue (beta = 1,
+# rounded to nearest). Why: the tensor cores truncate as they accumulate, and over a long K that bias
+# builds up (on the H100, with K = 8192, 3xTF32's error to float64 was 1.5-13x fp32's own); in an
+# emulation of truncating accumulation the error falls in proportion to the chunks.
+SPLIT_K_CHUNK = 1024
+
+
+def k_steps(plan: GemmPlan) -> tuple[int, int]:
+    """Elements from one k to the next in cuBLAS's A and B: along op(A)'s columns (A itself when not
+    transposed: a column, ld apart; transposed: adjacent) and op(B)'s rows (the other way round)."""
+    return (plan.a.ld if not plan.a.trans else 1), (1 if not plan.b.trans else plan.b.ld)
+
+
+def k_chunks(plan: GemmPlan, chunk: int = SPLIT_K_CHUNK) -> list[GemmPlan]:
+    """The calls of a K-chunked product: the same plan over K[k0, k0 + chunk) each, its operands moved
+    to k0. (What the emitted loop computes, for tests to simulate.)"""
+    a_step, b_step = k_steps(plan)
+    return [
+        replace(plan, k=min(chunk, plan.k - k0), a=replace(plan.a, offset=plan.a.offset + k0 * a_step),
+                b=replace(plan.b, offset=plan.b.offset + k0 * b_step))
+        for k0 in range(0, plan.k, chunk)
+    ]
+
+
+def _split_products(plan: GemmPlan, dtype: str, compute: str) -> list[str]:
+    """c = a_lo b_hi + a_hi b_lo + a_hi b_hi, in chunks of K where K is longer than one."""
+    if plan.k <= SPLIT_K_CHUNK:
+        return [
+            "  cublasStatus_t s = " + _call(plan, dtype, compute, "a_lo", "b_hi", "beta") + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_lo", "one") + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_hi", "one") + ";",
+        ]
+    a_step, b_step = k_steps(plan)
+    kc = SPLIT_K_CHUNK
+    return [
+        "  // In chunks of K, each added into c by the epilogue: the tensor cores' truncating",
+        "  // accumulation then runs over one chunk at a time (SPLIT_K_CHUNK in emit_gemm.py says why).",
+        "  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;",
+        f"  for (int64_t k0 = 0; k0 < {plan.k}LL && s == CUBLAS_STATUS_SUCCESS; k0 += {kc}LL) {{",
+        f"    const int kk = (int)({plan.k}LL - k0 < {kc}LL ? {plan.k}LL - k0 : {kc}LL);",
+        "    const float* first = k0 == 0 ? &beta : &one;",
+        f"    const float *alo = a_lo + k0 * {a_step}LL, *ahi = a_hi + k0 * {a_step}LL;",
+        f"    const float *blo = b_lo + k0 * {b_step}LL, *bhi = b_hi + k0 * {b_step}LL;",
+        "    s = " + _call(plan, dtype, compute, "alo", "bhi", "*first", k="kk") + ";",
+        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "blo", "one", k="kk") + ";",
+        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "bhi", "one", k="kk") + ";",
+        "  }",
+    ]
 
 
 def _bias_kernel(

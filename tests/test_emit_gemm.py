@@ -107,6 +107,26 @@ def test_plan_matches_torch(case):
     torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
+@pytest.mark.parametrize("chunk", [1, 2, 3, 100])
+def test_k_chunks_add_up_to_the_product(case, chunk):
+    """3xTF32's K-chunked calls (each summed into c, beta 1 after the first), simulated as cuBLAS
+    runs them, give the whole product for every layout the planner makes (the emitted loop moves its
+    operands by the same k_steps)."""
+    _, shape1, make1, shape2, make2 = case
+    torch.manual_seed(0)
+    base1 = torch.randn(shape1, dtype=torch.float64) * 100
+    base2 = torch.randn(shape2, dtype=torch.float64) - 3
+    x, y = make1(base1), make2(base2)
+    plan = plan_gemm(view_of(base1, make1, "x"), view_of(base2, make2, "y"))
+    out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
+    parts = emit_gemm.k_chunks(plan, chunk)
+    assert len(parts) == -(-plan.k // chunk) and sum(q.k for q in parts) == plan.k
+    for i, q in enumerate(parts):
+        simulate(q, base2.reshape(-1), base1.reshape(-1), out.view(-1), beta=0.0 if i == 0 else 1.0)
+    torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
+
+
 def test_plan_layout_choices():
     a = Operand("a", (5, 7), (7, 1), 0, "float32")
     at = Operand("a", (5, 7), (1, 5), 0, "float32")
@@ -263,6 +283,17 @@ def test_precise_fp32_products_split_the_operands():
     assert "sc_tf32_split" not in half.source  # fp16/bf16 already accumulate in fp32
 
 
+def test_precise_products_of_a_long_k_run_in_chunks(monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 16)
+    k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
+    loop = k.source[k.source.index("for (int64_t k0 = 0; k0 < 64LL"):]
+    assert loop.count("cublasGemmEx(") == 3 and "k0 += 16LL" in loop and ", kk, &alpha" in loop
+    # The weight (cuBLAS's A, transposed) moves 1 per k, the input (cuBLAS's B) 1 per k too.
+    assert "a_lo + k0 * 1LL" in loop and "b_lo + k0 * 1LL" in loop and "first = k0 == 0 ? &beta : &one" in loop
+    short = emitted(nn.Linear(16, 32), [r(8, 16)], precise=True)
+    assert "for (int64_t k0" not in short.source and short.source.count("cublasGemmEx(") == 3
+
+
 def test_precise_products_of_huge_operands_run_in_full_fp32(monkeypatch):
     """Four scratch copies of operands that big would not fit beside them: full fp32 instead."""
     monkeypatch.setattr(emit_gemm, "SPLIT_SCRATCH_BYTES", 2 * (64 * 32 + 8 * 64) * 4 - 1)
@@ -320,6 +351,11 @@ def test_emitted_source_compiles(tmp_path):
     # The 3xTF32 variants (after a wrong result), fp32 cases only.
     sources += [emitted(m, ins, f"p{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
                 if ins[0].dtype == torch.float32]
+    # 3xTF32 in chunks of K (a chunk shorter than these cases' K).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emit_gemm, "SPLIT_K_CHUNK", 2)
+        sources += [emitted(m, ins, f"c{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
+                    if ins[0].dtype == torch.float32]
     # Full fp32 (after 3xTF32 was wrong too).
     sources += [emitted(m, ins, f"f{i}", precise=kernels.PRECISE_FP32).source for i, (m, ins) in enumerate(COMPILE_CASES)
                 if ins[0].dtype == torch.float32]
