@@ -1,5 +1,5 @@
-"""A finished job as one HTML page for an editor's results view: the verdict of every candidate,
-the rubric, and the best candidate's kernels on a roofline. Static HTML (no scripts), so a webview
+"""A finished job as one HTML page for an editor's results view: where the reference spends its
+time, the verdict of every candidate, the rubric, and the best candidate's kernels on a roofline. Static HTML (no scripts), so a webview
 can show it under a strict content security policy."""
 
 from __future__ import annotations
@@ -54,6 +54,25 @@ def kernel_section(v: Verdict | None) -> str:
     return f"<table>{head}{''.join(rows)}</table>{svg(points) if points else note}"
 
 
+def reference_section(profile: dict[str, Any] | None, top: int = 8) -> str:
+    """The reference's hottest ops (the Planner's profile), and its timeline where Nsight Systems ran."""
+    profile = profile or {}
+    if not profile.get("ops"):
+        return "<p>No reference profile (no GPU when planning).</p>"
+    rows = "".join(
+        f"<tr><td>{float(o['share']):.0%}</td><td>{float(o['time_us']):.1f}</td><td>{escape(o['op'])}</td>"
+        f"<td>{escape(o.get('module') or '(top)')}</td><td>{o.get('line') or '?'}</td></tr>"
+        for o in profile["ops"][:top])
+    head = "<tr><th>share</th><th>us per forward</th><th>op</th><th>module</th><th>line</th></tr>"
+    where = f"<p>Measured on {escape(str(profile.get('device', '?')))}.</p>"
+    t = (profile.get("nsys") or {}).get("timeline") or {}
+    if t:
+        bound = " (launch-bound)" if t["busy_share"] < 0.5 else ""
+        where += (f"<p>Nsight Systems: the GPU is busy {t['busy_share']:.0%} of each forward's span{bound}, "
+                  f"{t['kernels_per_forward']:.0f} kernels per forward, median {t['median_kernel_us']:.1f} us.</p>")
+    return f"{where}<table>{head}{rows}</table>"
+
+
 def html(summary: dict[str, Any] | None, title: str, message: str) -> str:
     summary = summary or {}
     attempts = summary.get("attempts", [])
@@ -63,5 +82,6 @@ def html(summary: dict[str, Any] | None, title: str, message: str) -> str:
              "td,th{border:1px solid #8884;padding:3px 6px;text-align:left}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{style}</style>"
             f"<title>{escape(title)}</title></head><body><h2>{escape(title)}</h2><p>{escape(message)}</p>"
+            f"<h3>The reference</h3>{reference_section((summary.get('plan') or {}).get('profile'))}"
             f"<h3>Candidates</h3>{verdict_rows(attempts, best)}<h3>Kernels of the proposal</h3>"
             f"{kernel_section(best_v)}</body></html>")

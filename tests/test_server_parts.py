@@ -213,3 +213,18 @@ def test_editor_settings_reach_the_job_command_line(tmp_path):
     assert (args.rounds, args.budget, args.gpu, args.no_profile, args.no_timeline) == (2, 60.0, 1, True, True)
     default = build_parser().parse_args(Job.new(tmp_path / "m.py", "Block", JobSettings.from_config({})).argv()[3:])
     assert (default.no_profile, default.no_timeline) == (False, False)
+
+
+def test_results_page_shows_where_the_reference_spends_its_time() -> None:
+    """The live H100 job's recorded profile (the example's ops by share, with their lines), and a
+    timeline's busy share where Nsight Systems ran."""
+    from stitchcuda.server import results
+
+    summary = json.loads((ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block-live-e2e.json").read_text())
+    page = results.html(summary, "t", "m")
+    assert "<tr><td>17%</td><td>151.9</td><td>aten::mul</td><td>(top)</td><td>19</td></tr>" in page
+    assert "Measured on NVIDIA H100 80GB HBM3" in page and "Nsight Systems" not in page
+    timeline = {"busy_share": 0.31, "kernels_per_forward": 42.0, "median_kernel_us": 3.25}
+    summary["plan"]["profile"]["nsys"] = {"timeline": timeline}
+    assert "the GPU is busy 31% of each forward's span (launch-bound), 42 kernels per forward" in results.html(summary, "t", "m")
+    assert "No reference profile" in results.html({"attempts": []}, "t", "m")
