@@ -155,6 +155,9 @@ def read(db: Path, path: str, iterations: int, *, task: str = "", device: str = 
     profile = replay(record, task=task, device=device)
     profile.notes[0] = f"CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of {record['iterations']}"
     profile.timeline = timeline(forwards)
+    if record["other_threads"]:
+        profile.notes.append(f"{record['other_threads']} kernel(s) launched from threads without ranges "
+                             "(a library's own threads): not ranked")
     if profile.timeline:
         t = profile.timeline
         bound = " (launch-bound: the GPU waits on launches)" if t["busy_share"] < LAUNCH_BOUND_BUSY else ""
@@ -225,8 +228,10 @@ def to_record(
         order.setdefault(r["tid"], []).append(i)
     starts = {tid: [rows[i]["start"] for i in idx] for tid, idx in order.items()}
     forwards: dict[int, list[tuple[int, int]]] = {}  # bare forward range -> its kernels' intervals
+    other_threads = 0
     for tid, launched, k_start, k_end, _name in kernels:
         if tid not in order:
+            other_threads += 1  # a thread that opened no range: a library's own, say
             continue
         j = bisect_right(starts[tid], launched) - 1
         i = order[tid][j] if j >= 0 else None
@@ -264,6 +269,7 @@ def to_record(
     # Per instrumented forward captured (the child may have been cut short), else as asked.
     iterations = sum(1 for r in rows if r["name"] == FORWARD) or max(1, iterations)
     record = {"version": RECORD_VERSION, "path": path, "clock": "cuda", "iterations": iterations,
+              "other_threads": other_threads,
               "torch": "", "events": events}
     return record, [forwards[k] for k in sorted(forwards)]
 

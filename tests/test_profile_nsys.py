@@ -103,6 +103,7 @@ def test_kernels_are_ranked_by_the_op_module_and_line_that_launched_them(tmp_pat
     assert prof.ops[0].share == pytest.approx(20 / 26)
     assert prof.notes[0].startswith("CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of 2")
     assert any("2.0 us per iteration outside any op" in n for n in prof.notes), prof.notes
+    assert any(n.startswith("2 kernel(s) launched from threads without ranges") for n in prof.notes), prof.notes
 
 
 def test_the_timeline_says_how_busy_the_gpu_is_within_each_forward(tmp_path):
