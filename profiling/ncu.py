@@ -9,13 +9,10 @@ page layout (one row per metric); values come back in SI base units, the median 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +25,7 @@ from pathlib import Path
 from stitchcuda.types import Finding
 
 from . import ncu_rules, roofline
+from .process import run_in_session
 from .source_map import SourceMap, base_name
 
 _NCU_PLACES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
@@ -238,7 +236,7 @@ def profile_candidate(
         left = timeout_s - (time.monotonic() - t0)
         if res is not None and left < 5:
             break
-        res = _run(command(target, names, ncu=tool, launch_count=count, metrics=metric_set), env, left)
+        res = run_in_session(command(target, names, ncu=tool, launch_count=count, metrics=metric_set), left, env)
         if res is None:
             return CandidateProfile([], [f"ncu ran past {timeout_s:.0f} s: no profile findings"], time.monotonic() - t0)
         if parse_csv(res.stdout) or "ERR_NVGPUCTRPERM" in res.stdout + res.stderr:
@@ -253,38 +251,19 @@ def profile_candidate(
             why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(text.strip().splitlines()[-3:])
         return CandidateProfile([], [why + "; timing-only verdict"], seconds, res.stdout)
     found = findings(metrics, smap, peaks)
-    notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"]
     # NCU's own rule messages, from a second pass when the limit leaves room for one.
     left = timeout_s - (time.monotonic() - t0)
+    why = f"skipped, {left:.0f} s left of the {timeout_s:.0f} s limit"
     if left >= RULES_MIN_S:
-        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left,
-                                          run=_run)
+        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left)
         for f in found:
             mine = rules.get(base_name(f.kernel or ""), [])
             if mine:
                 f.data["ncu_rules"] = mine[:5]
                 f.message = f"{f.message} {ncu_rules.summary(mine[0])}"
-        if why:
-            notes.append(f"NCU rule messages: {why}")
-    else:
-        notes.append(f"NCU rule messages: skipped, {left:.0f} s left of the {timeout_s:.0f} s limit")
     seconds = time.monotonic() - t0
-    notes[0] = f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"
+    notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"] + ([f"NCU rule messages: {why}"] if why else [])
     return CandidateProfile(found, notes, seconds, res.stdout)
-
-
-def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float) -> subprocess.CompletedProcess | None:
-    """ncu in its own session, so a timeout kills it and the Python process it profiles together."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(env) if env is not None else None, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=max(1.0, timeout_s))
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return None
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _message(name: str, c: roofline.Classification, share: float) -> str:

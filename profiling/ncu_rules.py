@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from glob import glob
 from pathlib import Path
 
+from .process import run_in_session
 from .source_map import base_name
 
 SECTION_SET = "basic"
@@ -124,9 +125,9 @@ READ_S = 4.0  # of the time left, kept for reading the report
 
 
 def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launch_count: int,
-               env: Mapping[str, str] | None, timeout_s: float, run) -> tuple[dict[str, list[dict]], str]:
+               env: Mapping[str, str] | None, timeout_s: float) -> tuple[dict[str, list[dict]], str]:
     """Profile the launches again with the basic sections into a report and read its rules, all
-    within timeout_s. `run` is ncu.profile_candidate's runner (its own session, killed at the limit)."""
+    within timeout_s."""
     from .ncu import command
 
     deadline = time.monotonic() + timeout_s
@@ -134,7 +135,7 @@ def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launc
         report = Path(tmp) / "rules.ncu-rep"
         argv = command(target, kernels, ncu=ncu, launch_count=launch_count, metrics=(), section_set=SECTION_SET,
                        report=report)
-        res = run(argv, env, timeout_s - READ_S)
+        res = run_in_session(argv, timeout_s - READ_S, env)
         if res is None:
             return {}, "the NCU rules pass ran out of time"
         if not report.exists():

@@ -23,9 +23,7 @@ import glob
 import json
 import os
 import shutil
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +34,7 @@ from typing import Any
 
 from stitchcuda.types import Task
 
+from .process import run_in_session
 from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, replay
 
 FORWARD = "stitchcuda.forward"  # an instrumented forward: its kernels are ranked
@@ -74,20 +73,6 @@ def _version_key(path: str) -> tuple[tuple[int, ...], str]:
     return nums, path
 
 
-def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """Run in a new session, and on timeout kill the whole group: nsys's own child (the profiled
-    Python) would outlive a kill of nsys alone, holding GPU memory."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
 def profile_in_subprocess(
     task: Task, *, timeout_s: float = 180.0, device: str | None = None, iterations: int = 5,
     keep: Path | None = None,
@@ -108,19 +93,22 @@ def profile_in_subprocess(
                "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
                "-o", str(report), sys.executable, "-m", "stitchcuda.profiling.nsys", str(folder / "request.json")]
         deadline = time.monotonic() + timeout_s
+        timed_out = _failed(task, device, f"nsys timed out after {timeout_s:.0f} s")
         try:
-            run = _run(cmd, timeout_s)
+            run = run_in_session(cmd, timeout_s)
+            if run is None:
+                return timed_out
             rep = next(iter(sorted(folder.glob("reference.*rep"))), None)
             if rep is None:
                 tail = ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1][:300]
                 return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): {tail}")
             db = folder / "reference.sqlite"
-            exported = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db), str(rep)],
-                            max(1.0, deadline - time.monotonic()))
+            exported = run_in_session([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db),
+                                       str(rep)], deadline - time.monotonic())
+            if exported is None:
+                return timed_out
             if exported.returncode != 0 or not db.exists():
                 return _failed(task, device, f"nsys export failed (exit {exported.returncode})")
-        except subprocess.TimeoutExpired:
-            return _failed(task, device, f"nsys timed out after {timeout_s:.0f} s")
         except OSError as e:
             return _failed(task, device, f"nsys could not be run: {e}")
         try:
@@ -160,7 +148,7 @@ def read(db: Path, path: str, iterations: int, *, task: str = "", device: str = 
                              "(a library's own threads): not ranked")
     if profile.timeline:
         t = profile.timeline
-        bound = " (launch-bound: the GPU waits on launches)" if t["busy_share"] < LAUNCH_BOUND_BUSY else ""
+        bound = " (launch-bound: the GPU waits on launches)" if t["launch_bound"] else ""
         profile.notes.append(
             f"GPU busy {t['busy_share']:.0%} of each forward's GPU span{bound}: {t['kernels_per_forward']:.0f} "
             f"kernels per forward, median {t['median_kernel_us']:.1f} us, span {t['span_us']:.1f} us"
@@ -295,13 +283,15 @@ def timeline(forwards: list[list[tuple[int, int]]]) -> dict[str, Any]:
         durations += [e - s for s, e in ks]
     durations.sort()
     span = sum(spans) / len(spans)
+    busy_share = sum(busy) / sum(spans) if sum(spans) > 0 else 1.0
     return {
         "forwards": len(forwards),
         "span_us": span / 1000.0,
         "busy_us": sum(busy) / len(busy) / 1000.0,
-        "busy_share": (sum(busy) / sum(spans)) if sum(spans) > 0 else 1.0,
+        "busy_share": busy_share,
         "kernels_per_forward": sum(counts) / len(counts),
         "median_kernel_us": durations[len(durations) // 2] / 1000.0,
+        "launch_bound": busy_share < LAUNCH_BOUND_BUSY,
     }
 
 
@@ -322,12 +312,8 @@ def _nvtx_range(name: str) -> Iterator[None]:
 
 def _child(request_path: Path) -> None:
     import torch
-    from stitchcuda.agents.inputs import make_inputs
-    from stitchcuda.agents.worker import build_model
 
-    from stitchcuda.task import load_task_module
-
-    from .reference import _LineRanges, _module_ranges
+    from .reference import _LineRanges, _module_ranges, build_reference
 
     class _NvtxLines(_LineRanges):
         def range(self, name: str) -> contextlib.AbstractContextManager[Any]:
@@ -336,9 +322,7 @@ def _child(request_path: Path) -> None:
     req = json.loads(request_path.read_text())
     task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
     dev = torch.device(req.get("device") or "cuda:0")
-    module, cls = load_task_module(task)
-    model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev)
-    inputs = make_inputs(getattr(module, task.inputs_fn), 0, dev)
+    model, inputs = build_reference(task, dev)
     (request_path.parent / "child.json").write_text(json.dumps({"device": torch.cuda.get_device_name(dev)}))
     path = str(Path(task.path).resolve())
     with torch.no_grad():

@@ -351,9 +351,8 @@ def profile_task(
         return ReferenceProfile(task.name, dev_name, "none", 0.0, [], [f"profiling failed: {msg}"])
 
 
-def _profile(
-    task: Task, dev: torch.device, dev_name: str, iterations: int, warmup: int, record: Path | None = None
-) -> ReferenceProfile:
+def build_reference(task: Task, dev: torch.device) -> tuple[torch.nn.Module, list[Any]]:
+    """The reference module and one input set, as the Verifier builds and feeds them."""
     # Imported here: the worker module is heavy and only needed once a profile is asked for.
     from stitchcuda.agents.inputs import make_inputs
     from stitchcuda.agents.worker import build_model
@@ -361,9 +360,14 @@ def _profile(
     from stitchcuda.task import load_task_module
 
     module, cls = load_task_module(task)
-    init_args = list(getattr(module, task.init_inputs_fn)())
-    model = build_model(cls, init_args, 42, dev)
-    inputs = make_inputs(getattr(module, task.inputs_fn), 0, dev)
+    model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev)
+    return model, make_inputs(getattr(module, task.inputs_fn), 0, dev)
+
+
+def _profile(
+    task: Task, dev: torch.device, dev_name: str, iterations: int, warmup: int, record: Path | None = None
+) -> ReferenceProfile:
+    model, inputs = build_reference(task, dev)
     cuda = dev.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:

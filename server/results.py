@@ -67,7 +67,7 @@ def reference_section(profile: dict[str, Any] | None, top: int = 8) -> str:
     where = f"<p>Measured on {escape(str(profile.get('device', '?')))}.</p>"
     t = (profile.get("nsys") or {}).get("timeline") or {}
     if t:
-        bound = " (launch-bound)" if t["busy_share"] < 0.5 else ""
+        bound = " (launch-bound)" if t.get("launch_bound") else ""
         where += (f"<p>Nsight Systems: the GPU is busy {t['busy_share']:.0%} of each forward's span{bound}, "
                   f"{t['kernels_per_forward']:.0f} kernels per forward, median {t['median_kernel_us']:.1f} us.</p>")
     return f"{where}<table>{head}{rows}</table>"

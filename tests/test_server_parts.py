@@ -224,7 +224,7 @@ def test_results_page_shows_where_the_reference_spends_its_time() -> None:
     page = results.html(summary, "t", "m")
     assert "<tr><td>17%</td><td>151.9</td><td>aten::mul</td><td>(top)</td><td>19</td></tr>" in page
     assert "Measured on NVIDIA H100 80GB HBM3" in page and "Nsight Systems" not in page
-    timeline = {"busy_share": 0.31, "kernels_per_forward": 42.0, "median_kernel_us": 3.25}
+    timeline = {"busy_share": 0.31, "kernels_per_forward": 42.0, "median_kernel_us": 3.25, "launch_bound": True}
     summary["plan"]["profile"]["nsys"] = {"timeline": timeline}
     assert "the GPU is busy 31% of each forward's span (launch-bound), 42 kernels per forward" in results.html(summary, "t", "m")
     assert "No reference profile" in results.html({"attempts": []}, "t", "m")
