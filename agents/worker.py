@@ -205,7 +205,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics)
 
 
-def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics=None,
+def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
                        lean_bytes: int = 1 << 62) -> Tolerance | None:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
 
@@ -228,11 +228,10 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
         # checksums taken around the reference's call tell whether it changed them itself.
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        lean = sum(a.numel() * a.element_size() for a in tensors) > lean_bytes and all(
-            a.is_contiguous() for a in tensors)
+        in_bytes = _nbytes(args)
+        lean = in_bytes > lean_bytes and all(a.is_contiguous() for a in args if isinstance(a, torch.Tensor))
         if lean and not any(n.startswith("lean inputs") for n in v.notes):
-            v.notes.append(f"lean inputs: {sum(a.numel() * a.element_size() for a in tensors) / 2**30:.1f} GiB per set, "
+            v.notes.append(f"lean inputs: {in_bytes / 2**30:.1f} GiB per set, "
                            "not copied for the reference (checksums around its call instead)")
         call = None
         cand_args: list[Any] = []
@@ -251,8 +250,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                 kept = cand_args
             ops.update(call.ops)
             _add_once(v.hack_findings, call.findings)
-        if numerics is not None:
-            _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
+        _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
         cand_changed: list[int] = []
         sums: list[Any] = []
         if lean:
@@ -268,7 +266,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         versions = [b._version for b in buffers]
         if not buffers_change:
             ref_buffers = buffers
-        elif sum(b.numel() * b.element_size() for b in buffers) <= _BUFFER_SNAPSHOT_BYTES:
+        elif _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES:
             ref_buffers = [b.detach().clone() for b in buffers]
         else:
             ref_buffers = None
@@ -295,8 +293,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         ref_outs = dyn.flatten_outputs(ref_out)
         ref_changed = {i for i, (a, n) in enumerate(zip(args, sums, strict=False))
                        if n is not None and _checksum(a) != n}
-        if numerics is not None:
-            numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
+        numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
         if tol is None:
             tol = tolerance_for(ref_ops, [o.dtype for o in ref_outs if isinstance(o, torch.Tensor)])
             v.tolerance = tol.to_dict()
@@ -496,24 +493,24 @@ def _moved_inputs(args: list[Any], draw: int) -> list[Any]:
 
 def _fp32_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
     """The reference's fp32 outputs from a copy of it, on the buffers its own call saw."""
-    model = copy.deepcopy(ref)
-    with torch.no_grad():
-        for b, saved in zip(model.buffers(), buffers, strict=True):
-            b.copy_(saved)
-        return dyn.flatten_outputs(model(*args))
+    return _outputs_of_copy(ref, buffers, args, double=False)
 
 
 def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
     """The reference's outputs in float64: a copy of it, on the buffers its fp32 call saw."""
-    exact_model = copy.deepcopy(ref)
+    return _outputs_of_copy(ref, buffers, args, double=True)
+
+
+def _outputs_of_copy(ref, buffers: list[torch.Tensor], args: list[Any], *, double: bool) -> list[Any]:
+    model = copy.deepcopy(ref)
     with torch.no_grad():
-        for b, saved in zip(exact_model.buffers(), buffers, strict=True):
+        for b, saved in zip(model.buffers(), buffers, strict=True):
             b.copy_(saved)
-        return dyn.flatten_outputs(exact_model.double()(*[
-            a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
-            else a.clone() if isinstance(a, torch.Tensor) else a
-            for a in args
-        ]))
+        if double:
+            model = model.double()
+            args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                    else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        return dyn.flatten_outputs(model(*args))
 
 
 def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any]) -> list[int]:
@@ -594,13 +591,13 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
     return []
 
 
-def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics=None) -> None:
+def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dict[str, Any]) -> None:
     from .timing import L2Flusher, time_cuda
 
     v = rec.verdict
     trials = int(req.get("trials", 50))
     first = make_inputs(get_inputs, seeds[0], device)
-    in_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
+    in_bytes = _nbytes(first)
     # Two input sets in rotation where memory allows (timing.time_cuda says why).
     sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
     with gpu_lock(req.get("gpu_lock")):
@@ -610,11 +607,10 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics=None
             rec.save()
         if cand is not None:
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher)
-            if numerics is not None and cand is not None:
-                _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
-                if v.hack_findings and v.status != "hacked":
-                    v.correct, v.status = False, "hacked"
-                    v.message = "; ".join(f.message for f in v.hack_findings)
+            _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
+            if v.hack_findings and v.status != "hacked":
+                v.correct, v.status = False, "hacked"
+                v.message = "; ".join(f.message for f in v.hack_findings)
             if v.status == "hacked":
                 return
     v.status = "ok" if cand is not None else "reference-only"
