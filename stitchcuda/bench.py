@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import provenance
 from .task import TaskError, find_task
@@ -24,6 +24,18 @@ from .types import Candidate, Verdict
 # Verifier rounds per problem: the first candidate and at most two answers to wrong results (the
 # built-in coder's precision ladder has two steps above TF32).
 MAX_ATTEMPTS = 3
+
+
+class _Attempt(NamedTuple):
+    """One candidate of one problem on its way through the Verifier."""
+
+    path: Path
+    task: Any
+    plan: Any
+    cand: Candidate | None
+    note: str
+    attempt: int
+    verdict: Future[Verdict]
 
 
 def problem_level(path: Path) -> int | None:
@@ -184,11 +196,24 @@ def run_bench(
             json_path.write_text(json.dumps(report, indent=2, default=str))
             (out / "bench.md").write_text(markdown(report))
 
-    # (file, task, plan, candidate, note, attempt, its verdict to come)
-    pending: list[tuple[Path, Any, Any, Candidate | None, str, int, Future[Verdict]]] = []
+    pending: list[_Attempt] = []
     in_callbacks = [0]  # done-callbacks still running
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s
+
+    def wants_another(v: Verdict, plan: Any, attempt: int) -> bool:
+        # A wrong result gets another round with the Verifier's verdict as feedback (the built-in
+        # coder then raises its fp32 precision a step), as `optimize`'s rounds would, up to
+        # MAX_ATTEMPTS.
+        return v.status == "incorrect" and plan is not None and attempt < MAX_ATTEMPTS
+
+    def next_candidate(task: Any, plan: Any, cand: Candidate | None, v: Verdict) -> Candidate | None:
+        """The coder's answer to the verdict; None where it fails or has nothing new (the same files)."""
+        try:
+            retry = code(task, plan, feedback=v)
+        except Exception:  # noqa: BLE001 - no further round; this verdict stands
+            return None
+        return None if retry is None or (cand is not None and retry.files == cand.files) else retry
 
     def launch(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
         work = out / "runs" / (f.stem if attempt == 1 else f"{f.stem}-r{attempt}")
@@ -214,18 +239,11 @@ def run_bench(
                 results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
                 save()
                 return
-            # A wrong result gets another round with the Verifier's verdict as feedback (the built-in
-            # coder then raises its fp32 precision a step), as `optimize`'s rounds would, up to
-            # MAX_ATTEMPTS; a coder with nothing new to try (the same files) ends it earlier.
+            # Past the deadline the round is left pending, for --resume.
             retry = None
-            wants_retry = v.status == "incorrect" and plan is not None and attempt < MAX_ATTEMPTS
+            wants_retry = wants_another(v, plan, attempt)
             if wants_retry and not past_deadline():
-                try:
-                    retry = code(task, plan, feedback=v)
-                except Exception:  # noqa: BLE001 - no further round; this verdict stands
-                    retry = None
-                if retry is not None and cand is not None and retry.files == cand.files:
-                    retry = None
+                retry = next_candidate(task, plan, cand, v)
                 wants_retry = retry is not None  # no further round to wait for: the verdict stands
             with lock:
                 report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
@@ -243,7 +261,7 @@ def run_bench(
 
         fut.add_done_callback(finished)
         with lock:
-            pending.append((f, task, plan, cand, note, attempt, fut))
+            pending.append(_Attempt(f, task, plan, cand, note, attempt, fut))
 
     for f in files:
         if str(f) in results and str(f) not in rerun:
@@ -264,7 +282,7 @@ def run_bench(
 
     def busy() -> bool:
         with lock:
-            return in_callbacks[0] > 0 or any(not p[-1].done() for p in pending)
+            return in_callbacks[0] > 0 or any(not p.verdict.done() for p in pending)
 
     def _run_alone(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
         while True:
@@ -279,13 +297,10 @@ def run_bench(
             e = results[str(f)]
             on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
             save()
-            if v.status != "incorrect" or plan is None or attempt >= MAX_ATTEMPTS or past_deadline():
+            if not wants_another(v, plan, attempt) or past_deadline():
                 return
-            try:
-                retry = code(task, plan, feedback=v)
-            except Exception:  # noqa: BLE001 - no further round; this verdict stands
-                return
-            if retry is None or (cand is not None and retry.files == cand.files):
+            retry = next_candidate(task, plan, cand, v)
+            if retry is None:
                 return
             on_event(f"{f.name}: trying {retry.name} (alone)")
             cand, attempt = retry, attempt + 1
@@ -295,7 +310,7 @@ def run_bench(
         if past_deadline():
             with lock:
                 snapshot = list(pending)
-            left = [p for p in snapshot if p[-1].cancel()]
+            left = [p for p in snapshot if p.verdict.cancel()]
             if left and not cancelled:
                 on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
             cancelled += len(left)
@@ -303,13 +318,13 @@ def run_bench(
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the
     # rounds a wrong result would have had.
     if jobs > 1:
-        last = {str(p[0]): p[:-1] for p in pending}  # the latest attempt of each
-        for f, task, plan, cand, note, attempt in last.values():
-            entry = results.get(str(f))
+        last = {str(p.path): p for p in pending}  # the latest attempt of each
+        for p in last.values():
+            entry = results.get(str(p.path))
             if entry is None or entry.get("status") != "oom" or past_deadline():
                 continue
-            on_event(f"{f.name}: out of memory beside other workers; running it again alone")
-            _run_alone(f, task, plan, cand, note, attempt)
+            on_event(f"{p.path.name}: out of memory beside other workers; running it again alone")
+            _run_alone(p.path, p.task, p.plan, p.cand, p.note, p.attempt)
 
     pool.shutdown()
     report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"
