@@ -202,9 +202,8 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
     # After a wrong result, fp32 products run as 3xTF32: still on tensor cores and much closer to
-    # fp32 than TF32, but not as exact (on the H100, with K = 8192, 1.5-13x the fp32 reference's own
-    # error to float64: the tensor cores' accumulation truncates). After a second wrong result, full
-    # fp32 (PyTorch's default, on the FMA units at a fraction of the speed).
+    # fp32 than TF32 (SPLIT_K_CHUNK says why not as exact). After a second wrong result, full fp32
+    # (PyTorch's default, on the FMA units at a fraction of the speed).
     precision = "tf32"
     if ctx.precise >= PRECISE_FP32 and out.dtype == "float32":
         precision = "fp32"
@@ -236,8 +235,8 @@ def _render(
 ) -> Kernel:
     ctype = C_TYPES[out.dtype]
     dtype, compute = _CUBLAS_TYPES[out.dtype]
-    split = precision == "3xtf32" and out.dtype == "float32"
-    if precision == "fp32" and out.dtype == "float32":
+    split = precision == "3xtf32"  # (emit_gemm asks for 3xtf32 and fp32 on fp32 products only)
+    if precision == "fp32":
         compute = "CUBLAS_COMPUTE_32F"  # PyTorch's own default for fp32 matmul
     names: list[str] = []
     for t in (mat1, mat2, bias):
@@ -320,7 +319,7 @@ def _render(
         source="\n\n".join(lines) + "\n",
         ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")
              + (" (3xTF32: split operands, three products on tensor cores)" if split else "")
-             + (" (fp32, no TF32)" if compute == "CUBLAS_COMPUTE_32F" and out.dtype == "float32" else "")],
+             + (" (fp32, no TF32)" if precision == "fp32" else "")],
         libraries=["cublasLt", "cublas"] if lt else ["cublas"],
         scratch=scratch,
     )

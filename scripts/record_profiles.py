@@ -36,6 +36,10 @@ CASES = {
 }
 
 
+# The reference profiles (torch.profiler, then Nsight Systems) recorded as CPU-test fixtures.
+REFERENCE_PROBLEMS = ("level3/1_MLP.py", "level3/5_AlexNet.py")
+
+
 def candidate_for(ref: Path, kernel: str | None) -> Candidate:
     if kernel is None:
         task = Task(path=ref)
@@ -77,7 +81,7 @@ def main(out: Path, only: list[str]) -> int:
     (out / "handcalc.json").write_text(json.dumps(summary, indent=2))
 
     kb = Path(os.environ.get("KERNELBENCH", ".carry/kernelbench")).resolve()
-    for problem in ("level3/1_MLP.py", "level3/5_AlexNet.py"):
+    for problem in REFERENCE_PROBLEMS:
         if only and "reference" not in only:
             break
         path = kb / problem
@@ -90,7 +94,7 @@ def main(out: Path, only: list[str]) -> int:
     # Nsight Systems on the same two problems: the SQLite exports are kept as CPU-test fixtures.
     from stitchcuda.profiling import nsys
 
-    for problem in ("level3/1_MLP.py", "level3/5_AlexNet.py"):
+    for problem in REFERENCE_PROBLEMS:
         if only and "nsys" not in only:
             break
         path = kb / problem
