@@ -94,14 +94,19 @@ MATMULS: list[tuple[str, tuple[int, ...], Callable[[T], T], tuple[int, ...], Cal
 ]
 
 
-@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
-def test_plan_matches_torch(case):
+def planned(case):
+    """A MATMULS case's two base storages, its operand views and the planned call."""
     _, shape1, make1, shape2, make2 = case
     torch.manual_seed(0)
     base1 = torch.randn(shape1, dtype=torch.float64) * 100
     base2 = torch.randn(shape2, dtype=torch.float64) - 3
-    x, y = make1(base1), make2(base2)
     plan = plan_gemm(view_of(base1, make1, "x"), view_of(base2, make2, "y"))
+    return base1, base2, make1(base1), make2(base2), plan
+
+
+@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
+def test_plan_matches_torch(case):
+    base1, base2, x, y, plan = planned(case)
     out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
     simulate(plan, base2.reshape(-1), base1.reshape(-1), out.view(-1))
     torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
@@ -113,12 +118,7 @@ def test_k_chunks_add_up_to_the_product(case, chunk):
     """3xTF32's K-chunked calls (each summed into c, beta 1 after the first), simulated as cuBLAS
     runs them, give the whole product for every layout the planner makes (the emitted loop moves its
     operands by the same k_steps)."""
-    _, shape1, make1, shape2, make2 = case
-    torch.manual_seed(0)
-    base1 = torch.randn(shape1, dtype=torch.float64) * 100
-    base2 = torch.randn(shape2, dtype=torch.float64) - 3
-    x, y = make1(base1), make2(base2)
-    plan = plan_gemm(view_of(base1, make1, "x"), view_of(base2, make2, "y"))
+    base1, base2, x, y, plan = planned(case)
     out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
     parts = emit_gemm.k_chunks(plan, chunk)
     assert len(parts) == -(-plan.k // chunk) and sum(q.k for q in parts) == plan.k
