@@ -16,4 +16,12 @@ $pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
   pygls lsprotocol cattrs attrs pytest-lsp pytest-asyncio \
   openai httpx2 httpcore2 h11 truststore jiter pydantic pydantic-core annotated-types typing-inspection sniffio distro \
   typing-extensions
-ls .carry/wheels
+# Nsight Systems there is the copy inside Nsight Compute, whose QDSTRM importer needs elfutils'
+# libdw, which that machine lacks: without it `nsys profile` writes no report. This machine's copy
+# (and its libelf) travel in .carry/libs; gpu_run.sh puts them on LD_LIBRARY_PATH.
+mkdir -p .carry/libs
+for lib in libdw.so.1 libelf.so.1; do
+  src=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  if [ -n "$src" ]; then cp -L "$src" .carry/libs/; else echo "carry: $lib not found here; nsys on the GPU machine will write no report"; fi
+done
+ls .carry/wheels .carry/libs

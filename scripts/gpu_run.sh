@@ -6,7 +6,7 @@
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
 # setuptools may predate our pyproject), runs the chosen stages, and leaves logs and JSON in $OUT.
-# KernelBench problems travel in .carry/kernelbench (git-ignored; copy ../shared/kernelbench there),
+# KernelBench problems travel in .carry/kernelbench, shared libraries in .carry/libs (git-ignored; copy ../shared/kernelbench there),
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # PROFILES="vec_matmul reference" limits the profiles stage to those cases;
 # PARALLEL=1 runs bench stages concurrently; a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
@@ -24,6 +24,8 @@ for sub in agents profiling server; do ln -s "$repo/$sub" "$pkg/$sub"; done
 if compgen -G ".carry/wheels/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/stitchcuda-path .carry/wheels/*.whl 2>&1 | tail -3
 fi
+# Shared libraries the machine lacks (elfutils' libdw for Nsight Systems' importer), from scripts/carry.sh.
+[ -d .carry/libs ] && export LD_LIBRARY_PATH=$repo/.carry/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=/tmp/stitchcuda-path${PYTHONPATH:+:$PYTHONPATH}
 export STITCHCUDA_CACHE=/tmp/stitchcuda-cache
 # Run from outside the checkout: `python -m` puts the working directory first on sys.path, where
