@@ -150,6 +150,10 @@ def _compare_tensor(r: torch.Tensor, g: torch.Tensor, tol: Tolerance, i: int) ->
 # the reference's own error at that element plus a multiple of its median error (a robust scale: a
 # few badly conditioned elements must not loosen the check everywhere). Non-finite values must be
 # where the fp32 reference has them. A candidate that skips or garbles work is far from both.
+# Where the fp32 reference itself misses float64 beyond that tolerance on some elements (a near-tie
+# in a softmax of large logits flips a row: level1/97 on inputs scaled by 1e3), so may the
+# candidate, on other elements, up to twice as many (the L2 factor); where the reference misses on
+# none, neither may the candidate.
 # "The reference's own error" is its larger rounding error of two kinds: on these inputs, and on a
 # few inputs one ulp away (`spread`: each moved input's fp32 result against float64 on the same moved
 # input, so a step in the function is not mistaken for rounding). One draw of rounding noise can be
@@ -259,11 +263,12 @@ def _judge_tensor(
         return compare_outputs([r], [g], tol)
     median = _median_error(rflat, eflat, nflat)
     atol = tol.rtol * abs_sum / finite_n + REFEREE_MEDIAN_ERRORS * median
-    n_bad, max_abs, near_sq = 0, 0.0, 0.0
+    n_bad, ref_bad, max_abs, near_sq = 0, 0, 0.0, 0.0
     for a in range(0, n, _CHUNK):
         rc, gc, ec = (t[a : a + _CHUNK].double() for t in (rflat, gflat, eflat))
         both = rc.isfinite() & ec.isfinite()
         diff = (gc[both] - ec[both]).abs()
+        ref_bad += int(((rc[both] - ec[both]).abs() > atol + tol.rtol * ec[both].abs()).sum().item())
         own = _own_error(rc[both], ec[both], nflat[a : a + _CHUNK][both] if nflat is not None else None)
         allowed = atol + tol.rtol * ec[both].abs() + REFEREE_OWN_ERRORS * own
         if nflat is not None:
@@ -285,5 +290,7 @@ def _judge_tensor(
     rel = err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
     own = f"the fp32 reference's own {noise:.3g}" + (f" at most, here and on {near[1]} inputs an ulp apart" if near else "")
     text = (f"output {i} against the fp64 result: L2 error {err:.3g} ({own}, "
-            f"budget {budget:.3g}), {n_bad} of {finite_n} elements beyond tolerance")
-    return Mismatch(n_bad == 0 and err <= budget, text, max_abs, rel, n_bad / finite_n)
+            f"budget {budget:.3g}), {n_bad} of {finite_n} elements beyond tolerance"
+            + (f" (the fp32 reference: {ref_bad})" if ref_bad else ""))
+    ok = n_bad <= REFEREE_L2_FACTOR * ref_bad and err <= budget
+    return Mismatch(ok, text, max_abs, rel, n_bad / finite_n)

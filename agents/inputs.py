@@ -45,30 +45,56 @@ def _is_float(a: Any) -> bool:
     return isinstance(a, torch.Tensor) and a.is_floating_point()
 
 
-def _kinks_like(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+_KINK_CHUNK = 1 << 24  # elements per step: the int64 indices of a whole 4G-element input would take 32 GB
+
+
+def _near_kinks_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     kinks = torch.tensor(KINKS, dtype=a.dtype, device=a.device)
-    idx = torch.randint(len(KINKS), a.shape, device=a.device, generator=gen)
-    jitter = (torch.rand(a.shape, device=a.device, generator=gen, dtype=a.dtype) - 0.5) * 2e-3
-    return kinks[idx] + jitter
+    flat = a.view(-1) if a.is_contiguous() else None
+    if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
+        return a.copy_(_near_kinks_(torch.empty(a.shape, dtype=a.dtype, device=a.device), gen))
+    for c in range(0, flat.numel(), _KINK_CHUNK):
+        n = min(_KINK_CHUNK, flat.numel() - c)
+        idx = torch.randint(len(KINKS), (n,), device=a.device, generator=gen)
+        jitter = (torch.rand(n, device=a.device, generator=gen, dtype=a.dtype) - 0.5) * 2e-3
+        flat[c : c + n] = kinks[idx] + jitter
+    return a
 
 
+def _mixed_sign_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    return a.sub_(a.mean()).mul_(4)
+
+
+# In place: the inputs of a set are made fresh for it, and a copy per transform would hold two
+# more input-sized tensors at once (level1/45's 16 GiB input ran the H100 out of memory that way).
 ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
-    "large": lambda a, g: a * 1e3,
-    "tiny": lambda a, g: a * 1e-4,
-    "negated": lambda a, g: -a,
-    "mixed-sign": lambda a, g: (a - a.mean()) * 4,
-    "near-kinks": _kinks_like,
+    "large": lambda a, g: a.mul_(1e3),
+    "tiny": lambda a, g: a.mul_(1e-4),
+    "negated": lambda a, g: a.neg_(),
+    "mixed-sign": _mixed_sign_,
+    "near-kinks": _near_kinks_,
 }
 
 
 def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
-    """Transform the floating-point inputs of a random set; integer inputs (indices, labels) and
-    shapes stay as given, since changing them would change the problem rather than stress it."""
+    """Transform the floating-point inputs of a freshly made random set, in place; integer inputs
+    (indices, labels) and shapes stay as given, since changing them would change the problem
+    rather than stress it. An input sharing memory with an earlier one (get_inputs returning
+    [x, x]) is transformed on a copy, so it is not transformed twice."""
     first = next((a for a in base if isinstance(a, torch.Tensor)), None)
     gen = torch.Generator(device=first.device if first is not None else "cpu")
     gen.manual_seed(seed)
     fn = ADVERSARIAL[kind]
-    return [fn(a, gen) if _is_float(a) else a for a in base]
+    seen: set[int] = set()
+    owned = []
+    for a in base:  # copies first, while every input still holds its given values
+        if _is_float(a):
+            ptr = a.untyped_storage().data_ptr()
+            if ptr in seen:
+                a = a.clone()
+            seen.add(ptr)
+        owned.append(a)
+    return [fn(a, gen) if _is_float(a) else a for a in owned]
 
 
 def clone_args(args: list[Any]) -> list[Any]:

@@ -14,9 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
-from stitchcuda.agents.compare import compare_outputs, tolerance_for
+from stitchcuda.agents.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
 from stitchcuda.agents.static_check import check_source
 from stitchcuda.agents.verifier import VerifyOptions, verify
+from stitchcuda.agents.worker import after_timing_findings
 
 from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
@@ -531,3 +532,32 @@ def test_side_stream_timeline_analysis():
     held = [_k("spin_kernel(long)", 7, 0.0, 99.0), _k("affine_relu", 21, 99.5, 130.0), marker]
     assert [k["name"] for k in late_side_kernels(held)[1]] == ["affine_relu"]
     assert late_side_kernels([_k("x", 3, 0.0, 1.0)]) == (None, [], [])
+
+
+# The fresh set after timing: a miss as near as the checked sets' errors is the candidate's numerics
+# ("incorrect", and the precision ladder may climb); one far beyond them is a changed behaviour.
+# Figures from level3/19_MobileNetV1 on the H100 (TF32 convolutions, fp32 reference): the checked
+# sets at relative L2 0.0023 (some through the fp64 referee), the fresh set 1 of 10000 elements
+# beyond rtol 0.01 at 0.00235, which was once reported as a hack.
+_CHECKED = [{"set": "random-0", "ok": True, "rel_norm": 0.00231}, {"set": "random-1", "ok": True, "rel_norm": 0.00225},
+            {"set": "random-2", "ok": None, "rel_norm": None}]
+_TOL = Tolerance(0.01, "fp32 conv")
+
+
+@pytest.mark.parametrize(("fresh_rel", "wrong", "hack"), [
+    (0.00235, [], False),  # MobileNetV1's near miss
+    (0.039, [], False),  # within 4 x rtol
+    (0.05, [], True),  # beyond 4 x max(rtol, the checked sets' largest error)
+    (1.4, [], True),  # a stale or skipped output
+    (0.00235, [3], True),  # timed outputs wrong: a hack whatever the fresh set says
+])
+def test_after_timing_near_miss_or_hack(fresh_rel, wrong, hack):
+    m = Mismatch(False, "output 0: 1 of 10000 elements beyond tolerance", 0.002, fresh_rel)
+    found, near = after_timing_findings(m, wrong, 10, _CHECKED, _TOL)
+    assert bool(found) is hack and all(f.code == "wrong-while-timed" for f in found)
+    assert near is (fresh_rel <= 0.04)
+    ok = Mismatch(True, "match", 0.0, 0.0)
+    assert after_timing_findings(ok, [], 10, _CHECKED, _TOL) == ([], False)
+    # Checked sets far off but passing (through the referee) widen the near band with them.
+    wide = [{"set": "random-0", "ok": True, "rel_norm": 0.2}]
+    assert after_timing_findings(Mismatch(False, "x", 0.0, 0.5), [], 10, wide, _TOL) == ([], True)

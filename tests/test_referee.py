@@ -244,3 +244,31 @@ def test_one_value_that_flips_nearby_does_not_loosen_the_whole_budget():
     judged = judge_against_exact([ref], [ref.clone()], [exact], TOL, spread)
     budget = float(judged.message.split("budget ")[1].split(")")[0])
     assert judged.ok and budget < 1.0, judged.message  # without the cap: over 20
+
+
+def flips(exact: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """fp32 values of `exact` with whole-step jumps at `where` (a row whose near-tied logits
+    rounding ordered the other way)."""
+    out = exact.float().clone()
+    out[where] += 5.0
+    return out
+
+
+def test_as_many_flipped_elements_as_the_reference_has_pass_and_more_fail():
+    """level1/97 (softmax attention on inputs scaled by 1e3): near-ties between logits of ~1e6 flip
+    whole rows both in the fp32 reference and in the candidate, each on other rows. Per element the
+    candidate's flips are not the reference's; it passes while it has at most twice as many
+    elements beyond tolerance as the reference (and stays in the L2 budget), and fails beyond."""
+    gen = torch.Generator().manual_seed(0)
+    exact = torch.randn(100_000, generator=gen, dtype=torch.float64)
+    order = torch.randperm(100_000, generator=gen)
+    ref = flips(exact, order[:20])
+    got = flips(exact, order[20:50])  # 30 flips, none where the reference has one
+    judged = judge_against_exact([ref], [got], [exact], TOL)
+    assert judged.ok, judged.message
+    assert "30 of 100000 elements beyond tolerance (the fp32 reference: 20)" in judged.message
+    many = judge_against_exact([ref], [flips(exact, order[20:70])], [exact], TOL)  # 50 > 2 x 20
+    assert not many.ok and "50 of 100000" in many.message
+    assert float(many.message.split("L2 error ")[1].split(" ")[0]) < float(many.message.split("budget ")[1].split(")")[0])
+    # A reference that misses nowhere leaves no element to miss.
+    assert not judge_against_exact([exact.float()], [flips(exact, order[:1])], [exact], TOL).ok
