@@ -211,10 +211,16 @@ def profile_candidate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     repeats: int = 2,
     peaks: roofline.Peaks = roofline.H100_MEASURED,
+    keep_report: Path | None = None,
 ) -> CandidateProfile:
     """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files),
-    run in a child process on the Verifier's request; every failure becomes a note."""
+    run in a child process on the Verifier's request; every failure becomes a note. `keep_report`:
+    where to leave the rules pass's report (.ncu-rep), for Nsight Compute's UI; there is none where
+    that pass did not run or failed."""
     t0 = time.monotonic()
+    if keep_report is not None:
+        # Whatever happens below, a report left there belongs to this profile and no earlier one.
+        ncu_rules.discard_kept(keep_report)
     smap: SourceMap | None
     try:
         smap = SourceMap.from_files(files)
@@ -255,7 +261,8 @@ def profile_candidate(
     left = timeout_s - (time.monotonic() - t0)
     why = f"skipped, {left:.0f} s left of the {timeout_s:.0f} s limit"
     if left >= RULES_MIN_S:
-        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left)
+        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left,
+                                          keep=keep_report)
         for f in found:
             mine = rules.get(base_name(f.kernel or ""), [])
             if mine:

@@ -3,7 +3,8 @@
 
 The metrics pass (`ncu.profile_candidate`) reads raw counters only, which carry no rule results. This
 second pass profiles the same launches with the `basic` section set (Speed-of-Light, launch
-statistics, occupancy: the sections whose rules need no extra replays), exports a report, and reads
+statistics, occupancy: the sections whose rules need no extra replays), exports a report (kept
+where the caller asks, for the user to open in Nsight Compute's UI), and reads
 its rule results with Nsight Compute's Python report reader, `ncu_report` (shipped under the tool's
 extras/python, and on PyPI as ncu-report), in a child process: the reader is a native library, and
 its failure must stay a note. Nothing here is required: any failure returns the reason instead.
@@ -11,6 +12,7 @@ its failure must stay a note. Nothing here is required: any failure returns the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,9 +35,19 @@ _LINK = re.compile(r"@(url|sass|source|section):([^@]*)@")
 # section:ID:TEXT.
 _TEXT_AT = {"url": slice(0, 1), "sass": slice(1, None), "source": slice(2, None), "section": slice(1, None)}
 
+NOT_INSTALLED = "NCU's report reader (ncu_report) is not installed: pip install ncu-report"
+# The reader child's exit status where no ncu_report can be imported at all (as opposed to one that
+# is there and fails, whose own error is the more useful note).
+_NO_READER_EXIT = 3
+
 _READER = r"""
 import json, sys
-import ncu_report
+try:
+    import ncu_report
+except ModuleNotFoundError as e:
+    if e.name != "ncu_report":
+        raise
+    sys.exit(3)  # _NO_READER_EXIT
 
 def kind(enum, value):
     # The reader hands message and speedup types over as plain ints (its enums' values).
@@ -86,11 +98,12 @@ def plain(message: str) -> str:
     return " ".join(_LINK.sub(lambda m: ":".join(m.group(2).split(":")[_TEXT_AT[m.group(1)]]), message).split())
 
 
-def read_rules(report: Path, ncu: str, timeout_s: float) -> tuple[dict[str, list[dict]], str]:
+def read_rules(report: Path, ncu: str | None, timeout_s: float) -> tuple[dict[str, list[dict]], str]:
     """Kernel (base name) -> actionable rule results, largest estimated speedup first; and why
-    there are none, where there are none."""
+    there are none, where there are none. `ncu`: the ncu whose own reader comes first; None (no
+    Nsight Compute here, a recorded report) reads with whatever ncu_report this interpreter has."""
     env = dict(os.environ)
-    extra = reader_paths(ncu)
+    extra = reader_paths(ncu) if ncu else []
     if extra:
         env["PYTHONPATH"] = os.pathsep.join(extra + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     try:
@@ -98,6 +111,10 @@ def read_rules(report: Path, ncu: str, timeout_s: float) -> tuple[dict[str, list
                              timeout=max(1.0, timeout_s), env=env)
     except subprocess.TimeoutExpired:
         return {}, "reading the NCU report ran out of time"
+    except OSError as e:
+        return {}, f"NCU's report reader could not be started: {e}"
+    if res.returncode == _NO_READER_EXIT:
+        return {}, NOT_INSTALLED
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
         return {}, f"NCU's report reader (ncu_report) failed: {last[:200]}"
@@ -124,15 +141,30 @@ def read_rules(report: Path, ncu: str, timeout_s: float) -> tuple[dict[str, list
 READ_S = 4.0  # of the time left, kept for reading the report
 
 
+def discard_kept(keep: Path) -> Path:
+    """The report file ncu writes for `--export keep` (it adds ".ncu-rep" where the name lacks it),
+    with any earlier one removed: a report from an earlier run, left where this one wrote none,
+    would pass for this one's."""
+    report = keep if keep.name.endswith(".ncu-rep") else keep.with_name(keep.name + ".ncu-rep")
+    report.unlink(missing_ok=True)
+    return report
+
+
 def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launch_count: int,
-               env: Mapping[str, str] | None, timeout_s: float) -> tuple[dict[str, list[dict]], str]:
+               env: Mapping[str, str] | None, timeout_s: float,
+               keep: Path | None = None) -> tuple[dict[str, list[dict]], str]:
     """Profile the launches again with the basic sections into a report and read its rules, all
-    within timeout_s."""
+    within timeout_s. `keep`: where to write the report and leave it, for Nsight Compute's UI;
+    without it the report goes in a temporary folder."""
     from .ncu import command
 
     deadline = time.monotonic() + timeout_s
-    with tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-") as tmp:
-        report = Path(tmp) / "rules.ncu-rep"
+    with contextlib.ExitStack() as stack:
+        if keep is not None:
+            report = discard_kept(keep)
+            report.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            report = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-"))) / "rules.ncu-rep"
         argv = command(target, kernels, ncu=ncu, launch_count=launch_count, metrics=(), section_set=SECTION_SET,
                        report=report)
         res = run_in_session(argv, timeout_s - READ_S, env)

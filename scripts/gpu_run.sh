@@ -60,7 +60,9 @@ for stage in "$@"; do
         || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
       (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     profiles)
-      (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py" ${PROFILES:-}) 2>&1 | tee "$OUT/profiles.log" | tail -60 ;;
+      (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py" ${PROFILES:-}) 2>&1 | tee "$OUT/profiles.log" | tail -60
+      # The device tool returns at most 8 files, two folders down: the fixtures come back as one archive.
+      (cd "$OUT" && tar czf profiles.tgz --remove-files profiles) ;;
     llm)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 480 python3 "$repo/scripts/llm_scripted_gpu.py") 2>&1 | tee "$OUT/llm.log" | tail -60 ;;
     example)

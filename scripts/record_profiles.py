@@ -1,10 +1,11 @@
 """Record the profiling fixtures on a GPU (run by `scripts/gpu_run.sh profiles`; writes under $OUT).
 
 For each case the Verifier runs in full, with Nsight Compute on: the verdict (timings, findings),
-ncu's raw CSV and the candidate's sources are kept, with the bytes and FLOPs each kernel must move
-or do, worked out by hand from the shapes, so the CPU tests can check the classification against
-arithmetic. The reference profiles of a KernelBench MLP and conv net are recorded as their
-profiler events (profiling.reference.dump_events) for the ranking to be replayed in CI.
+ncu's raw CSV, the rules pass's report (rules.ncu-rep) and the candidate's sources are kept, with
+the bytes and FLOPs each kernel must move or do, worked out by hand from the shapes, so the CPU
+tests can check the classification against arithmetic. The reference profiles of a KernelBench MLP
+and conv net are recorded as their profiler events (profiling.reference.dump_events) for the
+ranking to be replayed in CI.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def main(out: Path, only: list[str]) -> int:
                 (work / fname).write_text(text)
         if (work / "run" / "ncu.csv").exists():
             shutil.copy(work / "run" / "ncu.csv", work / "ncu.csv")
+        # The Verifier keeps the rules pass's report as run/ncu-rules.ncu-rep; CI reads its rule
+        # results with the ncu-report package, no Nsight Compute or GPU there.
+        if (work / "run" / "ncu-rules.ncu-rep").exists():
+            shutil.copy(work / "run" / "ncu-rules.ncu-rep", work / "rules.ncu-rep")
         (work / "verdict.json").write_text(v.to_json())
         ms = v.ours.median_ms if v.ours else None
         summary[name] = {

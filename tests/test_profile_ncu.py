@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -321,6 +322,7 @@ def test_verifier_profiles_an_accepted_candidate(tmp_path, monkeypatch) -> None:
     smap = source_map.SourceMap.from_files(cand.files)
     assert (f.file, f.line) == (smap.lookup(f.kernel).file, smap.lookup(f.kernel).line)
     assert (tmp_path / "run" / "ncu.csv").exists()
+    assert (tmp_path / "run" / "ncu-rules.ncu-rep").stat().st_size > 0, v.notes
 
 
 def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) -> None:
@@ -471,14 +473,70 @@ def test_ncu_rule_messages_join_the_findings(generated, tmp_path, monkeypatch):
     assert not any(n.startswith("NCU rule messages") for n in prof.notes)
 
 
+def _reader_on_path(folder: Path, monkeypatch: pytest.MonkeyPatch, module: str, rules: dict | None = None) -> None:
+    """`module` as ncu_report, first on the reader child's import path (ahead of the ncu-report
+    package the test extras install)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ncu_report.py").write_text(module)
+    if rules is not None:
+        (folder / "rules.json").write_text(json.dumps(rules))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+# As Python reports an ncu_report that is nowhere on the path.
+_NOT_INSTALLED = "raise ModuleNotFoundError(\"No module named 'ncu_report'\", name='ncu_report')\n"
+
+
 def test_without_a_report_reader_the_findings_stand_and_a_note_says_why(generated, tmp_path, monkeypatch):
     log = _fake_ncu(tmp_path, monkeypatch)
     monkeypatch.setattr(ncu_rules, "reader_paths", lambda tool: [])
+    _reader_on_path(tmp_path / "no-reader", monkeypatch, _NOT_INSTALLED)
     prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
     assert {f.code for f in prof.findings} == {"memory-bound", "latency-bound"}
     assert all("ncu_rules" not in f.data for f in prof.findings)
-    assert any(n.startswith("NCU rule messages:") for n in prof.notes), prof.notes
+    assert f"NCU rule messages: {ncu_rules.NOT_INSTALLED}" in prof.notes, prof.notes
+    assert ncu_rules.NOT_INSTALLED.endswith("pip install ncu-report")
     assert len([c for c in log.read_text().splitlines() if "--export" in c]) == 1
+
+
+def test_without_ncu_the_interpreters_own_reader_reads_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded report in CI: no ncu, so no folder of NCU's is searched; the ncu_report this
+    interpreter imports (the ncu-report package) reads it. One that is there but cannot load says
+    its own error; one that is not there says how to install it."""
+    def no_search(tool: str) -> list[str]:
+        raise AssertionError(f"searched for NCU's reader beside {tool!r}")
+
+    monkeypatch.setattr(ncu_rules, "reader_paths", no_search)
+    report = tmp_path / "rules.ncu-rep"
+    report.write_text("report\n")
+    rules = {PW: [_rule("LaunchConfiguration", "Small grid", "WARNING", 12.0),
+                  _rule("MemoryCoalescing", "Uncoalesced", "OPTIMIZATION", 38.5)]}
+    _reader_on_path(tmp_path / "site", monkeypatch, _FAKE_READER, rules)
+    got, why = ncu_rules.read_rules(report, None, 30)
+    assert why == "" and [r["rule"] for r in got["stitch_pw0_kernel"]] == ["MemoryCoalescing", "LaunchConfiguration"]
+    _reader_on_path(tmp_path / "broken", monkeypatch,
+                    "raise ImportError('libnvperf_host.so: cannot open shared object file')\n")
+    got, why = ncu_rules.read_rules(report, None, 30)
+    assert got == {} and why == "NCU's report reader (ncu_report) failed: ImportError: libnvperf_host.so: " \
+                                "cannot open shared object file"
+    _reader_on_path(tmp_path / "none", monkeypatch, _NOT_INSTALLED)
+    assert ncu_rules.read_rules(report, None, 30) == ({}, ncu_rules.NOT_INSTALLED)
+
+
+def test_the_rules_report_is_kept_where_asked(generated: dict[str, str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the user to open in Nsight Compute's UI; a later profile that writes none leaves none of
+    the earlier one's behind to pass for its own."""
+    log = _fake_ncu(tmp_path, monkeypatch, rules={PW: [_rule("LaunchConfiguration", "Small grid", "WARNING", 12.0)]})
+    keep = tmp_path / "run" / "ncu-rules.ncu-rep"
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30, keep_report=keep)
+    (call,) = [c for c in log.read_text().splitlines() if "--export" in c]
+    assert f"--export {keep} " in call
+    assert keep.read_text() == "report\n"
+    assert any(f.data.get("ncu_rules") for f in prof.findings)
+    monkeypatch.setattr(ncu, "RULES_MIN_S", 1e9)
+    ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30, keep_report=keep)
+    assert not keep.exists()
 
 
 def test_no_rules_pass_when_the_limit_leaves_no_room(generated, tmp_path, monkeypatch):

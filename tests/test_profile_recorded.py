@@ -2,7 +2,8 @@
 scripts/record_profiles.py at 11088ae, and vec_matmul at 93156bb; torch 2.11.0+cu130, ncu 2025.3.1,
 2026-11-23): Nsight Compute's CSV for four kinds of kernel, the Verifier's verdicts (CUDA-event
 timings), and torch.profiler events of two KernelBench references. Parsed and classified here,
-without a GPU.
+without a GPU. The rules pass's reports (rules.ncu-rep, read with the ncu-report package) are
+recorded separately, by the same script once the Verifier keeps them.
 
 What NCU says is what the tests assert: the textbook naive matmul (one thread per output) is
 L1-bound by Speed-of-Light, not compute-bound (98% L1 throughput, 65% compute), and so is the
@@ -13,10 +14,11 @@ L1-bound by Speed-of-Light, not compute-bound (98% L1 throughput, 65% compute), 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from stitchcuda.profiling import ncu, reference, source_map
+from stitchcuda.profiling import ncu, ncu_rules, reference, source_map
 
 REC = Path(__file__).parent / "fixtures" / "recorded" / "h100-profiles"
 HAND = json.loads((REC / "handcalc.json").read_text())
@@ -90,3 +92,37 @@ def test_recorded_reference_profiles_rank_and_map_ops():
     assert conv.op == "aten::convolution" and conv.module == "conv1" and conv.share > 0.4
     if (KB / "5_AlexNet.py").is_file():  # the line is the one that calls the layer
         assert "self.conv1(x)" in (KB / "5_AlexNet.py").read_text().splitlines()[conv.line - 1]
+
+
+# What NCU's rules said of each recorded kernel (its first rule, by estimated speedup), or None.
+RECORDED_FIRST_RULE = {"pointwise": "AchievedOccupancy", "tiny": "LaunchConfiguration", "naive_matmul": None}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_FIRST_RULE))
+def test_recorded_rules_report_reads_without_nsight_compute(name: str) -> None:
+    """The rules pass's report, kept by the Verifier (scripts/record_profiles.py copies it as
+    rules.ncu-rep), read as CI reads it: no ncu, the ncu-report package of the test extras. What it
+    reads must be what the GPU machine's own reader put in the same run's verdict. A missing report
+    is a defect of the recording, so it fails here rather than skips."""
+    report = REC / name / "rules.ncu-rep"
+    assert report.is_file(), f"{report} is missing: record it with `scripts/gpu_run.sh profiles`"
+    finding = json.loads((REC / name / "verdict.json").read_text())["findings"][0]
+    kernel = source_map.base_name(finding["kernel"])
+    rules, why = ncu_rules.read_rules(report, None, 60)
+    assert rules.get(kernel, []) == finding["data"].get("ncu_rules", []), why
+    first = RECORDED_FIRST_RULE[name]
+    if first is None:  # the naive matmul: NCU's basic-set rules find nothing to act on
+        assert rules == {} and why == "no actionable NCU rule results"
+        return
+    assert rules[kernel][0]["rule"] == first, rules[kernel]
+    speedups = [r["speedup"] for r in rules[kernel] if r.get("speedup") is not None]
+    assert speedups == sorted(speedups, reverse=True)
+    for r in rules[kernel]:
+        assert r["rule"] and r["type"] in ("OPTIMIZATION", "WARNING"), r
+        assert r["title"] or r["message"], r
+        if r.get("speedup") is not None:
+            assert isinstance(r["speedup"], int | float) and r["speedup"] >= 0, r
+            assert r["speedup_type"] in ("GLOBAL", "LOCAL", "UNKNOWN"), r
+        assert not re.search(r"@(url|sass|source|section):", r["message"]), r["message"]  # links made plain text
+    assert ncu_rules.summary(rules[kernel][0]).startswith(f"NCU {first}: ")
+    assert ncu_rules.summary(rules[kernel][0]) in finding["message"]  # the editor's one line carries it
