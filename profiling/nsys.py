@@ -97,11 +97,13 @@ def profile_in_subprocess(
         try:
             run = run_in_session(cmd, timeout_s)
             if run is None:
+                _drop_raw(folder)
                 return timed_out
             rep = next(iter(sorted(folder.glob("reference.*rep"))), None)
             if rep is None:
-                tail = ((run.stderr or run.stdout).strip().splitlines() or ["no output"])[-1][:300]
-                return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): {tail}")
+                dropped = _drop_raw(folder)
+                return _failed(task, device, f"nsys profile wrote no report (exit {run.returncode}): "
+                                             f"{_no_report_why(run.stdout, run.stderr)}{dropped}")
             db = folder / "reference.sqlite"
             exported = run_in_session([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(db),
                                        str(rep)], deadline - time.monotonic())
@@ -124,6 +126,32 @@ def profile_in_subprocess(
 
 def _failed(task: Task, device: str | None, why: str) -> ReferenceProfile:
     return ReferenceProfile(task.name, device or "?", "none", 0.0, [], [why])
+
+
+IMPORTER_FIX = ("Nsight Systems' QDSTRM importer could not run, so the raw capture was not turned into a "
+                "report; usually a shared library it loads is missing (e.g. elfutils' libdw: apt install libdw1)")
+
+
+def _no_report_why(stdout: str, stderr: str) -> str:
+    """nsys's own last line; where its importer failed (which nsys reports only as "Unable to
+    retrieve the importer version"), what that means and what usually fixes it, before nsys's line."""
+    lines = (stderr + "\n" + stdout).strip().splitlines()
+    said = next((ln.strip() for ln in lines if "importer" in ln.lower()), None)
+    if said is not None:
+        return f"{IMPORTER_FIX}; nsys said: {said[:300]}"
+    return ((stderr or stdout).strip().splitlines() or ["no output"])[-1][:300]
+
+
+def _drop_raw(folder: Path) -> str:
+    """Remove the raw captures (*.qdstrm) nsys left without importing them: they can be gigabytes.
+    Says what went, for the note."""
+    gone = 0
+    for raw in folder.glob("*.qdstrm"):
+        with contextlib.suppress(OSError):
+            size = raw.stat().st_size
+            raw.unlink()
+            gone += size
+    return f" (its raw capture, {gone / 1e6:.1f} MB of .qdstrm, was deleted)" if gone else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 The report here is built with the tables and columns of Nsight Systems' documented SQLite export
 (StringIds, NVTX_EVENTS, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_KERNEL): no nsys runs on
-this machine. A report recorded by the real tool on the GPU machine is still to come."""
+this machine; the real tool's exports, recorded on the GPU machine, are read at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -181,6 +182,37 @@ def test_a_failing_nsys_is_a_note_not_a_crash(tmp_path, monkeypatch):
     assert os.path.exists(tmp_path / "kept" / "request.json")
 
 
+# What the GPU machine's nsys (the copy in Nsight Compute's folder) did where its QdstrmImporter could
+# not load libdw.so.1: the capture written as a raw .qdstrm, the importer line, no report. The lines
+# around nsys's own are of the same shape, not copied from it.
+_NSYS_NO_IMPORTER = """#!/bin/sh
+prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+head -c 3000000 /dev/zero > "$out.qdstrm"
+echo "Collecting data..."
+echo "Unable to retrieve the importer version: skipping importation of the QDSTRM file."
+echo "Generated:"
+echo "    $out.qdstrm"
+exit 0
+"""
+
+
+def test_an_importer_that_cannot_run_is_named_and_its_raw_capture_removed(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = tmp_path / "nsys"
+    exe.write_text(_NSYS_NO_IMPORTER)
+    exe.chmod(0o755)
+    monkeypatch.setenv("STITCHCUDA_NSYS", str(exe))
+    kept = tmp_path / "kept"
+    prof = nsys.profile_in_subprocess(Task(path=tmp_path / "m.py"), keep=kept)
+    (note,) = prof.notes
+    assert prof.clock == "none" and note.startswith("nsys profile wrote no report (exit 0): ")
+    assert "QDSTRM importer could not run" in note and "apt install libdw1" in note
+    assert "nsys said: Unable to retrieve the importer version: skipping importation of the QDSTRM file." in note
+    assert "3.0 MB of .qdstrm, was deleted" in note
+    assert (kept / "request.json").exists() and not list(kept.glob("*.qdstrm"))
+
+
 MLP = """import torch
 import torch.nn as nn
 
@@ -249,3 +281,29 @@ def test_a_hanging_profile_is_killed_with_its_child(tmp_path, monkeypatch):
 def test_newest_version_first_by_number():
     paths = ["/opt/nvidia/nsight-systems/2025.9.1/bin/nsys", "/opt/nvidia/nsight-systems/2025.10.0/bin/nsys"]
     assert sorted(paths, key=nsys._version_key, reverse=True)[0].endswith("2025.10.0/bin/nsys")
+
+
+REC = Path(__file__).parent / "fixtures" / "recorded" / "h100-profiles"
+
+
+@pytest.mark.parametrize(("problem", "top", "module", "line"), [
+    ("1_MLP", "aten::addmm", "network.0", 31),
+    ("5_AlexNet", "aten::convolution", "conv1", 51),
+])
+def test_a_real_export_reads_as_the_gpu_machine_read_it(problem, top, module, line):
+    """Nsight Systems' own SQLite export of a KernelBench reference (recorded on the H100 by
+    scripts/record_profiles.py), read here with no nsys: the same ranking and timeline as the GPU
+    machine's reading in the same run, and the same order of the top ops as torch.profiler's."""
+    recorded = json.loads((REC / "nsys" / problem / "profile.json").read_text())
+    path = recorded["ops"][0]["file"]  # as the recording machine named the task file
+    prof = nsys.read(REC / "nsys" / problem / "reference.sqlite", path, 3)
+    assert prof.clock == "cuda" and prof.notes == recorded["notes"]
+    assert [(o.op, o.module, o.line, o.calls) for o in prof.ops] == \
+        [(o["op"], o["module"], o["line"], o["calls"]) for o in recorded["ops"]]
+    assert [o.time_us for o in prof.ops] == pytest.approx([o["time_us"] for o in recorded["ops"]])
+    assert (prof.ops[0].op, prof.ops[0].module, prof.ops[0].line) == (top, module, line)
+    assert prof.timeline["forwards"] == 3 and prof.timeline["busy_share"] > 0.9
+    assert sum(o.share for o in prof.ops) == pytest.approx(1.0)
+    # torch.profiler on the same problem (recorded in an earlier run) ranks the same top three.
+    torch_prof = json.loads((REC / "reference" / f"{problem}.profile.json").read_text())
+    assert [(o["op"], o["module"]) for o in torch_prof["ops"][:3]] == [(o.op, o.module) for o in prof.ops[:3]]
