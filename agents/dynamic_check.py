@@ -280,6 +280,17 @@ def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0) -> list[dic
     ]
 
 
+def kernel_times(kernels: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, int]]:
+    """GPU microseconds (longest first) and launches per kernel name in a timeline, the markers left out."""
+    us: dict[str, float] = {}
+    launches: dict[str, int] = {}
+    for k in kernels:
+        if MARKER not in k["name"]:
+            us[k["name"]] = us.get(k["name"], 0.0) + k["end"] - k["start"]
+            launches[k["name"]] = launches.get(k["name"], 0) + 1
+    return dict(sorted(us.items(), key=lambda kv: -kv[1])), launches
+
+
 def late_side_kernels(kernels: list[dict[str, Any]]) -> tuple[int | None, list[dict[str, Any]], list[dict[str, Any]]]:
     """(the caller's stream, kernels on other streams still running when the marker started,
     all kernels on other streams). The marker is the last spin kernel; its stream is the caller's."""

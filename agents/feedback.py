@@ -6,6 +6,7 @@ from __future__ import annotations
 from stitchcuda.types import Verdict
 
 BUILD_LOG_LINES = 30
+KERNEL_LINES = 6
 
 
 def feedback_text(v: Verdict) -> str:
@@ -32,9 +33,25 @@ def feedback_text(v: Verdict) -> str:
         if v.compiled:
             parts.append(f"torch.compile {v.compiled.median_ms:.4f} ms ({v.speedup_compile:.2f}x)")
         out.append("Timing: " + ", ".join(parts))
+    if v.kernel_us:
+        out.append(_kernel_times(v))
     bound = [f for f in v.findings if f.code.endswith("-bound")]
     if bound:
         from stitchcuda.profiling.ncu import feedback_text as ncu_text
 
         out.append(ncu_text(bound))
     return "\n".join(out)
+
+
+def _kernel_times(v: Verdict) -> str:
+    """Where one forward's GPU time went, library kernels included: a cuDNN layout transform or a
+    copy that outweighs the candidate's own kernels is the next thing to remove."""
+    from stitchcuda.profiling.source_map import base_name
+
+    total = sum(v.kernel_us.values()) or 1.0
+    ranked = sorted(v.kernel_us.items(), key=lambda kv: -kv[1])
+    lines = [f"GPU time of one forward by kernel ({len(ranked)} kernels, {total:.0f} us in all):"]
+    for name, us in ranked[:KERNEL_LINES]:
+        n = v.kernel_launches.get(name, 1)
+        lines.append(f"- {base_name(name)[:80]}: {us:.0f} us ({us / total:.0%}){f', {n} launches' if n > 1 else ''}")
+    return "\n".join(lines)

@@ -149,9 +149,10 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
     # Counters from a kernel sharing the GPU with another worker's timing would describe neither.
     try:
         with file_lock(lock):
-            # The rules pass's report stays beside the verdict, for the user to open in Nsight Compute.
+            # The report stays beside the verdict, for the user to open in Nsight Compute.
             prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
-                                         timeout_s=opts.profile_timeout_s, keep_report=workdir / "ncu-rules.ncu-rep")
+                                         timeout_s=opts.profile_timeout_s, keep_report=workdir / "ncu.ncu-rep",
+                                         kernel_us=verdict.kernel_us, kernel_launches=verdict.kernel_launches)
     except Exception as e:  # noqa: BLE001 - the profile is extra; the verdict stands without it
         verdict.notes.append(f"profiling failed ({type(e).__name__}: {e}); timing-only verdict")
         return

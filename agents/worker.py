@@ -551,6 +551,8 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
     joined: set[int] = set()
     for hold in (0, 20_000_000):
         kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
+        if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
+            v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
         caller, late_now, side = dyn.late_side_kernels(kernels)
         for k in late_now:
             late.setdefault(k["stream"], k["name"])

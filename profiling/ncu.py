@@ -1,14 +1,16 @@
-"""Nsight Compute for a candidate: the command, its CSV, and findings the Coder can act on.
+"""Nsight Compute for a candidate: the command, its raw page, and findings the Coder can act on.
 
 `command` profiles only the candidate's own kernels (a regex of the __global__ names in its .cu),
 with `--clock-control none` so clocks are the ones the timings ran at. `parse_csv` reads
-`ncu --csv --page raw` (one row per launch, a units row under the header) and also the details
-page layout (one row per metric); values come back in SI base units, the median over launches.
-`findings` turns each kernel's roofline classification into a `Finding` placed on its source line.
+`ncu --csv --page raw` (one row per launch, a units row under the header; the same page of an
+exported report, through `ncu --import`) and also the details page layout (one row per metric);
+values come back in SI base units, the median over launches. `findings` turns each kernel's
+roofline classification into a `Finding` placed on its source line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -16,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,8 +40,12 @@ _TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e
 _TIME |= {"second": 1.0, "s": 1.0}
 NO_NCU = "ncu (Nsight Compute CLI) is not installed or not on PATH: no profile findings"
 DEFAULT_TIMEOUT_S = 30.0  # the issue's budget for profiling one candidate
-RULES_MIN_S = 8.0  # time the rules pass needs at least (a second profile of the same launches)
-MAX_LAUNCHES = 24  # each profiled launch is replayed once per counter pass
+# Each profiled launch costs about 0.5 s of replays (H100, roofline metrics): with ncu's start-up,
+# a dozen launches is what fits the 30 s budget.
+MAX_LAUNCHES = 12
+MAX_KERNELS = 6  # where the Verifier timed the kernels: the hottest, up to this many...
+HOT_SHARE = 0.95  # ...until they hold this share of the candidate's own kernel time
+IMPORT_S = 3.0  # of the time limit, kept for reading the report's raw page back (ncu --import)
 # Severity by the share of the profiled time a perfect kernel would save.
 WARN_SHARE = 0.10
 
@@ -87,7 +94,9 @@ def command(
     if kernels:
         argv += ["--kernel-name-base", "function", "--kernel-name", kernel_regex(kernels)]
     if launch_count:
-        argv += ["--launch-count", str(launch_count)]
+        # Ended there: under ncu the rest of a forward can cost more than the profiled launches (a
+        # MobileNet candidate on the H100: 15 s of cuDNN's first calls after its last profiled one).
+        argv += ["--launch-count", str(launch_count), "--kill", "yes"]
     if section_set:
         argv += ["--set", section_set]
     if metrics:
@@ -200,7 +209,44 @@ class CandidateProfile:
     findings: list[Finding]
     notes: list[str]
     seconds: float
-    csv: str = ""  # ncu's raw output, kept beside the verdict
+    csv: str = ""  # the raw page of the run's report, kept beside the verdict
+
+
+def hot_kernels(names: Sequence[str], kernel_us: Mapping[str, float] | None) -> tuple[list[str], str]:
+    """The candidate's kernels to profile, hottest first, and a note where some are left out.
+
+    `kernel_us`: GPU time per kernel in one forward (the Verifier's timeline; library kernels too).
+    A candidate of one kernel per layer (MobileNet: 149) cannot be profiled whole in the budget: the
+    kernels that hold most of the candidate's own GPU time come first. Without times, or where none
+    of the timed kernels is the candidate's, every kernel is named, as before."""
+    own: dict[str, float] = {}
+    for full, us in (kernel_us or {}).items():
+        name = base_name(full)
+        if name in names:
+            own[name] = own.get(name, 0.0) + us
+    if not own:
+        return sorted(set(names)), ""
+    total = sum(own.values()) or 1.0
+    chosen: list[str] = []
+    covered = 0.0
+    for name, us in sorted(own.items(), key=lambda kv: -kv[1]):
+        if len(chosen) == MAX_KERNELS or (chosen and covered >= HOT_SHARE * total):
+            break
+        chosen.append(name)
+        covered += us
+    if len(chosen) == len(own):
+        return chosen, ""
+    return chosen, (f"profiled the {len(chosen)} kernels with the most GPU time of the {len(own)} the candidate "
+                    f"launched ({covered / total:.0%} of their time)")
+
+
+def report_csv(report: Path, *, ncu: str, timeout_s: float) -> str:
+    """The raw page of a report (`ncu --import`: no GPU, no replays), as parse_csv reads it; "" where
+    ncu cannot read it in time."""
+    if not report.exists() or timeout_s < 0.5:
+        return ""
+    res = run_in_session([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"], timeout_s)
+    return res.stdout if res is not None and res.returncode == 0 else ""
 
 
 def profile_candidate(
@@ -212,11 +258,18 @@ def profile_candidate(
     repeats: int = 2,
     peaks: roofline.Peaks = roofline.H100_MEASURED,
     keep_report: Path | None = None,
+    kernel_us: Mapping[str, float] | None = None,
+    kernel_launches: Mapping[str, int] | None = None,
 ) -> CandidateProfile:
-    """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files),
-    run in a child process on the Verifier's request; every failure becomes a note. `keep_report`:
-    where to leave the rules pass's report (.ncu-rep), for Nsight Compute's UI; there is none where
-    that pass did not run or failed."""
+    """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files, the
+    hottest first where `kernel_us` says which, their launches in one forward where `kernel_launches`
+    counts them), run in a child process on the Verifier's request; every failure becomes a note.
+
+    One profiling run collects the roofline counters and the `basic` sections (Speed-of-Light, launch
+    statistics, occupancy: the ones whose rules need no extra replays) into one report; its raw page
+    gives the metrics, and ncu_rules reads NCU's rule results from it. ncu's start-up is most of the
+    cost (about 12 s over the bare run for a cuDNN candidate on the H100), so a second run would
+    spend the budget twice. `keep_report`: where to leave the report, for Nsight Compute's UI."""
     t0 = time.monotonic()
     if keep_report is not None:
         # Whatever happens below, a report left there belongs to this profile and no earlier one.
@@ -232,45 +285,60 @@ def profile_candidate(
     tool = find_ncu()
     if tool is None:
         return CandidateProfile([], [NO_NCU], 0.0)
+    chosen, hot_note = hot_kernels(names, kernel_us)
     target = [sys.executable, "-m", "stitchcuda.profiling.ncu_target", str(request), str(repeats)]
-    # Bounded: a model that launches one kernel per layer would otherwise replay every layer.
-    count = min(repeats * len(names), MAX_LAUNCHES)
-    res = None
-    # With the launch-statistics extras first; a machine whose ncu lacks one of them gets the
-    # core set on a second try, within the same time limit.
-    for metric_set in (roofline.METRICS + roofline.LAUNCH_EXTRAS, roofline.METRICS):
-        left = timeout_s - (time.monotonic() - t0)
-        if res is not None and left < 5:
-            break
-        res = run_in_session(command(target, names, ncu=tool, launch_count=count, metrics=metric_set), left, env)
-        if res is None:
-            return CandidateProfile([], [f"ncu ran past {timeout_s:.0f} s: no profile findings"], time.monotonic() - t0)
-        if parse_csv(res.stdout) or "ERR_NVGPUCTRPERM" in res.stdout + res.stderr:
-            break
-    seconds = time.monotonic() - t0
-    metrics = parse_csv(res.stdout)
-    if not metrics:
-        text = res.stdout + res.stderr
-        if "ERR_NVGPUCTRPERM" in text:
-            why = "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)"
+    # Bounded: a model that launches one kernel per layer would otherwise replay every layer. Where
+    # the Verifier counted them, the chosen kernels' launches in one forward, and ncu stops there.
+    per_forward = sum(n for full, n in (kernel_launches or {}).items() if base_name(full) in chosen)
+    count = min(per_forward or repeats * len(chosen), MAX_LAUNCHES)
+    with contextlib.ExitStack() as stack:
+        if keep_report is not None:
+            report = ncu_rules.discard_kept(keep_report)
+            report.parent.mkdir(parents=True, exist_ok=True)
         else:
-            why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(text.strip().splitlines()[-3:])
-        return CandidateProfile([], [why + "; timing-only verdict"], seconds, res.stdout)
-    found = findings(metrics, smap, peaks)
-    # NCU's own rule messages, from a second pass when the limit leaves room for one.
-    left = timeout_s - (time.monotonic() - t0)
-    why = f"skipped, {left:.0f} s left of the {timeout_s:.0f} s limit"
-    if left >= RULES_MIN_S:
-        rules, why = ncu_rules.rules_pass(target, names, ncu=tool, launch_count=count, env=env, timeout_s=left,
-                                          keep=keep_report)
-        for f in found:
-            mine = rules.get(base_name(f.kernel or ""), [])
-            if mine:
-                f.data["ncu_rules"] = mine[:5]
-                f.message = f"{f.message} {ncu_rules.summary(mine[0])}"
+            report = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-"))) / "profile.ncu-rep"
+        res, text = None, ""
+        # With the launch-statistics extras first; a machine whose ncu lacks one of them gets the
+        # core set on a second try, within the same time limit.
+        for metric_set in (roofline.METRICS + roofline.LAUNCH_EXTRAS, roofline.METRICS):
+            left = timeout_s - (time.monotonic() - t0)
+            if res is not None and left < 5:
+                break
+            report.unlink(missing_ok=True)
+            res = run_in_session(command(target, chosen, ncu=tool, launch_count=count, metrics=metric_set,
+                                         section_set=ncu_rules.SECTION_SET, report=report), left - IMPORT_S, env)
+            if res is None:
+                report.unlink(missing_ok=True)
+                return CandidateProfile([], [f"ncu ran past {timeout_s:.0f} s: no profile findings"], time.monotonic() - t0)
+            if "ERR_NVGPUCTRPERM" in res.stdout + res.stderr:
+                break
+            text = report_csv(report, ncu=tool, timeout_s=timeout_s - (time.monotonic() - t0))
+            if parse_csv(text):
+                break
+        metrics = parse_csv(text)
+        if not metrics:
+            report.unlink(missing_ok=True)
+            out = res.stdout + res.stderr
+            if "ERR_NVGPUCTRPERM" in out:
+                why = "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)"
+            else:
+                why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(out.strip().splitlines()[-3:])
+            return CandidateProfile([], [why + "; timing-only verdict"], time.monotonic() - t0, res.stdout)
+        found = findings(metrics, smap, peaks)
+        left = timeout_s - (time.monotonic() - t0)
+        if left >= 1.0:
+            rules, why = ncu_rules.read_rules(report, tool, left)
+        else:
+            rules, why = {}, f"not read: the {timeout_s:.0f} s limit was spent"
+    for f in found:
+        mine = rules.get(base_name(f.kernel or ""), [])
+        if mine:
+            f.data["ncu_rules"] = mine[:5]
+            f.message = f"{f.message} {ncu_rules.summary(mine[0])}"
     seconds = time.monotonic() - t0
-    notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"] + ([f"NCU rule messages: {why}"] if why else [])
-    return CandidateProfile(found, notes, seconds, res.stdout)
+    notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"] + ([hot_note] if hot_note else [])
+    notes += [f"NCU rule messages: {why}"] if why else []
+    return CandidateProfile(found, notes, seconds, text)
 
 
 def _message(name: str, c: roofline.Classification, share: float) -> str:

@@ -1,30 +1,26 @@
 """Nsight Compute's own rule results for a candidate's kernels: the advice its report shows
 ("Uncoalesced global accesses...", "est. speedup 38%"), with the estimated speedups.
 
-The metrics pass (`ncu.profile_candidate`) reads raw counters only, which carry no rule results. This
-second pass profiles the same launches with the `basic` section set (Speed-of-Light, launch
-statistics, occupancy: the sections whose rules need no extra replays), exports a report (kept
-where the caller asks, for the user to open in Nsight Compute's UI), and reads
-its rule results with Nsight Compute's Python report reader, `ncu_report` (shipped under the tool's
-extras/python, and on PyPI as ncu-report), in a child process: the reader is a native library, and
-its failure must stay a note. Nothing here is required: any failure returns the reason instead.
+Raw counters carry no rule results: `ncu.profile_candidate` profiles with the `basic` section set
+(Speed-of-Light, launch statistics, occupancy: the sections whose rules need no extra replays)
+besides its counters, into a report (kept where the caller asks, for the user to open in Nsight
+Compute's UI). This module reads that report's rule results with Nsight Compute's Python report
+reader, `ncu_report` (shipped under the tool's extras/python, and on PyPI as ncu-report), in a child
+process: the reader is a native library, and its failure must stay a note. Nothing here is
+required: any failure returns the reason instead.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from glob import glob
 from pathlib import Path
 
-from .process import run_in_session
 from .source_map import base_name
 
 SECTION_SET = "basic"
@@ -138,9 +134,6 @@ def read_rules(report: Path, ncu: str | None, timeout_s: float) -> tuple[dict[st
     return out, "" if out else "no actionable NCU rule results"
 
 
-READ_S = 4.0  # of the time left, kept for reading the report
-
-
 def discard_kept(keep: Path) -> Path:
     """The report file ncu writes for `--export keep` (it adds ".ncu-rep" where the name lacks it),
     with any earlier one removed: a report from an earlier run, left where this one wrote none,
@@ -148,34 +141,6 @@ def discard_kept(keep: Path) -> Path:
     report = keep if keep.name.endswith(".ncu-rep") else keep.with_name(keep.name + ".ncu-rep")
     report.unlink(missing_ok=True)
     return report
-
-
-def rules_pass(target: Sequence[str], kernels: Sequence[str], *, ncu: str, launch_count: int,
-               env: Mapping[str, str] | None, timeout_s: float,
-               keep: Path | None = None) -> tuple[dict[str, list[dict]], str]:
-    """Profile the launches again with the basic sections into a report and read its rules, all
-    within timeout_s. `keep`: where to write the report and leave it, for Nsight Compute's UI;
-    without it the report goes in a temporary folder."""
-    from .ncu import command
-
-    deadline = time.monotonic() + timeout_s
-    with contextlib.ExitStack() as stack:
-        if keep is not None:
-            report = discard_kept(keep)
-            report.parent.mkdir(parents=True, exist_ok=True)
-        else:
-            report = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-"))) / "rules.ncu-rep"
-        argv = command(target, kernels, ncu=ncu, launch_count=launch_count, metrics=(), section_set=SECTION_SET,
-                       report=report)
-        res = run_in_session(argv, timeout_s - READ_S, env)
-        if res is None:
-            return {}, "the NCU rules pass ran out of time"
-        if not report.exists():
-            return {}, f"the NCU rules pass wrote no report (ncu exit {res.returncode})"
-        left = deadline - time.monotonic()
-        if left < 1.0:
-            return {}, "no time left to read the NCU report"
-        return read_rules(report, ncu, left)
 
 
 def estimate(rule: Mapping) -> str:

@@ -125,6 +125,10 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     log_tail: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each worker phase
+    # One forward of the candidate, per kernel (the profiler's name, library kernels too): its GPU
+    # microseconds and its launches. Nsight Compute profiles the hottest, and stops after them.
+    kernel_us: dict[str, float] = field(default_factory=dict)
+    kernel_launches: dict[str, int] = field(default_factory=dict)
     rubric: dict[str, Any] = field(default_factory=dict)  # agents/rubric.py, filled in by the loop
 
     @property

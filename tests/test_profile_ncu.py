@@ -245,18 +245,19 @@ def test_command_filters_generated_kernels() -> None:
     argv = ncu.command(["python3", "bench.py"], ["stitch_pw0_kernel", "sc_red_rows"], launch_count=6)
     assert argv[:3] == ["ncu", "--clock-control", "none"]
     assert argv[argv.index("--kernel-name") + 1] == "regex:^(sc_red_rows|stitch_pw0_kernel)(<.*>)?$"
-    assert argv[argv.index("--launch-count") + 1] == "6"
+    assert argv[argv.index("--launch-count") + 1] == "6" and argv[argv.index("--kill") + 1] == "yes"
     assert {"--csv", "--page", "raw"} <= set(argv) and argv[-2:] == ["python3", "bench.py"]
     metrics = argv[argv.index("--metrics") + 1].split(",")
     assert "gpu__time_duration.sum" in metrics and "dram__bytes.sum" in metrics
     rep = ncu.command(["a.out"], [], report=ncu.Path("r"), section_set="full")
     assert "--csv" not in rep and rep[rep.index("--export") + 1] == "r" and "--kernel-name" not in rep
+    assert "--kill" not in rep  # no launch count: the application runs to its end
 
 
-def test_ncu_absent_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ncu_absent_is_a_note(generated: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ncu, "find_ncu", lambda: None)
-    metrics, notes = ncu.run(["python3", "-c", "pass"], ["k"])
-    assert metrics == {} and "not installed" in notes[0]
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated)
+    assert prof.findings == [] and prof.notes == [ncu.NO_NCU] and "not installed" in prof.notes[0]
 
 
 def test_findings_and_feedback(generated: dict[str, str]) -> None:
@@ -322,7 +323,9 @@ def test_verifier_profiles_an_accepted_candidate(tmp_path, monkeypatch) -> None:
     smap = source_map.SourceMap.from_files(cand.files)
     assert (f.file, f.line) == (smap.lookup(f.kernel).file, smap.lookup(f.kernel).line)
     assert (tmp_path / "run" / "ncu.csv").exists()
-    assert (tmp_path / "run" / "ncu-rules.ncu-rep").stat().st_size > 0, v.notes
+    assert (tmp_path / "run" / "ncu.ncu-rep").stat().st_size > 0, v.notes
+    timed = {source_map.base_name(k): us for k, us in v.kernel_us.items()}  # the Verifier's own timeline
+    assert timed.get(source_map.base_name(f.kernel), 0) > 0, v.kernel_us
 
 
 def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) -> None:
@@ -342,10 +345,12 @@ def test_kernel_names_by_pattern_match_tree_sitter(generated: dict[str, str]) ->
 _FAKE_NCU = """#!/bin/sh
 echo "$@" >> "{log}"
 case "$*" in
+  --import*) [ -s "$2" ] && cat "{csv}"; exit 0 ;;
   *{perm}*) echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1 ;;
   *launch__shared_mem_per_block_static*) echo "==ERROR== Failed to find metric launch__shared_mem_per_block_static"; exit 1 ;;
 esac
-# The rules pass: a report file where --export says (its contents are the stand-in reader's business).
+# The profile: a report file where --export says (its raw page is the CSV above, read back with
+# --import; its rule results are the stand-in reader's business).
 prev=""
 for a in "$@"; do [ "$prev" = "--export" ] && echo "report" > "$a"; prev="$a"; done
 case "$*" in *--export*) exit 0 ;; esac
@@ -450,8 +455,9 @@ def _rule(rid: str, title: str, kind: str, speedup: float | None, message: str =
 
 
 def test_ncu_rule_messages_join_the_findings(generated, tmp_path, monkeypatch):
-    """A second pass with the basic sections exports a report; its actionable rule results (not the
-    OK ones) go on the kernel's finding, largest estimated speedup first, links stripped."""
+    """The profiling run also collects the basic sections into its report; its actionable rule
+    results (not the OK ones) go on the kernel's finding, largest estimated speedup first, links
+    stripped; the metrics come from the same report's raw page."""
     rules = {PW: [
         _rule("SOLBottleneck", "Memory is more heavily utilized than Compute", "OK", None),
         _rule("LaunchConfiguration", "Small grid", "WARNING", 12.0),
@@ -460,8 +466,13 @@ def test_ncu_rule_messages_join_the_findings(generated, tmp_path, monkeypatch):
     ]}
     log = _fake_ncu(tmp_path, monkeypatch, rules=rules)
     prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
-    rules_call = [c for c in log.read_text().splitlines() if "--export" in c]
-    assert len(rules_call) == 1 and "--set basic" in rules_call[0] and "--metrics" not in rules_call[0]
+    calls = log.read_text().splitlines()
+    # One profiling run, counters and sections together (after the stand-in's refusal of the
+    # launch extras, as in test_runner_retries_without_the_launch_extras).
+    first, profile = [c for c in calls if "--export" in c]
+    assert "--set basic" in profile and "--metrics" in profile and "launch__shared_mem_per_block_static" in first
+    report = profile.split("--export ")[1].split()[0]
+    assert [c for c in calls if c.startswith("--import")] == [f"--import {report} --csv --page raw --print-units base"]
     pw = next(f for f in prof.findings if source_map.base_name(f.kernel or "") == "stitch_pw0_kernel")
     got = pw.data["ncu_rules"]
     assert [r["rule"] for r in got] == ["MemoryCoalescing", "LaunchConfiguration"]  # once each, OK dropped
@@ -496,7 +507,8 @@ def test_without_a_report_reader_the_findings_stand_and_a_note_says_why(generate
     assert all("ncu_rules" not in f.data for f in prof.findings)
     assert f"NCU rule messages: {ncu_rules.NOT_INSTALLED}" in prof.notes, prof.notes
     assert ncu_rules.NOT_INSTALLED.endswith("pip install ncu-report")
-    assert len([c for c in log.read_text().splitlines() if "--export" in c]) == 1
+    # No profiling run of its own for the rules: the two are the metric sets' (the launch extras refused).
+    assert len([c for c in log.read_text().splitlines() if "--export" in c]) == 2
 
 
 def test_without_ncu_the_interpreters_own_reader_reads_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -523,29 +535,67 @@ def test_without_ncu_the_interpreters_own_reader_reads_the_report(tmp_path: Path
     assert ncu_rules.read_rules(report, None, 30) == ({}, ncu_rules.NOT_INSTALLED)
 
 
-def test_the_rules_report_is_kept_where_asked(generated: dict[str, str], tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_report_is_kept_where_asked(generated: dict[str, str], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """For the user to open in Nsight Compute's UI; a later profile that writes none leaves none of
     the earlier one's behind to pass for its own."""
     log = _fake_ncu(tmp_path, monkeypatch, rules={PW: [_rule("LaunchConfiguration", "Small grid", "WARNING", 12.0)]})
-    keep = tmp_path / "run" / "ncu-rules.ncu-rep"
+    keep = tmp_path / "run" / "ncu.ncu-rep"
     prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30, keep_report=keep)
-    (call,) = [c for c in log.read_text().splitlines() if "--export" in c]
+    call = [c for c in log.read_text().splitlines() if "--export" in c][-1]
     assert f"--export {keep} " in call
     assert keep.read_text() == "report\n"
     assert any(f.data.get("ncu_rules") for f in prof.findings)
-    monkeypatch.setattr(ncu, "RULES_MIN_S", 1e9)
-    ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30, keep_report=keep)
-    assert not keep.exists()
+    (tmp_path / "later").mkdir()
+    _fake_ncu(tmp_path / "later", monkeypatch, perm="--clock-control")  # this one fails: no report
+    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30, keep_report=keep)
+    assert "ERR_NVGPUCTRPERM" in prof.notes[0] and not keep.exists()
 
 
-def test_no_rules_pass_when_the_limit_leaves_no_room(generated, tmp_path, monkeypatch):
+# The Verifier's timeline of one forward: its kernels' GPU microseconds, library kernels too.
+TIMED = {"void stitch_k1_kernel<4>(const float*, float*)": 900.0, "sm90_xmma_gemm_f32f32": 5000.0,
+         "void stitch_pw0_kernel<4>(const float*, float*)": 60.0, "sc_red_rows": 40.0}
+
+
+def test_the_hottest_kernels_are_profiled_where_not_all_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate of one kernel per layer: the kernels that hold most of its own GPU time are
+    named to ncu, in that order, the launches bounded; what was left out is said."""
+    names = ["stitch_k1_kernel", "stitch_pw0_kernel", "sc_red_rows", "never_launched"]
+    chosen, note = ncu.hot_kernels(names, TIMED)
+    assert chosen == ["stitch_k1_kernel", "stitch_pw0_kernel"]  # 960 of 1000 us: past the 95% share
+    assert note == "profiled the 2 kernels with the most GPU time of the 3 the candidate launched (96% of their time)"
+    monkeypatch.setattr(ncu, "MAX_KERNELS", 1)
+    assert ncu.hot_kernels(names, TIMED) == (["stitch_k1_kernel"], "profiled the 1 kernels with the most GPU time "
+                                             "of the 3 the candidate launched (90% of their time)")
+    monkeypatch.undo()
+    assert ncu.hot_kernels(names, None) == (sorted(names), "")  # no timeline: every kernel by name
+    assert ncu.hot_kernels(names, {"sm90_xmma_gemm_f32f32": 5.0}) == (sorted(names), "")  # none of ours timed
+    assert ncu.hot_kernels(["stitch_k1_kernel"], TIMED) == (["stitch_k1_kernel"], "")
+
+    files = {"k.cu": "\n".join(f"__global__ void {n}(float* y) {{ y[0] = 1; }}" for n in names)}
     log = _fake_ncu(tmp_path, monkeypatch)
-    monkeypatch.setattr(ncu, "RULES_MIN_S", 1e9)
-    prof = ncu.profile_candidate(tmp_path / "request.json", generated, timeout_s=30)
-    assert not any("--export" in c for c in log.read_text().splitlines())
-    assert any("NCU rule messages: skipped" in n for n in prof.notes)
+    prof = ncu.profile_candidate(tmp_path / "request.json", files, timeout_s=30, kernel_us=TIMED)
+    call = [c for c in log.read_text().splitlines() if "--export" in c][-1]
+    assert "regex:^(stitch_k1_kernel|stitch_pw0_kernel)(<.*>)?$" in call and "--launch-count 4" in call
+    assert prof.notes[1].startswith("profiled the 2 kernels with the most GPU time"), prof.notes
+    # With the launches of one forward counted: those of the chosen kernels, and ncu stops there.
+    launches = {"void stitch_k1_kernel<4>(const float*, float*)": 3, "sm90_xmma_gemm_f32f32": 7,
+                "void stitch_pw0_kernel<4>(const float*, float*)": 1, "sc_red_rows": 5}
+    ncu.profile_candidate(tmp_path / "request.json", files, timeout_s=30, kernel_us=TIMED, kernel_launches=launches)
+    call = [c for c in log.read_text().splitlines() if "--export" in c][-1]
+    assert "--launch-count 4 --kill yes" in call
+    launches["void stitch_k1_kernel<4>(const float*, float*)"] = 40
+    ncu.profile_candidate(tmp_path / "request.json", files, timeout_s=30, kernel_us=TIMED, kernel_launches=launches)
+    assert f"--launch-count {ncu.MAX_LAUNCHES} " in [c for c in log.read_text().splitlines() if "--export" in c][-1]
 
+
+def test_kernel_times_sum_launches_and_leave_out_the_marker() -> None:
+    from stitchcuda.agents.dynamic_check import MARKER, kernel_times
+
+    timeline = [{"name": "a", "start": 0.0, "end": 2.0}, {"name": "b", "start": 2.0, "end": 7.0},
+                {"name": "a", "start": 7.0, "end": 11.0}, {"name": f"void {MARKER}(long)", "start": 11.0, "end": 60.0}]
+    us, launches = kernel_times(timeline)
+    assert us == {"a": 6.0, "b": 5.0} and list(us) == ["a", "b"] and launches == {"a": 2, "b": 1}
 
 
 def test_ncu_rule_summary_keeps_whole_words():
