@@ -99,16 +99,20 @@ def profile_lines(profile: dict[str, Any] | None, path: str) -> list[Annotated]:
     if not profile or profile.get("clock") not in {"cuda", "cpu"}:
         return []
     what = "GPU time" if profile["clock"] == "cuda" else "CPU time"
+    how = (profile.get("notes") or [""])[0]
+    ranked = profile.get("ops", [])
     out = []
-    for op in profile.get("ops", [])[:HOT_OPS]:
+    for rank, op in enumerate(ranked[:HOT_OPS], 1):
         if op.get("share", 0.0) < MIN_SHARE or not op.get("line") or op.get("file") != path:
             continue
         name = op["op"].removeprefix("aten::")
         module = f" in {op['module']}" if op.get("module") else ""
         msg = f"{name}: {op['share']:.0%} of {what}{module}, {op['time_us']:.1f} us per call of forward"
-        hover = (f"**{name}**{module}: {op['share']:.1%} of the reference's {what} "
-                 f"({op['time_us']:.1f} us per forward, {op.get('calls', 1)} call(s)); "
-                 f"measured on {profile.get('device', '?')}")
+        # The editor shows the diagnostic's message beside the hover: the hover adds, not repeats.
+        calls = op.get("calls", 1)
+        hover = (f"**{name}** in the reference's profile: op {rank} of {len(ranked)} by {what} "
+                 f"({op['share']:.1%}), {calls} call{'s' if calls != 1 else ''} per forward; "
+                 f"measured on {profile.get('device', '?')}" + (f" ({how})" if how else ""))
         diag = lsp.Diagnostic(range=_line_range(op["line"] - 1), message=msg,
                               severity=lsp.DiagnosticSeverity.Information, code="hot-op", source=SOURCE)
         out.append(Annotated(diag, hover))
@@ -130,7 +134,8 @@ def verdict_problems(v: Verdict, module_file: str) -> dict[str, list[Annotated]]
             msg += "\n" + "\n".join(v.build_log.strip().splitlines()[-6:])
         diag = lsp.Diagnostic(range=_line_range(line), message=msg, severity=lsp.DiagnosticSeverity.Error,
                               code=f.code, source=SOURCE)
-        out.setdefault(f.file or module_file, []).append(Annotated(diag, msg))
+        # No hover of its own: it would only repeat the message the editor already shows there.
+        out.setdefault(f.file or module_file, []).append(Annotated(diag, ""))
     return out
 
 
@@ -140,5 +145,5 @@ def hover_at(items: Iterable[Annotated], pos: lsp.Position) -> str | None:
         before_end = (pos.line, pos.character) <= (r.end.line, r.end.character)
         return after_start and before_end or (r.start.line <= pos.line < max(r.end.line, r.start.line + 1))
 
-    texts = [a.hover for a in items if inside(a.diagnostic.range)]
+    texts = [a.hover for a in items if a.hover and inside(a.diagnostic.range)]
     return "\n\n---\n\n".join(texts) if texts else None

@@ -116,6 +116,21 @@ def test_verdict_problems_point_into_the_candidate() -> None:
     (g,) = diagnostics.verdict_problems(bad, "model_new.py")["model_new.py"]
     assert "identifier x is undefined" in g.diagnostic.message
     assert diagnostics.verdict_problems(Verdict("r3", "unverified"), "model_new.py") == {}
+    # The editor shows the message itself: no hover repeats it.
+    assert diagnostics.hover_at([f, g], lsp.Position(11, 0)) is None
+
+
+def test_hot_op_hover_adds_to_the_diagnostic_instead_of_repeating_it() -> None:
+    profile = {"clock": "cuda", "device": "NVIDIA H100 80GB HBM3", "notes": ["CUDA kernel time per iteration"],
+               "ops": [{"op": "aten::addmm", "module": "fc", "file": "/w/m.py", "line": 11, "share": 0.724,
+                        "time_us": 90.5, "calls": 1},
+                       {"op": "aten::relu", "module": "", "file": "/w/m.py", "line": 12, "share": 0.276,
+                        "time_us": 34.5, "calls": 2}]}
+    top, relu = diagnostics.profile_lines(profile, "/w/m.py")
+    assert top.diagnostic.message == "addmm: 72% of GPU time in fc, 90.5 us per call of forward"
+    assert top.hover == ("**addmm** in the reference's profile: op 1 of 2 by GPU time (72.4%), 1 call per forward; "
+                         "measured on NVIDIA H100 80GB HBM3 (CUDA kernel time per iteration)")
+    assert top.diagnostic.message not in top.hover and "2 calls per forward" in relu.hover
 
 
 def test_proposal_edit_and_diff(tmp_path: Path) -> None:
