@@ -107,7 +107,7 @@ def profile_lines(profile: dict[str, Any] | None, path: str) -> list[Annotated]:
             continue
         name = op["op"].removeprefix("aten::")
         module = f" in {op['module']}" if op.get("module") else ""
-        msg = f"{name}: {op['share']:.0%} of {what}{module}, {op['time_us']:.1f} us per call of forward"
+        msg = f"{name}: {op['share']:.0%} of {what}{module}, {op['time_us']:.1f} us per forward"
         # The editor shows the diagnostic's message beside the hover: the hover adds, not repeats.
         calls = op.get("calls", 1)
         hover = (f"**{name}** in the reference's profile: op {rank} of {len(ranked)} by {what} "

@@ -127,7 +127,7 @@ def test_hot_op_hover_adds_to_the_diagnostic_instead_of_repeating_it() -> None:
                        {"op": "aten::relu", "module": "", "file": "/w/m.py", "line": 12, "share": 0.276,
                         "time_us": 34.5, "calls": 2}]}
     top, relu = diagnostics.profile_lines(profile, "/w/m.py")
-    assert top.diagnostic.message == "addmm: 72% of GPU time in fc, 90.5 us per call of forward"
+    assert top.diagnostic.message == "addmm: 72% of GPU time in fc, 90.5 us per forward"
     assert top.hover == ("**addmm** in the reference's profile: op 1 of 2 by GPU time (72.4%), 1 call per forward; "
                          "measured on NVIDIA H100 80GB HBM3 (CUDA kernel time per iteration)")
     assert top.diagnostic.message not in top.hover and "2 calls per forward" in relu.hover
