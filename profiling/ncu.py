@@ -16,7 +16,6 @@ import io
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -185,25 +184,6 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def run(
-    target: Sequence[str], kernels: Sequence[str], *, timeout_s: float = 600, **kw: object
-) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """Profile `target`; (metrics by kernel, notes). No ncu, a failure or no rows -> ({}, why)."""
-    tool = find_ncu()
-    if tool is None:
-        return {}, [NO_NCU]
-    argv = command(target, kernels, ncu=tool, **kw)  # type: ignore[arg-type]
-    try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return {}, [f"ncu ran past {timeout_s:.0f} s"]
-    metrics = parse_csv(res.stdout)
-    if not metrics:
-        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        return {}, [f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(tail)]
-    return metrics, []
-
-
 @dataclass
 class CandidateProfile:
     findings: list[Finding]
@@ -249,6 +229,15 @@ def report_csv(report: Path, *, ncu: str, timeout_s: float) -> str:
     return res.stdout if res is not None and res.returncode == 0 else ""
 
 
+def _fresh_report(keep: Path) -> Path:
+    """The report file ncu writes for `--export keep` (it adds ".ncu-rep" where the name lacks it),
+    with any earlier one removed: a report from an earlier run, left where this one wrote none,
+    would pass for this one's."""
+    report = keep if keep.name.endswith(".ncu-rep") else keep.with_name(keep.name + ".ncu-rep")
+    report.unlink(missing_ok=True)
+    return report
+
+
 def profile_candidate(
     request: Path,
     files: Mapping[str, str],
@@ -271,9 +260,8 @@ def profile_candidate(
     cost (about 12 s over the bare run for a cuDNN candidate on the H100), so a second run would
     spend the budget twice. `keep_report`: where to leave the report, for Nsight Compute's UI."""
     t0 = time.monotonic()
-    if keep_report is not None:
-        # Whatever happens below, a report left there belongs to this profile and no earlier one.
-        ncu_rules.discard_kept(keep_report)
+    # Whatever happens below, a report left there belongs to this profile and no earlier one.
+    kept = _fresh_report(keep_report) if keep_report is not None else None
     smap: SourceMap | None
     try:
         smap = SourceMap.from_files(files)
@@ -292,12 +280,12 @@ def profile_candidate(
     per_forward = sum(n for full, n in (kernel_launches or {}).items() if base_name(full) in chosen)
     count = min(per_forward or repeats * len(chosen), MAX_LAUNCHES)
     with contextlib.ExitStack() as stack:
-        if keep_report is not None:
-            report = ncu_rules.discard_kept(keep_report)
-            report.parent.mkdir(parents=True, exist_ok=True)
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            report = kept
         else:
             report = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stitchcuda-ncu-"))) / "profile.ncu-rep"
-        res, text = None, ""
+        res, text, metrics = None, "", {}
         # With the launch-statistics extras first; a machine whose ncu lacks one of them gets the
         # core set on a second try, within the same time limit.
         for metric_set in (roofline.METRICS + roofline.LAUNCH_EXTRAS, roofline.METRICS):
@@ -313,9 +301,9 @@ def profile_candidate(
             if "ERR_NVGPUCTRPERM" in res.stdout + res.stderr:
                 break
             text = report_csv(report, ncu=tool, timeout_s=timeout_s - (time.monotonic() - t0))
-            if parse_csv(text):
+            metrics = parse_csv(text)
+            if metrics:
                 break
-        metrics = parse_csv(text)
         if not metrics:
             report.unlink(missing_ok=True)
             out = res.stdout + res.stderr

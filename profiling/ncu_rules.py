@@ -134,15 +134,6 @@ def read_rules(report: Path, ncu: str | None, timeout_s: float) -> tuple[dict[st
     return out, "" if out else "no actionable NCU rule results"
 
 
-def discard_kept(keep: Path) -> Path:
-    """The report file ncu writes for `--export keep` (it adds ".ncu-rep" where the name lacks it),
-    with any earlier one removed: a report from an earlier run, left where this one wrote none,
-    would pass for this one's."""
-    report = keep if keep.name.endswith(".ncu-rep") else keep.with_name(keep.name + ".ncu-rep")
-    report.unlink(missing_ok=True)
-    return report
-
-
 def estimate(rule: Mapping) -> str:
     """' (est. speedup 38%, local)': NCU's estimate and its kind (global: of the kernel's run time;
     local: of the efficiency of the unit the rule is about)."""
