@@ -14,12 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from stitchcuda import provenance
+from stitchcuda.agents import rubric
+from stitchcuda.agents.verify.replay import files_digest
+from stitchcuda.agents.verify.verifier import VerifyOptions, cuda_available, verify
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
-
-from . import rubric
-from .replay import files_digest
-from .verifier import VerifyOptions, cuda_available, verify
 
 Progress = Callable[[str, str], None]
 
@@ -67,14 +66,14 @@ class RunResult:
         }
 
 
-def _make_coder(name: str, cancel: threading.Event | None = None):
+def make_coder(name: str, cancel: threading.Event | None = None):
     if name == "builtin":
-        from . import coder_builtin
+        from stitchcuda.agents.coder import builtin as coder_builtin
 
         return coder_builtin.code
     if name == "llm":
-        from .coder_llm import LLMCoder
-        from .llm_client import LLMError
+        from stitchcuda.agents.llm.client import LLMError
+        from stitchcuda.agents.llm.coder import LLMCoder
 
         try:
             return LLMCoder(cancel=cancel)
@@ -83,8 +82,8 @@ def _make_coder(name: str, cancel: threading.Event | None = None):
     raise UsageError(f"unknown coder {name!r} (builtin or llm)")
 
 
-def _plan(task: Task) -> Plan:
-    from .planner import plan
+def plan_task(task: Task) -> Plan:
+    from stitchcuda.agents.plan.planner import plan
 
     return plan(task)
 
@@ -100,10 +99,10 @@ def optimize(
     say = progress or (lambda phase, detail: None)
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    code = _make_coder(opts.coder, cancel)
+    code = make_coder(opts.coder, cancel)
 
     say("planning", f"tracing {task.name}")
-    plan = _plan(task)
+    plan = plan_task(task)
     if opts.profile_reference and cuda_available():
         from stitchcuda.profiling.reference import format_table, profile_in_subprocess
 
@@ -120,7 +119,7 @@ def optimize(
             plan.profile["nsys"] = timeline.to_dict()
             plan.notes.append(format_table(timeline, top=5))
     elif opts.verify.replay and not cuda_available():
-        from . import replay
+        from stitchcuda.agents.verify import replay
 
         plan.profile = replay.profile_for(replay.load(Path(opts.verify.replay)), task.path)
         if plan.profile:

@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import torch
-from stitchcuda.agents.inputs import make_inputs
-from stitchcuda.agents.worker import build_model
 
-from stitchcuda.task import import_file
+from stitchcuda.inputs import make_inputs
+from stitchcuda.task import build_model, import_file
 
 
 def main(argv: list[str]) -> int:

@@ -354,10 +354,8 @@ def profile_task(
 def build_reference(task: Task, dev: torch.device) -> tuple[torch.nn.Module, list[Any]]:
     """The reference module and one input set, as the Verifier builds and feeds them."""
     # Imported here: the worker module is heavy and only needed once a profile is asked for.
-    from stitchcuda.agents.inputs import make_inputs
-    from stitchcuda.agents.worker import build_model
-
-    from stitchcuda.task import load_task_module
+    from stitchcuda.inputs import make_inputs
+    from stitchcuda.task import build_model, load_task_module
 
     module, cls = load_task_module(task)
     model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev)

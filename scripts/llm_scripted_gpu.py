@@ -18,11 +18,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from llm_scripts import CONVERSATIONS, FIRST_VERDICT, plan_answer  # noqa: E402
 from openai_server import ScriptedOpenAI  # noqa: E402
-from stitchcuda.agents.loop import LoopOptions, optimize  # noqa: E402
-from stitchcuda.agents.planner import plan  # noqa: E402
-from stitchcuda.agents.verifier import VerifyOptions  # noqa: E402
 
 from stitchcuda import provenance  # noqa: E402
+from stitchcuda.agents.loop import LoopOptions, optimize  # noqa: E402
+from stitchcuda.agents.plan.planner import plan  # noqa: E402
+from stitchcuda.agents.verify.verifier import VerifyOptions  # noqa: E402
 from stitchcuda.types import Task  # noqa: E402
 
 

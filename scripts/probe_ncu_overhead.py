@@ -24,8 +24,8 @@ WARM_TARGET = """
 import json, sys
 from pathlib import Path
 import torch
-from stitchcuda.agents.inputs import make_inputs
-from stitchcuda.agents.worker import build_model
+from stitchcuda.inputs import make_inputs
+from stitchcuda.task import build_model
 from stitchcuda.task import import_file
 req = json.loads(Path(sys.argv[1]).read_text())
 torch.cuda.set_device(0)

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from stitchcuda.agents import coder_builtin, planner
-from stitchcuda.agents.verifier import VerifyOptions, verify
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.profiling.reference import format_table, profile_in_subprocess
-
 from stitchcuda.types import Candidate, Task
 
 SRC = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "profile_src"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types as lsp
-from stitchcuda.profiling import ncu_rules
 
+from stitchcuda.profiling import ncu_rules
 from stitchcuda.types import Finding, Verdict
 
 SOURCE = "stitchcuda"

@@ -8,7 +8,6 @@ from html import escape
 from typing import Any
 
 from stitchcuda.profiling.roofline_plot import Point, svg
-
 from stitchcuda.types import Verdict
 
 

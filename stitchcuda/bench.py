@@ -148,8 +148,8 @@ def run_bench(
     deadline_s: float | None = None,
     on_event: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    from stitchcuda.agents.loop import _make_coder, _plan
-    from stitchcuda.agents.verifier import VerifierPool, VerifyOptions
+    from stitchcuda.agents.loop import make_coder, plan_task
+    from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
 
     files = expand_paths(paths)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,7 @@ def run_bench(
     if earlier:
         report["meta"]["earlier_runs"] = earlier
     this_run = {"date": report["meta"]["date"], "commit": report["meta"]["commit"]}
-    code = _make_coder(coder)
+    code = make_coder(coder)
     opts = verify_opts or VerifyOptions()
     pool = VerifierPool(gpus, jobs_per_gpu=jobs, opts=opts)
     lock = threading.Lock()
@@ -270,7 +270,7 @@ def run_bench(
             break
         try:
             task = find_task(f)
-            plan = _plan(task)
+            plan = plan_task(task)
             cand = code(task, plan) if plan.supported else None
             note = "; ".join(plan.unsupported)[:300] if cand is None else ""
         except TaskError as e:

@@ -59,7 +59,7 @@ def _event_printer():
 
 
 def _verify_options(args):
-    from stitchcuda.agents.verifier import VerifyOptions
+    from stitchcuda.agents.verify.verifier import VerifyOptions
 
     return VerifyOptions(
         gpu=args.gpu, timeout_s=args.timeout, trials=args.trials, time_compile=not args.no_compile,
@@ -158,7 +158,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from stitchcuda.agents.verifier import verify
+    from stitchcuda.agents.verify.verifier import verify
 
     task = find_task(Path(args.reference), args.class_name)
     cand_path = Path(args.candidate)
@@ -191,7 +191,7 @@ def cmd_bench(args) -> int:
 
 def cmd_plan(args) -> int:
     """What the built-in coder would do with each file, without building or running anything."""
-    from stitchcuda.agents.planner import plan
+    from stitchcuda.agents.plan.planner import plan
     from stitchcuda.bench import expand_paths
 
     rows = []

@@ -8,6 +8,7 @@ import sys
 import uuid
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .types import Task
 
@@ -112,3 +113,15 @@ def load_task_module(task: Task) -> tuple[ModuleType, type]:
         if not callable(getattr(module, fn, None)):
             raise TaskError(f"{task.path}: {fn} is not a function.\n" + EXAMPLE)
     return module, cls
+
+
+def build_model(cls: type, init_args: list[Any], seed: int, device: Any) -> Any:
+    """An instance of `cls` as the Verifier and the profilers build it.
+
+    Built on the CPU under a fixed seed, as KernelBench does, so reference and candidate draw the
+    same initial weights; then moved to `device`.
+    """
+    import torch  # not at the top: the CLI's light commands (plan, doctor) import this module
+
+    torch.manual_seed(seed)
+    return cls(*init_args).to(device)

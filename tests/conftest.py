@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-from stitchcuda.agents.verifier import VerifyOptions, verify
 
 from stitchcuda import runtime
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.types import Candidate, Task, Verdict
 
 HACKS = Path(__file__).parent / "hacks"

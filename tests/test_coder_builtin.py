@@ -18,10 +18,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import needs_nvcc
-from stitchcuda.agents import codegen, coder_builtin, graph, planner
-from stitchcuda.agents.static_check import check_source
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.coder import codegen
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.task import find_task, import_file
 
 _ids = itertools.count()

@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from stitchcuda.agents import compare
-from stitchcuda.agents.compare import compare_outputs, tolerance_for
-from stitchcuda.agents.dynamic_check import bits_equal, output_stats, stats_match
+
+from stitchcuda.agents.verify import compare
+from stitchcuda.agents.verify.compare import compare_outputs, tolerance_for
+from stitchcuda.agents.verify.dynamic_check import bits_equal, output_stats, stats_match
 
 FP32 = [torch.float32]
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-from stitchcuda.agents import emit_conv, graph, kernels
-from stitchcuda.agents.codegen import render
-from stitchcuda.agents.emit_conv import NotSupported, batch_chunk, conv_params, forward_dims
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_conv, kernels
+from stitchcuda.agents.coder.codegen import render
+from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, conv_params, forward_dims
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

@@ -1,4 +1,4 @@
-"""agents/emit_gemm.py: the cuBLAS layout decision (checked by simulating the column-major call with
+"""agents/coder/emit_gemm.py: the cuBLAS layout decision (checked by simulating the column-major call with
 torch), the refusals, the emitted source compiling against cuBLAS's headers, and (GPU) the real
 kernels against torch."""
 
@@ -14,12 +14,13 @@ import pytest
 import torch
 import torch.nn as nn
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import emit_gemm, graph, kernels
-from stitchcuda.agents.codegen import render
-from stitchcuda.agents.emit_gemm import GemmPlan, bias_strides, plan_gemm
-from stitchcuda.agents.kernels import NotSupported, Operand
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_gemm, kernels
+from stitchcuda.agents.coder.codegen import render
+from stitchcuda.agents.coder.emit_gemm import GemmPlan, bias_strides, plan_gemm
+from stitchcuda.agents.coder.kernels import NotSupported, Operand
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

@@ -11,7 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import emit_loss, graph, kernels
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_loss, kernels
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

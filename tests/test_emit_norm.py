@@ -16,9 +16,10 @@ import pytest
 import torch
 import torch.nn as nn
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import codegen, emit_norm, graph, kernels
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import codegen, emit_norm, kernels
 
 A = torch.ops.aten
 

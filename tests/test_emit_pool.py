@@ -14,9 +14,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import emit_pool, graph, kernels
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_pool, kernels
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 from conftest import Fn, needs_nvcc
-from stitchcuda.agents import emit_reduce, graph, kernels
-from stitchcuda.agents.graph import ref_name
 
 from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_reduce, kernels
+from stitchcuda.agents.graph import ref_name
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 

@@ -13,7 +13,9 @@ import pytest
 import torch
 import torch.nn as nn
 from conftest import needs_nvcc
-from stitchcuda.agents import emit_reduce, graph, kernels
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_reduce, kernels
 
 KINKS = (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, 20.0, -20.0, 0.5, -0.5, 2.0, -2.0)
 

@@ -14,11 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
-from stitchcuda.agents.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
-from stitchcuda.agents.static_check import check_source
-from stitchcuda.agents.verifier import VerifyOptions, verify
-from stitchcuda.agents.worker import after_timing_findings
 
+from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
+from stitchcuda.agents.verify.static_check import check_source
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.agents.verify.worker import after_timing_findings
 from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
 
@@ -517,7 +517,7 @@ def _k(name, stream, start, end):
 def test_side_stream_timeline_analysis():
     """The analysis behind the run-time side-stream check, on timelines shaped like the profiler's
     (the GPU tests run it on real ones)."""
-    from stitchcuda.agents.dynamic_check import late_side_kernels
+    from stitchcuda.agents.verify.dynamic_check import late_side_kernels
 
     marker = _k("spin_kernel(long)", 7, 100.0, 101.0)
     # cuDNN-style: internal streams that finish before the caller's stream moves on.

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from stitchcuda.agents.inputs import ADVERSARIAL, KINKS, adversarial
+
+from stitchcuda.inputs import ADVERSARIAL, KINKS, adversarial
 
 
 def fresh() -> list:

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import HACKS, hack_task, needs_nvcc
 from openai_server import ScriptedOpenAI
-from stitchcuda.agents import llm_parse, rubric
-from stitchcuda.agents.coder_llm import CoderError, LLMCoder
-from stitchcuda.agents.llm_client import LLMClient, LLMConfig, LLMError
-from stitchcuda.agents.loop import LoopOptions, optimize
-from stitchcuda.agents.verifier import VerifyOptions
 
+from stitchcuda.agents import rubric
+from stitchcuda.agents.llm import parse as llm_parse
+from stitchcuda.agents.llm.client import LLMClient, LLMConfig, LLMError
+from stitchcuda.agents.llm.coder import CoderError, LLMCoder
+from stitchcuda.agents.loop import LoopOptions, optimize
+from stitchcuda.agents.verify.verifier import VerifyOptions
 from stitchcuda.types import Candidate, Finding, Verdict
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -248,7 +249,7 @@ def test_coder_gives_up_after_bounded_reasks(tmp_path, monkeypatch):
 
 
 def _plan_of(ref: str):
-    from stitchcuda.agents.planner import plan
+    from stitchcuda.agents.plan.planner import plan
 
     return plan(hack_task(ref))
 
@@ -268,7 +269,7 @@ def test_invalid_plan_goes_back_with_the_reason(tmp_path, monkeypatch):
     ([{"kind": "magic", "nodes": ["mul"]}], "needs \"kind\""),
 ])
 def test_plan_validation(groups, reason):
-    from stitchcuda.agents.planner_llm import PlanError, validate
+    from stitchcuda.agents.llm.planner import PlanError, validate
 
     with pytest.raises(PlanError, match=reason.replace("(", r"\(")):
         validate({"groups": groups}, _plan_of("ref_affine"))

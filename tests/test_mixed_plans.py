@@ -15,9 +15,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import needs_nvcc
-from stitchcuda.agents import coder_builtin, graph, planner
-from stitchcuda.agents.static_check import check_source
 
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.task import import_file
 
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -248,8 +250,7 @@ MISS = "random-0: output 0: 12 of 4096 elements beyond tolerance (rtol 0.01); ma
 
 
 def test_precision_ladder_levels():
-    from stitchcuda.agents import kernels
-
+    from stitchcuda.agents.coder import kernels
     from stitchcuda.types import Finding, Verdict
 
     def after(name: str, status: str = "incorrect", findings: tuple[tuple[str, str], ...] = (("output-mismatch", MISS),)) -> int:

@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from stitchcuda.agents import graph, planner
-from stitchcuda.agents.graph import ref
 
+from stitchcuda.agents import graph
+from stitchcuda.agents.graph import ref
+from stitchcuda.agents.plan import planner
 from stitchcuda.task import find_task
 
 KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR", "/work/shared/kernelbench"))
@@ -333,9 +334,10 @@ class ScaledProduct(nn.Module):
 def _gemm_from_plan(p, node_name: str, storages: dict[str, torch.Tensor]) -> torch.Tensor:
     """What the emitted cuBLAS call computes for a planned GEMM node, simulated on the inputs'
     storages: the operands as the kernel sees them (kernels.context), times the node's alpha."""
-    from stitchcuda.agents import kernels
-    from stitchcuda.agents.emit_gemm import plan_gemm
     from test_emit_gemm import simulate
+
+    from stitchcuda.agents.coder import kernels
+    from stitchcuda.agents.coder.emit_gemm import plan_gemm
 
     ctx = kernels.context(p.graph, node_name, "k")
     mat1, mat2 = ctx.args["self"], ctx.args["mat2"]
@@ -359,7 +361,7 @@ def test_scalar_factors_fold_into_the_product():
     got = _gemm_from_plan(p, bmm["name"], {"q": q, "k": k})
     torch.testing.assert_close(got, ScaledProduct()(q, k), rtol=1e-12, atol=1e-12)
     # What the LLM coder reads: bmm has no alpha in aten, so the fold is said in words.
-    from stitchcuda.agents import prompts
+    from stitchcuda.agents.llm import prompts
 
     line = next(ln for ln in prompts.graph_text(p).splitlines() if ln.startswith(bmm["name"] + " = "))
     assert "alpha=" not in line and "times 0.0625 (a scalar factor of an operand, folded in)" in line, line

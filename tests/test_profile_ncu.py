@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-from stitchcuda.agents import coder_builtin, graph, planner
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
 from stitchcuda.profiling import ncu, ncu_rules, roofline, source_map
 
 PW = "void stitch_pw0_kernel<4>(const float *, float *)"
@@ -305,8 +308,7 @@ def test_verifier_profiles_an_accepted_candidate(tmp_path, monkeypatch) -> None:
     carries one memory-bound Finding on the pointwise kernel's source line, within the 30 s budget."""
     from pathlib import Path
 
-    from stitchcuda.agents.verifier import VerifyOptions, verify
-
+    from stitchcuda.agents.verify.verifier import VerifyOptions, verify
     from stitchcuda.types import Task
 
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
@@ -590,7 +592,7 @@ def test_the_hottest_kernels_are_profiled_where_not_all_fit(tmp_path: Path, monk
 
 
 def test_kernel_times_sum_launches_and_leave_out_the_marker() -> None:
-    from stitchcuda.agents.dynamic_check import MARKER, kernel_times
+    from stitchcuda.agents.verify.dynamic_check import MARKER, kernel_times
 
     timeline = [{"name": "a", "start": 0.0, "end": 2.0}, {"name": "b", "start": 2.0, "end": 7.0},
                 {"name": "a", "start": 7.0, "end": 11.0}, {"name": f"void {MARKER}(long)", "start": 11.0, "end": 60.0}]

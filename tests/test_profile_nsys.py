@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from stitchcuda.profiling import nsys
 
+from stitchcuda.profiling import nsys
 from stitchcuda.types import Task
 
 PATH = "/work/ws/block.py"

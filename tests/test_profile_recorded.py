@@ -19,8 +19,8 @@ import re
 from pathlib import Path
 
 import pytest
-from stitchcuda.profiling import ncu, ncu_rules, reference, source_map
 
+from stitchcuda.profiling import ncu, ncu_rules, reference, source_map
 from stitchcuda.types import Verdict
 
 REC = Path(__file__).parent / "fixtures" / "recorded" / "h100-profiles"
@@ -147,7 +147,7 @@ def test_the_coder_reads_where_one_forward_spent_its_gpu_time():
     by `scripts/gpu_run.sh verify:...` on 2026-11-24, 0.92x eager): its costliest kernels are cuDNN's
     NCHW<->NHWC transforms around the convolutions, not the candidate's own; the Coder's feedback
     says so before the Nsight Compute findings on its own kernels (the 6 hottest of 15, in 14.7 s)."""
-    from stitchcuda.agents.feedback import feedback_text
+    from stitchcuda.agents.llm.feedback import feedback_text
 
     v = Verdict.from_dict(json.loads((REC / "unet_softmax" / "verdict.json").read_text()))
     assert v.accepted and v.phases["ncu"] <= 30 and v.kernel_us and v.kernel_launches

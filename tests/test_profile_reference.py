@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from stitchcuda.profiling.reference import ReferenceProfile, format_table, profile_task
 
+from stitchcuda.profiling.reference import ReferenceProfile, format_table, profile_task
 from stitchcuda.types import Task
 
 SMALL = """\

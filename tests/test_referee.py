@@ -9,8 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import hack_candidate, hack_task
-from stitchcuda.agents.compare import compare_outputs, judge_against_exact, rounding_spread, tolerance_for
-from stitchcuda.agents.verifier import VerifyOptions, verify
+
+from stitchcuda.agents.verify.compare import (
+    compare_outputs,
+    judge_against_exact,
+    rounding_spread,
+    tolerance_for,
+)
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
 TOL = tolerance_for(["native_layer_norm"], [torch.float32])
 
@@ -114,8 +120,8 @@ def test_outputs_on_another_device_are_not_judged():
 
 
 def _referee(module: torch.nn.Module, x: torch.Tensor, got: torch.Tensor):
-    from stitchcuda.agents import dynamic_check as dyn
-    from stitchcuda.agents.worker import _fp64_referee
+    from stitchcuda.agents.verify import dynamic_check as dyn
+    from stitchcuda.agents.verify.worker import _fp64_referee
 
     buffers = [b.detach().clone() for b in module.buffers()]
     out, ops = dyn.trace_ops(lambda: module(x.clone()))
@@ -211,7 +217,7 @@ class Recorder(torch.nn.Module):
 
 
 def test_nearby_inputs_are_one_ulp_away_on_the_buffers_the_call_saw():
-    from stitchcuda.agents.worker import _fp32_outputs, _moved_inputs
+    from stitchcuda.agents.verify.worker import _fp32_outputs, _moved_inputs
 
     x = torch.randn(64, 33)
     idx = torch.arange(5)

@@ -11,11 +11,14 @@ import torch
 import torch.nn as nn
 from conftest import needs_nvcc
 from lsprotocol import types as lsp
-from stitchcuda.agents import coder_builtin, graph, planner, replay
-from stitchcuda.agents.verifier import VerifyOptions, verify
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify import replay
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.profiling import ncu, source_map
 from stitchcuda.server import diagnostics, modules, proposal
-
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,8 +188,9 @@ def test_results_page_tables_and_roofline() -> None:
     test_profile_ncu)."""
     import xml.etree.ElementTree as ET
 
-    from stitchcuda.server import results
     from test_profile_ncu import NAIVE_MATMUL, POINTWISE
+
+    from stitchcuda.server import results
 
     plan = planner.plan_graph(graph.trace_module(PwSum(), [torch.randn(33, 65)]))
     files = coder_builtin.build_candidate(plan, PwSum, title="t").files
@@ -215,9 +219,8 @@ def test_results_page_tables_and_roofline() -> None:
 def test_editor_settings_reach_the_job_command_line(tmp_path):
     """VS Code's keys (the extension's resolved section) become the optimize command's flags, and the
     command line parses: Nsight Compute and the Nsight Systems timeline can each be turned off."""
-    from stitchcuda.server.jobs import Job, JobSettings
-
     from stitchcuda.cli import build_parser
+    from stitchcuda.server.jobs import Job, JobSettings
 
     s = JobSettings.from_config({"rounds": 2, "timeBudget": 60, "gpu": 1, "profile": False, "timeline": False,
                                  "interpreter": "/x/python"})

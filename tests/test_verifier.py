@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 from conftest import hack_candidate, hack_task
-from stitchcuda.agents.verifier import VerifierPool, VerifyOptions, verify
 
+from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions, verify
 from stitchcuda.types import Candidate
 
 
@@ -210,8 +210,7 @@ def test_running_out_of_time_in_torch_compile_keeps_the_verdict(tmp_path, phase,
     killed while the candidate is timed, it is a timeout."""
     import json
 
-    from stitchcuda.agents.verifier import _Outcome, _read_verdict
-
+    from stitchcuda.agents.verify.verifier import _Outcome, _read_verdict
     from stitchcuda.types import Timing, Verdict
 
     saved = Verdict(candidate="c", status="ok", built=True, correct=True,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from .codegen import C_TYPES, KernelArg
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 FLOATS = ("float32", "float16", "bfloat16")
 INT32_LIMIT = 2**31 - 1

@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from stitchcuda.agents.llm import prompts
+from stitchcuda.agents.llm.client import LLMClient
+from stitchcuda.agents.llm.trajectory import Turn
 from stitchcuda.types import Plan, Task
-
-from .llm_client import LLMClient
 
 LIBRARIES = {"cublas": {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"},
              "cudnn": {"convolution", "_convolution", "conv2d", "conv1d", "conv3d"}}
@@ -112,8 +113,6 @@ def _json(text: str) -> Any:
 
 def plan_with_llm(client: LLMClient, task: Task, plan: Plan, gpu: str, max_reasks: int = 2,
                   turns: list | None = None) -> LLMPlan:
-    from . import prompts
-
     user = "\n\n".join([
         f"Module `{task.class_name}`:\n```python\n{task.path.read_text().rstrip()}\n```",
         f"Traced aten graph:\n{prompts.graph_text(plan)}",
@@ -125,8 +124,6 @@ def plan_with_llm(client: LLMClient, task: Task, plan: Plan, gpu: str, max_reask
     for _ in range(max_reasks + 1):
         answer = client.complete(messages)
         if turns is not None:
-            from .coder_llm import Turn
-
             turns.append(Turn("plan", task.name, list(messages), answer, parse_errors=[last] if last else []))
         try:
             return validate(_json(answer), plan)

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import psutil
 
+from stitchcuda.agents.verify.locks import file_lock
+from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
-
-from .locks import file_lock
-from .static_check import check_source
 
 Progress = Callable[[str, str], None]  # (phase, detail)
 
@@ -44,7 +43,7 @@ class VerifyOptions:
     time_compile: bool = True
     profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
     profile_timeout_s: float = 30.0
-    replay: str | None = None  # a recorded GPU run (agents/replay.py) for machines without a GPU
+    replay: str | None = None  # a recorded GPU run (agents/verify/replay.py) for machines without a GPU
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -125,7 +124,7 @@ def verify(
     outcome = _run_worker(req, workdir, env, opts, progress, cancel)
     verdict = _read_verdict(workdir, candidate, outcome)
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
-        from . import replay
+        from stitchcuda.agents.verify import replay
 
         verdict = replay.overlay(verdict, replay.load(Path(opts.replay)), candidate, opts.replay)
     profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
@@ -176,7 +175,7 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
     log = (workdir / "worker.log").open("w")
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stitchcuda.agents.worker", str(workdir / "request.json")],
+        [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -24,8 +24,16 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .codegen import C_TYPES, KernelArg, c_float
-from .kernels import PRECISE_FP32, PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand, OutSpec
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import (
+    PRECISE_FP32,
+    PRECISE_SPLIT,
+    EmitContext,
+    Kernel,
+    NotSupported,
+    Operand,
+    OutSpec,
+)
 
 SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable

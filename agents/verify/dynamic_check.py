@@ -15,9 +15,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from stitchcuda.agents.verify.torch_ops import is_compute_aten
 from stitchcuda.types import Finding
-
-from .torch_ops import is_compute_aten
 
 
 class OpRecorder(TorchDispatchMode):

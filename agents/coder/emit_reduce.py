@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
 
 FLOATS = ("float32", "float16", "bfloat16")
 SMS = 132  # H100: sizes the splits of few-output reductions (launches do not depend on it)

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .codegen import C_TYPES, KernelArg
-from .graph import Node, by_name, contiguous_strides, picks, ref_name, restride
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
+from stitchcuda.agents.graph import Node, by_name, contiguous_strides, picks, ref_name, restride
 
 
 class NotSupported(Exception):
@@ -224,7 +224,7 @@ extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
 def per_element(name: str, n: str, params: str, args: str, raw: Sequence[str], casts: Sequence[str], idx: str = "int64_t") -> str:
     """A grid-stride kernel calling `NAME_one(o, args)` for every output element o < n, and its
     launchers; the emitter defines NAME_one (SC_INLINE, so the CPU entry runs the same code)."""
-    from .codegen import THREADS
+    from stitchcuda.agents.coder.codegen import THREADS
 
     kernel = f"""__global__ void __launch_bounds__({THREADS}) {name}_kernel({params}) {{
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -245,8 +245,7 @@ def library(ks: Sequence[Kernel], folder: Path) -> Any:
     """Build kernels into one shared library (codegen's prelude once, then each source) and load
     it: how tests run many emitted kernels after a single nvcc call."""
     from stitchcuda import runtime
-
-    from .codegen import render
+    from stitchcuda.agents.coder.codegen import render
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "kernels.cu"

@@ -16,9 +16,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
-
-from .torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 
 _FORBIDDEN_MODULES = {
     "gc": "introspection of live objects can reach the reference module",

@@ -5,7 +5,7 @@ or an op the pointwise emitter cannot absorb (a convolution, a reduction). Every
 is recomputed inside the kernel that needs it, at that kernel's index, so a chain or DAG of
 elementwise ops with broadcast operands costs one pass over memory.
 
-Every other op is one kernel from its family's emitter (agents/kernels.py: matmul through cuBLAS,
+Every other op is one kernel from its family's emitter (agents/coder/kernels.py: matmul through cuBLAS,
 convolution through cuDNN, reductions, norms, pooling); its results are stored contiguous, and the
 pointwise ops after it read them.
 
@@ -21,10 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from stitchcuda.types import FusionGroup, Plan, Task
-
-from . import codegen, kernels
-from .graph import (
+from stitchcuda.agents.coder import codegen, kernels
+from stitchcuda.agents.graph import (
     Node,
     TraceError,
     by_name,
@@ -38,6 +36,7 @@ from .graph import (
     restride,
     trace_task,
 )
+from stitchcuda.types import FusionGroup, Plan, Task
 
 _LITERAL = (type(None), bool, int, float, str)
 

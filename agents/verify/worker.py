@@ -4,7 +4,7 @@ Everything here may be killed at any moment (the parent enforces the wall clock 
 the partial verdict is written to disk after every phase: a candidate that segfaults during the
 correctness check still leaves a verdict that says it built, in how long, and where it died.
 
-Usage: python -m stitchcuda.agents.worker REQUEST.json
+Usage: python -m stitchcuda.agents.verify.worker REQUEST.json
 """
 
 from __future__ import annotations
@@ -29,13 +29,19 @@ from typing import Any
 
 import torch
 
-from stitchcuda.task import import_file
+from stitchcuda.agents.verify import dynamic_check as dyn
+from stitchcuda.agents.verify.compare import (
+    Mismatch,
+    Tolerance,
+    compare_outputs,
+    judge_against_exact,
+    rounding_spread,
+    tolerance_for,
+)
+from stitchcuda.agents.verify.locks import file_lock
+from stitchcuda.inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
+from stitchcuda.task import build_model, import_file
 from stitchcuda.types import Finding, Verdict
-
-from . import dynamic_check as dyn
-from .compare import Mismatch, Tolerance, compare_outputs, judge_against_exact, rounding_spread, tolerance_for
-from .inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
-from .locks import file_lock
 
 
 class Recorder:
@@ -103,13 +109,6 @@ def fingerprint(outs: list[Any]) -> str:
         else:
             h.update(repr(o).encode())
     return h.hexdigest()
-
-
-def build_model(cls: type, init_args: list[Any], seed: int, device: torch.device) -> torch.nn.Module:
-    # Built on the CPU under a fixed seed, as KernelBench does, so reference and candidate draw the
-    # same initial weights; then moved.
-    torch.manual_seed(seed)
-    return cls(*init_args).to(device)
 
 
 def _add_once(findings: list[Finding], new: list[Finding]) -> None:
@@ -610,7 +609,7 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
 
 def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dict[str, Any],
               ref_ops: Counter[str]) -> None:
-    from .timing import L2Flusher, time_cuda
+    from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
 
     v = rec.verdict
     trials = int(req.get("trials", 50))
@@ -686,7 +685,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from .timing import time_cuda
+    from stitchcuda.agents.verify.timing import time_cuda
 
     v = rec.verdict
     ref_stats = [dyn.output_stats(dyn.flatten_outputs(ref(*clone_args(s)))) for s in sets]

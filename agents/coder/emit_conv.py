@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .codegen import ITEM_SIZE, THREADS, KernelArg
-from .kernels import PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand
+from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg
+from stitchcuda.agents.coder.kernels import PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand
 
 INT_MAX = 2**31 - 1
 # cuDNN's data type per storage dtype; the convolution itself always computes in fp32.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .codegen import C_TYPES, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, launchers
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 FLOATS = ("float32", "float16", "bfloat16")
 BLOCK = 256

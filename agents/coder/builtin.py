@@ -1,7 +1,7 @@
 """The built-in Coder: a Plan -> fused_kernels.cu + model_new.py.
 
 No model in the loop: pointwise groups come from codegen's table and walker, every other op from its
-family's emitter (agents/kernels.py), and ModelNew is written from the traced graph alone.
+family's emitter (agents/coder/kernels.py), and ModelNew is written from the traced graph alone.
 ModelNew keeps the reference's constructor signature and state_dict
 (same keys, shapes, dtypes) so the Verifier can load the reference's weights into it; its forward
 only checks its inputs, allocates outputs and calls the kernels.
@@ -15,10 +15,9 @@ import keyword
 from collections.abc import Sequence
 from typing import Any
 
+from stitchcuda.agents.coder import codegen, kernels
+from stitchcuda.agents.graph import Node, by_name, is_contiguous, picks, ref_name, restride
 from stitchcuda.types import Candidate, Plan, Task, Verdict
-
-from . import codegen, kernels
-from .graph import Node, by_name, is_contiguous, picks, ref_name, restride
 
 Step = codegen.PointwiseKernel | kernels.Kernel
 

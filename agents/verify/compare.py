@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .torch_ops import MATMUL_LIKE, REDUCTION_LIKE
+from stitchcuda.agents.verify.torch_ops import MATMUL_LIKE, REDUCTION_LIKE
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .codegen import C_TYPES, KernelArg, c_float
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 

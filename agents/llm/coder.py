@@ -8,29 +8,19 @@ the reason, a bounded number of times. Every exchange is kept as a trajectory tu
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from stitchcuda.agents.llm import prompts
+from stitchcuda.agents.llm.client import LLMClient, LLMConfig, LLMError
+from stitchcuda.agents.llm.feedback import feedback_text
+from stitchcuda.agents.llm.parse import ParseError, parse_files
+from stitchcuda.agents.llm.trajectory import Turn
 from stitchcuda.types import Candidate, Plan, Task, Verdict
-
-from . import prompts
-from .feedback import feedback_text
-from .llm_client import LLMClient, LLMConfig, LLMError
-from .llm_parse import ParseError, parse_files
 
 
 class CoderError(RuntimeError):
     """The coder could not produce a candidate; the message says why (and never holds the key)."""
-
-
-@dataclass
-class Turn:
-    skill: str  # plan_to_code | code_and_feedback
-    task: str
-    messages: list[dict[str, str]]
-    response: str
-    candidate: Candidate | None = None
-    parse_errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -75,7 +65,7 @@ class LLMCoder:
         return cand
 
     def _plan(self, task: Task, plan: Plan, gpu: str) -> str | None:
-        from .planner_llm import PlanError, plan_with_llm
+        from stitchcuda.agents.llm.planner import PlanError, plan_with_llm
 
         try:
             return plan_with_llm(self.client, task, plan, gpu, self.max_reasks, self.trajectory).text()
@@ -89,7 +79,7 @@ class LLMCoder:
     def _seed(self, task: Task, plan: Plan) -> Candidate | None:
         if not (self.seed_with_builtin and plan.supported):
             return None
-        from . import coder_builtin
+        from stitchcuda.agents.coder import builtin as coder_builtin
 
         try:
             return coder_builtin.code(task, plan)

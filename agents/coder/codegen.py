@@ -23,9 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from stitchcuda.agents.graph import (
+    Node,
+    by_name,
+    contiguous_strides,
+    is_contiguous,
+    numel,
+    ref_name,
+    restride,
+)
 from stitchcuda.types import FusionGroup
-
-from .graph import Node, by_name, contiguous_strides, is_contiguous, numel, ref_name, restride
 
 THREADS = 256
 # Cap of the grid-stride launch, in blocks per SM. Measured on an H100 (fp32 relu over 6.4 GB, one

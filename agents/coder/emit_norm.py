@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 from string import Template
 
-from .codegen import C_TYPES, ITEM_SIZE, THREADS, VECTOR_BYTES, KernelArg, c_float
-from .graph import contiguous_strides
-from .kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, VECTOR_BYTES, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
+from stitchcuda.agents.graph import contiguous_strides
 
 SMS = 132  # H100; only sizes grids (enough blocks to fill it), never affects results
 FUSED_ITEMS = 8  # vectors a thread holds in registers in the fused kernel
