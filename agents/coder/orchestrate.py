@@ -1,0 +1,105 @@
+"""Host-side orchestration of a candidate's kernels: `stitch_forward` launches every kernel of forward
+in order from one call, and `stitch_forward_graph` replays that as a CUDA graph once the same
+buffers come back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stitchcuda.agents.coder import codegen, kernels
+
+Step = codegen.PointwiseKernel | kernels.Kernel
+
+
+FORWARD = "stitch_forward"
+
+
+def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
+    """`stitch_forward(void** buffers, stream)`: every launcher of the forward in order, from one
+    call. Python then pays one ctypes call per forward, not one per kernel: for a module of many
+    small kernels that per-call cost (microseconds each) is the larger part of its time."""
+    suffix, stream, stream_arg = ("_host", "nullptr", "void*") if host else ("", "s", "cudaStream_t s")
+    lines = [
+        "// Host-side orchestration: forward's kernels in order. Buffers arrive as one array of pointers;",
+        "// sc_ptr converts each to the pointer type its launcher declares.",
+        "struct sc_ptr {",
+        "  void* p;",
+        "  template <class T> operator T*() const { return static_cast<T*>(p); }",
+        "};",
+        f'extern "C" int {FORWARD}{suffix}(void** p, {stream_arg}) {{',
+        "  int rc = 0;",
+    ]
+    i = 0
+    for k in steps:
+        n = len(k.inputs) + len(k.outputs) + len(getattr(k, "scratch", []))
+        args = ", ".join([f"sc_ptr{{p[{j}]}}" for j in range(i, i + n)] + [stream])
+        lines.append(f"  if ((rc = {k.name}{suffix}({args}))) return rc;")
+        i += n
+    lines += ["  return 0;", "}", ""]
+    if not host and len(steps) > 1:
+        lines.append(_GRAPH.replace("SC_NPTRS", str(max(1, i))))
+    return "\n".join(lines)
+
+
+GRAPH_FORWARD = "stitch_forward_graph"
+# A CUDA graph over the whole forward: after the same buffers have come three times (the first
+# calls run eagerly, so library setup such as cuDNN's algorithm search and workspace growth never
+# happens inside a capture), forward is captured once on a private stream and then replayed with
+# one cudaGraphLaunch on the caller's stream. Any capture failure turns graphs off for the process
+# and forward runs eagerly, as without them.
+_GRAPH = r"""#include <cstring>
+struct sc_graph_entry {
+  void* p[SC_NPTRS];
+  int seen;
+  cudaGraphExec_t exec;
+};
+static sc_graph_entry sc_graphs[8];
+static int sc_graphs_used = 0, sc_graphs_evict = 0;
+static bool sc_graphs_off = false;
+static cudaStream_t sc_capture = nullptr;
+
+static int sc_graphs_fail(void** p, cudaStream_t s) {
+  sc_graphs_off = true;
+  cudaGetLastError();  // the failed capture's error is not the forward's
+  return stitch_forward(p, s);
+}
+
+extern "C" int stitch_forward_graph(void** p, cudaStream_t s) {
+  if (sc_graphs_off) return stitch_forward(p, s);
+  sc_graph_entry* e = nullptr;
+  for (int i = 0; i < sc_graphs_used && !e; ++i)
+    if (std::memcmp(sc_graphs[i].p, p, sizeof(void*) * SC_NPTRS) == 0) e = &sc_graphs[i];
+  if (!e) {
+    e = &sc_graphs[sc_graphs_used < 8 ? sc_graphs_used++ : (sc_graphs_evict++ % 8)];
+    if (e->exec) cudaGraphExecDestroy(e->exec);
+    std::memcpy(e->p, p, sizeof(void*) * SC_NPTRS);
+    e->seen = 0;
+    e->exec = nullptr;
+  }
+  if (e->exec) return (int)cudaGraphLaunch(e->exec, s);
+  if (++e->seen < 3) return stitch_forward(p, s);
+  if (!sc_capture && cudaStreamCreateWithFlags(&sc_capture, cudaStreamNonBlocking) != cudaSuccess)
+    return sc_graphs_fail(p, s);
+  if (cudaStreamBeginCapture(sc_capture, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return sc_graphs_fail(p, s);
+  const int rc = stitch_forward(p, sc_capture);
+  cudaGraph_t g = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(sc_capture, &g);
+  if (rc || end != cudaSuccess || !g || cudaGraphInstantiate(&e->exec, g, 0) != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    e->exec = nullptr;
+    return sc_graphs_fail(p, s);
+  }
+  cudaGraphDestroy(g);
+  return (int)cudaGraphLaunch(e->exec, s);
+}
+"""
+
+
+def describe(step: Step) -> str:
+    if isinstance(step, codegen.PointwiseKernel):
+        return f"{' -> '.join(step.ops) or 'copy'} over {step.shape}"
+    return "; ".join(step.ops) or step.name
+
+
+def libraries(steps: Sequence[Step]) -> list[str]:
+    return list(dict.fromkeys(lib for s in steps if isinstance(s, kernels.Kernel) for lib in s.libraries))
