@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
-#                           [verify:REF:CAND] [e2e-part] [e2e] ...
+#                           [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -65,6 +65,11 @@ for stage in "$@"; do
       (cd "$OUT" && tar czf profiles.tgz --remove-files profiles) ;;
     llm)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 480 python3 "$repo/scripts/llm_scripted_gpu.py") 2>&1 | tee "$OUT/llm.log" | tail -60 ;;
+    probe-host:*)
+      # Where a forward's time goes outside its kernels (scripts/probe_host_overhead.py), for the tasks named.
+      IFS=, read -ra plist <<<"${stage#probe-host:}"
+      read -ra plist <<<"$(abs "${plist[@]}")"
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host.log" | tail -30 ;;
     example)
       timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
       cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;

@@ -161,6 +161,7 @@ class Library:
         self.path = path
         self._lib = ctypes.CDLL(str(path))
         self._fns: dict[str, ctypes._CFuncPtr] = {}
+        self._all: dict[str, ctypes._CFuncPtr] = {}  # call_all's entry points, argtypes set
 
     def _fn(self, name: str):
         fn = self._fns.get(name)
@@ -210,23 +211,35 @@ class Library:
             raise RuntimeError(f"{name} failed: CUDA error {rc} ({_cuda_error_name(rc)})")
 
 
-    def call_all(self, name: str, tensors: Sequence[Any]) -> None:
+    def call_all(self, name: str, tensors: Sequence[Any], stream: int | None = None) -> None:
         """Call `name(void** pointers, stream)`: one ctypes call hands the C side every buffer of a
-        forward, in order (see the built-in coder's stitch_forward), however many kernels it has."""
-        import torch
+        forward, in order (see the built-in coder's stitch_forward), however many kernels it has.
 
+        This is on every forward's path: the host time spent here is GPU time lost for a module
+        whose kernels are short. So: argtypes are set once, the pointer array goes to C as it is
+        (no cast), and the stream is looked up once (`stream`, from `stream_of`, where the caller has
+        it already)."""
+        fn = self._all.get(name)
+        if fn is None:
+            fn = self._fn(name)
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+            self._all[name] = fn
         ptrs = (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors])
-        device = next((t.device for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda), None)
-        stream = None
-        if device is not None:
-            stream = torch._C._cuda_getCurrentRawStream(device.index if device.index is not None else torch.cuda.current_device())
-        fn = self._fn(name)
-        signature = (ctypes.c_void_p, ctypes.c_void_p)
-        if fn.argtypes != signature:
-            fn.argtypes = signature
-        rc = fn(ctypes.cast(ptrs, ctypes.c_void_p), stream)
+        if stream is None:
+            stream = stream_of(tensors[0]) if tensors else 0
+        rc = fn(ptrs, stream or None)
         if rc != 0:
             raise RuntimeError(f"{name} failed: CUDA error {rc} ({_cuda_error_name(rc)})")
+
+
+def stream_of(t: Any) -> int:
+    """The raw cudaStream_t (as an int) of the current stream on `t`'s device; 0 for a CPU tensor.
+    Generated forwards key their reusable buffers on it, so two streams never share them."""
+    if not t.is_cuda:
+        return 0
+    import torch
+
+    return torch._C._cuda_getCurrentRawStream(t.get_device())
 
 
 def _cuda_error_name(code: int) -> str:

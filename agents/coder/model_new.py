@@ -34,13 +34,14 @@ _DEVICE = "{device}"
 _CUDA = _DEVICE == "cuda"
 
 
-def _check(t, name, shape, dtype):
-    # Shapes are compile-time constants in the kernels: any other shape would read out of bounds.
-    if t.shape != shape or t.dtype != dtype or t.is_cuda != _CUDA:
-        raise ValueError(
-            f"ModelNew was generated for {{name}} of shape {{shape}} and {{dtype}} on {{_DEVICE}}; "
-            f"got {{tuple(t.shape)}} {{t.dtype}} on {{t.device}}"
-        )
+def _mismatch(checks):
+    # Reached only when forward's one-line guard failed: says which tensor, and how.
+    for t, name, shape, dtype in checks:
+        if t.shape != shape or t.dtype != dtype or t.is_cuda != _CUDA:
+            raise ValueError(
+                f"ModelNew was generated for {{name}} of shape {{shape}} and {{dtype}} on {{_DEVICE}}; "
+                f"got {{tuple(t.shape)}} {{t.dtype}} on {{t.device}}"
+            )
 '''
 
 
@@ -59,11 +60,25 @@ def render_model(
     used = {a.name for k in steps for a in k.inputs}
     used |= {_root(nodes, r)["name"] for r in map(ref_name, output["args"]["values"]) if r is not None}
     body: list[str] = []
-    # Check every tensor the kernels read before touching it, then make forward args contiguous:
-    # strides in the kernels are relative to a contiguous base.
+    # State the kernels read, each into a local once: nn.Module's attribute lookup costs about a
+    # microsecond a level on every forward, a dict lookup a few percent of that.
     for node in graph:
-        if node["op"] == "input" and node["name"] in used and node.get("shape") is not None:
-            body.append(f"_check({fwd.expr(node)}, {node['name']!r}, {tuple(node['shape'])!r}, torch.{node['dtype']})")
+        if node["op"] == "input" and node.get("kind") != "arg" and node["name"] in used and "shape" in node:
+            body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
+    # One guard for every tensor the kernels read, before touching any (shapes are compile-time
+    # constants in the kernels: any other shape would read out of bounds); only when it fails does
+    # _mismatch look at each tensor to say which one.
+    checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in graph
+              if n["op"] == "input" and n["name"] in used and n.get("shape") is not None]
+    if checks:
+        body.append("if (")
+        for k, (expr, _, shape, dtype) in enumerate(checks):
+            join = "" if k == len(checks) - 1 else " or"
+            body.append(f"    {expr}.shape != {shape!r} or {expr}.dtype != torch.{dtype} or {expr}.is_cuda != _CUDA{join}")
+        body.append("):")
+        body.append("    _mismatch((")
+        body += [f"        ({expr}, {name!r}, {shape!r}, torch.{dtype})," for expr, name, shape, dtype in checks]
+        body.append("    ))")
     body += fwd.value_checks()
     args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg" and n["name"] in used and "shape" in n]
     if args:
@@ -72,6 +87,17 @@ def render_model(
         source = fwd.expr(node)
         body.append(f"{fwd.local(node)} = {source}.contiguous()")
     device = fwd.device(graph, used)
+    anchor = device.removesuffix(".device")  # a tensor on that device, for the stream
+    # What forward returns is allocated on every call; every other buffer (intermediates, library
+    # workspaces) is made once per device and stream and reused: no allocator calls on the forward's
+    # path, and the same pointers each call, so the CUDA graph of the forward (stitch_forward_graph)
+    # replays instead of recording again.
+    returned = {_root(nodes, r)["name"] for r in map(ref_name, output["args"]["values"]) if r is not None}
+    like = {(tuple(n["shape"]), n["dtype"]): fwd.local(n) for n in reversed(args)}
+    static: list[tuple[str, str]] = []  # (shape expression, dtype) of each reused buffer, in order
+    static_vars: list[str] = []
+    workspaces: dict[tuple[int, str], list] = {}  # (index in a kernel's scratch, dtype) -> [var, size]
+    fresh_lines: list[str] = []
     buffers: list[tuple[Step, list[str]]] = []
     for k in steps:
         for out in k.outputs:
@@ -82,20 +108,47 @@ def render_model(
                 continue
             var = fwd.fresh(out.name)
             shape = tuple(node["shape"])
-            body.append(f"{var} = torch.empty({shape!r}, dtype=torch.{out.dtype}, device={device})")
+            if out.name in returned:
+                same = like.get((shape, out.dtype))
+                # empty_like of a contiguous argument is contiguous, and cheaper than torch.empty.
+                fresh_lines.append(f"{var} = torch.empty_like({same})" if same else
+                                   f"{var} = torch.empty({shape!r}, dtype=torch.{out.dtype}, device={device})")
+            else:
+                static.append((repr(shape), out.dtype))
+                static_vars.append(var)
             fwd.bind(out.name, var)
         scratch = []
-        for dtype, count in getattr(k, "scratch", []):
-            var = fwd.fresh(f"{k.name}_scratch")
-            body.append(f"{var} = torch.empty(({count},), dtype=torch.{dtype}, device={device})")
-            scratch.append(var)
+        for j, (dtype, count) in enumerate(getattr(k, "scratch", [])):
+            # Kernels run one after another on one stream, so the j-th workspace of every kernel
+            # can be one buffer, as large as the largest asked for.
+            slot = (j, dtype)
+            if slot not in workspaces:
+                workspaces[slot] = [fwd.fresh(f"workspace{j}_{dtype}"), count]
+                static.append(("", dtype))
+                static_vars.append(workspaces[slot][0])
+            workspaces[slot][1] = max(workspaces[slot][1], count)
+            scratch.append(workspaces[slot][0])
         buffers.append((k, [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
+    sizes = {var: f"({count},)" for var, count in workspaces.values()}
+    static = [(sizes.get(var, shape), dtype) for var, (shape, dtype) in zip(static_vars, static, strict=True)]
+    stream = "0"
+    if static_vars or not host:
+        stream = fwd.fresh("stream")
+        body.append(f"{stream} = runtime.stream_of({anchor})")
+    if static_vars:
+        ws, key = fwd.fresh("ws"), fwd.fresh("key")
+        body.append(f"{ws} = self.__dict__.setdefault('_stitch_buffers', {{}})")
+        body.append(f"{key} = ({device}, {stream})")
+        body.append(f"if {key} not in {ws}:")
+        body.append(f"    {ws}[{key}] = _buffers({device})")
+        body.append(f"{', '.join(static_vars)}, = {ws}[{key}]")
+    body += fresh_lines
     # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
     forward = FORWARD + "_host" if host else (GRAPH_FORWARD if len(steps) > 1 else FORWARD)
     body.append(f"_lib.call_all({forward!r}, [")
     for k, args in buffers:
         body.append(f"    {', '.join(args)},  # {k.name}: {describe(k)[:70]}")
-    body.append("])")
+    body.append(f"], {stream})")
     results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
     structure = output.get("structure", "single")
     if structure == "single":
@@ -110,6 +163,12 @@ def render_model(
     text = _HEADER.format(
         title=title or cls.__name__, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps)
     )
+    if static:
+        text += "\n\ndef _buffers(device):\n"
+        text += "    # Intermediates and library workspaces, reused by every call on one device and stream.\n"
+        text += "    return (\n"
+        text += "".join(f"        torch.empty({shape}, dtype=torch.{dtype}, device=device),\n" for shape, dtype in static)
+        text += "    )\n"
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
     text += "".join(f"        {line}\n" for line in _init_body(graph))
@@ -148,7 +207,7 @@ class _Forward:
     """Names in the generated forward: its parameters, the state it reads, the buffers it makes."""
 
     def __init__(self, graph: Sequence[Node], cls: type):
-        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "_lib", "_check"}
+        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "_lib", "_mismatch", "_buffers"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
@@ -164,6 +223,12 @@ class _Forward:
         if node["op"] == "input":
             return _attr_path("self", node["key"])
         raise ValueError(f"{node['name']} has no value in the generated forward")
+
+    def state_local(self, node: Node) -> str:
+        """The local holding a parameter or buffer, read once per forward."""
+        if node["name"] not in self.bound:
+            self.bound[node["name"]] = self.fresh(f"s_{node['key']}")
+        return self.bound[node["name"]]
 
     def local(self, node: Node) -> str:
         """The variable holding the contiguous version of a forward argument."""
@@ -295,6 +360,16 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
 
 def _plain(part: str) -> bool:
     return part.isidentifier() and not keyword.iskeyword(part)
+
+
+def _state_path(node: Node) -> str:
+    """A parameter or buffer of the module by its state-dict key, through the registries the
+    generated __init__ filled (_modules, _parameters, _buffers): the same objects nn.Module's
+    attribute lookup finds, without its per-level cost."""
+    *path, leaf = node["key"].split(".")
+    expr = "self" + "".join(f"._modules[{part!r}]" for part in path)
+    table = "_parameters" if node.get("kind") == "param" else "_buffers"
+    return f"{expr}.{table}[{leaf!r}]"
 
 
 def _attr_path(base: str, key: str) -> str:

@@ -1,0 +1,145 @@
+"""Where a forward's time goes outside its kernels: the built-in candidate, eager and torch.compile.
+
+Usage (on the GPU machine, after scripts/gpu_run.sh has assembled the package):
+    python3 scripts/probe_host_overhead.py OUT.json TASK.py [TASK.py ...]
+For each task: the built-in coder's candidate is generated and built here; then, for the candidate,
+eager and torch.compile (default mode), one JSON record of
+- kernel_us: one forward's summed GPU kernel (and memcpy/memset) time, from torch.profiler;
+- timed_us: the Verifier's figure (timing.time_cuda: L2 flushed, synchronised, events, median);
+- unflushed_us: the same without the flush;
+- host_us: wall time of one call on the host (it returns once its work is queued), median;
+and, for the candidate, the host cost of each part of its forward (input guards, contiguous,
+allocation, the ctypes call) measured alone.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stitchcuda.agents.coder import builtin
+from stitchcuda.agents.loop import plan_task
+from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
+from stitchcuda.inputs import make_inputs
+from stitchcuda.task import build_model, find_task, import_file, load_task_module
+
+DEV = torch.device("cuda", 0)
+
+
+def kernel_us(fn, args) -> tuple[float, dict[str, float]]:
+    """One forward's summed GPU time, and the ten largest kernels by name."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    total = 0.0
+    by_name: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            total += e.device_time
+            by_name[e.name[:90]] = by_name.get(e.name[:90], 0.0) + e.device_time
+    top = dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:10])
+    return total, {k: round(v, 1) for k, v in top.items()}
+
+
+def host_us(fn, args, n: int = 200) -> float:
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def timed_us(fn, args, flush: bool) -> float:
+    if flush:
+        t, _ = time_cuda(lambda a: fn(*a), [args], trials=50, flusher=L2Flusher(DEV))
+        return t.median_ms * 1e3
+    t, _ = time_cuda(lambda a: fn(*a), [args], trials=50, flusher=lambda: None)
+    return t.median_ms * 1e3
+
+
+def per_call_us(fn, n: int = 2000) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) * 1e6 / n
+
+
+def measure(label: str, fn, args) -> dict[str, Any]:
+    total, top = kernel_us(fn, args)
+    return {
+        "what": label,
+        "kernel_us": round(total, 2),
+        "kernels": top,
+        "timed_us": round(timed_us(fn, args, True), 2),
+        "unflushed_us": round(timed_us(fn, args, False), 2),
+        "host_us": round(host_us(fn, args), 2),
+    }
+
+
+def parts(model, args) -> dict[str, float]:
+    """The candidate forward's host-side pieces, each alone."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    shapes = [(t, tuple(t.shape), t.dtype) for t in tensors] + [
+        (p, tuple(p.shape), p.dtype) for p in model.parameters()
+    ]
+    mod = sys.modules[type(model).__module__]
+    check = getattr(mod, "_check", None)
+    out: dict[str, float] = {}
+    if check is not None:
+        out["guards_us"] = per_call_us(lambda: [check(t, "t", s, d) for t, s, d in shapes])
+    out["contiguous_us"] = per_call_us(lambda: [t.contiguous() for t in tensors])
+    big = tensors[0]
+    out["empty_us"] = per_call_us(lambda: torch.empty(big.shape, dtype=big.dtype, device=big.device))
+    out["module_call_us"] = per_call_us(lambda: torch.nn.Module.__call__(torch.nn.Identity(), big))
+    out["n_tensors"] = len(shapes)
+    return out
+
+
+def main() -> None:
+    out_path = Path(sys.argv[1])
+    records = []
+    torch.set_grad_enabled(False)
+    for f in sys.argv[2:]:
+        task = find_task(Path(f))
+        plan = plan_task(task)
+        cand = builtin.code(task, plan)
+        rec: dict[str, Any] = {"task": f, "groups": len(plan.groups), "supported": plan.supported}
+        try:
+            _, cls = load_task_module(task)
+            ref_mod = import_file(task.path)
+            ref = build_model(cls, list(ref_mod.get_init_inputs()), 42, DEV).eval()
+            args = make_inputs(ref_mod.get_inputs, 1, DEV)
+            rec["eager"] = measure("eager", ref, args)
+            if cand is not None:
+                folder = Path(tempfile.mkdtemp(prefix="probe-host-"))
+                mod = import_file(cand.write(folder))
+                model = build_model(mod.ModelNew, list(ref_mod.get_init_inputs()), 42, DEV)
+                model.load_state_dict(ref.state_dict())
+                rec["candidate"] = measure("candidate", model, args)
+                rec["candidate_parts"] = parts(model, args)
+            compiled = torch.compile(ref)
+            compiled(*args)
+            rec["compile"] = measure("torch.compile", compiled, args)
+        except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
+            rec["error"] = f"{type(e).__name__}: {e}"[:500]
+        records.append(rec)
+        print(json.dumps(rec), flush=True)
+        out_path.write_text(json.dumps(records, indent=2))
+
+
+if __name__ == "__main__":
+    main()

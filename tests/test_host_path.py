@@ -1,0 +1,112 @@
+"""The generated forward's host path: what it allocates per call, what it reuses, and that reuse never
+shows in results (issue 16, host overhead). Run on the CPU through the candidate's host entry points,
+compiled with nvcc."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify.static_check import check_source
+from stitchcuda.task import import_file
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+_ids = itertools.count()
+
+
+class Staged(nn.Module):
+    """pointwise -> pool -> pointwise: two intermediates between three kernels, one output."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.relu(x) * self.w - 1.0, kernel_size=3, stride=2, padding=1)
+        return torch.tanh(y) + 0.5
+
+
+class TwoLinears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 48)
+        self.b = nn.Linear(48, 32)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def build(module: nn.Module, inputs: list, *, host: bool = True):
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert plan.supported, plan.unsupported
+    cand = coder_builtin.build_candidate(plan, type(module), title="test", host=host)
+    return cand
+
+
+def load(cand, module: nn.Module, folder: Path) -> nn.Module:
+    mod = import_file(cand.write(folder), name=f"_host_{next(_ids)}")
+    new = mod.ModelNew()
+    new.load_state_dict(module.state_dict())
+    return new
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_intermediates_are_reused_and_outputs_are_fresh(tmp_path):
+    module = Staged()
+    x1, x2 = torch.randn(2, 6, 9, 11), torch.randn(2, 6, 9, 11)
+    cand = build(module, [x1])
+    assert not check_source(cand.files[cand.module])
+    new = load(cand, module, tmp_path)
+    out1 = new(x1)
+    kept = out1.clone()
+    (key, bufs), = new.__dict__["_stitch_buffers"].items()  # one device and stream: one set
+    ptrs = [b.data_ptr() for b in bufs]
+    assert len(bufs) >= 2  # the two intermediates between the three kernels
+    out2 = new(x2)
+    torch.testing.assert_close(out1, module(x1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out2, module(x2), rtol=1e-5, atol=1e-5)
+    # The second call reused the buffers, and did not write into what the first call returned.
+    assert [b.data_ptr() for b in new.__dict__["_stitch_buffers"][key]] == ptrs
+    assert out1.data_ptr() != out2.data_ptr()
+    assert torch.equal(out1, kept)
+    assert all(out1.data_ptr() != p for p in ptrs)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_replaced_parameter_is_read_on_the_next_call(tmp_path):
+    # State is read from the module's registries on every call, not cached: a user who assigns a new
+    # Parameter gets results with it.
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    new = load(build(module, [x]), module, tmp_path)
+    new(x)
+    fresh = torch.randn(6, 1, 1)
+    new.w = nn.Parameter(fresh.clone())
+    module.w = nn.Parameter(fresh.clone())
+    torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    new.w = nn.Parameter(torch.randn(6, 2, 1))
+    with pytest.raises(ValueError, match="generated for w of shape"):
+        new(x)
+
+
+def test_library_workspaces_are_one_buffer_per_slot(tmp_path):
+    # Two GEMMs each ask for a cuBLAS workspace; they run one after the other on one stream, so the
+    # generated module makes one buffer, as large as the larger, and hands it to both.
+    module = TwoLinears()
+    cand = build(module, [torch.randn(16, 64)], host=False)
+    text = cand.files[cand.module]
+    buffers = text[text.index("def _buffers"):text.index("class ModelNew")]
+    assert buffers.count("dtype=torch.uint8") == 1, buffers
+    call = text[text.index("_lib.call_all("):]
+    assert call.count("workspace0_uint8") == 2, call
