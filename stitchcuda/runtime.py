@@ -21,9 +21,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from stitchcuda import cuda_libs
 
 _CACHE_ENV = "STITCHCUDA_CACHE"
 
@@ -87,6 +89,7 @@ class BuildResult:
     cached: bool
     log: str
     command: list[str]
+    unresolved: list[str] = field(default_factory=list)  # libraries linked unresolved (not found here)
 
 
 def build(
@@ -110,7 +113,11 @@ def build(
         compiler = shutil.which("c++") or shutil.which("g++") or "c++"
         flags = ["-O3", "-shared", "-fPIC", "-std=c++17"]
     flags += list(extra_flags)
-    link = [f"-l{lib}" for lib in libraries]
+    located = cuda_libs.locate(list(libraries), compiler if has_cuda else None)
+    if located.missing_headers:
+        raise BuildError(cuda_libs.install_hint(located.missing_headers), "")
+    flags += located.include_flags
+    link = located.link_args
     h = hashlib.sha256()
     for p in paths:
         h.update(p.name.encode())
@@ -131,6 +138,7 @@ def build(
             True,
             (out_dir / "build.log").read_text() if (out_dir / "build.log").exists() else "",
             [],
+            located.notes,
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir.parent))
@@ -142,7 +150,7 @@ def build(
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"build timed out after {timeout_s:.0f} s", "") from None
     seconds = time.perf_counter() - t0
-    log = " ".join(cmd) + "\n" + proc.stdout + proc.stderr
+    log = " ".join(cmd) + "\n" + "".join(f"note: {n}\n" for n in located.notes) + proc.stdout + proc.stderr
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"build failed ({Path(compiler).name} exit {proc.returncode})", log)
@@ -151,21 +159,32 @@ def build(
         os.replace(tmp, out_dir)  # atomic: concurrent builders of the same key both end with a whole .so
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-    return BuildResult(lib, seconds, False, log, cmd)
+    return BuildResult(lib, seconds, False, log, cmd, located.notes)
 
 
 class Library:
     """A built .so whose exported launchers take (args..., stream) and return a cudaError_t."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, unresolved: Sequence[str] = ()):
         self.path = path
-        self._lib = ctypes.CDLL(str(path))
+        self.unloadable = ""  # why this library cannot run on this machine, if it cannot
+        try:
+            self._lib = ctypes.CDLL(str(path))
+        except OSError as e:
+            # Linked against a CUDA library this machine does not have (a machine without a GPU,
+            # building to check the code): the build stands, and any call says why it cannot run.
+            if not unresolved or "undefined symbol" not in str(e):
+                raise
+            self._lib = None
+            self.unloadable = f"{e}; not installed here: {'; '.join(unresolved)}"
         self._fns: dict[str, ctypes._CFuncPtr] = {}
         self._all: dict[str, ctypes._CFuncPtr] = {}  # call_all's entry points, argtypes set
 
     def _fn(self, name: str):
         fn = self._fns.get(name)
         if fn is None:
+            if self._lib is None:
+                raise RuntimeError(f"{self.path.name} cannot run on this machine: {self.unloadable}")
             fn = getattr(self._lib, name)
             fn.restype = ctypes.c_int
             self._fns[name] = fn
@@ -268,5 +287,5 @@ def load(
         result = build(sources, libraries=libraries, extra_flags=extra_flags)
         key = str(result.library)
         if key not in _loaded:
-            _loaded[key] = Library(result.library)
+            _loaded[key] = Library(result.library, unresolved=result.unresolved)
         return _loaded[key]
