@@ -18,6 +18,9 @@ from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.types import Candidate, Task, Verdict
 
 HACKS = Path(__file__).parent / "hacks"
+# KernelBench's problems sit in shared/ beside the checkout (never copied into it); KERNELBENCH_DIR
+# points elsewhere where a checkout is laid out differently.
+KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "kernelbench")
 
 needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
 

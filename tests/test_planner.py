@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import KERNELBENCH
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.graph import ref
 from stitchcuda.agents.plan import planner
 from stitchcuda.task import find_task
-
-KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR", "/work/shared/kernelbench"))
 
 
 def plan_module(module: nn.Module, *inputs):
