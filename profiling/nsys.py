@@ -34,8 +34,9 @@ from typing import Any
 
 from stitchcuda.types import Task
 
+from . import cache
 from .process import run_in_session
-from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, replay
+from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, device_name, from_dict, replay
 
 FORWARD = "stitchcuda.forward"  # an instrumented forward: its kernels are ranked
 BARE = "stitchcuda.forward.bare"  # a forward without the op and line ranges: its timeline is measured
@@ -78,10 +79,25 @@ def profile_in_subprocess(
     keep: Path | None = None,
 ) -> ReferenceProfile:
     """Profile the reference under `nsys profile`; failures come back as a profile with a note,
-    never raised. `keep`: a folder to keep the report and its SQLite export in."""
+    never raised. `keep`: a folder to keep the report and its SQLite export in. A timeline of the same
+    file content on the same GPU and torch comes from the cache (profiling.cache) unless `keep` asks
+    for the report."""
     nsys = find_nsys()
     if nsys is None:
         return _failed(task, device, "Nsight Systems (nsys) not found: no timeline profile")
+    gpu = device_name(device)
+    if keep is None and (hit := cache.load(task, "nsys", gpu, iterations)) is not None:
+        return from_dict(hit)
+    profile = _profile_in_subprocess(nsys, task, timeout_s=timeout_s, device=device, iterations=iterations,
+                                     keep=keep)
+    if keep is None:
+        cache.save(task, "nsys", gpu, iterations, profile.to_dict())
+    return profile
+
+
+def _profile_in_subprocess(
+    nsys: str, task: Task, *, timeout_s: float, device: str | None, iterations: int, keep: Path | None,
+) -> ReferenceProfile:
     request = {"path": str(task.path), "class_name": task.class_name, "init_inputs_fn": task.init_inputs_fn,
                "inputs_fn": task.inputs_fn, "device": device, "iterations": iterations}
     with contextlib.ExitStack() as stack:

@@ -106,6 +106,23 @@ class Verifications:
         self._pool.shutdown(wait=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_caches(tmp_path_factory) -> None:
+    """Nothing the suite builds, profiles or runs lands in the user's own cache folders: the build
+    cache, the profile cache and run folders default to a folder of this session's (tests that want
+    one of their own still set theirs)."""
+    root = tmp_path_factory.mktemp("user-cache")
+    saved = {k: os.environ.get(k) for k in ("STITCHCUDA_CACHE", "XDG_CACHE_HOME")}
+    os.environ["STITCHCUDA_CACHE"] = str(root / "stitchcuda")
+    os.environ["XDG_CACHE_HOME"] = str(root)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory) -> Path:
     """A build cache for the session, with the shared CPU kernels already built: the workers find
