@@ -5,7 +5,9 @@ with `--clock-control none` so clocks are the ones the timings ran at. `parse_cs
 `ncu --csv --page raw` (one row per launch, a units row under the header; the same page of an
 exported report, through `ncu --import`) and also the details page layout (one row per metric);
 values come back in SI base units, the median over launches. `findings` turns each kernel's
-roofline classification into a `Finding` placed on its source line.
+roofline classification into a `Finding` placed on its source line, judged against the peaks of the
+device the kernels ran on (`device_target`: Nsight Compute's device attributes of the same page),
+which each finding records (data["peaks"]).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import re
 import shutil
 import statistics
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
+from stitchcuda.target import Target
 from stitchcuda.types import Finding
 
 from . import ncu_rules, roofline
@@ -184,6 +188,41 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
+_DEVICE_NAME = "device__attribute_display_name"
+
+
+def device_target(text: str) -> Target | None:
+    """The Target of the device the first profiled launch ran on, from the raw page's
+    device__attribute_* columns (Nsight Compute records them with every launch); None where the
+    page has none."""
+    rows = _rows(text)
+    if not rows or "Kernel Name" not in rows[0]:
+        return None
+    head = rows[0]
+    col = {name: i for i, name in enumerate(head)}
+    body = [r for r in rows[1:] if len(r) == len(head) and r[col["Kernel Name"]]]
+    if not body:
+        return None
+    first = body[0]
+    attrs = {name: v for name, i in col.items() if name.startswith("device__attribute_")
+             and (v := _number(first[i])) is not None}
+    name = first[col[_DEVICE_NAME]].strip() if _DEVICE_NAME in col else None
+    return Target.from_ncu(attrs, name or None)
+
+
+def _profiled_device(env: Mapping[str, str] | None) -> Target:
+    """Where the page has no device attributes: the device the profiled child was pinned to
+    (CUDA_VISIBLE_DEVICES in its environment, read in this process's numbering where that is the
+    physical one), else this process's target."""
+    pinned = (env or {}).get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if pinned.isdigit() and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        try:
+            return Target.of_device(int(pinned))
+        except Exception:  # noqa: BLE001 - no device to ask here: the fallback below says so
+            pass
+    return Target.current()
+
+
 @dataclass
 class CandidateProfile:
     findings: list[Finding]
@@ -245,7 +284,8 @@ def profile_candidate(
     env: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     repeats: int = 2,
-    peaks: roofline.Peaks = roofline.H100_MEASURED,
+    peaks: roofline.Peaks | None = None,
+    target: Target | None = None,
     keep_report: Path | None = None,
     kernel_us: Mapping[str, float] | None = None,
     kernel_launches: Mapping[str, int] | None = None,
@@ -258,7 +298,9 @@ def profile_candidate(
     statistics, occupancy: the ones whose rules need no extra replays) into one report; its raw page
     gives the metrics, and ncu_rules reads NCU's rule results from it. ncu's start-up is most of the
     cost (about 12 s over the bare run for a cuDNN candidate on the H100), so a second run would
-    spend the budget twice. `keep_report`: where to leave the report, for Nsight Compute's UI."""
+    spend the budget twice. `keep_report`: where to leave the report, for Nsight Compute's UI.
+    The roofline uses `peaks` where given, else those of `target`, else those of the device the page
+    says the kernels ran on."""
     t0 = time.monotonic()
     # Whatever happens below, a report left there belongs to this profile and no earlier one.
     kept = _fresh_report(keep_report) if keep_report is not None else None
@@ -274,7 +316,7 @@ def profile_candidate(
     if tool is None:
         return CandidateProfile([], [NO_NCU], 0.0)
     chosen, hot_note = hot_kernels(names, kernel_us)
-    target = [sys.executable, "-m", "stitchcuda.profiling.ncu_target", str(request), str(repeats)]
+    child = [sys.executable, "-m", "stitchcuda.profiling.ncu_target", str(request), str(repeats)]
     # Bounded: a model that launches one kernel per layer would otherwise replay every layer. Where
     # the Verifier counted them, the chosen kernels' launches in one forward, and ncu stops there.
     per_forward = sum(n for full, n in (kernel_launches or {}).items() if base_name(full) in chosen)
@@ -293,7 +335,7 @@ def profile_candidate(
             if res is not None and left < 5:
                 break
             report.unlink(missing_ok=True)
-            res = run_in_session(command(target, chosen, ncu=tool, launch_count=count, metrics=metric_set,
+            res = run_in_session(command(child, chosen, ncu=tool, launch_count=count, metrics=metric_set,
                                          section_set=ncu_rules.SECTION_SET, report=report), left - IMPORT_S, env)
             if res is None:
                 report.unlink(missing_ok=True)
@@ -312,7 +354,8 @@ def profile_candidate(
             else:
                 why = f"ncu exit {res.returncode}, no kernel rows: " + " | ".join(out.strip().splitlines()[-3:])
             return CandidateProfile([], [why + "; timing-only verdict"], time.monotonic() - t0, res.stdout)
-        found = findings(metrics, smap, peaks)
+        device = target or device_target(text) or _profiled_device(env)
+        found = findings(metrics, smap, peaks, target=device)
         left = timeout_s - (time.monotonic() - t0)
         if left >= 1.0:
             rules, why = ncu_rules.read_rules(report, tool, left)
@@ -325,6 +368,10 @@ def profile_candidate(
             f.message = f"{f.message} {ncu_rules.summary(mine[0])}"
     seconds = time.monotonic() - t0
     notes = [f"Nsight Compute: {len(metrics)} kernel(s), {seconds:.1f} s"] + ([hot_note] if hot_note else [])
+    if found:
+        roofs = roofline.Peaks.from_dict(found[0].data["peaks"])
+        notes.append(f"roofline of {roofs.name}: {roofs.dram_bytes_per_s / 1e12:.2f} TB/s DRAM, "
+                     f"{roofs.flops['fp32'] / 1e12:.1f} TFLOP/s fp32 ({roofs.source})")
     notes += [f"NCU rule messages: {why}"] if why else []
     return CandidateProfile(found, notes, seconds, text)
 
@@ -346,9 +393,18 @@ def _message(name: str, c: roofline.Classification, share: float) -> str:
 def findings(
     metrics_by_kernel: Mapping[str, Mapping[str, float]],
     source_map: SourceMap | None = None,
-    peaks: roofline.Peaks = roofline.H100_MEASURED,
+    peaks: roofline.Peaks | None = None,
+    *,
+    target: Target | None = None,
 ) -> list[Finding]:
-    """One Finding per profiled kernel, largest estimated gain first."""
+    """One Finding per profiled kernel, largest estimated gain first.
+
+    Judged against `peaks`, else `target`'s, else those of the device in the metrics' own device
+    attributes (one device ran them all), else this process's target."""
+    if peaks is None:
+        if target is None:
+            target = next((t for m in metrics_by_kernel.values() if (t := Target.from_ncu(m)) is not None), None)
+        peaks = roofline.Peaks.of(target or Target.current())
     classes = {k: roofline.classify(m, peaks) for k, m in metrics_by_kernel.items()}
     # A kernel launched n times costs n times its median; the share is of the whole profiled time.
     counts = {k: metrics_by_kernel[k].get("launches", 1.0) or 1.0 for k in classes}
@@ -363,7 +419,7 @@ def findings(
                               "peak_bytes_per_s": peaks.dram_bytes_per_s, "peak_flops_per_s": c.ridge * peaks.dram_bytes_per_s,
                               "occupancy_pct": m.get(roofline.OCCUPANCY), "registers": m.get(roofline.REGISTERS),
                               "theoretical_occupancy_pct": m.get(roofline.THEORETICAL_OCCUPANCY),
-                              "shared_mem_per_block": _shared_bytes(m)}
+                              "shared_mem_per_block": _shared_bytes(m), "peaks": peaks.as_dict()}
         if fn is not None:
             r = fn.name_range
             data["range"] = [r.start_line, r.start_col, r.end_line, r.end_col]

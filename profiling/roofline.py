@@ -11,12 +11,19 @@ and memory throughput sit under 60% of peak, and points at latency (too few warp
 chains, tiny grids) instead of a throughput limit. Above 60% the larger of the two is the roof the
 kernel is pressing against; between 60% and ~80% there is still headroom, which the estimated gain
 (time over the roofline time) reports rather than the label.
+
+The roofs (`Peaks`) are those of the device the kernel ran on: its Target (stitchcuda.target), read
+from the device attributes Nsight Compute reports with the counters. The memory roof is what a copy
+was measured to reach on that model where the spec table has it, else its theoretical bandwidth.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stitchcuda.target import Target
 
 HIGH_PCT = 60.0
 # Under this a launch costs about as much as its work: a launch-bound kernel, not a slow one.
@@ -79,7 +86,7 @@ class Peaks:
 
     name: str
     dram_bytes_per_s: float
-    flops: Mapping[str, float]  # fp32 (CUDA cores), tf32/fp16 (tensor cores), fp64
+    flops: Mapping[str, float]  # fp32 (CUDA cores), tf32/fp16/bf16 (tensor cores), fp64
     source: str = "datasheet"
 
     def measured(self, **over: float) -> Peaks:
@@ -89,15 +96,30 @@ class Peaks:
         flops.update(over)
         return replace(self, dram_bytes_per_s=dram, flops=flops, source="measured")
 
+    @classmethod
+    def of(cls, target: Target) -> Peaks:
+        """The roofs of a Target: its FLOP/s peaks, and the DRAM bandwidth a kernel was measured to
+        reach on that model where the table has it (else the device's theoretical figure)."""
+        source = target.source
+        if target.measured_dram_bytes_per_s:
+            source += f"; DRAM: {target.measured_dram_bytes_per_s / 1e12:.3f} TB/s measured on an {target.spec}"
+        return cls(target.name, target.roofline_dram_bytes_per_s, target.flops(), source)
 
-# H100 SXM5 datasheet (dense, no sparsity).
-H100_SXM = Peaks(
-    "H100 SXM",
-    3.35e12,
-    {"fp32": 67e12, "fp64": 34e12, "tf32": 494e12, "fp16": 989e12, "bf16": 989e12},
-)
-# Device-to-device copy on the lent H100 (shared/notes/gpu-machine.md): what a kernel can reach.
-H100_MEASURED = H100_SXM.measured(dram_bytes_per_s=2.964e12)
+    def as_dict(self) -> dict[str, object]:
+        """For Finding.data["peaks"]: which roofs a finding was judged against (results page, hover)."""
+        return {"name": self.name, "dram_bytes_per_s": self.dram_bytes_per_s, "flops": dict(self.flops),
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Peaks:
+        return cls(str(d["name"]), float(d["dram_bytes_per_s"]), {k: float(v) for k, v in d["flops"].items()},
+                   str(d.get("source", "")))
+
+
+def peaks_for(metrics: Mapping[str, Any], device_name: str | None = None) -> Peaks:
+    """The roofs of the device a kernel ran on: from Nsight Compute's device attributes among its
+    metrics, else (hand-made metrics, an ncu that did not report them) this process's target."""
+    return Peaks.of(Target.from_ncu(metrics, device_name) or Target.current())
 
 
 @dataclass
@@ -126,7 +148,10 @@ def _get(m: Mapping[str, float], key: str) -> float | None:
     return float(v) if isinstance(v, int | float) else None
 
 
-def classify(metrics: Mapping[str, float], peaks: Peaks = H100_MEASURED) -> Classification:
+def classify(metrics: Mapping[str, float], peaks: Peaks | None = None) -> Classification:
+    """`peaks`: the roofs to judge against; by default those of the device the metrics came from."""
+    if peaks is None:
+        peaks = peaks_for(metrics)
     time_s = _get(metrics, TIME) or 0.0
     dram = _get(metrics, DRAM_BYTES)
     if dram is None:

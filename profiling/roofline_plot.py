@@ -1,5 +1,7 @@
 """A roofline chart of profiled kernels as a self-contained SVG (log-log: arithmetic intensity in
-FLOP per DRAM byte against achieved FLOP/s, under the GPU's bandwidth and compute roofs)."""
+FLOP per DRAM byte against achieved FLOP/s, under the GPU's bandwidth and compute roofs). The roofs
+are those the findings were judged against (Finding.data["peaks"], `Peaks.from_dict`), named on
+the chart."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from .roofline import H100_MEASURED, Peaks
+from stitchcuda.target import Target
+
+from .roofline import Peaks
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 640, 400, 70, 50, 20, 20
 X_RANGE = (1e-2, 1e3)  # FLOP/byte
@@ -45,7 +49,10 @@ def _roof(bw: float, peak: float, label: str, colour: str) -> list[str]:
             f'fill="{colour}">{escape(label)} {peak / 1e12:.0f} TFLOP/s</text>']
 
 
-def svg(points: Sequence[Point], peaks: Peaks = H100_MEASURED) -> str:
+def svg(points: Sequence[Point], peaks: Peaks | None = None) -> str:
+    """`peaks`: the profiled device's roofs; this process's target's where the caller has none."""
+    if peaks is None:
+        peaks = Peaks.of(Target.current())
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'font-family="sans-serif" role="img" aria-label="roofline">',
            f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
@@ -61,6 +68,8 @@ def svg(points: Sequence[Point], peaks: Peaks = H100_MEASURED) -> str:
     out.append(f'<text x="14" y="{(H - PAD_B) / 2:.0f}" transform="rotate(-90 14 {(H - PAD_B) / 2:.0f})" '
                'text-anchor="middle" font-size="12">achieved FLOP/s</text>')
     bw = peaks.dram_bytes_per_s
+    out.append(f'<text x="{PAD_L + 6}" y="{PAD_T + 14}" font-size="11" fill="#444">roofs: {escape(peaks.name)}, '
+               f'{bw / 1e12:.2f} TB/s DRAM</text>')
     out += _roof(bw, peaks.flops["fp32"], "fp32", "#444")
     if "tf32" in peaks.flops:
         out += _roof(bw, peaks.flops["tf32"], "tf32 tensor", "#aaa")

@@ -33,6 +33,17 @@ def _module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _target_check() -> Check:
+    """The GPU kernels are sized for and the LLM is told about (profiles use the profiled device's
+    own): a default, where nothing named one, is a finding to act on."""
+    from stitchcuda.target import ENV, Target
+
+    t = Target.current()
+    defaulted = t.source.startswith("default")
+    return Check("target", not defaulted, "; ".join([t.describe(), *t.notes]),
+                 f"sizing kernels (grids by SM count) and the LLM coder's prompt ({ENV} names one)")
+
+
 def checks() -> list[Check]:
     from stitchcuda import runtime
     from stitchcuda.profiling.ncu import find_ncu
@@ -51,6 +62,7 @@ def checks() -> list[Check]:
     out.append(Check("nvcc", nvcc is not None, f"{nvcc}: {_version([nvcc, '--version'])}" if nvcc else
                      "not found (PATH, CUDA_HOME, /usr/local/cuda)", "building candidates"))
     out.append(Check("target arch", True, runtime.default_arch(), "building candidates"))
+    out.append(_target_check())
     ncu = find_ncu()
     out.append(Check("ncu", ncu is not None, f"{ncu}: {_version([ncu, '--version'])}" if ncu else
                      "not found: verdicts are timing-only", "kernel profiles (Nsight Compute)"))

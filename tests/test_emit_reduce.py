@@ -17,6 +17,9 @@ from stitchcuda import runtime
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import emit_reduce, kernels
 from stitchcuda.agents.graph import ref_name
+from stitchcuda.target import Target
+
+H100 = Target.named("h100")
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -324,7 +327,7 @@ def test_large_shapes_pick_parallel_plans():
             x = torch.empty(shape)
         g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
         node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
-        k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0"))
+        k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
         assert plan in k.ops[0], (shape, k.ops)
 
 

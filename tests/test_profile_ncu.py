@@ -20,6 +20,7 @@ from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.plan import planner
 from stitchcuda.profiling import ncu, ncu_rules, roofline, source_map
+from stitchcuda.target import Target
 
 PW = "void stitch_pw0_kernel<4>(const float *, float *)"
 RED = "void sc_red_rows<SumOp, Ix<(long)33, (long)65>, 4, 32, float, float, float>(SumOp, const float *)"
@@ -42,8 +43,22 @@ DETAILS_CSV = """"ID","Process ID","Process Name","Host Name","Kernel Name","Con
 """
 
 N_PW = 128 * 64 * 256 * 256  # elements of a [128, 64, 256, 256] fp32 tensor
+# The device attributes Nsight Compute reports beside every launch, as the recorded H100 raw pages
+# have them (tests/fixtures/recorded/h100-profiles): the roofline judges by the device in them.
+H100_DEVICE = {
+    "device__attribute_compute_capability_major": 9,
+    "device__attribute_compute_capability_minor": 0,
+    "device__attribute_multiprocessor_count": 132,
+    "device__attribute_memory_clock_rate": 2_619_000,
+    "device__attribute_global_memory_bus_width": 5120,
+    "device__attribute_l2_cache_size": 52_428_800,
+    "device__attribute_max_threads_per_multiprocessor": 2048,
+    "device__attribute_max_shared_memory_per_block_optin": 232_448,
+    "device__attribute_max_shared_memory_per_multiprocessor": 233_472,
+}
+H100 = roofline.Peaks.of(Target.named("h100"))
 # Hand-made (see module docstring) metric sets, in the SI units parse_csv returns.
-POINTWISE = {  # relu(x * 2 + 1) over N_PW floats: one FFMA per element, read + write
+POINTWISE = H100_DEVICE | {  # relu(x * 2 + 1) over N_PW floats: one FFMA per element, read + write
     "gpu__time_duration.sum": 1.6e-3,
     "dram__bytes.sum": 2 * 4 * N_PW,
     "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": N_PW,
@@ -54,7 +69,7 @@ POINTWISE = {  # relu(x * 2 + 1) over N_PW floats: one FFMA per element, read + 
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": 30.0,
 }
 K = 4096
-NAIVE_MATMUL = {  # one thread per output, K FFMAs each; A and B stay in L2, DRAM sees them once
+NAIVE_MATMUL = H100_DEVICE | {  # one thread per output, K FFMAs each; A and B stay in L2, DRAM sees them once
     "gpu__time_duration.sum": 20e-3,
     "dram__bytes.sum": 3 * K * K * 4,
     "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": K**3,
@@ -64,7 +79,7 @@ NAIVE_MATMUL = {  # one thread per output, K FFMAs each; A and B stay in L2, DRA
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": 85.0,
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": 80.0,
 }
-TINY = {  # 1024 floats, one block: the launch is the cost
+TINY = H100_DEVICE | {  # 1024 floats, one block: the launch is the cost
     "gpu__time_duration.sum": 3e-6,
     "dram__bytes.sum": 8192,
     "sm__sass_thread_inst_executed_op_fadd_pred_on.sum": 1024,
@@ -116,7 +131,8 @@ def test_units() -> None:
 
 
 def test_memory_bound_pointwise() -> None:
-    c = roofline.classify(POINTWISE, roofline.H100_MEASURED)
+    c = roofline.classify(POINTWISE, H100)
+    assert roofline.classify(POINTWISE) == c  # the device attributes in the metrics name the H100
     assert (c.bound, c.level) == ("memory", "dram")
     assert c.bytes_per_s == pytest.approx(8 * N_PW / 1.6e-3)  # 2.68 TB/s
     assert c.bytes_per_s / 1e12 == pytest.approx(2.684, abs=1e-3)
@@ -149,7 +165,7 @@ def test_latency_bound_tiny_launch() -> None:
 
 def test_threshold_edges_and_derived_percentages() -> None:
     # Just under HIGH_PCT on both sides is latency; just over, the larger one wins.
-    base = {"gpu__time_duration.sum": 1e-3}
+    base = H100_DEVICE | {"gpu__time_duration.sum": 1e-3}
     lo = base | {roofline.MEM_PCT: 59.9, roofline.SM_PCT: 59.0}
     assert roofline.classify(lo).bound == "latency"
     assert roofline.classify(base | {roofline.MEM_PCT: 61.0, roofline.SM_PCT: 59.0}).bound == "memory"
@@ -161,11 +177,15 @@ def test_threshold_edges_and_derived_percentages() -> None:
 
 
 def test_datasheet_and_measured_peaks() -> None:
-    assert roofline.H100_SXM.dram_bytes_per_s == 3.35e12
-    assert roofline.H100_SXM.flops["tf32"] == 494e12 and roofline.H100_SXM.flops["bf16"] == 989e12
-    m = roofline.H100_SXM.measured(dram_bytes_per_s=2.5e12, fp32=60e12)
+    sxm = Target.named("h100")
+    assert sxm.dram_bytes_per_s == 3.35e12 and sxm.measured_dram_bytes_per_s == 2.964e12
+    assert sxm.tf32_flops == 494e12 and sxm.bf16_flops == 989e12
+    # The roofline's memory roof is what a copy reached on the H100, not the datasheet's figure.
+    assert (H100.dram_bytes_per_s, H100.flops["fp32"]) == (2.964e12, 67e12) and "measured" in H100.source
+    m = H100.measured(dram_bytes_per_s=2.5e12, fp32=60e12)
     assert (m.dram_bytes_per_s, m.flops["fp32"], m.source) == (2.5e12, 60e12, "measured")
-    assert roofline.H100_SXM.flops["fp32"] == 67e12  # the datasheet object is untouched
+    assert H100.flops["fp32"] == 67e12  # the original object is untouched
+    assert roofline.Peaks.from_dict(H100.as_dict()) == H100
 
 
 # ---------------------------------------------------------------------------------------------

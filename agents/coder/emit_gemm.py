@@ -24,6 +24,7 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stitchcuda.agents.coder import cuda_text
 from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import (
     PRECISE_FP32,
@@ -497,97 +498,12 @@ static int {name}_lt(const void* a, const void* b, const void* bias, void* c, fl
 }}"""
 
 
-_FAMILY = f"""#ifndef SC_GEMM_H
-#define SC_GEMM_H
-#include <atomic>
-#include <mutex>
-#include <cublas_v2.h>
+# The family's shared code (cuda/gemm*.cuh: handles, and the 3xTF32 operand split), each joined to
+# the kernel's own code with one newline.
+_FAMILY = cuda_text.fill("gemm.cuh", WORKSPACE_BYTES=WORKSPACE_BYTES, CUBLAS_ERROR_BASE=CUBLAS_ERROR_BASE).rstrip("\n")
+_FAMILY_SPLIT = cuda_text.load("gemm_split.cuh").rstrip("\n")
 
-#define SC_GEMM_WORKSPACE ((size_t){WORKSPACE_BYTES})
-#define SC_GEMM_ERROR(status) ({CUBLAS_ERROR_BASE} + (int)(status))
-#define SC_GEMM_MAX_DEVICES 64
-
-static bool sc_gemm_aligned16(const void* p) {{ return reinterpret_cast<uintptr_t>(p) % 16 == 0; }}
-
-// One cuBLAS handle per device for the whole process, created on first use; every call sets the
-// caller's stream and workspace (cublasSetStream resets the workspace, so the order matters), so
-// nothing is allocated behind the caching allocator's back and calls can be graph-captured.
-static int sc_gemm_handle(cudaStream_t stream, void* workspace, cublasHandle_t* out) {{
-  static std::atomic<cublasHandle_t> handles[SC_GEMM_MAX_DEVICES];
-  static std::mutex lock;
-  int dev = 0;
-  const cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return (int)e;
-  if (dev < 0 || dev >= SC_GEMM_MAX_DEVICES) return (int)cudaErrorInvalidDevice;
-  cublasHandle_t h = handles[dev].load();
-  if (h == nullptr) {{
-    std::lock_guard<std::mutex> guard(lock);
-    h = handles[dev].load();
-    if (h == nullptr) {{
-      const cublasStatus_t s = cublasCreate(&h);
-      if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
-      handles[dev].store(h);
-    }}
-  }}
-  cublasStatus_t s = cublasSetStream(h, stream);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(h, workspace, SC_GEMM_WORKSPACE);
-  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
-  *out = h;
-  return 0;
-}}
-#endif  // SC_GEMM_H"""
-
-# fp32 -> (hi, lo): hi rounded to TF32's 10-bit mantissa (to nearest, ties away from zero, as
-# cvt.rna.tf32.f32 does), lo = x - hi exactly. Non-finite values stay in hi; a value that would round
-# up past the largest float is truncated instead.
-_FAMILY_SPLIT = """#ifndef SC_GEMM_SPLIT_H
-#define SC_GEMM_SPLIT_H
-__global__ void __launch_bounds__(256) sc_tf32_split_kernel(const float* __restrict__ x, float* __restrict__ hi,
-                                                            float* __restrict__ lo, int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float v = x[i];
-    const unsigned u = __float_as_uint(v);
-    float h = __uint_as_float((u + 0x1000u) & 0xFFFFE000u);
-    if (!isfinite(h)) h = isfinite(v) ? __uint_as_float(u & 0xFFFFE000u) : v;
-    hi[i] = h;
-    lo[i] = isfinite(v) ? v - h : 0.0f;
-  }
-}
-
-static int sc_tf32_split(const float* x, float* hi, float* lo, int64_t n, cudaStream_t stream) {
-  const int64_t blocks = (n + 255) / 256;
-  sc_tf32_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(x, hi, lo, n);
-  return (int)cudaGetLastError();
-}
-#endif  // SC_GEMM_SPLIT_H"""
-
-_FAMILY_LT = """#ifndef SC_GEMM_LT_H
-#define SC_GEMM_LT_H
-#include <cublasLt.h>
-
-#define SC_GEMM_LT_UNAVAILABLE (-1)
-
-static int sc_gemm_lt_handle(cublasLtHandle_t* out) {
-  static std::atomic<cublasLtHandle_t> handles[SC_GEMM_MAX_DEVICES];
-  static std::mutex lock;
-  int dev = 0;
-  const cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return (int)e;
-  if (dev < 0 || dev >= SC_GEMM_MAX_DEVICES) return (int)cudaErrorInvalidDevice;
-  cublasLtHandle_t h = handles[dev].load();
-  if (h == nullptr) {
-    std::lock_guard<std::mutex> guard(lock);
-    h = handles[dev].load();
-    if (h == nullptr) {
-      const cublasStatus_t s = cublasLtCreate(&h);
-      if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
-      handles[dev].store(h);
-    }
-  }
-  *out = h;
-  return 0;
-}
-#endif  // SC_GEMM_LT_H"""
+_FAMILY_LT = cuda_text.load("gemm_lt.cuh").rstrip("\n")
 
 
 EMITTERS = {op: emit_gemm for op in _OPS}

@@ -30,11 +30,11 @@ import math
 from dataclasses import dataclass
 from string import Template
 
+from stitchcuda.agents.coder import cuda_text
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, VECTOR_BYTES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
 from stitchcuda.agents.graph import contiguous_strides
 
-SMS = 132  # H100; only sizes grids (enough blocks to fill it), never affects results
 FUSED_ITEMS = 8  # vectors a thread holds in registers in the fused kernel
 FUSED_TPR = 512  # most threads per row in the fused kernel
 SPLIT_ITER = 8  # vectors per thread and chunk in the split kernels
@@ -220,491 +220,16 @@ EMITTERS = {
 
 
 # ---------------------------------------------------------------------------------------------
-# C++: the family helpers, the per-kernel description, then one of four kernel shapes
+# C++ (cuda/norm*.cuh): the family helpers, the per-kernel description, then one of four kernel
+# shapes, and the entry points; string.Templates filled per kernel by _build.
 
-_FAMILY = r"""
-#ifndef SC_NORM_H
-#define SC_NORM_H
-// Partial statistics of a set of values: count, mean, sum of squared deviations from the mean.
-struct sc_wf { float n, mean, m2; };
-SC_INLINE sc_wf sc_wf_make(float n, float mean, float m2) { sc_wf w; w.n = n; w.mean = mean; w.m2 = m2; return w; }
-// Chan et al.'s merge; stable for any sizes and means (no difference of large sums).
-SC_INLINE sc_wf sc_wf_merge(sc_wf a, sc_wf b) {
-  if (b.n == 0.0f) return a;
-  if (a.n == 0.0f) return b;
-  const float n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
-  return sc_wf_make(n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f);
-}
-template <int VEC>
-SC_INLINE sc_wf sc_wf_of(const float (&d)[VEC]) {  // exact two-pass over a vector in registers
-  float s = 0.0f, q = 0.0f;
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) s += d[l];
-  const float m = s * (1.0f / VEC);
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) q += (d[l] - m) * (d[l] - m);
-  return sc_wf_make((float)VEC, m, q);
-}
-SC_INLINE sc_wf sc_merge(sc_wf a, sc_wf b) { return sc_wf_merge(a, b); }
-SC_INLINE float sc_merge(float a, float b) { return a + b; }
-SC_INLINE sc_wf sc_load_wf(const float* p) { return sc_wf_make(p[0], p[1], p[2]); }
-SC_INLINE void sc_store_wf(float* p, sc_wf w) { p[0] = w.n; p[1] = w.mean; p[2] = w.m2; }
-#ifdef __CUDACC__
-__device__ __forceinline__ float sc_shfl_xor(float a, int o) { return __shfl_xor_sync(0xffffffffu, a, o); }
-__device__ __forceinline__ sc_wf sc_shfl_xor(sc_wf a, int o) {
-  return sc_wf_make(sc_shfl_xor(a.n, o), sc_shfl_xor(a.mean, o), sc_shfl_xor(a.m2, o));
-}
-// Reduce over aligned groups of `width` threads (a power of two); every thread gets its group's
-// result, bit-identical across the group (the lower half is always merged first). Called by all
-// threads of the block alike; `sh` holds blockDim.x / 32 values and is only used past a warp.
-template <class V>
-__device__ __forceinline__ V sc_group_reduce(V a, int width, V* sh) {
-  const int lane = threadIdx.x & 31;
-  const int span = width < 32 ? width : 32;
-  for (int o = 1; o < span; o <<= 1) {
-    const V b = sc_shfl_xor(a, o);
-    a = (lane & o) ? sc_merge(b, a) : sc_merge(a, b);
-  }
-  if (width > 32) {
-    const int warp = threadIdx.x >> 5, per = width >> 5, first = warp - warp % per;
-    __syncthreads();  // the previous reduction may still be reading sh
-    if (lane == 0) sh[warp] = a;
-    __syncthreads();
-    a = sh[first];
-    for (int i = 1; i < per; ++i) a = sc_merge(a, sh[first + i]);
-  }
-  return a;
-}
-#endif
-#endif  // SC_NORM_H
-"""
-
-_COMMON = r"""
-namespace ${N}_impl {
-typedef $XT XT; typedef $YT YT; typedef $WT WT; typedef $BT BT; typedef $RMT RMT; typedef $RVT RVT;
-typedef $MT MT; typedef $ST ST; typedef $RMDT RMDT; typedef $RVDT RVDT;
-constexpr int THREADS = $THREADS, VMAX = $VMAX;
-constexpr int64_t R = ${R}LL, COUNT = ${COUNT}LL, S = ${S}LL, SEG_STRIDE = ${SEG_STRIDE}LL;
-constexpr int64_t ROW_STRIDE = ${ROW_STRIDE}LL, RUN = ${RUN}LL, NUMEL = ${NUMEL}LL;
-constexpr bool SEGMENTED = $SEGMENTED, RMS = $RMS, HAS_W = $HAS_W, HAS_B = $HAS_B;
-constexpr bool HAS_MEAN = $HAS_MEAN, HAS_RSTD = $HAS_RSTD, UPDATE = $UPDATE;
-constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM = $MOMENTUM;
-
-struct Args {
-  const XT* x; const WT* w; const BT* b; const RMT* rm; const RVT* rv;
-  YT* y; MT* mean; ST* rstd; RMDT* rm_dst; RVDT* rv_dst;
-  float* part;  // partial statistics, 3 floats per (row, chunk)
-  float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
-};
-
-SC_INLINE int64_t addr(int64_t r, int64_t k) {  // element k of row r
-  if constexpr (SEGMENTED) return r * ROW_STRIDE + (k / S) * SEG_STRIDE + k % S;
-  else return r * ROW_STRIDE + k;
-}
-SC_INLINE int64_t pidx(int64_t r, int64_t k) { (void)r; (void)k; return $PIDX; }
-SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p) {
-  float y = (x - mean) * rstd;
-  if constexpr (HAS_W) y = y * sc_to_f(a.w[p]);
-  if constexpr (HAS_B) y = y + sc_to_f(a.b[p]);
-  (void)a; (void)p;
-  return y;
-}
-// Normalise the vector xv of row r's elements k..k+VEC-1 (k a multiple of VEC) and store it.
-template <int VEC>
-SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XT, VEC>& xv, float mean, float rstd) {
-  const int64_t p0 = pidx(r, k);
-  sc_vec<YT, VEC> yv;
-  if constexpr (RUN == 0) {  // per-element weights (layer norm): whole vectors of them
-    sc_vec<WT, VEC> wv;
-    sc_vec<BT, VEC> bv;
-    if constexpr (HAS_W) wv = sc_load<VEC>(a.w + p0);
-    if constexpr (HAS_B) bv = sc_load<VEC>(a.b + p0);
-#pragma unroll
-    for (int l = 0; l < VEC; ++l) {
-      float y = (sc_to_f(xv.v[l]) - mean) * rstd;
-      if constexpr (HAS_W) y = y * sc_to_f(wv.v[l]);
-      if constexpr (HAS_B) y = y + sc_to_f(bv.v[l]);
-      yv.v[l] = sc_from_f<YT>(y);
-    }
-  } else {
-#pragma unroll
-    for (int l = 0; l < VEC; ++l) {  // the channel is constant over runs of RUN elements
-      const int64_t p = RUN % VEC == 0 ? p0 : pidx(r, k + l);
-      yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), mean, rstd, p));
-    }
-  }
-  sc_store<VEC>(a.y + addr(r, k), yv);
-}
-// Whole vectors of x, y (and of w, b when they follow the element) are aligned.
-SC_INLINE bool aligned(const Args& a, int vec) {
-  const bool wb = RUN != 0 || ((!HAS_W || sc_aligned(a.w, vec)) && (!HAS_B || sc_aligned(a.b, vec)));
-  return vec > 1 && sc_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
-}
-SC_INLINE float rstd_of(float mean, float m2) {
-  const float var = m2 / COUNTF;
-  return 1.0f / sqrtf((RMS ? var + mean * mean : var) + EPS);
-}
-// Row r's statistics are final: store the ones the graph reads, update the running statistics.
-SC_INLINE void record(const Args& a, int64_t r, float mean, float m2, float rstd) {
-  if constexpr (HAS_MEAN) a.mean[r] = sc_from_f<MT>(mean);
-  if constexpr (HAS_RSTD) a.rstd[r] = sc_from_f<ST>(rstd);
-  if constexpr (UPDATE) {
-    a.rm_dst[r] = sc_from_f<RMDT>(MOMENTUM * mean + (1.0f - MOMENTUM) * sc_to_f(a.rm[r]));
-    a.rv_dst[r] = sc_from_f<RVDT>(MOMENTUM * (m2 / COUNT_M1F) + (1.0f - MOMENTUM) * sc_to_f(a.rv[r]));
-  }
-  (void)a; (void)r; (void)mean; (void)m2; (void)rstd;
-}
-template <int VEC>
-SC_INLINE void apply_vec(const Args& a, int64_t r, int64_t k, float mean, float rstd) {
-  normalise<VEC>(a, r, k, sc_load<VEC>(a.x + addr(r, k)), mean, rstd);
-}
-// Merge the P partials of row r and finish it (stat gets what the normalising pass needs).
-SC_INLINE void finish_row(const Args& a, int64_t r, sc_wf s) {
-  const float mean = sc_to_f(a.x[addr(r, 0)]) + s.mean;
-  const float rstd = rstd_of(mean, s.m2);
-  record(a, r, mean, s.m2, rstd);
-  a.stat[2 * r] = RMS ? 0.0f : mean;
-  a.stat[2 * r + 1] = rstd;
-}
-#ifdef __CUDACC__
-// FW threads merge the P partials of a row: a warp when P is small, a block for thousands.
-template <int FW>
-__global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
-  __shared__ sc_wf sh[THREADS / 32];
-  const int64_t r0 = (int64_t)blockIdx.x * (THREADS / FW) + threadIdx.x / FW;
-  const int64_t r = r0 < R ? r0 : R - 1;  // spare groups redo the last row: reductions stay uniform
-  const int t = threadIdx.x % FW;
-  sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-  for (int64_t j = t; j < P; j += FW) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
-  s = sc_group_reduce(s, FW, sh);
-  if (t == 0 && r0 < R) finish_row(a, r, s);
-}
-static void final_launch(const Args& a, int64_t P, cudaStream_t stream) {
-  if (P > 256) final_kernel<THREADS><<<(unsigned)R, THREADS, 0, stream>>>(a, P);
-  else final_kernel<32><<<(unsigned)((R + THREADS / 32 - 1) / (THREADS / 32)), THREADS, 0, stream>>>(a, P);
-}
-#endif
-static void final_host(const Args& a, int64_t P) {
-  for (int64_t r = 0; r < R; ++r) {
-    sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-    for (int64_t j = 0; j < P; ++j) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
-    finish_row(a, r, s);
-  }
-}
-// Elementwise normalisation of a [N, C=R, S] tensor with per-channel stat (batch norm).
-template <int VEC>
-SC_INLINE void ew_vec(const Args& a, int64_t i) {
-  const sc_vec<XT, VEC> xv = sc_load<VEC>(a.x + i);
-  sc_vec<YT, VEC> yv;
-  const int64_t c0 = (i / S) % R;
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) {
-    int64_t c = c0;
-    if constexpr (S == 1 && R % VEC == 0) c = c0 + l;
-    else if constexpr (S % VEC != 0) c = ((i + l) / S) % R;
-    yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), a.stat[2 * c], a.stat[2 * c + 1], c));
-  }
-  sc_store<VEC>(a.y + i, yv);
-}
-#ifdef __CUDACC__
-template <int VEC>
-__global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
-  const int64_t step = (int64_t)gridDim.x * THREADS;
-  for (int64_t v = (int64_t)blockIdx.x * THREADS + threadIdx.x; v < NUMEL / VEC; v += step) ew_vec<VEC>(a, v * VEC);
-}
-#endif
-"""
-
-_FUSED = r"""
-constexpr int TPR = $TPR, RB = $RB, FB = TPR * RB;
-#ifdef __CUDACC__
-template <int VEC>
-__global__ void __launch_bounds__(FB) fused_kernel(Args a) {
-  constexpr int ITEMS = (int)((COUNT + TPR * VEC - 1) / (TPR * VEC));
-  __shared__ float sh[FB / 32 > 0 ? FB / 32 : 1];
-  const int t = threadIdx.x % TPR;
-  const int64_t r0 = (int64_t)blockIdx.x * RB + threadIdx.x / TPR;
-  const bool live = r0 < R;
-  const int64_t r = live ? r0 : R - 1;  // spare groups redo the last row: reductions stay uniform
-  const float K = sc_to_f(a.x[addr(r, 0)]);
-  sc_vec<XT, VEC> v[ITEMS];
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int64_t k = ((int64_t)i * TPR + t) * VEC;
-    if (k < COUNT) {
-      v[i] = sc_load<VEC>(a.x + addr(r, k));
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) s += sc_to_f(v[i].v[l]) - K;
-    }
-  }
-  s = sc_group_reduce(s, TPR, sh);
-  const float mean = K + s / COUNTF;
-  float q = 0.0f;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    if (((int64_t)i * TPR + t) * VEC < COUNT) {
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) {
-        const float e = sc_to_f(v[i].v[l]) - mean;
-        q += e * e;
-      }
-    }
-  }
-  q = sc_group_reduce(q, TPR, sh);
-  const float rstd = rstd_of(mean, q);
-  if (!live) return;
-  if (t == 0) record(a, r, mean, q, rstd);
-  const float m = RMS ? 0.0f : mean;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int64_t k = ((int64_t)i * TPR + t) * VEC;
-    if (k < COUNT) normalise<VEC>(a, r, k, v[i], m, rstd);
-  }
-}
-#endif
-static void run_host(const Args& a) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float K = sc_to_f(a.x[addr(r, 0)]);
-    float s = 0.0f, q = 0.0f;
-    for (int64_t k = 0; k < COUNT; ++k) s += sc_to_f(a.x[addr(r, k)]) - K;
-    const float mean = K + s / COUNTF;
-    for (int64_t k = 0; k < COUNT; ++k) {
-      const float e = sc_to_f(a.x[addr(r, k)]) - mean;
-      q += e * e;
-    }
-    const float rstd = rstd_of(mean, q);
-    record(a, r, mean, q, rstd);
-    for (int64_t k = 0; k < COUNT; ++k) apply_vec<1>(a, r, k, RMS ? 0.0f : mean, rstd);
-  }
-}
-#ifdef __CUDACC__
-static void run_device(const Args& a, bool vec, cudaStream_t stream) {
-  const unsigned grid = (unsigned)((R + RB - 1) / RB);
-  if (vec) fused_kernel<VMAX><<<grid, FB, 0, stream>>>(a);
-  else fused_kernel<1><<<grid, FB, 0, stream>>>(a);
-}
-#endif
-"""
-
-_SPLIT = r"""
-constexpr int64_t CH = ${CH}LL, P = (COUNT + CH - 1) / CH;  // chunk of a row per block
-// Thread t's partial statistics of chunk p of row r (K: the row's shift).
-template <int VEC>
-SC_INLINE sc_wf part(const Args& a, int64_t r, int64_t p, int t, float K) {
-  sc_wf acc = sc_wf_make(0.0f, 0.0f, 0.0f);
-  const int64_t begin = p * CH, end = begin + CH < COUNT ? begin + CH : COUNT;
-#pragma unroll 4
-  for (int it = 0; it < (int)(CH / (THREADS * VEC)); ++it) {
-    const int64_t k = begin + ((int64_t)it * THREADS + t) * VEC;
-    if (k < end) {
-      const sc_vec<XT, VEC> v = sc_load<VEC>(a.x + addr(r, k));
-      float d[VEC];
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) d[l] = sc_to_f(v.v[l]) - K;
-      acc = sc_wf_merge(acc, sc_wf_of<VEC>(d));
-    }
-  }
-  return acc;
-}
-template <int VEC>
-SC_INLINE void apply_chunk(const Args& a, int64_t r, int64_t p, int t) {
-  const float mean = a.stat[2 * r], rstd = a.stat[2 * r + 1];
-  const int64_t begin = p * CH, end = begin + CH < COUNT ? begin + CH : COUNT;
-#pragma unroll 4
-  for (int it = 0; it < (int)(CH / (THREADS * VEC)); ++it) {
-    const int64_t k = begin + ((int64_t)it * THREADS + t) * VEC;
-    if (k < end) apply_vec<VEC>(a, r, k, mean, rstd);
-  }
-}
-#ifdef __CUDACC__
-template <int VEC>
-__global__ void __launch_bounds__(THREADS) stats_kernel(Args a) {
-  __shared__ sc_wf sh[THREADS / 32];
-  // Rows fastest: the blocks running together share a slice of the weights (layer norm).
-  const int64_t r = blockIdx.x % R, p = blockIdx.x / R;
-  sc_wf s = part<VEC>(a, r, p, threadIdx.x, sc_to_f(a.x[addr(r, 0)]));
-  s = sc_group_reduce(s, THREADS, sh);
-  if (threadIdx.x == 0) sc_store_wf(a.part + 3 * (r * P + p), s);
-}
-template <int VEC>
-__global__ void __launch_bounds__(THREADS) apply_kernel(Args a) {
-  // Last chunks first: the statistics pass read them last, so they may still be in L2.
-  const int64_t b = (int64_t)gridDim.x - 1 - blockIdx.x;
-  apply_chunk<VEC>(a, b % R, b / R, threadIdx.x);
-}
-#endif
-template <int VEC>
-static void run_host_vec(const Args& a) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float K = sc_to_f(a.x[addr(r, 0)]);
-    for (int64_t p = 0; p < P; ++p) {
-      sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-      for (int t = 0; t < THREADS; ++t) s = sc_wf_merge(s, part<VEC>(a, r, p, t, K));
-      sc_store_wf(a.part + 3 * (r * P + p), s);
-    }
-  }
-  final_host(a, P);
-  for (int64_t b = 0; b < R * P; ++b)
-    for (int t = 0; t < THREADS; ++t) apply_chunk<VEC>(a, b % R, b / R, t);
-}
-static void run_host(const Args& a) {
-  if (aligned(a, VMAX)) run_host_vec<VMAX>(a);
-  else run_host_vec<1>(a);
-}
-#ifdef __CUDACC__
-static void run_device(const Args& a, bool vec, cudaStream_t stream) {
-  const unsigned grid = (unsigned)(R * P);
-  if (vec) stats_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
-  else stats_kernel<1><<<grid, THREADS, 0, stream>>>(a);
-  final_launch(a, P, stream);
-  if (vec) apply_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
-  else apply_kernel<1><<<grid, THREADS, 0, stream>>>(a);
-}
-#endif
-"""
-
-_COLUMN = r"""
-// Batch norm over [NB, C=R]: blocks of 32*VEC adjacent channels times a slice of RCH rows.
-constexpr int64_t NB = COUNT, RCH = ${RCH}LL, P = (NB + RCH - 1) / RCH;
-constexpr int WARPS = THREADS / 32;
-template <int VEC> SC_INLINE constexpr int64_t tiles() { return (R + 32 * VEC - 1) / (32 * VEC); }
-// Welford down rows n0, n0 + step, ... < n1 of channels c0..c0+VEC-1 (shifted by their row 0).
-template <int VEC>
-SC_INLINE void colpart(const Args& a, int64_t c0, int64_t n0, int64_t n1, int step, sc_wf (&w)[VEC]) {
-  float K[VEC], mean[VEC], m2[VEC], cnt = 0.0f;
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) {
-    K[l] = c0 + l < R ? sc_to_f(a.x[c0 + l]) : 0.0f;
-    mean[l] = m2[l] = 0.0f;
-  }
-  if (c0 < R) {
-    for (int64_t n = n0; n < n1; n += step) {
-      const sc_vec<XT, VEC> v = sc_load<VEC>(a.x + n * R + c0);
-      cnt += 1.0f;
-      const float inv = 1.0f / cnt;
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) {
-        const float d = sc_to_f(v.v[l]) - K[l], e = d - mean[l];
-        mean[l] += e * inv;
-        m2[l] += e * (d - mean[l]);
-      }
-    }
-  }
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) w[l] = sc_wf_make(cnt, mean[l], m2[l]);
-}
-#ifdef __CUDACC__
-template <int VEC>
-__global__ void __launch_bounds__(THREADS) colstats_kernel(Args a) {
-  __shared__ sc_wf sh[WARPS][32 * VEC];
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const int64_t tile = blockIdx.x % tiles<VEC>(), p = blockIdx.x / tiles<VEC>();
-  const int64_t n0 = p * RCH, n1 = n0 + RCH < NB ? n0 + RCH : NB;
-  sc_wf w[VEC];
-  colpart<VEC>(a, (tile * 32 + tx) * VEC, n0 + ty, n1, WARPS, w);
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) sh[ty][tx * VEC + l] = w[l];
-  __syncthreads();
-  for (int j = threadIdx.x; j < 32 * VEC; j += THREADS) {
-    const int64_t c = tile * 32 * VEC + j;
-    if (c < R) {
-      sc_wf s = sh[0][j];
-      for (int y = 1; y < WARPS; ++y) s = sc_wf_merge(s, sh[y][j]);
-      sc_store_wf(a.part + 3 * (c * P + p), s);
-    }
-  }
-}
-#endif
-template <int VEC>
-static void run_host_vec(const Args& a) {
-  for (int64_t p = 0; p < P; ++p) {
-    const int64_t n0 = p * RCH, n1 = n0 + RCH < NB ? n0 + RCH : NB;
-    for (int64_t tile = 0; tile < tiles<VEC>(); ++tile)
-      for (int tx = 0; tx < 32; ++tx) {
-        const int64_t c0 = (tile * 32 + tx) * VEC;
-        sc_wf s[VEC], w[VEC];
-        for (int ty = 0; ty < WARPS; ++ty) {
-          colpart<VEC>(a, c0, n0 + ty, n1, WARPS, w);
-          for (int l = 0; l < VEC; ++l) s[l] = ty == 0 ? w[l] : sc_wf_merge(s[l], w[l]);
-        }
-        for (int l = 0; l < VEC; ++l)
-          if (c0 + l < R) sc_store_wf(a.part + 3 * ((c0 + l) * P + p), s[l]);
-      }
-  }
-  final_host(a, P);
-  for (int64_t v = 0; v < NUMEL / VEC; ++v) ew_vec<VEC>(a, v * VEC);
-}
-static void run_host(const Args& a) {
-  if (aligned(a, VMAX)) run_host_vec<VMAX>(a);
-  else run_host_vec<1>(a);
-}
-#ifdef __CUDACC__
-template <int VEC>
-static void run_device_vec(const Args& a, cudaStream_t stream) {
-  colstats_kernel<VEC><<<(unsigned)(tiles<VEC>() * P), THREADS, 0, stream>>>(a);
-  final_launch(a, P, stream);
-  ew_kernel<VEC><<<sc_grid(NUMEL / VEC), THREADS, 0, stream>>>(a);
-}
-static void run_device(const Args& a, bool vec, cudaStream_t stream) {
-  if (vec) run_device_vec<VMAX>(a, stream);
-  else run_device_vec<1>(a, stream);
-}
-#endif
-"""
-
-_EVAL = r"""
-// Batch norm with the running statistics: per-channel mean and rstd, then elementwise.
-SC_INLINE void prep(const Args& a, int64_t c) {
-  a.stat[2 * c] = sc_to_f(a.rm[c]);
-  a.stat[2 * c + 1] = 1.0f / sqrtf(sc_to_f(a.rv[c]) + EPS);
-}
-#ifdef __CUDACC__
-__global__ void __launch_bounds__(THREADS) prep_kernel(Args a) {
-  const int64_t c = (int64_t)blockIdx.x * THREADS + threadIdx.x;
-  if (c < R) prep(a, c);
-}
-#endif
-template <int VEC>
-static void run_host_vec(const Args& a) {
-  for (int64_t c = 0; c < R; ++c) prep(a, c);
-  for (int64_t v = 0; v < NUMEL / VEC; ++v) ew_vec<VEC>(a, v * VEC);
-}
-static void run_host(const Args& a) {
-  if (aligned(a, VMAX)) run_host_vec<VMAX>(a);
-  else run_host_vec<1>(a);
-}
-#ifdef __CUDACC__
-static void run_device(const Args& a, bool vec, cudaStream_t stream) {
-  prep_kernel<<<(unsigned)((R + THREADS - 1) / THREADS), THREADS, 0, stream>>>(a);
-  if (vec) ew_kernel<VMAX><<<sc_grid(NUMEL / VMAX), THREADS, 0, stream>>>(a);
-  else ew_kernel<1><<<sc_grid(NUMEL), THREADS, 0, stream>>>(a);
-}
-#endif
-"""
-
-_LAUNCH = r"""
-static Args make_args($PARAMS) {
-  Args a = {};
-$ASSIGN
-  return a;
-}
-}  // namespace ${N}_impl
-
-extern "C" int ${N}($PARAMS, cudaStream_t stream) {
-  using namespace ${N}_impl;
-  const Args a = make_args($NAMES);
-  const bool vec = aligned(a, VMAX);
-  run_device(a, vec, stream);
-  return (int)cudaGetLastError();
-}
-
-extern "C" int ${N}_host($PARAMS, void* stream) {
-  (void)stream;
-  ${N}_impl::run_host(${N}_impl::make_args($NAMES));
-  return 0;
-}
-"""
+_FAMILY = cuda_text.load("norm.cuh")
+_COMMON = cuda_text.load("norm_common.cuh")
+_FUSED = cuda_text.load("norm_fused.cuh")
+_SPLIT = cuda_text.load("norm_split.cuh")
+_COLUMN = cuda_text.load("norm_column.cuh")
+_EVAL = cuda_text.load("norm_eval.cuh")
+_LAUNCH = cuda_text.load("norm_launch.cuh")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -722,6 +247,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     vmax = max(1, VECTOR_BYTES // widest)
     segmented = n.seg != n.count
     numel = x.numel
+    # Grids are sized to fill the target's SMs; the split never changes what a row computes.
+    sms = ctx.target.sm_count
 
     # Which shape, and whether whole vectors stay inside a run of the layout.
     if not n.training:
@@ -732,7 +259,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         nvec = -(-n.count // vmax)
         tpr = min(FUSED_TPR, max(4, _pow2_at_least(-(-nvec // 4))))
         fits = nvec <= tpr * FUSED_ITEMS and (n.seg >= 32 or not segmented)
-        shape = "fused" if fits and (n.rows >= 2 * SMS or nvec <= 1024) else "split"
+        shape = "fused" if fits and (n.rows >= 2 * sms or nvec <= 1024) else "split"
     if shape in ("eval", "column"):
         ok = numel % vmax == 0 and (n.seg % vmax == 0 or (n.seg == 1 and n.rows % vmax == 0))
     else:
@@ -750,7 +277,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         note = f"fused, {tpr} threads/row"
     elif shape == "split":
         it = SPLIT_ITER
-        while it > 1 and n.rows * -(-n.count // (THREADS * vmax * it)) < 8 * SMS:
+        while it > 1 and n.rows * -(-n.count // (THREADS * vmax * it)) < 8 * sms:
             it //= 2
         ch = THREADS * vmax * it  # the VEC=1 fallback walks the same chunks in more steps
         parts = -(-n.count // ch)
@@ -759,7 +286,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         note = f"split, {parts} chunks/row"
     elif shape == "column":
         tiles = -(-n.rows // (32 * vmax))
-        parts = max(1, min(-(-8 * SMS // tiles), n.count // (4 * COL_WARPS)))
+        parts = max(1, min(-(-8 * sms // tiles), n.count // (4 * COL_WARPS)))
         rch = -(-n.count // parts)
         parts = -(-n.count // rch)
         body = Template(_COLUMN).substitute(RCH=rch)

@@ -16,8 +16,12 @@ library may also define `NAME_host(same pointers..., void*)`: the same arithmeti
 CPU, so tests can check the numbers without a GPU.
 
 Sources are concatenated after codegen's prelude (sc_to_f, sc_from_f, sc_vec, sc_grid, C types),
-so an emitter may use those. Code shared by every kernel of a family goes in a block guarded by
-`#ifndef SC_<FAMILY>_H`: two kernels of one family in one .cu must not define it twice.
+so an emitter may use those. Code shared by every kernel of a family is fixed CUDA in
+agents/coder/cuda/<family>.cuh (inlined through cuda_text, so the .cu stays one file), in a block
+guarded by `#ifndef SC_<FAMILY>_H`: two kernels of one family in one .cu must not define it twice.
+
+Emitters size their grids for `EmitContext.target` (stitchcuda.target: SM count, resident threads),
+by default the GPU of this process (Target.current()); the sizes never change what a kernel computes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
 from stitchcuda.agents.graph import Node, by_name, contiguous_strides, picks, ref_name, restride
+from stitchcuda.target import Target
 
 
 class NotSupported(Exception):
@@ -84,6 +89,9 @@ class EmitContext:
     # How exact fp32 library calls are (PRECISE_* below): the Coder raises it one step after each
     # candidate that failed the comparison.
     precise: int = 0
+    # The GPU the kernel is sized for (grids by its SM count and resident threads); never changes
+    # what a kernel computes, only how the work is split.
+    target: Target = field(default_factory=Target.current)
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -160,9 +168,11 @@ def context(
     precise: int = PRECISE_TF32,
     getitems: dict[str, list[Node]] | None = None,
     nodes: dict[str, Node] | None = None,
+    target: Target | None = None,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
-    (only those in `live`, when given: a result nothing reads need not be written)."""
+    (only those in `live`, when given: a result nothing reads need not be written). `target`: the
+    GPU to size grids for, by default this process's (Target.current())."""
     nodes = nodes if nodes is not None else by_name(graph)
     node = nodes[name]
 
@@ -182,7 +192,8 @@ def context(
                 outs[other["args"]["index"]] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
-    return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise)
+    return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
+                       target=target or Target.current())
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

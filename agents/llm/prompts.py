@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stitchcuda.target import Target
 from stitchcuda.types import Candidate, Plan, Task
 
 SYSTEM = """You write CUDA C++ that replaces a PyTorch module's computation, for StitchCUDA.
@@ -78,16 +79,19 @@ def _files(files: dict[str, str]) -> str:
     return "\n\n".join(f"```{fence.get(Path(n).suffix, '')} {n}\n{t.rstrip()}\n```" for n, t in sorted(files.items()))
 
 
-def gpu_line() -> str:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            p = torch.cuda.get_device_properties(0)
-            return f"{p.name}, {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}"
-    except Exception:  # noqa: BLE001
-        pass
-    return "not visible here (target sm_90, an H100, unless told otherwise)"
+def gpu_line(target: Target | None = None) -> str:
+    """The GPU the code is for, as the model should size it: this process's target by default (the
+    device here, STITCHCUDA_TARGET's row, or the default, which the line says it is)."""
+    t = target or Target.current()
+    shared = t.shared_per_block_optin // 1024
+    line = (f"{t.name}, {t.arch} (compute capability {t.capability[0]}.{t.capability[1]}), {t.sm_count} SMs, "
+            f"{shared} KiB shared memory per block (opt-in), {t.l2_bytes / 2**20:.0f} MiB L2, "
+            f"{t.max_threads_per_sm} threads per SM, {t.dram_bytes_per_s / 1e12:.2f} TB/s DRAM, "
+            f"{t.fp32_flops / 1e12:.1f} TFLOP/s fp32, {t.tf32_flops / 1e12:.0f} TF32 and "
+            f"{t.fp16_flops / 1e12:.0f} fp16/bf16 tensor TFLOP/s")
+    if t.source.startswith(("default", "named")):
+        line += f" ({t.source.split(';')[0]})"
+    return line
 
 
 def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str,

@@ -36,23 +36,29 @@ from stitchcuda.agents.graph import (
     restride,
     trace_task,
 )
+from stitchcuda.target import Target
 from stitchcuda.types import FusionGroup, Plan, Task
 
 _LITERAL = (type(None), bool, int, float, str)
 
 
-def plan(task: Task) -> Plan:
+def plan(task: Task, *, target: Target | None = None) -> Plan:
     """Trace the task and group its ops. A forward that cannot be traced gives a Plan whose
-    `unsupported` says why (a coder that does not need the graph may still try)."""
+    `unsupported` says why (a coder that does not need the graph may still try). `target`: the GPU
+    the kernels are emitted for (plan_graph's)."""
     try:
         graph = trace_task(task)
     except TraceError as e:
         return Plan(task=task.name, graph=[], unsupported=[f"trace: {e}"])
-    return plan_graph(graph, task=task.name)
+    return plan_graph(graph, task=task.name, target=target)
 
 
-def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
-    """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks."""
+def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None = None) -> Plan:
+    """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks.
+
+    Kernels are emitted here to learn whether their emitters cover them (and their notes), sized
+    for `target` (by default this process's: Target.current())."""
+    target = target or Target.current()
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = fold_gemm_scalars(split_conv_bias(split_softmax(decompose_eval_batch_norm(graph))))
     nodes = by_name(graph)
@@ -83,7 +89,7 @@ def plan_graph(graph: Sequence[Node], task: str = "") -> Plan:
         if kinds[name] != "kernel":
             continue
         try:
-            kernel, roots = _emit_with_copies(graph, nodes, getitems, name, live_set)
+            kernel, roots = _emit_with_copies(graph, nodes, getitems, name, live_set, target)
         except kernels.NotSupported as e:
             kinds[name] = "other"
             for other in getitems.get(name, []):
@@ -494,7 +500,8 @@ def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter])
 
 
 def _emit_with_copies(
-    graph: list[Node], nodes: dict[str, Node], getitems: dict[str, list[Node]], name: str, live: set[str]
+    graph: list[Node], nodes: dict[str, Node], getitems: dict[str, list[Node]], name: str, live: set[str],
+    target: Target,
 ) -> tuple[kernels.Kernel, dict[str, str]]:
     """The kernel for `name`; when the emitter refuses, retry once with every view operand (and
     every operand whose traced layout is not contiguous) replaced by a contiguous copy."""
@@ -504,7 +511,7 @@ def _emit_with_copies(
         if meta.get("shape") is not None and not is_contiguous(meta):
             raise kernels.NotSupported(f"{node.get('target')}: its result {out} is traced with a non-contiguous layout")
     try:
-        return kernels.emit(graph, name, f"k_{name}", live=live, getitems=getitems, nodes=nodes), {}
+        return kernels.emit(graph, name, f"k_{name}", live=live, getitems=getitems, nodes=nodes, target=target), {}
     except kernels.NotSupported as first:
         views = [
             src
@@ -520,7 +527,7 @@ def _emit_with_copies(
         nodes.update(by_name(graph))
         try:
             return kernels.emit(
-                graph, name, f"k_{name}", roots=roots, live=live, getitems=getitems, nodes=nodes
+                graph, name, f"k_{name}", roots=roots, live=live, getitems=getitems, nodes=nodes, target=target
             ), roots
         except kernels.NotSupported:
             raise first from None

@@ -1,0 +1,510 @@
+//! Shared by every convolution kernel of a .cu (emit_conv.py): the process-wide cuDNN handle,
+//! descriptor setup, the one-time algorithm search, the run (chunked over the batch) and the bias
+//! kernel. Placeholder: @THREADS@ (the bias kernel's block size).
+
+#ifndef SC_CONV_H
+#define SC_CONV_H
+// The legacy convolution API is deprecated in cuDNN 9 but still whole; keep its warnings quiet.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <cudnn.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+struct sc_conv_spec {
+  const char* name;
+  int rank;          // 4 or 5: N, C and 2 or 3 spatial dims
+  int transposed;    // 1: cuDNN backward-data with dy = the op's input, dx = its output
+  cudnnDataType_t dtype;
+  int groups;
+  int64_t batch, chunk;  // samples in all, and per cuDNN call (int32 element counts)
+  int x[5], w[5], y[5];  // dims with N = 1; the batch is set per call
+  int pad[3], stride[3], dil[3];
+  int64_t channels, spatial;  // of the output, for the bias
+  int bias_vec;      // elements per bias-kernel access (spatial is a multiple of it)
+  int precise;       // fp32 without TF32 (CUDNN_FMA_MATH), asked for after a TF32 mismatch
+};
+
+struct sc_conv_plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;
+  size_t ws = 0;
+  cudnnBackendDescriptor_t exec = nullptr;  // a graph-API plan that beat the legacy algorithm, if any
+  int64_t align = 16;                        // the pointer alignment that plan was built for
+};
+
+struct sc_conv_state {
+  std::once_flag once;
+  int status = 0;
+  int plans = 0;
+  int64_t samples[2] = {0, 0};
+  sc_conv_plan plan[2];
+};
+
+// One workspace for every conv kernel of the library (they run in stream order), grown by the
+// kernels' first calls and trimmed back to what the chosen algorithms need.
+static void* sc_conv_ws = nullptr;
+static size_t sc_conv_ws_bytes = 0, sc_conv_ws_need = 0;
+
+static cudaError_t sc_conv_ws_resize(size_t bytes) {
+  if (bytes == sc_conv_ws_bytes) return cudaSuccess;
+  if (sc_conv_ws) cudaFree(sc_conv_ws);  // synchronises: earlier launches are done with it
+  sc_conv_ws = nullptr, sc_conv_ws_bytes = 0;
+  if (bytes && cudaMalloc(&sc_conv_ws, bytes) != cudaSuccess) {
+    sc_conv_ws = nullptr;
+    return cudaGetLastError();
+  }
+  sc_conv_ws_bytes = bytes;
+  return cudaSuccess;
+}
+
+static int sc_conv_fail(const sc_conv_spec& s, cudnnStatus_t st, const char* what) {
+  fprintf(stderr, "stitchcuda %s: %s failed: %s\n", s.name, what, cudnnGetErrorString(st));
+  return (int)st;  // cuDNN statuses are nonzero and apart from cudaError_t codes (>= 1000)
+}
+
+#define SC_CUDNN(call)                                          \
+  do {                                                          \
+    cudnnStatus_t sc_st_ = (call);                              \
+    if (sc_st_ != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, sc_st_, #call); \
+  } while (0)
+
+static cudnnHandle_t sc_conv_handle(cudnnStatus_t* status) {
+  static cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t made = nullptr;
+    st = cudnnCreate(&made);
+    return made;
+  }();
+  *status = st;
+  return h;
+}
+
+static void sc_conv_packed(const int* dims, int rank, int* strides) {
+  strides[rank - 1] = 1;
+  for (int i = rank - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+}
+
+static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samples) {
+  int xd[5], yd[5], xs[5], ys[5];
+  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
+  xd[0] = yd[0] = (int)samples;
+  sc_conv_packed(xd, s.rank, xs);
+  sc_conv_packed(yd, s.rank, ys);
+  const int sp = s.rank - 2;
+  SC_CUDNN(cudnnCreateTensorDescriptor(&p.x));
+  SC_CUDNN(cudnnCreateTensorDescriptor(&p.y));
+  SC_CUDNN(cudnnCreateFilterDescriptor(&p.w));
+  SC_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
+  SC_CUDNN(cudnnSetTensorNdDescriptor(p.x, s.dtype, s.rank, xd, xs));
+  SC_CUDNN(cudnnSetTensorNdDescriptor(p.y, s.dtype, s.rank, yd, ys));
+  SC_CUDNN(cudnnSetFilterNdDescriptor(p.w, s.dtype, CUDNN_TENSOR_NCHW, s.rank, s.w));
+  SC_CUDNN(cudnnSetConvolutionNdDescriptor(p.conv, sp, s.pad, s.stride, s.dil, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT));
+  SC_CUDNN(cudnnSetConvolutionGroupCount(p.conv, s.groups));
+  SC_CUDNN(cudnnSetConvolutionMathType(
+      p.conv, s.dtype == CUDNN_DATA_FLOAT ? (s.precise ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH) : CUDNN_TENSOR_OP_MATH));
+  return 0;
+}
+
+static int sc_conv_algos(const sc_conv_spec& s) {
+  return s.transposed ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT : (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+}
+
+// Tensor cores are fine (TF32 for fp32, as PyTorch allows for convolutions); converting data
+// down to fp16 is not.
+static bool sc_conv_math_ok(const sc_conv_spec& s, cudnnMathType_t m) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  return !(s.precise && s.dtype == CUDNN_DATA_FLOAT) || m == CUDNN_FMA_MATH;
+}
+
+// FFT algorithms run cuFFT work on cuDNN's own streams: the Verifier cannot tell that work from
+// work hidden from the timing, so they are never chosen (they rarely win on these shapes anyway).
+static bool sc_conv_fft(const sc_conv_spec& s, int algo) {
+  return s.transposed ? (algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING)
+                      : (algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING);
+}
+
+static int sc_conv_workspace(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_plan& p, int algo, size_t* bytes) {
+  cudnnStatus_t st = s.transposed
+      ? cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.x, p.conv, p.y, (cudnnConvolutionBwdDataAlgo_t)algo, bytes)
+      : cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, (cudnnConvolutionFwdAlgo_t)algo, bytes);
+  return st == CUDNN_STATUS_SUCCESS ? 0 : (int)st;
+}
+
+// The fastest result of a cudnnFind*: succeeded, fits the workspace, allowed math, not FFT.
+template <class Perf>
+static int sc_conv_best(const sc_conv_spec& s, const Perf* perf, int found, size_t ws_bytes) {
+  int best = -1;
+  for (int i = 0; i < found; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes && sc_conv_math_ok(s, perf[i].mathType) &&
+        !sc_conv_fft(s, perf[i].algo) && (best < 0 || perf[i].time < perf[best].time))
+      best = i;
+  return best;
+}
+
+// Benchmarks every algorithm once on the caller's buffers (y is overwritten before the real run)
+// and keeps the fastest that succeeded; falls back to algorithm 0, which takes any shape.
+static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& p, const void* x, const void* w,
+                          void* y, void* ws, size_t ws_bytes) {
+  const int count = sc_conv_algos(s);
+  int found = 0, best = -1;
+  cudnnMathType_t best_math = CUDNN_DEFAULT_MATH;
+  size_t best_mem = 0;
+  if (s.transposed) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    SC_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.x, x, p.conv, p.y, y, count, &found, perf, ws,
+                                                         ws_bytes));
+    const int i = sc_conv_best(s, perf, found, ws_bytes);
+    if (i >= 0) best = perf[i].algo, best_math = perf[i].mathType, best_mem = perf[i].memory;
+  } else {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    SC_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, count, &found, perf, ws,
+                                                    ws_bytes));
+    const int i = sc_conv_best(s, perf, found, ws_bytes);
+    if (i >= 0) best = perf[i].algo, best_math = perf[i].mathType, best_mem = perf[i].memory;
+  }
+  if (best >= 0) {
+    SC_CUDNN(cudnnSetConvolutionMathType(p.conv, best_math));
+    p.algo = best;
+  } else {
+    p.algo = 0;
+  }
+  size_t need = 0;
+  const int rc = sc_conv_workspace(s, h, p, p.algo, &need);
+  if (rc) return sc_conv_fail(s, (cudnnStatus_t)rc, "workspace size");
+  p.ws = need > best_mem ? need : best_mem;
+  return 0;
+}
+
+// cuDNN's graph API reaches the engines PyTorch's own convolutions run (its heuristics, mode A),
+// which the legacy Find does not enumerate: on H100 a plain fp32 conv ran 7-16% slower through the
+// legacy algorithms than eager PyTorch. Every step may fail (old cuDNN, unsupported shapes): the
+// legacy algorithm then stays. Descriptors live as long as the process, like the kernel's state.
+#define SC_BK(call)                                       \
+  do {                                                    \
+    cudnnStatus_t sc_bk_ = (call);                        \
+    if (sc_bk_ != CUDNN_STATUS_SUCCESS) return sc_bk_;   \
+  } while (0)
+
+enum { SC_BK_X = 1, SC_BK_W = 2, SC_BK_Y = 3, SC_BK_MAX_CONFIGS = 8 };
+
+static cudnnStatus_t sc_bk_tensor(cudnnBackendDescriptor_t* t, cudnnDataType_t dtype, int rank, const int* dims,
+                                  int64_t uid, int64_t align) {
+  int64_t d[5], st[5];
+  for (int i = 0; i < rank; ++i) d[i] = dims[i];
+  st[rank - 1] = 1;
+  for (int i = rank - 2; i >= 0; --i) st[i] = st[i + 1] * d[i + 1];
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, d));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank, st));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  return cudnnBackendFinalize(*t);
+}
+
+// The one-operation graph: forward, or backward-data for a transposed conv (dy = the op's input).
+static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align,
+                                 cudnnBackendDescriptor_t* graph) {
+  int xd[5], yd[5];
+  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
+  xd[0] = yd[0] = (int)samples;
+  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv = nullptr, op = nullptr;
+  SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align));
+  SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16));
+  SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align));
+  const int64_t sp = s.rank - 2;
+  int64_t pad[3], stride[3], dil[3];
+  for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sp));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, sp, dil));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, sp, stride));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  SC_BK(cudnnBackendFinalize(conv));
+  const float one = 1.0f, zero = 0.0f;
+  const cudnnBackendDescriptorType_t kind = s.transposed ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                                                         : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
+  SC_BK(cudnnBackendCreateDescriptor(kind, &op));
+  // The op's input, weight, output, convolution, alpha and beta, in each kind's attribute names.
+  typedef cudnnBackendAttributeName_t sc_bk_names[6];
+  static const sc_bk_names fwd = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  static const sc_bk_names bwd = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+  const sc_bk_names& name = s.transposed ? bwd : fwd;
+  const cudnnBackendDescriptor_t parts[4] = {x, w, y, conv};
+  for (int i = 0; i < 4; ++i) SC_BK(cudnnBackendSetAttribute(op, name[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &parts[i]));
+  SC_BK(cudnnBackendSetAttribute(op, name[4], CUDNN_TYPE_FLOAT, 1, &one));
+  SC_BK(cudnnBackendSetAttribute(op, name[5], CUDNN_TYPE_FLOAT, 1, &zero));
+  SC_BK(cudnnBackendFinalize(op));
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph));
+  SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
+  SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  return cudnnBackendFinalize(*graph);
+}
+
+// The legacy path's rules, on an engine's numerical notes: no down-conversion of fp32 inputs and no
+// reduced-precision reductions; no FFT (cuFFT work on cuDNN's own streams, which the Verifier cannot
+// tell from work hidden from the timing); tensor cores for fp32 (TF32) unless asked for full fp32.
+static bool sc_bk_allowed(const sc_conv_spec& s, cudnnBackendDescriptor_t cfg) {
+  cudnnBackendDescriptor_t engine = nullptr;
+  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
+  int64_t n = 0;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  bool ok = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
+                CUDNN_STATUS_SUCCESS &&
+            cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS;
+  for (int64_t i = 0; ok && i < n; ++i)
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS || notes[i] == CUDNN_NUMERICAL_NOTE_FFT ||
+        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+        (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && s.precise && s.dtype == CUDNN_DATA_FLOAT))
+      ok = false;
+  // Engines compiled at run time (NVRTC) cost seconds each to finalize: a net with a hundred convs
+  // would spend minutes in its first call.
+  cudnnBackendBehaviorNote_t behaviour[16];
+  if (ok && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 16, &n,
+                                     behaviour) == CUDNN_STATUS_SUCCESS)
+    for (int64_t i = 0; i < n; ++i)
+      if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ok = false;
+  cudnnBackendDestroyDescriptor(engine);
+  return ok;
+}
+
+static cudnnStatus_t sc_bk_exec(cudnnHandle_t h, cudnnBackendDescriptor_t plan, const void* x, const void* w, void* y,
+                                void* ws) {
+  cudnnBackendDescriptor_t pack = nullptr;
+  void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+  const int64_t uids[3] = {SC_BK_X, SC_BK_W, SC_BK_Y};
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, plan, pack);
+  if (pack) cudnnBackendDestroyDescriptor(pack);
+  return st;
+}
+
+// One chunk's convolution by whichever path its plan chose; legacy where the pointers are less
+// aligned than the graph-API plan was built for.
+static cudnnStatus_t sc_conv_exec(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_plan& p, bool legacy,
+                                  const void* x, const void* w, void* y) {
+  const uintptr_t mis = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % (uintptr_t)p.align +
+                        reinterpret_cast<uintptr_t>(w) % 16;
+  if (p.exec && !legacy && !mis) return sc_bk_exec(h, p.exec, x, w, y, sc_conv_ws);
+  const float one = 1.0f, zero = 0.0f;
+  if (s.transposed)
+    return cudnnConvolutionBackwardData(h, &one, p.w, w, p.x, x, p.conv, (cudnnConvolutionBwdDataAlgo_t)p.algo,
+                                        sc_conv_ws, sc_conv_ws_bytes, &zero, p.y, y);
+  return cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, (cudnnConvolutionFwdAlgo_t)p.algo, sc_conv_ws,
+                                 sc_conv_ws_bytes, &zero, p.y, y);
+}
+
+// Milliseconds per run (the best of 3 after a warm-up), or a negative value when it failed.
+template <class Run>
+static float sc_conv_time(cudaStream_t stream, Run run) {
+  if (run() != CUDNN_STATUS_SUCCESS) return -1.0f;
+  cudaEvent_t a, b;
+  if (cudaEventCreate(&a) != cudaSuccess) return -1.0f;
+  if (cudaEventCreate(&b) != cudaSuccess) return cudaEventDestroy(a), -1.0f;
+  float best = -1.0f;
+  for (int i = 0; i < 3; ++i) {
+    float ms = 0.0f;
+    cudaEventRecord(a, stream);
+    const cudnnStatus_t st = run();
+    cudaEventRecord(b, stream);
+    if (st != CUDNN_STATUS_SUCCESS || cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+      best = -1.0f;
+      break;
+    }
+    if (best < 0 || ms < best) best = ms;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best;
+}
+
+// Times the graph-API engines the heuristics rank first (and allowed) against the legacy algorithm
+// already chosen, on the caller's buffers, and keeps a graph-API plan only where it is faster.
+// STITCHCUDA_CUDNN_LEGACY=1 turns the graph API off (for A/B timing).
+static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& p, int64_t samples, int64_t align,
+                              const void* x, const void* w, void* y, cudaStream_t stream, size_t cap) {
+  const char* off = getenv("STITCHCUDA_CUDNN_LEGACY");
+  if (off && *off && *off != '0') {
+    if (getenv("STITCHCUDA_CONV_LOG")) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API off)\n", s.name, p.algo);
+    return;
+  }
+  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  auto unavailable = [&](const char* step, cudnnStatus_t st) {
+    if (log) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API: %s: %s)\n", s.name, p.algo, step,
+                     cudnnGetErrorString(st));
+  };
+  // The plans are timed on these very buffers: they must have the alignment the plans assume.
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % (uintptr_t)align ||
+      reinterpret_cast<uintptr_t>(w) % 16)
+    return unavailable("buffers less aligned than a plan assumes", CUDNN_STATUS_NOT_SUPPORTED);
+  cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
+  cudnnStatus_t st = sc_bk_graph(s, h, samples, align, &graph);
+  if (st != CUDNN_STATUS_SUCCESS) return unavailable("operation graph", st);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(heur);
+  cudnnBackendDescriptor_t cfg[SC_BK_MAX_CONFIGS] = {};
+  int64_t found = 0;
+  for (int i = 0; i < SC_BK_MAX_CONFIGS && st == CUDNN_STATUS_SUCCESS; ++i)
+    st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                  SC_BK_MAX_CONFIGS, &found, cfg);
+  if (st != CUDNN_STATUS_SUCCESS) return unavailable("heuristics", st);
+  // The count is how many configurations the heuristics have, of which only the first
+  // SC_BK_MAX_CONFIGS were written.
+  if (found > SC_BK_MAX_CONFIGS) found = SC_BK_MAX_CONFIGS;
+  const float legacy = sc_conv_time(stream, [&] { return sc_conv_exec(s, h, p, true, x, w, y); });
+  float best = legacy;
+  // A bound on the search, so a first call over many convolutions stays short.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < found && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500); ++i) {
+    cudnnBackendDescriptor_t plan = nullptr;
+    int64_t need = 0, n = 0;
+    if (!sc_bk_allowed(s, cfg[i]) ||
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &cfg[i]) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &need) !=
+            CUDNN_STATUS_SUCCESS ||
+        need < 0 || (size_t)need > sc_conv_ws_bytes || (size_t)need > cap) {
+      cudnnBackendDestroyDescriptor(plan);
+      continue;
+    }
+    const float ms = sc_conv_time(stream, [&] { return sc_bk_exec(h, plan, x, w, y, sc_conv_ws); });
+    if (ms >= 0 && (best < 0 || ms < best)) {
+      if (p.exec) cudnnBackendDestroyDescriptor(p.exec);
+      p.exec = plan, p.align = align, best = ms;
+      if ((size_t)need > p.ws) p.ws = (size_t)need;
+    } else {
+      cudnnBackendDestroyDescriptor(plan);
+    }
+  }
+  if (log)
+    fprintf(stderr, "stitchcuda %s: %s, %.3f ms (legacy algorithm %d: %.3f ms; %d engine(s) from the heuristics)\n",
+            s.name, p.exec ? "cuDNN graph-API engine" : "legacy algorithm", best, p.algo, legacy, (int)found);
+}
+#undef SC_BK
+
+static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
+                         void* y, cudaStream_t stream) {
+  st.samples[0] = s.chunk;
+  st.samples[1] = s.batch % s.chunk;
+  st.plans = st.samples[1] ? 2 : 1;
+  for (int i = 0; i < st.plans; ++i)
+    if (int rc = sc_conv_describe(s, st.plan[i], st.samples[i])) return rc;
+  // Search with a workspace as large as the hungriest algorithm needs, up to half the free memory
+  // (the tensor-core algorithms want room for layout copies of input and output).
+  size_t free_b = 0, total_b = 0, cap = 0, search = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) cap = free_b / 2;
+  const int count = sc_conv_algos(s);
+  for (int i = 0; i < st.plans; ++i)
+    for (int a = 0; a < count; ++a) {
+      size_t bytes = 0;
+      if (!sc_conv_workspace(s, h, st.plan[i], a, &bytes) && bytes <= cap && bytes > search) search = bytes;
+    }
+  if (search > sc_conv_ws_bytes && sc_conv_ws_resize(search) != cudaSuccess) sc_conv_ws_resize(sc_conv_ws_need);
+  // Chunks after the first start at a multiple of one sample's bytes: the graph-API tensors promise
+  // only the alignment every chunk's pointers keep.
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  int64_t x_sample = elem, y_sample = elem, align = 16;
+  for (int i = 1; i < s.rank; ++i) x_sample *= s.x[i], y_sample *= s.y[i];
+  while (s.batch > s.chunk && align > elem && (x_sample % align || y_sample % align)) align /= 2;
+  for (int i = 0; i < st.plans; ++i) {
+    if (int rc = sc_conv_choose(s, h, st.plan[i], x, w, y, sc_conv_ws, sc_conv_ws_bytes)) return rc;
+    sc_conv_try_graph(s, h, st.plan[i], st.samples[i], align, x, w, y, stream, cap);
+    if (st.plan[i].ws > sc_conv_ws_need) sc_conv_ws_need = st.plan[i].ws;
+  }
+  return (int)sc_conv_ws_resize(sc_conv_ws_need);
+}
+
+template <class T, int V>
+__global__ void sc_conv_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t vecs, int64_t spatial_vecs,
+                                    int64_t channels) {
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < vecs; v += (int64_t)gridDim.x * blockDim.x) {
+    const float bc = sc_to_f(b[(v / spatial_vecs) % channels]);
+    sc_vec<T, V> t = sc_load<V>(y + v * V);
+#pragma unroll
+    for (int l = 0; l < V; ++l) t.v[l] = sc_from_f<T>(sc_to_f(t.v[l]) + bc);
+    sc_store<V>(y + v * V, t);
+  }
+}
+
+template <class T, int V>
+static void sc_conv_bias_launch(const sc_conv_spec& s, void* y, const void* b, cudaStream_t stream) {
+  T* out = static_cast<T*>(y);
+  const T* bias = static_cast<const T*>(b);
+  const int64_t n = s.batch * s.channels * s.spatial;
+  if (V > 1 && sc_aligned(out, V))
+    sc_conv_bias_kernel<T, V><<<sc_grid(n / V), @THREADS@, 0, stream>>>(out, bias, n / V, s.spatial / V, s.channels);
+  else
+    sc_conv_bias_kernel<T, 1><<<sc_grid(n), @THREADS@, 0, stream>>>(out, bias, n, s.spatial, s.channels);
+}
+
+static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, const void* w, const void* b, void* y,
+                       cudaStream_t stream) {
+  cudnnStatus_t hs;
+  cudnnHandle_t h = sc_conv_handle(&hs);
+  if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
+  SC_CUDNN(cudnnSetStream(h, stream));
+  std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, y, stream); });
+  if (st.status) return st.status;
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  const int64_t x_sample = (int64_t)s.x[1] * s.x[2] * s.x[3] * (s.rank == 5 ? s.x[4] : 1) * elem;
+  const int64_t y_sample = (int64_t)s.y[1] * s.y[2] * s.y[3] * (s.rank == 5 ? s.y[4] : 1) * elem;
+  for (int64_t n0 = 0; n0 < s.batch;) {
+    const int i = s.batch - n0 >= s.chunk ? 0 : 1;
+    const sc_conv_plan& p = st.plan[i];
+    const char* xp = static_cast<const char*>(x) + n0 * x_sample;
+    char* yp = static_cast<char*>(y) + n0 * y_sample;
+    SC_CUDNN(sc_conv_exec(s, h, p, false, xp, w, yp));
+    n0 += st.samples[i];
+  }
+  if (b) {
+    switch (s.dtype) {
+      case CUDNN_DATA_FLOAT: s.bias_vec > 1 ? sc_conv_bias_launch<float, 4>(s, y, b, stream)
+                                            : sc_conv_bias_launch<float, 1>(s, y, b, stream); break;
+      case CUDNN_DATA_HALF: s.bias_vec > 1 ? sc_conv_bias_launch<__half, 8>(s, y, b, stream)
+                                           : sc_conv_bias_launch<__half, 1>(s, y, b, stream); break;
+      default: s.bias_vec > 1 ? sc_conv_bias_launch<__nv_bfloat16, 8>(s, y, b, stream)
+                              : sc_conv_bias_launch<__nv_bfloat16, 1>(s, y, b, stream); break;
+    }
+    return (int)cudaGetLastError();
+  }
+  return 0;
+}
+#undef SC_CUDNN
+#pragma GCC diagnostic pop
+#endif  // SC_CONV_H

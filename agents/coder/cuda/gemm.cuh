@@ -1,0 +1,42 @@
+//! Shared by every matmul kernel of a .cu (emit_gemm.py): one cuBLAS handle per device.
+//! Placeholders: @WORKSPACE_BYTES@ (the workspace each call is given), @CUBLAS_ERROR_BASE@ (added to
+//! a failed cublasStatus_t, above every cudaError_t).
+#ifndef SC_GEMM_H
+#define SC_GEMM_H
+#include <atomic>
+#include <mutex>
+#include <cublas_v2.h>
+
+#define SC_GEMM_WORKSPACE ((size_t)@WORKSPACE_BYTES@)
+#define SC_GEMM_ERROR(status) (@CUBLAS_ERROR_BASE@ + (int)(status))
+#define SC_GEMM_MAX_DEVICES 64
+
+static bool sc_gemm_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// One cuBLAS handle per device for the whole process, created on first use; every call sets the
+// caller's stream and workspace (cublasSetStream resets the workspace, so the order matters), so
+// nothing is allocated behind the caching allocator's back and calls can be graph-captured.
+static int sc_gemm_handle(cudaStream_t stream, void* workspace, cublasHandle_t* out) {
+  static std::atomic<cublasHandle_t> handles[SC_GEMM_MAX_DEVICES];
+  static std::mutex lock;
+  int dev = 0;
+  const cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return (int)e;
+  if (dev < 0 || dev >= SC_GEMM_MAX_DEVICES) return (int)cudaErrorInvalidDevice;
+  cublasHandle_t h = handles[dev].load();
+  if (h == nullptr) {
+    std::lock_guard<std::mutex> guard(lock);
+    h = handles[dev].load();
+    if (h == nullptr) {
+      const cublasStatus_t s = cublasCreate(&h);
+      if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+      handles[dev].store(h);
+    }
+  }
+  cublasStatus_t s = cublasSetStream(h, stream);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(h, workspace, SC_GEMM_WORKSPACE);
+  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+  *out = h;
+  return 0;
+}
+#endif  // SC_GEMM_H

@@ -1,0 +1,56 @@
+//! Shared by every norm kernel of a .cu (emit_norm.py): Welford/Chan statistics and their merges.
+
+#ifndef SC_NORM_H
+#define SC_NORM_H
+// Partial statistics of a set of values: count, mean, sum of squared deviations from the mean.
+struct sc_wf { float n, mean, m2; };
+SC_INLINE sc_wf sc_wf_make(float n, float mean, float m2) { sc_wf w; w.n = n; w.mean = mean; w.m2 = m2; return w; }
+// Chan et al.'s merge; stable for any sizes and means (no difference of large sums).
+SC_INLINE sc_wf sc_wf_merge(sc_wf a, sc_wf b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  const float n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
+  return sc_wf_make(n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f);
+}
+template <int VEC>
+SC_INLINE sc_wf sc_wf_of(const float (&d)[VEC]) {  // exact two-pass over a vector in registers
+  float s = 0.0f, q = 0.0f;
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) s += d[l];
+  const float m = s * (1.0f / VEC);
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) q += (d[l] - m) * (d[l] - m);
+  return sc_wf_make((float)VEC, m, q);
+}
+SC_INLINE sc_wf sc_merge(sc_wf a, sc_wf b) { return sc_wf_merge(a, b); }
+SC_INLINE float sc_merge(float a, float b) { return a + b; }
+SC_INLINE sc_wf sc_load_wf(const float* p) { return sc_wf_make(p[0], p[1], p[2]); }
+SC_INLINE void sc_store_wf(float* p, sc_wf w) { p[0] = w.n; p[1] = w.mean; p[2] = w.m2; }
+#ifdef __CUDACC__
+__device__ __forceinline__ float sc_shfl_xor(float a, int o) { return __shfl_xor_sync(0xffffffffu, a, o); }
+__device__ __forceinline__ sc_wf sc_shfl_xor(sc_wf a, int o) {
+  return sc_wf_make(sc_shfl_xor(a.n, o), sc_shfl_xor(a.mean, o), sc_shfl_xor(a.m2, o));
+}
+// Reduce over aligned groups of `width` threads (a power of two); every thread gets its group's
+// result, bit-identical across the group (the lower half is always merged first). Called by all
+// threads of the block alike; `sh` holds blockDim.x / 32 values and is only used past a warp.
+template <class V>
+__device__ __forceinline__ V sc_group_reduce(V a, int width, V* sh) {
+  const int lane = threadIdx.x & 31;
+  const int span = width < 32 ? width : 32;
+  for (int o = 1; o < span; o <<= 1) {
+    const V b = sc_shfl_xor(a, o);
+    a = (lane & o) ? sc_merge(b, a) : sc_merge(a, b);
+  }
+  if (width > 32) {
+    const int warp = threadIdx.x >> 5, per = width >> 5, first = warp - warp % per;
+    __syncthreads();  // the previous reduction may still be reading sh
+    if (lane == 0) sh[warp] = a;
+    __syncthreads();
+    a = sh[first];
+    for (int i = 1; i < per; ++i) a = sc_merge(a, sh[first + i]);
+  }
+  return a;
+}
+#endif
+#endif  // SC_NORM_H

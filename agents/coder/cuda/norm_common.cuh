@@ -1,0 +1,137 @@
+//! One norm kernel's description (emit_norm.py, a string.Template): types, sizes, addressing and the
+//! per-thread helpers every kernel shape uses. $N is the kernel's name; the other $NAMES are its
+//! types, sizes and flags (emit_norm._build's `subs`).
+
+namespace ${N}_impl {
+typedef $XT XT; typedef $YT YT; typedef $WT WT; typedef $BT BT; typedef $RMT RMT; typedef $RVT RVT;
+typedef $MT MT; typedef $ST ST; typedef $RMDT RMDT; typedef $RVDT RVDT;
+constexpr int THREADS = $THREADS, VMAX = $VMAX;
+constexpr int64_t R = ${R}LL, COUNT = ${COUNT}LL, S = ${S}LL, SEG_STRIDE = ${SEG_STRIDE}LL;
+constexpr int64_t ROW_STRIDE = ${ROW_STRIDE}LL, RUN = ${RUN}LL, NUMEL = ${NUMEL}LL;
+constexpr bool SEGMENTED = $SEGMENTED, RMS = $RMS, HAS_W = $HAS_W, HAS_B = $HAS_B;
+constexpr bool HAS_MEAN = $HAS_MEAN, HAS_RSTD = $HAS_RSTD, UPDATE = $UPDATE;
+constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM = $MOMENTUM;
+
+struct Args {
+  const XT* x; const WT* w; const BT* b; const RMT* rm; const RVT* rv;
+  YT* y; MT* mean; ST* rstd; RMDT* rm_dst; RVDT* rv_dst;
+  float* part;  // partial statistics, 3 floats per (row, chunk)
+  float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
+};
+
+SC_INLINE int64_t addr(int64_t r, int64_t k) {  // element k of row r
+  if constexpr (SEGMENTED) return r * ROW_STRIDE + (k / S) * SEG_STRIDE + k % S;
+  else return r * ROW_STRIDE + k;
+}
+SC_INLINE int64_t pidx(int64_t r, int64_t k) { (void)r; (void)k; return $PIDX; }
+SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p) {
+  float y = (x - mean) * rstd;
+  if constexpr (HAS_W) y = y * sc_to_f(a.w[p]);
+  if constexpr (HAS_B) y = y + sc_to_f(a.b[p]);
+  (void)a; (void)p;
+  return y;
+}
+// Normalise the vector xv of row r's elements k..k+VEC-1 (k a multiple of VEC) and store it.
+template <int VEC>
+SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XT, VEC>& xv, float mean, float rstd) {
+  const int64_t p0 = pidx(r, k);
+  sc_vec<YT, VEC> yv;
+  if constexpr (RUN == 0) {  // per-element weights (layer norm): whole vectors of them
+    sc_vec<WT, VEC> wv;
+    sc_vec<BT, VEC> bv;
+    if constexpr (HAS_W) wv = sc_load<VEC>(a.w + p0);
+    if constexpr (HAS_B) bv = sc_load<VEC>(a.b + p0);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      float y = (sc_to_f(xv.v[l]) - mean) * rstd;
+      if constexpr (HAS_W) y = y * sc_to_f(wv.v[l]);
+      if constexpr (HAS_B) y = y + sc_to_f(bv.v[l]);
+      yv.v[l] = sc_from_f<YT>(y);
+    }
+  } else {
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {  // the channel is constant over runs of RUN elements
+      const int64_t p = RUN % VEC == 0 ? p0 : pidx(r, k + l);
+      yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), mean, rstd, p));
+    }
+  }
+  sc_store<VEC>(a.y + addr(r, k), yv);
+}
+// Whole vectors of x, y (and of w, b when they follow the element) are aligned.
+SC_INLINE bool aligned(const Args& a, int vec) {
+  const bool wb = RUN != 0 || ((!HAS_W || sc_aligned(a.w, vec)) && (!HAS_B || sc_aligned(a.b, vec)));
+  return vec > 1 && sc_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
+}
+SC_INLINE float rstd_of(float mean, float m2) {
+  const float var = m2 / COUNTF;
+  return 1.0f / sqrtf((RMS ? var + mean * mean : var) + EPS);
+}
+// Row r's statistics are final: store the ones the graph reads, update the running statistics.
+SC_INLINE void record(const Args& a, int64_t r, float mean, float m2, float rstd) {
+  if constexpr (HAS_MEAN) a.mean[r] = sc_from_f<MT>(mean);
+  if constexpr (HAS_RSTD) a.rstd[r] = sc_from_f<ST>(rstd);
+  if constexpr (UPDATE) {
+    a.rm_dst[r] = sc_from_f<RMDT>(MOMENTUM * mean + (1.0f - MOMENTUM) * sc_to_f(a.rm[r]));
+    a.rv_dst[r] = sc_from_f<RVDT>(MOMENTUM * (m2 / COUNT_M1F) + (1.0f - MOMENTUM) * sc_to_f(a.rv[r]));
+  }
+  (void)a; (void)r; (void)mean; (void)m2; (void)rstd;
+}
+template <int VEC>
+SC_INLINE void apply_vec(const Args& a, int64_t r, int64_t k, float mean, float rstd) {
+  normalise<VEC>(a, r, k, sc_load<VEC>(a.x + addr(r, k)), mean, rstd);
+}
+// Merge the P partials of row r and finish it (stat gets what the normalising pass needs).
+SC_INLINE void finish_row(const Args& a, int64_t r, sc_wf s) {
+  const float mean = sc_to_f(a.x[addr(r, 0)]) + s.mean;
+  const float rstd = rstd_of(mean, s.m2);
+  record(a, r, mean, s.m2, rstd);
+  a.stat[2 * r] = RMS ? 0.0f : mean;
+  a.stat[2 * r + 1] = rstd;
+}
+#ifdef __CUDACC__
+// FW threads merge the P partials of a row: a warp when P is small, a block for thousands.
+template <int FW>
+__global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
+  __shared__ sc_wf sh[THREADS / 32];
+  const int64_t r0 = (int64_t)blockIdx.x * (THREADS / FW) + threadIdx.x / FW;
+  const int64_t r = r0 < R ? r0 : R - 1;  // spare groups redo the last row: reductions stay uniform
+  const int t = threadIdx.x % FW;
+  sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
+  for (int64_t j = t; j < P; j += FW) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
+  s = sc_group_reduce(s, FW, sh);
+  if (t == 0 && r0 < R) finish_row(a, r, s);
+}
+static void final_launch(const Args& a, int64_t P, cudaStream_t stream) {
+  if (P > 256) final_kernel<THREADS><<<(unsigned)R, THREADS, 0, stream>>>(a, P);
+  else final_kernel<32><<<(unsigned)((R + THREADS / 32 - 1) / (THREADS / 32)), THREADS, 0, stream>>>(a, P);
+}
+#endif
+static void final_host(const Args& a, int64_t P) {
+  for (int64_t r = 0; r < R; ++r) {
+    sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
+    for (int64_t j = 0; j < P; ++j) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
+    finish_row(a, r, s);
+  }
+}
+// Elementwise normalisation of a [N, C=R, S] tensor with per-channel stat (batch norm).
+template <int VEC>
+SC_INLINE void ew_vec(const Args& a, int64_t i) {
+  const sc_vec<XT, VEC> xv = sc_load<VEC>(a.x + i);
+  sc_vec<YT, VEC> yv;
+  const int64_t c0 = (i / S) % R;
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) {
+    int64_t c = c0;
+    if constexpr (S == 1 && R % VEC == 0) c = c0 + l;
+    else if constexpr (S % VEC != 0) c = ((i + l) / S) % R;
+    yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), a.stat[2 * c], a.stat[2 * c + 1], c));
+  }
+  sc_store<VEC>(a.y + i, yv);
+}
+#ifdef __CUDACC__
+template <int VEC>
+__global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
+  const int64_t step = (int64_t)gridDim.x * THREADS;
+  for (int64_t v = (int64_t)blockIdx.x * THREADS + threadIdx.x; v < NUMEL / VEC; v += step) ew_vec<VEC>(a, v * VEC);
+}
+#endif

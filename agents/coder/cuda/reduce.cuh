@@ -1,0 +1,562 @@
+//! Shared by every reduction, softmax and scan kernel of a .cu (emit_reduce.py): op structs, the
+//! per-thread part, group merges, and the row / column / final kernels.
+
+#ifndef SC_REDUCE_H
+#define SC_REDUCE_H
+// Reductions, softmax and scans (emit_reduce.py): fp32 math over fp32/fp16/bf16 storage.
+#define SC_RED_BLOCK 256
+
+SC_INLINE bool sc_finite(float x) { return fabsf(x) < INFINITY; }
+template <class T> SC_INLINE void sc_red_put(T* p, float v) { *p = sc_from_f<T>(v); }
+SC_INLINE void sc_red_put(int64_t* p, int64_t v) { *p = v; }
+
+// Sum family: PRE maps each element, POST the total (means, norms).
+enum { SC_PRE_ID, SC_PRE_ABS, SC_PRE_SQ, SC_PRE_NZ, SC_PRE_POW, SC_PRE_NAN0 };
+enum { SC_POST_ID, SC_POST_MUL, SC_POST_SQRT, SC_POST_ROOT };
+template <int PRE, int POST>
+struct sc_red_sum {
+  float p0, p1;  // p0: exponent of PRE_POW; p1: factor of POST_MUL, 1/p of POST_ROOT
+  struct State { float s; };
+  SC_INLINE State init() const { return {0.0f}; }
+  SC_INLINE void add(State& a, float x, int64_t) const {
+    if (PRE == SC_PRE_ABS) x = fabsf(x);
+    if (PRE == SC_PRE_SQ) x = x * x;
+    if (PRE == SC_PRE_NZ) x = x != 0.0f ? 1.0f : 0.0f;
+    if (PRE == SC_PRE_POW) x = powf(fabsf(x), p0);
+    if (PRE == SC_PRE_NAN0) x = x != x ? 0.0f : x;
+    a.s += x;
+  }
+  SC_INLINE void merge(State& a, const State& b) const { a.s += b.s; }
+  SC_INLINE float value(const State& a) const {
+    if (POST == SC_POST_MUL) return a.s * p1;
+    if (POST == SC_POST_SQRT) return sqrtf(a.s);
+    if (POST == SC_POST_ROOT) return powf(a.s, p1);
+    return a.s;
+  }
+  SC_INLINE float second(const State&) const { return 0.0f; }
+};
+
+struct sc_red_prod {
+  float p0, p1;
+  struct State { float s; };
+  SC_INLINE State init() const { return {1.0f}; }
+  SC_INLINE void add(State& a, float x, int64_t) const { a.s *= x; }
+  SC_INLINE void merge(State& a, const State& b) const { a.s *= b.s; }
+  SC_INLINE float value(const State& a) const { return a.s; }
+  SC_INLINE float second(const State&) const { return 0.0f; }
+};
+
+// amax/amin and the inf norms: NaN wins, as PyTorch's max_propagate_nan.
+template <bool MAX, bool ABS>
+struct sc_red_ext {
+  float p0, p1;
+  struct State { float m; };
+  SC_INLINE State init() const { return {MAX ? -INFINITY : INFINITY}; }
+  SC_INLINE static bool beats(float x, float m) { return x != x || (MAX ? x > m : x < m); }
+  SC_INLINE void add(State& a, float x, int64_t) const {
+    if (ABS) x = fabsf(x);
+    if (beats(x, a.m)) a.m = x;
+  }
+  SC_INLINE void merge(State& a, const State& b) const { if (beats(b.m, a.m)) a.m = b.m; }
+  SC_INLINE float value(const State& a) const { return a.m; }
+  SC_INLINE float second(const State&) const { return 0.0f; }
+};
+
+// max.dim/argmax: ATen's GreaterOrNan. The first NaN wins, ties go to the lower index. The start
+// (-inf, 0) never decides wrongly: it only survives when every element is -inf, and then 0 is right.
+template <bool MAX>
+struct sc_red_arg {
+  float p0, p1;
+  struct State { float v; int32_t pad; int64_t i; };
+  SC_INLINE State init() const { return {MAX ? -INFINITY : INFINITY, 0, 0}; }
+  SC_INLINE void add(State& a, float x, int64_t i) const {  // i grows within one thread's part
+    if (x != x ? a.v == a.v : (MAX ? x > a.v : x < a.v)) { a.v = x; a.i = i; }
+  }
+  SC_INLINE void merge(State& a, const State& b) const {
+    bool take;
+    if (b.v != b.v) take = a.v == a.v || b.i < a.i;
+    else if (a.v != a.v) take = false;
+    else take = a.v == b.v ? b.i < a.i : (MAX ? b.v > a.v : b.v < a.v);
+    if (take) a = b;
+  }
+  SC_INLINE float value(const State& a) const { return a.v; }
+  SC_INLINE int64_t second(const State& a) const { return a.i; }
+};
+
+// var/std: Welford per thread, Chan's merge (ATen's WelfordOps); p0 is the correction.
+template <bool STD>
+struct sc_red_welford {
+  float p0, p1;
+  struct State { float n, mean, m2; };
+  SC_INLINE State init() const { return {0.0f, 0.0f, 0.0f}; }
+  SC_INLINE void add(State& a, float x, int64_t) const {
+    a.n += 1.0f;
+    const float d = x - a.mean;
+    a.mean += d / a.n;
+    a.m2 += d * (x - a.mean);
+  }
+  SC_INLINE void merge(State& a, const State& b) const {
+    if (b.n == 0.0f) return;
+    if (a.n == 0.0f) { a = b; return; }
+    const float n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
+    a.mean += d * f;
+    a.m2 += b.m2 + d * d * a.n * f;
+    a.n = n;
+  }
+  SC_INLINE float value(const State& a) const {
+    const float v = a.m2 / (a.n > p0 ? a.n - p0 : 0.0f);
+    return STD ? sqrtf(v) : v;
+  }
+  SC_INLINE float second(const State& a) const { return a.mean; }
+};
+
+// logsumexp: running max m and s = sum exp(x - m). Non-finite maxima give what ATen's
+// logsumexp gives (it computes with the max replaced by 0 there): +inf, -inf or NaN.
+struct sc_red_lse {
+  float p0, p1;
+  struct State { float m, s; };
+  SC_INLINE State init() const { return {-INFINITY, 0.0f}; }
+  SC_INLINE void add(State& a, float x, int64_t) const {
+    if (x > a.m) { a.s = a.s * expf(a.m - x) + 1.0f; a.m = x; }
+    else if (x != x) a.m = x;
+    else if (sc_finite(a.m)) a.s += expf(x - a.m);
+  }
+  SC_INLINE void merge(State& a, const State& b) const {
+    if (a.m != a.m || b.m != b.m) { a.m = a.m + b.m; return; }
+    const float m = fmaxf(a.m, b.m);
+    if (sc_finite(m)) a.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
+    a.m = m;
+  }
+  SC_INLINE float value(const State& a) const { return sc_finite(a.m) ? a.m + logf(a.s) : a.m; }
+  SC_INLINE float second(const State&) const { return 0.0f; }
+};
+
+// One thread's share of output o's elements [lo, hi): lo + t, lo + t + tpr, ... With VEC > 1 the
+// reduced elements are contiguous (Ix::off(r) == r): a scalar head up to 16-byte alignment, vectors,
+// a scalar tail. Each thread meets its elements in increasing r.
+template <class Op, class Ix, int VEC, class T>
+SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, int64_t o, int64_t lo,
+                                         int64_t hi, int t, int tpr) {
+  typename Op::State st = op.init();
+  const T* row = x + Ix::base(o);
+  if constexpr (VEC > 1) {
+    int64_t head = (int64_t)((reinterpret_cast<uintptr_t>(row + lo) / sizeof(T)) % VEC);
+    head = head ? VEC - head : 0;
+    if (head > hi - lo) head = hi - lo;
+    for (int64_t r = lo + t; r < lo + head; r += tpr) op.add(st, sc_to_f(row[r]), r);
+    const int64_t start = lo + head, nv = (hi - start) / VEC;
+    const sc_vec<T, VEC>* v = reinterpret_cast<const sc_vec<T, VEC>*>(row + start);
+#pragma unroll 4
+    for (int64_t k = t; k < nv; k += tpr) {
+      const sc_vec<T, VEC> c = v[k];
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) op.add(st, sc_to_f(c.v[l]), start + k * VEC + l);
+    }
+    for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
+  } else {
+#pragma unroll 4
+    for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
+  }
+  return st;
+}
+
+template <class S>
+__device__ __forceinline__ S sc_red_shfl_xor(const S& s, int d) {
+  static_assert(sizeof(S) % 4 == 0, "states are whole 32-bit words");
+  S out;
+  const unsigned* src = reinterpret_cast<const unsigned*>(&s);
+  unsigned* dst = reinterpret_cast<unsigned*>(&out);
+#pragma unroll
+  for (int k = 0; k < (int)(sizeof(S) / 4); ++k) dst[k] = __shfl_xor_sync(0xffffffffu, src[k], d);
+  return out;
+}
+
+// Merge the states of a group of TPR threads: aligned lanes of one warp (TPR <= 32), or the whole
+// block (TPR > 32, then blockDim.x == TPR). Every thread of the group gets the result.
+template <int TPR, class Op>
+__device__ __forceinline__ typename Op::State sc_red_all(const Op& op, typename Op::State st) {
+  using S = typename Op::State;
+#pragma unroll
+  for (int d = (TPR < 32 ? TPR : 32) / 2; d > 0; d >>= 1) op.merge(st, sc_red_shfl_xor(st, d));
+  if constexpr (TPR > 32) {
+    __shared__ S buf[TPR / 32];
+    if (threadIdx.x % 32 == 0) buf[threadIdx.x / 32] = st;
+    __syncthreads();
+    st = buf[0];
+#pragma unroll
+    for (int k = 1; k < TPR / 32; ++k) op.merge(st, buf[k]);
+    __syncthreads();  // buf is written again by the group's next call
+  }
+  return st;
+}
+
+// This thread's group, of n: -1 where a whole warp or block has none (it returns). Groups of fewer
+// than 32 threads past the end share a warp with live ones: they redo the last group, so every lane
+// takes part in the shuffles, and write nothing.
+template <int TPR, int BS>
+__device__ __forceinline__ int64_t sc_red_group(int64_t n) {
+  const int64_t g = (int64_t)blockIdx.x * (BS / TPR) + threadIdx.x / TPR;
+  if (g < n) return g;
+  if (TPR >= 32 || ((int64_t)blockIdx.x * (BS / TPR) + (threadIdx.x & ~31) / TPR) >= n) return -1;
+  return n - 1;
+}
+#define SC_RED_LIVE(n) ((int64_t)blockIdx.x * (BS / TPR) + threadIdx.x / TPR < (n))
+
+// A group's result: to the outputs, or to scratch part[o][s] when the rows are split.
+template <class Op, class TA, class TB>
+SC_INLINE void sc_red_store(const Op& op, const typename Op::State& st, int64_t o, int64_t s, int64_t splits,
+                            TA* ya, TB* yb, typename Op::State* part) {
+  if (splits > 1) { part[o * splits + s] = st; return; }
+  if (ya) sc_red_put(ya + o, op.value(st));
+  if (yb) sc_red_put(yb + o, op.second(st));
+}
+
+// Rows: group g (TPR threads) reduces chunk g % splits of output g / splits.
+template <class Op, class Ix, int VEC, int TPR, class T, class TA, class TB>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_red_rows(const Op op, const T* __restrict__ x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+            int64_t splits) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N * splits);
+  if (g < 0) return;
+  const int t = threadIdx.x % TPR;
+  const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  const auto st = sc_red_all<TPR>(op, sc_red_part<Op, Ix, VEC>(op, x, o, lo, hi, t, TPR));
+  if (t == 0 && SC_RED_LIVE(Ix::N * splits)) sc_red_store(op, st, o, s, splits, ya, yb, part);
+}
+
+template <class Op, class Ix, int VEC, int TPR, class T, class TA, class TB>
+static void sc_red_rows_host(const Op op, const T* x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+                             int64_t splits) {
+  for (int64_t g = 0; g < Ix::N * splits; ++g) {
+    const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+    auto st = op.init();
+    for (int t = 0; t < TPR; ++t) op.merge(st, sc_red_part<Op, Ix, VEC>(op, x, o, lo, hi, t, TPR));
+    sc_red_store(op, st, o, s, splits, ya, yb, part);
+  }
+}
+
+// Columns: thread g reduces chunk g / N of output g % N (neighbouring threads, neighbouring outputs).
+template <class Op, class Ix, class T, class TA, class TB>
+__global__ void __launch_bounds__(SC_RED_BLOCK)
+sc_red_cols(const Op op, const T* __restrict__ x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+            int64_t splits) {
+  const int64_t g = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (g >= Ix::N * splits) return;
+  const int64_t o = g % Ix::N, s = g / Ix::N, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  sc_red_store(op, sc_red_part<Op, Ix, 1>(op, x, o, lo, hi, 0, 1), o, s, splits, ya, yb, part);
+}
+
+template <class Op, class Ix, class T, class TA, class TB>
+static void sc_red_cols_host(const Op op, const T* x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+                             int64_t splits) {
+  for (int64_t g = 0; g < Ix::N * splits; ++g) {
+    const int64_t o = g % Ix::N, s = g / Ix::N, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+    sc_red_store(op, sc_red_part<Op, Ix, 1>(op, x, o, lo, hi, 0, 1), o, s, splits, ya, yb, part);
+  }
+}
+
+// Second pass of split reductions: a warp merges one output's partial states.
+template <class Op, class TA, class TB>
+__global__ void __launch_bounds__(SC_RED_BLOCK)
+sc_red_final(const Op op, const typename Op::State* __restrict__ part, int64_t n, int64_t splits, TA* ya, TB* yb) {
+  const int64_t o = (int64_t)blockIdx.x * (SC_RED_BLOCK / 32) + threadIdx.x / 32;
+  if (o >= n) return;
+  auto st = op.init();
+  for (int64_t s = threadIdx.x % 32; s < splits; s += 32) op.merge(st, part[o * splits + s]);
+  st = sc_red_all<32>(op, st);
+  if (threadIdx.x % 32 == 0) sc_red_store(op, st, o, 0, 1, ya, yb, (typename Op::State*)nullptr);
+}
+
+template <class Op, class TA, class TB>
+static void sc_red_final_host(const Op op, const typename Op::State* part, int64_t n, int64_t splits, TA* ya, TB* yb) {
+  for (int64_t o = 0; o < n; ++o) {
+    auto st = op.init();
+    for (int64_t s = 0; s < splits; ++s) op.merge(st, part[o * splits + s]);
+    sc_red_store(op, st, o, 0, 1, ya, yb, (typename Op::State*)nullptr);
+  }
+}
+
+// Softmax: out = exp(x - m) / s, log_softmax: x - m - log(s), m the row max, s = sum exp(x - m).
+// MODE: 0 softmax, 1 log_softmax, 2 _safe_softmax (a row that is all -inf gives 0s, not NaNs: what
+// scaled_dot_product_attention's math path uses for fully masked rows).
+#define SC_SOFTMAX_LOG 1
+#define SC_SOFTMAX_SAFE 2
+template <int MODE>
+SC_INLINE float sc_softmax_out(float x, float m, float d) {
+  if (MODE == SC_SOFTMAX_LOG) return x - m - d;
+  if (MODE == SC_SOFTMAX_SAFE && m == -INFINITY) return 0.0f;
+  return expf(x - m) / d;
+}
+
+// The divisor from an online state: NaN where the max is not finite, as ATen's softmax gets there.
+template <int MODE>
+SC_INLINE float sc_softmax_div(const sc_red_lse::State& st) {
+  if (MODE == SC_SOFTMAX_SAFE && st.m == -INFINITY) return 1.0f;  // unused: the row is all zeros
+  return sc_finite(st.m) ? (MODE == SC_SOFTMAX_LOG ? logf(st.s) : st.s) : NAN;
+}
+
+// One row (output o of the layout) serially: the column kernel, and every host entry.
+template <class Ix, int MODE, int64_t INNER, class T, class TO>
+SC_INLINE void sc_softmax_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
+  const sc_red_lse op{0.0f, 0.0f};
+  const auto st = sc_red_part<sc_red_lse, Ix, 1>(op, x, o, 0, Ix::R, 0, 1);
+  const float d = sc_softmax_div<MODE>(st);
+  const T* row = x + Ix::base(o);
+  TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
+  for (int64_t r = 0; r < Ix::R; ++r)
+    out[r * INNER] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d));
+}
+
+template <class Ix, int MODE, int64_t INNER, class T, class TO>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restrict__ x, TO* __restrict__ y) {
+  const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o);
+}
+
+// A row that fits in registers: ITEMS chunks of VEC elements per thread, read once.
+template <class Ix, int MODE, int VEC, int TPR, int ITEMS, class T, class TO>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N);
+  if (g < 0) return;
+  const int t = threadIdx.x % TPR;
+  const bool live = SC_RED_LIVE(Ix::N);
+  const T* row = x + Ix::base(g);
+  TO* out = y + g * Ix::R;
+  float v[ITEMS][VEC];
+  const sc_red_ext<true, false> mx{0.0f, 0.0f};
+  auto m = mx.init();
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int64_t r = ((int64_t)k * TPR + t) * VEC;
+    if (r < Ix::R) {
+      if constexpr (VEC > 1) {
+        const sc_vec<T, VEC> c = sc_load<VEC>(row + r);
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) v[k][l] = sc_to_f(c.v[l]);
+      } else {
+        v[k][0] = sc_to_f(row[r]);
+      }
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) mx.add(m, v[k][l], 0);
+    }
+  }
+  m = sc_red_all<TPR>(mx, m);
+  const sc_red_sum<SC_PRE_ID, SC_POST_ID> sm{0.0f, 0.0f};
+  auto s = sm.init();
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (((int64_t)k * TPR + t) * VEC >= Ix::R) continue;
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) sm.add(s, expf(v[k][l] - m.m), 0);
+  }
+  s = sc_red_all<TPR>(sm, s);
+  const float d = MODE == SC_SOFTMAX_LOG ? logf(s.s) : s.s;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int64_t r = ((int64_t)k * TPR + t) * VEC;
+    if (live && r < Ix::R) {
+      sc_vec<TO, VEC> c;
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(v[k][l], m.m, d));
+      sc_store<VEC>(out + r, c);
+    }
+  }
+}
+
+// A longer row: an online max/sum pass (vector loads), then a pass that writes.
+template <class Ix, int MODE, int VEC, int WVEC, int TPR, class T, class TO>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N);
+  if (g < 0) return;
+  const int t = threadIdx.x % TPR;
+  const sc_red_lse op{0.0f, 0.0f};
+  const auto st = sc_red_all<TPR>(op, sc_red_part<sc_red_lse, Ix, VEC>(op, x, g, 0, Ix::R, t, TPR));
+  if (!SC_RED_LIVE(Ix::N)) return;
+  const float d = sc_softmax_div<MODE>(st);
+  const T* row = x + Ix::base(g);
+  TO* out = y + g * Ix::R;
+#pragma unroll 4
+  for (int64_t r = (int64_t)t * WVEC; r < Ix::R; r += (int64_t)TPR * WVEC) {
+    const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
+    sc_vec<TO, WVEC> o;
+#pragma unroll
+    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d));
+    sc_store<WVEC>(out + r, o);
+  }
+}
+
+// Inclusive scans (cumsum, cumprod) in fp32.
+template <bool PROD> SC_INLINE float sc_scan_op(float a, float b) { return PROD ? a * b : a + b; }
+
+// A product rounded to the result's type, as ATen's cumprod multiplies in scalar_t: where the
+// running product leaves fp16's range matters, since 0 and inf stick.
+template <class TO> SC_INLINE float sc_scan_round(float v) { return sc_to_f(sc_from_f<TO>(v)); }
+
+template <class Ix, bool PROD, int64_t INNER, class T, class TO>
+SC_INLINE void sc_scan_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
+  const T* row = x + Ix::base(o);
+  TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
+  float acc = PROD ? 1.0f : 0.0f;
+  for (int64_t r = 0; r < Ix::R; ++r) {
+    acc = sc_scan_op<PROD>(acc, sc_to_f(row[Ix::off(r)]));
+    if (PROD) acc = sc_scan_round<TO>(acc);
+    out[r * INNER] = sc_from_f<TO>(acc);
+  }
+}
+
+template <class Ix, bool PROD, int64_t INNER, class T, class TO>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_scan_cols(const T* __restrict__ x, TO* __restrict__ y) {
+  const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (o < Ix::N) sc_scan_col<Ix, PROD, INNER>(x, y, o);
+}
+
+// A row in tiles of TPR * VEC: each thread scans its VEC elements, the group scans the threads'
+// totals (warp shuffles, then the warps' totals), and a carry runs from tile to tile.
+template <class Ix, bool PROD, int VEC, int TPR, class T, class TO>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  constexpr int W = TPR < 32 ? TPR : 32;  // shuffle width: the group, or a warp of it
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N);
+  if (g < 0) return;
+  const bool live = SC_RED_LIVE(Ix::N);
+  const int t = threadIdx.x % TPR, lane = threadIdx.x % W;
+  const T* row = x + Ix::base(g);
+  TO* out = y + g * Ix::R;
+  const float id = PROD ? 1.0f : 0.0f;
+  float carry = id;
+  for (int64_t tile = 0; tile < Ix::R; tile += (int64_t)TPR * VEC) {
+    const int64_t r0 = tile + (int64_t)t * VEC;
+    const bool full = r0 + VEC <= Ix::R;
+    float v[VEC];
+    if (VEC > 1 && full) {
+      const sc_vec<T, VEC> c = sc_load<VEC>(row + r0);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) v[l] = sc_to_f(c.v[l]);
+    } else {
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) v[l] = r0 + l < Ix::R ? sc_to_f(row[r0 + l]) : id;
+    }
+#pragma unroll
+    for (int l = 1; l < VEC; ++l) v[l] = sc_scan_op<PROD>(v[l - 1], v[l]);
+    float inc = v[VEC - 1];
+#pragma unroll
+    for (int d = 1; d < W; d <<= 1) {
+      const float n = __shfl_up_sync(0xffffffffu, inc, d, W);
+      if (lane >= d) inc = sc_scan_op<PROD>(n, inc);
+    }
+    float before = __shfl_up_sync(0xffffffffu, inc, 1, W), total;
+    if (lane == 0) before = id;
+    if constexpr (TPR > 32) {
+      __shared__ float wsum[TPR / 32];
+      if (lane == 31) wsum[t / 32] = inc;
+      __syncthreads();
+      float wb = id;
+      total = id;
+#pragma unroll
+      for (int k = 0; k < TPR / 32; ++k) {
+        if (k < t / 32) wb = sc_scan_op<PROD>(wb, wsum[k]);
+        total = sc_scan_op<PROD>(total, wsum[k]);
+      }
+      __syncthreads();
+      before = sc_scan_op<PROD>(wb, before);
+    } else {
+      total = __shfl_sync(0xffffffffu, inc, W - 1, W);
+    }
+    const float start = sc_scan_op<PROD>(carry, before);
+    if (live && VEC > 1 && full) {
+      sc_vec<TO, VEC> c;
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_scan_op<PROD>(start, v[l]));
+      sc_store<VEC>(out + r0, c);
+    } else if (live) {
+#pragma unroll
+      for (int l = 0; l < VEC; ++l)
+        if (r0 + l < Ix::R) out[r0 + l] = sc_from_f<TO>(sc_scan_op<PROD>(start, v[l]));
+    }
+    carry = sc_scan_op<PROD>(carry, total);
+  }
+}
+
+// cumprod along rows, in exactly ATen's CUDA order (ScanUtils.cuh, scan_innermost_dim): chunks of C,
+// the running product multiplied into each chunk's first element, then a Sklansky scan of the chunk.
+// Products do not associate once they leave fp32's range: 0 and inf stick, 0 * inf is NaN, and a
+// product that meets the subnormals keeps its lost digits. A tile-wide scan whose partial products
+// (thousands of elements) reached inf while the running product had reached 0 gave NaN where torch's
+// partial products, of at most C / 2 elements, stay finite; so only torch's order gives torch's result.
+SC_INLINE int sc_sklansky_src(int k, int m) { return (k & ~((2 << m) - 1)) + (1 << m) - 1; }
+
+// C threads per row (C >= 32), one element each per chunk; U chunks are loaded before any is scanned,
+// so a warp keeps several loads in flight while the carry runs serially.
+template <class Ix, int C, int U, class T, class TO>
+__global__ void __launch_bounds__(C < SC_RED_BLOCK ? SC_RED_BLOCK : C)
+sc_cumprod_rows(const T* __restrict__ x, TO* __restrict__ y) {
+  constexpr int BS = C < SC_RED_BLOCK ? SC_RED_BLOCK : C;
+  static_assert(C % 32 == 0, "whole warps per row");
+  const int64_t g0 = (int64_t)blockIdx.x * (BS / C) + threadIdx.x / C;
+  const bool live = g0 < Ix::N;
+  const int64_t g = live ? g0 : Ix::N - 1;  // past the end: redo the last row, for the barriers
+  const int k = threadIdx.x % C, lane = threadIdx.x % 32, warp0 = (threadIdx.x - k) / 32;
+  const T* row = x + Ix::base(g);
+  TO* out = y + g * Ix::R;
+  __shared__ float last[BS / 32];
+  float carry = 1.0f;
+  for (int64_t t0 = 0; t0 < Ix::R; t0 += (int64_t)U * C) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t r = t0 + (int64_t)u * C + k;
+      v[u] = r < Ix::R ? sc_to_f(row[Ix::off(r)]) : 1.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float a = v[u];
+      if (k == 0) a = sc_scan_round<TO>(a * carry);
+#pragma unroll
+      for (int m = 0; m < 5; ++m) {
+        const float n = __shfl_sync(0xffffffffu, a, sc_sklansky_src(lane, m));
+        if (lane & (1 << m)) a = sc_scan_round<TO>(a * n);
+      }
+#pragma unroll
+      for (int m = 5; (1 << m) < C; ++m) {  // sources are the last lanes of other warps
+        if (lane == 31) last[threadIdx.x / 32] = a;
+        __syncthreads();
+        if (k & (1 << m)) a = sc_scan_round<TO>(a * last[warp0 + sc_sklansky_src(k, m) / 32]);
+        __syncthreads();
+      }
+      if constexpr (C == 32) {
+        carry = __shfl_sync(0xffffffffu, a, 31);
+      } else {
+        if (k == C - 1) last[warp0] = a;
+        __syncthreads();
+        carry = last[warp0];
+        __syncthreads();
+      }
+      const int64_t r = t0 + (int64_t)u * C + k;
+      if (live && r < Ix::R) out[r] = sc_from_f<TO>(a);
+    }
+  }
+}
+
+// The same arithmetic serially, for the host entry.
+template <class Ix, int C, class T, class TO>
+static void sc_cumprod_row_host(const T* x, TO* y, int64_t o) {
+  const T* row = x + Ix::base(o);
+  TO* out = y + o * Ix::R;
+  float buf[C], carry = 1.0f;
+  for (int64_t c0 = 0; c0 < Ix::R; c0 += C) {
+    for (int k = 0; k < C; ++k) buf[k] = c0 + k < Ix::R ? sc_to_f(row[Ix::off(c0 + k)]) : 1.0f;
+    buf[0] = sc_scan_round<TO>(buf[0] * carry);
+    for (int m = 0; (1 << m) < C; ++m)
+      for (int k = 0; k < C; ++k)
+        if (k & (1 << m)) buf[k] = sc_scan_round<TO>(buf[k] * buf[sc_sklansky_src(k, m)]);
+    for (int k = 0; k < C && c0 + k < Ix::R; ++k) out[c0 + k] = sc_from_f<TO>(buf[k]);
+    carry = buf[C - 1];
+  }
+}
+#endif  // SC_REDUCE_H
