@@ -54,7 +54,9 @@ def find_nvcc() -> str | None:
 
 
 def default_arch() -> str:
-    """sm_XY of the current GPU, else STITCHCUDA_ARCH, else sm_90 (the H100 we tune for)."""
+    """STITCHCUDA_ARCH, else sm_XY of the current GPU, else the arch of the target the coder sizes
+    kernels for (stitchcuda.target: STITCHCUDA_TARGET, or its default without a GPU): never an
+    assumed H100."""
     env = os.environ.get("STITCHCUDA_ARCH")
     if env:
         return env
@@ -66,7 +68,9 @@ def default_arch() -> str:
             return f"sm_{major}{minor}"
     except Exception:  # noqa: BLE001 - any failure here just means "no GPU to ask"
         pass
-    return "sm_90"
+    from stitchcuda.target import Target
+
+    return Target.current().arch
 
 
 _tool_versions: dict[str, str] = {}
