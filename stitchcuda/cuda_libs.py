@@ -59,11 +59,27 @@ def _wheel_dirs(kind: str) -> list[Path]:
     return out
 
 
+# Where the compiler and linker look without being told (a distribution's libcudnn-dev, say).
+SYSTEM_INCLUDE = [Path("/usr/local/include"), Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include")]
+SYSTEM_LIB = [Path("/usr/local/lib"), Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu"),
+              Path("/usr/lib64"), Path("/usr/lib")]
+
+
+def default_include_dirs(nvcc: str | None) -> list[Path]:
+    """Folders nvcc searches by itself: the toolkit's include and the system's."""
+    tk = toolkit_root(nvcc)
+    return ([tk / "include", tk / "targets" / "x86_64-linux" / "include"] if tk is not None else []) + SYSTEM_INCLUDE
+
+
+def default_library_dirs(nvcc: str | None) -> list[Path]:
+    """Folders the link finds a plain -lNAME in by itself: the toolkit's lib64 and the system's."""
+    tk = toolkit_root(nvcc)
+    return ([tk / "lib64"] if tk is not None else []) + SYSTEM_LIB
+
+
 def include_dirs(nvcc: str | None) -> list[Path]:
     dirs = [Path(p) for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p]
-    tk = toolkit_root(nvcc)
-    if tk is not None:
-        dirs += [tk / "include", tk / "targets" / "x86_64-linux" / "include"]
+    dirs += default_include_dirs(nvcc)
     dirs += _wheel_dirs("include")
     dirs.append(user_headers())
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
@@ -71,7 +87,8 @@ def include_dirs(nvcc: str | None) -> list[Path]:
 
 def library_dirs(nvcc: str | None) -> list[Path]:
     tk = toolkit_root(nvcc)
-    dirs = [tk / "lib64", tk / "lib", tk / "targets" / "x86_64-linux" / "lib"] if tk is not None else []
+    dirs = default_library_dirs(nvcc)
+    dirs += [tk / "lib", tk / "targets" / "x86_64-linux" / "lib"] if tk is not None else []
     dirs += _wheel_dirs("lib")
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
@@ -79,7 +96,8 @@ def library_dirs(nvcc: str | None) -> list[Path]:
 def locate(libraries: list[str] | tuple[str, ...], nvcc: str | None) -> Found:
     """Flags that let nvcc compile and link code that uses `libraries`.
 
-    A header in the toolkit needs no flag (nvcc looks there). A library found only as a versioned
+    A header in the toolkit or the system's folders needs no flag (nvcc looks there); nor does a
+    library in the toolkit's lib64 or the system's lib folders. A library found only as a versioned
     file (the wheels ship libcublas.so.13, no libcublas.so) is linked by its path, with its folder
     as the runtime search path. A library found nowhere is left to the loader: the build still
     compiles and links (a shared object may leave symbols to be resolved when it is loaded), and
@@ -87,27 +105,29 @@ def locate(libraries: list[str] | tuple[str, ...], nvcc: str | None) -> Found:
     found = Found()
     includes = include_dirs(nvcc)
     libs = library_dirs(nvcc)
-    tk = toolkit_root(nvcc)
+    implicit_inc = set(default_include_dirs(nvcc))
+    implicit_lib = set(default_library_dirs(nvcc))
     for name in libraries:
         header, so, _ = LIBRARIES.get(name, (None, f"lib{name}.so", ""))
         if header is not None:
             where = next((d for d in includes if (d / header).exists()), None)
             if where is None:
                 found.missing_headers.append(name)
-            elif tk is None or where != tk / "include":
+            elif where not in implicit_inc:
                 flag = f"-I{where}"
                 if flag not in found.include_flags:
                     found.include_flags.append(flag)
         plain = next((d / so for d in libs if (d / so).exists()), None)
         if plain is not None:
-            if tk is not None and plain.parent == tk / "lib64":
+            if plain.parent in implicit_lib:
                 found.link_args.append(f"-l{name}")
             else:
                 found.link_args += [f"-L{plain.parent}", f"-l{name}", f"-Xlinker=-rpath,{plain.parent}"]
             continue
         versioned = next((p for d in libs for p in sorted(d.glob(f"{so}.*"))), None)
         if versioned is not None:
-            found.link_args += [str(versioned), f"-Xlinker=-rpath,{versioned.parent}"]
+            # nvcc takes no shared object as an input file: the linker gets it by path.
+            found.link_args += [f"-Xlinker={versioned}", f"-Xlinker=-rpath,{versioned.parent}"]
         else:
             found.notes.append(f"{so} not found here: linked unresolved, the loader must find it (CUDA's "
                                f"lib64 or the {LIBRARIES.get(name, ('', '', 'its'))[2]} wheel)")

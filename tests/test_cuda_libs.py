@@ -23,7 +23,10 @@ def touch(path: Path) -> Path:
 
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
-    """No toolkit, no wheels, no env folders, an empty user cache: each test adds what it needs."""
+    """No toolkit, no system folders, no wheels, no env folders, an empty user cache: each test adds
+    what it needs."""
+    monkeypatch.setattr(cuda_libs, "SYSTEM_INCLUDE", [tmp_path / "usr" / "include"])
+    monkeypatch.setattr(cuda_libs, "SYSTEM_LIB", [tmp_path / "usr" / "lib"])
     monkeypatch.delenv(cuda_libs.INCLUDE_ENV, raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
@@ -41,7 +44,7 @@ def test_headers_from_the_environment_and_a_versioned_wheel_library(clean_env, m
     assert not found.missing_headers
     assert found.include_flags == [f"-I{inc}"]
     # No unversioned libcublas.so in a wheel: linked by its path, found again at run time by rpath.
-    assert found.link_args == [str(lib), f"-Xlinker=-rpath,{lib.parent}"]
+    assert found.link_args == [f"-Xlinker={lib}", f"-Xlinker=-rpath,{lib.parent}"]
 
 
 def test_headers_and_library_from_a_wheel(clean_env):
@@ -51,6 +54,14 @@ def test_headers_and_library_from_a_wheel(clean_env):
     found = cuda_libs.locate(["cudnn"], nvcc=None)
     assert found.include_flags == [f"-I{site / 'include'}"]
     assert found.link_args == [f"-L{site / 'lib'}", "-lcudnn", f"-Xlinker=-rpath,{site / 'lib'}"]
+
+
+def test_system_folders_need_no_flag(clean_env):
+    touch(clean_env / "usr" / "include" / "cudnn.h")
+    touch(clean_env / "usr" / "lib" / "libcudnn.so")
+    touch(clean_env / "site" / "nvidia" / "cudnn" / "include" / "cudnn.h")  # found after the system's
+    found = cuda_libs.locate(["cudnn"], nvcc=None)
+    assert found.include_flags == [] and found.link_args == ["-lcudnn"]
 
 
 def test_a_toolkit_header_needs_no_flag(clean_env):
@@ -105,3 +116,30 @@ def test_a_library_missing_here_builds_and_says_why_it_cannot_run(clean_env, tmp
     assert "libcublas.so" in lib.unloadable
     with pytest.raises(RuntimeError, match="cannot run on this machine.*cublasCreate"):
         lib.call("f")
+
+
+@needs_nvcc
+def test_a_versioned_wheel_library_links_and_loads_for_real(clean_env, tmp_path, monkeypatch):
+    # As PyTorch's wheels ship them: nvidia/<lib>/lib/lib<name>.so.N and no unversioned name. A
+    # stand-in library (one function) is built with the host compiler and linked through the path.
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    libdir = clean_env / "site" / "nvidia" / "cudnn" / "lib"
+    libdir.mkdir(parents=True)
+    (clean_env / "site" / "nvidia" / "cudnn" / "include").mkdir(parents=True)
+    (clean_env / "site" / "nvidia" / "cudnn" / "include" / "cudnn.h").write_text("int sc_fake_version(void);\n")
+    c = tmp_path / "fake.c"
+    c.write_text("int sc_fake_version(void) { return 91900; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcudnn.so.9", "-o", str(libdir / "libcudnn.so.9"), str(c)],
+                   check=True)
+    monkeypatch.setattr(cuda_libs, "toolkit_root", lambda nvcc: clean_env / "no-toolkit")
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "build-cache"))
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" {\n#include <cudnn.h>\n}\nextern "C" int f(void* s) { return sc_fake_version() == 91900 ? 0 : 1; }\n')
+    result = runtime.build([src], libraries=["cudnn"])
+    assert not result.unresolved
+    runtime.Library(result.library).call("f")  # raises unless the call returned 0
