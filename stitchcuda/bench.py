@@ -72,6 +72,11 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "eager_ms": v.eager.median_ms if v and v.eager else None,
         "compile_ms": v.compiled.median_ms if v and v.compiled else None,
         "ours_ms": v.ours.median_ms if solved and v.ours else None,
+        # The host path's cost: one forward's kernels run back to back (the profiler's sum, library
+        # kernels included) against the timed forward; the difference is time the GPU waited.
+        "kernel_ms": round(sum(v.kernel_us.values()) / 1e3, 4) if solved and v.kernel_us else None,
+        "host_gap_ms": (round(v.ours.median_ms - sum(v.kernel_us.values()) / 1e3, 4)
+                        if solved and v.ours and v.kernel_us else None),
         "speedup_eager": v.speedup_eager if solved else None,
         "speedup_compile": v.speedup_compile if solved else None,
         "build_s": v.build_s if v else None,
@@ -96,6 +101,8 @@ def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
         "fast_1_eager": sum(1 for p in solved if (p["speedup_eager"] or 0) > 1) / len(problems) if problems else None,
         "fast_1_compile": sum(1 for p in solved if (p["speedup_compile"] or 0) > 1) / len(problems) if problems else None,
         "median_build_s": statistics.median(builds) if builds else None,
+        "median_host_gap_ms": statistics.median(gaps) if (gaps := [p["host_gap_ms"] for p in solved
+                                                                    if p.get("host_gap_ms") is not None]) else None,
         "geomean_compile_over_eager": geomean([p["eager_ms"] / p["compile_ms"] for p in timed if p.get("compile_ms")]),
     }
 
@@ -117,6 +124,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- geomean speedup on solved problems: {_fmt(s['geomean_speedup_eager'], '.2f')}x vs eager, "
         f"{_fmt(s['geomean_speedup_compile'], '.2f')}x vs torch.compile; median build {_fmt(s['median_build_s'], '.2f')} s",
         f"- torch.compile over eager (all timed problems, geomean): {_fmt(s['geomean_compile_over_eager'], '.2f')}x",
+        f"- host path: median of (timed forward - its kernels run back to back) on solved problems: "
+        f"{_fmt(s.get('median_host_gap_ms'), '.4f')} ms",
     ]
     for run in m.get("earlier_runs", []):
         note = f" ({run['commit_note']})" if run.get("commit_note") else ""
