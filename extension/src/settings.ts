@@ -1,39 +1,72 @@
 // What the server gets when it asks for the `stitchcuda` section (workspace/configuration), and
-// what is wrong with it. Pure: the raw section is an argument.
+// what stops a job before it starts. Pure: the configuration is an argument.
+//
+// The keys, defaults and types are not written here: they come from settings.schema.json, which
+// `python -m stitchcuda.settings --write` generates from the one schema (stitchcuda/settings.py).
+// The server validates the values against the same schema and tells the user (window/showMessage)
+// about each bad one, in VS Code and any other client alike; this side only expands paths, which
+// need the workspace, and refuses settings a job cannot start with (the llm coder's endpoint, model
+// and API key, the last of which only the extension knows).
 
-export const SECTION = "stitchcuda";
+import schemaJson from "./settings.schema.json";
 
-/** The keys the server reads (stitchcuda/server/jobs.py JobSettings.from_config), nothing else. */
-export interface ServerSettings {
-  coder: "builtin" | "llm";
-  rounds: number;
-  timeBudget: number | null;
-  gpu: number | null;
-  llmEndpoint: string | null;
-  llmModel: string | null;
-  outputFolder: string | null;
-  runsFolder: string | null;
-  replay: string | null;
-  profile: boolean;
-  timeline: boolean;
+/** One `stitchcuda.<name>` setting (stitchcuda/settings.py `Key`). */
+export interface SettingSpec {
+  name: string;
+  type: "string" | "integer" | "number" | "boolean";
+  default: string | number | boolean | null;
+  description: string;
+  /** The server's Settings attribute; null: the extension's own setting, never sent to the server. */
+  attr: string | null;
+  /** The `stitchcuda optimize` flag it maps to, if any. */
+  cli: string | null;
+  nullable: boolean;
+  enum: string[] | null;
+  enum_descriptions: string[] | null;
+  minimum: number | null;
+  maximum: number | null;
+  pattern: string | null;
+  pattern_error: string | null;
+  markdown: boolean;
+  /** `${workspaceFolder}` and `~` are expanded here. */
+  path: boolean;
+  scope: string;
 }
 
-export const DEFAULTS: ServerSettings = {
-  coder: "builtin",
-  rounds: 3,
-  timeBudget: null,
-  gpu: null,
-  llmEndpoint: null,
-  llmModel: null,
-  outputFolder: null,
-  runsFolder: null,
-  replay: null,
-  profile: true,
-  timeline: true,
-};
+export interface SettingsSchema {
+  section: string;
+  title: string;
+  keys: SettingSpec[];
+}
+
+export const SCHEMA = schemaJson as SettingsSchema;
+export const SECTION = SCHEMA.section;
+
+/** The keys the server reads, in the schema's order. */
+export const SERVER_KEYS: readonly string[] = SCHEMA.keys.filter((k) => k.attr !== null).map((k) => k.name);
+
+/** What the server is sent: the server's keys and nothing else (the values are checked there). */
+export type ServerSettings = Record<string, unknown>;
+
+export const DEFAULTS: Readonly<ServerSettings> = Object.freeze(
+  Object.fromEntries(SCHEMA.keys.filter((k) => k.attr !== null).map((k) => [k.name, k.default])),
+);
+
+function spec(name: string): SettingSpec {
+  const s = SCHEMA.keys.find((k) => k.name === name);
+  if (s === undefined) {
+    // Renaming a key in the schema must not silently switch off the checks below.
+    throw new Error(`settings.schema.json has no ${SECTION}.${name}`);
+  }
+  return s;
+}
+
+const CODER = spec("coder");
+const ENDPOINT = spec("llmEndpoint");
+const MODEL = spec("llmModel");
 
 export interface Problem {
-  /** error: a job with these settings cannot work (optimise is refused); warning: a value was replaced. */
+  /** error: a job with these settings cannot work (optimise is refused). The server reports bad values. */
   severity: "error" | "warning";
   setting: string;
   message: string;
@@ -50,15 +83,17 @@ export interface ResolveContext {
   home?: string;
 }
 
+/** What `vscode.workspace.getConfiguration(SECTION, scope)` gives, as far as settings go. */
+export interface Configuration {
+  get(key: string): unknown;
+}
+
 function text(v: unknown): string | null {
   return typeof v === "string" && v.trim() !== "" ? v.trim() : null;
 }
 
-function path(v: unknown, ctx: ResolveContext): string | null {
-  let s = text(v);
-  if (s === null) {
-    return null;
-  }
+function expand(v: string, ctx: ResolveContext): string {
+  let s = v.trim();
   if (ctx.workspaceFolder !== undefined) {
     s = s.split("${workspaceFolder}").join(ctx.workspaceFolder);
   }
@@ -68,66 +103,31 @@ function path(v: unknown, ctx: ResolveContext): string | null {
   return s;
 }
 
-/** The server's view of the raw `stitchcuda` section: defaults for bad values, plus what was wrong. */
+/** The server's view of a raw `stitchcuda` section: its keys, defaults for unset ones (undefined or
+ * null), paths expanded; every other value as the user wrote it, false included, for the server to check. */
 export function resolveSettings(raw: Record<string, unknown> | undefined | null, ctx: ResolveContext): Resolved {
   const r = raw ?? {};
+  const settings: ServerSettings = {};
+  for (const k of SCHEMA.keys) {
+    if (k.attr === null) {
+      continue;
+    }
+    const v = r[k.name];
+    settings[k.name] = v === undefined || v === null ? k.default : k.path && typeof v === "string" ? expand(v, ctx) : v;
+  }
+
   const problems: Problem[] = [];
-  const s: ServerSettings = { ...DEFAULTS };
-  const bad = (setting: string, message: string) =>
-    problems.push({ severity: "warning", setting: `${SECTION}.${setting}`, message });
-
-  if (r.coder === "builtin" || r.coder === "llm") {
-    s.coder = r.coder;
-  } else if (r.coder !== undefined && r.coder !== null) {
-    bad("coder", `unknown coder ${JSON.stringify(r.coder)}; using "builtin"`);
-  }
-  if (r.rounds !== undefined && r.rounds !== null) {
-    if (typeof r.rounds === "number" && Number.isInteger(r.rounds) && r.rounds >= 1) {
-      s.rounds = r.rounds;
-    } else {
-      bad("rounds", `rounds must be a whole number >= 1, not ${JSON.stringify(r.rounds)}; using ${DEFAULTS.rounds}`);
+  if (settings[CODER.name] === "llm") {
+    const need = (key: SettingSpec, message: string) =>
+      problems.push({ severity: "error", setting: `${SECTION}.${key.name}`, message });
+    const endpoint = text(settings[ENDPOINT.name]);
+    if (endpoint === null) {
+      need(ENDPOINT, `the llm coder needs ${SECTION}.${ENDPOINT.name}`);
+    } else if (ENDPOINT.pattern !== null && !new RegExp(ENDPOINT.pattern).test(endpoint)) {
+      need(ENDPOINT, `${SECTION}.${ENDPOINT.name} must be ${ENDPOINT.pattern_error}, not ${JSON.stringify(endpoint)}`);
     }
-  }
-  if (r.timeBudget !== undefined && r.timeBudget !== null) {
-    if (typeof r.timeBudget === "number" && Number.isFinite(r.timeBudget) && r.timeBudget > 0) {
-      s.timeBudget = r.timeBudget;
-    } else {
-      bad("timeBudget", `timeBudget must be a number of seconds > 0 or null, not ${JSON.stringify(r.timeBudget)}; no budget`);
-    }
-  }
-  if (r.gpu !== undefined && r.gpu !== null) {
-    if (typeof r.gpu === "number" && Number.isInteger(r.gpu) && r.gpu >= 0) {
-      s.gpu = r.gpu;
-    } else {
-      bad("gpu", `gpu must be a device index >= 0 or null, not ${JSON.stringify(r.gpu)}; using the default device`);
-    }
-  }
-  s.llmEndpoint = text(r.llmEndpoint);
-  s.llmModel = text(r.llmModel);
-  s.outputFolder = path(r.outputFolder, ctx);
-  s.runsFolder = path(r.runsFolder, ctx);
-  s.replay = path(r.replay, ctx);
-  for (const key of ["profile", "timeline"] as const) {
-    if (typeof r[key] === "boolean") {
-      s[key] = r[key] as boolean;
-    } else if (r[key] !== undefined && r[key] !== null) {
-      bad(key, `${key} must be true or false, not ${JSON.stringify(r[key])}; using true`);
-    }
-  }
-
-  if (s.llmEndpoint !== null && !/^https?:\/\/[^\s]+$/.test(s.llmEndpoint)) {
-    problems.push({
-      severity: s.coder === "llm" ? "error" : "warning",
-      setting: `${SECTION}.llmEndpoint`,
-      message: `llmEndpoint must be an http(s) base URL, not ${JSON.stringify(s.llmEndpoint)}`,
-    });
-  }
-  if (s.coder === "llm") {
-    if (s.llmEndpoint === null) {
-      problems.push({ severity: "error", setting: `${SECTION}.llmEndpoint`, message: "the llm coder needs stitchcuda.llmEndpoint" });
-    }
-    if (s.llmModel === null) {
-      problems.push({ severity: "error", setting: `${SECTION}.llmModel`, message: "the llm coder needs stitchcuda.llmModel" });
+    if (text(settings[MODEL.name]) === null) {
+      need(MODEL, `the llm coder needs ${SECTION}.${MODEL.name}`);
     }
     if (!ctx.hasApiKey) {
       problems.push({
@@ -137,7 +137,13 @@ export function resolveSettings(raw: Record<string, unknown> | undefined | null,
       });
     }
   }
-  return { settings: s, problems };
+  return { settings, problems };
+}
+
+/** resolveSettings over VS Code's configuration for a scope: what extension.ts sends the server and
+ * checks before it starts a job. Reads every server key of the schema, so none can be left out. */
+export function readSettings(cfg: Configuration, ctx: ResolveContext): Resolved {
+  return resolveSettings(Object.fromEntries(SERVER_KEYS.map((k) => [k, cfg.get(k)])), ctx);
 }
 
 /** The environment of the server process: the user's, plus the stored API key when there is one

@@ -1,57 +1,77 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { DEFAULTS, redact, resolveSettings, serverEnv } from "../src/settings";
+import { DEFAULTS, readSettings, redact, resolveSettings, SCHEMA, SECTION, SERVER_KEYS, serverEnv } from "../src/settings";
 
 const noKey = { hasApiKey: false };
 
-test("defaults when nothing is set, with exactly the server's keys", () => {
-  const r = resolveSettings(undefined, noKey);
-  assert.deepEqual(r.settings, DEFAULTS);
-  assert.deepEqual(r.problems, []);
-  assert.deepEqual(Object.keys(r.settings).sort(), [
+/** A stand-in for vscode.WorkspaceConfiguration: `get` of a key that is not set gives undefined. */
+function configuration(values: Record<string, unknown>) {
+  const asked: string[] = [];
+  return {
+    asked,
+    get(key: string): unknown {
+      asked.push(key);
+      return values[key];
+    },
+  };
+}
+
+test("the keys and defaults are the schema's server keys (the extension's own stay here)", () => {
+  assert.equal(SECTION, "stitchcuda");
+  assert.deepEqual([...SERVER_KEYS].sort(), [
     "coder", "gpu", "llmEndpoint", "llmModel", "outputFolder", "profile", "replay", "rounds", "runsFolder", "timeBudget",
     "timeline",
   ]);
+  for (const own of ["interpreter", "trace.server"]) {
+    assert.ok(SCHEMA.keys.some((k) => k.name === own && k.attr === null), `${own} is the extension's`);
+  }
+  assert.deepEqual(DEFAULTS, {
+    coder: "builtin", rounds: 3, timeBudget: null, gpu: null, llmEndpoint: "", llmModel: "", outputFolder: "",
+    runsFolder: "", profile: true, timeline: true, replay: "",
+  });
 });
 
-test("VS Code's raw section (with interpreter and trace, empty strings) maps to the server's view", () => {
+test("defaults when nothing is set", () => {
+  const r = resolveSettings(undefined, noKey);
+  assert.deepEqual(r.settings, DEFAULTS);
+  assert.deepEqual(r.problems, []);
+  assert.deepEqual(resolveSettings({ timeBudget: null, gpu: null }, noKey).settings, DEFAULTS);
+});
+
+test("VS Code's raw section (with interpreter and trace) maps to the server's keys, paths expanded", () => {
   const raw = {
-    interpreter: "/x/python", trace: { server: "off" }, coder: "builtin", rounds: 5, timeBudget: 600, gpu: 1,
-    llmEndpoint: "", llmModel: "", outputFolder: "${workspaceFolder}/out", runsFolder: "~/runs", replay: "", profile: false,
-    timeline: false,
+    interpreter: "/x/python", trace: { server: "off" }, coder: "builtin", rounds: 5, timeBudget: 600, gpu: 0,
+    llmEndpoint: "", llmModel: "", outputFolder: "${workspaceFolder}/out", runsFolder: " ~/runs ", replay: "~",
+    profile: false, timeline: false,
   };
   const r = resolveSettings(raw, { hasApiKey: false, workspaceFolder: "/ws", home: "/home/u" });
   assert.deepEqual(r.settings, {
-    coder: "builtin", rounds: 5, timeBudget: 600, gpu: 1, llmEndpoint: null, llmModel: null,
-    outputFolder: "/ws/out", runsFolder: "/home/u/runs", replay: null, profile: false, timeline: false,
+    coder: "builtin", rounds: 5, timeBudget: 600, gpu: 0, llmEndpoint: "", llmModel: "",
+    outputFolder: "/ws/out", runsFolder: "/home/u/runs", replay: "/home/u", profile: false, timeline: false,
   });
   assert.deepEqual(r.problems, []);
 });
 
-test("bad values become defaults, with a warning each", () => {
-  const r = resolveSettings({ coder: "gpt", rounds: 0, timeBudget: -1, gpu: 1.5, profile: "yes", timeline: 1 }, noKey);
-  assert.deepEqual(r.settings, DEFAULTS);
-  assert.deepEqual(r.problems.map((p) => [p.severity, p.setting]), [
-    ["warning", "stitchcuda.coder"],
-    ["warning", "stitchcuda.rounds"],
-    ["warning", "stitchcuda.timeBudget"],
-    ["warning", "stitchcuda.gpu"],
-    ["warning", "stitchcuda.profile"],
-    ["warning", "stitchcuda.timeline"],
-  ]);
+test("readSettings asks VS Code for every server key, and false reaches the server (timeline was dropped)", () => {
+  const cfg = configuration({ timeline: false, profile: false, rounds: 2, interpreter: "/x/python" });
+  const r = readSettings(cfg, noKey);
+  assert.deepEqual([...cfg.asked].sort(), [...SERVER_KEYS].sort());
+  assert.equal(r.settings.timeline, false);
+  assert.equal(r.settings.profile, false);
+  assert.equal(r.settings.rounds, 2);
+  assert.equal("interpreter" in r.settings, false);
 });
 
-test("null timeBudget and gpu are the defaults, not problems", () => {
-  const r = resolveSettings({ timeBudget: null, gpu: null, gpu0: 0 }, noKey);
-  assert.equal(r.settings.timeBudget, null);
-  assert.equal(r.settings.gpu, null);
-  assert.equal(resolveSettings({ gpu: 0 }, noKey).settings.gpu, 0);
+test("bad values go to the server as written: it checks them against the schema and says what is wrong", () => {
+  const raw = { coder: "gpt", rounds: 0, timeBudget: -1, gpu: 1.5, profile: "yes", timeline: 1 };
+  const r = resolveSettings(raw, noKey);
+  assert.deepEqual(r.settings, { ...DEFAULTS, ...raw });
   assert.deepEqual(r.problems, []);
 });
 
 test("the llm coder needs an endpoint, a model and an API key (errors: optimise is refused)", () => {
-  const r = resolveSettings({ coder: "llm" }, noKey);
+  const r = resolveSettings({ coder: "llm", llmEndpoint: "  " }, noKey);
   assert.equal(r.settings.coder, "llm");
   assert.deepEqual(r.problems.map((p) => [p.severity, p.setting]), [
     ["error", "stitchcuda.llmEndpoint"],
@@ -63,11 +83,11 @@ test("the llm coder needs an endpoint, a model and an API key (errors: optimise 
   assert.equal(ok.settings.llmEndpoint, "https://api.example.com/v1");
 });
 
-test("an endpoint that is not a URL is an error for the llm coder, a warning otherwise", () => {
+test("an endpoint that is not a URL (the schema's pattern) stops the llm coder; the builtin coder leaves it to the server", () => {
   const llm = resolveSettings({ coder: "llm", llmEndpoint: "api.example.com", llmModel: "m" }, { hasApiKey: true });
-  assert.deepEqual(llm.problems.map((p) => p.severity), ["error"]);
-  const builtin = resolveSettings({ llmEndpoint: "api.example.com" }, noKey);
-  assert.deepEqual(builtin.problems.map((p) => p.severity), ["warning"]);
+  assert.deepEqual(llm.problems.map((p) => [p.severity, p.setting]), [["error", "stitchcuda.llmEndpoint"]]);
+  assert.match(llm.problems[0].message, /http\(s\) base URL/);
+  assert.deepEqual(resolveSettings({ llmEndpoint: "api.example.com" }, noKey).problems, []);
 });
 
 test("the API key reaches the server only through its environment", () => {
