@@ -15,12 +15,15 @@ from pathlib import Path
 
 from stitchcuda import provenance
 from stitchcuda.agents import rubric
+from stitchcuda.agents.rounds import Coder, RoundPolicy, Rounds
 from stitchcuda.agents.verify.replay import files_digest
 from stitchcuda.agents.verify.verifier import VerifyOptions, cuda_available, verify
+from stitchcuda.events import Phase, ProgressEvent, RoundVerdict, RunEnd
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
 
-Progress = Callable[[str, str], None]
+# Receives each ProgressEvent and RoundVerdict as the run goes (the CLI prints or serialises them).
+Progress = Callable[[ProgressEvent | RoundVerdict], None]
 
 
 TIMELINE_TIMEOUT_S = 90.0  # for the Nsight Systems run and its export together, per job
@@ -28,7 +31,7 @@ TIMELINE_TIMEOUT_S = 90.0  # for the Nsight Systems run and its export together,
 
 @dataclass
 class LoopOptions:
-    coder: str = "builtin"
+    coder: str | Coder = "builtin"  # "builtin", "llm", or a Coder object
     rounds: int = 1
     time_budget_s: float | None = None
     verify: VerifyOptions = field(default_factory=VerifyOptions)
@@ -46,6 +49,7 @@ class RunResult:
     message: str
     reference: Verdict | None = None
     meta: dict = field(default_factory=dict)  # provenance: command, commit, gpu, torch, date
+    best_round: RoundVerdict | None = None  # the best candidate's verdict, proposed or not
 
     @property
     def proposal(self) -> Candidate | None:
@@ -65,13 +69,22 @@ class RunResult:
             "best": self.best[0].name if self.best else None,
         }
 
+    def end(self, proposal_dir: Path | None, cancelled: bool = False) -> RunEnd:
+        """The run's last event: `proposal_dir` where the proposal's files were written."""
+        return RunEnd(self.message, summary=str(self.run_dir / "summary.json"),
+                      proposal=str(proposal_dir) if proposal_dir is not None and self.best else None,
+                      cancelled=cancelled, best=self.best_round)
 
-def make_coder(name: str, cancel: threading.Event | None = None):
-    if name == "builtin":
+
+def make_coder(coder: str | Coder, cancel: threading.Event | None = None) -> Coder:
+    """The Coder by name ("builtin" or "llm"); a Coder object (tests, scripts) is used as it is."""
+    if not isinstance(coder, str):
+        return coder
+    if coder == "builtin":
         from stitchcuda.agents.coder import builtin as coder_builtin
 
         return coder_builtin.code
-    if name == "llm":
+    if coder == "llm":
         from stitchcuda.agents.llm.client import LLMError
         from stitchcuda.agents.llm.coder import LLMCoder
 
@@ -79,7 +92,11 @@ def make_coder(name: str, cancel: threading.Event | None = None):
             return LLMCoder(cancel=cancel)
         except (LLMError, ImportError) as e:
             raise UsageError(f"the LLM coder cannot start: {e}") from e
-    raise UsageError(f"unknown coder {name!r} (builtin or llm)")
+    raise UsageError(f"unknown coder {coder!r} (builtin or llm)")
+
+
+def coder_name(coder: str | Coder) -> str:
+    return coder if isinstance(coder, str) else getattr(coder, "name", type(coder).__name__)
 
 
 def plan_task(task: Task) -> Plan:
@@ -95,11 +112,17 @@ def optimize(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
+    """Plan, then rounds of code and verify; `progress` gets every ProgressEvent and RoundVerdict."""
     opts = opts or LoopOptions()
-    say = progress or (lambda phase, detail: None)
+    emit = progress or (lambda event: None)
+
+    def say(phase: Phase, detail: str = "", round: int | None = None, step: str | None = None) -> None:
+        emit(ProgressEvent(phase, detail, round, step))
+
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     code = make_coder(opts.coder, cancel)
+    name = coder_name(opts.coder)
 
     say("planning", f"tracing {task.name}")
     plan = plan_task(task)
@@ -125,71 +148,48 @@ def optimize(
         if plan.profile:
             plan.notes.append(f"reference profile replayed from {opts.verify.replay}")
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
-    attempts: list[tuple[Candidate, Verdict]] = []
-    coder_error = ""
-    seen: set[str] = set()
+    rounds = Rounds(code, task, plan, RoundPolicy(opts.rounds), number_names=True)
     best: tuple[Candidate, Verdict] | None = None
-    for k in range(1, opts.rounds + 1):
+    best_round: RoundVerdict | None = None
+    while rounds.wants_another():
+        k = rounds.round
         if cancel is not None and cancel.is_set():
             break
         if opts.time_budget_s and time.monotonic() - t0 > opts.time_budget_s:
             say("budget", f"time budget of {opts.time_budget_s:.0f} s spent after {k - 1} round(s)")
             break
-        say(f"round {k}: coding", opts.coder)
-        try:
-            cand = code(task, plan) if not attempts else _refine(code, task, plan, attempts)
-        except Exception as e:  # noqa: BLE001 - a coder that fails ends the rounds, with its reason
-            coder_error = f"{type(e).__name__}: {e}"
-            say(f"round {k}: coder failed", coder_error)
-            break
+        say("coding", name, k)
+        cand = rounds.next_candidate()
         if cand is None:
+            if rounds.stopped == "coder-failed":
+                say("coder-failed", rounds.coder_error, k)
+            elif rounds.stopped == "nothing-new":
+                say("nothing-new", "the coder has nothing new to try", k)
             break
-        digest = files_digest(cand.files)
-        if digest in seen:
-            say(f"round {k}", "the coder has nothing new to try")
-            break
-        seen.add(digest)
-        cand.name = f"r{k}-{cand.name}"
         verdict = verify(
             task, cand, run_dir / cand.name, opts.verify,
-            progress=lambda phase, detail, k=k: say(f"round {k}: {phase}", detail), cancel=cancel,
+            progress=lambda step, detail, k=k: say("verifying", detail, k, step), cancel=cancel,
         )
-        verdict.rubric = rubric.score(cand, verdict, plan, attempts[-1] if attempts else None)
+        verdict.rubric = rubric.score(cand, verdict, plan, rounds.last)
         (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
-        attempts.append((cand, verdict))
-        say(f"round {k}: verdict", _verdict_line(verdict))
-        if _better(verdict, best[1] if best else None):
-            best = (cand, verdict)
-        _write_trajectory(code, attempts, run_dir)
+        rounds.record(cand, verdict)
+        event = RoundVerdict.of(k, verdict, best=_better(verdict, best[1] if best else None))
+        if event.best:
+            best, best_round = (cand, verdict), event
+        emit(event)
+        _write_trajectory(code, rounds.attempts, run_dir)
 
-    message, proposal = _conclude(plan, attempts, best, coder_error)
+    attempts = rounds.attempts
+    message, proposal = _conclude(plan, attempts, best, rounds.coder_error)
     gpu = next((v.device for _, v in attempts if v.device and v.device != "cpu"), None)
-    result = RunResult(task, run_dir, plan, attempts, proposal, message, meta=provenance.record(gpu))
+    result = RunResult(task, run_dir, plan, attempts, proposal, message, meta=provenance.record(gpu),
+                       best_round=best_round)
     (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
     return result
 
 
-def _refine(code, task: Task, plan: Plan, attempts: list[tuple[Candidate, Verdict]]) -> Candidate | None:
-    # Coders read the last verdict through `feedback=` (the built-in one raises its fp32 precision a
-    # step after a wrong result); a coder with nothing new to try writes the same files, which the
-    # duplicate check stops.
-    try:
-        return code(task, plan, feedback=attempts[-1][1])
-    except TypeError:
-        return code(task, plan)
-
-
 def _verdict_line(v: Verdict) -> str:
-    if v.accepted and v.ours:
-        parts = [f"correct, {v.ours.median_ms:.3f} ms"]
-        if v.speedup_eager:
-            parts.append(f"{v.speedup_eager:.2f}x vs eager")
-        if v.speedup_compile:
-            parts.append(f"{v.speedup_compile:.2f}x vs torch.compile")
-        if v.phases.get("replayed"):
-            parts.append(f"REPLAYED from a run recorded on {v.device}, not measured here")
-        return ", ".join(parts)
-    return f"{v.status}: {v.message}"
+    return RoundVerdict.of(0, v).line
 
 
 # Candidates within this fraction of each other's time are "of similar speed": the rubric decides.

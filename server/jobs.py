@@ -1,6 +1,6 @@
 """Optimisation jobs for the language server: each one is `stitchcuda optimize --events` in a child
-process, so the server's event loop only reads JSON lines and a crash of the pipeline (or of a
-candidate's worker under it) is a failed job, never a dead server.
+process, so the server's event loop only reads JSON lines (the typed events of stitchcuda/events.py)
+and a crash of the pipeline (or of a candidate's worker under it) is a failed job, never a dead server.
 
 Cancelling sends SIGTERM to the job's process group (the CLI turns it into the pipeline's cancel
 event, which kills the running worker) and SIGKILL if it has not ended a few seconds later.
@@ -20,36 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stitchcuda import events
+from stitchcuda.events import Event, ProgressEvent, RoundVerdict, RunEnd
+from stitchcuda.settings import Settings
+
 KILL_AFTER_S = 10.0
 
 
-@dataclass
-class JobSettings:
-    """The server's `stitchcuda` settings (workspace/configuration), as the job uses them."""
-
-    coder: str = "builtin"
-    rounds: int = 3
-    time_budget_s: float | None = None
-    gpu: int | None = None
-    llm_endpoint: str | None = None
-    llm_model: str | None = None
-    output_folder: str | None = None  # where accepted files go; default: beside the module's file
-    runs_folder: str | None = None  # where run artifacts go; default: the user cache
-    replay: str | None = None  # a recorded GPU run, for machines without a GPU (tests, demos)
-    profile: bool = True  # Nsight Compute on accepted candidates
-    timeline: bool = True  # Nsight Systems on the reference, where nsys is installed
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any] | None) -> JobSettings:
-        cfg = cfg or {}
-        names = {"coder": "coder", "rounds": "rounds", "timeBudget": "time_budget_s", "gpu": "gpu",
-                 "llmEndpoint": "llm_endpoint", "llmModel": "llm_model", "outputFolder": "output_folder",
-                 "runsFolder": "runs_folder", "replay": "replay", "profile": "profile",
-                 "timeline": "timeline"}
-        return cls(**{attr: cfg[key] for key, attr in names.items() if cfg.get(key) is not None})
-
-
-def runs_root(settings: JobSettings) -> Path:
+def runs_root(settings: Settings) -> Path:
     if settings.runs_folder:
         return Path(settings.runs_folder)
     base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
@@ -62,48 +40,33 @@ class Job:
     path: Path
     class_name: str
     run_dir: Path
-    settings: JobSettings
+    settings: Settings
     state: str = "running"  # running | done | failed | cancelled
     message: str = ""
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     proposal: dict[str, str] = field(default_factory=dict)  # file name -> text
+    result: RunEnd | None = None  # the run's last event, once it has ended with one
     _proc: asyncio.subprocess.Process | None = None
     _cancelled: bool = False
 
     @classmethod
-    def new(cls, path: Path, class_name: str, settings: JobSettings) -> Job:
+    def new(cls, path: Path, class_name: str, settings: Settings) -> Job:
         jid = uuid.uuid4().hex[:8]
         return cls(jid, path, class_name, runs_root(settings) / f"{path.stem}-{class_name}-{jid}", settings)
 
     def argv(self) -> list[str]:
-        s = self.settings
-        argv = [sys.executable, "-m", "stitchcuda.cli", "optimize", str(self.path), "--class", self.class_name,
-                "--out", str(self.run_dir), "--events", "--coder", s.coder, "--rounds", str(s.rounds)]
-        if s.time_budget_s:
-            argv += ["--budget", str(s.time_budget_s)]
-        if s.gpu is not None:
-            argv += ["--gpu", str(s.gpu)]
-        if s.replay:
-            argv += ["--replay", s.replay]
-        if not s.profile:
-            argv += ["--no-profile"]
-        if not s.timeline:
-            argv += ["--no-timeline"]
-        return argv
+        return [sys.executable, "-m", "stitchcuda.cli", "optimize", str(self.path), "--class", self.class_name,
+                "--out", str(self.run_dir), "--events", *self.settings.cli_args()]
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if self.settings.llm_endpoint:
-            env["STITCHCUDA_LLM_ENDPOINT"] = self.settings.llm_endpoint
-        if self.settings.llm_model:
-            env["STITCHCUDA_LLM_MODEL"] = self.settings.llm_model
-        return env
+        return dict(os.environ, PYTHONUNBUFFERED="1")
 
-    async def run(self, on_event: Callable[[dict[str, Any]], None]) -> None:
-        """Run to the end; every progress event goes to on_event; state and message say how it ended."""
+    async def run(self, on_event: Callable[[ProgressEvent | RoundVerdict], None]) -> None:
+        """Run to the end; every progress and verdict event goes to on_event; state and message say
+        how it ended."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] | None = None
+        result: RunEnd | None = None
         with (self.run_dir / "job.log").open("wb") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv(), stdout=asyncio.subprocess.PIPE, stderr=log, env=self.env(),
@@ -114,22 +77,23 @@ class Job:
             assert self._proc.stdout is not None
             async for raw in self._proc.stdout:
                 try:
-                    event = json.loads(raw)
+                    event = events.from_json(raw)
                 except ValueError:
                     continue  # a stray print from user code: not ours
                 self.events.append(event)
-                if event.get("event") == "result":
+                if isinstance(event, RunEnd):
                     result = event
                 else:
                     on_event(event)
             rc = await self._proc.wait()
         self._finish(rc, result)
 
-    def _finish(self, rc: int, result: dict[str, Any] | None) -> None:
-        if result is not None and Path(result.get("summary") or "").is_file():
-            self.summary = json.loads(Path(result["summary"]).read_text())
-        if result is not None and result.get("proposal"):
-            folder = Path(result["proposal"])
+    def _finish(self, rc: int, result: RunEnd | None) -> None:
+        self.result = result
+        if result is not None and Path(result.summary or "").is_file():
+            self.summary = json.loads(Path(result.summary).read_text())
+        if result is not None and result.proposal:
+            folder = Path(result.proposal)
             self.proposal = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
         if self._cancelled:
             self.state, self.message = "cancelled", "cancelled"
@@ -138,7 +102,7 @@ class Job:
             self.state = "failed"
             self.message = f"the optimisation process ended without a result (exit {rc}): " + " | ".join(tail)
         else:
-            self.state, self.message = "done", result.get("message", "")
+            self.state, self.message = "done", result.message
 
     def cancel(self) -> None:
         if self.state != "running" or self._cancelled:

@@ -26,11 +26,12 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import from_fs_path, to_fs_path
 
 from stitchcuda import __version__
+from stitchcuda.events import ProgressEvent, RoundVerdict
 from stitchcuda.types import Verdict
 
-from . import diagnostics, modules, proposal
+from . import config, diagnostics, modules, proposal
 from .diagnostics import Annotated
-from .jobs import Job, JobSettings
+from .jobs import Job
 
 log = logging.getLogger(__name__)
 OPTIMIZE, CANCEL, JOBS = "stitchcuda.optimize", "stitchcuda.cancel", "stitchcuda.jobs"
@@ -150,38 +151,18 @@ def _scaffold_edit(ls: StitchServer, uri: str, found: modules.PythonFile, mod: m
 # Jobs
 
 
-def _section(value: Any) -> dict[str, Any] | None:
-    if not isinstance(value, dict):
-        return None
-    inner = value.get("stitchcuda")
-    return inner if isinstance(inner, dict) else value
-
-
 @server.feature(lsp.INITIALIZE)
 def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
     opts = params.initialization_options
-    ls.pushed_settings = _section(opts)
+    ls.pushed_settings = config.section(opts)
     ls.client_job_ui = bool(isinstance(opts, dict) and opts.get("jobUi"))
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def configuration_changed(ls: StitchServer, params: lsp.DidChangeConfigurationParams) -> None:
-    got = _section(params.settings)
+    got = config.section(params.settings)
     if got is not None:
         ls.pushed_settings = got
-
-
-async def _settings(ls: StitchServer, uri: str) -> JobSettings:
-    caps = ls.client_capabilities.workspace
-    if not (caps and caps.configuration):
-        return JobSettings.from_config(ls.pushed_settings)
-    try:
-        got = await ls.workspace_configuration_async(
-            lsp.ConfigurationParams(items=[lsp.ConfigurationItem(scope_uri=uri, section="stitchcuda")]))
-    except Exception as e:  # noqa: BLE001 - a client that fails the request gets the defaults
-        log.warning("workspace/configuration failed: %s", e)
-        return JobSettings()
-    return JobSettings.from_config(got[0] if got and isinstance(got[0], dict) else None)
 
 
 @server.command(OPTIMIZE)
@@ -199,7 +180,7 @@ async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
     doc = ls.workspace.text_documents.get(uri)
     if doc is not None and doc.source != path.read_text(errors="replace"):
         ls.say(lsp.MessageType.Warning, f"{path.name} has unsaved changes: optimising the saved file")
-    settings = await _settings(ls, uri)
+    settings = await config.read(ls, uri, ls.pushed_settings)
     job = Job.new(path, class_name, settings)
     # An earlier job on the same module: its diagnostics give way to this one's.
     for old in ls.jobs.values():
@@ -213,7 +194,7 @@ async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
         await ls.work_done_progress.create_async(token)
         ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
             title=f"StitchCUDA: {class_name}", message="starting", cancellable=True, percentage=0))
-    ls.protocol.notify(JOB_UPDATE, _job_state(job, None, "starting"))
+    ls.protocol.notify(JOB_UPDATE, _job_state(job, detail="starting"))
     task = asyncio.create_task(_run(ls, job, token if progress else None))
     ls.tasks.add(task)
     task.add_done_callback(ls.tasks.discard)
@@ -221,28 +202,34 @@ async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
 
 
 async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
-    best: list[str] = []
+    best: RoundVerdict | None = None  # the run's best candidate so far, as the loop judges it
+    last: ProgressEvent | None = None
 
-    def on_event(e: dict[str, Any]) -> None:
-        phase, detail = e.get("phase", ""), e.get("detail", "")
-        if phase.endswith(": verdict") and detail.startswith("correct"):
-            best.append(detail)
-        ls.protocol.notify(JOB_UPDATE, _job_state(job, best[-1] if best else None, f"{phase} {detail}".strip()))
+    def on_event(e: ProgressEvent | RoundVerdict) -> None:
+        nonlocal best, last
+        if isinstance(e, RoundVerdict):
+            best = e if e.best else best
+            text = f"{e.label} {e.line}"
+        else:
+            last = e
+            text = f"{e.label} {e.detail}".strip()
+        ls.protocol.notify(JOB_UPDATE, _job_state(job, best, last, text))
         if token is None:
             return
-        k = _round_of(phase)
-        pct = int(100 * (k - 1) / max(1, job.settings.rounds)) if k else None
-        msg = f"{phase} {detail}".strip() + (f" | best so far: {best[-1]}" if best else "")
+        pct = int(100 * (e.round - 1) / max(1, job.settings.rounds)) if e.round else None
+        msg = text + (f" | best so far: {best.line}" if best else "")
         ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=msg[:200], percentage=pct))
 
     try:
         await job.run(on_event)
     except Exception as e:  # noqa: BLE001 - a job that cannot even start is a failed job
         job.state, job.message = "failed", f"could not run the optimisation: {type(e).__name__}: {e}"
+    if job.result is not None and job.result.best is not None:
+        best = job.result.best
     if token is not None:
         ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=f"{job.state}: {job.message}"[:200]))
     _publish_job(ls, job)
-    ls.protocol.notify(JOB_UPDATE, _job_state(job, best[-1] if best else None))
+    ls.protocol.notify(JOB_UPDATE, _job_state(job, best, last))
     if ls.client_job_ui:
         return
     kind = lsp.MessageType.Info if job.proposal else lsp.MessageType.Warning
@@ -252,18 +239,14 @@ async def _run(ls: StitchServer, job: Job, token: str | None) -> None:
     ls.say(kind, f"StitchCUDA {job.class_name}: {job.message}{tail}")
 
 
-def _job_state(job: Job, best: str | None = None, detail: str = "") -> dict[str, Any]:
+def _job_state(job: Job, best: RoundVerdict | None = None, progress: ProgressEvent | None = None,
+               detail: str = "") -> dict[str, Any]:
+    """The params of stitchcuda/jobUpdate (extension/src/events.ts's JobUpdate): `best` and
+    `progress` are the events' own dictionaries (numbers and codes); `message` is for people."""
     return {"jobId": job.id, "file": str(job.path), "uri": from_fs_path(str(job.path)),
-            "className": job.class_name, "state": job.state,
-            "message": job.message or detail, "best": best, "hasProposal": bool(job.proposal)}
-
-
-def _round_of(phase: str) -> int | None:
-    if phase.startswith("round "):
-        head = phase.split(":", 1)[0].split()
-        if len(head) > 1 and head[1].isdigit():
-            return int(head[1])
-    return None
+            "className": job.class_name, "state": job.state, "message": job.message or detail,
+            "best": best.to_dict() if best else None, "progress": progress.to_dict() if progress else None,
+            "rounds": job.settings.rounds, "hasProposal": bool(job.proposal)}
 
 
 def _publish_job(ls: StitchServer, job: Job) -> None:

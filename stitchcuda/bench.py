@@ -17,13 +17,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
+
 from . import provenance
 from .task import TaskError, find_task
 from .types import Candidate, Verdict
-
-# Verifier rounds per problem: the first candidate and at most two answers to wrong results (the
-# built-in coder's precision ladder has two steps above TF32).
-MAX_ATTEMPTS = 3
 
 
 class _Attempt(NamedTuple):
@@ -31,7 +29,7 @@ class _Attempt(NamedTuple):
 
     path: Path
     task: Any
-    plan: Any
+    rounds: Rounds | None  # the problem's rounds (agents/rounds.py); None without a candidate
     cand: Candidate | None
     note: str
     attempt: int
@@ -149,15 +147,18 @@ def run_bench(
     paths: list[str],
     out: Path,
     *,
-    coder: str = "builtin",
+    coder: str | Coder = "builtin",
     jobs: int = 1,
     gpus: list[int] | None = None,
     verify_opts=None,
     resume: bool = False,
     deadline_s: float | None = None,
     on_event: Callable[[str], None] = print,
+    policy: RoundPolicy = BENCH_POLICY,
 ) -> dict[str, Any]:
-    from stitchcuda.agents.loop import make_coder, plan_task
+    """Every problem's rounds under `policy` (the round engine `optimize` uses too), verified by a
+    pool of workers: `jobs` per GPU side by side, the Verifier's GPU lock timing one at a time."""
+    from stitchcuda.agents.loop import coder_name, make_coder, plan_task
     from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
 
     files = expand_paths(paths)
@@ -183,7 +184,7 @@ def run_bench(
     report: dict[str, Any] = {
         "meta": {
             **provenance.record(),
-            "coder": coder,
+            "coder": coder_name(coder),
             "jobs": jobs,
         },
         "problems": [],
@@ -210,21 +211,7 @@ def run_bench(
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s
 
-    def wants_another(v: Verdict, plan: Any, attempt: int) -> bool:
-        # A wrong result gets another round with the Verifier's verdict as feedback (the built-in
-        # coder then raises its fp32 precision a step), as `optimize`'s rounds would, up to
-        # MAX_ATTEMPTS.
-        return v.status == "incorrect" and plan is not None and attempt < MAX_ATTEMPTS
-
-    def next_candidate(task: Any, plan: Any, cand: Candidate | None, v: Verdict) -> Candidate | None:
-        """The coder's answer to the verdict; None where it fails or has nothing new (the same files)."""
-        try:
-            retry = code(task, plan, feedback=v)
-        except Exception:  # noqa: BLE001 - no further round; this verdict stands
-            return None
-        return None if retry is None or (cand is not None and retry.files == cand.files) else retry
-
-    def launch(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
+    def launch(f: Path, task: Any, rounds: Rounds | None, cand: Candidate | None, note: str, attempt: int) -> None:
         work = out / "runs" / (f.stem if attempt == 1 else f"{f.stem}-r{attempt}")
         fut = pool.submit(task, cand, work)
 
@@ -250,10 +237,13 @@ def run_bench(
                 return
             # Past the deadline the round is left pending, for --resume.
             retry = None
-            wants_retry = wants_another(v, plan, attempt)
-            if wants_retry and not past_deadline():
-                retry = next_candidate(task, plan, cand, v)
-                wants_retry = retry is not None  # no further round to wait for: the verdict stands
+            wants_retry = False
+            if rounds is not None and cand is not None:
+                rounds.record(cand, v)
+                wants_retry = rounds.wants_another()
+                if wants_retry and not past_deadline():
+                    retry = rounds.next_candidate()
+                    wants_retry = retry is not None  # no further round to wait for: the verdict stands
             with lock:
                 report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
                 results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}
@@ -266,11 +256,11 @@ def run_bench(
                      + (f"; trying {retry.name}" if retry is not None else ""))
             save()
             if retry is not None:
-                launch(f, task, plan, retry, note, attempt + 1)
+                launch(f, task, rounds, retry, note, attempt + 1)
 
         fut.add_done_callback(finished)
         with lock:
-            pending.append(_Attempt(f, task, plan, cand, note, attempt, fut))
+            pending.append(_Attempt(f, task, rounds, cand, note, attempt, fut))
 
     for f in files:
         if str(f) in results and str(f) not in rerun:
@@ -280,20 +270,26 @@ def run_bench(
         try:
             task = find_task(f)
             plan = plan_task(task)
-            cand = code(task, plan) if plan.supported else None
-            note = "; ".join(plan.unsupported)[:300] if cand is None else ""
         except TaskError as e:
             results[str(f)] = entry_for(f, None, None, str(e), status="task-error")
             continue
-        except Exception as e:  # noqa: BLE001 - a planner/coder bug on one problem must not end the bench
-            task, cand, note = find_task(f), None, f"planner/coder error: {type(e).__name__}: {e}"
-        launch(f, task, plan if cand is not None else None, cand, note, 1)
+        except Exception as e:  # noqa: BLE001 - a planner bug on one problem must not end the bench
+            launch(f, find_task(f), None, None, f"planner/coder error: {type(e).__name__}: {e}", 1)
+            continue
+        rounds = Rounds(code, task, plan, policy)
+        cand = rounds.next_candidate() if plan.supported else None
+        if rounds.coder_error:
+            note = f"planner/coder error: {rounds.coder_error}"
+        else:
+            note = "; ".join(plan.unsupported)[:300] if cand is None else ""
+        # Without a candidate only the reference is timed.
+        launch(f, task, rounds if cand is not None else None, cand, note, 1)
 
     def busy() -> bool:
         with lock:
             return in_callbacks[0] > 0 or any(not p.verdict.done() for p in pending)
 
-    def _run_alone(f: Path, task: Any, plan: Any, cand: Candidate | None, note: str, attempt: int) -> None:
+    def _run_alone(f: Path, task: Any, rounds: Rounds | None, cand: Candidate | None, note: str, attempt: int) -> None:
         while True:
             fut = pool.submit(task, cand, out / "runs" / (f"{f.stem}-alone" + ("" if attempt == 1 else f"-r{attempt}")))
             try:
@@ -306,9 +302,12 @@ def run_bench(
             e = results[str(f)]
             on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
             save()
-            if not wants_another(v, plan, attempt) or past_deadline():
+            if rounds is None or cand is None:
                 return
-            retry = next_candidate(task, plan, cand, v)
+            rounds.record(cand, v)  # the same candidate: its round's verdict is replaced
+            if not rounds.wants_another() or past_deadline():
+                return
+            retry = rounds.next_candidate()
             if retry is None:
                 return
             on_event(f"{f.name}: trying {retry.name} (alone)")
@@ -333,7 +332,7 @@ def run_bench(
             if entry is None or entry.get("status") != "oom" or past_deadline():
                 continue
             on_event(f"{p.path.name}: out of memory beside other workers; running it again alone")
-            _run_alone(p.path, p.task, p.plan, p.cand, p.note, p.attempt)
+            _run_alone(p.path, p.task, p.rounds, p.cand, p.note, p.attempt)
 
     pool.shutdown()
     report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"

@@ -14,6 +14,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from . import events
+from .events import Event, ProgressEvent, RoundVerdict, RunEnd
 from .task import TaskError, UsageError, find_task
 from .types import Candidate, Verdict
 
@@ -21,6 +23,7 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _progress_printer(prefix: str = ""):
+    """Progress for people: a phase ("round 2: build") and what happens in it, one line each."""
     last = {"phase": None}
 
     def show(phase: str, detail: str) -> None:
@@ -30,6 +33,18 @@ def _progress_printer(prefix: str = ""):
         console.print(f"[dim]{dt.datetime.now():%H:%M:%S}[/] {escape(prefix)}[bold]{escape(phase)}[/] {escape(detail)}")
 
     return show
+
+
+def _event_shower(show):
+    """The loop's typed events, for `show(phase, detail)` as the CLI has always printed them."""
+
+    def on_event(event: ProgressEvent | RoundVerdict) -> None:
+        if isinstance(event, RoundVerdict):
+            show(event.label, event.line)
+        else:
+            show(event.label, event.detail)
+
+    return on_event
 
 
 def _cancel_handler(cancel: threading.Event):
@@ -42,18 +57,18 @@ def _cancel_handler(cancel: threading.Event):
     return handle
 
 
-def _emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event, default=str) + "\n")
+def _emit(event: Event) -> None:
+    sys.stdout.write(events.to_json(event) + "\n")
     sys.stdout.flush()
 
 
 def _event_printer():
-    """Progress as JSON lines on stdout, for a program driving the run (the language server)."""
+    """The loop's events as JSON lines on stdout, for a program driving the run (the language server)."""
 
-    def show(phase: str, detail: str) -> None:
-        if phase.endswith("done") and not detail:
-            return  # the worker's own end marker; the verdict line follows
-        _emit({"event": "progress", "phase": phase, "detail": detail})
+    def show(event: ProgressEvent | RoundVerdict) -> None:
+        if isinstance(event, ProgressEvent) and event.step == "done" and not event.detail:
+            return  # the worker's own end marker; the verdict follows
+        _emit(event)
 
     return show
 
@@ -113,22 +128,20 @@ def cmd_optimize(args) -> int:
     # SIGTERM (how the language server stops a job) cancels like Ctrl-C: the running candidate's
     # worker is killed and the run ends with what it has.
     signal.signal(signal.SIGTERM, _cancel_handler(cancel))
-    progress = _event_printer() if args.events else _progress_printer()
+    progress = _event_printer() if args.events else _event_shower(_progress_printer())
     try:
         result = optimize(task, out, opts, progress=progress, cancel=cancel)
     except KeyboardInterrupt:
         cancel.set()
         console.print("[red]cancelled[/]")
         if args.events:
-            _emit({"event": "result", "message": "cancelled", "summary": None, "proposal": None, "cancelled": True})
+            _emit(RunEnd("cancelled", cancelled=True))
         return 130
     proposal_dir = out / "proposal"
     if result.proposal is not None:
         result.proposal.write(proposal_dir)
     if args.events:
-        _emit({"event": "result", "message": result.message, "summary": str(out / "summary.json"),
-               "proposal": str(proposal_dir) if result.proposal is not None else None,
-               "cancelled": cancel.is_set()})
+        _emit(result.end(proposal_dir, cancelled=cancel.is_set()))
     for _cand, v in result.attempts:
         _print_verdict(v)
     if result.proposal is not None:

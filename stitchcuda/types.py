@@ -10,7 +10,16 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+# How exactly a candidate's fp32 library calls (matmul, convolution) compute, lowest first: the
+# built-in Coder's precision ladder climbs it one step after each wrong result.
+#   tf32:   TF32 tensor cores (the Verifier's matmul/conv tolerance allows it), the default; also
+#           what a candidate without such calls is built at
+#   3xtf32: matmul as 3xTF32 (split operands, still tensor cores) and convolution without TF32
+#   fp32:   matmul in full fp32 on the FMA units too, as PyTorch's own default runs it
+Precision = Literal["tf32", "3xtf32", "fp32"]
+PRECISIONS: tuple[Precision, ...] = ("tf32", "3xtf32", "fp32")
 
 
 @dataclass
@@ -66,6 +75,7 @@ class Candidate:
     module: str = "model_new.py"
     origin: str = "builtin"  # builtin | llm | user
     notes: list[str] = field(default_factory=list)
+    precision: Precision = "tf32"  # the level its fp32 library calls were built at (PRECISIONS)
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -93,7 +103,12 @@ class Finding:
     kernel: str | None = None
     line: int | None = None  # 1-based line in `file`
     file: str | None = None
+    # Typed details by code. "output-mismatch": data["set"] (the input set) and data[FINITE_MISS]
+    # (True where finite values missed the tolerance, the one miss more precision can mend).
     data: dict[str, Any] = field(default_factory=dict)
+
+
+FINITE_MISS = "finite_miss"
 
 
 @dataclass
@@ -130,6 +145,9 @@ class Verdict:
     kernel_us: dict[str, float] = field(default_factory=dict)
     kernel_launches: dict[str, int] = field(default_factory=dict)
     rubric: dict[str, Any] = field(default_factory=dict)  # agents/rubric.py, filled in by the loop
+    # The candidate's precision level (Candidate.precision), so feedback on this verdict says which
+    # level was judged; recordings from before the field read as the default.
+    precision: Precision = "tf32"
 
     @property
     def accepted(self) -> bool:

@@ -21,6 +21,7 @@ from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.task import import_file
+from stitchcuda.types import FINITE_MISS, Candidate
 
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _ids = itertools.count()
@@ -221,54 +222,63 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     assert "CUBLAS_COMPUTE_32F_FAST_TF32" in first.files["fused_kernels.cu"]
     same = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="hacked"))
     assert same.files == first.files
-    def wrong(name: str) -> Verdict:
-        return Verdict(candidate=name, status="incorrect", findings=[Finding("output-mismatch", MISS)])
+    def wrong(cand) -> Verdict:
+        # The Verifier copies the candidate's precision into its verdict; the finding is marked as a
+        # miss on finite values, the one more precision can mend.
+        return Verdict(candidate=cand.name, status="incorrect", precision=cand.precision,
+                       findings=[Finding("output-mismatch", MISS, data={FINITE_MISS: True})])
 
-    second = coder_builtin.code(task, p, feedback=wrong(first.name))
-    assert second.name.endswith("-fp32")
+    assert first.precision == "tf32"
+    second = coder_builtin.code(task, p, feedback=wrong(first))
+    assert second.precision == "3xtf32" and second.name.endswith("-fp32")
     cu = second.files["fused_kernels.cu"]
     assert "sc_tf32_split(" in cu and cu.count("cublasGemmEx(") == 3  # three products, split operands
     assert "cublasLtMatmul(" not in cu  # the bias is copied in before the products accumulate
     assert any("3xTF32" in n for n in second.notes)
     # 3xTF32 wrong too (on the H100 its error reached 13x fp32's with K = 8192): full fp32, no split.
-    # The loop prefixes its round ("r2-"), the bench does not: either way the suffix tells the level.
-    for prefix in ("", "r2-"):
-        third = coder_builtin.code(task, p, feedback=wrong(prefix + second.name))
-        assert third.name.endswith("-fp32full")
+    # The level comes from the verdict's precision field, whatever the candidate is called.
+    for name in ("anything", "r2-" + second.name):
+        renamed = Candidate(name, second.files, precision=second.precision)
+        third = coder_builtin.code(task, p, feedback=wrong(renamed))
+        assert third.precision == "fp32" and third.name.endswith("-fp32full")
         cu3 = third.files["fused_kernels.cu"]
         assert "sc_tf32_split" not in cu3 and "FAST_TF32" not in cu3 and "CUBLAS_COMPUTE_32F," in cu3
         assert any("no TF32" in n for n in third.notes)
     # Nothing above full fp32: the same files again, which ends the rounds.
-    last = coder_builtin.code(task, p, feedback=wrong("r3-" + third.name))
+    last = coder_builtin.code(task, p, feedback=wrong(third))
     assert last.files == third.files
     # A right answer at any level resets to TF32: the same files as the first round.
-    ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok"))
+    ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok", precision="fp32"))
     assert ok.files == first.files
 
 
 MISS = "random-0: output 0: 12 of 4096 elements beyond tolerance (rtol 0.01); max |diff| 0.02"
+MARKED = {FINITE_MISS: True}
 
 
 def test_precision_ladder_levels():
     from stitchcuda.agents.coder import kernels
     from stitchcuda.types import Finding, Verdict
 
-    def after(name: str, status: str = "incorrect", findings: tuple[tuple[str, str], ...] = (("output-mismatch", MISS),)) -> int:
-        return coder_builtin.precision_after(
-            Verdict(candidate=name, status=status, findings=[Finding(c, m) for c, m in findings]))
+    def after(precision: str, status: str = "incorrect",
+              findings: tuple[tuple[str, dict], ...] = (("output-mismatch", MARKED),)) -> int:
+        return coder_builtin.precision_after(Verdict(candidate="c", status=status, precision=precision,
+                                                     findings=[Finding(c, "m", data=d) for c, d in findings]))
 
     assert coder_builtin.precision_after(None) == kernels.PRECISE_TF32
-    assert after("builtin") == kernels.PRECISE_SPLIT
-    assert after("r1-builtin-pointwise") == kernels.PRECISE_SPLIT
-    assert after("builtin-fp32") == after("r2-builtin-fp32") == kernels.PRECISE_FP32
-    assert after("builtin-fp32full") == kernels.PRECISE_FP32
-    assert after("builtin-fp32", "hacked") == after("builtin-fp32", "ok") == kernels.PRECISE_TF32
+    assert after("tf32") == kernels.PRECISE_SPLIT
+    assert after("3xtf32") == kernels.PRECISE_FP32
+    assert after("fp32") == kernels.PRECISE_FP32
+    assert after("3xtf32", "hacked") == after("3xtf32", "ok") == kernels.PRECISE_TF32
     # Wrong in ways more precision cannot mend: the same level again (the same files end the rounds).
-    nan = (("output-mismatch", "random-0: output 0: 3 elements NaN where the reference is finite (unwritten or wrong)"),)
-    assert after("builtin", findings=nan) == kernels.PRECISE_TF32
-    assert after("builtin-fp32", findings=nan) == kernels.PRECISE_SPLIT
-    written = (("output-mismatch", MISS), ("mutates-input", "modified input(s) [0] in place"))
-    assert after("builtin", findings=written) == kernels.PRECISE_TF32
+    nan = (("output-mismatch", {FINITE_MISS: False}),)
+    assert after("tf32", findings=nan) == kernels.PRECISE_TF32
+    assert after("3xtf32", findings=nan) == kernels.PRECISE_SPLIT
+    written = (("output-mismatch", MARKED), ("mutates-input", {}))
+    assert after("tf32", findings=written) == kernels.PRECISE_TF32
+    # The name and the message say nothing to the ladder: only the fields do.
+    named = Verdict(candidate="r2-builtin-fp32", status="incorrect", findings=[Finding("output-mismatch", MISS)])
+    assert coder_builtin.precision_after(named) == kernels.PRECISE_TF32
 
 
 def test_precise_convolution_asks_cudnn_for_fma_math():

@@ -220,16 +220,20 @@ def test_editor_settings_reach_the_job_command_line(tmp_path):
     """VS Code's keys (the extension's resolved section) become the optimize command's flags, and the
     command line parses: Nsight Compute and the Nsight Systems timeline can each be turned off."""
     from stitchcuda.cli import build_parser
-    from stitchcuda.server.jobs import Job, JobSettings
+    from stitchcuda.server.jobs import Job
+    from stitchcuda.settings import Settings
 
-    s = JobSettings.from_config({"rounds": 2, "timeBudget": 60, "gpu": 1, "profile": False, "timeline": False,
-                                 "interpreter": "/x/python"})
+    s, problems = Settings.from_config({"rounds": 2, "timeBudget": 60, "gpu": 1, "profile": False,
+                                        "timeline": False, "interpreter": "/x/python",
+                                        "llmEndpoint": "http://127.0.0.1:9/v1", "llmModel": "m"})
+    assert problems == []
     assert (s.rounds, s.time_budget_s, s.gpu, s.profile, s.timeline) == (2, 60, 1, False, False)
     argv = Job.new(tmp_path / "m.py", "Block", s).argv()
     assert argv[1:4] == ["-m", "stitchcuda.cli", "optimize"]
     args = build_parser().parse_args(argv[3:])
     assert (args.rounds, args.budget, args.gpu, args.no_profile, args.no_timeline) == (2, 60.0, 1, True, True)
-    default = build_parser().parse_args(Job.new(tmp_path / "m.py", "Block", JobSettings.from_config({})).argv()[3:])
+    assert (args.llm_endpoint, args.llm_model) == ("http://127.0.0.1:9/v1", "m")
+    default = build_parser().parse_args(Job.new(tmp_path / "m.py", "Block", Settings()).argv()[3:])
     assert (default.no_profile, default.no_timeline) == (False, False)
 
 

@@ -222,3 +222,35 @@ def test_running_out_of_time_in_torch_compile_keeps_the_verdict(tmp_path, phase,
         assert v.compiled is None and any("torch.compile of the reference was still running" in n for n in v.notes)
     else:
         assert v.status == "timeout" and not v.correct and not v.accepted
+
+
+@pytest.mark.parametrize(("body", "finite"), [("v", True), ("v > 0.f ? v : NAN", False)],
+                         ids=["values-off", "nan-placed"])
+def test_a_wrong_result_says_whether_finite_values_missed(tmp_path, opts, body, finite):
+    """The output-mismatch Finding carries a typed marker the Coder's precision ladder reads: finite
+    values beyond tolerance (more precision may mend it) or not (NaN where the reference is finite).
+    The verdict also carries the candidate's precision level."""
+    from stitchcuda.types import FINITE_MISS
+
+    good = hack_candidate("good_affine")
+    bad = Candidate(name="bad", precision="3xtf32",
+                    files={**good.files, "kernels.cpp": good.files["kernels.cpp"].replace("v > 0.f ? v : 0.f", body)})
+    v = verify(hack_task("ref_affine"), bad, tmp_path / "w", opts(random_sets=1, adversarial=("negated",)))
+    assert v.status == "incorrect", (v.status, v.message)
+    (miss,) = [f for f in v.findings if f.code == "output-mismatch"]
+    assert miss.data[FINITE_MISS] is finite
+    assert v.precision == "3xtf32"
+
+
+def test_finite_miss_reads_the_comparison_not_its_words():
+    import torch
+
+    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs
+    from stitchcuda.agents.verify.worker import finite_miss
+
+    ref = torch.ones(64)
+    tol = Tolerance(1e-4, "test")
+    assert finite_miss(compare_outputs([ref], [ref + 0.5], tol))
+    assert not finite_miss(compare_outputs([ref], [ref.clone().fill_(float("nan"))], tol))
+    assert not finite_miss(compare_outputs([ref], [torch.ones(8)], tol))  # shape
+    assert not finite_miss(compare_outputs([ref], [ref.clone()], tol))  # a match is no miss

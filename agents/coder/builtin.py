@@ -13,16 +13,16 @@ from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
 from stitchcuda.agents.coder.orchestrate import Step, describe, orchestrator
 from stitchcuda.agents.graph import by_name, picks
-from stitchcuda.types import Candidate, Plan, Task, Verdict
+from stitchcuda.types import FINITE_MISS, Candidate, Plan, Precision, Task, Verdict
 
 
-def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidate | None:
-    """Candidate for a plan the built-in coder covers entirely, else None.
+def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate | None:
+    """Candidate for a plan the built-in coder covers entirely, else None (a `Coder`, agents/rounds.py).
 
     The coder is deterministic. Feedback changes one thing: after each candidate that failed the
     comparison, the next one's fp32 library calls are one step more exact (`precision_after`:
     convolution without TF32 and matmul as 3xTF32, then matmul in full fp32; slower, closer to the
-    reference). Otherwise a further round yields the same files, which the loop recognises and stops on."""
+    reference). Otherwise a further round yields the same files, which the rounds recognise and stop on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
     from stitchcuda.task import load_task_module
@@ -31,20 +31,25 @@ def code(task: Task, plan: Plan, *, feedback: Verdict | None = None) -> Candidat
     return build_candidate(plan, cls, title=task.name, precise=precision_after(feedback))
 
 
-# The name's suffix per precision level, so the next round can tell which level failed.
+# Candidate.precision for each of the emitters' levels (kernels.PRECISE_*), and back.
+PRECISION_OF: dict[int, Precision] = {kernels.PRECISE_TF32: "tf32", kernels.PRECISE_SPLIT: "3xtf32",
+                                      kernels.PRECISE_FP32: "fp32"}
+LEVEL_OF: dict[Precision, int] = {p: lvl for lvl, p in PRECISION_OF.items()}
+# The name's suffix per level, for people reading a run folder; the ladder reads Verdict.precision.
 _SUFFIX = {kernels.PRECISE_SPLIT: "-fp32", kernels.PRECISE_FP32: "-fp32full"}
 
 
 def precision_after(feedback: Verdict | None) -> int:
     """The precision level for the round after `feedback`: up one step from the level of the
-    candidate it judged when that one missed the tolerance on finite values; the same level when it
-    was wrong otherwise (NaN where the reference has none, an input written over: more precision
-    would not help, and the same files end the rounds); else the default (TF32)."""
+    candidate it judged (Verdict.precision) when that one missed the tolerance on finite values
+    (an output-mismatch Finding marked FINITE_MISS); the same level when it was wrong otherwise
+    (NaN where the reference has none, an input written over: more precision would not help, and
+    the same files end the rounds); else the default (TF32)."""
     if feedback is None or feedback.status != "incorrect":
         return kernels.PRECISE_TF32
-    failed = next((lvl for lvl, sfx in _SUFFIX.items() if feedback.candidate.endswith(sfx)), kernels.PRECISE_TF32)
+    failed = LEVEL_OF.get(feedback.precision, kernels.PRECISE_TF32)
     codes = {f.code for f in feedback.findings}
-    finite_miss = any(f.code == "output-mismatch" and "beyond tolerance" in f.message for f in feedback.findings)
+    finite_miss = any(f.code == "output-mismatch" and f.data.get(FINITE_MISS) for f in feedback.findings)
     if not finite_miss or "mutates-input" in codes:
         return failed
     return min(failed + 1, kernels.PRECISE_FP32)
@@ -71,9 +76,12 @@ def build_candidate(
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]
     name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
-    if precise and any("no TF32" in describe(s) or "3xTF32" in describe(s) for s in steps):
-        name += _SUFFIX[min(int(precise), kernels.PRECISE_FP32)]
-    return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes)
+    level = min(int(precise), kernels.PRECISE_FP32)
+    # A level that changed no library call (no fp32 matmul or convolution) builds the default's files.
+    if not any("no TF32" in describe(s) or "3xTF32" in describe(s) for s in steps):
+        level = kernels.PRECISE_TF32
+    name += _SUFFIX.get(level, "")
+    return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes, precision=PRECISION_OF[level])
 
 
 def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]:

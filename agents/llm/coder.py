@@ -1,5 +1,5 @@
-"""The LLM Coder: the same call as the built-in one, `code(task, plan, feedback=None)`, over any
-OpenAI-compatible server. The first call is skill 1 (plan -> code, seeded with the built-in
+"""The LLM Coder: a `Coder` (agents/rounds.py) like the built-in one, `code(task, plan, feedback=None)`,
+over any OpenAI-compatible server. The first call is skill 1 (plan -> code, seeded with the built-in
 coder's candidate when it has one); each later call is skill 2 (the last candidate's code plus the
 Verifier's feedback -> better code). An answer that cannot be parsed into files is sent back with
 the reason, a bounded number of times. Every exchange is kept as a trajectory turn.

@@ -127,6 +127,8 @@ def verify(
         from stitchcuda.agents.verify import replay
 
         verdict = replay.overlay(verdict, replay.load(Path(opts.replay)), candidate, opts.replay)
+    if candidate is not None:
+        verdict.precision = candidate.precision  # what the next round's Coder reads back (feedback)
     profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
     if candidate is not None and profiled and not static:
         if not (cancel is not None and cancel.is_set()):

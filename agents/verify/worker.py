@@ -41,7 +41,7 @@ from stitchcuda.agents.verify.compare import (
 from stitchcuda.agents.verify.locks import file_lock
 from stitchcuda.inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
 from stitchcuda.task import build_model, import_file
-from stitchcuda.types import Finding, Verdict
+from stitchcuda.types import FINITE_MISS, Finding, Verdict
 
 
 class Recorder:
@@ -322,7 +322,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         if referee is not None:
             check["referee"] = {"ok": referee.ok, "message": referee.message}
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
-            v.findings.append(Finding("output-mismatch", f"{name}: {m.message}", data={"set": name}))
+            v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
+                                      data={"set": name, FINITE_MISS: finite_miss(m)}))
         if lean:
             mutated = [i for i in cand_changed if i not in ref_changed]
         else:
@@ -659,6 +660,13 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
 NEAR_MISS_FACTOR = 4.0
 
 
+def finite_miss(m: Mismatch) -> bool:
+    """Whether a failed comparison missed on finite values (elements beyond tolerance, or the L2
+    error): compare.py gives those misses their error figures, while NaN/inf placement, shapes,
+    dtypes and integer outputs leave them at zero. The Coder raises its precision only for these."""
+    return not m.ok and (m.rel_norm > 0 or m.max_abs > 0)
+
+
 def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: list[dict[str, Any]],
                           tol: Tolerance) -> tuple[list[Finding], bool]:
     """Hack findings from the timed calls (`wrong`: trials whose output was wrong) and the fresh set
@@ -734,7 +742,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         v.correct = False
         v.status = "incorrect"
         v.message = f"after-timing (a fresh input set): {m.message}"
-        v.findings.append(Finding("output-mismatch", v.message, data={"set": "after-timing"}))
+        v.findings.append(Finding("output-mismatch", v.message, data={"set": "after-timing", FINITE_MISS: finite_miss(m)}))
 
 
 def main(argv: list[str]) -> int:

@@ -15,12 +15,12 @@ import {
   ServerOptions,
 } from "vscode-languageclient/node";
 
+import { JobUpdate } from "./events";
 import { checkServer, Exec, findInterpreter, PythonEnvironmentsApi } from "./interpreter";
 import {
   CMD,
   DiffRequest,
   JOB_UPDATE,
-  JobUpdate,
   parseProposalQuery,
   PickItem,
   ProgressHandle,
@@ -29,7 +29,7 @@ import {
   ReviewFlow,
   ReviewUi,
 } from "./review";
-import { redact, resolveSettings, SECTION, serverEnv } from "./settings";
+import { readSettings, redact, SECTION, serverEnv } from "./settings";
 
 const SECRET_KEY = "stitchcuda.llmApiKey";
 const CHECK_TIMEOUT_MS = 60_000;
@@ -76,13 +76,9 @@ async function apiKey(): Promise<string | undefined> {
 }
 
 function resolved(scope: vscode.Uri | undefined, hasApiKey: boolean) {
-  const cfg = vscode.workspace.getConfiguration(SECTION, scope);
-  const raw: Record<string, unknown> = {};
-  for (const k of ["coder", "rounds", "timeBudget", "gpu", "llmEndpoint", "llmModel", "outputFolder", "runsFolder", "replay", "profile"]) {
-    raw[k] = cfg.get(k);
-  }
   const folder = (scope && vscode.workspace.getWorkspaceFolder(scope)) ?? workspaceFolder();
-  return resolveSettings(raw, { hasApiKey, workspaceFolder: folder?.uri.fsPath, home: os.homedir() });
+  return readSettings(vscode.workspace.getConfiguration(SECTION, scope),
+    { hasApiKey, workspaceFolder: folder?.uri.fsPath, home: os.homedir() });
 }
 
 const middleware: Middleware = {

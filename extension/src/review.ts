@@ -1,6 +1,9 @@
 // What the extension does with the server's job updates and proposals: which server commands it
 // calls, in which order, and what it shows. Pure: VS Code is behind the ReviewUi interface and the
-// server behind ServerCommands, so the flow is unit-tested without either.
+// server behind ServerCommands, so the flow is unit-tested without either. Job updates carry the
+// run's typed events (events.ts): numbers are read from their fields.
+
+import { JobState, JobUpdate, speedupOf, verdictLine } from "./events";
 
 export const CMD = {
   optimize: "stitchcuda.optimize",
@@ -14,19 +17,6 @@ export const CMD = {
 
 export const JOB_UPDATE = "stitchcuda/jobUpdate";
 export const PROPOSAL_SCHEME = "stitchcuda-proposal";
-
-export type JobState = "running" | "done" | "failed" | "cancelled";
-
-/** Params of the server's `stitchcuda/jobUpdate` notification. */
-export interface JobUpdate {
-  jobId: string;
-  file: string;
-  className: string;
-  state: JobState;
-  message: string;
-  best: string | null;
-  hasProposal: boolean;
-}
 
 /** Result of `stitchcuda.showProposal`. */
 export interface Proposal {
@@ -105,12 +95,6 @@ export const ACCEPT = "Accept";
 export const REJECT = "Reject";
 export const LATER = "Later";
 
-/** `5.22` from "correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile"; null when absent. */
-export function speedupOf(best: string | null | undefined): number | null {
-  const m = /([0-9]+(?:\.[0-9]+)?)x vs eager/.exec(best ?? "");
-  return m ? Number(m[1]) : null;
-}
-
 export function basename(pathOrUri: string): string {
   const parts = pathOrUri.split(/[\\/]/);
   return decodeURIComponent(parts[parts.length - 1] ?? pathOrUri);
@@ -144,19 +128,19 @@ export function statusText(jobs: JobUpdate[]): { text: string | undefined; toolt
     ? `$(sync~spin) StitchCUDA: ${running.length} running${best}`
     : `$(zap) StitchCUDA${best}`;
   const tooltip = jobs
-    .map((j) => `${j.className} (${basename(j.file)}): ${j.state}${j.best ? ` — ${j.best}` : ""}${j.message ? ` — ${j.message}` : ""}`)
+    .map((j) => `${j.className} (${basename(j.file)}): ${j.state}${j.best ? ` — ${verdictLine(j.best)}` : ""}${j.message ? ` — ${j.message}` : ""}`)
     .join("\n");
   return { text, tooltip };
 }
 
 export function jobItems(serverJobs: ServerJob[], known: Map<string, JobUpdate>): PickItem[] {
   return serverJobs.map((j) => {
-    const best = known.get(j.jobId)?.best ?? null;
+    const best = known.get(j.jobId)?.best;
     const action = j.state === "running" ? "cancel" : j.hasProposal ? "review" : "none";
     return {
       label: `${j.className} — ${j.state}`,
       description: basename(j.file) + (action === "cancel" ? " (select to cancel)" : action === "review" ? " (select to review)" : ""),
-      detail: [best, j.message].filter(Boolean).join(" | "),
+      detail: [best ? verdictLine(best) : "", j.message].filter(Boolean).join(" | "),
       jobId: j.jobId,
       action,
     };
@@ -195,7 +179,7 @@ export class ReviewFlow {
         handle = this.ui.startProgress(u.jobId, `StitchCUDA: ${u.className}`, () => void this.cancel(u.jobId));
         this.progress.set(u.jobId, handle);
       }
-      handle?.report(merged.best ? `${u.message} | best so far: ${merged.best}` : u.message);
+      handle?.report(merged.best ? `${u.message} | best so far: ${verdictLine(merged.best)}` : u.message);
     } else {
       this.progress.get(u.jobId)?.end();
       this.progress.delete(u.jobId);

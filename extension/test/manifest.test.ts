@@ -1,4 +1,5 @@
-// The manifest agrees with the code: every server setting is contributed, every command the
+// The manifest agrees with the code: every setting of the schema is contributed as the schema says
+// (tests/test_settings.py checks every field against stitchcuda/settings.py), every command the
 // extension registers is declared, and no declared command clashes with a server command (the
 // language client registers the server's commands itself; a second registration would fail).
 import assert from "node:assert/strict";
@@ -7,17 +8,27 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { CMD, PROPOSAL_SCHEME } from "../src/review";
-import { DEFAULTS, SECTION } from "../src/settings";
+import { SCHEMA, SECTION, SERVER_KEYS } from "../src/settings";
 
 const root = join(__dirname, "..", "..");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const source = readFileSync(join(root, "extension", "src", "extension.ts"), "utf8");
 
-test("every server setting and the extension's own are contributed", () => {
-  const props = Object.keys(pkg.contributes.configuration.properties);
-  for (const k of [...Object.keys(DEFAULTS), "interpreter", "trace.server"]) {
-    assert.ok(props.includes(`${SECTION}.${k}`), `${SECTION}.${k} missing`);
+test("the contributed settings are the schema's keys, with its types, defaults and enums", () => {
+  const props = pkg.contributes.configuration.properties;
+  assert.deepEqual(Object.keys(props), SCHEMA.keys.map((k) => `${SECTION}.${k.name}`));
+  for (const k of SCHEMA.keys) {
+    const p = props[`${SECTION}.${k.name}`];
+    assert.deepEqual(p.type, k.nullable ? [k.type, "null"] : k.type, k.name);
+    assert.deepEqual(p.default, k.default, k.name);
+    assert.deepEqual(p.enum, k.enum ?? undefined, k.name);
   }
+});
+
+// Every server key comes from the schema (readSettings), so a new setting is added in one place.
+test("extension.ts names no server key: it reads them all from the schema", () => {
+  const literals = new Set([...source.matchAll(/"([A-Za-z.]+)"/g)].map((m) => m[1]));
+  assert.deepEqual(SERVER_KEYS.filter((k) => literals.has(k)), []);
 });
 
 test("registered commands are declared and none is a server command", () => {

@@ -1,12 +1,22 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { JobUpdate, RoundVerdict, speedupOf, verdictLine } from "../src/events";
 import {
-  ACCEPT, DiffRequest, JobUpdate, jobItems, LATER, parseProposalQuery, PickItem, Proposal, proposalQuery, REJECT,
-  ReviewFlow, ReviewUi, speedupOf, statusText,
+  ACCEPT, DiffRequest, jobItems, LATER, parseProposalQuery, PickItem, Proposal, proposalQuery, REJECT,
+  ReviewFlow, ReviewUi, statusText,
 } from "../src/review";
 
-const BEST = "correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile";
+function verdict(over: Partial<RoundVerdict> = {}): RoundVerdict {
+  return {
+    event: "verdict", round: 1, candidate: "r1-builtin-pointwise", status: "ok", accepted: true, median_ms: 0.168,
+    speedup_eager: 5.22, speedup_compile: 1.17, precision: "tf32", replayed: false, device: "NVIDIA H100", message: "",
+    best: true, ...over,
+  };
+}
+
+const BEST = verdict();
+const BEST_LINE = "correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile";
 const F1 = "file:///ws/gated_block_stitchcuda/model_new.py";
 const F2 = "file:///ws/gated_block_stitchcuda/kernels.cu";
 
@@ -81,11 +91,14 @@ function setup() {
   return { server, ui, flow: new ReviewFlow(server, ui) };
 }
 
-test("speedupOf reads the x-vs-eager figure", () => {
+test("speedupOf reads the verdict's number; verdictLine says it as the server does", () => {
   assert.equal(speedupOf(BEST), 5.22);
-  assert.equal(speedupOf("correct, 12x vs eager"), 12);
+  assert.equal(speedupOf(verdict({ speedup_eager: 12 })), 12);
   assert.equal(speedupOf(null), null);
-  assert.equal(speedupOf("wrong result"), null);
+  assert.equal(speedupOf(verdict({ status: "incorrect", accepted: false, median_ms: null, speedup_eager: null })), null);
+  assert.equal(verdictLine(BEST), BEST_LINE);
+  assert.equal(verdictLine(verdict({ replayed: true })), `${BEST_LINE}, REPLAYED from a run recorded on NVIDIA H100, not measured here`);
+  assert.equal(verdictLine(verdict({ status: "incorrect", accepted: false, message: "output 0 differs" })), "incorrect: output 0 differs");
 });
 
 test("proposal uri queries round-trip", () => {
@@ -96,7 +109,7 @@ test("proposal uri queries round-trip", () => {
 
 test("status bar: running count and best speedup; hidden without jobs", () => {
   assert.equal(statusText([]).text, undefined);
-  const s = statusText([update({ best: BEST }), update({ jobId: "j2", best: "correct, 2x vs eager" }), update({ jobId: "j3", state: "done" })]);
+  const s = statusText([update({ best: BEST }), update({ jobId: "j2", best: verdict({ speedup_eager: 2 }) }), update({ jobId: "j3", state: "done" })]);
   assert.equal(s.text, "$(sync~spin) StitchCUDA: 2 running · best 5.22x");
   assert.match(s.tooltip, /GatedBlock \(gated_block.py\): running — correct, 0.168 ms/);
   assert.equal(statusText([update({ state: "done", best: BEST })]).text, "$(zap) StitchCUDA · best 5.22x");
@@ -108,7 +121,7 @@ test("a running job gets one cancellable progress; cancel calls stitchcuda.cance
   await flow.onJobUpdate(update({ message: "round 1: verdict correct", best: BEST }));
   await flow.onJobUpdate(update({ message: "round 2: build" })); // best is kept
   assert.deepEqual(ui.log, ["progress j1 StitchCUDA: GatedBlock"]);
-  assert.deepEqual(ui.reports, ["starting", `round 1: verdict correct | best so far: ${BEST}`, `round 2: build | best so far: ${BEST}`]);
+  assert.deepEqual(ui.reports, ["starting", `round 1: verdict correct | best so far: ${BEST_LINE}`, `round 2: build | best so far: ${BEST_LINE}`]);
   assert.equal(ui.statusText, "$(sync~spin) StitchCUDA: 1 running · best 5.22x");
   ui.cancels[0]!();
   await new Promise((r) => setImmediate(r));
@@ -220,7 +233,7 @@ test("jobItems: actions by state, best from updates", () => {
     [{ jobId: "j1", file: "/ws/a.py", className: "A", state: "done", message: "correct", hasProposal: false }],
     new Map([["j1", update({ best: BEST })]]),
   );
-  assert.deepEqual(items, [{ label: "A — done", description: "a.py", detail: `${BEST} | correct`, jobId: "j1", action: "none" }]);
+  assert.deepEqual(items, [{ label: "A — done", description: "a.py", detail: `${BEST_LINE} | correct`, jobId: "j1", action: "none" }]);
 });
 
 test("no jobs: a hint instead of an empty list", async () => {

@@ -12,7 +12,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
 
-import { DiffRequest, JobUpdate, PickItem, ReviewFlow, ReviewUi } from "../src/review";
+import { JobUpdate } from "../src/events";
+import { DiffRequest, PickItem, ReviewFlow, ReviewUi } from "../src/review";
 import { resolveSettings } from "../src/settings";
 
 const ROOT = join(__dirname, "..", "..");
@@ -110,7 +111,10 @@ test("optimise -> jobUpdate -> showProposal -> diffs -> Accept -> files written"
     assert.equal(updates[0]!.state, "running");
     const last = updates[updates.length - 1]!;
     assert.equal(last.state, "done");
-    assert.ok(last.hasProposal && /x vs eager/.test(last.best ?? ""), JSON.stringify(last));
+    assert.ok(last.hasProposal && last.best?.status === "ok" && last.best.replayed, JSON.stringify(last));
+    assert.ok(Math.abs((last.best?.speedup_eager ?? 0) - 5.22) < 0.01, JSON.stringify(last.best));
+    // Progress arrives typed: the round as a number, the phase from the fixed vocabulary.
+    assert.ok(updates.some((u) => u.progress?.phase === "coding" && u.progress.round === 2), "round 2 was coded");
     assert.deepEqual(diffs.map((d) => [d.fileUri.split("/").pop(), d.exists]), [["fused_kernels.cu", false], ["model_new.py", false]]);
     assert.match(proposed[0]!, /__global__/);
     assert.match(proposed[1]!, /class ModelNew/);

@@ -1,0 +1,111 @@
+"""The round policy, in one place for `optimize` (agents/loop.py) and `bench` (stitchcuda/bench.py).
+
+A problem's rounds: the Coder writes a candidate, the Verifier judges it, and the verdict goes back
+to the Coder as feedback for the next one. `Rounds` decides when another round is run, asks the
+Coder for it, and stops where the Coder fails, has no candidate, or writes files already verified
+(how a deterministic coder says it has nothing new). The precision climb after a wrong result is
+the built-in Coder's answer to that feedback (`precision_after`); what runs the Verifier (one at a
+time, or a pool with deadlines and re-runs) stays with the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from stitchcuda.agents.verify.replay import files_digest
+from stitchcuda.types import Candidate, Plan, Task, Verdict
+
+
+class Coder(Protocol):
+    """Writes a candidate for a plan; `feedback` is the Verifier's verdict on its last candidate for
+    this task (None for the first). None: it has no candidate. The built-in coder
+    (agents/coder/builtin.code) and the LLM coder (agents/llm/coder.LLMCoder) are both one."""
+
+    def __call__(self, task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate | None: ...
+
+
+@dataclass(frozen=True)
+class RoundPolicy:
+    """When another round is run."""
+
+    rounds: int  # at most this many candidates for a problem
+    # The verdict statuses after which another round is run; None: after any verdict (optimize: the
+    # LLM coder improves on right answers too, and the built-in one's same files end the rounds).
+    again_after: frozenset[str] | None = None
+
+
+# `bench`: the first candidate and at most two answers to wrong results (the built-in coder's
+# precision ladder has two steps above TF32).
+BENCH_POLICY = RoundPolicy(rounds=3, again_after=frozenset({"incorrect"}))
+
+# Why the rounds ended, once they have: the policy's round limit or the verdict's status
+# ("policy"), the Coder raising ("coder-failed", with `Rounds.coder_error`), no candidate
+# ("no-candidate"), or files already verified ("nothing-new").
+Stop = Literal["policy", "coder-failed", "no-candidate", "nothing-new"]
+
+
+@dataclass
+class Rounds:
+    """One problem's rounds under a policy. Not thread-safe: one problem's rounds run one at a time."""
+
+    coder: Coder
+    task: Task
+    plan: Plan
+    policy: RoundPolicy
+    number_names: bool = False  # name candidates "r{round}-{name}" (optimize's run folder has one per round)
+    attempts: list[tuple[Candidate, Verdict]] = field(default_factory=list)
+    stopped: Stop | None = None
+    coder_error: str = ""
+    _seen: set[str] = field(default_factory=set)
+
+    @property
+    def round(self) -> int:
+        """The number of the round that `next_candidate` would run (1-based)."""
+        return len(self.attempts) + 1
+
+    @property
+    def last(self) -> tuple[Candidate, Verdict] | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def wants_another(self) -> bool:
+        """Whether the policy runs another round after the verdicts so far (the first always)."""
+        if self.stopped is not None:
+            return False
+        if len(self.attempts) >= self.policy.rounds:
+            return False
+        last = self.last
+        return last is None or self.policy.again_after is None or last[1].status in self.policy.again_after
+
+    def next_candidate(self) -> Candidate | None:
+        """The Coder's candidate for the next round, given the last verdict as feedback; None when
+        the rounds end here (`stopped` says why). The caller verifies it and calls `record`."""
+        if not self.wants_another():
+            self.stopped = self.stopped or "policy"
+            return None
+        last = self.last
+        try:
+            cand = self.coder(self.task, self.plan, feedback=last[1] if last else None)
+        except Exception as e:  # noqa: BLE001 - a coder that fails ends the rounds, with its reason
+            self.coder_error = f"{type(e).__name__}: {e}"
+            self.stopped = "coder-failed"
+            return None
+        if cand is None:
+            self.stopped = "no-candidate"
+            return None
+        digest = files_digest(cand.files)
+        if digest in self._seen:
+            self.stopped = "nothing-new"
+            return None
+        self._seen.add(digest)
+        if self.number_names:
+            cand.name = f"r{self.round}-{cand.name}"
+        return cand
+
+    def record(self, cand: Candidate, verdict: Verdict) -> None:
+        """The Verifier's verdict on `cand`. The same candidate verified again (bench's re-run of an
+        out-of-memory verdict) replaces its round's verdict instead of adding a round."""
+        if self.attempts and self.attempts[-1][0] is cand:
+            self.attempts[-1] = (cand, verdict)
+        else:
+            self.attempts.append((cand, verdict))

@@ -1,0 +1,151 @@
+"""The round engine (agents/rounds.py): its policy on its own, and `optimize` and `bench` running a
+problem's rounds through it with the same Coder, on this CPU (host-code candidates built by nvcc and
+checked by the real Verifier)."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+
+from conftest import HACKS, hack_task, needs_nvcc
+
+from stitchcuda import bench
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.llm.coder import LLMCoder
+from stitchcuda.agents.loop import LoopOptions, optimize
+from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
+from stitchcuda.agents.verify.verifier import VerifyOptions
+from stitchcuda.events import ProgressEvent, RoundVerdict
+from stitchcuda.types import Candidate, Plan, Task, Verdict
+
+# The hack suite's affine candidate with its kernel as host code in a .cu (nvcc builds it; the
+# Verifier runs it on the CPU), right and wrong (no ReLU).
+MODEL_NEW = (HACKS / "good_affine.py").read_text().replace("kernels.cpp", "kernels.cu")
+GOOD_CU = (HACKS / "kernels.cpp").read_text()
+WRONG_CU = GOOD_CU.replace("out[i] = v > 0.f ? v : 0.f;", "out[i] = v;")
+
+
+def cand(name: str, cu: str = GOOD_CU) -> Candidate:
+    return Candidate(name, {"model_new.py": MODEL_NEW, "kernels.cu": cu}, origin="test")
+
+
+class Scripted:
+    """A Coder that answers with the candidates it was given, in order, then None; it keeps the
+    feedback of every call."""
+
+    name = "scripted"
+
+    def __init__(self, *answers: Candidate | Exception | None) -> None:
+        self.answers = list(answers)
+        self.feedback: list[Verdict | None] = []
+
+    def __call__(self, task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate | None:
+        self.feedback.append(feedback)
+        if not self.answers:
+            return None
+        a = self.answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return Candidate(a.name, dict(a.files), a.module, a.origin) if a is not None else None
+
+
+def test_both_coders_take_the_protocols_call():
+    task, plan = Task(Path("m.py")), Plan("m", [])
+    for fn in (coder_builtin.code, LLMCoder.__call__):
+        sig = inspect.signature(fn)
+        lead = (None,) if "self" in sig.parameters else ()
+        sig.bind(*lead, task, plan)
+        sig.bind(*lead, task, plan, None)
+        sig.bind(*lead, task, plan, feedback=None)
+    proto = inspect.signature(Coder.__call__)
+    assert list(proto.parameters) == ["self", "task", "plan", "feedback"]
+    assert list(inspect.signature(coder_builtin.code).parameters) == ["task", "plan", "feedback"]
+
+
+def _run(rounds: Rounds, statuses: list[str]) -> list[str]:
+    """Drives `rounds` as a caller would, the Verifier's statuses given; the names it verified."""
+    names = []
+    for status in statuses:
+        c = rounds.next_candidate()
+        if c is None:
+            break
+        names.append(c.name)
+        rounds.record(c, Verdict(c.name, status))
+        if not rounds.wants_another():
+            break
+    return names
+
+
+def test_policy_when_another_round_runs():
+    task, plan = Task(Path("m.py")), Plan("m", [])
+    a, b, c = cand("a", "// a"), cand("b", "// b"), cand("c", "// c")
+    # optimize's policy: after any verdict, up to its round count; names carry the round.
+    r = Rounds(Scripted(a, b, c), task, plan, RoundPolicy(rounds=2), number_names=True)
+    assert _run(r, ["ok", "ok", "ok"]) == ["r1-a", "r2-b"] and not r.wants_another()
+    # bench's: only after a wrong result, at most three.
+    r = Rounds(Scripted(a, b, c), task, plan, BENCH_POLICY)
+    assert _run(r, ["incorrect", "ok", "incorrect"]) == ["a", "b"] and r.stopped is None
+    r = Rounds(Scripted(a, b, c, cand("d", "// d")), task, plan, BENCH_POLICY)
+    assert _run(r, ["incorrect"] * 4) == ["a", "b", "c"]
+    assert r.next_candidate() is None and r.stopped == "policy"
+
+
+def test_the_rounds_stop_on_known_files_a_failing_coder_and_no_candidate():
+    task, plan = Task(Path("m.py")), Plan("m", [])
+    a, b = cand("a", "// a"), cand("b", "// b")
+    # Files already verified, even two rounds back, end the rounds.
+    coder = Scripted(a, b, cand("a-again", "// a"))
+    r = Rounds(coder, task, plan, RoundPolicy(rounds=5))
+    assert _run(r, ["incorrect"] * 5) == ["a", "b"] and r.stopped == "nothing-new"
+    # Each call after the first got the last verdict as feedback.
+    assert [f.candidate if f else None for f in coder.feedback] == [None, "a", "b"]
+    r = Rounds(Scripted(a, RuntimeError("the model is down")), task, plan, RoundPolicy(rounds=5))
+    assert _run(r, ["incorrect"] * 5) == ["a"]
+    assert r.stopped == "coder-failed" and r.coder_error == "RuntimeError: the model is down"
+    r = Rounds(Scripted(None), task, plan, RoundPolicy(rounds=5))
+    assert r.next_candidate() is None and r.stopped == "no-candidate" and r.attempts == []
+
+
+def test_a_candidate_verified_again_replaces_its_rounds_verdict():
+    """bench's re-run of an out-of-memory verdict alone: the same round, with the new verdict,
+    which the policy then reads (a wrong result gets its next round)."""
+    r = Rounds(Scripted(cand("a", "// a"), cand("b", "// b")), Task(Path("m.py")), Plan("m", []), BENCH_POLICY)
+    a = r.next_candidate()
+    r.record(a, Verdict("a", "oom"))
+    assert not r.wants_another()
+    r.record(a, Verdict("a", "incorrect"))
+    assert len(r.attempts) == 1 and r.wants_another() and r.next_candidate().name == "b"
+
+
+@needs_nvcc
+def test_optimize_and_bench_share_the_rounds(tmp_path, monkeypatch):
+    """One Coder, two paths: a wrong first candidate, then a right one. Both ask the Coder again with
+    the Verifier's verdict on the wrong one; optimize goes on after the right one (its policy runs
+    every round it has), bench does not (only a wrong result gets another round)."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "build"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    verify_opts = VerifyOptions(cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300)
+
+    coder = Scripted(cand("wrong", WRONG_CU), cand("right"))
+    events: list[ProgressEvent | RoundVerdict] = []
+    result = optimize(hack_task("ref_affine"), tmp_path / "run",
+                      LoopOptions(coder=coder, rounds=3, verify=verify_opts), progress=events.append)
+    assert [(c.name, v.status) for c, v in result.attempts] == [("r1-wrong", "incorrect"), ("r2-right", "ok")]
+    assert [f.status if f else None for f in coder.feedback] == [None, "incorrect", "ok"]
+    verdicts = [e for e in events if isinstance(e, RoundVerdict)]
+    assert [(e.round, e.status, e.accepted) for e in verdicts] == [(1, "incorrect", False), (2, "ok", True)]
+    assert [e.round for e in events if isinstance(e, ProgressEvent) and e.phase == "coding"] == [1, 2, 3]
+
+    level = tmp_path / "level1"
+    level.mkdir()
+    shutil.copy(HACKS / "ref_affine.py", level / "1_Affine.py")
+    coder = Scripted(cand("wrong", WRONG_CU), cand("right"), cand("never-asked", "// x"))
+    report = bench.run_bench([str(level)], tmp_path / "bench", coder=coder, verify_opts=verify_opts,
+                             on_event=lambda m: None)
+    (entry,) = report["problems"]
+    assert (entry["candidate"], entry["status"], entry["attempt"]) == ("right", "ok", 2)
+    assert [f.status if f else None for f in coder.feedback] == [None, "incorrect"]
+    assert report["meta"]["coder"] == "scripted"
+
+
