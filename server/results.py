@@ -7,6 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from stitchcuda.profiling.roofline import Peaks
 from stitchcuda.profiling.roofline_plot import Point, svg
 from stitchcuda.types import Verdict
 
@@ -28,9 +29,11 @@ def verdict_rows(attempts: list[dict[str, Any]], best: str | None) -> str:
         rows.append(
             f"<tr><td>{escape(a['candidate'])}{mark}</td><td>{escape(v.status)}</td><td>{_ms(v.ours)}</td>"
             f"<td>{_ms(v.eager)}</td><td>{_ms(v.compiled)}</td><td>{_x(v.speedup_eager)}</td>"
-            f"<td>{_x(v.speedup_compile)}</td><td>{r.get('total', '-')}</td><td>{escape(v.message[:160])}</td></tr>")
+            f"<td>{_x(v.speedup_compile)}</td><td>{_x(v.speedup_compile_matched)}</td><td>{escape(v.precision)}</td>"
+            f"<td>{r.get('total', '-')}</td><td>{escape(v.message[:160])}</td></tr>")
     head = ("<tr><th>candidate</th><th>verdict</th><th>ms</th><th>eager ms</th><th>compile ms</th>"
-            "<th>vs eager</th><th>vs compile</th><th>rubric</th><th>message</th></tr>")
+            "<th>vs eager</th><th>vs compile</th><th>vs compile, same precision</th><th>precision</th>"
+            "<th>rubric</th><th>message</th></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -50,7 +53,10 @@ def kernel_section(v: Verdict | None) -> str:
                                 f.code.removesuffix("-bound")))
     head = "<tr><th>kernel</th><th>bound</th><th>us</th><th>GB/s</th><th>TFLOP/s</th><th>finding</th></tr>"
     note = "" if points else "<p>No kernel did floating-point work the counters saw: nothing to plot.</p>"
-    return f"<table>{head}{''.join(rows)}</table>{svg(points) if points else note}"
+    # The roofs of the GPU the kernels were profiled on (recorded in each finding), not this machine's.
+    recorded = next((f.data["peaks"] for f in bound if isinstance(f.data.get("peaks"), dict)), None)
+    peaks = Peaks.from_dict(recorded) if recorded else None
+    return f"<table>{head}{''.join(rows)}</table>{svg(points, peaks) if points else note}"
 
 
 def reference_section(profile: dict[str, Any] | None, top: int = 8) -> str:

@@ -60,6 +60,7 @@ def geomean(xs: list[float]) -> float | None:
 def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_note: str, status: str | None = None) -> dict[str, Any]:
     v = verdict
     solved = bool(v and cand is not None and v.accepted)
+    matched = (v.compiled_matched or (v.compiled if v.compile_policy else None)) if v else None
     return {
         "path": str(path),
         "name": path.name,
@@ -77,6 +78,14 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
                         if solved and v.ours and v.kernel_us else None),
         "speedup_eager": v.speedup_eager if solved else None,
         "speedup_compile": v.speedup_compile if solved else None,
+        # torch.compile under the candidate's own precision policy (the fair ratio; issue 16): its
+        # own timing where the policy's TF32 switches change the reference's ops, else the default's.
+        "precision": v.precision if v and cand is not None else None,
+        "compile_policy": (v.compile_policy or None) if v else None,
+        "compile_matched_ms": matched.median_ms if matched else None,
+        "speedup_compile_matched": v.speedup_compile_matched if solved else None,
+        # KernelBench's current check (allclose at atol = rtol = 1e-4) on the random input sets.
+        "correct_at_1e4": v.correct_at_1e4 if v and cand is not None else None,
         "build_s": v.build_s if v else None,
         "compile_first_call_s": v.compile_first_call_s if v else None,
         "tolerance": v.tolerance if v else None,
@@ -95,9 +104,14 @@ def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
         "hacked": sum(1 for p in problems if p["hack_findings"]),
         "geomean_speedup_eager": geomean([p["speedup_eager"] for p in solved]),
         "geomean_speedup_compile": geomean([p["speedup_compile"] for p in solved]),
+        "geomean_speedup_compile_matched": geomean([p.get("speedup_compile_matched") for p in solved]),
         # KernelBench's fast_1: correct and faster than the baseline, over all problems.
         "fast_1_eager": sum(1 for p in solved if (p["speedup_eager"] or 0) > 1) / len(problems) if problems else None,
         "fast_1_compile": sum(1 for p in solved if (p["speedup_compile"] or 0) > 1) / len(problems) if problems else None,
+        "fast_1_compile_matched": sum(1 for p in solved if (p.get("speedup_compile_matched") or 0) > 1) / len(problems)
+        if problems else None,
+        "solved_matched_faster": sum(1 for p in solved if (p.get("speedup_compile_matched") or 0) > 1),
+        "correct_at_1e4": sum(1 for p in solved if p.get("correct_at_1e4")),
         "median_build_s": statistics.median(builds) if builds else None,
         "median_host_gap_ms": statistics.median(gaps) if (gaps := [p["host_gap_ms"] for p in solved
                                                                     if p.get("host_gap_ms") is not None]) else None,
@@ -122,6 +136,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"- geomean speedup on solved problems: {_fmt(s['geomean_speedup_eager'], '.2f')}x vs eager, "
         f"{_fmt(s['geomean_speedup_compile'], '.2f')}x vs torch.compile; median build {_fmt(s['median_build_s'], '.2f')} s",
         f"- torch.compile over eager (all timed problems, geomean): {_fmt(s['geomean_compile_over_eager'], '.2f')}x",
+        f"- precision policy: {m.get('precision', 'tf32')}; vs torch.compile under each candidate's own policy: "
+        f"geomean {_fmt(s.get('geomean_speedup_compile_matched'), '.2f')}x, faster on "
+        f"{s.get('solved_matched_faster', '–')} of {s['solved']} solved; solved and within KernelBench's 1e-4: "
+        f"{s.get('correct_at_1e4', '–')}",
         f"- host path: median of (timed forward - its kernels run back to back) on solved problems: "
         f"{_fmt(s.get('median_host_gap_ms'), '.4f')} ms",
     ]
@@ -130,14 +148,17 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")
     lines += [
         "",
-        "| problem | solved | hack findings | eager ms | compile ms | ours ms | vs eager | vs compile | build s | status |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| problem | solved | hack findings | eager ms | compile ms | ours ms | vs eager | vs compile | vs matched compile "
+        "| precision | 1e-4 | build s | status |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |",
     ]
     for p in report["problems"]:
         hacks = ", ".join(sorted({h["code"] for h in p["hack_findings"]})) or ""
         lines.append(
             f"| {p['name']} | {'yes' if p['solved'] else 'no'} | {hacks} | {_fmt(p['eager_ms'])} | {_fmt(p['compile_ms'])} | "
             f"{_fmt(p['ours_ms'])} | {_fmt(p['speedup_eager'], '.2f')} | {_fmt(p['speedup_compile'], '.2f')} | "
+            f"{_fmt(p.get('speedup_compile_matched'), '.2f')} | {p.get('precision') or '–'} | "
+            f"{ {True: 'yes', False: 'no'}.get(p.get('correct_at_1e4'), '–')} | "
             f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (next round not run)' if p.get('retry_pending') else ''} |"
         )
     return "\n".join(lines) + "\n"
@@ -155,6 +176,7 @@ def run_bench(
     deadline_s: float | None = None,
     on_event: Callable[[str], None] = print,
     policy: RoundPolicy = BENCH_POLICY,
+    precision: str = "tf32",
 ) -> dict[str, Any]:
     """Every problem's rounds under `policy` (the round engine `optimize` uses too), verified by a
     pool of workers: `jobs` per GPU side by side, the Verifier's GPU lock timing one at a time."""
@@ -186,6 +208,7 @@ def run_bench(
             **provenance.record(),
             "coder": coder_name(coder),
             "jobs": jobs,
+            "precision": precision,
         },
         "problems": [],
     }
@@ -269,6 +292,7 @@ def run_bench(
             break
         try:
             task = find_task(f)
+            task.precision = precision  # type: ignore[assignment]
             plan = plan_task(task)
         except TaskError as e:
             results[str(f)] = entry_for(f, None, None, str(e), status="task-error")

@@ -100,12 +100,21 @@ def _print_verdict(v: Verdict) -> None:
     for f in v.findings:
         where = f" ({f.file}:{f.line})" if f.line else ""
         console.print(f"  [yellow]{f.code}[/]: {escape(f.message)}{where}")
-    for label, t in (("eager", v.eager), ("torch.compile", v.compiled), ("candidate", v.ours)):
+    matched = f"torch.compile ({v.compile_policy})"
+    for label, t in (("eager", v.eager), ("torch.compile", v.compiled), (matched, v.compiled_matched),
+                     ("candidate", v.ours)):
         if t:
             console.print(f"  {label:>13}: median {t.median_ms:.4f} ms over {t.trials} trials")
+    console.print(f"  precision: {v.precision}" + (f" (torch.compile matched under {v.compile_policy})"
+                                                   if v.compile_policy else ""))
+    if v.correct_at_1e4 is not None:
+        console.print(f"  KernelBench's check (allclose, atol = rtol = 1e-4) on the random sets: "
+                      f"{'passed' if v.correct_at_1e4 else 'failed'}")
     if v.speedup_eager:
         console.print(f"  speedup: {v.speedup_eager:.2f}x vs eager"
-                      + (f", {v.speedup_compile:.2f}x vs torch.compile" if v.speedup_compile else ""))
+                      + (f", {v.speedup_compile:.2f}x vs torch.compile" if v.speedup_compile else "")
+                      + (f", {v.speedup_compile_matched:.2f}x vs torch.compile under {v.compile_policy}"
+                         if v.compiled_matched and v.speedup_compile_matched else ""))
     if v.rubric:
         r = v.rubric
         console.print(f"  rubric: total {r.get('total')} (anti-hacking {r.get('anti_hacking')}, engineering "
@@ -120,6 +129,7 @@ def cmd_optimize(args) -> int:
     from stitchcuda.agents.loop import LoopOptions, optimize
 
     task = find_task(Path(args.file), args.class_name)
+    task.precision = args.precision
     out = Path(args.out or Path("stitchcuda-runs") / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
                        profile_timeline=not args.no_timeline)
@@ -174,6 +184,7 @@ def cmd_verify(args) -> int:
     from stitchcuda.agents.verify.verifier import verify
 
     task = find_task(Path(args.reference), args.class_name)
+    task.precision = args.precision
     cand_path = Path(args.candidate)
     if not cand_path.is_file():
         raise TaskError(f"{cand_path}: no such file")
@@ -194,7 +205,7 @@ def cmd_bench(args) -> int:
     report = run_bench(
         args.paths, Path(args.out), coder=args.coder, jobs=args.jobs,
         gpus=[args.gpu] if args.gpu is not None else None, verify_opts=_verify_options(args),
-        resume=args.resume, deadline_s=args.deadline, on_event=lambda m: console.print(m, markup=False),
+        resume=args.resume, deadline_s=args.deadline, precision=args.precision, on_event=lambda m: console.print(m, markup=False),
     )
     s = report["summary"]
     console.print(json.dumps(s, indent=2))
@@ -261,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--timeout", type=float, default=900.0, help="wall-clock limit per candidate, seconds")
         sp.add_argument("--trials", type=int, default=50, help="timed trials per measurement (median)")
         sp.add_argument("--no-compile", action="store_true", help="skip timing torch.compile")
+        sp.add_argument("--precision", choices=["tf32", "strict"], default="tf32",
+                        help="tf32: fp32 matmuls and convolutions may run on TF32 tensor cores (default); "
+                             "strict: no TF32 anywhere. torch.compile is also timed under the same policy")
         sp.add_argument("--no-profile", action="store_true",
                         help="skip Nsight Compute on accepted candidates (about 10-30 s each)")
         sp.add_argument("--out", help="output folder")

@@ -79,6 +79,11 @@ class RoundVerdict:
     speedup_eager: float | None = None  # eager median / ours
     speedup_compile: float | None = None  # torch.compile median / ours
     precision: Precision = "tf32"
+    # torch.compile under the candidate's own precision policy / ours, where that needed its own
+    # timing (the reference has ops whose TF32 switch the policy changes); None where the default
+    # figure is already matched, or was not timed.
+    speedup_compile_matched: float | None = None
+    compile_policy: str = ""  # the policy torch.compile was matched under ("tf32" | "strict"), if known
     replayed: bool = False  # GPU results taken from a recorded run (--replay), not measured here
     device: str = ""  # where it was measured (the recording's GPU when replayed)
     message: str = ""  # the Verifier's reason, for people
@@ -89,6 +94,8 @@ class RoundVerdict:
         return cls(round=round, candidate=v.candidate, status=v.status, accepted=v.accepted,
                    median_ms=v.ours.median_ms if v.ours else None, speedup_eager=v.speedup_eager,
                    speedup_compile=v.speedup_compile, precision=v.precision,
+                   speedup_compile_matched=v.speedup_compile_matched if v.compiled_matched else None,
+                   compile_policy=v.compile_policy,
                    replayed=bool(v.phases.get("replayed")), device=v.device, message=v.message, best=best)
 
     @property
@@ -100,6 +107,9 @@ class RoundVerdict:
                 parts.append(f"{self.speedup_eager:.2f}x vs eager")
             if self.speedup_compile:
                 parts.append(f"{self.speedup_compile:.2f}x vs torch.compile")
+            if self.speedup_compile_matched:
+                parts.append(f"{self.speedup_compile_matched:.2f}x vs torch.compile under {self.compile_policy}")
+            parts.append(f"precision {self.precision}")
             if self.replayed:
                 parts.append(f"REPLAYED from a run recorded on {self.device}, not measured here")
             return ", ".join(parts)

@@ -77,6 +77,15 @@ SCHEMA: tuple[Key, ...] = (
         pattern=r"^$|^https?://\S+$", pattern_error="an http(s) base URL such as https://api.openai.com/v1",
         markdown=True),
     Key("llmModel", "string", "", "Model name for the llm coder.", attr="llm_model", cli="--llm-model"),
+    Key("precision", "string", "tf32",
+        "What fp32 matmuls and convolutions may run on. Every proposal and verdict says which was used, "
+        "and torch.compile is also timed under the same policy.", attr="precision", cli="--precision",
+        enum=("tf32", "strict"),
+        enum_descriptions=(
+            "TF32 tensor cores allowed (like torch.set_float32_matmul_precision('high') and cuDNN's TF32); "
+            "outputs of matmul-like ops are held to 1e-2 relative",
+            "No TF32 anywhere: full fp32, as PyTorch's own defaults for matmul; KernelBench's 1e-4 check is "
+            "reported too")),
     Key("rounds", "integer", 3, "Optimisation rounds per job.", attr="rounds", cli="--rounds", minimum=1),
     Key("timeBudget", "number", None, "Time budget per job in seconds (null: no budget).",
         attr="time_budget_s", cli="--budget", nullable=True, minimum=1),
@@ -119,6 +128,7 @@ class Settings:
 
     coder: str = _default("coder")
     rounds: int = _default("rounds")
+    precision: str = _default("precision")
     time_budget_s: float | None = _default("timeBudget")
     gpu: int | None = _default("gpu")
     llm_endpoint: str | None = _default("llmEndpoint")

@@ -21,6 +21,19 @@ from typing import Any, Literal
 Precision = Literal["tf32", "3xtf32", "fp32"]
 PRECISIONS: tuple[Precision, ...] = ("tf32", "3xtf32", "fp32")
 
+# The user's precision policy for a run (the `precision` setting and flag; agents/verify/precision.py):
+#   tf32:   fp32 matmuls and convolutions may run on TF32 tensor cores (the default)
+#   strict: no TF32 anywhere: every candidate is built at "fp32"
+Policy = Literal["tf32", "strict"]
+POLICIES: tuple[Policy, ...] = ("tf32", "strict")
+
+
+def policy_of(precision: Precision) -> Policy:
+    """The policy a candidate built at `precision` ran under: what torch.compile is matched to. 3xTF32
+    still runs on TF32 tensor cores, so it is matched with TF32 (a baseline at least as fast as the
+    candidate's own precision would give it, never a slower one)."""
+    return "strict" if precision == "fp32" else "tf32"
+
 
 @dataclass
 class Task:
@@ -31,6 +44,7 @@ class Task:
     # Names of the functions in the file that make the constructor arguments and the inputs.
     init_inputs_fn: str = "get_init_inputs"
     inputs_fn: str = "get_inputs"
+    precision: Policy = "tf32"  # the run's precision policy: what the coders may use, how it is judged
 
     @property
     def name(self) -> str:
@@ -132,8 +146,13 @@ class Verdict:
     tolerance: dict[str, Any] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)  # one per input set
     eager: Timing | None = None
-    compiled: Timing | None = None
+    compiled: Timing | None = None  # torch.compile with PyTorch's default settings
     ours: Timing | None = None
+    # torch.compile under the candidate's own precision policy (compile_policy): timed where the
+    # reference has TF32-sensitive ops and that policy's switches differ from PyTorch's defaults;
+    # elsewhere the default figure is already matched and this is None.
+    compiled_matched: Timing | None = None
+    compile_policy: str = ""  # the policy the matched figure was taken under ("tf32" | "strict")
     compile_first_call_s: float | None = None
     device: str = ""
     message: str = ""
@@ -165,11 +184,29 @@ class Verdict:
             return self.compiled.median_ms / self.ours.median_ms
         return None
 
+    @property
+    def speedup_compile_matched(self) -> float | None:
+        """Against torch.compile under the candidate's precision policy: the fair ratio. Where no
+        separate matched timing was needed, the default figure is the matched one."""
+        base = self.compiled_matched or (self.compiled if self.compile_policy else None)
+        if base and self.ours and self.ours.median_ms > 0:
+            return base.median_ms / self.ours.median_ms
+        return None
+
+    @property
+    def correct_at_1e4(self) -> bool | None:
+        """KernelBench's current criterion (torch.allclose at atol = rtol = 1e-4) on every random input
+        set that recorded it; None where none did."""
+        marks = [c["at_1e-4"] for c in self.checks if c.get("at_1e-4") is not None]
+        return all(marks) if marks else None
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["accepted"] = self.accepted
         d["speedup_eager"] = self.speedup_eager
         d["speedup_compile"] = self.speedup_compile
+        d["speedup_compile_matched"] = self.speedup_compile_matched
+        d["correct_at_1e4"] = self.correct_at_1e4
         return d
 
     def to_json(self) -> str:
@@ -180,7 +217,7 @@ class Verdict:
         d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
         d["hack_findings"] = [Finding(**f) for f in d.get("hack_findings", [])]
         d["findings"] = [Finding(**f) for f in d.get("findings", [])]
-        for key in ("eager", "compiled", "ours"):
+        for key in ("eager", "compiled", "ours", "compiled_matched"):
             if d.get(key):
                 d[key] = Timing(**d[key])
         return cls(**d)

@@ -4,6 +4,7 @@ language server's job reading them from a real `stitchcuda optimize --events` ch
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -52,8 +53,12 @@ def test_labels_are_the_clis_phase_text():
     assert ProgressEvent("coder-failed", "boom", 1).label == "round 1: coder failed"
     assert ProgressEvent("nothing-new", "the coder has nothing new to try", 3).label == "round 3"
     assert VERDICT.label == "round 2: verdict"
-    assert VERDICT.line == ("correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile, "
+    assert VERDICT.line == ("correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile, precision 3xtf32, "
                             "REPLAYED from a run recorded on NVIDIA H100 80GB HBM3, not measured here")
+    # A separate torch.compile timing under the candidate's policy is said beside the default one.
+    matched = dataclasses.replace(VERDICT, speedup_compile_matched=0.91, compile_policy="tf32", replayed=False)
+    assert matched.line == ("correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile, "
+                            "0.91x vs torch.compile under tf32, precision 3xtf32")
     wrong = RoundVerdict(1, "r1-x", "incorrect", False, message="output 0: 3 of 8 elements beyond tolerance")
     assert wrong.line == "incorrect: output 0: 3 of 8 elements beyond tolerance"
 

@@ -42,3 +42,126 @@ def test_which_references_are_sensitive_to_tf32():
     assert precision.sensitive(["aten::addmm", "aten::relu"])
     assert precision.sensitive(["convolution.default"]) and precision.sensitive(["aten.bmm.default"])
     assert not precision.sensitive(["aten::relu", "aten::sum.dim_IntList", "aten::add.Tensor"])
+
+
+def test_a_matched_timing_is_needed_only_where_a_switch_governs_an_op_of_the_reference():
+    default = {"matmul": False, "cudnn": True}  # PyTorch's own defaults
+    # A GEMM: TF32 turns its switch on; strict is PyTorch's default for it.
+    assert precision.needs_matched("tf32", ["aten::addmm", "aten::relu"], default)
+    assert not precision.needs_matched("strict", ["aten::addmm"], default)
+    # A convolution: cuDNN's TF32 is on by default, so strict is the one that differs.
+    assert not precision.needs_matched("tf32", ["aten::convolution"], default)
+    assert precision.needs_matched("strict", ["aten.convolution.default"], default)
+    # Pointwise work: no switch applies, the default figure is the matched one.
+    assert not precision.needs_matched("tf32", ["aten::gelu", "aten::add.Tensor"], default)
+    assert not precision.needs_matched("strict", ["aten::gelu"], default)
+    # The process's own switches by default.
+    with precision.under("tf32"):
+        assert not precision.needs_matched("tf32", ["aten::mm"])
+        assert precision.needs_matched("strict", ["aten::mm"])
+
+
+def test_a_candidates_precision_names_the_policy_it_is_matched_with():
+    from stitchcuda.types import policy_of
+
+    assert [policy_of(p) for p in ("tf32", "3xtf32", "fp32")] == ["tf32", "tf32", "strict"]
+
+
+def test_kernelbench_close_is_allclose_at_1e4_on_every_output():
+    from stitchcuda.agents.verify.compare import kernelbench_close
+
+    ref = [torch.tensor([1.0, -2.0, 1e-6]), 3]
+    assert kernelbench_close(ref, [torch.tensor([1.0 + 1e-4, -2.0, 5e-5]), 3])  # atol + rtol * |ref|
+    assert not kernelbench_close(ref, [torch.tensor([1.0 + 3e-4, -2.0, 0.0]), 3])
+    assert not kernelbench_close(ref, [torch.tensor([1.0, -2.0, 1e-6]), 4])  # a non-tensor output differs
+    assert not kernelbench_close(ref, [torch.tensor([1.0, -2.0]), 3])  # shape
+    assert not kernelbench_close(ref, [torch.tensor([1.0, -2.0, 1e-6])])  # count
+    nan = [torch.tensor([float("nan"), 1.0])]
+    assert kernelbench_close(nan, [torch.tensor([float("nan"), 1.0])])
+    assert not kernelbench_close(nan, [torch.tensor([0.0, 1.0])])
+
+
+def test_the_verifier_records_kernelbench_s_check_on_each_random_set(tmp_path, build_cache):
+    """A real verification on the CPU (the worker process, the candidate's own C++ kernel): every
+    random input set carries KernelBench's 1e-4 result, adversarial sets do not, and the verdict
+    sums them up."""
+    from conftest import hack_candidate, hack_task
+
+    from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+    opts = VerifyOptions(cpu_only=True, timeout_s=120.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    v = verify(hack_task("ref_linear"), hack_candidate("good_linear"), tmp_path / "v", opts)
+    assert v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    random = [c for c in v.checks if c["set"].startswith("random")]
+    others = [c for c in v.checks if not c["set"].startswith("random")]
+    assert random and all(c["at_1e-4"] is True for c in random)
+    assert others and all("at_1e-4" not in c for c in others)
+    assert v.correct_at_1e4 is True and v.to_dict()["correct_at_1e4"] is True
+    assert v.precision == "tf32" and v.compiled_matched is None  # nothing timed on the CPU
+
+
+@pytest.mark.parametrize("policy, want, tf32_calls", [("tf32", "tf32", True), ("strict", "fp32", False)])
+def test_the_built_in_coder_builds_a_gemm_at_the_policy_s_precision(policy, want, tf32_calls):
+    """Under strict, the first round is already full fp32 (no rung of the ladder may use TF32)."""
+    from conftest import KERNELBENCH
+
+    from stitchcuda.agents.coder import builtin
+    from stitchcuda.agents.plan import planner
+    from stitchcuda.task import find_task
+
+    path = KERNELBENCH / "level2" / "9_Matmul_Subtract_Multiply_ReLU.py"
+    if not path.exists():
+        pytest.skip(f"KernelBench is not at {KERNELBENCH} (set KERNELBENCH_DIR)")
+    task = find_task(path)
+    task.precision = policy
+    cand = builtin.code(task, planner.plan(task))
+    assert cand is not None and cand.precision == want
+    source = "\n".join(t for n, t in cand.files.items() if n.endswith(".cu"))
+    assert ("FAST_TF32" in source) is tf32_calls
+
+
+def test_the_bench_records_the_matched_ratio_the_precision_and_the_1e4_check(tmp_path):
+    from stitchcuda import bench
+    from stitchcuda.types import Candidate, Timing, Verdict
+
+    def t(ms: float) -> Timing:
+        return Timing(ms, ms, ms, 50)
+
+    cand = Candidate(name="builtin", files={}, precision="tf32")
+    # A GEMM: torch.compile timed again under TF32, the candidate's policy.
+    gemm = Verdict("builtin", "ok", built=True, correct=True, eager=t(4.0), compiled=t(3.0), ours=t(1.0),
+                   compiled_matched=t(1.5), compile_policy="tf32",
+                   checks=[{"set": "random-0", "ok": True, "at_1e-4": False}])
+    # Pointwise only: the default figure is the matched one.
+    pw = Verdict("builtin", "ok", built=True, correct=True, eager=t(2.0), compiled=t(1.0), ours=t(0.8),
+                 compile_policy="tf32", checks=[{"set": "random-0", "ok": True, "at_1e-4": True}])
+    a = bench.entry_for(tmp_path / "1_gemm.py", gemm, cand, "")
+    b = bench.entry_for(tmp_path / "2_pw.py", pw, cand, "")
+    assert (a["compile_ms"], a["compile_matched_ms"], a["speedup_compile"], a["speedup_compile_matched"]) == (
+        3.0, 1.5, 3.0, 1.5)
+    assert (b["compile_matched_ms"], b["speedup_compile_matched"]) == (1.0, 1.25)
+    assert (a["precision"], a["correct_at_1e4"], b["correct_at_1e4"]) == ("tf32", False, True)
+    s = bench.summarize([a, b])
+    assert s["geomean_speedup_compile_matched"] == pytest.approx((1.5 * 1.25) ** 0.5)
+    assert (s["solved_matched_faster"], s["correct_at_1e4"]) == (2, 1)
+    md = bench.markdown({"meta": {"command": "c", "commit": "x", "date": "d", "gpu": "g", "torch": "t",
+                                  "coder": "builtin", "precision": "tf32"}, "problems": [a, b], "summary": s})
+    assert "| 1_gemm.py | yes |  | 4.000 | 3.000 | 1.000 | 4.00 | 3.00 | 1.50 | tf32 | no |" in md
+    assert "precision policy: tf32; vs torch.compile under each candidate's own policy: geomean 1.37x" in md
+
+
+@pytest.mark.gpu
+def test_torch_compile_is_timed_again_under_the_candidate_s_policy(tmp_path, build_cache):
+    """On a GPU, a matmul reference: the candidate (cuBLAS, TF32 allowed) gets torch.compile timed
+    under TF32 beside PyTorch's default, and the verdict's matched ratio uses it."""
+    from conftest import hack_candidate, hack_task
+
+    from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+    opts = VerifyOptions(timeout_s=300, trials=10, profile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    v = verify(hack_task("ref_matmul_relu"), hack_candidate("gpu_good_cublas", "kernels.cu"), tmp_path / "v", opts)
+    assert v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    assert v.compile_policy == "tf32" and v.compiled is not None and v.compiled_matched is not None
+    assert v.speedup_compile_matched == pytest.approx(v.compiled_matched.median_ms / v.ours.median_ms)
+    assert "compile-matched-timing" in v.phases
+    assert v.correct_at_1e4 is not None

@@ -250,3 +250,16 @@ def test_results_page_shows_where_the_reference_spends_its_time() -> None:
     summary["plan"]["profile"]["nsys"] = {"timeline": timeline}
     assert "the GPU is busy 31% of each forward's span (launch-bound), 42 kernels per forward" in results.html(summary, "t", "m")
     assert "No reference profile" in results.html({"attempts": []}, "t", "m")
+
+
+def test_results_page_draws_the_roofs_of_the_gpu_that_was_profiled() -> None:
+    """The H200 run's finding carries the H200's peaks; this machine (no GPU, or another GPU) must not
+    put its own roofs under that kernel. The page also gives the candidate's precision and the
+    matched-precision column."""
+    from stitchcuda.server import results
+
+    rec = replay.load(ROOT / "bench" / "results" / "2026-11-25-h200-example-gated_block-32ba689.json")
+    summary = {"best": rec["best"], "attempts": rec["attempts"]}
+    page = results.html(summary, "t", "m")
+    assert "roofs: NVIDIA H200, 4.22 TB/s DRAM" in page
+    assert "<th>vs compile, same precision</th><th>precision</th>" in page and "<td>tf32</td>" in page

@@ -125,7 +125,7 @@ def test_cli_args_give_the_cli_the_same_values() -> None:
             else:
                 assert got == value and type(got) is type(value), f"{key.cli}: {got!r} for {key.name}={value!r}"
     assert {"--no-profile", "--no-timeline"} <= set(changed.cli_args())
-    assert Settings().cli_args() == ["--coder", "builtin", "--rounds", "3"]
+    assert Settings().cli_args() == ["--coder", "builtin", "--precision", "tf32", "--rounds", "3"]
 
 
 def test_enums_are_the_clis_choices() -> None:

@@ -28,7 +28,9 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
     from stitchcuda.task import load_task_module
 
     _, cls = load_task_module(task)
-    return build_candidate(plan, cls, title=task.name, precise=precision_after(feedback))
+    # Under the strict policy no rung may use TF32: the ladder starts (and stays) at full fp32.
+    floor = kernels.PRECISE_FP32 if task.precision == "strict" else kernels.PRECISE_TF32
+    return build_candidate(plan, cls, title=task.name, precise=max(floor, precision_after(feedback)))
 
 
 # Candidate.precision for each of the emitters' levels (kernels.PRECISE_*), and back.

@@ -58,7 +58,9 @@ class LLMCoder:
             request = state.messages[:2] + [prompts.code_and_feedback(state.last, feedback_text(feedback))]
         state.round += 1
         files, turn = self._ask(task, skill, request)
+        # What it was asked for (prompts.precision_line): the matched torch.compile follows it.
         cand = Candidate(name=f"llm-{state.round}", files=files, origin="llm",
+                         precision="fp32" if task.precision == "strict" else "tf32",
                          notes=[f"{self.client.config.model} via {self.client.config.base_url}"])
         turn.candidate = cand
         state.last = cand

@@ -94,6 +94,16 @@ def gpu_line(target: Target | None = None) -> str:
     return line
 
 
+def precision_line(task: Task) -> str:
+    """The run's precision policy, said to the model as a rule (the Verifier holds it to it)."""
+    if task.precision == "strict":
+        return ("Precision: strict. No TF32 anywhere: fp32 matmuls and convolutions in full fp32 (cuBLAS "
+                "CUBLAS_COMPUTE_32F, cuDNN with math type CUDNN_DEFAULT_MATH and TF32 off, no tensor-core "
+                "fp32 paths); outputs are checked against fp32 PyTorch.")
+    return ("Precision: tf32. fp32 matmuls and convolutions may run on TF32 tensor cores "
+            "(CUBLAS_COMPUTE_32F_FAST_TF32, cuDNN's TF32); outputs of matmul-like ops are held to 1e-2 relative.")
+
+
 def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str,
                  llm_plan: str | None = None) -> list[dict[str, Any]]:
     """Skill 1: the module, its traced graph and profile, the plan (and a built-in candidate to
@@ -103,6 +113,7 @@ def plan_to_code(task: Task, plan: Plan, seed: Candidate | None, gpu: str,
         f"Its traced aten graph (inputs first):\n{graph_text(plan)}",
         f"Reference GPU time by op: {profile_text(plan)}",
         f"GPU: {gpu}",
+        precision_line(task),
     ]
     if llm_plan:
         parts.append(f"The plan to implement (checked against the graph):\n{llm_plan}")

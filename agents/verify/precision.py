@@ -18,18 +18,27 @@ from contextlib import contextmanager
 
 import torch
 
-POLICIES = ("tf32", "strict")
+from stitchcuda.types import POLICIES
+
 DEFAULT = "tf32"
 
 # aten ops whose fp32 result depends on the matmul TF32 switch (cuBLAS) or cuDNN's (convolutions):
 # where a reference has none, torch.compile under a matched policy is torch.compile as it is.
-TF32_SENSITIVE = {
-    "mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
-    "tensordot", "_scaled_mm", "convolution", "_convolution", "cudnn_convolution",
-    "cudnn_convolution_transpose", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_flash_attention", "scaled_dot_product_attention", "_cudnn_rnn",
+CUDNN_SENSITIVE = {
+    "convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "conv1d", "conv2d",
+    "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "_scaled_dot_product_cudnn_attention",
+    "_cudnn_rnn",
 }
+MATMUL_SENSITIVE = {
+    "mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
+    "tensordot", "_scaled_mm", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+    "scaled_dot_product_attention",
+}
+TF32_SENSITIVE = CUDNN_SENSITIVE | MATMUL_SENSITIVE
+
+
+def _base(name: str) -> str:
+    return name.removeprefix("aten::").removeprefix("aten.").split(".")[0]
 
 
 def check(policy: str) -> str:
@@ -47,8 +56,25 @@ def flags_for(policy: str) -> dict[str, bool]:
 def sensitive(op_names: Iterable[str]) -> bool:
     """Whether any of these aten ops runs differently under TF32. Names as the dispatch recorder keeps
     them ("addmm"), or qualified ("aten::addmm", "aten.addmm.default", "addmm.default")."""
-    return any(name.removeprefix("aten::").removeprefix("aten.").split(".")[0] in TF32_SENSITIVE
-               for name in op_names)
+    return any(_base(name) in TF32_SENSITIVE for name in op_names)
+
+
+def current_flags() -> dict[str, bool]:
+    """PyTorch's TF32 switches as this process has them now (by default: matmul off, cuDNN on)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "cudnn": bool(torch.backends.cudnn.allow_tf32)}
+
+
+def needs_matched(policy: str, op_names: Iterable[str], flags: dict[str, bool] | None = None) -> bool:
+    """Whether torch.compile under `policy` would compute the reference's ops differently from
+    torch.compile under `flags` (default: the current switches): only then is a separate matched
+    timing worth taking. A switch counts only where the reference has an op it governs."""
+    flags = flags if flags is not None else current_flags()
+    want = flags_for(policy)
+    names = {_base(n) for n in op_names}
+    return ((bool(names & MATMUL_SENSITIVE) and want["matmul"] != flags["matmul"])
+            or (bool(names & CUDNN_SENSITIVE) and want["cudnn"] != flags["cudnn"]))
 
 
 @contextmanager

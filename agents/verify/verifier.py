@@ -102,6 +102,8 @@ def verify(
         "class_name": task.class_name,
         "candidate": str(module_path) if module_path else None,
         "candidate_name": candidate.name if candidate else "reference",
+        # What torch.compile's matched figure is timed under (types.policy_of)
+        "precision": candidate.precision if candidate else "tf32",
         "needs_cuda": bool(candidate and needs_gpu(candidate.files)),
         "device": "cuda" if gpu is not None else "cpu",
         "trials": opts.trials,

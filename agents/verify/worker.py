@@ -35,6 +35,7 @@ from stitchcuda.agents.verify.compare import (
     Tolerance,
     compare_outputs,
     judge_against_exact,
+    kernelbench_close,
     rounding_spread,
     tolerance_for,
 )
@@ -321,6 +322,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         }
         if referee is not None:
             check["referee"] = {"ok": referee.ok, "message": referee.message}
+        if kind is None:  # KernelBench judges random inputs only
+            check["at_1e-4"] = kernelbench_close(ref_outs, call.outs)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
                                       data={"set": name, FINITE_MISS: finite_miss(m)}))
@@ -651,6 +654,39 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     with gpu_lock(req.get("gpu_lock")):
         v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
         rec.save()
+    if cand is not None:
+        _time_compile_matched(req, rec, ref, sets, device, trials, ref_ops)
+
+
+def _time_compile_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str]) -> None:
+    """torch.compile under the candidate's own precision policy (issue 16: the fair baseline). Timed
+    only where that policy's TF32 switches differ from this process's for an op the reference has;
+    elsewhere the default figure is the matched one and only the policy is recorded."""
+    from stitchcuda.agents.verify import precision
+    from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
+    from stitchcuda.types import policy_of
+
+    v = rec.verdict
+    policy = policy_of(req.get("precision", "tf32"))
+    if not precision.needs_matched(policy, ref_ops):
+        v.compile_policy = policy
+        return
+    rec.enter("compile-matched", f"torch.compile under the candidate's precision ({policy})")
+    try:
+        with precision.under(policy):
+            # A fresh compile: Inductor guards on the TF32 switches, and a new function keeps the
+            # default-settings graph of the first timing out of this one's cache lookups.
+            matched = torch.compile(ref)
+            matched(*sets[0])
+            torch.cuda.synchronize()
+            rec.enter("compile-matched-timing", f"torch.compile ({policy}), CUDA events, L2 flushed")
+            with gpu_lock(req.get("gpu_lock")):
+                v.compiled_matched, _ = time_cuda(lambda a: matched(*a), sets, trials=trials,
+                                                  flusher=L2Flusher(device))
+        v.compile_policy = policy
+    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
+        v.notes.append(f"torch.compile under {policy} failed on the reference: {type(e).__name__}: {str(e)[:300]}")
+    rec.save()
 
 
 # An output wrong on the fresh set after timing but as close to the reference as on the checked

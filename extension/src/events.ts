@@ -31,6 +31,8 @@ export interface RoundVerdict {
   speedup_eager: number | null;
   speedup_compile: number | null;
   precision: Precision;
+  speedup_compile_matched: number | null;
+  compile_policy: string;
   /** GPU results from a recorded run, not measured on this machine. */
   replayed: boolean;
   device: string;
@@ -55,7 +57,7 @@ export type RunEvent = ProgressEvent | RoundVerdict | RunEnd;
 export const EVENT_KEYS: Record<RunEvent["event"], readonly string[]> = {
   progress: ["event", "phase", "detail", "round", "step"],
   verdict: ["event", "round", "candidate", "status", "accepted", "median_ms", "speedup_eager", "speedup_compile",
-    "precision", "replayed", "device", "message", "best"],
+    "precision", "speedup_compile_matched", "compile_policy", "replayed", "device", "message", "best"],
   result: ["event", "message", "summary", "proposal", "cancelled", "best"],
 };
 
@@ -94,6 +96,10 @@ export function verdictLine(v: RoundVerdict): string {
     if (v.speedup_compile) {
       parts.push(`${v.speedup_compile.toFixed(2)}x vs torch.compile`);
     }
+    if (v.speedup_compile_matched) {
+      parts.push(`${v.speedup_compile_matched.toFixed(2)}x vs torch.compile under ${v.compile_policy}`);
+    }
+    parts.push(`precision ${v.precision}`);
     if (v.replayed) {
       parts.push(`REPLAYED from a run recorded on ${v.device}, not measured here`);
     }

@@ -10,13 +10,14 @@ import {
 function verdict(over: Partial<RoundVerdict> = {}): RoundVerdict {
   return {
     event: "verdict", round: 1, candidate: "r1-builtin-pointwise", status: "ok", accepted: true, median_ms: 0.168,
-    speedup_eager: 5.22, speedup_compile: 1.17, precision: "tf32", replayed: false, device: "NVIDIA H100", message: "",
+    speedup_eager: 5.22, speedup_compile: 1.17, precision: "tf32", speedup_compile_matched: null, compile_policy: "tf32",
+    replayed: false, device: "NVIDIA H100", message: "",
     best: true, ...over,
   };
 }
 
 const BEST = verdict();
-const BEST_LINE = "correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile";
+const BEST_LINE = "correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile, precision tf32";
 const F1 = "file:///ws/gated_block_stitchcuda/model_new.py";
 const F2 = "file:///ws/gated_block_stitchcuda/kernels.cu";
 
