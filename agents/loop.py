@@ -50,6 +50,9 @@ class RunResult:
     reference: Verdict | None = None
     meta: dict = field(default_factory=dict)  # provenance: command, commit, gpu, torch, date
     best_round: RoundVerdict | None = None  # the best candidate's verdict, proposed or not
+    # Seconds from the start of the run to the first candidate checked and timed (provisional or
+    # final verdict): issue 16's "first verdict" figure.
+    first_verdict_s: float | None = None
 
     @property
     def proposal(self) -> Candidate | None:
@@ -67,6 +70,7 @@ class RunResult:
                 for c, v in self.attempts
             ],
             "best": self.best[0].name if self.best else None,
+            "first_verdict_s": self.first_verdict_s,
         }
 
     def end(self, proposal_dir: Path | None, cancelled: bool = False) -> RunEnd:
@@ -99,6 +103,41 @@ def coder_name(coder: str | Coder) -> str:
     return coder if isinstance(coder, str) else getattr(coder, "name", type(coder).__name__)
 
 
+class _FirstVerdict:
+    """A round's verdict as the Verifier's worker has it once the candidate is checked and timed
+    against eager (its saved result.json), sent once as a provisional RoundVerdict."""
+
+    def __init__(self, workdir: Path, round: int, t0: float, emit: Progress, best: Verdict | None):
+        self.workdir, self.round, self.t0, self.emit, self.best = workdir, round, t0, emit, best
+        self.sent = False
+
+    def send(self) -> None:
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            v = Verdict.from_dict(json.loads((self.workdir / "result.json").read_text()))
+        except (OSError, ValueError, TypeError):
+            return  # a worker that has not saved it (or died writing it): the final verdict will say
+        if v.accepted and v.ours is not None:
+            self.emit(RoundVerdict.of(self.round, v, best=_better(v, self.best), provisional=True,
+                                      elapsed_s=time.monotonic() - self.t0))
+
+
+def _reference_timeline(task: Task, plan: Plan, opts: LoopOptions, say: Callable[..., None]) -> None:
+    from stitchcuda.profiling import nsys
+    from stitchcuda.profiling.reference import format_table
+
+    if not nsys.find_nsys():
+        return
+    say("profiling", "the reference's timeline (Nsight Systems, in a child process)")
+    timeline = nsys.profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}", iterations=3,
+                                          timeout_s=TIMELINE_TIMEOUT_S)
+    if plan.profile is not None:
+        plan.profile["nsys"] = timeline.to_dict()
+    plan.notes.append(format_table(timeline, top=5))
+
+
 def plan_task(task: Task) -> Plan:
     from stitchcuda.agents.plan.planner import plan
 
@@ -114,7 +153,13 @@ def optimize(
 ) -> RunResult:
     """Plan, then rounds of code and verify; `progress` gets every ProgressEvent and RoundVerdict."""
     opts = opts or LoopOptions()
-    emit = progress or (lambda event: None)
+    sink = progress or (lambda event: None)
+    first_ok: list[float] = []
+
+    def emit(event: ProgressEvent | RoundVerdict) -> None:
+        if isinstance(event, RoundVerdict) and event.accepted and event.elapsed_s is not None and not first_ok:
+            first_ok.append(event.elapsed_s)
+        sink(event)
 
     def say(phase: Phase, detail: str = "", round: int | None = None, step: str | None = None) -> None:
         emit(ProgressEvent(phase, detail, round, step))
@@ -133,14 +178,6 @@ def optimize(
         profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
         plan.profile = profile.to_dict()
         plan.notes.append(format_table(profile, top=8))
-        from stitchcuda.profiling import nsys
-
-        if opts.profile_timeline and nsys.find_nsys():
-            say("planning", "the reference's timeline (Nsight Systems, in a child process)")
-            timeline = nsys.profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}", iterations=3,
-                                                  timeout_s=TIMELINE_TIMEOUT_S)
-            plan.profile["nsys"] = timeline.to_dict()
-            plan.notes.append(format_table(timeline, top=5))
     elif opts.verify.replay and not cuda_available():
         from stitchcuda.agents.verify import replay
 
@@ -148,6 +185,10 @@ def optimize(
         if plan.profile:
             plan.notes.append(f"reference profile replayed from {opts.verify.replay}")
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
+    # The reference's Nsight Systems timeline (up to 90 s) is for the findings and the later rounds'
+    # coders, not for the first candidate: it runs after round 1, so the first verdict comes sooner.
+    timeline_pending = bool(opts.profile_reference and opts.profile_timeline and plan.profile is not None
+                            and cuda_available())
     rounds = Rounds(code, task, plan, RoundPolicy(opts.rounds), number_names=True)
     best: tuple[Candidate, Verdict] | None = None
     best_round: RoundVerdict | None = None
@@ -166,24 +207,33 @@ def optimize(
             elif rounds.stopped == "nothing-new":
                 say("nothing-new", "the coder has nothing new to try", k)
             break
-        verdict = verify(
-            task, cand, run_dir / cand.name, opts.verify,
-            progress=lambda step, detail, k=k: say("verifying", detail, k, step), cancel=cancel,
-        )
+        first = _FirstVerdict(run_dir / cand.name, k, t0, emit, best[1] if best else None)
+
+        def on_step(step: str, detail: str, k: int = k, first: _FirstVerdict = first) -> None:
+            say("verifying", detail, k, step)
+            if step == "compile":  # checked and timed against eager: worth showing now
+                first.send()
+
+        verdict = verify(task, cand, run_dir / cand.name, opts.verify, progress=on_step, cancel=cancel)
         verdict.rubric = rubric.score(cand, verdict, plan, rounds.last)
         (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
         rounds.record(cand, verdict)
-        event = RoundVerdict.of(k, verdict, best=_better(verdict, best[1] if best else None))
+        event = RoundVerdict.of(k, verdict, best=_better(verdict, best[1] if best else None),
+                                elapsed_s=time.monotonic() - t0)
         if event.best:
             best, best_round = (cand, verdict), event
         emit(event)
         _write_trajectory(code, rounds.attempts, run_dir)
+        if timeline_pending and not (cancel is not None and cancel.is_set()):
+            timeline_pending = False
+            _reference_timeline(task, plan, opts, say)
+            (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
 
     attempts = rounds.attempts
     message, proposal = _conclude(plan, attempts, best, rounds.coder_error)
     gpu = next((v.device for _, v in attempts if v.device and v.device != "cpu"), None)
     result = RunResult(task, run_dir, plan, attempts, proposal, message, meta=provenance.record(gpu),
-                       best_round=best_round)
+                       best_round=best_round, first_verdict_s=first_ok[0] if first_ok else None)
     (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
     return result
 

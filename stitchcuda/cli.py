@@ -161,6 +161,8 @@ def cmd_optimize(args) -> int:
             console.print(f"  {proposal_dir / name}")
     else:
         console.print(f"[yellow bold]{escape(result.message)}[/]")
+    if result.first_verdict_s is not None:
+        console.print(f"first candidate checked and timed {result.first_verdict_s:.1f} s after the start")
     console.print(f"artifacts: {out}")
     return 0
 

@@ -9,6 +9,7 @@ extension mirrors the dictionaries in extension/src/events.ts. The human-readabl
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from stitchcuda.types import PRECISIONS, Precision, Verdict
 #   verifying        the Verifier works on it; `step` names the Verifier's step (build, correctness, timing, profile...)
 #   coder-failed     the Coder raised; `detail` says why, and the rounds end
 #   nothing-new      the Coder had nothing new to try (no candidate, or files already verified)
-Phase = Literal["planning", "budget", "coding", "verifying", "coder-failed", "nothing-new"]
+# "profiling": the reference's Nsight Systems timeline, taken after round 1 (not before the first verdict)
+Phase = Literal["planning", "budget", "coding", "verifying", "coder-failed", "nothing-new", "profiling"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
 
@@ -88,15 +90,22 @@ class RoundVerdict:
     device: str = ""  # where it was measured (the recording's GPU when replayed)
     message: str = ""  # the Verifier's reason, for people
     best: bool = False  # the best candidate of the run so far (the one it would propose)
+    # Sent as soon as the candidate is checked and timed against eager, before torch.compile's
+    # timing and the profilers: the final verdict of the same round follows and replaces it.
+    provisional: bool = False
+    elapsed_s: float | None = None  # seconds from the start of the run to this verdict
 
     @classmethod
-    def of(cls, round: int, v: Verdict, *, best: bool = False) -> RoundVerdict:
+    def of(cls, round: int, v: Verdict, *, best: bool = False, provisional: bool = False,
+           elapsed_s: float | None = None) -> RoundVerdict:
         return cls(round=round, candidate=v.candidate, status=v.status, accepted=v.accepted,
                    median_ms=v.ours.median_ms if v.ours else None, speedup_eager=v.speedup_eager,
                    speedup_compile=v.speedup_compile, precision=v.precision,
                    speedup_compile_matched=v.speedup_compile_matched if v.compiled_matched else None,
                    compile_policy=v.compile_policy,
-                   replayed=bool(v.phases.get("replayed")), device=v.device, message=v.message, best=best)
+                   replayed=bool(v.phases.get("replayed")), device=v.device, message=v.message, best=best,
+                   provisional=provisional,
+                   elapsed_s=builtins.round(elapsed_s, 2) if elapsed_s is not None else None)
 
     @property
     def line(self) -> str:
@@ -112,6 +121,8 @@ class RoundVerdict:
             parts.append(f"precision {self.precision}")
             if self.replayed:
                 parts.append(f"REPLAYED from a run recorded on {self.device}, not measured here")
+            if self.provisional:
+                parts.append("torch.compile's timing and the profiles still to come")
             return ", ".join(parts)
         return f"{self.status}: {self.message}"
 

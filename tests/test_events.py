@@ -121,3 +121,32 @@ def test_the_servers_job_reads_typed_events_from_a_real_optimize(tmp_path):
     end = job.result
     assert end.best == verdict and end.proposal and Path(end.summary).is_file() and not end.cancelled
     assert job.summary["best"] == "r1-builtin-pointwise" and sorted(job.proposal) == ["fused_kernels.cu", "model_new.py"]
+
+
+def test_a_checked_and_timed_candidate_is_sent_before_torch_compile_s_timing(tmp_path):
+    """The loop's first-verdict event: read from the worker's saved result.json when the worker
+    reaches torch.compile, sent once, only for a candidate that is correct and timed, and marked
+    provisional; a result the worker has not written yet sends nothing."""
+    from stitchcuda.agents.loop import _FirstVerdict
+    from stitchcuda.types import Timing, Verdict
+
+    sent: list[RoundVerdict] = []
+    first = _FirstVerdict(tmp_path, 1, 0.0, sent.append, None)
+    first.send()  # no result.json yet
+    assert sent == []
+
+    timed = Verdict("r1-builtin", "ok", built=True, correct=True, eager=Timing(0.68, 0.66, 0.74, 50),
+                    ours=Timing(0.154, 0.14, 0.17, 50))
+    (tmp_path / "result.json").write_text(json.dumps({**timed.to_dict(), "last_phase": "compile"}))
+    first = _FirstVerdict(tmp_path, 2, 0.0, sent.append, None)
+    first.send()
+    first.send()
+    (e,) = sent
+    assert (e.round, e.provisional, e.best, e.accepted, e.speedup_compile) == (2, True, True, True, None)
+    assert e.speedup_eager == pytest.approx(0.68 / 0.154) and e.elapsed_s is not None and e.elapsed_s > 0
+    assert e.line.endswith("torch.compile's timing and the profiles still to come")
+
+    wrong = Verdict("r1-builtin", "incorrect", built=True, correct=False, ours=Timing(0.1, 0.1, 0.1, 50))
+    (tmp_path / "result.json").write_text(json.dumps(wrong.to_dict()))
+    _FirstVerdict(tmp_path, 3, 0.0, sent.append, None).send()
+    assert len(sent) == 1

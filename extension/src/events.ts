@@ -3,7 +3,7 @@
 // written there). The extension reads numbers and codes from these, never from the sentences.
 
 /** Where a run is (stitchcuda/events.py's Phase). */
-export type Phase = "planning" | "budget" | "coding" | "verifying" | "coder-failed" | "nothing-new";
+export type Phase = "planning" | "budget" | "coding" | "verifying" | "coder-failed" | "nothing-new" | "profiling";
 
 /** How exactly fp32 matmul and convolution ran: TF32 tensor cores (the default), 3xTF32 (split
  * operands) with convolution without TF32, or full fp32. */
@@ -33,6 +33,10 @@ export interface RoundVerdict {
   precision: Precision;
   speedup_compile_matched: number | null;
   compile_policy: string;
+  /** Sent once the candidate is checked and timed against eager; the round's final verdict follows. */
+  provisional: boolean;
+  /** Seconds from the start of the run. */
+  elapsed_s: number | null;
   /** GPU results from a recorded run, not measured on this machine. */
   replayed: boolean;
   device: string;
@@ -57,7 +61,8 @@ export type RunEvent = ProgressEvent | RoundVerdict | RunEnd;
 export const EVENT_KEYS: Record<RunEvent["event"], readonly string[]> = {
   progress: ["event", "phase", "detail", "round", "step"],
   verdict: ["event", "round", "candidate", "status", "accepted", "median_ms", "speedup_eager", "speedup_compile",
-    "precision", "speedup_compile_matched", "compile_policy", "replayed", "device", "message", "best"],
+    "precision", "speedup_compile_matched", "compile_policy", "replayed", "device", "message", "best", "provisional",
+    "elapsed_s"],
   result: ["event", "message", "summary", "proposal", "cancelled", "best"],
 };
 
@@ -102,6 +107,9 @@ export function verdictLine(v: RoundVerdict): string {
     parts.push(`precision ${v.precision}`);
     if (v.replayed) {
       parts.push(`REPLAYED from a run recorded on ${v.device}, not measured here`);
+    }
+    if (v.provisional) {
+      parts.push("torch.compile's timing and the profiles still to come");
     }
     return parts.join(", ");
   }

@@ -12,7 +12,7 @@ const PY = process.env.STITCHCUDA_TEST_PYTHON ? resolve(process.env.STITCHCUDA_T
 const skip = !PY ? "set STITCHCUDA_TEST_PYTHON to a Python with stitchcuda"
   : spawnSync(PY, ["-c", "import stitchcuda.events"]).status !== 0 ? `${PY} cannot import stitchcuda.events` : false;
 
-const PHASES: Phase[] = ["planning", "budget", "coding", "verifying", "coder-failed", "nothing-new"];
+const PHASES: Phase[] = ["planning", "budget", "coding", "verifying", "coder-failed", "nothing-new", "profiling"];
 const PRECISIONS: Precision[] = ["tf32", "3xtf32", "fp32"];
 
 const DUMP = `

@@ -11,7 +11,7 @@ function verdict(over: Partial<RoundVerdict> = {}): RoundVerdict {
   return {
     event: "verdict", round: 1, candidate: "r1-builtin-pointwise", status: "ok", accepted: true, median_ms: 0.168,
     speedup_eager: 5.22, speedup_compile: 1.17, precision: "tf32", speedup_compile_matched: null, compile_policy: "tf32",
-    replayed: false, device: "NVIDIA H100", message: "",
+    provisional: false, elapsed_s: 12.5, replayed: false, device: "NVIDIA H100", message: "",
     best: true, ...over,
   };
 }
