@@ -110,3 +110,32 @@ def test_library_workspaces_are_one_buffer_per_slot(tmp_path):
     assert buffers.count("dtype=torch.uint8") == 1, buffers
     call = text[text.index("_lib.call_all("):]
     assert call.count("workspace0_uint8") == 2, call
+
+
+@needs_nvcc
+def test_training_through_modelnew_fails_loudly_never_silently(tmp_path):
+    """The kernels have no backward (issue 17 item 3): under grad mode, an output that autograd would
+    differentiate refuses backward with a clear error, instead of leaving the parameters (and
+    everything before them) without gradients. Under no_grad, and where nothing requires grad,
+    nothing changes (the Verifier times under no_grad)."""
+    module = Staged()
+    x = torch.randn(2, 6, 9, 9)
+    cand = build(module, [x])
+    assert not [f for f in check_source(cand.files["model_new.py"], filename="model_new.py")
+                if f.severity == "error"]
+    new = load(cand, module, tmp_path / "c")
+    with torch.no_grad():
+        want = module(x)
+        assert torch.allclose(new(x), want, atol=1e-5) and new(x).grad_fn is None
+    out = new(x)  # grad mode, parameters require grad
+    assert out.grad_fn is not None and torch.allclose(out.detach(), want, atol=1e-5)
+    with pytest.raises(RuntimeError, match="no backward: no gradient can flow through it"):
+        out.sum().backward()
+    # An input that requires grad, parameters frozen: still refused.
+    for p in new.parameters():
+        p.requires_grad_(False)
+    xg = x.clone().requires_grad_(True)
+    with pytest.raises(RuntimeError, match="Train with the original module"):
+        new(xg).sum().backward()
+    # Nothing requires grad: a plain tensor, as before.
+    assert new(x).grad_fn is None

@@ -20,6 +20,8 @@ _HEADER = '''"""ModelNew for {title}, written by StitchCUDA's built-in coder.
 
 {kernels}
 The kernels are specialised to the traced shapes and dtypes; forward raises ValueError for others.
+They have no backward: where autograd would differentiate an output, asking for its gradient raises
+RuntimeError (never a silent detach). Train with the original module.
 """
 
 from pathlib import Path
@@ -32,6 +34,29 @@ from stitchcuda import runtime
 _lib = runtime.load(Path(__file__).with_name("{cu}"), libraries={libraries!r})
 _DEVICE = "{device}"
 _CUDA = _DEVICE == "cuda"
+
+
+class _NoBackward(torch.autograd.Function):
+    # The outputs' grad_fn where an input or parameter requires grad: backward says why it cannot
+    # go on, instead of the parameters (and everything before them) silently getting no gradient.
+    @staticmethod
+    def forward(ctx, out, *inputs):
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "ModelNew ({title}) runs StitchCUDA's generated kernels, which have no backward: no gradient "
+            "can flow through it. Train with the original module; use ModelNew under torch.no_grad() or "
+            "torch.inference_mode()."
+        )
+
+
+def _no_backward(out, inputs):
+    need = [t for t in inputs if t.requires_grad]
+    if not need or not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        return out
+    return _NoBackward.apply(out, *need)
 
 
 def _mismatch(checks):
@@ -151,17 +176,19 @@ def render_model(
     body.append(f"], {stream})")
     results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
     structure = output.get("structure", "single")
-    if structure == "single":
-        body.append(f"return {results[0]}")
-    elif structure == "list":
-        body.append(f"return [{', '.join(results)}]")
-    else:
-        body.append(f"return ({', '.join(results)}{',' if len(results) == 1 else ''})")
+    # Under grad mode only (the Verifier, and inference under no_grad, never pay for it): outputs that
+    # autograd would differentiate get a grad_fn that refuses, clearly, to go backward.
+    read = ", ".join(expr for expr, _, _, _ in checks)
+    if read:
+        body.append("if torch.is_grad_enabled():")
+        guarded = [f"_no_backward({r}, ({read},))" for r in results]
+        body.append(f"    {_returned(structure, guarded)}")
+    body.append(_returned(structure, results))
 
     kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
     device = "cpu" if host else "cuda"
     text = _HEADER.format(
-        title=title or cls.__name__, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps)
+        title=(title or cls.__name__).replace("\"", "'"), kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps)
     )
     if static:
         text += "\n\ndef _buffers(device):\n"
@@ -175,6 +202,14 @@ def render_model(
     text += f"\n    def forward(self{fwd.signature}):\n"
     text += "".join(f"        {line}\n" for line in body)
     return text
+
+
+def _returned(structure: str, results: Sequence[str]) -> str:
+    if structure == "single":
+        return f"return {results[0]}"
+    if structure == "list":
+        return f"return [{', '.join(results)}]"
+    return f"return ({', '.join(results)}{',' if len(results) == 1 else ''})"
 
 
 def _root(nodes: dict[str, Node], name: str) -> Node:
@@ -207,7 +242,8 @@ class _Forward:
     """Names in the generated forward: its parameters, the state it reads, the buffers it makes."""
 
     def __init__(self, graph: Sequence[Node], cls: type):
-        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "_lib", "_mismatch", "_buffers"}
+        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "_lib", "_mismatch", "_buffers",
+                                "_NoBackward", "_no_backward"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
