@@ -124,6 +124,15 @@ class _FirstVerdict:
                                       elapsed_s=time.monotonic() - self.t0))
 
 
+def _reference_profile(task: Task, plan: Plan, opts: LoopOptions, say: Callable[..., None]) -> None:
+    from stitchcuda.profiling.reference import format_table, profile_in_subprocess
+
+    say("profiling", "profiling the reference (torch.profiler, in a child process)")
+    profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
+    plan.profile = profile.to_dict()
+    plan.notes.append(format_table(profile, top=8))
+
+
 def _reference_timeline(task: Task, plan: Plan, opts: LoopOptions, say: Callable[..., None]) -> None:
     from stitchcuda.profiling import nsys
     from stitchcuda.profiling.reference import format_table
@@ -171,13 +180,13 @@ def optimize(
 
     say("planning", f"tracing {task.name}")
     plan = plan_task(task)
-    if opts.profile_reference and cuda_available():
-        from stitchcuda.profiling.reference import format_table, profile_in_subprocess
-
-        say("planning", "profiling the reference (torch.profiler, in a child process)")
-        profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
-        plan.profile = profile.to_dict()
-        plan.notes.append(format_table(profile, top=8))
+    # The reference's torch.profiler run (a child process: ~15 s the first time, cached after) is
+    # taken before round 1 only for a coder that reads it (the LLM's prompt); the built-in coder's
+    # first candidate does not wait for it (issue 16: the first verdict sooner).
+    profile_pending = bool(opts.profile_reference and cuda_available())
+    if profile_pending and getattr(code, "reads_profile", True):
+        _reference_profile(task, plan, opts, say)
+        profile_pending = False
     elif opts.verify.replay and not cuda_available():
         from stitchcuda.agents.verify import replay
 
@@ -187,8 +196,7 @@ def optimize(
     (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
     # The reference's Nsight Systems timeline (up to 90 s) is for the findings and the later rounds'
     # coders, not for the first candidate: it runs after round 1, so the first verdict comes sooner.
-    timeline_pending = bool(opts.profile_reference and opts.profile_timeline and plan.profile is not None
-                            and cuda_available())
+    timeline_pending = bool(opts.profile_reference and opts.profile_timeline and cuda_available())
     rounds = Rounds(code, task, plan, RoundPolicy(opts.rounds), number_names=True)
     best: tuple[Candidate, Verdict] | None = None
     best_round: RoundVerdict | None = None
@@ -215,6 +223,10 @@ def optimize(
                 first.send()
 
         verdict = verify(task, cand, run_dir / cand.name, opts.verify, progress=on_step, cancel=cancel)
+        if profile_pending and not (cancel is not None and cancel.is_set()):
+            profile_pending = False  # now, before the rubric's coverage reads it
+            _reference_profile(task, plan, opts, say)
+            (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
         verdict.rubric = rubric.score(cand, verdict, plan, rounds.last)
         (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
         rounds.record(cand, verdict)
@@ -224,7 +236,7 @@ def optimize(
             best, best_round = (cand, verdict), event
         emit(event)
         _write_trajectory(code, rounds.attempts, run_dir)
-        if timeline_pending and not (cancel is not None and cancel.is_set()):
+        if timeline_pending and plan.profile is not None and not (cancel is not None and cancel.is_set()):
             timeline_pending = False
             _reference_timeline(task, plan, opts, say)
             (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))

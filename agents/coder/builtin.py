@@ -33,6 +33,11 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
     return build_candidate(plan, cls, title=task.name, precise=max(floor, precision_after(feedback)))
 
 
+# The built-in coder works from the traced graph and the plan's groups only: the loop need not
+# profile the reference before its first candidate (agents/loop.py).
+code.reads_profile = False  # type: ignore[attr-defined]
+
+
 # Candidate.precision for each of the emitters' levels (kernels.PRECISE_*), and back.
 PRECISION_OF: dict[int, Precision] = {kernels.PRECISE_TF32: "tf32", kernels.PRECISE_SPLIT: "3xtf32",
                                       kernels.PRECISE_FP32: "fp32"}
