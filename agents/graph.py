@@ -196,7 +196,17 @@ def trace_task(task: Task) -> list[Node]:
             model = cls(*_realise(init_args))
         except Exception as e:  # noqa: BLE001
             raise TraceError(f"{task.class_name}(*{task.init_inputs_fn}()) failed: {_short(e)}") from e
-    return trace_module(model, inputs, fake_mode=fake_mode)
+    try:
+        return trace_module(model, inputs, fake_mode=fake_mode)
+    except TraceError as e:
+        # Say which call failed on what: a shape that forward rejects is most often get_inputs()'s.
+        raise TraceError(f"{task.class_name}.forward on {task.inputs_fn}() of {task.path.name} "
+                         f"({_shapes(inputs)}): {e}") from e
+
+
+def _shapes(values: Sequence[Any]) -> str:
+    return ", ".join(f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor)
+                     else type(v).__name__ for v in values)
 
 
 def _sdpa_math() -> Any:

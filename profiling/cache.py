@@ -19,16 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stitchcuda import paths
 from stitchcuda.types import Task
 
 VERSION = 1  # of the stored form; bump to drop every cached profile
 
 
 def folder() -> Path:
-    root = os.environ.get("STITCHCUDA_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "stitchcuda"
-    )
-    return Path(root) / "profiles"
+    return paths.user_cache() / "profiles"
 
 
 def key(task: Task, kind: str, device_name: str, iterations: int) -> str | None:

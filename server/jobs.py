@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stitchcuda import events
+from stitchcuda import events, paths
 from stitchcuda.events import Event, ProgressEvent, RoundVerdict, RunEnd
 from stitchcuda.settings import Settings
 
@@ -30,8 +30,7 @@ KILL_AFTER_S = 10.0
 def runs_root(settings: Settings) -> Path:
     if settings.runs_folder:
         return Path(settings.runs_folder)
-    base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    return Path(base) / "stitchcuda" / "runs"
+    return paths.runs_dir()
 
 
 @dataclass

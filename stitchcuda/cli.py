@@ -14,12 +14,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import events
+from . import events, paths
 from .events import Event, ProgressEvent, RoundVerdict, RunEnd
 from .task import TaskError, UsageError, find_task
 from .types import Candidate, Verdict
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+# One scheme for every command (README, "Exit codes"): 0 it did what was asked (a proposal made, the
+# candidate accepted, every file planned, every problem run, every doctor check passed); 1 it ran
+# but that did not come about; 2 the input or the command line was wrong (argparse's own code);
+# 130 cancelled.
+EXIT_OK, EXIT_NONE, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
 
 def _progress_printer(prefix: str = ""):
@@ -30,7 +36,8 @@ def _progress_printer(prefix: str = ""):
         if phase == "done" or (phase == last["phase"] and not detail):
             return
         last["phase"] = phase
-        console.print(f"[dim]{dt.datetime.now():%H:%M:%S}[/] {escape(prefix)}[bold]{escape(phase)}[/] {escape(detail)}")
+        tail = f" {escape(detail)}" if detail else ""
+        console.print(f"[dim]{dt.datetime.now():%H:%M:%S}[/] {escape(prefix)}[bold]{escape(phase)}[/]{tail}")
 
     return show
 
@@ -41,7 +48,7 @@ def _event_shower(show):
     def on_event(event: ProgressEvent | RoundVerdict) -> None:
         if isinstance(event, RoundVerdict):
             show(event.label, event.line)
-        else:
+        elif not (event.step == "done" and not event.detail):  # the worker's end marker: the verdict follows
             show(event.label, event.detail)
 
     return on_event
@@ -84,7 +91,8 @@ def _verify_options(args):
 
 def _print_verdict(v: Verdict) -> None:
     colour = "green" if v.accepted else ("yellow" if v.status == "unverified" else "red")
-    console.print(f"[{colour}][bold]{v.status}[/bold][/{colour}] {escape(v.candidate)}: {escape(v.message or '')}")
+    console.print(f"[{colour}][bold]{v.status}[/bold][/{colour}] {escape(v.candidate)}"
+                  + (f": {escape(v.message)}" if v.message else ""))
     if v.build_s is not None:
         console.print(f"  build {v.build_s:.2f} s")
     if v.tolerance:
@@ -130,7 +138,7 @@ def cmd_optimize(args) -> int:
 
     task = find_task(Path(args.file), args.class_name)
     task.precision = args.precision
-    out = Path(args.out or Path("stitchcuda-runs") / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    out = Path(args.out or paths.runs_dir() / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
                        profile_timeline=not args.no_timeline)
     console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
@@ -146,7 +154,7 @@ def cmd_optimize(args) -> int:
         console.print("[red]cancelled[/]")
         if args.events:
             _emit(RunEnd("cancelled", cancelled=True))
-        return 130
+        return EXIT_CANCELLED
     proposal_dir = out / "proposal"
     if result.proposal is not None:
         result.proposal.write(proposal_dir)
@@ -164,7 +172,7 @@ def cmd_optimize(args) -> int:
     if result.first_verdict_s is not None:
         console.print(f"first candidate checked and timed {result.first_verdict_s:.1f} s after the start")
     console.print(f"artifacts: {out}")
-    return 0
+    return EXIT_OK if result.proposal is not None else EXIT_NONE
 
 
 def cmd_doctor(args) -> int:
@@ -191,18 +199,27 @@ def cmd_verify(args) -> int:
     if not cand_path.is_file():
         raise TaskError(f"{cand_path}: no such file")
     cand = Candidate.from_file(cand_path)
-    out = Path(args.out or Path("stitchcuda-runs") / f"verify-{cand_path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    out = Path(args.out or paths.runs_dir() / f"verify-{cand_path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     verdict = verify(task, cand, out, _verify_options(args), progress=_progress_printer())
     if args.json:
         print(verdict.to_json())
     else:
         _print_verdict(verdict)
         console.print(f"verdict: {out / 'verdict.json'}")
-    return 0 if verdict.accepted else 1
+    return EXIT_OK if verdict.accepted else EXIT_NONE
+
+
+def _existing(paths: list[str]) -> None:
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
 
 
 def cmd_bench(args) -> int:
-    from stitchcuda.bench import run_bench
+    from stitchcuda.bench import expand_paths, run_bench
+
+    _existing(args.paths)
+    wanted = len(expand_paths(args.paths))
 
     report = run_bench(
         args.paths, Path(args.out), coder=args.coder, jobs=args.jobs,
@@ -212,7 +229,10 @@ def cmd_bench(args) -> int:
     s = report["summary"]
     console.print(json.dumps(s, indent=2))
     console.print(f"results: {Path(args.out) / 'bench.json'} and bench.md")
-    return 0
+    if s["problems"] < wanted:
+        console.print(f"[yellow]{wanted - s['problems']} of {wanted} problem(s) not run[/] (--resume carries on)")
+        return EXIT_NONE
+    return EXIT_OK
 
 
 def cmd_plan(args) -> int:
@@ -220,16 +240,17 @@ def cmd_plan(args) -> int:
     from stitchcuda.agents.plan.planner import plan
     from stitchcuda.bench import expand_paths
 
+    _existing(args.paths)
     rows = []
     for f in expand_paths(args.paths):
         try:
             p = plan(find_task(f, args.class_name))
         except TaskError as e:
-            rows.append({"path": str(f), "supported": False, "unsupported": [str(e)], "groups": []})
+            rows.append({"path": str(f), "supported": False, "unsupported": [str(e)], "groups": [], "load_error": True})
             continue
         except Exception as e:  # noqa: BLE001 - the user's file failing to import is a row, not the end
             reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            rows.append({"path": str(f), "supported": False, "unsupported": [reason], "groups": []})
+            rows.append({"path": str(f), "supported": False, "unsupported": [reason], "groups": [], "load_error": True})
             continue
         rows.append(
             {
@@ -255,10 +276,12 @@ def cmd_plan(args) -> int:
                     for g in r["groups"]:
                         console.print(f"    {g['kind']}: {escape(g['note'])}", markup=True)
             else:
-                console.print(f"[red]not covered[/] {escape(name)}: {escape('; '.join(r['unsupported'])[:300])}")
+                console.print(f"[red]not covered[/] {escape(name)}: {escape('; '.join(r['unsupported']))}")
         covered = sum(r["supported"] for r in rows)
         console.print(f"{covered} of {len(rows)} covered by the built-in coder")
-    return 0
+    # Not covered by the built-in coder is an answer; a file that could not be loaded or traced is not.
+    failed = [r for r in rows if r.get("load_error") or any(u.startswith("trace:") for u in r["unsupported"])]
+    return EXIT_NONE if failed else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except UsageError as e:
         console.print(f"[red]error:[/] {escape(str(e))}")
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -55,9 +55,10 @@ class ProgressEvent:
         """The phase as the CLI has always printed it: "planning", "round 2: coding", "round 2: build"."""
         if self.round is None:
             return self.phase
+        # "nothing-new" has no word of its own: its detail says it ("round 2: the coder has nothing ...").
         what = {"verifying": self.step or "verifying", "coder-failed": "coder failed", "nothing-new": ""}.get(
             self.phase, self.phase)
-        return f"round {self.round}: {what}" if what else f"round {self.round}"
+        return f"round {self.round}: {what}" if what else f"round {self.round}:"
 
     def to_dict(self) -> dict[str, Any]:
         return {"event": self.EVENT, **dataclasses.asdict(self)}

@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stitchcuda import cuda_libs
-
-_CACHE_ENV = "STITCHCUDA_CACHE"
+from stitchcuda import cuda_libs, paths
 
 
 class BuildError(RuntimeError):
@@ -37,10 +35,7 @@ class BuildError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get(_CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "stitchcuda"
-    )
-    return Path(root) / "build"
+    return paths.user_cache() / "build"
 
 
 def find_nvcc() -> str | None:

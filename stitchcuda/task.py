@@ -47,6 +47,8 @@ def module_classes(source: str) -> list[str]:
 def find_task(path: Path, class_name: str | None = None) -> Task:
     """Check a file without running it and say precisely what is missing."""
     path = Path(path)
+    if path.is_dir():
+        raise TaskError(f"{path} is a folder: give one .py file (plan and bench take folders)")
     if not path.is_file():
         raise TaskError(f"{path}: no such file")
     source = path.read_text()

@@ -195,3 +195,17 @@ def test_gpu_matches_torch_bit_for_bit(tmp_path, monkeypatch):
         assert torch.equal(y.isnan(), ref.isnan()), shape
         assert torch.equal(torch.nan_to_num(y), torch.nan_to_num(ref)), shape
         del x, y, ref
+
+
+@needs_nvcc
+def test_host_runs_leave_no_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    """kernels.run_host writes nvcc's input in a temporary folder and removes it (issue 21 item 7)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    x = _saturating((40, 41), 3)
+    k = _kernel(x, "cpt", 1)
+    out = torch.full((40, 41), float("nan"))
+    kernels.run_host(k, [x, out])
+    assert not torch.isnan(out).any()
+    assert not list(tmp_path.glob("sc-host-*"))  # (torch keeps caches of its own there)

@@ -51,7 +51,7 @@ def test_labels_are_the_clis_phase_text():
     assert ProgressEvent("coding", "builtin", 2).label == "round 2: coding"
     assert ProgressEvent("verifying", "", 2, "correctness").label == "round 2: correctness"
     assert ProgressEvent("coder-failed", "boom", 1).label == "round 1: coder failed"
-    assert ProgressEvent("nothing-new", "the coder has nothing new to try", 3).label == "round 3"
+    assert ProgressEvent("nothing-new", "the coder has nothing new to try", 3).label == "round 3:"
     assert VERDICT.label == "round 2: verdict"
     assert VERDICT.line == ("correct, 0.168 ms, 5.22x vs eager, 1.17x vs torch.compile, precision 3xtf32, "
                             "REPLAYED from a run recorded on NVIDIA H100 80GB HBM3, not measured here")

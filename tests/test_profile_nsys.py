@@ -16,7 +16,8 @@ import pytest
 from stitchcuda.profiling import nsys
 from stitchcuda.types import Task
 
-PATH = "/work/ws/block.py"
+# The user file the synthetic capture names (never read: only matched against the capture's frames).
+PATH = str(Path("ws", "block.py").absolute())
 T, OTHER = 101, 202  # globalTid of the Python thread and of a library's own thread
 
 

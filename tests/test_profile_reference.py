@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import KERNELBENCH
 
 from stitchcuda.profiling.reference import ReferenceProfile, format_table, profile_task
 from stitchcuda.types import Task
@@ -37,7 +38,7 @@ def get_init_inputs():
     return [3, 13]
 """
 
-MLP = Path("/work/main/.carry/kernelbench/level3/1_MLP.py")
+MLP = KERNELBENCH / "level3" / "1_MLP.py"
 
 
 def _line(source: str, text: str) -> int:

@@ -269,7 +269,9 @@ def run_host(kernel: Kernel, tensors: Sequence[Any]) -> None:
     scratch, in launcher order). For tests: the GPU runs the same per-element code."""
     if not kernel.host:
         raise ValueError(f"{kernel.name} has no host entry")
-    lib = library([kernel], Path(tempfile.mkdtemp(prefix="sc-host-")))
+    # The source folder is only nvcc's input (the library lands in the build cache): none is left behind.
+    with tempfile.TemporaryDirectory(prefix="sc-host-") as folder:
+        lib = library([kernel], Path(folder))
     ptrs = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
     rc = lib._fn(f"{kernel.name}_host")(*ptrs, ctypes.c_void_p(None))
     if rc != 0:
