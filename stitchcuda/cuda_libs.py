@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stitchcuda import paths
+
 INCLUDE_ENV = "STITCHCUDA_EXTRA_INCLUDE"
 
 # Library -> (the header its generated code includes, the shared object's name, the wheel that ships both).
@@ -45,8 +47,9 @@ def toolkit_root(nvcc: str | None) -> Path | None:
 
 
 def user_headers() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    return Path(base) / "stitchcuda" / "cuda-headers"
+    """Where scripts/cuda_headers.sh puts the headers it fetches (so a plain `stitchcuda optimize`
+    after the README's setup finds them, not only the tests)."""
+    return paths.user_cache() / "cuda-headers"
 
 
 def _wheel_dirs(kind: str) -> list[Path]:
