@@ -200,8 +200,8 @@ def trace_task(task: Task) -> list[Node]:
         return trace_module(model, inputs, fake_mode=fake_mode)
     except TraceError as e:
         # Say which call failed on what: a shape that forward rejects is most often get_inputs()'s.
-        raise TraceError(f"{task.class_name}.forward on {task.inputs_fn}() of {task.path.name} "
-                         f"({_shapes(inputs)}): {e}") from e
+        raise TraceError(f"{e} (tracing {task.class_name}.forward on {task.inputs_fn}() of {task.path.name}: "
+                         f"{_shapes(inputs)})") from e
 
 
 def _shapes(values: Sequence[Any]) -> str:

@@ -64,7 +64,7 @@ def test_plan_exits_0_when_every_file_is_planned_and_1_when_one_cannot_be_traced
     r = sc("plan", str(HACKS / "ref_affine.py"), str(bad))
     assert r.returncode == 1, r.stderr[-800:]
     # The trace error names the inputs function and the file, and the shapes it got, uncut.
-    assert "Model.forward on get_inputs() of bad.py ((8, 48) float32)" in r.stderr
+    assert "(tracing Model.forward on get_inputs() of bad.py: (8, 48) float32)" in r.stderr
     assert "[8, 48] X [64, 32]" in r.stderr
 
 

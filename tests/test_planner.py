@@ -297,7 +297,8 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     missing = tmp_path / "3_missing.py"
     missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     (tmp_path / "4_imports.py").write_text("import no_such_module_here\n" + good.read_text())
-    assert cli.main(["plan", str(tmp_path), "--json"]) == 0
+    # Two files cannot be loaded (no get_inputs; an import that fails): the exit code says so (1).
+    assert cli.main(["plan", str(tmp_path), "--json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert [r["supported"] for r in rows] == [True, False, False, False]
     assert "no_such_module_here" in rows[3]["unsupported"][0]
