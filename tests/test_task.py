@@ -1,10 +1,9 @@
 from pathlib import Path
 
 import pytest
+from conftest import KERNELBENCH
 
 from stitchcuda.task import TaskError, find_task, load_task_module
-
-KB = Path(__file__).resolve().parents[2] / "shared" / "kernelbench"
 
 
 def write(tmp_path: Path, text: str, name: str = "m.py") -> Path:
@@ -13,8 +12,9 @@ def write(tmp_path: Path, text: str, name: str = "m.py") -> Path:
     return p
 
 
+@pytest.mark.skipif(not (KERNELBENCH / "level1").is_dir(), reason="KernelBench is not available (KERNELBENCH_DIR)")
 def test_kernelbench_format_picks_model():
-    task = find_task(KB / "level1" / "19_ReLU.py")
+    task = find_task(KERNELBENCH / "level1" / "19_ReLU.py")
     assert task.class_name == "Model"
     _, cls = load_task_module(task)
     assert cls.__name__ == "Model"
@@ -56,3 +56,8 @@ def test_class_that_is_not_a_module(tmp_path):
     p = write(tmp_path, "class Model:\n  pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n")
     with pytest.raises(TaskError):
         load_task_module(find_task(p, "Model"))
+
+
+def test_a_folder_is_called_a_folder(tmp_path):
+    with pytest.raises(TaskError, match="is a folder: give one .py file"):
+        find_task(tmp_path)
