@@ -332,6 +332,29 @@ class BenchReport:
         return self.report
 
 
+def parse_gpus(spec: str, on_event: Callable[[str], None] = print) -> list[int] | None:
+    """--gpus: "all" (every GPU torch sees) or indices such as "0,1". None: no GPU here, the CPU path."""
+    import torch
+
+    from .task import UsageError
+
+    count = torch.cuda.device_count()
+    if spec.strip().lower() == "all":
+        if count == 0:
+            on_event("--gpus all: no CUDA GPU here (torch.cuda.device_count() is 0): the CPU path, "
+                     "candidates are built but nothing is checked on a GPU, timed or solved")
+            return None
+        return list(range(count))
+    try:
+        gpus = sorted({int(x) for x in spec.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--gpus {spec}: expected 'all' or GPU indices such as 0,1") from None
+    if not gpus or any(g < 0 or g >= count for g in gpus):
+        raise UsageError(f"--gpus {spec}: this machine has {count} CUDA GPU(s)"
+                         + (f" (indices 0-{count - 1})" if count else "; --gpus all runs on the CPU"))
+    return gpus
+
+
 def run_bench(
     paths: list[str],
     out: Path,
