@@ -180,3 +180,14 @@ def test_a_problem_whose_tries_all_die_is_lost_then_resumed(cluster, local, tmp_
     redone, kept = again["problems"]
     assert redone["run"]["date"] == again["meta"]["date"] and redone["tries"] == 1
     assert kept["run"]["date"] == report["meta"]["date"]
+
+
+def test_the_cli_runs_the_bench_on_ray(cluster, tmp_path):
+    from stitchcuda import cli
+
+    out = tmp_path / "out"
+    assert cli.main(["bench", PROBLEMS[1], "--ray", cluster.address, "--out", str(out), "--no-profile"]) == 0
+    data = json.loads((out / "bench.json").read_text())
+    assert data["meta"]["backend"] == "ray" and [p["tries"] for p in data["problems"]] == [1]
+    # Ray places each problem on a GPU itself: the local bench's GPU flags do not go with it.
+    assert cli.main(["bench", PROBLEMS[1], "--ray", cluster.address, "--gpus", "all", "--out", str(out)]) != 0
