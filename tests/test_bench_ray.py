@@ -191,3 +191,12 @@ def test_the_cli_runs_the_bench_on_ray(cluster, tmp_path):
     assert data["meta"]["backend"] == "ray" and [p["tries"] for p in data["problems"]] == [1]
     # Ray places each problem on a GPU itself: the local bench's GPU flags do not go with it.
     assert cli.main(["bench", PROBLEMS[1], "--ray", cluster.address, "--gpus", "all", "--out", str(out)]) != 0
+
+
+def test_problems_past_the_deadline_are_left_for_resume(cluster, tmp_path):
+    """A task that starts after --deadline returns at once; its problem is not entered, and the run
+    says how many were left for --resume."""
+    events: list[str] = []
+    report = run_ray(cluster, tmp_path / "out", tmp_path / "nodes", events, problems=PROBLEMS[:2], deadline_s=0.001)
+    assert report["problems"] == []
+    assert any("2 problem(s) not started (rerun with --resume)" in e for e in events)
