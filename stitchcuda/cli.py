@@ -212,6 +212,8 @@ def cmd_bench(args) -> int:
 
         report = run_bench_ray(args.paths, Path(args.out), address=args.ray, retries=args.ray_retries, **both)
     else:
+        if args.gpus and args.gpu is not None:
+            raise UsageError("--gpu or --gpus, not both")
         gpus = parse_gpus(args.gpus, say) if args.gpus else [args.gpu] if args.gpu is not None else None
         report = run_bench(args.paths, Path(args.out), jobs=args.jobs, gpus=gpus, **both)
     s = report["summary"]
