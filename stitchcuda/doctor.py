@@ -71,6 +71,7 @@ def checks() -> list[Check]:
         ("pygls", "the language server (stitchcuda serve)", "server"),
         ("tree_sitter_python", "the language server's code actions", "server"),
         ("openai", "the LLM coder", "llm"),
+        ("ray", "bench on a Ray cluster (stitchcuda bench --ray)", "ray"),
     ):
         present = _module(mod)
         hint = "" if present or not extra else f" (pip install 'stitchcuda[{extra}]')"
