@@ -13,27 +13,29 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
 
 from . import provenance
 from .task import TaskError, find_task
-from .types import Candidate, Verdict
+from .types import Candidate, Task, Verdict
 
+VerifyFn = Callable[[Task, "Candidate | None", Path], Verdict]
+"""Verifies one candidate (None: times the reference only) in the given run folder: the local
+bench's submits it to a VerifierPool, a Ray task's runs the Verifier on the GPU Ray gave it."""
 
-class _Attempt(NamedTuple):
-    """One candidate of one problem on its way through the Verifier."""
+# The planner imports each problem's module and traces it under torch's fake-tensor dispatch mode:
+# one problem at a time, as the bench always planned them.
+_PLAN_LOCK = threading.Lock()
 
-    path: Path
-    task: Any
-    rounds: Rounds | None  # the problem's rounds (agents/rounds.py); None without a candidate
-    cand: Candidate | None
-    note: str
-    attempt: int
-    verdict: Future[Verdict]
+# Statuses --resume runs again: out of memory beside other workers says more about the neighbours
+# than the problem; "lost" (the Ray backend: the node or worker running it died every time) was
+# never measured.
+RERUN_STATUSES = frozenset({"oom", "lost"})
 
 
 def problem_level(path: Path) -> int | None:
@@ -164,6 +166,195 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class ProblemRun:
+    """One problem's rounds as far as they have gone: its bench.json entry, and what verifying its
+    last candidate again needs (the out-of-memory re-run alone)."""
+
+    path: Path
+    entry: dict[str, Any]
+    task: Task | None = None  # None: the file is not a problem (its entry says why)
+    rounds: Rounds | None = None  # None without a candidate: only the reference is timed
+    cand: Candidate | None = None
+    note: str = ""
+    attempt: int = 1
+    device: str | None = None  # the GPU the last verdict was measured on; None on the CPU
+
+
+def _line(run: ProblemRun, retry: Candidate | None, alone: bool) -> str:
+    e = run.entry
+    return (f"{run.path.name}: {'solved' if e['solved'] else e['status']}" + (" (alone)" if alone else "")
+            + (f", {e['speedup_eager']:.2f}x eager" if e.get("speedup_eager") else "")
+            + (f"  ({e['message'][:120]})" if not e["solved"] and e.get("message") else "")
+            + (f"; trying {retry.name}" if retry is not None else ""))
+
+
+def bench_problem(
+    path: Path,
+    runs: Path,
+    *,
+    code: Coder,
+    policy: RoundPolicy,
+    precision: str,
+    verify: VerifyFn,
+    past_deadline: Callable[[], bool] = lambda: False,
+    on_entry: Callable[[ProblemRun], None] = lambda run: None,
+    on_event: Callable[[str], None] = print,
+) -> ProblemRun:
+    """One problem: plan it, then its rounds (the Coder writes, `verify` judges, the verdict is the
+    next round's feedback) under `policy`, each round's entry handed to `on_entry` as it comes. Run
+    folders go in `runs`. The local bench runs this on threads, the Ray backend in a task per problem."""
+    from stitchcuda.agents.loop import plan_task
+
+    task = None
+    try:
+        task = find_task(path)
+        task.precision = precision  # type: ignore[assignment]
+        with _PLAN_LOCK:
+            plan = plan_task(task)
+    except TaskError as e:
+        run = ProblemRun(path, entry_for(path, None, None, str(e), status="task-error"))
+        on_event(f"{path.name}: task-error  ({str(e)[:120]})")
+        on_entry(run)
+        return run
+    except Exception as e:  # noqa: BLE001 - a planner bug on one problem must not end the bench
+        run = ProblemRun(path, {}, task=task or find_task(path), note=f"planner/coder error: {type(e).__name__}: {e}")
+        return verify_rounds(run, runs, verify=verify, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+    rounds = Rounds(code, task, plan, policy)
+    cand = rounds.next_candidate() if plan.supported else None
+    if rounds.coder_error:
+        note = f"planner/coder error: {rounds.coder_error}"
+    else:
+        note = "; ".join(plan.unsupported)[:300] if cand is None else ""
+    # Without a candidate only the reference is timed.
+    run = ProblemRun(path, {}, task=task, rounds=rounds if cand is not None else None, cand=cand, note=note)
+    return verify_rounds(run, runs, verify=verify, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+
+
+def verify_rounds(
+    run: ProblemRun,
+    runs: Path,
+    *,
+    verify: VerifyFn,
+    past_deadline: Callable[[], bool],
+    on_entry: Callable[[ProblemRun], None],
+    on_event: Callable[[str], None],
+    alone: bool = False,
+) -> ProblemRun:
+    """Verifies `run.cand` and the rounds after it while the policy asks for them. `alone`: the same
+    candidate again (its verdict replaces its round's), in folders of their own."""
+    f = run.path
+    assert run.task is not None
+    while True:
+        name = f.stem + ("-alone" if alone else "") + ("" if run.attempt == 1 else f"-r{run.attempt}")
+        try:
+            v = verify(run.task, run.cand, runs / name)
+        except Exception as e:  # noqa: BLE001
+            if alone:  # the verdict from beside the others stands
+                on_event(f"{f.name}: verifier error on the re-run: {e}")
+                return run
+            run.entry = {**entry_for(f, None, run.cand, f"verifier error: {e}", status="error"), "attempt": run.attempt}
+            on_entry(run)
+            return run
+        retry = None
+        wants_retry = False
+        if run.rounds is not None and run.cand is not None:
+            run.rounds.record(run.cand, v)
+            wants_retry = run.rounds.wants_another()
+            # Past the deadline the round is left pending, for --resume.
+            if wants_retry and not past_deadline():
+                retry = run.rounds.next_candidate()
+                wants_retry = retry is not None  # no further round to wait for: the verdict stands
+        run.device = v.device if v.device and v.device != "cpu" else None
+        run.entry = {**entry_for(f, v, run.cand, run.note), "attempt": run.attempt}
+        if alone:
+            run.entry["ran_alone"] = True
+        if wants_retry:  # until the retry's verdict replaces this entry
+            run.entry["retry_pending"] = True
+        on_event(_line(run, retry, alone))
+        on_entry(run)
+        if retry is None:
+            return run
+        run.cand, run.attempt = retry, run.attempt + 1
+
+
+class BenchReport:
+    """bench.json and bench.md in `out`: what an earlier run left there (with --resume) and this run's
+    entries as they come, written after every one, so a run cut off keeps what it measured."""
+
+    def __init__(self, files: list[Path], out: Path, *, resume: bool, meta: dict[str, Any]):
+        self.files, self.out = files, out
+        out.mkdir(parents=True, exist_ok=True)
+        self.json_path = out / "bench.json"
+        done: dict[str, dict[str, Any]] = {}
+        self.rerun: set[str] = set()
+        earlier: list[dict[str, Any]] = []
+        if resume and self.json_path.exists():
+            previous = json.loads(self.json_path.read_text())
+            # RERUN_STATUSES run again; so does a wrong result whose next round (the Verifier's
+            # feedback) never ran because the deadline came first: the problem is not finished until
+            # that round has its verdict. Their entries stay in the report until a new one replaces them.
+            done = {str(Path(p["path"]).resolve()): p for p in previous.get("problems", [])}
+            self.rerun = {path for path, p in done.items() if p.get("status") in RERUN_STATUSES or p.get("retry_pending")}
+            prev_meta = dict(previous.get("meta", {}))
+            earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
+            # Entries from before carry the run that measured them (its date and commit).
+            for entry in done.values():
+                entry.setdefault("run", {"date": prev_meta.get("date"), "commit": prev_meta.get("commit")})
+        self.report: dict[str, Any] = {"meta": {**provenance.record(), **meta}, "problems": []}
+        if earlier:
+            self.report["meta"]["earlier_runs"] = earlier
+        self.this_run = {"date": self.report["meta"]["date"], "commit": self.report["meta"]["commit"]}
+        self.results: dict[str, dict[str, Any]] = dict(done)
+        self._lock = threading.Lock()
+
+    def todo(self) -> list[Path]:
+        """The problems this run has to do, in order."""
+        return [f for f in self.files if str(f) not in self.results or str(f) in self.rerun]
+
+    def put(self, path: Path, entry: dict[str, Any], device: str | None = None) -> None:
+        """A problem's entry from this run (replacing any before it), written out at once."""
+        with self._lock:
+            self.report["meta"]["gpu"] = self.report["meta"]["gpu"] or device
+            self.results[str(path)] = {**entry, "run": self.this_run}
+        self.save()
+
+    def save(self) -> None:
+        with self._lock:
+            self.report["problems"] = [self.results[str(f)] for f in self.files if str(f) in self.results]
+            self.report["summary"] = summarize(self.report["problems"])
+            self.json_path.write_text(json.dumps(self.report, indent=2, default=str))
+            (self.out / "bench.md").write_text(markdown(self.report))
+
+    def finish(self) -> dict[str, Any]:
+        self.report["meta"]["gpu"] = self.report["meta"]["gpu"] or "none (CPU only)"
+        self.save()
+        return self.report
+
+
+def parse_gpus(spec: str, on_event: Callable[[str], None] = print) -> list[int] | None:
+    """--gpus: "all" (every GPU torch sees) or indices such as "0,1". None: no GPU here, the CPU path."""
+    import torch
+
+    from .task import UsageError
+
+    count = torch.cuda.device_count()
+    if spec.strip().lower() == "all":
+        if count == 0:
+            on_event("--gpus all: no CUDA GPU here (torch.cuda.device_count() is 0): the CPU path, "
+                     "candidates are built but nothing is checked on a GPU, timed or solved")
+            return None
+        return list(range(count))
+    try:
+        gpus = sorted({int(x) for x in spec.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--gpus {spec}: expected 'all' or GPU indices such as 0,1") from None
+    if not gpus or any(g < 0 or g >= count for g in gpus):
+        raise UsageError(f"--gpus {spec}: this machine has {count} CUDA GPU(s)"
+                         + (f" (indices 0-{count - 1})" if count else "; --gpus all runs on the CPU"))
+    return gpus
+
+
 def run_bench(
     paths: list[str],
     out: Path,
@@ -178,187 +369,54 @@ def run_bench(
     policy: RoundPolicy = BENCH_POLICY,
     precision: str = "tf32",
 ) -> dict[str, Any]:
-    """Every problem's rounds under `policy` (the round engine `optimize` uses too), verified by a
-    pool of workers: `jobs` per GPU side by side, the Verifier's GPU lock timing one at a time."""
-    from stitchcuda.agents.loop import coder_name, make_coder, plan_task
+    """Every problem's rounds under `policy` (the round engine `optimize` uses too), problems side by
+    side on a pool of Verifier workers: `jobs` per GPU of `gpus` (None: the first GPU, or the CPU),
+    each GPU's lock timing one candidate at a time. A candidate goes to whichever worker is free."""
+    from stitchcuda.agents.loop import coder_name, make_coder
     from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
 
-    files = expand_paths(paths)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path = out / "bench.json"
-    done: dict[str, dict[str, Any]] = {}
-    rerun: set[str] = set()
-    earlier: list[dict[str, Any]] = []
-    if resume and json_path.exists():
-        previous = json.loads(json_path.read_text())
-        # An out-of-memory verdict says more about the neighbours sharing the GPU than about the
-        # problem: those run again.
-        # So does a wrong result whose next round (the Verifier's feedback) never ran because the
-        # deadline came first: the problem is not finished until that round has its verdict. Their
-        # entries stay in the report until a new verdict replaces them.
-        done = {str(Path(p["path"]).resolve()): p for p in previous.get("problems", [])}
-        rerun = {path for path, p in done.items() if p.get("status") == "oom" or p.get("retry_pending")}
-        prev_meta = dict(previous.get("meta", {}))
-        earlier = prev_meta.pop("earlier_runs", []) + [prev_meta]
-        # Entries from before carry the run that measured them (its date and commit).
-        for entry in done.values():
-            entry.setdefault("run", {"date": prev_meta.get("date"), "commit": prev_meta.get("commit")})
-    report: dict[str, Any] = {
-        "meta": {
-            **provenance.record(),
-            "coder": coder_name(coder),
-            "jobs": jobs,
-            "precision": precision,
-        },
-        "problems": [],
-    }
-    if earlier:
-        report["meta"]["earlier_runs"] = earlier
-    this_run = {"date": report["meta"]["date"], "commit": report["meta"]["commit"]}
+    book = BenchReport(expand_paths(paths), out, resume=resume,
+                       meta={"coder": coder_name(coder), "jobs": jobs, "gpus": gpus, "precision": precision})
     code = make_coder(coder)
-    opts = verify_opts or VerifyOptions()
-    pool = VerifierPool(gpus, jobs_per_gpu=jobs, opts=opts)
-    lock = threading.Lock()
-    results: dict[str, dict[str, Any]] = dict(done)
+    # A slot per worker, the GPUs in turn (0, 1, 0, 1 rather than 0, 0, 1, 1): the pool hands out its
+    # first free slot, so the first problems spread over every GPU before any GPU gets a second.
+    slots: list[int | None] = [g for _ in range(max(1, jobs)) for g in (gpus or [None])]
+    pool = VerifierPool(slots, jobs_per_gpu=1, opts=verify_opts or VerifyOptions())  # type: ignore[arg-type]
     t0 = time.monotonic()
 
-    def save() -> None:
-        with lock:
-            report["problems"] = [results[str(f)] for f in files if str(f) in results]
-            report["summary"] = summarize(report["problems"])
-            json_path.write_text(json.dumps(report, indent=2, default=str))
-            (out / "bench.md").write_text(markdown(report))
-
-    pending: list[_Attempt] = []
-    in_callbacks = [0]  # done-callbacks still running
     def past_deadline() -> bool:
-        return bool(deadline_s) and time.monotonic() - t0 > deadline_s
+        return bool(deadline_s) and time.monotonic() - t0 > deadline_s  # type: ignore[operator]
 
-    def launch(f: Path, task: Any, rounds: Rounds | None, cand: Candidate | None, note: str, attempt: int) -> None:
-        work = out / "runs" / (f.stem if attempt == 1 else f"{f.stem}-r{attempt}")
-        fut = pool.submit(task, cand, work)
+    def verify(task: Task, cand: Candidate | None, work: Path) -> Verdict:
+        return pool.submit(task, cand, work).result()
 
-        def finished(fut: Future[Verdict]) -> None:
-            # A future is done before its callbacks run: count this one as busy until it returns, so
-            # the pool is not shut down while it is still deciding on another round.
-            with lock:
-                in_callbacks[0] += 1
-            try:
-                _finished(fut)
-            finally:
-                with lock:
-                    in_callbacks[0] -= 1
+    def on_entry(run: ProblemRun) -> None:
+        book.put(run.path, run.entry, run.device)
 
-        def _finished(fut: Future[Verdict]) -> None:
-            if fut.cancelled():
-                return  # not run: --resume picks it up (a cancelled retry left retry_pending set)
-            try:
-                v = fut.result()
-            except Exception as e:  # noqa: BLE001
-                results[str(f)] = entry_for(f, None, cand, f"verifier error: {e}", status="error")
-                save()
-                return
-            # Past the deadline the round is left pending, for --resume.
-            retry = None
-            wants_retry = False
-            if rounds is not None and cand is not None:
-                rounds.record(cand, v)
-                wants_retry = rounds.wants_another()
-                if wants_retry and not past_deadline():
-                    retry = rounds.next_candidate()
-                    wants_retry = retry is not None  # no further round to wait for: the verdict stands
-            with lock:
-                report["meta"]["gpu"] = report["meta"]["gpu"] or (v.device if v.device != "cpu" else None)
-                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "attempt": attempt}
-                if wants_retry:  # until the retry's verdict replaces this entry
-                    results[str(f)]["retry_pending"] = True
-            e = results[str(f)]
-            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']}"
-                     + (f", {e['speedup_eager']:.2f}x eager" if e["speedup_eager"] else "")
-                     + (f"  ({e['message'][:120]})" if not e["solved"] and e["message"] else "")
-                     + (f"; trying {retry.name}" if retry is not None else ""))
-            save()
-            if retry is not None:
-                launch(f, task, rounds, retry, note, attempt + 1)
-
-        fut.add_done_callback(finished)
-        with lock:
-            pending.append(_Attempt(f, task, rounds, cand, note, attempt, fut))
-
-    for f in files:
-        if str(f) in results and str(f) not in rerun:
-            continue
+    def one(f: Path) -> ProblemRun | None:
         if past_deadline():
-            break
+            return None  # not started: --resume picks it up
         try:
-            task = find_task(f)
-            task.precision = precision  # type: ignore[assignment]
-            plan = plan_task(task)
-        except TaskError as e:
-            results[str(f)] = entry_for(f, None, None, str(e), status="task-error")
-            continue
-        except Exception as e:  # noqa: BLE001 - a planner bug on one problem must not end the bench
-            launch(f, find_task(f), None, None, f"planner/coder error: {type(e).__name__}: {e}", 1)
-            continue
-        rounds = Rounds(code, task, plan, policy)
-        cand = rounds.next_candidate() if plan.supported else None
-        if rounds.coder_error:
-            note = f"planner/coder error: {rounds.coder_error}"
-        else:
-            note = "; ".join(plan.unsupported)[:300] if cand is None else ""
-        # Without a candidate only the reference is timed.
-        launch(f, task, rounds if cand is not None else None, cand, note, 1)
+            return bench_problem(f, out / "runs", code=code, policy=policy, precision=precision, verify=verify,
+                                 past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+        except Exception as e:  # noqa: BLE001 - a bug of ours on one problem must not end the bench
+            run = ProblemRun(f, entry_for(f, None, None, f"bench error: {type(e).__name__}: {e}", status="error"))
+            on_entry(run)
+            return run
 
-    def busy() -> bool:
-        with lock:
-            return in_callbacks[0] > 0 or any(not p.verdict.done() for p in pending)
-
-    def _run_alone(f: Path, task: Any, rounds: Rounds | None, cand: Candidate | None, note: str, attempt: int) -> None:
-        while True:
-            fut = pool.submit(task, cand, out / "runs" / (f"{f.stem}-alone" + ("" if attempt == 1 else f"-r{attempt}")))
-            try:
-                v = fut.result()
-            except Exception as e:  # noqa: BLE001
-                on_event(f"{f.name}: verifier error on the re-run: {e}")
-                return
-            with lock:
-                results[str(f)] = {**entry_for(f, v, cand, note), "run": this_run, "ran_alone": True, "attempt": attempt}
-            e = results[str(f)]
-            on_event(f"{f.name}: {'solved' if e['solved'] else e['status']} (alone)")
-            save()
-            if rounds is None or cand is None:
-                return
-            rounds.record(cand, v)  # the same candidate: its round's verdict is replaced
-            if not rounds.wants_another() or past_deadline():
-                return
-            retry = rounds.next_candidate()
-            if retry is None:
-                return
-            on_event(f"{f.name}: trying {retry.name} (alone)")
-            cand, attempt = retry, attempt + 1
-
-    cancelled = 0
-    while busy():
-        if past_deadline():
-            with lock:
-                snapshot = list(pending)
-            left = [p for p in snapshot if p.verdict.cancel()]
-            if left and not cancelled:
-                on_event(f"deadline of {deadline_s:.0f} s reached: {len(left)} problem(s) not started (rerun with --resume)")
-            cancelled += len(left)
-        time.sleep(0.5)
+    # As many problems at once as there are workers: each waits on its own verdicts in turn.
+    with ThreadPoolExecutor(max_workers=len(slots)) as problems:
+        runs = list(problems.map(one, book.todo()))
+    if left := sum(r is None for r in runs):
+        on_event(f"deadline of {deadline_s:.0f} s reached: {left} problem(s) not started (rerun with --resume)")
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the
     # rounds a wrong result would have had.
     if jobs > 1:
-        last = {str(p.path): p for p in pending}  # the latest attempt of each
-        for p in last.values():
-            entry = results.get(str(p.path))
-            if entry is None or entry.get("status") != "oom" or past_deadline():
+        for run in runs:
+            if run is None or run.task is None or run.entry.get("status") != "oom" or past_deadline():
                 continue
-            on_event(f"{p.path.name}: out of memory beside other workers; running it again alone")
-            _run_alone(p.path, p.task, p.rounds, p.cand, p.note, p.attempt)
-
+            on_event(f"{run.path.name}: out of memory beside other workers; running it again alone")
+            verify_rounds(run, out / "runs", verify=verify, past_deadline=past_deadline, on_entry=on_entry,
+                          on_event=on_event, alone=True)
     pool.shutdown()
-    report["meta"]["gpu"] = report["meta"]["gpu"] or "none (CPU only)"
-    save()
-    return report
+    return book.finish()

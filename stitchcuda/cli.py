@@ -216,16 +216,25 @@ def _existing(paths: list[str]) -> None:
 
 
 def cmd_bench(args) -> int:
-    from stitchcuda.bench import expand_paths, run_bench
+    from stitchcuda.bench import expand_paths, parse_gpus, run_bench
 
     _existing(args.paths)
     wanted = len(expand_paths(args.paths))
 
-    report = run_bench(
-        args.paths, Path(args.out), coder=args.coder, jobs=args.jobs,
-        gpus=[args.gpu] if args.gpu is not None else None, verify_opts=_verify_options(args),
-        resume=args.resume, deadline_s=args.deadline, precision=args.precision, on_event=lambda m: console.print(m, markup=False),
-    )
+    say = lambda m: console.print(m, markup=False)  # noqa: E731
+    both = dict(coder=args.coder, verify_opts=_verify_options(args), resume=args.resume, deadline_s=args.deadline,
+                precision=args.precision, on_event=say)
+    if args.ray:  # ray is imported only here: it stays an optional extra
+        if args.gpus or args.gpu is not None or args.jobs != 1:
+            raise UsageError("--ray places each problem on a GPU of the cluster itself: drop --gpu, --gpus and --jobs")
+        from stitchcuda.cluster import run_bench_ray
+
+        report = run_bench_ray(args.paths, Path(args.out), address=args.ray, retries=args.ray_retries, **both)
+    else:
+        if args.gpus and args.gpu is not None:
+            raise UsageError("--gpu or --gpus, not both")
+        gpus = parse_gpus(args.gpus, say) if args.gpus else [args.gpu] if args.gpu is not None else None
+        report = run_bench(args.paths, Path(args.out), jobs=args.jobs, gpus=gpus, **both)
     s = report["summary"]
     console.print(json.dumps(s, indent=2))
     console.print(f"results: {Path(args.out) / 'bench.json'} and bench.md")
@@ -340,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=int, default=1, help="workers per GPU (they take turns for timing)")
     b.add_argument("--resume", action="store_true", help="keep problems already in OUT/bench.json")
     b.add_argument("--deadline", type=float, default=None, help="start no new problem after this many seconds")
+    b.add_argument("--gpus", help="spread the problems over these GPUs: 'all' or indices such as 0,1 (--jobs workers each)")
+    b.add_argument("--ray", metavar="ADDRESS", help="a Ray task per problem on this cluster ('local': start one here; "
+                   "needs stitchcuda[ray])")
+    b.add_argument("--ray-retries", type=int, default=2, help="times a problem whose Ray node or worker died is run "
+                   "again before it is reported as lost")
     common(b)
     b.set_defaults(fn=cmd_bench, out="bench-out")
 

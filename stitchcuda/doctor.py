@@ -1,8 +1,8 @@
 """`stitchcuda doctor`: what this machine can do with StitchCUDA, and what to install for the rest.
 
 Each check is a (name, ok, detail, needed for, hint) row; nothing is fixed or installed: a check
-that fails says what to install or set. Exit code 0 when every check passes, 1 when one does not
-(README, "Exit codes").
+that fails says what to install or set. Exit code 0 when every required check passes (optional
+extras, the LLM coder and Ray, may be missing), 1 when one does not (README, "Exit codes").
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Check:
     detail: str
     needed_for: str
     hint: str = ""  # what to install or set, where the check failed
+    required: bool = True  # an optional extra (the LLM coder, Ray) missing does not fail doctor
 
 
 def _version(argv: list[str]) -> str:
@@ -107,10 +108,11 @@ def checks() -> list[Check]:
         ("pygls", "the language server (stitchcuda serve)", "server"),
         ("tree_sitter_python", "the language server's code actions", "server"),
         ("openai", "the LLM coder", "llm"),
+        ("ray", "bench on a Ray cluster (stitchcuda bench --ray)", "ray"),
     ):
         present = _module(mod)
         out.append(Check(mod, present, "installed" if present else "missing", what,
-                         "" if present else f"pip install 'stitchcuda[{extra}]'"))
+                         "" if present else f"pip install 'stitchcuda[{extra}]'", required=extra == "server"))
     return out
 
 
@@ -119,7 +121,7 @@ def main(as_json: bool = False) -> int:
     from rich.markup import escape
 
     rows = checks()
-    code = 0 if all(c.ok for c in rows) else 1
+    code = 0 if all(c.ok for c in rows if c.required) else 1
     if as_json:
         import dataclasses
         import json
@@ -135,6 +137,7 @@ def main(as_json: bool = False) -> int:
         console.print(f"{mark} {escape(c.name)}: {escape(c.detail)} [dim](needed for {escape(c.needed_for)})[/]")
         if c.hint:
             console.print(f"   to fix: {escape(c.hint)}")
-    console.print("all checks passed" if code == 0 else
-                  f"{sum(not c.ok for c in rows)} check(s) not passed: see 'to fix' (exit code 1)")
+    console.print("all required checks passed" if code == 0 else
+                  f"{sum(not c.ok for c in rows if c.required)} required check(s) not passed: see 'to fix' "
+                  "(exit code 1)")
     return code

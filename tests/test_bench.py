@@ -184,3 +184,35 @@ def test_each_problem_is_benched_once_however_named(tmp_path):
     got = bench.expand_paths([str(level), str(again), str(level / "2_B.py")])
     assert [p.name for p in got] == ["1_A.py", "2_B.py", "10_C.py"]
     assert all(p.is_absolute() for p in got)
+
+
+def test_bench_over_several_gpus_spreads_the_problems_and_says_the_same(tmp_path, monkeypatch):
+    """--gpus 0,1: each GPU's workers take that GPU's lock, the problems go to both GPUs, and the
+    entries say what one GPU's say (here, without a GPU, each worker falls back to the CPU)."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM)
+    (level / "2_Other.py").write_text(PROBLEM.replace("* 2.0", "* 3.0"))
+    one = bench.run_bench([str(level)], tmp_path / "one", on_event=lambda m: None)
+    two = bench.run_bench([str(level)], tmp_path / "two", gpus=[0, 1], on_event=lambda m: None)
+    same = ("name", "status", "solved", "candidate", "attempt", "eager_ms")
+    assert [[p[k] for k in same] for p in two["problems"]] == [[p[k] for k in same] for p in one["problems"]]
+    locks = {Path(json.loads(r.read_text())["gpu_lock"]).name for r in (tmp_path / "two" / "runs").glob("*/request.json")}
+    assert locks == {"stitchcuda-gpu0.lock", "stitchcuda-gpu1.lock"}
+    assert two["meta"]["gpus"] == [0, 1]
+
+
+def test_gpus_flag(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from stitchcuda.task import UsageError
+
+    said: list[str] = []
+    count = torch.cuda.device_count()
+    assert bench.parse_gpus("all", said.append) == (list(range(count)) or None)
+    assert bool(said) == (count == 0) and all("the CPU path" in s for s in said)
+    for bad in ("x", "0,a", f"{count}", "-1"):
+        with pytest.raises(UsageError):
+            bench.parse_gpus(bad)
+    if count:
+        assert bench.parse_gpus(" 0,0 ") == [0]
