@@ -254,3 +254,20 @@ def test_finite_miss_reads_the_comparison_not_its_words():
     assert not finite_miss(compare_outputs([ref], [ref.clone().fill_(float("nan"))], tol))
     assert not finite_miss(compare_outputs([ref], [torch.ones(8)], tol))  # shape
     assert not finite_miss(compare_outputs([ref], [ref.clone()], tol))  # a match is no miss
+
+
+@pytest.mark.parametrize("source, want", [
+    ("import torch\n\nclass Other(torch.nn.Module):\n    def forward(self, x, y):\n        return x\n",
+     "model_new.py: candidate defines no class ModelNew"),
+    ("import torch\n\nclass ModelNew(torch.nn.Module)\n    def forward(self, x, y):\n        return x\n",
+     "model_new.py:3: candidate does not parse: expected ':'"),
+])
+def test_a_candidate_that_cannot_load_is_a_build_failure_not_a_hack(tmp_path, opts, source, want):
+    """No ModelNew, or Python that does not parse: the verdict is build-failed, with the file and line
+    and no internal module name or traceback; there is no hack finding, and no worker is started."""
+    cand = Candidate(name="broken", files={"model_new.py": source}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts())
+    assert (v.status, v.hack_findings, v.built) == ("build-failed", [], False)
+    assert v.message == want and v.build_log == want
+    assert "Traceback" not in v.build_log and "_stitch_" not in v.message
+    assert not (tmp_path / "v" / "request.json").exists()  # decided before any worker

@@ -94,6 +94,9 @@ def verify(
             reference_classes=(task.class_name, "Model"),
             reference_module=task.path.stem,
         )
+        unloadable = [f for f in static if f.code in UNLOADABLE]
+        if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
+            return _unloadable_verdict(candidate, unloadable, workdir)
     gpu = None if opts.cpu_only else opts.gpu
     if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
@@ -142,6 +145,19 @@ def verify(
             verdict.message = "; ".join(f.message for f in verdict.hack_findings[:3])
     (workdir / "verdict.json").write_text(verdict.to_json())
     return verdict
+
+
+# Static findings that mean the candidate's module cannot be loaded at all: its build verdict.
+UNLOADABLE = {"syntax-error", "no-modelnew"}
+
+
+def _unloadable_verdict(candidate: Candidate, found: list[Finding], workdir: Path) -> Verdict:
+    f = found[0]
+    where = f"{f.file}:{f.line}: " if f.line else f"{f.file}: "
+    v = Verdict(candidate=candidate.name, status="build-failed", findings=list(found),
+                message=where + f.message, build_log=where + f.message, precision=candidate.precision)
+    (workdir / "verdict.json").write_text(v.to_json())
+    return v
 
 
 def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: VerifyOptions, lock, progress) -> None:
