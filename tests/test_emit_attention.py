@@ -110,6 +110,8 @@ CASES = [
     Case("masked-fill-buffer", _masked_fill, [(1, 1, 20, 8)] * 3, extra=[_ROW_MASKED], note="fill"),
     Case("additive", _additive, [(2, 3, 33, 16), (2, 3, 50, 16), (2, 3, 50, 16)], extra=[_FLOAT_MASK]),
     Case("heads-in-place", _heads, [(2, 41, 64)] * 3),
+    Case("k-given-transposed", lambda q, kt, v: torch.softmax(q @ kt, dim=-1) @ v,
+         [(3, 21, 16), (3, 16, 29), (3, 29, 16)]),
     Case("fp16", _plain, [(2, 2, 70, 64)] * 3, torch.float16, note="tensor cores", tol=2e-2),
     Case("bf16", _plain, [(2, 2, 70, 64)] * 3, torch.bfloat16, note="tensor cores", tol=3e-2),
     Case("fp16-causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),

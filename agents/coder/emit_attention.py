@@ -4,7 +4,8 @@
 The node's arguments (all from the graph; nothing is assumed of a problem's name or shape):
 
     query   [*B, Sq, D]   read in place through its strides (a transposed head view needs no copy)
-    key_t   [*B, D, Sk]   kᵀ as the first product read it
+    key     [*B, Sk, D]   where the first product read a transpose of it (as attention is written)
+    key_t   [*B, D, Sk]   otherwise: kᵀ as the first product read it
     value   [*B, Sk, Dv]
     masks   tensors the steps read, each broadcast to the scores' shape at its step
     steps   what happens to a score s between the two products, in order:
@@ -176,7 +177,8 @@ def _score(steps: Sequence[Any], masks: Sequence[Operand], slot: dict[str, int])
 
 def emit_attention(ctx: EmitContext) -> Kernel:
     a = ctx.args
-    q, kt, v = a.get("query"), a.get("key_t"), a.get("value")
+    # k as [*B, Sk, D], or kᵀ as [*B, D, Sk] where the forward gave the product a kᵀ of its own.
+    q, kt, v = a.get("query"), a.get("key", a.get("key_t")), a.get("value")
     masks = a.get("masks") or []
     if not all(isinstance(t, Operand) for t in (q, kt, v, *masks)):
         raise NotSupported("attention operands are not tensors")
@@ -187,7 +189,7 @@ def emit_attention(ctx: EmitContext) -> Kernel:
     # The result in the operands' dtype, or fp32 from fp16/bf16 operands (upcast by the forward).
     if kt.dtype != dtype or v.dtype != dtype or out.dtype not in (dtype, "float32") or dtype not in DTYPES:
         raise NotSupported(f"attention dtypes {q.dtype}, {kt.dtype}, {v.dtype} -> {out.dtype}")
-    sq, sk_ = _side(q), _side(kt, transposed=True)
+    sq, sk_ = _side(q), _side(kt, transposed="key" not in a)
     sv = _side(v)
     bh = math.prod(n for n, _ in sq.batch)
     if math.prod(n for n, _ in sk_.batch) != bh or math.prod(n for n, _ in sv.batch) != bh:

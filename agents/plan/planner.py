@@ -285,7 +285,7 @@ def fuse_attention(graph: list[Node], target: Target) -> list[Node]:
     # Only live readers count: the attention weights scaled_dot_product_attention's math path also
     # makes (and drops) read the probabilities too.
     live = set(_live(graph, outputs[0]))
-    readers = _readers([n for n in graph if n["name"] in live])
+    readers = _readers([n for n in graph if n["name"] in live or n is outputs[0]])
     replaced: dict[str, Node] = {}
     consumed: set[str] = set()
     loose: set[str] = set()  # walked through; dropped below if nothing reads them any more
@@ -355,6 +355,18 @@ def _match_attention(
             return None
         operands.append(name)
         walked |= through
+    # kᵀ as a transpose of k's last two dims (as attention is written): k itself is the operand,
+    # so that what k is a reshape, copy or upcast of can be found like q's and v's.
+    key = "key_t"
+    kt = nodes[operands[1]]
+    if kt.get("target") == "aten.transpose.int" and len(kt["shape"]) >= 3:
+        rank = len(kt["shape"])
+        dims = {kt["args"].get("dim0"), kt["args"].get("dim1")}
+        if all(type(d) is int for d in dims) and {d % rank for d in dims} == {rank - 2, rank - 1}:
+            walked.add(operands[1])
+            operands[1], through = _logical_operand(ref_name(kt["args"].get("self")), nodes)
+            walked |= through
+            key = "key"
     # fp16/bf16 operands upcast to fp32 for the products (scaled_dot_product_attention's math path
     # does so): read in their own dtype on tensor cores, fp32 accumulation, the fp32 result kept.
     low = [_upcast_source(nodes[n], nodes) for n in operands]
@@ -363,9 +375,10 @@ def _match_attention(
             walked.add(operands[i])
             operands[i], through = _logical_operand(n, nodes)
             walked |= through
-    q, kt, v = (nodes[n] for n in operands)
-    batches = {math.prod(t["shape"][:-2]) for t in (q, kt, v, b2)}
-    if len(batches) != 1 or q["shape"][-1] != kt["shape"][-2] or kt["shape"][-1] != v["shape"][-2]:
+    q, k, v = (nodes[n] for n in operands)
+    d_k, s_k = (k["shape"][-1], k["shape"][-2]) if key == "key" else (k["shape"][-2], k["shape"][-1])
+    batches = {math.prod(t["shape"][:-2]) for t in (q, k, v, b2)}
+    if len(batches) != 1 or q["shape"][-1] != d_k or s_k != v["shape"][-2]:
         return None
     masks: list[str] = []
     for step in steps:  # mask names -> indices into `masks`
@@ -374,7 +387,7 @@ def _match_attention(
             step[1] = len(masks) - 1
     node: Node = {
         "name": b2["name"], "op": "sc_attention", "target": "stitchcuda.sc_attention", "view": False,
-        "args": {"query": ref(q["name"]), "key_t": ref(kt["name"]), "value": ref(v["name"]),
+        "args": {"query": ref(q["name"]), key: ref(k["name"]), "value": ref(v["name"]),
                  "masks": [ref(m) for m in masks], "steps": steps,
                  "out_scale": float(b2["args"].get("alpha", 1)),
                  "safe": p.get("target") == "aten._safe_softmax.default"},
