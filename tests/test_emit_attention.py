@@ -107,7 +107,7 @@ CASES = [
     Case("sdpa-float-mask-scale",
          lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.2),
          [(2, 3, 33, 16), (2, 3, 50, 16), (2, 3, 50, 16)], extra=[_FLOAT_MASK], note="add"),
-    Case("masked-fill-buffer", _masked_fill, [(1, 1, 20, 8)] * 3, extra=[_ROW_MASKED], note="fill"),
+    Case("masked-fill-buffer", _masked_fill, [(1, 1, 20, 8)] * 3, extra=[_ROW_MASKED], note="masked tiles skipped"),
     Case("additive", _additive, [(2, 3, 33, 16), (2, 3, 50, 16), (2, 3, 50, 16)], extra=[_FLOAT_MASK]),
     Case("heads-in-place", _heads, [(2, 41, 64)] * 3),
     Case("k-given-transposed", lambda q, kt, v: torch.softmax(q @ kt, dim=-1) @ v,

@@ -214,6 +214,9 @@ def emit_attention(ctx: EmitContext) -> Kernel:
     steps = list(a.get("steps") or [])
     body, causal = _score(steps, masks, slot)
     diag = next((int(s[1]) for s in steps if s[0] == "causal"), 0)
+    # Tiles the masks hide entirely are found at run time (a buffer's values are not known here).
+    # Where a score is NaN or inf inside such a tile, torch's row may turn NaN and the kernel's not.
+    mask_skip = not causal and any(s[0] in ("fill", "add") for s in steps)
     out_scale = a.get("out_scale", 1.0)
     safe = bool(a.get("safe", False))
     vec = 16 // ITEM_SIZE[dtype]
@@ -238,7 +241,7 @@ struct {name}_tr {{
   static constexpr int64_t KSR = {sk_.row_stride}LL, KSD = {sk_.col_stride}LL;
   static constexpr int64_t VSR = {sv.row_stride}LL, VSD = {sv.col_stride}LL;
   static constexpr bool TC = {str(tc).lower()}, CAUSAL = {str(causal).lower()}, SAFE = {str(safe).lower()};
-  static constexpr bool VEC_LAYOUT = {str(vec_layout).lower()};
+  static constexpr bool VEC_LAYOUT = {str(vec_layout).lower()}, MASK_SKIP = {str(mask_skip).lower()};
   static constexpr int64_t DIAG = {diag}LL;
   static constexpr float OUT_SCALE = {c_float(out_scale)};
   SC_INLINE static int64_t q_base(int64_t bh) {{ return {sq.offset}LL + {_batch_offset(sq.batch)}; }}
@@ -267,7 +270,8 @@ struct {name}_tr {{
     mask_note = " ".join(s[0] for s in steps)
     note = (f"attention {bh}x{n_q}x{n_k} head {d}/{dv} {dtype}"
             + (f" -> {out.dtype}" if out.dtype != dtype else "") + f" ({precision}), tiles {br}x{bc}"
-            + (f", {mask_note}" if mask_note else "") + (", causal tiles skipped" if causal else ""))
+            + (f", {mask_note}" if mask_note else "") + (", causal tiles skipped" if causal else "")
+            + (", masked tiles skipped" if mask_skip else ""))
     return Kernel(
         name=name,
         inputs=[KernelArg(n, _dtype_of(n, (q, kt, v, *masks))) for n in names],

@@ -7,7 +7,8 @@
 //! every tile it touches (so the softmax needs no block-wide sync). For each tile of BC keys: K and
 //! V into shared memory, S = Q Kᵀ (tensor cores: fp16/bf16 m16n16k16, fp32 as TF32 m16n16k8; or
 //! fp32 FMA when Tr::TC is false), the online softmax (running max m and sum l per row; the output
-//! rows are rescaled by exp(m_old - m_new)), then O += P V. S and O stay in shared memory as fp32:
+//! rows are rescaled by exp(m_old - m_new)), then O += P V. With masks, a key tile that they mask
+//! entirely for the block's rows is skipped (probed per tile, so a causal buffer costs half). S and O stay in shared memory as fp32:
 //! WMMA's accumulator layout is opaque, and a row-wise rescale needs to know which row an element
 //! is in. Causal chains stop at the last key tile a row of the block can see.
 #ifndef SC_ATTENTION_H
@@ -140,6 +141,17 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) 
   const T* vb = a.v + Tr::v_base(bh);
   for (int kt = 0; kt < tiles; ++kt) {
     const int j0 = kt * BC;
+    if constexpr (Tr::MASK_SKIP) {
+      // A tile whose every score the masks set to -inf (a causal buffer's upper triangle) adds
+      // nothing: probed with a zero score, so only the masks decide. The barrier also keeps the
+      // previous tile's K and V until every warp is done with them.
+      bool live = false;
+      for (int e = threadIdx.x; e < BR * BC && !live; e += NT) {
+        const int i = i0 + e / BC, j = j0 + e % BC;
+        live = i < Tr::SQ && j < Tr::SK && Tr::score(a, bh, i, j, 0.0f) != -INFINITY;
+      }
+      if (!__syncthreads_or(live)) continue;
+    }
     __syncthreads();  // the previous tile's K and V are no longer read
     load_tile<T, NT, BC, D, DP, Tr::KSR, Tr::KSD, VEC>(sK, L::LK, kb + (int64_t)j0 * Tr::KSR, Tr::SK - j0);
     load_tile<T, NT, BC, DV, DVP, Tr::VSR, Tr::VSD, VEC>(sV, L::LV, vb + (int64_t)j0 * Tr::VSR, Tr::SK - j0);
