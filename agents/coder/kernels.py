@@ -128,7 +128,8 @@ def emitters() -> dict[str, Emitter]:
     return table
 
 
-FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout", "emit_loss")
+FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout", "emit_loss",
+            "emit_attention")
 
 
 def _families() -> list[Any]:

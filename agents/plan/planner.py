@@ -60,7 +60,8 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
     for `target` (by default this process's: Target.current())."""
     target = target or Target.current()
     graph = drop_noop_restrides([dict(n) for n in graph])
-    graph = fold_gemm_scalars(split_conv_bias(split_softmax(decompose_eval_batch_norm(graph))))
+    graph = fold_gemm_scalars(decompose_eval_batch_norm(graph))
+    graph = fold_gemm_scalars(split_conv_bias(split_softmax(fuse_attention(graph, target))))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -255,6 +256,283 @@ def _eval_bn_nodes(
         value = emit("shifted", "add", {"self": ref(value), "other": ref(channels(ref_name(a["bias"]))), "alpha": 1},
                      shape, dtype)
     return nodes, value
+
+
+# The ops that pass a tensor's values on unchanged (a reshape of its batch dims, a copy, an alias):
+# the attention chain may run through them anywhere.
+_SAME_VALUES = {"view", "_unsafe_view", "reshape", "alias", "clone", "expand"}
+_SOFTMAXES = {"aten._softmax.default", "aten._safe_softmax.default"}
+
+
+def fuse_attention(graph: list[Node], target: Target) -> list[Node]:
+    """q·kᵀ → (scale, masks, causal) → softmax → ·v as one `sc_attention` node (emit_attention.py's
+    docstring says what it holds), in place of the second product, so the scores and probabilities
+    are never stored: two bmm and a softmax over [B·H, Sq, Sk] become one pass over q, k and v.
+
+    Recognised from the graph alone: the two bmm (however q, kᵀ and v were viewed), scalings by a
+    number (also those fold_gemm_scalars moved into the first product's alpha), masked_fill with a
+    boolean mask, an added mask (a causal one, tril of ones built in the forward, is known as such
+    and lets the kernel skip key tiles), _softmax or _safe_softmax along the last dim. Every
+    intermediate must have no reader but the chain's next op: a score or probability that is also
+    returned or used elsewhere keeps the chain as it is. So does a head size the kernel refuses on
+    `target`. Runs before split_softmax, which would take the softmax apart."""
+    from stitchcuda.agents.coder import emit_attention
+
+    nodes = by_name(graph)
+    outputs = [n for n in graph if n["op"] == "output"]
+    if len(outputs) != 1:
+        return graph
+    # Only live readers count: the attention weights scaled_dot_product_attention's math path also
+    # makes (and drops) read the probabilities too.
+    live = set(_live(graph, outputs[0]))
+    readers = _readers([n for n in graph if n["name"] in live or n is outputs[0]])
+    replaced: dict[str, Node] = {}
+    consumed: set[str] = set()
+    loose: set[str] = set()  # walked through; dropped below if nothing reads them any more
+    for b2 in graph:
+        if b2.get("target") != "aten.bmm.default" or b2["name"] in consumed:
+            continue
+        found = _match_attention(b2, nodes, readers)
+        if found is None:
+            continue
+        node, used, walked = found
+        q, v = nodes[ref_name(node["args"]["query"])], nodes[ref_name(node["args"]["value"])]
+        if emit_attention.refusal(q["dtype"], q["shape"][-1], v["shape"][-1], target) is not None:
+            continue
+        replaced[b2["name"]] = node
+        consumed |= used
+        loose |= walked
+    if not replaced:
+        return graph
+    out = [replaced.get(n["name"], n) for n in graph if n["name"] not in consumed]
+    while True:  # the copies and views the operands were read through, and causal masks' builders
+        read = {src for n in out for src in node_inputs(n)}
+        dead = {n["name"] for n in out if n["name"] in loose and n["name"] not in read}
+        if not dead:
+            return out
+        out = [n for n in out if n["name"] not in dead]
+
+
+def _match_attention(
+    b2: Node, nodes: dict[str, Node], readers: dict[str, list[Node]]
+) -> tuple[Node, set[str], set[str]] | None:
+    """The sc_attention node replacing bmm `b2`, the chain's nodes it makes unused, and the nodes
+    walked through to reach the operands; None where b2 is not the end of an attention chain."""
+    dtype = b2.get("dtype")
+
+    def only_reader(name: str | None, reader: str) -> Node | None:
+        node = nodes.get(name or "")
+        users = readers.get(name or "", [])
+        return node if node is not None and len(users) == 1 and users[0]["name"] == reader else None
+
+    used: set[str] = set()
+    p = only_reader(ref_name(b2["args"].get("self")), b2["name"])
+    while p is not None and p.get("target") not in _SOFTMAXES and _same_values(p, nodes):
+        used.add(p["name"])
+        p = only_reader(ref_name(p["args"].get("self")), p["name"])
+    if p is None or p.get("target") not in _SOFTMAXES or p.get("dtype") != dtype:
+        return None
+    rank = len(p.get("shape") or [])
+    dim = p["args"].get("dim")
+    if type(dim) is not int or rank < 3 or dim % rank != rank - 1:
+        return None
+    if p["args"].get("half_to_float") or p["args"].get("dtype") not in (None, dtype):
+        return None
+    used.add(p["name"])
+    scores = _attention_scores(ref_name(p["args"].get("self")), p["name"], dtype, nodes, only_reader)
+    if scores is None:
+        return None
+    b1, steps, chain, walked = scores
+    used |= chain
+    alpha = b1["args"].get("alpha", 1)
+    if alpha != 1:
+        steps.insert(0, ["scale", float(alpha)])
+    walked = set(walked)
+    operands = []
+    for src, what in ((b1, "self"), (b1, "mat2"), (b2, "mat2")):
+        name, through = _logical_operand(ref_name(src["args"].get(what)), nodes)
+        if nodes[name].get("dtype") != dtype:
+            return None
+        operands.append(name)
+        walked |= through
+    # kᵀ as a transpose of k's last two dims (as attention is written): k itself is the operand,
+    # so that what k is a reshape, copy or upcast of can be found like q's and v's.
+    key = "key_t"
+    kt = nodes[operands[1]]
+    if kt.get("target") == "aten.transpose.int" and len(kt["shape"]) >= 3:
+        rank = len(kt["shape"])
+        dims = {kt["args"].get("dim0"), kt["args"].get("dim1")}
+        if all(type(d) is int for d in dims) and {d % rank for d in dims} == {rank - 2, rank - 1}:
+            walked.add(operands[1])
+            operands[1], through = _logical_operand(ref_name(kt["args"].get("self")), nodes)
+            walked |= through
+            key = "key"
+    # fp16/bf16 operands upcast to fp32 for the products (scaled_dot_product_attention's math path
+    # does so): read in their own dtype on tensor cores, fp32 accumulation, the fp32 result kept.
+    low = [_upcast_source(nodes[n], nodes) for n in operands]
+    if all(low) and len({nodes[n]["dtype"] for n in low}) == 1:
+        for i, n in enumerate(low):
+            walked.add(operands[i])
+            operands[i], through = _logical_operand(n, nodes)
+            walked |= through
+    q, k, v = (nodes[n] for n in operands)
+    d_k, s_k = (k["shape"][-1], k["shape"][-2]) if key == "key" else (k["shape"][-2], k["shape"][-1])
+    batches = {math.prod(t["shape"][:-2]) for t in (q, k, v, b2)}
+    if len(batches) != 1 or q["shape"][-1] != d_k or s_k != v["shape"][-2]:
+        return None
+    masks: list[str] = []
+    for step in steps:  # mask names -> indices into `masks`
+        if step[0] in ("fill", "add"):
+            masks.append(step[1])
+            step[1] = len(masks) - 1
+    node: Node = {
+        "name": b2["name"], "op": "sc_attention", "target": "stitchcuda.sc_attention", "view": False,
+        "args": {"query": ref(q["name"]), key: ref(k["name"]), "value": ref(v["name"]),
+                 "masks": [ref(m) for m in masks], "steps": steps,
+                 "out_scale": float(b2["args"].get("alpha", 1)),
+                 "safe": p.get("target") == "aten._safe_softmax.default"},
+        "shape": list(b2["shape"]), "stride": list(b2["stride"]), "dtype": dtype, "offset": 0,
+    }  # fmt: skip
+    return node, used, walked
+
+
+def _attention_scores(
+    name: str | None, reader: str, dtype: str, nodes: dict[str, Node], only_reader: Any
+) -> tuple[Node, list[list[Any]], set[str], list[str]] | None:
+    """From the softmax's input back to the first bmm: (that bmm, the steps applied to its result in
+    order, the nodes of the chain, mask builders that only a causal step read); None where an op
+    on the way is not one the kernel applies, or has another reader."""
+    node = only_reader(name, reader)
+    if node is None or node.get("dtype") != dtype or node.get("shape") is None:
+        return None
+    a, target = node.get("args", {}), node.get("target")
+    if target == "aten.bmm.default":
+        return node, [], {node["name"]}, []
+
+    def inner(src: str | None, step: list[Any] | None, builders: Sequence[str] = ()) -> Any:
+        found = _attention_scores(src, node["name"], dtype, nodes, only_reader)
+        if found is None:
+            return None
+        b1, steps, chain, walked = found
+        return b1, steps + ([step] if step else []), chain | {node["name"]}, walked + list(builders)
+
+    if _same_values(node, nodes):
+        return inner(ref_name(a.get("self")), None)
+    if target in _SCALINGS:
+        c = a.get("other")
+        if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c == 0:
+            return None
+        return inner(ref_name(a.get("self")), ["scale", float(c) if node["op"] == "mul" else 1.0 / c])
+    if target == "aten.masked_fill.Scalar":
+        value, mask = a.get("value"), ref_name(a.get("mask"))
+        if isinstance(value, bool) or not isinstance(value, int | float) or mask is None:
+            return None
+        diag = _causal_mask(mask, nodes, negated=True, shape=node["shape"])
+        if diag is not None and value == -math.inf:
+            return inner(ref_name(a.get("self")), ["causal", diag], _builders(mask, nodes))
+        return inner(ref_name(a.get("self")), ["fill", mask, float(value), list(node["shape"])])
+    if target == "aten.add.Tensor" and a.get("alpha", 1) == 1:
+        for chain_arg, mask_arg in (("self", "other"), ("other", "self")):
+            mask = ref_name(a.get(mask_arg))
+            if mask is None:
+                continue
+            diag = _causal_mask(mask, nodes, negated=False, shape=node["shape"])
+            step = ["causal", diag] if diag is not None else ["add", mask, list(node["shape"])]
+            found = inner(ref_name(a.get(chain_arg)), step, _builders(mask, nodes) if diag is not None else ())
+            if found is not None:
+                return found
+    return None
+
+
+def _same_values(node: Node, nodes: dict[str, Node]) -> bool:
+    """A copy, alias or reshape that keeps the last two dims and regroups only the batch dims (or an
+    expand that changes nothing): the chain's values pass through it unchanged."""
+    if node["op"] not in _SAME_VALUES:
+        return False
+    src = nodes.get(ref_name(node["args"].get("self")) or "")
+    shape, before = node.get("shape"), (src or {}).get("shape")
+    if shape is None or before is None or len(shape) < 2 or len(before) < 2:
+        return False
+    if node["op"] == "expand":
+        return list(shape) == list(before)
+    return list(shape[-2:]) == list(before[-2:]) and math.prod(shape[:-2]) == math.prod(before[:-2])
+
+
+def _logical_operand(name: str | None, nodes: dict[str, Node]) -> tuple[str, set[str]]:
+    """The tensor a bmm operand is a batch reshape or copy of ([B, H, S, D] behind the [B·H, S, D]
+    view, a transposed head view behind its contiguous clone), so the kernel reads it in place;
+    and the nodes passed on the way."""
+    walked: set[str] = set()
+    node = nodes[name or ""]
+    while _same_values(node, nodes):
+        walked.add(node["name"])
+        node = nodes[ref_name(node["args"]["self"])]
+    return node["name"], walked
+
+
+def _upcast_source(node: Node, nodes: dict[str, Node]) -> str | None:
+    """x where `node` is x.to(float32) of an fp16/bf16 x (a plain dtype conversion), else None."""
+    src = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
+    if node.get("target") != "aten._to_copy.default" or node.get("dtype") != "float32" or src is None:
+        return None
+    extra = {k: v for k, v in node["args"].items() if k not in ("self", "dtype") and v not in (None, False)}
+    return src["name"] if src.get("dtype") in ("float16", "bfloat16") and not extra else None
+
+
+def _causal_mask(name: str, nodes: dict[str, Node], negated: bool, shape: Sequence[int]) -> int | None:
+    """The diagonal d where the mask `name`, built in the forward, keeps key j for query i exactly
+    when j <= i + d: tril(ones) itself as a boolean mask to fill where false (negated: masked_fill's
+    mask is then its logical_not, or == 0), or where(tril(ones), 0, -inf) as an additive one. None
+    for any other mask (a buffer's values are not known when planning: it stays a mask operand)."""
+    node = nodes.get(name)
+    if node is None or list((node.get("shape") or [])[-2:]) != list(shape[-2:]):
+        return None
+    a = node.get("args", {})
+    if negated:
+        if node["op"] in ("logical_not", "bitwise_not"):
+            return _tril_of_ones(ref_name(a.get("self")), nodes)
+        if node.get("target") == "aten.eq.Scalar" and a.get("other") in (0, False):
+            return _tril_of_ones(ref_name(a.get("self")), nodes)
+        return None
+    if node.get("target") != "aten.where.self":
+        return None
+    if _number(a.get("self"), nodes) != 0.0 or _number(a.get("other"), nodes) != -math.inf:
+        return None
+    return _tril_of_ones(ref_name(a.get("condition")), nodes)
+
+
+def _tril_of_ones(name: str | None, nodes: dict[str, Node]) -> int | None:
+    node = nodes.get(name or "")
+    if node is None or node.get("target") != "aten.tril.default":
+        return None
+    ones = nodes.get(ref_name(node["args"].get("self")) or "")
+    if ones is None or ones.get("target") != "aten.ones.default":
+        return None
+    diag = node["args"].get("diagonal", 0)
+    return diag if type(diag) is int else None
+
+
+def _number(value: Any, nodes: dict[str, Node]) -> float | None:
+    """A Python number, or the value of a scalar_tensor node."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    node = nodes.get(ref_name(value) or "")
+    if node is not None and node.get("target") == "aten.scalar_tensor.default":
+        s = node["args"].get("s")
+        return float(s) if isinstance(s, int | float) else None
+    return None
+
+
+def _builders(name: str, nodes: dict[str, Node]) -> list[str]:
+    """A causal mask and what it is built from (where, tril, ones, the scalars): unused once the
+    step replaces it, unless something else reads them (fuse_attention keeps those)."""
+    out, todo = [], [name]
+    while todo:
+        n = todo.pop()
+        if n in nodes and nodes[n]["op"] not in ("input", "constant") and n not in out:
+            out.append(n)
+            todo += node_inputs(nodes[n])
+    return out
 
 
 def split_softmax(graph: list[Node]) -> list[Node]:

@@ -1,0 +1,289 @@
+"""Fused attention: the `sc_attention` node the Planner makes of a q·kᵀ → (scale, masks) → softmax
+→ ·v chain (agents/plan/planner.py, fuse_attention), as one flash-style kernel (cuda/attention.cuh).
+
+The node's arguments (all from the graph; nothing is assumed of a problem's name or shape):
+
+    query   [*B, Sq, D]   read in place through its strides (a transposed head view needs no copy)
+    key     [*B, Sk, D]   where the first product read a transpose of it (as attention is written)
+    key_t   [*B, D, Sk]   otherwise: kᵀ as the first product read it
+    value   [*B, Sk, Dv]
+    masks   tensors the steps read, each broadcast to the scores' shape at its step
+    steps   what happens to a score s between the two products, in order:
+              ["scale", c]                       s *= c
+              ["fill", m, value, shape]          s = value where masks[m] is true (masked_fill)
+              ["add", m, shape]                  s += masks[m] (an additive mask)
+              ["causal", diagonal]               s = -inf where key j > query i + diagonal
+    out_scale  the second product's alpha (a scaling of v folded into it)
+    safe    _safe_softmax (a row with every score -inf gives zeros) rather than _softmax (NaN)
+
+The result is [prod(B), Sq, Dv] contiguous, as the second bmm wrote it. fp16 and bf16 run on tensor
+cores with fp32 accumulation; fp32 on TF32 tensor cores at EmitContext.precise == PRECISE_TF32 and
+on the FMA units in full fp32 above it (the Coder's answer to a wrong result). Tiles are sized for
+the target's shared memory per block; a head dim whose tiles do not fit is NotSupported, and the
+Planner then leaves the chain as it was (`refusal`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stitchcuda.agents.coder import cuda_text
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
+from stitchcuda.agents.coder.kernels import (
+    PRECISE_TF32,
+    EmitContext,
+    Kernel,
+    NotSupported,
+    Operand,
+    launchers,
+)
+from stitchcuda.target import Target
+
+OP = "sc_attention"
+DTYPES = ("float32", "float16", "bfloat16")
+MAX_HEAD_DIM = 256  # past this the FMA path's per-lane accumulators spill; the tiles rarely fit anyway
+# (query rows, keys) per tile, largest first: the first whose shared memory fits the target is used.
+# 64 query rows is four warps of 16; 64 keys, two per lane in the softmax.
+TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
+
+_HEADER = cuda_text.load("attention.cuh")
+
+
+def _round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool) -> int:
+    """Shared memory of one block (attention.cuh's Smem, byte for byte)."""
+    size = ITEM_SIZE[dtype]
+    dp, dvp = _round_up(d, 32), _round_up(dv, 32)
+    padt, padf = (16 // size, 4) if tc else (1, 1)
+    parts = [br * (dp + padt) * size, bc * (dp + padt) * size, bc * (dvp + padt) * size,
+             br * (bc + padf) * 4, br * (bc + padt) * size, br * (dvp + padf) * 4, br * 4, br * 4]
+    return sum(_round_up(p, 128) for p in parts)
+
+
+def tile(dtype: str, d: int, dv: int, tc: bool, target: Target) -> tuple[int, int] | None:
+    """(query rows, keys) per tile for this head size on `target`; None where none fits."""
+    if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
+        return None
+    for br, bc in TILES:
+        if smem_bytes(dtype, br, bc, d, dv, tc) <= target.shared_per_block_optin:
+            return br, bc
+    return None
+
+
+def refusal(dtype: str, d: int, dv: int, target: Target) -> str | None:
+    """Why the kernel cannot take this chain on `target` (None: it can). The Planner asks before it
+    fuses, so a refused chain keeps its library path. Tensor cores or not, the tiles that fit are the
+    same or larger on the FMA path (less padding), so fp32's precision steps never refuse later."""
+    if dtype not in DTYPES:
+        return f"attention in {dtype}: only fp32, fp16 and bf16"
+    if max(d, dv) > MAX_HEAD_DIM:
+        return f"head dims {d}/{dv} past {MAX_HEAD_DIM}"
+    if tile(dtype, d, dv, True, target) is None:
+        return f"head dims {d}/{dv}: no tile fits {target.shared_per_block_optin} bytes of shared memory"
+    return None
+
+
+@dataclass(frozen=True)
+class Side:
+    """One operand as the kernel reads it: rows and columns of one batch·head, and the batch dims."""
+
+    rows: int
+    cols: int
+    row_stride: int
+    col_stride: int
+    batch: tuple[tuple[int, int], ...]  # (size, stride) per batch dim, row-major
+    offset: int
+
+    def vec_ok(self, vec: int) -> bool:
+        """16-byte loads: columns adjacent, every row start a multiple of the vector."""
+        strides = [self.row_stride, self.offset] + [s for n, s in self.batch if n > 1]
+        return (self.col_stride == 1 or self.cols == 1) and self.cols % vec == 0 and all(s % vec == 0 for s in strides)
+
+
+def _side(t: Operand, transposed: bool = False) -> Side:
+    if len(t.shape) < 3:
+        raise NotSupported(f"attention operand of rank {len(t.shape)}")
+    rows, cols = t.shape[-2:]
+    sr, sc = t.strides[-2:]
+    if transposed:
+        rows, cols, sr, sc = cols, rows, sc, sr
+    return Side(rows, cols, sr, sc, tuple(zip(t.shape[:-2], t.strides[:-2], strict=True)), t.offset)
+
+
+def _batch_offset(batch: Sequence[tuple[int, int]], var: str = "bh") -> str:
+    """C expression of the element offset of batch·head `var` (row-major over the batch dims)."""
+    terms, inner = [], 1
+    for size, stride in reversed(list(batch)):
+        if size > 1 and stride != 0:
+            idx = f"({var} / {inner}LL)" if inner > 1 else var
+            terms.append(f"(({idx} % {size}LL) * {stride}LL)")
+        inner *= size
+    return " + ".join(terms) or "0LL"
+
+
+def _broadcast(mask: Operand, shape: Sequence[int]) -> tuple[tuple[tuple[int, int], ...], int, int]:
+    """(batch dims as (size, stride), row stride, column stride) of `mask` broadcast to the scores'
+    `shape` [*B, Sq, Sk]: 0 along every broadcast dim."""
+    lead = len(shape) - len(mask.shape)
+    if lead < 0 or len(shape) < 2:
+        raise NotSupported(f"mask of shape {list(mask.shape)} for scores of shape {list(shape)}")
+    strides = []
+    for d, size in enumerate(shape):
+        j = d - lead
+        if j < 0 or mask.shape[j] == 1:
+            strides.append(0)
+        elif mask.shape[j] == size:
+            strides.append(mask.strides[j])
+        else:
+            raise NotSupported(f"mask shape {list(mask.shape)} does not broadcast to {list(shape)}")
+    return tuple(zip(shape[:-2], strides[:-2], strict=True)), strides[-2], strides[-1]
+
+
+def _score(steps: Sequence[Any], masks: Sequence[Operand], slot: dict[str, int]) -> tuple[list[str], bool]:
+    """The body of Tr::score (one C statement per step), and whether a causal step may skip tiles:
+    only when nothing after it could turn a -inf back into a number (a fill, an add, a scale <= 0)."""
+    lines: list[str] = []
+    causal_at = None
+    for k, step in enumerate(steps):
+        kind = step[0]
+        if kind == "scale":
+            lines.append(f"    s *= {c_float(step[1])};")
+        elif kind == "causal":
+            diag = int(step[1])
+            lines.append(f"    if ((int64_t)j > (int64_t)i + {diag}LL) s = -INFINITY;")
+            causal_at = k
+        elif kind in ("fill", "add"):
+            m = masks[step[1]]
+            batch, sr, sc = _broadcast(m, step[3] if kind == "fill" else step[2])
+            off = f"{m.offset}LL + {_batch_offset(batch)} + (int64_t)i * {sr}LL + (int64_t)j * {sc}LL"
+            ptr = f"static_cast<const {C_TYPES[m.dtype]}*>(a.in[{slot[m.name]}])"
+            if kind == "fill":
+                lines.append(f"    if (sc_to_f({ptr}[{off}]) != 0.0f) s = {c_float(step[2])};")
+            else:
+                lines.append(f"    s += sc_to_f({ptr}[{off}]);")
+        else:
+            raise NotSupported(f"attention step {step!r}")
+    skip = causal_at is not None and all(
+        s[0] == "scale" and s[1] > 0 for s in steps[causal_at + 1:]
+    )
+    return lines, skip
+
+
+def emit_attention(ctx: EmitContext) -> Kernel:
+    a = ctx.args
+    # k as [*B, Sk, D], or kᵀ as [*B, D, Sk] where the forward gave the product a kᵀ of its own.
+    q, kt, v = a.get("query"), a.get("key", a.get("key_t")), a.get("value")
+    masks = a.get("masks") or []
+    if not all(isinstance(t, Operand) for t in (q, kt, v, *masks)):
+        raise NotSupported("attention operands are not tensors")
+    out = ctx.outputs[0] if ctx.outputs else None
+    if out is None:
+        raise NotSupported("attention: its result is never read")
+    dtype = q.dtype
+    # The result in the operands' dtype, or fp32 from fp16/bf16 operands (upcast by the forward).
+    if kt.dtype != dtype or v.dtype != dtype or out.dtype not in (dtype, "float32") or dtype not in DTYPES:
+        raise NotSupported(f"attention dtypes {q.dtype}, {kt.dtype}, {v.dtype} -> {out.dtype}")
+    sq, sk_ = _side(q), _side(kt, transposed="key" not in a)
+    sv = _side(v)
+    bh = math.prod(n for n, _ in sq.batch)
+    if math.prod(n for n, _ in sk_.batch) != bh or math.prod(n for n, _ in sv.batch) != bh:
+        raise NotSupported("attention operands have different batch·head counts")
+    d, dv, n_q, n_k = sq.cols, sv.cols, sq.rows, sk_.rows
+    if sk_.cols != d or sv.rows != n_k:
+        raise NotSupported(f"attention shapes q {list(q.shape)}, kᵀ {list(kt.shape)}, v {list(v.shape)}")
+    if math.prod(out.shape) != bh * n_q * dv:
+        raise NotSupported(f"attention result shape {list(out.shape)}")
+    tc = dtype != "float32" or ctx.precise <= PRECISE_TF32
+    why = refusal(dtype, d, dv, ctx.target)
+    sizes = tile(dtype, d, dv, tc, ctx.target)
+    if why is not None or sizes is None:
+        raise NotSupported(why or f"head dims {d}/{dv}: no tile fits")
+    br, bc = sizes
+
+    names: list[str] = []
+    for t in (q, kt, v, *masks):
+        if t.name not in names:
+            names.append(t.name)
+    slot = {n: i for i, n in enumerate(names)}
+    steps = list(a.get("steps") or [])
+    body, causal = _score(steps, masks, slot)
+    diag = next((int(s[1]) for s in steps if s[0] == "causal"), 0)
+    # Tiles the masks hide entirely are found at run time (a buffer's values are not known here).
+    # Where a score is NaN or inf inside such a tile, torch's row may turn NaN and the kernel's not.
+    mask_skip = not causal and any(s[0] in ("fill", "add") for s in steps)
+    out_scale = a.get("out_scale", 1.0)
+    safe = bool(a.get("safe", False))
+    vec = 16 // ITEM_SIZE[dtype]
+    vec_layout = all(s.vec_ok(vec) for s in (sq, sk_, sv))
+    ctype = C_TYPES[dtype]
+    name = ctx.name
+    n_in = len(names)
+    traits = f"""// {name}: attention {bh} x ({n_q} x {n_k}), head {d}/{dv}, {dtype}
+struct {name}_tr {{
+  using T = {ctype};
+  using TO = {C_TYPES[out.dtype]};
+  struct Args {{
+    const T* q;
+    const T* k;
+    const T* v;
+    const void* in[{n_in}];
+    TO* o;
+  }};
+  static constexpr int BR = {br}, BC = {bc}, D = {d}, DV = {dv}, SQ = {n_q}, SK = {n_k};
+  static constexpr int64_t BH = {bh}LL;
+  static constexpr int64_t QSR = {sq.row_stride}LL, QSD = {sq.col_stride}LL;
+  static constexpr int64_t KSR = {sk_.row_stride}LL, KSD = {sk_.col_stride}LL;
+  static constexpr int64_t VSR = {sv.row_stride}LL, VSD = {sv.col_stride}LL;
+  static constexpr bool TC = {str(tc).lower()}, CAUSAL = {str(causal).lower()}, SAFE = {str(safe).lower()};
+  static constexpr bool VEC_LAYOUT = {str(vec_layout).lower()}, MASK_SKIP = {str(mask_skip).lower()};
+  static constexpr int64_t DIAG = {diag}LL;
+  static constexpr float OUT_SCALE = {c_float(out_scale)};
+  SC_INLINE static int64_t q_base(int64_t bh) {{ return {sq.offset}LL + {_batch_offset(sq.batch)}; }}
+  SC_INLINE static int64_t k_base(int64_t bh) {{ return {sk_.offset}LL + {_batch_offset(sk_.batch)}; }}
+  SC_INLINE static int64_t v_base(int64_t bh) {{ return {sv.offset}LL + {_batch_offset(sv.batch)}; }}
+  SC_INLINE static float score(const Args& a, int64_t bh, int i, int j, float s) {{
+    (void)a; (void)bh; (void)i; (void)j;
+{chr(10).join(body)}
+    return s;
+  }}
+}};
+"""
+    raw = [f"const void* in{i}" for i in range(n_in)] + ["void* out0"]
+    ins = ", ".join(f"in{i}" for i in range(n_in))
+    casts = [
+        f"  const {name}_tr::Args args{{static_cast<const {ctype}*>(in{slot[q.name]}), "
+        f"static_cast<const {ctype}*>(in{slot[kt.name]}), static_cast<const {ctype}*>(in{slot[v.name]}), "
+        f"{{{ins}}}, static_cast<{C_TYPES[out.dtype]}*>(out0)}};"
+    ]
+    aligned = " && ".join(
+        f"sc_aligned(static_cast<const {ctype}*>(in{slot[t.name]}), {vec})" for t in dict.fromkeys((q, kt, v))
+    )
+    device = f"  const int rc = sc_attn::launch<{name}_tr>(args, {aligned}, stream);\n  if (rc != 0) return rc;"
+    host = f"  sc_attn::host<{name}_tr>(args);"
+    precision = "tf32 tensor cores" if tc and dtype == "float32" else ("fp32 FMA" if not tc else "tensor cores")
+    mask_note = " ".join(s[0] for s in steps)
+    note = (f"attention {bh}x{n_q}x{n_k} head {d}/{dv} {dtype}"
+            + (f" -> {out.dtype}" if out.dtype != dtype else "") + f" ({precision}), tiles {br}x{bc}"
+            + (f", {mask_note}" if mask_note else "") + (", causal tiles skipped" if causal else "")
+            + (", masked tiles skipped" if mask_skip else ""))
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(n, _dtype_of(n, (q, kt, v, *masks))) for n in names],
+        outputs=[KernelArg(out.name, out.dtype)],
+        source=f"{_HEADER}\n{traits}\n{launchers(name, raw, casts, device, host)}",
+        ops=[note],
+        host=True,
+    )
+
+
+def _dtype_of(name: str, ops: Sequence[Operand]) -> str:
+    return next(t.dtype for t in ops if t.name == name)
+
+
+EMITTERS = {OP: emit_attention}

@@ -1,0 +1,216 @@
+"""The Planner's attention pass (planner.fuse_attention) on traced graphs of attention written by
+hand: each chain becomes one sc_attention kernel node, and chains whose scores or probabilities are
+used elsewhere (or whose head the kernel refuses) stay as they were."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import KERNELBENCH
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_attention
+from stitchcuda.agents.graph import ref_name
+from stitchcuda.agents.plan import planner
+from stitchcuda.target import Target
+
+H100 = Target.named("h100")
+# What the chain is made of before the pass: none of it may be left in a fused plan.
+CHAIN_OPS = {"bmm", "_softmax", "_safe_softmax", "logsumexp", "masked_fill"}
+
+
+class Attn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, q, k, v, *extra):
+        return self.fn(q, k, v, *extra)
+
+
+class CausalBuffer(nn.Module):
+    """MinGPT's masking: a tril buffer sliced to the sequence, masked_fill where it is 0."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(n, n)).view(1, 1, n, n))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+
+
+def _plain(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1])), dim=-1) @ v
+
+
+def _causal_tril(q, k, v):
+    s = q.shape[-2]
+    mask = torch.tril(torch.ones(s, s, dtype=torch.bool))
+    att = torch.matmul(q, k.transpose(-1, -2)) / 8.0
+    return torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
+def _qkv(shape=(2, 4, 33, 64), dtype=torch.float32) -> list[torch.Tensor]:
+    return [torch.randn(shape).to(dtype) for _ in range(3)]
+
+
+def _plan(module: nn.Module, inputs: list[torch.Tensor]):
+    return planner.plan_graph(graph.trace_module(module, inputs), target=H100)
+
+
+def _attention(p) -> list[dict]:
+    return [n for n in p.graph if n["op"] == emit_attention.OP]
+
+
+def _live_ops(p) -> set[str]:
+    """Ops that some kernel of the plan computes (or that left the plan unsupported)."""
+    names = {n for g in p.groups for n in g.nodes}
+    return {n["op"] for n in p.graph if n["name"] in names}
+
+
+FUSED = [
+    ("plain", Attn(_plain), _qkv(), [["scale"]]),
+    ("sdpa", Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), _qkv(), [["scale"]]),
+    ("sdpa-causal", Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), _qkv(),
+     [["scale"], ["causal", 0]]),
+    ("sdpa-scale-bool-mask",
+     Attn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.5)),
+     [*_qkv(), torch.rand(33, 33) > 0.5], [["scale"], ["add"]]),
+    ("masked-fill-tril", Attn(_causal_tril), _qkv(), [["scale"], ["causal", 0]]),
+    ("masked-fill-buffer", CausalBuffer(40), _qkv(), [["scale"], ["fill"]]),
+    ("3d-bmm", Attn(lambda q, k, v: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), -1), v)),
+     _qkv((6, 20, 32)), []),
+    ("fp16", Attn(_plain), _qkv(dtype=torch.float16), [["scale"]]),
+    ("bf16-sdpa-causal",
+     Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+     _qkv(dtype=torch.bfloat16), [["scale"], ["causal", 0]]),
+]
+
+
+@pytest.mark.parametrize("case", FUSED, ids=[c[0] for c in FUSED])
+def test_chain_becomes_one_attention_kernel(case):
+    _, module, inputs, steps = case
+    p = _plan(module, inputs)
+    assert not p.unsupported, p.unsupported
+    (node,) = _attention(p)
+    assert [s[: len(want)] for s, want in zip(node["args"]["steps"], steps, strict=True)] == steps
+    kernel_groups = [g for g in p.groups if g.kind == "kernel"]
+    assert [g.nodes for g in kernel_groups] == [[node["name"]]]
+    assert not (_live_ops(p) & CHAIN_OPS), _live_ops(p)
+    # SDPA's math path upcasts fp16/bf16 to fp32: the kernel reads the inputs themselves.
+    if inputs[0].dtype != torch.float32:
+        assert {ref_name(node["args"][k]) for k in ("query", "value")} <= {"q", "k", "v"}
+
+
+def test_scale_is_the_product_of_every_scaling():
+    """SDPA scales q and kᵀ by sqrt(scale) each (folded into the first product's alpha on the way):
+    the node's scale steps multiply to the scale itself."""
+    p = _plan(Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3)), _qkv())
+    (node,) = _attention(p)
+    total = math.prod(s[1] for s in node["args"]["steps"] if s[0] == "scale")
+    assert total == pytest.approx(0.3, rel=1e-6)
+    assert node["args"]["safe"] is True
+
+
+def test_mingpt_reads_the_heads_in_place():
+    """level3/43 (KernelBench's MinGPT attention): one attention node whose q, kᵀ and v are the
+    head views of the qkv projection (no contiguous copies made for them); the buffer mask stays a
+    mask operand, since its values are not known when planning."""
+    path = KERNELBENCH / "level3" / "43_MinGPTCausalAttention.py"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    spec = importlib.util.spec_from_file_location("mingpt", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = mod.Model(64, 2, 0.0, 0.0, 32)
+    p = _plan(model, [torch.randn(2, 16, 64)])
+    assert not p.unsupported, p.unsupported
+    (node,) = _attention(p)
+    nodes = graph.by_name(p.graph)
+    for key in ("query", "key", "value"):
+        src = nodes[ref_name(node["args"][key])]
+        assert src["op"] == "transpose", (key, src["op"])  # [B, T, H, D] -> [B, H, T, D], in place
+    assert [s[0] for s in node["args"]["steps"]] == ["scale", "fill"]
+    assert not (_live_ops(p) & CHAIN_OPS)
+    assert "clone" not in {nodes[n]["op"] for g in p.groups for n in g.nodes if g.kind == "kernel"}
+
+
+def test_mingpt_at_its_own_size():
+    """The same file at KernelBench's sizes (fake tensors: nothing allocated)."""
+    path = KERNELBENCH / "level3" / "43_MinGPTCausalAttention.py"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    from stitchcuda.types import Task
+
+    p = planner.plan(Task(path=path), target=H100)
+    assert not p.unsupported, p.unsupported
+    (node,) = _attention(p)
+    assert node["shape"] == [128 * 8, 512, 96]
+
+
+def _score_returned(q, k, v):
+    att = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    return att @ v, att
+
+
+def _scores_reused(q, k, v):
+    s = q @ k.transpose(-2, -1)
+    return torch.softmax(s, dim=-1) @ v + s.mean()
+
+
+def _softmax_not_last(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-2) @ v
+
+
+def _dropout_training(q, k, v):
+    return F.dropout(torch.softmax(q @ k.transpose(-2, -1), dim=-1), p=0.1, training=True) @ v
+
+
+UNFUSED = [
+    ("probabilities-returned", _score_returned),
+    ("scores-reused", _scores_reused),
+    ("softmax-over-queries", _softmax_not_last),
+    ("training-dropout", _dropout_training),
+]
+
+
+@pytest.mark.parametrize("case", UNFUSED, ids=[c[0] for c in UNFUSED])
+def test_chain_used_elsewhere_stays_unfused(case):
+    _, fn = case
+    p = _plan(Attn(fn), _qkv())
+    assert not _attention(p)
+    assert "bmm" in {n["op"] for n in p.graph}
+
+
+def test_head_too_large_keeps_the_library_path():
+    """level1/97's shape (head dim 1024): no tile fits, the chain stays bmm → softmax → bmm."""
+    mode = FakeTensorMode()
+    with mode:
+        ins = [torch.empty(32, 32, 512, 1024) for _ in range(3)]
+    g = graph.trace_module(Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), ins, fake_mode=mode)
+    p = planner.plan_graph(g, target=H100)
+    assert not _attention(p)
+    assert not p.unsupported, p.unsupported
+    assert [n["op"] for n in p.graph].count("bmm") == 2
+
+
+def test_kernelbench_sdpa_at_a_supported_head():
+    """level1/97's module (plain scaled_dot_product_attention) at head 128: fused."""
+    path = KERNELBENCH / "level1" / "97_ScaledDotProductAttention.py"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    spec = importlib.util.spec_from_file_location("sdpa97", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    p = _plan(mod.Model(), _qkv((2, 4, 50, 128)))
+    assert not p.unsupported
+    assert len(_attention(p)) == 1
