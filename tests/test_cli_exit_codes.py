@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,10 @@ def get_init_inputs():
 
 
 def sc(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    # Run from outside the checkout, as a user would: `python -m` puts the working directory first on
+    # sys.path, where the bare stitchcuda/ folder would shadow an installed or assembled package.
     return subprocess.run([sys.executable, "-m", "stitchcuda.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+                          timeout=timeout, cwd=tempfile.gettempdir())
 
 
 def test_usage_errors_exit_2_and_say_what_is_wrong(tmp_path):
