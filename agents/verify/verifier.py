@@ -24,7 +24,8 @@ from pathlib import Path
 import psutil
 
 from stitchcuda.agents.verify.locks import file_lock
-from stitchcuda.agents.verify.static_check import check_source
+from stitchcuda.agents.verify.sandbox import Box
+from stitchcuda.agents.verify.static_check import build_failure, check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
 Progress = Callable[[str, str], None]  # (phase, detail)
@@ -94,6 +95,10 @@ def verify(
             reference_classes=(task.class_name, "Model"),
             reference_module=task.path.stem,
         )
+    if (failed := build_failure(static)) is not None:  # no module to import: nothing to run
+        verdict = Verdict(candidate.name, "build-failed", message=failed.message, findings=[failed])
+        (workdir / "verdict.json").write_text(verdict.to_json())
+        return verdict
     gpu = None if opts.cpu_only else opts.gpu
     if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
@@ -121,8 +126,11 @@ def verify(
     env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    outcome = _run_worker(req, workdir, env, opts, progress, cancel)
+    box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
+    env = box.env  # a private temp folder and build folders in the run folder
+    outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
     verdict = _read_verdict(workdir, candidate, outcome)
+    verdict.sandboxed, verdict.sandbox = box.active, box.why
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -173,11 +181,11 @@ class _Outcome:
     limit_gb: float
 
 
-def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
+def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box) -> _Outcome:
     log = (workdir / "worker.log").open("w")
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")],
+        box.wrap([sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
