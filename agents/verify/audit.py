@@ -28,7 +28,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
-import sysconfig
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -90,8 +89,9 @@ class _State:
 
 
 _state = _State()
-_STDLIB = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"],
-                                                           sysconfig.get_paths()["platstdlib"]})
+# The standard library's own folder (a venv's platstdlib is the venv, site-packages and all).
+_STDLIB = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
+_NOT_STDLIB = tuple(_STDLIB + d + os.sep for d in ("site-packages", "dist-packages"))
 
 # libc functions that start processes, signal them or open connections: looked up through ctypes,
 # they would bypass every audit event above.
@@ -176,7 +176,7 @@ def _trusted_caller(policy: Policy) -> bool:
             frame = frame.f_back
             continue
         real = os.path.realpath(name)
-        if real.startswith(_STDLIB):
+        if real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB):
             frame = frame.f_back
             continue
         return real in policy.trusted
