@@ -127,6 +127,14 @@ class Box:
         return out
 
 
+    def returncode(self, rc: int | None) -> int | None:
+        """The worker's exit status as Popen would give it unwrapped: bubblewrap reports a child
+        killed by signal N as exit code 128+N (a shell's convention), Popen as -N."""
+        if self.active and rc is not None and 128 < rc < 128 + 65:
+            return -(rc - 128)
+        return rc
+
+
 def private_env(env: dict[str, str], run_dir: Path) -> dict[str, str]:
     """The worker's environment, with its temp folder and its build folders in the run folder."""
     env = dict(env)

@@ -219,7 +219,7 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, 
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
+    return _Outcome(box.returncode(proc.returncode), killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
 
 
 class _EventReader:
