@@ -278,6 +278,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         pass
+    # Inside a sandbox the worker is a grandchild (bwrap, then the PID namespace's own init): it
+    # dies with them, a moment later. Return only once no process of the group is left.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
 
 
 COMPILE_PHASES = ("compile", "compile-timing")  # the worker's last phases, after the verdict is saved
