@@ -167,10 +167,6 @@ class Verdict:
     # The candidate's precision level (Candidate.precision), so feedback on this verdict says which
     # level was judged; recordings from before the field read as the default.
     precision: Precision = "tf32"
-    # Whether the worker ran inside the OS sandbox (agents/verify/sandbox.py), and what it was, or
-    # why not (bubblewrap missing, user namespaces off). The audit hook protects either way.
-    sandboxed: bool = False
-    sandbox: str = ""
 
     @property
     def accepted(self) -> bool:

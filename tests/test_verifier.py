@@ -258,9 +258,9 @@ def test_finite_miss_reads_the_comparison_not_its_words():
 
 @pytest.mark.parametrize("source, want", [
     ("import torch\n\nclass Other(torch.nn.Module):\n    def forward(self, x, y):\n        return x\n",
-     "model_new.py defines no class ModelNew"),
+     "model_new.py: candidate defines no class ModelNew"),
     ("import torch\n\nclass ModelNew(torch.nn.Module)\n    def forward(self, x, y):\n        return x\n",
-     "model_new.py:3: syntax error: expected ':'"),
+     "model_new.py:3: candidate does not parse: expected ':'"),
 ])
 def test_a_candidate_that_cannot_load_is_a_build_failure_not_a_hack(tmp_path, opts, source, want):
     """No ModelNew, or Python that does not parse: the verdict is build-failed, with the file and line
@@ -268,6 +268,6 @@ def test_a_candidate_that_cannot_load_is_a_build_failure_not_a_hack(tmp_path, op
     cand = Candidate(name="broken", files={"model_new.py": source}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts())
     assert (v.status, v.hack_findings, v.built) == ("build-failed", [], False)
-    assert v.message.startswith(want) and v.build_log == v.message
+    assert v.message == want and v.build_log == want
     assert "Traceback" not in v.build_log and "_stitch_" not in v.message
     assert not (tmp_path / "v" / "request.json").exists()  # decided before any worker

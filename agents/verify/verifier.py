@@ -24,8 +24,7 @@ from pathlib import Path
 import psutil
 
 from stitchcuda.agents.verify.locks import file_lock
-from stitchcuda.agents.verify.sandbox import Box
-from stitchcuda.agents.verify.static_check import build_failure, check_source
+from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
 Progress = Callable[[str, str], None]  # (phase, detail)
@@ -95,8 +94,9 @@ def verify(
             reference_classes=(task.class_name, "Model"),
             reference_module=task.path.stem,
         )
-        if (failed := build_failure(static)) is not None:  # a build failure, not a hack: nothing to run
-            return _unloadable_verdict(candidate, failed, workdir)
+        unloadable = [f for f in static if f.code in UNLOADABLE]
+        if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
+            return _unloadable_verdict(candidate, unloadable, workdir)
     gpu = None if opts.cpu_only else opts.gpu
     if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
@@ -126,11 +126,8 @@ def verify(
     env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
-    env = box.env  # a private temp folder and build folders in the run folder
-    outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
+    outcome = _run_worker(req, workdir, env, opts, progress, cancel)
     verdict = _read_verdict(workdir, candidate, outcome)
-    verdict.sandboxed, verdict.sandbox = box.active, box.why
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -150,10 +147,15 @@ def verify(
     return verdict
 
 
-def _unloadable_verdict(candidate: Candidate, failed: Finding, workdir: Path) -> Verdict:
-    """No module to import (static_check.BUILD_FAILURES): its message names the file and line."""
-    v = Verdict(candidate=candidate.name, status="build-failed", findings=[failed], message=failed.message,
-                build_log=failed.message, precision=candidate.precision)
+# Static findings that mean the candidate's module cannot be loaded at all: its build verdict.
+UNLOADABLE = {"syntax-error", "no-modelnew"}
+
+
+def _unloadable_verdict(candidate: Candidate, found: list[Finding], workdir: Path) -> Verdict:
+    f = found[0]
+    where = f"{f.file}:{f.line}: " if f.line else f"{f.file}: "
+    v = Verdict(candidate=candidate.name, status="build-failed", findings=list(found),
+                message=where + f.message, build_log=where + f.message, precision=candidate.precision)
     (workdir / "verdict.json").write_text(v.to_json())
     return v
 
@@ -189,11 +191,11 @@ class _Outcome:
     limit_gb: float
 
 
-def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box) -> _Outcome:
+def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
     log = (workdir / "worker.log").open("w")
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        box.wrap([sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]),
+        [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -227,7 +229,7 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, 
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(box.returncode(proc.returncode), killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
+    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
 
 
 class _EventReader:

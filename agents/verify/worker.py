@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from stitchcuda.agents.verify import audit
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -121,7 +120,6 @@ def _add_once(findings: list[Finding], new: list[Finding]) -> None:
 
 def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
-    audit.install(audit.Policy.for_worker(req))  # inactive until the candidate's code first runs
     # CUDA_VISIBLE_DEVICES (set by the parent) leaves this worker exactly one GPU: index 0.
     want_cuda = req.get("device", "cuda") == "cuda"
     device = torch.device("cuda", 0) if want_cuda and torch.cuda.is_available() else torch.device("cpu")
@@ -153,7 +151,6 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
-        audit.activate()  # from here to the end of its timed calls, the candidate's code may run
         try:
             cand_mod = import_file(Path(req["candidate"]))
             cand_cls = getattr(cand_mod, req.get("candidate_class", "ModelNew"))
@@ -643,8 +640,6 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     # torch.compile last: its first call can take minutes (DenseNet), and if the worker's time
     # limit ends it, the verdict saved here (correct, timed against eager) stands without it.
     # Compiling is CPU work, done outside the GPU lock so other workers can time meanwhile.
-    if audit.close(v):  # (torch.compile starts compile workers: the audit window ends here)
-        return
     rec.enter("compile", "torch.compile's first call on the reference")
     try:
         compiled = torch.compile(ref)
@@ -801,7 +796,6 @@ def main(argv: list[str]) -> int:
         rec.verdict.message = f"{rec.phase}: {type(e).__name__}: {str(e)[:1500]}"
         rec.verdict.log_tail = traceback.format_exc()[-6000:]
         rec.verdict.findings.append(Finding(code, rec.verdict.message))
-    audit.close(rec.verdict)  # what the sandbox refused the candidate is why whatever failed failed
     rec.enter("done")
     sys.stdout.flush()
     # A CUDA context broken by the candidate can hang in teardown; the verdict is on disk already.
