@@ -147,3 +147,14 @@ def verifications(tmp_path_factory, build_cache):
     )
     yield v
     v.close()
+
+
+@pytest.fixture(scope="module")
+def fused_attention_on():
+    """The planner's fused attention pass is off by default until its GPU tests pass
+    (planner.FUSED_ATTENTION_ENV); module-wide, for module-scoped fixtures that plan too."""
+    from stitchcuda.agents.plan import planner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(planner.FUSED_ATTENTION_ENV, "1")
+        yield

@@ -29,16 +29,7 @@ from stitchcuda.target import Target
 H100 = Target.named("h100")
 A100 = Target.named("a100")
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def fused_attention_on():
-    """The pass is off by default until its GPU tests pass (planner.FUSED_ATTENTION_ENV); module-wide,
-    for the module-scoped fixtures that plan too."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(planner.FUSED_ATTENTION_ENV, "1")
-        yield
+pytestmark = pytest.mark.usefixtures("isolated_cache", "fused_attention_on")
 
 
 class Attn(nn.Module):

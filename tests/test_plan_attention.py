@@ -21,17 +21,9 @@ from stitchcuda.agents.plan import planner
 from stitchcuda.target import Target
 
 H100 = Target.named("h100")
+pytestmark = pytest.mark.usefixtures("fused_attention_on")
 # What the chain is made of before the pass: none of it may be left in a fused plan.
 CHAIN_OPS = {"bmm", "_softmax", "_safe_softmax", "logsumexp", "masked_fill"}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def fused_attention_on():
-    """The pass is off by default until its GPU tests pass (planner.FUSED_ATTENTION_ENV); module-wide,
-    for the module-scoped fixtures that plan too."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(planner.FUSED_ATTENTION_ENV, "1")
-        yield
 
 
 class Attn(nn.Module):
