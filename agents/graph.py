@@ -451,6 +451,7 @@ def _mark_views(nodes: list[Node]) -> None:
             if src is not None and src.get("op") in _MULTI_VIEW and ref_name(src["args"].get("self")) is not None:
                 node["args"] = {"self": src["args"]["self"], "index": node["args"].get("index")}
                 node["view"] = True
+                node["source"] = src["name"]  # the op it picks from, for code that reruns the graph
             continue
         if node.get("op") != "_unsafe_view":
             continue

@@ -16,7 +16,7 @@ from pathlib import Path
 from stitchcuda import provenance
 from stitchcuda.agents import rubric
 from stitchcuda.agents.rounds import Coder, RoundPolicy, Rounds
-from stitchcuda.agents.verify.replay import files_digest
+from stitchcuda.agents.verify.replay import file_digests, files_digest
 from stitchcuda.agents.verify.verifier import VerifyOptions, cuda_available, verify
 from stitchcuda.events import Phase, ProgressEvent, RoundVerdict, RunEnd
 from stitchcuda.task import UsageError
@@ -66,7 +66,8 @@ class RunResult:
             "message": self.message,
             "plan": asdict(self.plan) if self.plan else None,
             "attempts": [
-                {"candidate": c.name, "files_sha256": files_digest(c.files), "verdict": v.to_dict()}
+                {"candidate": c.name, "files_sha256": files_digest(c.files), "files_sha256_each": file_digests(c.files),
+                 "verdict": v.to_dict()}
                 for c, v in self.attempts
             ],
             "best": self.best[0].name if self.best else None,

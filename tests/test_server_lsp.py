@@ -23,9 +23,10 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 # The example optimised on the H100 with Nsight Compute in the Verifier (8a54add): its candidate's
-# files are byte-identical to what the coder generates here, so replay matches them by content.
-# When the coder's output for the example changes, record it again on a GPU (scripts/gpu_run.sh
-# example): a recording of other files is never replayed.
+# fused_kernels.cu is byte-identical to what the coder generates here (its model_new.py is the one
+# from before the custom op), so replay matches it by kernel sources and the verdict says so. When
+# the coder's kernels for the example change, record it again on a GPU (scripts/gpu_run.sh
+# example): a recording of other kernels is never replayed.
 RECORDED = ROOT / "bench" / "results" / "2026-11-25-h100-example-gated_block-8a54add.json"
 EXAMPLE = ROOT / "examples" / "gated_block.py"
 # The example's first H100 run, recorded before files_sha256: replay matches its candidate by name.

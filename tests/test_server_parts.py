@@ -167,6 +167,18 @@ def test_replay_overlays_gpu_results_only_on_a_real_build(tmp_path: Path) -> Non
                               "verdict": rec["attempts"][0]["verdict"]}]}
     hit = replay.overlay(Verdict(cand.name, "unverified", built=True), by_files, cand, "x")
     assert hit.accepted and "identical files" in hit.notes[-1]
+    # Per-file digests: the same kernel sources around another Python module match, and say so;
+    # other kernel sources never do, whatever the module.
+    recorded = {"k.cu": "__global__ void k() {}\n", "model_new.py": "x = 1\n"}
+    by_kernels = {"attempts": [{"candidate": "other", "files_sha256": replay.files_digest(recorded),
+                                "files_sha256_each": replay.file_digests(recorded),
+                                "verdict": rec["attempts"][0]["verdict"]}]}
+    same_kernels = Candidate("r1-x", {**recorded, "model_new.py": "x = 2\n"})
+    hit = replay.overlay(Verdict("r1-x", "unverified", built=True), by_kernels, same_kernels, "x")
+    assert hit.accepted and "identical kernel sources" in hit.notes[-1]
+    other_kernels = Candidate("r1-x", {**recorded, "k.cu": "__global__ void k() { }\n"})
+    miss = replay.overlay(Verdict("r1-x", "unverified", built=True), by_kernels, other_kernels, "x")
+    assert miss.status == "unverified" and "no recorded GPU verdict" in miss.notes[-1]
 
 
 @needs_nvcc

@@ -1,5 +1,8 @@
 """model_new.py of a built-in candidate: ModelNew with the reference's signatures and state, whose
-forward checks its inputs, allocates outputs and calls the kernels through one host entry point."""
+forward checks its inputs and runs the kernels (`_kernels`: outputs allocated, one host entry point
+called). Where PyTorch must see the kernels as one operation (torch.compile, torch.export, autograd)
+they run as a custom op, `_op`, whose fake implementation and backward are the reference's own math
+(`_reference`, see reference_math)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
-from stitchcuda.agents.graph import Node, by_name, is_contiguous, ref_name, restride
+from stitchcuda.agents.coder.reference_math import Unrenderable, render_reference
+from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -20,10 +24,11 @@ _HEADER = '''"""ModelNew for {title}, written by StitchCUDA's built-in coder.
 
 {kernels}
 The kernels are specialised to the traced shapes and dtypes; forward raises ValueError for others.
-They have no backward: where autograd would differentiate an output, asking for its gradient raises
-RuntimeError (never a silent detach). Train with the original module.
+They run as one PyTorch custom op ({opname}) where PyTorch needs to see one (torch.compile,
+torch.export, autograd) and as a direct call otherwise. {backward}
 """
 
+import hashlib
 from pathlib import Path
 
 import torch
@@ -34,29 +39,8 @@ from stitchcuda import runtime
 _lib = runtime.load(Path(__file__).with_name("{cu}"), libraries={libraries!r})
 _DEVICE = "{device}"
 _CUDA = _DEVICE == "cuda"
-
-
-class _NoBackward(torch.autograd.Function):
-    # The outputs' grad_fn where an input or parameter requires grad: backward says why it cannot
-    # go on, instead of the parameters (and everything before them) silently getting no gradient.
-    @staticmethod
-    def forward(ctx, out, *inputs):
-        return out.view_as(out)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            "ModelNew ({title}) runs StitchCUDA's generated kernels, which have no backward: no gradient "
-            "can flow through it. Train with the original module; use ModelNew under torch.no_grad() or "
-            "torch.inference_mode()."
-        )
-
-
-def _no_backward(out, inputs):
-    need = [t for t in inputs if t.requires_grad]
-    if not need or not isinstance(out, torch.Tensor) or not out.is_floating_point():
-        return out
-    return _NoBackward.apply(out, *need)
+# Intermediates and library workspaces, one set per device and stream, reused by every call.
+_BUFFERS = {{}}
 
 
 def _mismatch(checks):
@@ -69,6 +53,71 @@ def _mismatch(checks):
             )
 '''
 
+_BACKWARD_REFERENCE = (
+    "Backward differentiates the\nreference's own math (its traced PyTorch ops, `_reference` below), "
+    "recomputed from the saved inputs."
+)
+_BACKWARD_NONE = (
+    "They have no backward ({why}):\nasking for a gradient through ModelNew raises RuntimeError "
+    "(never a silent detach)."
+)
+
+# The custom op: registered once per process (a file imported twice reuses it), named by a digest
+# of this file's text so that two different candidates never share a name.
+_OP = '''
+
+def _define_op():
+    name = "{prefix}_" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    if hasattr(torch.ops.stitchcuda_gen, name):
+        return getattr(torch.ops.stitchcuda_gen, name).default
+    op = torch.library.custom_op("stitchcuda_gen::" + name, _kernels_op, mutates_args=())
+    op.register_fake(_fake)
+    op.register_autograd(_backward, setup_context=_setup)
+    return op
+
+
+def _kernels_op({params}) -> list[torch.Tensor]:
+{op_body}
+
+
+def _fake({args}):
+{fake}
+
+
+def _setup(ctx, inputs, output):
+    tensors = inputs[0]
+    # Module state is saved as the op returned it (forward then copies it into the module's own
+    # buffers, which autograd would see as changed); the outputs' math does not read what it wrote.
+    ctx.save_for_backward(*tensors{save_state})
+    ctx.count = len(tensors)
+    ctx.needs = [t.requires_grad for t in tensors]
+
+
+def _backward(ctx, grads):
+{backward}
+
+
+_op = _define_op()
+'''
+
+_FAKE_REFERENCE = """    return [torch.empty(o.shape, dtype=o.dtype, device=o.device) for o in _reference(tensors, {state})]{more}"""
+
+_BACKWARD_BODY = """    saved = ctx.saved_tensors
+    leaves = [t.detach().requires_grad_(need) for t, need in zip(saved[: ctx.count], ctx.needs)]
+    with torch.enable_grad():
+        outs = _reference(leaves, list(saved[ctx.count :]))
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        wanted = [t for t in leaves if t.requires_grad]
+        found = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) if pairs and wanted else [None] * len(wanted)
+    found = iter(found)
+    return {returned}"""
+
+_BACKWARD_REFUSED = """    raise RuntimeError(
+        "ModelNew ({title}) runs StitchCUDA's generated kernels, which have no backward here ({why}): "
+        "no gradient can flow through it. Train with the original module; use ModelNew under "
+        "torch.no_grad() or torch.inference_mode()."
+    )"""
+
 
 def render_model(
     graph: Sequence[Node],
@@ -78,23 +127,41 @@ def render_model(
     title: str = "",
     host: bool = False,
 ) -> str:
-    """model_new.py: ModelNew with the reference's signatures and state, calling the kernels."""
+    """model_new.py: ModelNew with the reference's signatures and state; its forward checks the inputs
+    and runs the kernels (`_kernels`) directly, or as the custom op `_op` where PyTorch must see one."""
     nodes = by_name(graph)
     output = next(n for n in graph if n["op"] == "output")
+    title = (title or cls.__name__).replace("\"", "'")
+    roots = [_root(nodes, r) for r in map(ref_name, output["args"]["values"]) if r is not None]
+    used = {a.name for k in steps for a in k.inputs} | {r["name"] for r in roots}
+    # What the op takes: every tensor input the graph reads (the kernels' and the reference math's),
+    # with the module state the kernels write (BatchNorm's running statistics) in a list of its own.
+    read = {n for node in graph if node["op"] != "input" for n in _refs(node)}
+    written = {ref_name(n["args"]["self"]) for n in graph if n["op"] == "copy_"}
+    inputs = [n for n in graph if n["op"] == "input" and "shape" in n and (n["name"] in read or n["name"] in used)]
+    state = [n for n in inputs if n["name"] in written]
+    tensors = [n for n in inputs if n["name"] not in written]
+    produced = {o.name for k in steps for o in k.outputs}
+    returned = list(dict.fromkeys(r["name"] for r in roots if r["name"] in produced))
+
+    kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host)
+    try:
+        reference = render_reference(graph, [n["name"] for n in tensors], [n["name"] for n in state], returned)
+        why = ""
+    except Unrenderable as e:
+        reference, why = None, str(e)
+
     fwd = _Forward(graph, cls)
-    used = {a.name for k in steps for a in k.inputs}
-    used |= {_root(nodes, r)["name"] for r in map(ref_name, output["args"]["values"]) if r is not None}
     body: list[str] = []
-    # State the kernels read, each into a local once: nn.Module's attribute lookup costs about a
-    # microsecond a level on every forward, a dict lookup a few percent of that.
-    for node in graph:
-        if node["op"] == "input" and node.get("kind") != "arg" and node["name"] in used and "shape" in node:
+    # State is read into locals once: nn.Module's attribute lookup costs about a microsecond a level
+    # on every forward, a dict lookup a few percent of that.
+    for node in inputs:
+        if node.get("kind") != "arg":
             body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
     # One guard for every tensor the kernels read, before touching any (shapes are compile-time
     # constants in the kernels: any other shape would read out of bounds); only when it fails does
     # _mismatch look at each tensor to say which one.
-    checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in graph
-              if n["op"] == "input" and n["name"] in used and n.get("shape") is not None]
+    checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in inputs]
     if checks:
         body.append("if (")
         for k, (expr, _, shape, dtype) in enumerate(checks):
@@ -105,21 +172,111 @@ def render_model(
         body += [f"        ({expr}, {name!r}, {shape!r}, torch.{dtype})," for expr, name, shape, dtype in checks]
         body.append("    ))")
     body += fwd.value_checks()
-    args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg" and n["name"] in used and "shape" in n]
+    lists = f"[{', '.join(fwd.expr(n) for n in tensors)}]"
+    if state:
+        lists += f", [{', '.join(fwd.expr(n) for n in state)}]"
+    # The op (about 10 us of dispatch) only where PyTorch must see it: while torch.compile or
+    # torch.export traces, and where autograd has a graph to record. Otherwise a direct call.
+    grads = " or ".join(f"{fwd.expr(n)}.requires_grad" for n in tensors if _floating(n["dtype"]))
+    needs_op = "torch.compiler.is_compiling()" + (f" or (torch.is_grad_enabled() and ({grads}))" if grads else "")
+    outs = [fwd.fresh(name) for name in returned]
+    for name, var in zip(returned, outs, strict=True):
+        fwd.bind(name, var)
+    unpack = f"{', '.join(outs)}, = " if outs else ""
+    body.append(f"if {needs_op}:")
+    if state:
+        fresh = [fwd.fresh(f"new_{n['name']}") for n in state]
+        body.append(f"    {', '.join(outs + fresh)}, = _op({lists})")
+        body += [f"    {fwd.expr(n)}.copy_({v})" for n, v in zip(state, fresh, strict=True)]
+    else:
+        body.append(f"    {unpack}_op({lists})")
+    body.append("else:")
+    body.append(f"    {unpack}_kernels({lists})")
+    # A returned view of an input is taken over its contiguous copy, as the kernels see it.
+    for root in roots:
+        if root["name"] not in produced and root["op"] == "input" and root.get("kind") == "arg":
+            body.append(f"{fwd.local(root)} = {fwd.expr(root)}.contiguous()")
+    results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
+    body.append(_returned(output.get("structure", "single"), results))
+
+    kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
+    device = "cpu" if host else "cuda"
+    text = _HEADER.format(
+        title=title, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps),
+        opname="stitchcuda_gen::" + _op_prefix(title) + "_<digest>",
+        backward=_BACKWARD_REFERENCE if reference else _BACKWARD_NONE.format(why=why),
+    )
+    if static:
+        text += "\n\ndef _buffers(device):\n"
+        text += "    return (\n"
+        text += "".join(f"        torch.empty({shape}, dtype=torch.{dtype}, device=device),\n" for shape, dtype in static)
+        text += "    )\n"
+    text += "\n\n" + kernels_text
+    if reference:
+        text += "\n\n" + reference.text
+    args = "tensors, state" if state else "tensors"
+    params = "tensors: list[torch.Tensor]" + (", state: list[torch.Tensor]" if state else "")
+    # An op with autograd must be functional: the kernels write module state (BatchNorm's running
+    # statistics) into copies the op returns after its outputs, and forward copies them back.
+    more = " + [torch.empty_like(s) for s in state]" if state else ""
+    op_body = ("    fresh = [s.clone() for s in state]\n    return _kernels(tensors, fresh) + fresh" if state
+               else "    return _kernels(tensors)")
+    if reference:
+        fake = _FAKE_REFERENCE.format(state="state" if state else "[]", more=more)
+        leaf_grads = "[next(found) if t.requires_grad else None for t in leaves]"
+        backward = _BACKWARD_BODY.format(returned=f"({leaf_grads}, [None] * len(saved[ctx.count :]))" if state else leaf_grads)
+    else:
+        made = ", ".join(
+            f"torch.empty({tuple(nodes[r]['shape'])!r}, dtype=torch.{nodes[r]['dtype']}, device=tensors[0].device)"
+            for r in returned
+        )
+        fake = f"    return [{made}]{more}"
+        backward = _BACKWARD_REFUSED.format(title=title, why=why.replace('"', "'"))
+    text += _OP.format(
+        prefix=_op_prefix(title), params=params, args=args, fake=fake, op_body=op_body,
+        save_state=f", *output[{-len(state)}:]" if state else "", backward=backward,
+    )
+    text += "\n\nclass ModelNew(nn.Module):\n"
+    text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
+    text += "".join(f"        {line}\n" for line in _init_body(graph))
+    text += f"\n    def forward(self{fwd.signature}):\n"
+    text += "".join(f"        {line}\n" for line in body)
+    return text
+
+
+def _render_kernels(
+    graph: Sequence[Node],
+    steps: Sequence[Step],
+    cls: type,
+    tensors: Sequence[Node],
+    state: Sequence[Node],
+    returned: Sequence[str],
+    *,
+    host: bool,
+) -> tuple[str, list[tuple[str, str]]]:
+    """`def _kernels(tensors, state)`: the inputs made contiguous, the outputs allocated, one call that
+    runs every kernel. Returns its text and the (shape, dtype) of each reused buffer."""
+    nodes = by_name(graph)
+    k_ns = _Forward(graph, cls)
+    k_ns.taken |= {"tensors", "state", "_BUFFERS"}
+    body: list[str] = []
+    for group, listed in (("tensors", tensors), ("state", state)):
+        if listed:
+            body.append(f"{', '.join(k_ns.fresh_bind(n['name']) for n in listed)}, = {group}")
+    used = {a.name for k in steps for a in k.inputs}
+    args = [n for n in tensors if n.get("kind") == "arg" and n["name"] in used]
     if args:
         body.append("# Strides in the kernels are relative to contiguous inputs (a no-op when they are).")
     for node in args:
-        source = fwd.expr(node)
-        body.append(f"{fwd.local(node)} = {source}.contiguous()")
-    device = fwd.device(graph, used)
+        body.append(f"{k_ns.expr(node)} = {k_ns.expr(node)}.contiguous()")
+    device = k_ns.device(graph, used | {n["name"] for n in tensors})
     anchor = device.removesuffix(".device")  # a tensor on that device, for the stream
     # What forward returns is allocated on every call; every other buffer (intermediates, library
     # workspaces) is made once per device and stream and reused: no allocator calls on the forward's
     # path, and the same pointers each call, so the CUDA graph of the forward (stitch_forward_graph)
     # replays instead of recording again.
-    returned = {_root(nodes, r)["name"] for r in map(ref_name, output["args"]["values"]) if r is not None}
-    like = {(tuple(n["shape"]), n["dtype"]): fwd.local(n) for n in reversed(args)}
-    static: list[tuple[str, str]] = []  # (shape expression, dtype) of each reused buffer, in order
+    like = {(tuple(n["shape"]), n["dtype"]): k_ns.expr(n) for n in reversed(args)}
+    static: list[tuple[str, str]] = []
     static_vars: list[str] = []
     workspaces: dict[tuple[int, str], list] = {}  # (index in a kernel's scratch, dtype) -> [var, size]
     fresh_lines: list[str] = []
@@ -129,9 +286,9 @@ def render_model(
             node = nodes[out.name]
             if node["op"] == "copy_":
                 # A write into module state (a BatchNorm step counter): the kernel stores into it.
-                fwd.bind(out.name, fwd.expr(nodes[ref_name(node["args"]["self"])]))
+                k_ns.bind(out.name, k_ns.expr(nodes[ref_name(node["args"]["self"])]))
                 continue
-            var = fwd.fresh(out.name)
+            var = k_ns.fresh(out.name)
             shape = tuple(node["shape"])
             if out.name in returned:
                 same = like.get((shape, out.dtype))
@@ -141,67 +298,54 @@ def render_model(
             else:
                 static.append((repr(shape), out.dtype))
                 static_vars.append(var)
-            fwd.bind(out.name, var)
+            k_ns.bind(out.name, var)
         scratch = []
         for j, (dtype, count) in enumerate(getattr(k, "scratch", [])):
             # Kernels run one after another on one stream, so the j-th workspace of every kernel
             # can be one buffer, as large as the largest asked for.
             slot = (j, dtype)
             if slot not in workspaces:
-                workspaces[slot] = [fwd.fresh(f"workspace{j}_{dtype}"), count]
+                workspaces[slot] = [k_ns.fresh(f"workspace{j}_{dtype}"), count]
                 static.append(("", dtype))
                 static_vars.append(workspaces[slot][0])
             workspaces[slot][1] = max(workspaces[slot][1], count)
             scratch.append(workspaces[slot][0])
-        buffers.append((k, [fwd.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
+        buffers.append((k, [k_ns.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
     sizes = {var: f"({count},)" for var, count in workspaces.values()}
     static = [(sizes.get(var, shape), dtype) for var, (shape, dtype) in zip(static_vars, static, strict=True)]
     stream = "0"
     if static_vars or not host:
-        stream = fwd.fresh("stream")
+        stream = k_ns.fresh("stream")
         body.append(f"{stream} = runtime.stream_of({anchor})")
     if static_vars:
-        ws, key = fwd.fresh("ws"), fwd.fresh("key")
-        body.append(f"{ws} = self.__dict__.setdefault('_stitch_buffers', {{}})")
+        key = k_ns.fresh("key")
         body.append(f"{key} = ({device}, {stream})")
-        body.append(f"if {key} not in {ws}:")
-        body.append(f"    {ws}[{key}] = _buffers({device})")
-        body.append(f"{', '.join(static_vars)}, = {ws}[{key}]")
+        body.append(f"if {key} not in _BUFFERS:")
+        body.append(f"    _BUFFERS[{key}] = _buffers({device})")
+        body.append(f"{', '.join(static_vars)}, = _BUFFERS[{key}]")
     body += fresh_lines
     # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
     forward = FORWARD + "_host" if host else (GRAPH_FORWARD if len(steps) > 1 else FORWARD)
     body.append(f"_lib.call_all({forward!r}, [")
-    for k, args in buffers:
-        body.append(f"    {', '.join(args)},  # {k.name}: {describe(k)[:70]}")
+    for k, a in buffers:
+        body.append(f"    {', '.join(a)},  # {k.name}: {describe(k)[:70]}")
     body.append(f"], {stream})")
-    results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
-    structure = output.get("structure", "single")
-    # Under grad mode only (the Verifier, and inference under no_grad, never pay for it): outputs that
-    # autograd would differentiate get a grad_fn that refuses, clearly, to go backward.
-    read = ", ".join(expr for expr, _, _, _ in checks)
-    if read:
-        body.append("if torch.is_grad_enabled():")
-        guarded = [f"_no_backward({r}, ({read},))" for r in results]
-        body.append(f"    {_returned(structure, guarded)}")
-    body.append(_returned(structure, results))
+    body.append(f"return [{', '.join(k_ns.expr(nodes[r]) for r in returned)}]")
+    text = "def _kernels(tensors, state=()):\n" + "".join(f"    {line}\n" for line in body)
+    return text, static
 
-    kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
-    device = "cpu" if host else "cuda"
-    text = _HEADER.format(
-        title=(title or cls.__name__).replace("\"", "'"), kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps)
-    )
-    if static:
-        text += "\n\ndef _buffers(device):\n"
-        text += "    # Intermediates and library workspaces, reused by every call on one device and stream.\n"
-        text += "    return (\n"
-        text += "".join(f"        torch.empty({shape}, dtype=torch.{dtype}, device=device),\n" for shape, dtype in static)
-        text += "    )\n"
-    text += "\n\nclass ModelNew(nn.Module):\n"
-    text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
-    text += "".join(f"        {line}\n" for line in _init_body(graph))
-    text += f"\n    def forward(self{fwd.signature}):\n"
-    text += "".join(f"        {line}\n" for line in body)
-    return text
+
+def _refs(node: Node) -> list[str]:
+    return [n for v in node.get("args", {}).values() for n in iter_refs(v)]
+
+
+def _floating(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat", "complex"))
+
+
+def _op_prefix(title: str) -> str:
+    name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") or "module"
+    return name[:40]
 
 
 def _returned(structure: str, results: Sequence[str]) -> str:
@@ -242,8 +386,8 @@ class _Forward:
     """Names in the generated forward: its parameters, the state it reads, the buffers it makes."""
 
     def __init__(self, graph: Sequence[Node], cls: type):
-        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "_lib", "_mismatch", "_buffers",
-                                "_NoBackward", "_no_backward"}
+        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "hashlib", "_lib", "_mismatch",
+                                "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
@@ -275,6 +419,12 @@ class _Forward:
 
     def bind(self, name: str, var: str) -> None:
         self.bound[name] = var
+
+    def fresh_bind(self, name: str) -> str:
+        """A new local for a graph value, bound to it."""
+        var = self.fresh(name)
+        self.bound[name] = var
+        return var
 
     def fresh(self, hint: str) -> str:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)

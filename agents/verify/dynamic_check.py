@@ -28,12 +28,40 @@ class OpRecorder(TorchDispatchMode):
         self.ops: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace not in ("aten", "prims", "prim"):
+            # A custom op's implementation runs below this mode, unseen: where it is Python (a
+            # torch.library.custom_op, as the built-in coder's ModelNew defines), run that function
+            # under the recorder so every op inside is recorded; where it cannot be seen, the op
+            # itself counts as compute (it may be PyTorch's work behind a name).
+            impl = _python_impl(func, args)
+            if impl is not None:
+                with self:
+                    return impl(*args, **kwargs)
+            self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
+            return func(*args, **kwargs)
         self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
 
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+
+def _python_impl(func: Any, args: Any) -> Callable[..., Any] | None:
+    """The Python function behind a torch.library.custom_op, for the device its tensors are on."""
+    try:
+        from torch._library.custom_ops import _maybe_get_opdef
+
+        opdef = _maybe_get_opdef(func)
+    except (ImportError, AssertionError, AttributeError):
+        return None
+    if opdef is None:
+        return None
+    flat = flatten_outputs(list(args))
+    device = next((t.device.type for t in flat if isinstance(t, torch.Tensor)), None)
+    backends = getattr(opdef, "_backend_fns", {}) or {}
+    return backends.get(device) or getattr(opdef, "_init_fn", None)
 
 
 @contextlib.contextmanager
@@ -72,7 +100,7 @@ def torch_compute_finding(ops: Counter[str], when: str = "") -> Finding | None:
     compute = {k: v for k, v in ops.items() if is_compute_aten(k)}
     if not compute:
         return None
-    listed = ", ".join(f"aten.{k} x{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1]))
+    listed = ", ".join(f"{k if '::' in k else 'aten.' + k} x{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1]))
     return Finding(
         "torch-compute-in-forward",
         f"forward ran PyTorch compute ops{when}: {listed}",

@@ -1,0 +1,188 @@
+"""The traced graph as plain PyTorch code: `_reference`, the module's own math in aten ops.
+
+A generated ModelNew runs its kernels through a custom op (`torch.library.custom_op`); that op needs
+two things the kernels cannot give: output shapes without running (its fake implementation, for
+torch.compile and torch.export) and a backward. Both come from the reference's own math, which the
+trace already holds node by node. One walker renders each node as a call of its aten overload, with
+arguments decoded by the overload's schema (a dtype string becomes `torch.float32`, a device the
+inputs' own device); a node it cannot render (a random op, a tensor constant whose values were not
+kept) makes the whole function unavailable, and ModelNew then refuses backward with a clear error.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stitchcuda.agents.graph import Node, ref_name
+
+# Mutations of module state (BatchNorm's running statistics) belong to the kernels' forward: the
+# reference math is pure, so recomputing it for a backward never updates the statistics twice.
+_STATE_WRITES = {"copy_"}
+
+
+class Unrenderable(Exception):
+    """A node the reference math cannot reproduce; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ReferenceMath:
+    text: str  # the `_reference(tensors, state)` function's source
+    inputs: tuple[str, ...]  # graph input names, in the order of `tensors` then `state`
+
+
+def render_reference(
+    graph: Sequence[Node], tensors: Sequence[str], state: Sequence[str], returns: Sequence[str], *, name: str = "_reference"
+) -> ReferenceMath:
+    """`def _reference(tensors, state)`: the graph's inputs unpacked in the given orders, every node
+    in trace order, and the values of the nodes named in `returns` as a list. Raises Unrenderable."""
+    names = _Names()
+    lines = [
+        f"def {name}(tensors, state):",
+        "    # The reference module's forward as traced (aten ops): shapes for the custom op's fake",
+        "    # implementation, and the math its backward differentiates.",
+    ]
+    for group, listed in (("tensors", tensors), ("state", state)):
+        if listed:
+            lines.append(f"    {', '.join(names.bind(n) for n in listed)}, = {group}")
+    first = (list(tensors) + list(state))[:1]
+    lines.append(f"    _dev = {names.get(first[0])}.device" if first else "    _dev = None")
+    known = set(tensors) | set(state)
+    for node in graph:
+        op = node["op"]
+        if op == "output" or node["name"] in known:
+            continue
+        if op == "input":
+            if "shape" in node:
+                continue  # not read by the graph (else its use fails below: used before computed)
+            lines.append(f"    {names.bind(node['name'])} = {_literal(node.get('value'))}")
+        elif op == "constant":
+            lines.append(f"    {names.bind(node['name'])} = {_constant(node)}")
+        elif op == "getitem":
+            # A split's pieces are traced as views of its input; `source` names the split itself.
+            src = names.get(node.get("source") or ref_name(node["args"]["self"]))
+            lines.append(f"    {names.bind(node['name'])} = {src}[{int(node['args']['index'])}]")
+        elif op in _STATE_WRITES and ref_name(node["args"].get("self")) in known:
+            names.alias(node["name"], ref_name(node["args"]["src"]))
+        else:
+            lines.append(f"    {names.bind(node['name'])} = {_call(node, names)}")
+    lines.append(f"    return [{', '.join(names.get(r) for r in returns)}]")
+    return ReferenceMath("\n".join(lines) + "\n", (*tensors, *state))
+
+
+def _call(node: Node, names: _Names) -> str:
+    target = node.get("target")
+    overload = _overload(target) if target else None
+    if overload is None:
+        raise Unrenderable(f"{node['name']}: {node['op']} is not an operator overload")
+    if torch.Tag.nondeterministic_seeded in overload.tags:
+        # Recomputing a random op for the backward would differentiate other random numbers.
+        raise Unrenderable(f"{node['name']}: {target} draws random numbers")
+    args = node.get("args", {})
+    positional: list[str] = []
+    keywords: list[str] = []
+    for a in overload._schema.arguments:
+        if a.name not in args:
+            continue
+        text = _value(args[a.name], _kind(str(a.real_type)), names)
+        if a.kwarg_only:
+            keywords.append(f"{a.name}={text}")
+        else:
+            positional.append(text)
+    return f"torch.ops.{target}({', '.join(positional + keywords)})"
+
+
+def _overload(target: str) -> torch._ops.OpOverload | None:
+    parts = target.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        op = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    except (AttributeError, RuntimeError):
+        return None
+    return op if isinstance(op, torch._ops.OpOverload) else None
+
+
+def _kind(schema_type: str) -> str:
+    """`Optional[List[ScalarType]]` -> `ScalarType[]`: what an argument holds, in the walker's terms."""
+    while schema_type.startswith("Optional[") and schema_type.endswith("]"):
+        schema_type = schema_type[len("Optional[") : -1]
+    if schema_type.startswith("List[") and schema_type.endswith("]"):
+        return _kind(schema_type[len("List[") : -1]) + "[]"
+    return schema_type
+
+
+def _value(value: Any, kind: str, names: _Names) -> str:
+    name = ref_name(value)
+    if name is not None:
+        return names.get(name)
+    if value is None:
+        return "None"
+    if isinstance(value, list):
+        inner = kind[:-2] if kind.endswith("[]") else kind
+        return "[" + ", ".join(_value(v, inner, names) for v in value) + "]"
+    if isinstance(value, dict):
+        raise Unrenderable(f"a tensor argument not produced by the graph ({value})")
+    if kind == "ScalarType":
+        return f"torch.{value}"
+    if kind == "Device":
+        # Traced on the CPU; the kernels (and this math) run where the inputs are.
+        return "_dev"
+    if kind in ("Layout", "MemoryFormat") and isinstance(value, str) and value.startswith("torch."):
+        return value
+    return _literal(value)
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if value is None or isinstance(value, bool | int | float | str):
+        return repr(value)
+    raise Unrenderable(f"a value that cannot be written as a literal: {value!r}")
+
+
+def _constant(node: Node) -> str:
+    if node.get("shape") is None:
+        return _literal(node.get("value"))
+    if "value" not in node:
+        raise Unrenderable(f"constant {node['name']}: its values were not kept by the trace")
+    return (
+        f"torch.tensor({_literal(node['value'])}, dtype=torch.{node['dtype']}, device=_dev)"
+        f".reshape({tuple(node['shape'])!r})"
+    )
+
+
+class _Names:
+    """Graph node names (state keys such as `bn.weight` among them) as Python identifiers."""
+
+    def __init__(self) -> None:
+        self.bound: dict[str, str] = {}
+        self.taken = {"tensors", "state", "_dev", "torch"}
+
+    def bind(self, node: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in node) or "v"
+        if base[0].isdigit() or keyword.iskeyword(base):
+            base = f"v_{base}"
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        self.bound[node] = name
+        return name
+
+    def alias(self, node: str, other: str | None) -> None:
+        if other is None or other not in self.bound:
+            raise Unrenderable(f"{node}: writes a value the graph does not hold")
+        self.bound[node] = self.bound[other]
+
+    def get(self, node: str | None) -> str:
+        if node is None or node not in self.bound:
+            raise Unrenderable(f"{node}: used before it is computed")
+        return self.bound[node]
