@@ -45,6 +45,8 @@ class Job:
     events: list[Event] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     proposal: dict[str, str] = field(default_factory=dict)  # file name -> text
+    # Prebuilt kernel libraries beside the proposal's sources (binary: copied on accept, not edited in).
+    libraries: list[Path] = field(default_factory=list)
     result: RunEnd | None = None  # the run's last event, once it has ended with one
     _proc: asyncio.subprocess.Process | None = None
     _cancelled: bool = False
@@ -93,7 +95,9 @@ class Job:
             self.summary = json.loads(Path(result.summary).read_text())
         if result is not None and result.proposal:
             folder = Path(result.proposal)
-            self.proposal = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
+            files = [p for p in sorted(folder.iterdir()) if p.is_file()]
+            self.proposal = {p.name: p.read_text() for p in files if p.suffix != ".so"}
+            self.libraries = [p for p in files if p.suffix == ".so"]
         if self._cancelled:
             self.state, self.message = "cancelled", "cancelled"
         elif result is None:

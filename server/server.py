@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +324,7 @@ def show_proposal(ls: StitchServer, *args: Any) -> dict[str, Any]:
     folder = _folder(ls, job)
     return {"jobId": job.id, "message": job.message, "folder": str(folder),
             "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)],
+            "libraries": [from_fs_path(str(folder / p.name)) for p in job.libraries],
             "contents": {from_fs_path(str(folder / n)): text for n, text in sorted(job.proposal.items())},
             "diff": proposal.diff(job.proposal, folder)}
 
@@ -338,19 +340,26 @@ async def accept(ls: StitchServer, *args: Any) -> dict[str, Any]:
         edit=proposal.workspace_edit(job.proposal, folder), label=f"StitchCUDA: {job.class_name}"))
     if not result.applied:
         return {"applied": False, "reason": result.failure_reason or "the editor did not apply the edit"}
+    # The prebuilt kernel library cannot travel in a text edit: once the edit is applied (the user
+    # accepted), it is copied beside the accepted sources, which load it without StitchCUDA or nvcc.
+    for library in job.libraries:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(library, folder / library.name)
     # The findings move from the run folder's copy to the accepted files (listed once, not twice).
     _clear_proposal(ls, job)
     best = _best_verdict(job)
     if best is not None:
         for fname, items in diagnostics.kernel_findings(best.findings).items():
             ls.publish(from_fs_path(str(folder / fname)), job.id + ":accepted", items)
-    return {"applied": True, "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)]}
+    return {"applied": True, "files": [from_fs_path(str(folder / n)) for n in sorted(job.proposal)],
+            "libraries": [from_fs_path(str(folder / p.name)) for p in job.libraries]}
 
 
 @server.command(REJECT)
 def reject(ls: StitchServer, *args: Any) -> dict[str, Any]:
     job = _proposed(ls, args)
     job.proposal = {}
+    job.libraries = []
     _clear_proposal(ls, job)
     return {"rejected": True, "jobId": job.id}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import events, paths
+from . import events, keep, paths
 from .events import Event, ProgressEvent, RoundVerdict, RunEnd
 from .task import TaskError, UsageError, find_task
 from .types import Candidate, Verdict
@@ -138,6 +138,7 @@ def cmd_optimize(args) -> int:
 
     task = find_task(Path(args.file), args.class_name)
     task.precision = args.precision
+    arches = keep.parse_arches(args.arch)
     out = Path(args.out or paths.runs_dir() / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
                        profile_timeline=not args.no_timeline)
@@ -156,8 +157,10 @@ def cmd_optimize(args) -> int:
             _emit(RunEnd("cancelled", cancelled=True))
         return EXIT_CANCELLED
     proposal_dir = out / "proposal"
+    kept = None
     if result.proposal is not None:
         result.proposal.write(proposal_dir)
+        kept = keep.prebuild_proposal(result.proposal, proposal_dir, arches)
     if args.events:
         _emit(result.end(proposal_dir, cancelled=cancel.is_set()))
     for _cand, v in result.attempts:
@@ -167,6 +170,12 @@ def cmd_optimize(args) -> int:
         console.print(f"proposed files (nothing in your project was changed): {proposal_dir}")
         for name in result.proposal.files:
             console.print(f"  {proposal_dir / name}")
+        if kept is not None and kept.library is not None:
+            console.print(f"  {kept.library} (the kernels for {', '.join(kept.arches)}: the module runs without "
+                          "StitchCUDA or nvcc where it is beside it)")
+        elif kept is not None:
+            console.print(f"[yellow]no prebuilt library in the proposal ({escape(kept.reason)}): the module "
+                          "needs StitchCUDA and nvcc where it runs[/]")
     else:
         console.print(f"[yellow bold]{escape(result.message)}[/]")
     if result.first_verdict_s is not None:
@@ -319,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--coder", choices=["builtin", "llm"], default="builtin")
     llm_flags(o)
     o.add_argument("--rounds", type=int, default=3)
+    o.add_argument("--arch", default=None,
+                   help="GPU arches the proposal's prebuilt kernel library is built for, e.g. sm_80,sm_90 "
+                        "(default: this machine's GPU)")
     o.add_argument("--budget", type=float, default=None, help="time budget for the whole run, seconds")
     o.add_argument("--events", action="store_true", help="progress and result as JSON lines on stdout")
     o.add_argument("--replay", help="without a GPU: take GPU results from this recorded run's summary.json")

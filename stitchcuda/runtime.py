@@ -94,7 +94,7 @@ class BuildResult:
 def build(
     sources: Sequence[Path | str],
     *,
-    arch: str | None = None,
+    arch: str | Sequence[str] | None = None,
     libraries: Sequence[str] = (),
     extra_flags: Sequence[str] = (),
     timeout_s: float = 300.0,
@@ -107,7 +107,7 @@ def build(
         compiler = find_nvcc()
         if compiler is None:
             raise BuildError("nvcc not found (install the CUDA toolkit or set CUDA_HOME)", "")
-        flags = ["-O3", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo"]
+        flags = ["-O3", *_arch_flags(arch), "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo"]
     else:
         compiler = shutil.which("c++") or shutil.which("g++") or "c++"
         flags = ["-O3", "-shared", "-fPIC", "-std=c++17"]
@@ -159,6 +159,30 @@ def build(
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return BuildResult(lib, seconds, False, log, cmd, located.notes)
+
+
+def _arch_flags(arch: str | Sequence[str]) -> list[str]:
+    """One arch: -arch=sm_XY (its SASS and PTX). Several: a fat binary with SASS for each and the PTX
+    of the newest, which the driver compiles for GPUs newer than any listed."""
+    if isinstance(arch, str):
+        return [f"-arch={arch}"]
+    codes = [a.removeprefix("sm_") for a in arch]
+    if not codes:
+        raise ValueError("no GPU arch to build for")
+    flags = [f"-gencode=arch=compute_{c},code=sm_{c}" for c in codes]
+    newest = max(codes, key=lambda c: int("".join(ch for ch in c if ch.isdigit()) or 0))
+    return flags + [f"-gencode=arch=compute_{newest},code=compute_{newest}"]
+
+
+def prebuild(source: Path, *, libraries: Sequence[str] = (), arches: Sequence[str] = ()) -> Path:
+    """The library of `source` beside it, under the name the generated module's loader looks for
+    (kernel_loader.prebuilt_name): for `arches` (sm_XY), else for this machine's GPU."""
+    from stitchcuda.kernel_loader import prebuilt_name
+
+    result = build([source], arch=list(arches) if arches else None, libraries=libraries)
+    target = source.with_name(prebuilt_name(source))
+    shutil.copyfile(result.library, target)
+    return target
 
 
 class Library:

@@ -90,6 +90,10 @@ class Candidate:
     origin: str = "builtin"  # builtin | llm | user
     notes: list[str] = field(default_factory=list)
     precision: Precision = "tf32"  # the level its fp32 library calls were built at (PRECISIONS)
+    # Set where the module loads its kernels with stitchcuda.kernel_loader: the .cu to prebuild for
+    # the proposal and the CUDA libraries it links.
+    kernels_source: str = ""
+    libraries: list[str] = field(default_factory=list)
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ candidate is still built here, and the verdict says REPLAYED).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import statistics
@@ -236,7 +237,12 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
     done = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
         command="stitchcuda.accept", arguments=[started["jobId"]]))
     assert done["applied"] is True
-    assert sorted(p.name for p in folder.iterdir()) == ["fused_kernels.cu", "model_new.py"]
+    # The sources, and the kernels' library prebuilt under the digest of those sources (issue 17 item 4):
+    # copied beside them on accept, never before.
+    cu_digest = hashlib.sha256((folder / "fused_kernels.cu").read_bytes()).hexdigest()[:16]
+    assert sorted(p.name for p in folder.iterdir()) == ["fused_kernels.cu", f"fused_kernels.{cu_digest}.so", "model_new.py"]
+    assert done["libraries"] == [from_fs_path(str(folder / f"fused_kernels.{cu_digest}.so"))]
+    assert [Path(to_fs_path(u)).name for u in shown["libraries"]] == [f"fused_kernels.{cu_digest}.so"]
     # Accepted: the same diagnostic on the file in the workspace.
     accepted = client.diagnostics[from_fs_path(str(folder / "fused_kernels.cu"))]
     assert [d.code for d in accepted] == ["memory-bound"] and accepted[0].range == r

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
-from stitchcuda.agents.coder.orchestrate import Step, describe, orchestrator
+from stitchcuda.agents.coder.orchestrate import Step, describe, libraries, orchestrator
 from stitchcuda.agents.graph import by_name, picks
 from stitchcuda.types import FINITE_MISS, Candidate, Plan, Precision, Task, Verdict
 
@@ -88,7 +88,8 @@ def build_candidate(
     if not any("no TF32" in describe(s) or "3xTF32" in describe(s) for s in steps):
         level = kernels.PRECISE_TF32
     name += _SUFFIX.get(level, "")
-    return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes, precision=PRECISION_OF[level])
+    return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes, precision=PRECISION_OF[level],
+                     kernels_source=CU_FILE, libraries=libraries(steps))
 
 
 def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]:

@@ -12,6 +12,7 @@ import keyword
 from collections.abc import Sequence
 from typing import Any
 
+from stitchcuda import kernel_loader
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
@@ -28,15 +29,11 @@ They run as one PyTorch custom op ({opname}) where PyTorch needs to see one (tor
 torch.export, autograd) and as a direct call otherwise. {backward}
 """
 
-import hashlib
-from pathlib import Path
-
-import torch
+@LOADER@
 import torch.nn as nn
 
-from stitchcuda import runtime
-
-_lib = runtime.load(Path(__file__).with_name("{cu}"), libraries={libraries!r})
+# The library StitchCUDA built beside this file (any machine with torch), else a build of the sources.
+_lib = load_kernels(Path(__file__).with_name("{cu}"), {libraries!r})
 _DEVICE = "{device}"
 _CUDA = _DEVICE == "cuda"
 # Intermediates and library workspaces, one set per device and stream, reused by every call.
@@ -206,6 +203,7 @@ def render_model(
         opname="stitchcuda_gen::" + _op_prefix(title) + "_<digest>",
         backward=_BACKWARD_REFERENCE if reference else _BACKWARD_NONE.format(why=why),
     )
+    text = text.replace("@LOADER@", kernel_loader.source_text())
     if static:
         text += "\n\ndef _buffers(device):\n"
         text += "    return (\n"
@@ -316,7 +314,7 @@ def _render_kernels(
     stream = "0"
     if static_vars or not host:
         stream = k_ns.fresh("stream")
-        body.append(f"{stream} = runtime.stream_of({anchor})")
+        body.append(f"{stream} = stream_of({anchor})")
     if static_vars:
         key = k_ns.fresh("key")
         body.append(f"{key} = ({device}, {stream})")
@@ -386,8 +384,9 @@ class _Forward:
     """Names in the generated forward: its parameters, the state it reads, the buffers it makes."""
 
     def __init__(self, graph: Sequence[Node], cls: type):
-        self.taken: set[str] = {"self", "torch", "nn", "runtime", "Path", "hashlib", "_lib", "_mismatch",
-                                "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA"}
+        self.taken: set[str] = {"self", "torch", "nn", "Path", "hashlib", "ctypes", "_lib", "_mismatch",
+                                "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA", "KernelLibrary",
+                                "stream_of", "load_kernels", "prebuilt_name", "_error_name"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))

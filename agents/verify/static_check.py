@@ -13,9 +13,11 @@ number, and raise no false alarm on a legitimate candidate.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stitchcuda import kernel_loader
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -143,6 +145,19 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
     return layers, extensions
 
 
+@functools.cache
+def _kernel_loader_functions() -> dict[str, str]:
+    tree = ast.parse(kernel_loader.source_text())
+    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _is_kernel_loader(fn: ast.FunctionDef) -> bool:
+    """StitchCUDA's own kernel loader, copied verbatim into generated modules (stitchcuda.kernel_loader):
+    it reads the current stream through torch._C, which is no PyTorch compute. Only a function
+    identical to the loader's own (same AST) is exempt."""
+    return _kernel_loader_functions().get(fn.name) == ast.dump(fn)
+
+
 def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
     """forward, and every method or module function it calls (transitively), except __init__."""
     methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
@@ -160,7 +175,7 @@ def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
             attr = _self_attr(f)
             if attr in methods and attr != "__init__":
                 todo.append((f"{cls.name}.{attr}", methods[attr]))
-            elif isinstance(f, ast.Name) and f.id in mod.functions:
+            elif isinstance(f, ast.Name) and f.id in mod.functions and not _is_kernel_loader(mod.functions[f.id]):
                 todo.append((f.id, mod.functions[f.id]))
             elif isinstance(f, ast.Name) and f.id in mod.classes and f.id != cls.name:
                 # A helper class called from forward: its methods run in forward too.

@@ -1,0 +1,48 @@
+"""A proposal the user can keep: beside the sources, the kernels' library prebuilt for the GPU arches
+it will run on, which the generated module loads without StitchCUDA or nvcc (kernel_loader)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from stitchcuda import runtime
+from stitchcuda.task import UsageError
+from stitchcuda.types import Candidate
+
+
+@dataclass(frozen=True)
+class Kept:
+    library: Path | None  # the prebuilt library in the proposal folder, if one was built
+    arches: tuple[str, ...]
+    reason: str = ""  # why there is none
+
+
+def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] = ()) -> Kept:
+    """Build the candidate's kernels into `folder` (written already) for `arches`, else for this
+    machine's GPU. A failure is reported, never raised: the sources alone still work where
+    StitchCUDA and nvcc are installed."""
+    if not candidate.kernels_source:
+        return Kept(None, (), "its module builds its own kernels")
+    wanted = tuple(arches) or (runtime.default_arch(),)
+    try:
+        library = runtime.prebuild(folder / candidate.kernels_source, libraries=candidate.libraries, arches=wanted)
+    except (runtime.BuildError, OSError, ValueError) as e:
+        return Kept(None, wanted, str(e))
+    return Kept(library, wanted)
+
+
+def parse_arches(text: str | None) -> tuple[str, ...]:
+    """`sm_80,sm_90` or `80,90` -> ("sm_80", "sm_90"); empty -> ()."""
+    if not text:
+        return ()
+    out = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        arch = part if part.startswith("sm_") else f"sm_{part}"
+        if not arch.removeprefix("sm_").rstrip("af").isdigit():
+            raise UsageError(f"not a GPU arch: {part!r} (write sm_80, sm_90, ...)")
+        out.append(arch)
+    return tuple(out)

@@ -1,0 +1,83 @@
+"""Loads a generated module's kernels: the library StitchCUDA built beside the sources if it is there,
+else a build through StitchCUDA (nvcc). Calls them with one pointer array per forward.
+
+The built-in coder copies this file's code into every model_new.py it writes (between the markers
+below), so an accepted module runs where neither StitchCUDA nor nvcc is installed: it needs torch
+and the prebuilt library only. It must therefore import nothing but the standard library and torch.
+"""
+
+# --- stitchcuda kernel loader (copied into generated modules) ---
+import ctypes
+import hashlib
+from pathlib import Path
+
+import torch
+
+
+def prebuilt_name(source: Path) -> str:
+    """The prebuilt library of these sources: named by their digest, so sources edited since are
+    built again instead of running a library that no longer matches them."""
+    return f"{source.stem}.{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
+
+
+class KernelLibrary:
+    """A loaded library whose entry points take (void** buffers, cudaStream_t) and return a
+    cudaError_t."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lib = ctypes.CDLL(str(path))
+        self._all: dict = {}
+
+    def call_all(self, name: str, tensors, stream=None) -> None:
+        fn = self._all.get(name)
+        if fn is None:
+            fn = getattr(self._lib, name)
+            fn.restype = ctypes.c_int
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+            self._all[name] = fn
+        ptrs = (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors])
+        if stream is None:
+            stream = stream_of(tensors[0]) if tensors else 0
+        rc = fn(ptrs, stream or None)
+        if rc != 0:
+            raise RuntimeError(f"{name} failed: CUDA error {rc} ({_error_name(rc)})")
+
+
+def stream_of(t) -> int:
+    """The raw cudaStream_t (as an int) of the current stream on `t`'s device; 0 for a CPU tensor."""
+    if not t.is_cuda:
+        return 0
+    return torch._C._cuda_getCurrentRawStream(t.get_device())
+
+
+def _error_name(code: int) -> str:
+    try:
+        return torch.cuda.cudart().cudaGetErrorString(code)
+    except Exception:  # noqa: BLE001 - a name is a courtesy; the code is in the message anyway
+        return "see cudaError_t"
+
+
+def load_kernels(source: Path, libraries: list):
+    """The prebuilt library beside `source` where it matches the sources; else StitchCUDA's build."""
+    prebuilt = source.with_name(prebuilt_name(source))
+    if prebuilt.exists():
+        return KernelLibrary(prebuilt)
+    try:
+        from stitchcuda import runtime
+    except ImportError:
+        raise ImportError(
+            f"{prebuilt.name} (the kernels of {source.name}, built for this module) is not beside it, and "
+            "StitchCUDA is not installed to build it: copy the library from the proposal, or "
+            "`pip install stitchcuda` (with nvcc on PATH) to build it from the sources"
+        ) from None
+    return runtime.load(source, libraries=libraries)
+# --- end of the stitchcuda kernel loader ---
+
+
+def source_text() -> str:
+    """The loader's code as the coder copies it into a generated module."""
+    text = Path(__file__).read_text()
+    start = text.index("# --- stitchcuda kernel loader")
+    end = text.index("# --- end of the stitchcuda kernel loader ---")
+    return text[start:end] + "# --- end of the stitchcuda kernel loader ---\n"
