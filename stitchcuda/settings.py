@@ -87,6 +87,12 @@ SCHEMA: tuple[Key, ...] = (
             "No TF32 anywhere: full fp32, as PyTorch's own defaults for matmul; KernelBench's 1e-4 check is "
             "reported too")),
     Key("rounds", "integer", 3, "Optimisation rounds per job.", attr="rounds", cli="--rounds", minimum=1),
+    Key("arches", "string", "",
+        "GPU arches the proposal's prebuilt kernel library is built for, e.g. `sm_80,sm_90` (a fat binary, "
+        "with PTX for newer GPUs), so the accepted module runs without StitchCUDA or nvcc on those GPUs. "
+        "Empty: this machine's GPU.", attr="arches", cli="--arch",
+        pattern=r"^$|^(sm_)?[0-9]+[af]?(, *(sm_)?[0-9]+[af]?)*$", pattern_error="GPU arches such as sm_80,sm_90",
+        markdown=True),
     Key("timeBudget", "number", None, "Time budget per job in seconds (null: no budget).",
         attr="time_budget_s", cli="--budget", nullable=True, minimum=1),
     Key("gpu", "integer", None, "CUDA device index to verify and time on (null: the default device).",
@@ -129,6 +135,7 @@ class Settings:
     coder: str = _default("coder")
     rounds: int = _default("rounds")
     precision: str = _default("precision")
+    arches: str | None = _default("arches")  # the prebuilt library's GPU arches; None: this machine's GPU
     time_budget_s: float | None = _default("timeBudget")
     gpu: int | None = _default("gpu")
     llm_endpoint: str | None = _default("llmEndpoint")
