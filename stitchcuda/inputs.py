@@ -99,3 +99,27 @@ def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
 
 def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def batch_sizes(traced: int) -> list[int]:
+    """The other batch sizes a dynamic-batch candidate is checked at: 1, one that is no multiple of
+    the traced batch inside one chunk, and one past it (two chunks, the last padded)."""
+    return sorted({1, traced // 2 + 1, traced + 1} - {traced})
+
+
+def with_batch(args: list[Any], size: int, more: Callable[[], list[Any]]) -> list[Any]:
+    """The set with its tensors' first dimension made `size`: the first rows, or the rows of further
+    random sets (`more()` makes one) appended, so values keep get_inputs' distribution."""
+    out = list(args)
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor) or a.dim() == 0:
+            continue
+        rows = [a]
+        have = a.shape[0]
+        while have < size:
+            extra = more()[i]
+            rows.append(extra)
+            have += extra.shape[0]
+        out[i] = torch.cat(rows)[:size].clone() if len(rows) > 1 else a[:size].clone()
+    return out
+

@@ -94,6 +94,9 @@ class Candidate:
     # the proposal and the CUDA libraries it links.
     kernels_source: str = ""
     libraries: list[str] = field(default_factory=list)
+    # The traced batch where forward takes any size of its arguments' first dimension (the Verifier
+    # then checks other sizes too); None: every shape fixed.
+    batch: int | None = None
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -171,6 +174,9 @@ class Verdict:
     # The candidate's precision level (Candidate.precision), so feedback on this verdict says which
     # level was judged; recordings from before the field read as the default.
     precision: Precision = "tf32"
+    # Candidate.batch: the traced batch where the candidate took any batch size (its checks then
+    # include the sets named batch-N), None where its shapes were fixed.
+    batch: int | None = None
 
     @property
     def accepted(self) -> bool:

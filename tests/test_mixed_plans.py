@@ -220,12 +220,12 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     p = planner.plan(task)
     first = coder_builtin.code(task, p)
     assert "CUBLAS_COMPUTE_32F_FAST_TF32" in first.files["fused_kernels.cu"]
-    same = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="hacked"))
+    same = coder_builtin.code(task, p, feedback=Verdict(candidate=first.name, status="hacked", batch=first.batch))
     assert same.files == first.files
     def wrong(cand) -> Verdict:
         # The Verifier copies the candidate's precision into its verdict; the finding is marked as a
         # miss on finite values, the one more precision can mend.
-        return Verdict(candidate=cand.name, status="incorrect", precision=cand.precision,
+        return Verdict(candidate=cand.name, status="incorrect", precision=cand.precision, batch=cand.batch,
                        findings=[Finding("output-mismatch", MISS, data={FINITE_MISS: True})])
 
     assert first.precision == "tf32"
@@ -238,7 +238,7 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     # 3xTF32 wrong too (on the H100 its error reached 13x fp32's with K = 8192): full fp32, no split.
     # The level comes from the verdict's precision field, whatever the candidate is called.
     for name in ("anything", "r2-" + second.name):
-        renamed = Candidate(name, second.files, precision=second.precision)
+        renamed = Candidate(name, second.files, precision=second.precision, batch=second.batch)
         third = coder_builtin.code(task, p, feedback=wrong(renamed))
         assert third.precision == "fp32" and third.name.endswith("-fp32full")
         cu3 = third.files["fused_kernels.cu"]
@@ -248,7 +248,8 @@ def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
     last = coder_builtin.code(task, p, feedback=wrong(third))
     assert last.files == third.files
     # A right answer at any level resets to TF32: the same files as the first round.
-    ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok", precision="fp32"))
+    ok = coder_builtin.code(task, p, feedback=Verdict(candidate=third.name, status="ok", precision="fp32",
+                                                      batch=third.batch))
     assert ok.files == first.files
 
 

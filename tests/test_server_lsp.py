@@ -240,7 +240,8 @@ async def test_job_progress_proposal_accept_and_hover(client: LanguageClient) ->
     # The sources, and the kernels' library prebuilt under the digest of those sources (issue 17 item 4):
     # copied beside them on accept, never before.
     cu_digest = hashlib.sha256((folder / "fused_kernels.cu").read_bytes()).hexdigest()[:16]
-    assert sorted(p.name for p in folder.iterdir()) == ["fused_kernels.cu", f"fused_kernels.{cu_digest}.so", "model_new.py"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["fused_kernels.cu", f"fused_kernels.{cu_digest}.so",
+                                                              "model_new.py"])
     assert done["libraries"] == [from_fs_path(str(folder / f"fused_kernels.{cu_digest}.so"))]
     assert [Path(to_fs_path(u)).name for u in shown["libraries"]] == [f"fused_kernels.{cu_digest}.so"]
     # Accepted: the same diagnostic on the file in the workspace.

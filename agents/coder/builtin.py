@@ -13,6 +13,7 @@ from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
 from stitchcuda.agents.coder.orchestrate import Step, describe, libraries, orchestrator
 from stitchcuda.agents.graph import by_name, picks
+from stitchcuda.agents.plan import batch
 from stitchcuda.types import FINITE_MISS, Candidate, Plan, Precision, Task, Verdict
 
 
@@ -30,7 +31,22 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
     _, cls = load_task_module(task)
     # Under the strict policy no rung may use TF32: the ladder starts (and stays) at full fp32.
     floor = kernels.PRECISE_FP32 if task.precision == "strict" else kernels.PRECISE_TF32
-    return build_candidate(plan, cls, title=task.name, precise=max(floor, precision_after(feedback)))
+    if wrong_only_at_other_batches(feedback):
+        # The batch analysis let through a module whose samples are not independent: the same
+        # kernels and precision again, with every shape fixed (and fixed for the rounds after).
+        return build_candidate(plan, cls, title=task.name, precise=max(floor, LEVEL_OF[feedback.precision]),
+                               dynamic=False)
+    dynamic = feedback is None or feedback.batch is not None or not batch.analyse(plan.graph).dynamic
+    return build_candidate(plan, cls, title=task.name, precise=max(floor, precision_after(feedback)), dynamic=dynamic)
+
+
+def wrong_only_at_other_batches(feedback: Verdict | None) -> bool:
+    """The verdict of a dynamic-batch candidate that was right at the traced batch and wrong at
+    another (its checks' sets named batch-N)."""
+    if feedback is None or feedback.batch is None or feedback.status != "incorrect":
+        return False
+    failed = [c["set"] for c in feedback.checks if c.get("ok") is False]
+    return bool(failed) and all(s.startswith("batch-") for s in failed)
 
 
 # The built-in coder works from the traced graph and the plan's groups only: the loop need not
@@ -63,7 +79,8 @@ def precision_after(feedback: Verdict | None) -> int:
 
 
 def build_candidate(
-    plan: Plan, cls: type, *, title: str = "", host: bool = False, precise: int = kernels.PRECISE_TF32
+    plan: Plan, cls: type, *, title: str = "", host: bool = False, precise: int = kernels.PRECISE_TF32,
+    dynamic: bool = True,
 ) -> Candidate:
     """The files for a supported plan. `cls` (the reference class) lends its signatures only.
 
@@ -71,6 +88,11 @@ def build_candidate(
     chunk code serially, and ModelNew calls those on CPU tensors. Tests use it to run the whole
     candidate against PyTorch on a machine without a GPU."""
     steps = make_steps(plan, precise=precise)
+    # The batch dimension stays free where every sample is computed on its own (agents/plan/batch.py).
+    info = batch.analyse(plan.graph) if dynamic else batch.BatchInfo(None, "fixed after a wrong result at another batch size")
+    writes_state = any(n["op"] == "copy_" for n in plan.graph)
+    if info.dynamic and writes_state:
+        info = batch.BatchInfo(None, "forward writes module state")
     if host:
         lacking = [s.name for s in steps if isinstance(s, kernels.Kernel) and not s.host]
         if lacking:
@@ -79,7 +101,7 @@ def build_candidate(
     sources = [s.source for s in steps if isinstance(s, kernels.Kernel)]
     files = {
         CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host), *sources, orchestrator(steps, host=host)]),
-        PY_FILE: render_model(plan.graph, steps, cls, title=title, host=host),
+        PY_FILE: render_model(plan.graph, steps, cls, title=title, host=host, batch=info),
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]
     name = "builtin-pointwise" if len(pointwise) == len(steps) else "builtin"
@@ -89,7 +111,7 @@ def build_candidate(
         level = kernels.PRECISE_TF32
     name += _SUFFIX.get(level, "")
     return Candidate(name=name, files=files, module=PY_FILE, origin="builtin", notes=notes, precision=PRECISION_OF[level],
-                     kernels_source=CU_FILE, libraries=libraries(steps))
+                     kernels_source=CU_FILE, libraries=libraries(steps), batch=info.size)
 
 
 def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]:

@@ -16,6 +16,7 @@ from stitchcuda import kernel_loader
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
+from stitchcuda.agents.plan.batch import BatchInfo
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -24,7 +25,7 @@ PY_FILE = "model_new.py"
 _HEADER = '''"""ModelNew for {title}, written by StitchCUDA's built-in coder.
 
 {kernels}
-The kernels are specialised to the traced shapes and dtypes; forward raises ValueError for others.
+{shapes}
 They run as one PyTorch custom op ({opname}) where PyTorch needs to see one (torch.compile,
 torch.export, autograd) and as a direct call otherwise. {backward}
 """
@@ -41,13 +42,16 @@ _BUFFERS = {{}}
 
 
 def _mismatch(checks):
-    # Reached only when forward's one-line guard failed: says which tensor, and how.
+    # Reached only when forward's one-line guard failed: says which tensor, and how (None: any size).
     for t, name, shape, dtype in checks:
-        if t.shape != shape or t.dtype != dtype or t.is_cuda != _CUDA:
+        got = tuple(t.shape) if shape[:1] != (None,) else (None, *t.shape[1:])
+        if got != shape or t.dtype != dtype or t.is_cuda != _CUDA:
             raise ValueError(
                 f"ModelNew was generated for {{name}} of shape {{shape}} and {{dtype}} on {{_DEVICE}}; "
                 f"got {{tuple(t.shape)}} {{t.dtype}} on {{t.device}}"
             )
+    raise ValueError("ModelNew's tensor arguments must share their first (batch) dimension; got "
+                     + ", ".join(f"{{name}}: {{tuple(t.shape)}}" for t, name, shape, _ in checks if shape[:1] == (None,)))
 '''
 
 _BACKWARD_REFERENCE = (
@@ -59,12 +63,14 @@ _BACKWARD_NONE = (
     "(never a silent detach)."
 )
 
-# The custom op: registered once per process (a file imported twice reuses it), named by a digest
-# of this file's text so that two different candidates never share a name.
+# The custom op: registered once per process (the same file over the same library, imported twice,
+# reuses it), named by a digest of this file's text and of the library it calls, so that two
+# different candidates never share a name.
 _OP = '''
 
 def _define_op():
-    name = "{prefix}_" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(Path(__file__).read_bytes() + str(_lib.path).encode()).hexdigest()
+    name = "{prefix}_" + digest[:16]
     if hasattr(torch.ops.stitchcuda_gen, name):
         return getattr(torch.ops.stitchcuda_gen, name).default
     op = torch.library.custom_op("stitchcuda_gen::" + name, _kernels_op, mutates_args=())
@@ -123,9 +129,13 @@ def render_model(
     *,
     title: str = "",
     host: bool = False,
+    batch: BatchInfo | None = None,
 ) -> str:
     """model_new.py: ModelNew with the reference's signatures and state; its forward checks the inputs
-    and runs the kernels (`_kernels`) directly, or as the custom op `_op` where PyTorch must see one."""
+    and runs the kernels (`_kernels`) directly, or as the custom op `_op` where PyTorch must see one.
+
+    With a dynamic `batch` (agents/plan/batch.py), forward takes any size of its arguments' first
+    dimension: `_run` calls the kernels over chunks of the traced batch (`_chunks`)."""
     nodes = by_name(graph)
     output = next(n for n in graph if n["op"] == "output")
     title = (title or cls.__name__).replace("\"", "'")
@@ -141,9 +151,11 @@ def render_model(
     produced = {o.name for k in steps for o in k.outputs}
     returned = list(dict.fromkeys(r["name"] for r in roots if r["name"] in produced))
 
+    dynamic = batch is not None and batch.dynamic and not state
     kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host)
     try:
-        reference = render_reference(graph, [n["name"] for n in tensors], [n["name"] for n in state], returned)
+        reference = render_reference(graph, [n["name"] for n in tensors], [n["name"] for n in state], returned,
+                                     batch=batch if dynamic else None)
         why = ""
     except Unrenderable as e:
         reference, why = None, str(e)
@@ -159,11 +171,22 @@ def render_model(
     # constants in the kernels: any other shape would read out of bounds); only when it fails does
     # _mismatch look at each tensor to say which one.
     checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in inputs]
+    batched = [n for n in tensors if dynamic and n.get("kind") == "arg"]
+    size = fwd.fresh("batch") if batched else ""
+    if batched:
+        # The first dimension of forward's tensor arguments is free (the batch); the rest stays.
+        body.append(f"{size} = {fwd.expr(batched[0])}.shape[0]")
+        checks = [(e, name, (None, *shape[1:]) if any(name == n["name"] for n in batched) else shape, d)
+                  for e, name, shape, d in checks]
     if checks:
         body.append("if (")
         for k, (expr, _, shape, dtype) in enumerate(checks):
             join = "" if k == len(checks) - 1 else " or"
-            body.append(f"    {expr}.shape != {shape!r} or {expr}.dtype != torch.{dtype} or {expr}.is_cuda != _CUDA{join}")
+            if shape[:1] == (None,):
+                test = f"{expr}.shape[1:] != {shape[1:]!r} or {expr}.shape[0] != {size}"
+            else:
+                test = f"{expr}.shape != {shape!r}"
+            body.append(f"    {test} or {expr}.dtype != torch.{dtype} or {expr}.is_cuda != _CUDA{join}")
         body.append("):")
         body.append("    _mismatch((")
         body += [f"        ({expr}, {name!r}, {shape!r}, torch.{dtype})," for expr, name, shape, dtype in checks]
@@ -188,12 +211,12 @@ def render_model(
     else:
         body.append(f"    {unpack}_op({lists})")
     body.append("else:")
-    body.append(f"    {unpack}_kernels({lists})")
+    body.append(f"    {unpack}{'_run' if batched else '_kernels'}({lists})")
     # A returned view of an input is taken over its contiguous copy, as the kernels see it.
     for root in roots:
         if root["name"] not in produced and root["op"] == "input" and root.get("kind") == "arg":
             body.append(f"{fwd.local(root)} = {fwd.expr(root)}.contiguous()")
-    results = [_result_expr(nodes, fwd, v) for v in output["args"]["values"]]
+    results = [_result_expr(nodes, fwd, v, size) for v in output["args"]["values"]]
     body.append(_returned(output.get("structure", "single"), results))
 
     kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
@@ -202,6 +225,7 @@ def render_model(
         title=title, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps),
         opname="stitchcuda_gen::" + _op_prefix(title) + "_<digest>",
         backward=_BACKWARD_REFERENCE if reference else _BACKWARD_NONE.format(why=why),
+        shapes=_shapes_line(batch, batched),
     )
     text = text.replace("@LOADER@", kernel_loader.source_text())
     if static:
@@ -210,6 +234,9 @@ def render_model(
         text += "".join(f"        torch.empty({shape}, dtype=torch.{dtype}, device=device),\n" for shape, dtype in static)
         text += "    )\n"
     text += "\n\n" + kernels_text
+    if batched:
+        text += "\n\n" + _chunked(batch, [i for i, n in enumerate(tensors) if n in batched],
+                                  [(tuple(nodes[r]["shape"][1:]), nodes[r]["dtype"]) for r in returned])
     if reference:
         text += "\n\n" + reference.text
     args = "tensors, state" if state else "tensors"
@@ -218,7 +245,7 @@ def render_model(
     # statistics) into copies the op returns after its outputs, and forward copies them back.
     more = " + [torch.empty_like(s) for s in state]" if state else ""
     op_body = ("    fresh = [s.clone() for s in state]\n    return _kernels(tensors, fresh) + fresh" if state
-               else "    return _kernels(tensors)")
+               else f"    return {'_run' if batched else '_kernels'}(tensors)")
     if reference:
         fake = _FAKE_REFERENCE.format(state="state" if state else "[]", more=more)
         leaf_grads = "[next(found) if t.requires_grad else None for t in leaves]"
@@ -333,6 +360,48 @@ def _render_kernels(
     return text, static
 
 
+_CHUNKS = """def _run(tensors, state=()):
+    n = tensors[{first}].shape[0]
+    return _kernels(tensors, state) if n == {size} else _chunks(tensors, state, n)
+
+
+def _chunks(tensors, state, n):
+    # A batch other than {size}: the kernels run over chunks of {size} samples, the last one padded
+    # with zeros (each sample is computed on its own, so the padding never reaches the others).
+    device = tensors[{first}].device
+    outs = [torch.empty((n, *rest), dtype=dtype, device=device) for rest, dtype in {outputs}]
+    for start in range(0, n, {size}):
+        take = min({size}, n - start)
+        part = list(tensors)
+        for i in {batched}:
+            piece = tensors[i][start : start + take]
+            if take < {size}:
+                padded = torch.zeros(({size}, *piece.shape[1:]), dtype=piece.dtype, device=device)
+                padded[:take].copy_(piece)
+                piece = padded
+            part[i] = piece
+        for out, got in zip(outs, _kernels(part, state)):
+            out[start : start + take].copy_(got[:take])
+    return outs
+"""
+
+
+def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[tuple[int, ...], str]]) -> str:
+    listed = "[" + ", ".join(f"({rest!r}, torch.{dtype})" for rest, dtype in outputs) + "]"
+    return _CHUNKS.format(first=batched[0], size=batch.size, outputs=listed, batched=tuple(batched))
+
+
+def _shapes_line(batch: BatchInfo | None, batched: Sequence[Node]) -> str:
+    if batched:
+        names = ", ".join(n["name"] for n in batched)
+        return (f"Dynamic: the first (batch) dimension of {names}, any size: the kernels run over chunks of "
+                f"{batch.size}\nsamples (the last one padded), fastest at multiples of {batch.size}. Every other "
+                "dimension and\nevery dtype stays as traced; forward raises ValueError for others.")
+    why = f" (batch not dynamic: {batch.reason})" if batch is not None and batch.reason else ""
+    return (f"The kernels are specialised to the traced shapes and dtypes{why};\nforward raises ValueError "
+            "for others.")
+
+
 def _refs(node: Node) -> list[str]:
     return [n for v in node.get("args", {}).values() for n in iter_refs(v)]
 
@@ -342,8 +411,9 @@ def _floating(dtype: str) -> bool:
 
 
 def _op_prefix(title: str) -> str:
-    name = "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_") or "module"
-    return name[:40]
+    # An operator name is an identifier: KernelBench files start with a digit (1_Pointwise).
+    name = "".join(c if c.isascii() and c.isalnum() else "_" for c in title.lower()).strip("_") or "module"
+    return (name if name[0].isalpha() else f"m_{name}")[:40]
 
 
 def _returned(structure: str, results: Sequence[str]) -> str:
@@ -361,7 +431,7 @@ def _root(nodes: dict[str, Node], name: str) -> Node:
     return node
 
 
-def _result_expr(nodes: dict[str, Node], fwd: _Forward, value: Any) -> str:
+def _result_expr(nodes: dict[str, Node], fwd: _Forward, value: Any, batch: str = "") -> str:
     name = ref_name(value)
     if name is None:
         return repr(value)
@@ -375,9 +445,11 @@ def _result_expr(nodes: dict[str, Node], fwd: _Forward, value: Any) -> str:
     if moved is None:
         raise ValueError(f"{name}: a view that cannot be taken of a row-major {root['name']}")
     strides, offset = moved
+    # A dynamic batch is the first dimension of every output and its root (agents/plan/batch.py).
+    text = f"({batch}, {', '.join(map(str, shape[1:]))}{',' if len(shape) == 2 else ''})" if batch else repr(shape)
     if offset == 0 and is_contiguous({"shape": shape, "stride": strides, "offset": 0}):
-        return f"{fwd.expr(root)}.view({shape!r})"
-    return f"{fwd.expr(root)}.as_strided({shape!r}, {tuple(strides)!r}, {offset})"
+        return f"{fwd.expr(root)}.view({text})"
+    return f"{fwd.expr(root)}.as_strided({text}, {tuple(strides)!r}, {offset})"
 
 
 class _Forward:
@@ -386,7 +458,7 @@ class _Forward:
     def __init__(self, graph: Sequence[Node], cls: type):
         self.taken: set[str] = {"self", "torch", "nn", "Path", "hashlib", "ctypes", "_lib", "_mismatch",
                                 "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA", "KernelLibrary",
-                                "stream_of", "load_kernels", "prebuilt_name", "_error_name"}
+                                "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.graph import Node, ref_name
+from stitchcuda.agents.plan.batch import BatchInfo
 
 # Mutations of module state (BatchNorm's running statistics) belong to the kernels' forward: the
 # reference math is pure, so recomputing it for a backward never updates the statistics twice.
@@ -37,10 +38,19 @@ class ReferenceMath:
 
 
 def render_reference(
-    graph: Sequence[Node], tensors: Sequence[str], state: Sequence[str], returns: Sequence[str], *, name: str = "_reference"
+    graph: Sequence[Node],
+    tensors: Sequence[str],
+    state: Sequence[str],
+    returns: Sequence[str],
+    *,
+    name: str = "_reference",
+    batch: BatchInfo | None = None,
 ) -> ReferenceMath:
     """`def _reference(tensors, state)`: the graph's inputs unpacked in the given orders, every node
-    in trace order, and the values of the nodes named in `returns` as a list. Raises Unrenderable."""
+    in trace order, and the values of the nodes named in `returns` as a list. Raises Unrenderable.
+
+    With a dynamic `batch`, sizes that are the traced batch (a view's, an expand's, a new tensor's,
+    GroupNorm's N) become the batch of the inputs, `_b`."""
     names = _Names()
     lines = [
         f"def {name}(tensors, state):",
@@ -52,6 +62,11 @@ def render_reference(
             lines.append(f"    {', '.join(names.bind(n) for n in listed)}, = {group}")
     first = (list(tensors) + list(state))[:1]
     lines.append(f"    _dev = {names.get(first[0])}.device" if first else "    _dev = None")
+    batched = [n for n in tensors if batch is not None and batch.dims.get(n) == 0]
+    if batch is not None and batched:
+        lines.append(f"    _b = {names.get(batched[0])}.shape[0]")
+    else:
+        batch = None
     known = set(tensors) | set(state)
     for node in graph:
         op = node["op"]
@@ -70,12 +85,12 @@ def render_reference(
         elif op in _STATE_WRITES and ref_name(node["args"].get("self")) in known:
             names.alias(node["name"], ref_name(node["args"]["src"]))
         else:
-            lines.append(f"    {names.bind(node['name'])} = {_call(node, names)}")
+            lines.append(f"    {names.bind(node['name'])} = {_call(node, names, batch)}")
     lines.append(f"    return [{', '.join(names.get(r) for r in returns)}]")
     return ReferenceMath("\n".join(lines) + "\n", (*tensors, *state))
 
 
-def _call(node: Node, names: _Names) -> str:
+def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     target = node.get("target")
     overload = _overload(target) if target else None
     if overload is None:
@@ -90,11 +105,30 @@ def _call(node: Node, names: _Names) -> str:
         if a.name not in args:
             continue
         text = _value(args[a.name], _kind(str(a.real_type)), names)
+        if batch is not None:
+            text = _batched(text, args[a.name], a.name, node, batch)
         if a.kwarg_only:
             keywords.append(f"{a.name}={text}")
         else:
             positional.append(text)
     return f"torch.ops.{target}({', '.join(positional + keywords)})"
+
+
+def _batched(text: str, value: Any, arg: str, node: Node, batch: BatchInfo) -> str:
+    """The argument with the traced batch size made the inputs' batch, where it is one."""
+    bdim = batch.dims.get(node["name"])
+    if bdim is None:
+        return text
+    shape = node.get("shape") or []
+    if (isinstance(value, list) and len(value) == len(shape) and all(isinstance(v, int) for v in value)
+            and all(v in (s, -1) for v, s in zip(value, shape, strict=True)) and value[bdim] == shape[bdim]):
+        # A size list of this very result (-1: "as the input's", as expand takes it).
+        factor = batch.factors.get(node["name"], 1)
+        rows = "_b" if factor == 1 else f"_b * {factor}"
+        return "[" + ", ".join(rows if i == bdim else str(v) for i, v in enumerate(value)) + "]"
+    if arg == "N" and node["op"] == "native_group_norm" and value == batch.size:
+        return "_b"
+    return text
 
 
 def _overload(target: str) -> torch._ops.OpOverload | None:

@@ -108,6 +108,7 @@ def verify(
         # What torch.compile's matched figure is timed under (types.policy_of)
         "precision": candidate.precision if candidate else "tf32",
         "needs_cuda": bool(candidate and needs_gpu(candidate.files)),
+        "batch": candidate.batch if candidate else None,
         "device": "cuda" if gpu is not None else "cpu",
         "trials": opts.trials,
         "random_sets": opts.random_sets,
@@ -134,6 +135,7 @@ def verify(
         verdict = replay.overlay(verdict, replay.load(Path(opts.replay)), candidate, opts.replay)
     if candidate is not None:
         verdict.precision = candidate.precision  # what the next round's Coder reads back (feedback)
+        verdict.batch = candidate.batch
     profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
     if candidate is not None and profiled and not static:
         if not (cancel is not None and cancel.is_set()):

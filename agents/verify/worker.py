@@ -40,7 +40,15 @@ from stitchcuda.agents.verify.compare import (
     tolerance_for,
 )
 from stitchcuda.agents.verify.locks import file_lock
-from stitchcuda.inputs import ADVERSARIAL, adversarial, clone_args, fresh_seeds, make_inputs
+from stitchcuda.inputs import (
+    ADVERSARIAL,
+    adversarial,
+    batch_sizes,
+    clone_args,
+    fresh_seeds,
+    make_inputs,
+    with_batch,
+)
 from stitchcuda.task import build_model, import_file
 from stitchcuda.types import FINITE_MISS, Finding, Verdict
 
@@ -179,9 +187,13 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.message = "no CUDA GPU here: the candidate was built, but not run, checked or timed"
             return
 
-    rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets")
+    # A candidate that takes any batch size (Candidate.batch) is checked at other sizes too.
+    batches = batch_sizes(int(req["batch"])) if req.get("batch") else []
+    rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets"
+              + (f" + batch sizes {', '.join(map(str, batches))}" if batches else ""))
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
+    sets += [(f"batch-{n}", s, ("batch", n)) for n, s in zip(batches, fresh_seeds(len(batches), set(seeds)), strict=True)]
     with gpu_lock(req.get("gpu_lock")):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=_lean_input_bytes(device, req.get("gpu_memory_fraction")))
@@ -225,8 +237,13 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     buffers_change = True  # until a reference call shows it leaves its buffers alone
     base_seed = sets[0][1]
     for idx, (name, seed, kind) in enumerate(sets):
-        args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
-        if kind is not None:
+        if isinstance(kind, tuple):  # ("batch", n): a fresh set with n samples
+            extra = iter(range(seed + 1, seed + (1 << 20)))
+            args = with_batch(make_inputs(get_inputs, seed, device), kind[1],
+                              lambda more=extra: make_inputs(get_inputs, next(more), device))
+        else:
+            args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
+        if isinstance(kind, str):
             args = adversarial(args, kind, seed)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
