@@ -210,8 +210,15 @@ def render_model(
         body += [f"    {fwd.expr(n)}.copy_({v})" for n, v in zip(state, fresh, strict=True)]
     else:
         body.append(f"    {unpack}_op({lists})")
-    body.append("else:")
-    body.append(f"    {unpack}{'_run' if batched else '_kernels'}({lists})")
+    if batched:
+        # (_run's test, inlined: a forward pays for every call it makes)
+        body.append(f"elif {size} == {batch.size}:")
+        body.append(f"    {unpack}_kernels({lists})")
+        body.append("else:")
+        body.append(f"    {unpack}_chunks({lists}{'' if state else ', ()'}, {size})")
+    else:
+        body.append("else:")
+        body.append(f"    {unpack}_kernels({lists})")
     # A returned view of an input is taken over its contiguous copy, as the kernels see it.
     for root in roots:
         if root["name"] not in produced and root["op"] == "input" and root.get("kind") == "arg":
