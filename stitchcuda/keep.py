@@ -3,11 +3,13 @@ it will run on, which the generated module loads without StitchCUDA or nvcc (ker
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from stitchcuda import runtime
+from stitchcuda.kernel_loader import prebuilt_name
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate
 
@@ -26,8 +28,12 @@ def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] 
     if not candidate.kernels_source:
         return Kept(None, (), "its module builds its own kernels")
     wanted = tuple(arches) or (runtime.default_arch(),)
+    source = folder / candidate.kernels_source
     try:
-        library = runtime.prebuild(folder / candidate.kernels_source, libraries=candidate.libraries, arches=wanted)
+        result = runtime.build([source], arch=list(wanted), libraries=candidate.libraries)
+        # Under the name the module's loader looks for: the digest of the sources it was built from.
+        library = source.with_name(prebuilt_name(source))
+        shutil.copyfile(result.library, library)
     except (runtime.BuildError, OSError, ValueError) as e:
         return Kept(None, wanted, str(e))
     return Kept(library, wanted)

@@ -174,17 +174,6 @@ def _arch_flags(arch: str | Sequence[str]) -> list[str]:
     return flags + [f"-gencode=arch=compute_{newest},code=compute_{newest}"]
 
 
-def prebuild(source: Path, *, libraries: Sequence[str] = (), arches: Sequence[str] = ()) -> Path:
-    """The library of `source` beside it, under the name the generated module's loader looks for
-    (kernel_loader.prebuilt_name): for `arches` (sm_XY), else for this machine's GPU."""
-    from stitchcuda.kernel_loader import prebuilt_name
-
-    result = build([source], arch=list(arches) if arches else None, libraries=libraries)
-    target = source.with_name(prebuilt_name(source))
-    shutil.copyfile(result.library, target)
-    return target
-
-
 class Library:
     """A built .so whose exported launchers take (args..., stream) and return a cudaError_t."""
 

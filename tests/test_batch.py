@@ -1,5 +1,5 @@
 """Issue 17 item 1: a dynamic batch. The analysis that decides whether every sample is computed on
-its own (agents/plan/batch.py), the generated forward at other batch sizes (CPU-targeted kernels,
+its own (agents/coder/batch.py), the generated forward at other batch sizes (CPU-targeted kernels,
 built with nvcc), and the Verifier's checks at other sizes, with the coder's fallback to fixed
 shapes when a dynamic candidate is wrong only there."""
 
@@ -16,8 +16,8 @@ from conftest import hack_candidate, hack_task, needs_nvcc
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.coder.batch import analyse
 from stitchcuda.agents.plan import planner
-from stitchcuda.agents.plan.batch import analyse
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.inputs import batch_sizes, with_batch
 from stitchcuda.task import import_file

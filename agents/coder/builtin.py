@@ -9,11 +9,10 @@ only checks its inputs, allocates outputs and calls the kernels.
 
 from __future__ import annotations
 
-from stitchcuda.agents.coder import codegen, kernels
+from stitchcuda.agents.coder import batch, codegen, kernels
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
 from stitchcuda.agents.coder.orchestrate import Step, describe, libraries, orchestrator
 from stitchcuda.agents.graph import by_name, picks
-from stitchcuda.agents.plan import batch
 from stitchcuda.types import FINITE_MISS, Candidate, Plan, Precision, Task, Verdict
 
 
@@ -88,7 +87,7 @@ def build_candidate(
     chunk code serially, and ModelNew calls those on CPU tensors. Tests use it to run the whole
     candidate against PyTorch on a machine without a GPU."""
     steps = make_steps(plan, precise=precise)
-    # The batch dimension stays free where every sample is computed on its own (agents/plan/batch.py).
+    # The batch dimension stays free where every sample is computed on its own (agents/coder/batch.py).
     info = batch.analyse(plan.graph) if dynamic else batch.BatchInfo(None, "fixed after a wrong result at another batch size")
     writes_state = any(n["op"] == "copy_" for n in plan.graph)
     if info.dynamic and writes_state:

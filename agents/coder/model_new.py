@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from stitchcuda import kernel_loader
+from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
-from stitchcuda.agents.plan.batch import BatchInfo
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -134,7 +134,7 @@ def render_model(
     """model_new.py: ModelNew with the reference's signatures and state; its forward checks the inputs
     and runs the kernels (`_kernels`) directly, or as the custom op `_op` where PyTorch must see one.
 
-    With a dynamic `batch` (agents/plan/batch.py), forward takes any size of its arguments' first
+    With a dynamic `batch` (agents/coder/batch.py), forward takes any size of its arguments' first
     dimension: `_run` calls the kernels over chunks of the traced batch (`_chunks`)."""
     nodes = by_name(graph)
     output = next(n for n in graph if n["op"] == "output")
@@ -452,7 +452,7 @@ def _result_expr(nodes: dict[str, Node], fwd: _Forward, value: Any, batch: str =
     if moved is None:
         raise ValueError(f"{name}: a view that cannot be taken of a row-major {root['name']}")
     strides, offset = moved
-    # A dynamic batch is the first dimension of every output and its root (agents/plan/batch.py).
+    # A dynamic batch is the first dimension of every output and its root (agents/coder/batch.py).
     text = f"({batch}, {', '.join(map(str, shape[1:]))}{',' if len(shape) == 2 else ''})" if batch else repr(shape)
     if offset == 0 and is_contiguous({"shape": shape, "stride": strides, "offset": 0}):
         return f"{fwd.expr(root)}.view({text})"

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
+from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.graph import Node, ref_name
-from stitchcuda.agents.plan.batch import BatchInfo
 
 # Mutations of module state (BatchNorm's running statistics) belong to the kernels' forward: the
 # reference math is pure, so recomputing it for a backward never updates the statistics twice.
