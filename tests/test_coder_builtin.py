@@ -12,6 +12,7 @@ import inspect
 import itertools
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -459,7 +460,8 @@ def test_generated_model_passes_the_static_check():
 def test_model_new_keeps_the_reference_signatures_and_state(tmp_path, monkeypatch):
     module = Nested()
     cand = candidate(module, [torch.randn(4, 5)])
-    monkeypatch.setattr(runtime, "load", lambda *a, **k: None)  # no build: only the class is looked at
+    # No build: only the class is looked at (the custom op's name reads the library's path).
+    monkeypatch.setattr(runtime, "load", lambda *a, **k: SimpleNamespace(path=tmp_path / "unbuilt.so"))
     ModelNew = import_file(cand.write(tmp_path), name=f"_cand_{next(_ids)}").ModelNew
     new = ModelNew(5, slope=0.1)
     assert str(inspect.signature(ModelNew.__init__)) == "(self, n=5, *, slope=0.1)"
