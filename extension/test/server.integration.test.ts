@@ -120,7 +120,10 @@ test("optimise -> jobUpdate -> showProposal -> diffs -> Accept -> files written"
     assert.match(proposed[1]!, /class ModelNew/);
     assert.equal(flow.proposals.size, 0, "accepted: no proposal left");
     const folder = join(ws, "gated_block_stitchcuda");
-    assert.deepEqual(readdirSync(folder).sort(), ["fused_kernels.cu", "model_new.py"]);
+    const accepted = readdirSync(folder).sort();
+    assert.deepEqual(accepted.filter((f) => !f.endsWith(".so")), ["fused_kernels.cu", "model_new.py"]);
+    // The kernels' prebuilt library (named by the sources' digest), copied by the server on accept.
+    assert.equal(accepted.filter((f) => /^fused_kernels\.[0-9a-f]{16}\.so$/.test(f)).length, 1, accepted.join(", "));
     assert.equal(opened[0]!.length, 2);
     // The results view: the server's page for this job, with the replayed verdict's row.
     await flow.showResults(started.jobId);
