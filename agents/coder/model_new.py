@@ -91,7 +91,7 @@ def _setup(ctx, inputs, output):
     tensors = inputs[0]
     # Module state is saved as the op returned it (forward then copies it into the module's own
     # buffers, which autograd would see as changed); the outputs' math does not read what it wrote.
-    ctx.save_for_backward(*tensors{save_state})
+    ctx.save_for_backward(*tensors{save_state}){mark_state}
     ctx.count = len(tensors)
     ctx.needs = [t.requires_grad for t in tensors]
 
@@ -108,7 +108,7 @@ _FAKE_REFERENCE = """    return [torch.empty(o.shape, dtype=o.dtype, device=o.de
 _BACKWARD_BODY = """    saved = ctx.saved_tensors
     leaves = [t.detach().requires_grad_(need) for t, need in zip(saved[: ctx.count], ctx.needs)]
     with torch.enable_grad():
-        outs = _reference(leaves, list(saved[ctx.count :]))
+        outs = _reference(leaves, [t.detach() for t in saved[ctx.count :]])
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wanted = [t for t in leaves if t.requires_grad]
         found = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) if pairs and wanted else [None] * len(wanted)
@@ -145,6 +145,7 @@ def render_model(
     # with the module state the kernels write (BatchNorm's running statistics) in a list of its own.
     read = {n for node in graph if node["op"] != "input" for n in _refs(node)}
     written = {ref_name(n["args"]["self"]) for n in graph if n["op"] == "copy_"}
+    written |= {name for k in steps for name in getattr(k, "mutates", [])}  # e.g. BatchNorm's running statistics
     inputs = [n for n in graph if n["op"] == "input" and "shape" in n and (n["name"] in read or n["name"] in used)]
     state = [n for n in inputs if n["name"] in written]
     tensors = [n for n in inputs if n["name"] not in written]
@@ -267,6 +268,7 @@ def render_model(
     text += _OP.format(
         prefix=_op_prefix(title), params=params, args=args, fake=fake, op_body=op_body,
         save_state=f", *output[{-len(state)}:]" if state else "", backward=backward,
+        mark_state=f"\n    ctx.mark_non_differentiable(*output[{-len(state)}:])" if state else "",
     )
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
