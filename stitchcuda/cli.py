@@ -294,12 +294,19 @@ def cmd_plan(args) -> int:
                     for g in r["groups"]:
                         console.print(f"    {g['kind']}: {escape(g['note'])}", markup=True)
             else:
-                console.print(f"[red]not covered[/] {escape(name)}: {escape('; '.join(r['unsupported']))}")
+                # A recurrent network unrolled over its steps repeats one reason thousands of times.
+                reasons = r["unsupported"] if args.verbose else r["unsupported"][:PLAN_REASONS]
+                more = len(r["unsupported"]) - len(reasons)
+                tail = f"; and {more} more (-v or --json lists them all)" if more else ""
+                console.print(f"[red]not covered[/] {escape(name)}: {escape('; '.join(reasons) + tail)}")
         covered = sum(r["supported"] for r in rows)
         console.print(f"{covered} of {len(rows)} covered by the built-in coder")
     # Not covered by the built-in coder is an answer; a file that could not be loaded or traced is not.
     failed = [r for r in rows if r.get("load_error") or any(u.startswith("trace:") for u in r["unsupported"])]
     return EXIT_NONE if failed else EXIT_OK
+
+
+PLAN_REASONS = 4  # reasons shown per file not covered, without -v
 
 
 def build_parser() -> argparse.ArgumentParser:

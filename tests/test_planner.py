@@ -307,6 +307,32 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     assert "get_inputs" in rows[2]["unsupported"][0]
 
 
+def test_plan_command_lists_a_few_reasons_per_file_unless_asked(tmp_path, capsys):
+    """An unrolled recurrent network repeats one reason thousands of times: the listing shows the
+    first few and how many more there are; -v lists them all."""
+    from stitchcuda import cli
+
+    (tmp_path / "many.py").write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return (torch.sort(x).values.sum() + torch.kthvalue(x, 2, dim=-1).values.sum()\n"
+        "                + torch.mode(x, dim=-1).values.sum() + torch.median(x, dim=-1).values.sum()\n"
+        "                + torch.renorm(x, 2, 0, 1.0).sum() + torch.histc(x, 4).sum())\n"
+        "def get_inputs():\n    return [torch.randn(3, 8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    assert cli.main(["plan", str(tmp_path), "--json"]) == 0
+    reasons = json.loads(capsys.readouterr().out)[0]["unsupported"]
+    assert len(reasons) == cli.PLAN_REASONS + 2
+    assert cli.main(["plan", str(tmp_path)]) == 0
+    short = " ".join(capsys.readouterr().err.split())
+    assert short.count("not supported") == cli.PLAN_REASONS and "and 2 more (-v or --json lists them all)" in short
+    assert cli.main(["plan", str(tmp_path), "-v"]) == 0
+    full = " ".join(capsys.readouterr().err.split())
+    assert full.count("not supported") == len(reasons) and "more (-v" not in full
+
+
 class Attention(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
