@@ -170,6 +170,8 @@ def _rule(node: Node, nodes: dict[str, Node], dims: dict[str, int], multi: dict[
         return _moved(tagged.get(first or "", _only(tagged, node)), node, nodes, op, size)
     if op in ("cat", "stack"):
         return _joined(node, nodes, tagged, op, size)
+    if op in _INDEXED:
+        return _indexed(node, nodes, tagged, op)
     raise _Mixes(f"{node['target']} over the batch is not known to compute each sample on its own")
 
 
@@ -279,6 +281,41 @@ def _moved(bdim: int | None, node: Node, nodes: dict[str, Node], op: str, size: 
     if op == "getitem":
         return bdim
     raise _Mixes(f"{node['target']}: unknown view")
+
+
+# Reads through an index: (the argument read from, the index argument, the argument naming the dim).
+_INDEXED = {"roll": ("self", None, "dims"), "index_select": ("self", "index", "dim"),
+            "gather": ("self", "index", "dim"), "embedding": ("weight", "indices", None),
+            "index": ("self", "indices", None)}
+
+
+def _indexed(node: Node, nodes: dict[str, Node], tagged: dict[str, int], op: str) -> int:
+    src_arg, index_arg, dim_arg = _INDEXED[op]
+    args = node["args"]
+    src = ref_name(args.get(src_arg))
+    index = [n for n in iter_refs(args.get(index_arg))] if index_arg else []
+    if op == "embedding":
+        # Rows of a batch-free table picked per sample: the batch is the indices'.
+        if src in tagged or len(index) != 1 or index[0] not in tagged:
+            raise _Mixes("embedding: the batch is not only in the indices")
+        return tagged[index[0]]
+    if src not in tagged:
+        raise _Mixes(f"{node['target']}: the batch enters through its index")
+    bdim, ndim = tagged[src], _ndim(src, nodes)
+    if op == "index":
+        picks = args.get("indices") or []
+        if len(picks) > bdim and picks[bdim] is not None or any(n in tagged for n in index):
+            raise _Mixes(f"{node['target']} indexes along the batch")
+        return bdim
+    dims = _dims(args.get(dim_arg), ndim) or []
+    if bdim in dims:
+        raise _Mixes(f"{node['target']} moves elements along the batch")
+    if op == "gather":
+        if len(index) != 1 or tagged.get(index[0]) != bdim:
+            raise _Mixes("gather: its index does not carry the batch where its input does")
+    elif any(n in tagged for n in index):
+        raise _Mixes(f"{node['target']}: the batch enters through its index")
+    return bdim
 
 
 def _joined(node: Node, nodes: dict[str, Node], tagged: dict[str, int], op: str, size: int) -> int:

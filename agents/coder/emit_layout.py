@@ -1,4 +1,5 @@
-"""Data-movement kernels: cat, stack, flip, triu/tril and constant padding.
+"""Data-movement kernels: cat, stack, flip, triu/tril, constant padding, roll, fills, and reads
+through an index tensor (index_select, gather, embedding, x[:, idx]).
 
 Each output element is read from one place of one source (or is a constant), so every op here is a
 row of one table: a function from the output coordinates `c0..c{n-1}` to C statements that assign
@@ -16,6 +17,16 @@ from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
+
+
+_WRAP = """#ifndef SC_WRAP_INDEX
+#define SC_WRAP_INDEX
+SC_INLINE int64_t sc_wrap_index(int64_t i, int64_t n) {
+  if (i < 0) i += n;
+  return (i >= 0 && i < n) ? i : 0;
+}
+#endif
+"""
 
 
 def _offset(src: Operand, coords: Sequence[str]) -> str:
@@ -133,7 +144,97 @@ def _pad(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = ({' && '.join(inside)}) ? {read} : {_zero(out.dtype, value)};"], [src], f"pad {pad}"
 
 
+def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    src = ctx.args["self"]
+    shifts = [int(v) for v in _listed(ctx.args.get("shifts"))]
+    dims = [int(v) % len(out.shape) for v in _listed(ctx.args.get("dims"))]
+    if not dims or len(dims) != len(shifts):
+        raise NotSupported("roll of the flattened tensor")
+    here = list(coords)
+    for d, k in zip(dims, shifts, strict=True):
+        n = out.shape[d]
+        here[d] = f"((({here[d]} - {k % n}) % {n} + {n}) % {n})"
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"roll {shifts} along {dims}"
+
+
+def _index_at(index: Operand, k: int, coords: Sequence[str], size: int) -> str:
+    """An index read from tensor x{k}, negative ones counted from the end (as torch does); one out of
+    range reads element 0 (torch raises, a kernel cannot: the reference's own inputs never do)."""
+    raw = f"x{k}[{_offset(index, coords)}]"
+    return f"sc_wrap_index({raw}, {size}LL)"
+
+
+def _sources_with_index(ctx: EmitContext, key: str) -> tuple[Operand, Operand]:
+    src, index = ctx.args["self" if "self" in ctx.args else "weight"], ctx.args[key]
+    if not isinstance(src, Operand) or not isinstance(index, Operand) or index.dtype != "int64":
+        raise NotSupported(f"{ctx.node['op']}: needs a tensor and an int64 index tensor")
+    return src, index
+
+
+def _index_select(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    src, index = _sources_with_index(ctx, "index")
+    dim = int(ctx.args.get("dim", 0)) % len(out.shape)
+    here = list(coords)
+    here[dim] = _index_at(index, 1, [coords[dim]], src.shape[dim])
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src, index], f"index_select along dim {dim}"
+
+
+def _gather(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    src, index = _sources_with_index(ctx, "index")
+    dim = int(ctx.args.get("dim", 0)) % len(out.shape)
+    if tuple(index.shape) != tuple(out.shape):
+        raise NotSupported("gather: index and result shapes differ")
+    here = list(coords)
+    here[dim] = _index_at(index, 1, coords, src.shape[dim])
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src, index], f"gather along dim {dim}"
+
+
+def _embedding(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    weight, index = _sources_with_index(ctx, "indices")
+    if len(weight.shape) != 2:
+        raise NotSupported("embedding of a weight that is not 2-D")
+    row = _index_at(index, 1, coords[:-1], weight.shape[0])
+    return [f"y[o] = {_read(weight, 0, [row, coords[-1]], out.dtype)};"], [weight, index], "embedding rows"
+
+
+def _index(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """x[:, ..., idx] with one 1-D index tensor and full slices before it (Swin's relative position
+    bias, a column pick): dimension p of the result is the index's."""
+    src = ctx.args["self"]
+    picks = list(ctx.args.get("indices") or [])
+    given = [(p, i) for p, i in enumerate(picks) if i is not None]
+    if len(given) != 1 or not isinstance(given[0][1], Operand) or len(given[0][1].shape) != 1:
+        raise NotSupported("index with other than one 1-D index tensor")
+    p, index = given[0]
+    if index.dtype != "int64" or len(out.shape) != len(src.shape):
+        raise NotSupported("index: an int64 index tensor over one dim")
+    here = list(coords)
+    here[p] = _index_at(index, 1, [coords[p]], src.shape[p])
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src, index], f"index along dim {p}"
+
+
+def _fill(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    value = {"new_zeros": 0.0, "new_ones": 1.0}.get(ctx.node["op"], ctx.args.get("fill_value", 0.0))
+    if not isinstance(value, bool | int | float):
+        raise NotSupported(f"{ctx.node['op']} of a tensor value")
+    return [f"y[o] = {_zero(out.dtype, float(value))};"], [], f"{ctx.node['op']} {value}"
+
+
+def _listed(value: object) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
 TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
+    "roll": _roll,
+    "index_select": _index_select,
+    "gather": _gather,
+    "embedding": _embedding,
+    "index": _index,
+    "new_zeros": _fill,
+    "new_ones": _fill,
+    "new_full": _fill,
     "cat": _cat,
     "stack": _stack,
     "flip": _flip,
@@ -179,7 +280,7 @@ def _emit(ctx: EmitContext) -> Kernel:
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
-
+{_WRAP if "sc_wrap_index" in body else ""}
 SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}

@@ -1,0 +1,124 @@
+"""Reads through an index, rolls and fills (issue 17 item 5: what sent unseen networks back): each a row
+of the data-movement table (agents/coder/emit_layout.py), checked on the CPU through the candidate's
+host entry points against PyTorch."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.verify.static_check import check_source
+from stitchcuda.task import import_file
+
+pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.nvcc, needs_nvcc]
+_ids = itertools.count()
+
+
+class Roll(nn.Module):
+    def forward(self, x):
+        return torch.relu(torch.roll(x, shifts=(2, -3), dims=(1, 2))) + 1
+
+
+class SelectColumns(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cols", torch.tensor([4, 0, 3, 2, 0]))
+
+    def forward(self, x):
+        return x.index_select(1, self.cols) * 2
+
+
+class Gather(nn.Module):
+    def forward(self, x, index):
+        return torch.gather(x, 2, index).sigmoid()
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 6)
+
+    def forward(self, ids):
+        return torch.tanh(self.emb(ids))
+
+
+class RelativeBias(nn.Module):
+    """Swin's relative position bias: a table indexed by a buffer, then added to scores."""
+
+    def __init__(self, n: int = 4, heads: int = 3):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn((2 * n - 1) ** 2, heads))
+        coords = torch.stack(torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (n - 1)
+        self.register_buffer("index", (rel[..., 0] * (2 * n - 1) + rel[..., 1]).flatten())
+        self.n, self.heads = n * n, heads
+
+    def forward(self, scores):
+        bias = self.table[self.index].view(self.n, self.n, self.heads).permute(2, 0, 1)
+        return torch.softmax(scores + bias, dim=-1)
+
+
+class PickColumns(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cols", torch.tensor([-1, 0, 2, -2]))  # advanced indexing counts from the end
+
+    def forward(self, x):
+        return x[:, self.cols] - 1
+
+
+class ZerosLike(nn.Module):
+    def forward(self, x):
+        return x.new_zeros(x.shape) + torch.relu(x)
+
+
+CASES = [
+    ("roll", Roll, lambda: [torch.randn(2, 5, 7)]),
+    ("index_select", SelectColumns, lambda: [torch.randn(3, 5, 2)]),
+    ("gather", Gather, lambda: [torch.randn(2, 3, 6), torch.randint(0, 6, (2, 3, 4))]),
+    ("embedding", Embed, lambda: [torch.randint(0, 10, (3, 5))]),
+    ("index", RelativeBias, lambda: [torch.randn(2, 3, 16, 16)]),
+    ("new_zeros", ZerosLike, lambda: [torch.randn(4, 5)]),
+    ("index", PickColumns, lambda: [torch.randn(3, 6, 2)]),
+]
+
+
+@pytest.mark.parametrize("name,make,inputs", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_index_reads_rolls_and_fills_match_pytorch(tmp_path, name, make, inputs):
+    torch.manual_seed(0)
+    module = make()
+    args = inputs()
+    plan = planner.plan_graph(graph.trace_module(module, args))
+    assert plan.supported, plan.unsupported
+    cand = coder_builtin.build_candidate(plan, make, title="t", host=True)
+    assert not [f for f in check_source(cand.files["model_new.py"]) if f.severity == "error"]
+    ops = {n["op"] for n in plan.graph}
+    assert name in ops, ops  # the op itself, not something it was decomposed into
+    new = import_file(cand.write(tmp_path), name=f"_gather_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(new(*args), module(*args), rtol=1e-5, atol=1e-6)
+        fresh = inputs()  # other values, same shapes: the indices are read, not baked in
+        torch.testing.assert_close(new(*fresh), module(*fresh), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,make,inputs", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_the_batch_survives_reads_along_other_dims(name, make, inputs):
+    """Each of these reads along a dimension other than the first, so the batch stays dynamic, and
+    the module's rows at a sub-batch are those of the whole batch."""
+    from stitchcuda.agents.coder.batch import analyse
+
+    torch.manual_seed(0)
+    module, args = make(), inputs()
+    info = analyse(graph.trace_module(module, args))
+    assert info.dynamic, info.reason
+    with torch.no_grad():
+        torch.testing.assert_close(module(*[a[1:2] for a in args]), module(*args)[1:2])
+
