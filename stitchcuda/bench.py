@@ -88,6 +88,9 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "speedup_compile_matched": v.speedup_compile_matched if solved else None,
         # KernelBench's current check (allclose at atol = rtol = 1e-4) on the random input sets.
         "correct_at_1e4": v.correct_at_1e4 if v and cand is not None else None,
+        # The traced batch where the candidate takes any batch size, and the others it was checked at.
+        "batch": cand.batch if cand is not None else None,
+        "batch_sizes_checked": list(v.batch_sizes) if v else [],
         "build_s": v.build_s if v else None,
         "compile_first_call_s": v.compile_first_call_s if v else None,
         "tolerance": v.tolerance if v else None,

@@ -115,6 +115,9 @@ def _print_verdict(v: Verdict) -> None:
             console.print(f"  {label:>13}: median {t.median_ms:.4f} ms over {t.trials} trials")
     console.print(f"  precision: {v.precision}" + (f" (torch.compile matched under {v.compile_policy})"
                                                    if v.compile_policy else ""))
+    if v.batch is not None:
+        also = f"; also checked at {', '.join(map(str, v.batch_sizes))}" if v.batch_sizes else ""
+        console.print(f"  batch: any size (kernels for {v.batch}{also})")
     if v.correct_at_1e4 is not None:
         console.print(f"  KernelBench's check (allclose, atol = rtol = 1e-4) on the random sets: "
                       f"{'passed' if v.correct_at_1e4 else 'failed'}")

@@ -177,6 +177,7 @@ class Verdict:
     # Candidate.batch: the traced batch where the candidate took any batch size (its checks then
     # include the sets named batch-N), None where its shapes were fixed.
     batch: int | None = None
+    batch_sizes: list[int] = field(default_factory=list)  # the other batch sizes it was checked at
 
     @property
     def accepted(self) -> bool:

@@ -175,6 +175,7 @@ def test_the_verifier_checks_a_dynamic_candidate_at_other_batch_sizes(tmp_path):
     assert good.correct and good.status == "ok", good.message
     sets = [c["set"] for c in good.checks]
     assert [s for s in sets if s.startswith("batch-")] == ["batch-1", "batch-5", "batch-9"]
+    assert (good.batch, good.batch_sizes) == (8, [1, 5, 9])  # typed, for bench.json and the CLI
     assert not coder_builtin.wrong_only_at_other_batches(good)
 
     wrong = _verify_declared("batch_wrong_affine", tmp_path)

@@ -189,6 +189,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     # A candidate that takes any batch size (Candidate.batch) is checked at other sizes too.
     batches = batch_sizes(int(req["batch"])) if req.get("batch") else []
+    v.batch_sizes = list(batches)
     rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets"
               + (f" + batch sizes {', '.join(map(str, batches))}" if batches else ""))
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
