@@ -74,6 +74,14 @@ class PickColumns(nn.Module):
         return x[:, self.cols] - 1
 
 
+class InlineConstants(nn.Module):
+    """Small tensors made in forward: an index and a scale vector (with an inf), kept by value."""
+
+    def forward(self, x):
+        picked = x[:, torch.tensor([3, 0, 2])]
+        return picked * torch.tensor([1.0, float("inf"), -0.5]) + 1
+
+
 class ZerosLike(nn.Module):
     def forward(self, x):
         return x.new_zeros(x.shape) + torch.relu(x)
@@ -87,6 +95,7 @@ CASES = [
     ("index", RelativeBias, lambda: [torch.randn(2, 3, 16, 16)]),
     ("new_zeros", ZerosLike, lambda: [torch.randn(4, 5)]),
     ("index", PickColumns, lambda: [torch.randn(3, 6, 2)]),
+    ("index", InlineConstants, lambda: [torch.randn(2, 4, 3)]),
 ]
 
 
@@ -104,9 +113,9 @@ def test_index_reads_rolls_and_fills_match_pytorch(tmp_path, name, make, inputs)
     new = import_file(cand.write(tmp_path), name=f"_gather_{next(_ids)}").ModelNew()
     new.load_state_dict(module.state_dict())
     with torch.no_grad():
-        torch.testing.assert_close(new(*args), module(*args), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(new(*args), module(*args), rtol=1e-5, atol=1e-6, equal_nan=True)
         fresh = inputs()  # other values, same shapes: the indices are read, not baked in
-        torch.testing.assert_close(new(*fresh), module(*fresh), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(new(*fresh), module(*fresh), rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("name,make,inputs", CASES, ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
@@ -121,4 +130,14 @@ def test_the_batch_survives_reads_along_other_dims(name, make, inputs):
     assert info.dynamic, info.reason
     with torch.no_grad():
         torch.testing.assert_close(module(*[a[1:2] for a in args]), module(*args)[1:2])
+
+
+def test_a_constant_too_large_to_keep_says_so():
+    class Big(nn.Module):
+        def forward(self, x):
+            return x + torch.arange(65.0).reshape(65, 1).expand(65, 2).contiguous().sum(1).new_tensor(list(range(65)))
+
+    plan = planner.plan_graph(graph.trace_module(Big(), [torch.randn(65)]))
+    assert not plan.supported
+    assert any("only constants of up to 64 elements are" in u for u in plan.unsupported), plan.unsupported
 

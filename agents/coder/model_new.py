@@ -15,7 +15,7 @@ from typing import Any
 from stitchcuda import kernel_loader
 from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
-from stitchcuda.agents.coder.reference_math import Unrenderable, render_reference
+from stitchcuda.agents.coder.reference_math import Unrenderable, literal, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
 
 CU_FILE = "fused_kernels.cu"
@@ -239,7 +239,7 @@ def render_model(
     if static:
         text += "\n\ndef _buffers(device):\n"
         text += "    return (\n"
-        text += "".join(f"        torch.empty({shape}, dtype=torch.{dtype}, device=device),\n" for shape, dtype in static)
+        text += "".join(f"        {made},\n" for made in static)
         text += "    )\n"
     text += "\n\n" + kernels_text
     if batched:
@@ -287,9 +287,9 @@ def _render_kernels(
     returned: Sequence[str],
     *,
     host: bool,
-) -> tuple[str, list[tuple[str, str]]]:
+) -> tuple[str, list[str]]:
     """`def _kernels(tensors, state)`: the inputs made contiguous, the outputs allocated, one call that
-    runs every kernel. Returns its text and the (shape, dtype) of each reused buffer."""
+    runs every kernel. Returns its text and the expression making each reused buffer (and constant)."""
     nodes = by_name(graph)
     k_ns = _Forward(graph, cls)
     k_ns.taken |= {"tensors", "state", "_BUFFERS"}
@@ -312,6 +312,10 @@ def _render_kernels(
     like = {(tuple(n["shape"]), n["dtype"]): k_ns.expr(n) for n in reversed(args)}
     static: list[tuple[str, str]] = []
     static_vars: list[str] = []
+    read = {a.name for k in steps for a in k.inputs}
+    constants = [n for n in graph if n["op"] == "constant" and n["name"] in read and n.get("shape") is not None]
+    for node in constants:
+        k_ns.fresh_bind(node["name"])
     workspaces: dict[tuple[int, str], list] = {}  # (index in a kernel's scratch, dtype) -> [var, size]
     fresh_lines: list[str] = []
     buffers: list[tuple[Step, list[str]]] = []
@@ -346,7 +350,14 @@ def _render_kernels(
             scratch.append(workspaces[slot][0])
         buffers.append((k, [k_ns.expr(nodes[a.name]) for a in k.inputs + k.outputs] + scratch))
     sizes = {var: f"({count},)" for var, count in workspaces.values()}
-    static = [(sizes.get(var, shape), dtype) for var, (shape, dtype) in zip(static_vars, static, strict=True)]
+    made = [f"torch.empty({sizes.get(var, shape)}, dtype=torch.{dtype}, device=device)"
+            for var, (shape, dtype) in zip(static_vars, static, strict=True)]
+    # Small tensors the reference makes in forward (torch.tensor([...])): made once per device, with
+    # the buffers, and read by the kernels like any input.
+    for node in constants:
+        made.append(f"torch.tensor({literal(node['value'])}, dtype=torch.{node['dtype']}, device=device)"
+                    f".reshape({tuple(node['shape'])!r})")
+        static_vars.append(k_ns.expr(node))
     stream = "0"
     if static_vars or not host:
         stream = k_ns.fresh("stream")
@@ -366,7 +377,7 @@ def _render_kernels(
     body.append(f"], {stream})")
     body.append(f"return [{', '.join(k_ns.expr(nodes[r]) for r in returned)}]")
     text = "def _kernels(tensors, state=()):\n" + "".join(f"    {line}\n" for line in body)
-    return text, static
+    return text, made
 
 
 _CHUNKS = """def _run(tensors, state=()):

@@ -75,7 +75,7 @@ def render_reference(
         if op == "input":
             if "shape" in node:
                 continue  # not read by the graph (else its use fails below: used before computed)
-            lines.append(f"    {names.bind(node['name'])} = {_literal(node.get('value'))}")
+            lines.append(f"    {names.bind(node['name'])} = {literal(node.get('value'))}")
         elif op == "constant":
             lines.append(f"    {names.bind(node['name'])} = {_constant(node)}")
         elif op == "getitem":
@@ -169,14 +169,15 @@ def _value(value: Any, kind: str, names: _Names) -> str:
         return "_dev"
     if kind in ("Layout", "MemoryFormat") and isinstance(value, str) and value.startswith("torch."):
         return value
-    return _literal(value)
+    return literal(value)
 
 
-def _literal(value: Any) -> str:
+def literal(value: Any) -> str:
+    """A Python literal for a traced value (inf and nan as float('inf'), float('nan'))."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"float({str(value)!r})"
     if isinstance(value, list):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
+        return "[" + ", ".join(literal(v) for v in value) + "]"
     if value is None or isinstance(value, bool | int | float | str):
         return repr(value)
     raise Unrenderable(f"a value that cannot be written as a literal: {value!r}")
@@ -184,11 +185,11 @@ def _literal(value: Any) -> str:
 
 def _constant(node: Node) -> str:
     if node.get("shape") is None:
-        return _literal(node.get("value"))
+        return literal(node.get("value"))
     if "value" not in node:
         raise Unrenderable(f"constant {node['name']}: its values were not kept by the trace")
     return (
-        f"torch.tensor({_literal(node['value'])}, dtype=torch.{node['dtype']}, device=_dev)"
+        f"torch.tensor({literal(node['value'])}, dtype=torch.{node['dtype']}, device=_dev)"
         f".reshape({tuple(node['shape'])!r})"
     )
 

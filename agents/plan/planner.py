@@ -147,8 +147,10 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
             unsupported(
                 f"buffer {node['key']} is not in the state_dict (persistent=False): its values cannot reach ModelNew"
             )
-        elif kind == "constant" and not _scalar_constant(node) and node.get("shape") is not None:
-            unsupported(f"tensor constant {name} of shape {node['shape']}: only one-element constants are supported")
+        elif kind == "constant" and node.get("shape") is not None and "value" not in node:
+            # Up to 64 elements the trace keeps the values, which ModelNew makes on the device.
+            unsupported(f"tensor constant {name} of shape {node['shape']}: its values were not kept by the trace "
+                        "(only constants of up to 64 elements are)")
 
     stage = _stages(graph, kinds)
     groups: dict[tuple[int, tuple[int, ...]], list[str]] = {}
