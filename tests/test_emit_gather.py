@@ -82,6 +82,13 @@ class InlineConstants(nn.Module):
         return picked * torch.tensor([1.0, float("inf"), -0.5]) + 1
 
 
+class GatherFirst(nn.Module):
+    """An index made in forward: int64 zeros (exact in the pointwise emitter's arithmetic)."""
+
+    def forward(self, x):
+        return torch.gather(x, 1, torch.zeros(x.shape[0], 3, dtype=torch.long)) * 2
+
+
 class ZerosLike(nn.Module):
     def forward(self, x):
         return x.new_zeros(x.shape) + torch.relu(x)
@@ -96,6 +103,7 @@ CASES = [
     ("new_zeros", ZerosLike, lambda: [torch.randn(4, 5)]),
     ("index", PickColumns, lambda: [torch.randn(3, 6, 2)]),
     ("index", InlineConstants, lambda: [torch.randn(2, 4, 3)]),
+    ("gather", GatherFirst, lambda: [torch.randn(3, 5)]),
 ]
 
 

@@ -309,7 +309,7 @@ POINTWISE: dict[str, Op] = {
 
 
 # Ops whose int64 results are exact in double arithmetic (the rest would round).
-_INT_EXACT = {"add", "sub", "clone", "copy_", "alias_copy", "lift_fresh_copy"}
+_INT_EXACT = {"add", "sub", "clone", "copy_", "alias_copy", "lift_fresh_copy", "zeros", "ones", "zeros_like", "ones_like"}
 
 
 def pointwise_support(node: Node) -> str | None:
