@@ -86,6 +86,7 @@ def _verify_options(args):
     return VerifyOptions(
         gpu=args.gpu, timeout_s=args.timeout, trials=args.trials, time_compile=not args.no_compile,
         profile=not args.no_profile, replay=getattr(args, "replay", None),
+        arches=keep.parse_arches(getattr(args, "arch", None)),
     )
 
 

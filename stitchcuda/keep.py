@@ -19,12 +19,17 @@ class Kept:
     library: Path | None  # the prebuilt library in the proposal folder, if one was built
     arches: tuple[str, ...]
     reason: str = ""  # why there is none
+    seconds: float = 0.0  # the build's (0 where the same sources and flags were built before)
 
 
 def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] = ()) -> Kept:
     """Build the candidate's kernels into `folder` (written already) for `arches`, else for this
     machine's GPU. A failure is reported, never raised: the sources alone still work where
-    StitchCUDA and nvcc are installed."""
+    StitchCUDA and nvcc are installed.
+
+    The Verifier does this in the candidate's folder before it runs it, so the library it checks
+    and times is the one the proposal ships: the build is cached by sources and flags, and the
+    proposal's copy comes from that cache."""
     if not candidate.kernels_source:
         return Kept(None, (), "its module builds its own kernels")
     wanted = tuple(arches) or (runtime.default_arch(),)
@@ -36,7 +41,7 @@ def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] 
         shutil.copyfile(result.library, library)
     except (runtime.BuildError, OSError, ValueError) as e:
         return Kept(None, wanted, str(e))
-    return Kept(library, wanted)
+    return Kept(library, wanted, seconds=result.seconds)
 
 
 def parse_arches(text: str | None) -> tuple[str, ...]:

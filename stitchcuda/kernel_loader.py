@@ -61,11 +61,19 @@ def _error_name(code: int) -> str:
 def load_kernels(source: Path, libraries: list):
     """The prebuilt library beside `source` where it matches the sources; else StitchCUDA's build."""
     prebuilt = source.with_name(prebuilt_name(source))
-    if prebuilt.exists():
-        return KernelLibrary(prebuilt)
     try:
         from stitchcuda import runtime
     except ImportError:
+        runtime = None
+    if prebuilt.exists():
+        try:
+            return KernelLibrary(prebuilt)
+        except OSError:
+            # A CUDA library it links is not on this machine: StitchCUDA's loader says which, where
+            # it is installed; otherwise the error is the answer.
+            if runtime is None:
+                raise
+    if runtime is None:
         raise ImportError(
             f"{prebuilt.name} (the kernels of {source.name}, built for this module) is not beside it, and "
             "StitchCUDA is not installed to build it: copy the library from the proposal, or "

@@ -163,3 +163,23 @@ def test_only_the_loader_as_shipped_is_exempt_from_the_static_check():
     assert tampered != text
     found = [f for f in check_source(tampered) if f.severity == "error"]
     assert any("torch._C._nn.gelu" in f.message for f in found), found
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_proposal_ships_the_library_the_verifier_ran(tmp_path):
+    """optimize (replaying the example's GPU verdict, as on a machine without a GPU): the Verifier
+    builds the kernels' library beside the candidate before its worker imports it, and the proposal's
+    library is byte for byte that one."""
+    from stitchcuda import cli
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "run"
+    rc = cli.main(["optimize", str(root / "examples" / "gated_block.py"), "--out", str(out), "--rounds", "1",
+                   "--replay", str(root / "bench" / "results" / "2026-11-25-h100-example-gated_block-8a54add.json")])
+    assert rc == 0
+    (shipped,) = (out / "proposal").glob("fused_kernels.*.so")
+    (ran,) = (out / "r1-builtin-pointwise").glob("fused_kernels.*.so")
+    assert shipped.name == ran.name and shipped.read_bytes() == ran.read_bytes()
+    verdict = (out / "r1-builtin-pointwise" / "verdict.json").read_text()
+    assert f"kernels: {ran.name}, built for" in verdict

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from stitchcuda import keep
 from stitchcuda.agents.verify.locks import file_lock
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
@@ -44,6 +45,8 @@ class VerifyOptions:
     profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
     profile_timeout_s: float = 30.0
     replay: str | None = None  # a recorded GPU run (agents/verify/replay.py) for machines without a GPU
+    # GPU arches of the kernels' prebuilt library (stitchcuda.keep); empty: this machine's GPU.
+    arches: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +89,7 @@ def verify(
     workdir.mkdir(parents=True, exist_ok=True)
     static: list[Finding] = []
     module_path = None
+    kept = None
     if candidate is not None:
         module_path = candidate.write(workdir)
         static = check_source(
@@ -97,6 +101,10 @@ def verify(
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)
+        # The library the proposal would ship, built beside the module before the worker imports it:
+        # what is checked and timed is that very binary. A failure here leaves the build to the
+        # worker, whose verdict then says why.
+        kept = keep.prebuild_proposal(candidate, workdir, opts.arches) if candidate.kernels_source else None
     gpu = None if opts.cpu_only else opts.gpu
     if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
@@ -136,6 +144,10 @@ def verify(
     if candidate is not None:
         verdict.precision = candidate.precision  # what the next round's Coder reads back (feedback)
         verdict.batch = candidate.batch
+    if candidate is not None and kept is not None and kept.library is not None:
+        verdict.build_s = round((verdict.build_s or 0.0) + kept.seconds, 3)
+        verdict.notes.append(f"kernels: {kept.library.name}, built for {', '.join(kept.arches)} (the library the "
+                             "proposal ships)")
     profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
     if candidate is not None and profiled and not static:
         if not (cancel is not None and cancel.is_set()):
