@@ -89,8 +89,6 @@ def _fake({args}):
 
 def _setup(ctx, inputs, output):
     tensors = inputs[0]
-    # Module state is saved as the op returned it (forward then copies it into the module's own
-    # buffers, which autograd would see as changed); the outputs' math does not read what it wrote.
     ctx.save_for_backward(*tensors{save_state}){mark_state}
     ctx.count = len(tensors)
     ctx.needs = [t.requires_grad for t in tensors]
@@ -184,7 +182,9 @@ def render_model(
         for k, (expr, _, shape, dtype) in enumerate(checks):
             join = "" if k == len(checks) - 1 else " or"
             if shape[:1] == (None,):
-                test = f"{expr}.shape[1:] != {shape[1:]!r} or {expr}.shape[0] != {size}"
+                test = f"{expr}.shape[1:] != {shape[1:]!r}"
+                if expr != fwd.expr(batched[0]):  # (the first one defines the batch)
+                    test += f" or {expr}.shape[0] != {size}"
             else:
                 test = f"{expr}.shape != {shape!r}"
             body.append(f"    {test} or {expr}.dtype != torch.{dtype} or {expr}.is_cuda != _CUDA{join}")
@@ -268,7 +268,11 @@ def render_model(
     text += _OP.format(
         prefix=_op_prefix(title), params=params, args=args, fake=fake, op_body=op_body,
         save_state=f", *output[{-len(state)}:]" if state else "", backward=backward,
-        mark_state=f"\n    ctx.mark_non_differentiable(*output[{-len(state)}:])" if state else "",
+        mark_state=(
+            "\n    # Module state as the op returned it (forward copies it into the module's buffers, which"
+            "\n    # autograd would see as changed); the outputs' math does not read what the kernels wrote."
+            f"\n    ctx.mark_non_differentiable(*output[{-len(state)}:])"
+        ) if state else "",
     )
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
