@@ -12,6 +12,16 @@ import torch
 
 from stitchcuda.types import Timing
 
+# The primitives the timing calls, bound when this module is imported: the worker imports it before
+# the candidate, so a candidate that rebinds torch.cuda.Event.elapsed_time, synchronize or the clock
+# changes nothing here (and agents/verify/tamper.py reports that it tried).
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed = torch.cuda.Event.elapsed_time
+_synchronize = torch.cuda.synchronize
+_perf_counter = time.perf_counter
+_median = statistics.median
+
 
 class L2Flusher:
     """Writing a buffer larger than L2 evicts the previous trial's data (H100: 50 MB of L2)."""
@@ -61,25 +71,25 @@ def time_cuda(
 
     out = None
     # Warm-up: at least `min_warmup` calls and `warmup_ms` of work (module load, handles, autotune).
-    t0 = time.perf_counter()
+    t0 = _perf_counter()
     k = 0
-    while k < min_warmup or (time.perf_counter() - t0) * 1e3 < warmup_ms and k < 1000:
+    while k < min_warmup or (_perf_counter() - t0) * 1e3 < warmup_ms and k < 1000:
         out = fn(load(k))
-        torch.cuda.synchronize()
+        _synchronize()
         k += 1
     times = []
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    start = _Event(enable_timing=True)
+    end = _Event(enable_timing=True)
     for i in range(trials):
         args = load(i)
         out = None  # the previous output's memory may be reused: a lazy candidate gets stale data
         flusher()
-        torch.cuda.synchronize()
-        start.record()
+        _synchronize()
+        _record(start)
         out = fn(args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        _record(end)
+        _synchronize()
+        times.append(_elapsed(start, end))
         if check is not None:
             check(i % len(input_sets), out)
-    return Timing(statistics.median(times), min(times), max(times), trials), out
+    return Timing(_median(times), min(times), max(times), trials), out

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.verify import dynamic_check as dyn
+from stitchcuda.agents.verify import tamper
 from stitchcuda.agents.verify.compare import (
     Mismatch,
     Tolerance,
@@ -156,6 +157,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     cand = None
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
+    watched = tamper.snapshot()  # what the timing reads, before any of the candidate's code runs
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
@@ -208,6 +210,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if cand is not None and device.type == "cuda":
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
+    if cand is not None:
+        _tamper_check(v, watched, "when imported or run")
 
     if cand is not None and (v.hack_findings or not v.correct):
         v.status = "hacked" if v.hack_findings else "incorrect"
@@ -224,6 +228,19 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _guard_numerics(v, numerics)
     rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops)
+    if cand is not None:
+        _tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
+        if v.hack_findings:
+            v.status = "hacked"
+            v.message = "; ".join(f.message for f in v.hack_findings)
+
+
+def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = ()) -> None:
+    names = tamper.changed(watched, except_from=except_from)
+    if names:
+        _add_once(v.hack_findings, [Finding(
+            "timing-tamper", f"the candidate rebound what the timing and checks read {when}: {', '.join(names)}",
+            data={"names": names})])
 
 
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
