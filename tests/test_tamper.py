@@ -1,4 +1,4 @@
-"""Issue 18 point 2: timing the candidate cannot rebind. The timing binds its primitives before the
+"""Issue 18 points 1-2: work off the calling thread, and timing the candidate cannot rebind. The timing binds its primitives before the
 candidate is imported, and the worker reports any rebinding of what timing and checks read."""
 
 from __future__ import annotations
@@ -49,3 +49,15 @@ def test_on_the_gpu_a_rebound_event_does_not_change_the_measured_time(monkeypatc
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     rebound, _ = timing.time_cuda(lambda a: a[0] @ a[0], [[x]], trials=5)
     assert rebound.median_ms > 10 * 0.001 and rebound.median_ms == pytest.approx(honest.median_ms, rel=0.5)
+
+
+@pytest.mark.parametrize("stem,event", [("hack_thread_forward", "_thread.start_new_thread during forward"),
+                                        ("hack_process_forward", "os.system during forward")])
+def test_work_started_off_the_calling_thread_is_a_hack(tmp_path, stem, event):
+    """Issue 18 point 1: a thread or process started from forward (however it was reached) is seen by
+    Python's audit events, and refused even where the results are right."""
+    v = verify(hack_task("ref_affine"), hack_candidate(stem), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.correct and v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "off-thread-work"]
+    assert event in f.message

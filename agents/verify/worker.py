@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.verify import dynamic_check as dyn
-from stitchcuda.agents.verify import tamper
+from stitchcuda.agents.verify import offthread, tamper
 from stitchcuda.agents.verify.compare import (
     Mismatch,
     Tolerance,
@@ -158,11 +158,13 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     cand = None
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
     watched = tamper.snapshot()  # what the timing reads, before any of the candidate's code runs
+    offthread.install()  # thread starts counted from here on, whatever the candidate imports
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
         try:
-            cand_mod = import_file(Path(req["candidate"]))
+            with offthread.watching("import"):
+                cand_mod = import_file(Path(req["candidate"]))
             cand_cls = getattr(cand_mod, req.get("candidate_class", "ModelNew"))
         except Exception as e:  # noqa: BLE001 - any import failure is the candidate's build verdict
             v.status = "build-failed"
@@ -212,6 +214,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
     if cand is not None:
         _tamper_check(v, watched, "when imported or run")
+        _offthread_check(v)
 
     if cand is not None and (v.hack_findings or not v.correct):
         v.status = "hacked" if v.hack_findings else "incorrect"
@@ -230,9 +233,19 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops)
     if cand is not None:
         _tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
+        _offthread_check(v)
         if v.hack_findings:
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
+
+
+def _offthread_check(v: Verdict) -> None:
+    started = offthread.seen()
+    if started:
+        listed = ", ".join(f"{event} during {phase}" for phase, event in started)
+        _add_once(v.hack_findings, [Finding(
+            "off-thread-work", f"the candidate started work off the calling thread ({listed}): what runs there "
+            "escapes the op recorder and the timing", data={"started": [list(s) for s in started]})])
 
 
 def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = ()) -> None:
@@ -290,7 +303,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             # Poisoned: an output element the candidate never writes is NaN, never right by luck.
             wait = 0.0 if any(f.code == "background-thread" for f in v.hack_findings) else 2.0
             with dyn.poisoned_allocations():
-                call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
+                with offthread.watching("forward"):
+                    call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
             if idx == 0:
                 kept = cand_args
             ops.update(call.ops)
@@ -794,7 +808,8 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         if not dyn.stats_match(dyn.output_stats(dyn.flatten_outputs(out)), ref_stats[i], tol.rtol):
             wrong.append(t)
 
-    v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check)
+    with offthread.watching("forward"):
+        v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check)
     args = make_inputs(get_inputs, fresh_seed, device)
     with dyn.poisoned_allocations():
         call = dyn.observed_call(lambda: cand(*clone_args(args)), device, set(threading.enumerate()), 0.0)

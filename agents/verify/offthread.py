@@ -1,0 +1,83 @@
+"""Work the candidate starts off the calling thread (issue 18 point 1).
+
+The dispatch recorder sees the ops of the thread that calls forward; the timer sees the work of the
+stream it records on. A candidate that hands PyTorch's own ops to a thread of its own, or to another
+process, escapes both. Every Python thread starts through `_thread`'s start functions (threading,
+concurrent.futures and direct calls alike), which the worker wraps before the candidate is imported
+(Python 3.11 raises no audit event for them); processes raise audit events (os.fork, subprocess,
+os.system). The worker watches while the candidate is imported (threads only: the import
+legitimately runs nvcc) and while its forward runs, and each start it saw becomes a finding.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+THREADS = ("_thread.start_new_thread",)
+PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
+             "subprocess.Popen", "pty.spawn")  # fmt: skip
+
+
+@dataclass
+class _Watch:
+    phase: str = ""  # "" while not watching
+    seen: list[tuple[str, str]] = field(default_factory=list)  # (phase, audit event)
+
+
+_watch = _Watch()
+_installed = False
+
+
+def _hook(event: str, args: tuple) -> None:
+    phase = _watch.phase
+    if not phase:
+        return
+    if event in THREADS or (phase != "import" and event in PROCESSES):
+        _watch.seen.append((phase, event))
+
+
+def _counted(start: Callable[..., Any], event: str) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _hook(event, args)
+        return start(*args, **kwargs)
+
+    return wrapper
+
+
+def install() -> None:
+    """Once per process (audit hooks cannot be removed; this one does nothing outside `watching`)."""
+    global _installed
+    if _installed:
+        return
+    sys.addaudithook(_hook)
+    for name in ("start_new_thread", "start_joinable_thread", "start_new"):
+        original = getattr(_thread, name, None)
+        if original is not None:
+            setattr(_thread, name, _counted(original, THREADS[0]))
+    # threading keeps its own reference to the start function, taken when it was imported.
+    for name in ("_start_new_thread", "_start_joinable_thread"):
+        original = getattr(threading, name, None)
+        if original is not None:
+            setattr(threading, name, _counted(original, THREADS[0]))
+    _installed = True
+
+
+@contextlib.contextmanager
+def watching(phase: str) -> Iterator[None]:
+    install()
+    outer, _watch.phase = _watch.phase, phase
+    try:
+        yield
+    finally:
+        _watch.phase = outer
+
+
+def seen() -> list[tuple[str, str]]:
+    """(phase, audit event) of everything started while watching, in order, without repeats."""
+    return list(dict.fromkeys(_watch.seen))

@@ -1,0 +1,24 @@
+"""Hack: forward starts a process (os.system) each call: work there escapes the recorder and timing."""
+
+import os
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from stitchcuda import runtime
+
+_lib = runtime.load(Path(__file__).with_name("kernels.cpp"))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        os.system("true")
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
+        return out
