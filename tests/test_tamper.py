@@ -1,9 +1,13 @@
-"""Issue 18 points 1-2: work off the calling thread, and timing the candidate cannot rebind. The timing binds its primitives before the
+"""Issue 18: work off the calling thread, timing the candidate cannot rebind, and one candidate's
+hold on the GPU not counted against another's limit. The timing binds its primitives before the
 candidate is imported, and the worker reports any rebinding of what timing and checks read."""
 
 from __future__ import annotations
 
+import fcntl
+import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -61,3 +65,40 @@ def test_work_started_off_the_calling_thread_is_a_hack(tmp_path, stem, event):
     assert v.correct and v.status == "hacked", v.message
     (f,) = [f for f in v.hack_findings if f.code == "off-thread-work"]
     assert event in f.message
+
+
+def _hold(lock: Path, seconds: float) -> threading.Thread:
+    """Another candidate holding the GPU's lock (an flock from this process) for `seconds`."""
+    ready = threading.Event()
+
+    def hold() -> None:
+        with open(lock, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            ready.set()
+            time.sleep(seconds)
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    ready.wait(10)
+    return t
+
+
+def test_waiting_for_the_gpu_does_not_count_against_the_limit(tmp_path):
+    """Issue 18 point 3: a candidate waiting while another holds the GPU is not killed for the wait."""
+    lock = tmp_path / "gpu.lock"
+    holder = _hold(lock, 15.0)
+    t0 = time.monotonic()
+    v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False, lock=str(lock), timeout_s=12.0))
+    holder.join()
+    assert time.monotonic() - t0 > 12.0  # longer than its limit, in all
+    assert v.status == "ok", v.message
+    assert any(n.startswith("waited ") and "not counted against the time limit" in n for n in v.notes), v.notes
+
+
+def test_a_hang_holding_the_gpu_is_killed_at_the_gpu_limit(tmp_path):
+    v = verify(hack_task("ref_affine"), hack_candidate("crash_hang"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False, lock=str(tmp_path / "gpu.lock"),
+                             gpu_phase_timeout_s=3.0, timeout_s=120.0))
+    assert v.status == "timeout" and "held the GPU for more than 3 s" in v.message, v.message

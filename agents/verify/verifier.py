@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from stitchcuda import keep
-from stitchcuda.agents.verify.locks import file_lock
+from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
@@ -45,6 +45,11 @@ class VerifyOptions:
     profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
     profile_timeout_s: float = 30.0
     replay: str | None = None  # a recorded GPU run (agents/verify/replay.py) for machines without a GPU
+    # The lock file that serialises checks and timing: by default one per GPU in the temp folder,
+    # none on the CPU (tests give one to CPU runs).
+    lock: str | None = None
+    # The longest one candidate may hold its GPU's lock in one stretch (correctness runs, or timing).
+    gpu_phase_timeout_s: float = float(os.environ.get("STITCHCUDA_GPU_PHASE_TIMEOUT", "300"))
     # GPU arches of the kernels' prebuilt library (stitchcuda.keep); empty: this machine's GPU.
     arches: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -123,14 +128,14 @@ def verify(
         "adversarial": list(opts.adversarial) if opts.adversarial is not None else None,
         "time_compile": opts.time_compile,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
-        "gpu_lock": str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{gpu}.lock")
-        if gpu is not None
-        else None,
+        "gpu_lock": opts.lock or (str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{gpu}.lock")
+                                  if gpu is not None else None),
         "result": str(workdir / "result.json"),
+        "gpu_state": str(workdir / "gpu_state.json"),
         "events": str(workdir / "events.jsonl"),
     }
     (workdir / "request.json").write_text(json.dumps(req, indent=2))
-    for stale in ("result.json", "events.jsonl"):
+    for stale in ("result.json", "events.jsonl", "gpu_state.json"):
         (workdir / stale).unlink(missing_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
     if gpu is not None:
@@ -199,10 +204,12 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
 @dataclass
 class _Outcome:
     returncode: int | None
-    killed_for: str | None  # "timeout" | "memory" | "cancelled" | None
+    killed_for: str | None  # "timeout" | "gpu-timeout" | "memory" | "cancelled" | None
     seconds: float
     peak_rss_gb: float
     limit_gb: float
+    waited_s: float = 0.0  # waiting for the GPU lock held by another candidate (not counted)
+    gpu_limit_s: float = 0.0  # the limit on holding the GPU in one stretch
 
 
 def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
@@ -219,6 +226,11 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
     killed_for = None
     peak = 0.0
     events = _EventReader(Path(req["events"]), progress)
+    # Time spent waiting for the GPU lock (another candidate holds it) is not this candidate's: the
+    # limit counts the rest. Holding it is limited on its own, so a hang frees the GPU soon.
+    gpu_state = Path(req["gpu_state"])
+    waited = 0.0
+    last = t0
     try:
         try:
             ps = psutil.Process(proc.pid)
@@ -229,10 +241,17 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
             events.drain()
             rss = _tree_rss(ps)
             peak = max(peak, rss / 2**30)
+            now = time.monotonic()
+            lock = LockState.read(gpu_state)
+            if lock is not None and lock.state == "waiting":
+                waited += now - max(last, lock.since)
+            last = now
             if cancel is not None and cancel.is_set():
                 killed_for = "cancelled"
-            elif time.monotonic() - t0 > opts.timeout_s:
+            elif now - t0 - waited > opts.timeout_s:
                 killed_for = "timeout"
+            elif lock is not None and lock.state == "holding" and now - lock.since > opts.gpu_phase_timeout_s:
+                killed_for = "gpu-timeout"
             elif rss / 2**30 > opts.max_host_memory_gb:
                 killed_for = "memory"
             if killed_for:
@@ -243,7 +262,8 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0, peak, opts.max_host_memory_gb)
+    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0 - waited, peak, opts.max_host_memory_gb,
+                    waited, opts.gpu_phase_timeout_s)
 
 
 class _EventReader:
@@ -334,7 +354,14 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
             "timeout": (
                 "timeout",
                 "timeout",
-                f"no verdict after {outcome.seconds:.0f} s: killed during {last_phase} (hang?)",
+                f"no verdict after {outcome.seconds:.0f} s: killed during {last_phase} (hang?)"
+                + (f"; {outcome.waited_s:.0f} s waiting for the GPU not counted" if outcome.waited_s >= 1 else ""),
+            ),
+            "gpu-timeout": (
+                "timeout",
+                "timeout",
+                f"held the GPU for more than {outcome.gpu_limit_s:.0f} s in one stretch: killed during "
+                f"{last_phase} (hang?), so that other candidates get the GPU",
             ),
             "memory": (
                 "oom",
@@ -355,6 +382,9 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
             Finding("crash", verdict.message, data={"returncode": rc, "phase": last_phase})
         )
         verdict.correct = False
+    if outcome.waited_s >= 1 and verdict.status != "timeout":
+        verdict.notes.append(f"waited {outcome.waited_s:.0f} s for the GPU (another candidate held it): not "
+                             "counted against the time limit")
     verdict.log_tail = verdict.log_tail or log_tail
     return verdict
 

@@ -82,8 +82,9 @@ class Recorder:
 
 @contextlib.contextmanager
 def gpu_lock(path: str | None):
-    """Serialises timing among workers sharing a GPU (build and compile may overlap)."""
-    with file_lock(path):
+    """Serialises timing among workers sharing a GPU (build and compile may overlap); says in
+    `gpu_state` (beside the request) when it waits and when it holds the lock, for the Verifier."""
+    with file_lock(path, _GPU_STATE[0] if _GPU_STATE else None):
         try:
             yield
         finally:
@@ -92,6 +93,9 @@ def gpu_lock(path: str | None):
             if path and torch.cuda.is_initialized():
                 gc.collect()
                 torch.cuda.empty_cache()
+
+
+_GPU_STATE: list[Path] = []  # the request's gpu_state file, set when the request is read
 
 
 def classify_error(exc: BaseException) -> tuple[str, str]:
@@ -853,6 +857,8 @@ def main(argv: list[str]) -> int:
     # A candidate that segfaults leaves the Python stack of the crash in worker.log.
     faulthandler.enable()
     req = json.loads(Path(argv[1]).read_text())
+    if req.get("gpu_state"):
+        _GPU_STATE.append(Path(req["gpu_state"]))
     rec = Recorder(req)
     try:
         run(req, rec)
