@@ -76,6 +76,8 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         # The host path's cost: one forward's kernels run back to back (the profiler's sum, library
         # kernels included) against the timed forward; the difference is time the GPU waited.
         "kernel_ms": round(sum(v.kernel_us.values()) / 1e3, 4) if solved and v.kernel_us else None,
+        # The same kernels' busy time (overlaps counted once): the floor the timed forward is held to.
+        "kernel_busy_ms": round(v.kernel_busy_us / 1e3, 4) if v and v.kernel_busy_us else None,
         "host_gap_ms": (round(v.ours.median_ms - sum(v.kernel_us.values()) / 1e3, 4)
                         if solved and v.ours and v.kernel_us else None),
         "speedup_eager": v.speedup_eager if solved else None,

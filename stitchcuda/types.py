@@ -178,6 +178,8 @@ class Verdict:
     # include the sets named batch-N), None where its shapes were fixed.
     batch: int | None = None
     batch_sizes: list[int] = field(default_factory=list)  # the other batch sizes it was checked at
+    # Microseconds in which one profiled forward's kernels ran (their union): the floor of its time.
+    kernel_busy_us: float | None = None
 
     @property
     def accepted(self) -> bool:

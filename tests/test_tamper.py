@@ -102,3 +102,17 @@ def test_a_hang_holding_the_gpu_is_killed_at_the_gpu_limit(tmp_path):
                VerifyOptions(cpu_only=True, time_compile=False, lock=str(tmp_path / "gpu.lock"),
                              gpu_phase_timeout_s=3.0, timeout_s=120.0))
     assert v.status == "timeout" and "held the GPU for more than 3 s" in v.message, v.message
+
+
+def test_the_timing_floor_is_the_kernels_busy_time():
+    """Issue 18: a forward cannot take less wall time than its kernels' GPU time run back to back."""
+    from stitchcuda.agents.verify import dynamic_check as dyn
+
+    kernels = [{"name": "a", "start": 0.0, "end": 10.0}, {"name": "b", "start": 5.0, "end": 20.0},  # overlap
+               {"name": "c", "start": 30.0, "end": 40.0},
+               {"name": dyn.MARKER, "start": 40.0, "end": 90.0}]  # the marker is not the forward's
+    assert dyn.busy_us(kernels) == 30.0
+    assert dyn.timing_floor_finding(0.030, 30.0) is None  # as long as its kernels
+    assert dyn.timing_floor_finding(0.017, 30.0) is None  # within the margin (0.7 x 30 - 5 = 16 us)
+    f = dyn.timing_floor_finding(0.010, 30.0)
+    assert f is not None and f.code == "timing-tamper" and f.data == {"median_us": 10.0, "busy_us": 30.0}

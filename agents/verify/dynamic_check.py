@@ -318,6 +318,37 @@ def kernel_times(kernels: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
     return dict(sorted(us.items(), key=lambda kv: -kv[1])), launches
 
 
+def busy_us(kernels: list[dict[str, Any]]) -> float:
+    """Microseconds in which at least one of the forward's kernels ran (the union of their intervals,
+    markers left out): overlapping kernels on library side streams count once."""
+    spans = sorted((k["start"], k["end"]) for k in kernels if MARKER not in k["name"])
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+# A timed forward faster than this share of its own kernels' busy time (less a few microseconds of
+# clock granularity) did not run those kernels when timed, or the timing was tampered with.
+BUSY_SHARE, BUSY_SLACK_US = 0.7, 5.0
+
+
+def timing_floor_finding(median_ms: float, busy: float) -> Finding | None:
+    floor_us = BUSY_SHARE * busy - BUSY_SLACK_US
+    if busy <= 0 or median_ms * 1e3 >= floor_us:
+        return None
+    return Finding(
+        "timing-tamper",
+        f"timed median {median_ms * 1e3:.1f} us per forward, below its own kernels' GPU time run back to back "
+        f"({busy:.1f} us busy, profiled in the same worker; floor {BUSY_SHARE:g}x less {BUSY_SLACK_US:g} us): "
+        "what was timed is not what ran",
+        data={"median_us": median_ms * 1e3, "busy_us": busy},
+    )
+
+
 def late_side_kernels(kernels: list[dict[str, Any]]) -> tuple[int | None, list[dict[str, Any]], list[dict[str, Any]]]:
     """(the caller's stream, kernels on other streams still running when the marker started,
     all kernels on other streams). The marker is the last spin kernel; its stream is the caller's."""

@@ -237,6 +237,10 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops)
     if cand is not None:
         _tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
+        if v.ours is not None and v.kernel_busy_us:
+            floor = dyn.timing_floor_finding(v.ours.median_ms, v.kernel_busy_us)
+            if floor is not None:
+                _add_once(v.hack_findings, [floor])
         _offthread_check(v)
         if v.hack_findings:
             v.status = "hacked"
@@ -627,6 +631,7 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
         kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
         if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
+            v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
         caller, late_now, side = dyn.late_side_kernels(kernels)
         for k in late_now:
             late.setdefault(k["stream"], k["name"])
