@@ -106,7 +106,7 @@ def test_ray_bench_gives_the_local_bench_entries_and_resumes(cluster, local, tmp
     events: list[str] = []
     out = tmp_path / "out"
     report = run_ray(cluster, out, tmp_path / "nodes", events)
-    assert kinds(report) == kinds(local)
+    assert kinds(report) == kinds(local), [(p["name"], p["status"], p["message"]) for p in local["problems"]]
     assert [p["path"] for p in report["problems"]] == [p["path"] for p in local["problems"]]
     workers = {n.node_id for n in cluster.worker_nodes}
     for p in report["problems"]:
