@@ -217,3 +217,34 @@ def test_sets_past_the_traced_batch_are_skipped_where_inputs_are_large(tmp_path,
     v = _verify_declared("good_affine", tmp_path)
     assert v.correct and v.batch_sizes == [1, 5]
     assert any("batch sizes above 8 not checked" in n for n in v.notes)
+
+
+class MergedRows(nn.Module):
+    """The kernels' output holds T rows per sample ([B*T, F]); forward returns a view of it [B, T, F]."""
+
+    def forward(self, x):
+        b, t, f = x.shape
+        return (torch.relu(x.reshape(b * t, f)) * 2).reshape(b, t, f)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_outputs_with_several_rows_per_sample_are_chunked_by_sample(tmp_path):
+    module = MergedRows()
+    plan = planner.plan_graph(graph.trace_module(module, [torch.randn(4, 3, 5)]))
+    cand = coder_builtin.build_candidate(plan, MergedRows, title="t", host=True)
+    assert cand.batch == 4
+    new = _load(cand, module, tmp_path)
+    with torch.no_grad():
+        for n in (1, 2, 7):
+            x = torch.randn(n, 3, 5)
+            torch.testing.assert_close(new(x), module(x), msg=f"batch {n}")
+
+
+def test_an_output_viewing_storage_not_batch_first_stays_fixed():
+    class Swapped(nn.Module):
+        def forward(self, x):
+            return (x.transpose(0, 1) * 2).transpose(0, 1)
+
+    info = analyse(graph.trace_module(Swapped(), [torch.randn(4, 3)]))
+    assert not info.dynamic and "first dimension is not the batch" in info.reason, info.reason

@@ -92,6 +92,10 @@ def analyse(graph: Sequence[Node]) -> BatchInfo:
                     name = ref_name(value)
                     if name is not None and (dims.get(name) != 0 or factors.get(name, 1) != 1):
                         raise _Mixes(f"an output ({name}) does not keep the batch as its first dimension")
+                    root = _view_root(nodes, name) if name is not None else None
+                    if root is not None and dims.get(root) != 0:
+                        # ModelNew allocates the storage an output views, batch first, per chunk.
+                        raise _Mixes(f"an output ({name}) views a tensor whose first dimension is not the batch")
                 continue
             got = _rule(node, nodes, dims, multi, size, factors)
             if got is not None:
@@ -105,6 +109,13 @@ def analyse(graph: Sequence[Node]) -> BatchInfo:
     except _Mixes as e:
         return BatchInfo(None, str(e))
     return BatchInfo(size, "", dims, factors)
+
+
+def _view_root(nodes: dict[str, Node], name: str) -> str:
+    node = nodes[name]
+    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
+        node = nodes[ref_name(node["args"]["self"])]
+    return node["name"]
 
 
 def _factor(node: Node, nodes: dict[str, Node], dims: dict[str, int], multi: dict[str, int],

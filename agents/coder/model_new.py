@@ -244,7 +244,8 @@ def render_model(
     text += "\n\n" + kernels_text
     if batched:
         text += "\n\n" + _chunked(batch, [i for i, n in enumerate(tensors) if n in batched],
-                                  [(tuple(nodes[r]["shape"][1:]), nodes[r]["dtype"]) for r in returned])
+                                  [(tuple(nodes[r]["shape"][1:]), nodes[r]["dtype"], batch.factors.get(r, 1))
+                                   for r in returned])
     if reference:
         text += "\n\n" + reference.text
     args = "tensors, state" if state else "tensors"
@@ -393,7 +394,8 @@ def _chunks(tensors, state, n):
     # A batch other than {size}: the kernels run over chunks of {size} samples, the last one padded
     # with zeros (each sample is computed on its own, so the padding never reaches the others).
     device = tensors[{first}].device
-    outs = [torch.empty((n, *rest), dtype=dtype, device=device) for rest, dtype in {outputs}]
+    # Each output's storage holds `rows` rows per sample (a reshape merged the batch with what follows).
+    outs = [torch.empty((n * rows, *rest), dtype=dtype, device=device) for rest, dtype, rows in _OUTPUTS]
     for start in range(0, n, {size}):
         take = min({size}, n - start)
         part = list(tensors)
@@ -404,14 +406,17 @@ def _chunks(tensors, state, n):
                 padded[:take].copy_(piece)
                 piece = padded
             part[i] = piece
-        for out, got in zip(outs, _kernels(part, state)):
-            out[start : start + take].copy_(got[:take])
+        for out, got, (_, _, rows) in zip(outs, _kernels(part, state), _OUTPUTS):
+            out[start * rows : (start + take) * rows].copy_(got[: take * rows])
     return outs
+
+
+_OUTPUTS = {outputs}
 """
 
 
-def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[tuple[int, ...], str]]) -> str:
-    listed = "[" + ", ".join(f"({rest!r}, torch.{dtype})" for rest, dtype in outputs) + "]"
+def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[tuple[int, ...], str, int]]) -> str:
+    listed = "[" + ", ".join(f"({rest!r}, torch.{dtype}, {rows})" for rest, dtype, rows in outputs) + "]"
     return _CHUNKS.format(first=batched[0], size=batch.size, outputs=listed, batched=tuple(batched))
 
 
@@ -482,7 +487,7 @@ class _Forward:
     def __init__(self, graph: Sequence[Node], cls: type):
         self.taken: set[str] = {"self", "torch", "nn", "Path", "hashlib", "ctypes", "_lib", "_mismatch",
                                 "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA", "KernelLibrary",
-                                "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks"}
+                                "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks", "_OUTPUTS"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
