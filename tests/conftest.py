@@ -4,6 +4,7 @@ no CUDA GPU is present."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from stitchcuda import runtime
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
@@ -23,6 +25,40 @@ HACKS = Path(__file__).parent / "hacks"
 KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "kernelbench")
 
 needs_nvcc = pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+_loaded = itertools.count()
+
+
+class Staged(nn.Module):
+    """pointwise -> pool -> pointwise: two intermediates between three kernels, one parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.relu(x) * self.w - 1.0, kernel_size=3, stride=2, padding=1)
+        return torch.tanh(y) + 0.5
+
+
+def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, title: str = "test") -> Candidate:
+    """The built-in coder's candidate for `module` traced on `inputs` (host: CPU entry points too)."""
+    from stitchcuda.agents import graph
+    from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.agents.plan import planner
+
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert plan.supported, plan.unsupported
+    return coder_builtin.build_candidate(plan, type(module), title=title, host=host)
+
+
+def load_model_new(cand: Candidate, module: nn.Module, folder: Path) -> tuple[nn.Module, object]:
+    """ModelNew of the candidate written to `folder`, with the reference's weights; and its module."""
+    from stitchcuda.task import import_file
+
+    mod = import_file(cand.write(folder), name=f"_cand_{next(_loaded)}")
+    new = mod.ModelNew()
+    new.load_state_dict(module.state_dict())
+    return new, mod
 
 
 @pytest.fixture

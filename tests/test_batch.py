@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import hack_candidate, hack_task, needs_nvcc
+from conftest import hack_candidate, hack_task, load_model_new, needs_nvcc
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
@@ -20,7 +20,6 @@ from stitchcuda.agents.coder.batch import analyse
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.inputs import batch_sizes, with_batch
-from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -90,7 +89,7 @@ def test_modules_that_mix_samples_stay_fixed_and_say_why(name, fn, inputs, param
     assert not info.dynamic and why in info.reason, info.reason
 
 
-class Staged(nn.Module):
+class StagedPair(nn.Module):
     def __init__(self):
         super().__init__()
         self.w = nn.Parameter(torch.randn(6, 1, 1))
@@ -101,20 +100,17 @@ class Staged(nn.Module):
 
 
 def _load(cand, module, folder: Path) -> nn.Module:
-    mod = import_file(cand.write(folder), name=f"_batch_{next(_ids)}")
-    new = mod.ModelNew()
-    new.load_state_dict(module.state_dict())
-    return new
+    return load_model_new(cand, module, folder)[0]
 
 
 @pytest.mark.nvcc
 @needs_nvcc
 def test_the_generated_module_takes_any_batch(tmp_path):
     torch.manual_seed(0)
-    module = Staged()
+    module = StagedPair()
     shape = (6, 9, 11)
     plan = planner.plan_graph(graph.trace_module(module, [torch.randn(4, *shape), torch.randn(4, *shape)]))
-    cand = coder_builtin.build_candidate(plan, Staged, title="t", host=True)
+    cand = coder_builtin.build_candidate(plan, StagedPair, title="t", host=True)
     assert cand.batch == 4
     assert "Dynamic: the first (batch) dimension of x, y, any size" in cand.files["model_new.py"]
     new = _load(cand, module, tmp_path)

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import needs_nvcc
+from conftest import Staged, builtin_candidate, load_model_new, needs_nvcc
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
@@ -23,22 +23,11 @@ from stitchcuda.agents.coder.reference_math import Unrenderable, render_referenc
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.static_check import check_source
-from stitchcuda.task import import_file
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 _ids = itertools.count()
 
 
-class Staged(nn.Module):
-    """pointwise -> pool -> pointwise, with a parameter."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.randn(6, 1, 1))
-
-    def forward(self, x):
-        y = F.max_pool2d(torch.relu(x) * self.w - 1.0, kernel_size=3, stride=2, padding=1)
-        return torch.tanh(y) + 0.5
 
 
 class NormBlock(nn.Module):
@@ -55,16 +44,11 @@ class NormBlock(nn.Module):
 
 
 def build(module: nn.Module, inputs: list, *, host: bool = True):
-    plan = planner.plan_graph(graph.trace_module(module, inputs))
-    assert plan.supported, plan.unsupported
-    return coder_builtin.build_candidate(plan, type(module), title="test", host=host)
+    return builtin_candidate(module, inputs, host=host)
 
 
 def load(cand, module: nn.Module, folder: Path) -> nn.Module:
-    mod = import_file(cand.write(folder), name=f"_op_{next(_ids)}")
-    new = mod.ModelNew()
-    new.load_state_dict(module.state_dict())
-    return new
+    return load_model_new(cand, module, folder)[0]
 
 
 def _outputs(out) -> list[torch.Tensor]:

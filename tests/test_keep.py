@@ -15,27 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from conftest import needs_nvcc
+from conftest import Staged, builtin_candidate, needs_nvcc
 
 from stitchcuda import keep
-from stitchcuda.agents import graph
-from stitchcuda.agents.coder import builtin as coder_builtin
-from stitchcuda.agents.plan import planner
 from stitchcuda.kernel_loader import prebuilt_name
 from stitchcuda.task import UsageError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
-class Staged(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.randn(6, 1, 1))
-
-    def forward(self, x):
-        y = F.max_pool2d(torch.relu(x) * self.w - 1.0, kernel_size=3, stride=2, padding=1)
-        return torch.tanh(y) + 0.5
 
 
 _RUN = textwrap.dedent('''
@@ -83,8 +71,7 @@ def _no_nvcc_env(home: Path) -> dict[str, str]:
 
 
 def _proposal(module: nn.Module, x: torch.Tensor, folder: Path, *, host: bool) -> None:
-    plan = planner.plan_graph(graph.trace_module(module, [x]))
-    cand = coder_builtin.build_candidate(plan, type(module), title="kept", host=host)
+    cand = builtin_candidate(module, [x], host=host, title="kept")
     cand.write(folder)
     kept = keep.prebuild_proposal(cand, folder)
     assert kept.library is not None, kept.reason
@@ -155,8 +142,7 @@ def test_only_the_loader_as_shipped_is_exempt_from_the_static_check():
     (same AST as stitchcuda.kernel_loader's), and a changed copy is checked like any other code."""
     from stitchcuda.agents.verify.static_check import check_source
 
-    plan = planner.plan_graph(graph.trace_module(Staged(), [torch.randn(2, 6, 9, 11)]))
-    text = coder_builtin.build_candidate(plan, Staged, title="kept").files["model_new.py"]
+    text = builtin_candidate(Staged(), [torch.randn(2, 6, 9, 11)], host=False, title="kept").files["model_new.py"]
     assert not [f for f in check_source(text) if f.severity == "error"]
     tampered = text.replace("return torch._C._cuda_getCurrentRawStream(t.get_device())",
                             "return torch._C._nn.gelu(t).sum()")
