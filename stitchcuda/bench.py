@@ -150,6 +150,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"- host path: median of (timed forward - its kernels run back to back) on solved problems: "
         f"{_fmt(s.get('median_host_gap_ms'), '.4f')} ms",
     ]
+    if m.get("wall_s") is not None:
+        lines.append(f"- this run: {m['finished_this_run']} problem(s) in {m['wall_s']:.0f} s on GPUs "
+                     f"{m.get('gpus') or 'default'} with {m.get('jobs')} worker(s) each: "
+                     f"{_fmt(m.get('problems_per_hour'), '.0f')} problems per hour")
     for run in m.get("earlier_runs", []):
         note = f" ({run['commit_note']})" if run.get("commit_note") else ""
         lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")
@@ -424,4 +428,10 @@ def run_bench(
             verify_rounds(run, out / "runs", verify=verify, past_deadline=past_deadline, on_entry=on_entry,
                           on_event=on_event, alone=True)
     pool.shutdown()
+    # Throughput of this run alone (a resumed run counts what it finished itself): the figure that
+    # says whether more GPUs, or more workers per GPU, paid off.
+    wall = time.monotonic() - t0
+    done = sum(r is not None for r in runs)
+    book.report["meta"].update(wall_s=round(wall, 1), finished_this_run=done,
+                               problems_per_hour=round(done * 3600 / wall, 1) if wall > 0 else None)
     return book.finish()

@@ -87,10 +87,10 @@ def bench_task(spec: ProblemSpec) -> ProblemResult:
 
     if past_deadline():
         return ProblemResult(None, [], None, node_ip, node_id, str(work))
-    # Ray names the task's GPU by its index on the node; the Verifier's worker is given that one
-    # (CUDA_VISIBLE_DEVICES) and takes that GPU's lock, shared with anything else on the node.
-    gpu_ids = ray.get_gpu_ids()
-    opts = dataclasses.replace(spec.verify_opts, gpu=int(str(gpu_ids[0])) if gpu_ids else None)
+    # Ray shows the task its GPU alone (CUDA_VISIBLE_DEVICES): index 0 here, which the Verifier maps
+    # back to the node's device for its worker and for that GPU's lock, shared with anything else
+    # on the node.
+    opts = dataclasses.replace(spec.verify_opts, gpu=0 if ray.get_gpu_ids() else None)
     lines: list[str] = []
     run = bench_problem(problem, work / "runs", code=make_coder(spec.coder), policy=spec.policy,
                         precision=spec.precision, verify=lambda task, cand, path: verify(task, cand, path, opts),

@@ -201,6 +201,25 @@ def test_bench_over_several_gpus_spreads_the_problems_and_says_the_same(tmp_path
     locks = {Path(json.loads(r.read_text())["gpu_lock"]).name for r in (tmp_path / "two" / "runs").glob("*/request.json")}
     assert locks == {"stitchcuda-gpu0.lock", "stitchcuda-gpu1.lock"}
     assert two["meta"]["gpus"] == [0, 1]
+    assert two["meta"]["finished_this_run"] == 2 and two["meta"]["problems_per_hour"] > 0
+    assert "2 problem(s) in" in (tmp_path / "two" / "bench.md").read_text()
+
+
+def test_worker_gpu_is_the_parents_device(monkeypatch):
+    """A bench started under CUDA_VISIBLE_DEVICES=2,3 runs its GPU-0 workers on device 2, not on the
+    machine's first GPU, and locks device 2: a second bench on devices 0,1 never waits on it."""
+    from stitchcuda.agents.verify.verifier import gpu_lock_path, physical_gpu
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert physical_gpu(1) == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert [physical_gpu(0), physical_gpu(1)] == ["2", "3"]
+    with pytest.raises(ValueError, match="shows 2 device"):
+        physical_gpu(2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f1c/2")
+    assert physical_gpu(0) == "GPU-8f1c/2"
+    assert Path(gpu_lock_path(physical_gpu(0))).name == "stitchcuda-gpuGPU-8f1c_2.lock"
+    assert gpu_lock_path("2") != gpu_lock_path("0")
 
 
 def test_gpus_flag(monkeypatch):

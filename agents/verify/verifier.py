@@ -128,8 +128,7 @@ def verify(
         "adversarial": list(opts.adversarial) if opts.adversarial is not None else None,
         "time_compile": opts.time_compile,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
-        "gpu_lock": opts.lock or (str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{gpu}.lock")
-                                  if gpu is not None else None),
+        "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
         "result": str(workdir / "result.json"),
         "gpu_state": str(workdir / "gpu_state.json"),
         "events": str(workdir / "events.jsonl"),
@@ -139,7 +138,7 @@ def verify(
         (workdir / stale).unlink(missing_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
     outcome = _run_worker(req, workdir, env, opts, progress, cancel)
     verdict = _read_verdict(workdir, candidate, outcome)
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
@@ -210,6 +209,25 @@ class _Outcome:
     limit_gb: float
     waited_s: float = 0.0  # waiting for the GPU lock held by another candidate (not counted)
     gpu_limit_s: float = 0.0  # the limit on holding the GPU in one stretch
+
+
+def physical_gpu(gpu: int) -> str:
+    """The device a logical index names, as the worker's CUDA_VISIBLE_DEVICES must say it: under a
+    parent restricted to CUDA_VISIBLE_DEVICES=2,3, index 0 is device 2 (an index, a UUID or a MIG
+    name), not the machine's first GPU."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return str(gpu)
+    if gpu >= len(visible):
+        raise ValueError(f"GPU {gpu}: CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} shows "
+                         f"{len(visible)} device(s)")
+    return visible[gpu]
+
+
+def gpu_lock_path(device: str) -> str:
+    """One lock per physical device, whichever logical index a process knows it by: two benches
+    started under different CUDA_VISIBLE_DEVICES share a GPU's lock only when they share the GPU."""
+    return str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock")
 
 
 def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
