@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
-#   bash scripts/gpu_run.sh [tests] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
+#   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
 #                           [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
@@ -9,7 +9,7 @@
 # KernelBench problems travel in .carry/kernelbench, shared libraries in .carry/libs (git-ignored; copy ../shared/kernelbench there),
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # PROFILES="vec_matmul reference" limits the profiles stage to those cases;
-# PARALLEL=1 runs bench stages concurrently; a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
+# PARALLEL=1 runs bench and tests:FILE stages concurrently (devices:N before each gives it its own GPUs); a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
 mkdir -p "$OUT"
@@ -50,15 +50,30 @@ run_bench() {
   (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
 }
 
+run_tests() {
+  # $1: test files under tests/, comma-separated ("" = all); $2: the log's tag.
+  local files=() f plugins=""
+  IFS=, read -ra files <<<"$1"
+  [ ${#files[@]} -eq 0 ] && files=(tests) || for i in "${!files[@]}"; do files[$i]="$repo/tests/${files[$i]}"; done
+  [ "${files[0]}" = tests ] && files=("$repo/tests")
+  # pytest-asyncio (carried, for the LSP tests) needs pytest >= 8.4: where the machine's pytest
+  # is older, the plugins stay off and only the LSP tests fail, not the whole stage.
+  python3 -c "import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split('.')[:2])) < (8, 4))" \
+    || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
+  (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
+}
+
 for stage in "$@"; do
   case "$stage" in
-    tests)
-      # pytest-asyncio (carried, for the LSP tests) needs pytest >= 8.4: where the machine's pytest
-      # is older, the plugins stay off and only the LSP tests fail, not the whole stage.
-      plugins=""
-      python3 -c "import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split('.')[:2])) < (8, 4))" \
-        || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
-      (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "$repo/tests" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    tests) run_tests "" "" ;;
+    tests:*)
+      # tests:FILE,FILE: those files' GPU tests; with PARALLEL=1 beside the stages that follow
+      # (devices:N first gives each group its own GPU).
+      files=${stage#tests:}; tag=-$(basename "${files%%,*}" .py)
+      if [ -n "${PARALLEL:-}" ]; then run_tests "$files" "$tag" & else run_tests "$files" "$tag"; fi ;;
+    devices:*)
+      # The GPUs the stages after it see (CUDA_VISIBLE_DEVICES); devices: alone shows them all again.
+      if [ -n "${stage#devices:}" ]; then export CUDA_VISIBLE_DEVICES=${stage#devices:}; else unset CUDA_VISIBLE_DEVICES; fi ;;
     profiles)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 420 python3 "$repo/scripts/record_profiles.py" ${PROFILES:-}) 2>&1 | tee "$OUT/profiles.log" | tail -60
       # The device tool returns at most 8 files, two folders down: the fixtures come back as one archive.
