@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from stitchcuda.agents import trace_rnn
 from stitchcuda.types import Task
 
 Node = dict[str, Any]
@@ -258,8 +259,11 @@ def trace_module(
 
     try:
         # scaled_dot_product_attention traces as its math decomposition (bmm, _safe_softmax, bmm),
-        # which the emitters cover; the fused attention kernels are opaque ops here.
-        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math():
+        # which the emitters cover; the fused attention kernels are opaque ops here. Recurrent layers
+        # trace as one node each (trace_rnn). cuDNN off: on CUDA tensors batch_norm would trace as
+        # cudnn_batch_norm, a backend's op, where the CPU and the emitters know native_batch_norm.
+        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math(), \
+                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op():
             gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                 *state_vals, *arg_vals
             )

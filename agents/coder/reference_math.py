@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from stitchcuda.agents import trace_rnn
 from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.graph import Node, ref_name
 
@@ -92,6 +93,8 @@ def render_reference(
 
 def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     target = node.get("target")
+    if node["op"] == trace_rnn.OP:
+        return _recurrent(node, names)
     overload = _overload(target) if target else None
     if overload is None:
         raise Unrenderable(f"{node['name']}: {node['op']} is not an operator overload")
@@ -112,6 +115,19 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
         else:
             positional.append(text)
     return f"torch.ops.{target}({', '.join(positional + keywords)})"
+
+
+def _recurrent(node: Node, names: _Names) -> str:
+    """The trace's one recurrent node as PyTorch's own entry point (torch._VF, what nn.LSTM/GRU/RNN
+    call), so the kept file needs no op of ours: a 3-tuple (output, h_n, c_n; None for c_n but LSTM's)."""
+    a = node["args"]
+    mode = a["mode"]
+    x, h = names.get(ref_name(a["input"])), names.get(ref_name(a["hx"]))
+    state = f"({h}, {names.get(ref_name(a['cx']))})" if mode == "lstm" else h
+    params = "[" + ", ".join(names.get(ref_name(p)) for p in a["params"]) + "]"
+    flags = ", ".join(repr(a[k]) for k in ("has_biases", "num_layers", "dropout", "train", "bidirectional", "batch_first"))
+    call = f"torch._VF.{mode}({x}, {state}, {params}, {flags})"
+    return call if mode == "lstm" else f"(*{call}, None)"
 
 
 def _batched(text: str, value: Any, arg: str, node: Node, batch: BatchInfo) -> str:

@@ -1,0 +1,285 @@
+//! Recurrent layer stacks (LSTM, GRU, Elman tanh/relu), fp32: emit_rnn.py's family code.
+//! Per layer and direction: one tiled GEMM projects every time step's input at once (b_ih added),
+//! then one launch per time step runs both directions: each block owns U hidden units, takes the
+//! previous hidden state into shared memory, computes its units' recurrent gate rows (one warp per
+//! row, lanes over the hidden dim) and applies the cell. The traits struct Tr (emit_rnn.py) fixes
+//! every size; `host` is the same arithmetic serially on the CPU, for tests without a GPU.
+#ifndef SC_RNN_H
+#define SC_RNN_H
+namespace sc_rnn {
+
+enum { LSTM = 0, GRU = 1, TANH = 2, RELU = 3 };
+
+SC_INLINE float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// One unit's cell: gi = its input projection row (b_ih included, gate-major, stride H), pre = its
+// recurrent products W_hh h (gate-major, stride PS), bh = b_hh (or null). Returns h, updates c.
+template <int H>
+SC_INLINE float rec_gate(const float* pre, int ps, const float* bh, int u, int g) {
+  return pre[g * ps] + (bh ? bh[g * H + u] : 0.0f);
+}
+
+template <int MODE, int H>
+SC_INLINE float cell(const float* gi, const float* pre, int ps, const float* bh, int u, float hp, float& c) {
+#define rec(g) rec_gate<H>(pre, ps, bh, u, g)
+  if (MODE == LSTM) {
+    const float i = sigm(gi[u] + rec(0)), f = sigm(gi[H + u] + rec(1));
+    const float g = tanhf(gi[2 * H + u] + rec(2)), o = sigm(gi[3 * H + u] + rec(3));
+    c = f * c + i * g;
+    return o * tanhf(c);
+  } else if (MODE == GRU) {
+    const float r = sigm(gi[u] + rec(0)), z = sigm(gi[H + u] + rec(1));
+    const float n = tanhf(gi[2 * H + u] + r * rec(2));
+    return (1.0f - z) * n + z * hp;
+  } else if (MODE == TANH) {
+    return tanhf(gi[u] + rec(0));
+  } else {
+    return fmaxf(gi[u] + rec(0), 0.0f);
+  }
+#undef rec
+}
+
+// gi[r][n] = sum_k a(r, k) w[n][k] + bias[n] for r < M = T*B rows (r = t*B + b), n < N, k < K;
+// a(r, k) = a[(r / B) * st + (r % B) * sb + k]. 64x64 tiles, 4x4 results per thread.
+constexpr int PM = 64, PN = 64, PK = 16;
+__global__ void __launch_bounds__(256) proj(const float* __restrict__ a, int64_t st, int64_t sb, int B,
+                                            const float* __restrict__ w, const float* __restrict__ bias,
+                                            float* __restrict__ out, int M, int N, int K) {
+  __shared__ float As[PK][PM + 4], Ws[PK][PN + 4];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int m0 = blockIdx.y * PM, n0 = blockIdx.x * PN;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < K; k0 += PK) {
+    for (int i = threadIdx.x; i < PM * PK; i += 256) {
+      const int r = i / PK, k = i % PK, gr = m0 + r, gk = k0 + k;
+      As[k][r] = gr < M && gk < K ? a[(int64_t)(gr / B) * st + (int64_t)(gr % B) * sb + gk] : 0.0f;
+      const int gn = n0 + r;
+      Ws[k][r] = gn < N && gk < K ? w[(int64_t)gn * K + gk] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < PK; ++k) {
+      float av[4], wv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) av[j] = As[k][ty * 4 + j], wv[j] = Ws[k][tx * 4 + j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], wv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+      if (r < M && n < N) out[(int64_t)r * N + n] = acc[i][j] + (bias ? bias[n] : 0.0f);
+    }
+}
+
+struct Step {
+  const float* gi[2];     // per direction: [T*B][G*H] input projections
+  const float* whh[2];    // [G*H][H]
+  const float* bhh[2];    // [G*H] or null
+  const float* hprev[2];  // [B][H]
+  const float* cprev[2];
+  float* hnext[2];
+  float* cnext[2];
+  float* out;             // out[td * ost + b * osb + d * H + u]
+  int64_t ost, osb;
+  float* hn[2];           // final states (the last step only), or null
+  float* cn[2];
+  int t;
+};
+
+// Grid (ceil(H / U), directions); 256 threads; shared: hs[B][H], pre[B][G*U].
+template <int MODE, int G, int B, int H, int T, int U>
+__global__ void __launch_bounds__(256) step(Step a) {
+  constexpr int ROWS = G * U, BC = 8;
+  extern __shared__ float sm[];
+  float* hs = sm;
+  float* pre = sm + B * H;
+  const int d = blockIdx.y, u0 = blockIdx.x * U;
+  const int td = d == 0 ? a.t : T - 1 - a.t;
+  for (int i = threadIdx.x; i < B * H; i += blockDim.x) hs[i] = a.hprev[d][i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int row = warp; row < ROWS; row += warps) {
+    const int g = row / U, u = u0 + row % U;
+    if (u >= H) continue;
+    const float* w = a.whh[d] + (int64_t)(g * H + u) * H;
+    for (int b0 = 0; b0 < B; b0 += BC) {
+      float acc[BC] = {};
+      for (int k = lane; k < H; k += 32) {
+        const float wk = w[k];
+#pragma unroll
+        for (int j = 0; j < BC; ++j)
+          if (b0 + j < B) acc[j] = fmaf(wk, hs[(b0 + j) * H + k], acc[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < BC; ++j) {
+        float v = acc[j];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0 && b0 + j < B) pre[(b0 + j) * ROWS + row] = v;
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < B * U; i += blockDim.x) {
+    const int b = i / U, uu = i % U, u = u0 + uu;
+    if (u >= H) continue;
+    const float* gi = a.gi[d] + ((int64_t)td * B + b) * (G * H);
+    float c = MODE == LSTM ? a.cprev[d][b * H + u] : 0.0f;
+    const float h = cell<MODE, H>(gi, pre + b * ROWS + uu, U, a.bhh[d], u, hs[b * H + u], c);
+    a.hnext[d][b * H + u] = h;
+    if (MODE == LSTM) a.cnext[d][b * H + u] = c;
+    a.out[td * a.ost + b * a.osb + d * H + u] = h;
+    if (a.hn[d]) a.hn[d][b * H + u] = h;
+    if (MODE == LSTM && a.cn[d]) a.cn[d][b * H + u] = c;
+  }
+}
+
+// Where layer l's input row (t, b) starts, and its strides: the module's input, or the previous
+// layer's time-major output.
+template <class Tr>
+SC_INLINE void layer_input(const typename Tr::Args& a, int l, const float*& src, int64_t& st, int64_t& sb, int& k) {
+  if (l == 0) {
+    src = a.x;
+    st = Tr::BATCH_FIRST ? Tr::I : (int64_t)Tr::B * Tr::I;
+    sb = Tr::BATCH_FIRST ? (int64_t)Tr::T * Tr::I : Tr::I;
+    k = Tr::I;
+  } else {
+    src = a.layer[(l - 1) % 2];
+    st = (int64_t)Tr::B * Tr::D * Tr::H;
+    sb = Tr::D * Tr::H;
+    k = Tr::D * Tr::H;
+  }
+}
+
+// The layer's output: the module's result for the last layer, else a time-major scratch buffer.
+template <class Tr>
+SC_INLINE void layer_output(const typename Tr::Args& a, int l, float*& dst, int64_t& st, int64_t& sb) {
+  constexpr int64_t W = Tr::D * Tr::H;
+  if (l == Tr::L - 1) {
+    dst = a.out;
+    st = Tr::BATCH_FIRST ? W : (int64_t)Tr::B * W;
+    sb = Tr::BATCH_FIRST ? (int64_t)Tr::T * W : W;
+  } else {
+    dst = a.layer[l % 2];
+    st = (int64_t)Tr::B * W;
+    sb = W;
+  }
+}
+
+template <class Tr>
+SC_INLINE const float* param(const typename Tr::Args& a, int l, int d, int which) {
+  constexpr int PER = Tr::BIAS ? 4 : 2;
+  return which < PER ? a.w[(l * Tr::D + d) * PER + which] : nullptr;
+}
+
+template <class Tr>
+int launch(const typename Tr::Args& a, cudaStream_t stream) {
+  constexpr int G = Tr::G, B = Tr::B, H = Tr::H, T = Tr::T, D = Tr::D, U = Tr::U;
+  constexpr int64_t STATE = (int64_t)B * H;
+  constexpr size_t SMEM = sizeof(float) * (B * H + B * G * U);
+  const dim3 grid((H + U - 1) / U, D);
+  for (int l = 0; l < Tr::L; ++l) {
+    const float* src;
+    int64_t st, sb;
+    int k;
+    layer_input<Tr>(a, l, src, st, sb, k);
+    Step s{};
+    for (int d = 0; d < D; ++d) {
+      float* gi = a.gi + (int64_t)d * T * B * G * H;
+      const dim3 pg((G * H + PN - 1) / PN, (T * B + PM - 1) / PM);
+      proj<<<pg, 256, 0, stream>>>(src, st, sb, B, param<Tr>(a, l, d, 0), param<Tr>(a, l, d, 2), gi, T * B, G * H, k);
+      s.gi[d] = gi;
+      s.whh[d] = param<Tr>(a, l, d, 1);
+      s.bhh[d] = param<Tr>(a, l, d, 3);
+    }
+    layer_output<Tr>(a, l, s.out, s.ost, s.osb);
+    for (int t = 0; t < T; ++t) {
+      for (int d = 0; d < D; ++d) {
+        const int64_t idx = (int64_t)(l * D + d) * STATE;
+        s.hprev[d] = t == 0 ? a.hx + idx : a.h + ((t - 1) % 2 * D + d) * STATE;
+        s.cprev[d] = Tr::MODE != LSTM ? nullptr : t == 0 ? a.cx + idx : a.c + ((t - 1) % 2 * D + d) * STATE;
+        s.hnext[d] = a.h + (t % 2 * D + d) * STATE;
+        s.cnext[d] = Tr::MODE == LSTM ? a.c + (t % 2 * D + d) * STATE : nullptr;
+        s.hn[d] = t == T - 1 && a.hn ? a.hn + idx : nullptr;
+        s.cn[d] = t == T - 1 && a.cn ? a.cn + idx : nullptr;
+      }
+      s.t = t;
+      step<Tr::MODE, G, B, H, T, U><<<grid, 256, SMEM, stream>>>(s);
+    }
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return (int)e;
+  }
+  return 0;
+}
+
+// The same layers serially on the CPU (same projection order, same cell).
+template <class Tr>
+void host(const typename Tr::Args& a) {
+  constexpr int G = Tr::G, B = Tr::B, H = Tr::H, T = Tr::T, D = Tr::D;
+  constexpr int64_t STATE = (int64_t)B * H;
+  float* pre = new float[G];
+  float* hp = new float[STATE];
+  float* cp = new float[STATE];
+  for (int l = 0; l < Tr::L; ++l) {
+    const float* src;
+    int64_t st, sb;
+    int k;
+    layer_input<Tr>(a, l, src, st, sb, k);
+    float* dst;
+    int64_t ost, osb;
+    layer_output<Tr>(a, l, dst, ost, osb);
+    for (int d = 0; d < D; ++d) {
+      float* gi = a.gi + (int64_t)d * T * B * G * H;
+      const float* wih = param<Tr>(a, l, d, 0);
+      const float* bih = param<Tr>(a, l, d, 2);
+      for (int64_t r = 0; r < (int64_t)T * B; ++r)
+        for (int n = 0; n < G * H; ++n) {
+          float acc = 0.0f;
+          for (int kk = 0; kk < k; ++kk) acc = fmaf(src[(r / B) * st + (r % B) * sb + kk], wih[(int64_t)n * k + kk], acc);
+          gi[r * G * H + n] = acc + (bih ? bih[n] : 0.0f);
+        }
+    }
+    for (int d = 0; d < D; ++d) {
+      const int64_t idx = (int64_t)(l * D + d) * STATE;
+      const float* whh = param<Tr>(a, l, d, 1);
+      const float* bhh = param<Tr>(a, l, d, 3);
+      const float* gid = a.gi + (int64_t)d * T * B * G * H;
+      for (int64_t i = 0; i < STATE; ++i) hp[i] = a.hx[idx + i], cp[i] = Tr::MODE == LSTM ? a.cx[idx + i] : 0.0f;
+      for (int t = 0; t < T; ++t) {
+        const int td = d == 0 ? t : T - 1 - t;
+        float* hn = new float[STATE];
+        for (int b = 0; b < B; ++b)
+          for (int u = 0; u < H; ++u) {
+            for (int g = 0; g < G; ++g) {
+              float acc = 0.0f;
+              for (int kk = 0; kk < H; ++kk) acc += whh[(int64_t)(g * H + u) * H + kk] * hp[b * H + kk];
+              pre[g] = acc;
+            }
+            float c = cp[b * H + u];
+            const float h = cell<Tr::MODE, H>(gid + ((int64_t)td * B + b) * G * H, pre, 1, bhh, u, hp[b * H + u], c);
+            hn[b * H + u] = h;
+            cp[b * H + u] = c;
+            dst[td * ost + b * osb + d * H + u] = h;
+          }
+        for (int64_t i = 0; i < STATE; ++i) hp[i] = hn[i];
+        delete[] hn;
+      }
+      if (a.hn)
+        for (int64_t i = 0; i < STATE; ++i) a.hn[idx + i] = hp[i];
+      if (Tr::MODE == LSTM && a.cn)
+        for (int64_t i = 0; i < STATE; ++i) a.cn[idx + i] = cp[i];
+    }
+  }
+  delete[] pre;
+  delete[] hp;
+  delete[] cp;
+}
+
+}  // namespace sc_rnn
+#endif
