@@ -70,6 +70,9 @@ def analyse(graph: Sequence[Node]) -> BatchInfo:
     """The batch of forward's tensor arguments (their common dim 0), if every sample is computed on
     its own; else fixed-size, with the reason."""
     args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg" and n.get("shape") is not None]
+    if any(n["op"] == "input" and n.get("kind") == "draw" for n in graph):
+        # (a draw is made at the traced shape: a chunk of another batch would need other numbers)
+        return BatchInfo(None, "forward draws random numbers")
     if not args:
         return BatchInfo(None, "forward takes no tensor arguments")
     sizes = {n["shape"][0] if n["shape"] else None for n in args}

@@ -17,6 +17,7 @@ from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, literal, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
+from stitchcuda.agents.plan import random_draws
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -164,12 +165,16 @@ def render_model(
     # State is read into locals once: nn.Module's attribute lookup costs about a microsecond a level
     # on every forward, a dict lookup a few percent of that.
     for node in inputs:
-        if node.get("kind") != "arg":
+        if node.get("kind") not in ("arg", "draw"):
             body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
+    # Random draws stay PyTorch's (agents/plan/random_draws.py): the reference's calls, in its order.
+    draws = [n for n in inputs if n.get("kind") == "draw"]
+    device = fwd.device(graph, {n["name"] for n in inputs if n.get("kind") != "draw"})
+    drawn = [f"{fwd.fresh_bind(n['name'])} = {random_draws.render(n, device)}" for n in draws]
     # One guard for every tensor the kernels read, before touching any (shapes are compile-time
     # constants in the kernels: any other shape would read out of bounds); only when it fails does
     # _mismatch look at each tensor to say which one.
-    checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in inputs]
+    checks = [(fwd.expr(n), n["name"], tuple(n["shape"]), n["dtype"]) for n in inputs if n.get("kind") != "draw"]
     batched = [n for n in tensors if dynamic and n.get("kind") == "arg"]
     size = fwd.fresh("batch") if batched else ""
     if batched:
@@ -193,6 +198,7 @@ def render_model(
         body += [f"        ({expr}, {name!r}, {shape!r}, torch.{dtype})," for expr, name, shape, dtype in checks]
         body.append("    ))")
     body += fwd.value_checks()
+    body += drawn  # after the checks: a refused call draws nothing
     lists = f"[{', '.join(fwd.expr(n) for n in tensors)}]"
     if state:
         lists += f", [{', '.join(fwd.expr(n) for n in state)}]"

@@ -37,6 +37,7 @@ from stitchcuda.agents.graph import (
     restride,
     trace_task,
 )
+from stitchcuda.agents.plan.random_draws import draws_as_inputs
 from stitchcuda.target import Target
 from stitchcuda.types import FusionGroup, Plan, Task
 
@@ -68,7 +69,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
     for `target` (by default this process's: Target.current())."""
     target = target or Target.current()
     graph = drop_noop_restrides([dict(n) for n in graph])
-    graph = decompose_eval_batch_norm(graph)
+    graph = decompose_eval_batch_norm(draws_as_inputs(graph))
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(split_softmax(graph)))

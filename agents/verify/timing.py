@@ -44,6 +44,7 @@ def time_cuda(
     min_warmup: int = 3,
     flusher: L2Flusher | None = None,
     check: Callable[[int, Any], None] | None = None,
+    before: Callable[[int], None] | None = None,
 ) -> tuple[Timing, Any]:
     """Median of `trials` calls.
 
@@ -51,8 +52,9 @@ def time_cuda(
     (outside the timed window) from set `i % len(input_sets)` before trial i: the addresses stay
     and the contents change, so a cache keyed on input addresses returns stale outputs and one
     keyed on tensor versions misses. `check(set_index, output)`, if given, sees every timed output
-    (also outside the timed window), so what was timed is what was checked. Returns the timing and
-    the last output."""
+    (also outside the timed window), so what was timed is what was checked. `before(set_index)`
+    runs before each call, outside the timed window (the Verifier seeds the generator there, so a
+    module's random draws are the ones its checks expect). Returns the timing and the last output."""
     device = torch.device("cuda", torch.cuda.current_device())
     flusher = flusher or L2Flusher(device)
     single = len(input_sets) == 1  # inputs too large for a second copy: timed in place
@@ -74,6 +76,8 @@ def time_cuda(
     t0 = _perf_counter()
     k = 0
     while k < min_warmup or (_perf_counter() - t0) * 1e3 < warmup_ms and k < 1000:
+        if before is not None:
+            before(k % len(input_sets))
         out = fn(load(k))
         _synchronize()
         k += 1
@@ -81,6 +85,8 @@ def time_cuda(
     start = _Event(enable_timing=True)
     end = _Event(enable_timing=True)
     for i in range(trials):
+        if before is not None:
+            before(i % len(input_sets))
         args = load(i)
         out = None  # the previous output's memory may be reused: a lazy candidate gets stale data
         flusher()

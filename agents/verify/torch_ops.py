@@ -12,6 +12,9 @@ ALLOWED_TORCH_CALLS = {
     "full_like", "tensor", "as_tensor", "from_numpy", "is_tensor", "Size", "device", "dtype",
     "get_default_dtype", "is_grad_enabled", "no_grad", "inference_mode", "finfo", "iinfo",
     "broadcast_shapes", "is_floating_point", "numel", "arange",
+    # Random draws: the reference's own numbers come from PyTorch's generator, and only the same
+    # call reproduces them (agents/plan/random_draws.py); the Verifier seeds both sides alike.
+    "randn", "rand", "randint",
 }  # fmt: skip
 
 # Tensor methods that compute (a candidate calling these in forward is using PyTorch for the work).
@@ -43,6 +46,7 @@ ALLOWED_ATEN = {
     "arange", "_has_compatible_shallow_copy_type", "record_stream", "is_same_size", "unfold_copy",
     "expand_copy", "view_copy", "permute_copy", "transpose_copy", "unsqueeze_copy", "squeeze_copy",
     "slice_copy", "select_copy", "detach_", "_pin_memory", "is_pinned", "equal_size",
+    "randn", "rand", "randint", "normal_", "uniform_", "random_",  # draws, not arithmetic on inputs
 }  # fmt: skip
 
 # aten ops that define the tolerance class of a reference (see compare.tolerance_for).

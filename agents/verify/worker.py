@@ -264,6 +264,13 @@ def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: t
             data={"names": names})])
 
 
+def same_draws(seed: int) -> None:
+    """Seed PyTorch's generators (CPU and every GPU) before a call that is compared: the candidate's
+    and the reference's calls on one input set then draw the same random numbers, where a module
+    draws any (agents/plan/random_draws.py). Derived from, not equal to, the inputs' seed."""
+    torch.manual_seed((seed * 0x9E3779B1 + 0x5EED) % (1 << 63))
+
+
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
                        lean_bytes: int = 1 << 62) -> tuple[Tolerance | None, Counter[str]]:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
@@ -310,6 +317,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                 cand_args = clone_args(args)
             # Poisoned: an output element the candidate never writes is NaN, never right by luck.
             wait = 0.0 if any(f.code == "background-thread" for f in v.hack_findings) else 2.0
+            same_draws(seed)
             with dyn.poisoned_allocations():
                 with offthread.watching("forward"):
                     call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
@@ -338,6 +346,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         else:
             ref_buffers = None
         try:
+            same_draws(seed)
             if idx == 0:
                 ref_out, ref_ops = dyn.trace_ops(lambda a=ref_args: ref(*a))
             else:
@@ -808,7 +817,10 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     from stitchcuda.agents.verify.timing import time_cuda
 
     v = rec.verdict
-    ref_stats = [dyn.output_stats(dyn.flatten_outputs(ref(*clone_args(s)))) for s in sets]
+    ref_stats = []
+    for i, s in enumerate(sets):
+        same_draws(fresh_seed + i)
+        ref_stats.append(dyn.output_stats(dyn.flatten_outputs(ref(*clone_args(s)))))
     wrong: list[int] = []  # trial numbers whose output was wrong
     trial = itertools.count()
 
@@ -818,13 +830,16 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
             wrong.append(t)
 
     with offthread.watching("forward"):
-        v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check)
+        v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check,
+                              before=lambda i: same_draws(fresh_seed + i))
     args = make_inputs(get_inputs, fresh_seed, device)
+    same_draws(fresh_seed)
     with dyn.poisoned_allocations():
         call = dyn.observed_call(lambda: cand(*clone_args(args)), device, set(threading.enumerate()), 0.0)
     # The reference's buffers as its call finds them, for the referee (as on the checked sets).
     buffers = list(ref.buffers())
     saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+    same_draws(fresh_seed)
     ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
     m = compare_outputs(ref_outs, call.outs, tol)
     referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None

@@ -1,0 +1,62 @@
+"""Random tensors a forward draws (torch.randn, rand, randint and their _like forms) as inputs.
+
+A module that draws random numbers in forward (an initial state, noise for a reparameterisation)
+computes on values no kernel can reproduce bit for bit except through PyTorch's own generator. So
+the draw stays PyTorch's: the node becomes an input of kind "draw", which ModelNew makes with the
+same call at the traced shape, in trace order, on the inputs' device, before the kernels run. The
+generator's stream is then the reference's (the Verifier seeds both alike), and the kernels do the
+arithmetic. Draws that take a generator, or whose shape is not fixed by the trace, stay unsupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stitchcuda.agents.graph import Node, contiguous_strides
+
+# op -> the torch function ModelNew calls (the _like forms draw the same numbers at the same shape).
+DRAWS = {"randn": "randn", "randn_like": "randn", "rand": "rand", "rand_like": "rand",
+         "randint": "randint", "randint_like": "randint"}  # fmt: skip
+FLOAT_DRAWS = {"randn", "rand"}
+
+
+def draws_as_inputs(graph: Sequence[Node]) -> list[Node]:
+    """The graph with every supported draw turned into an input node of kind "draw"."""
+    out: list[Node] = []
+    for node in graph:
+        call = _draw_call(node)
+        if call is None:
+            out.append(node)
+            continue
+        out.append({"name": node["name"], "op": "input", "kind": "draw", "shape": list(node["shape"]),
+                    "dtype": node["dtype"], "stride": list(node["stride"]), "offset": 0, "draw": call,
+                    "target": node.get("target")})
+    return out
+
+
+def _draw_call(node: Node) -> dict[str, Any] | None:
+    fn = DRAWS.get(node["op"])
+    args = node.get("args") or {}
+    if fn is None or node.get("shape") is None or args.get("generator") is not None:
+        return None
+    if node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
+        return None
+    if fn in FLOAT_DRAWS and not node["dtype"].startswith(("float", "bfloat")):
+        return None
+    call: dict[str, Any] = {"fn": fn}
+    if fn == "randint":
+        low, high = args.get("low", 0), args.get("high")
+        if not isinstance(low, int) or not isinstance(high, int):
+            return None
+        call.update(low=low, high=high)
+    return call
+
+
+def render(node: Node, device: str) -> str:
+    """The call ModelNew makes for a draw input: the traced shape and dtype, on `device`."""
+    call = node["draw"]
+    shape = tuple(node["shape"])
+    bounds = f"{call['low']}, {call['high']}, " if call["fn"] == "randint" else ""
+    return f"torch.{call['fn']}({bounds}{shape!r}, dtype=torch.{node['dtype']}, device={device})"
+

@@ -1,0 +1,73 @@
+"""Random draws in forward (torch.randn / rand / randint and their _like forms) stay PyTorch's
+calls in the generated ModelNew (agents/plan/random_draws.py), made in the reference's order at
+the traced shapes; the Verifier seeds the generator alike before the candidate's and the
+reference's calls, so both draw the same numbers and the kernels' arithmetic is what is judged."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from conftest import builtin_candidate, hack_candidate, hack_task, load_model_new, needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import batch
+from stitchcuda.agents.plan import planner
+from stitchcuda.agents.plan.random_draws import draws_as_inputs
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+
+class Draws(nn.Module):
+    def forward(self, x):
+        noise = torch.randn(3, x.shape[1], device=x.device)
+        picks = torch.randint(0, 5, (3, 4))
+        return x * noise + torch.rand_like(x), picks
+
+
+def test_draws_become_inputs_in_trace_order():
+    nodes = draws_as_inputs(graph.trace_module(Draws(), [torch.randn(3, 4)]))
+    drawn = [(n["name"], n["draw"]["fn"]) for n in nodes if n.get("kind") == "draw"]
+    assert drawn == [("randn", "randn"), ("randint", "randint"), ("rand_like", "rand")]
+    assert next(n for n in nodes if n["name"] == "randint")["draw"] == {"fn": "randint", "low": 0, "high": 5}
+    plan = planner.plan_graph(graph.trace_module(Draws(), [torch.randn(3, 4)]))
+    assert plan.supported, plan.unsupported
+    info = batch.analyse(plan.graph)
+    assert info.size is None and "draws random numbers" in info.reason
+
+
+def test_a_draw_with_a_generator_stays_unsupported():
+    class Seeded(nn.Module):
+        def forward(self, x):
+            return x + torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+
+    plan = planner.plan_graph(graph.trace_module(Seeded(), [torch.randn(3, 4)]))
+    assert not plan.supported
+
+
+@needs_nvcc
+def test_the_candidate_draws_what_the_reference_draws(tmp_path, isolated_cache):
+    module = Draws()
+    cand = builtin_candidate(module, [torch.randn(3, 4)])
+    text = cand.files["model_new.py"]
+    assert text.index("torch.randn((3, 4)") < text.index("torch.randint(0, 5, (3, 4)") < text.index("torch.rand((3, 4)")
+    new, _ = load_model_new(cand, module, tmp_path)
+    x = torch.randn(3, 4)
+    torch.manual_seed(7)
+    got = new(x)
+    torch.manual_seed(7)
+    want = module(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(8)
+    assert not torch.allclose(new(x)[0], got[0])  # another draw: the noise is not baked in
+
+
+@needs_nvcc
+def test_the_verifier_seeds_both_sides_alike(tmp_path, isolated_cache):
+    """A candidate making the reference's draw with PyTorch and the arithmetic in its kernel is
+    correct (both calls see the same generator state) and no hack; one returning the noise alone is
+    wrong; a reference-only run of the same file still works (the draws are the reference's)."""
+    opts = VerifyOptions(cpu_only=True, time_compile=False)
+    good = verify(hack_task("ref_noisy"), hack_candidate("good_noisy"), tmp_path / "good", opts)
+    assert good.status == "ok" and good.correct, good.message
+    assert not good.hack_findings
+    bad = verify(hack_task("ref_noisy"), hack_candidate("hack_noise_as_output"), tmp_path / "bad", opts)
+    assert bad.status == "incorrect" and not bad.correct, bad.message
