@@ -223,6 +223,7 @@ def trace_module(
     inputs: Sequence[Any],
     *,
     fake_mode: Any | None = None,
+    _plain_as_buffers: bool = False,
 ) -> list[Node]:
     """Trace module(*inputs) to aten nodes. Real inputs are replaced by fake ones of the same shape.
 
@@ -280,6 +281,14 @@ def trace_module(
         raise
     except Exception as e:  # noqa: BLE001 - whatever stops the trace, the user gets the reason
         reason = _short(e)
+        plain = _plain_tensors(module)
+        if not _plain_as_buffers and plain and "mutating a non-functional tensor" in str(e):
+            # forward writes into a tensor kept as a plain attribute (self.h = torch.randn(...) in
+            # __init__, then self.h.copy_(...)): traced again with those attributes as buffers.
+            with _plain_tensors_as_buffers(plain):
+                nodes = trace_module(module, inputs, _plain_as_buffers=True)
+            _refuse_reads_of_plain(nodes, plain)
+            return nodes
         if "data-dependent" in reason.lower() or "data dependent" in reason.lower():
             raise TraceError(
                 f"forward depends on tensor values (data-dependent control flow): {reason}"
@@ -301,6 +310,49 @@ def trace_module(
             if not isinstance(value, torch.Tensor):
                 node["value"] = _encode(value, {})
     return nodes
+
+
+def _plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:
+    """(submodule, attribute, state key, tensor) for every tensor kept as a plain attribute: neither
+    a parameter nor a buffer, so functional_call does not swap it and the trace sees the real one."""
+    found = []
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for name, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found.append((sub, name, f"{prefix}.{name}" if prefix else name, value))
+    return found
+
+
+@contextlib.contextmanager
+def _plain_tensors_as_buffers(plain: list[tuple[nn.Module, str, str, torch.Tensor]]) -> Iterator[None]:
+    """Those attributes as non-persistent buffers for the trace's duration; put back as they were."""
+    try:
+        for sub, name, _, value in plain:
+            del sub.__dict__[name]
+            sub.register_buffer(name, value, persistent=False)
+        yield
+    finally:
+        for sub, name, _, value in plain:
+            sub._buffers.pop(name, None)
+            sub.__dict__[name] = value
+
+
+def _refuse_reads_of_plain(nodes: list[Node], plain: list[tuple[nn.Module, str, str, torch.Tensor]]) -> None:
+    """A plain attribute the forward reads before it writes it holds a value no generated module can
+    know (it is not part of the state dict): only overwritten ones are traced this way."""
+    keys = {key for _, _, key, _ in plain}
+    names = {n["name"]: n["key"] for n in nodes if n["op"] == "input" and n.get("key") in keys}
+    for node in nodes:
+        if node["op"] == "output":
+            continue
+        for arg, value in (node.get("args") or {}).items():
+            for ref in iter_refs(value):
+                # (copy and copy_ take only the destination's shape from `self`)
+                if ref in names and not (node["op"] in ("copy", "copy_") and arg == "self"):
+                    raise TraceError(
+                        f"forward reads the tensor attribute {names[ref]!r}, which it also modifies in place, "
+                        "and which is neither a parameter nor a buffer: its value is not part of the module's "
+                        "state (register it with register_buffer to optimise this module)")
 
 
 # A forward that unrolls a long Python loop can take minutes to trace; a bench must go on.

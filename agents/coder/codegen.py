@@ -293,6 +293,7 @@ POINTWISE: dict[str, Op] = {
     "_to_copy": _f(_to_copy, "self"),
     "clone": _IDENTITY,
     "copy_": _t("{src}", "src"),
+    "copy": _t("{src}", "src"),  # functionalized copy_: src broadcast to self's shape (self's values unread)
     "lift_fresh_copy": _IDENTITY,
     "alias_copy": _IDENTITY,
     "detach_copy": _IDENTITY,
@@ -309,7 +310,7 @@ POINTWISE: dict[str, Op] = {
 
 
 # Ops whose int64 results are exact in double arithmetic (the rest would round).
-_INT_EXACT = {"add", "sub", "clone", "copy_", "alias_copy", "lift_fresh_copy", "zeros", "ones", "zeros_like", "ones_like"}
+_INT_EXACT = {"add", "sub", "clone", "copy_", "copy", "alias_copy", "lift_fresh_copy", "zeros", "ones", "zeros_like", "ones_like"}
 
 
 def pointwise_support(node: Node) -> str | None:

@@ -144,7 +144,8 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
                 root = _view_root(nodes, src)
                 if kinds[root["name"]] == "pointwise":
                     materialise.add(root["name"])
-        elif kind == "input" and node.get("kind") == "buffer" and not node.get("persistent", True):
+        elif kind == "input" and node.get("kind") == "buffer" and not node.get("persistent", True) \
+                and _value_read(graph, name):
             unsupported(
                 f"buffer {node['key']} is not in the state_dict (persistent=False): its values cannot reach ModelNew"
             )
@@ -273,6 +274,15 @@ def _eval_bn_nodes(
 
 # The ops that pass a tensor's values on unchanged (a reshape of its batch dims, a copy, an alias):
 # the attention chain may run through them anywhere.
+def _value_read(graph: Sequence[Node], name: str) -> bool:
+    """Whether any node reads tensor `name`'s values: copy/copy_ into it take only its shape."""
+    for node in graph:
+        for arg, value in (node.get("args") or {}).items():
+            if name in iter_refs(value) and not (node["op"] in ("copy", "copy_") and arg == "self"):
+                return True
+    return False
+
+
 _SAME_VALUES = {"view", "_unsafe_view", "reshape", "alias", "clone", "expand"}
 _SOFTMAXES = {"aten._softmax.default", "aten._safe_softmax.default"}
 
