@@ -1,5 +1,5 @@
 """Random draws in forward (torch.randn / rand / randint and their _like forms) stay PyTorch's
-calls in the generated ModelNew (agents/plan/random_draws.py), made in the reference's order at
+calls in the generated ModelNew (agents/random_draws.py), made in the reference's order at
 the traced shapes; the Verifier seeds the generator alike before the candidate's and the
 reference's calls, so both draw the same numbers and the kernels' arithmetic is what is judged."""
 
@@ -12,7 +12,7 @@ from conftest import builtin_candidate, hack_candidate, hack_task, load_model_ne
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import batch
 from stitchcuda.agents.plan import planner
-from stitchcuda.agents.plan.random_draws import draws_as_inputs
+from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
 

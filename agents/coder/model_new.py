@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from stitchcuda import kernel_loader
+from stitchcuda.agents import random_draws
 from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, literal, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
-from stitchcuda.agents.plan import random_draws
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -167,7 +167,7 @@ def render_model(
     for node in inputs:
         if node.get("kind") not in ("arg", "draw"):
             body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
-    # Random draws stay PyTorch's (agents/plan/random_draws.py): the reference's calls, in its order.
+    # Random draws stay PyTorch's (agents/random_draws.py): the reference's calls, in its order.
     draws = [n for n in inputs if n.get("kind") == "draw"]
     device = fwd.device(graph, {n["name"] for n in inputs if n.get("kind") != "draw"})
     drawn = [f"{fwd.fresh_bind(n['name'])} = {random_draws.render(n, device)}" for n in draws]

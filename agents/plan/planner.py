@@ -37,7 +37,7 @@ from stitchcuda.agents.graph import (
     restride,
     trace_task,
 )
-from stitchcuda.agents.plan.random_draws import draws_as_inputs
+from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
 from stitchcuda.types import FusionGroup, Plan, Task
 

@@ -13,7 +13,7 @@ ALLOWED_TORCH_CALLS = {
     "get_default_dtype", "is_grad_enabled", "no_grad", "inference_mode", "finfo", "iinfo",
     "broadcast_shapes", "is_floating_point", "numel", "arange",
     # Random draws: the reference's own numbers come from PyTorch's generator, and only the same
-    # call reproduces them (agents/plan/random_draws.py); the Verifier seeds both sides alike.
+    # call reproduces them (agents/random_draws.py); the Verifier seeds both sides alike.
     "randn", "rand", "randint",
 }  # fmt: skip
 

@@ -267,7 +267,7 @@ def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: t
 def same_draws(seed: int) -> None:
     """Seed PyTorch's generators (CPU and every GPU) before a call that is compared: the candidate's
     and the reference's calls on one input set then draw the same random numbers, where a module
-    draws any (agents/plan/random_draws.py). Derived from, not equal to, the inputs' seed."""
+    draws any (agents/random_draws.py). Derived from, not equal to, the inputs' seed."""
     torch.manual_seed((seed * 0x9E3779B1 + 0x5EED) % (1 << 63))
 
 
