@@ -27,6 +27,15 @@ def test_a_candidate_that_rebinds_the_timing_is_a_hack(tmp_path):
     assert f.data["names"] == ["time.perf_counter", "torch.cuda.Event.elapsed_time"]
 
 
+def test_rebinding_at_the_first_call_through_computed_names_is_a_hack(tmp_path):
+    """Nothing at import, no attribute named in the source: the check after the timed calls sees it."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_timing_setattr_first_call"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "timing-tamper"]
+    assert f.data["names"] == ["torch.cuda.Event.elapsed_time"]
+
+
 def test_an_honest_candidate_leaves_them_alone(tmp_path):
     v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
                VerifyOptions(cpu_only=True, time_compile=False))
@@ -56,7 +65,9 @@ def test_on_the_gpu_a_rebound_event_does_not_change_the_measured_time(monkeypatc
 
 
 @pytest.mark.parametrize("stem,event", [("hack_thread_forward", "_thread.start_new_thread during forward"),
-                                        ("hack_process_forward", "os.system during forward")])
+                                        ("hack_process_forward", "os.system during forward"),
+                                        ("hack_thread_executor", "during forward"),
+                                        ("hack_thread_asyncio", "during forward")])
 def test_work_started_off_the_calling_thread_is_a_hack(tmp_path, stem, event):
     """Issue 18 point 1: a thread or process started from forward (however it was reached) is seen by
     Python's audit events, and refused even where the results are right."""
