@@ -40,6 +40,26 @@ def test_an_honest_candidate_leaves_them_alone(tmp_path):
     v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
                VerifyOptions(cpu_only=True, time_compile=False))
     assert v.status == "ok" and not v.hack_findings, v.message
+    assert not any("not watched" in n for n in v.notes), v.notes  # the native watch was on
+
+
+def test_a_thread_started_by_the_candidates_own_cpp_is_a_hack(tmp_path):
+    """std::thread in the candidate's library: seen by the preloaded pthread_create watch and
+    attributed to that library; threads PyTorch starts for itself (its CPU pool) are not."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_native_thread", "kernels_thread.cpp"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.correct and v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "off-thread-work"]
+    assert "a native thread started by" in f.message and "during forward" in f.message, f.message
+
+
+def test_threads_a_library_starts_inside_the_candidates_call_are_the_librarys(tmp_path):
+    """OpenMP in the candidate's own loop: libgomp starts its team's threads, so the requester is
+    libgomp, not the candidate's library (as for threads cuBLAS or cuDNN start inside a call): no
+    finding. Only threads the candidate's own code asks for are its own."""
+    v = verify(hack_task("ref_affine"), hack_candidate("good_affine_omp", "kernels_omp.cpp"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "ok" and not v.hack_findings, (v.message, v.hack_findings)
 
 
 def test_rebinding_is_seen_and_the_timing_keeps_its_own(monkeypatch):

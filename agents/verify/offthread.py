@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from stitchcuda.agents.verify import native_threads
 
 THREADS = ("_thread.start_new_thread",)
 PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
@@ -68,13 +71,34 @@ def install() -> None:
     _installed = True
 
 
+_native: native_threads.Watch | None = None
+
+
+def own_libraries(folders: list[str]) -> None:
+    """Folders whose shared libraries are the candidate's (its run folder, the build cache): a
+    native thread started from code in one of them is the candidate's (native_threads.py)."""
+    global _native
+    _native = _native or native_threads.Watch()
+    _native.own = [os.path.realpath(f) for f in folders]
+
+
+def native_watch_on() -> bool:
+    return bool(_native and _native.available)
+
+
 @contextlib.contextmanager
 def watching(phase: str) -> Iterator[None]:
     install()
     outer, _watch.phase = _watch.phase, phase
+    mark = _native.arm() if _native else 0
     try:
         yield
     finally:
+        if _native:
+            for lib in _native.disarm(mark):
+                _watch.seen.append((phase, f"a native thread started by {lib}"))
+            if outer:
+                _native.arm()
         _watch.phase = outer
 
 

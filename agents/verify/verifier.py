@@ -23,7 +23,8 @@ from pathlib import Path
 
 import psutil
 
-from stitchcuda import keep
+from stitchcuda import keep, runtime
+from stitchcuda.agents.verify import native_threads
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
@@ -137,6 +138,8 @@ def verify(
     for stale in ("result.json", "events.jsonl", "gpu_state.json"):
         (workdir / stale).unlink(missing_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env)
+    if env.get("STITCHCUDA_NATIVE_THREAD_WATCH", "1") != "0":
+        native_threads.preload(env, native_threads.library(runtime.cache_dir()))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
     outcome = _run_worker(req, workdir, env, opts, progress, cancel)

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from stitchcuda import runtime
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify import offthread, tamper
 from stitchcuda.agents.verify.compare import (
@@ -163,6 +164,11 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
     watched = tamper.snapshot()  # what the timing reads, before any of the candidate's code runs
     offthread.install()  # thread starts counted from here on, whatever the candidate imports
+    if req.get("candidate"):
+        offthread.own_libraries([str(Path(req["candidate"]).parent), str(runtime.cache_dir())])
+        if not offthread.native_watch_on():
+            v.notes.append("threads the candidate's native code starts are not watched here "
+                           "(no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()

@@ -1,0 +1,115 @@
+"""Threads a candidate's own native code starts (std::thread, pthread_create in its C++/CUDA).
+
+Python threads start through `_thread` (offthread.py counts them); native ones never pass through
+Python. A small library preloaded into the worker (native_threads.c, LD_PRELOAD) records the call
+stack of every pthread_create while the worker has armed it, during the candidate's import and its
+forward calls. A thread whose creating stack, or start routine, lies in a library of the
+candidate's own (its run folder, the build cache its sources were built into) is the candidate's;
+threads CUDA, cuBLAS, OpenMP or PyTorch start for themselves are not. Where no C compiler is found
+or the library cannot be built, the watch is off and the verdict's notes say so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+SOURCE = "native_threads.c"
+# Libraries between a thread's requester and pthread_create: never the requester themselves.
+_MACHINERY = ("libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "native_threads.")
+MAX_CALLS, DEPTH = 64, 24  # as in native_threads.c
+
+
+def library(cache: Path) -> Path | None:
+    """The preload library, built once per source text into `cache`; None where it cannot be."""
+    text = resources.files(__package__).joinpath(SOURCE).read_bytes()
+    out = cache / f"native_threads.{hashlib.sha256(text).hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    # Private names for the source and the output: verifications run side by side (threads of one
+    # process, other processes) may build at the same moment; the rename is atomic.
+    with tempfile.TemporaryDirectory(dir=cache, prefix="native_threads-") as folder:
+        src, tmp = Path(folder) / SOURCE, Path(folder) / "native_threads.so"
+        src.write_bytes(text)
+        try:
+            subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl"],
+                           check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        tmp.replace(out)
+    return out
+
+
+def preload(env: dict[str, str], lib: Path | None) -> None:
+    """Add the library to the worker's LD_PRELOAD (kept ahead of any the user set)."""
+    if lib is not None:
+        env["LD_PRELOAD"] = f"{lib}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(lib)
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+class Watch:
+    """The worker's side: arm around the candidate's code, then name the candidate's native threads."""
+
+    def __init__(self) -> None:
+        self.available = False
+        try:
+            process = ctypes.CDLL(None)
+            self._armed = ctypes.c_int.in_dll(process, "sc_thread_armed")
+            self._calls = ctypes.c_int.in_dll(process, "sc_thread_calls")
+            self._frames = ((ctypes.c_void_p * (DEPTH + 1)) * MAX_CALLS).in_dll(process, "sc_thread_frames")
+            self._depth = (ctypes.c_int * MAX_CALLS).in_dll(process, "sc_thread_depth")
+            self._dladdr = process.dladdr
+            self._dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+            self.available = True
+        except (OSError, ValueError, AttributeError):
+            pass  # not preloaded: no native watch in this process
+        self.own: list[str] = []  # folders whose libraries are the candidate's
+
+    def arm(self) -> int:
+        if not self.available:
+            return 0
+        self._armed.value = 1
+        return self._calls.value
+
+    def disarm(self, since: int) -> list[str]:
+        """The candidate's libraries that started a thread since `since` (one entry per thread)."""
+        if not self.available:
+            return []
+        self._armed.value = 0
+        found = []
+        for i in range(since, min(self._calls.value, MAX_CALLS)):
+            start = self._library(self._frames[i][0])
+            # Who asked for the thread: the first caller outside the thread machinery (libc,
+            # libstdc++'s std::thread, this watch). A thread cuBLAS starts inside a call from the
+            # candidate's code is cuBLAS's; one std::thread starts for the candidate's code is not.
+            caller = next((lib for lib in (self._library(self._frames[i][k]) for k in range(1, self._depth[i]))
+                           if lib and not Path(lib).name.startswith(_MACHINERY)), None)
+            own = next((lib for lib in (start, caller) if lib and self._is_own(lib)), None)
+            if own is not None:
+                found.append(Path(own).name)
+        return found
+
+    def _library(self, address: int | None) -> str | None:
+        if not address:
+            return None
+        info = _DlInfo()
+        if self._dladdr(address, ctypes.byref(info)) == 0 or not info.dli_fname:
+            return None
+        return os.path.realpath(info.dli_fname.decode(errors="replace"))
+
+    def _is_own(self, lib: str) -> bool:
+        return any(lib.startswith(folder.rstrip("/") + "/") for folder in self.own)
