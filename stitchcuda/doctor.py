@@ -101,7 +101,10 @@ def checks() -> list[Check]:
     from stitchcuda.agents.verify import sandbox
 
     box = sandbox.available()  # issue 22: the OS sandbox around every candidate's worker
-    out.append(Check("sandbox", box.ok, box.why, "running candidates isolated (the audit hook works without it)"))
+    hint = "" if box.ok else (sandbox.INSTALL_HINT if box.tool is None else
+                              "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+    out.append(Check("sandbox", box.ok, box.why, "running candidates isolated (the audit hook works without it)",
+                     hint, required=False))
     ncu = find_ncu()
     out.append(Check("ncu", ncu is not None, f"{ncu}: {_version([ncu, '--version'])}" if ncu else
                      "not found: verdicts are timing-only", "kernel profiles (Nsight Compute)",
