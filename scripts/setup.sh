@@ -22,4 +22,7 @@ else
 fi
 step "installing stitchcuda${extras:+[$extras]} (editable) and its dependencies (tens of MB)"
 .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+if ! command -v bwrap >/dev/null; then
+  step "optional: install bubblewrap (apt-get install bubblewrap) to run candidates in an OS sandbox; without it only the audit hook protects"
+fi
 step "done: stitchcuda $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("stitchcuda"))') in .venv"

@@ -98,6 +98,13 @@ def checks() -> list[Check]:
     out += _header_checks(nvcc)
     out.append(Check("target arch", True, runtime.default_arch(), "building candidates"))
     out.append(_target_check())
+    from stitchcuda.agents.verify import sandbox
+
+    box = sandbox.available()  # issue 22: the OS sandbox around every candidate's worker
+    hint = "" if box.ok else (sandbox.INSTALL_HINT if box.tool is None else
+                              "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+    out.append(Check("sandbox", box.ok, box.why, "running candidates isolated (the audit hook works without it)",
+                     hint, required=False))
     ncu = find_ncu()
     out.append(Check("ncu", ncu is not None, f"{ncu}: {_version([ncu, '--version'])}" if ncu else
                      "not found: verdicts are timing-only", "kernel profiles (Nsight Compute)",

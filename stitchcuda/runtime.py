@@ -89,6 +89,7 @@ class BuildResult:
     log: str
     command: list[str]
     unresolved: list[str] = field(default_factory=list)  # libraries linked unresolved (not found here)
+    notes: list[str] = field(default_factory=list)  # cache entries passed over (a hash that no longer matched)
 
 
 def build(
@@ -128,19 +129,17 @@ def build(
         h.update(p.read_bytes())
     h.update(" ".join([_tool_version(compiler), *flags, *link]).encode())
     key = h.hexdigest()[:24]
-    out_dir = cache_dir() / key
-    lib = out_dir / "lib.so"
-    if lib.exists():
-        return BuildResult(
-            lib,
-            0.0,
-            True,
-            (out_dir / "build.log").read_text() if (out_dir / "build.log").exists() else "",
-            [],
-            located.notes,
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_dir.parent))
+    # The shared cache first, then this run's own folder: each entry only if its library still has
+    # the hash recorded when it was built (a library changed since is never loaded).
+    tampered: list[str] = []
+    for root in _lookup_roots():
+        found = _cached(root / key, tampered)
+        if found is not None:
+            return BuildResult(found.library, 0.0, True, found.log, [], located.notes, tampered)
+    out_root = private_build_dir() or cache_dir()
+    out_dir = out_root / key
+    out_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_root))
     cmd = [compiler, *flags, "-o", str(tmp / "lib.so"), *[str(p) for p in paths], *link]
     t0 = time.perf_counter()
     try:
@@ -154,11 +153,77 @@ def build(
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"build failed ({Path(compiler).name} exit {proc.returncode})", log)
     (tmp / "build.log").write_text(log)
+    (tmp / HASH_FILE).write_text(_sha256(tmp / "lib.so"))
+    lib = _publish(tmp, out_dir)
+    return BuildResult(lib, seconds, False, log, cmd, located.notes, tampered)
+
+
+HASH_FILE = "lib.sha256"  # beside lib.so: its sha256, written by the build that made it
+PRIVATE_ENV = "STITCHCUDA_PRIVATE_BUILD"
+
+
+def private_build_dir() -> Path | None:
+    """Where builds land when set (the Verifier sets it to the run folder for every candidate's
+    worker): the shared cache is then only read, so no candidate writes what another one loads."""
+    root = os.environ.get(PRIVATE_ENV)
+    return Path(root) if root else None
+
+
+def _lookup_roots() -> list[Path]:
+    private = private_build_dir()
+    return [cache_dir(), *([private] if private else [])]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class _Hit:
+    library: Path
+    log: str
+
+
+def _cached(out_dir: Path, tampered: list[str]) -> _Hit | None:
+    """The cached library in `out_dir`, if its bytes still hash to the recorded value."""
+    lib = out_dir / "lib.so"
+    if not lib.exists():
+        return None
+    record = out_dir / HASH_FILE
     try:
-        os.replace(tmp, out_dir)  # atomic: concurrent builders of the same key both end with a whole .so
+        ok = record.read_text().strip() == _sha256(lib)
     except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return BuildResult(lib, seconds, False, log, cmd, located.notes)
+        ok = False
+    if not ok:
+        tampered.append(f"cached library {lib} does not match its recorded hash (changed after its build, "
+                        "or built before hashes were recorded): not loaded, rebuilt")
+        return None
+    log = out_dir / "build.log"
+    return _Hit(lib, log.read_text() if log.exists() else "")
+
+
+def _publish(tmp: Path, out_dir: Path) -> Path:
+    """Move a finished build to its cache entry, atomically: concurrent builders of the same key
+    both end with a whole library. A stale entry (no record, or a changed library) is moved aside."""
+    for _ in range(3):
+        try:
+            os.replace(tmp, out_dir)
+            return out_dir / "lib.so"
+        except OSError:
+            if _cached(out_dir, []) is not None:  # another builder's, whole and verified: use it
+                shutil.rmtree(tmp, ignore_errors=True)
+                return out_dir / "lib.so"
+            stale = out_dir.with_name(f"{out_dir.name}.stale.{os.getpid()}.{time.monotonic_ns()}")
+            try:
+                os.replace(out_dir, stale)
+            except OSError:
+                break
+            shutil.rmtree(stale, ignore_errors=True)
+    return tmp / "lib.so"  # the entry cannot be replaced (read-only): this build's own folder
 
 
 def _arch_flags(arch: str | Sequence[str]) -> list[str]:

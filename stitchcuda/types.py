@@ -180,6 +180,10 @@ class Verdict:
     batch_sizes: list[int] = field(default_factory=list)  # the other batch sizes it was checked at
     # Microseconds in which one profiled forward's kernels ran (their union): the floor of its time.
     kernel_busy_us: float | None = None
+    # Whether the worker ran inside the OS sandbox (agents/verify/sandbox.py), and what it was, or
+    # why not (bubblewrap missing, user namespaces off). The audit hook protects either way.
+    sandboxed: bool = False
+    sandbox: str = ""
 
     @property
     def accepted(self) -> bool:

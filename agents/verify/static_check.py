@@ -158,6 +158,21 @@ def _is_kernel_loader(fn: ast.FunctionDef) -> bool:
     return _kernel_loader_functions().get(fn.name) == ast.dump(fn)
 
 
+@functools.cache
+def _kernel_loader_definitions() -> dict[str, str]:
+    tree = ast.parse(kernel_loader.source_text())
+    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+
+
+def _kernel_loader_nodes(tree: ast.Module) -> set[int]:
+    """The nodes of the module's top-level functions and classes identical (same AST) to the kernel
+    loader's own: its ctypes.CDLL loads the candidate's own library, built beside it or by
+    StitchCUDA's runtime, so the escape checks pass it over. An edited copy is checked like any code."""
+    shipped = _kernel_loader_definitions()
+    return {id(sub) for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)
+            and shipped.get(node.name) == ast.dump(node) for sub in ast.walk(node)}
+
+
 def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
     """forward, and every method or module function it calls (transitively), except __init__."""
     methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
@@ -215,8 +230,11 @@ def check_source(
         if text.split(".")[-1] in reference_classes:
             add("subclasses-reference", f"{class_name} subclasses the reference {text}", cls)
 
+    loader = _kernel_loader_nodes(tree)  # StitchCUDA's own loader loads the candidate's own library
     for node in ast.walk(tree):
         _check_module_node(node, mod, add, reference_classes, reference_module, class_name)
+        if id(node) not in loader:
+            _check_escape(node, mod, add)
 
     layers, extensions = _class_attributes(cls, mod)
     for fname, fn in _reachable(mod, cls):
@@ -345,3 +363,104 @@ def _check_call(
         add("torch-compute-in-forward", f"{fname} calls .{f.attr}() on a tensor", node)
     elif isinstance(f, ast.Attribute) and f.attr in {"forward", "__call__"}:
         add("torch-layer-in-forward", f"{fname} calls {ast.unparse(f)}: another module's forward", node)
+
+
+# --- routes out of the sandbox (issue 22, layer 3) -------------------------------------------------
+# The obvious ones, named with the line, under the codes the worker's audit hook uses for the same
+# attempt at run time (audit.py): a candidate has no business starting processes, talking to the
+# network, writing files other than its own, or loading libraries other than its own build.
+
+_ESCAPE_MODULES = {
+    "subprocess": ("sandbox-process", "starts processes"),
+    "pty": ("sandbox-process", "starts processes"),
+    "socket": ("sandbox-network", "opens network connections"),
+    "ssl": ("sandbox-network", "opens network connections"),
+    "urllib": ("sandbox-network", "opens network connections"),
+    "http": ("sandbox-network", "opens network connections"),
+    "requests": ("sandbox-network", "opens network connections"),
+    "ftplib": ("sandbox-network", "opens network connections"),
+    "smtplib": ("sandbox-network", "opens network connections"),
+    "shutil": ("sandbox-write", "copies, moves and deletes files"),
+}
+_OS_PROCESS = ("os.system", "os.popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn")
+_OS_SIGNAL = ("os.kill", "os.killpg")
+_OS_FILE = {"os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.mkdir", "os.makedirs",
+            "os.truncate", "os.chmod", "os.symlink", "os.link"}
+_PATH_WRITES = {"write_text", "write_bytes", "touch", "unlink", "mkdir", "rmdir", "rename", "replace",
+                "symlink_to", "chmod"}
+_LIB_LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "find_library", "WinDLL", "OleDLL", "dlopen"}
+
+
+def _outside_path(node: ast.AST, mod: _Module) -> str | None:
+    """The path text where `node` names an absolute or home-relative path: a constant starting
+    with / or ~, or anything built from expanduser / Path.home() / $HOME."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(("/", "~")):
+        return node.value
+    for sub in ast.walk(node):
+        origin = _dotted(sub.func, mod.aliases) or "" if isinstance(sub, ast.Call) else ""
+        if origin.endswith(("expanduser", "Path.home", "pathlib.Path.home")):
+            return ast.unparse(node)
+        if isinstance(sub, ast.Constant) and sub.value == "HOME":
+            return ast.unparse(node)
+    return None
+
+
+def _writes(mode: ast.AST | None) -> bool:
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+
+def _own_library(args: list[ast.expr]) -> bool:
+    """A library path built from the candidate's own folder (__file__) or a build's result."""
+    for a in args:
+        for sub in ast.walk(a):
+            if (isinstance(sub, ast.Name) and sub.id == "__file__") or (
+                isinstance(sub, ast.Attribute) and sub.attr in {"library", "path"}
+            ):
+                return True
+    return False
+
+
+def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        for n in names:
+            top = n.split(".")[0]
+            if top in _ESCAPE_MODULES:
+                code, why = _ESCAPE_MODULES[top]
+                add(code, f"imports {n}: {why}, which a candidate may not", node)
+        return
+    if isinstance(node, ast.Attribute):
+        origin = _dotted(node, mod.aliases) or ""
+        if origin.startswith(("ctypes.cdll.", "ctypes.pydll.")) and node.attr not in _LIB_LOADERS:
+            add("sandbox-library", f"uses {origin}: loads a library other than the candidate's own build", node)
+        elif origin == "ctypes.pythonapi":
+            add("sandbox-library", "uses ctypes.pythonapi: reaches the interpreter's internals", node)
+        return
+    if not isinstance(node, ast.Call):
+        return
+    origin = _dotted(node.func, mod.aliases) or ""
+    parts = origin.split(".")
+    if origin.startswith(_OS_PROCESS):
+        add("sandbox-process", f"calls {origin}: starts a process", node)
+    elif origin in _OS_SIGNAL:
+        add("sandbox-signal", f"calls {origin}: signals another process", node)
+    elif parts[0] == "ctypes" and parts[-1] in _LIB_LOADERS and not _own_library(node.args):
+        what = ast.unparse(node.args[0]) if node.args else "the program itself"
+        add("sandbox-library", f"calls {origin}({what}): loads a library other than the candidate's own build", node)
+    elif origin in {"open", "io.open", "os.open", "builtins.open"} and node.args:
+        where = _outside_path(node.args[0], mod)
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if where and (_writes(mode) or origin == "os.open"):
+            add("sandbox-write", f"opens {where} for writing: outside its own run folder", node)
+        elif where and any(k in where for k in ("~", "HOME", "expanduser", "home()")):
+            add("sandbox-read", f"opens {where}: a file in the user's home", node)
+    elif origin in _OS_FILE and node.args and (where := _outside_path(node.args[0], mod)):
+        add("sandbox-write", f"calls {origin}({where}): changes files outside its own run folder", node)
+    elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call):
+        # Path("/x").write_text(...), Path.home().joinpath(...).open("w")
+        inner = node.func.value
+        inner_origin = _dotted(inner.func, mod.aliases) or ""
+        if inner_origin.endswith("Path") and inner.args and (where := _outside_path(inner.args[0], mod)):
+            attr = node.func.attr
+            if attr in _PATH_WRITES or (attr == "open" and node.args and _writes(node.args[0])):
+                add("sandbox-write", f"{attr} on {where}: outside its own run folder", node)

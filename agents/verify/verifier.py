@@ -26,6 +26,7 @@ import psutil
 from stitchcuda import keep, runtime
 from stitchcuda.agents.verify import native_threads
 from stitchcuda.agents.verify.locks import LockState, file_lock
+from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
@@ -142,8 +143,11 @@ def verify(
         native_threads.preload(env, native_threads.library(runtime.cache_dir()))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
-    outcome = _run_worker(req, workdir, env, opts, progress, cancel)
+    box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
+    env = box.env  # a private temp folder and build folders in the run folder
+    outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
     verdict = _read_verdict(workdir, candidate, outcome)
+    verdict.sandboxed, verdict.sandbox = box.active, box.why
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -233,11 +237,11 @@ def gpu_lock_path(device: str) -> str:
     return str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock")
 
 
-def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) -> _Outcome:
+def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box) -> _Outcome:
     log = (workdir / "worker.log").open("w")
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")],
+        box.wrap([sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -283,8 +287,8 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel) 
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(proc.returncode, killed_for, time.monotonic() - t0 - waited, peak, opts.max_host_memory_gb,
-                    waited, opts.gpu_phase_timeout_s)
+    return _Outcome(box.returncode(proc.returncode), killed_for, time.monotonic() - t0 - waited, peak,
+                    opts.max_host_memory_gb, waited, opts.gpu_phase_timeout_s)
 
 
 class _EventReader:

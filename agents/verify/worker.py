@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime
+from stitchcuda.agents.verify import audit, offthread, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
-from stitchcuda.agents.verify import offthread, tamper
 from stitchcuda.agents.verify.compare import (
     Mismatch,
     Tolerance,
@@ -134,6 +134,8 @@ def _add_once(findings: list[Finding], new: list[Finding]) -> None:
 
 def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
+    # Before offthread's hook: a process start this one refuses never reaches offthread's count.
+    audit.install(audit.Policy.for_worker(req))  # refuses only inside _candidate_code's windows
     # CUDA_VISIBLE_DEVICES (set by the parent) leaves this worker exactly one GPU: index 0.
     want_cuda = req.get("device", "cuda") == "cuda"
     device = torch.device("cuda", 0) if want_cuda and torch.cuda.is_available() else torch.device("cpu")
@@ -173,7 +175,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
         try:
-            with offthread.watching("import"):
+            with _candidate_code("import"):
                 cand_mod = import_file(Path(req["candidate"]))
             cand_cls = getattr(cand_mod, req.get("candidate_class", "ModelNew"))
         except Exception as e:  # noqa: BLE001 - any import failure is the candidate's build verdict
@@ -186,7 +188,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if isinstance(cand_cls, type):
             v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
         try:
-            cand = build_model(cand_cls, init_args, init_seed, device)
+            with _candidate_code(None):
+                cand = build_model(cand_cls, init_args, init_seed, device)
         except Exception as e:  # noqa: BLE001
             v.status, code = classify_error(e)
             v.message = f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}"[:2000]
@@ -225,6 +228,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if cand is not None:
         _tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
+        audit.report(v)
 
     if cand is not None and (v.hack_findings or not v.correct):
         v.status = "hacked" if v.hack_findings else "incorrect"
@@ -253,8 +257,18 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.message = "; ".join(f.message for f in v.hack_findings)
 
 
+@contextlib.contextmanager
+def _candidate_code(phase: str | None):
+    """A call into the candidate's own code: the audit hook's window (its escapes refused, audit.py)
+    and, where `phase` is given, offthread's count of the threads and processes it starts."""
+    with audit.window(), (offthread.watching(phase) if phase else contextlib.nullcontext()):
+        yield
+
+
 def _offthread_check(v: Verdict) -> None:
-    started = offthread.seen()
+    # A process start the sandbox refused is its finding alone (sandbox-process): it never started.
+    refused = audit.refused_events()
+    started = [(phase, event) for phase, event in offthread.seen() if event not in refused]
     if started:
         listed = ", ".join(f"{event} during {phase}" for phase, event in started)
         _add_once(v.hack_findings, [Finding(
@@ -325,7 +339,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             wait = 0.0 if any(f.code == "background-thread" for f in v.hack_findings) else 2.0
             same_draws(seed)
             with dyn.poisoned_allocations():
-                with offthread.watching("forward"):
+                with _candidate_code("forward"):
                     call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
             if idx == 0:
                 kept = cand_args
@@ -643,7 +657,8 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
     late: dict[int, str] = {}
     joined: set[int] = set()
     for hold in (0, 20_000_000):
-        kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
+        with audit.window():  # the profiler is the worker's: only the candidate's frames are refused
+            kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
         if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
             v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
@@ -731,6 +746,8 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     # torch.compile last: its first call can take minutes (DenseNet), and if the worker's time
     # limit ends it, the verdict saved here (correct, timed against eager) stands without it.
     # Compiling is CPU work, done outside the GPU lock so other workers can time meanwhile.
+    if audit.report(v):  # refused during its timed calls: no torch.compile figure for a hack
+        return
     rec.enter("compile", "torch.compile's first call on the reference")
     try:
         compiled = torch.compile(ref)
@@ -835,12 +852,12 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         if not dyn.stats_match(dyn.output_stats(dyn.flatten_outputs(out)), ref_stats[i], tol.rtol):
             wrong.append(t)
 
-    with offthread.watching("forward"):
+    with _candidate_code("forward"):
         v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check,
                               before=lambda i: same_draws(fresh_seed + i))
     args = make_inputs(get_inputs, fresh_seed, device)
     same_draws(fresh_seed)
-    with dyn.poisoned_allocations():
+    with dyn.poisoned_allocations(), audit.window():
         call = dyn.observed_call(lambda: cand(*clone_args(args)), device, set(threading.enumerate()), 0.0)
     # The reference's buffers as its call finds them, for the referee (as on the checked sets).
     buffers = list(ref.buffers())
@@ -896,6 +913,7 @@ def main(argv: list[str]) -> int:
         rec.verdict.message = f"{rec.phase}: {type(e).__name__}: {str(e)[:1500]}"
         rec.verdict.log_tail = traceback.format_exc()[-6000:]
         rec.verdict.findings.append(Finding(code, rec.verdict.message))
+    audit.report(rec.verdict)  # what the sandbox refused the candidate is why whatever failed failed
     rec.enter("done")
     sys.stdout.flush()
     # A CUDA context broken by the candidate can hang in teardown; the verdict is on disk already.

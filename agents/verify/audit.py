@@ -1,0 +1,389 @@
+"""Audit hooks in the worker (issue 22, layer 2): what the candidate's own Python may not do.
+
+Installed in the worker before the candidate is imported (sys.addaudithook; it cannot be removed).
+It refuses only the candidate's own attempts, decided twice over:
+
+  when   inside a window (`window()`): the worker opens one around each call into the candidate's
+         code (its import, ModelNew(...), every forward), the same calls offthread.watching counts
+         threads and processes in. The reference's calls, torch.compile of the reference, the
+         Verifier's own files, the profilers the worker starts run outside every window.
+  whose  the call stack holds a frame of the candidate's own files (the run folder, less the
+         worker's temp folder, where torch's compile caches and generated code live). Inside a
+         window, torch writing its caches, or the worker's recorder writing result.json, is not
+         the candidate's doing; the candidate calling torch.save('/home/x') is (its forward's
+         frame is on the stack).
+
+Refused there, each named in a typed finding:
+
+  sandbox-process  starting a process: subprocess, os.system, os.exec*/spawn*/posix_spawn, os.fork,
+                   and libc's system/exec*/fork/posix_spawn looked up through ctypes
+  sandbox-network  connecting, binding, sending to an address, resolving a host name
+  sandbox-write    writing, creating, renaming or deleting outside the run folder and the private
+                   temp folder (the reference file and the shared build cache included)
+  sandbox-read     reading or listing files under the user's home, other than what a build needs
+                   (the Python installation, the project's packages, the build caches)
+  sandbox-signal   signalling another process (the Verifier that started the worker, say)
+
+The builders are let through: runtime.build and torch's cpp_extension start nvcc, c++ and ninja
+while the candidate's module imports (the kernel loader generated modules carry calls
+runtime.load where no prebuilt library is beside them), so a process started by code of theirs
+(the first caller outside the standard library) is allowed. Loading the candidate's own library
+(ctypes.CDLL) raises no event refused here.
+
+A process start the hook refuses never happens: it is one sandbox-process finding, and the
+worker leaves it out of offthread's off-thread-work finding (one finding per attempt).
+
+This is in-process: ctypes can reach past it, and code the candidate plants elsewhere (a function
+rebound in torch, run by the reference outside every window) is tamper.py's to name. The OS
+sandbox (sandbox.py) is the boundary where bubblewrap runs; this layer works everywhere, and names
+what was tried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stitchcuda.types import Finding, Verdict
+
+MAX_FINDINGS = 20  # a candidate looping over refusals needs no more than this many named
+
+
+@dataclass
+class Policy:
+    writable: list[str]  # folders (or files) the candidate may write: the run folder, its temp folder
+    readable: list[str]  # folders under `home` it may read
+    home: str | None  # the user's home (its HOME)
+    trusted: frozenset[str] = field(default_factory=frozenset)  # code files that may start processes
+    # Where the candidate's own code lives (its run folder): a frame of a file under one of these,
+    # and not under `not_candidate` (the worker's temp folder: torch's generated code), is the
+    # candidate's.
+    candidate: list[str] = field(default_factory=list)
+    not_candidate: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_worker(cls, req: dict[str, Any]) -> Policy:
+        """The worker's policy: its run folder (where result.json goes), its temp folder and the
+        GPU lock shared with other workers are writable; code under the run folder is the
+        candidate's, except the temp folder's (torch's caches, sandbox.private_env)."""
+        from stitchcuda.agents.verify import sandbox
+
+        run_dir = os.path.dirname(os.path.realpath(req["result"]))
+        tmp = os.path.realpath(tempfile.gettempdir())
+        writable = [run_dir, tmp]
+        if req.get("gpu_lock"):
+            writable.append(os.path.realpath(req["gpu_lock"]))
+        reference = Path(req["reference"]) if req.get("reference") else None
+        readable = [str(p) for p in sandbox.readable_paths(dict(os.environ), reference)]
+        home = os.environ.get("HOME")
+        return cls(writable, readable, os.path.realpath(home) if home else None, trusted_builders(),
+                   candidate=[run_dir], not_candidate=[tmp] if _under(tmp, [run_dir]) else [])
+
+
+def trusted_builders() -> frozenset[str]:
+    """The files whose code may start processes inside the window: our build runtime and torch's
+    extension builder (found without importing torch's builder, which is slow to import)."""
+    import importlib.util
+
+    from stitchcuda import cuda_libs, runtime
+
+    files = {runtime.__file__, cuda_libs.__file__}
+    for name in ("torch.utils.cpp_extension", "torch.utils._cpp_extension_versioner", "torch.utils.file_baton"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            files.add(spec.origin)
+    return frozenset(os.path.realpath(f) for f in files)
+
+
+class _State:
+    policy: Policy | None = None
+    active = 0  # windows open (they nest)
+    findings: list[Finding] = []  # noqa: RUF012 - one process-wide record, by design
+    local = threading.local()  # set while the hook itself runs: its own file checks raise events too
+
+
+_state = _State()
+# The standard library's own folder (a venv's platstdlib is the venv, site-packages and all).
+_STDLIB = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
+_NOT_STDLIB = tuple(_STDLIB + d + os.sep for d in ("site-packages", "dist-packages"))
+
+# libc functions that start processes, signal them or open connections: looked up through ctypes,
+# they would bypass every audit event above.
+_LIBC: dict[str, str] = {
+    **dict.fromkeys(("system", "popen", "fork", "vfork", "clone", "clone3", "execve", "execv", "execvp",
+                     "execvpe", "execl", "execlp", "execle", "fexecve", "posix_spawn", "posix_spawnp",
+                     "syscall"), "sandbox-process"),
+    **dict.fromkeys(("kill", "killpg", "tgkill", "tkill", "sigqueue", "pidfd_send_signal"), "sandbox-signal"),
+    **dict.fromkeys(("socket", "connect", "bind", "sendto", "getaddrinfo", "gethostbyname"), "sandbox-network"),
+}
+
+
+def install(policy: Policy) -> None:
+    """Install the hook (once per process; a second call only replaces the policy). Inactive until
+    activate()."""
+    first = _state.policy is None
+    _state.policy = policy
+    _is_candidate.clear()
+    _audit_native_writers()
+    # The import system writes .pyc files next to modules it compiles: not the candidate's doing.
+    sys.dont_write_bytecode = True
+    if first:
+        sys.addaudithook(_hook)
+
+
+def _audit_native_writers() -> None:
+    """torch.save to a file name writes through C++ (torch._C.PyTorchFileWriter), which raises no
+    audit event: raise the "open" event Python's own open() would, first, so the hook sees it."""
+    try:
+        import torch.serialization as ser
+    except ImportError:
+        return
+    cls = getattr(ser, "_open_zipfile_writer_file", None)
+    init = getattr(cls, "__init__", None)
+    if init is None or getattr(init, "_stitchcuda_audited", False):
+        return
+
+    def __init__(self: Any, name: Any, *args: Any, **kwargs: Any) -> None:
+        sys.audit("open", name, "wb", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        init(self, name, *args, **kwargs)
+
+    __init__._stitchcuda_audited = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def window() -> Iterator[None]:
+    """The candidate's code may run inside (the worker opens one around each call into it)."""
+    _state.active += 1
+    try:
+        yield
+    finally:
+        _state.active -= 1
+
+
+def activate() -> None:
+    """Open a window until deactivate() (tests drive the hook this way)."""
+    _state.active += 1
+
+
+def deactivate() -> None:
+    _state.active = max(0, _state.active - 1)
+
+
+def findings() -> list[Finding]:
+    return list(_state.findings)
+
+
+def refused_events() -> set[str]:
+    """The audit events refused so far (offthread leaves refused process starts to this module)."""
+    return {str(f.data.get("event")) for f in _state.findings}
+
+
+def report(verdict: Verdict) -> bool:
+    """Put the refusals so far in the verdict (once each): any refusal makes the candidate "hacked".
+    Returns whether there was one."""
+    new = [f for f in _state.findings if f not in verdict.hack_findings]
+    verdict.hack_findings += new
+    refused = [f for f in verdict.hack_findings if f.code.startswith("sandbox-")]
+    if refused:
+        verdict.status, verdict.correct = "hacked", False
+        verdict.message = "; ".join(f.message for f in refused[:3])
+    return bool(refused)
+
+
+class Refused(PermissionError):
+    """What a refused operation raises in the candidate's code."""
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    check = _CHECKS.get(event)
+    if check is None or not _state.active or getattr(_state.local, "busy", False):
+        return
+    policy = _state.policy
+    if policy is None:
+        return
+    _state.local.busy = True
+    try:
+        refusal = check(policy, args)
+        # Only the candidate's doing: its code on the stack (not torch's caches while it runs, not
+        # the worker's own files), and for a process, not a builder that its import called.
+        if refusal and not _candidates_doing(policy):
+            refusal = None
+        if refusal and refusal[0] == "sandbox-process" and _trusted_caller(policy):
+            refusal = None
+    finally:
+        _state.local.busy = False
+    if refusal is None:
+        return
+    code, what = refusal
+    f = Finding(code, f"the candidate tried to {what}: refused by the sandbox", data={"event": event, "target": what})
+    if f not in _state.findings and len(_state.findings) < MAX_FINDINGS:
+        _state.findings.append(f)
+    raise Refused(f"StitchCUDA sandbox: {what} is not allowed in a candidate")
+
+
+_is_candidate: dict[str, bool] = {}  # a code file's name -> whether it is the candidate's
+
+
+def _candidates_doing(policy: Policy) -> bool:
+    """Whether a frame of the candidate's own files is on this thread's stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        known = _is_candidate.get(name)
+        if known is None:
+            known = False
+            if name and not name.startswith("<"):
+                real = os.path.realpath(name)
+                known = _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+            _is_candidate[name] = known
+        if known:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _trusted_caller(policy: Policy) -> bool:
+    """Whether the first caller outside the standard library (and this module) is a builder's."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen") or name == __file__:
+            frame = frame.f_back
+            continue
+        real = os.path.realpath(name)
+        if real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB):
+            frame = frame.f_back
+            continue
+        return real in policy.trusted
+    return False
+
+
+def _path(p: Any) -> str | None:
+    if isinstance(p, int) or p is None:
+        return None  # a file descriptor: opened (and checked) before
+    try:
+        return os.path.realpath(os.fsdecode(p))
+    except (TypeError, ValueError):
+        return None
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _write(policy: Policy, raw: Any, verb: str = "write") -> tuple[str, str] | None:
+    path = _path(raw)
+    if path is None or _under(path, policy.writable) or path == os.devnull:
+        return None
+    return "sandbox-write", f"{verb} {path}"
+
+
+def _read(policy: Policy, raw: Any, verb: str = "read") -> tuple[str, str] | None:
+    path = _path(raw)
+    if path is None or not policy.home or not _under(path, [policy.home]):
+        return None
+    if _under(path, policy.readable) or _under(path, policy.writable):
+        return None
+    return "sandbox-read", f"{verb} {path} (in the home folder)"
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _open(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
+    path, mode, flags = (list(args) + [None, None, None])[:3]
+    writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+    return _write(policy, path) if writes else _read(policy, path)
+
+
+def _process(what: Callable[[tuple[Any, ...]], str]) -> Callable[[Policy, tuple[Any, ...]], tuple[str, str]]:
+    return lambda _policy, args: ("sandbox-process", what(args))
+
+
+def _argv(a: Any) -> str:
+    text = a if isinstance(a, str | bytes) else " ".join(os.fsdecode(x) if isinstance(x, bytes) else str(x)
+                                                        for x in (a or []))
+    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _signal(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
+    pid, sig = args[0], args[1]
+    if pid == os.getpid():
+        return None
+    return "sandbox-signal", f"send signal {sig} to process {pid}" + (" (the worker's parent)" if pid == os.getppid() else "")
+
+
+def _address(a: Any) -> str:
+    if isinstance(a, tuple) and len(a) >= 2:
+        return f"{a[0]}:{a[1]}"
+    return os.fsdecode(a) if isinstance(a, bytes) else str(a)
+
+
+def _resolve(host: Any, port: Any) -> tuple[str, str] | None:
+    """A host name's lookup is a DNS query, a message out; a numeric address's is not (the connect
+    that follows is refused, naming the address)."""
+    text = os.fsdecode(host) if isinstance(host, bytes) else str(host)
+    try:
+        ipaddress.ip_address(text)
+        return None
+    except ValueError:
+        return "sandbox-network", f"resolve {text}" + (f" (port {port})" if port else "")
+
+
+def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
+    name = args[1] if len(args) > 1 else None
+    code = _LIBC.get(name) if isinstance(name, str) else None
+    return (code, f"look up libc's {name}() through ctypes") if code else None
+
+
+_CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] = {
+    "open": _open,
+    "os.listdir": lambda p, a: _read(p, a[0] if a else ".", "list"),
+    "os.scandir": lambda p, a: _read(p, a[0] if a else ".", "list"),
+    "os.mkdir": lambda p, a: _write(p, a[0], "create the folder"),
+    "os.remove": lambda p, a: _write(p, a[0], "delete"),
+    "os.rmdir": lambda p, a: _write(p, a[0], "delete"),
+    "os.rename": lambda p, a: _write(p, a[0], "move") or _write(p, a[1], "move a file onto"),
+    "os.link": lambda p, a: _write(p, a[1], "link"),
+    "os.symlink": lambda p, a: _write(p, a[1], "link"),
+    "os.truncate": lambda p, a: _write(p, a[0], "truncate"),
+    "os.chmod": lambda p, a: _write(p, a[0], "chmod"),
+    "os.chown": lambda p, a: _write(p, a[0], "chown"),
+    "os.utime": lambda p, a: _write(p, a[0], "touch"),
+    "shutil.rmtree": lambda p, a: _write(p, a[0], "delete"),
+    "shutil.copyfile": lambda p, a: _write(p, a[1], "copy onto"),
+    "shutil.copytree": lambda p, a: _write(p, a[1], "copy onto"),
+    "shutil.move": lambda p, a: _write(p, a[0], "move") or _write(p, a[1], "move onto"),
+    "subprocess.Popen": _process(lambda a: f"start a process: {_argv(a[1])}"),
+    "os.system": _process(lambda a: f"run a shell command (os.system): {_argv(a[0])}"),
+    "os.exec": _process(lambda a: f"replace the worker with {_argv(a[0])} (os.exec*)"),
+    "os.posix_spawn": _process(lambda a: f"start a process (os.posix_spawn): {_argv(a[1])}"),
+    "os.spawn": _process(lambda a: f"start a process (os.spawn*): {_argv(a[2])}"),
+    "os.fork": _process(lambda a: "fork the worker (os.fork)"),
+    "os.forkpty": _process(lambda a: "fork the worker (os.forkpty)"),
+    "pty.spawn": _process(lambda a: f"start a process (pty.spawn): {_argv(a[0])}"),
+    "os.kill": _signal,
+    "os.killpg": lambda p, a: ("sandbox-signal", f"send signal {a[1]} to process group {a[0]}"),
+    "signal.pthread_kill": lambda p, a: None,  # a thread of its own process: no escape
+    "socket.connect": lambda p, a: ("sandbox-network", f"connect to {_address(a[1])}"),
+    "socket.bind": lambda p, a: ("sandbox-network", f"listen on {_address(a[1])}"),
+    "socket.sendto": lambda p, a: ("sandbox-network", f"send to {_address(a[1])}"),
+    "socket.sendmsg": lambda p, a: ("sandbox-network", f"send to {_address(a[1])}"),
+    "socket.getaddrinfo": lambda p, a: _resolve(a[0], a[1]),
+    "socket.gethostbyname": lambda p, a: _resolve(a[0], None),
+    "ctypes.dlsym": _dlsym,
+    "ctypes.dlsym/handle": _dlsym,
+}

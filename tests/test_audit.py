@@ -1,0 +1,238 @@
+"""Issue 22, layers 2 and 3: the worker's audit hook on its own (a real Python process with the
+hook installed, no bubblewrap), and the static findings for the obvious escape routes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import HACKS
+
+from stitchcuda.agents.verify.static_check import check_source
+
+_PRELUDE = """
+import json, os, runpy, sys
+from stitchcuda.agents.verify import audit
+policy = audit.Policy(writable=[{run!r}], readable=[], home={home!r}, trusted=audit.trusted_builders(),
+                      candidate=[{run!r}], not_candidate=[{run!r} + "/tmp"])
+audit.install(policy)
+outcome = "allowed"
+try:
+    with audit.window():
+{worker}
+        runpy.run_path({cand!r})
+except PermissionError as e:
+    outcome = "refused: " + str(e)
+print(json.dumps({{"outcome": outcome, "findings": [[f.code, f.message] for f in audit.findings()]}}))
+"""
+
+
+def _hooked(tmp_path: Path, body: str, worker: str = "pass", **env: str) -> dict:
+    """Run `body` as the candidate's code (a file in its run folder) in a fresh Python with the hook
+    installed, inside a window; `worker` runs first in the same window as the worker's own code (no
+    candidate frame on its stack). The outcome and findings."""
+    run, home = tmp_path / "run", tmp_path / "home"
+    run.mkdir(exist_ok=True)
+    home.mkdir(exist_ok=True)
+    (home / "secret.txt").write_text("secret")
+    cand = run / "model_new.py"
+    cand.write_text("import os, sys\n" + textwrap.dedent(body) + "\n")
+    code = _PRELUDE.format(run=str(run), home=str(home), cand=str(cand),
+                           worker=textwrap.indent(textwrap.dedent(worker), " " * 8))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, HOME=str(home), **env), cwd=run)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+REFUSED = {
+    "write outside": ("open({outside!r}, 'w').write('x')", "sandbox-write", "write {outside}"),
+    "rename onto": ("os.rename('a', {outside!r})", "sandbox-write", "{outside}"),
+    "read home": ("open(os.path.expanduser('~/secret.txt')).read()", "sandbox-read", "secret.txt"),
+    "list home": ("os.listdir(os.path.expanduser('~'))", "sandbox-read", "list"),
+    "subprocess": ("import subprocess; subprocess.run(['true'])", "sandbox-process", "start a process: true"),
+    "os.system": ("os.system('true')", "sandbox-process", "os.system"),
+    "os.fork": ("os.fork()", "sandbox-process", "os.fork"),
+    "os.exec": ("os.execv('/bin/true', ['true'])", "sandbox-process", "os.exec"),
+    "posix_spawn": ("os.posix_spawn('/bin/true', ['true'], {{}})", "sandbox-process", "os.posix_spawn"),
+    "ctypes system": ("import ctypes; ctypes.CDLL(None).system", "sandbox-process", "libc's system()"),
+    "signal parent": ("os.kill(os.getppid(), 0)", "sandbox-signal", "the worker's parent"),
+    "connect": ("import socket; socket.socket().connect(('127.0.0.1', 9))", "sandbox-network", "127.0.0.1:9"),
+    "resolve": ("import socket; socket.getaddrinfo('example.com', 80)", "sandbox-network", "resolve example.com"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED.values(), ids=REFUSED.keys())
+def test_refused_and_named(tmp_path, case):
+    body, code, text = case
+    outside = str(tmp_path / "outside.txt")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a").write_text("a")
+    out = _hooked(tmp_path, body.format(outside=outside))
+    assert out["outcome"].startswith("refused"), out
+    assert [c for c, m in out["findings"] if c == code and text.format(outside=outside) in m], out
+    assert not Path(outside).exists()
+
+
+ALLOWED = {
+    "write in the run folder": "open('mine.txt', 'w').write('x'); os.rename('mine.txt', 'ours.txt')",
+    "read outside home": "open('/etc/hostname').read() if os.path.exists('/etc/hostname') else None",
+    "signal itself": "import signal; os.kill(os.getpid(), 0)",
+    "import a module": "import email.mime.text",
+    "ctypes launcher lookup": "import ctypes; getattr(ctypes.CDLL(None), 'strlen')",
+}
+
+
+@pytest.mark.parametrize("body", ALLOWED.values(), ids=ALLOWED.keys())
+def test_allowed(tmp_path, body):
+    out = _hooked(tmp_path, body)
+    assert out == {"outcome": "allowed", "findings": []}
+
+
+def test_builders_may_start_their_compilers(tmp_path):
+    """runtime.build runs the compiler while the candidate's module imports: allowed. The same
+    compiler started by the candidate's own code is not."""
+    body = f"""
+from stitchcuda import runtime
+runtime._tool_versions.clear()
+print(runtime.build([{str(HACKS / 'kernels.cpp')!r}]).library, file=sys.stderr)
+"""
+    out = _hooked(tmp_path, body, STITCHCUDA_CACHE=str(tmp_path / "run" / "cache"))
+    assert out == {"outcome": "allowed", "findings": []}
+    # A candidate's function handed to the builder (here: patched into it) is still the candidate's.
+    body = """
+import subprocess
+from stitchcuda import runtime
+runtime._tool_versions.clear()
+runtime._tool_version = lambda tool: subprocess.run(["true"]) and "x"
+runtime.build([__import__("os").path.abspath("k.cpp")])
+"""
+    (tmp_path / "run").mkdir(exist_ok=True)
+    (tmp_path / "run" / "k.cpp").write_text("int x;\n")
+    out = _hooked(tmp_path, body, STITCHCUDA_CACHE=str(tmp_path / "run" / "cache"))
+    assert out["outcome"].startswith("refused") and out["findings"][0][0] == "sandbox-process", out
+
+
+def test_inactive_outside_the_window(tmp_path):
+    body = "from stitchcuda.agents.verify import audit\naudit.deactivate(); os.system('true'); open({!r}, 'w')"
+    out = _hooked(tmp_path, body.format(str(tmp_path / "o")))
+    assert out == {"outcome": "allowed", "findings": []}
+
+
+def test_inside_a_window_only_the_candidates_own_code_is_refused(tmp_path):
+    """The revert's cause: torch (or the worker) writing, listing the home folder or starting a
+    process while a window is open, with no frame of the candidate's files on its stack, is not the
+    candidate's doing; the same library calls made from the candidate's code are."""
+    outside, listed = tmp_path / "torch_cache" / "x.bin", str(tmp_path / "home")
+    worker = f"""
+import subprocess, torch
+os.makedirs({str(outside.parent)!r}, exist_ok=True)
+torch.save(torch.ones(2), {str(outside)!r})
+os.listdir({listed!r})
+subprocess.run(["true"], check=True)
+"""
+    out = _hooked(tmp_path, "pass", worker=worker)
+    assert out == {"outcome": "allowed", "findings": []} and outside.exists()
+    outside.unlink()
+    body = f"import torch\ntorch.save(torch.ones(2), {str(outside)!r})"
+    out = _hooked(tmp_path, body)
+    assert out["outcome"].startswith("refused") and out["findings"][0][0] == "sandbox-write", out
+    assert not outside.exists()
+
+
+def test_the_candidates_code_is_refused_on_any_thread(tmp_path):
+    """A function of the candidate's run on a thread it started: its frame is on that thread's stack."""
+    target = str(tmp_path / "t.txt")
+    body = f"""
+import threading
+err = []
+def write():
+    try:
+        open({target!r}, "w")
+    except PermissionError as e:
+        err.append(e)
+t = threading.Thread(target=write); t.start(); t.join()
+assert err
+"""
+    out = _hooked(tmp_path, body)
+    assert [c for c, m in out["findings"] if c == "sandbox-write" and target in m], out
+    assert not Path(target).exists()
+
+
+def test_code_the_candidate_writes_into_the_temp_folder_is_still_refused_from_its_own_calls(tmp_path):
+    """The temp folder's code (torch's generated modules) is not the candidate's, but a call from the
+    candidate's code into a module it wrote there still has the candidate's frame below it."""
+    target = str(tmp_path / "t.txt")
+    body = f"""
+os.makedirs("tmp", exist_ok=True)
+open("tmp/helper.py", "w").write("def go(p):\\n    open(p, 'w')\\n")
+sys.path.insert(0, os.path.abspath("tmp"))
+import helper
+helper.go({target!r})
+"""
+    out = _hooked(tmp_path, body)
+    assert out["outcome"].startswith("refused") and out["findings"][0][0] == "sandbox-write", out
+
+
+# --- layer 3: static findings -------------------------------------------------------------------
+
+
+def _static(stem: str) -> set[tuple[str, int | None]]:
+    return {(f.code, f.line) for f in check_source((HACKS / f"{stem}.py").read_text())}
+
+
+@pytest.mark.parametrize(("stem", "codes"), [
+    ("escape_spawn", {"sandbox-process", "sandbox-library"}),
+    ("escape_network", {"sandbox-network"}),
+    ("escape_read_home", {"sandbox-read"}),
+    ("escape_signal_parent", {"sandbox-signal"}),
+])
+def test_static_names_the_obvious_routes(stem, codes):
+    assert codes <= {c for c, _ in _static(stem)}
+
+
+STATIC = {
+    "open absolute for writing": ("open('/etc/passwd', 'a')", "sandbox-write"),
+    "Path write_text": ("Path('/home/u/.bashrc').write_text('x')", "sandbox-write"),
+    "os.remove absolute": ("os.remove('/tmp/x')", "sandbox-write"),
+    "Path.home": ("Path(Path.home() / '.ssh').mkdir()", "sandbox-write"),
+    "shutil": ("shutil.rmtree('x')", "sandbox-write"),
+    "cdll attribute": ("ctypes.cdll.LoadLibrary('libc.so.6').system(b'x')", "sandbox-library"),
+    "os.popen": ("os.popen('ls')", "sandbox-process"),
+}
+
+
+@pytest.mark.parametrize("case", STATIC.values(), ids=STATIC.keys())
+def test_static_escape_findings(case):
+    line, code = case
+    src = ("import ctypes\nimport os\nimport shutil\nfrom pathlib import Path\nimport torch.nn as nn\n\n"
+           f"class ModelNew(nn.Module):\n    def forward(self, x):\n        {line}\n        return x\n")
+    found = {f.code: f.line for f in check_source(src)}
+    assert found.get(code) == 9 or (code == "sandbox-write" and "shutil" in line and code in found), found
+
+
+def test_static_leaves_the_candidates_own_library_alone():
+    src = ("import ctypes\nfrom pathlib import Path\nimport torch.nn as nn\n"
+           "_lib = ctypes.CDLL(str(Path(__file__).with_name('lib.so')))\n\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    assert not [f for f in check_source(src) if f.code.startswith("sandbox-")]
+    for stem in ("good_affine", "good_linear", "good_shifted_norm", "gpu_good_cublas"):
+        assert not [f for f in check_source((HACKS / f"{stem}.py").read_text()) if f.code.startswith("sandbox-")]
+
+
+def test_static_leaves_the_shipped_kernel_loader_alone():
+    """Generated modules carry stitchcuda/kernel_loader.py verbatim (its ctypes.CDLL loads the
+    candidate's own library): no escape finding. An edited copy that loads libc is found."""
+    from stitchcuda import kernel_loader
+
+    head = "import torch.nn as nn\n"
+    tail = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+    assert not [f for f in check_source(head + kernel_loader.source_text() + tail) if f.code.startswith("sandbox-")]
+    edited = kernel_loader.source_text().replace("ctypes.CDLL(str(path))", 'ctypes.CDLL("libc.so.6")')
+    assert "sandbox-library" in {f.code for f in check_source(head + edited + tail)}
