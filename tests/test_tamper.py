@@ -4,6 +4,7 @@ candidate is imported, and the worker reports any rebinding of what timing and c
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import threading
 import time
@@ -158,3 +159,30 @@ def test_the_timing_floor_is_the_kernels_busy_time():
     assert dyn.timing_floor_finding(0.017, 30.0) is None  # within the margin (0.7 x 30 - 5 = 16 us)
     f = dyn.timing_floor_finding(0.010, 30.0)
     assert f is not None and f.code == "timing-tamper" and f.data == {"median_us": 10.0, "busy_us": 30.0}
+
+
+def test_without_a_cuda_runtime_there_is_no_persisting_l2_reset():
+    """A CPU build of torch loads no CUDA runtime: the flusher then only flushes (nothing to reset)."""
+    loaded = any("libcudart.so" in line for line in Path("/proc/self/maps").read_text().splitlines())
+    assert (timing.persisting_l2_reset() is None) == (not loaded)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_flush_takes_back_a_persisting_l2_carve_out():
+    """Issue 18's public pattern: data a candidate pinned in L2 (a persisting carve-out and an access
+    policy window) would survive the flush. Before each trial the carve-out goes back to 0 and the
+    persisting lines to normal; PyTorch's own launches keep working after it (no stray error)."""
+    x = torch.randn(1 << 20, device="cuda")
+    flusher = timing.L2Flusher(x.device)
+    assert flusher.reset_persisting is not None
+    cudart = next(ctypes.CDLL(line.split()[-1]) for line in Path("/proc/self/maps").read_text().splitlines()
+                  if "libcudart.so" in line)
+    cudart.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+    assert cudart.cudaDeviceSetLimit(0x06, 4 << 20) == 0
+    limit = ctypes.c_size_t(0)
+    cudart.cudaDeviceGetLimit(ctypes.byref(limit), 0x06)
+    assert limit.value > 0
+    flusher()
+    cudart.cudaDeviceGetLimit(ctypes.byref(limit), 0x06)
+    assert limit.value == 0
+    assert torch.allclose((x * 2).sum(), x.sum() * 2, rtol=1e-4)  # no error left for torch to trip on

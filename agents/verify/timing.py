@@ -3,6 +3,7 @@ first, the L2 cache flushed before every trial, a device-wide synchronise after 
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -21,17 +22,52 @@ _elapsed = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 _perf_counter = time.perf_counter
 _median = statistics.median
+_CDLL = ctypes.CDLL
+
+# cudaLimitPersistingL2CacheSize (cuda_runtime_api.h's cudaLimit enum).
+_LIMIT_PERSISTING_L2 = 0x06
+
+
+def persisting_l2_reset() -> Callable[[], None] | None:
+    """A function that returns every persisting L2 line to normal and the persisting carve-out to 0,
+    through the CUDA runtime PyTorch loaded: lines a candidate marked persisting (an access policy
+    window on its stream) would otherwise survive the flush and serve the next trial from L2. None
+    where no CUDA runtime is loaded (a CPU build of torch). Errors are cleared at once: the runtime
+    keeps a last error per thread, which PyTorch's next launch check would otherwise report."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "libcudart.so" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = _CDLL(path)
+            reset, set_limit, clear = lib.cudaCtxResetPersistingL2Cache, lib.cudaDeviceSetLimit, lib.cudaGetLastError
+        except (OSError, AttributeError):
+            continue
+        set_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+
+        def run(set_limit=set_limit, reset=reset, clear=clear) -> None:
+            if set_limit(_LIMIT_PERSISTING_L2, 0) != 0 or reset() != 0:
+                clear()  # (a GPU without persisting L2: nothing persists there to reset)
+
+        return run
+    return None
 
 
 class L2Flusher:
-    """Writing a buffer larger than L2 evicts the previous trial's data (H100: 50 MB of L2)."""
+    """Writing a buffer larger than L2 evicts the previous trial's data (H100: 50 MB of L2), after
+    any lines marked persisting are made normal again (persisting_l2_reset)."""
 
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
         size = max(4 * int(getattr(props, "L2_cache_size", 50 << 20)), 256 << 20)
         self.buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+        self.reset_persisting = persisting_l2_reset()
 
     def __call__(self) -> None:
+        if self.reset_persisting is not None:
+            self.reset_persisting()  # persisting lines are not evicted by the flush below
         self.buf.zero_()
 
 
