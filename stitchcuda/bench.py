@@ -98,6 +98,9 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "tolerance": v.tolerance if v else None,
         "message": (v.message if v and v.message else plan_note)[:500],
         "candidate": cand.name if cand else None,
+        # Seconds in each of the worker's phases (and waiting for the GPU lock): what a problem's
+        # wall time is made of, and so what more GPUs or more workers per GPU can buy.
+        "phases": dict(v.phases) if v else {},
     }
 
 
@@ -341,6 +344,23 @@ class BenchReport:
         return self.report
 
 
+def longest_first(files: list[Path], earlier: Path) -> list[Path]:
+    """`files` in the order that ends a pool's run soonest: longest first, by the wall time
+    (`problem_s`) each took in an earlier bench.json; problems it does not know (or did not time) go
+    first, as they might be the longest. With many workers the run's tail is its last problems: the
+    longest ones started last leave workers idle while they finish."""
+    from .task import UsageError
+
+    try:
+        previous = json.loads(earlier.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"--longest-first {earlier}: not a bench.json ({e})") from None
+    took = {Path(p["path"]).name: p["problem_s"] for p in previous.get("problems", [])
+            if isinstance(p.get("problem_s"), int | float)}
+    # sorted() is stable: equal keys keep the given order.
+    return sorted(files, key=lambda f: -took.get(f.name, float("inf")))
+
+
 def parse_gpus(spec: str, on_event: Callable[[str], None] = print) -> list[int] | None:
     """--gpus: "all" (every GPU torch sees) or indices such as "0,1". None: no GPU here, the CPU path."""
     import torch
@@ -377,15 +397,18 @@ def run_bench(
     on_event: Callable[[str], None] = print,
     policy: RoundPolicy = BENCH_POLICY,
     precision: str = "tf32",
+    order_from: Path | None = None,
 ) -> dict[str, Any]:
     """Every problem's rounds under `policy` (the round engine `optimize` uses too), problems side by
     side on a pool of Verifier workers: `jobs` per GPU of `gpus` (None: the first GPU, or the CPU),
-    each GPU's lock timing one candidate at a time. A candidate goes to whichever worker is free."""
+    each GPU's lock timing one candidate at a time. A candidate goes to whichever worker is free.
+    `order_from`: an earlier bench.json whose problem times set the order (longest first)."""
     from stitchcuda.agents.loop import coder_name, make_coder
     from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
 
     book = BenchReport(expand_paths(paths), out, resume=resume,
                        meta={"coder": coder_name(coder), "jobs": jobs, "gpus": gpus, "precision": precision})
+    todo = longest_first(book.todo(), order_from) if order_from else book.todo()
     code = make_coder(coder)
     # A slot per worker, the GPUs in turn (0, 1, 0, 1 rather than 0, 0, 1, 1): the pool hands out its
     # first free slot, so the first problems spread over every GPU before any GPU gets a second.
@@ -399,12 +422,17 @@ def run_bench(
     def verify(task: Task, cand: Candidate | None, work: Path) -> Verdict:
         return pool.submit(task, cand, work).result()
 
+    started: dict[Path, float] = {}
+
     def on_entry(run: ProblemRun) -> None:
+        # Wall time from the problem's start to this entry (its last entry: to its last verdict).
+        run.entry["problem_s"] = round(time.monotonic() - started.get(run.path, t0), 2)
         book.put(run.path, run.entry, run.device)
 
     def one(f: Path) -> ProblemRun | None:
         if past_deadline():
             return None  # not started: --resume picks it up
+        started[f] = time.monotonic()
         try:
             return bench_problem(f, out / "runs", code=code, policy=policy, precision=precision, verify=verify,
                                  past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
@@ -415,7 +443,7 @@ def run_bench(
 
     # As many problems at once as there are workers: each waits on its own verdicts in turn.
     with ThreadPoolExecutor(max_workers=len(slots)) as problems:
-        runs = list(problems.map(one, book.todo()))
+        runs = list(problems.map(one, todo))
     if left := sum(r is None for r in runs):
         on_event(f"deadline of {deadline_s:.0f} s reached: {left} problem(s) not started (rerun with --resume)")
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the

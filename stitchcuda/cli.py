@@ -238,8 +238,9 @@ def cmd_bench(args) -> int:
     both = dict(coder=args.coder, verify_opts=_verify_options(args), resume=args.resume, deadline_s=args.deadline,
                 precision=args.precision, on_event=say)
     if args.ray:  # ray is imported only here: it stays an optional extra
-        if args.gpus or args.gpu is not None or args.jobs != 1:
-            raise UsageError("--ray places each problem on a GPU of the cluster itself: drop --gpu, --gpus and --jobs")
+        if args.gpus or args.gpu is not None or args.jobs != 1 or args.longest_first:
+            raise UsageError("--ray places each problem on a GPU of the cluster itself: drop --gpu, --gpus, --jobs "
+                             "and --longest-first")
         from stitchcuda.cluster import run_bench_ray
 
         report = run_bench_ray(args.paths, Path(args.out), address=args.ray, retries=args.ray_retries, **both)
@@ -247,7 +248,8 @@ def cmd_bench(args) -> int:
         if args.gpus and args.gpu is not None:
             raise UsageError("--gpu or --gpus, not both")
         gpus = parse_gpus(args.gpus, say) if args.gpus else [args.gpu] if args.gpu is not None else None
-        report = run_bench(args.paths, Path(args.out), jobs=args.jobs, gpus=gpus, **both)
+        report = run_bench(args.paths, Path(args.out), jobs=args.jobs, gpus=gpus, **both,
+                           order_from=Path(args.longest_first) if args.longest_first else None)
     s = report["summary"]
     console.print(json.dumps(s, indent=2))
     console.print(f"results: {Path(args.out) / 'bench.json'} and bench.md")
@@ -372,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=int, default=1, help="workers per GPU (they take turns for timing)")
     b.add_argument("--resume", action="store_true", help="keep problems already in OUT/bench.json")
     b.add_argument("--deadline", type=float, default=None, help="start no new problem after this many seconds")
+    b.add_argument("--longest-first", metavar="BENCH_JSON", help="start the problems that took longest in this "
+                   "earlier bench.json first (unknown ones before them), so the run's tail is short")
     b.add_argument("--gpus", help="spread the problems over these GPUs: 'all' or indices such as 0,1 (--jobs workers each)")
     b.add_argument("--ray", metavar="ADDRESS", help="a Ray task per problem on this cluster ('local': start one here; "
                    "needs stitchcuda[ray])")

@@ -235,3 +235,47 @@ def test_gpus_flag(monkeypatch):
             bench.parse_gpus(bad)
     if count:
         assert bench.parse_gpus(" 0,0 ") == [0]
+
+
+def test_longest_first_orders_by_an_earlier_run(tmp_path):
+    files = [tmp_path / n for n in ("1_A.py", "2_B.py", "3_C.py", "4_D.py")]
+    earlier = tmp_path / "bench.json"
+    earlier.write_text(json.dumps({"problems": [
+        {"path": "/elsewhere/1_A.py", "problem_s": 5.0},
+        {"path": "/elsewhere/2_B.py", "problem_s": 40.0},
+        {"path": "/elsewhere/3_C.py", "problem_s": None},  # not timed: as good as unknown
+    ]}))
+    # Unknown problems first (they might be the longest), then the longest known; 4_D is unknown too.
+    assert [f.name for f in bench.longest_first(files, earlier)] == ["3_C.py", "4_D.py", "2_B.py", "1_A.py"]
+    (tmp_path / "bad.json").write_text("{")
+    from stitchcuda.task import UsageError
+
+    with pytest.raises(UsageError, match="not a bench.json"):
+        bench.longest_first(files, tmp_path / "bad.json")
+
+
+def test_entries_say_how_long_each_problem_took_and_a_later_run_starts_the_longest(tmp_path, monkeypatch):
+    """problem_s and the worker's phases land in bench.json; a later run given that file
+    (--longest-first) starts the problem that took longest first, and reports in the usual order."""
+    from stitchcuda import cli
+
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Pointwise.py").write_text(PROBLEM)
+    (level / "2_Other.py").write_text(PROBLEM.replace("* 2.0", "* 3.0"))
+    first = bench.run_bench([str(level)], tmp_path / "one", on_event=lambda m: None)
+    for p in first["problems"]:
+        assert p["problem_s"] > 0 and p["phases"], p
+    earlier = json.loads((tmp_path / "one" / "bench.json").read_text())
+    for p in earlier["problems"]:  # make the second problem the long one, against the files' order
+        p["problem_s"] = 100.0 if p["name"] == "2_Other.py" else 1.0
+    (tmp_path / "one" / "bench.json").write_text(json.dumps(earlier))
+    said: list[str] = []
+    bench.run_bench([str(level)], tmp_path / "two", order_from=tmp_path / "one" / "bench.json", on_event=said.append)
+    ran = [line.split(":")[0] for line in said if line.split(":")[0].endswith(".py")]
+    assert ran == ["2_Other.py", "1_Pointwise.py"], said
+    second = json.loads((tmp_path / "two" / "bench.json").read_text())
+    assert [p["name"] for p in second["problems"]] == ["1_Pointwise.py", "2_Other.py"]
+    assert cli.main(["bench", str(level), "--out", str(tmp_path / "three"), "--longest-first",
+                     str(tmp_path / "missing.json")]) != 0

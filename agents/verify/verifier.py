@@ -407,6 +407,8 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
             Finding("crash", verdict.message, data={"returncode": rc, "phase": last_phase})
         )
         verdict.correct = False
+    if outcome.waited_s > 0:  # beside the worker's own phases: where a problem's wall time went
+        verdict.phases["gpu-wait"] = round(outcome.waited_s, 2)
     if outcome.waited_s >= 1 and verdict.status != "timeout":
         verdict.notes.append(f"waited {outcome.waited_s:.0f} s for the GPU (another candidate held it): not "
                              "counted against the time limit")
