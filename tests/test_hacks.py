@@ -488,6 +488,22 @@ def test_unsynchronised_side_stream_at_run_time(tmp_path, gpu_opts):
     assert "side-stream" in dynamic_codes(v)
 
 
+@pytest.mark.gpu
+def test_one_time_work_after_a_shape_change_sets_no_timing_floor(tmp_path, gpu_opts):
+    """A legitimate candidate that tunes on the first call at each new shape (as cuDNN's algorithm
+    search does), checked at several batch sizes: the profiled forward the timing floor comes from
+    must be a steady one, or the floor is 21 launches for a 1-launch timed forward (a dynamic-batch
+    conv of level 2 was called a timing tamper this way on the H200)."""
+    import dataclasses
+
+    cand = dataclasses.replace(hack_candidate("gpu_good_replans", "kernels.cu"), batch=4096)
+    v = verify(hack_task("ref_affine_large"), cand, tmp_path, gpu_opts)
+    assert v.status == "ok" and v.accepted, (v.status, v.message)
+    assert v.batch_sizes, "checked at other batch sizes, so the profiled call follows a size change"
+    launches = sum(n for k, n in v.kernel_launches.items() if "affine_relu_kernel" in k)
+    assert launches == 1, v.kernel_launches
+
+
 def _torch_extension_device() -> list:
     slow = os.environ.get("STITCHCUDA_SLOW_TESTS") == "1"
     return [

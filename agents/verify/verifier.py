@@ -350,7 +350,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-COMPILE_PHASES = ("compile", "compile-timing")  # the worker's last phases, after the verdict is saved
+# The worker's last phases, after the candidate's verdict is saved: torch.compile of the reference
+# under PyTorch's defaults, then under the candidate's precision policy.
+COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing")
 
 
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
@@ -371,9 +373,14 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
     # one that ran out of time in torch.compile, which comes after the candidate's verdict and
     # timing are saved: that verdict stands, without a torch.compile figure.
     if outcome.killed_for == "timeout" and last_phase in COMPILE_PHASES and verdict.status in ("ok", "reference-only"):
-        verdict.compiled = None
-        verdict.notes.append(f"torch.compile of the reference was still running when the {outcome.seconds:.0f} s "
-                             "limit ended the worker: no torch.compile timing")
+        if last_phase.startswith("compile-matched"):  # the default figure was saved before it began
+            verdict.compiled_matched = None
+            verdict.notes.append(f"torch.compile of the reference under the candidate's precision was still running "
+                                 f"when the {outcome.seconds:.0f} s limit ended the worker: no matched figure")
+        else:
+            verdict.compiled = None
+            verdict.notes.append(f"torch.compile of the reference was still running when the {outcome.seconds:.0f} s "
+                                 "limit ended the worker: no torch.compile timing")
     elif outcome.killed_for and last_phase != "done":
         status, code, message = {
             "timeout": (
