@@ -279,3 +279,25 @@ def test_entries_say_how_long_each_problem_took_and_a_later_run_starts_the_longe
     assert [p["name"] for p in second["problems"]] == ["1_Pointwise.py", "2_Other.py"]
     assert cli.main(["bench", str(level), "--out", str(tmp_path / "three"), "--longest-first",
                      str(tmp_path / "missing.json")]) != 0
+
+
+def test_a_pool_shares_the_cores_among_its_workers(monkeypatch):
+    """16 workers on 64 cores each defaulting to 64 CPU threads (and Inductor's compile pools) made
+    every phase of a problem slower: a pool gives each worker its share, and the user's own
+    settings win."""
+    from stitchcuda.agents.verify import verifier
+
+    monkeypatch.setattr(verifier, "usable_cpus", lambda: 64)
+    pool = verifier.VerifierPool([0, 1, 2, 3], jobs_per_gpu=4)
+    try:
+        assert pool.opts.cpu_threads == 4
+    finally:
+        pool.shutdown()
+    pool = verifier.VerifierPool(None, jobs_per_gpu=100, opts=verifier.VerifyOptions(cpu_threads=7))
+    try:
+        assert pool.opts.cpu_threads == 7  # said by the caller: kept
+    finally:
+        pool.shutdown()
+    env = verifier.thread_env({"OMP_NUM_THREADS": "2", "PATH": "/bin"}, 4)
+    assert env["OMP_NUM_THREADS"] == "2" and env["TORCHINDUCTOR_COMPILE_THREADS"] == "4" and env["PATH"] == "/bin"
+    assert verifier.thread_env({"PATH": "/bin"}, None) == {"PATH": "/bin"}
