@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import hack_candidate, hack_task
 
+from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify import tamper, timing
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
@@ -149,8 +150,6 @@ def test_a_hang_holding_the_gpu_is_killed_at_the_gpu_limit(tmp_path):
 
 def test_the_timing_floor_is_the_kernels_busy_time():
     """Issue 18: a forward cannot take less wall time than its kernels' GPU time run back to back."""
-    from stitchcuda.agents.verify import dynamic_check as dyn
-
     kernels = [{"name": "a", "start": 0.0, "end": 10.0}, {"name": "b", "start": 5.0, "end": 20.0},  # overlap
                {"name": "c", "start": 30.0, "end": 40.0},
                {"name": dyn.MARKER, "start": 40.0, "end": 90.0}]  # the marker is not the forward's
@@ -159,6 +158,41 @@ def test_the_timing_floor_is_the_kernels_busy_time():
     assert dyn.timing_floor_finding(0.017, 30.0) is None  # within the margin (0.7 x 30 - 5 = 16 us)
     f = dyn.timing_floor_finding(0.010, 30.0)
     assert f is not None and f.code == "timing-tamper" and f.data == {"median_us": 10.0, "busy_us": 30.0}
+
+
+# Names as the profiler gives them (H100/H200 timelines of level 2 and the probes in bench/results).
+ATEN_MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+            "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, ...)")
+ATEN_COPY = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+             "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}> >(int, ...)")
+ATEN_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, ...)"
+ATEN_DRAW = ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, "
+             "at::native::templates::cuda::normal_and_transform<float, float, ...> >(long, ...)")
+
+
+def test_kernels_pytorch_launched_for_compute_are_told_from_the_candidates_own():
+    own_and_libraries = [
+        "void stitch_pw1_kernel<4>(float const*, float const*, float*, long)",
+        "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1",
+        "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(...)",
+        "nvjet_tst_128x64_64x8_2x1_v_bz_coopA_TNN",
+        "void native_kernel(float*)",  # a candidate's own kernel may say "native"
+        ATEN_COPY, ATEN_FILL, ATEN_DRAW,  # what ModelNew's allowed calls (.contiguous(), zeros, randn) launch
+    ]
+    assert dyn.torch_launched(own_and_libraries) == []
+    inductor = "triton_poi_fused_convolution_relu_1"
+    clamp = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::clamp_kernel_cuda(...)"
+    assert dyn.torch_launched([*own_and_libraries, ATEN_MUL, inductor, clamp]) == [ATEN_MUL, inductor, clamp]
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_pytorch_ops_replayed_from_a_cuda_graph_are_a_hack(tmp_path):
+    """Forward dispatches only copies; the graph it replays runs ATen's mul, add and relu kernels."""
+    v = verify(hack_task("ref_affine_large"), hack_candidate("gpu_hack_graph_replay", "kernels.cu"), tmp_path / "c",
+               VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    (f,) = [f for f in v.hack_findings if f.code == "torch-kernels-in-forward"]
+    assert all("at::native" in k for k in f.data["kernels"]), f.data
 
 
 def test_without_a_cuda_runtime_there_is_no_persisting_l2_reset():

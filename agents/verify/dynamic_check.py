@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 import time
@@ -329,6 +330,25 @@ def busy_us(kernels: list[dict[str, Any]]) -> float:
         total += b - max(a, end)
         end = b
     return total
+
+
+# Kernels only PyTorch itself launches: ATen's native kernels and Inductor's generated Triton
+# kernels. Library kernels (cuBLAS, cuDNN) carry no such mark: whether ATen or the candidate's own
+# C++ called them is the op recorder's question, not the timeline's.
+_TORCH_LAUNCHED = re.compile(r"\bat::native::|\bat::cuda::|^triton_(poi|per|red|tem|for)_")
+# ... of which the allocation, copy and draw calls a ModelNew may make (torch_ops.ALLOWED_ATEN)
+# launch these: copies (.contiguous(), .to(), clone), fills (zeros, fill_), arange, random draws.
+_ALLOWED_TORCH_KERNEL = re.compile(
+    r"copy_kernel|CopyFunctor|FillFunctor|fill_kernel|arange|elementwise_kernel_with_index|distribution_"
+    r"|CatArrayBatchedCopy_contig|philox"
+)
+
+
+def torch_launched(names: list[str]) -> list[str]:
+    """The kernels among `names` (one forward's timeline) that PyTorch launched for compute: work a
+    candidate's own sources did not do, however it reached the GPU (another thread, a CUDA graph of
+    PyTorch ops captured when imported, a library calling back into ATen)."""
+    return [n for n in names if _TORCH_LAUNCHED.search(n.removeprefix("void ")) and not _ALLOWED_TORCH_KERNEL.search(n)]
 
 
 # A timed forward faster than this share of its own kernels' busy time (less a few microseconds of

@@ -669,6 +669,13 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
         if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
             v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
+            if foreign := dyn.torch_launched(list(v.kernel_us)):
+                short = [n if len(n) <= 100 else n[:97] + "..." for n in foreign[:3]]
+                _add_once(v.hack_findings, [Finding(
+                    "torch-kernels-in-forward",
+                    f"{len(foreign)} kernel(s) PyTorch launched ran in the candidate's forward, for work other "
+                    f"than the copies, fills and draws its ModelNew may ask for: {'; '.join(short)}",
+                    data={"kernels": foreign})])
         caller, late_now, side = dyn.late_side_kernels(kernels)
         for k in late_now:
             late.setdefault(k["stream"], k["name"])
