@@ -124,10 +124,13 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
             steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}", nodes=nodes))
         else:
             roots = group.detail.get("roots", {})
+            # The planner's prologue: the pointwise node this kernel computes as it reads it.
+            pro = group.detail.get("prologue")
             steps.append(
                 kernels.emit(
                     plan.graph, group.nodes[0], f"stitch_k{k}",
                     roots=roots, live=live, precise=precise, getitems=getitems, nodes=nodes,
+                    prologue=codegen.prologue(plan.graph, pro["members"], pro["node"], nodes=nodes) if pro else None,
                 )
             )  # fmt: skip
     return steps

@@ -542,6 +542,51 @@ def lower(
     return PointwiseKernel(name, list(shape), list(w.inputs.values()), [a for a, _ in stores], body, w.ops)
 
 
+@dataclass(frozen=True)
+class Prologue:
+    """A pointwise node computed where a kernel reads it instead of being stored first: C statements
+    giving its fp32 value at row-major element `e` of its shape, from `inputs` (read as in0, in1,
+    ...). A kernel that takes one defines them as members of a loader struct."""
+
+    node: str
+    shape: tuple[int, ...]
+    dtype: str
+    inputs: list[KernelArg]
+    lines: list[str]
+    value: str
+    ops: list[str]
+
+    def loader(self, struct: str) -> str:
+        """`struct`: a functor whose call with e returns the value, rounded to the node's dtype as
+        storing it would round it."""
+        members = "\n".join(f"  const {C_TYPES[a.dtype]}* __restrict__ in{k};" for k, a in enumerate(self.inputs))
+        body = "\n".join(f"    {line}" for line in self.lines)
+        value = self.value if self.dtype == "float32" else f"sc_to_f(sc_from_f<{C_TYPES[self.dtype]}>({self.value}))"
+        return f"""struct {struct} {{
+{members}
+  SC_INLINE float operator()(int64_t e) const {{
+{body}
+    return {value};
+  }}
+}};
+"""
+
+
+def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes: dict[str, Node] | None = None) -> Prologue:
+    """Node `name` (pointwise, its pointwise ancestors `members`) as a Prologue, or NotFusable."""
+    nodes = nodes if nodes is not None else by_name(graph)
+    node = nodes[name]
+    if node.get("dtype") not in ("float32", "float16", "bfloat16"):
+        raise NotFusable(f"{name}: a {node.get('dtype')} prologue")
+    shape = tuple(node["shape"])
+    # Not `i`: the walker reads index `i` as the kernel's own vector lane.
+    w = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
+    value = w.value(name, _Index("e", shape))
+    if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
+        raise NotFusable(f"{name}: reads an integer tensor")
+    return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops))
+
+
 # ---------------------------------------------------------------------------------------------
 # The emitter
 

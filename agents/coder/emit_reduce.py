@@ -301,9 +301,10 @@ def _reduce_kernel(
     ctx: EmitContext, src: Operand, lay: Layout, spec: OpSpec, outs: list[OutSpec | None], note: str
 ) -> Kernel:
     name = ctx.name
+    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
     rows = lay.rows and lay.r >= 16
     if rows:
-        vec = 16 // ITEM_SIZE[src.dtype] if lay.contig else 1
+        vec = 16 // ITEM_SIZE[src.dtype] if lay.contig and pro is None else 1
         tpr, splits = _row_plan(lay, vec, ctx.target)
     else:
         tpr, splits, vec = 1, _col_plan(lay, ctx.target), 1
@@ -311,7 +312,15 @@ def _reduce_kernel(
     chunk = -(-chunk // 16) * 16 if splits > 1 else chunk  # chunk starts keep the rows' alignment
     splits = -(-lay.r // chunk)
     ctype = C_TYPES[src.dtype]
-    raw, casts, outputs = ["const void* in0_"], [f"  const auto x = static_cast<const {ctype}*>(in0_);"], []
+    if pro is None:
+        inputs = [KernelArg(src.name, src.dtype)]
+        raw, casts = ["const void* in0_"], [f"  const auto x = static_cast<const {ctype}*>(in0_);"]
+    else:  # the operand's pointwise ops, computed as read: its inputs are the kernel's
+        inputs = list(pro.inputs)
+        raw = [f"const void* in{k}_" for k in range(len(inputs))]
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(inputs))
+        casts = [f"  const {name}_ld x{{{fields}}};"]
+    outputs = []
     for spec_out, var in zip(outs, ("ya", "yb"), strict=True):
         if spec_out is None:
             casts.append(f"  float* const {var} = nullptr;")
@@ -329,31 +338,34 @@ def _reduce_kernel(
         casts.append(f"  {state}* const part = nullptr;")
     casts.append(f"  const {name}_op op{{{c_float(spec.p0)}, {c_float(spec.p1)}}};")
     args = f"op, x, ya, yb, part, {chunk}LL, {splits}LL"
+    ld = "_ld" if pro is not None else ""
     if rows:
         bs = max(tpr, BLOCK)
         blocks = -(-lay.n * splits // (bs // tpr))
-        first = f"sc_red_rows<{name}_op, {name}_ix, {vec}, {tpr}>"
-        launch = f"  {first}<<<{blocks}, {bs}, 0, stream>>>({args});"
-        host = f"  sc_red_rows_host<{name}_op, {name}_ix, {vec}, {tpr}>({args});"
+        params = f"{name}_op, {name}_ix, {tpr}" if pro is not None else f"{name}_op, {name}_ix, {vec}, {tpr}"
+        launch = f"  sc_red_rows{ld}<{params}><<<{blocks}, {bs}, 0, stream>>>({args});"
+        host = f"  sc_red_rows{ld}_host<{params}>({args});"
     else:
         blocks = -(-lay.n * splits // BLOCK)
-        first = f"sc_red_cols<{name}_op, {name}_ix>"
-        launch = f"  {first}<<<{blocks}, {BLOCK}, 0, stream>>>({args});"
-        host = f"  sc_red_cols_host<{name}_op, {name}_ix>({args});"
+        launch = f"  sc_red_cols{ld}<{name}_op, {name}_ix><<<{blocks}, {BLOCK}, 0, stream>>>({args});"
+        host = f"  sc_red_cols{ld}_host<{name}_op, {name}_ix>({args});"
     if splits > 1:
         fin = f"op, part, {lay.n}LL, {splits}LL, ya, yb"
         launch += f"\n  sc_red_final<<<{-(-lay.n // (BLOCK // 32))}, {BLOCK}, 0, stream>>>({fin});"
         host += f"\n  sc_red_final_host({fin});"
     plan = f"rows tpr {tpr} vec {vec}" if rows else "cols"
     note = f"{note}: {lay.n} x {lay.r}, {plan}" + (f", {splits} splits" if splits > 1 else "")
+    if pro is not None:
+        note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     source = f"""{_HEADER}
 // {name}: {note}
 using {name}_op = {spec.cpp};
 {_ix_source(name, lay)}
+{pro.loader(f"{name}_ld") if pro is not None else ""}
 {launchers(name, raw, casts, launch, host)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(src.name, src.dtype)],
+        inputs=inputs,
         outputs=outputs,
         source=source,
         ops=[note],
@@ -511,6 +523,10 @@ def _scan(ctx: EmitContext, prod: bool) -> Kernel:
 # ---------------------------------------------------------------------------------------------
 
 Emitter = Callable[[EmitContext], Kernel]
+
+# Ops whose operand may be a Prologue (the reductions; softmax and scans read theirs more than once).
+PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin",
+                          "logsumexp", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm"})
 
 EMITTERS: dict[str, Emitter] = {
     "sum": partial(_reduction, kind="sum"),

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, Prologue
 from stitchcuda.agents.graph import Node, by_name, contiguous_strides, picks, ref_name, restride
 from stitchcuda.target import Target
 
@@ -92,6 +92,9 @@ class EmitContext:
     # The GPU the kernel is sized for (grids by its SM count and resident threads); never changes
     # what a kernel computes, only how the work is split.
     target: Target = field(default_factory=Target.current)
+    # The op's tensor operand computed as it is read (the planner's pointwise node before it, never
+    # stored); emitters that take one check `prologue.node` against their operand's name.
+    prologue: Prologue | None = None
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -170,6 +173,7 @@ def context(
     getitems: dict[str, list[Node]] | None = None,
     nodes: dict[str, Node] | None = None,
     target: Target | None = None,
+    prologue: Prologue | None = None,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written). `target`: the
@@ -194,7 +198,7 @@ def context(
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
-                       target=target or Target.current())
+                       target=target or Target.current(), prologue=prologue)
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

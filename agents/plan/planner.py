@@ -113,6 +113,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
             kinds[copy] = "pointwise"
             live_set.add(copy)
     live = [n["name"] for n in graph if n["name"] in live_set]
+    prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -179,7 +180,8 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
             inputs=[a.name for a in kernel.inputs],
             outputs=[a.name for a in kernel.outputs],
             note="; ".join(kernel.ops) or nodes[name]["op"],
-            detail={"roots": roots, "libraries": list(kernel.libraries)},
+            detail={"roots": roots, "libraries": list(kernel.libraries),
+                    **({"prologue": prologues[name]} if name in prologues else {})},
         )
         ordered.append((stage[name], 0, group))
     result.groups = [g for _, _, g in sorted(ordered, key=lambda t: (t[0], t[1]))]
@@ -798,6 +800,48 @@ def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter])
     if op in table:
         return "kernel"
     return "pointwise" if codegen.pointwise_support(node) is None else "other"
+
+
+def _take_prologues(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
+    live: list[str], output: Node, target: Target,
+) -> dict[str, dict[str, Any]]:
+    """A reduction whose operand is a pointwise node nothing else reads computes that node as it
+    reads it (a prologue) instead of reading it stored: the pointwise kernel's write and the
+    reduction's read of the whole tensor go (a convolution's scale before a min over channels, a
+    bias and activation before a mean). Where the lowering or the emitter says no, the kernel stays.
+    Returns, per kernel that took one, what the Coder rebuilds it from: {"node", "members"}."""
+    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS
+
+    taken: dict[str, dict[str, Any]] = {}
+    order = {n["name"]: i for i, n in enumerate(graph)}
+    readers: dict[str, set[str]] = {}  # root of what each live node reads -> the nodes reading it
+    for name in live:
+        if nodes[name].get("view"):
+            continue
+        for src in node_inputs(nodes[name]):
+            readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
+    returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    for name, (kernel, roots) in list(kernel_plans.items()):
+        node = nodes[name]
+        src = ref_name(node["args"].get("self"))
+        if node["op"] not in PROLOGUE_OPS or roots or src is None:
+            continue
+        root = _view_root(nodes, src)["name"]
+        if kinds.get(root) != "pointwise" or root in returned or readers.get(root, set()) != {name}:
+            continue
+        members = _closure(order, nodes, kinds, [root])
+        try:
+            pro = codegen.prologue(graph, members, root, nodes=nodes)
+            fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
+                                 target=target, prologue=pro)
+        except (codegen.NotFusable, kernels.NotSupported):
+            continue
+        if fused.inputs != kernel.inputs:  # the emitter took it
+            kernel_plans[name] = (fused, roots)
+            taken[name] = {"node": root, "members": members}
+    return taken
 
 
 def _emit_with_copies(

@@ -256,6 +256,60 @@ static void sc_red_cols_host(const Op op, const T* x, TA* ya, TB* yb, typename O
   }
 }
 
+// With a prologue (emit_reduce, `Prologue`): the reduced operand is never stored; `ld(e)` computes
+// its row-major element e from the pointwise ops' own inputs as it is read. Scalar reads (the
+// operand has no memory to take vectors of); the rows, columns and splits are the plain kernels'.
+template <class Op, class Ix, class Ld>
+SC_INLINE typename Op::State sc_red_part_ld(const Op& op, const Ld& ld, int64_t o, int64_t lo, int64_t hi, int t,
+                                            int tpr) {
+  typename Op::State st = op.init();
+  const int64_t b = Ix::base(o);
+#pragma unroll 4
+  for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, ld(b + Ix::off(r)), r);
+  return st;
+}
+
+template <class Op, class Ix, int TPR, class Ld, class TA, class TB>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_red_rows_ld(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk, int64_t splits) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N * splits);
+  if (g < 0) return;
+  const int t = threadIdx.x % TPR;
+  const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  const auto st = sc_red_all<TPR>(op, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, t, TPR));
+  if (t == 0 && SC_RED_LIVE(Ix::N * splits)) sc_red_store(op, st, o, s, splits, ya, yb, part);
+}
+
+template <class Op, class Ix, int TPR, class Ld, class TA, class TB>
+static void sc_red_rows_ld_host(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+                                int64_t splits) {
+  for (int64_t g = 0; g < Ix::N * splits; ++g) {
+    const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+    auto st = op.init();
+    for (int t = 0; t < TPR; ++t) op.merge(st, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, t, TPR));
+    sc_red_store(op, st, o, s, splits, ya, yb, part);
+  }
+}
+
+template <class Op, class Ix, class Ld, class TA, class TB>
+__global__ void __launch_bounds__(SC_RED_BLOCK)
+sc_red_cols_ld(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk, int64_t splits) {
+  const int64_t g = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (g >= Ix::N * splits) return;
+  const int64_t o = g % Ix::N, s = g / Ix::N, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  sc_red_store(op, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, 0, 1), o, s, splits, ya, yb, part);
+}
+
+template <class Op, class Ix, class Ld, class TA, class TB>
+static void sc_red_cols_ld_host(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
+                                int64_t splits) {
+  for (int64_t g = 0; g < Ix::N * splits; ++g) {
+    const int64_t o = g % Ix::N, s = g / Ix::N, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+    sc_red_store(op, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, 0, 1), o, s, splits, ya, yb, part);
+  }
+}
+
 // Second pass of split reductions: a warp merges one output's partial states.
 template <class Op, class TA, class TB>
 __global__ void __launch_bounds__(SC_RED_BLOCK)

@@ -1,0 +1,123 @@
+"""Reductions that compute their pointwise operand as they read it (a prologue), instead of a
+pointwise kernel storing it first (issue 16: a convolution's scale before a min over channels was
+a stored pass of its own). Whole candidates run on CPU tensors through the host entries, which run
+the same per-element code as the GPU's kernels; the plans are checked for what was not stored."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.task import import_file
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+_ids = itertools.count()
+
+
+class ScaleMin(nn.Module):
+    """Per-channel scale and shift, then a min over channels (the column layout)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(6, 1, 1))
+        self.shift = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        return torch.min(x * self.scale + self.shift, dim=1, keepdim=True)[0]
+
+
+class RowsLse(nn.Module):
+    """Activation and a broadcast bias, then logsumexp over the last dim (rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(37))
+
+    def forward(self, x):
+        return torch.logsumexp(torch.relu(x) + self.bias, dim=-1)
+
+
+class LongRowSum(nn.Module):
+    """One long row: the split plan (partial states in scratch, a second kernel merges them)."""
+
+    def forward(self, x):
+        return (torch.tanh(x) * 3.0).sum(dim=1)
+
+
+class MeanOfPermuted(nn.Module):
+    """The reduction reads a view of the pointwise node."""
+
+    def forward(self, x):
+        return (x * x - 1.0).permute(0, 2, 1).mean(dim=(0, 2))
+
+
+class ArgmaxAndValue(nn.Module):
+    def forward(self, x):
+        v, i = torch.max(torch.sigmoid(x) * 2.0, dim=2)
+        return v, i
+
+
+class SharedOperand(nn.Module):
+    """The pointwise node is also returned: it is stored once, and the reduction reads it."""
+
+    def forward(self, x):
+        y = x * 2.0 + 1.0
+        return y, y.sum(dim=1)
+
+
+CASES = [
+    (ScaleMin(), [torch.randn(3, 6, 5, 7)]),
+    (RowsLse(), [torch.randn(4, 9, 37)]),
+    (LongRowSum(), [torch.randn(2, 300_000)]),
+    (MeanOfPermuted(), [torch.randn(3, 5, 8)]),
+    (ArgmaxAndValue(), [torch.randn(2, 3, 40)]),
+]
+IDS = ["scale-min-cols", "lse-rows", "long-row-splits", "mean-of-view", "argmax"]
+
+
+def _plan(module, inputs):
+    p = planner.plan_graph(graph.trace_module(module, inputs))
+    assert p.supported, p.unsupported
+    return p
+
+
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_the_operand_is_computed_where_it_is_read(module, inputs):
+    p = _plan(module, inputs)
+    nodes = graph.by_name(p.graph)
+    reductions = [g for g in p.groups if g.kind == "kernel"]
+    assert len(reductions) == 1 and "prologue" in reductions[0].note, [g.note for g in p.groups]
+    # Nothing pointwise is stored before the reduction: its inputs are the module's own tensors.
+    assert all(nodes[n]["op"] == "input" for n in reductions[0].inputs), reductions[0].inputs
+    assert all(g.kind == "kernel" or set(g.outputs).isdisjoint(reductions[0].inputs) for g in p.groups)
+
+
+def test_an_operand_something_else_reads_is_stored_once():
+    p = _plan(SharedOperand(), [torch.randn(4, 5)])
+    (red,) = [g for g in p.groups if g.kind == "kernel"]
+    assert "prologue" not in red.note
+    stored = {o for g in p.groups if g.kind == "pointwise" for o in g.outputs}
+    assert set(red.inputs) <= stored
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("module", "inputs"), [*CASES, (SharedOperand(), [torch.randn(4, 5)])],
+                         ids=[*IDS, "shared"])
+def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
+    p = _plan(module, inputs)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+    mod = import_file(cand.write(tmp_path), name=f"_prologue_{next(_ids)}")
+    new = mod.ModelNew()
+    new.load_state_dict(module.state_dict())
+    ours, ref = new(*inputs), module(*inputs)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.detach().abs().max()) if b.is_floating_point() else 0)
