@@ -302,7 +302,9 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["supported"] for r in rows] == [True, False, False, False]
     assert "no_such_module_here" in rows[3]["unsupported"][0]
-    assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "pointwise", "kernel"]
+    # The linear layer, then softmax computing its bias and ReLU as it reads them (a prologue).
+    assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "kernel"]
+    assert "prologue" in rows[0]["groups"][1]["note"]
     assert rows[1]["unsupported"] == ["aten.sort.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
 

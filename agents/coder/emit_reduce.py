@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
 from stitchcuda.target import Target
 
@@ -447,6 +447,8 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
     name, flag = ctx.name, str(_SOFTMAX_MODES[op])
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
+    if ctx.prologue is not None and ctx.prologue.node == src.name:
+        return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note)
     host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o)"
     if not rows:
         blocks = -(-lay.n // BLOCK)
@@ -472,6 +474,32 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
 
         note += f", rows two passes tpr {tpr} vec {vec}"
     return _along_kernel(ctx, src, out, lay, _pick(vec, kernel), host, note)
+
+
+def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout, inner: int, flag: str,
+                      rows: bool, note: str) -> Kernel:
+    """Softmax whose operand is computed as it is read (both passes), never stored."""
+    name = ctx.name
+    raw = [f"const void* in{k}_" for k in range(len(pro.inputs))] + ["void* out0_"]
+    fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(pro.inputs))
+    casts = [f"  const {name}_ld x{{{fields}}};", f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);"]
+    host = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_softmax_col_ld<{name}_ix, {flag}, {inner}LL>(x, y, o);"
+    if rows:
+        tpr = _short_tpr(lay.r, 1) if lay.r <= 2048 else 256
+        bs = max(tpr, BLOCK)
+        launch = f"  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}><<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y);"
+        note += f", rows two passes tpr {tpr}"
+    else:
+        launch = f"  sc_softmax_cols_ld<{name}_ix, {flag}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y);"
+        note += ", cols"
+    note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    source = f"""{_HEADER}
+// {name}: {note}
+{_ix_source(name, lay)}
+{pro.loader(f"{name}_ld")}
+{launchers(name, raw, casts, launch, host)}"""
+    return Kernel(name=name, inputs=list(pro.inputs), outputs=[KernelArg(out.name, out.dtype)], source=source,
+                  ops=[note], host=True)
 
 
 def _floats(src: Operand, out: OutSpec) -> None:
@@ -524,9 +552,11 @@ def _scan(ctx: EmitContext, prod: bool) -> Kernel:
 
 Emitter = Callable[[EmitContext], Kernel]
 
-# Ops whose operand may be a Prologue (the reductions; softmax and scans read theirs more than once).
+# Ops whose operand may be a Prologue: the reductions, and softmax (its two passes both compute it:
+# cheaper than a pass that stores it and two that read it). Not the scans.
 PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin",
-                          "logsumexp", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm"})
+                          "logsumexp", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm",
+                          "_softmax", "_log_softmax", "_safe_softmax"})
 
 EMITTERS: dict[str, Emitter] = {
     "sum": partial(_reduction, kind="sum"),

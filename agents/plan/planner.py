@@ -604,8 +604,18 @@ def split_softmax(graph: list[Node]) -> list[Node]:
 
 def split_conv_bias(graph: list[Node]) -> list[Node]:
     """convolution(x, w, b) -> convolution(x, w, None) + b[:, None, ...] where every reader of the
-    result is a pointwise op: the bias add then costs nothing in the pointwise kernel that follows
-    instead of a pass of its own after the convolution."""
+    result is a pointwise op, or a reduction or softmax reading it as its operand: the bias add then
+    costs nothing in the kernel that follows (a reduction computes it as a prologue) instead of a
+    pass of its own after the convolution."""
+    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS
+
+    def takes_it(user: Node, conv: str) -> bool:
+        if codegen.pointwise_support(user) is None:
+            return True
+        args = user.get("args", {})
+        return (user["op"] in PROLOGUE_OPS and ref_name(args.get("self")) == conv
+                and sum(1 for _ in iter_refs(args)) == 1)
+
     readers = _readers(graph)
     out: list[Node] = []
     taken = {n["name"] for n in graph}
@@ -618,7 +628,7 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
         users = readers.get(node["name"], [])
         if bias is None or not users or node.get("shape") is None or not is_contiguous(node):
             continue
-        if any(u["op"] == "output" or u.get("view") or codegen.pointwise_support(u) is not None for u in users):
+        if any(u["op"] == "output" or u.get("view") or not takes_it(u, node["name"]) for u in users):
             continue
         channels = node["shape"][1]
         view_shape = [channels] + [1] * (len(node["shape"]) - 2)
@@ -807,8 +817,8 @@ def _take_prologues(
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
     live: list[str], output: Node, target: Target,
 ) -> dict[str, dict[str, Any]]:
-    """A reduction whose operand is a pointwise node nothing else reads computes that node as it
-    reads it (a prologue) instead of reading it stored: the pointwise kernel's write and the
+    """A reduction (or softmax) whose operand is a pointwise node that nothing but pointwise ops
+    otherwise read computes that node as it reads it (a prologue) instead of reading it stored: the pointwise kernel's write and the
     reduction's read of the whole tensor go (a convolution's scale before a min over channels, a
     bias and activation before a mean). Where the lowering or the emitter says no, the kernel stays.
     Returns, per kernel that took one, what the Coder rebuilds it from: {"node", "members"}."""
@@ -829,7 +839,10 @@ def _take_prologues(
         if node["op"] not in PROLOGUE_OPS or roots or src is None:
             continue
         root = _view_root(nodes, src)["name"]
-        if kinds.get(root) != "pointwise" or root in returned or readers.get(root, set()) != {name}:
+        # Other readers that are pointwise compute the node in their own kernels as they would
+        # anyway (split_softmax's exp(x - lse) beside the lse); any other reader needs it stored.
+        others = readers.get(root, set()) - {name}
+        if kinds.get(root) != "pointwise" or root in returned or any(kinds.get(r) != "pointwise" for r in others):
             continue
         members = _closure(order, nodes, kinds, [root])
         try:

@@ -444,6 +444,42 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
   }
 }
 
+// Softmax over a prologue (`ld`, as for the reductions): the operand's pointwise ops run in both
+// passes instead of being stored once and read twice. A row serially (columns, and host entries)...
+template <class Ix, int MODE, int64_t INNER, class Ld, class TO>
+SC_INLINE void sc_softmax_col_ld(const Ld& ld, TO* __restrict__ y, int64_t o) {
+  const sc_red_lse op{0.0f, 0.0f};
+  const auto st = sc_red_part_ld<sc_red_lse, Ix>(op, ld, o, 0, Ix::R, 0, 1);
+  const float d = sc_softmax_div<MODE>(st);
+  const int64_t b = Ix::base(o);
+  TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
+  for (int64_t r = 0; r < Ix::R; ++r) out[r * INNER] = sc_from_f<TO>(sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d));
+}
+
+template <class Ix, int MODE, int64_t INNER, class Ld, class TO>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, TO* __restrict__ y) {
+  const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (o < Ix::N) sc_softmax_col_ld<Ix, MODE, INNER>(ld, y, o);
+}
+
+// ...and a group of TPR threads per contiguous row: the online max/sum pass, then the writes.
+template <class Ix, int MODE, int TPR, class Ld, class TO>
+__global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
+sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y) {
+  constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
+  const int64_t g = sc_red_group<TPR, BS>(Ix::N);
+  if (g < 0) return;
+  const int t = threadIdx.x % TPR;
+  const sc_red_lse op{0.0f, 0.0f};
+  const auto st = sc_red_all<TPR>(op, sc_red_part_ld<sc_red_lse, Ix>(op, ld, g, 0, Ix::R, t, TPR));
+  if (!SC_RED_LIVE(Ix::N)) return;
+  const float d = sc_softmax_div<MODE>(st);
+  const int64_t b = Ix::base(g);
+  TO* out = y + g * Ix::R;
+#pragma unroll 4
+  for (int64_t r = t; r < Ix::R; r += TPR) out[r] = sc_from_f<TO>(sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d));
+}
+
 // Inclusive scans (cumsum, cumprod) in fp32.
 template <bool PROD> SC_INLINE float sc_scan_op(float a, float b) { return PROD ? a * b : a + b; }
 
