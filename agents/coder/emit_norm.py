@@ -299,21 +299,34 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     if numel >= 2**31 * THREADS or (shape == "split" and n.rows * parts >= 2**31):
         raise NotSupported(f"{n.op}: too many blocks for one launch")
 
+    # A prologue: x's pointwise ops computed as read (rounded as storing x would round them), from
+    # the prologue's own inputs, which come first among the kernel's; x itself is never stored.
+    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == x.name else None
+    if pro is not None and (x.offset or x.strides != tuple(contiguous_strides(x.shape))):
+        pro = None
     # Pointers: inputs (x, w, b, rm, rv present), outputs (those read), scratch.
     ins: list[tuple[str, Operand]] = [("x", x)]
     ins += [(k, o) for k, o in (("w", n.weight), ("b", n.bias)) if o is not None]
     ins += [(k, o) for k, o in (("rm", n.running_mean), ("rv", n.running_var)) if o is not None]
     out_fields = ["y", "mean", "rstd", "rm_dst", "rv_dst"]
     outs = [(out_fields[i], o) for i, o in enumerate(n.outputs) if o is not None]
-    params = [f"const void* in{i}" for i in range(len(ins))] + [f"void* out{i}" for i in range(len(outs))]
-    names = [f"in{i}" for i in range(len(ins))] + [f"out{i}" for i in range(len(outs))]
+    if pro is not None:
+        ins = ins[1:]
+    first = len(pro.inputs) if pro is not None else 0  # launcher index of the first of `ins`
+    n_in = first + len(ins)
+    params = [f"const void* in{i}" for i in range(n_in)] + [f"void* out{i}" for i in range(len(outs))]
+    names = [f"in{i}" for i in range(n_in)] + [f"out{i}" for i in range(len(outs))]
     fields = ["x", "w", "b", "rm", "rv", "y", "mean", "rstd", "rm_dst", "rv_dst"]
     type_key = dict(
         zip(fields, ["XT", "WT", "BT", "RMT", "RVT", "YT", "MT", "ST", "RMDT", "RVDT"], strict=True)
     )
     assign = []
     types = dict.fromkeys(type_key.values(), "float")
-    for i, (field, op) in enumerate(ins):
+    types["XT"] = C_TYPES[x.dtype]
+    if pro is not None:
+        loads = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k})" for k, a in enumerate(pro.inputs))
+        assign.append(f"  a.x = ld{{{loads}}};")
+    for i, (field, op) in enumerate(ins, start=first):
         types[type_key[field]] = C_TYPES[op.dtype]
         assign.append(f"  a.{field} = static_cast<const {C_TYPES[op.dtype]}*>(in{i}) + {op.offset};")
     for i, (field, spec) in enumerate(outs):
@@ -358,6 +371,9 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         "EPS": c_float(n.eps),
         "MOMENTUM": c_float(n.momentum),
         "PIDX": n.pidx,
+        "XV": "float" if pro is not None else types["XT"],
+        "XS": "ld" if pro is not None else "const XT*",
+        "LOADER": pro.loader("ld") if pro is not None else "",
         "PARAMS": ", ".join(params),
         "NAMES": ", ".join(names),
         "ASSIGN": "\n".join(assign),
@@ -366,9 +382,11 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         [_FAMILY, Template(_COMMON).substitute(subs), body, Template(_LAUNCH).substitute(subs)]
     )
     mutates = [o.name for o in (n.running_mean, n.running_var) if n.mutate and n.update and o is not None]
+    if pro is not None:
+        note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     return Kernel(
         name=ctx.name,
-        inputs=[KernelArg(o.name, o.dtype) for _, o in ins],
+        inputs=[*(pro.inputs if pro is not None else []), *(KernelArg(o.name, o.dtype) for _, o in ins)],
         outputs=[KernelArg(o.name, o.dtype) for o in ys],
         source=source,
         ops=[f"{n.op} {n.rows}x{n.count} ({note})"],

@@ -556,7 +556,15 @@ Emitter = Callable[[EmitContext], Kernel]
 # cheaper than a pass that stores it and two that read it). Not the scans.
 PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin",
                           "logsumexp", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm",
-                          "_softmax", "_log_softmax", "_safe_softmax"})
+                          "_softmax", "_log_softmax", "_safe_softmax",
+                          # emit_norm's (training-mode statistics; eval batch norm is pointwise already)
+                          "native_layer_norm", "native_group_norm", "native_batch_norm",
+                          "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_fused_rms_norm"})
+
+
+def prologue_operand(node: dict[str, Any]) -> str:
+    """The argument holding the operand a prologue stands for: `input` for the norms, else `self`."""
+    return "input" if "input" in node.get("args", {}) else "self"
 
 EMITTERS: dict[str, Emitter] = {
     "sum": partial(_reduction, kind="sum"),

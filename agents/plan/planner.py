@@ -607,14 +607,14 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
     result is a pointwise op, or a reduction or softmax reading it as its operand: the bias add then
     costs nothing in the kernel that follows (a reduction computes it as a prologue) instead of a
     pass of its own after the convolution."""
-    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS
+    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
 
     def takes_it(user: Node, conv: str) -> bool:
         if codegen.pointwise_support(user) is None:
             return True
         args = user.get("args", {})
-        return (user["op"] in PROLOGUE_OPS and ref_name(args.get("self")) == conv
-                and sum(1 for _ in iter_refs(args)) == 1)
+        return (user["op"] in PROLOGUE_OPS and ref_name(args.get(prologue_operand(user))) == conv
+                and list(iter_refs(args)).count(conv) == 1)
 
     readers = _readers(graph)
     out: list[Node] = []
@@ -822,7 +822,7 @@ def _take_prologues(
     reduction's read of the whole tensor go (a convolution's scale before a min over channels, a
     bias and activation before a mean). Where the lowering or the emitter says no, the kernel stays.
     Returns, per kernel that took one, what the Coder rebuilds it from: {"node", "members"}."""
-    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS
+    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
 
     taken: dict[str, dict[str, Any]] = {}
     order = {n["name"]: i for i, n in enumerate(graph)}
@@ -835,8 +835,10 @@ def _take_prologues(
     returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
-        src = ref_name(node["args"].get("self"))
+        src = ref_name(node["args"].get(prologue_operand(node)))
         if node["op"] not in PROLOGUE_OPS or roots or src is None:
+            continue
+        if list(iter_refs(node["args"])).count(src) != 1:  # read again as another argument
             continue
         root = _view_root(nodes, src)["name"]
         # Other readers that are pointwise compute the node in their own kernels as they would

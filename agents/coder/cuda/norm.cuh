@@ -24,6 +24,19 @@ SC_INLINE sc_wf sc_wf_of(const float (&d)[VEC]) {  // exact two-pass over a vect
 }
 SC_INLINE sc_wf sc_merge(sc_wf a, sc_wf b) { return sc_wf_merge(a, b); }
 SC_INLINE float sc_merge(float a, float b) { return a + b; }
+// x as a norm kernel reads it: a pointer, or a prologue's loader (emit_norm: the pointwise ops before
+// the norm computed as read, never stored) whose call with e gives row-major element e as a float.
+template <class T> SC_INLINE float sc_nx_at(const T* x, int64_t i) { return sc_to_f(x[i]); }
+template <class L> SC_INLINE float sc_nx_at(const L& ld, int64_t i) { return ld(i); }
+template <int VEC, class T> SC_INLINE sc_vec<T, VEC> sc_nx_vec(const T* x, int64_t i) { return sc_load<VEC>(x + i); }
+template <int VEC, class L> SC_INLINE sc_vec<float, VEC> sc_nx_vec(const L& ld, int64_t i) {
+  sc_vec<float, VEC> v;
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) v.v[l] = ld(i + l);
+  return v;
+}
+template <class T> static bool sc_nx_aligned(const T* x, int n) { return sc_aligned(x, n); }
+template <class L> static bool sc_nx_aligned(const L&, int) { return true; }
 SC_INLINE sc_wf sc_load_wf(const float* p) { return sc_wf_make(p[0], p[1], p[2]); }
 SC_INLINE void sc_store_wf(float* p, sc_wf w) { p[0] = w.n; p[1] = w.mean; p[2] = w.m2; }
 #ifdef __CUDACC__

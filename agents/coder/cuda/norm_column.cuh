@@ -11,12 +11,12 @@ SC_INLINE void colpart(const Args& a, int64_t c0, int64_t n0, int64_t n1, int st
   float K[VEC], mean[VEC], m2[VEC], cnt = 0.0f;
 #pragma unroll
   for (int l = 0; l < VEC; ++l) {
-    K[l] = c0 + l < R ? sc_to_f(a.x[c0 + l]) : 0.0f;
+    K[l] = c0 + l < R ? sc_nx_at(a.x, c0 + l) : 0.0f;
     mean[l] = m2[l] = 0.0f;
   }
   if (c0 < R) {
     for (int64_t n = n0; n < n1; n += step) {
-      const sc_vec<XT, VEC> v = sc_load<VEC>(a.x + n * R + c0);
+      const sc_vec<XV, VEC> v = sc_nx_vec<VEC>(a.x, n * R + c0);
       cnt += 1.0f;
       const float inv = 1.0f / cnt;
 #pragma unroll

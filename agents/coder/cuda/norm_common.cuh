@@ -4,6 +4,9 @@
 
 namespace ${N}_impl {
 typedef $XT XT; typedef $YT YT; typedef $WT WT; typedef $BT BT; typedef $RMT RMT; typedef $RVT RVT;
+typedef $XV XV;  // what x's elements are read as: XT, or float from a prologue
+$LOADER
+typedef $XS XS;
 typedef $MT MT; typedef $ST ST; typedef $RMDT RMDT; typedef $RVDT RVDT;
 constexpr int THREADS = $THREADS, VMAX = $VMAX;
 constexpr int64_t R = ${R}LL, COUNT = ${COUNT}LL, S = ${S}LL, SEG_STRIDE = ${SEG_STRIDE}LL;
@@ -13,7 +16,7 @@ constexpr bool HAS_MEAN = $HAS_MEAN, HAS_RSTD = $HAS_RSTD, UPDATE = $UPDATE;
 constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM = $MOMENTUM;
 
 struct Args {
-  const XT* x; const WT* w; const BT* b; const RMT* rm; const RVT* rv;
+  XS x; const WT* w; const BT* b; const RMT* rm; const RVT* rv;
   YT* y; MT* mean; ST* rstd; RMDT* rm_dst; RVDT* rv_dst;
   float* part;  // partial statistics, 3 floats per (row, chunk)
   float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
@@ -33,7 +36,7 @@ SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p
 }
 // Normalise the vector xv of row r's elements k..k+VEC-1 (k a multiple of VEC) and store it.
 template <int VEC>
-SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XT, VEC>& xv, float mean, float rstd) {
+SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XV, VEC>& xv, float mean, float rstd) {
   const int64_t p0 = pidx(r, k);
   sc_vec<YT, VEC> yv;
   if constexpr (RUN == 0) {  // per-element weights (layer norm): whole vectors of them
@@ -60,7 +63,7 @@ SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XT, V
 // Whole vectors of x, y (and of w, b when they follow the element) are aligned.
 SC_INLINE bool aligned(const Args& a, int vec) {
   const bool wb = RUN != 0 || ((!HAS_W || sc_aligned(a.w, vec)) && (!HAS_B || sc_aligned(a.b, vec)));
-  return vec > 1 && sc_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
+  return vec > 1 && sc_nx_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
 }
 SC_INLINE float rstd_of(float mean, float m2) {
   const float var = m2 / COUNTF;
@@ -78,11 +81,11 @@ SC_INLINE void record(const Args& a, int64_t r, float mean, float m2, float rstd
 }
 template <int VEC>
 SC_INLINE void apply_vec(const Args& a, int64_t r, int64_t k, float mean, float rstd) {
-  normalise<VEC>(a, r, k, sc_load<VEC>(a.x + addr(r, k)), mean, rstd);
+  normalise<VEC>(a, r, k, sc_nx_vec<VEC>(a.x, addr(r, k)), mean, rstd);
 }
 // Merge the P partials of row r and finish it (stat gets what the normalising pass needs).
 SC_INLINE void finish_row(const Args& a, int64_t r, sc_wf s) {
-  const float mean = sc_to_f(a.x[addr(r, 0)]) + s.mean;
+  const float mean = sc_nx_at(a.x, addr(r, 0)) + s.mean;
   const float rstd = rstd_of(mean, s.m2);
   record(a, r, mean, s.m2, rstd);
   a.stat[2 * r] = RMS ? 0.0f : mean;
@@ -116,7 +119,7 @@ static void final_host(const Args& a, int64_t P) {
 // Elementwise normalisation of a [N, C=R, S] tensor with per-channel stat (batch norm).
 template <int VEC>
 SC_INLINE void ew_vec(const Args& a, int64_t i) {
-  const sc_vec<XT, VEC> xv = sc_load<VEC>(a.x + i);
+  const sc_vec<XV, VEC> xv = sc_nx_vec<VEC>(a.x, i);
   sc_vec<YT, VEC> yv;
   const int64_t c0 = (i / S) % R;
 #pragma unroll

@@ -11,14 +11,14 @@ __global__ void __launch_bounds__(FB) fused_kernel(Args a) {
   const int64_t r0 = (int64_t)blockIdx.x * RB + threadIdx.x / TPR;
   const bool live = r0 < R;
   const int64_t r = live ? r0 : R - 1;  // spare groups redo the last row: reductions stay uniform
-  const float K = sc_to_f(a.x[addr(r, 0)]);
-  sc_vec<XT, VEC> v[ITEMS];
+  const float K = sc_nx_at(a.x, addr(r, 0));
+  sc_vec<XV, VEC> v[ITEMS];
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int64_t k = ((int64_t)i * TPR + t) * VEC;
     if (k < COUNT) {
-      v[i] = sc_load<VEC>(a.x + addr(r, k));
+      v[i] = sc_nx_vec<VEC>(a.x, addr(r, k));
 #pragma unroll
       for (int l = 0; l < VEC; ++l) s += sc_to_f(v[i].v[l]) - K;
     }
@@ -50,12 +50,12 @@ __global__ void __launch_bounds__(FB) fused_kernel(Args a) {
 #endif
 static void run_host(const Args& a) {
   for (int64_t r = 0; r < R; ++r) {
-    const float K = sc_to_f(a.x[addr(r, 0)]);
+    const float K = sc_nx_at(a.x, addr(r, 0));
     float s = 0.0f, q = 0.0f;
-    for (int64_t k = 0; k < COUNT; ++k) s += sc_to_f(a.x[addr(r, k)]) - K;
+    for (int64_t k = 0; k < COUNT; ++k) s += sc_nx_at(a.x, addr(r, k)) - K;
     const float mean = K + s / COUNTF;
     for (int64_t k = 0; k < COUNT; ++k) {
-      const float e = sc_to_f(a.x[addr(r, k)]) - mean;
+      const float e = sc_nx_at(a.x, addr(r, k)) - mean;
       q += e * e;
     }
     const float rstd = rstd_of(mean, q);

@@ -11,7 +11,7 @@ SC_INLINE sc_wf part(const Args& a, int64_t r, int64_t p, int t, float K) {
   for (int it = 0; it < (int)(CH / (THREADS * VEC)); ++it) {
     const int64_t k = begin + ((int64_t)it * THREADS + t) * VEC;
     if (k < end) {
-      const sc_vec<XT, VEC> v = sc_load<VEC>(a.x + addr(r, k));
+      const sc_vec<XV, VEC> v = sc_nx_vec<VEC>(a.x, addr(r, k));
       float d[VEC];
 #pragma unroll
       for (int l = 0; l < VEC; ++l) d[l] = sc_to_f(v.v[l]) - K;
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(THREADS) stats_kernel(Args a) {
   __shared__ sc_wf sh[THREADS / 32];
   // Rows fastest: the blocks running together share a slice of the weights (layer norm).
   const int64_t r = blockIdx.x % R, p = blockIdx.x / R;
-  sc_wf s = part<VEC>(a, r, p, threadIdx.x, sc_to_f(a.x[addr(r, 0)]));
+  sc_wf s = part<VEC>(a, r, p, threadIdx.x, sc_nx_at(a.x, addr(r, 0)));
   s = sc_group_reduce(s, THREADS, sh);
   if (threadIdx.x == 0) sc_store_wf(a.part + 3 * (r * P + p), s);
 }
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(THREADS) apply_kernel(Args a) {
 template <int VEC>
 static void run_host_vec(const Args& a) {
   for (int64_t r = 0; r < R; ++r) {
-    const float K = sc_to_f(a.x[addr(r, 0)]);
+    const float K = sc_nx_at(a.x, addr(r, 0));
     for (int64_t p = 0; p < P; ++p) {
       sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
       for (int t = 0; t < THREADS; ++t) s = sc_wf_merge(s, part<VEC>(a, r, p, t, K));
