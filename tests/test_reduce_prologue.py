@@ -182,6 +182,15 @@ def test_the_operand_is_computed_where_it_is_read(module, inputs):
             assert set(g.outputs) <= returned | writes, (g.outputs, returned)
 
 
+def test_prologues_can_be_turned_off(monkeypatch):
+    """STITCHCUDA_PROLOGUES=0: the pointwise node is stored and the reduction reads it, as before."""
+    monkeypatch.setenv(planner.PROLOGUES_ENV, "0")
+    p = _plan(ScaleMin(), [torch.randn(3, 6, 5, 7)])
+    (red,) = [g for g in p.groups if g.kind == "kernel"]
+    assert "prologue" not in red.note and not red.detail.get("prologue")
+    assert [g.kind for g in p.groups] == ["pointwise", "kernel"]
+
+
 def test_an_operand_something_else_reads_is_stored_once():
     p = _plan(SharedOperand(), [torch.randn(4, 5)])
     (red,) = [g for g in p.groups if g.kind == "kernel"]

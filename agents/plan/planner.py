@@ -612,6 +612,8 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
     def takes_it(user: Node, conv: str) -> bool:
         if codegen.pointwise_support(user) is None:
             return True
+        if not prologues_on():
+            return False
         args = user.get("args", {})
         return (user["op"] in PROLOGUE_OPS and ref_name(args.get(prologue_operand(user))) == conv
                 and list(iter_refs(args)).count(conv) == 1)
@@ -812,6 +814,15 @@ def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter])
     return "pointwise" if codegen.pointwise_support(node) is None else "other"
 
 
+# "0" turns prologues off (the pointwise node before a reduction, softmax or norm is stored, as
+# before they existed): for same-run comparisons, and a way out should one misbehave on a GPU.
+PROLOGUES_ENV = "STITCHCUDA_PROLOGUES"
+
+
+def prologues_on() -> bool:
+    return os.environ.get(PROLOGUES_ENV, "1") != "0"
+
+
 def _take_prologues(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
@@ -825,6 +836,8 @@ def _take_prologues(
     from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
 
     taken: dict[str, dict[str, Any]] = {}
+    if not prologues_on():
+        return taken
     order = {n["name"]: i for i, n in enumerate(graph)}
     readers: dict[str, set[str]] = {}  # root of what each live node reads -> the nodes reading it
     for name in live:
