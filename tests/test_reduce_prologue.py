@@ -132,6 +132,27 @@ class ReluBatchNorm1d(nn.Module):
         return self.norm(torch.tanh(x))
 
 
+class BiasReluMaxPool(nn.Module):
+    """A bias and ReLU, then an overlapping 3x3 max-pool with padding (each window computes what it reads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(4, 1, 1))
+
+    def forward(self, x):
+        return torch.nn.functional.max_pool2d(torch.relu(x + self.bias), 3, stride=2, padding=1)
+
+
+class SigmoidAvgPool3d(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.avg_pool3d(torch.sigmoid(x) * 2.0, 2)
+
+
+class TanhAdaptiveAvgPool(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.adaptive_avg_pool2d(torch.tanh(x), (3, 2))
+
+
 class SharedOperand(nn.Module):
     """The pointwise node is also returned: it is stored once, and the reduction reads it."""
 
@@ -154,9 +175,13 @@ CASES = [
     (ScaledLayerNorm(), [torch.randn(5, 7, 48)]),
     (ReluBatchNorm2d(), [torch.randn(4, 6, 9, 10)]),
     (ReluBatchNorm1d(), [torch.randn(33, 40)]),
+    (BiasReluMaxPool(), [torch.randn(2, 4, 11, 9)]),
+    (SigmoidAvgPool3d(), [torch.randn(2, 3, 4, 6, 8)]),
+    (TanhAdaptiveAvgPool(), [torch.randn(2, 3, 7, 5)]),
 ]
 IDS = ["scale-min-cols", "lse-rows", "long-row-splits", "mean-of-view", "argmax", "softmax-cols", "log-softmax-rows",
-       "softmax-split", "groupnorm-fused", "groupnorm-split", "layernorm", "batchnorm2d", "batchnorm1d-column"]
+       "softmax-split", "groupnorm-fused", "groupnorm-split", "layernorm", "batchnorm2d", "batchnorm1d-column",
+       "maxpool-overlapping", "avgpool3d", "adaptive-avgpool"]
 
 
 def _plan(module, inputs):

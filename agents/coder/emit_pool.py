@@ -196,8 +196,13 @@ def _window(i: int, dims: tuple[Dim, ...], inner: list[str], idx: str) -> list[s
     return head + [f"  {line}" for line in inner] + ["}"]
 
 
-def _body(pool: Pool, src: Operand, idx: str, values: bool, indices: bool) -> list[str]:
-    """Statements computing output o: its coordinates o{i}, the window, the reduction, the stores."""
+def _body(pool: Pool, src: Operand, idx: str, values: bool, indices: bool, prologue: bool = False) -> list[str]:
+    """Statements computing output o: its coordinates o{i}, the window, the reduction, the stores.
+    With `prologue`, x is a loader: x(e) computes element e (the pool's input is never stored)."""
+
+    def read(offset: str) -> str:
+        return f"x({offset})" if prologue else f"sc_to_f(x[{offset}])"
+
     dims, nd = pool.dims, len(pool.dims)
     lines = [f"{idx} r = o;"]
     for i in reversed(range(nd)):
@@ -237,14 +242,14 @@ def _body(pool: Pool, src: Operand, idx: str, values: bool, indices: bool) -> li
                     first.append(f"s{i} * {plane_steps[i]}")
             lines += [f"{idx} arg = {' + '.join(first)};"]
             inner = [
-                f"const float v = sc_to_f(x[{offset}]);",
+                f"const float v = {read(offset)};",
                 f"if (v > m || v != v) {{ m = v; arg = {flat}; }}",
             ]
         else:
-            inner = [f"const float v = sc_to_f(x[{offset}]);", "if (v > m || v != v) m = v;"]
+            inner = [f"const float v = {read(offset)};", "if (v > m || v != v) m = v;"]
     else:
         lines += ["float acc = 0.0f;"]
-        inner = [f"acc += sc_to_f(x[{offset}]);"]
+        inner = [f"acc += {read(offset)};"]
     for i in reversed(range(nd)):
         inner = _window(i, dims, inner, idx)
     lines += inner
@@ -296,12 +301,22 @@ def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Po
     # 32-bit coordinates where every offset fits: 64-bit division by a constant costs several times more.
     idx = "int" if max(span, n_out) <= INT32_LIMIT // 2 else "int64_t"
     ctype = C_TYPES[src.dtype]
-    body = _body(pool, src, idx, values is not None, indices is not None)
+    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
+    body = _body(pool, src, idx, values is not None, indices is not None, prologue=pro is not None)
 
-    params = [f"const {ctype}* __restrict__ x"]
+    if pro is None:
+        inputs = [KernelArg(src.name, src.dtype)]
+        params = [f"const {ctype}* __restrict__ x"]
+        raw = ["const void* in0_"]
+        casts = [f"  const auto x = static_cast<const {ctype}*>(in0_);"]
+    else:  # the pooled tensor's pointwise ops, computed as the windows read it
+        inputs = list(pro.inputs)
+        params = [f"const {name}_ld x"]
+        raw = [f"const void* in{k}_" for k in range(len(inputs))]
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(inputs))
+        casts = [f"  const {name}_ld x{{{fields}}};"]
+        note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     args = ["x"]
-    raw = ["const void* in0_"]
-    casts = [f"  const auto x = static_cast<const {ctype}*>(in0_);"]
     outputs = []
     for spec, var, ptype in ((values, "y", ctype), (indices, "ix", "int64_t")):
         if spec is None:
@@ -317,7 +332,7 @@ def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Po
     source = f"""
 // {name}: {note}
 static constexpr int64_t {n} = {n_out}LL;
-
+{pro.loader(f"{name}_ld") if pro is not None else ""}
 SC_INLINE void {name}_one({idx} o, {p}) {{
 {body_text}
 }}
@@ -325,7 +340,7 @@ SC_INLINE void {name}_one({idx} o, {p}) {{
 {per_element(name, n, p, a, raw, casts, idx)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(src.name, src.dtype)],
+        inputs=inputs,
         outputs=outputs,
         source=source,
         ops=[note],

@@ -559,7 +559,12 @@ PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max"
                           "_softmax", "_log_softmax", "_safe_softmax",
                           # emit_norm's (training-mode statistics; eval batch norm is pointwise already)
                           "native_layer_norm", "native_group_norm", "native_batch_norm",
-                          "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_fused_rms_norm"})
+                          "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_fused_rms_norm",
+                          # emit_pool's: each window computes what it reads (overlapping windows again)
+                          *(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in (1, 2, 3)),
+                          *(f"max_pool{nd}d_with_indices" for nd in (1, 2, 3)),
+                          *(f"{p}adaptive_{kind}_pool{nd}d" for p in ("", "_") for kind in ("max", "avg")
+                            for nd in (1, 2, 3))})
 
 
 def prologue_operand(node: dict[str, Any]) -> str:
