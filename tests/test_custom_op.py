@@ -61,7 +61,7 @@ def _loss(out) -> torch.Tensor:
 
 @pytest.mark.nvcc
 @needs_nvcc
-@pytest.mark.parametrize("make", [Staged, NormBlock], ids=["pool", "norms"])
+@pytest.mark.parametrize("make", [Staged, NormBlock], ids=["scan", "norms"])
 def test_a_training_step_gives_the_references_gradients(tmp_path, make):
     torch.manual_seed(0)
     module = make()

@@ -70,7 +70,10 @@ class PoolOfView(nn.Module):
         return F.max_pool1d(x.reshape(2, 5, 6), 2)
 
 
-def test_kernels_and_pointwise_groups_are_ordered_by_stage():
+def test_kernels_and_pointwise_groups_are_ordered_by_stage(monkeypatch):
+    # With prologues the pool computes relu(x) * 2 - 1 itself: one kernel, then the epilogue.
+    assert [g.kind for g in plan_of(PoolChain(), [torch.randn(2, 3, 9, 9)]).groups] == ["kernel", "pointwise"]
+    monkeypatch.setenv(planner.PROLOGUES_ENV, "0")
     p = plan_of(PoolChain(), [torch.randn(2, 3, 9, 9)])
     assert p.supported, p.unsupported
     assert [g.kind for g in p.groups] == ["pointwise", "kernel", "pointwise"]
