@@ -258,3 +258,71 @@ def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
     ref = ref if isinstance(ref, tuple) else (ref,)
     for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max()) if b.is_floating_point() else 0)
+
+
+class ScaleThenHalveBuffer(nn.Module):
+    """forward reads a buffer in a pointwise chain, then halves it in place: the chain must see the
+    old value, so the reduction may not compute it later (after the write)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.full((16,), 2.0))
+
+    def forward(self, x):
+        y = (x * self.scale).sum(1)
+        self.scale.mul_(0.5)
+        return y
+
+
+def test_a_chain_reading_a_tensor_forward_writes_is_stored_first(tmp_path):
+    import copy
+
+    module, x = ScaleThenHalveBuffer(), torch.randn(5, 16)
+    p = _plan(module, [x])
+    assert not any(g.detail.get("prologue") for g in p.groups)
+    from stitchcuda import runtime
+
+    if runtime.find_nvcc():  # and run it, where nvcc can build it
+        cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+        new = import_file(cand.write(tmp_path), name=f"_prologue_{next(_ids)}").ModelNew()
+        new.load_state_dict(module.state_dict())
+        ref = copy.deepcopy(module)
+        torch.testing.assert_close(new(x), ref(x))
+        torch.testing.assert_close(new.scale, ref.scale)
+
+
+class ConvTwoReductions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y.mean((2, 3)) + y.amax((2, 3))
+
+
+def test_a_conv_read_by_two_reductions_keeps_its_bias():
+    """Neither reduction can take the bias as a prologue (each sees the other read the sum), so the
+    bias stays in the convolution rather than becoming a pass of its own."""
+    p = _plan(ConvTwoReductions(), [torch.randn(2, 3, 8, 8)])
+    conv = next(g for g in p.groups if "conv" in g.note)
+    assert "+bias" in conv.note, conv.note
+    assert not any(g.detail.get("prologue") for g in p.groups)
+
+
+def test_a_norm_reads_a_prologue_one_element_per_thread():
+    p = _plan(GeluGroupNorm(), [torch.randn(3, 8, 16, 16)])
+    (norm,) = coder_builtin.make_steps(p)[-1:]
+    assert "prologue" in norm.ops[0] and "VMAX = 1;" in norm.source
+
+
+def test_a_pool_whose_windows_overlap_much_reads_the_chain_stored():
+    """3x3 windows at stride 1 read each element nine times: the chain is stored once instead."""
+
+    class Dense(nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.avg_pool2d(torch.tanh(x) * 2.0, 3, stride=1, padding=1)
+
+    p = _plan(Dense(), [torch.randn(2, 3, 9, 9)])
+    assert [g.kind for g in p.groups] == ["pointwise", "kernel"]
+    assert "prologue" not in p.groups[1].note

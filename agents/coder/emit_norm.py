@@ -266,6 +266,10 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         ok = n.count % vmax == 0 and (not segmented or n.seg % vmax == 0)
     if not ok or x.offset % vmax:
         vmax = 1
+    if ctx.prologue is not None and ctx.prologue.node == x.name:
+        # A loader computes elements one by one: with VEC consecutive elements per thread, a warp's
+        # loads would be VEC apart; one element per thread keeps them adjacent (coalesced).
+        vmax = 1
 
     subs: dict[str, str] = {"N": ctx.name, "THREADS": str(THREADS), "VMAX": str(vmax)}
     scratch: list[tuple[str, int]] = []

@@ -290,6 +290,20 @@ def _avg_divisor(pool: Pool, idx: str) -> list[str]:
     return lines + [f"const bool empty = {empty};", "(void)empty;", f"const int64_t div = {div};"]
 
 
+# Windows reading one input element, on average, up to which a pool computes a prologue itself
+# (3x3 stride 2: 2.25; 3x3 stride 1: 9, where storing the chain once is cheaper).
+MAX_PROLOGUE_OVERLAP = 4.0
+
+
+def _overlap(pool: Pool) -> float:
+    """About how many windows read each input element (adaptive windows barely overlap)."""
+    total = 1.0
+    for d in pool.dims:
+        if not d.adaptive:
+            total *= max(1.0, d.kernel / d.stride)
+    return total
+
+
 def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Pool, note: str) -> Kernel:
     name = ctx.name
     values, indices = outs[0], outs[1] if len(outs) > 1 else None
@@ -302,6 +316,8 @@ def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Po
     idx = "int" if max(span, n_out) <= INT32_LIMIT // 2 else "int64_t"
     ctype = C_TYPES[src.dtype]
     pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
+    if pro is not None and _overlap(pool) > MAX_PROLOGUE_OVERLAP:
+        pro = None  # every element would be computed that many times: stored once is cheaper
     body = _body(pool, src, idx, values is not None, indices is not None, prologue=pro is not None)
 
     if pro is None:

@@ -632,6 +632,10 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
             continue
         if any(u["op"] == "output" or u.get("view") or not takes_it(u, node["name"]) for u in users):
             continue
+        # A prologue is taken only where every other reader is pointwise: with two reductions
+        # reading the result, neither takes it, and a split bias would be a pass of its own.
+        if sum(codegen.pointwise_support(u) is not None for u in users) > 1:
+            continue
         channels = node["shape"][1]
         view_shape = [channels] + [1] * (len(node["shape"]) - 2)
         view_name, add_name = _fresh(taken, f"{node['name']}_bias"), _fresh(taken, f"{node['name']}_biased")
@@ -846,6 +850,10 @@ def _take_prologues(
         for src in node_inputs(nodes[name]):
             readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
     returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    # Tensors forward writes in place (a buffer's copy_): a stored pointwise kernel reads them at its
+    # own place in the graph, a kernel at a later stage might read them after the write.
+    written = {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
+               and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
@@ -862,6 +870,8 @@ def _take_prologues(
         members = _closure(order, nodes, kinds, [root])
         try:
             pro = codegen.prologue(graph, members, root, nodes=nodes)
+            if any(_view_root(nodes, a.name)["name"] in written for a in pro.inputs):
+                continue
             fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
                                  target=target, prologue=pro)
         except (codegen.NotFusable, kernels.NotSupported):
