@@ -12,6 +12,13 @@
 # PARALLEL=1 runs bench and tests:FILE stages concurrently (devices:N before each gives it its own GPUs); a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
+# The device machine's copy of .git can be older than the working tree it runs (seen 2026-11-26:
+# `git rev-parse HEAD` there named the session's first commit), so results would carry a wrong
+# commit: the commit must come from the calling side.
+if [ -z "${STITCHCUDA_COMMIT:-}" ]; then
+  echo "gpu_run.sh: set STITCHCUDA_COMMIT=<commit> from the calling machine (this machine's git may be stale)" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 repo=$(pwd)
