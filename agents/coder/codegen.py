@@ -556,6 +556,15 @@ class Prologue:
     value: str
     ops: list[str]
 
+    def params(self, suffix: str = "_") -> list[str]:
+        """The launcher's parameters for the inputs: `const void* in0_, ...`."""
+        return [f"const void* in{k}{suffix}" for k in range(len(self.inputs))]
+
+    def construct(self, struct: str, suffix: str = "_") -> str:
+        """A `struct` loader made from those parameters."""
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}{suffix})" for k, a in enumerate(self.inputs))
+        return f"{struct}{{{fields}}}"
+
     def loader(self, struct: str) -> str:
         """`struct`: a functor whose call with e returns the value, rounded to the node's dtype as
         storing it would round it."""

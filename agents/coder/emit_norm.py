@@ -328,8 +328,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     types = dict.fromkeys(type_key.values(), "float")
     types["XT"] = C_TYPES[x.dtype]
     if pro is not None:
-        loads = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k})" for k, a in enumerate(pro.inputs))
-        assign.append(f"  a.x = ld{{{loads}}};")
+        assign.append(f"  a.x = {pro.construct('ld', suffix='')};")
     for i, (field, op) in enumerate(ins, start=first):
         types[type_key[field]] = C_TYPES[op.dtype]
         assign.append(f"  a.{field} = static_cast<const {C_TYPES[op.dtype]}*>(in{i}) + {op.offset};")

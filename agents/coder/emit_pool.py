@@ -328,9 +328,8 @@ def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Po
     else:  # the pooled tensor's pointwise ops, computed as the windows read it
         inputs = list(pro.inputs)
         params = [f"const {name}_ld x"]
-        raw = [f"const void* in{k}_" for k in range(len(inputs))]
-        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(inputs))
-        casts = [f"  const {name}_ld x{{{fields}}};"]
+        raw = pro.params()
+        casts = [f"  const auto x = {pro.construct(f'{name}_ld')};"]
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     args = ["x"]
     outputs = []

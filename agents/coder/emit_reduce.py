@@ -317,9 +317,8 @@ def _reduce_kernel(
         raw, casts = ["const void* in0_"], [f"  const auto x = static_cast<const {ctype}*>(in0_);"]
     else:  # the operand's pointwise ops, computed as read: its inputs are the kernel's
         inputs = list(pro.inputs)
-        raw = [f"const void* in{k}_" for k in range(len(inputs))]
-        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(inputs))
-        casts = [f"  const {name}_ld x{{{fields}}};"]
+        raw = pro.params()
+        casts = [f"  const auto x = {pro.construct(f'{name}_ld')};"]
     outputs = []
     for spec_out, var in zip(outs, ("ya", "yb"), strict=True):
         if spec_out is None:
@@ -480,9 +479,8 @@ def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout
                       rows: bool, note: str) -> Kernel:
     """Softmax whose operand is computed as it is read (both passes), never stored."""
     name = ctx.name
-    raw = [f"const void* in{k}_" for k in range(len(pro.inputs))] + ["void* out0_"]
-    fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(pro.inputs))
-    casts = [f"  const {name}_ld x{{{fields}}};", f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);"]
+    raw = [*pro.params(), "void* out0_"]
+    casts = [f"  const auto x = {pro.construct(f'{name}_ld')};", f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);"]
     host = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_softmax_col_ld<{name}_ix, {flag}, {inner}LL>(x, y, o);"
     if rows:
         tpr = _short_tpr(lay.r, 1) if lay.r <= 2048 else 256
