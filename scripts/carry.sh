@@ -25,3 +25,18 @@ for lib in libdw.so.1 libelf.so.1; do
   if [ -n "$src" ]; then cp -L "$src" .carry/libs/; else echo "carry: $lib not found here; nsys on the GPU machine will write no report"; fi
 done
 ls .carry/wheels .carry/libs
+# bubblewrap, for the sandbox's GPU tests (that machine has none): the binary and the libraries it
+# links, behind a wrapper that passes them to the dynamic loader for bwrap alone.
+if command -v bwrap >/dev/null; then
+  mkdir -p .carry/bwrap/bin
+  cp -L "$(command -v bwrap)" .carry/bwrap/bwrap
+  for lib in $(ldd "$(command -v bwrap)" | awk '/=> \// {print $3}' | grep -v -e '/libc\.so' -e 'ld-linux'); do cp -L "$lib" .carry/bwrap/; done
+  cat >.carry/bwrap/bin/bwrap <<'WRAP'
+#!/bin/sh
+d=$(dirname "$(dirname "$(readlink -f "$0")")")
+exec "$(ls /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 2>/dev/null | head -1)" --library-path "$d" "$d/bwrap" "$@"
+WRAP
+  chmod +x .carry/bwrap/bin/bwrap
+else
+  echo "carry: bubblewrap not found here; the sandbox's GPU tests will say it is missing there"
+fi

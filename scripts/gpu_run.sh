@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
-#                           [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e] ...
+#                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -9,6 +9,7 @@
 # KernelBench problems travel in .carry/kernelbench, shared libraries in .carry/libs (git-ignored; copy ../shared/kernelbench there),
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # PROFILES="vec_matmul reference" limits the profiles stage to those cases;
+# TESTS_M="gpu or not gpu" runs a tests: stage's CPU tests as well (default: GPU tests only);
 # PARALLEL=1 runs bench and tests:FILE stages concurrently (devices:N before each gives it its own GPUs); a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
@@ -67,7 +68,7 @@ run_tests() {
   # is older, the plugins stay off and only the LSP tests fail, not the whole stage.
   python3 -c "import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split('.')[:2])) < (8, 4))" \
     || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
-  (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m gpu $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
+  (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m "${TESTS_M:-gpu}" $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
 }
 
 for stage in "$@"; do
@@ -78,6 +79,15 @@ for stage in "$@"; do
       # (devices:N first gives each group its own GPU).
       files=${stage#tests:}; tag=-$(basename "${files%%,*}" .py)
       if [ -n "${PARALLEL:-}" ]; then run_tests "$files" "$tag" & else run_tests "$files" "$tag"; fi ;;
+    env:*)
+      # env:NAME=VALUE: set for the stages after it (e.g. env:STITCHCUDA_PROLOGUES=0 env:BENCH_NAME=l2-off
+      # before a second bench stage, so two configurations run side by side in one call).
+      kv=${stage#env:}; export "${kv%%=*}=${kv#*=}" ;;
+    sandbox-tool)
+      # bubblewrap for the stages after it, from .carry/bwrap (scripts/carry.sh): that machine has none.
+      # The wrapper loads its libraries through the dynamic loader's --library-path, so they reach
+      # bwrap alone, not the worker it starts (nor ls, cp, ... which load libselinux too).
+      [ -x .carry/bwrap/bwrap ] && export PATH=$repo/.carry/bwrap/bin:$PATH && bwrap --version ;;
     devices:*)
       # The GPUs the stages after it see (CUDA_VISIBLE_DEVICES); devices: alone shows them all again.
       if [ -n "${stage#devices:}" ]; then export CUDA_VISIBLE_DEVICES=${stage#devices:}; else unset CUDA_VISIBLE_DEVICES; fi ;;
