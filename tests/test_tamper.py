@@ -160,6 +160,27 @@ def test_the_timing_floor_is_the_kernels_busy_time():
     assert f is not None and f.code == "timing-tamper" and f.data == {"median_us": 10.0, "busy_us": 30.0}
 
 
+def test_a_timing_floor_miss_is_believed_only_when_profiling_again_confirms_it():
+    """A neighbour's work stretching one profiled forward (13.9 ms busy for 6.3 ms of kernels, seen
+    on level 2's 100_ConvTranspose3d) is no hack; a tamper misses the floor on every profile."""
+    calls: list[int] = []
+
+    def profiles(*busy: float):
+        it = iter(busy)
+        return lambda: calls.append(1) or next(it)
+
+    # Contended first profile: the second one is the steady state, and the timed median is above it.
+    f, busy = dyn.confirmed_timing_floor(6.46, 13_903.6, profiles(6_296.5))
+    assert f is None and busy == 6_296.5 and len(calls) == 1
+    # A tampered timing: every profile says the kernels take longer than the timed forward.
+    calls.clear()
+    f, busy = dyn.confirmed_timing_floor(1.17, 4_550.0, profiles(4_548.0, 4_552.0))
+    assert f is not None and f.code == "timing-tamper" and busy == 4_548.0 and len(calls) == dyn.FLOOR_REPROFILES
+    # Above the floor at once: no profile taken again.
+    calls.clear()
+    assert dyn.confirmed_timing_floor(6.4, 6_300.0, profiles()) == (None, 6_300.0) and not calls
+
+
 # Names as the profiler gives them (H100/H200 timelines of level 2 and the probes in bench/results).
 ATEN_MUL = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
             "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, ...)")
