@@ -223,6 +223,7 @@ def test_gpu_graph_api_engine_or_legacy_algorithm(tmp_path, monkeypatch, capfd):
     says which it kept (STITCHCUDA_CONV_LOG); with STITCHCUDA_CUDNN_LEGACY=1 only the legacy one
     runs. Either way the result matches torch."""
     monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", "0")  # one plan per conv: the channels-last one has its test
     cases = [(CONFIGS[4], torch.float32), (CONFIGS[7], torch.float32), (CONFIGS[10], torch.float32)]
     for label, legacy in (("graph", "0"), ("legacy", "1")):
         monkeypatch.setenv("STITCHCUDA_CUDNN_LEGACY", legacy)
@@ -236,6 +237,29 @@ def test_gpu_graph_api_engine_or_legacy_algorithm(tmp_path, monkeypatch, capfd):
         assert len(lines) == len(cases), err
         if legacy == "1":
             assert all(": legacy algorithm" in ln for ln in lines), lines
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["1", "auto"])
+def test_gpu_channels_last_plan(tmp_path, monkeypatch, capfd, mode):
+    """Channels-last: the input and weight copied to NHWC, cuDNN's NHWC kernels, the result copied
+    back with the bias added. Forced (=1) on every case cuDNN accepts, and chosen by timing (auto);
+    either way each conv says which layout it kept, with both timings, and matches torch."""
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    if mode == "auto":
+        monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
+    else:
+        monkeypatch.setenv("STITCHCUDA_CONV_NHWC", mode)
+    for got, want, dtype in run_cases(tmp_path, GPU_CASES, prefix=f"cl{mode}_"):
+        check(got, want, dtype)
+    err = capfd.readouterr().err
+    chosen = [ln for ln in err.splitlines() if " layout, channels-last " in ln]
+    refused = [ln for ln in err.splitlines() if "no channels-last plan" in ln]
+    assert len(chosen) + len(refused) == len(GPU_CASES), err
+    if mode == "1":
+        assert all(": channels-last layout" in ln for ln in chosen), chosen
+        assert len(chosen) >= len(GPU_CASES) // 2, err  # cuDNN takes NHWC for most convolutions
 
 
 @pytest.mark.gpu

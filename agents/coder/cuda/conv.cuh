@@ -1,6 +1,15 @@
 //! Shared by every convolution kernel of a .cu (emit_conv.py): the process-wide cuDNN handle,
 //! descriptor setup, the one-time algorithm search, the run (chunked over the batch) and the bias
 //! kernel. Placeholder: @THREADS@ (the bias kernel's block size).
+//!
+//! Layout: cuDNN given NCHW tensors runs many convolutions as NHWC kernels behind its own layout
+//! copies, and picks older kernels for them (on H100, an sm80 fprop kernel at 3.1 ms where
+//! channels-last input gets an sm90 one at 1.7 ms, as torch.compile's layout pass does). So the
+//! first call also plans the convolution channels-last: the input and weight copied to NHWC by a
+//! tiled transpose, the result copied back to NCHW by the same transpose with the bias added in
+//! passing (the pass the bias kernel makes anyway). Whichever of the two runs faster on the
+//! caller's buffers, copies included, is kept. STITCHCUDA_CONV_NHWC=0 never plans channels-last,
+//! =1 keeps it wherever cuDNN accepts it (A/B timing and tests).
 
 #ifndef SC_CONV_H
 #define SC_CONV_H
@@ -35,6 +44,7 @@ struct sc_conv_plan {
   size_t ws = 0;
   cudnnBackendDescriptor_t exec = nullptr;  // a graph-API plan that beat the legacy algorithm, if any
   int64_t align = 16;                        // the pointer alignment that plan was built for
+  bool nhwc = false;                         // tensors and filter channels-last
 };
 
 struct sc_conv_state {
@@ -43,6 +53,10 @@ struct sc_conv_state {
   int plans = 0;
   int64_t samples[2] = {0, 0};
   sc_conv_plan plan[2];
+  // Channels-last, where it won at setup (one chunk only): the plan and its copies of x, w and y.
+  bool nhwc = false;
+  sc_conv_plan cl;
+  void *xt = nullptr, *wt = nullptr, *yt = nullptr;
 };
 
 // One workspace for every conv kernel of the library (they run in stream order), grown by the
@@ -89,12 +103,27 @@ static void sc_conv_packed(const int* dims, int rank, int* strides) {
   for (int i = rank - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
 }
 
-static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samples) {
+// Strides of an N, C, spatial... tensor stored channels-last (N, spatial..., C), in the dims' order.
+template <class I>
+static void sc_conv_channels_last(const I* dims, int rank, I* strides) {
+  strides[1] = 1;
+  strides[rank - 1] = dims[1];
+  for (int i = rank - 2; i >= 2; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  strides[0] = strides[2] * dims[2];
+}
+
+static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samples, bool nhwc = false) {
   int xd[5], yd[5], xs[5], ys[5];
   for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
   xd[0] = yd[0] = (int)samples;
-  sc_conv_packed(xd, s.rank, xs);
-  sc_conv_packed(yd, s.rank, ys);
+  p.nhwc = nhwc;
+  if (nhwc) {
+    sc_conv_channels_last(xd, s.rank, xs);
+    sc_conv_channels_last(yd, s.rank, ys);
+  } else {
+    sc_conv_packed(xd, s.rank, xs);
+    sc_conv_packed(yd, s.rank, ys);
+  }
   const int sp = s.rank - 2;
   SC_CUDNN(cudnnCreateTensorDescriptor(&p.x));
   SC_CUDNN(cudnnCreateTensorDescriptor(&p.y));
@@ -102,7 +131,7 @@ static int sc_conv_describe(const sc_conv_spec& s, sc_conv_plan& p, int64_t samp
   SC_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
   SC_CUDNN(cudnnSetTensorNdDescriptor(p.x, s.dtype, s.rank, xd, xs));
   SC_CUDNN(cudnnSetTensorNdDescriptor(p.y, s.dtype, s.rank, yd, ys));
-  SC_CUDNN(cudnnSetFilterNdDescriptor(p.w, s.dtype, CUDNN_TENSOR_NCHW, s.rank, s.w));
+  SC_CUDNN(cudnnSetFilterNdDescriptor(p.w, s.dtype, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, s.rank, s.w));
   SC_CUDNN(cudnnSetConvolutionNdDescriptor(p.conv, sp, s.pad, s.stride, s.dil, CUDNN_CROSS_CORRELATION,
                                            CUDNN_DATA_FLOAT));
   SC_CUDNN(cudnnSetConvolutionGroupCount(p.conv, s.groups));
@@ -194,11 +223,12 @@ static int sc_conv_choose(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& 
 enum { SC_BK_X = 1, SC_BK_W = 2, SC_BK_Y = 3, SC_BK_MAX_CONFIGS = 8 };
 
 static cudnnStatus_t sc_bk_tensor(cudnnBackendDescriptor_t* t, cudnnDataType_t dtype, int rank, const int* dims,
-                                  int64_t uid, int64_t align) {
+                                  int64_t uid, int64_t align, bool nhwc) {
   int64_t d[5], st[5];
   for (int i = 0; i < rank; ++i) d[i] = dims[i];
   st[rank - 1] = 1;
   for (int i = rank - 2; i >= 0; --i) st[i] = st[i + 1] * d[i + 1];
+  if (nhwc) sc_conv_channels_last(d, rank, st);
   SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
   SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype));
   SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, d));
@@ -209,15 +239,15 @@ static cudnnStatus_t sc_bk_tensor(cudnnBackendDescriptor_t* t, cudnnDataType_t d
 }
 
 // The one-operation graph: forward, or backward-data for a transposed conv (dy = the op's input).
-static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align,
+static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align, bool nhwc,
                                  cudnnBackendDescriptor_t* graph) {
   int xd[5], yd[5];
   for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
   xd[0] = yd[0] = (int)samples;
   cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv = nullptr, op = nullptr;
-  SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align));
-  SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16));
-  SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align));
+  SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align, nhwc));
+  SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16, nhwc));
+  SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align, nhwc));
   const int64_t sp = s.rank - 2;
   int64_t pad[3], stride[3], dil[3];
   for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
@@ -363,7 +393,7 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
       reinterpret_cast<uintptr_t>(w) % 16)
     return unavailable("buffers less aligned than a plan assumes", CUDNN_STATUS_NOT_SUPPORTED);
   cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
-  cudnnStatus_t st = sc_bk_graph(s, h, samples, align, &graph);
+  cudnnStatus_t st = sc_bk_graph(s, h, samples, align, p.nhwc, &graph);
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("operation graph", st);
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
@@ -413,13 +443,168 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
     }
   }
   if (log)
-    fprintf(stderr, "stitchcuda %s: %s, %.3f ms (legacy algorithm %d: %.3f ms; %d engine(s) from the heuristics)\n",
-            s.name, p.exec ? "cuDNN graph-API engine" : "legacy algorithm", best, p.algo, legacy, (int)found);
+    fprintf(stderr, "stitchcuda %s: %s%s, %.3f ms (legacy algorithm %d: %.3f ms; %d engine(s) from the heuristics)\n",
+            s.name, p.nhwc ? "channels-last plan: " : "", p.exec ? "cuDNN graph-API engine" : "legacy algorithm", best,
+            p.algo, legacy, (int)found);
 }
 #undef SC_BK
 
+template <class T, int V>
+__global__ void sc_conv_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t vecs, int64_t spatial_vecs,
+                                    int64_t channels) {
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < vecs; v += (int64_t)gridDim.x * blockDim.x) {
+    const float bc = sc_to_f(b[(v / spatial_vecs) % channels]);
+    sc_vec<T, V> t = sc_load<V>(y + v * V);
+#pragma unroll
+    for (int l = 0; l < V; ++l) t.v[l] = sc_from_f<T>(sc_to_f(t.v[l]) + bc);
+    sc_store<V>(y + v * V, t);
+  }
+}
+
+template <class T, int V>
+static void sc_conv_bias_launch(const sc_conv_spec& s, void* y, const void* b, cudaStream_t stream) {
+  T* out = static_cast<T*>(y);
+  const T* bias = static_cast<const T*>(b);
+  const int64_t n = s.batch * s.channels * s.spatial;
+  if (V > 1 && sc_aligned(out, V))
+    sc_conv_bias_kernel<T, V><<<sc_grid(n / V), @THREADS@, 0, stream>>>(out, bias, n / V, s.spatial / V, s.channels);
+  else
+    sc_conv_bias_kernel<T, 1><<<sc_grid(n), @THREADS@, 0, stream>>>(out, bias, n, s.spatial, s.channels);
+}
+
+static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStream_t stream) {
+  switch (s.dtype) {
+    case CUDNN_DATA_FLOAT: s.bias_vec > 1 ? sc_conv_bias_launch<float, 4>(s, y, b, stream)
+                                          : sc_conv_bias_launch<float, 1>(s, y, b, stream); break;
+    case CUDNN_DATA_HALF: s.bias_vec > 1 ? sc_conv_bias_launch<__half, 8>(s, y, b, stream)
+                                         : sc_conv_bias_launch<__half, 1>(s, y, b, stream); break;
+    default: s.bias_vec > 1 ? sc_conv_bias_launch<__nv_bfloat16, 8>(s, y, b, stream)
+                            : sc_conv_bias_launch<__nv_bfloat16, 1>(s, y, b, stream); break;
+  }
+}
+
+// out[n][c][r] = in[n][r][c] (+ bias[c], in fp32 and rounded once, as the bias kernel adds it): the
+// channels-last copies both ways and the weight's. 32x32 tiles through shared memory, so reads and
+// writes are both row-contiguous.
+template <class T>
+__global__ void sc_conv_transpose_kernel(const T* __restrict__ in, T* __restrict__ out, const T* __restrict__ bias,
+                                         int64_t rows, int64_t cols, int64_t batches) {
+  __shared__ float tile[32][33];
+  for (int64_t n = blockIdx.z; n < batches; n += gridDim.z)
+    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows; r0 += (int64_t)gridDim.y * 32)
+      for (int64_t c0 = (int64_t)blockIdx.x * 32; c0 < cols; c0 += (int64_t)gridDim.x * 32) {
+        const T* src = in + n * rows * cols;
+        T* dst = out + n * rows * cols;
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+          const int64_t r = r0 + i, c = c0 + threadIdx.x;
+          if (r < rows && c < cols) tile[i][threadIdx.x] = sc_to_f(src[r * cols + c]);
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+          const int64_t c = c0 + i, r = r0 + threadIdx.x;
+          if (c < cols && r < rows) {
+            float v = tile[threadIdx.x][i];
+            if (bias) v += sc_to_f(bias[c]);
+            dst[c * rows + r] = sc_from_f<T>(v);
+          }
+        }
+        __syncthreads();
+      }
+}
+
+template <class T>
+static void sc_conv_transpose_as(const void* in, void* out, const void* bias, int64_t rows, int64_t cols,
+                                 int64_t batches, cudaStream_t stream) {
+  const int64_t tx = (cols + 31) / 32, ty = (rows + 31) / 32;
+  const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
+                  (unsigned)(batches < 65535 ? batches : 65535));
+  sc_conv_transpose_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(static_cast<const T*>(in), static_cast<T*>(out),
+                                                                 static_cast<const T*>(bias), rows, cols, batches);
+}
+
+// [batches, rows, cols] -> [batches, cols, rows], in the spec's dtype.
+static void sc_conv_transpose(const sc_conv_spec& s, const void* in, void* out, const void* bias, int64_t rows,
+                              int64_t cols, int64_t batches, cudaStream_t stream) {
+  switch (s.dtype) {
+    case CUDNN_DATA_FLOAT: sc_conv_transpose_as<float>(in, out, bias, rows, cols, batches, stream); break;
+    case CUDNN_DATA_HALF: sc_conv_transpose_as<__half>(in, out, bias, rows, cols, batches, stream); break;
+    default: sc_conv_transpose_as<__nv_bfloat16>(in, out, bias, rows, cols, batches, stream); break;
+  }
+}
+
+static int64_t sc_conv_spatial(const int* dims, int rank) {
+  int64_t n = 1;
+  for (int i = 2; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+// The channels-last run (one chunk): x and w copied to NHWC, the convolution, y copied back with
+// the bias added.
+static cudnnStatus_t sc_conv_exec_nhwc(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_state& st, const void* x,
+                                       const void* w, const void* b, void* y, cudaStream_t stream) {
+  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+  sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+  const cudnnStatus_t rc = sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, st.yt);
+  if (rc != CUDNN_STATUS_SUCCESS) return rc;
+  sc_conv_transpose(s, st.yt, y, b, sc_conv_spatial(s.y, s.rank), s.y[1], s.batch, stream);
+  return cudaGetLastError() == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+static void sc_conv_drop_nhwc(sc_conv_state& st) {
+  for (void** p : {&st.xt, &st.wt, &st.yt}) {
+    if (*p) cudaFree(*p);
+    *p = nullptr;
+  }
+  st.nhwc = false;
+}
+
+// Plans the convolution channels-last and keeps that plan where its whole run (copies and bias
+// included) beats the NCHW one's (convolution and bias kernel) on the caller's buffers.
+static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
+                             const void* b, void* y, cudaStream_t stream, size_t cap) {
+  const char* env = getenv("STITCHCUDA_CONV_NHWC");
+  const bool force = env && *env == '1';
+  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  if ((env && *env == '0') || st.plans != 1) return;
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  int64_t xb = s.batch * elem, yb = s.batch * elem, wb = elem;
+  for (int i = 1; i < s.rank; ++i) xb *= s.x[i], yb *= s.y[i];
+  for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
+  if ((size_t)(xb + yb + wb) > cap / 2) {
+    if (log) fprintf(stderr, "stitchcuda %s: no channels-last plan (its copies would take too much memory)\n", s.name);
+    return;
+  }
+  if (cudaMalloc(&st.xt, xb) != cudaSuccess || cudaMalloc(&st.wt, wb) != cudaSuccess ||
+      cudaMalloc(&st.yt, yb) != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not the caller's error
+    return sc_conv_drop_nhwc(st);
+  }
+  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+  sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+  // Failing here means cuDNN has no channels-last kernel for this convolution: the NCHW plan stays.
+  if (sc_conv_describe(s, st.cl, s.batch, true) ||
+      sc_conv_choose(s, h, st.cl, st.xt, st.wt, st.yt, sc_conv_ws, sc_conv_ws_bytes)) {
+    if (log) fprintf(stderr, "stitchcuda %s: no channels-last plan (cuDNN refused it)\n", s.name);
+    return sc_conv_drop_nhwc(st);
+  }
+  sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, st.yt, stream, cap);
+  const float nchw = sc_conv_time(stream, [&] {
+    const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, x, w, y);
+    if (rc == CUDNN_STATUS_SUCCESS && b) sc_conv_bias(s, y, b, stream);
+    return rc;
+  });
+  const float nhwc = sc_conv_time(stream, [&] { return sc_conv_exec_nhwc(s, h, st, x, w, b, y, stream); });
+  const bool keep = nhwc >= 0 && (force || nchw < 0 || nhwc < nchw);
+  if (log)
+    fprintf(stderr, "stitchcuda %s: %s layout, channels-last %.3f ms (copies included), NCHW %.3f ms\n", s.name,
+            keep ? "channels-last" : "NCHW", nhwc, nchw);
+  if (!keep) return sc_conv_drop_nhwc(st);
+  st.nhwc = true;
+  if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
+}
+
 static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
-                         void* y, cudaStream_t stream) {
+                         const void* b, void* y, cudaStream_t stream) {
   st.samples[0] = s.chunk;
   st.samples[1] = s.batch % s.chunk;
   st.plans = st.samples[1] ? 2 : 1;
@@ -447,30 +632,8 @@ static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t
     sc_conv_try_graph(s, h, st.plan[i], st.samples[i], align, x, w, y, stream, cap);
     if (st.plan[i].ws > sc_conv_ws_need) sc_conv_ws_need = st.plan[i].ws;
   }
+  sc_conv_try_nhwc(s, st, h, x, w, b, y, stream, cap);
   return (int)sc_conv_ws_resize(sc_conv_ws_need);
-}
-
-template <class T, int V>
-__global__ void sc_conv_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t vecs, int64_t spatial_vecs,
-                                    int64_t channels) {
-  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < vecs; v += (int64_t)gridDim.x * blockDim.x) {
-    const float bc = sc_to_f(b[(v / spatial_vecs) % channels]);
-    sc_vec<T, V> t = sc_load<V>(y + v * V);
-#pragma unroll
-    for (int l = 0; l < V; ++l) t.v[l] = sc_from_f<T>(sc_to_f(t.v[l]) + bc);
-    sc_store<V>(y + v * V, t);
-  }
-}
-
-template <class T, int V>
-static void sc_conv_bias_launch(const sc_conv_spec& s, void* y, const void* b, cudaStream_t stream) {
-  T* out = static_cast<T*>(y);
-  const T* bias = static_cast<const T*>(b);
-  const int64_t n = s.batch * s.channels * s.spatial;
-  if (V > 1 && sc_aligned(out, V))
-    sc_conv_bias_kernel<T, V><<<sc_grid(n / V), @THREADS@, 0, stream>>>(out, bias, n / V, s.spatial / V, s.channels);
-  else
-    sc_conv_bias_kernel<T, 1><<<sc_grid(n), @THREADS@, 0, stream>>>(out, bias, n, s.spatial, s.channels);
 }
 
 static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, const void* w, const void* b, void* y,
@@ -479,8 +642,12 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
   cudnnHandle_t h = sc_conv_handle(&hs);
   if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
   SC_CUDNN(cudnnSetStream(h, stream));
-  std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, y, stream); });
+  std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, b, y, stream); });
   if (st.status) return st.status;
+  if (st.nhwc) {
+    SC_CUDNN(sc_conv_exec_nhwc(s, h, st, x, w, b, y, stream));
+    return (int)cudaGetLastError();
+  }
   const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
   const int64_t x_sample = (int64_t)s.x[1] * s.x[2] * s.x[3] * (s.rank == 5 ? s.x[4] : 1) * elem;
   const int64_t y_sample = (int64_t)s.y[1] * s.y[2] * s.y[3] * (s.rank == 5 ? s.y[4] : 1) * elem;
@@ -493,14 +660,7 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
     n0 += st.samples[i];
   }
   if (b) {
-    switch (s.dtype) {
-      case CUDNN_DATA_FLOAT: s.bias_vec > 1 ? sc_conv_bias_launch<float, 4>(s, y, b, stream)
-                                            : sc_conv_bias_launch<float, 1>(s, y, b, stream); break;
-      case CUDNN_DATA_HALF: s.bias_vec > 1 ? sc_conv_bias_launch<__half, 8>(s, y, b, stream)
-                                           : sc_conv_bias_launch<__half, 1>(s, y, b, stream); break;
-      default: s.bias_vec > 1 ? sc_conv_bias_launch<__nv_bfloat16, 8>(s, y, b, stream)
-                              : sc_conv_bias_launch<__nv_bfloat16, 1>(s, y, b, stream); break;
-    }
+    sc_conv_bias(s, y, b, stream);
     return (int)cudaGetLastError();
   }
   return 0;
