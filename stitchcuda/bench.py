@@ -87,6 +87,8 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "precision": v.precision if v and cand is not None else None,
         "compile_policy": (v.compile_policy or None) if v else None,
         "compile_matched_ms": matched.median_ms if matched else None,
+        # torch.compile under the candidate's policy where it missed the tolerance the candidate met.
+        "compile_rejected": v.compile_rejected if v else None,
         "speedup_compile_matched": v.speedup_compile_matched if solved else None,
         # KernelBench's current check (allclose at atol = rtol = 1e-4) on the random input sets.
         "correct_at_1e4": v.correct_at_1e4 if v and cand is not None else None,

@@ -116,6 +116,11 @@ def _print_verdict(v: Verdict) -> None:
             console.print(f"  {label:>13}: median {t.median_ms:.4f} ms over {t.trials} trials")
     console.print(f"  precision: {v.precision}" + (f" (torch.compile matched under {v.compile_policy})"
                                                    if v.compile_policy else ""))
+    if v.compile_rejected:
+        r = v.compile_rejected
+        took = f"median {r['median_ms']:.4f} ms, " if r.get("median_ms") else ""
+        console.print(f"  torch.compile under {r['policy']}: {took}missed the tolerance this candidate met "
+                      f"({escape(str(r['why']))}): not taken as the baseline")
     if v.batch is not None:
         also = f"; also checked at {', '.join(map(str, v.batch_sizes))}" if v.batch_sizes else ""
         console.print(f"  batch: any size (kernels for {v.batch}{also})")

@@ -4,11 +4,13 @@ after it, whatever happens inside."""
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 
 import pytest
 import torch
 
 from stitchcuda.agents.verify import precision
+from stitchcuda.agents.verify.compare import Tolerance
 
 
 def flags() -> tuple[bool, bool, str]:
@@ -165,3 +167,46 @@ def test_torch_compile_is_timed_again_under_the_candidate_s_policy(tmp_path, bui
     assert v.speedup_compile_matched == pytest.approx(v.compiled_matched.median_ms / v.ours.median_ms)
     assert "compile-matched-timing" in v.phases
     assert v.correct_at_1e4 is not None
+
+
+# --------------------------------------------------------------------------------------------
+# The matched baseline must meet the check the candidate met (a 3xTF32 candidate is matched with
+# torch.compile without TF32 where TF32 torch.compile misses the tolerance).
+
+class _Affine(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def _sets():
+    return [("random-0", 11, None), ("random-1", 12, None), ("adversarial-large", 13, "large"),
+            ("batch-4", 14, ("batch", 4))]
+
+
+def test_compile_baseline_checked_on_the_candidates_input_sets():
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    ref = _Affine().eval()
+    inputs = list(worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu")))
+    assert [n for n, _ in inputs] == ["random-0", "random-1", "adversarial-large"]  # other batch sizes left out
+    assert inputs[2][1][0].abs().max() > 100 * inputs[0][1][0].abs().max()  # the adversarial transform applied
+    tol = Tolerance(1e-2, "matmul in reference")
+    ops = Counter({"addmm": 1, "relu": 1})  # as trace_ops names them
+    again = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
+    # The same math meets it; output off by 0.1% too (within 1e-2); off by 10% on the large set only: named.
+    assert worker._compile_misses(ref, ref, again(), tol, ops) is None
+    assert worker._compile_misses(ref, lambda x: ref(x) * 1.001, again(), tol, ops) is None
+
+    def off_when_large(x):
+        y = ref(x)
+        return y * 1.1 if x.abs().max() > 100 else y
+
+    why = worker._compile_misses(ref, off_when_large, again(), tol, ops)
+    assert why is not None and why.startswith("adversarial-large:"), why
+    # A reference that draws random numbers cannot be judged against a compiled one: no verdict.
+    assert worker._compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None
