@@ -152,6 +152,11 @@ def _numel(shape: Sequence[int]) -> int:
     return total
 
 
+def channels_last_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """N, C, spatial... stored as N, spatial..., C."""
+    return (shape[0], *shape[2:], shape[1])
+
+
 def batch_chunk(p: ConvParams) -> int:
     """Samples per cuDNN call: every tensor of one call must stay within int32 element counts."""
     per_sample = max(_numel(p.x[1:]), _numel(p.y[1:]))
@@ -194,11 +199,17 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         a.get("output_padding", [0]),
         a.get("groups", 1),
     )
-    if p.out_shape != tuple(out.shape):
-        raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(p.out_shape)}")
+    # channels_last (planner.channels_last_convs): the result is stored N, spatial..., C for the
+    # pointwise work after it, and its node has that shape.
+    nhwc = bool(a.get("channels_last"))
+    want = channels_last_shape(p.out_shape) if nhwc else p.out_shape
+    if want != tuple(out.shape):
+        raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(want)}")
     if b is not None and b.shape != (p.y[1],):
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
     chunk = batch_chunk(p)
+    if nhwc and (b is not None or chunk < p.x[0] or p.lifted):
+        raise NotSupported("convolution: a channels-last result takes no bias, one chunk, 2-D or 3-D")
     spatial = _numel(p.y[2:])
     vec = 16 // ITEM_SIZE[out.dtype]
     spec = ", ".join(
@@ -220,6 +231,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
             f"{spatial}ll",
             str(vec if spatial % vec == 0 else 1),
             str(int(ctx.precise >= PRECISE_SPLIT)),
+            str(int(nhwc)),
         ]
     )
     # Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
@@ -237,6 +249,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     note = f"{kind} {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))}"
     if p.groups > 1:
         note += f" g{p.groups}"
+    if nhwc:
+        note += " (channels-last result)"
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
     )

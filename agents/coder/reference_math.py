@@ -114,7 +114,10 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
             keywords.append(f"{a.name}={text}")
         else:
             positional.append(text)
-    return f"torch.ops.{target}({', '.join(positional + keywords)})"
+    call = f"torch.ops.{target}({', '.join(positional + keywords)})"
+    if node["op"] == "convolution" and args.get("channels_last"):
+        return f"{call}.movedim(1, -1).contiguous()"  # stored N, spatial..., C (planner.channels_last_convs)
+    return call
 
 
 def _recurrent(node: Node, names: _Names) -> str:

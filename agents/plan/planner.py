@@ -72,7 +72,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
     graph = decompose_eval_batch_norm(draws_as_inputs(graph))
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
-    graph = fold_gemm_scalars(split_conv_bias(split_softmax(graph)))
+    graph = channels_last_convs(fold_gemm_scalars(split_conv_bias(split_softmax(graph))))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     outputs = [n for n in graph if n["op"] == "output"]
@@ -657,6 +657,123 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
         )  # fmt: skip
         renamed[node["name"]] = add_name
     return out
+
+
+# "0" keeps every convolution's result NCHW (for same-run comparisons, and a way out).
+CONV_TAIL_ENV = "STITCHCUDA_CONV_CHANNELS_LAST"
+
+
+def channels_last_convs(graph: list[Node]) -> list[Node]:
+    """A convolution whose result is read only by pointwise work (bias, activations, scalings,
+    per-channel operands) up to forward's return keeps it channels-last: cuDNN writes N, spatial...,
+    C (its NHWC kernels, as torch.compile's layout pass gets them, without the copies back to NCHW
+    that cost as much as they save), the pointwise nodes run over that storage (per-channel operands
+    read as [C] over the last dimension), and forward returns a permuted view: the same values, in
+    channels-last strides, as a network compiled with torch.compile returns them.
+
+    Anything else reading the result (a reduction, a norm, a view, an operand that is neither
+    per-channel nor a scalar, another shape) leaves the convolution as it is."""
+    if os.environ.get(CONV_TAIL_ENV, "1") == "0":
+        return graph
+    from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, channels_last_shape, conv_params
+
+    readers = _readers(graph)
+    nodes = by_name(graph)
+    taken = {n["name"] for n in graph}
+    before: dict[str, list[Node]] = {}  # node name -> new nodes to insert just before it
+    for conv in [n for n in graph if n["op"] == "convolution"]:
+        shape, a = conv.get("shape") or [], conv.get("args", {})
+        if len(shape) not in (4, 5) or conv.get("dtype") not in ("float32", "float16", "bfloat16") \
+                or not is_contiguous(conv) or ref_name(a.get("bias")) is not None or a.get("channels_last"):
+            continue
+        x, w = nodes.get(ref_name(a.get("input")) or ""), nodes.get(ref_name(a.get("weight")) or "")
+        if x is None or w is None or x.get("shape") is None or w.get("shape") is None:
+            continue
+        try:
+            p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
+                            bool(a.get("transposed")), a.get("output_padding", [0]), a.get("groups", 1))
+            if p.lifted or batch_chunk(p) < p.x[0]:
+                continue
+        except NotSupported:
+            continue
+        tail = _pointwise_tail(conv, readers, nodes)
+        if tail is None:
+            continue
+        members, outputs, channel_operands = tail
+        nhwc = list(channels_last_shape(shape))
+        conv["args"] = {**a, "channels_last": True}
+        for node in [conv, *members]:
+            node["shape"], node["stride"], node["offset"] = list(nhwc), contiguous_strides(nhwc), 0
+        for user, operand in channel_operands:
+            o = nodes[operand]
+            dim = len(o["shape"]) - (len(shape) - 1)  # its channel dimension, right-aligned
+            view = _fresh(taken, f"{operand}_channels")
+            before.setdefault(user["name"], []).append({
+                "name": view, "op": "view", "target": "aten.view.default", "view": True,
+                "args": {"self": ref(operand), "size": [shape[1]]}, "shape": [shape[1]],
+                "stride": [o["stride"][dim]], "offset": o.get("offset", 0), "dtype": o["dtype"],
+            })  # fmt: skip
+            user["args"] = _rename_refs(user["args"], {operand: view})
+        for out_node, name in outputs:
+            view = _fresh(taken, f"{name}_nchw")
+            st = contiguous_strides(nhwc)
+            before.setdefault(out_node["name"], []).append({
+                "name": view, "op": "permute", "target": "aten.permute.default", "view": True,
+                "args": {"self": ref(name), "dims": [0, len(shape) - 1, *range(1, len(shape) - 1)]},
+                "shape": list(shape), "stride": [st[0], st[-1], *st[1:-1]], "offset": 0, "dtype": nodes[name]["dtype"],
+            })  # fmt: skip
+            out_node["args"] = _rename_refs(out_node["args"], {name: view})
+    if not before:
+        return graph
+    out: list[Node] = []
+    for node in graph:
+        out += before.get(node["name"], [])
+        out.append(node)
+    return out
+
+
+def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
+    """(the pointwise nodes reading `conv`'s result, transitively; (output node, name) pairs where
+    forward returns one of them; (node, operand) pairs of per-channel operands), or None where
+    something else reads them."""
+    shape = conv["shape"]
+    members: list[Node] = []
+    outputs: list[tuple[Node, str]] = []
+    inside = {conv["name"]}
+    frontier = [conv["name"]]
+    while frontier:
+        name = frontier.pop()
+        for user in readers.get(name, []):
+            if user["op"] == "output":
+                outputs.append((user, name))
+                continue
+            if user["name"] in inside:
+                continue
+            if user.get("view") or codegen.pointwise_support(user) is not None or list(user.get("shape") or []) != shape \
+                    or user.get("dtype") not in codegen.C_TYPES or not is_contiguous(user):
+                return None
+            inside.add(user["name"])
+            members.append(user)
+            frontier.append(user["name"])
+    if not members and not outputs:
+        return None
+    channel_operands: list[tuple[Node, str]] = []
+    for user in members:
+        for operand in set(iter_refs(user.get("args", {}))):
+            if operand in inside:
+                continue
+            o = nodes.get(operand)
+            o_shape = list((o or {}).get("shape") or [])
+            padded = [1] * (len(shape) - len(o_shape)) + o_shape
+            if o is None or o.get("shape") is None or len(o_shape) > len(shape):
+                return None
+            if all(n == 1 for n in padded):
+                continue  # a scalar, whatever the layout
+            if any(n != 1 for i, n in enumerate(padded) if i != 1) or padded[1] != shape[1] \
+                    or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
+                return None
+            channel_operands.append((user, operand))
+    return members, outputs, channel_operands
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:

@@ -8,8 +8,12 @@
 //! first call also plans the convolution channels-last: the input and weight copied to NHWC by a
 //! tiled transpose, the result copied back to NCHW by the same transpose with the bias added in
 //! passing (the pass the bias kernel makes anyway). Whichever of the two runs faster on the
-//! caller's buffers, copies included, is kept. STITCHCUDA_CONV_NHWC=0 never plans channels-last,
-//! =1 keeps it wherever cuDNN accepts it (A/B timing and tests).
+//! caller's buffers, copies included, is kept. STITCHCUDA_CONV_NHWC=0 never plans channels-last
+//! (a result wanted channels-last is then copied over), =1 keeps it wherever cuDNN accepts it (A/B
+//! timing and tests).
+//! Where the planner keeps the result channels-last for the pointwise work after it (y_nhwc), no
+//! copy back is made: cuDNN writes the caller's buffer in NHWC, or, where it has no NHWC kernel for
+//! the convolution, the NCHW result is copied over once.
 
 #ifndef SC_CONV_H
 #define SC_CONV_H
@@ -34,6 +38,7 @@ struct sc_conv_spec {
   int64_t channels, spatial;  // of the output, for the bias
   int bias_vec;      // elements per bias-kernel access (spatial is a multiple of it)
   int precise;       // fp32 without TF32 (CUDNN_FMA_MATH), asked for after a TF32 mismatch
+  int y_nhwc;        // the result is wanted channels-last (the planner kept the layout for what reads it)
 };
 
 struct sc_conv_plan {
@@ -603,6 +608,37 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
   if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
 }
 
+// The result wanted channels-last: cuDNN's NHWC plan writes it, else the NCHW plan writes a copy
+// (st.yt) that each run transposes into the caller's buffer. (y, the caller's buffer, served the
+// NCHW search as scratch: it holds as many elements.)
+static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x,
+                                  const void* w, void* y, cudaStream_t stream, size_t cap) {
+  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  int64_t xb = s.batch * elem, yb = s.batch * elem, wb = elem;
+  for (int i = 1; i < s.rank; ++i) xb *= s.x[i], yb *= s.y[i];
+  for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
+  const char* env = getenv("STITCHCUDA_CONV_NHWC");  // "0": the NCHW plan and a copy (tests, A/B)
+  if (!(env && *env == '0') && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
+    sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+    sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+    if (!sc_conv_describe(s, st.cl, s.batch, true) &&
+        !sc_conv_choose(s, h, st.cl, st.xt, st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
+      sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, y, stream, cap);
+      st.nhwc = true;
+      if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
+      if (log) fprintf(stderr, "stitchcuda %s: channels-last result, cuDNN NHWC plan\n", s.name);
+      return 0;
+    }
+  }
+  cudaGetLastError();  // an allocation failure is not the caller's error
+  sc_conv_drop_nhwc(st);
+  if (log) fprintf(stderr, "stitchcuda %s: channels-last result, NCHW plan and a copy (no NHWC plan)\n", s.name);
+  if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
+  (void)cap;
+  return 0;
+}
+
 static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
                          const void* b, void* y, cudaStream_t stream) {
   st.samples[0] = s.chunk;
@@ -632,7 +668,11 @@ static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t
     sc_conv_try_graph(s, h, st.plan[i], st.samples[i], align, x, w, y, stream, cap);
     if (st.plan[i].ws > sc_conv_ws_need) sc_conv_ws_need = st.plan[i].ws;
   }
-  sc_conv_try_nhwc(s, st, h, x, w, b, y, stream, cap);
+  if (s.y_nhwc) {
+    if (int rc = sc_conv_setup_nhwc_out(s, st, h, x, w, y, stream, cap)) return rc;
+  } else {
+    sc_conv_try_nhwc(s, st, h, x, w, b, y, stream, cap);
+  }
   return (int)sc_conv_ws_resize(sc_conv_ws_need);
 }
 
@@ -644,6 +684,17 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
   SC_CUDNN(cudnnSetStream(h, stream));
   std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, b, y, stream); });
   if (st.status) return st.status;
+  if (s.y_nhwc) {
+    if (st.nhwc) {
+      sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+      sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+      SC_CUDNN(sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y));
+    } else {
+      SC_CUDNN(sc_conv_exec(s, h, st.plan[0], false, x, w, st.yt));
+      sc_conv_transpose(s, st.yt, y, nullptr, s.y[1], sc_conv_spatial(s.y, s.rank), s.batch, stream);
+    }
+    return (int)cudaGetLastError();
+  }
   if (st.nhwc) {
     SC_CUDNN(sc_conv_exec_nhwc(s, h, st, x, w, b, y, stream));
     return (int)cudaGetLastError();

@@ -1,0 +1,201 @@
+"""A convolution read only by pointwise work keeps its result channels-last (planner.channels_last_convs):
+which graphs take it and which do not, that the rewritten graph still computes the module (its
+reference math run on CPU tensors), that the candidate builds for sm_90 with cuDNN, and on a GPU
+that the candidate matches the module and returns channels-last strides."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import builtin_candidate, load_model_new, needs_nvcc
+from test_emit_conv import cudnn_include
+
+from stitchcuda import runtime
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder.model_new import CU_FILE
+from stitchcuda.agents.coder.reference_math import render_reference
+from stitchcuda.agents.plan import planner
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+class BiasReluShift(nn.Module):
+    """Conv2d with bias, ReLU, a per-channel parameter [C, 1, 1] and a scalar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.shift = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)) + self.shift * 0.5
+
+
+class TransposedTanh(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        return torch.tanh(self.conv(x) - 0.25)
+
+
+class TwoOutputs(nn.Module):
+    """The convolution's result and a pointwise function of it, both returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1, bias=False)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y, torch.sigmoid(y) * y
+
+
+class MinOverChannels(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.min(self.conv(x) * 2.0, dim=1)[0]
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)) + x  # an operand of the full shape, stored NCHW
+
+
+class Flattened(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)).flatten(1)
+
+
+TAKEN = [
+    (BiasReluShift, [torch.randn(2, 3, 10, 12)]),
+    (TransposedTanh, [torch.randn(2, 4, 3, 4, 5)]),
+    (TwoOutputs, [torch.randn(3, 4, 5, 6)]),
+]
+LEFT = [
+    (MinOverChannels, [torch.randn(2, 3, 10, 12)]),
+    (Residual, [torch.randn(2, 4, 6, 6)]),
+    (Flattened, [torch.randn(2, 3, 10, 12)]),
+]
+_ids = itertools.count()
+
+
+def _conv(plan):
+    return next(n for n in plan.graph if n["op"] == "convolution")
+
+
+@pytest.mark.parametrize(("make", "inputs"), TAKEN, ids=[m.__name__ for m, _ in TAKEN])
+def test_a_conv_read_by_pointwise_work_keeps_its_result_channels_last(make, inputs):
+    torch.manual_seed(0)
+    module = make()
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert plan.supported, plan.unsupported
+    conv = _conv(plan)
+    nchw = list(module(*inputs)[0 if make is TwoOutputs else slice(None)].shape)
+    assert conv["args"]["channels_last"] and conv["shape"] == [nchw[0], *nchw[2:], nchw[1]]
+    assert any("(channels-last result)" in g.note for g in plan.groups)
+    pointwise = [g for g in plan.groups if g.kind == "pointwise"]
+    assert all(f"over {conv['shape']}" in g.note for g in pointwise), [g.note for g in pointwise]
+    # forward returns a permuted view of the channels-last storage
+    output = next(n for n in plan.graph if n["op"] == "output")
+    returned = [plan.graph[[n["name"] for n in plan.graph].index(graph.ref_name(v))] for v in output["args"]["values"]]
+    assert all(n["op"] == "permute" and n["shape"] == nchw for n in returned)
+
+
+@pytest.mark.parametrize(("make", "inputs"), LEFT, ids=[m.__name__ for m, _ in LEFT])
+def test_a_conv_with_any_other_reader_stays_nchw(make, inputs):
+    plan = planner.plan_graph(graph.trace_module(make(), inputs))
+    assert plan.supported, plan.unsupported
+    assert not _conv(plan)["args"].get("channels_last")
+    assert not any("channels-last result" in g.note for g in plan.groups)
+
+
+def test_the_rewrite_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv(planner.CONV_TAIL_ENV, "0")
+    plan = planner.plan_graph(graph.trace_module(BiasReluShift(), [torch.randn(2, 3, 10, 12)]))
+    assert not _conv(plan)["args"].get("channels_last")
+
+
+@pytest.mark.parametrize(("make", "inputs"), TAKEN, ids=[m.__name__ for m, _ in TAKEN])
+def test_the_rewritten_graph_still_computes_the_module(make, inputs):
+    """The plan's graph (per-channel operands as [C] over the last dimension, the permuted view
+    returned) rendered as aten calls and run on CPU tensors gives the module's outputs, in
+    channels-last strides."""
+    torch.manual_seed(1)
+    module = make()
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    g = plan.graph
+    ins = [n for n in g if n["op"] == "input" and "shape" in n]
+    output = next(n for n in g if n["op"] == "output")
+    nodes = graph.by_name(g)
+    returns = []
+    for v in output["args"]["values"]:  # the kernels' outputs: the roots of the returned views
+        view = nodes[graph.ref_name(v)]
+        returns.append(graph.ref_name(view["args"]["self"]))
+    ref = render_reference(g, [n["name"] for n in ins], [], returns)
+    space: dict = {"torch": torch}
+    exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered module text
+    state = dict(module.named_parameters()) | dict(module.named_buffers())
+    values = [state[n["key"]] if n.get("kind") != "arg" else inputs[n["index"]] for n in ins]
+    stored = space["_reference"](values, [])
+    want = module(*inputs)
+    want = list(want) if isinstance(want, tuple) else [want]
+    for s, w in zip(stored, want, strict=True):
+        got = s.permute(0, s.dim() - 1, *range(1, s.dim() - 1))  # the returned view
+        assert got.is_contiguous(memory_format=torch.channels_last if s.dim() == 4 else torch.channels_last_3d)
+        torch.testing.assert_close(got, w.detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_channels_last_candidates_build_for_sm90(tmp_path):
+    for k, (make, inputs) in enumerate(TAKEN):
+        cand = builtin_candidate(make(), inputs, host=False)
+        src = tmp_path / f"c{k}.cu"
+        src.write_text(cand.files[CU_FILE])
+        result = runtime.build([src], arch="sm_90", extra_flags=[f"-I{cudnn_include()}"])
+        assert result.library.exists() and "warning" not in result.log.lower(), result.log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("nhwc_plan", ["1", "0"])
+def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypatch, nhwc_plan):
+    """cuDNN's NHWC plan writing the result, and (STITCHCUDA_CONV_NHWC=0 standing for a conv cuDNN
+    has no NHWC kernel for) the NCHW plan with a copy: both match the module, channels-last."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+    for make, inputs in TAKEN:
+        torch.manual_seed(2)
+        module = make().cuda()
+        cand = builtin_candidate(module.cpu(), inputs, host=False)
+        module = module.cuda()
+        new, _ = load_model_new(cand, module, tmp_path / f"{make.__name__}{next(_ids)}")
+        new = new.cuda()
+        args = [t.cuda() for t in inputs]
+        with torch.no_grad():
+            want = module(*args)
+            for _ in range(2):
+                got = new(*args)
+        want = list(want) if isinstance(want, tuple) else [want]
+        got = list(got) if isinstance(got, tuple | list) else [got]
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2 * w.abs().max().item())
+            assert g.dim() == 4 and g.is_contiguous(memory_format=torch.channels_last) or \
+                g.dim() == 5 and g.is_contiguous(memory_format=torch.channels_last_3d)
