@@ -175,12 +175,17 @@ def test_channels_last_candidates_build_for_sm90(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("nhwc_plan", ["1", "0"])
-def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypatch, nhwc_plan):
-    """cuDNN's NHWC plan writing the result, and (STITCHCUDA_CONV_NHWC=0 standing for a conv cuDNN
-    has no NHWC kernel for) the NCHW plan with a copy: both match the module, channels-last."""
+@pytest.mark.parametrize("nhwc_plan", ["1", "0", "auto"])
+def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypatch, capfd, nhwc_plan):
+    """cuDNN's NHWC plan writing the result (=1), the NCHW plan with a copy (=0: what a conv runs
+    where that is faster, or where cuDNN has no NHWC kernel), and the faster of the two (auto): each
+    matches the module, channels-last, and says which it kept."""
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    if nhwc_plan == "auto":
+        monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
+    else:
+        monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
     for make, inputs in TAKEN:
         torch.manual_seed(2)
         module = make().cuda()
@@ -199,3 +204,9 @@ def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypa
             torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2 * w.abs().max().item())
             assert g.dim() == 4 and g.is_contiguous(memory_format=torch.channels_last) or \
                 g.dim() == 5 and g.is_contiguous(memory_format=torch.channels_last_3d)
+    kept = [ln for ln in capfd.readouterr().err.splitlines() if ": channels-last result, " in ln]
+    assert len(kept) == len(TAKEN), kept
+    if nhwc_plan == "0":
+        assert all("result, NCHW plan and a copy" in ln for ln in kept), kept
+    elif nhwc_plan == "1":
+        assert all("result, cuDNN NHWC plan" in ln for ln in kept), kept

@@ -608,34 +608,58 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
   if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
 }
 
-// The result wanted channels-last: cuDNN's NHWC plan writes it, else the NCHW plan writes a copy
-// (st.yt) that each run transposes into the caller's buffer. (y, the caller's buffer, served the
-// NCHW search as scratch: it holds as many elements.)
+// The result wanted channels-last: cuDNN's NHWC plan writes it, or the NCHW plan writes a copy
+// (st.yt) that each run transposes into the caller's buffer, whichever runs faster on the caller's
+// buffers, copies included (cuDNN's NHWC kernels lose to its NCHW ones on some 3-D convolutions).
+// (y, the caller's buffer, served the NCHW search as scratch: it holds as many elements.)
 static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x,
                                   const void* w, void* y, cudaStream_t stream, size_t cap) {
   const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const char* env = getenv("STITCHCUDA_CONV_NHWC");  // "0": the NCHW plan and a copy; "1": NHWC where it runs
   const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
   int64_t xb = s.batch * elem, yb = s.batch * elem, wb = elem;
   for (int i = 1; i < s.rank; ++i) xb *= s.x[i], yb *= s.y[i];
   for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
-  const char* env = getenv("STITCHCUDA_CONV_NHWC");  // "0": the NCHW plan and a copy (tests, A/B)
+  if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
+  bool nhwc = false;
   if (!(env && *env == '0') && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
     sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
     sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
     if (!sc_conv_describe(s, st.cl, s.batch, true) &&
         !sc_conv_choose(s, h, st.cl, st.xt, st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
       sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, y, stream, cap);
-      st.nhwc = true;
-      if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
-      if (log) fprintf(stderr, "stitchcuda %s: channels-last result, cuDNN NHWC plan\n", s.name);
-      return 0;
+      nhwc = true;
     }
   }
   cudaGetLastError();  // an allocation failure is not the caller's error
-  sc_conv_drop_nhwc(st);
-  if (log) fprintf(stderr, "stitchcuda %s: channels-last result, NCHW plan and a copy (no NHWC plan)\n", s.name);
-  if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
-  (void)cap;
+  float t_nhwc = -1.0f, t_copy = -1.0f;
+  if (nhwc) {
+    t_nhwc = sc_conv_time(stream, [&] {
+      sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+      sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+      return sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y);
+    });
+    t_copy = sc_conv_time(stream, [&] {
+      const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, x, w, st.yt);
+      sc_conv_transpose(s, st.yt, y, nullptr, s.y[1], sc_conv_spatial(s.y, s.rank), s.batch, stream);
+      return rc;
+    });
+    nhwc = t_nhwc >= 0 && ((env && *env == '1') || t_copy < 0 || t_nhwc <= t_copy);
+  }
+  if (log)
+    fprintf(stderr, "stitchcuda %s: channels-last result, %s (NHWC plan %.3f ms, NCHW plan and a copy %.3f ms)\n",
+            s.name, nhwc ? "cuDNN NHWC plan" : "NCHW plan and a copy", t_nhwc, t_copy);
+  if (nhwc) {
+    cudaFree(st.yt);
+    st.yt = nullptr;
+    st.nhwc = true;
+    if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
+  } else {
+    for (void** p : {&st.xt, &st.wt}) {
+      if (*p) cudaFree(*p);
+      *p = nullptr;
+    }
+  }
   return 0;
 }
 
