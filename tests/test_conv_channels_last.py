@@ -61,7 +61,39 @@ class MinOverChannels(nn.Module):
         self.conv = nn.Conv2d(3, 8, 3)
 
     def forward(self, x):
-        return torch.min(self.conv(x) * 2.0, dim=1)[0]
+        values, where = torch.min(self.conv(x) * 2.0, dim=1, keepdim=True)
+        return torch.tanh(values), where
+
+
+class SoftmaxOverChannels(nn.Module):
+    """softmax(dim=1) (split into logsumexp kept over the channels and exp(x - lse)), then more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(3, 8, 3, stride=2)
+
+    def forward(self, x):
+        return torch.sigmoid(torch.softmax(self.conv(x), dim=1) * 2.0)
+
+
+class SpatialMean(nn.Module):
+    """A mean over every spatial dimension, kept: [N, C, 1, 1]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(3, 6, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)).mean(dim=[2, 3, 4], keepdim=True) + 1.0
+
+
+class MinOverWidth(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.min(self.conv(x), dim=3)[0]  # over one spatial dim: another order in NHWC
 
 
 class Residual(nn.Module):
@@ -86,9 +118,13 @@ TAKEN = [
     (BiasReluShift, [torch.randn(2, 3, 10, 12)]),
     (TransposedTanh, [torch.randn(2, 4, 3, 4, 5)]),
     (TwoOutputs, [torch.randn(3, 4, 5, 6)]),
-]
-LEFT = [
     (MinOverChannels, [torch.randn(2, 3, 10, 12)]),
+    (SoftmaxOverChannels, [torch.randn(2, 3, 5, 7)]),
+    (SpatialMean, [torch.randn(2, 3, 5, 6, 7)]),
+]
+REDUCED = (MinOverChannels, SpatialMean)  # the result leaves the channels-last storage reduced
+LEFT = [
+    (MinOverWidth, [torch.randn(2, 3, 10, 12)]),
     (Residual, [torch.randn(2, 4, 6, 6)]),
     (Flattened, [torch.randn(2, 3, 10, 12)]),
 ]
@@ -106,9 +142,13 @@ def test_a_conv_read_by_pointwise_work_keeps_its_result_channels_last(make, inpu
     plan = planner.plan_graph(graph.trace_module(module, inputs))
     assert plan.supported, plan.unsupported
     conv = _conv(plan)
-    nchw = list(module(*inputs)[0 if make is TwoOutputs else slice(None)].shape)
+    x = inputs[0]
+    nchw = list(module.conv(x).shape)
     assert conv["args"]["channels_last"] and conv["shape"] == [nchw[0], *nchw[2:], nchw[1]]
     assert any("(channels-last result)" in g.note for g in plan.groups)
+    if make in REDUCED:  # the reduction reads the channels-last storage, its dims renumbered
+        assert any(g.kind == "kernel" and f"{conv['shape']} dims" in g.note for g in plan.groups), plan.groups
+        return
     pointwise = [g for g in plan.groups if g.kind == "pointwise"]
     assert all(f"over {conv['shape']}" in g.note for g in pointwise), [g.note for g in pointwise]
     # forward returns a permuted view of the channels-last storage
@@ -143,10 +183,15 @@ def test_the_rewritten_graph_still_computes_the_module(make, inputs):
     ins = [n for n in g if n["op"] == "input" and "shape" in n]
     output = next(n for n in g if n["op"] == "output")
     nodes = graph.by_name(g)
-    returns = []
-    for v in output["args"]["values"]:  # the kernels' outputs: the roots of the returned views
+    returns, views = [], []
+    for v in output["args"]["values"]:  # the kernels' outputs, and the views forward returns of them
         view = nodes[graph.ref_name(v)]
-        returns.append(graph.ref_name(view["args"]["self"]))
+        if view.get("view"):
+            returns.append(graph.ref_name(view["args"]["self"]))
+            views.append(view)
+        else:
+            returns.append(view["name"])
+            views.append(None)
     ref = render_reference(g, [n["name"] for n in ins], [], returns)
     space: dict = {"torch": torch}
     exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered module text
@@ -155,9 +200,15 @@ def test_the_rewritten_graph_still_computes_the_module(make, inputs):
     stored = space["_reference"](values, [])
     want = module(*inputs)
     want = list(want) if isinstance(want, tuple) else [want]
-    for s, w in zip(stored, want, strict=True):
-        got = s.permute(0, s.dim() - 1, *range(1, s.dim() - 1))  # the returned view
-        assert got.is_contiguous(memory_format=torch.channels_last if s.dim() == 4 else torch.channels_last_3d)
+    for s, view, w in zip(stored, views, want, strict=True):
+        if view is None:
+            got = s
+        elif view["op"] == "permute":
+            got = s.permute(*view["args"]["dims"])
+            assert got.is_contiguous(memory_format=torch.channels_last if s.dim() == 4 else torch.channels_last_3d)
+        else:  # a kept reduction: [N, spatial..., 1] is [N, 1, spatial...] element for element
+            assert view["op"] == "view" and s.is_contiguous()
+            got = s.view(view["args"]["size"])
         torch.testing.assert_close(got, w.detach(), rtol=1e-5, atol=1e-5)
 
 

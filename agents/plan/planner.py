@@ -671,8 +671,11 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     read as [C] over the last dimension), and forward returns a permuted view: the same values, in
     channels-last strides, as a network compiled with torch.compile returns them.
 
-    Anything else reading the result (a reduction, a norm, a view, an operand that is neither
-    per-channel nor a scalar, another shape) leaves the convolution as it is."""
+    Softmax over the channels joins that work (over the last dimension now); a reduction whose
+    result is laid out the same either way (one over the channels, or over every spatial dimension)
+    ends it, reading the channels-last storage with its dims renumbered. Anything else reading the
+    result (a norm, a view, an operand that is neither per-channel nor a scalar, another shape)
+    leaves the convolution as it is."""
     if os.environ.get(CONV_TAIL_ENV, "1") == "0":
         return graph
     from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, channels_last_shape, conv_params
@@ -681,6 +684,8 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     nodes = by_name(graph)
     taken = {n["name"] for n in graph}
     before: dict[str, list[Node]] = {}  # node name -> new nodes to insert just before it
+    after: dict[str, list[Node]] = {}  # ... just after it
+    renamed: dict[str, tuple[str, set[str]]] = {}  # kept reduction -> its view, and the nodes that read it as is
     for conv in [n for n in graph if n["op"] == "convolution"]:
         shape, a = conv.get("shape") or [], conv.get("args", {})
         if len(shape) not in (4, 5) or conv.get("dtype") not in ("float32", "float16", "bfloat16") \
@@ -699,11 +704,31 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         tail = _pointwise_tail(conv, readers, nodes)
         if tail is None:
             continue
-        members, outputs, channel_operands = tail
+        members, outputs, channel_operands, ends = tail
         nhwc = list(channels_last_shape(shape))
         conv["args"] = {**a, "channels_last": True}
         for node in [conv, *members]:
             node["shape"], node["stride"], node["offset"] = list(nhwc), contiguous_strides(nhwc), 0
+            if node["op"] in _CHANNEL_SOFTMAX:
+                node["args"] = {**node["args"], "dim": len(shape) - 1}
+        inside = {n["name"] for n in members}
+        for node in ends:
+            dims = node["args"].get("dim")
+            moved = [_channels_last_dim(d, len(shape)) for d in ([dims] if isinstance(dims, int) else dims)]
+            node["args"] = {**node["args"], "dim": moved[0] if isinstance(dims, int) else moved}
+            for held in _kept(node, readers):
+                # [N, 1, H, W] and [N, H, W, 1] hold the same elements in the same order: the
+                # reduction writes the channels-last one, which the tail's pointwise nodes read
+                # (it broadcasts over the channels there); every other reader gets the view.
+                want, kept = list(held["shape"]), list(channels_last_shape(held["shape"]))
+                held["shape"], held["stride"] = kept, contiguous_strides(kept)
+                view = _fresh(taken, f"{held['name']}_nchw")
+                after.setdefault(held["name"], []).append({
+                    "name": view, "op": "view", "target": "aten.view.default", "view": True,
+                    "args": {"self": ref(held["name"]), "size": want}, "shape": want,
+                    "stride": contiguous_strides(want), "offset": 0, "dtype": held["dtype"],
+                })  # fmt: skip
+                renamed[held["name"]] = (view, inside)
         for user, operand in channel_operands:
             o = nodes[operand]
             dim = len(o["shape"]) - (len(shape) - 1)  # its channel dimension, right-aligned
@@ -723,13 +748,57 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
                 "shape": list(shape), "stride": [st[0], st[-1], *st[1:-1]], "offset": 0, "dtype": nodes[name]["dtype"],
             })  # fmt: skip
             out_node["args"] = _rename_refs(out_node["args"], {name: view})
-    if not before:
+    if not before and not after:
         return graph
     out: list[Node] = []
     for node in graph:
         out += before.get(node["name"], [])
+        views = {held: view for held, (view, tail) in renamed.items() if node["name"] not in tail and node["name"] != held}
+        if views:
+            node["args"] = _rename_refs(node.get("args", {}), views)
         out.append(node)
+        out += after.get(node["name"], [])
     return out
+
+
+# Softmax over the channels (dim 1), which channels-last storage makes a softmax over its rows;
+# reductions that may end a channels-last tail (channels_last_convs).
+_CHANNEL_SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax"}
+_LAYOUT_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "logsumexp"}
+
+
+def _channels_last_dim(d: int, rank: int) -> int:
+    """Where dim `d` of N, C, spatial... sits in N, spatial..., C."""
+    d %= rank
+    return 0 if d == 0 else rank - 1 if d == 1 else d - 1
+
+
+def _ends_tail(user: Node, name: str, shape: list[int]) -> bool:
+    """A reduction of `name` (N, C, spatial...) whose result holds the same elements in the same
+    order whichever layout it reads: over the channels, or over every spatial dimension."""
+    a = user.get("args", {})
+    if user["op"] not in _LAYOUT_REDUCTIONS or ref_name(a.get("self")) != name or list(iter_refs(a)) != [name]:
+        return False
+    if user.get("target") in ("aten.max.other", "aten.min.other", "aten.max.default", "aten.min.default"):
+        return False
+    dims = a.get("dim")
+    if dims is None or dims == [] or isinstance(dims, bool):
+        return False  # over everything (argmax's flat index depends on the layout; sums need no layout)
+    items = [dims] if isinstance(dims, int) else list(dims)
+    if not all(type(d) is int and -len(shape) <= d < len(shape) for d in items):
+        return False
+    reduced = {d % len(shape) for d in items}
+    return 0 not in reduced and (1 in reduced or set(range(2, len(shape))) <= reduced)
+
+
+def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
+    """The nodes holding a keepdim reduction's results: the node, or for max/min over a dim (values
+    and indices) its getitems. None kept: []."""
+    if not end["args"].get("keepdim"):
+        return []
+    if end["op"] in ("max", "min"):
+        return [r for r in readers.get(end["name"], []) if r["op"] == "getitem"]
+    return [end]
 
 
 def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
@@ -739,6 +808,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
     shape = conv["shape"]
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
+    ends: list[Node] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -747,20 +817,27 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             if user["op"] == "output":
                 outputs.append((user, name))
                 continue
-            if user["name"] in inside:
+            if user["name"] in inside or user in ends:
                 continue
-            if user.get("view") or codegen.pointwise_support(user) is not None or list(user.get("shape") or []) != shape \
+            if _ends_tail(user, name, shape):
+                ends.append(user)
+                continue
+            channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
+                               and user["args"]["dim"] % len(shape) == 1 and list(iter_refs(user["args"])) == [name])
+            pointwise = codegen.pointwise_support(user) is None or channel_softmax
+            if user.get("view") or not pointwise or list(user.get("shape") or []) != shape \
                     or user.get("dtype") not in codegen.C_TYPES or not is_contiguous(user):
                 return None
             inside.add(user["name"])
             members.append(user)
             frontier.append(user["name"])
-    if not members and not outputs:
+    if not members and not outputs and not ends:
         return None
+    kept = {n["name"] for end in ends for n in _kept(end, readers)}
     channel_operands: list[tuple[Node, str]] = []
     for user in members:
         for operand in set(iter_refs(user.get("args", {}))):
-            if operand in inside:
+            if operand in inside or operand in kept:
                 continue
             o = nodes.get(operand)
             o_shape = list((o or {}).get("shape") or [])
@@ -773,7 +850,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands
+    return members, outputs, channel_operands, ends
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:
