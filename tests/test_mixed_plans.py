@@ -290,11 +290,14 @@ def test_precise_convolution_asks_cudnn_for_fma_math():
     assert plan.supported, plan.unsupported
     tf32 = coder_builtin.build_candidate(plan, Linear, title="t")
     exact = coder_builtin.build_candidate(plan, Linear, title="t", precise=True)
-    conv_spec = [ln for ln in exact.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln]
-    assert conv_spec and conv_spec[0].rstrip("};").rstrip().endswith("1")
-    assert [ln for ln in tf32.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln][0].rstrip(
-        "};"
-    ).rstrip().endswith("0")
+
+    def precise_field(cand) -> str:  # sc_conv_spec's last fields: ..., precise, y_nhwc
+        spec = [ln for ln in cand.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln]
+        assert spec
+        return spec[0].rstrip().rstrip("};").split(",")[-2].strip()
+
+    assert precise_field(exact) == "1"
+    assert precise_field(tf32) == "0"
 
 
 class Splits(nn.Module):
