@@ -266,7 +266,12 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         ok = n.count % vmax == 0 and (not segmented or n.seg % vmax == 0)
     if not ok or x.offset % vmax:
         vmax = 1
-    if ctx.prologue is not None and ctx.prologue.node == x.name:
+    # The split shape reads x twice over chunks of many blocks; through a prologue it did so one
+    # element per thread, and on the H200 (level 2, prologues on and off in one call, 09287ef) that
+    # lost to storing the chain first on 7 of the 9 split norms that took one (GroupNorm after a
+    # convolution 0.81-0.95x, BatchNorm after conv + activation 0.73x): the split stores it.
+    takes_prologue = ctx.prologue is not None and ctx.prologue.node == x.name and shape != "split"
+    if takes_prologue:
         # A loader computes elements one by one: with VEC consecutive elements per thread, a warp's
         # loads would be VEC apart; one element per thread keeps them adjacent (coalesced).
         vmax = 1
@@ -305,7 +310,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
 
     # A prologue: x's pointwise ops computed as read (rounded as storing x would round them), from
     # the prologue's own inputs, which come first among the kernel's; x itself is never stored.
-    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == x.name else None
+    pro = ctx.prologue if takes_prologue else None
     if pro is not None and (x.offset or x.strides != tuple(contiguous_strides(x.shape))):
         pro = None
     # Pointers: inputs (x, w, b, rm, rv present), outputs (those read), scratch.
