@@ -543,12 +543,18 @@ static int64_t sc_conv_spatial(const int* dims, int rank) {
   return n;
 }
 
+// x and w copied channels-last into the state's buffers (N, spatial..., C and K, spatial..., C).
+static void sc_conv_to_nhwc(const sc_conv_spec& s, const sc_conv_state& st, const void* x, const void* w,
+                            cudaStream_t stream) {
+  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+  sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+}
+
 // The channels-last run (one chunk): x and w copied to NHWC, the convolution, y copied back with
 // the bias added.
 static cudnnStatus_t sc_conv_exec_nhwc(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_state& st, const void* x,
                                        const void* w, const void* b, void* y, cudaStream_t stream) {
-  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
-  sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+  sc_conv_to_nhwc(s, st, x, w, stream);
   const cudnnStatus_t rc = sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, st.yt);
   if (rc != CUDNN_STATUS_SUCCESS) return rc;
   sc_conv_transpose(s, st.yt, y, b, sc_conv_spatial(s.y, s.rank), s.y[1], s.batch, stream);
@@ -584,8 +590,7 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
     cudaGetLastError();  // an allocation failure is not the caller's error
     return sc_conv_drop_nhwc(st);
   }
-  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
-  sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+  sc_conv_to_nhwc(s, st, x, w, stream);
   // Failing here means cuDNN has no channels-last kernel for this convolution: the NCHW plan stays.
   if (sc_conv_describe(s, st.cl, s.batch, true) ||
       sc_conv_choose(s, h, st.cl, st.xt, st.wt, st.yt, sc_conv_ws, sc_conv_ws_bytes)) {
@@ -623,8 +628,7 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
   if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
   bool nhwc = false;
   if (!(env && *env == '0') && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
-    sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
-    sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+    sc_conv_to_nhwc(s, st, x, w, stream);
     if (!sc_conv_describe(s, st.cl, s.batch, true) &&
         !sc_conv_choose(s, h, st.cl, st.xt, st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
       sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, y, stream, cap);
@@ -635,8 +639,7 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
   float t_nhwc = -1.0f, t_copy = -1.0f;
   if (nhwc) {
     t_nhwc = sc_conv_time(stream, [&] {
-      sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
-      sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+      sc_conv_to_nhwc(s, st, x, w, stream);
       return sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y);
     });
     t_copy = sc_conv_time(stream, [&] {
@@ -710,8 +713,7 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
   if (st.status) return st.status;
   if (s.y_nhwc) {
     if (st.nhwc) {
-      sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
-      sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+      sc_conv_to_nhwc(s, st, x, w, stream);
       SC_CUDNN(sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y));
     } else {
       SC_CUDNN(sc_conv_exec(s, h, st.plan[0], false, x, w, st.yt));
