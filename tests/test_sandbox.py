@@ -413,3 +413,24 @@ def test_gpu_candidates_are_accepted_sandboxed(build_cache, tmp_path, stem):
     assert v.status == "ok" and v.accepted and torch.cuda.is_available(), (v.status, v.message, v.log_tail[-2000:])
     assert v.sandboxed == sandbox.available().ok
 
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_builtin_coders_cudnn_candidate_is_accepted_sandboxed(build_cache, tmp_path):
+    """Issue 22's legitimate cuDNN candidate: the built-in coder's own output for a convolution
+    block (cuDNN, a channels-last result, a fused pointwise kernel), verified inside the sandbox."""
+    from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.agents.plan import planner
+    from stitchcuda.task import load_task_module
+
+    task = hack_task("ref_conv_block")
+    plan = planner.plan(task)
+    assert plan.supported, plan.unsupported
+    _, cls = load_task_module(task)
+    cand = coder_builtin.build_candidate(plan, cls, title=task.name)
+    assert "cudnn" in cand.files["fused_kernels.cu"].lower()
+    opts = VerifyOptions(timeout_s=300.0, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    v = verify(task, cand, tmp_path / "run", opts)
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.log_tail[-2000:])
+    assert v.sandboxed == sandbox.available().ok
