@@ -208,5 +208,16 @@ def test_compile_baseline_checked_on_the_candidates_input_sets():
 
     why = worker._compile_misses(ref, off_when_large, again(), tol, ops)
     assert why is not None and why.startswith("adversarial-large:"), why
+    # Only the sets the candidate passed are judged; a set the compiled module fails on is not judged.
+    passed = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"),  # noqa: E731
+                                            {"random-0", "random-1"})
+    assert worker._compile_misses(ref, off_when_large, passed(), tol, ops) is None
+
+    def raises_when_large(x):
+        if x.abs().max() > 100:
+            raise ValueError("rejected")
+        return ref(x)
+
+    assert worker._compile_misses(ref, raises_when_large, again(), tol, ops) is None
     # A reference that draws random numbers cannot be judged against a compiled one: no verdict.
     assert worker._compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None

@@ -376,7 +376,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 # The worker's last phases, after the candidate's verdict is saved: torch.compile of the reference
 # under PyTorch's defaults, then under the candidate's precision policy.
-COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing")
+COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing", "compile-matched-check")
 
 
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:

@@ -561,11 +561,19 @@ static cudnnStatus_t sc_conv_exec_nhwc(const sc_conv_spec& s, cudnnHandle_t h, c
   return cudaGetLastError() == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
 }
 
+// The channels-last plan given up: its buffers, descriptors and graph-API plan freed.
 static void sc_conv_drop_nhwc(sc_conv_state& st) {
   for (void** p : {&st.xt, &st.wt, &st.yt}) {
     if (*p) cudaFree(*p);
     *p = nullptr;
   }
+  sc_conv_plan& p = st.cl;
+  if (p.x) cudnnDestroyTensorDescriptor(p.x);
+  if (p.y) cudnnDestroyTensorDescriptor(p.y);
+  if (p.w) cudnnDestroyFilterDescriptor(p.w);
+  if (p.conv) cudnnDestroyConvolutionDescriptor(p.conv);
+  if (p.exec) cudnnBackendDestroyDescriptor(p.exec);
+  p = sc_conv_plan{};
   st.nhwc = false;
 }
 
@@ -627,7 +635,9 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
   for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
   if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
   bool nhwc = false;
-  if (!(env && *env == '0') && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
+  // The NHWC plan's copies of x and w, within the same share of the free memory as sc_conv_try_nhwc's.
+  const bool room = (size_t)(xb + wb) <= cap / 2;
+  if (!(env && *env == '0') && room && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
     sc_conv_to_nhwc(s, st, x, w, stream);
     if (!sc_conv_describe(s, st.cl, s.batch, true) &&
         !sc_conv_choose(s, h, st.cl, st.xt, st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
@@ -635,7 +645,7 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
       nhwc = true;
     }
   }
-  cudaGetLastError();  // an allocation failure is not the caller's error
+  if (!st.xt || !st.wt) cudaGetLastError();  // an allocation failure is not the caller's error
   float t_nhwc = -1.0f, t_copy = -1.0f;
   if (nhwc) {
     t_nhwc = sc_conv_time(stream, [&] {
@@ -658,10 +668,10 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
     st.nhwc = true;
     if (st.cl.ws > sc_conv_ws_need) sc_conv_ws_need = st.cl.ws;
   } else {
-    for (void** p : {&st.xt, &st.wt}) {
-      if (*p) cudaFree(*p);
-      *p = nullptr;
-    }
+    void* keep = st.yt;  // the NCHW plan's result, copied over on each run
+    st.yt = nullptr;
+    sc_conv_drop_nhwc(st);
+    st.yt = keep;
   }
   return 0;
 }
