@@ -73,10 +73,17 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     # The reference's time per op, submodule and source line (profiling.reference), where measured.
     profile: dict[str, Any] | None = None
+    # The plan for the Coder's exact rungs (convolutions without TF32), where it differs: channels-last
+    # results gain on tensor-core convolutions only, and cost a copy on cuDNN's FMA ones.
+    exact: Plan | None = None
 
     @property
     def supported(self) -> bool:
         return not self.unsupported and bool(self.groups)
+
+    def for_level(self, exact: bool) -> Plan:
+        """This plan, or for an exact rung its `exact` plan where there is a supported one."""
+        return self.exact if exact and self.exact is not None and self.exact.supported else self
 
 
 @dataclass

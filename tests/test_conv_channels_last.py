@@ -165,6 +165,45 @@ def test_a_conv_with_any_other_reader_stays_nchw(make, inputs):
     assert not any("channels-last result" in g.note for g in plan.groups)
 
 
+def test_the_exact_rungs_build_from_the_nchw_plan(tmp_path):
+    """cuDNN's FMA convolutions (the Coder's exact rungs) gain nothing channels-last and would pay a
+    copy (level 2's 48 and 90 on the H200: 2.0 -> 2.5 ms, 6.1 -> 7.5 ms): their candidates come
+    from the plan without the layout, which the plan carries as `exact`."""
+    from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.agents.coder import kernels
+    from stitchcuda.types import FINITE_MISS, Finding, Task, Verdict
+
+    module, inputs = TransposedTanh(), [torch.randn(2, 4, 3, 4, 5)]
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert _conv(plan)["args"]["channels_last"]
+    assert plan.exact is not None and plan.exact.supported and not _conv(plan.exact)["args"].get("channels_last")
+    assert plan.for_level(False) is plan and plan.for_level(True) is plan.exact
+    # Through the Coder's ladder: a wrong TF32 result moves the next candidate to the exact rung.
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                   "    def __init__(self):\n        super().__init__()\n"
+                   "        self.conv = nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1)\n\n"
+                   "    def forward(self, x):\n        return torch.tanh(self.conv(x) - 0.25)\n\n\n"
+                   "def get_inputs():\n    return [torch.randn(2, 4, 3, 4, 5)]\n\n\n"
+                   "def get_init_inputs():\n    return []\n")
+    task = Task(path=src)
+    plan = planner.plan(task)
+    first = coder_builtin.code(task, plan, None)
+
+    def y_nhwc(cand) -> str:  # sc_conv_spec's last field
+        (spec,) = [ln for ln in cand.files["fused_kernels.cu"].splitlines() if "static const sc_conv_spec spec" in ln]
+        return spec.rstrip().rstrip("};").split(",")[-1].strip()
+
+    assert first.precision == "tf32" and y_nhwc(first) == "1"
+    wrong = Verdict(candidate=first.name, status="incorrect", precision="tf32",
+                    findings=[Finding("output-mismatch", "m", data={FINITE_MISS: True})])
+    assert coder_builtin.precision_after(wrong) == kernels.PRECISE_SPLIT
+    second = coder_builtin.code(task, plan, wrong)
+    assert second.precision == "3xtf32" and y_nhwc(second) == "0"
+    # Without any convolution kept channels-last there is no second plan.
+    assert planner.plan_graph(graph.trace_module(Residual(), [torch.randn(2, 4, 6, 6)])).exact is None
+
+
 def test_the_rewrite_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(planner.CONV_TAIL_ENV, "0")
     plan = planner.plan_graph(graph.trace_module(BiasReluShift(), [torch.randn(2, 3, 10, 12)]))

@@ -33,10 +33,13 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
     if wrong_only_at_other_batches(feedback):
         # The batch analysis let through a module whose samples are not independent: the same
         # kernels and precision again, with every shape fixed (and fixed for the rounds after).
-        return build_candidate(plan, cls, title=task.name, precise=max(floor, LEVEL_OF[feedback.precision]),
+        level = max(floor, LEVEL_OF[feedback.precision])
+        return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
                                dynamic=False)
+    level = max(floor, precision_after(feedback))
     dynamic = feedback is None or feedback.batch is not None or not batch.analyse(plan.graph).dynamic
-    return build_candidate(plan, cls, title=task.name, precise=max(floor, precision_after(feedback)), dynamic=dynamic)
+    return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
+                           dynamic=dynamic)
 
 
 def wrong_only_at_other_batches(feedback: Verdict | None) -> bool:

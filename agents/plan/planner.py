@@ -62,19 +62,26 @@ def plan(task: Task, *, target: Target | None = None) -> Plan:
 FUSED_ATTENTION_ENV = "STITCHCUDA_FUSED_ATTENTION"
 
 
-def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None = None) -> Plan:
+def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None = None,
+               channels_last: bool = True) -> Plan:
     """Group a traced graph's pointwise ops into FusionGroups; list what the built-in coder lacks.
 
     Kernels are emitted here to learn whether their emitters cover them (and their notes), sized
-    for `target` (by default this process's: Target.current())."""
+    for `target` (by default this process's: Target.current()). Where a convolution keeps its
+    result channels-last, the plan without that (channels_last=False) comes along as `exact`."""
     target = target or Target.current()
+    traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = decompose_eval_batch_norm(draws_as_inputs(graph))
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
-    graph = channels_last_convs(fold_gemm_scalars(split_conv_bias(split_softmax(graph))))
+    graph = fold_gemm_scalars(split_conv_bias(split_softmax(graph)))
+    if channels_last:
+        graph = channels_last_convs(graph)
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
+    if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
+        result.exact = plan_graph(traced, task, target=target, channels_last=False)
     outputs = [n for n in graph if n["op"] == "output"]
     if len(outputs) != 1:
         result.unsupported.append("the graph has no single output node")
