@@ -167,8 +167,8 @@ class Verdict:
     # elsewhere the default figure is already matched and this is None.
     compiled_matched: Timing | None = None
     compile_policy: str = ""  # the policy the matched figure was taken under ("tf32" | "strict")
-    # torch.compile under the candidate's policy where it missed the tolerance the candidate (at
-    # 3xTF32) met: {"policy", "median_ms", "why"}; the matched figure is then the strict one.
+    # torch.compile under the candidate's policy where it missed the tolerance the candidate met on
+    # the sets it passed: {"policy", "median_ms", "why"}; the matched figure is then the strict one.
     compile_rejected: dict[str, Any] | None = None
     compile_first_call_s: float | None = None
     device: str = ""

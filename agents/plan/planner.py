@@ -648,13 +648,8 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
         view_name, add_name = _fresh(taken, f"{node['name']}_bias"), _fresh(taken, f"{node['name']}_biased")
         node["args"] = {**node["args"], "bias": None}
         meta = {"dtype": node["dtype"], "offset": 0}
-        out.append(
-            {
-                "name": view_name, "op": "view", "target": "aten.view.default", "view": True,
-                "args": {"self": ref(bias), "size": view_shape},
-                "shape": view_shape, "stride": contiguous_strides(view_shape), **meta,
-            }
-        )  # fmt: skip
+        out.append(_view_node(view_name, "view", bias, {"size": view_shape}, view_shape,
+                              contiguous_strides(view_shape), 0, node["dtype"]))
         out.append(
             {
                 "name": add_name, "op": "add", "target": "aten.add.Tensor", "view": False,
@@ -730,30 +725,23 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
                 want, kept = list(held["shape"]), list(channels_last_shape(held["shape"]))
                 held["shape"], held["stride"] = kept, contiguous_strides(kept)
                 view = _fresh(taken, f"{held['name']}_nchw")
-                after.setdefault(held["name"], []).append({
-                    "name": view, "op": "view", "target": "aten.view.default", "view": True,
-                    "args": {"self": ref(held["name"]), "size": want}, "shape": want,
-                    "stride": contiguous_strides(want), "offset": 0, "dtype": held["dtype"],
-                })  # fmt: skip
+                after.setdefault(held["name"], []).append(_view_node(
+                    view, "view", held["name"], {"size": want}, want, contiguous_strides(want), 0, held["dtype"]))
                 renamed[held["name"]] = (view, inside)
         for user, operand in channel_operands:
             o = nodes[operand]
             dim = len(o["shape"]) - (len(shape) - 1)  # its channel dimension, right-aligned
             view = _fresh(taken, f"{operand}_channels")
-            before.setdefault(user["name"], []).append({
-                "name": view, "op": "view", "target": "aten.view.default", "view": True,
-                "args": {"self": ref(operand), "size": [shape[1]]}, "shape": [shape[1]],
-                "stride": [o["stride"][dim]], "offset": o.get("offset", 0), "dtype": o["dtype"],
-            })  # fmt: skip
+            before.setdefault(user["name"], []).append(_view_node(
+                view, "view", operand, {"size": [shape[1]]}, [shape[1]], [o["stride"][dim]], o.get("offset", 0),
+                o["dtype"]))
             user["args"] = _rename_refs(user["args"], {operand: view})
         for out_node, name in outputs:
             view = _fresh(taken, f"{name}_nchw")
             st = contiguous_strides(nhwc)
-            before.setdefault(out_node["name"], []).append({
-                "name": view, "op": "permute", "target": "aten.permute.default", "view": True,
-                "args": {"self": ref(name), "dims": [0, len(shape) - 1, *range(1, len(shape) - 1)]},
-                "shape": list(shape), "stride": [st[0], st[-1], *st[1:-1]], "offset": 0, "dtype": nodes[name]["dtype"],
-            })  # fmt: skip
+            before.setdefault(out_node["name"], []).append(_view_node(
+                view, "permute", name, {"dims": [0, len(shape) - 1, *range(1, len(shape) - 1)]}, list(shape),
+                [st[0], st[-1], *st[1:-1]], 0, nodes[name]["dtype"]))
             out_node["args"] = _rename_refs(out_node["args"], {name: view})
     if not before and not after:
         return graph
@@ -977,6 +965,13 @@ def _readers(graph: Sequence[Node]) -> dict[str, list[Node]]:
         for src in node_inputs(node):
             readers.setdefault(src, []).append(node)
     return readers
+
+
+def _view_node(name: str, op: str, src: str, args: dict[str, Any], shape: list[int], stride: list[int],
+               offset: int, dtype: str) -> Node:
+    """A view node (aten.view / aten.permute ...) of `src`, with its layout in `src`'s storage."""
+    return {"name": name, "op": op, "target": f"aten.{op}.default", "view": True, "args": {"self": ref(src), **args},
+            "shape": shape, "stride": stride, "offset": offset, "dtype": dtype}
 
 
 def _fresh(taken: set[str], base: str) -> str:

@@ -306,14 +306,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     buffers_change = True  # until a reference call shows it leaves its buffers alone
     base_seed = sets[0][1]
     for idx, (name, seed, kind) in enumerate(sets):
-        if isinstance(kind, tuple):  # ("batch", n): a fresh set with n samples
-            extra = iter(range(seed + 1, seed + (1 << 20)))
-            args = with_batch(make_inputs(get_inputs, seed, device), kind[1],
-                              lambda more=extra: make_inputs(get_inputs, next(more), device))
-        else:
-            args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
-        if isinstance(kind, str):
-            args = adversarial(args, kind, seed)
+        args = _set_inputs(get_inputs, seed, kind, base_seed, device)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
         # checksums taken around the reference's call tell whether it changed them itself.
@@ -878,16 +871,25 @@ def _under_policy(fn, policy: str):
     return run
 
 
+def _set_inputs(get_inputs, seed: int, kind: Any, base_seed: int, device) -> list[Any]:
+    """One correctness set's inputs: random (kind None), adversarial (a kind name: the base set
+    transformed), or ("batch", n): a fresh set with n samples."""
+    if isinstance(kind, tuple):
+        extra = iter(range(seed + 1, seed + (1 << 20)))
+        return with_batch(make_inputs(get_inputs, seed, device), kind[1],
+                          lambda more=extra: make_inputs(get_inputs, next(more), device))
+    args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
+    return adversarial(args, kind, seed) if isinstance(kind, str) else args
+
+
 def _checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, passed: set[str] | None = None):
     """The candidate's correctness input sets again (random and adversarial; not the other batch
     sizes, which torch.compile would recompile for; only those named in `passed`, where given):
     (name, args), one at a time."""
     base_seed = checked[0][1] if checked else 0
     for name, seed, kind in checked:
-        if isinstance(kind, tuple) or (passed is not None and name not in passed):
-            continue
-        args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
-        yield name, (adversarial(args, kind, seed) if isinstance(kind, str) else args)
+        if not isinstance(kind, tuple) and (passed is None or name in passed):
+            yield name, _set_inputs(get_inputs, seed, kind, base_seed, device)
 
 
 def _compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str]) -> str | None:

@@ -562,6 +562,14 @@ static cudnnStatus_t sc_conv_exec_nhwc(const sc_conv_spec& s, cudnnHandle_t h, c
 }
 
 // The channels-last plan given up: its buffers, descriptors and graph-API plan freed.
+// Bytes of x, y (all samples) and w: the channels-last copies' sizes.
+static void sc_conv_bytes(const sc_conv_spec& s, int64_t* xb, int64_t* yb, int64_t* wb) {
+  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
+  *xb = *yb = s.batch * elem, *wb = elem;
+  for (int i = 1; i < s.rank; ++i) *xb *= s.x[i], *yb *= s.y[i];
+  for (int i = 0; i < s.rank; ++i) *wb *= s.w[i];
+}
+
 static void sc_conv_drop_nhwc(sc_conv_state& st) {
   for (void** p : {&st.xt, &st.wt, &st.yt}) {
     if (*p) cudaFree(*p);
@@ -585,10 +593,8 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
   const bool force = env && *env == '1';
   const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
   if ((env && *env == '0') || st.plans != 1) return;
-  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
-  int64_t xb = s.batch * elem, yb = s.batch * elem, wb = elem;
-  for (int i = 1; i < s.rank; ++i) xb *= s.x[i], yb *= s.y[i];
-  for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
+  int64_t xb, yb, wb;
+  sc_conv_bytes(s, &xb, &yb, &wb);
   if ((size_t)(xb + yb + wb) > cap / 2) {
     if (log) fprintf(stderr, "stitchcuda %s: no channels-last plan (its copies would take too much memory)\n", s.name);
     return;
@@ -629,10 +635,8 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
                                   const void* w, void* y, cudaStream_t stream, size_t cap) {
   const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
   const char* env = getenv("STITCHCUDA_CONV_NHWC");  // "0": the NCHW plan and a copy; "1": NHWC where it runs
-  const int64_t elem = s.dtype == CUDNN_DATA_FLOAT ? 4 : 2;
-  int64_t xb = s.batch * elem, yb = s.batch * elem, wb = elem;
-  for (int i = 1; i < s.rank; ++i) xb *= s.x[i], yb *= s.y[i];
-  for (int i = 0; i < s.rank; ++i) wb *= s.w[i];
+  int64_t xb, yb, wb;
+  sc_conv_bytes(s, &xb, &yb, &wb);
   if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
   bool nhwc = false;
   // The NHWC plan's copies of x and w, within the same share of the free memory as sc_conv_try_nhwc's.
