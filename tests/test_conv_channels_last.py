@@ -87,6 +87,52 @@ class SpatialMean(nn.Module):
         return torch.relu(self.conv(x)).mean(dim=[2, 3, 4], keepdim=True) + 1.0
 
 
+class BatchNormScale(nn.Module):
+    """Training-mode BatchNorm after the conv (statistics per channel: columns of the storage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return self.bn(self.conv(x)) * 2.0
+
+
+class GroupNormSigmoid(nn.Module):
+    """GroupNorm of 4 adjacent channels per group, between pointwise work, on a 3-D conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(3, 8, 3, stride=2)
+        self.gn = nn.GroupNorm(2, 8)
+
+    def forward(self, x):
+        return torch.sigmoid(self.gn(torch.relu(self.conv(x)) * 1.5))
+
+
+class NarrowGroups(nn.Module):
+    """GroupNorm of 2 channels per group: 8-byte runs, most of each sector unread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.gn = nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return self.gn(self.conv(x))
+
+
+class InstanceNormed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.norm = nn.InstanceNorm2d(8)
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+
 class MinOverWidth(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -121,12 +167,16 @@ TAKEN = [
     (MinOverChannels, [torch.randn(2, 3, 10, 12)]),
     (SoftmaxOverChannels, [torch.randn(2, 3, 5, 7)]),
     (SpatialMean, [torch.randn(2, 3, 5, 6, 7)]),
+    (BatchNormScale, [torch.randn(3, 3, 9, 10)]),
+    (GroupNormSigmoid, [torch.randn(2, 3, 3, 4, 5)]),
 ]
 REDUCED = (MinOverChannels, SpatialMean)  # the result leaves the channels-last storage reduced
 LEFT = [
     (MinOverWidth, [torch.randn(2, 3, 10, 12)]),
     (Residual, [torch.randn(2, 4, 6, 6)]),
     (Flattened, [torch.randn(2, 3, 10, 12)]),
+    (NarrowGroups, [torch.randn(2, 3, 10, 12)]),
+    (InstanceNormed, [torch.randn(2, 3, 10, 12)]),
 ]
 _ids = itertools.count()
 
@@ -149,8 +199,10 @@ def test_a_conv_read_by_pointwise_work_keeps_its_result_channels_last(make, inpu
     if make in REDUCED:  # the reduction reads the channels-last storage, its dims renumbered
         assert any(g.kind == "kernel" and f"{conv['shape']} dims" in g.note for g in plan.groups), plan.groups
         return
-    pointwise = [g for g in plan.groups if g.kind == "pointwise"]
+    pointwise = [g for g in plan.groups if g.kind == "pointwise" and not g.note.endswith(" over []")]
     assert all(f"over {conv['shape']}" in g.note for g in pointwise), [g.note for g in pointwise]
+    norms = [g for g in plan.groups if g.kind == "kernel" and "norm" in g.note]
+    assert all("channels-last" in g.note for g in norms), [g.note for g in norms]
     # forward returns a permuted view of the channels-last storage
     output = next(n for n in plan.graph if n["op"] == "output")
     returned = [plan.graph[[n["name"] for n in plan.graph].index(graph.ref_name(v))] for v in output["args"]["values"]]

@@ -40,6 +40,9 @@ class Case:
     path: str = ""  # kernel shape the emitter must pick ("fused", "split", "column", "eval")
     tol: float = 1e-4
     mutates: bool = False  # the kernel updates the running statistics in place
+    # The input stored channels-last (N, spatial..., C), as planner.channels_last_convs leaves a
+    # convolution's result, and so the normalised output; fn still takes and returns NCHW.
+    channels_last: bool = False
 
     def inputs(self, seed: int) -> list[torch.Tensor]:
         g = torch.Generator().manual_seed(seed)
@@ -170,6 +173,22 @@ CASES = [
         [(4, 3, 6, 6)] + [(3,)] * 4,
     ),
 ]
+# channels-last storage: batch norm's channels are the columns of [N * spatial, C]; group norm's rows
+# are runs of a group's adjacent channels, C apart (short runs: split; 32 or more: fused)
+CASES += [
+    Case("bn-nhwc", "native_batch_norm", bn(), [(4, 8, 6, 7)] + [(8,)] * 4, mean=10.0, path="column",
+         mutates=True, channels_last=True),
+    Case("bn-nhwc-odd", "native_batch_norm", bn(momentum=0.2), [(3, 37, 5, 3, 2)] + [(37,)] * 4, path="column",
+         mutates=True, channels_last=True),
+    Case("gn-nhwc-split", "native_group_norm", gn(2), [(3, 8, 20, 30), (8,), (8,)], mean=-5.0, path="split",
+         channels_last=True),
+    Case("gn-nhwc-fused", "native_group_norm", gn(2), [(2, 64, 5, 7), (64,), (64,)], path="fused",
+         channels_last=True),
+    Case("gn-nhwc-3d", "native_group_norm", gn(3, affine=False), [(2, 12, 4, 5, 3)], path="split",
+         channels_last=True),
+    Case("gn-nhwc-f16", "native_group_norm", gn(2), [(2, 16, 9, 9), (16,), (16,)], [F16, F16, F16], tol=2e-3,
+         channels_last=True),
+]
 # Large mean, small spread: the shifted statistics keep the spread; compared with fp64 below.
 HARD = [
     Case("hard-ln-fused", "native_layer_norm", ln([512]), [(64, 512)], mean=1e4, scale=0.1, tol=2e-2),
@@ -202,13 +221,28 @@ HARD = [
         tol=2e-2,
         mutates=True,
     ),
+    Case("hard-gn-nhwc", "native_group_norm", gn(4, affine=False), [(2, 32, 40, 40)], mean=1e4, scale=0.1, tol=2e-2,
+         channels_last=True),
 ]
+
+
+def _to_channels_last(g: list[graph.Node], node: graph.Node) -> None:
+    """The traced op made a norm of channels-last storage, as the planner rewrites one."""
+    nodes = graph.by_name(g)
+    x = nodes[graph.ref_name(node["args"]["input"])]
+    for n in [x, *(n for n in g if n["op"] == "getitem" and n["args"]["index"] == 0)]:
+        shape = [n["shape"][0], *n["shape"][2:], n["shape"][1]]
+        n["shape"], n["stride"] = shape, graph.contiguous_strides(shape)
+    node["args"] = {**node["args"], "channels_last": True}
 
 
 def _emit(case: Case, name: str) -> tuple[kernels.Kernel, list[graph.Node], list[torch.Tensor]]:
     tensors = case.inputs(0)
     g = graph.trace_module(Fn(case.fn), tensors)
     node = next(n for n in g if n["op"] == case.op)
+    if case.channels_last:
+        _to_channels_last(g, node)
+        tensors = [tensors[0].movedim(1, -1).contiguous(), *tensors[1:]]
     live = None
     if case.only_out:
         live = {n["name"] for n in g if n["op"] == "getitem" and n["args"]["index"] == 0}
@@ -241,7 +275,11 @@ def _expected(
 ) -> dict[str, torch.Tensor]:
     """PyTorch's value of every getitem of the op and of every input after the call (running stats)."""
     args = [t.clone() if dtype is None else t.to(dtype) for t in tensors]
+    if case.channels_last:
+        args[0] = args[0].movedim(-1, 1)
     results = list(case.fn(*args))
+    if case.channels_last:
+        results[0] = results[0].movedim(1, -1).contiguous()
     if case.op == "_native_batch_norm_legit_functional":
         results += [args[3], args[4]]  # the traced functional form returns the updated statistics
     want = {n["name"]: results[n["args"]["index"]] for n in g if n["op"] == "getitem"}

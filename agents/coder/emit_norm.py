@@ -50,7 +50,7 @@ class _Norm:
     count: int  # elements per row
     seg: int  # S: a row's elements come in runs of S contiguous ones...
     seg_stride: int  # ...SEG_STRIDE apart
-    row_stride: int  # distance between the first elements of consecutive rows
+    row_stride: int  # distance between the first elements of consecutive rows...
     pidx: str  # C expression of the weight/bias index of row r's element k
     run: int  # the weight index is constant over runs of RUN elements (0: it is the element's own)
     outputs: list[OutSpec | None]  # y, mean, rstd[, new running mean, new running var]
@@ -62,6 +62,10 @@ class _Norm:
     momentum: float = 0.1
     training: bool = True  # statistics of the batch; False: batch norm with the running ones
     rms: bool = False
+    # ...within groups of ROW_GROUP rows, ROW_OUTER apart (0: one group): group norm over
+    # channels-last storage, whose (n, group) rows start at n * spatial * C + group * C/groups.
+    row_group: int = 0
+    row_outer: int = 0
     update: bool = False  # write momentum-updated running statistics
     mutate: bool = False  # ...into the running buffers themselves (else into outputs 3 and 4)
 
@@ -137,23 +141,31 @@ def _rms_norm(ctx: EmitContext) -> Kernel:
 def _group_norm(ctx: EmitContext) -> Kernel:
     x = _input(ctx)
     n, c, hw, groups = (int(ctx.args[k]) for k in ("N", "C", "HxW", "group"))
-    if n * c * hw != x.numel or groups <= 0 or c % groups or len(x.shape) < 2 or x.shape[:2] != (n, c):
+    last = bool(ctx.args.get("channels_last"))
+    lead = (x.shape[0], x.shape[-1]) if last else x.shape[:2]
+    if n * c * hw != x.numel or groups <= 0 or c % groups or len(x.shape) < 2 or lead != (n, c):
         raise NotSupported(f"group norm N={n} C={c} HxW={hw} group={groups} on {list(x.shape)}")
     per = c // groups
+    if last and per == 1:
+        raise NotSupported("channels-last group norm of one channel per group (a column per row)")
+    # Channels-last storage (planner.channels_last_convs): row (n, g) is hw runs of its `per`
+    # adjacent channels, C apart; its weights follow the element within the run.
     norm = _Norm(
         op="native_group_norm",
         x=x,
         rows=n * groups,
         count=per * hw,
-        seg=per * hw,
-        seg_stride=per * hw,
-        row_stride=per * hw,
-        pidx=f"(r % {groups}) * {per} + k / {hw}",
-        run=hw,
+        seg=per if last else per * hw,
+        seg_stride=c if last else per * hw,
+        row_stride=per if last else per * hw,
+        pidx=f"(r % {groups}) * {per} + k % {per}" if last else f"(r % {groups}) * {per} + k / {hw}",
+        run=0 if last else hw,
         outputs=list(ctx.outputs),
         weight=_operand(ctx.args, "weight", c),
         bias=_operand(ctx.args, "bias", c),
         eps=float(ctx.args["eps"]),
+        row_group=groups if last else 0,
+        row_outer=hw * c if last else 0,
     )
     return _build(norm, ctx)
 
@@ -164,6 +176,11 @@ def _batch_norm(ctx: EmitContext) -> Kernel:
     if len(x.shape) < 2:
         raise NotSupported(f"batch norm of a {len(x.shape)}-D input")
     n, c = x.shape[0], x.shape[1]
+    if ctx.args.get("channels_last"):
+        # Channels-last storage (planner.channels_last_convs) holds [N * spatial, C]: the column
+        # shape's batch norm over rows of channels.
+        c = x.shape[-1]
+        n = x.numel // c
     s = x.numel // (n * c)
     training = bool(ctx.args.get("training", False))  # _no_training has no such argument
     rm = _operand(ctx.args, "running_mean", c)
@@ -365,6 +382,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         "S": str(n.seg),
         "SEG_STRIDE": str(n.seg_stride),
         "ROW_STRIDE": str(n.row_stride),
+        "ROW_GROUP": str(n.row_group),
+        "ROW_OUTER": str(n.row_outer),
         "RUN": str(n.run),
         "NUMEL": str(numel),
         "SEGMENTED": flag(segmented),
@@ -390,6 +409,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         [_FAMILY, Template(_COMMON).substitute(subs), body, Template(_LAUNCH).substitute(subs)]
     )
     mutates = [o.name for o in (n.running_mean, n.running_var) if n.mutate and n.update and o is not None]
+    if ctx.args.get("channels_last"):
+        note += ", channels-last"
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     return Kernel(

@@ -673,11 +673,13 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     read as [C] over the last dimension), and forward returns a permuted view: the same values, in
     channels-last strides, as a network compiled with torch.compile returns them.
 
-    Softmax over the channels joins that work (over the last dimension now); a reduction whose
-    result is laid out the same either way (one over the channels, or over every spatial dimension)
-    ends it, reading the channels-last storage with its dims renumbered. Anything else reading the
-    result (a norm, a view, an operand that is neither per-channel nor a scalar, another shape)
-    leaves the convolution as it is."""
+    Softmax over the channels joins that work (over the last dimension now), and so do batch norm
+    and group norm (statistics per channel, per sample and group of adjacent channels: the same
+    rows in either layout, read channels-last by their kernels; their normalised result stays in
+    the tail); a reduction whose result is laid out the same either way (one over the channels, or
+    over every spatial dimension) ends it, reading the channels-last storage with its dims
+    renumbered. Anything else reading the result (another norm, a view, an operand that is neither
+    per-channel nor a scalar, another shape) leaves the convolution as it is."""
     if os.environ.get(CONV_TAIL_ENV, "1") == "0":
         return graph
     from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, channels_last_shape, conv_params
@@ -706,9 +708,11 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         tail = _pointwise_tail(conv, readers, nodes)
         if tail is None:
             continue
-        members, outputs, channel_operands, ends = tail
+        members, outputs, channel_operands, ends, norms = tail
         nhwc = list(channels_last_shape(shape))
         conv["args"] = {**a, "channels_last": True}
+        for node in norms:
+            node["args"] = {**node["args"], "channels_last": True}
         for node in [conv, *members]:
             node["shape"], node["stride"], node["offset"] = list(nhwc), contiguous_strides(nhwc), 0
             if node["op"] in _CHANNEL_SOFTMAX:
@@ -786,6 +790,45 @@ def _ends_tail(user: Node, name: str, shape: list[int]) -> bool:
     return 0 not in reduced and (1 in reduced or set(range(2, len(shape))) <= reduced)
 
 
+# Norms whose rows channels-last storage keeps (emit_norm reads them there): batch norm's are the
+# channels, group norm's a sample's group of adjacent channels.
+_TAIL_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+               "_native_batch_norm_legit_no_training", "native_group_norm"}
+# Group norm reads each row in runs of its group's channels: shorter runs than this many bytes
+# would read most of every sector for nothing.
+_MIN_GROUP_RUN_BYTES = 16
+
+
+def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[Node]],
+               nodes: dict[str, Node]) -> list[Node] | None:
+    """Where `user` is a batch or group norm of `name` (N, C, spatial...) that channels-last
+    storage serves as well: the getitems of its normalised result (the statistics' getitems keep
+    their shapes, [C] or [N, groups], in either layout); else None."""
+    a = user.get("args", {})
+    if user["op"] not in _TAIL_NORMS or ref_name(a.get("input")) != name:
+        return None
+    for key, value in a.items():
+        refs = list(iter_refs(value))
+        if key == "input" or not refs:
+            continue
+        o = nodes.get(refs[0])
+        if len(refs) != 1 or o is None or list(o.get("shape") or []) != [shape[1]]:
+            return None  # weights, biases and running statistics are per channel
+    if user["op"] == "native_group_norm":
+        groups, dtype = a.get("group"), nodes[name].get("dtype")
+        if a.get("N") != shape[0] or a.get("C") != shape[1] or type(groups) is not int or groups <= 0 \
+                or shape[1] % groups or dtype not in codegen.ITEM_SIZE \
+                or shape[1] // groups * codegen.ITEM_SIZE[dtype] < _MIN_GROUP_RUN_BYTES:
+            return None
+    picks = readers.get(user["name"], [])
+    if any(r["op"] != "getitem" for r in picks):
+        return None
+    results = [r for r in picks if r["args"].get("index") == 0]
+    if not results or any(list(r.get("shape") or []) != shape or not is_contiguous(r) for r in results):
+        return None
+    return results
+
+
 def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
     """The nodes holding a keepdim reduction's results: the node, or for max/min over a dim (values
     and indices) its getitems. None kept: []."""
@@ -798,12 +841,13 @@ def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
 
 def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
     """(the pointwise nodes reading `conv`'s result, transitively; (output node, name) pairs where
-    forward returns one of them; (node, operand) pairs of per-channel operands), or None where
-    something else reads them."""
+    forward returns one of them; (node, operand) pairs of per-channel operands; the reductions that
+    end it; the norms inside it), or None where something else reads them."""
     shape = conv["shape"]
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
     ends: list[Node] = []
+    norms: list[Node] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -816,6 +860,15 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                 continue
             if _ends_tail(user, name, shape):
                 ends.append(user)
+                continue
+            results = _tail_norm(user, name, shape, readers, nodes)
+            if results is not None:
+                norms.append(user)
+                inside.add(user["name"])
+                for result in results:
+                    inside.add(result["name"])
+                    members.append(result)
+                    frontier.append(result["name"])
                 continue
             channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
                                and user["args"]["dim"] % len(shape) == 1 and list(iter_refs(user["args"])) == [name])
@@ -845,7 +898,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands, ends
+    return members, outputs, channel_operands, ends, norms
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:

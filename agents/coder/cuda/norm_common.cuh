@@ -11,6 +11,9 @@ typedef $MT MT; typedef $ST ST; typedef $RMDT RMDT; typedef $RVDT RVDT;
 constexpr int THREADS = $THREADS, VMAX = $VMAX;
 constexpr int64_t R = ${R}LL, COUNT = ${COUNT}LL, S = ${S}LL, SEG_STRIDE = ${SEG_STRIDE}LL;
 constexpr int64_t ROW_STRIDE = ${ROW_STRIDE}LL, RUN = ${RUN}LL, NUMEL = ${NUMEL}LL;
+constexpr int64_t ROW_GROUP = ${ROW_GROUP}LL, ROW_OUTER = ${ROW_OUTER}LL;  // 0: rows ROW_STRIDE apart
+constexpr int64_t RGD = ROW_GROUP > 0 ? ROW_GROUP : 1;  // a divisor in the branch ROW_GROUP = 0 discards
+static_assert(NUMEL > 0 && R > 0, "a norm of no elements");  // (also: NUMEL is read by every shape)
 constexpr bool SEGMENTED = $SEGMENTED, RMS = $RMS, HAS_W = $HAS_W, HAS_B = $HAS_B;
 constexpr bool HAS_MEAN = $HAS_MEAN, HAS_RSTD = $HAS_RSTD, UPDATE = $UPDATE;
 constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM = $MOMENTUM;
@@ -22,9 +25,13 @@ struct Args {
   float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
 };
 
+SC_INLINE int64_t row_start(int64_t r) {
+  if constexpr (ROW_GROUP > 0) return (r / RGD) * ROW_OUTER + (r % RGD) * ROW_STRIDE;
+  else return r * ROW_STRIDE;
+}
 SC_INLINE int64_t addr(int64_t r, int64_t k) {  // element k of row r
-  if constexpr (SEGMENTED) return r * ROW_STRIDE + (k / S) * SEG_STRIDE + k % S;
-  else return r * ROW_STRIDE + k;
+  if constexpr (SEGMENTED) return row_start(r) + (k / S) * SEG_STRIDE + k % S;
+  else return row_start(r) + k;
 }
 SC_INLINE int64_t pidx(int64_t r, int64_t k) { (void)r; (void)k; return $PIDX; }
 SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p) {
@@ -60,8 +67,8 @@ SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XV, V
   }
   sc_store<VEC>(a.y + addr(r, k), yv);
 }
-// Whole vectors of x, y (and of w, b when they follow the element) are aligned.
-SC_INLINE bool aligned(const Args& a, int vec) {
+// Whole vectors of x, y (and of w, b when they follow the element) are aligned (asked on the host).
+static bool aligned(const Args& a, int vec) {
   const bool wb = RUN != 0 || ((!HAS_W || sc_aligned(a.w, vec)) && (!HAS_B || sc_aligned(a.b, vec)));
   return vec > 1 && sc_nx_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
 }
