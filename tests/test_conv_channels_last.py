@@ -22,6 +22,13 @@ from stitchcuda.agents.plan import planner
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
+@pytest.fixture(autouse=True)
+def _group_norm_in_tails(monkeypatch):
+    """Group norm joins a tail only on request (it measured slower so): these tests keep its path
+    planned, rendered, built and run; test_group_norm_stays_nchw_by_default checks the default."""
+    monkeypatch.setenv(planner._TAIL_GROUP_NORM_ENV, "1")
+
+
 class BiasReluShift(nn.Module):
     """Conv2d with bias, ReLU, a per-channel parameter [C, 1, 1] and a scalar."""
 
@@ -254,6 +261,14 @@ def test_the_exact_rungs_build_from_the_nchw_plan(tmp_path):
     assert second.precision == "3xtf32" and y_nhwc(second) == "0"
     # Without any convolution kept channels-last there is no second plan.
     assert planner.plan_graph(graph.trace_module(Residual(), [torch.randn(2, 4, 6, 6)])).exact is None
+
+
+def test_group_norm_stays_nchw_by_default(monkeypatch):
+    monkeypatch.delenv(planner._TAIL_GROUP_NORM_ENV)
+    plan = planner.plan_graph(graph.trace_module(GroupNormSigmoid(), [torch.randn(2, 3, 3, 4, 5)]))
+    assert plan.supported and not _conv(plan)["args"].get("channels_last")
+    plan = planner.plan_graph(graph.trace_module(BatchNormScale(), [torch.randn(3, 3, 9, 10)]))
+    assert _conv(plan)["args"]["channels_last"]
 
 
 def test_the_rewrite_can_be_turned_off(monkeypatch):

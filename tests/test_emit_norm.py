@@ -276,7 +276,7 @@ def _expected(
     """PyTorch's value of every getitem of the op and of every input after the call (running stats)."""
     args = [t.clone() if dtype is None else t.to(dtype) for t in tensors]
     if case.channels_last:
-        args[0] = args[0].movedim(-1, 1)
+        args[0] = args[0].movedim(-1, 1).contiguous()  # CUDA's group norm takes contiguous input only
     results = list(case.fn(*args))
     if case.channels_last:
         results[0] = results[0].movedim(1, -1).contiguous()

@@ -791,9 +791,15 @@ def _ends_tail(user: Node, name: str, shape: list[int]) -> bool:
 
 
 # Norms whose rows channels-last storage keeps (emit_norm reads them there): batch norm's are the
-# channels, group norm's a sample's group of adjacent channels.
+# channels, group norm's a sample's group of adjacent channels. Group norm is left out: on the H200
+# (eea9ee0, level 2's GroupNorm problems in one call, on and off) its split kernel over runs of a
+# group's channels C apart lost to NCHW on 4 of 6 (0.41-0.74x: 92, 19, 27, 60); its rows want a
+# kernel that reads whole channel rows and keeps per-group statistics. Batch norm (the column
+# kernel over [N * spatial, C]) gained: 15 1.37x, 73 1.05x (52 0.93x, 77 1.00x).
 _TAIL_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
-               "_native_batch_norm_legit_no_training", "native_group_norm"}
+               "_native_batch_norm_legit_no_training"}
+# With it: planner.channels_last_convs plans group norm into the tail (tests and measurements).
+_TAIL_GROUP_NORM_ENV = "STITCHCUDA_CHANNELS_LAST_GROUP_NORM"
 # Group norm reads each row in runs of its group's channels: shorter runs than this many bytes
 # would read most of every sector for nothing.
 _MIN_GROUP_RUN_BYTES = 16
@@ -805,7 +811,8 @@ def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[
     storage serves as well: the getitems of its normalised result (the statistics' getitems keep
     their shapes, [C] or [N, groups], in either layout); else None."""
     a = user.get("args", {})
-    if user["op"] not in _TAIL_NORMS or ref_name(a.get("input")) != name:
+    norms = _TAIL_NORMS | ({"native_group_norm"} if os.environ.get(_TAIL_GROUP_NORM_ENV) == "1" else set())
+    if user["op"] not in norms or ref_name(a.get("input")) != name:
         return None
     for key, value in a.items():
         refs = list(iter_refs(value))
