@@ -53,7 +53,10 @@ run_bench() {
   # problem finished so far still comes back (bench.json is rewritten after each one).
   dest="$OUT/bench-$name"; mkdir -p "$dest"
   resume=""; [ -f ".carry/bench-in/bench_$name.json" ] && { cp ".carry/bench-in/bench_$name.json" "$dest/bench.json"; resume=--resume; }
-  timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
+  # Each bench stage builds into its own cache (BENCH_CACHE names a shared one): two runs of one call
+  # compared for throughput must both build (seen 2026-11-26: a 1-GPU run after a 2-GPU run on the
+  # same machine found every library built, median build 0.006 s against 3.4 s).
+  STITCHCUDA_CACHE=${BENCH_CACHE:-$STITCHCUDA_CACHE-$name} timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
     --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} ${flags//,/ } 2>&1 | tee "$OUT/bench_$name.log" | tail -25
   (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
 }

@@ -103,6 +103,9 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         # Seconds in each of the worker's phases (and waiting for the GPU lock): what a problem's
         # wall time is made of, and so what more GPUs or more workers per GPU can buy.
         "phases": dict(v.phases) if v else {},
+        # Whether the worker ran under the OS sandbox (bubblewrap), and if not, why (issue 22).
+        "sandboxed": v.sandboxed if v else None,
+        "sandbox": (v.sandbox or None) if v and not v.sandboxed else None,
     }
 
 
@@ -128,6 +131,7 @@ def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
         "median_host_gap_ms": statistics.median(gaps) if (gaps := [p["host_gap_ms"] for p in solved
                                                                     if p.get("host_gap_ms") is not None]) else None,
         "geomean_compile_over_eager": geomean([p["eager_ms"] / p["compile_ms"] for p in timed if p.get("compile_ms")]),
+        "sandboxed": sum(1 for p in problems if p.get("sandboxed")),
     }
 
 
@@ -154,6 +158,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"{s.get('correct_at_1e4', '–')}",
         f"- host path: median of (timed forward - its kernels run back to back) on solved problems: "
         f"{_fmt(s.get('median_host_gap_ms'), '.4f')} ms",
+        f"- sandbox: {s.get('sandboxed', '–')} of {s['problems']} problem(s) verified under bubblewrap"
+        + (f" (otherwise: {why})" if (why := next((p['sandbox'] for p in report['problems'] if p.get('sandbox')), None))
+           else ""),
     ]
     if m.get("wall_s") is not None:
         lines.append(f"- this run: {m['finished_this_run']} problem(s) in {m['wall_s']:.0f} s on GPUs "

@@ -63,6 +63,24 @@ def test_markdown_lists_every_problem():
     assert "| 19_ReLU.py | no |" in md and "commit: `abc`" in md
 
 
+def test_the_report_says_which_problems_ran_sandboxed():
+    from stitchcuda.types import Candidate
+
+    cand = Candidate("c", {"model_new.py": ""})
+    boxed, bare = verdict(), verdict()
+    boxed.sandboxed, boxed.sandbox = True, "bubblewrap 0.8.0"
+    bare.sandbox = "not sandboxed: bubblewrap (bwrap) not found"
+    problems = [bench.entry_for(Path(f"/k/level2/{i}_P.py"), v, cand, "") for i, v in enumerate([boxed, bare, boxed])]
+    assert [p["sandboxed"] for p in problems] == [True, False, True]
+    assert problems[0]["sandbox"] is None and problems[1]["sandbox"].startswith("not sandboxed")
+    report = {"meta": {"command": "c", "commit": "abc", "gpu": "H100", "torch": "2.11", "date": "d", "coder": "builtin"},
+              "problems": problems}
+    report["summary"] = bench.summarize(problems)
+    assert report["summary"]["sandboxed"] == 2
+    assert "- sandbox: 2 of 3 problem(s) verified under bubblewrap (otherwise: not sandboxed: bubblewrap" \
+        in bench.markdown(report)
+
+
 def test_expand_paths_orders_by_problem_number(tmp_path):
     for n in ("10_b.py", "2_a.py", "1_c.py"):
         (tmp_path / n).write_text("")
