@@ -120,6 +120,8 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
     live = {n for g in plan.groups for n in g.outputs}
+    # A result an epilogue reads is computed, though never stored: its kernel must see it used.
+    live |= {g.detail["epilogue"]["value"] for g in plan.groups if g.detail.get("epilogue")}
     nodes = by_name(plan.graph)
     getitems = picks(plan.graph)  # multi-result node -> the getitems that pick its results
     for k, group in enumerate(plan.groups):
@@ -129,11 +131,15 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
             roots = group.detail.get("roots", {})
             # The planner's prologue: the pointwise node this kernel computes as it reads it.
             pro = group.detail.get("prologue")
+            # ...and its epilogue: the pointwise ops after it, computed as it stores its result.
+            epi = group.detail.get("epilogue")
             steps.append(
                 kernels.emit(
                     plan.graph, group.nodes[0], f"stitch_k{k}",
                     roots=roots, live=live, precise=precise, getitems=getitems, nodes=nodes,
                     prologue=codegen.prologue(plan.graph, pro["members"], pro["node"], nodes=nodes) if pro else None,
+                    epilogue=codegen.epilogue(plan.graph, epi["members"], epi["node"], epi["value"], nodes=nodes)
+                    if epi else None,
                 )
             )  # fmt: skip
     return steps

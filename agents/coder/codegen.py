@@ -382,6 +382,7 @@ class _Lowering:
         self.indices: dict[tuple, str] = {}
         self.inputs: dict[str, KernelArg] = {}
         self.ops: list[str] = []
+        self.seeded: set[str] = set()  # nodes whose value is given (an epilogue's), not computed or read
 
     def value(self, name: str, idx: _Index) -> str:
         """The fp32 value of node `name` at linear index `idx` of its own shape."""
@@ -389,7 +390,9 @@ class _Lowering:
         if key in self.values:
             return self.values[key]
         node = self.nodes[name]
-        if node.get("view"):
+        if node.get("view") and (given := self._given_through(node, idx)) is not None:
+            out = given
+        elif node.get("view"):
             root, strides, offset = self._view_of(node)
             out = self.value(root["name"], self._strided(idx, strides, offset, root))
         elif name in self.inside:
@@ -400,6 +403,23 @@ class _Lowering:
             out = self._load(node, idx)
         self.values[key] = out
         return out
+
+    def _given_through(self, view: Node, idx: _Index) -> str | None:
+        """A seeded value (an epilogue's) read through views that keep every element where it is
+        (reshapes of contiguous storage): the same value at the same element."""
+        node = view
+        while node.get("view"):
+            if not is_contiguous(node) or node.get("offset", 0):
+                return None
+            src = ref_name(node["args"].get("self"))
+            if src is None:
+                return None
+            node = self.nodes[src]
+        given = self.values.get((node["name"], idx.var)) if node["name"] in self.seeded else None
+        numel = math.prod(view.get("shape") or [0])
+        if given is None or not is_contiguous(node) or numel != math.prod(node.get("shape") or [0]):
+            return None
+        return given
 
     def _compute(self, node: Node, idx: _Index) -> str:
         reason = pointwise_support(node)
@@ -594,6 +614,70 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
     if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
     return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops))
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """A pointwise chain a kernel computes from one of its own results as it stores it, in place of
+    storing that result for a pointwise kernel to read back: C statements giving the chain's end
+    (`node`) at row-major element `e` from the result's fp32 value `v` there (rounded first to the
+    result's dtype, as storing it would) and from `inputs` (read as in0, in1, ...)."""
+
+    node: str
+    value: str  # the kernel's result the chain reads, never stored
+    shape: tuple[int, ...]
+    dtype: str  # the chain end's: what the kernel stores
+    value_dtype: str
+    inputs: list[KernelArg]
+    lines: list[str]
+    result: str
+    ops: list[str]
+
+    def construct(self, struct: str, first: int) -> str:
+        """A `struct` made from the launcher's parameters in{first}, in{first + 1}, ..."""
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{first + k})" for k, a in enumerate(self.inputs))
+        return f"{struct}{{{fields}}}"
+
+    def functor(self, struct: str) -> str:
+        """`struct`: its call with (e, v) returns the chain's end at e, in fp32."""
+        members = "\n".join(f"  const {C_TYPES[a.dtype]}* __restrict__ in{k};" for k, a in enumerate(self.inputs))
+        body = "\n".join(f"    {line}" for line in self.lines)
+        rounded = "v_" if self.value_dtype == "float32" else f"sc_to_f(sc_from_f<{C_TYPES[self.value_dtype]}>(v_))"
+        return f"""struct {struct} {{
+{members or "  char unused_;"}
+  SC_INLINE float operator()(int64_t e, float v_) const {{
+    const float v = {rounded};
+    (void)e;
+{body}
+    return {self.result};
+  }}
+}};
+"""
+
+
+def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: str, *,
+             nodes: dict[str, Node] | None = None) -> Epilogue:
+    """Node `name` (pointwise, its pointwise ancestors `members`) computed from `value` (a kernel's
+    result of the same shape, read only element for element) as an Epilogue, or NotFusable."""
+    nodes = nodes if nodes is not None else by_name(graph)
+    node, src = nodes[name], nodes[value]
+    floats = ("float32", "float16", "bfloat16")
+    if node.get("dtype") not in floats or src.get("dtype") not in floats:
+        raise NotFusable(f"{name}: an epilogue from {src.get('dtype')} to {node.get('dtype')}")
+    shape = tuple(node["shape"])
+    # The same elements in the same order (an instance norm's [1, N*C, ...] read as [N, C, ...]).
+    if math.prod(src.get("shape") or [0]) != math.prod(shape) or not is_contiguous(src) or not is_contiguous(node):
+        raise NotFusable(f"{name} and {value} differ in size or layout")
+    w = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
+    w.values[(value, "e")] = "v"  # the kernel's own value at the element it stores
+    w.seeded.add(value)
+    result = w.value(name, _Index("e", shape))
+    if value in w.inputs:
+        raise NotFusable(f"{name} reads {value} at other elements than its own")
+    if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
+        raise NotFusable(f"{name}: reads an integer tensor")
+    return Epilogue(name, value, shape, node["dtype"], src["dtype"], list(w.inputs.values()), list(w.lines), result,
+                    list(w.ops))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -259,6 +259,13 @@ def _pow2_at_least(n: int) -> int:
 
 def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     x = n.x
+    # An epilogue: the pointwise ops after the normalised result computed as it is stored; their
+    # end is written in its place (the result itself never is).
+    ep = ctx.epilogue
+    if ep is not None and (n.outputs[0] is None or ep.value != n.outputs[0].name):
+        ep = None
+    if ep is not None:
+        n.outputs = [OutSpec(ep.node, tuple(ep.shape), ep.dtype), *n.outputs[1:]]
     ys = [o for o in n.outputs if o is not None]
     widest = max(ITEM_SIZE[x.dtype], ITEM_SIZE[n.outputs[0].dtype])  # type: ignore[union-attr]
     vmax = max(1, VECTOR_BYTES // widest)
@@ -340,8 +347,9 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         ins = ins[1:]
     first = len(pro.inputs) if pro is not None else 0  # launcher index of the first of `ins`
     n_in = first + len(ins)
-    params = [f"const void* in{i}" for i in range(n_in)] + [f"void* out{i}" for i in range(len(outs))]
-    names = [f"in{i}" for i in range(n_in)] + [f"out{i}" for i in range(len(outs))]
+    n_ep = len(ep.inputs) if ep is not None else 0  # the epilogue's inputs follow
+    params = [f"const void* in{i}" for i in range(n_in + n_ep)] + [f"void* out{i}" for i in range(len(outs))]
+    names = [f"in{i}" for i in range(n_in + n_ep)] + [f"out{i}" for i in range(len(outs))]
     fields = ["x", "w", "b", "rm", "rv", "y", "mean", "rstd", "rm_dst", "rv_dst"]
     type_key = dict(
         zip(fields, ["XT", "WT", "BT", "RMT", "RVT", "YT", "MT", "ST", "RMDT", "RVDT"], strict=True)
@@ -357,6 +365,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     for i, (field, spec) in enumerate(outs):
         types[type_key[field]] = C_TYPES[spec.dtype]
         assign.append(f"  a.{field} = static_cast<{C_TYPES[spec.dtype]}*>(out{i});")
+    if ep is not None:
+        assign.append(f"  a.ep = {ep.construct('ep_t', n_in)};")
     if n.update and n.mutate:
         types["RMDT"], types["RVDT"] = types["RMT"], types["RVT"]
         assign.append("  a.rm_dst = const_cast<RMDT*>(a.rm);")
@@ -401,6 +411,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         "XV": "float" if pro is not None else types["XT"],
         "XS": "ld" if pro is not None else "const XT*",
         "LOADER": pro.loader("ld") if pro is not None else "",
+        "EPILOGUE": ep.functor("ep_t") if ep is not None else "",
+        "EPT": "ep_t" if ep is not None else "sc_no_epilogue",
         "PARAMS": ", ".join(params),
         "NAMES": ", ".join(names),
         "ASSIGN": "\n".join(assign),
@@ -413,9 +425,12 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         note += ", channels-last"
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    if ep is not None:
+        note += f", epilogue {' -> '.join(ep.ops) or 'copy'}"
     return Kernel(
         name=ctx.name,
-        inputs=[*(pro.inputs if pro is not None else []), *(KernelArg(o.name, o.dtype) for _, o in ins)],
+        inputs=[*(pro.inputs if pro is not None else []), *(KernelArg(o.name, o.dtype) for _, o in ins),
+                *(ep.inputs if ep is not None else [])],
         outputs=[KernelArg(o.name, o.dtype) for o in ys],
         source=source,
         ops=[f"{n.op} {n.rows}x{n.count} ({note})"],

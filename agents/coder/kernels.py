@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, Prologue
+from stitchcuda.agents.coder.codegen import C_TYPES, Epilogue, KernelArg, Prologue
 from stitchcuda.agents.graph import Node, by_name, contiguous_strides, picks, ref_name, restride
 from stitchcuda.target import Target
 
@@ -95,6 +95,10 @@ class EmitContext:
     # The op's tensor operand computed as it is read (the planner's pointwise node before it, never
     # stored); emitters that take one check `prologue.node` against their operand's name.
     prologue: Prologue | None = None
+    # A pointwise chain computed from the op's result as it is stored (the planner's pointwise group
+    # after it); emitters that take one check `epilogue.value` against their result's name, and
+    # write `epilogue.node` in its place.
+    epilogue: Epilogue | None = None
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -174,6 +178,7 @@ def context(
     nodes: dict[str, Node] | None = None,
     target: Target | None = None,
     prologue: Prologue | None = None,
+    epilogue: Epilogue | None = None,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written). `target`: the
@@ -198,7 +203,7 @@ def context(
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
-                       target=target or Target.current(), prologue=prologue)
+                       target=target or Target.current(), prologue=prologue, epilogue=epilogue)
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

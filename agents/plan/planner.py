@@ -180,6 +180,10 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
         group.inputs = [a.name for a in kernel.inputs]
         group.note = f"{' -> '.join(kernel.ops) or 'copy'} over {list(shape)}"
         ordered.append((st, 1, group))
+    epilogues = _take_epilogues(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, stage,
+                                [g for _, _, g in ordered], target)
+    dropped = {id(d["group"]) for d in epilogues.values()}
+    ordered = [t for t in ordered if id(t[2]) not in dropped]
     for name, (kernel, roots) in kernel_plans.items():
         group = FusionGroup(
             kind="kernel",
@@ -188,7 +192,9 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
             outputs=[a.name for a in kernel.outputs],
             note="; ".join(kernel.ops) or nodes[name]["op"],
             detail={"roots": roots, "libraries": list(kernel.libraries),
-                    **({"prologue": prologues[name]} if name in prologues else {})},
+                    **({"prologue": prologues[name]} if name in prologues else {}),
+                    **({"epilogue": {k: v for k, v in epilogues[name].items() if k != "group"}}
+                       if name in epilogues else {})},
         )
         ordered.append((stage[name], 0, group))
     result.groups = [g for _, _, g in sorted(ordered, key=lambda t: (t[0], t[1]))]
@@ -1135,6 +1141,78 @@ def _take_prologues(
         if fused.inputs != kernel.inputs:  # the emitter took it
             kernel_plans[name] = (fused, roots)
             taken[name] = {"node": root, "members": members}
+    return taken
+
+
+# "0" turns epilogues off (the pointwise ops after a norm run in a kernel of their own, reading the
+# stored result): for same-run comparisons, and a way out should one misbehave on a GPU.
+EPILOGUES_ENV = "STITCHCUDA_EPILOGUES"
+
+
+def _take_epilogues(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], prologues: dict[str, dict[str, Any]],
+    getitems: dict[str, list[Node]], live: list[str], output: Node, stage: dict[str, int],
+    pointwise: list[FusionGroup], target: Target,
+) -> dict[str, dict[str, Any]]:
+    """A norm whose normalised result is read by one pointwise group alone, and by nothing else,
+    computes that group as it stores the result and writes the group's one output instead (an
+    epilogue): the result's write and the group's read of it go (a scale or activation after a
+    BatchNorm, a residual add after a GroupNorm). The group's other inputs must exist before the
+    norm runs, and be none of its own results. Returns, per kernel that took one, what the Coder
+    rebuilds it from: {"node", "value", "members"}, and the group it replaces ("group")."""
+    from stitchcuda.agents.coder.emit_norm import EMITTERS as NORMS
+
+    taken: dict[str, dict[str, Any]] = {}
+    if os.environ.get(EPILOGUES_ENV, "1") == "0":
+        return taken
+    readers: dict[str, set[str]] = {}
+    for name in live:
+        for src in node_inputs(nodes[name]):
+            readers.setdefault(src, set()).add(name)
+    returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    written = {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
+               and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
+    for name, (kernel, roots) in list(kernel_plans.items()):
+        if nodes[name]["op"] not in NORMS or roots:
+            continue
+        outs = {a.name for a in kernel.outputs}
+        ys = [o["name"] for o in getitems.get(name, []) if o["args"].get("index") == 0 and o["name"] in outs]
+        if len(ys) != 1 or ys[0] in returned:
+            continue
+        y = ys[0]
+        users = readers.get(y, set())
+        groups = [g for g in pointwise if y in g.inputs]
+        # Views of it are read through (the lowering refuses any that moves an element).
+        while views := {u for u in users if nodes[u].get("view")}:
+            if any(u in returned for u in views):
+                break
+            users = (users - views) | {r for v in views for r in readers.get(v, set())}
+        else:
+            views = set()
+        if views or len(groups) != 1 or len(groups[0].outputs) != 1 or not users <= set(groups[0].nodes):
+            continue
+        group = groups[0]
+        try:
+            epi = codegen.epilogue(graph, group.nodes, group.outputs[0], y, nodes=nodes)
+        except codegen.NotFusable:
+            continue
+        mine = outs | set(kernel.mutates)
+        if any((root := _view_root(nodes, a.name)["name"]) in written or a.name in mine or root in mine
+               or (kinds.get(root) not in ("input", "constant") and stage.get(root, 0) >= stage[name])
+               for a in epi.inputs):
+            continue
+        pro = prologues.get(name)
+        try:
+            fused = kernels.emit(
+                graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes, target=target, epilogue=epi,
+                prologue=codegen.prologue(graph, pro["members"], pro["node"], nodes=nodes) if pro else None)
+        except (codegen.NotFusable, kernels.NotSupported):
+            continue
+        if epi.node not in {a.name for a in fused.outputs}:
+            continue
+        kernel_plans[name] = (fused, roots)
+        taken[name] = {"node": epi.node, "value": y, "members": list(group.nodes), "group": group}
     return taken
 
 

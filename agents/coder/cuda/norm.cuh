@@ -37,6 +37,11 @@ template <int VEC, class L> SC_INLINE sc_vec<float, VEC> sc_nx_vec(const L& ld, 
 }
 template <class T> static bool sc_nx_aligned(const T* x, int n) { return sc_aligned(x, n); }
 template <class L> static bool sc_nx_aligned(const L&, int) { return true; }
+// What a norm kernel stores of its normalised value v at element e: v itself, or an epilogue's
+// functor (emit_norm: the pointwise ops after the norm, computed as it stores, their end stored).
+struct sc_no_epilogue {
+  SC_INLINE float operator()(int64_t, float v) const { return v; }
+};
 SC_INLINE sc_wf sc_load_wf(const float* p) { return sc_wf_make(p[0], p[1], p[2]); }
 SC_INLINE void sc_store_wf(float* p, sc_wf w) { p[0] = w.n; p[1] = w.mean; p[2] = w.m2; }
 #ifdef __CUDACC__

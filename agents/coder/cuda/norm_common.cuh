@@ -8,6 +8,8 @@ typedef $XV XV;  // what x's elements are read as: XT, or float from a prologue
 $LOADER
 typedef $XS XS;
 typedef $MT MT; typedef $ST ST; typedef $RMDT RMDT; typedef $RVDT RVDT;
+$EPILOGUE
+typedef $EPT EPT;  // what is stored of the normalised value (sc_no_epilogue: the value)
 constexpr int THREADS = $THREADS, VMAX = $VMAX;
 constexpr int64_t R = ${R}LL, COUNT = ${COUNT}LL, S = ${S}LL, SEG_STRIDE = ${SEG_STRIDE}LL;
 constexpr int64_t ROW_STRIDE = ${ROW_STRIDE}LL, RUN = ${RUN}LL, NUMEL = ${NUMEL}LL;
@@ -23,6 +25,7 @@ struct Args {
   YT* y; MT* mean; ST* rstd; RMDT* rm_dst; RVDT* rv_dst;
   float* part;  // partial statistics, 3 floats per (row, chunk)
   float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
+  EPT ep;
 };
 
 SC_INLINE int64_t row_start(int64_t r) {
@@ -44,7 +47,7 @@ SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p
 // Normalise the vector xv of row r's elements k..k+VEC-1 (k a multiple of VEC) and store it.
 template <int VEC>
 SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XV, VEC>& xv, float mean, float rstd) {
-  const int64_t p0 = pidx(r, k);
+  const int64_t p0 = pidx(r, k), e0 = addr(r, k);  // a vector never leaves a run: e0 + l is element k + l
   sc_vec<YT, VEC> yv;
   if constexpr (RUN == 0) {  // per-element weights (layer norm): whole vectors of them
     sc_vec<WT, VEC> wv;
@@ -56,16 +59,16 @@ SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XV, V
       float y = (sc_to_f(xv.v[l]) - mean) * rstd;
       if constexpr (HAS_W) y = y * sc_to_f(wv.v[l]);
       if constexpr (HAS_B) y = y + sc_to_f(bv.v[l]);
-      yv.v[l] = sc_from_f<YT>(y);
+      yv.v[l] = sc_from_f<YT>(a.ep(e0 + l, y));
     }
   } else {
 #pragma unroll
     for (int l = 0; l < VEC; ++l) {  // the channel is constant over runs of RUN elements
       const int64_t p = RUN % VEC == 0 ? p0 : pidx(r, k + l);
-      yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), mean, rstd, p));
+      yv.v[l] = sc_from_f<YT>(a.ep(e0 + l, affine(a, sc_to_f(xv.v[l]), mean, rstd, p)));
     }
   }
-  sc_store<VEC>(a.y + addr(r, k), yv);
+  sc_store<VEC>(a.y + e0, yv);
 }
 // Whole vectors of x, y (and of w, b when they follow the element) are aligned (asked on the host).
 static bool aligned(const Args& a, int vec) {
@@ -111,12 +114,12 @@ __global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
   s = sc_group_reduce(s, FW, sh);
   if (t == 0 && r0 < R) finish_row(a, r, s);
 }
-static void final_launch(const Args& a, int64_t P, cudaStream_t stream) {
+[[maybe_unused]] static void final_launch(const Args& a, int64_t P, cudaStream_t stream) {
   if (P > 256) final_kernel<THREADS><<<(unsigned)R, THREADS, 0, stream>>>(a, P);
   else final_kernel<32><<<(unsigned)((R + THREADS / 32 - 1) / (THREADS / 32)), THREADS, 0, stream>>>(a, P);
 }
 #endif
-static void final_host(const Args& a, int64_t P) {
+[[maybe_unused]] static void final_host(const Args& a, int64_t P) {
   for (int64_t r = 0; r < R; ++r) {
     sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
     for (int64_t j = 0; j < P; ++j) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
@@ -134,7 +137,7 @@ SC_INLINE void ew_vec(const Args& a, int64_t i) {
     int64_t c = c0;
     if constexpr (S == 1 && R % VEC == 0) c = c0 + l;
     else if constexpr (S % VEC != 0) c = ((i + l) / S) % R;
-    yv.v[l] = sc_from_f<YT>(affine(a, sc_to_f(xv.v[l]), a.stat[2 * c], a.stat[2 * c + 1], c));
+    yv.v[l] = sc_from_f<YT>(a.ep(i + l, affine(a, sc_to_f(xv.v[l]), a.stat[2 * c], a.stat[2 * c + 1], c)));
   }
   sc_store<VEC>(a.y + i, yv);
 }
