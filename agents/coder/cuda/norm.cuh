@@ -37,6 +37,9 @@ template <int VEC, class L> SC_INLINE sc_vec<float, VEC> sc_nx_vec(const L& ld, 
 }
 template <class T> static bool sc_nx_aligned(const T* x, int n) { return sc_aligned(x, n); }
 template <class L> static bool sc_nx_aligned(const L&, int) { return true; }
+// The prelude's sc_grid sizes the elementwise passes; a .cu whose only kernels are fused norms has
+// none, and the prelude stays as it is (GPU recordings are matched by the candidate's bytes).
+[[maybe_unused]] static unsigned (*const sc_norm_grid)(int64_t) = &sc_grid;
 // What a norm kernel stores of its normalised value v at element e: v itself, or an epilogue's
 // functor (emit_norm: the pointwise ops after the norm, computed as it stores, their end stored).
 struct sc_no_epilogue {
