@@ -140,6 +140,38 @@ class InstanceNormed(nn.Module):
         return self.norm(self.conv(x))
 
 
+class MaxPoolTail(nn.Module):
+    """Pointwise work, a 2x2 max-pool, more pointwise work on the pooled (smaller) result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        y = nn.functional.max_pool2d(nn.functional.hardswish(self.conv(x) - 0.5), 2)
+        return nn.functional.mish(y)
+
+
+class AvgPool3dTail(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(3, 6, 3, stride=2)
+
+    def forward(self, x):
+        return torch.clamp(nn.functional.avg_pool3d(self.conv(x) * 2.0, 2), -0.5, 0.5)
+
+
+class PoolIndicesReturned(nn.Module):
+    """The max-pool's indices are returned (positions in an NCHW plane): the layout stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return nn.functional.max_pool2d(self.conv(x), 2, return_indices=True)
+
+
 class MinOverWidth(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -176,6 +208,8 @@ TAKEN = [
     (SpatialMean, [torch.randn(2, 3, 5, 6, 7)]),
     (BatchNormScale, [torch.randn(3, 3, 9, 10)]),
     (GroupNormSigmoid, [torch.randn(2, 3, 3, 4, 5)]),
+    (MaxPoolTail, [torch.randn(2, 3, 11, 12)]),
+    (AvgPool3dTail, [torch.randn(2, 3, 3, 4, 3)]),
 ]
 REDUCED = (MinOverChannels, SpatialMean)  # the result leaves the channels-last storage reduced
 LEFT = [
@@ -184,6 +218,7 @@ LEFT = [
     (Flattened, [torch.randn(2, 3, 10, 12)]),
     (NarrowGroups, [torch.randn(2, 3, 10, 12)]),
     (InstanceNormed, [torch.randn(2, 3, 10, 12)]),
+    (PoolIndicesReturned, [torch.randn(2, 3, 10, 12)]),
 ]
 _ids = itertools.count()
 
@@ -207,13 +242,18 @@ def test_a_conv_read_by_pointwise_work_keeps_its_result_channels_last(make, inpu
         assert any(g.kind == "kernel" and f"{conv['shape']} dims" in g.note for g in plan.groups), plan.groups
         return
     pointwise = [g for g in plan.groups if g.kind == "pointwise" and not g.note.endswith(" over []")]
-    assert all(f"over {conv['shape']}" in g.note for g in pointwise), [g.note for g in pointwise]
+    # over the conv's channels-last shape, or a pool's (the channels last there too)
+    assert all(g.note.endswith(f", {conv['shape'][-1]}]") for g in pointwise), [g.note for g in pointwise]
+    pools = [g for g in plan.groups if g.kind == "kernel" and "pool" in g.note]
+    assert all("channels-last" in g.note for g in pools), [g.note for g in pools]
     norms = [g for g in plan.groups if g.kind == "kernel" and "norm" in g.note]
     assert all("channels-last" in g.note for g in norms), [g.note for g in norms]
     # forward returns a permuted view of the channels-last storage
     output = next(n for n in plan.graph if n["op"] == "output")
     returned = [plan.graph[[n["name"] for n in plan.graph].index(graph.ref_name(v))] for v in output["args"]["values"]]
-    assert all(n["op"] == "permute" and n["shape"] == nchw for n in returned)
+    want = module(*inputs)
+    want = list(want) if isinstance(want, tuple) else [want]
+    assert all(n["op"] == "permute" for n in returned) and [n["shape"] for n in returned] == [list(w.shape) for w in want]
 
 
 @pytest.mark.parametrize(("make", "inputs"), LEFT, ids=[m.__name__ for m, _ in LEFT])
@@ -222,6 +262,12 @@ def test_a_conv_with_any_other_reader_stays_nchw(make, inputs):
     assert plan.supported, plan.unsupported
     assert not _conv(plan)["args"].get("channels_last")
     assert not any("channels-last result" in g.note for g in plan.groups)
+
+
+def test_pools_can_be_left_out_of_tails(monkeypatch):
+    monkeypatch.setenv(planner._TAIL_POOLS_ENV, "0")
+    plan = planner.plan_graph(graph.trace_module(MaxPoolTail(), [torch.randn(2, 3, 11, 12)]))
+    assert plan.supported and not _conv(plan)["args"].get("channels_last")
 
 
 def test_the_exact_rungs_build_from_the_nchw_plan(tmp_path):

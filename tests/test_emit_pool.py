@@ -32,6 +32,9 @@ class Case:
     fill: str = "random"  # "random", "nan" or "ninf"
     view: Callable | None = None  # applied to the input inside forward (strided operands)
     wide: bool = False  # force 64-bit index math
+    # Input and outputs stored channels-last (N, spatial..., C), as planner.channels_last_convs leaves
+    # a convolution's result; fn still takes and returns NCHW, the test moves the channels.
+    channels_last: bool = False
 
     def input(self, seed: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)
@@ -52,11 +55,25 @@ class Case:
         return (out[0], out[1]) if isinstance(out, tuple) else (out, None)
 
 
+def _last(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.movedim(1, -1).contiguous()
+
+
 def _max(fn: Callable, **kw) -> Callable:
     return lambda x: fn(x, return_indices=True, **kw)
 
 
 CASES = [
+    # channels-last storage: a channel per thread, windows C apart (indices stay positions in a plane)
+    Case("max2d-nhwc-k3s2p1", _max(F.max_pool2d, kernel_size=3, stride=2, padding=1), (2, 5, 11, 10),
+         indices=True, channels_last=True),
+    Case("max2d-nhwc-ceil-dil", _max(F.max_pool2d, kernel_size=(2, 3), stride=(1, 2), padding=(1, 0),
+                                      dilation=(2, 1), ceil_mode=True), (2, 3, 13, 8), channels_last=True),
+    Case("avg3d-nhwc-nopad-count", lambda x: F.avg_pool3d(x, 3, stride=2, padding=1, count_include_pad=False),
+         (2, 6, 7, 6, 9), channels_last=True),
+    Case("avg2d-nhwc-adaptive", lambda x: F.adaptive_avg_pool2d(x, (4, 3)), (2, 7, 11, 9), channels_last=True),
+    Case("max2d-nhwc-adaptive", lambda x: F.adaptive_max_pool2d(x, (3, 5), return_indices=True), (2, 4, 10, 11),
+         indices=True, channels_last=True),
     # max pooling: padding, dilation, ceil_mode, odd sizes, NaN, all -inf windows, views
     Case(
         "max2d-k3s2p1", _max(F.max_pool2d, kernel_size=3, stride=2, padding=1), (2, 3, 11, 10), indices=True
@@ -182,8 +199,15 @@ def _emit(case: Case, name: str) -> kernels.Kernel:
         if n["op"] == "getitem" and n["args"]["self"] == {"ref": node["name"]} and n["args"]["index"] == 1
     }
     live = {n["name"] for n in g} - (set() if case.indices else dropped)
+    if case.channels_last:
+        results = [n for n in g if n["op"] == "getitem" and n["args"]["self"] == {"ref": node["name"]}] or [node]
+        for n in [next(n for n in g if n["name"] == "x"), *results]:
+            shape = [n["shape"][0], *n["shape"][2:], n["shape"][1]]
+            n["shape"], n["stride"] = shape, graph.contiguous_strides(shape)
+        node["args"] = {**node["args"], "channels_last": True}
     ctx = kernels.context(g, node["name"], name, live=live)
     kernel = emit_pool.EMITTERS[node["op"]](ctx)
+    assert ("channels-last" in kernel.ops[0]) == case.channels_last, kernel.ops
     assert [a.name for a in kernel.inputs] == ["x"]
     assert len(kernel.outputs) == (2 if case.indices else 1)
     return kernel
@@ -242,6 +266,8 @@ def test_host_matches_torch(host_library, i):
     for seed in (1, 2):
         x = case.input(seed)
         ref = case.reference(x)
+        if case.channels_last:
+            x, ref = _last(x), (_last(ref[0]), _last(ref[1]))
         outs = _buffers(case, ref, "cpu")
         rc = lib._fn(f"{ks[i].name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *outs]), None)
         assert rc == 0
@@ -251,7 +277,7 @@ def test_host_matches_torch(host_library, i):
 @needs_nvcc
 def test_run_host_entry():
     """kernels.run_host, the path other families' tests use, on one kernel."""
-    case = CASES[0]
+    case = next(c for c in CASES if not c.channels_last)
     kernel = _emit(case, "one")
     x = case.input(3)
     ref = case.reference(x)
@@ -462,6 +488,8 @@ def test_gpu_matches_torch(tmp_path, monkeypatch):
     for case, k in zip(CASES, ks, strict=True):
         x = case.input(4).cuda()
         ref = case.reference(x)
+        if case.channels_last:
+            x, ref = _last(x), (_last(ref[0]), _last(ref[1]))
         outs = _buffers(case, ref, "cuda")
         lib.call(k.name, x, *outs)
         torch.cuda.synchronize()

@@ -57,6 +57,9 @@ class Pool:
     dims: tuple[Dim, ...]
     count_include_pad: bool = True
     divisor: int | None = None  # divisor_override
+    # The input and output are stored channels-last, N, spatial..., C (planner.channels_last_convs):
+    # the channel is an output's innermost coordinate, so a warp reads adjacent channels.
+    channels_last: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,14 +102,29 @@ def _source(ctx: EmitContext, nd: int) -> Operand:
         raise NotSupported(f"dtype {src.dtype} is not supported (fp32/fp16/bf16 only)")
     if len(src.shape) < nd + 1:
         raise NotSupported(f"a {nd}d pool needs at least {nd + 1} dims, got {list(src.shape)}")
-    if any(n <= 0 for n in src.shape[-nd:]):
+    if _channels_last(ctx) and len(src.shape) != nd + 2:
+        raise NotSupported(f"a channels-last {nd}d pool of {list(src.shape)}")
+    if any(n <= 0 for n in _spatial(ctx, src, nd)[0]):
         raise NotSupported(f"empty spatial dims {list(src.shape)}")
     return src
+
+
+def _channels_last(ctx: EmitContext) -> bool:
+    return bool(ctx.args.get("channels_last"))
+
+
+def _spatial(ctx: EmitContext, src: Operand, nd: int) -> tuple[list[int], list[int]]:
+    """The input's spatial extents and strides: its last nd dims, or channels-last the nd before C."""
+    if _channels_last(ctx):
+        return list(src.shape[1 : 1 + nd]), list(src.strides[1 : 1 + nd])
+    return list(src.shape[-nd:]), list(src.strides[-nd:])
 
 
 def _results(ctx: EmitContext, src: Operand, spatial: list[int], with_indices: bool) -> list[OutSpec | None]:
     """The used results [values, indices], checked against the shape computed from the args."""
     want = (*src.shape[: len(src.shape) - len(spatial)], *spatial)
+    if _channels_last(ctx):
+        want = (src.shape[0], *spatial, src.shape[-1])
     outs = list(ctx.outputs) + [None] * (2 - len(ctx.outputs))
     if not with_indices and len(ctx.outputs) != 1:
         raise NotSupported(f"expected one result, the node has {len(ctx.outputs)}")
@@ -143,7 +161,7 @@ def _windowed(ctx: EmitContext, nd: int, kind: str, with_indices: bool) -> Kerne
         and (type(divisor) is not int or divisor == 0)
     ):
         raise NotSupported(f"count_include_pad={include_pad!r}, divisor_override={divisor!r}")
-    sizes = list(src.shape[-nd:])
+    sizes, steps = _spatial(ctx, src, nd)
     spatial = [_output_extent(*v, ceil_mode) for v in zip(sizes, kernel, stride, pad, dilation, strict=True)]
     if min(spatial) <= 0:
         raise NotSupported(f"computed output extents {spatial} (input {sizes}) are empty")
@@ -151,10 +169,10 @@ def _windowed(ctx: EmitContext, nd: int, kind: str, with_indices: bool) -> Kerne
     dims = tuple(
         Dim(n, o, s, k, st, p, d)
         for n, o, s, k, st, p, d in zip(
-            sizes, spatial, src.strides[-nd:], kernel, stride, pad, dilation, strict=True
+            sizes, spatial, steps, kernel, stride, pad, dilation, strict=True
         )
     )
-    pool = Pool(kind, dims, include_pad, divisor)
+    pool = Pool(kind, dims, include_pad, divisor, _channels_last(ctx))
     window = "x".join(map(str, kernel)) + f"/{'x'.join(map(str, stride))}"
     return _kernel(ctx, src, outs, pool, f"{ctx.node['op']} {window} {list(src.shape)} -> {spatial}")
 
@@ -166,11 +184,10 @@ def _adaptive(ctx: EmitContext, nd: int, kind: str) -> Kernel:
     if min(spatial) <= 0:
         raise NotSupported(f"output_size={spatial}")
     outs = _results(ctx, src, spatial, kind == "max")
-    dims = tuple(
-        Dim(n, o, s, adaptive=True)
-        for n, o, s in zip(src.shape[-nd:], spatial, src.strides[-nd:], strict=True)
-    )
-    return _kernel(ctx, src, outs, Pool(kind, dims), f"{ctx.node['op']} {list(src.shape)} -> {spatial}")
+    sizes, steps = _spatial(ctx, src, nd)
+    dims = tuple(Dim(n, o, s, adaptive=True) for n, o, s in zip(sizes, spatial, steps, strict=True))
+    pool = Pool(kind, dims, channels_last=_channels_last(ctx))
+    return _kernel(ctx, src, outs, pool, f"{ctx.node['op']} {list(src.shape)} -> {spatial}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,12 +221,16 @@ def _body(pool: Pool, src: Operand, idx: str, values: bool, indices: bool, prolo
         return f"x({offset})" if prologue else f"sc_to_f(x[{offset}])"
 
     dims, nd = pool.dims, len(pool.dims)
-    lines = [f"{idx} r = o;"]
+    lines = [f"{idx} r = o;", f"{idx} base = {src.offset};"]
+    if pool.channels_last:  # the channel first (innermost), then the window's position, then N
+        lines += [f"base += (r % {src.shape[-1]}) * {src.strides[-1]};", f"r /= {src.shape[-1]};"]
     for i in reversed(range(nd)):
         lines += [f"const {idx} o{i} = r % {dims[i].out};", f"r /= {dims[i].out};"]
     # What is left of o is the plane: its start in the input, through the leading dims' strides.
-    lines += [f"{idx} base = {src.offset};", "(void)r;"]
+    lines += ["(void)r;"]
     lead = list(zip(src.shape[:-nd], src.strides[:-nd], strict=True))
+    if pool.channels_last:
+        lead = [(src.shape[0], src.strides[0])]
     for k in reversed(range(len(lead))):
         n, s = lead[k]
         lines += [f"base += (r % {n}) * {s};", f"r /= {n};"] if k else [f"base += r * {s};"]
@@ -331,6 +352,8 @@ def _kernel(ctx: EmitContext, src: Operand, outs: list[OutSpec | None], pool: Po
         raw = pro.params()
         casts = [f"  const auto x = {pro.construct(f'{name}_ld')};"]
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    if pool.channels_last:
+        note += ", channels-last"
     args = ["x"]
     outputs = []
     for spec, var, ptype in ((values, "y", ctype), (indices, "ix", "int64_t")):

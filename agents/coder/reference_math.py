@@ -110,8 +110,8 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
         text = _value(args[a.name], _kind(str(a.real_type)), names)
         if batch is not None:
             text = _batched(text, args[a.name], a.name, node, batch)
-        if a.name == "input" and args.get("channels_last") and node["op"] != "convolution":
-            text = f"{text}.movedim(-1, 1)"  # a norm of channels-last storage (planner.channels_last_convs)
+        if a.name in ("input", "self") and args.get("channels_last") and node["op"] != "convolution":
+            text = f"{text}.movedim(-1, 1)"  # a norm or pool of channels-last storage (planner.channels_last_convs)
         if a.kwarg_only:
             keywords.append(f"{a.name}={text}")
         else:
@@ -119,7 +119,9 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     call = f"torch.ops.{target}({', '.join(positional + keywords)})"
     if node["op"] == "convolution" and args.get("channels_last"):
         return f"{call}.movedim(1, -1).contiguous()"  # stored N, spatial..., C (planner.channels_last_convs)
-    if args.get("channels_last"):  # a norm: its normalised result stored so, the statistics as they are
+    if args.get("channels_last") and node.get("outputs") is None:  # a pool's one result, stored so
+        return f"{call}.movedim(1, -1).contiguous()"
+    if args.get("channels_last"):  # a norm's normalised result (a pool's values) stored so, the rest as it is
         return f"(lambda _r: (_r[0].movedim(1, -1).contiguous(), *_r[1:]))({call})"
     return call
 

@@ -714,13 +714,20 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         tail = _pointwise_tail(conv, readers, nodes)
         if tail is None:
             continue
-        members, outputs, channel_operands, ends, norms = tail
-        nhwc = list(channels_last_shape(shape))
+        members, outputs, channel_operands, ends, kernels_inside = tail
         conv["args"] = {**a, "channels_last": True}
-        for node in norms:
+        for node in kernels_inside:
             node["args"] = {**node["args"], "channels_last": True}
+            # Results of the tensor's rank (a pool's values and unread indices, a norm's normalised
+            # result) are stored channels-last; statistics ([C], [N, groups]) keep their shapes.
+            for result in node.get("outputs") or []:
+                if result and len(result.get("shape") or []) == len(shape):
+                    cl = list(channels_last_shape(result["shape"]))
+                    result.update(shape=cl, stride=contiguous_strides(cl), offset=0)
+        before_shapes = {n["name"]: list(n["shape"]) for n in [conv, *members]}
         for node in [conv, *members]:
-            node["shape"], node["stride"], node["offset"] = list(nhwc), contiguous_strides(nhwc), 0
+            cl = list(channels_last_shape(node["shape"]))
+            node["shape"], node["stride"], node["offset"] = cl, contiguous_strides(cl), 0
             if node["op"] in _CHANNEL_SOFTMAX:
                 node["args"] = {**node["args"], "dim": len(shape) - 1}
         inside = {n["name"] for n in members}
@@ -748,9 +755,10 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
             user["args"] = _rename_refs(user["args"], {operand: view})
         for out_node, name in outputs:
             view = _fresh(taken, f"{name}_nchw")
-            st = contiguous_strides(nhwc)
+            want = before_shapes[name]
+            st = contiguous_strides(list(channels_last_shape(want)))
             before.setdefault(out_node["name"], []).append(_view_node(
-                view, "permute", name, {"dims": [0, len(shape) - 1, *range(1, len(shape) - 1)]}, list(shape),
+                view, "permute", name, {"dims": [0, len(shape) - 1, *range(1, len(shape) - 1)]}, want,
                 [st[0], st[-1], *st[1:-1]], 0, nodes[name]["dtype"]))
             out_node["args"] = _rename_refs(out_node["args"], {name: view})
     if not before and not after:
@@ -842,6 +850,39 @@ def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[
     return results
 
 
+# Pools whose windows channels-last storage serves as well (emit_pool reads it, a channel a thread);
+# "0" in the environment leaves them out of tails.
+_TAIL_POOLS = {f"{p}{nd}d{q}" for nd in (2, 3) for p, q in (
+    ("max_pool", ""), ("max_pool", "_with_indices"), ("avg_pool", ""), ("adaptive_avg_pool", ""),
+    ("_adaptive_avg_pool", ""), ("adaptive_max_pool", ""))}
+_TAIL_POOLS_ENV = "STITCHCUDA_CHANNELS_LAST_POOLS"
+
+
+def pools_in_tails() -> bool:
+    return os.environ.get(_TAIL_POOLS_ENV, "1") != "0"
+
+
+def _tail_pool(user: Node, name: str, shape: list[int], readers: dict[str, list[Node]]) -> list[Node] | None:
+    """Where `user` pools `name` (N, C, spatial...) over its spatial dims and only its values are
+    read (indices are positions in an NCHW plane): the nodes holding the pooled values; else None."""
+    op, a = user["op"], user.get("args", {})
+    if op not in _TAIL_POOLS or f"{len(shape) - 2}d" not in op or ref_name(a.get("self")) != name \
+            or list(iter_refs(a)) != [name]:
+        return None
+    if user.get("outputs") is None:  # one result: the node itself
+        results = [user]
+    else:
+        picks = readers.get(user["name"], [])
+        if any(r["op"] != "getitem" for r in picks) \
+                or any(readers.get(r["name"]) for r in picks if r["args"].get("index") != 0):
+            return None
+        results = [r for r in picks if r["args"].get("index") == 0]
+    if not results or any(r.get("dtype") not in ("float32", "float16", "bfloat16") or r.get("shape") is None
+                          or len(r["shape"]) != len(shape) or not is_contiguous(r) for r in results):
+        return None
+    return results
+
+
 def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
     """The nodes holding a keepdim reduction's results: the node, or for max/min over a dim (values
     and indices) its getitems. None kept: []."""
@@ -855,12 +896,14 @@ def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
 def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
     """(the pointwise nodes reading `conv`'s result, transitively; (output node, name) pairs where
     forward returns one of them; (node, operand) pairs of per-channel operands; the reductions that
-    end it; the norms inside it), or None where something else reads them."""
+    end it; the norms and pools inside it, whose kernels read and write channels-last), or None
+    where something else reads them. A pool's result joins the tail with its own (smaller) shape."""
     shape = conv["shape"]
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
     ends: list[Node] = []
     norms: list[Node] = []
+    pools: list[Node] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -871,10 +914,20 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                 continue
             if user["name"] in inside or user in ends:
                 continue
-            if _ends_tail(user, name, shape):
+            here = list(nodes[name]["shape"])  # a pool's result is smaller than the convolution's
+            if _ends_tail(user, name, here):
                 ends.append(user)
                 continue
-            results = _tail_norm(user, name, shape, readers, nodes)
+            pooled = _tail_pool(user, name, here, readers) if pools_in_tails() else None
+            if pooled is not None:
+                pools.append(user)
+                inside.add(user["name"])
+                for result in pooled:
+                    inside.add(result["name"])
+                    members.append(result)
+                    frontier.append(result["name"])
+                continue
+            results = _tail_norm(user, name, here, readers, nodes)
             if results is not None:
                 norms.append(user)
                 inside.add(user["name"])
@@ -886,7 +939,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
                                and user["args"]["dim"] % len(shape) == 1 and list(iter_refs(user["args"])) == [name])
             pointwise = codegen.pointwise_support(user) is None or channel_softmax
-            if user.get("view") or not pointwise or list(user.get("shape") or []) != shape \
+            if user.get("view") or not pointwise or list(user.get("shape") or []) != here \
                     or user.get("dtype") not in codegen.C_TYPES or not is_contiguous(user):
                 return None
             inside.add(user["name"])
@@ -911,7 +964,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands, ends, norms
+    return members, outputs, channel_operands, ends, norms + pools
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:
