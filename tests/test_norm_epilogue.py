@@ -161,13 +161,26 @@ class LaterOperand(nn.Module):
         return y + (torch.relu(y) @ self.w)
 
 
+class SoftmaxReadsToo(nn.Module):
+    """A softmax whose prologue recomputes the same chain from the normalised result reads it too."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x):
+        h = F.gelu(self.norm(x))
+        return h, torch.softmax(h * 2.0, dim=-1)
+
+
 LEFT = [
+    (SoftmaxReadsToo(), [torch.randn(4, 16)]),
     (ReturnedToo(), [torch.randn(4, 16)]),
     (TransposedRead(), [torch.randn(4, 16)]),
     (ReducedAfter(), [torch.randn(4, 16)]),
     (LaterOperand(), [torch.randn(4, 16)]),
 ]
-LEFT_IDS = ["returned", "transposed", "reduced", "later-operand"]
+LEFT_IDS = ["softmax-reads-too", "returned", "transposed", "reduced", "later-operand"]
 
 
 def _plan(module, inputs):
@@ -201,6 +214,52 @@ def test_a_result_something_else_needs_is_stored(module, inputs):
     y = next(n["name"] for n in p.graph if n["op"] == "getitem" and graph.ref_name(n["args"]["self"]) == norm.nodes[0]
              and n["args"]["index"] == 0)
     assert y in norm.outputs
+
+
+class ReadsAnotherNormsRunningVar(nn.Module):
+    """bn1's scale reads bn2's running_var, which bn2's kernel (the same stage, after bn1's) updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn1, self.bn2 = nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        a, w = self.bn1(x), self.bn2(x * 2.0)
+        return a * self.bn2.running_var.view(1, -1, 1, 1), w
+
+
+class WritesABuffer(nn.Module):
+    """The chain after the norm is written into a buffer that a reduction read before."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        self.register_buffer("buf", torch.randn(16, 16))
+
+    def forward(self, x):
+        y = self.norm(x)
+        k = self.buf.sum(dim=-1)
+        self.buf.copy_(y * 2.0)
+        return k
+
+
+ORDERED = [(ReadsAnotherNormsRunningVar(), [torch.randn(3, 4, 5, 6)]), (WritesABuffer(), [torch.randn(16, 16)])]
+
+
+@pytest.mark.parametrize(("module", "inputs"), ORDERED, ids=["running-var", "buffer-write"])
+def test_no_epilogue_moves_a_read_or_a_write_across_an_in_place_update(module, inputs, tmp_path):
+    import copy
+
+    p = _plan(module, inputs)
+    assert not any(g.detail.get("epilogue") for g in p.groups), [g.note for g in p.groups]
+    if runtime.find_nvcc() is None:
+        return
+    ref = copy.deepcopy(module)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+    new = import_file(cand.write(tmp_path), name=f"_epilogue_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        _compare(new(*inputs), ref(*inputs), 1e-5)
 
 
 def test_epilogues_can_be_turned_off(monkeypatch):

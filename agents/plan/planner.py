@@ -1226,6 +1226,8 @@ def _take_epilogues(
     returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     written = {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
                and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
+    # ...and the buffers kernels update in place (another BatchNorm's running statistics).
+    written |= {_view_root(nodes, m)["name"] for k, _ in kernel_plans.values() for m in k.mutates if m in nodes}
     for name, (kernel, roots) in list(kernel_plans.items()):
         if nodes[name]["op"] not in NORMS or roots:
             continue
@@ -1245,7 +1247,15 @@ def _take_epilogues(
             views = set()
         if views or len(groups) != 1 or len(groups[0].outputs) != 1 or not users <= set(groups[0].nodes):
             continue
+        # Another kernel reading it (a reduction whose prologue recomputes the same chain from it).
+        if any(_view_root(nodes, a.name)["name"] == y for other, (k, _) in kernel_plans.items() if other != name
+               for a in k.inputs):
+            continue
         group = groups[0]
+        # A group that writes a buffer (copy_) would write it at the norm's place, before kernels
+        # that read the old value.
+        if any(kinds.get(n) == "copy" or nodes[n]["op"] == "copy_" for n in group.nodes):
+            continue
         try:
             epi = codegen.epilogue(graph, group.nodes, group.outputs[0], y, nodes=nodes)
         except codegen.NotFusable:
