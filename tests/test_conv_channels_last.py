@@ -264,6 +264,15 @@ def test_a_conv_with_any_other_reader_stays_nchw(make, inputs):
     assert not any("channels-last result" in g.note for g in plan.groups)
 
 
+def test_planning_leaves_the_traced_graph_as_traced():
+    traced = graph.trace_module(MaxPoolTail(), [torch.randn(2, 3, 11, 12)])
+    pool = next(n for n in traced if n["op"].startswith("max_pool"))
+    before = [dict(r) for r in pool["outputs"]]
+    planner.plan_graph(traced)
+    planner.plan_graph(traced)
+    assert pool["outputs"] == before
+
+
 def test_pools_can_be_left_out_of_tails(monkeypatch):
     monkeypatch.setenv(planner._TAIL_POOLS_ENV, "0")
     plan = planner.plan_graph(graph.trace_module(MaxPoolTail(), [torch.randn(2, 3, 11, 12)]))

@@ -720,10 +720,12 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
             node["args"] = {**node["args"], "channels_last": True}
             # Results of the tensor's rank (a pool's values and unread indices, a norm's normalised
             # result) are stored channels-last; statistics ([C], [N, groups]) keep their shapes.
-            for result in node.get("outputs") or []:
-                if result and len(result.get("shape") or []) == len(shape):
-                    cl = list(channels_last_shape(result["shape"]))
-                    result.update(shape=cl, stride=contiguous_strides(cl), offset=0)
+            # (A new list of new dicts: plan_graph copies nodes shallowly, the traced graph's stay as traced.)
+            if node.get("outputs"):
+                node["outputs"] = [
+                    {**r, "shape": (cl := list(channels_last_shape(r["shape"]))), "stride": contiguous_strides(cl),
+                     "offset": 0} if r and len(r.get("shape") or []) == len(shape) else r
+                    for r in node["outputs"]]
         before_shapes = {n["name"]: list(n["shape"]) for n in [conv, *members]}
         for node in [conv, *members]:
             cl = list(channels_last_shape(node["shape"]))
