@@ -51,6 +51,15 @@ def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, tit
     return coder_builtin.build_candidate(plan, type(module), title=title, host=host)
 
 
+def assert_builds_clean_for_sm90(cand: Candidate, src: Path, include: str) -> None:
+    """The candidate's .cu (written to `src`) builds for sm_90 against `include` (cudnn.h), warning-free."""
+    from stitchcuda.agents.coder.model_new import CU_FILE
+
+    src.write_text(cand.files[CU_FILE])
+    result = runtime.build([src], arch="sm_90", extra_flags=[f"-I{include}"])
+    assert result.library.exists() and "warning" not in result.log.lower(), result.log
+
+
 def load_model_new(cand: Candidate, module: nn.Module, folder: Path) -> tuple[nn.Module, object]:
     """ModelNew of the candidate written to `folder`, with the reference's weights; and its module."""
     from stitchcuda.task import import_file

@@ -10,12 +10,10 @@ import itertools
 import pytest
 import torch
 import torch.nn as nn
-from conftest import builtin_candidate, load_model_new, needs_nvcc
+from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new, needs_nvcc
 from test_emit_conv import cudnn_include
 
-from stitchcuda import runtime
 from stitchcuda.agents import graph
-from stitchcuda.agents.coder.model_new import CU_FILE
 from stitchcuda.agents.coder.reference_math import render_reference
 from stitchcuda.agents.plan import planner
 
@@ -161,6 +159,31 @@ class AvgPool3dTail(nn.Module):
         return torch.clamp(nn.functional.avg_pool3d(self.conv(x) * 2.0, 2), -0.5, 0.5)
 
 
+class PooledTimesUnpooled(nn.Module):
+    """A global max-pool read with the conv's result: whichever forward computes first, the tail
+    holds both (the pooled [N, C, 1, 1] broadcasts over the full shape, channels-last as well)."""
+
+    pool_first = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.pool_first:
+            p = nn.functional.adaptive_max_pool2d(y, 1)
+            r = torch.relu(y)
+        else:
+            r = torch.relu(y)
+            p = nn.functional.adaptive_max_pool2d(y, 1)
+        return r * p
+
+
+class PooledFirstTimesUnpooled(PooledTimesUnpooled):
+    pool_first = True
+
+
 class PoolIndicesReturned(nn.Module):
     """The max-pool's indices are returned (positions in an NCHW plane): the layout stays."""
 
@@ -210,6 +233,8 @@ TAKEN = [
     (GroupNormSigmoid, [torch.randn(2, 3, 3, 4, 5)]),
     (MaxPoolTail, [torch.randn(2, 3, 11, 12)]),
     (AvgPool3dTail, [torch.randn(2, 3, 3, 4, 3)]),
+    (PooledTimesUnpooled, [torch.randn(2, 3, 9, 10)]),
+    (PooledFirstTimesUnpooled, [torch.randn(2, 3, 9, 10)]),
 ]
 REDUCED = (MinOverChannels, SpatialMean)  # the result leaves the channels-last storage reduced
 LEFT = [
@@ -379,10 +404,7 @@ def test_the_rewritten_graph_still_computes_the_module(make, inputs):
 def test_channels_last_candidates_build_for_sm90(tmp_path):
     for k, (make, inputs) in enumerate(TAKEN):
         cand = builtin_candidate(make(), inputs, host=False)
-        src = tmp_path / f"c{k}.cu"
-        src.write_text(cand.files[CU_FILE])
-        result = runtime.build([src], arch="sm_90", extra_flags=[f"-I{cudnn_include()}"])
-        assert result.library.exists() and "warning" not in result.log.lower(), result.log
+        assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
 @pytest.mark.gpu

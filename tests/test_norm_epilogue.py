@@ -11,13 +11,12 @@ import itertools
 import pytest
 import torch
 import torch.nn as nn
-from conftest import needs_nvcc
+from conftest import assert_builds_clean_for_sm90, needs_nvcc
 from test_emit_conv import cudnn_include
 
 from stitchcuda import runtime
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
-from stitchcuda.agents.coder.model_new import CU_FILE
 from stitchcuda.agents.plan import planner
 from stitchcuda.task import import_file
 
@@ -324,10 +323,7 @@ def test_convolution_candidates_with_epilogues_build_for_sm90(tmp_path):
         p = _plan(module, inputs)
         assert any("epilogue" in g.note for g in _norms(p)), [g.note for g in p.groups]
         cand = coder_builtin.build_candidate(p, type(module), title="test", host=False)
-        src = tmp_path / f"c{k}.cu"
-        src.write_text(cand.files[CU_FILE])
-        result = runtime.build([src], arch="sm_90", extra_flags=[f"-I{cudnn_include()}"])
-        assert result.library.exists() and "warning" not in result.log.lower(), result.log
+        assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
 @pytest.mark.gpu

@@ -904,8 +904,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
     ends: list[Node] = []
-    norms: list[Node] = []
-    pools: list[Node] = []
+    kernels_inside: list[Node] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -920,18 +919,12 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             if _ends_tail(user, name, here):
                 ends.append(user)
                 continue
-            pooled = _tail_pool(user, name, here, readers) if pools_in_tails() else None
-            if pooled is not None:
-                pools.append(user)
-                inside.add(user["name"])
-                for result in pooled:
-                    inside.add(result["name"])
-                    members.append(result)
-                    frontier.append(result["name"])
-                continue
-            results = _tail_norm(user, name, here, readers, nodes)
+            # A pool or norm reading and writing the layout itself: its results join the tail.
+            results = _tail_pool(user, name, here, readers) if pools_in_tails() else None
+            if results is None:
+                results = _tail_norm(user, name, here, readers, nodes)
             if results is not None:
-                norms.append(user)
+                kernels_inside.append(user)
                 inside.add(user["name"])
                 for result in results:
                     inside.add(result["name"])
@@ -941,7 +934,11 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
                                and user["args"]["dim"] % len(shape) == 1 and list(iter_refs(user["args"])) == [name])
             pointwise = codegen.pointwise_support(user) is None or channel_softmax
-            if user.get("view") or not pointwise or list(user.get("shape") or []) != here \
+            # Its shape may be larger than `here` by broadcasting (a pooled [N, C, 1, 1] times the
+            # conv's result), never by an operand from outside: the operand checks below refuse those.
+            wide = list(user.get("shape") or [])
+            fits = len(wide) == len(here) and all(h in (w, 1) for h, w in zip(here, wide, strict=True))
+            if user.get("view") or not pointwise or not fits \
                     or user.get("dtype") not in codegen.C_TYPES or not is_contiguous(user):
                 return None
             inside.add(user["name"])
@@ -966,7 +963,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands, ends, norms + pools
+    return members, outputs, channel_operands, ends, kernels_inside
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:
