@@ -1166,8 +1166,7 @@ def _take_prologues(
     returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     # Tensors forward writes in place (a buffer's copy_): a stored pointwise kernel reads them at its
     # own place in the graph, a kernel at a later stage might read them after the write.
-    written = {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
-               and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
+    written = _written_in_place(graph, nodes)
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
@@ -1223,8 +1222,7 @@ def _take_epilogues(
         for src in node_inputs(nodes[name]):
             readers.setdefault(src, set()).add(name)
     returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
-    written = {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
-               and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
+    written = _written_in_place(graph, nodes)
     # ...and the buffers kernels update in place (another BatchNorm's running statistics).
     written |= {_view_root(nodes, m)["name"] for k, _ in kernel_plans.values() for m in k.mutates if m in nodes}
     for name, (kernel, roots) in list(kernel_plans.items()):
@@ -1276,6 +1274,12 @@ def _take_epilogues(
         kernel_plans[name] = (fused, roots)
         taken[name] = {"node": epi.node, "value": y, "members": list(group.nodes), "group": group}
     return taken
+
+
+def _written_in_place(graph: Sequence[Node], nodes: dict[str, Node]) -> set[str]:
+    """The tensors forward writes in place (a buffer's copy_), by their view roots."""
+    return {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
+            and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
 
 
 def _emit_with_copies(
