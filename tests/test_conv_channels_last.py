@@ -420,10 +420,12 @@ def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypa
         monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
     else:
         monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+    sources = set()
     for make, inputs in TAKEN:
         torch.manual_seed(2)
         module = make().cuda()
         cand = builtin_candidate(module.cpu(), inputs, host=False)
+        sources.add("".join(v for k, v in sorted(cand.files.items()) if k.endswith(".cu")))
         module = module.cuda()
         new, _ = load_model_new(cand, module, tmp_path / f"{make.__name__}{next(_ids)}")
         new = new.cuda()
@@ -439,7 +441,9 @@ def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypa
             assert g.dim() == 4 and g.is_contiguous(memory_format=torch.channels_last) or \
                 g.dim() == 5 and g.is_contiguous(memory_format=torch.channels_last_3d)
     kept = [ln for ln in capfd.readouterr().err.splitlines() if ": channels-last result, " in ln]
-    assert len(kept) == len(TAKEN), kept
+    # One line per library: candidates whose kernels are byte-identical (the two read orders of
+    # PooledTimesUnpooled plan the same kernels) load one library, its conv set up by the first.
+    assert len(kept) == len(sources), kept
     if nhwc_plan == "0":
         assert all("result, NCHW plan and a copy" in ln for ln in kept), kept
     elif nhwc_plan == "1":
