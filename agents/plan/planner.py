@@ -162,7 +162,11 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
             unsupported(f"tensor constant {name} of shape {node['shape']}: its values were not kept by the trace "
                         "(only constants of up to 64 elements are)")
 
-    stage = _stages(graph, kinds)
+    # A tensor forward writes in place (running statistics, a buffer's copy_) is read by each node at
+    # its own place in forward: the stages keep every read on its side of the write.
+    after, store = _in_place_order(graph, nodes, kinds, kernel_plans, live)
+    materialise |= store
+    stage = _stages(graph, kinds, after)
     groups: dict[tuple[int, tuple[int, ...]], list[str]] = {}
     for node in graph:
         if node["name"] in materialise:
@@ -170,7 +174,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
     ordered: list[tuple[int, int, FusionGroup]] = []
     order = {n["name"]: i for i, n in enumerate(graph)}
     for k, ((st, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
-        members = _closure(order, nodes, kinds, outs)
+        members = _closure(order, nodes, kinds, outs, stored=store)
         group = FusionGroup(kind="pointwise", nodes=members, inputs=[], outputs=outs)
         try:
             kernel = codegen.lower(graph, group, f"group{k}", nodes=nodes)
@@ -1166,7 +1170,7 @@ def _take_prologues(
     returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     # Tensors forward writes in place (a buffer's copy_): a stored pointwise kernel reads them at its
     # own place in the graph, a kernel at a later stage might read them after the write.
-    written = _written_in_place(graph, nodes)
+    written = _written_in_place(graph, nodes) | _mutated_by_kernels(nodes, kernel_plans)
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
@@ -1222,9 +1226,7 @@ def _take_epilogues(
         for src in node_inputs(nodes[name]):
             readers.setdefault(src, set()).add(name)
     returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
-    written = _written_in_place(graph, nodes)
-    # ...and the buffers kernels update in place (another BatchNorm's running statistics).
-    written |= {_view_root(nodes, m)["name"] for k, _ in kernel_plans.values() for m in k.mutates if m in nodes}
+    written = _written_in_place(graph, nodes) | _mutated_by_kernels(nodes, kernel_plans)
     for name, (kernel, roots) in list(kernel_plans.items()):
         if nodes[name]["op"] not in NORMS or roots:
             continue
@@ -1280,6 +1282,11 @@ def _written_in_place(graph: Sequence[Node], nodes: dict[str, Node]) -> set[str]
     """The tensors forward writes in place (a buffer's copy_), by their view roots."""
     return {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
             and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
+
+
+def _mutated_by_kernels(nodes: dict[str, Node], kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]]) -> set[str]:
+    """The tensors kernels update in place (a BatchNorm's running statistics), by their view roots."""
+    return {_view_root(nodes, m)["name"] for k, _ in kernel_plans.values() for m in k.mutates if m in nodes}
 
 
 def _emit_with_copies(
@@ -1371,23 +1378,66 @@ def _live(graph: Sequence[Node], output: Node) -> list[str]:
     return [n["name"] for n in graph if n["name"] in seen]
 
 
-def _stages(graph: Sequence[Node], kinds: dict[str, str]) -> dict[str, int]:
+def _stages(graph: Sequence[Node], kinds: dict[str, str], after: dict[str, set[str]] | None = None) -> dict[str, int]:
+    """Each node's stage: groups run stage by stage, a stage's kernels before its pointwise groups.
+    `after`: nodes that must run in a later stage than the (earlier) nodes named, beyond data flow."""
     stage: dict[str, int] = {}
     for node in graph:
+        name = node["name"]
         before = max((stage.get(s, 0) for s in node_inputs(node)), default=0)
-        stage[node["name"]] = before + 1 if kinds[node["name"]] in ("other", "kernel") else before
+        s = before + 1 if kinds[name] in ("other", "kernel") else before
+        stage[name] = max([s] + [stage.get(w, 0) + 1 for w in (after or {}).get(name, ())])
     return stage
 
 
+def _in_place_order(
+    graph: Sequence[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], live: list[str],
+) -> tuple[dict[str, set[str]], set[str]]:
+    """Where forward writes a tensor in place (a kernel's running statistics, a buffer's copy_), the
+    nodes reading it before the write must run before it, and those reading it after, after it:
+    {node: the earlier nodes it must follow}. Data flow does not say so (a pointwise op reading a
+    BatchNorm's running_var before that BatchNorm sits in the same stage, after the kernel). Also the
+    pointwise readers before a write, to store: left to their consumers, a later group would compute
+    them from the written value."""
+    order = {n["name"]: i for i, n in enumerate(graph)}
+    writes: dict[str, set[str]] = {}
+    for name in live:
+        node = nodes[name]
+        roots = {_view_root(nodes, m)["name"] for m in (kernel_plans[name][0].mutates if name in kernel_plans else [])
+                 if m in nodes}
+        if node["op"] == "copy_" and (dest := ref_name(node.get("args", {}).get("self"))) in nodes:
+            roots.add(_view_root(nodes, dest)["name"])
+        if roots:
+            writes[name] = roots
+    after: dict[str, set[str]] = {}
+    store: set[str] = set()
+    for w, roots in writes.items():
+        own = set(_closure(order, nodes, kinds, node_inputs(nodes[w])))  # computed with the write itself
+        for r in live:
+            if r == w or r in own or nodes[r].get("view") or \
+                    not any(_view_root(nodes, src)["name"] in roots for src in node_inputs(nodes[r])):
+                continue
+            if order[r] < order[w]:
+                after.setdefault(w, set()).add(r)
+                if kinds.get(r) == "pointwise":
+                    store.add(r)
+            else:
+                after.setdefault(r, set()).add(w)
+    return after, store
+
+
 def _closure(
-    order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str], outs: list[str]
+    order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str], outs: list[str],
+    stored: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[str]:
-    """Pointwise ops and views that the outputs are computed from, up to inputs and other ops."""
+    """Pointwise ops and views that the outputs are computed from, up to inputs and other ops, and up
+    to the `stored` nodes (read as stored, not computed again: _in_place_order's)."""
     seen: set[str] = set()
     todo = list(outs)
     while todo:
         name = todo.pop()
-        if name in seen or kinds.get(name) not in ("pointwise", "view", "copy"):
+        if name in seen or kinds.get(name) not in ("pointwise", "view", "copy") or (name in stored and name not in outs):
             continue
         seen.add(name)
         todo += node_inputs(nodes[name])
