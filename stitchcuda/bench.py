@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
+from stitchcuda.host_load import HostLoad
 
 from . import provenance
 from .task import TaskError, find_task
@@ -166,6 +167,11 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"- this run: {m['finished_this_run']} problem(s) in {m['wall_s']:.0f} s on GPUs "
                      f"{m.get('gpus') or 'default'} with {m.get('jobs')} worker(s) each: "
                      f"{_fmt(m.get('problems_per_hour'), '.0f')} problems per hour")
+    if host := m.get("host"):
+        lines.append(f"- host while it ran: CPU clock {_fmt(host.get('cpu_mhz_mean'), '.0f')} MHz mean "
+                     f"({_fmt(host.get('cpu_mhz_min'), '.0f')}-{_fmt(host.get('cpu_mhz_max'), '.0f')}, "
+                     f"{host.get('clock_source') or 'not read'}), 1-minute load {_fmt(host.get('load1_mean'), '.1f')} mean, "
+                     f"{_fmt(host.get('load1_max'), '.1f')} at most, of {host.get('cpus')} CPUs")
     for run in m.get("earlier_runs", []):
         note = f" ({run['commit_note']})" if run.get("commit_note") else ""
         lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")
@@ -451,7 +457,7 @@ def run_bench(
             return run
 
     # As many problems at once as there are workers: each waits on its own verdicts in turn.
-    with ThreadPoolExecutor(max_workers=len(slots)) as problems:
+    with HostLoad() as host, ThreadPoolExecutor(max_workers=len(slots)) as problems:
         runs = list(problems.map(one, todo))
     if left := sum(r is None for r in runs):
         on_event(f"deadline of {deadline_s:.0f} s reached: {left} problem(s) not started (rerun with --resume)")
@@ -470,5 +476,6 @@ def run_bench(
     wall = time.monotonic() - t0
     done = sum(r is not None for r in runs)
     book.report["meta"].update(wall_s=round(wall, 1), finished_this_run=done,
-                               problems_per_hour=round(done * 3600 / wall, 1) if wall > 0 else None)
+                               problems_per_hour=round(done * 3600 / wall, 1) if wall > 0 else None,
+                               host=host.summary())
     return book.finish()

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,10 @@ def test_bench_over_several_gpus_spreads_the_problems_and_says_the_same(tmp_path
     assert two["meta"]["gpus"] == [0, 1]
     assert two["meta"]["finished_this_run"] == 2 and two["meta"]["problems_per_hour"] > 0
     assert "2 problem(s) in" in (tmp_path / "two" / "bench.md").read_text()
+    # What the host did meanwhile, beside the throughput (the clock where this host says it).
+    host = two["meta"]["host"]
+    assert host["samples"] >= 2 and host["cpus"] == os.cpu_count() and host["load1_mean"] >= 0
+    assert "host while it ran: CPU clock" in (tmp_path / "two" / "bench.md").read_text()
 
 
 def test_worker_gpu_is_the_parents_device(monkeypatch):

@@ -1,0 +1,96 @@
+"""The host's CPU clock and load while a bench runs, sampled on a thread.
+
+Throughput over GPUs is bounded by the host: with 16 workers on a 64-core machine every CPU-bound
+phase of a problem took 9-40% longer than with 4 (bench/results/2026-11-26-h200x4-level2-scaling-
+epilogues-955af83.md), the GPU-locked ones included. Whether the cores ran slower (a lower
+all-core clock) or were shared is what these samples tell, recorded beside each run's throughput.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import statistics
+import threading
+from pathlib import Path
+from typing import Any
+
+_CPUINFO = Path("/proc/cpuinfo")
+_SCALING = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"
+
+
+def parse_cpuinfo_mhz(text: str) -> list[float]:
+    """Each core's `cpu MHz` line of /proc/cpuinfo."""
+    out = []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "cpu MHz":
+            try:
+                out.append(float(value))
+            except ValueError:
+                continue
+    return out
+
+
+def read_core_mhz() -> tuple[list[float], str]:
+    """Each core's current clock in MHz, and where it was read; ([], why) where the host says none."""
+    scaling = []
+    for f in glob.glob(_SCALING):
+        try:
+            scaling.append(int(Path(f).read_text()) / 1000.0)  # kHz
+        except (OSError, ValueError):
+            continue
+    if scaling:
+        return scaling, "cpufreq scaling_cur_freq"
+    try:
+        mhz = parse_cpuinfo_mhz(_CPUINFO.read_text())
+    except OSError as e:
+        return [], f"no cpufreq, and /proc/cpuinfo unreadable: {e}"
+    return (mhz, "/proc/cpuinfo") if mhz else ([], "no cpufreq, and no `cpu MHz` in /proc/cpuinfo")
+
+
+class HostLoad:
+    """Samples every `interval_s` while in its `with` block: the cores' mean clock and the load average."""
+
+    def __init__(self, interval_s: float = 5.0):
+        self.interval_s = interval_s
+        self._mhz: list[float] = []
+        self._load: list[float] = []
+        self._source = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="host-load", daemon=True)
+
+    def _sample(self) -> None:
+        mhz, self._source = read_core_mhz()
+        if mhz:
+            self._mhz.append(statistics.fmean(mhz))
+        try:
+            self._load.append(os.getloadavg()[0])
+        except OSError:
+            pass
+
+    def _run(self) -> None:
+        self._sample()
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def __enter__(self) -> HostLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()  # the end, also for a block shorter than one interval
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cpus": os.cpu_count(), "samples": len(self._load) or len(self._mhz),
+                               "interval_s": self.interval_s, "clock_source": self._source}
+        if self._mhz:
+            out.update(cpu_mhz_mean=round(statistics.fmean(self._mhz), 1), cpu_mhz_min=round(min(self._mhz), 1),
+                       cpu_mhz_max=round(max(self._mhz), 1))
+        else:
+            out["cpu_mhz_mean"] = None
+        if self._load:
+            out.update(load1_mean=round(statistics.fmean(self._load), 2), load1_max=round(max(self._load), 2))
+        return out
