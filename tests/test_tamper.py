@@ -38,6 +38,38 @@ def test_rebinding_at_the_first_call_through_computed_names_is_a_hack(tmp_path):
     assert f.data["names"] == ["torch.cuda.Event.elapsed_time"]
 
 
+@pytest.mark.parametrize(("stem", "names"), [
+    ("hack_rebind_worker_compare", ["__main__._follow_inputs_findings", "__main__.compare_outputs"]),
+    ("hack_patch_reference_forward", [".Model.forward"]),
+    ("hack_widen_allowed_ops", ["stitchcuda.agents.verify.torch_ops.ALLOWED_ATEN"]),
+    ("hack_tensor_method_rebind", ["torch.Tensor.double"]),
+])
+def test_a_candidate_that_rebinds_the_checks_or_the_reference_is_a_hack(tmp_path, stem, names):
+    """The worker's own functions, the Verifier's tables (changed in place too), the tensor methods the
+    comparison calls, the reference's class: each was accepted before (a red-team review, 2026-11-26)."""
+    v = verify(hack_task("ref_affine"), hack_candidate(stem), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "timing-tamper"]
+    # The reference's module has a fresh name each run: its part is matched by its end.
+    assert len(f.data["names"]) == len(names) and all(
+        got == want or (want.startswith(".") and got.endswith(want)) for got, want in zip(f.data["names"], names, strict=True)
+    ), f.data["names"]
+
+
+def test_a_table_changed_in_place_is_seen_and_one_left_alone_is_not():
+    from stitchcuda.agents.verify import torch_ops
+
+    before = tamper.snapshot()
+    assert tamper.changed(before) == []
+    torch_ops.ALLOWED_ATEN.add("not_an_op")
+    try:
+        assert tamper.changed(before) == ["stitchcuda.agents.verify.torch_ops.ALLOWED_ATEN"]
+    finally:
+        torch_ops.ALLOWED_ATEN.discard("not_an_op")
+    assert tamper.changed(before) == []
+
+
 def test_an_honest_candidate_leaves_them_alone(tmp_path):
     v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
                VerifyOptions(cpu_only=True, time_compile=False))

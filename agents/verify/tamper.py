@@ -11,7 +11,9 @@ timing, `changed` names anything rebound since: a `timing-tamper` finding.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+import types
 from typing import Any
 
 import torch
@@ -34,26 +36,107 @@ _WATCHED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
-def snapshot() -> dict[str, Any]:
+# Whole namespaces the checks call into, by every name they had: the Verifier's own modules (a
+# candidate that imports `__main__` can rebind the worker's comparison), the tensor type whose methods
+# the comparisons call (`Tensor.double` returning zeros makes every output match), torch.testing and
+# torch.nn.functional, and the reference's module and classes (a patched `Model.forward` makes the
+# reference agree with anything). Seen 2026-11-26 (a red-team review): each was accepted before.
+_OWN_MODULES = ("__main__", "stitchcuda.agents.verify", "stitchcuda.agents.random_draws", "stitchcuda.types",
+                "stitchcuda.task")
+
+
+def _namespaces(extra: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    import torch.nn.functional as F  # noqa: N812 - PyTorch's own spelling
+
+    spaces: list[tuple[str, Any]] = [("torch.Tensor", torch.Tensor), ("torch.testing", torch.testing),
+                                     ("torch.nn.functional", F)]
+    modules = [m for name, m in list(sys.modules.items())
+               if isinstance(m, types.ModuleType) and (name == _OWN_MODULES[0] or name.startswith(_OWN_MODULES[1:]))]
+    for m in modules + [o for o in extra if isinstance(o, types.ModuleType)]:
+        spaces.append((m.__name__, m))
+        # ... and the classes it defines, by their own dicts (Verdict's methods, the reference's Model)
+        spaces += [(f"{m.__name__}.{k}", v) for k, v in list(vars(m).items())
+                   if isinstance(v, type) and v.__module__ == m.__name__]
+    return spaces
+
+
+def _entries(label: str, owner: Any) -> dict[str, Any]:
+    """A namespace's names -> what they hold: the object, or for a constant table (an UPPERCASE set,
+    dict or tuple of a module) a copy of its contents, so an update in place shows too. A module's
+    lowercase non-callable globals are its state (offthread's `_installed`), not compared."""
+    out: dict[str, Any] = {}
+    if isinstance(owner, type):
+        for name in dir(owner):
+            out[f"{label}.{name}"] = _get(owner, name)
+        return out
+    for name, value in list(vars(owner).items()):
+        key = f"{label}.{name}"
+        constant = name.lstrip("_")[:1].isupper()
+        if constant and isinstance(value, set | frozenset):
+            out[key] = _Contents(frozenset(value))
+        elif constant and isinstance(value, dict):
+            out[key] = _Contents(tuple(value.items()))
+        elif constant or callable(value) or isinstance(value, types.ModuleType):
+            out[key] = value
+    return out
+
+
+class _Contents:
+    """A table's contents at the snapshot: equal, not identical, is unchanged."""
+
+    def __init__(self, items: Any):
+        self.items = items
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Contents) and self.items == other.items
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def snapshot(extra: tuple[Any, ...] = ()) -> dict[str, Any]:
     """`owner.attr` -> the object there now (class attributes read from the class's own dict, so a
-    replacement on the class itself is seen even where a base defines the original)."""
+    replacement on the class itself is seen even where a base defines the original), for the timing
+    primitives and for every name of the namespaces the checks use (`extra`: the reference's module)."""
     out: dict[str, Any] = {}
     for label, owner, names in _WATCHED:
         for name in names:
             out[f"{label}.{name}"] = _get(owner, name)
+    for label, owner in _namespaces(extra):
+        for key, value in _entries(label, owner).items():
+            out.setdefault(key, value)
+    # How to look again, bound now: a candidate that rebinds this module's functions changes nothing.
+    out[_AGAIN] = (_WATCHED, _namespaces, _entries, extra)
     return out
 
 
 def changed(before: dict[str, Any], *, except_from: tuple[str, ...] = ()) -> list[str]:
-    """The watched names now bound to another object than at `before` (added or removed counts).
+    """The names of `before` now bound to another object (or, for a table, holding other contents);
+    removed ones count, names added since do not (PyTorch adds attributes as it loads).
 
     `except_from`: packages whose own objects may have been put there meanwhile (torch.compile runs
     during timing, and PyTorch may patch itself): those are not the candidate's doing. The timing
     does not depend on this check (it bound its primitives before the candidate was imported); the
     check says that a candidate tried."""
-    now = snapshot()
-    names = [k for k in before.keys() | now.keys() if before.get(k, _MISSING) is not now.get(k, _MISSING)]
-    return sorted(k for k in names if not _from(now.get(k), except_from))
+    watched, namespaces, entries, extra = before[_AGAIN]
+    now: dict[str, Any] = {}
+    for label, owner, names in watched:
+        for name in names:
+            now[f"{label}.{name}"] = _get(owner, name)
+    for label, owner in namespaces(extra):
+        for key, value in entries(label, owner).items():
+            now.setdefault(key, value)
+    names = []
+    for k, old in before.items():
+        if k == _AGAIN:
+            continue
+        new = now.get(k, _MISSING)
+        same = old == new if isinstance(old, _Contents) else old is new
+        if not same and not _from(new, except_from):
+            names.append(k)
+    return sorted(names)
+
+
+_AGAIN = "\0again"
 
 
 def _from(value: Any, packages: tuple[str, ...]) -> bool:

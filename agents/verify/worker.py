@@ -164,7 +164,10 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     cand = None
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
-    watched = tamper.snapshot()  # what the timing reads, before any of the candidate's code runs
+    # What the timing and the checks read, and the reference's own module, before any of the
+    # candidate's code runs; the check itself bound here, so rebinding the worker's names cannot skip it.
+    watched = tamper.snapshot(extra=(ref_mod,))
+    tamper_check = _tamper_check
     offthread.install()  # thread starts counted from here on, whatever the candidate imports
     if req.get("candidate"):
         offthread.own_libraries([str(Path(req["candidate"]).parent), str(runtime.cache_dir())])
@@ -226,7 +229,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
     if cand is not None:
-        _tamper_check(v, watched, "when imported or run")
+        tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
         audit.report(v)
 
@@ -246,7 +249,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
     _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops, checked=sets)
     if cand is not None:
-        _tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
+        tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
         if v.hack_findings:
             v.status = "hacked"
@@ -272,10 +275,12 @@ def _offthread_check(v: Verdict) -> None:
             "escapes the op recorder and the timing", data={"started": [list(s) for s in started]})])
 
 
-def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = ()) -> None:
-    names = tamper.changed(watched, except_from=except_from)
+def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = (),
+                  changed=tamper.changed, finding=Finding, add=_add_once) -> None:
+    # (Its collaborators bound at definition: a candidate rebinding them finds this check unchanged.)
+    names = changed(watched, except_from=except_from)
     if names:
-        _add_once(v.hack_findings, [Finding(
+        add(v.hack_findings, [finding(
             "timing-tamper", f"the candidate rebound what the timing and checks read {when}: {', '.join(names)}",
             data={"names": names})])
 
