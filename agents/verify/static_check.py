@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,6 +45,17 @@ _STREAM_APIS = (
     "torch.cuda.streams",
     "torch.Stream",
 )
+# PyTorch's ways past the Python dispatch key, where the op recorder listens: popping the modes,
+# dispatching to a backend key, registering kernels for aten ops (in Python, or in C++ source held in
+# a string for load_inline or in the candidate's .cu/.cpp files). call_watch sees the Python ones
+# called; these are the names written out.
+_DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch",
+                    "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass",
+                    "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "redispatch", "DispatchKeySet",
+                    "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included"}
+_NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|ForceDispatchKeyGuard|"
+                            r"DispatchKeySet|TORCH_LIBRARY(_IMPL|_FRAGMENT)?|AutoDispatchBelowADInplaceOrView|"
+                            r"redispatch)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
 _EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
 # Layer-like nn classes that only hold tensors: keeping and reading them is fine.
@@ -258,6 +270,20 @@ def check_source(
     return findings
 
 
+def check_native_sources(files: dict[str, str]) -> list[Finding]:
+    """Findings for a candidate's C++/CUDA files: the dispatcher's guards and op registrations."""
+    out = []
+    for name, text in files.items():
+        if not name.endswith((".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+            continue
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if m := _NATIVE_BYPASS.search(line):
+                out.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op recorder",
+                                   line=lineno, file=name))
+                break
+    return out
+
+
 def _check_module_node(
     node: ast.AST,
     mod: _Module,
@@ -282,7 +308,13 @@ def _check_module_node(
             add("references-reference", f"uses the reference class {node.id}", node)
         elif node.id == "__builtins__":
             add("dynamic-code", "uses __builtins__: reaches __import__ and friends", node)
-    elif isinstance(node, ast.FunctionDef) and node.name in {"__torch_function__", "__torch_dispatch__"}:
+    if isinstance(node, ast.Attribute | ast.Name | ast.alias):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else node.name
+        if name.split(".")[-1] in _DISPATCH_BYPASS:
+            add("hidden-dispatch", f"uses {name}: PyTorch work past the op recorder", node)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _NATIVE_BYPASS.search(node.value)):
+        add("hidden-dispatch", f"C++ source using {m.group(1)}: PyTorch work past the op recorder", node)
+    if isinstance(node, ast.FunctionDef) and node.name in {"__torch_function__", "__torch_dispatch__"}:
         add(
             "tensor-subclass",
             f"defines {node.name}: a tensor subclass can defer its work past the timing",

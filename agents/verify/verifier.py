@@ -28,7 +28,7 @@ from stitchcuda import keep, runtime
 from stitchcuda.agents.verify import native_threads
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.sandbox import Box
-from stitchcuda.agents.verify.static_check import check_source
+from stitchcuda.agents.verify.static_check import check_native_sources, check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
 Progress = Callable[[str, str], None]  # (phase, detail)
@@ -128,7 +128,7 @@ def verify(
             filename=candidate.module,
             reference_classes=(task.class_name, "Model"),
             reference_module=task.path.stem,
-        )
+        ) + check_native_sources(candidate.files)
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)

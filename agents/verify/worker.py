@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime
-from stitchcuda.agents.verify import audit, offthread, tamper
+from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -171,6 +171,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     offthread.install()  # thread starts counted from here on, whatever the candidate imports
     if req.get("candidate"):
         offthread.own_libraries([str(Path(req["candidate"]).parent), str(runtime.cache_dir())])
+        call_watch.install(Path(req["candidate"]).parent, ref_path)
         if not offthread.native_watch_on():
             v.notes.append("threads the candidate's native code starts are not watched here "
                            "(no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
@@ -231,6 +232,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if cand is not None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
+        _call_watch_check(v)
         audit.report(v)
 
     if cand is not None and (v.hack_findings or not v.correct):
@@ -251,17 +253,26 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if cand is not None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
+        _call_watch_check(v)
         if v.hack_findings:
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
 
 
 @contextlib.contextmanager
-def _candidate_code(phase: str | None):
-    """A call into the candidate's own code: the audit hook's window (its escapes refused, audit.py)
-    and, where `phase` is given, offthread's count of the threads and processes it starts."""
-    with audit.window(), (offthread.watching(phase) if phase else contextlib.nullcontext()):
+def _candidate_code(phase: str | None, calls: bool = True):
+    """A call into the candidate's own code: the audit hook's window (its escapes refused, audit.py),
+    where `phase` is given offthread's count of the threads and processes it starts, and with `calls`
+    the profile function that sees its calls past the op recorder (call_watch; not while timed)."""
+    with audit.window(), (offthread.watching(phase) if phase else contextlib.nullcontext()), \
+            (call_watch.watching(phase or "construction") if calls else contextlib.nullcontext()):
         yield
+
+
+def _call_watch_check(v: Verdict) -> None:
+    found = [Finding(code, f"the candidate {what} during {phase}", data={"phase": phase})
+             for code, what, phase in call_watch.seen()]
+    _add_once(v.hack_findings, found)
 
 
 def _offthread_check(v: Verdict) -> None:
@@ -979,7 +990,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         if not dyn.stats_match(dyn.output_stats(dyn.flatten_outputs(out)), ref_stats[i], tol.rtol):
             wrong.append(t)
 
-    with _candidate_code("forward"):
+    with _candidate_code("forward", calls=False):  # a profile function would slow what is timed
         v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check,
                               before=lambda i: same_draws(fresh_seed + i))
     args = make_inputs(get_inputs, fresh_seed, device)

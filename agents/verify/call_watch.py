@@ -1,0 +1,125 @@
+"""Calls the candidate's code makes that hide PyTorch's work from the op recorder, or run the reference.
+
+The op recorder (dynamic_check.OpRecorder) is a TorchDispatchMode: it sees every aten op that
+reaches the Python dispatch key. PyTorch has its own ways past that key, and a candidate can call
+them: pop the modes (`_disable_current_modes`, `_pop_mode_temporarily`, `no_dispatch`),
+`OpOverload.redispatch` to a backend key, or register a Python kernel for an aten op
+(`torch.library.Library(...).impl`). And a candidate that finds the reference's module can run its
+forward. A red-team review (2026-11-26) had each accepted on CPU. While the candidate's code runs
+(import, construction, the checked forwards; not the timed ones), a profile function sees every
+Python call: these functions called from the candidate's own files (PyTorch calls `redispatch` for
+a custom op itself), and any call into the reference's file, become findings. Removing the profile
+function raises an audit event, which counts as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+
+def _hiding_functions() -> dict[CodeType, str]:
+    import torch
+    import torch.library
+    import torch.utils._mode_utils as mode_utils
+    import torch.utils._python_dispatch as python_dispatch
+
+    found: dict[CodeType, str] = {}
+    named = [
+        ("torch.utils._python_dispatch._disable_current_modes", getattr(python_dispatch, "_disable_current_modes", None)),
+        ("torch.utils._python_dispatch._pop_mode_temporarily", getattr(python_dispatch, "_pop_mode_temporarily", None)),
+        ("torch.utils._python_dispatch._pop_mode", getattr(python_dispatch, "_pop_mode", None)),
+        ("torch.utils._mode_utils.no_dispatch", getattr(mode_utils, "no_dispatch", None)),
+        ("torch._ops.OpOverload.redispatch", getattr(torch._ops.OpOverload, "redispatch", None)),
+        ("torch.library.Library", getattr(torch.library.Library, "__init__", None)),
+        ("torch.library.Library.impl", getattr(torch.library.Library, "impl", None)),
+        ("torch.library.impl", getattr(torch.library, "impl", None)),
+        ("torch.library.register_kernel", getattr(torch.library, "register_kernel", None)),
+    ]
+    for name, fn in named:
+        fn = getattr(fn, "__wrapped__", fn)  # a contextmanager's generator function
+        # functools.singledispatch and overloads: the function registered for each type too
+        for f in [fn, *getattr(getattr(fn, "registry", None), "values", lambda: [])()]:
+            code = getattr(getattr(f, "__wrapped__", f), "__code__", None)
+            if isinstance(code, CodeType):
+                found[code] = name
+    return found
+
+
+@dataclass
+class _State:
+    hiding: dict[CodeType, str] = field(default_factory=dict)
+    candidate_dirs: tuple[str, ...] = ()
+    reference_files: frozenset[str] = frozenset()
+    phase: str = ""  # "" while not watching
+    seen: list[tuple[str, str, str]] = field(default_factory=list)  # (code, what, phase)
+
+
+_state = _State()
+_CONTEXTLIB = contextlib.__file__
+
+
+def install(candidate_dir: str | Path, reference: str | Path) -> None:
+    """Before the candidate is imported: what to look for, and where its code and the reference's live."""
+    _state.hiding = _hiding_functions()
+    _state.candidate_dirs = (str(Path(candidate_dir)) + "/", str(Path(candidate_dir).resolve()) + "/")
+    _state.reference_files = frozenset({str(reference), str(Path(reference).resolve())})
+    sys.addaudithook(_audit)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _state.phase and event in ("sys.setprofile", "sys.settrace"):
+        _record("hidden-dispatch", f"{event}: the candidate replaced the profile function that watches its calls")
+
+
+def _record(code: str, what: str) -> None:
+    item = (code, what, _state.phase)
+    if item not in _state.seen:
+        _state.seen.append(item)
+
+
+def _mine(frame: FrameType | None) -> bool:
+    return frame is not None and frame.f_code.co_filename.startswith(_state.candidate_dirs)
+
+
+def _profile(frame: FrameType, event: str, arg: Any) -> None:
+    if event != "call":
+        return
+    code = frame.f_code
+    if code.co_filename in _state.reference_files:
+        _record("calls-reference", f"runs the reference's own code ({code.co_name})")
+        return
+    name = _state.hiding.get(code)
+    if name is None:
+        return
+    caller = frame.f_back
+    if caller is not None and caller.f_code.co_filename == _CONTEXTLIB:  # `with f():` enters through contextlib
+        caller = caller.f_back
+    if _mine(caller):
+        _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
+
+
+@contextlib.contextmanager
+def watching(phase: str) -> Iterator[None]:
+    """Watch the candidate's calls for the block (nested blocks keep the outer phase)."""
+    if _state.phase or not _state.candidate_dirs:
+        yield
+        return
+    previous = sys.getprofile()
+    sys.setprofile(_profile)
+    _state.phase = phase
+    try:
+        yield
+    finally:
+        _state.phase = ""
+        sys.setprofile(previous)
+
+
+def seen() -> list[tuple[str, str, str]]:
+    """(finding code, what was called, during which phase), each once."""
+    return list(_state.seen)

@@ -1,0 +1,62 @@
+"""Calls past the op recorder, and into the reference, seen while the candidate's code runs
+(agents/verify/call_watch.py), each written so the static check cannot name it; the names written out
+(Python and C++ source) are the static check's. Each candidate here was accepted before (a red-team
+review, 2026-11-26)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import hack_candidate, hack_task
+
+from stitchcuda.agents.verify.static_check import check_native_sources, check_source
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+CASES = [
+    ("ref_affine", "hack_pop_modes_by_name", "hidden-dispatch", "calls torch.utils._python_dispatch._disable_current_modes"),
+    ("ref_affine", "hack_redispatch_by_name", "hidden-dispatch", "calls torch._ops.OpOverload.redispatch"),
+    ("ref_affine", "hack_aten_kernel_override", "hidden-dispatch", "calls torch.library.Library"),
+    ("ref_linear", "hack_run_reference_forward", "calls-reference", "the reference's own code (forward)"),
+]
+
+
+@pytest.mark.parametrize(("ref", "stem", "code", "named"), CASES, ids=[c[1] for c in CASES])
+def test_calls_past_the_recorder_are_seen(tmp_path, ref, stem, code, named):
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "c", VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "hacked", v.message
+    assert any(f.code == code and named in f.message for f in v.hack_findings), [f.message for f in v.hack_findings]
+
+
+def test_an_honest_candidate_calls_nothing_of_the_kind(tmp_path):
+    v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "ok" and not v.hack_findings, v.message
+
+
+NATIVE = """
+torch::Tensor f(torch::Tensor x) {
+  c10::impl::ExcludeDispatchKeyGuard quiet(c10::DispatchKeySet(c10::DispatchKey::Python));
+  return at::relu(x);
+}
+"""
+
+
+def test_the_names_written_out_are_static_findings():
+    py = f"""
+import torch.nn as nn
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline(name="q", cpp_sources={NATIVE!r}, functions=["f"])
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with _disable_current_modes():
+            return _ext.f(x)
+"""
+    found = [f for f in check_source(py) if f.code == "hidden-dispatch"]
+    assert any("_disable_current_modes" in f.message for f in found), found
+    assert any("ExcludeDispatchKeyGuard" in f.message for f in found), found
+    (native,) = check_native_sources({"kernels.cu": NATIVE, "notes.txt": NATIVE})
+    assert native.file == "kernels.cu" and native.line == 3 and "ExcludeDispatchKeyGuard" in native.message
+    assert check_native_sources({"kernels.cu": "__global__ void k(float* y) { y[0] = 1.0f; }"}) == []
