@@ -60,3 +60,17 @@ class ModelNew(nn.Module):
     (native,) = check_native_sources({"kernels.cu": NATIVE, "notes.txt": NATIVE})
     assert native.file == "kernels.cu" and native.line == 3 and "ExcludeDispatchKeyGuard" in native.message
     assert check_native_sources({"kernels.cu": "__global__ void k(float* y) { y[0] = 1.0f; }"}) == []
+
+
+def test_values_taken_to_the_host_in_forward_are_static_findings():
+    for take in ("x.numpy() * 2", "[v * 2 for v in x.tolist()]"):
+        py = f"""
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.tensor({take})
+"""
+        assert any(f.code == "torch-compute-in-forward" and take.split("(")[0].split(".")[-1] in f.message
+                   for f in check_source(py)), check_source(py)

@@ -31,6 +31,7 @@ COMPUTE_TENSOR_METHODS = {
     "ne", "gt", "lt", "ge", "le", "all", "any", "count_nonzero", "triu", "tril", "diag", "flip",
     "roll", "repeat", "tile", "repeat_interleave", "cross", "kthvalue", "median", "mode", "nansum",
     "expm1", "log1p", "sinh", "cosh", "atan", "asin", "acos", "trunc", "frac", "fmod", "remainder",
+    "numpy", "tolist",  # the values taken to the host to compute there (numpy, Python arithmetic)
 }  # fmt: skip
 
 # aten ops (overload packet names) that are not compute: allocation, views, metadata, copies.
