@@ -74,3 +74,13 @@ class ModelNew(nn.Module):
 """
         assert any(f.code == "torch-compute-in-forward" and take.split("(")[0].split(".")[-1] in f.message
                    for f in check_source(py)), check_source(py)
+
+
+def test_a_reference_that_ignores_its_inputs_is_said_to(tmp_path):
+    """A kernel that skips the work matches a constant reference; the verdict says the check cannot tell."""
+    v = verify(hack_task("ref_constant"), hack_candidate("skip_constant"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert any(f.code == "constant-reference" for f in v.findings), (v.status, v.findings)
+    w = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "d",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert not any(f.code == "constant-reference" for f in w.findings)
