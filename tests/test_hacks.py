@@ -489,6 +489,16 @@ def test_unsynchronised_side_stream_at_run_time(tmp_path, gpu_opts):
 
 
 @pytest.mark.gpu
+def test_outputs_kept_by_input_contents_are_caught_by_the_timing_floor(tmp_path, gpu_opts):
+    """Right on every set (each computed the first time it comes), but the timing's repeated sets come
+    back from the keep, launching nothing: the floor, profiled on inputs never seen, holds it to the
+    kernels' real busy time. (Its `.tolist()` is a static finding too; the floor is what is asserted.)"""
+    v = verify(hack_task("ref_affine_large"), hack_candidate("gpu_hack_content_cache", "kernels.cu"), tmp_path, gpu_opts)
+    _rejected(v)
+    assert any(f.code == "timing-tamper" and "busy" in f.message for f in v.hack_findings), v.hack_findings
+
+
+@pytest.mark.gpu
 def test_one_time_work_after_a_shape_change_sets_no_timing_floor(tmp_path, gpu_opts):
     """A legitimate candidate that tunes on the first call at each new shape (as cuDNN's algorithm
     search does), checked at several batch sizes: the profiled forward the timing floor comes from

@@ -24,6 +24,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -654,25 +655,31 @@ def _mutated_inputs(given: list[Any], ref_after: list[Any], cand_after: list[Any
     ]
 
 
-def _timing_floor(rec, cand, args: list[Any]) -> None:
+def _timing_floor(rec, cand, fresh_args: Callable[[], list[Any]]) -> None:
     """The timed median against the kernels' busy time (dyn.confirmed_timing_floor), with the GPU
     still held after the candidate's timing: a miss is profiled again before it is believed, and all
     of it before the verdict is saved as ok and before torch.compile, so a candidate that hangs in
-    its second profile ends as a timeout, never as an ok verdict missing its finding."""
+    its second profile ends as a timeout, never as an ok verdict missing its finding.
+
+    Each profile runs on an input set the candidate has never seen (`fresh_args`): one that keeps
+    outputs keyed on a sample of its inputs' contents returns them on the timing's repeated sets
+    without launching a kernel, and did so on the correctness set the streams profile reused, so a
+    floor from either would be none (a red-team review, 2026-11-26)."""
     v = rec.verdict
-    if v.ours is None or not v.kernel_busy_us:
+    if v.ours is None:
         return
-    rec.enter("timing-floor", "the timed forward against its kernels' busy time")
+    rec.enter("timing-floor", "the timed forward against its kernels' busy time, on fresh inputs")
 
-    def profile_again() -> float:
+    def profile() -> float:
+        args = fresh_args()
         with audit.window():
-            return dyn.busy_us(dyn.kernel_timeline(lambda: cand(*clone_args(args))))
+            return dyn.busy_us(dyn.kernel_timeline(lambda: cand(*args)))
 
-    first = v.kernel_busy_us
-    floor, v.kernel_busy_us = dyn.confirmed_timing_floor(v.ours.median_ms, first, profile_again)
-    if v.kernel_busy_us != first:
-        v.notes.append(f"kernels' busy time profiled again after a timing-floor miss: {v.kernel_busy_us:.1f} us "
-                       f"(first profile {first:.1f} us; the per-kernel figures are the first profile's)")
+    first = profile()
+    floor, busy = dyn.confirmed_timing_floor(v.ours.median_ms, first, profile)
+    if busy != first:
+        v.notes.append(f"kernels' busy time on fresh inputs profiled again after a timing-floor miss: {busy:.1f} us "
+                       f"(first profile {first:.1f} us)")
     if floor is not None:
         _add_once(v.hack_findings, [floor])
 
@@ -781,7 +788,8 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             rec.save()
         if cand is not None:
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops)
-            _timing_floor(rec, cand, first)
+            floor_seeds = iter(fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds)))
+            _timing_floor(rec, cand, lambda: make_inputs(get_inputs, next(floor_seeds), device))
             _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
             if v.hack_findings and v.status != "hacked":
                 v.correct, v.status = False, "hacked"
