@@ -18,6 +18,7 @@ CASES = [
     ("ref_affine", "hack_redispatch_by_name", "hidden-dispatch", "calls torch._ops.OpOverload.redispatch"),
     ("ref_affine", "hack_aten_kernel_override", "hidden-dispatch", "calls torch.library.Library"),
     ("ref_linear", "hack_run_reference_forward", "calls-reference", "the reference's own code (forward)"),
+    ("ref_affine", "hack_exclude_python_key", "hidden-dispatch", "Python dispatch key excluded"),
 ]
 
 

@@ -2,7 +2,9 @@
 
 The op recorder (dynamic_check.OpRecorder) is a TorchDispatchMode: it sees every aten op that
 reaches the Python dispatch key. PyTorch has its own ways past that key, and a candidate can call
-them: pop the modes (`_disable_current_modes`, `_pop_mode_temporarily`, `no_dispatch`),
+them: pop the modes (`_disable_current_modes`, `_pop_mode_temporarily`), exclude the Python key
+(`no_dispatch`, which is `torch._C._DisableTorchDispatch`: seen by its effect, the key excluded
+while the candidate's code calls on),
 `OpOverload.redispatch` to a backend key, or register a Python kernel for an aten op
 (`torch.library.Library(...).impl`). And a candidate that finds the reference's module can run its
 forward. A red-team review (2026-11-26) had each accepted on CPU. While the candidate's code runs
@@ -87,9 +89,26 @@ def _mine(frame: FrameType | None) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_state.candidate_dirs)
 
 
+def _python_key_excluded() -> bool:
+    import torch
+
+    return bool(torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python))
+
+
 def _profile(frame: FrameType, event: str, arg: Any) -> None:
+    if event == "c_call":
+        # torch._C._DisableTorchDispatch (what no_dispatch is) and the key guards are C types, whose
+        # construction no profile event shows; what they do shows: the Python key excluded while
+        # the candidate's own code calls on.
+        if _mine(frame) and _python_key_excluded():
+            _record("hidden-dispatch", "calls PyTorch with its Python dispatch key excluded "
+                    "(torch._C._DisableTorchDispatch or a dispatch key guard): work past the op recorder")
+        return
     if event != "call":
         return
+    if _mine(frame.f_back) and _python_key_excluded():
+        _record("hidden-dispatch", "calls PyTorch with its Python dispatch key excluded "
+                "(torch._C._DisableTorchDispatch or a dispatch key guard): work past the op recorder")
     code = frame.f_code
     if code.co_filename in _state.reference_files:
         _record("calls-reference", f"runs the reference's own code ({code.co_name})")
