@@ -97,15 +97,20 @@ def snapshot(extra: tuple[Any, ...] = ()) -> dict[str, Any]:
     """`owner.attr` -> the object there now (class attributes read from the class's own dict, so a
     replacement on the class itself is seen even where a base defines the original), for the timing
     primitives and for every name of the namespaces the checks use (`extra`: the reference's module)."""
-    out: dict[str, Any] = {}
-    for label, owner, names in _WATCHED:
-        for name in names:
-            out[f"{label}.{name}"] = _get(owner, name)
-    for label, owner in _namespaces(extra):
-        for key, value in _entries(label, owner).items():
-            out.setdefault(key, value)
     # How to look again, bound now: a candidate that rebinds this module's functions changes nothing.
-    out[_AGAIN] = (_WATCHED, _namespaces, _entries, extra)
+    again = (_look, _from, _WATCHED, _namespaces, _entries, _get, extra)
+    return {**_look(again), _AGAIN: again}
+
+
+def _look(again: tuple[Any, ...]) -> dict[str, Any]:
+    _, _, watched, namespaces, entries, get, extra = again
+    out: dict[str, Any] = {}
+    for label, owner, names in watched:
+        for name in names:
+            out[f"{label}.{name}"] = get(owner, name)
+    for label, owner in namespaces(extra):
+        for key, value in entries(label, owner).items():
+            out.setdefault(key, value)
     return out
 
 
@@ -117,21 +122,16 @@ def changed(before: dict[str, Any], *, except_from: tuple[str, ...] = ()) -> lis
     during timing, and PyTorch may patch itself): those are not the candidate's doing. The timing
     does not depend on this check (it bound its primitives before the candidate was imported); the
     check says that a candidate tried."""
-    watched, namespaces, entries, extra = before[_AGAIN]
-    now: dict[str, Any] = {}
-    for label, owner, names in watched:
-        for name in names:
-            now[f"{label}.{name}"] = _get(owner, name)
-    for label, owner in namespaces(extra):
-        for key, value in entries(label, owner).items():
-            now.setdefault(key, value)
+    again = before[_AGAIN]
+    look, from_ = again[0], again[1]
+    now = look(again)
     names = []
     for k, old in before.items():
         if k == _AGAIN:
             continue
         new = now.get(k, _MISSING)
         same = old == new if isinstance(old, _Contents) else old is new
-        if not same and not _from(new, except_from):
+        if not same and not from_(new, except_from):
             names.append(k)
     return sorted(names)
 
