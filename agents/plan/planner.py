@@ -1170,7 +1170,7 @@ def _take_prologues(
     returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     # Tensors forward writes in place (a buffer's copy_): a stored pointwise kernel reads them at its
     # own place in the graph, a kernel at a later stage might read them after the write.
-    written = _written_in_place(graph, nodes) | _mutated_by_kernels(nodes, kernel_plans)
+    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
@@ -1226,7 +1226,7 @@ def _take_epilogues(
         for src in node_inputs(nodes[name]):
             readers.setdefault(src, set()).add(name)
     returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
-    written = _written_in_place(graph, nodes) | _mutated_by_kernels(nodes, kernel_plans)
+    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
     for name, (kernel, roots) in list(kernel_plans.items()):
         if nodes[name]["op"] not in NORMS or roots:
             continue
@@ -1278,15 +1278,19 @@ def _take_epilogues(
     return taken
 
 
-def _written_in_place(graph: Sequence[Node], nodes: dict[str, Node]) -> set[str]:
-    """The tensors forward writes in place (a buffer's copy_), by their view roots."""
-    return {_view_root(nodes, dest)["name"] for n in graph if n["op"] == "copy_"
-            and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes}
-
-
-def _mutated_by_kernels(nodes: dict[str, Node], kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]]) -> set[str]:
-    """The tensors kernels update in place (a BatchNorm's running statistics), by their view roots."""
-    return {_view_root(nodes, m)["name"] for k, _ in kernel_plans.values() for m in k.mutates if m in nodes}
+def _in_place_writes(graph: Sequence[Node], nodes: dict[str, Node],
+                     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]]) -> dict[str, set[str]]:
+    """What forward writes in place, by writer: a buffer's copy_ and the tensors kernels update (a
+    BatchNorm's running statistics), each by its view root."""
+    writes: dict[str, set[str]] = {}
+    for n in graph:
+        roots = {_view_root(nodes, m)["name"] for m in (kernel_plans[n["name"]][0].mutates
+                                                        if n["name"] in kernel_plans else []) if m in nodes}
+        if n["op"] == "copy_" and (dest := ref_name(n.get("args", {}).get("self"))) is not None and dest in nodes:
+            roots.add(_view_root(nodes, dest)["name"])
+        if roots:
+            writes[n["name"]] = roots
+    return writes
 
 
 def _emit_with_copies(
@@ -1401,15 +1405,8 @@ def _in_place_order(
     pointwise readers before a write, to store: left to their consumers, a later group would compute
     them from the written value."""
     order = {n["name"]: i for i, n in enumerate(graph)}
-    writes: dict[str, set[str]] = {}
-    for name in live:
-        node = nodes[name]
-        roots = {_view_root(nodes, m)["name"] for m in (kernel_plans[name][0].mutates if name in kernel_plans else [])
-                 if m in nodes}
-        if node["op"] == "copy_" and (dest := ref_name(node.get("args", {}).get("self"))) in nodes:
-            roots.add(_view_root(nodes, dest)["name"])
-        if roots:
-            writes[name] = roots
+    alive = set(live)
+    writes = {w: roots for w, roots in _in_place_writes(graph, nodes, kernel_plans).items() if w in alive}
     after: dict[str, set[str]] = {}
     store: set[str] = set()
     for w, roots in writes.items():

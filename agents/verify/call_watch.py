@@ -89,6 +89,10 @@ def _mine(frame: FrameType | None) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_state.candidate_dirs)
 
 
+_KEY_EXCLUDED = ("calls PyTorch with its Python dispatch key excluded (torch._C._DisableTorchDispatch or a "
+                 "dispatch key guard): work past the op recorder")
+
+
 def _python_key_excluded() -> bool:
     import torch
 
@@ -101,14 +105,12 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
         # construction no profile event shows; what they do shows: the Python key excluded while
         # the candidate's own code calls on.
         if _mine(frame) and _python_key_excluded():
-            _record("hidden-dispatch", "calls PyTorch with its Python dispatch key excluded "
-                    "(torch._C._DisableTorchDispatch or a dispatch key guard): work past the op recorder")
+            _record("hidden-dispatch", _KEY_EXCLUDED)
         return
     if event != "call":
         return
     if _mine(frame.f_back) and _python_key_excluded():
-        _record("hidden-dispatch", "calls PyTorch with its Python dispatch key excluded "
-                "(torch._C._DisableTorchDispatch or a dispatch key guard): work past the op recorder")
+        _record("hidden-dispatch", _KEY_EXCLUDED)
     code = frame.f_code
     if code.co_filename in _state.reference_files:
         _record("calls-reference", f"runs the reference's own code ({code.co_name})")
