@@ -22,10 +22,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from stitchcuda import keep, runtime
-from stitchcuda.agents.verify import native_threads
+from stitchcuda.agents.verify import native_threads, proc_tree
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
@@ -281,14 +279,10 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, 
     waited = 0.0
     last = t0
     try:
-        try:
-            ps = psutil.Process(proc.pid)
-        except psutil.Error:  # already gone: its exit status and result.json tell what happened
-            ps = None
         while proc.poll() is None:
             time.sleep(0.1)
             events.drain()
-            rss = _tree_rss(ps)
+            rss = proc_tree.TABLE.tree_rss(proc.pid)
             peak = max(peak, rss / 2**30)
             now = time.monotonic()
             lock = LockState.read(gpu_state)
@@ -332,26 +326,6 @@ class _EventReader:
                 break  # a line still being written: read it next time
             self.seen += 1
             self.progress(e.get("phase", "?"), e.get("detail", ""))
-
-
-def _tree_rss(ps: psutil.Process | None) -> int:
-    """Resident memory of the worker and everything it started (compilers included)."""
-    if ps is None:
-        return 0
-    try:
-        total = ps.memory_info().rss
-    except psutil.Error:
-        return 0
-    try:
-        children = ps.children(recursive=True)
-    except psutil.Error:
-        children = []
-    for c in children:
-        try:
-            total += c.memory_info().rss
-        except psutil.Error:
-            pass  # a compiler that just exited
-    return total
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
