@@ -84,6 +84,9 @@ CASES = [
     Case("mean-hw", lambda x: x.mean(dim=(-1, -2), keepdim=True), (3, 4, 9, 11), plan="tpr 8"),
     Case("sum-one-thread-rows", lambda x: x.sum(dim=-1), (37, 16), plan="tpr 1 vec 4"),
     Case("sum-short-rows", lambda x: x.sum(dim=-1), (37, 20), plan="tpr 2 vec 4"),
+    # min.dim whose indices nothing reads: the value alone (sc_red_ext), NaN still winning
+    Case("min-dim-values-only", lambda x: torch.min(x, dim=-1)[0], (37, 128), fill="nan", plan="tpr 8 vec 4",
+         exact=True),
     Case("amax-short-rows", lambda x: x.amax(dim=-1), (37, 61), fill="nan", plan="tpr 4", exact=True),
     Case("mean-col-split", lambda x: x.mean(dim=0), (3000, 40), plan="cols, 63 splits", tol=1e-4),
     Case("mean-all", lambda x: x.mean(), (37, 129)),
@@ -141,7 +144,7 @@ CASES = [
         "log-softmax-short-odd",
         lambda x: torch.log_softmax(x, dim=-1),
         (37, 45),
-        plan="registers tpr 16 vec 1",
+        plan="registers tpr 4 vec 1",  # sixteen scalars a thread, at least four threads
     ),
     Case("softmax-unaligned", lambda x: torch.softmax(x, dim=-1), (7, 301), plan="vec 1"),
     Case("softmax-256", lambda x: torch.softmax(x, dim=-1), (3, 5000), plan="registers tpr 256"),
@@ -351,3 +354,13 @@ def test_gpu_matches_torch(tmp_path, monkeypatch):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_min_dim_without_its_indices_carries_no_index():
+    """Only the values read: the kernel reduces the value alone; both read: value and index."""
+    values = next(c for c in CASES if c.id == "min-dim-values-only")
+    kernel, _ = _emit(values, "k_values")
+    assert "sc_red_ext<false, false>" in kernel.source and "sc_red_arg" not in kernel.source.split("// k_values")[1]
+    both = Case("min-dim-both", lambda x: torch.min(x, dim=-1), (37, 128), plan="tpr 8 vec 4")
+    kernel, _ = _emit(both, "k_both")
+    assert "using k_both_op = sc_red_arg<false>;" in kernel.source
