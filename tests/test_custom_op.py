@@ -95,11 +95,11 @@ def test_no_grad_calls_the_kernels_directly_and_grad_mode_records_the_op(tmp_pat
     x = torch.randn(2, 6, 9, 11)
     new = load(build(module, [x]), module, tmp_path)
     with torch.no_grad():
-        _, ops = dyn.trace_ops(lambda: new(x))
+        _, ops, _ = dyn.trace_ops(lambda: new(x))
     # No op on the no-grad path (the Verifier times this one): the kernels' allocations only.
     assert not any("stitchcuda_gen" in k for k in ops) and dyn.torch_compute_finding(ops) is None
     # Parameters require grad: the op runs (the recorder looks inside it), with an autograd node.
-    out, ops = dyn.trace_ops(lambda: new(x))
+    out, ops, _ = dyn.trace_ops(lambda: new(x))
     assert out.grad_fn is not None and dyn.torch_compute_finding(ops) is None
     assert ops["empty"] + ops["empty_like"] >= 1
 
@@ -244,15 +244,15 @@ def test_the_recorder_sees_inside_custom_ops():
         return torch.empty_like(a)
 
     a = torch.randn(3, 3)
-    _, ops = dyn.trace_ops(lambda: hidden(a, a))
+    _, ops, _ = dyn.trace_ops(lambda: hidden(a, a))
     finding = dyn.torch_compute_finding(ops)
     assert finding is not None and "aten.mm" in finding.message
-    _, ops = dyn.trace_ops(lambda: alloc(a))
+    _, ops, _ = dyn.trace_ops(lambda: alloc(a))
     assert dyn.torch_compute_finding(ops) is None and ops["empty_like"] == 1
     lib = torch.library.Library(f"sctest_opaque{tag}", "DEF")
     lib.define("relu(Tensor a) -> Tensor")
     lib.impl("relu", lambda t: torch.relu(t), "CPU")
-    _, ops = dyn.trace_ops(lambda: getattr(torch.ops, f"sctest_opaque{tag}").relu(a))
+    _, ops, _ = dyn.trace_ops(lambda: getattr(torch.ops, f"sctest_opaque{tag}").relu(a))
     finding = dyn.torch_compute_finding(ops)
     assert finding is not None and f"sctest_opaque{tag}::relu" in finding.message
 

@@ -124,7 +124,7 @@ def _referee(module: torch.nn.Module, x: torch.Tensor, got: torch.Tensor):
     from stitchcuda.agents.verify.worker import _fp64_referee
 
     buffers = [b.detach().clone() for b in module.buffers()]
-    out, ops = dyn.trace_ops(lambda: module(x.clone()))
+    out, ops, _ = dyn.trace_ops(lambda: module(x.clone()))
     return _fp64_referee(module, buffers, ops, [x], [out], [got], TOL)
 
 

@@ -27,6 +27,9 @@ class OpRecorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
+        # Copies of GPU data to the host (.cpu(), .item(), .tolist(), copy_ into a CPU tensor):
+        # what lets a forward choose its outputs by what it reads of its inputs (see host_read_finding).
+        self.host_reads = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -41,12 +44,51 @@ class OpRecorder(TorchDispatchMode):
                     return impl(*args, **kwargs)
             self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
             return func(*args, **kwargs)
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        self.ops[name] += 1
+        out = func(*args, **kwargs)
+        if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
+            self.host_reads += 1
+        return out
 
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+
+_HOST_READ_OPS = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "_local_scalar_dense"})
+
+
+def reads_device_to_host(name: str, args: Any, out: Any) -> bool:
+    """Whether an op (one of _HOST_READ_OPS) brought data from a device to the CPU: its source on a
+    device, and its result (or, for copy_, its destination) on the CPU; `.item()` has no tensor
+    result."""
+    def on_device(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta")
+
+    if name == "_local_scalar_dense":
+        return bool(args) and on_device(args[0])
+    if name == "copy_":
+        return len(args) > 1 and on_device(args[1]) and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu"
+    src = args[0] if args else None
+    return on_device(src) and isinstance(out, torch.Tensor) and out.device.type == "cpu"
+
+
+def host_read_finding(candidate_reads: int, reference_reads: int) -> Finding | None:
+    """A candidate whose checked forwards copied GPU data to the host where the reference's did not:
+    a forward that reads its inputs on the host can pick its outputs by what it sees (keep them per
+    input contents, skip work for inputs it recognises), which no comparison against the reference
+    on those inputs can tell from doing the work. (Found by a red-team review: outputs kept per the
+    inputs' bytes, read through .cpu() and ctypes, passed every other check.)"""
+    if candidate_reads == 0 or reference_reads > 0:
+        return None
+    return Finding(
+        "host-read",
+        f"forward copied GPU data to the host {candidate_reads} time(s) (.cpu(), .item(), .tolist() or a copy "
+        "into a CPU tensor), which the reference never does: outputs chosen by what the host reads of the "
+        "inputs escape the correctness check",
+        data={"candidate_reads": candidate_reads},
+    )
 
 
 def _python_impl(func: Any, args: Any) -> Callable[..., Any] | None:
@@ -91,10 +133,11 @@ def poisoned_allocations() -> Iterator[None]:
             torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
-def trace_ops(fn: Callable[[], Any]) -> tuple[Any, Counter[str]]:
+def trace_ops(fn: Callable[[], Any]) -> tuple[Any, Counter[str], int]:
+    """fn's result, the aten ops it dispatched, and how many of them copied GPU data to the host."""
     with OpRecorder() as rec:
         out = fn()
-    return out, rec.ops
+    return out, rec.ops, rec.host_reads
 
 
 def torch_compute_finding(ops: Counter[str], when: str = "") -> Finding | None:
@@ -172,6 +215,7 @@ class ObservedCall:
     outs: list[Any]  # flattened outputs as they were when forward returned (snapshots)
     ops: Counter[str]  # aten ops dispatched inside forward
     findings: list[Finding] = field(default_factory=list)
+    host_reads: int = 0  # of those, copies of GPU data to the host
 
 
 def observed_call(
@@ -219,7 +263,7 @@ def observed_call(
                     "(side stream or thread) and would escape the timing",
                 )
             )
-    return ObservedCall(snaps, rec.ops, findings)
+    return ObservedCall(snaps, rec.ops, findings, rec.host_reads)
 
 
 def output_stats(outs: list[Any]) -> list[Any]:
