@@ -1,4 +1,4 @@
-"""The channels-last copies around a convolution (conv.cuh's sc_conv_transpose): its 64x64-tile
+"""The channels-last copies around a convolution (conv.cuh's sc_conv_transpose): its 32x32-tile
 kernel for two long sides and its narrow kernel for a side of at most 8, both ways (NCHW -> NHWC for
 the input and the weight, NHWC -> NCHW with the bias for the result), on sizes that leave partial
 tiles. Built for sm_90 here; on a GPU, with the channels-last plan forced, each candidate matches
@@ -15,42 +15,46 @@ from test_emit_conv import cudnn_include
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
-class Flat(nn.Module):
-    """The result read NCHW (flatten), so the NHWC plan copies it back with the bias."""
+def _flat(cin: int, cout: int, k: int, transposed: bool = False, dims: int = 2) -> type[nn.Module]:
+    """A module class (no constructor arguments, as the candidate's ModelNew mirrors them) whose
+    result is read NCHW (flatten), so the NHWC plan copies it back with the bias."""
+    conv = {(False, 2): nn.Conv2d, (True, 2): nn.ConvTranspose2d, (False, 3): nn.Conv3d,
+            (True, 3): nn.ConvTranspose3d}[(transposed, dims)]
 
-    def __init__(self, cin: int, cout: int, k: int, transposed: bool = False, dims: int = 2) -> None:
-        super().__init__()
-        conv = {(False, 2): nn.Conv2d, (True, 2): nn.ConvTranspose2d, (False, 3): nn.Conv3d,
-                (True, 3): nn.ConvTranspose3d}[(transposed, dims)]
-        self.conv = conv(cin, cout, k)
+    class Flat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = conv(cin, cout, k)
 
-    def forward(self, x):
-        return torch.relu(self.conv(x)).flatten(1)
+        def forward(self, x):
+            return torch.relu(self.conv(x)).flatten(1)
+
+    return Flat
 
 
 class MinOverChannels(nn.Module):
     """The result kept channels-last for the reduction: only the input and weight are copied."""
 
-    def __init__(self, cin: int, cout: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, 3)
+        self.conv = nn.Conv2d(65, 40, 3)
 
     def forward(self, x):
         return torch.min(self.conv(x) * 2.0, dim=1, keepdim=True)[0]
 
 
-# (module, input): which side of each copy is long or narrow is in the comment.
+# (module class, input): which side of each copy is long or narrow is in the comment.
 CASES = [
     # x: 70 x 437 (tiles, partial both ways); y back: 357 x 130 (tiles, partial)
-    (lambda: Flat(70, 130, 3), [torch.randn(2, 70, 19, 23)]),
-    # x: 3 x 1155 (narrow rows); y back: 1023 x 12 (tiles, 12 of 64 columns)
-    (lambda: Flat(3, 12, 3), [torch.randn(2, 3, 33, 35)]),
+    (_flat(70, 130, 3), [torch.randn(2, 70, 19, 23)]),
+    # x: 3 x 1155 (narrow rows); y back: 1023 x 12 (tiles, 12 of 32 columns)
+    (_flat(3, 12, 3), [torch.randn(2, 3, 33, 35)]),
     # x: 16 x 130 (tiles); y back: 130 x 5 (narrow columns); a 1x1 weight: 16 x 1 (narrow)
-    (lambda: Flat(16, 5, 1), [torch.randn(3, 16, 10, 13)]),
-    # transposed 3-D: x 9 x 210, y back 9 x 12 x 7 ... with 10 channels
-    (lambda: Flat(9, 10, 3, transposed=True, dims=3), [torch.randn(2, 9, 5, 6, 7)]),
+    (_flat(16, 5, 1), [torch.randn(3, 16, 10, 13)]),
+    # transposed 3-D: x 9 x 210 (tiles), y back 504 x 10 (tiles)
+    (_flat(9, 10, 3, transposed=True, dims=3), [torch.randn(2, 9, 5, 6, 7)]),
     # the input 65 x 4096 copied by tiles, the result kept channels-last
-    (lambda: MinOverChannels(65, 40), [torch.randn(2, 65, 64, 64)]),
+    (MinOverChannels, [torch.randn(2, 65, 64, 64)]),
 ]
 
 

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <type_traits>
 
 struct sc_conv_spec {
   const char* name;
@@ -490,78 +489,65 @@ static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStre
 }
 
 // out[n][c][r] = in[n][r][c] (+ bias[c], in fp32 and rounded once, as the bias kernel adds it): the
-// channels-last copies both ways and the weight's.
+// channels-last copies both ways and the weight's. 32x32 tiles through shared memory, so reads and
+// writes are both row-contiguous.
 //
-// 32x32 tiles through shared memory, so reads and writes are both row-contiguous. The copy is
-// bound by its instructions as much as by memory (H200: a 64-channel input's NCHW -> NHWC copy,
-// 1.07 GB, took 1.00 ms against torch.compile's 0.51 ms; 64x64 tiles changed nothing and took 1.7x
-// longer at 16 channels): each tile's corner is found once in 64 bits and the elements from it in
-// 32, a tile wholly inside the matrix skips the bounds tests, and the batch is a grid dimension
-// rather than a division.
-constexpr int SC_TR_TILE = 32;
-// A side this short or shorter goes through sc_conv_transpose_narrow: a 32-row tile of a 3-channel
-// image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against compile's 0.13 ms).
+// Both copies are still 2-4x slower than torch.compile's on the H200 (a 16-channel input's NCHW ->
+// NHWC copy, 537 MB: 0.73 ms against 0.25 ms): a block moves one tile between two barriers, too
+// few bytes in flight per SM. 64x64 tiles (16 elements a thread) changed nothing at 64 channels
+// and took 1.7x longer at 16; 64-bit offsets found once a tile, 1.5x longer at 16 (one run each).
+// What is needed is measured per kernel with Nsight Compute, not guessed.
+//
+// A side of at most SC_TR_NARROW goes through sc_conv_transpose_narrow: a 32-row tile of a
+// 3-channel image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against 0.44 ms
+// narrow, and compile's 0.13 ms).
 constexpr int64_t SC_TR_NARROW = 8;
 
-template <class T, bool WIDE>
-__global__ void __launch_bounds__(256) sc_conv_transpose_kernel(const T* __restrict__ in, T* __restrict__ out,
-                                                                const T* __restrict__ bias, int64_t rows, int64_t cols,
-                                                                int64_t batches) {
-  // WIDE: 32 rows (or columns) of the matrix span more than 2^31 elements; offsets within a tile
-  // then need 64 bits too.
-  using Off = typename std::conditional<WIDE, int64_t, int32_t>::type;
-  __shared__ float tile[SC_TR_TILE][SC_TR_TILE + 1];
-  const Off rs = (Off)rows, cs = (Off)cols;
+template <class T>
+__global__ void sc_conv_transpose_kernel(const T* __restrict__ in, T* __restrict__ out, const T* __restrict__ bias,
+                                         int64_t rows, int64_t cols, int64_t batches) {
+  __shared__ float tile[32][33];
   for (int64_t n = blockIdx.z; n < batches; n += gridDim.z)
-    for (int64_t r0 = (int64_t)blockIdx.y * SC_TR_TILE; r0 < rows; r0 += (int64_t)gridDim.y * SC_TR_TILE)
-      for (int64_t c0 = (int64_t)blockIdx.x * SC_TR_TILE; c0 < cols; c0 += (int64_t)gridDim.x * SC_TR_TILE) {
-        const T* src = in + n * rows * cols + r0 * cols + c0;
-        T* dst = out + n * rows * cols + c0 * rows + r0;
-        const int nr = rows - r0 < SC_TR_TILE ? (int)(rows - r0) : SC_TR_TILE;
-        const int nc = cols - c0 < SC_TR_TILE ? (int)(cols - c0) : SC_TR_TILE;
-        const int x = threadIdx.x;
-        if (nr == SC_TR_TILE && nc == SC_TR_TILE) {
-#pragma unroll
-          for (int i = threadIdx.y; i < SC_TR_TILE; i += 8) tile[i][x] = sc_to_f(src[(Off)i * cs + x]);
-          __syncthreads();
-#pragma unroll
-          for (int i = threadIdx.y; i < SC_TR_TILE; i += 8) {
-            const float v = tile[x][i];
-            dst[(Off)i * rs + x] = sc_from_f<T>(bias ? v + sc_to_f(bias[c0 + i]) : v);
+    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows; r0 += (int64_t)gridDim.y * 32)
+      for (int64_t c0 = (int64_t)blockIdx.x * 32; c0 < cols; c0 += (int64_t)gridDim.x * 32) {
+        const T* src = in + n * rows * cols;
+        T* dst = out + n * rows * cols;
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+          const int64_t r = r0 + i, c = c0 + threadIdx.x;
+          if (r < rows && c < cols) tile[i][threadIdx.x] = sc_to_f(src[r * cols + c]);
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+          const int64_t c = c0 + i, r = r0 + threadIdx.x;
+          if (c < cols && r < rows) {
+            float v = tile[threadIdx.x][i];
+            if (bias) v += sc_to_f(bias[c]);
+            dst[c * rows + r] = sc_from_f<T>(v);
           }
-        } else {
-          for (int i = threadIdx.y; i < nr; i += 8)
-            if (x < nc) tile[i][x] = sc_to_f(src[(Off)i * cs + x]);
-          __syncthreads();
-          for (int i = threadIdx.y; i < nc; i += 8)
-            if (x < nr) {
-              const float v = tile[x][i];
-              dst[(Off)i * rs + x] = sc_from_f<T>(bias ? v + sc_to_f(bias[c0 + i]) : v);
-            }
         }
         __syncthreads();
       }
 }
 
 // One side of at most SC_TR_NARROW: a thread per element of the long side, looping over the short
-// one, the batch along the grid's y; neighbouring threads read (or write) neighbouring elements of
-// each short-side row, and each writes (or reads) its short run whole, so a warp's accesses cover
-// one contiguous span.
-template <class T, bool FEW_ROWS>
+// one; neighbouring threads read (or write) neighbouring elements of each short-side row, and each
+// writes (or reads) its short run whole, so a warp's accesses cover one contiguous span.
+template <class T>
 __global__ void __launch_bounds__(256) sc_conv_transpose_narrow(const T* __restrict__ in, T* __restrict__ out,
                                                                 const T* __restrict__ bias, int64_t rows, int64_t cols,
                                                                 int64_t batches) {
-  const int64_t longs = FEW_ROWS ? cols : rows;
-  const int shorts = (int)(FEW_ROWS ? rows : cols);
-  for (int64_t n = blockIdx.y; n < batches; n += gridDim.y) {
+  const bool few_rows = rows <= cols;
+  const int64_t longs = few_rows ? cols : rows, shorts = few_rows ? rows : cols;
+  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < batches * longs;
+       g += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t n = g / longs, l = g % longs;
     const T* src = in + n * rows * cols;
     T* dst = out + n * rows * cols;
-    for (int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; l < longs; l += (int64_t)gridDim.x * blockDim.x)
-      for (int k = 0; k < shorts; ++k) {
-        const int64_t r = FEW_ROWS ? k : l, c = FEW_ROWS ? l : k;
-        const float v = sc_to_f(src[r * cols + c]);
-        dst[c * rows + r] = sc_from_f<T>(bias ? v + sc_to_f(bias[c]) : v);
-      }
+    for (int64_t k = 0; k < shorts; ++k) {
+      const int64_t r = few_rows ? k : l, c = few_rows ? l : k;
+      const float v = sc_to_f(src[r * cols + c]);
+      dst[c * rows + r] = sc_from_f<T>(bias ? v + sc_to_f(bias[c]) : v);
+    }
   }
 }
 
@@ -571,23 +557,16 @@ static void sc_conv_transpose_as(const void* in, void* out, const void* bias, in
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
   const T* b = static_cast<const T*>(bias);
-  const unsigned gz = (unsigned)(batches < 65535 ? batches : 65535);
   if (rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) {
-    const int64_t longs = rows <= cols ? cols : rows, bx = (longs + 255) / 256;
-    const dim3 grid((unsigned)(bx < (1 << 30) ? bx : (1 << 30)), gz);
-    if (rows <= cols)
-      sc_conv_transpose_narrow<T, true><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-    else
-      sc_conv_transpose_narrow<T, false><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    const int64_t blocks = (batches * (rows > cols ? rows : cols) + 255) / 256;
+    sc_conv_transpose_narrow<T><<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(
+        x, y, b, rows, cols, batches);
     return;
   }
-  const int64_t tx = (cols + SC_TR_TILE - 1) / SC_TR_TILE, ty = (rows + SC_TR_TILE - 1) / SC_TR_TILE;
-  const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535), gz);
-  const bool wide = (rows > cols ? rows : cols) * SC_TR_TILE >= ((int64_t)1 << 31);
-  if (wide)
-    sc_conv_transpose_kernel<T, true><<<grid, dim3(32, 8), 0, stream>>>(x, y, b, rows, cols, batches);
-  else
-    sc_conv_transpose_kernel<T, false><<<grid, dim3(32, 8), 0, stream>>>(x, y, b, rows, cols, batches);
+  const int64_t tx = (cols + 31) / 32, ty = (rows + 31) / 32;
+  const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
+                  (unsigned)(batches < 65535 ? batches : 65535));
+  sc_conv_transpose_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(x, y, b, rows, cols, batches);
 }
 
 // [batches, rows, cols] -> [batches, cols, rows], in the spec's dtype.
