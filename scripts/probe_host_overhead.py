@@ -121,7 +121,10 @@ def main() -> None:
         try:
             _, cls = load_task_module(task)
             ref_mod = import_file(task.path)
-            ref = build_model(cls, list(ref_mod.get_init_inputs()), 42, DEV).eval()
+            # In the mode the Verifier runs it (training, as KernelBench builds it): in eval mode a
+            # BatchNorm reads running statistics, and compile's figure was for other work than the
+            # candidate's (level2/52 and /73 on 2026-11-27 compared batch statistics with running ones).
+            ref = build_model(cls, list(ref_mod.get_init_inputs()), 42, DEV)
             args = make_inputs(ref_mod.get_inputs, 1, DEV)
             rec["eager"] = measure("eager", ref, args)
             if cand is not None:
