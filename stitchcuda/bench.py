@@ -172,6 +172,11 @@ def markdown(report: dict[str, Any]) -> str:
                      f"({_fmt(host.get('cpu_mhz_min'), '.0f')}-{_fmt(host.get('cpu_mhz_max'), '.0f')}, "
                      f"{host.get('clock_source') or 'not read'}), 1-minute load {_fmt(host.get('load1_mean'), '.1f')} mean, "
                      f"{_fmt(host.get('load1_max'), '.1f')} at most, of {host.get('cpus')} CPUs")
+        if host.get("core_ms_median") is not None:
+            lines.append(f"- one core's speed (4 MiB hashed): {_fmt(host.get('core_ms_first'), '.2f')} ms at the start, "
+                         f"{_fmt(host.get('core_ms_median'), '.2f')} median, {_fmt(host.get('core_ms_max'), '.2f')} at most; "
+                         f"the bench process's GIL (a short Python loop): {_fmt(host.get('gil_ms_first'), '.2f')} ms at "
+                         f"the start, {_fmt(host.get('gil_ms_median'), '.2f')} median, {_fmt(host.get('gil_ms_max'), '.2f')} at most")
     for run in m.get("earlier_runs", []):
         note = f" ({run['commit_note']})" if run.get("commit_note") else ""
         lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")

@@ -1,5 +1,6 @@
 """The channels-last copies around a convolution (conv.cuh's sc_conv_transpose): its 32x32-tile
-kernel for two long sides and its narrow kernel for a side of at most 8, both ways (NCHW -> NHWC for
+kernel for two long sides (float4 loads and stores where fp32 sides are multiples of 4, scalar
+otherwise) and its narrow kernel for a side of at most 8, both ways (NCHW -> NHWC for
 the input and the weight, NHWC -> NCHW with the bias for the result), on sizes that leave partial
 tiles. Built for sm_90 here; on a GPU, with the channels-last plan forced, each candidate matches
 its module."""
@@ -55,6 +56,11 @@ CASES = [
     (_flat(9, 10, 3, transposed=True, dims=3), [torch.randn(2, 9, 5, 6, 7)]),
     # the input 65 x 4096 copied by tiles, the result kept channels-last
     (MinOverChannels, [torch.randn(2, 65, 64, 64)]),
+    # fp32 with both sides multiples of 4 (sc_conv_transpose_vec4): x 64 x 1020 in 32x32 tiles (the
+    # last one 28 wide); y back 896 x 40 with the bias (the last tile 8 wide)
+    (_flat(64, 40, 3), [torch.randn(2, 64, 34, 30)]),
+    # x 16 x 360 in 16x64 tiles (the last 40 wide); y back 288 x 12 in 32x32 tiles (12 wide)
+    (_flat(16, 12, 3), [torch.randn(3, 16, 18, 20)]),
 ]
 
 
@@ -63,7 +69,7 @@ def test_layout_copies_build_for_sm90(tmp_path):
     for k, (make, inputs) in enumerate(CASES):
         torch.manual_seed(0)
         cand = builtin_candidate(make(), inputs, host=False)
-        assert "sc_conv_transpose_narrow" in "".join(cand.files.values())
+        assert "sc_conv_transpose_narrow" in "".join(cand.files.values()) and "sc_conv_transpose_vec4" in "".join(cand.files.values())
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 

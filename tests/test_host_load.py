@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pytest
@@ -39,3 +40,30 @@ def test_a_block_shorter_than_one_interval_still_has_its_ends():
     with host_load.HostLoad(interval_s=60) as h:
         pass
     assert h.summary()["samples"] == 2
+
+
+def test_core_and_gil_timings_are_sampled_and_a_busy_gil_shows():
+    import threading
+
+    stop = threading.Event()
+
+    def spin() -> None:  # pure Python: holds the GIL for its switch interval at a time
+        while not stop.is_set():
+            sum(range(1000))
+
+    idle = min(host_load.gil_ms() for _ in range(5))
+    threads = [threading.Thread(target=spin) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        busy = statistics.median(host_load.gil_ms() for _ in range(5))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert busy > 2 * idle, (idle, busy)  # four threads wanting the GIL: the loop waits its turns
+    with host_load.HostLoad(interval_s=0.05) as h:
+        time.sleep(0.2)
+    s = h.summary()
+    assert 0 < s["core_ms_first"] and s["core_ms_median"] <= s["core_ms_max"]
+    assert 0 < s["gil_ms_first"] and s["gil_ms_median"] <= s["gil_ms_max"]

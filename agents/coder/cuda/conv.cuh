@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <type_traits>
 
 struct sc_conv_spec {
   const char* name;
@@ -492,11 +493,14 @@ static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStre
 // channels-last copies both ways and the weight's. 32x32 tiles through shared memory, so reads and
 // writes are both row-contiguous.
 //
-// Both copies are still 2-4x slower than torch.compile's on the H200 (a 16-channel input's NCHW ->
-// NHWC copy, 537 MB: 0.73 ms against 0.25 ms): a block moves one tile between two barriers, too
-// few bytes in flight per SM. 64x64 tiles (16 elements a thread) changed nothing at 64 channels
-// and took 1.7x longer at 16; 64-bit offsets found once a tile, 1.5x longer at 16 (one run each).
-// What is needed is measured per kernel with Nsight Compute, not guessed.
+// This scalar kernel runs at about half of torch.compile's copy on the H200 (a 16-channel input's
+// NCHW -> NHWC copy, 537 MB: 0.73 ms against 0.25 ms; 64 channels, 1.07 GB: 1.00 ms against 0.51):
+// one 4-byte load in flight a thread. 64x64 tiles (16 elements a thread) changed nothing at 64
+// channels and took 1.7x longer at 16; 64-bit offsets found once a tile, 1.5x longer at 16 (one run
+// each). Compile's copy loads and stores 16 bytes at a time: so does sc_conv_transpose_vec4, for
+// fp32 with both sides multiples of 4 (STITCHCUDA_CONV_COPY_VEC=0 turns it off, for A/B timing).
+// Not yet timed on a GPU (2026-11-27): the convolution's first call times its channels-last plan,
+// copies included, against the NCHW one and keeps the faster.
 //
 // A side of at most SC_TR_NARROW goes through sc_conv_transpose_narrow: a 32-row tile of a
 // 3-channel image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against 0.44 ms
@@ -551,12 +555,86 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_narrow(const T* __restr
   }
 }
 
+// fp32, both sides multiples of 4, buffers 16-byte aligned: a TR x TC tile (TR * TC = 1024) moves
+// with one float4 load along the input's rows and one float4 store along the output's a thread.
+// Shared-memory rows of TC + 1 floats: the scalar writes and reads of a warp fall in distinct banks
+// for 32x32 (two ways at most for 16x64).
+template <int TR, int TC>
+__global__ void __launch_bounds__(256) sc_conv_transpose_vec4(const float* __restrict__ in, float* __restrict__ out,
+                                                              const float* __restrict__ bias, int64_t rows,
+                                                              int64_t cols, int64_t batches) {
+  static_assert(TR * TC == 1024, "one float4 load and one float4 store a thread per tile");
+  __shared__ float tile[TR][TC + 1];
+  const int t = threadIdx.x;
+  const int li = t / (TC / 4), lj = 4 * (t % (TC / 4));  // load: the tile's row, its first column
+  const int sc = t / (TR / 4), sr = 4 * (t % (TR / 4));  // store: the tile's column, its first row
+  for (int64_t n = blockIdx.z; n < batches; n += gridDim.z)
+    for (int64_t r0 = (int64_t)blockIdx.y * TR; r0 < rows; r0 += (int64_t)gridDim.y * TR)
+      for (int64_t c0 = (int64_t)blockIdx.x * TC; c0 < cols; c0 += (int64_t)gridDim.x * TC) {
+        const float* src = in + n * rows * cols;
+        float* dst = out + n * rows * cols;
+        // Both sides are multiples of 4: a float4 is wholly inside the matrix or wholly outside.
+        if (r0 + li < rows && c0 + lj < cols) {
+          const float4 v = *reinterpret_cast<const float4*>(src + (r0 + li) * cols + c0 + lj);
+          tile[li][lj] = v.x;
+          tile[li][lj + 1] = v.y;
+          tile[li][lj + 2] = v.z;
+          tile[li][lj + 3] = v.w;
+        }
+        __syncthreads();
+        if (c0 + sc < cols && r0 + sr < rows) {
+          float4 v = make_float4(tile[sr][sc], tile[sr + 1][sc], tile[sr + 2][sc], tile[sr + 3][sc]);
+          if (bias) {
+            const float b = bias[c0 + sc];
+            v.x += b;
+            v.y += b;
+            v.z += b;
+            v.w += b;
+          }
+          *reinterpret_cast<float4*>(dst + (c0 + sc) * rows + r0 + sr) = v;
+        }
+        __syncthreads();
+      }
+}
+
+static bool sc_conv_copy_vec_on() {
+  static const bool on = [] {
+    const char* e = getenv("STITCHCUDA_CONV_COPY_VEC");
+    return !(e && *e == '0');
+  }();
+  return on;
+}
+
+template <class T>
+static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, int64_t cols, int64_t batches,
+                                  unsigned gz, cudaStream_t stream) {
+  if constexpr (!std::is_same<T, float>::value) {
+    return false;
+  } else {
+    if (!sc_conv_copy_vec_on() || rows % 4 || cols % 4 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16)
+      return false;
+    // Few rows (a 16-channel input): 16x64 tiles, so a tile is not half empty.
+    const bool flat = rows <= 16;
+    const int tr = flat ? 16 : 32, tc = flat ? 64 : 32;
+    const int64_t tx = (cols + tc - 1) / tc, ty = (rows + tr - 1) / tr;
+    const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535), gz);
+    if (flat)
+      sc_conv_transpose_vec4<16, 64><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    else
+      sc_conv_transpose_vec4<32, 32><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    return true;
+  }
+}
+
 template <class T>
 static void sc_conv_transpose_as(const void* in, void* out, const void* bias, int64_t rows, int64_t cols,
                                  int64_t batches, cudaStream_t stream) {
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
   const T* b = static_cast<const T*>(bias);
+  if (rows > SC_TR_NARROW && cols > SC_TR_NARROW &&
+      sc_conv_transpose_vec<T>(x, y, b, rows, cols, batches, (unsigned)(batches < 65535 ? batches : 65535), stream))
+    return;
   if (rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) {
     const int64_t blocks = (batches * (rows > cols ? rows : cols) + 255) / 256;
     sc_conv_transpose_narrow<T><<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(
