@@ -1,6 +1,6 @@
 """The channels-last copies around a convolution (conv.cuh's sc_conv_transpose): its 32x32-tile
-kernel for two long sides (float4 loads and stores where fp32 sides are multiples of 4, scalar
-otherwise) and its narrow kernel for a side of at most 8, both ways (NCHW -> NHWC for
+kernel for two long sides and its narrow kernel for a side of at most 8 (each with float4 loads and
+stores where fp32 sides are multiples of 4, scalar otherwise), both ways (NCHW -> NHWC for
 the input and the weight, NHWC -> NCHW with the bias for the result), on sizes that leave partial
 tiles. Built for sm_90 here; on a GPU, with the channels-last plan forced, each candidate matches
 its module."""
@@ -61,6 +61,10 @@ CASES = [
     (_flat(64, 40, 3), [torch.randn(2, 64, 34, 30)]),
     # x 16 x 360 in 16x64 tiles (the last 40 wide); y back 288 x 12 in 32x32 tiles (12 wide)
     (_flat(16, 12, 3), [torch.randn(3, 16, 18, 20)]),
+    # the narrow copy four at a time (sc_conv_transpose_narrow4): x 3 x 1156; y back 1024 x 16 in tiles
+    (_flat(3, 16, 3), [torch.randn(2, 3, 34, 34)]),
+    # and the other way, with the bias: y back 80 x 6; x 16 x 80 in 16x64 tiles
+    (_flat(16, 6, 1), [torch.randn(2, 16, 8, 10)]),
 ]
 
 
