@@ -3,6 +3,8 @@ descendants hold, and many watchers share one read of the table."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +24,8 @@ time.sleep(60)
 
 
 def test_a_tree_counts_its_grandchildren_memory():
-    child = subprocess.Popen([sys.executable, "-c", _TREE], stdout=subprocess.PIPE)
+    # Its own process group, so the grandchild goes with it at the end.
+    child = subprocess.Popen([sys.executable, "-c", _TREE], stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert child.stdout is not None and child.stdout.read(5) == b"ready"
         table = ProcessTable(max_age_s=0.0)
@@ -32,7 +35,7 @@ def test_a_tree_counts_its_grandchildren_memory():
         alone = table.snapshot().rss[child.pid]
         assert alone < 128 << 20, alone
     finally:
-        child.kill()
+        os.killpg(child.pid, signal.SIGKILL)
         child.wait()
     time.sleep(0.05)
     assert ProcessTable(max_age_s=0.0).tree_rss(child.pid) == 0  # gone: nothing counted
