@@ -57,15 +57,13 @@ def read_core_mhz() -> tuple[list[float], str]:
     return (mhz, "/proc/cpuinfo") if mhz else ([], "no cpufreq, and no `cpu MHz` in /proc/cpuinfo")
 
 
-_HASHED = bytes(4 << 20)
-
-
 def core_ms() -> float:
     """Milliseconds to hash 4 MiB (the best of three): one core's speed, outside the GIL."""
+    data = bytes(4 << 20)  # here, not at import: the CLI imports this module on every start
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
-        hashlib.sha256(_HASHED).digest()
+        hashlib.sha256(data).digest()
         best = min(best, time.perf_counter() - t)
     return best * 1e3
 

@@ -316,7 +316,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     tol = None
     ops: Counter[str] = Counter()
     ref_ops: Counter[str] = Counter()
-    host_reads = [0, 0]  # GPU data copied to the host: by the reference's forwards, by the candidate's
+    ref_host_reads = cand_host_reads = 0  # GPU data copied to the host by either's forwards
     ref_prints: list[str] = []
     cand_prints: list[str] = []
     kept: list[Any] | None = None  # random-0's input buffers, as the candidate got them
@@ -351,7 +351,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             if idx == 0:
                 kept = cand_args
             ops.update(call.ops)
-            host_reads[1] += call.host_reads
+            cand_host_reads += call.host_reads
             _add_once(v.hack_findings, call.findings)
         _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
         cand_changed: list[int] = []
@@ -377,7 +377,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             same_draws(seed)
             if idx == 0:
                 ref_out, ref_ops, reads = dyn.trace_ops(lambda a=ref_args: ref(*a))
-                host_reads[0] += reads
+                ref_host_reads += reads
             else:
                 ref_out = ref(*ref_args)
             buffers_change = any(b._version != n for b, n in zip(buffers, versions, strict=True))
@@ -456,7 +456,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         f = dyn.torch_compute_finding(ops)
         if f:
             v.hack_findings.append(f)
-        f = dyn.host_read_finding(host_reads[1], host_reads[0])
+        f = dyn.host_read_finding(cand_host_reads, ref_host_reads)
         if f:
             v.hack_findings.append(f)
         v.correct = all(c["ok"] is not False for c in v.checks) and any(c["ok"] for c in v.checks)

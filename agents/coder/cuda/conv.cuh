@@ -606,27 +606,6 @@ static bool sc_conv_copy_vec_on() {
   return on;
 }
 
-template <class T>
-static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, int64_t cols, int64_t batches,
-                                  unsigned gz, cudaStream_t stream) {
-  if constexpr (!std::is_same<T, float>::value) {
-    return false;
-  } else {
-    if (!sc_conv_copy_vec_on() || rows % 4 || cols % 4 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16)
-      return false;
-    // Few rows (a 16-channel input): 16x64 tiles, so a tile is not half empty.
-    const bool flat = rows <= 16;
-    const int tr = flat ? 16 : 32, tc = flat ? 64 : 32;
-    const int64_t tx = (cols + tc - 1) / tc, ty = (rows + tr - 1) / tr;
-    const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535), gz);
-    if (flat)
-      sc_conv_transpose_vec4<16, 64><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-    else
-      sc_conv_transpose_vec4<32, 32><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-    return true;
-  }
-}
-
 // The narrow copy in fp32 where the long side is a multiple of 4 and the buffers 16-byte aligned: a
 // thread moves four elements of the long side, S of the short (S <= SC_TR_NARROW, a template so the
 // 4 x S values stay in registers), as S float4 loads and S float4 stores.
@@ -697,26 +676,41 @@ static void sc_conv_narrow4_launch(const float* x, float* y, const float* b, int
     sc_conv_transpose_narrow4<S, false><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
 }
 
+// The float4 kernels where they apply (fp32, 16-byte aligned buffers, and the long side (narrow) or
+// both sides (tiles) multiples of 4); false where they do not, for the scalar ones.
 template <class T>
-static bool sc_conv_transpose_narrow_vec(const T* x, T* y, const T* b, int64_t rows, int64_t cols, int64_t batches,
-                                         cudaStream_t stream) {
+static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, int64_t cols, int64_t batches,
+                                  cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value) {
     return false;
   } else {
-    const int64_t shorts = rows <= cols ? rows : cols, longs = rows <= cols ? cols : rows;
-    if (!sc_conv_copy_vec_on() || longs % 4 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16)
-      return false;
-    switch (shorts) {
-      case 1: sc_conv_narrow4_launch<1>(x, y, b, rows, cols, batches, stream); return true;
-      case 2: sc_conv_narrow4_launch<2>(x, y, b, rows, cols, batches, stream); return true;
-      case 3: sc_conv_narrow4_launch<3>(x, y, b, rows, cols, batches, stream); return true;
-      case 4: sc_conv_narrow4_launch<4>(x, y, b, rows, cols, batches, stream); return true;
-      case 5: sc_conv_narrow4_launch<5>(x, y, b, rows, cols, batches, stream); return true;
-      case 6: sc_conv_narrow4_launch<6>(x, y, b, rows, cols, batches, stream); return true;
-      case 7: sc_conv_narrow4_launch<7>(x, y, b, rows, cols, batches, stream); return true;
-      case 8: sc_conv_narrow4_launch<8>(x, y, b, rows, cols, batches, stream); return true;
-      default: return false;
+    if (!sc_conv_copy_vec_on() || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16) return false;
+    if (rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) {
+      if ((rows <= cols ? cols : rows) % 4) return false;
+      switch (rows <= cols ? rows : cols) {
+        case 1: sc_conv_narrow4_launch<1>(x, y, b, rows, cols, batches, stream); return true;
+        case 2: sc_conv_narrow4_launch<2>(x, y, b, rows, cols, batches, stream); return true;
+        case 3: sc_conv_narrow4_launch<3>(x, y, b, rows, cols, batches, stream); return true;
+        case 4: sc_conv_narrow4_launch<4>(x, y, b, rows, cols, batches, stream); return true;
+        case 5: sc_conv_narrow4_launch<5>(x, y, b, rows, cols, batches, stream); return true;
+        case 6: sc_conv_narrow4_launch<6>(x, y, b, rows, cols, batches, stream); return true;
+        case 7: sc_conv_narrow4_launch<7>(x, y, b, rows, cols, batches, stream); return true;
+        case 8: sc_conv_narrow4_launch<8>(x, y, b, rows, cols, batches, stream); return true;
+        default: return false;
+      }
     }
+    if (rows % 4 || cols % 4) return false;
+    // Few rows (a 16-channel input): 16x64 tiles, so a tile is not half empty.
+    const bool flat = rows <= 16;
+    const int tr = flat ? 16 : 32, tc = flat ? 64 : 32;
+    const int64_t tx = (cols + tc - 1) / tc, ty = (rows + tr - 1) / tr;
+    const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
+                    (unsigned)(batches < 65535 ? batches : 65535));
+    if (flat)
+      sc_conv_transpose_vec4<16, 64><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    else
+      sc_conv_transpose_vec4<32, 32><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    return true;
   }
 }
 
@@ -726,11 +720,7 @@ static void sc_conv_transpose_as(const void* in, void* out, const void* bias, in
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
   const T* b = static_cast<const T*>(bias);
-  if (rows > SC_TR_NARROW && cols > SC_TR_NARROW &&
-      sc_conv_transpose_vec<T>(x, y, b, rows, cols, batches, (unsigned)(batches < 65535 ? batches : 65535), stream))
-    return;
-  if ((rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) && sc_conv_transpose_narrow_vec<T>(x, y, b, rows, cols, batches, stream))
-    return;
+  if (sc_conv_transpose_vec<T>(x, y, b, rows, cols, batches, stream)) return;
   if (rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) {
     const int64_t blocks = (batches * (rows > cols ? rows : cols) + 255) / 256;
     sc_conv_transpose_narrow<T><<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(
