@@ -101,10 +101,11 @@ for stage in "$@"; do
     llm)
       (cd /tmp && KERNELBENCH="$repo/.carry/kernelbench" timeout 480 python3 "$repo/scripts/llm_scripted_gpu.py") 2>&1 | tee "$OUT/llm.log" | tail -60 ;;
     probe-host:*)
-      # Where a forward's time goes outside its kernels (scripts/probe_host_overhead.py), for the tasks named.
+      # Where a forward's time goes outside its kernels (scripts/probe_host_overhead.py), for the tasks named;
+    # env:PROBE_TAG=-x before a second probe stage keeps the first one's files.
       IFS=, read -ra plist <<<"${stage#probe-host:}"
       read -ra plist <<<"$(abs "${plist[@]}")"
-      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host.log" | tail -30 ;;
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host${PROBE_TAG:-}.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host${PROBE_TAG:-}.log" | tail -30 ;;
     example)
       timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
       cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;
