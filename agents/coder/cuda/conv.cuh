@@ -499,13 +499,13 @@ static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStre
 // channels and took 1.7x longer at 16; 64-bit offsets found once a tile, 1.5x longer at 16 (one run
 // each). Compile's copy loads and stores 16 bytes at a time: so does sc_conv_transpose_vec4, for
 // fp32 with both sides multiples of 4 (STITCHCUDA_CONV_COPY_VEC=0 turns it off, for A/B timing).
-// Not yet timed on a GPU (2026-11-27): the convolution's first call times its channels-last plan,
-// copies included, against the NCHW one and keeps the faster.
+// H200, 2026-11-27 (scripts/probe_host_overhead.py): 64 channels, 1.07 GB, 1.00 -> 0.78 ms (compile
+// 0.51); 16 channels in 16x64 tiles, 537 MB, 0.74 -> 0.36 ms (compile 0.25).
 //
 // A side of at most SC_TR_NARROW goes through sc_conv_transpose_narrow: a 32-row tile of a
 // 3-channel image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against 0.44 ms
 // narrow, and compile's 0.13 ms), or, in fp32 with the long side a multiple of 4, through
-// sc_conv_transpose_narrow4 (float4 loads and stores; not yet timed on a GPU).
+// sc_conv_transpose_narrow4 (float4 loads and stores through a shared tile).
 constexpr int64_t SC_TR_NARROW = 8;
 
 template <class T>
@@ -607,60 +607,67 @@ static bool sc_conv_copy_vec_on() {
 }
 
 // The narrow copy in fp32 where the long side is a multiple of 4 and the buffers 16-byte aligned: a
-// thread moves four elements of the long side, S of the short (S <= SC_TR_NARROW, a template so the
-// 4 x S values stay in registers), as S float4 loads and S float4 stores.
+// block moves SC_TR_CHUNK positions of the long side (S <= SC_TR_NARROW of the short, a template
+// so the tile is sized) through shared memory, so that both its loads and its stores are float4s a
+// warp lays side by side (512 contiguous bytes an instruction). Without the shared tile (each
+// thread's four long positions kept in registers, H200, 2026-11-27): the stores of the short runs
+// were 16 bytes 128 apart across a warp, 0.48 ms for an 8-channel 268 MB input against 0.44 scalar
+// and compile's 0.13.
+constexpr int SC_TR_CHUNK = 1024;
+
 template <int S, bool FEW_ROWS>
 __global__ void __launch_bounds__(256) sc_conv_transpose_narrow4(const float* __restrict__ in, float* __restrict__ out,
                                                                  const float* __restrict__ bias, int64_t rows,
                                                                  int64_t cols, int64_t batches) {
-  const int64_t quads = (FEW_ROWS ? cols : rows) / 4;
-  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < batches * quads;
-       g += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t n = g / quads, l = 4 * (g % quads);
+  static_assert(SC_TR_CHUNK == 4 * 256, "one float4 a thread per short-side row");
+  __shared__ float tile[S][SC_TR_CHUNK];  // tile[k][l]: short index k, long index l0 + l
+  const int64_t longs = FEW_ROWS ? cols : rows, chunks = (longs + SC_TR_CHUNK - 1) / SC_TR_CHUNK;
+  const int t = threadIdx.x;
+  for (int64_t g = blockIdx.x; g < batches * chunks; g += gridDim.x) {
+    const int64_t n = g / chunks, l0 = (g % chunks) * SC_TR_CHUNK;
+    const int here = (int)(longs - l0 < SC_TR_CHUNK ? longs - l0 : SC_TR_CHUNK);  // a multiple of 4
     const float* src = in + n * rows * cols;
     float* dst = out + n * rows * cols;
-    // v[j * S + k]: the element at long index l + j and short index k
-    float v[4 * S];
-    if (FEW_ROWS) {  // in [S][cols] -> out [cols][S]: S loads down the rows, the four output rows contiguous
+    if (FEW_ROWS) {  // in [S][longs] -> out [longs][S]
 #pragma unroll
-      for (int k = 0; k < S; ++k) {
-        const float4 q = *reinterpret_cast<const float4*>(src + k * cols + l);
-        v[k] = q.x;
-        v[S + k] = q.y;
-        v[2 * S + k] = q.z;
-        v[3 * S + k] = q.w;
-      }
-      if (bias) {
+      for (int k = 0; k < S; ++k)
+        if (4 * t < here) *reinterpret_cast<float4*>(&tile[k][4 * t]) = *reinterpret_cast<const float4*>(src + k * longs + l0 + 4 * t);
+      __syncthreads();
+      // The output's run for this chunk is contiguous: here * S floats, float4 by float4.
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < S; ++i) {
+        const int e = 4 * (i * 256 + t);
+        if (e < here * S) {
+          float q[4];
 #pragma unroll
-          for (int k = 0; k < S; ++k) v[j * S + k] += bias[l + j];
-      }
-#pragma unroll
-      for (int m = 0; m < S; ++m)
-        *reinterpret_cast<float4*>(dst + l * S + 4 * m) = make_float4(v[4 * m], v[4 * m + 1], v[4 * m + 2], v[4 * m + 3]);
-    } else {  // in [rows][S] -> out [S][rows]: the four input rows contiguous, S stores down the output rows
-#pragma unroll
-      for (int m = 0; m < S; ++m) {
-        const float4 q = *reinterpret_cast<const float4*>(src + l * S + 4 * m);
-        v[4 * m] = q.x;
-        v[4 * m + 1] = q.y;
-        v[4 * m + 2] = q.z;
-        v[4 * m + 3] = q.w;
-      }
-#pragma unroll
-      for (int k = 0; k < S; ++k) {
-        float4 q = make_float4(v[k], v[S + k], v[2 * S + k], v[3 * S + k]);
-        if (bias) {
-          const float b = bias[k];
-          q.x += b;
-          q.y += b;
-          q.z += b;
-          q.w += b;
+          for (int j = 0; j < 4; ++j) {
+            const int l = (e + j) / S, k = (e + j) % S;
+            q[j] = tile[k][l] + (bias ? bias[l0 + l] : 0.f);
+          }
+          *reinterpret_cast<float4*>(dst + l0 * S + e) = make_float4(q[0], q[1], q[2], q[3]);
         }
-        *reinterpret_cast<float4*>(dst + k * rows + l) = q;
       }
+    } else {  // in [longs][S] -> out [S][longs]
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const int e = 4 * (i * 256 + t);
+        if (e < here * S) {
+          const float4 q = *reinterpret_cast<const float4*>(src + l0 * S + e);
+          const float v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) tile[(e + j) % S][(e + j) / S] = v[j];
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < S; ++k)
+        if (4 * t < here) {
+          const float b = bias ? bias[k] : 0.f;
+          const float* r = &tile[k][4 * t];
+          *reinterpret_cast<float4*>(dst + k * longs + l0 + 4 * t) = make_float4(r[0] + b, r[1] + b, r[2] + b, r[3] + b);
+        }
     }
+    __syncthreads();
   }
 }
 
@@ -668,7 +675,7 @@ template <int S>
 static void sc_conv_narrow4_launch(const float* x, float* y, const float* b, int64_t rows, int64_t cols,
                                    int64_t batches, cudaStream_t stream) {
   const bool few_rows = rows <= cols;
-  const int64_t threads = batches * ((few_rows ? cols : rows) / 4), blocks = (threads + 255) / 256;
+  const int64_t blocks = batches * (((few_rows ? cols : rows) + SC_TR_CHUNK - 1) / SC_TR_CHUNK);
   const unsigned grid = (unsigned)(blocks < (1 << 30) ? blocks : (1 << 30));
   if (few_rows)
     sc_conv_transpose_narrow4<S, true><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
