@@ -17,7 +17,7 @@ from stitchcuda import provenance
 from stitchcuda.agents import rubric
 from stitchcuda.agents.rounds import Coder, RoundPolicy, Rounds
 from stitchcuda.agents.verify.replay import file_digests, files_digest
-from stitchcuda.agents.verify.verifier import VerifyOptions, cuda_available, verify
+from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions, cuda_available, verify
 from stitchcuda.events import Phase, ProgressEvent, RoundVerdict, RunEnd
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
@@ -37,6 +37,11 @@ class LoopOptions:
     verify: VerifyOptions = field(default_factory=VerifyOptions)
     profile_reference: bool = True  # on a GPU: rank the reference's ops by kernel time first
     profile_timeline: bool = True  # ... and, where Nsight Systems is installed, see its timeline too
+    # Several GPUs: a round's candidates are verified at once, one worker and lock per GPU (None:
+    # the one GPU of `verify.gpu`). The Coder writes `per_round` candidates a round where it can
+    # (the LLM coder; the built-in one has one); None: one per GPU.
+    gpus: list[int] | None = None
+    per_round: int | None = None
 
 
 @dataclass
@@ -129,7 +134,8 @@ def _reference_profile(task: Task, plan: Plan, opts: LoopOptions, say: Callable[
     from stitchcuda.profiling.reference import format_table, profile_in_subprocess
 
     say("profiling", "profiling the reference (torch.profiler, in a child process)")
-    profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
+    gpu = opts.verify.gpu if opts.verify.gpu is not None else (opts.gpus or [0])[0]
+    profile = profile_in_subprocess(task, device=f"cuda:{gpu}")
     plan.profile = profile.to_dict()
     plan.notes.append(format_table(profile, top=8))
 
@@ -165,11 +171,13 @@ def optimize(
     opts = opts or LoopOptions()
     sink = progress or (lambda event: None)
     first_ok: list[float] = []
+    emitting = threading.Lock()  # a round's candidates report from their own verifying threads
 
     def emit(event: ProgressEvent | RoundVerdict) -> None:
-        if isinstance(event, RoundVerdict) and event.accepted and event.elapsed_s is not None and not first_ok:
-            first_ok.append(event.elapsed_s)
-        sink(event)
+        with emitting:
+            if isinstance(event, RoundVerdict) and event.accepted and event.elapsed_s is not None and not first_ok:
+                first_ok.append(event.elapsed_s)
+            sink(event)
 
     def say(phase: Phase, detail: str = "", round: int | None = None, step: str | None = None) -> None:
         emit(ProgressEvent(phase, detail, round, step))
@@ -178,7 +186,16 @@ def optimize(
     t0 = time.monotonic()
     code = make_coder(opts.coder, cancel)
     name = coder_name(opts.coder)
+    per_round = max(1, opts.per_round or len(opts.gpus or [None]))
+    pool = VerifierPool(opts.gpus, 1, opts.verify) if (opts.gpus and len(opts.gpus) > 1) or per_round > 1 else None
+    try:
+        return _optimize(task, run_dir, opts, code, name, per_round, pool, t0, emit, say, first_ok, cancel)
+    finally:
+        if pool is not None:
+            pool.shutdown()
 
+
+def _optimize(task, run_dir, opts, code, name, per_round, pool, t0, emit, say, first_ok, cancel) -> RunResult:
     say("planning", f"tracing {task.name}")
     plan = plan_task(task)
     # The reference's torch.profiler run (a child process: ~15 s the first time, cached after) is
@@ -208,34 +225,40 @@ def optimize(
         if opts.time_budget_s and time.monotonic() - t0 > opts.time_budget_s:
             say("budget", f"time budget of {opts.time_budget_s:.0f} s spent after {k - 1} round(s)")
             break
-        say("coding", name, k)
-        cand = rounds.next_candidate()
-        if cand is None:
+        say("coding", name if per_round == 1 else f"{name}, up to {per_round} candidates", k)
+        cands = rounds.next_candidates(per_round)
+        for why in rounds.short_rounds:
+            say("coding", why, k)
+        rounds.short_rounds.clear()
+        if not cands:
             if rounds.stopped == "coder-failed":
                 say("coder-failed", rounds.coder_error, k)
             elif rounds.stopped == "nothing-new":
                 say("nothing-new", "the coder has nothing new to try", k)
             break
-        first = _FirstVerdict(run_dir / cand.name, k, t0, emit, best[1] if best else None)
-
-        def on_step(step: str, detail: str, k: int = k, first: _FirstVerdict = first) -> None:
-            say("verifying", detail, k, step)
-            if step == "compile":  # checked and timed against eager: worth showing now
-                first.send()
-
-        verdict = verify(task, cand, run_dir / cand.name, opts.verify, progress=on_step, cancel=cancel)
+        judged = _verify_round(task, cands, k, run_dir, opts, pool, t0, emit, say, best[1] if best else None, cancel)
         if profile_pending and not (cancel is not None and cancel.is_set()):
             profile_pending = False  # now, before the rubric's coverage reads it
             _reference_profile(task, plan, opts, say)
             (run_dir / "plan.json").write_text(json.dumps(asdict(plan), indent=2, default=str))
-        verdict.rubric = rubric.score(cand, verdict, plan, rounds.last)
-        (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
-        rounds.record(cand, verdict)
-        event = RoundVerdict.of(k, verdict, best=_better(verdict, best[1] if best else None),
-                                elapsed_s=time.monotonic() - t0)
-        if event.best:
-            best, best_round = (cand, verdict), event
-        emit(event)
+        round_best: Verdict | None = None
+        # What this round answered (for the rubric's compliance): the verdict the Coder was given.
+        answered = next(((c, v) for c, v in reversed(rounds.attempts) if v is rounds.feedback), None)
+        for cand, verdict in judged:
+            verdict.rubric = rubric.score(cand, verdict, plan, answered)
+            (run_dir / cand.name / "verdict.json").write_text(verdict.to_json())
+            event = RoundVerdict.of(k, verdict, best=_better(verdict, best[1] if best else None),
+                                    elapsed_s=time.monotonic() - t0)
+            if event.best:
+                best, best_round = (cand, verdict), event
+            if _better(verdict, round_best):
+                round_best = verdict
+            emit(event)
+        if len(judged) == 1:
+            rounds.record(*judged[0])
+        else:  # the next round answers the round's best; none timed (a CPU): its first correct one, or its first
+            fallback = next((v for _, v in judged if v.status == "ok"), judged[0][1])
+            rounds.record_round(judged, round_best or fallback)
         _write_trajectory(code, rounds.attempts, run_dir)
         if timeline_pending and plan.profile is not None and not (cancel is not None and cancel.is_set()):
             timeline_pending = False
@@ -249,6 +272,27 @@ def optimize(
                        best_round=best_round, first_verdict_s=first_ok[0] if first_ok else None)
     (run_dir / "summary.json").write_text(json.dumps(result.summary(), indent=2, default=str))
     return result
+
+
+def _verify_round(task: Task, cands: list[Candidate], k: int, run_dir: Path, opts: LoopOptions,
+                  pool: VerifierPool | None, t0: float, emit, say, best: Verdict | None,
+                  cancel: threading.Event | None) -> list[tuple[Candidate, Verdict]]:
+    """The round's candidates verified (several at once on the pool's GPUs, each GPU's lock held
+    for its correctness and timing), each streaming its provisional verdict as the first does."""
+    def on_step_for(cand: Candidate):
+        first = _FirstVerdict(run_dir / cand.name, k, t0, emit, best)
+
+        def on_step(step: str, detail: str) -> None:
+            say("verifying", detail if len(cands) == 1 else f"{cand.name}: {detail}", k, step)
+            if step == "compile":  # checked and timed against eager: worth showing now
+                first.send()
+        return on_step
+
+    if pool is None:
+        return [(c, verify(task, c, run_dir / c.name, opts.verify, progress=on_step_for(c), cancel=cancel))
+                for c in cands]
+    futures = [pool.submit(task, c, run_dir / c.name, progress=on_step_for(c), cancel=cancel) for c in cands]
+    return [(c, f.result()) for c, f in zip(cands, futures, strict=True)]
 
 
 def _verdict_line(v: Verdict) -> str:

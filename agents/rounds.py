@@ -25,11 +25,19 @@ class Coder(Protocol):
     def __call__(self, task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate | None: ...
 
 
+class SamplingCoder(Coder, Protocol):
+    """A Coder that can write more than one candidate for the same feedback (the LLM coder: another
+    sample, told how its first answer went). A round of several candidates is verified at once, a
+    GPU each (`optimize` with several GPUs). The built-in coder is deterministic: it has one."""
+
+    def alternative(self, task: Task, plan: Plan, feedback: Verdict | None, sample: int) -> Candidate | None: ...
+
+
 @dataclass(frozen=True)
 class RoundPolicy:
     """When another round is run."""
 
-    rounds: int  # at most this many candidates for a problem
+    rounds: int  # at most this many rounds for a problem (a round is one candidate unless asked for more)
     # The verdict statuses after which another round is run; None: after any verdict (optimize: the
     # LLM coder improves on right answers too, and the built-in one's same files end the rounds).
     again_after: frozenset[str] | None = None
@@ -57,12 +65,17 @@ class Rounds:
     attempts: list[tuple[Candidate, Verdict]] = field(default_factory=list)
     stopped: Stop | None = None
     coder_error: str = ""
+    # What the next round answers: the last verdict, or the one `record_round` names for a round of several.
+    feedback: Verdict | None = None
+    # Why a round got fewer candidates than asked for (an alternative that failed); the rounds go on.
+    short_rounds: list[str] = field(default_factory=list)
+    _begun: int = 0
     _seen: set[str] = field(default_factory=set)
 
     @property
     def round(self) -> int:
         """The number of the round that `next_candidate` would run (1-based)."""
-        return len(self.attempts) + 1
+        return self._begun + 1
 
     @property
     def last(self) -> tuple[Candidate, Verdict] | None:
@@ -72,10 +85,10 @@ class Rounds:
         """Whether the policy runs another round after the verdicts so far (the first always)."""
         if self.stopped is not None:
             return False
-        if len(self.attempts) >= self.policy.rounds:
+        if self._begun >= self.policy.rounds:
             return False
-        last = self.last
-        return last is None or self.policy.again_after is None or last[1].status in self.policy.again_after
+        fb = self.feedback
+        return fb is None or self.policy.again_after is None or fb.status in self.policy.again_after
 
     def next_candidate(self) -> Candidate | None:
         """The Coder's candidate for the next round, given the last verdict as feedback; None when
@@ -83,9 +96,8 @@ class Rounds:
         if not self.wants_another():
             self.stopped = self.stopped or "policy"
             return None
-        last = self.last
         try:
-            cand = self.coder(self.task, self.plan, feedback=last[1] if last else None)
+            cand = self.coder(self.task, self.plan, feedback=self.feedback)
         except Exception as e:  # noqa: BLE001 - a coder that fails ends the rounds, with its reason
             self.coder_error = f"{type(e).__name__}: {e}"
             self.stopped = "coder-failed"
@@ -100,7 +112,38 @@ class Rounds:
         self._seen.add(digest)
         if self.number_names:
             cand.name = f"r{self.round}-{cand.name}"
+        self._begun += 1
         return cand
+
+    def next_candidates(self, n: int) -> list[Candidate]:
+        """Up to `n` candidates for the next round, all answering the same feedback, for the caller
+        to verify at once: the first from `next_candidate`, the others from the Coder's `alternative`
+        where it has one (a deterministic coder has not: its round is one candidate). Files already
+        verified, or an alternative that fails, end the round there (`short_rounds` says why), not
+        the rounds. Empty when the rounds end here (`stopped` says why)."""
+        first = self.next_candidate()
+        if first is None:
+            return []
+        out = [first]
+        alternative = getattr(self.coder, "alternative", None)
+        k = self._begun
+        for sample in range(2, n + 1 if alternative else 2):
+            try:
+                cand = alternative(self.task, self.plan, self.feedback, sample)  # type: ignore[misc]
+            except Exception as e:  # noqa: BLE001 - the round goes on with the candidates it has
+                self.short_rounds.append(f"round {k}: alternative {sample} failed: {type(e).__name__}: {e}")
+                break
+            if cand is None:
+                break
+            digest = files_digest(cand.files)
+            if digest in self._seen:
+                self.short_rounds.append(f"round {k}: alternative {sample} repeated files already verified")
+                break
+            self._seen.add(digest)
+            if self.number_names:
+                cand.name = f"r{k}.{sample}-{cand.name}"
+            out.append(cand)
+        return out
 
     def record(self, cand: Candidate, verdict: Verdict) -> None:
         """The Verifier's verdict on `cand`. The same candidate verified again (bench's re-run of an
@@ -109,3 +152,11 @@ class Rounds:
             self.attempts[-1] = (cand, verdict)
         else:
             self.attempts.append((cand, verdict))
+        self.feedback = verdict
+
+    def record_round(self, judged: list[tuple[Candidate, Verdict]], feedback: Verdict) -> None:
+        """A round of several candidates' verdicts, in the order they were written; `feedback` (the
+        round's best, the caller's choice) is what the next round answers."""
+        for cand, verdict in judged:
+            self.attempts.append((cand, verdict))
+        self.feedback = feedback

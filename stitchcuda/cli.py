@@ -149,8 +149,17 @@ def cmd_optimize(args) -> int:
     task.precision = args.precision
     arches = keep.parse_arches(args.arch)
     out = Path(args.out or paths.runs_dir() / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    if args.gpus and args.gpu is not None:
+        raise UsageError("--gpu or --gpus, not both")
+    if args.per_round is not None and args.per_round < 1:
+        raise UsageError(f"--per-round {args.per_round}: at least 1")
+    gpus = None
+    if args.gpus:
+        from stitchcuda.bench import parse_gpus
+
+        gpus = parse_gpus(args.gpus, lambda line: console.print(f"[yellow]{escape(line)}[/]"))
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
-                       profile_timeline=not args.no_timeline)
+                       profile_timeline=not args.no_timeline, gpus=gpus, per_round=args.per_round)
     console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
     cancel = threading.Event()
     # SIGTERM (how the language server stops a job) cancels like Ctrl-C: the running candidate's
@@ -354,6 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--replay", help="without a GPU: take GPU results from this recorded run's summary.json")
     o.add_argument("--no-timeline", action="store_true",
                    help="skip Nsight Systems on the reference (where nsys is installed; up to 90 s)")
+    o.add_argument("--gpus", help="verify each round's candidates at once on these GPUs: 'all' or indices such as 0,1")
+    o.add_argument("--per-round", type=int, default=None,
+                   help="candidates a round (default: one per GPU); the LLM coder writes alternatives, "
+                        "the built-in coder has one")
     common(o)
     o.set_defaults(fn=cmd_optimize)
 

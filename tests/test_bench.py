@@ -260,6 +260,20 @@ def test_gpus_flag(monkeypatch):
         assert bench.parse_gpus(" 0,0 ") == [0]
 
 
+def test_optimize_takes_gpus_and_candidates_a_round(tmp_path, capsys):
+    """`optimize --gpus` (a round's candidates verified at once, a GPU each) and `--per-round`: the
+    flags' mistakes are usage errors, said before anything runs."""
+    from stitchcuda import cli
+
+    example = str(Path(__file__).parents[1] / "examples" / "gated_block.py")
+    for argv, why in ((["--gpu", "0", "--gpus", "0"], "--gpu or --gpus, not both"),
+                      (["--per-round", "0"], "--per-round 0: at least 1"),
+                      (["--gpus", "0,x"], "expected 'all' or GPU indices")):
+        assert cli.main(["optimize", example, "--out", str(tmp_path / "o"), *argv]) == cli.EXIT_USAGE
+        assert why in capsys.readouterr().err.replace("\n", " ")
+    assert not (tmp_path / "o").exists()
+
+
 def test_longest_first_orders_by_an_earlier_run(tmp_path):
     files = [tmp_path / n for n in ("1_A.py", "2_B.py", "3_C.py", "4_D.py")]
     earlier = tmp_path / "bench.json"

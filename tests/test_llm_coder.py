@@ -20,6 +20,7 @@ from stitchcuda.agents.llm.client import LLMClient, LLMConfig, LLMError
 from stitchcuda.agents.llm.coder import CoderError, LLMCoder
 from stitchcuda.agents.loop import LoopOptions, optimize
 from stitchcuda.agents.verify.verifier import VerifyOptions
+from stitchcuda.events import ProgressEvent, RoundVerdict
 from stitchcuda.types import Candidate, Finding, Verdict
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -116,6 +117,39 @@ def test_wrong_result_fixed_from_the_mismatch_summary(tmp_path, monkeypatch):
     assert "Wrong results on" in second and "max |diff|" in second and "out[i] = v;" in second
     assert result.attempts[1][1].rubric["compliance"] == 1.0
     assert "correct on the CPU" in result.message  # no GPU here: nothing timed, nothing proposed
+
+
+def test_a_round_of_two_candidates_then_one_answering_the_better(tmp_path, monkeypatch):
+    """--per-round 2 (what several GPUs get by default): round 1 is the model's first answer and an
+    alternative (its first answer shown, a different approach asked for), verified through the
+    pool; round 2 answers the round's better candidate, not the last written; a repeated
+    alternative is said, and ends that round only."""
+    renamed = GOOD_CU.replace("// Host code", "// The same host code, reworded")
+    script = [P, {"content": answer(cu=WRONG_CU)}, {"content": answer(cu=GOOD_CU, lead="Another approach.")},
+              {"content": answer(cu=renamed)}, {"content": answer(cu=WRONG_CU)}]
+    events = []
+    with ScriptedOpenAI(script) as srv:
+        monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
+        opts = LoopOptions(coder="llm", rounds=2, per_round=2, verify=VerifyOptions(
+            cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300))
+        result = optimize(hack_task("ref_affine"), tmp_path / "run", opts, progress=events.append)
+        reqs = srv.requests
+    assert [(c.name, v.status) for c, v in result.attempts] == [
+        ("r1-llm-1", "incorrect"), ("r1.2-llm-2", "ok"), ("r2-llm-3", "ok")]
+    alt = reqs[2]["body"]["messages"]
+    assert alt[-2] == {"role": "assistant", "content": answer(cu=WRONG_CU)} and "candidate 2 of this round" in alt[-1]["content"]
+    # Round 2 was shown round 1's correct candidate with its verdict (on a GPU: the faster accepted
+    # one), not the wrong one the round began with.
+    shown = reqs[3]["body"]["messages"][-1]["content"]
+    assert "out[i] = v > 0.f ? v : 0.f;" in shown and "Your last candidate" in shown
+    assert "out[i] = v;" not in shown
+    # Round 2's alternative repeated round 1's first files: said, and the run went on to its end.
+    assert any(isinstance(e, ProgressEvent) and "alternative 2 repeated files already verified" in e.detail
+               for e in events)
+    verdicts = [e for e in events if isinstance(e, RoundVerdict) and not e.provisional]
+    assert [e.round for e in verdicts] == [1, 1, 2]
+    traj = [json.loads(ln) for ln in (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()]
+    assert [t["skill"] for t in traj] == ["plan", "plan_to_code", "alternative", "code_and_feedback", "alternative"]
 
 
 def test_hacked_candidate_rejected_then_replaced(tmp_path, monkeypatch):

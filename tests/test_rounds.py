@@ -118,6 +118,47 @@ def test_a_candidate_verified_again_replaces_its_rounds_verdict():
     assert len(r.attempts) == 1 and r.wants_another() and r.next_candidate().name == "b"
 
 
+class Sampling(Scripted):
+    """A Scripted coder with `alternative` (agents/rounds.SamplingCoder): the same answers, in order."""
+
+    def __init__(self, *answers: Candidate | Exception | None) -> None:
+        super().__init__(*answers)
+        self.samples: list[int] = []
+
+    def alternative(self, task: Task, plan: Plan, feedback: Verdict | None, sample: int) -> Candidate | None:
+        self.samples.append(sample)
+        return self(task, plan, feedback)
+
+
+def test_a_round_of_several_candidates_answers_one_feedback():
+    task, plan = Task(Path("m.py")), Plan("m", [])
+    a, b, c, d = (cand(n, f"// {n}") for n in "abcd")
+    coder = Sampling(a, b, c, cand("b-again", "// b"), d)
+    r = Rounds(coder, task, plan, RoundPolicy(rounds=3), number_names=True)
+    first = r.next_candidates(2)
+    assert [x.name for x in first] == ["r1-a", "r1.2-b"] and coder.samples == [2] and r.round == 2
+    # The round's verdicts in order; the caller names the one the next round answers (its best).
+    wrong, right = Verdict(first[0].name, "incorrect"), Verdict(first[1].name, "ok")
+    r.record_round([(first[0], wrong), (first[1], right)], feedback=right)
+    assert [v.candidate for _, v in r.attempts] == ["r1-a", "r1.2-b"] and r.feedback.candidate == "r1.2-b"
+    # Round 2: both calls get round 1's chosen verdict; the alternative repeats verified files, so
+    # the round has one candidate and says why, and the rounds go on.
+    second = r.next_candidates(3)
+    assert [x.name for x in second] == ["r2-c"] and [f.candidate if f else None for f in coder.feedback] == \
+        [None, None, "r1.2-b", "r1.2-b"]
+    assert r.short_rounds == ["round 2: alternative 2 repeated files already verified"] and r.stopped is None
+    r.record(second[0], Verdict(second[0].name, "ok"))
+    assert [x.name for x in r.next_candidates(2)] == ["r3-d"] and not r.wants_another()
+    # A coder without `alternative` (the built-in one is deterministic) writes one a round.
+    r = Rounds(Scripted(a, b), task, plan, RoundPolicy(rounds=2), number_names=True)
+    assert [x.name for x in r.next_candidates(4)] == ["r1-a"] and r.short_rounds == []
+    assert not hasattr(coder_builtin.code, "alternative")
+    # An alternative that fails leaves the round its first candidate.
+    r = Rounds(Sampling(a, RuntimeError("rate limited")), task, plan, RoundPolicy(rounds=2))
+    assert [x.name for x in r.next_candidates(2)] == ["a"] and r.stopped is None
+    assert r.short_rounds == ["round 1: alternative 2 failed: RuntimeError: rate limited"]
+
+
 @needs_nvcc
 def test_optimize_and_bench_share_the_rounds(tmp_path, monkeypatch):
     """One Coder, two paths: a wrong first candidate, then a right one. Both ask the Coder again with

@@ -1,14 +1,15 @@
 """The LLM Coder: a `Coder` (agents/rounds.py) like the built-in one, `code(task, plan, feedback=None)`,
 over any OpenAI-compatible server. The first call is skill 1 (plan -> code, seeded with the built-in
-coder's candidate when it has one); each later call is skill 2 (the last candidate's code plus the
-Verifier's feedback -> better code). An answer that cannot be parsed into files is sent back with
+coder's candidate when it has one); each later call is skill 2 (the code the feedback is about plus
+the Verifier's feedback -> better code); `alternative` writes another candidate for the same round
+(a different approach, for a round verified on several GPUs at once). An answer that cannot be parsed into files is sent back with
 the reason, a bounded number of times. Every exchange is kept as a trajectory turn.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stitchcuda.agents.llm import prompts
@@ -27,7 +28,10 @@ class CoderError(RuntimeError):
 class _State:
     messages: list[dict[str, str]]
     last: Candidate | None = None
-    round: int = 0
+    round: int = 0  # candidates written (names them)
+    written: list[Candidate] = field(default_factory=list)
+    # The round's first request and answer, for its alternatives.
+    round_first: tuple[list[dict[str, str]], str] | None = None
 
 
 class LLMCoder:
@@ -49,21 +53,45 @@ class LLMCoder:
             gpu = prompts.gpu_line()
             llm_plan = self._plan(task, plan, gpu) if self.plan_first else None
             state = self._states[key] = _State(prompts.plan_to_code(task, plan, seed, gpu, llm_plan))
-            skill, request = "plan_to_code", list(state.messages)
-        else:
-            if state.last is None:
-                return None
-            # Keep the task and the last exchange only: older rounds are in the feedback already.
-            skill = "code_and_feedback"
-            request = state.messages[:2] + [prompts.code_and_feedback(state.last, feedback_text(feedback))]
-        state.round += 1
+        request = self._request(state, feedback)
+        if request is None:
+            return None
+        skill = "plan_to_code" if feedback is None else "code_and_feedback"
         files, turn = self._ask(task, skill, request)
+        state.round_first = (request, turn.response)
+        return self._candidate(task, state, files, turn)
+
+    def alternative(self, task: Task, plan: Plan, feedback: Verdict | None, sample: int) -> Candidate | None:
+        """Candidate `sample` (2, 3, ...) of the round whose first this coder just wrote, answering the
+        same feedback: the same request, its first answer, and a request for a different approach
+        (agents/rounds.SamplingCoder). None before any first."""
+        state = self._states.get(task.name)
+        if state is None or state.round_first is None:
+            return None
+        request, first = state.round_first
+        files, turn = self._ask(task, "alternative", [*request, {"role": "assistant", "content": first},
+                                                      prompts.another_sample(sample)])
+        return self._candidate(task, state, files, turn)
+
+    def _request(self, state: _State, feedback: Verdict | None) -> list[dict[str, str]] | None:
+        if feedback is None:
+            return list(state.messages)
+        # The candidate the feedback is about (a round of several answers its best, not its last).
+        shown = next((c for c in reversed(state.written) if c.name == feedback.candidate), state.last)
+        if shown is None:
+            return None
+        # Keep the task and the last exchange only: older rounds are in the feedback already.
+        return state.messages[:2] + [prompts.code_and_feedback(shown, feedback_text(feedback))]
+
+    def _candidate(self, task: Task, state: _State, files: dict[str, str], turn: Turn) -> Candidate:
+        state.round += 1
         # What it was asked for (prompts.precision_line): the matched torch.compile follows it.
         cand = Candidate(name=f"llm-{state.round}", files=files, origin="llm",
                          precision="fp32" if task.precision == "strict" else "tf32",
                          notes=[f"{self.client.config.model} via {self.client.config.base_url}"])
         turn.candidate = cand
         state.last = cand
+        state.written.append(cand)
         return cand
 
     def _plan(self, task: Task, plan: Plan, gpu: str) -> str | None:

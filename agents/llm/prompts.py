@@ -131,6 +131,14 @@ def code_and_feedback(previous: Candidate, feedback: str) -> dict[str, str]:
                                        "and send the complete files again."}
 
 
+def another_sample(sample: int) -> dict[str, str]:
+    """After the round's first answer: candidate `sample` of the same round, verified beside it."""
+    return {"role": "user", "content": f"Now write candidate {sample} of this round, to be verified beside the one above "
+                                       "on another GPU: take a different approach (other fusion boundaries, tiling, "
+                                       "memory layout or library calls), not the same code again. Send the complete "
+                                       "files, each in a fenced code block named by its file name."}
+
+
 def malformed(reason: str) -> dict[str, str]:
     return {"role": "user", "content": f"Your answer could not be used: {reason}. Send the complete files again, "
                                        "each in a fenced code block named by its file name."}

@@ -9,7 +9,7 @@ from stitchcuda.types import Candidate
 
 @dataclass
 class Turn:
-    skill: str  # plan_to_code | code_and_feedback
+    skill: str  # plan_to_code | code_and_feedback | alternative (another candidate of the same round)
     task: str
     messages: list[dict[str, str]]
     response: str
