@@ -557,84 +557,45 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_narrow(const T* __restr
 }
 
 // fp32, both sides multiples of 4, buffers 16-byte aligned: a TR x TC tile (TR * TC = 1024) moves
-// with one float4 load along the input's rows and one float4 store along the output's a thread; K
-// such tiles side by side along the columns a block at a time (K loads in flight a thread before
-// the shared tile is written, and a block does K x 4 KB, not 4 KB, per launch).
-// Shared-memory rows of K * TC + 1 floats: the scalar writes and reads of a warp fall in distinct
-// banks for 32x32 (two ways at most for 16x64).
-template <int TR, int TC, int K>
+// with one float4 load along the input's rows and one float4 store along the output's a thread.
+// Shared-memory rows of TC + 1 floats: the scalar writes and reads of a warp fall in distinct banks
+// for 32x32 (two ways at most for 16x64).
+template <int TR, int TC>
 __global__ void __launch_bounds__(256) sc_conv_transpose_vec4(const float* __restrict__ in, float* __restrict__ out,
                                                               const float* __restrict__ bias, int64_t rows,
                                                               int64_t cols, int64_t batches) {
   static_assert(TR * TC == 1024, "one float4 load and one float4 store a thread per tile");
-  __shared__ float tile[TR][K * TC + 1];
+  __shared__ float tile[TR][TC + 1];
   const int t = threadIdx.x;
   const int li = t / (TC / 4), lj = 4 * (t % (TC / 4));  // load: the tile's row, its first column
   const int sc = t / (TR / 4), sr = 4 * (t % (TR / 4));  // store: the tile's column, its first row
   for (int64_t n = blockIdx.z; n < batches; n += gridDim.z)
     for (int64_t r0 = (int64_t)blockIdx.y * TR; r0 < rows; r0 += (int64_t)gridDim.y * TR)
-      for (int64_t c0 = (int64_t)blockIdx.x * K * TC; c0 < cols; c0 += (int64_t)gridDim.x * K * TC) {
+      for (int64_t c0 = (int64_t)blockIdx.x * TC; c0 < cols; c0 += (int64_t)gridDim.x * TC) {
         const float* src = in + n * rows * cols;
         float* dst = out + n * rows * cols;
         // Both sides are multiples of 4: a float4 is wholly inside the matrix or wholly outside.
-        float4 v[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-          if (r0 + li < rows && c0 + k * TC + lj < cols)
-            v[k] = *reinterpret_cast<const float4*>(src + (r0 + li) * cols + c0 + k * TC + lj);
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-          if (r0 + li < rows && c0 + k * TC + lj < cols) {
-            float* d = &tile[li][k * TC + lj];
-            d[0] = v[k].x;
-            d[1] = v[k].y;
-            d[2] = v[k].z;
-            d[3] = v[k].w;
-          }
+        if (r0 + li < rows && c0 + lj < cols) {
+          const float4 v = *reinterpret_cast<const float4*>(src + (r0 + li) * cols + c0 + lj);
+          tile[li][lj] = v.x;
+          tile[li][lj + 1] = v.y;
+          tile[li][lj + 2] = v.z;
+          tile[li][lj + 3] = v.w;
+        }
         __syncthreads();
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-          const int64_t c = c0 + k * TC + sc;
-          if (c < cols && r0 + sr < rows) {
-            const int j = k * TC + sc;
-            float4 q = make_float4(tile[sr][j], tile[sr + 1][j], tile[sr + 2][j], tile[sr + 3][j]);
-            if (bias) {
-              const float b = bias[c];
-              q.x += b;
-              q.y += b;
-              q.z += b;
-              q.w += b;
-            }
-            *reinterpret_cast<float4*>(dst + c * rows + r0 + sr) = q;
+        if (c0 + sc < cols && r0 + sr < rows) {
+          float4 v = make_float4(tile[sr][sc], tile[sr + 1][sc], tile[sr + 2][sc], tile[sr + 3][sc]);
+          if (bias) {
+            const float b = bias[c0 + sc];
+            v.x += b;
+            v.y += b;
+            v.z += b;
+            v.w += b;
           }
+          *reinterpret_cast<float4*>(dst + (c0 + sc) * rows + r0 + sr) = v;
         }
         __syncthreads();
       }
-}
-
-// Tiles a block (STITCHCUDA_CONV_COPY_TILES = 1, 2 or 4; default 2), for A/B timing.
-static int sc_conv_copy_tiles() {
-  static const int k = [] {
-    const char* e = getenv("STITCHCUDA_CONV_COPY_TILES");
-    const int v = e ? atoi(e) : 2;
-    return v == 1 || v == 4 ? v : 2;
-  }();
-  return k;
-}
-
-template <int TR, int TC>
-static void sc_conv_vec4_launch(const float* x, float* y, const float* b, int64_t rows, int64_t cols,
-                                int64_t batches, cudaStream_t stream) {
-  const int k = sc_conv_copy_tiles();
-  const int64_t tx = (cols + k * TC - 1) / (k * TC), ty = (rows + TR - 1) / TR;
-  const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
-                  (unsigned)(batches < 65535 ? batches : 65535));
-  if (k == 1)
-    sc_conv_transpose_vec4<TR, TC, 1><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-  else if (k == 2)
-    sc_conv_transpose_vec4<TR, TC, 2><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-  else
-    sc_conv_transpose_vec4<TR, TC, 4><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
 }
 
 static bool sc_conv_copy_vec_on() {
@@ -747,10 +708,15 @@ static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, in
     }
     if (rows % 4 || cols % 4) return false;
     // Few rows (a 16-channel input): 16x64 tiles, so a tile is not half empty.
-    if (rows <= 16)
-      sc_conv_vec4_launch<16, 64>(x, y, b, rows, cols, batches, stream);
+    const bool flat = rows <= 16;
+    const int tr = flat ? 16 : 32, tc = flat ? 64 : 32;
+    const int64_t tx = (cols + tc - 1) / tc, ty = (rows + tr - 1) / tr;
+    const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
+                    (unsigned)(batches < 65535 ? batches : 65535));
+    if (flat)
+      sc_conv_transpose_vec4<16, 64><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
     else
-      sc_conv_vec4_launch<32, 32>(x, y, b, rows, cols, batches, stream);
+      sc_conv_transpose_vec4<32, 32><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
     return true;
   }
 }
