@@ -501,6 +501,8 @@ static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStre
 // fp32 with both sides multiples of 4 (STITCHCUDA_CONV_COPY_VEC=0 turns it off, for A/B timing).
 // H200, 2026-11-27 (scripts/probe_host_overhead.py): 64 channels, 1.07 GB, 1.00 -> 0.78 ms (compile
 // 0.51); 16 channels in 16x64 tiles, 537 MB, 0.74 -> 0.36 ms (compile 0.25).
+// Four tiles a block (four float4 loads in flight a thread, 16 KB a block) changed nothing: 0.77 ms
+// at 64 channels (H200, e3f0e3f, reverted), so the launch of 4 KB blocks is not what it waits on.
 //
 // A side of at most SC_TR_NARROW goes through sc_conv_transpose_narrow: a 32-row tile of a
 // 3-channel image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against 0.44 ms
