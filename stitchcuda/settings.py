@@ -97,6 +97,14 @@ SCHEMA: tuple[Key, ...] = (
         attr="time_budget_s", cli="--budget", nullable=True, minimum=1),
     Key("gpu", "integer", None, "CUDA device index to verify and time on (null: the default device).",
         attr="gpu", cli="--gpu", nullable=True, minimum=0),
+    Key("gpus", "string", "",
+        "GPUs to verify each round's candidates on at once, one worker and lock per GPU: `all` or indices "
+        "such as `0,1` (takes the place of `stitchcuda.gpu`). Empty: one GPU.", attr="gpus", cli="--gpus",
+        pattern=r"^$|^all$|^[0-9]+( *, *[0-9]+)*$", pattern_error="all, or GPU indices such as 0,1", markdown=True),
+    Key("perRound", "integer", None,
+        "Candidates a round (null: one per GPU of `stitchcuda.gpus`). The llm coder writes alternatives; "
+        "the built-in coder writes one.", attr="per_round", cli="--per-round", nullable=True, minimum=1,
+        markdown=True),
     Key("outputFolder", "string", "",
         "Folder for accepted files, relative to the workspace folder or absolute. Empty: "
         "`<module>_stitchcuda/` beside the module's file.", attr="output_folder", markdown=True, path=True),
@@ -138,6 +146,8 @@ class Settings:
     arches: str | None = _default("arches")  # the prebuilt library's GPU arches; None: this machine's GPU
     time_budget_s: float | None = _default("timeBudget")
     gpu: int | None = _default("gpu")
+    gpus: str | None = _default("gpus")  # "all" or "0,1": a round's candidates verified at once
+    per_round: int | None = _default("perRound")
     llm_endpoint: str | None = _default("llmEndpoint")
     llm_model: str | None = _default("llmModel")
     output_folder: str | None = _default("outputFolder")  # accepted files; None: beside the module's file
@@ -175,7 +185,7 @@ class Settings:
         a boolean's flag where it is off its default (the CLI's defaults are the schema's)."""
         argv: list[str] = []
         for key in SERVER_KEYS:
-            if key.cli is None:
+            if key.cli is None or (key.attr == "gpu" and self.gpus):  # gpus takes the place of gpu
                 continue
             value = getattr(self, key.attr)  # type: ignore[arg-type]
             if key.type == "boolean":

@@ -247,6 +247,13 @@ def test_editor_settings_reach_the_job_command_line(tmp_path):
     assert (args.llm_endpoint, args.llm_model) == ("http://127.0.0.1:9/v1", "m")
     default = build_parser().parse_args(Job.new(tmp_path / "m.py", "Block", Settings()).argv()[3:])
     assert (default.no_profile, default.no_timeline) == (False, False)
+    # Several GPUs: stitchcuda.gpus takes the place of stitchcuda.gpu (the CLI refuses both).
+    s, problems = Settings.from_config({"gpu": 1, "gpus": "0, 1", "perRound": 3})
+    assert problems == []
+    args = build_parser().parse_args(Job.new(tmp_path / "m.py", "Block", s).argv()[3:])
+    assert (args.gpu, args.gpus, args.per_round) == (None, "0, 1", 3)
+    _, problems = Settings.from_config({"gpus": "first two", "perRound": 0})
+    assert sorted(p.key for p in problems) == ["gpus", "perRound"]
 
 
 def test_results_page_shows_where_the_reference_spends_its_time() -> None:
