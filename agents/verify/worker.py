@@ -83,10 +83,15 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def gpu_lock(path: str | None):
+def gpu_lock(path: str | None, rec: Recorder | None = None):
     """Serialises timing among workers sharing a GPU (build and compile may overlap); says in
-    `gpu_state` (beside the request) when it waits and when it holds the lock, for the Verifier."""
+    `gpu_state` (beside the request) when it waits and when it holds the lock, for the Verifier.
+    The wait is not the current phase's work: it is left out of `rec`'s phase (the Verifier reports
+    it as gpu-wait, from gpu_state), so a phase's seconds are what it did, however busy the GPU."""
+    t0 = time.perf_counter()
     with file_lock(path, _GPU_STATE[0] if _GPU_STATE else None):
+        if rec is not None:
+            rec.t_phase += time.perf_counter() - t0
         try:
             yield
         finally:
@@ -224,7 +229,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
     sets += [(f"batch-{n}", s, ("batch", n)) for n, s in zip(batches, fresh_seeds(len(batches), set(seeds)), strict=True)]
-    with gpu_lock(req.get("gpu_lock")):
+    with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes)
         if cand is not None and device.type == "cuda":
@@ -787,7 +792,7 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     in_bytes = _nbytes(first)
     # Two input sets in rotation where memory allows (timing.time_cuda says why).
     sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
-    with gpu_lock(req.get("gpu_lock")):
+    with gpu_lock(req.get("gpu_lock"), rec):
         flusher = L2Flusher(device)
         if req.get("time_eager", True):
             v.eager, _ = time_cuda(lambda a: ref(*a), sets, trials=trials, flusher=flusher)
@@ -821,7 +826,7 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
         v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
         return
     rec.enter("compile-timing", "torch.compile, CUDA events, L2 flushed")
-    with gpu_lock(req.get("gpu_lock")):
+    with gpu_lock(req.get("gpu_lock"), rec):
         v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
         rec.save()
     if cand is not None:
@@ -851,7 +856,7 @@ def _time_compile_matched(req, rec, ref, sets, device, trials: int, ref_ops: Cou
         return  # (under strict, or no op whose result TF32 changes: nothing to judge)
     passed = {c["set"] for c in v.checks if c.get("ok") is True}
     rec.enter("compile-matched-check", f"torch.compile ({policy}) against the tolerance the candidate met")
-    with gpu_lock(req.get("gpu_lock")):  # GPU work beside a neighbour's measurement would stretch it
+    with gpu_lock(req.get("gpu_lock"), rec):  # GPU work beside a neighbour's measurement would stretch it
         miss = _compile_misses(ref, base[0], checked_inputs(passed), tol, ref_ops)
     if miss is None:
         return
@@ -885,7 +890,7 @@ def _matched_compile(req, rec, ref, sets, device, trials: int, ref_ops: Counter[
             matched(*sets[0])
             torch.cuda.synchronize()
             rec.enter("compile-matched-timing", f"torch.compile ({policy}), CUDA events, L2 flushed")
-            with gpu_lock(req.get("gpu_lock")):
+            with gpu_lock(req.get("gpu_lock"), rec):
                 v.compiled_matched, _ = time_cuda(lambda a: matched(*a), sets, trials=trials,
                                                   flusher=L2Flusher(device))
         v.compile_policy = policy
