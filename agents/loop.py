@@ -6,6 +6,7 @@ hack-free candidate that beats the reference is the proposal, and when none does
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -134,8 +135,7 @@ def _reference_profile(task: Task, plan: Plan, opts: LoopOptions, say: Callable[
     from stitchcuda.profiling.reference import format_table, profile_in_subprocess
 
     say("profiling", "profiling the reference (torch.profiler, in a child process)")
-    gpu = opts.verify.gpu if opts.verify.gpu is not None else (opts.gpus or [0])[0]
-    profile = profile_in_subprocess(task, device=f"cuda:{gpu}")
+    profile = profile_in_subprocess(task, device=f"cuda:{opts.verify.gpu or 0}")
     plan.profile = profile.to_dict()
     plan.notes.append(format_table(profile, top=8))
 
@@ -184,15 +184,24 @@ def optimize(
 
     run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    # An interrupt (Ctrl-C lands in a wait on the pool) must stop the round's workers too, not wait them out.
+    cancel = cancel if cancel is not None else threading.Event()
     code = make_coder(opts.coder, cancel)
     name = coder_name(opts.coder)
-    per_round = max(1, opts.per_round or len(opts.gpus or [None]))
-    pool = VerifierPool(opts.gpus, 1, opts.verify) if (opts.gpus and len(opts.gpus) > 1) or per_round > 1 else None
+    gpus = opts.gpus or ([opts.verify.gpu] if opts.verify.gpu is not None else None)
+    if gpus and opts.verify.gpu is None:  # what runs outside the pool (one candidate, the profiles) uses the first
+        opts = dataclasses.replace(opts, verify=dataclasses.replace(opts.verify, gpu=gpus[0]))
+    # Several candidates a round only from a coder that writes alternatives (the built-in one has one).
+    per_round = max(1, opts.per_round or len(gpus or [None])) if hasattr(code, "alternative") else 1
+    pool = VerifierPool(gpus, 1, opts.verify) if per_round > 1 else None
     try:
         return _optimize(task, run_dir, opts, code, name, per_round, pool, t0, emit, say, first_ok, cancel)
+    except BaseException:
+        cancel.set()
+        raise
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
 
 
 def _optimize(task, run_dir, opts, code, name, per_round, pool, t0, emit, say, first_ok, cancel) -> RunResult:

@@ -1,7 +1,7 @@
 """The worker's GPU lock and its phases: the time a worker waits for another worker's hold on the
 GPU is gpu-wait (the Verifier's figure, from gpu_state), not the phase it waits in. Before, a
-problem's "correctness" seconds on a busy GPU were mostly the wait (level 2 on one GPU: 5.3 s a
-problem, of which gpu-wait 5.0), and read as a slower Verifier."""
+problem's "correctness" seconds on a busy GPU held its first wait (level 2 on one GPU, four workers:
+correctness 5.3 s a problem, gpu-wait over all its lock holds 5.0 s), and read as a slower check."""
 
 from __future__ import annotations
 

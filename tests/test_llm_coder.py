@@ -152,6 +152,51 @@ def test_a_round_of_two_candidates_then_one_answering_the_better(tmp_path, monke
     assert [t["skill"] for t in traj] == ["plan", "plan_to_code", "alternative", "code_and_feedback", "alternative"]
 
 
+def test_three_candidates_a_round_over_two_gpus(tmp_path, monkeypatch):
+    """--gpus 0,1 --per-round 3: the third candidate is asked for having seen the first two (each
+    after the request that asked for it); two of the round's candidates are verified at once, a
+    worker per GPU (here on the CPU: the GPU tests check the locks)."""
+    renamed = GOOD_CU.replace("// Host code", "// The same host code, reworded")
+    script = [P, {"content": answer(cu=GOOD_CU)}, {"content": answer(cu=WRONG_CU, lead="Second.")},
+              {"content": answer(cu=renamed, lead="Third.")}]
+    events = []
+    with ScriptedOpenAI(script) as srv:
+        monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
+        opts = LoopOptions(coder="llm", rounds=1, gpus=[0, 1], per_round=3, verify=VerifyOptions(
+            cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300))
+        result = optimize(hack_task("ref_affine"), tmp_path / "run", opts, progress=events.append)
+        reqs = srv.requests
+    assert [(c.name, v.status) for c, v in result.attempts] == [
+        ("r1-llm-1", "ok"), ("r1.2-llm-2", "incorrect"), ("r1.3-llm-3", "ok")]
+    third = reqs[3]["body"]["messages"]
+    assert [m["role"] for m in third[-5:]] == ["user", "assistant", "user", "assistant", "user"]
+    assert third[-4]["content"] == answer(cu=GOOD_CU) and third[-2]["content"] == answer(cu=WRONG_CU, lead="Second.")
+    assert "candidate 2 of this round" in third[-3]["content"] and "candidate 3 of this round" in third[-1]["content"]
+    # Two workers (one a GPU) ran at once: the first two candidates' worker events overlap in time.
+    spans = []
+    for cand, _ in result.attempts[:2]:
+        ts = [json.loads(ln)["t"] for ln in (tmp_path / "run" / cand.name / "events.jsonl").read_text().splitlines()]
+        spans.append((min(ts), max(ts)))
+    assert max(a for a, _ in spans) < min(b for _, b in spans), spans
+    assert any(isinstance(e, ProgressEvent) and "up to 3 candidates" in e.detail for e in events)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="host-code candidates: a GPU would get device tensors")
+def test_the_gpu_asked_for_is_the_one_verified_on(tmp_path, monkeypatch):
+    """--gpus 1 (one GPU, one candidate: no pool) and --gpu 1 --per-round 2 (a pool on that one GPU):
+    every worker takes GPU 1's lock, not the default device's (without a GPU it runs on the CPU)."""
+    for k, (gpus, gpu, per_round) in enumerate((([1], None, None), (None, 1, 2))):
+        script = [P, {"content": answer(cu=GOOD_CU)}, {"content": answer(cu=WRONG_CU)}]
+        with ScriptedOpenAI(script) as srv:
+            monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
+            opts = LoopOptions(coder="llm", rounds=1, gpus=gpus, per_round=per_round,
+                               verify=VerifyOptions(gpu=gpu, random_sets=1, adversarial=(), timeout_s=300))
+            result = optimize(hack_task("ref_affine"), tmp_path / f"run{k}", opts)
+        assert len(result.attempts) == (per_round or 1)
+        locks = {Path(json.loads(r.read_text())["gpu_lock"]).name for r in (tmp_path / f"run{k}").glob("*/request.json")}
+        assert locks == {"stitchcuda-gpu1.lock"}, (k, locks)
+
+
 def test_hacked_candidate_rejected_then_replaced(tmp_path, monkeypatch):
     result, reqs = run([P, {"content": answer(model=HACK_MODEL)}, {"content": answer()}], tmp_path, monkeypatch, rounds=2)
     assert statuses(result) == ["hacked", "ok"]

@@ -30,8 +30,8 @@ class _State:
     last: Candidate | None = None
     round: int = 0  # candidates written (names them)
     written: list[Candidate] = field(default_factory=list)
-    # The round's first request and answer, for its alternatives.
-    round_first: tuple[list[dict[str, str]], str] | None = None
+    # The round's first request and its answers so far, for its alternatives.
+    round_first: tuple[list[dict[str, str]], list[str]] | None = None
 
 
 class LLMCoder:
@@ -58,7 +58,7 @@ class LLMCoder:
             return None
         skill = "plan_to_code" if feedback is None else "code_and_feedback"
         files, turn = self._ask(task, skill, request)
-        state.round_first = (request, turn.response)
+        state.round_first = (request, [turn.response])
         return self._candidate(task, state, files, turn)
 
     def alternative(self, task: Task, plan: Plan, feedback: Verdict | None, sample: int) -> Candidate | None:
@@ -68,9 +68,14 @@ class LLMCoder:
         state = self._states.get(task.name)
         if state is None or state.round_first is None:
             return None
-        request, first = state.round_first
-        files, turn = self._ask(task, "alternative", [*request, {"role": "assistant", "content": first},
-                                                      prompts.another_sample(sample)])
+        request, answers = state.round_first
+        # The round's answers so far, each after the request that asked for it: a third candidate is
+        # told what the first two were, so it does not write the second again.
+        messages = list(request)
+        for k, answer in enumerate(answers):
+            messages += ([prompts.another_sample(k + 1)] if k else []) + [{"role": "assistant", "content": answer}]
+        files, turn = self._ask(task, "alternative", [*messages, prompts.another_sample(sample)])
+        answers.append(turn.response)
         return self._candidate(task, state, files, turn)
 
     def _request(self, state: _State, feedback: Verdict | None) -> list[dict[str, str]] | None:

@@ -456,5 +456,6 @@ class VerifierPool:
                 with self._lock:
                     self._slots.append(gpu)
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True)
+    def shutdown(self, cancel_futures: bool = False) -> None:
+        """Waits for the verifications running; `cancel_futures`: those not yet started never start."""
+        self._pool.shutdown(wait=True, cancel_futures=cancel_futures)
