@@ -77,6 +77,17 @@ def run(script, tmp_path: Path, monkeypatch, rounds: int = 3, cancel=None, **env
         return result, srv.requests
 
 
+def run_rounds(script, tmp_path: Path, monkeypatch, **loop):
+    """`run` with LoopOptions of the test's own (per_round, gpus) and the progress events."""
+    events: list = []
+    with ScriptedOpenAI(script) as srv:
+        monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
+        opts = LoopOptions(coder="llm", verify=VerifyOptions(
+            cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300), **loop)
+        result = optimize(hack_task("ref_affine"), tmp_path / "run", opts, progress=events.append)
+        return result, srv.requests, events
+
+
 def statuses(result) -> list[str]:
     return [v.status for _, v in result.attempts]
 
@@ -127,13 +138,7 @@ def test_a_round_of_two_candidates_then_one_answering_the_better(tmp_path, monke
     renamed = GOOD_CU.replace("// Host code", "// The same host code, reworded")
     script = [P, {"content": answer(cu=WRONG_CU)}, {"content": answer(cu=GOOD_CU, lead="Another approach.")},
               {"content": answer(cu=renamed)}, {"content": answer(cu=WRONG_CU)}]
-    events = []
-    with ScriptedOpenAI(script) as srv:
-        monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
-        opts = LoopOptions(coder="llm", rounds=2, per_round=2, verify=VerifyOptions(
-            cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300))
-        result = optimize(hack_task("ref_affine"), tmp_path / "run", opts, progress=events.append)
-        reqs = srv.requests
+    result, reqs, events = run_rounds(script, tmp_path, monkeypatch, rounds=2, per_round=2)
     assert [(c.name, v.status) for c, v in result.attempts] == [
         ("r1-llm-1", "incorrect"), ("r1.2-llm-2", "ok"), ("r2-llm-3", "ok")]
     alt = reqs[2]["body"]["messages"]
@@ -159,13 +164,7 @@ def test_three_candidates_a_round_over_two_gpus(tmp_path, monkeypatch):
     renamed = GOOD_CU.replace("// Host code", "// The same host code, reworded")
     script = [P, {"content": answer(cu=GOOD_CU)}, {"content": answer(cu=WRONG_CU, lead="Second.")},
               {"content": answer(cu=renamed, lead="Third.")}]
-    events = []
-    with ScriptedOpenAI(script) as srv:
-        monkeypatch.setenv("STITCHCUDA_LLM_ENDPOINT", srv.url)
-        opts = LoopOptions(coder="llm", rounds=1, gpus=[0, 1], per_round=3, verify=VerifyOptions(
-            cpu_only=True, random_sets=2, adversarial=("mixed-sign",), timeout_s=300))
-        result = optimize(hack_task("ref_affine"), tmp_path / "run", opts, progress=events.append)
-        reqs = srv.requests
+    result, reqs, events = run_rounds(script, tmp_path, monkeypatch, rounds=1, gpus=[0, 1], per_round=3)
     assert [(c.name, v.status) for c, v in result.attempts] == [
         ("r1-llm-1", "ok"), ("r1.2-llm-2", "incorrect"), ("r1.3-llm-3", "ok")]
     third = reqs[3]["body"]["messages"]
