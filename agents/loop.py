@@ -263,11 +263,9 @@ def _optimize(task, run_dir, opts, code, name, per_round, pool, t0, emit, say, f
             if _better(verdict, round_best):
                 round_best = verdict
             emit(event)
-        if len(judged) == 1:
-            rounds.record(*judged[0])
-        else:  # the next round answers the round's best; none timed (a CPU): its first correct one, or its first
-            fallback = next((v for _, v in judged if v.status == "ok"), judged[0][1])
-            rounds.record_round(judged, round_best or fallback)
+        # The next round answers the round's best; none timed (a CPU): its first correct one, or its first.
+        fallback = next((v for _, v in judged if v.status == "ok"), judged[0][1])
+        rounds.record_round(judged, round_best or fallback)
         _write_trajectory(code, rounds.attempts, run_dir)
         if timeline_pending and plan.profile is not None and not (cancel is not None and cancel.is_set()):
             timeline_pending = False
