@@ -105,15 +105,22 @@ class Rounds:
         if cand is None:
             self.stopped = "no-candidate"
             return None
-        digest = files_digest(cand.files)
-        if digest in self._seen:
+        if not self._new(cand, f"r{self.round}"):
             self.stopped = "nothing-new"
             return None
-        self._seen.add(digest)
-        if self.number_names:
-            cand.name = f"r{self.round}-{cand.name}"
         self._begun += 1
         return cand
+
+    def _new(self, cand: Candidate, prefix: str) -> bool:
+        """Whether `cand`'s files were never verified for this problem; if so they count as seen now,
+        and the candidate is named `{prefix}-{name}` where names carry the round."""
+        digest = files_digest(cand.files)
+        if digest in self._seen:
+            return False
+        self._seen.add(digest)
+        if self.number_names:
+            cand.name = f"{prefix}-{cand.name}"
+        return True
 
     def next_candidates(self, n: int) -> list[Candidate]:
         """Up to `n` candidates for the next round, all answering the same feedback, for the caller
@@ -135,13 +142,9 @@ class Rounds:
                 break
             if cand is None:
                 break
-            digest = files_digest(cand.files)
-            if digest in self._seen:
+            if not self._new(cand, f"r{k}.{sample}"):
                 self.short_rounds.append(f"round {k}: alternative {sample} repeated files already verified")
                 break
-            self._seen.add(digest)
-            if self.number_names:
-                cand.name = f"r{k}.{sample}-{cand.name}"
             out.append(cand)
         return out
 

@@ -149,15 +149,9 @@ def cmd_optimize(args) -> int:
     task.precision = args.precision
     arches = keep.parse_arches(args.arch)
     out = Path(args.out or paths.runs_dir() / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
-    if args.gpus and args.gpu is not None:
-        raise UsageError("--gpu or --gpus, not both")
+    gpus = _gpus(args, lambda line: console.print(f"[yellow]{escape(line)}[/]"))
     if args.per_round is not None and args.per_round < 1:
         raise UsageError(f"--per-round {args.per_round}: at least 1")
-    gpus = None
-    if args.gpus:
-        from stitchcuda.bench import parse_gpus
-
-        gpus = parse_gpus(args.gpus, lambda line: console.print(f"[yellow]{escape(line)}[/]"))
     opts = LoopOptions(coder=args.coder, rounds=args.rounds, time_budget_s=args.budget, verify=_verify_options(args),
                        profile_timeline=not args.no_timeline, gpus=gpus, per_round=args.per_round)
     console.print(f"optimising [bold]{task.class_name}[/] from {task.path} -> {out}")
@@ -236,6 +230,17 @@ def cmd_verify(args) -> int:
     return EXIT_OK if verdict.accepted else EXIT_NONE
 
 
+def _gpus(args, say) -> list[int] | None:
+    """--gpus (bench and optimize) as GPU indices; None: not given, or no GPU here (said)."""
+    if args.gpus and args.gpu is not None:
+        raise UsageError("--gpu or --gpus, not both")
+    if not args.gpus:
+        return None
+    from stitchcuda.bench import parse_gpus
+
+    return parse_gpus(args.gpus, say)
+
+
 def _existing(paths: list[str]) -> None:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -243,7 +248,7 @@ def _existing(paths: list[str]) -> None:
 
 
 def cmd_bench(args) -> int:
-    from stitchcuda.bench import expand_paths, parse_gpus, run_bench
+    from stitchcuda.bench import expand_paths, run_bench
 
     _existing(args.paths)
     wanted = len(expand_paths(args.paths))
@@ -259,9 +264,7 @@ def cmd_bench(args) -> int:
 
         report = run_bench_ray(args.paths, Path(args.out), address=args.ray, retries=args.ray_retries, **both)
     else:
-        if args.gpus and args.gpu is not None:
-            raise UsageError("--gpu or --gpus, not both")
-        gpus = parse_gpus(args.gpus, say) if args.gpus else [args.gpu] if args.gpu is not None else None
+        gpus = _gpus(args, say) or ([args.gpu] if args.gpu is not None else None)
         report = run_bench(args.paths, Path(args.out), jobs=args.jobs, gpus=gpus, **both,
                            order_from=Path(args.longest_first) if args.longest_first else None)
     s = report["summary"]

@@ -2,8 +2,8 @@
 over any OpenAI-compatible server. The first call is skill 1 (plan -> code, seeded with the built-in
 coder's candidate when it has one); each later call is skill 2 (the code the feedback is about plus
 the Verifier's feedback -> better code); `alternative` writes another candidate for the same round
-(a different approach, for a round verified on several GPUs at once). An answer that cannot be parsed into files is sent back with
-the reason, a bounded number of times. Every exchange is kept as a trajectory turn.
+(a different approach, for a round verified on several GPUs at once). An answer that cannot be
+parsed into files is sent back with the reason, a bounded number of times. Every exchange is kept as a trajectory turn.
 """
 
 from __future__ import annotations
