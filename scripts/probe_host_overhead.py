@@ -106,6 +106,37 @@ def parts(model, args) -> dict[str, float]:
     out["empty_us"] = per_call_us(lambda: torch.empty(big.shape, dtype=big.dtype, device=big.device))
     out["module_call_us"] = per_call_us(lambda: torch.nn.Module.__call__(torch.nn.Identity(), big))
     out["n_tensors"] = len(shapes)
+    out.update(library_calls(mod, model, args))
+    return out
+
+
+def library_calls(mod, model, args) -> dict[str, float]:
+    """Host time of the kernel library's one call per forward, through the CUDA graph
+    (`stitch_forward_graph`) and without it (`stitch_forward`), on the buffers a forward passed;
+    and the forward's host time less that call's: what Python costs around it."""
+    lib = getattr(mod, "_lib", None)
+    if lib is None:
+        return {}
+    seen: list[tuple[str, list, Any]] = []
+    call_all = lib.call_all
+
+    def spy(name, tensors, stream=None):
+        seen.append((name, list(tensors), stream))
+        return call_all(name, tensors, stream)
+
+    lib.call_all = spy
+    try:
+        model(*args)
+    finally:
+        lib.call_all = call_all
+    torch.cuda.synchronize()
+    if len(seen) != 1:
+        return {"library_calls": len(seen)}
+    name, tensors, stream = seen[0]
+    out: dict[str, float] = {"library_calls": 1, "library_entry": name}
+    for entry in dict.fromkeys((name, "stitch_forward")):
+        out[f"{entry}_host_us"] = round(host_us(lambda entry=entry: call_all(entry, tensors, stream), []), 2)
+    out["forward_host_us"] = round(host_us(model, args), 2)
     return out
 
 
