@@ -1,6 +1,7 @@
 """The channels-last copies around a convolution (conv.cuh's sc_conv_transpose): its 32x32-tile
-kernel for two long sides and its narrow kernel for a side of at most 8 (each with float4 loads and
-stores where fp32 sides are multiples of 4, scalar otherwise), both ways (NCHW -> NHWC for
+kernel for two long sides and its narrow kernel for a side of at most 8 (in fp32 with sides multiples
+of 4: 4x4 blocks through registers, 32 x 128 a block, and the narrow copy four at a time; scalar
+otherwise), both ways (NCHW -> NHWC for
 the input and the weight, NHWC -> NCHW with the bias for the result), on sizes that leave partial
 tiles. Built for sm_90 here; on a GPU, with the channels-last plan forced, each candidate matches
 its module."""
@@ -56,14 +57,14 @@ CASES = [
     (_flat(9, 10, 3, transposed=True, dims=3), [torch.randn(2, 9, 5, 6, 7)]),
     # the input 65 x 4096 copied by tiles, the result kept channels-last
     (MinOverChannels, [torch.randn(2, 65, 64, 64)]),
-    # fp32 with both sides multiples of 4 (sc_conv_transpose_vec4): x 64 x 1020 in 32x32 tiles (the
-    # last one 28 wide); y back 896 x 40 with the bias (the last tile 8 wide)
+    # fp32 with both sides multiples of 4 (sc_conv_transpose_reg4, 32 x 128 a block): x 64 x 1020
+    # (the last block 124 wide); y back 896 x 40 with the bias (blocks 40 wide)
     (_flat(64, 40, 3), [torch.randn(2, 64, 34, 30)]),
-    # x 16 x 360 in 16x64 tiles (the last 40 wide); y back 288 x 12 in 32x32 tiles (12 wide)
+    # x 16 x 360 (blocks of 16 rows, the last 104 wide); y back 288 x 12 (blocks 12 wide)
     (_flat(16, 12, 3), [torch.randn(3, 16, 18, 20)]),
     # the narrow copy four at a time (sc_conv_transpose_narrow4): x 3 x 1156; y back 1024 x 16 in tiles
     (_flat(3, 16, 3), [torch.randn(2, 3, 34, 34)]),
-    # and the other way, with the bias: y back 80 x 6; x 16 x 80 in 16x64 tiles
+    # and the other way, with the bias: y back 80 x 6; x 16 x 80 (one block, 16 x 80 of it)
     (_flat(16, 6, 1), [torch.randn(2, 16, 8, 10)]),
 ]
 
@@ -73,7 +74,7 @@ def test_layout_copies_build_for_sm90(tmp_path):
     for k, (make, inputs) in enumerate(CASES):
         torch.manual_seed(0)
         cand = builtin_candidate(make(), inputs, host=False)
-        assert "sc_conv_transpose_narrow" in "".join(cand.files.values()) and "sc_conv_transpose_vec4" in "".join(cand.files.values())
+        assert "sc_conv_transpose_narrow" in "".join(cand.files.values()) and "sc_conv_transpose_reg4" in "".join(cand.files.values())
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 

@@ -495,14 +495,14 @@ static void sc_conv_bias(const sc_conv_spec& s, void* y, const void* b, cudaStre
 //
 // This scalar kernel runs at about half of torch.compile's copy on the H200 (a 16-channel input's
 // NCHW -> NHWC copy, 537 MB: 0.73 ms against 0.25 ms; 64 channels, 1.07 GB: 1.00 ms against 0.51):
-// one 4-byte load in flight a thread. 64x64 tiles (16 elements a thread) changed nothing at 64
-// channels and took 1.7x longer at 16; 64-bit offsets found once a tile, 1.5x longer at 16 (one run
-// each). Compile's copy loads and stores 16 bytes at a time: so does sc_conv_transpose_vec4, for
-// fp32 with both sides multiples of 4 (STITCHCUDA_CONV_COPY_VEC=0 turns it off, for A/B timing).
-// H200, 2026-11-27 (scripts/probe_host_overhead.py): 64 channels, 1.07 GB, 1.00 -> 0.78 ms (compile
-// 0.51); 16 channels in 16x64 tiles, 537 MB, 0.74 -> 0.36 ms (compile 0.25).
-// Four tiles a block (four float4 loads in flight a thread, 16 KB a block) changed nothing: 0.77 ms
-// at 64 channels (H200, e3f0e3f, reverted), so the launch of 4 KB blocks is not what it waits on.
+// one 4-byte load in flight a thread. For fp32 with both sides multiples of 4, sc_conv_transpose_reg4
+// moves 4x4 blocks through registers with streaming loads and stores (STITCHCUDA_CONV_COPY_VEC=0
+// turns it off, for A/B timing). H200, 2026-11-27 (scripts/bench_layout_copy.cu, 537 MB unless
+// said, a device-to-device memcpy of the same bytes 0.26 ms): 64 channels NCHW -> NHWC 0.27 ms,
+// back 0.28; 16 channels 0.26; 128 channels of 126x126 (1.04 GB, memcpy 0.49) 0.52 ms, back 0.74.
+// The float4 shared tiles it replaced took 0.40 / 0.40 / 0.34 (16x64 tiles) / 0.82 / 1.28 ms on the
+// same shapes; 64x64 shared tiles 0.31 / 0.33 / 0.45 / 0.68 / 0.75; the same register kernel with
+// plain stores 0.40 / 0.37 / 0.40 / 1.03 / 1.49: the streaming stores (evict-first) are the gain.
 //
 // A side of at most SC_TR_NARROW goes through sc_conv_transpose_narrow: a 32-row tile of a
 // 3-channel image's NCHW -> NHWC copy leaves 29 of its 32 rows idle (0.65 ms against 0.44 ms
@@ -558,46 +558,46 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_narrow(const T* __restr
   }
 }
 
-// fp32, both sides multiples of 4, buffers 16-byte aligned: a TR x TC tile (TR * TC = 1024) moves
-// with one float4 load along the input's rows and one float4 store along the output's a thread.
-// Shared-memory rows of TC + 1 floats: the scalar writes and reads of a warp fall in distinct banks
-// for 32x32 (two ways at most for 16x64).
-template <int TR, int TC>
-__global__ void __launch_bounds__(256) sc_conv_transpose_vec4(const float* __restrict__ in, float* __restrict__ out,
+// fp32, both sides multiples of 4, buffers 16-byte aligned: each thread loads a 4x4 block (four
+// float4s, one from each of four input rows), transposes it in registers and stores four float4s
+// (one to each of four output rows); no shared memory, no barrier. SC_TR_LR lanes of a warp go
+// along the rows (8: 128 contiguous bytes of each output row, 64 of each input row, whole sectors
+// both ways), 32 / SC_TR_LR along the columns, a block's eight warps side by side along the columns.
+// Loads and stores are streaming (__ldcs/__stcs): every byte is touched once.
+constexpr int SC_TR_LR = 8, SC_TR_LC = 32 / SC_TR_LR;
+constexpr int SC_TR_BR = 4 * SC_TR_LR, SC_TR_BC = 4 * SC_TR_LC * 8;
+
+__global__ void __launch_bounds__(256) sc_conv_transpose_reg4(const float* __restrict__ in, float* __restrict__ out,
                                                               const float* __restrict__ bias, int64_t rows,
                                                               int64_t cols, int64_t batches) {
-  static_assert(TR * TC == 1024, "one float4 load and one float4 store a thread per tile");
-  __shared__ float tile[TR][TC + 1];
-  const int t = threadIdx.x;
-  const int li = t / (TC / 4), lj = 4 * (t % (TC / 4));  // load: the tile's row, its first column
-  const int sc = t / (TR / 4), sr = 4 * (t % (TR / 4));  // store: the tile's column, its first row
-  for (int64_t n = blockIdx.z; n < batches; n += gridDim.z)
-    for (int64_t r0 = (int64_t)blockIdx.y * TR; r0 < rows; r0 += (int64_t)gridDim.y * TR)
-      for (int64_t c0 = (int64_t)blockIdx.x * TC; c0 < cols; c0 += (int64_t)gridDim.x * TC) {
-        const float* src = in + n * rows * cols;
-        float* dst = out + n * rows * cols;
-        // Both sides are multiples of 4: a float4 is wholly inside the matrix or wholly outside.
-        if (r0 + li < rows && c0 + lj < cols) {
-          const float4 v = *reinterpret_cast<const float4*>(src + (r0 + li) * cols + c0 + lj);
-          tile[li][lj] = v.x;
-          tile[li][lj + 1] = v.y;
-          tile[li][lj + 2] = v.z;
-          tile[li][lj + 3] = v.w;
-        }
-        __syncthreads();
-        if (c0 + sc < cols && r0 + sr < rows) {
-          float4 v = make_float4(tile[sr][sc], tile[sr + 1][sc], tile[sr + 2][sc], tile[sr + 3][sc]);
-          if (bias) {
-            const float b = bias[c0 + sc];
-            v.x += b;
-            v.y += b;
-            v.z += b;
-            v.w += b;
-          }
-          *reinterpret_cast<float4*>(dst + (c0 + sc) * rows + r0 + sr) = v;
-        }
-        __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t tiles_c = (cols + SC_TR_BC - 1) / SC_TR_BC, tiles = ((rows + SC_TR_BR - 1) / SC_TR_BR) * tiles_c;
+  for (int64_t g = blockIdx.x; g < batches * tiles; g += gridDim.x) {
+    const int64_t n = g / tiles, t = g % tiles;
+    const int64_t r = (t / tiles_c) * SC_TR_BR + 4 * (lane % SC_TR_LR);
+    const int64_t c = (t % tiles_c) * SC_TR_BC + 4 * (lane / SC_TR_LR + SC_TR_LC * warp);
+    // Both sides are multiples of 4: a 4x4 block is wholly inside the matrix or wholly outside.
+    if (r >= rows || c >= cols) continue;
+    const float* src = in + n * rows * cols + r * cols + c;
+    float* dst = out + n * rows * cols + c * rows + r;
+    const float4 a = __ldcs(reinterpret_cast<const float4*>(src));
+    const float4 b = __ldcs(reinterpret_cast<const float4*>(src + cols));
+    const float4 d = __ldcs(reinterpret_cast<const float4*>(src + 2 * cols));
+    const float4 e = __ldcs(reinterpret_cast<const float4*>(src + 3 * cols));
+    float4 o[4] = {make_float4(a.x, b.x, d.x, e.x), make_float4(a.y, b.y, d.y, e.y),
+                   make_float4(a.z, b.z, d.z, e.z), make_float4(a.w, b.w, d.w, e.w)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (bias) {
+        const float v = bias[c + j];
+        o[j].x += v;
+        o[j].y += v;
+        o[j].z += v;
+        o[j].w += v;
       }
+      __stcs(reinterpret_cast<float4*>(dst + j * rows), o[j]);
+    }
+  }
 }
 
 static bool sc_conv_copy_vec_on() {
@@ -709,16 +709,9 @@ static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, in
       }
     }
     if (rows % 4 || cols % 4) return false;
-    // Few rows (a 16-channel input): 16x64 tiles, so a tile is not half empty.
-    const bool flat = rows <= 16;
-    const int tr = flat ? 16 : 32, tc = flat ? 64 : 32;
-    const int64_t tx = (cols + tc - 1) / tc, ty = (rows + tr - 1) / tr;
-    const dim3 grid((unsigned)(tx < (1 << 20) ? tx : (1 << 20)), (unsigned)(ty < 65535 ? ty : 65535),
-                    (unsigned)(batches < 65535 ? batches : 65535));
-    if (flat)
-      sc_conv_transpose_vec4<16, 64><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-    else
-      sc_conv_transpose_vec4<32, 32><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    const int64_t blocks = batches * ((rows + SC_TR_BR - 1) / SC_TR_BR) * ((cols + SC_TR_BC - 1) / SC_TR_BC);
+    sc_conv_transpose_reg4<<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(x, y, b, rows, cols,
+                                                                                                   batches);
     return true;
   }
 }
