@@ -8,12 +8,17 @@
 #include <cuda_runtime.h>
 
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+// MATH 0: expf and an IEEE division in the sigmoid (the generated kernels until this probe); 1: __expf
+// and an IEEE division; 2: __expf and __fdividef (as Triton's fp32 exp and division lower).
+template <int MATH>
 __device__ __forceinline__ float f(float x, float g, float s, float h) {
-  const float y = gelu(x * s + h) * (1.f / (1.f + __expf(-g)));
+  const float e = MATH == 0 ? expf(-g) : __expf(-g);
+  const float sig = MATH == 2 ? __fdividef(1.f, 1.f + e) : 1.f / (1.f + e);
+  const float y = gelu(x * s + h) * sig;
   return fminf(fmaxf(y, -4.f), 4.f) + 0.1f * x;
 }
 
-template <int U, bool LDCS, bool STCS>
+template <int U, bool LDCS, bool STCS, int MATH = 1>
 __global__ void __launch_bounds__(256) pw(const float* __restrict__ x, const float* __restrict__ gate,
                                           const float* __restrict__ scale, const float* __restrict__ shift,
                                           float* __restrict__ out, int64_t n, int feat) {
@@ -34,10 +39,10 @@ __global__ void __launch_bounds__(256) pw(const float* __restrict__ x, const flo
       if (i >= n) continue;
       const int j = (int)((uint32_t)i % (uint32_t)feat);
       float4 o;
-      o.x = f(a[u].x, g[u].x, scale[j], shift[j]);
-      o.y = f(a[u].y, g[u].y, scale[j + 1], shift[j + 1]);
-      o.z = f(a[u].z, g[u].z, scale[j + 2], shift[j + 2]);
-      o.w = f(a[u].w, g[u].w, scale[j + 3], shift[j + 3]);
+      o.x = f<MATH>(a[u].x, g[u].x, scale[j], shift[j]);
+      o.y = f<MATH>(a[u].y, g[u].y, scale[j + 1], shift[j + 1]);
+      o.z = f<MATH>(a[u].z, g[u].z, scale[j + 2], shift[j + 2]);
+      o.w = f<MATH>(a[u].w, g[u].w, scale[j + 3], shift[j + 3]);
       if (STCS) __stcs(reinterpret_cast<float4*>(out + i), o); else *reinterpret_cast<float4*>(out + i) = o;
     }
   }
@@ -73,6 +78,10 @@ int main() {
   };
   auto full = [&](int u) { return (unsigned)((n / 4 + 256 * u - 1) / (256 * u)); };
 #define V(U, L, S, GRID, NAME) run(NAME, [&] { pw<U, L, S><<<GRID, 256>>>(x, g, s, h, o, n, (int)feat); })
+#define M(MATH, NAME) run(NAME, [&] { pw<1, false, false, MATH><<<full(1), 256>>>(x, g, s, h, o, n, (int)feat); })
+  M(0, "u1 full expf, IEEE div");
+  M(1, "u1 full __expf, IEEE div");
+  M(2, "u1 full __expf, __fdividef");
   V(1, false, false, full(1), "u1 full (today's)");
   V(1, false, true, full(1), "u1 full stcs");
   V(1, true, true, full(1), "u1 full ldcs stcs");
