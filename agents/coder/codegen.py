@@ -632,6 +632,8 @@ class Epilogue:
     lines: list[str]
     result: str
     ops: list[str]
+    # The chain's nodes in order (its end last): what a library that fuses the chain itself reads.
+    members: list[str] = field(default_factory=list)
 
     def construct(self, struct: str, first: int) -> str:
         """A `struct` made from the launcher's parameters in{first}, in{first + 1}, ..."""
@@ -677,7 +679,7 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
     if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
     return Epilogue(name, value, shape, node["dtype"], src["dtype"], list(w.inputs.values()), list(w.lines), result,
-                    list(w.ops))
+                    list(w.ops), list(members))
 
 
 # ---------------------------------------------------------------------------------------------

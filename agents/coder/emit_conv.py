@@ -237,6 +237,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     # Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
     # algorithm search, the run (chunked over the batch) and the bias kernel.
     family = cuda_text.fill("conv.cuh", THREADS=THREADS)
+    if ctx.epilogue is not None and ctx.epilogue.value == out.name:
+        return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""
     launcher = (
         f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
@@ -261,6 +263,70 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         source=family + "\n" + launcher,
         ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
+    )
+
+
+def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out: Any, spec: str, family: str) -> Kernel:
+    """The convolution and the pointwise chain after it (the planner's epilogue, `ctx.epilogue`) in
+    one launcher: cuDNN's fused graph where its runtime fusion builds a plan that agrees with the
+    unfused pair and beats it, else the convolution into a scratch buffer and the chain's own kernel
+    after it (conv.cuh `sc_conv_fused_run`). Channels-last fp32 results of forward convolutions."""
+    from stitchcuda.agents.coder.cudnn_epilogue import translate
+
+    ep = ctx.epilogue
+    assert ep is not None
+    if not ctx.args.get("channels_last") or p.transposed or p.lifted or out.dtype != "float32" \
+            or ep.dtype != "float32" or ep.value_dtype != "float32" or tuple(ep.shape) != tuple(out.shape):
+        raise NotSupported("convolution epilogue: a channels-last fp32 result of a forward convolution only")
+    if len(ep.inputs) > 16:
+        raise NotSupported("convolution epilogue: more than 16 inputs")
+    program = translate(ctx.nodes, ep.members, ep.node, ep.value, ep.inputs, p.y[1])
+    n_in = len(ep.inputs)
+    numel = _numel(p.y)
+    name = ctx.name
+    ins = [f"const void* in{2 + k}" for k in range(n_in)]
+    launcher = f"""{ep.functor(f"{name}_ep")}
+__global__ void __launch_bounds__({THREADS}) {name}_epi_kernel(const float* __restrict__ raw, {name}_ep ep,
+                                                               float* __restrict__ out, int64_t n, bool vec) {{
+  // Four elements a thread with float4 loads and stores where both buffers are 16-byte aligned; the
+  // rest (all of it where they are not) one at a time.
+  const int64_t step = (int64_t)gridDim.x * blockDim.x, t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  const int64_t quads = vec ? n / 4 : 0;
+  for (int64_t c = t; c < quads; c += step) {{
+    const float4 r = reinterpret_cast<const float4*>(raw)[c];
+    const int64_t e = 4 * c;
+    reinterpret_cast<float4*>(out)[c] = make_float4(ep(e, r.x), ep(e + 1, r.y), ep(e + 2, r.z), ep(e + 3, r.w));
+  }}
+  for (int64_t e = quads * 4 + t; e < n; e += step) out[e] = ep(e, raw[e]);
+}}
+
+// The epilogue apart: raw (the convolution's channels-last result) -> out, reading the chain's inputs.
+static void {name}_epi(const void* raw, const void* const* ins, void* out, cudaStream_t stream) {{
+{chr(10).join(f"  const void* in{2 + k} = ins[{k}];" for k in range(n_in))}
+  {name}_epi_kernel<<<sc_grid(({numel}LL + 3) / 4), {THREADS}, 0, stream>>>(static_cast<const float*>(raw), {ep.construct(f"{name}_ep", 2)},
+      static_cast<float*>(out), {numel}LL, ((reinterpret_cast<uintptr_t>(raw) | reinterpret_cast<uintptr_t>(out)) & 15) == 0);
+}}
+
+{program.c_table(f"{name}_steps")}
+extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i in ins)}void* out0, void* scratch0, cudaStream_t stream) {{
+  static const sc_conv_spec spec = {{{spec}}};
+  static sc_conv_state state;
+  static sc_conv_fused fused;
+  const void* ins[{max(1, n_in)}] = {{{", ".join(f"in{2 + k}" for k in range(n_in)) or "nullptr"}}};
+  return sc_conv_fused_run(spec, state, fused, {name}_steps, {len(program.steps)}, in0, in1, ins, out0, scratch0,
+                           {name}_epi, stream);
+}}
+"""
+    note = f"conv{len(x.shape) - 2}d {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))} (channels-last result)"
+    note += f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion where it wins)"
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype), *ep.inputs],
+        outputs=[KernelArg(ep.node, ep.dtype)],
+        source=family + "\n" + launcher,
+        ops=[note],
+        libraries=["cudnn"],
+        scratch=[("float32", numel)],
     )
 
 

@@ -99,6 +99,8 @@ class EmitContext:
     # after it); emitters that take one check `epilogue.value` against their result's name, and
     # write `epilogue.node` in its place.
     epilogue: Epilogue | None = None
+    # Every node of the graph by name (an epilogue's members, for emitters that hand it to a library).
+    nodes: dict[str, Node] = field(default_factory=dict)
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -203,7 +205,7 @@ def context(
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
-                       target=target or Target.current(), prologue=prologue, epilogue=epilogue)
+                       target=target or Target.current(), prologue=prologue, epilogue=epilogue, nodes=nodes)
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

@@ -297,7 +297,7 @@ static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t
 // The legacy path's rules, on an engine's numerical notes: no down-conversion of fp32 inputs and no
 // reduced-precision reductions; no FFT (cuFFT work on cuDNN's own streams, which the Verifier cannot
 // tell from work hidden from the timing); tensor cores for fp32 (TF32) unless asked for full fp32.
-static bool sc_bk_allowed(const sc_conv_spec& s, cudnnBackendDescriptor_t cfg) {
+static bool sc_bk_allowed(const sc_conv_spec& s, cudnnBackendDescriptor_t cfg, bool runtime_compiled = false) {
   cudnnBackendDescriptor_t engine = nullptr;
   if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
   int64_t n = 0;
@@ -312,9 +312,9 @@ static bool sc_bk_allowed(const sc_conv_spec& s, cudnnBackendDescriptor_t cfg) {
         (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && s.precise && s.dtype == CUDNN_DATA_FLOAT))
       ok = false;
   // Engines compiled at run time (NVRTC) cost seconds each to finalize: a net with a hundred convs
-  // would spend minutes in its first call.
+  // would spend minutes in its first call. Only the fused epilogue's search (bounded) takes them.
   cudnnBackendBehaviorNote_t behaviour[16];
-  if (ok && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 16, &n,
+  if (ok && !runtime_compiled && cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 16, &n,
                                      behaviour) == CUDNN_STATUS_SUCCESS)
     for (int64_t i = 0; i < n; ++i)
       if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ok = false;
@@ -453,7 +453,6 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
             s.name, p.nhwc ? "channels-last plan: " : "", p.exec ? "cuDNN graph-API engine" : "legacy algorithm", best,
             p.algo, legacy, (int)found);
 }
-#undef SC_BK
 
 template <class T, int V>
 __global__ void sc_conv_bias_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t vecs, int64_t spatial_vecs,
@@ -964,6 +963,344 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
   }
   return 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// A forward convolution with its pointwise epilogue in one cuDNN operation graph (runtime fusion:
+// cuDNN compiles a kernel for the graph with NVRTC), for an fp32 result kept channels-last. The
+// epilogue comes as a table of cuDNN pointwise steps (agents/coder/cudnn_epilogue.py). On the first
+// call the convolution runs as without it, into the raw buffer, and the generated epilogue kernel
+// writes the result; then the fused graph's plans are built, each checked against that result and
+// timed against the unfused pair (the channels-last copies of x and w, common to both, left out),
+// and the fastest that agrees is kept. H200, scripts/probe_cudnn_fusion.cu: level2/1's convolution
+// with bias + relu + bias 0.896 ms fused, 0.869 + 0.694 ms apart. STITCHCUDA_CONV_FUSE=1 turns it on
+// (not yet measured inside candidates on a GPU), STITCHCUDA_CONV_LOG=1 says what was chosen.
+enum { SC_EPI_NONE = 0, SC_EPI_CONV, SC_EPI_STEP, SC_EPI_CHANNEL, SC_EPI_SCALAR };
+enum { SC_EPI_ATTR_NONE = 0, SC_EPI_RELU_SLOPE, SC_EPI_ELU_ALPHA, SC_EPI_SOFTPLUS_BETA, SC_EPI_SWISH_BETA };
+struct sc_conv_epi_src {
+  int kind;
+  int index;  // SC_EPI_STEP: the step; SC_EPI_CHANNEL: the epilogue input
+  float value;  // SC_EPI_SCALAR
+};
+struct sc_conv_epi_step {
+  cudnnPointwiseMode_t mode;
+  sc_conv_epi_src a, b;
+  int attr;
+  double attr_value;
+};
+constexpr int SC_EPI_MAX_STEPS = 32, SC_EPI_MAX_INPUTS = 16;
+enum { SC_EPI_UID_CHANNEL = 16, SC_EPI_UID_SCALAR = 64, SC_EPI_UID_CONV = 128, SC_EPI_UID_STEP = 256 };
+
+typedef void (*sc_conv_epi_launch)(const void* raw, const void* const* ins, void* out, cudaStream_t stream);
+
+struct sc_conv_fused {
+  std::once_flag once;
+  int status = 0;
+  cudnnBackendDescriptor_t plan = nullptr;  // the fused graph's plan, where it won
+  float scalars[SC_EPI_MAX_STEPS] = {};     // by-value operands, one per step at most
+  bool channel_used[SC_EPI_MAX_INPUTS] = {};
+  bool scalar_used[SC_EPI_MAX_STEPS] = {};
+};
+
+static cudnnStatus_t sc_bk_tensor_ex(cudnnBackendDescriptor_t* t, int rank, const int64_t* dims, int64_t uid,
+                                     bool is_virtual, bool by_value) {
+  int64_t st[5];
+  sc_conv_channels_last(dims, rank, st);
+  const cudnnDataType_t dt = CUDNN_DATA_FLOAT;
+  const int64_t align = by_value ? 4 : 16;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, dims));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank, st));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  if (is_virtual) SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+  if (by_value) SC_BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
+  return cudnnBackendFinalize(*t);
+}
+
+// The operation graph: the forward convolution of the channels-last copies into a virtual tensor,
+// then each step, the last writing the result (uid SC_BK_Y). Marks the inputs and scalars it reads.
+static cudnnStatus_t sc_bk_fused_graph(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_epi_step* steps,
+                                       int n_steps, sc_conv_fused& f, cudnnBackendDescriptor_t* graph) {
+  int64_t xd[5], wd[5], yd[5], cd[5], one[5];
+  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], wd[i] = s.w[i], yd[i] = s.y[i], cd[i] = 1, one[i] = 1;
+  xd[0] = yd[0] = s.batch;
+  cd[1] = s.y[1];
+  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv_out = nullptr, conv = nullptr, conv_op = nullptr;
+  cudnnBackendDescriptor_t outs[SC_EPI_MAX_STEPS] = {}, chans[SC_EPI_MAX_INPUTS] = {};
+  cudnnBackendDescriptor_t ops[SC_EPI_MAX_STEPS + 1] = {};
+  SC_BK(sc_bk_tensor_ex(&x, s.rank, xd, SC_BK_X, false, false));
+  SC_BK(sc_bk_tensor_ex(&w, s.rank, wd, SC_BK_W, false, false));
+  SC_BK(sc_bk_tensor_ex(&y, s.rank, yd, SC_BK_Y, false, false));
+  SC_BK(sc_bk_tensor_ex(&conv_out, s.rank, yd, SC_EPI_UID_CONV, true, false));
+  const int64_t sp = s.rank - 2;
+  int64_t pad[3], stride[3], dil[3];
+  for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sp));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, sp, dil));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, sp, stride));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  SC_BK(cudnnBackendFinalize(conv));
+  const float alpha = 1.0f, beta = 0.0f;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &conv_op));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &conv_out));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+  SC_BK(cudnnBackendFinalize(conv_op));
+  ops[0] = conv_op;
+  for (int i = 0; i < n_steps; ++i) {
+    const sc_conv_epi_step& st = steps[i];
+    cudnnBackendDescriptor_t in[2] = {};
+    const sc_conv_epi_src* src[2] = {&st.a, &st.b};
+    for (int k = 0; k < 2; ++k) {
+      const sc_conv_epi_src& o = *src[k];
+      switch (o.kind) {
+        case SC_EPI_NONE: break;
+        case SC_EPI_CONV: in[k] = conv_out; break;
+        case SC_EPI_STEP:
+          if (o.index < 0 || o.index >= i) return CUDNN_STATUS_BAD_PARAM;
+          in[k] = outs[o.index];
+          break;
+        case SC_EPI_CHANNEL:
+          if (o.index < 0 || o.index >= SC_EPI_MAX_INPUTS) return CUDNN_STATUS_BAD_PARAM;
+          if (!chans[o.index]) SC_BK(sc_bk_tensor_ex(&chans[o.index], s.rank, cd, SC_EPI_UID_CHANNEL + o.index, false, false));
+          f.channel_used[o.index] = true;
+          in[k] = chans[o.index];
+          break;
+        case SC_EPI_SCALAR: {
+          cudnnBackendDescriptor_t t = nullptr;
+          SC_BK(sc_bk_tensor_ex(&t, s.rank, one, SC_EPI_UID_SCALAR + i, false, true));
+          f.scalars[i] = o.value;
+          f.scalar_used[i] = true;
+          in[k] = t;
+          break;
+        }
+        default: return CUDNN_STATUS_BAD_PARAM;
+      }
+    }
+    if (!in[0]) return CUDNN_STATUS_BAD_PARAM;
+    if (i + 1 < n_steps) SC_BK(sc_bk_tensor_ex(&outs[i], s.rank, yd, SC_EPI_UID_STEP + i, true, false));
+    cudnnBackendDescriptor_t pw = nullptr;
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
+    SC_BK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &st.mode));
+    SC_BK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+    const cudnnBackendAttributeName_t attr_names[] = {CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_ATTR_POINTWISE_ELU_ALPHA,
+                                                      CUDNN_ATTR_POINTWISE_SOFTPLUS_BETA, CUDNN_ATTR_POINTWISE_SWISH_BETA};
+    if (st.attr > SC_EPI_ATTR_NONE && st.attr <= SC_EPI_SWISH_BETA)
+      SC_BK(cudnnBackendSetAttribute(pw, attr_names[st.attr - 1], CUDNN_TYPE_DOUBLE, 1, &st.attr_value));
+    SC_BK(cudnnBackendFinalize(pw));
+    SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &ops[i + 1]));
+    SC_BK(cudnnBackendSetAttribute(ops[i + 1], CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
+    SC_BK(cudnnBackendSetAttribute(ops[i + 1], CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in[0]));
+    if (in[1])
+      SC_BK(cudnnBackendSetAttribute(ops[i + 1], CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in[1]));
+    SC_BK(cudnnBackendSetAttribute(ops[i + 1], CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                   i + 1 < n_steps ? &outs[i] : &y));
+    SC_BK(cudnnBackendFinalize(ops[i + 1]));
+  }
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph));
+  SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_steps + 1, ops));
+  SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  return cudnnBackendFinalize(*graph);
+}
+
+static cudnnStatus_t sc_bk_fused_exec(cudnnHandle_t h, cudnnBackendDescriptor_t plan, sc_conv_fused& f, int n_steps,
+                                      const void* x, const void* w, const void* const* ins, void* y) {
+  void* ptrs[3 + SC_EPI_MAX_INPUTS + SC_EPI_MAX_STEPS];
+  int64_t uids[3 + SC_EPI_MAX_INPUTS + SC_EPI_MAX_STEPS];
+  int n = 0;
+  ptrs[n] = const_cast<void*>(x), uids[n++] = SC_BK_X;
+  ptrs[n] = const_cast<void*>(w), uids[n++] = SC_BK_W;
+  ptrs[n] = y, uids[n++] = SC_BK_Y;
+  for (int k = 0; k < SC_EPI_MAX_INPUTS; ++k)
+    if (f.channel_used[k]) ptrs[n] = const_cast<void*>(ins[k]), uids[n++] = SC_EPI_UID_CHANNEL + k;
+  for (int i = 0; i < n_steps; ++i)
+    if (f.scalar_used[i]) ptrs[n] = &f.scalars[i], uids[n++] = SC_EPI_UID_SCALAR + i;
+  cudnnBackendDescriptor_t pack = nullptr;
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &sc_conv_ws);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, plan, pack);
+  if (pack) cudnnBackendDestroyDescriptor(pack);
+  return st;
+}
+
+// Elements of `got` off `want` by more than the Verifier's TF32 tolerance allows (rtol 1e-2, atol
+// 1e-2 x mean |want|); NaN agrees only with NaN.
+__global__ void sc_epi_abs_sum(const float* __restrict__ want, int64_t n, double* __restrict__ sum) {
+  double part = 0.0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    if (want[i] == want[i]) part += fabs((double)want[i]);
+  for (int o = 16; o; o >>= 1) part += __shfl_down_sync(0xffffffffu, part, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(sum, part);
+}
+__global__ void sc_epi_mismatch(const float* __restrict__ got, const float* __restrict__ want, int64_t n,
+                                const double* __restrict__ sum, unsigned long long* __restrict__ bad) {
+  const float atol = (float)(1e-2 * *sum / (double)(n > 0 ? n : 1));
+  unsigned long long part = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float a = got[i], b = want[i];
+    const bool ok = (a != a && b != b) || fabsf(a - b) <= atol + 1e-2f * fabsf(b);
+    part += ok ? 0 : 1;
+  }
+  for (int o = 16; o; o >>= 1) part += __shfl_down_sync(0xffffffffu, part, o);
+  if ((threadIdx.x & 31) == 0 && part) atomicAdd(bad, part);
+}
+
+static long long sc_epi_disagree(const float* got, const float* want, int64_t n, cudaStream_t stream) {
+  void* mem = nullptr;
+  if (cudaMalloc(&mem, 16) != cudaSuccess) return cudaGetLastError(), -1;
+  double* sum = static_cast<double*>(mem);
+  unsigned long long* bad = reinterpret_cast<unsigned long long*>(static_cast<char*>(mem) + 8);
+  long long result = -1;
+  unsigned long long host[2] = {0, 0};
+  if (cudaMemsetAsync(mem, 0, 16, stream) == cudaSuccess) {
+    sc_epi_abs_sum<<<1024, 256, 0, stream>>>(want, n, sum);
+    sc_epi_mismatch<<<1024, 256, 0, stream>>>(got, want, n, sum, bad);
+    if (cudaMemcpyAsync(host, mem, 16, cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+        cudaStreamSynchronize(stream) == cudaSuccess)
+      result = (long long)host[1];
+  }
+  cudaFree(mem);
+  cudaGetLastError();
+  return result;
+}
+
+static bool sc_conv_fuse_on() {
+  const char* e = getenv("STITCHCUDA_CONV_FUSE");
+  return e && *e == '1';
+}
+
+// Builds, checks and times the fused graph's plans; keeps the fastest that agrees with `out` (the
+// unfused result of this very call) and beats the unfused pair. `raw` is free to write.
+static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_conv_fused& f, cudnnHandle_t h,
+                                const sc_conv_epi_step* steps, int n_steps, const void* const* ins, void* out,
+                                void* raw, sc_conv_epi_launch epi, cudaStream_t stream) {
+  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  auto skip = [&](const char* why) {
+    if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
+  };
+  if (!sc_conv_fuse_on()) return skip("STITCHCUDA_CONV_FUSE is not 1");
+  if (!st.nhwc || s.transposed || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 ||
+      n_steps > SC_EPI_MAX_STEPS)
+    return skip("not a channels-last fp32 TF32 forward convolution");
+  cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
+  cudnnStatus_t rc = sc_bk_fused_graph(s, h, steps, n_steps, f, &graph);
+  if (rc != CUDNN_STATUS_SUCCESS) return skip(cudnnGetErrorString(rc));
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  rc = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+  if (rc == CUDNN_STATUS_SUCCESS)
+    rc = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  if (rc == CUDNN_STATUS_SUCCESS) rc = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (rc == CUDNN_STATUS_SUCCESS) rc = cudnnBackendFinalize(heur);
+  cudnnBackendDescriptor_t cfg[SC_BK_MAX_CONFIGS] = {};
+  int64_t found = 0;
+  for (int i = 0; i < SC_BK_MAX_CONFIGS && rc == CUDNN_STATUS_SUCCESS; ++i)
+    rc = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]);
+  if (rc == CUDNN_STATUS_SUCCESS)
+    rc = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, SC_BK_MAX_CONFIGS,
+                                  &found, cfg);
+  if (rc != CUDNN_STATUS_SUCCESS) return skip(cudnnGetErrorString(rc));
+  if (found > SC_BK_MAX_CONFIGS) found = SC_BK_MAX_CONFIGS;
+  const int64_t n = s.batch * s.channels * s.spatial;
+  // The channels-last copies of x and w are made once here: both paths read them.
+  const float apart = sc_conv_time(stream, [&] {
+    const cudnnStatus_t r = sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, raw);
+    if (r == CUDNN_STATUS_SUCCESS) epi(raw, ins, out, stream);
+    return cudaGetLastError() == cudaSuccess ? r : CUDNN_STATUS_EXECUTION_FAILED;
+  });
+  float best = apart;
+  int tried = 0, agreed = 0;
+  // Each plan is compiled (NVRTC) when finalized: 0.03 to 2 s apiece on the H200. A bound on the search.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < found && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(6000); ++i) {
+    cudnnBackendDescriptor_t plan = nullptr;
+    int64_t need = 0, cnt = 0;
+    if (!sc_bk_allowed(s, cfg[i], true) ||
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &cfg[i]) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &need) !=
+            CUDNN_STATUS_SUCCESS ||
+        need < 0 || (size_t)need > sc_conv_ws_bytes) {
+      cudnnBackendDestroyDescriptor(plan);
+      continue;
+    }
+    ++tried;
+    // Checked on this call's inputs against the unfused result before it may be timed.
+    const bool ran = sc_bk_fused_exec(h, plan, f, n_steps, st.xt, st.wt, ins, raw) == CUDNN_STATUS_SUCCESS;
+    const long long bad = ran ? sc_epi_disagree(static_cast<const float*>(raw), static_cast<const float*>(out), n, stream) : -1;
+    float ms = -1.0f;
+    if (bad == 0) {
+      ++agreed;
+      ms = sc_conv_time(stream, [&] { return sc_bk_fused_exec(h, plan, f, n_steps, st.xt, st.wt, ins, raw); });
+    } else if (log) {
+      fprintf(stderr, "stitchcuda %s: fused engine config %d %s (%lld elements off)\n", s.name, (int)i,
+              ran ? "disagrees with the unfused result" : "failed to run", bad);
+    }
+    if (ms >= 0 && (best < 0 || ms < best)) {
+      if (f.plan) cudnnBackendDestroyDescriptor(f.plan);
+      f.plan = plan, best = ms;
+    } else {
+      cudnnBackendDestroyDescriptor(plan);
+    }
+  }
+  cudaGetLastError();  // a refused plan's error is not the caller's
+  if (log)
+    fprintf(stderr, "stitchcuda %s: epilogue %s: %.3f ms (apart %.3f ms; %d fused plan(s) built, %d agreed)\n", s.name,
+            f.plan ? "fused into the convolution" : "apart", best, apart, tried, agreed);
+}
+
+// The convolution and its epilogue: `raw` holds the convolution's channels-last result where they
+// run apart (the generated epilogue kernel `epi` then writes `out`).
+[[maybe_unused]] static int sc_conv_fused_run(const sc_conv_spec& s, sc_conv_state& st, sc_conv_fused& f, const sc_conv_epi_step* steps,
+                             int n_steps, const void* x, const void* w, const void* const* ins, void* out, void* raw,
+                             sc_conv_epi_launch epi, cudaStream_t stream) {
+  bool first = false;
+  std::call_once(f.once, [&] {
+    first = true;
+    f.status = sc_conv_run(s, st, x, w, nullptr, raw, stream);
+    if (f.status) return;
+    epi(raw, ins, out, stream);
+    if ((f.status = (int)cudaGetLastError())) return;
+    cudnnStatus_t hs;
+    cudnnHandle_t h = sc_conv_handle(&hs);
+    if (hs == CUDNN_STATUS_SUCCESS) sc_conv_fused_setup(s, st, f, h, steps, n_steps, ins, out, raw, epi, stream);
+  });
+  if (first || f.status) return f.status;
+  if (!f.plan) {
+    if (int rc = sc_conv_run(s, st, x, w, nullptr, raw, stream)) return rc;
+    epi(raw, ins, out, stream);
+    return (int)cudaGetLastError();
+  }
+  cudnnStatus_t hs;
+  cudnnHandle_t h = sc_conv_handle(&hs);
+  if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
+  SC_CUDNN(cudnnSetStream(h, stream));
+  sc_conv_to_nhwc(s, st, x, w, stream);
+  SC_CUDNN(sc_bk_fused_exec(h, f.plan, f, n_steps, st.xt, st.wt, ins, out));
+  return (int)cudaGetLastError();
+}
+#undef SC_BK
 #undef SC_CUDNN
 #pragma GCC diagnostic pop
 #endif  // SC_CONV_H

@@ -1,0 +1,165 @@
+"""A forward convolution's pointwise chain handed to cuDNN's runtime fusion (STITCHCUDA_CONV_FUSE=1):
+the planner gives the channels-last convolution the chain as its epilogue, cudnn_epilogue translates
+the chain into cuDNN pointwise steps (one table, one walker), and the launcher (conv.cuh
+sc_conv_fused_run) keeps the fused graph only where it agrees with the unfused pair and beats it.
+
+Here: the translation, op by op and for what it refuses; the plans with and without the variable;
+each candidate built for sm_90. On a GPU: each candidate matches its module, fused or not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new
+from test_emit_conv import cudnn_include
+
+from stitchcuda.agents.coder import cudnn_epilogue
+from stitchcuda.agents.coder.codegen import KernelArg
+from stitchcuda.agents.coder.kernels import NotSupported
+from stitchcuda.agents.coder.model_new import CU_FILE
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+def Chain(tail, cin: int = 8, cout: int = 16) -> nn.Module:
+    """A convolution, then `tail` over its result (a function of the result and the module); its
+    class takes no constructor arguments, as the candidate's ModelNew mirrors them."""
+
+    class Tail(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(cin, cout, 3)
+            self.scale = nn.Parameter(torch.randn(cout, 1, 1))
+
+        def forward(self, x):
+            return tail(self.conv(x), self)
+
+    return Tail()
+
+
+# name -> (tail, the cuDNN modes its steps use, in order)
+TAILS = {
+    "bias relu bias": (lambda y, m: torch.relu(y) + m.scale, ["ADD", "RELU_FWD", "ADD"]),
+    "scale leaky gelu": (lambda y, m: F.gelu(F.leaky_relu(y * 2.0, 0.1)), ["ADD", "MUL", "RELU_FWD", "GELU_FWD"]),
+    "sigmoid times channel": (lambda y, m: torch.sigmoid(y) * m.scale, ["ADD", "SIGMOID_FWD", "MUL"]),
+    "clamp tanh": (lambda y, m: torch.tanh(torch.clamp(y - 0.5, -1.0, 1.0)), ["ADD", "SUB", "MAX", "MIN", "TANH_FWD"]),
+    "silu divided": (lambda y, m: F.silu(y) / 3.0, ["ADD", "SWISH_FWD", "DIV"]),
+}
+
+
+def _conv_kernel_source(cand) -> str:
+    return cand.files[CU_FILE]
+
+
+@pytest.mark.parametrize("case", list(TAILS))
+def test_the_planner_hands_the_chain_to_the_convolution_only_when_asked(case, monkeypatch):
+    tail, modes = TAILS[case]
+    torch.manual_seed(0)
+    x = [torch.randn(2, 8, 10, 12)]
+    monkeypatch.delenv("STITCHCUDA_CONV_FUSE", raising=False)
+    apart = builtin_candidate(Chain(tail), x, host=False)
+    assert "return sc_conv_fused_run(spec" not in _conv_kernel_source(apart)
+    assert any("stitch_pw" in n for n in apart.notes), apart.notes
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
+    fused = builtin_candidate(Chain(tail), x, host=False)
+    src = _conv_kernel_source(fused)
+    # One launcher for the convolution and the whole chain: no pointwise kernel is left.
+    assert "return sc_conv_fused_run(spec" in src and not any("stitch_pw" in n for n in fused.notes), fused.notes
+    table = src[src.index("_steps[] = {"):]
+    table = table[: table.index("};")]
+    assert [row.split(",")[0].split("CUDNN_POINTWISE_")[1] for row in table.splitlines()[1:] if row.strip()] == modes
+
+
+def test_translation_reads_numbers_channels_and_earlier_steps():
+    # y = relu(conv + b[c]) * 2.5 - b2[c] over channels-last [N, H, W, 4]
+    nodes = {
+        "conv": {"name": "conv", "op": "convolution", "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "b": {"name": "b", "op": "input", "shape": [4, 1, 1], "stride": [1, 1, 1], "dtype": "float32"},
+        "b_c": {"name": "b_c", "op": "view", "view": True, "args": {"self": {"ref": "b"}}, "shape": [4],
+                "stride": [1], "dtype": "float32"},
+        "b2": {"name": "b2", "op": "input", "shape": [4], "stride": [1], "dtype": "float32"},
+        "s1": {"name": "s1", "op": "add", "args": {"self": {"ref": "conv"}, "other": {"ref": "b_c"}, "alpha": 1},
+               "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "s2": {"name": "s2", "op": "relu", "args": {"self": {"ref": "s1"}}, "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "s3": {"name": "s3", "op": "mul", "args": {"self": {"ref": "s2"}, "other": 2.5}, "shape": [2, 3, 3, 4],
+               "dtype": "float32"},
+        "s4": {"name": "s4", "op": "sub", "args": {"self": {"ref": "s3"}, "other": {"ref": "b2"}, "alpha": 1},
+               "shape": [2, 3, 3, 4], "dtype": "float32"},
+    }
+    inputs = [KernelArg("b", "float32"), KernelArg("b2", "float32")]
+    prog = cudnn_epilogue.translate(nodes, ["b_c", "s1", "s2", "s3", "s4"], "s4", "conv", inputs, 4)
+    S = cudnn_epilogue.Source
+    assert [(s.mode, s.a, s.b) for s in prog.steps] == [
+        ("ADD", S(cudnn_epilogue.CONV), S(cudnn_epilogue.CHANNEL, 0)),
+        ("RELU_FWD", S(cudnn_epilogue.STEP, 0), None),
+        ("MUL", S(cudnn_epilogue.STEP, 1), S(cudnn_epilogue.SCALAR, value=2.5)),
+        ("SUB", S(cudnn_epilogue.STEP, 2), S(cudnn_epilogue.CHANNEL, 1)),
+    ]
+    assert "{SC_EPI_SCALAR, 0, 2.5f}" in prog.c_table("t")
+    # A subtraction with alpha folds it into its number; with a tensor it is refused.
+    nodes["s4"]["args"] = {"self": {"ref": "s3"}, "other": 0.5, "alpha": 3}
+    prog = cudnn_epilogue.translate(nodes, ["b_c", "s1", "s2", "s3", "s4"], "s4", "conv", inputs, 4)
+    assert prog.steps[-1].b == S(cudnn_epilogue.SCALAR, value=1.5)
+    nodes["s4"]["args"] = {"self": {"ref": "s3"}, "other": {"ref": "b2"}, "alpha": 3}
+    with pytest.raises(NotSupported, match="alpha"):
+        cudnn_epilogue.translate(nodes, ["b_c", "s1", "s2", "s3", "s4"], "s4", "conv", inputs, 4)
+
+
+def test_translation_refuses_what_cudnn_has_no_step_for():
+    nodes = {
+        "conv": {"name": "conv", "op": "convolution", "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "h": {"name": "h", "op": "hardswish", "args": {"self": {"ref": "conv"}}, "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "full": {"name": "full", "op": "input", "shape": [2, 3, 3, 4], "stride": [36, 12, 4, 1], "dtype": "float32"},
+        "a": {"name": "a", "op": "add", "args": {"self": {"ref": "conv"}, "other": {"ref": "full"}, "alpha": 1},
+              "shape": [2, 3, 3, 4], "dtype": "float32"},
+    }
+    with pytest.raises(NotSupported, match="hardswish"):
+        cudnn_epilogue.translate(nodes, ["h"], "h", "conv", [], 4)
+    # An operand of the result's own shape (a residual) is not a per-channel one.
+    with pytest.raises(NotSupported, match="per-channel"):
+        cudnn_epilogue.translate(nodes, ["a"], "a", "conv", [KernelArg("full", "float32")], 4)
+
+
+def test_a_chain_cudnn_cannot_take_keeps_its_own_kernel(monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
+    torch.manual_seed(0)
+    cand = builtin_candidate(Chain(lambda y, m: F.hardswish(y) + m.scale), [torch.randn(2, 8, 10, 12)], host=False)
+    assert "return sc_conv_fused_run(spec" not in cand.files[CU_FILE] and any("stitch_pw" in n for n in cand.notes), cand.notes
+
+
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_fused_candidates_build_for_sm90(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
+    for k, case in enumerate(["bias relu bias", "clamp tanh"]):
+        torch.manual_seed(0)
+        cand = builtin_candidate(Chain(TAILS[case][0]), [torch.randn(2, 8, 10, 12)], host=False)
+        assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]
+        assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", list(TAILS))
+def test_on_the_gpu_each_fused_candidate_matches_its_module(case, tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    torch.manual_seed(3)
+    module = Chain(TAILS[case][0], cin=32, cout=64)
+    inputs = [torch.randn(8, 32, 40, 40)]
+    cand = builtin_candidate(module, inputs, host=False)
+    assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path / "m")
+    new = new.cuda()
+    args = [t.cuda() for t in inputs]
+    with torch.no_grad():
+        want = module(*args)
+        for _ in range(3):  # the first call decides fused or apart, the later ones run that choice
+            got = new(*args)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
+    log = capfd.readouterr().err
+    assert "epilogue fused into the convolution" in log or "epilogue apart" in log, log[-3000:]
