@@ -7,8 +7,9 @@
 // epilogue kernel.
 //
 // Build and run on the GPU machine (cuDNN from the nvidia-cudnn wheel torch uses):
-//   D=$(python3 -c "import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))")
-//   nvcc -O2 -std=c++17 -arch=sm_90 -I$D/include -L$D/lib -Xlinker -rpath=$D/lib scripts/probe_cudnn_fusion.cu -lcudnn -o /tmp/fusion && /tmp/fusion
+//   nvcc -O2 -std=c++17 -arch=sm_90 scripts/probe_cudnn_fusion.cu -lcudnn -o /tmp/fusion && /tmp/fusion
+// (the lent machine finds cudnn.h and libcudnn on nvcc's default paths: cuDNN 9.14 there, 2026-11-27;
+// elsewhere add -I/-L for the nvidia-cudnn wheel's include/ and lib/).
 #include <cudnn.h>
 #include <cuda_runtime.h>
 #include <algorithm>
