@@ -244,6 +244,24 @@ static cudnnStatus_t sc_bk_tensor(cudnnBackendDescriptor_t* t, cudnnDataType_t d
   return cudnnBackendFinalize(*t);
 }
 
+// The convolution's descriptor: cross-correlation in fp32, the spec's padding, stride and dilation.
+static cudnnStatus_t sc_bk_conv_desc(const sc_conv_spec& s, cudnnBackendDescriptor_t* conv) {
+  const int64_t sp = s.rank - 2;
+  int64_t pad[3], stride[3], dil[3];
+  for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, conv));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sp));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, sp, dil));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, sp, stride));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  SC_BK(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
+  return cudnnBackendFinalize(*conv);
+}
+
 // The one-operation graph: forward, or backward-data for a transposed conv (dy = the op's input).
 static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align, bool nhwc,
                                  cudnnBackendDescriptor_t* graph) {
@@ -254,20 +272,7 @@ static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t
   SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align, nhwc));
   SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16, nhwc));
   SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align, nhwc));
-  const int64_t sp = s.rank - 2;
-  int64_t pad[3], stride[3], dil[3];
-  for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sp));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, sp, dil));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, sp, stride));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
-  SC_BK(cudnnBackendFinalize(conv));
+  SC_BK(sc_bk_conv_desc(s, &conv));
   const float one = 1.0f, zero = 0.0f;
   const cudnnBackendDescriptorType_t kind = s.transposed ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                                                          : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
@@ -379,6 +384,48 @@ static float sc_conv_time(cudaStream_t stream, Run run) {
   return best;
 }
 
+// The engine configs cuDNN's heuristics (mode A, PyTorch's) rank first for `graph`, at most
+// SC_BK_MAX_CONFIGS; `found` says how many were written.
+static cudnnStatus_t sc_bk_configs(cudnnBackendDescriptor_t graph, cudnnBackendDescriptor_t* cfg, int64_t* found) {
+  cudnnBackendDescriptor_t heur = nullptr;
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  *found = 0;
+  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+  SC_BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+  SC_BK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  SC_BK(cudnnBackendFinalize(heur));
+  for (int i = 0; i < SC_BK_MAX_CONFIGS; ++i) SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]));
+  // The count is how many configurations the heuristics have, of which only the first
+  // SC_BK_MAX_CONFIGS were written.
+  SC_BK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, SC_BK_MAX_CONFIGS,
+                                 found, cfg));
+  if (*found > SC_BK_MAX_CONFIGS) *found = SC_BK_MAX_CONFIGS;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// An execution plan of `cfg` where its engine is allowed (sc_bk_allowed) and its workspace fits both
+// the library's workspace and `cap`; null otherwise.
+static cudnnBackendDescriptor_t sc_bk_plan(const sc_conv_spec& s, cudnnHandle_t h, cudnnBackendDescriptor_t cfg,
+                                           bool runtime_compiled, size_t cap, size_t* ws) {
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t need = 0, n = 0;
+  if (!sc_bk_allowed(s, cfg, runtime_compiled) ||
+      cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
+    return nullptr;
+  if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &need) !=
+          CUDNN_STATUS_SUCCESS ||
+      need < 0 || (size_t)need > sc_conv_ws_bytes || (size_t)need > cap) {
+    cudnnBackendDestroyDescriptor(plan);
+    return nullptr;
+  }
+  *ws = (size_t)need;
+  return plan;
+}
+
 // Times the graph-API engines the heuristics rank first (and allowed) against the legacy algorithm
 // already chosen, on the caller's buffers, and keeps a graph-API plan only where it is faster.
 // STITCHCUDA_CUDNN_LEGACY=1 turns the graph API off (for A/B timing).
@@ -398,52 +445,26 @@ static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_pl
   if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % (uintptr_t)align ||
       reinterpret_cast<uintptr_t>(w) % 16)
     return unavailable("buffers less aligned than a plan assumes", CUDNN_STATUS_NOT_SUPPORTED);
-  cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
+  cudnnBackendDescriptor_t graph = nullptr;
   cudnnStatus_t st = sc_bk_graph(s, h, samples, align, p.nhwc, &graph);
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("operation graph", st);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(heur);
   cudnnBackendDescriptor_t cfg[SC_BK_MAX_CONFIGS] = {};
   int64_t found = 0;
-  for (int i = 0; i < SC_BK_MAX_CONFIGS && st == CUDNN_STATUS_SUCCESS; ++i)
-    st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                  SC_BK_MAX_CONFIGS, &found, cfg);
+  st = sc_bk_configs(graph, cfg, &found);
   if (st != CUDNN_STATUS_SUCCESS) return unavailable("heuristics", st);
-  // The count is how many configurations the heuristics have, of which only the first
-  // SC_BK_MAX_CONFIGS were written.
-  if (found > SC_BK_MAX_CONFIGS) found = SC_BK_MAX_CONFIGS;
   const float legacy = sc_conv_time(stream, [&] { return sc_conv_exec(s, h, p, true, x, w, y); });
   float best = legacy;
   // A bound on the search, so a first call over many convolutions stays short.
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < found && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500); ++i) {
-    cudnnBackendDescriptor_t plan = nullptr;
-    int64_t need = 0, n = 0;
-    if (!sc_bk_allowed(s, cfg[i]) ||
-        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
-      continue;
-    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                 &cfg[i]) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &need) !=
-            CUDNN_STATUS_SUCCESS ||
-        need < 0 || (size_t)need > sc_conv_ws_bytes || (size_t)need > cap) {
-      cudnnBackendDestroyDescriptor(plan);
-      continue;
-    }
+    size_t need = 0;
+    cudnnBackendDescriptor_t plan = sc_bk_plan(s, h, cfg[i], false, cap, &need);
+    if (!plan) continue;
     const float ms = sc_conv_time(stream, [&] { return sc_bk_exec(h, plan, x, w, y, sc_conv_ws); });
     if (ms >= 0 && (best < 0 || ms < best)) {
       if (p.exec) cudnnBackendDestroyDescriptor(p.exec);
       p.exec = plan, p.align = align, best = ms;
-      if ((size_t)need > p.ws) p.ws = (size_t)need;
+      if (need > p.ws) p.ws = need;
     } else {
       cudnnBackendDestroyDescriptor(plan);
     }
@@ -621,7 +642,8 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_narrow4(const float* __
                                                                  const float* __restrict__ bias, int64_t rows,
                                                                  int64_t cols, int64_t batches) {
   static_assert(SC_TR_CHUNK == 4 * 256, "one float4 a thread per short-side row");
-  __shared__ float tile[S][SC_TR_CHUNK];  // tile[k][l]: short index k, long index l0 + l
+  // 16-byte aligned: rows are read and written as float4s.
+  __shared__ __align__(16) float tile[S][SC_TR_CHUNK];  // tile[k][l]: short index k, long index l0 + l
   const int64_t longs = FEW_ROWS ? cols : rows, chunks = (longs + SC_TR_CHUNK - 1) / SC_TR_CHUNK;
   const int t = threadIdx.x;
   for (int64_t g = blockIdx.x; g < batches * chunks; g += gridDim.x) {
@@ -1033,20 +1055,7 @@ static cudnnStatus_t sc_bk_fused_graph(const sc_conv_spec& s, cudnnHandle_t h, c
   SC_BK(sc_bk_tensor_ex(&w, s.rank, wd, SC_BK_W, false, false));
   SC_BK(sc_bk_tensor_ex(&y, s.rank, yd, SC_BK_Y, false, false));
   SC_BK(sc_bk_tensor_ex(&conv_out, s.rank, yd, SC_EPI_UID_CONV, true, false));
-  const int64_t sp = s.rank - 2;
-  int64_t pad[3], stride[3], dil[3];
-  for (int i = 0; i < sp; ++i) pad[i] = s.pad[i], stride[i] = s.stride[i], dil[i] = s.dil[i];
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sp));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, sp, dil));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, sp, stride));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
-  SC_BK(cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, sp, pad));
-  SC_BK(cudnnBackendFinalize(conv));
+  SC_BK(sc_bk_conv_desc(s, &conv));
   const float alpha = 1.0f, beta = 0.0f;
   SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &conv_op));
   SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
@@ -1200,24 +1209,13 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
   if (!st.nhwc || s.transposed || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 ||
       n_steps > SC_EPI_MAX_STEPS)
     return skip("not a channels-last fp32 TF32 forward convolution");
-  cudnnBackendDescriptor_t graph = nullptr, heur = nullptr;
+  cudnnBackendDescriptor_t graph = nullptr;
   cudnnStatus_t rc = sc_bk_fused_graph(s, h, steps, n_steps, f, &graph);
   if (rc != CUDNN_STATUS_SUCCESS) return skip(cudnnGetErrorString(rc));
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  rc = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-  if (rc == CUDNN_STATUS_SUCCESS)
-    rc = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-  if (rc == CUDNN_STATUS_SUCCESS) rc = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (rc == CUDNN_STATUS_SUCCESS) rc = cudnnBackendFinalize(heur);
   cudnnBackendDescriptor_t cfg[SC_BK_MAX_CONFIGS] = {};
   int64_t found = 0;
-  for (int i = 0; i < SC_BK_MAX_CONFIGS && rc == CUDNN_STATUS_SUCCESS; ++i)
-    rc = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]);
-  if (rc == CUDNN_STATUS_SUCCESS)
-    rc = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, SC_BK_MAX_CONFIGS,
-                                  &found, cfg);
+  rc = sc_bk_configs(graph, cfg, &found);
   if (rc != CUDNN_STATUS_SUCCESS) return skip(cudnnGetErrorString(rc));
-  if (found > SC_BK_MAX_CONFIGS) found = SC_BK_MAX_CONFIGS;
   const int64_t n = s.batch * s.channels * s.spatial;
   // The channels-last copies of x and w are made once here: both paths read them.
   const float apart = sc_conv_time(stream, [&] {
@@ -1230,21 +1228,9 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
   // Each plan is compiled (NVRTC) when finalized: 0.03 to 2 s apiece on the H200. A bound on the search.
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < found && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(6000); ++i) {
-    cudnnBackendDescriptor_t plan = nullptr;
-    int64_t need = 0, cnt = 0;
-    if (!sc_bk_allowed(s, cfg[i], true) ||
-        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS)
-      continue;
-    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                 &cfg[i]) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &need) !=
-            CUDNN_STATUS_SUCCESS ||
-        need < 0 || (size_t)need > sc_conv_ws_bytes) {
-      cudnnBackendDestroyDescriptor(plan);
-      continue;
-    }
+    size_t need = 0;
+    cudnnBackendDescriptor_t plan = sc_bk_plan(s, h, cfg[i], true, sc_conv_ws_bytes, &need);
+    if (!plan) continue;
     ++tried;
     // Checked on this call's inputs against the unfused result before it may be timed.
     const bool ran = sc_bk_fused_exec(h, plan, f, n_steps, st.xt, st.wt, ins, raw) == CUDNN_STATUS_SUCCESS;
