@@ -46,6 +46,8 @@ TAILS = {
     "sigmoid times channel": (lambda y, m: torch.sigmoid(y) * m.scale, ["ADD", "SIGMOID_FWD", "MUL"]),
     "clamp tanh": (lambda y, m: torch.tanh(torch.clamp(y - 0.5, -1.0, 1.0)), ["ADD", "SUB", "MAX", "MIN", "TANH_FWD"]),
     "silu divided": (lambda y, m: F.silu(y) / 3.0, ["ADD", "SWISH_FWD", "DIV"]),
+    "mish": (lambda y, m: F.mish(y - m.scale), ["ADD", "SUB", "SOFTPLUS_FWD", "TANH_FWD", "MUL"]),
+    "hardswish relu": (lambda y, m: torch.relu(F.hardswish(y)), ["ADD", "ADD", "MAX", "MIN", "MUL", "MUL", "RELU_FWD"]),
 }
 
 
@@ -110,12 +112,13 @@ def test_translation_reads_numbers_channels_and_earlier_steps():
 def test_translation_refuses_what_cudnn_has_no_step_for():
     nodes = {
         "conv": {"name": "conv", "op": "convolution", "shape": [2, 3, 3, 4], "dtype": "float32"},
-        "h": {"name": "h", "op": "hardswish", "args": {"self": {"ref": "conv"}}, "shape": [2, 3, 3, 4], "dtype": "float32"},
+        "h": {"name": "h", "op": "selu", "args": {"self": {"ref": "conv"}}, "shape": [2, 3, 3, 4], "dtype": "float32"},
         "full": {"name": "full", "op": "input", "shape": [2, 3, 3, 4], "stride": [36, 12, 4, 1], "dtype": "float32"},
         "a": {"name": "a", "op": "add", "args": {"self": {"ref": "conv"}, "other": {"ref": "full"}, "alpha": 1},
               "shape": [2, 3, 3, 4], "dtype": "float32"},
     }
-    with pytest.raises(NotSupported, match="hardswish"):
+    nodes["h"]["op"] = "selu"
+    with pytest.raises(NotSupported, match="selu"):
         cudnn_epilogue.translate(nodes, ["h"], "h", "conv", [], 4)
     # An operand of the result's own shape (a residual) is not a per-channel one.
     with pytest.raises(NotSupported, match="per-channel"):
@@ -125,8 +128,66 @@ def test_translation_refuses_what_cudnn_has_no_step_for():
 def test_a_chain_cudnn_cannot_take_keeps_its_own_kernel(monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
     torch.manual_seed(0)
-    cand = builtin_candidate(Chain(lambda y, m: F.hardswish(y) + m.scale), [torch.randn(2, 8, 10, 12)], host=False)
+    cand = builtin_candidate(Chain(lambda y, m: F.selu(y) + m.scale), [torch.randn(2, 8, 10, 12)], host=False)
     assert "return sc_conv_fused_run(spec" not in cand.files[CU_FILE] and any("stitch_pw" in n for n in cand.notes), cand.notes
+
+
+# cuDNN's pointwise modes as its documentation defines them: what the steps ask cuDNN to compute.
+MODES = {
+    "ADD": lambda a, b, t: a + b, "SUB": lambda a, b, t: a - b, "MUL": lambda a, b, t: a * b,
+    "DIV": lambda a, b, t: a / b, "MAX": lambda a, b, t: torch.maximum(a, b), "MIN": lambda a, b, t: torch.minimum(a, b),
+    "RELU_FWD": lambda a, b, t: torch.where(a > 0, a, a * (t or 0.0)),
+    "SIGMOID_FWD": lambda a, b, t: torch.sigmoid(a), "TANH_FWD": lambda a, b, t: torch.tanh(a),
+    "GELU_FWD": lambda a, b, t: F.gelu(a), "GELU_APPROX_TANH_FWD": lambda a, b, t: F.gelu(a, approximate="tanh"),
+    "SWISH_FWD": lambda a, b, t: a * torch.sigmoid(t * a), "ELU_FWD": lambda a, b, t: F.elu(a, t),
+    "SOFTPLUS_FWD": lambda a, b, t: torch.log1p(torch.exp(t * a)) / t,
+    "EXP": lambda a, b, t: torch.exp(a), "LOG": lambda a, b, t: torch.log(a), "NEG": lambda a, b, t: -a,
+    "ABS": lambda a, b, t: a.abs(), "SQRT": lambda a, b, t: a.sqrt(), "RSQRT": lambda a, b, t: a.rsqrt(),
+    "ERF": lambda a, b, t: torch.erf(a),
+}
+
+
+def _run_steps(prog, conv_nhwc, inputs):
+    """The steps evaluated in PyTorch on the channels-last convolution result (no bias) and the
+    epilogue's inputs, each a [C] operand over the last dimension."""
+    outs = []
+
+    def value(src):
+        if src is None:
+            return None
+        return {cudnn_epilogue.CONV: lambda: conv_nhwc, cudnn_epilogue.STEP: lambda: outs[src.index],
+                cudnn_epilogue.CHANNEL: lambda: inputs[src.index].reshape(-1),
+                cudnn_epilogue.SCALAR: lambda: torch.tensor(src.value)}[src.kind]()
+
+    for step in prog.steps:
+        outs.append(MODES[step.mode](value(step.a), value(step.b), step.attr[1] if step.attr else None))
+    return outs[-1]
+
+
+@pytest.mark.parametrize("case", list(TAILS))
+def test_the_steps_compute_what_the_module_does(case, monkeypatch):
+    """Each chain's steps, evaluated by cuDNN's definitions of its modes, give the module's output:
+    operands, numbers, attributes and the order of the steps as the fused graph will get them."""
+    from stitchcuda.agents import graph
+    from stitchcuda.agents.coder import codegen
+    from stitchcuda.agents.plan import planner
+
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
+    torch.manual_seed(1)
+    module = Chain(TAILS[case][0])
+    x = torch.randn(2, 8, 10, 12)
+    plan = planner.plan_graph(graph.trace_module(module, [x]))
+    nodes = graph.by_name(plan.graph)
+    (epi,) = [g.detail["epilogue"] for g in plan.groups if g.detail.get("epilogue")]
+    ep = codegen.epilogue(plan.graph, epi["members"], epi["node"], epi["value"], nodes=nodes)
+    prog = cudnn_epilogue.translate(nodes, ep.members, ep.node, ep.value, ep.inputs, 16)
+    params = dict(module.named_parameters())
+    inputs = [params[a.name] for a in ep.inputs]
+    with torch.no_grad():
+        conv = F.conv2d(x, module.conv.weight).permute(0, 2, 3, 1)
+        got = _run_steps(prog, conv, inputs)
+        want = module(x).permute(0, 2, 3, 1)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")

@@ -180,6 +180,27 @@ def _elu(w: _Walk, n: Node) -> list[Step]:
     return [Step("ELU_FWD", w.source(a.get("self")), attr=("elu_alpha", float(a.get("alpha", 1))))]
 
 
+def _mish(w: _Walk, n: Node) -> list[Step]:
+    # x * tanh(softplus(x)): where softplus overflows (x > 88) tanh gives 1 and the product x, as it should.
+    x, k = w.source(n["args"].get("self")), len(w.steps)
+    return [Step("SOFTPLUS_FWD", x, attr=("softplus_beta", 1.0)), Step("TANH_FWD", Source(STEP, k)),
+            Step("MUL", x, Source(STEP, k + 1))]
+
+
+def _hard(times_input: bool) -> Callable[[_Walk, Node], list[Step]]:
+    """hardsigmoid, clamp(x + 3, 0, 6) / 6, and hardswish, x times that (as codegen's table has them)."""
+
+    def make(w: _Walk, n: Node) -> list[Step]:
+        x, k = w.source(n["args"].get("self")), len(w.steps)
+        steps = [Step("ADD", x, Source(SCALAR, value=3.0)), Step("MAX", Source(STEP, k), Source(SCALAR, value=0.0)),
+                 Step("MIN", Source(STEP, k + 1), Source(SCALAR, value=6.0))]
+        if times_input:
+            steps.append(Step("MUL", x, Source(STEP, k + 2)))
+        return [*steps, Step("MUL", Source(STEP, k + len(steps) - 1), Source(SCALAR, value=1.0 / 6.0))]
+
+    return make
+
+
 # aten op -> its cuDNN pointwise steps.
 TABLE: dict[str, Callable[[_Walk, Node], list[Step]]] = {
     "add": _binary("ADD"),
@@ -208,6 +229,9 @@ TABLE: dict[str, Callable[[_Walk, Node], list[Step]]] = {
     "clamp_max": _clamp(None, "max"),
     "hardtanh": _clamp("min_val", "max_val", -1.0, 1.0),
     "relu6": _clamp(None, None, 0.0, 6.0),
+    "mish": _mish,
+    "hardswish": _hard(True),
+    "hardsigmoid": _hard(False),
 }
 
 
