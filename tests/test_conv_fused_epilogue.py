@@ -1,4 +1,4 @@
-"""A forward convolution's pointwise chain handed to cuDNN's runtime fusion (STITCHCUDA_CONV_FUSE=1):
+"""A convolution's pointwise chain handed to cuDNN's runtime fusion (STITCHCUDA_CONV_FUSE=1):
 the planner gives the channels-last convolution the chain as its epilogue, cudnn_epilogue translates
 the chain into cuDNN pointwise steps (one table, one walker), and the launcher (conv.cuh
 sc_conv_fused_run) keeps the fused graph only where it agrees with the unfused pair and beats it.
@@ -23,14 +23,14 @@ from stitchcuda.agents.coder.model_new import CU_FILE
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
-def Chain(tail, cin: int = 8, cout: int = 16) -> nn.Module:
+def Chain(tail, cin: int = 8, cout: int = 16, transposed: bool = False) -> nn.Module:
     """A convolution, then `tail` over its result (a function of the result and the module); its
     class takes no constructor arguments, as the candidate's ModelNew mirrors them."""
 
     class Tail(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.conv = nn.Conv2d(cin, cout, 3)
+            self.conv = (nn.ConvTranspose2d if transposed else nn.Conv2d)(cin, cout, 3)
             self.scale = nn.Parameter(torch.randn(cout, 1, 1))
 
         def forward(self, x):
@@ -49,23 +49,28 @@ TAILS = {
     "mish": (lambda y, m: F.mish(y - m.scale), ["ADD", "SUB", "SOFTPLUS_FWD", "TANH_FWD", "MUL"]),
     "hardswish relu": (lambda y, m: torch.relu(F.hardswish(y)), ["ADD", "ADD", "MAX", "MIN", "MUL", "MUL", "RELU_FWD"]),
 }
+# Cases run with a transposed convolution too (cuDNN's backward-data in the fused graph).
+TRANSPOSED = ["bias relu bias", "mish"]
 
 
 def _conv_kernel_source(cand) -> str:
     return cand.files[CU_FILE]
 
 
-@pytest.mark.parametrize("case", list(TAILS))
-def test_the_planner_hands_the_chain_to_the_convolution_only_when_asked(case, monkeypatch):
+CASES = [(c, False) for c in TAILS] + [(c, True) for c in TRANSPOSED]
+
+
+@pytest.mark.parametrize("case,transposed", CASES)
+def test_the_planner_hands_the_chain_to_the_convolution_only_when_asked(case, transposed, monkeypatch):
     tail, modes = TAILS[case]
     torch.manual_seed(0)
     x = [torch.randn(2, 8, 10, 12)]
     monkeypatch.delenv("STITCHCUDA_CONV_FUSE", raising=False)
-    apart = builtin_candidate(Chain(tail), x, host=False)
+    apart = builtin_candidate(Chain(tail, transposed=transposed), x, host=False)
     assert "return sc_conv_fused_run(spec" not in _conv_kernel_source(apart)
     assert any("stitch_pw" in n for n in apart.notes), apart.notes
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
-    fused = builtin_candidate(Chain(tail), x, host=False)
+    fused = builtin_candidate(Chain(tail, transposed=transposed), x, host=False)
     src = _conv_kernel_source(fused)
     # One launcher for the convolution and the whole chain: no pointwise kernel is left.
     assert "return sc_conv_fused_run(spec" in src and not any("stitch_pw" in n for n in fused.notes), fused.notes
@@ -164,8 +169,8 @@ def _run_steps(prog, conv_nhwc, inputs):
     return outs[-1]
 
 
-@pytest.mark.parametrize("case", list(TAILS))
-def test_the_steps_compute_what_the_module_does(case, monkeypatch):
+@pytest.mark.parametrize("case,transposed", CASES)
+def test_the_steps_compute_what_the_module_does(case, transposed, monkeypatch):
     """Each chain's steps, evaluated by cuDNN's definitions of its modes, give the module's output:
     operands, numbers, attributes and the order of the steps as the fused graph will get them."""
     from stitchcuda.agents import graph
@@ -174,7 +179,7 @@ def test_the_steps_compute_what_the_module_does(case, monkeypatch):
 
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
     torch.manual_seed(1)
-    module = Chain(TAILS[case][0])
+    module = Chain(TAILS[case][0], transposed=transposed)
     x = torch.randn(2, 8, 10, 12)
     plan = planner.plan_graph(graph.trace_module(module, [x]))
     nodes = graph.by_name(plan.graph)
@@ -184,7 +189,7 @@ def test_the_steps_compute_what_the_module_does(case, monkeypatch):
     params = dict(module.named_parameters())
     inputs = [params[a.name] for a in ep.inputs]
     with torch.no_grad():
-        conv = F.conv2d(x, module.conv.weight).permute(0, 2, 3, 1)
+        conv = (F.conv_transpose2d if transposed else F.conv2d)(x, module.conv.weight).permute(0, 2, 3, 1)
         got = _run_steps(prog, conv, inputs)
         want = module(x).permute(0, 2, 3, 1)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -193,23 +198,23 @@ def test_the_steps_compute_what_the_module_does(case, monkeypatch):
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
 def test_fused_candidates_build_for_sm90(tmp_path, monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
-    for k, case in enumerate(["bias relu bias", "clamp tanh"]):
+    for k, (case, transposed) in enumerate([("bias relu bias", False), ("clamp tanh", False), ("mish", True)]):
         torch.manual_seed(0)
-        cand = builtin_candidate(Chain(TAILS[case][0]), [torch.randn(2, 8, 10, 12)], host=False)
+        cand = builtin_candidate(Chain(TAILS[case][0], transposed=transposed), [torch.randn(2, 8, 10, 12)], host=False)
         assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("case", list(TAILS))
-def test_on_the_gpu_each_fused_candidate_matches_its_module(case, tmp_path, monkeypatch, capfd):
+@pytest.mark.parametrize("case,transposed", CASES)
+def test_on_the_gpu_each_fused_candidate_matches_its_module(case, transposed, tmp_path, monkeypatch, capfd):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
     monkeypatch.setenv("STITCHCUDA_CONV_NHWC", "1")
     monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
     torch.manual_seed(3)
-    module = Chain(TAILS[case][0], cin=32, cout=64)
+    module = Chain(TAILS[case][0], cin=32, cout=64, transposed=transposed)
     inputs = [torch.randn(8, 32, 40, 40)]
     cand = builtin_candidate(module, inputs, host=False)
     assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]

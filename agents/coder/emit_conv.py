@@ -270,14 +270,15 @@ def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out:
     """The convolution and the pointwise chain after it (the planner's epilogue, `ctx.epilogue`) in
     one launcher: cuDNN's fused graph where its runtime fusion builds a plan that agrees with the
     unfused pair and beats it, else the convolution into a scratch buffer and the chain's own kernel
-    after it (conv.cuh `sc_conv_fused_run`). Channels-last fp32 results of forward convolutions."""
+    after it (conv.cuh `sc_conv_fused_run`). Channels-last fp32 results of 2-D and 3-D convolutions,
+    forward or transposed (cuDNN's backward-data)."""
     from stitchcuda.agents.coder.cudnn_epilogue import translate
 
     ep = ctx.epilogue
     assert ep is not None
-    if not ctx.args.get("channels_last") or p.transposed or p.lifted or out.dtype != "float32" \
+    if not ctx.args.get("channels_last") or p.lifted or out.dtype != "float32" \
             or ep.dtype != "float32" or ep.value_dtype != "float32" or tuple(ep.shape) != tuple(out.shape):
-        raise NotSupported("convolution epilogue: a channels-last fp32 result of a forward convolution only")
+        raise NotSupported("convolution epilogue: a channels-last fp32 result of a 2-D or 3-D convolution only")
     if len(ep.inputs) > 16:
         raise NotSupported("convolution epilogue: more than 16 inputs")
     program = translate(ctx.nodes, ep.members, ep.node, ep.value, ep.inputs, p.y[1])
@@ -317,7 +318,8 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
                            {name}_epi, stream);
 }}
 """
-    note = f"conv{len(x.shape) - 2}d {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))} (channels-last result)"
+    kind = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d"
+    note = f"{kind} {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))} (channels-last result)"
     note += f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion where it wins)"
     return Kernel(
         name=name,

@@ -1324,7 +1324,7 @@ def _take_epilogues(
     return taken
 
 
-# "1" lets a forward convolution with a channels-last fp32 result take the pointwise chain after it
+# "1" lets a convolution (forward or transposed) with a channels-last fp32 result take the pointwise chain after it
 # as an epilogue, which cuDNN's runtime fusion may compute as the convolution stores its result
 # (emit_conv._with_epilogue; conv.cuh's sc_conv_fused_run reads the same variable at run time).
 # Off by default until measured inside candidates on a GPU (the fused graph itself was: 0.90 ms
@@ -1333,10 +1333,10 @@ CONV_FUSE_ENV = "STITCHCUDA_CONV_FUSE"
 
 
 def _conv_epilogue(node: Node) -> bool:
-    """A convolution that may take an epilogue: forward, its result fp32 and channels-last."""
+    """A convolution that may take an epilogue: its result fp32 and channels-last."""
     a = node.get("args", {})
     return (os.environ.get(CONV_FUSE_ENV) == "1" and node["op"] == "convolution" and bool(a.get("channels_last"))
-            and not a.get("transposed") and node.get("dtype") == "float32")
+            and node.get("dtype") == "float32")
 
 
 def _in_place_writes(graph: Sequence[Node], nodes: dict[str, Node],

@@ -262,21 +262,16 @@ static cudnnStatus_t sc_bk_conv_desc(const sc_conv_spec& s, cudnnBackendDescript
   return cudnnBackendFinalize(*conv);
 }
 
-// The one-operation graph: forward, or backward-data for a transposed conv (dy = the op's input).
-static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align, bool nhwc,
-                                 cudnnBackendDescriptor_t* graph) {
-  int xd[5], yd[5];
-  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
-  xd[0] = yd[0] = (int)samples;
-  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv = nullptr, op = nullptr;
-  SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align, nhwc));
-  SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16, nhwc));
-  SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align, nhwc));
+// The convolution's operation: forward, or backward-data for a transposed conv (dy = the op's input
+// x, dx = its output y).
+static cudnnStatus_t sc_bk_conv_op(const sc_conv_spec& s, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t w,
+                                   cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t* out) {
+  cudnnBackendDescriptor_t conv = nullptr;
   SC_BK(sc_bk_conv_desc(s, &conv));
   const float one = 1.0f, zero = 0.0f;
   const cudnnBackendDescriptorType_t kind = s.transposed ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                                                          : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
-  SC_BK(cudnnBackendCreateDescriptor(kind, &op));
+  SC_BK(cudnnBackendCreateDescriptor(kind, out));
   // The op's input, weight, output, convolution, alpha and beta, in each kind's attribute names.
   typedef cudnnBackendAttributeName_t sc_bk_names[6];
   static const sc_bk_names fwd = {
@@ -289,10 +284,24 @@ static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
   const sc_bk_names& name = s.transposed ? bwd : fwd;
   const cudnnBackendDescriptor_t parts[4] = {x, w, y, conv};
-  for (int i = 0; i < 4; ++i) SC_BK(cudnnBackendSetAttribute(op, name[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &parts[i]));
-  SC_BK(cudnnBackendSetAttribute(op, name[4], CUDNN_TYPE_FLOAT, 1, &one));
-  SC_BK(cudnnBackendSetAttribute(op, name[5], CUDNN_TYPE_FLOAT, 1, &zero));
-  SC_BK(cudnnBackendFinalize(op));
+  for (int i = 0; i < 4; ++i) SC_BK(cudnnBackendSetAttribute(*out, name[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &parts[i]));
+  SC_BK(cudnnBackendSetAttribute(*out, name[4], CUDNN_TYPE_FLOAT, 1, &one));
+  SC_BK(cudnnBackendSetAttribute(*out, name[5], CUDNN_TYPE_FLOAT, 1, &zero));
+  SC_BK(cudnnBackendFinalize(*out));
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The one-operation graph: forward, or backward-data for a transposed conv (dy = the op's input).
+static cudnnStatus_t sc_bk_graph(const sc_conv_spec& s, cudnnHandle_t h, int64_t samples, int64_t align, bool nhwc,
+                                 cudnnBackendDescriptor_t* graph) {
+  int xd[5], yd[5];
+  for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], yd[i] = s.y[i];
+  xd[0] = yd[0] = (int)samples;
+  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, op = nullptr;
+  SC_BK(sc_bk_tensor(&x, s.dtype, s.rank, xd, SC_BK_X, align, nhwc));
+  SC_BK(sc_bk_tensor(&w, s.dtype, s.rank, s.w, SC_BK_W, 16, nhwc));
+  SC_BK(sc_bk_tensor(&y, s.dtype, s.rank, yd, SC_BK_Y, align, nhwc));
+  SC_BK(sc_bk_conv_op(s, x, w, y, &op));
   SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph));
   SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
   SC_BK(cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
@@ -987,7 +996,7 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// A forward convolution with its pointwise epilogue in one cuDNN operation graph (runtime fusion:
+// A convolution with its pointwise epilogue in one cuDNN operation graph (runtime fusion:
 // cuDNN compiles a kernel for the graph with NVRTC), for an fp32 result kept channels-last. The
 // epilogue comes as a table of cuDNN pointwise steps (agents/coder/cudnn_epilogue.py). On the first
 // call the convolution runs as without it, into the raw buffer, and the generated epilogue kernel
@@ -1040,7 +1049,8 @@ static cudnnStatus_t sc_bk_tensor_ex(cudnnBackendDescriptor_t* t, int rank, cons
   return cudnnBackendFinalize(*t);
 }
 
-// The operation graph: the forward convolution of the channels-last copies into a virtual tensor,
+// The operation graph: the convolution (forward, or backward-data for a transposed one) of the
+// channels-last copies into a virtual tensor,
 // then each step, the last writing the result (uid SC_BK_Y). Marks the inputs and scalars it reads.
 static cudnnStatus_t sc_bk_fused_graph(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_epi_step* steps,
                                        int n_steps, sc_conv_fused& f, cudnnBackendDescriptor_t* graph) {
@@ -1048,25 +1058,14 @@ static cudnnStatus_t sc_bk_fused_graph(const sc_conv_spec& s, cudnnHandle_t h, c
   for (int i = 0; i < s.rank; ++i) xd[i] = s.x[i], wd[i] = s.w[i], yd[i] = s.y[i], cd[i] = 1, one[i] = 1;
   xd[0] = yd[0] = s.batch;
   cd[1] = s.y[1];
-  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv_out = nullptr, conv = nullptr, conv_op = nullptr;
+  cudnnBackendDescriptor_t x = nullptr, w = nullptr, y = nullptr, conv_out = nullptr, conv_op = nullptr;
   cudnnBackendDescriptor_t outs[SC_EPI_MAX_STEPS] = {}, chans[SC_EPI_MAX_INPUTS] = {};
   cudnnBackendDescriptor_t ops[SC_EPI_MAX_STEPS + 1] = {};
   SC_BK(sc_bk_tensor_ex(&x, s.rank, xd, SC_BK_X, false, false));
   SC_BK(sc_bk_tensor_ex(&w, s.rank, wd, SC_BK_W, false, false));
   SC_BK(sc_bk_tensor_ex(&y, s.rank, yd, SC_BK_Y, false, false));
   SC_BK(sc_bk_tensor_ex(&conv_out, s.rank, yd, SC_EPI_UID_CONV, true, false));
-  SC_BK(sc_bk_conv_desc(s, &conv));
-  const float alpha = 1.0f, beta = 0.0f;
-  SC_BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &conv_op));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                 &conv_out));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-  SC_BK(cudnnBackendSetAttribute(conv_op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-  SC_BK(cudnnBackendFinalize(conv_op));
+  SC_BK(sc_bk_conv_op(s, x, w, conv_out, &conv_op));
   ops[0] = conv_op;
   for (int i = 0; i < n_steps; ++i) {
     const sc_conv_epi_step& st = steps[i];
@@ -1206,9 +1205,8 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
     if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
   };
   if (!sc_conv_fuse_on()) return skip("STITCHCUDA_CONV_FUSE is not 1");
-  if (!st.nhwc || s.transposed || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 ||
-      n_steps > SC_EPI_MAX_STEPS)
-    return skip("not a channels-last fp32 TF32 forward convolution");
+  if (!st.nhwc || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 || n_steps > SC_EPI_MAX_STEPS)
+    return skip("not a channels-last fp32 TF32 convolution");
   cudnnBackendDescriptor_t graph = nullptr;
   cudnnStatus_t rc = sc_bk_fused_graph(s, h, steps, n_steps, f, &graph);
   if (rc != CUDNN_STATUS_SUCCESS) return skip(cudnnGetErrorString(rc));
