@@ -48,6 +48,8 @@ TAILS = {
     "silu divided": (lambda y, m: F.silu(y) / 3.0, ["ADD", "SWISH_FWD", "DIV"]),
     "mish": (lambda y, m: F.mish(y - m.scale), ["ADD", "SUB", "SOFTPLUS_FWD", "TANH_FWD", "MUL"]),
     "hardswish relu": (lambda y, m: torch.relu(F.hardswish(y)), ["ADD", "ADD", "MAX", "MIN", "MUL", "MUL", "RELU_FWD"]),
+    # torch.tensor(0.25) in forward: a constant tensor read through lift_fresh_copy and detach
+    "min with a constant tensor": (lambda y, m: torch.min(y, torch.tensor(0.25)) * 2.0, ["ADD", "MIN", "MUL"]),
 }
 # Cases run with a transposed convolution too (cuDNN's backward-data in the fused graph).
 TRANSPOSED = ["bias relu bias", "mish"]

@@ -75,6 +75,10 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+# Ops that hand a constant on unchanged (what tracing torch.tensor(c) in forward leaves).
+_PASS = {"lift_fresh_copy", "detach", "clone", "alias"}
+
+
 class _Walk:
     def __init__(self, nodes: dict[str, Node], members: set[str], value: str, inputs: Sequence[KernelArg],
                  channels: int):
@@ -95,7 +99,21 @@ class _Walk:
             return Source(CONV)
         if name in self.last:
             return Source(STEP, self.last[name])
+        constant = self.constant(name)
+        if constant is not None:
+            return Source(SCALAR, value=constant)
         return Source(CHANNEL, self._channel_input(name))
+
+    def constant(self, name: str) -> float | None:
+        """The number a one-element constant tensor holds (torch.tensor(0.5) in forward: a constant
+        node, read through lift_fresh_copy and detach), else None."""
+        node = self.nodes.get(name)
+        while node is not None and node["op"] in _PASS and node["name"] in self.members:
+            node = self.nodes.get(ref_name(node["args"].get("self")) or "")
+        if node is None or node["op"] != "constant" or node.get("dtype") != "float32":
+            return None
+        value = node.get("value")
+        return _number(value[0]) if isinstance(value, list) and len(value) == 1 else None
 
     def _channel_input(self, name: str) -> int:
         """The epilogue input a [C] view reads, wholly and in order."""
@@ -243,8 +261,8 @@ def translate(nodes: dict[str, Node], members: Sequence[str], end: str, value: s
     ops: list[str] = []
     for name in members:
         node = nodes[name]
-        if node.get("view"):
-            continue  # resolved where a step reads it: a [C] view of an input, or refused there
+        if node.get("view") or (node["op"] in _PASS and w.constant(name) is not None):
+            continue  # resolved where a step reads it: a [C] view of an input or a number, or refused there
         make = TABLE.get(node["op"])
         if make is None:
             raise NotSupported(f"cuDNN epilogue: no cuDNN step for {node['op']}")
