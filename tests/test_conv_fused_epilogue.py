@@ -130,6 +130,14 @@ def test_translation_refuses_what_cudnn_has_no_step_for():
     # An operand of the result's own shape (a residual) is not a per-channel one.
     with pytest.raises(NotSupported, match="per-channel"):
         cudnn_epilogue.translate(nodes, ["a"], "a", "conv", [KernelArg("full", "float32")], 4)
+    # A [C] operand read through a view that may reorder its input (a strided one, here) is refused.
+    nodes["w"] = {"name": "w", "op": "input", "shape": [8], "stride": [1], "dtype": "float32"}
+    nodes["w_c"] = {"name": "w_c", "op": "as_strided", "view": True, "args": {"self": {"ref": "w"}}, "shape": [4],
+                    "stride": [1], "dtype": "float32"}
+    nodes["m"] = {"name": "m", "op": "mul", "args": {"self": {"ref": "conv"}, "other": {"ref": "w_c"}},
+                  "shape": [2, 3, 3, 4], "dtype": "float32"}
+    with pytest.raises(NotSupported, match="as_strided"):
+        cudnn_epilogue.translate(nodes, ["w_c", "m"], "m", "conv", [KernelArg("w", "float32")], 4)
 
 
 def test_a_chain_cudnn_cannot_take_keeps_its_own_kernel(monkeypatch):

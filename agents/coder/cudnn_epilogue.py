@@ -75,6 +75,8 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+# Views that keep their elements' order: a [C] operand read through them is its input's values in order.
+_RESHAPES = {"view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten"}
 # Ops that hand a constant on unchanged (what tracing torch.tensor(c) in forward leaves).
 _PASS = {"lift_fresh_copy", "detach", "clone", "alias"}
 
@@ -118,9 +120,12 @@ class _Walk:
     def _channel_input(self, name: str) -> int:
         """The epilogue input a [C] view reads, wholly and in order."""
         node = self.nodes.get(name)
-        if node is None or list(node.get("shape") or []) != [self.channels] or node.get("dtype") != "float32":
+        if node is None or list(node.get("shape") or []) != [self.channels] or node.get("dtype") != "float32" \
+                or list(node.get("stride") or [1]) != [1]:
             raise NotSupported(f"cuDNN epilogue: {name} is not a per-channel fp32 operand")
         while node["name"] in self.members and node.get("view"):
+            if node["op"] not in _RESHAPES:
+                raise NotSupported(f"cuDNN epilogue: {name} reads through a {node['op']}")
             node = self.nodes[ref_name(node["args"].get("self")) or ""]
         numel = math.prod(node.get("shape") or [0])
         if node["name"] not in self.input_index or numel != self.channels or node.get("offset", 0) != 0 \
