@@ -136,9 +136,26 @@ static cudnnStatus_t execute(cudnnHandle_t h, cudnnBackendDescriptor_t plan, con
   return st;
 }
 
-static float median_ms(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// Median of 10 timed runs of `run` (after 2 untimed), CUDA events, ms.
+template <class Run>
+static float median_ms(Run run) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ts;
+  for (int r = 0; r < 12; ++r) {
+    cudaEventRecord(e0);
+    run();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (r >= 2) ts.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
 }
 
 // Every config of both heuristics modes; returns the best time (ms) and leaves its output in y.
@@ -198,20 +215,7 @@ static float sweep(cudnnHandle_t h, bool fused, const Buffers& b, float* y) {
         printf(": execute %s / %s\n", cudnnGetErrorString(st), cudaGetErrorString(err));
         continue;
       }
-      cudaEvent_t e0, e1;
-      cudaEventCreate(&e0);
-      cudaEventCreate(&e1);
-      std::vector<float> ts;
-      for (int r = 0; r < 12; ++r) {
-        cudaEventRecord(e0);
-        execute(h, plan, b, fused, y);
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r >= 2) ts.push_back(ms);
-      }
-      const float ms = median_ms(ts);
+      const float ms = median_ms([&] { execute(h, plan, b, fused, y); });
       printf(", %.3f ms", ms);
       if (fused) {
         std::vector<float> got(N * K * P * Q), want(N * K * P * Q);
@@ -247,20 +251,7 @@ int main() {
   cudaMemcpy(b.b2, host.data() + 777, K * 4, cudaMemcpyHostToDevice);
   const float alone = sweep(h, false, b, b.conv);
   // The reference for the fused plans: the last conv-alone output with the epilogue kernel after it.
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ts;
-  for (int r = 0; r < 12; ++r) {
-    cudaEventRecord(e0);
-    epilogue<<<132 * 16, 256>>>(b.conv, b.b1, b.b2, b.ref, (int64_t)ny);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (r >= 2) ts.push_back(ms);
-  }
-  const float epi = median_ms(ts);
+  const float epi = median_ms([&] { epilogue<<<132 * 16, 256>>>(b.conv, b.b1, b.b2, b.ref, (int64_t)ny); });
   printf("separate epilogue kernel: %.3f ms\n", epi);
   const float fused = sweep(h, true, b, b.y);
   printf("best conv alone %.3f ms + epilogue %.3f ms = %.3f ms; best fused %.3f ms\n", alone, epi, alone + epi, fused);
