@@ -247,12 +247,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
         "}\n"
     )
-    kind = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d"
-    note = f"{kind} {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))}"
-    if p.groups > 1:
-        note += f" g{p.groups}"
-    if nhwc:
-        note += " (channels-last result)"
+    note = _describe(p, x, w, nhwc)
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
     )
@@ -264,6 +259,13 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
+
+
+def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool) -> str:
+    """The kernel's note: "conv2d 128x64x128x128 w128x64x3x3 g2 (channels-last result)"."""
+    note = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d {'x'.join(map(str, x.shape))} "
+    note += f"w{'x'.join(map(str, w.shape))}" + (f" g{p.groups}" if p.groups > 1 else "")
+    return note + (" (channels-last result)" if nhwc else "")
 
 
 def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out: Any, spec: str, family: str) -> Kernel:
@@ -318,9 +320,7 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
                            {name}_epi, stream);
 }}
 """
-    kind = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d"
-    note = f"{kind} {'x'.join(map(str, x.shape))} w{'x'.join(map(str, w.shape))} (channels-last result)"
-    note += f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion where it wins)"
+    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion where it wins)"
     return Kernel(
         name=name,
         inputs=[KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype), *ep.inputs],
