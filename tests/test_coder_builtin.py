@@ -591,16 +591,20 @@ class TwoKernels(nn.Module):
 @pytest.mark.nvcc
 @needs_nvcc
 def test_whole_forward_is_one_call_and_a_cuda_graph_when_it_has_several_kernels(tmp_path):
-    """forward hands every buffer to stitch_forward in one ctypes call; with more than one kernel
-    it goes through stitch_forward_graph (capture after repeats, replay; eager on any failure).
-    Built for sm_90 here: the graph path must compile and export both entry points."""
+    """forward hands every buffer to stitch_forward in one ctypes call; with more than one kernel,
+    or one library call (whose host cost a replay saves), it goes through stitch_forward_graph
+    (capture after repeats, replay; eager on any failure). Built for sm_90 here: the graph path
+    must compile and export both entry points."""
     import subprocess
 
     many = candidate(TwoKernels(), [torch.randn(33, 65)])
     one = candidate(Unary(), [torch.randn(64, 1000)])
+    library = candidate(nn.Linear(64, 32, bias=False), [torch.randn(16, 64)])
     assert "_lib.call_all('stitch_forward_graph', [" in many.files[coder_builtin.PY_FILE]
     assert "_lib.call_all('stitch_forward', [" in one.files[coder_builtin.PY_FILE]
     assert "stitch_forward_graph" not in one.files[coder_builtin.CU_FILE]
+    assert library.files[coder_builtin.PY_FILE].count("_lib.call_all('stitch_forward_graph', [") == 1
+    assert "stitch_forward_graph" in library.files[coder_builtin.CU_FILE]
     assert many.files[coder_builtin.PY_FILE].count("_lib.call") == 1  # not one call per kernel
     src = tmp_path / "many.cu"
     src.write_text(many.files[coder_builtin.CU_FILE])

@@ -15,7 +15,7 @@ from typing import Any
 from stitchcuda import kernel_loader
 from stitchcuda.agents import random_draws
 from stitchcuda.agents.coder.batch import BatchInfo
-from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, libraries
+from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, graphed, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, literal, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
 
@@ -381,7 +381,7 @@ def _render_kernels(
         body.append(f"{', '.join(static_vars)}, = _BUFFERS[{key}]")
     body += fresh_lines
     # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
-    forward = FORWARD + "_host" if host else (GRAPH_FORWARD if len(steps) > 1 else FORWARD)
+    forward = FORWARD + "_host" if host else (GRAPH_FORWARD if graphed(steps) else FORWARD)
     body.append(f"_lib.call_all({forward!r}, [")
     for k, a in buffers:
         body.append(f"    {', '.join(a)},  # {k.name}: {describe(k)[:70]}")

@@ -36,9 +36,16 @@ def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
         lines.append(f"  if ((rc = {k.name}{suffix}({args}))) return rc;")
         i += n
     lines += ["  return 0;", "}", ""]
-    if not host and len(steps) > 1:
+    if not host and graphed(steps):
         lines.append(_GRAPH.replace("SC_NPTRS", str(max(1, i))))
     return "\n".join(lines)
+
+
+def graphed(steps: Sequence[Step]) -> bool:
+    """Whether forward replays as a CUDA graph: with several kernels, or with one library call
+    (a cuDNN graph's execute costs 30-250 us of host time per call on an H200, a replay ~10 us);
+    one kernel of our own launches as cheaply as the graph would."""
+    return len(steps) > 1 or any(isinstance(s, kernels.Kernel) and s.libraries for s in steps)
 
 
 GRAPH_FORWARD = "stitch_forward_graph"

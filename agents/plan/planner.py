@@ -1324,18 +1324,19 @@ def _take_epilogues(
     return taken
 
 
-# "1" lets a convolution (forward or transposed) with a channels-last fp32 result take the pointwise chain after it
+# A convolution (forward or transposed) with a channels-last fp32 result takes the pointwise chain after it
 # as an epilogue, which cuDNN's runtime fusion may compute as the convolution stores its result
-# (emit_conv._with_epilogue; conv.cuh's sc_conv_fused_run reads the same variable at run time).
-# Off by default until measured inside candidates on a GPU (the fused graph itself was: 0.90 ms
-# against 0.87 + 0.69 ms apart on level2/1's convolution, scripts/probe_cudnn_fusion.cu).
+# (emit_conv._with_epilogue; conv.cuh's sc_conv_fused_run reads the same variable at run time and
+# keeps the fused plan only where it agrees and is faster). "0" turns it off. Measured inside
+# candidates on an H200 (2026-11-27): level2/1 1.40 ms fused against 1.70 apart, 87 1.85 against
+# compile's 2.89; the transposed ones tried (16, 2) found no faster fused plan and ran apart.
 CONV_FUSE_ENV = "STITCHCUDA_CONV_FUSE"
 
 
 def _conv_epilogue(node: Node) -> bool:
     """A convolution that may take an epilogue: its result fp32 and channels-last."""
     a = node.get("args", {})
-    return (os.environ.get(CONV_FUSE_ENV) == "1" and node["op"] == "convolution" and bool(a.get("channels_last"))
+    return (os.environ.get(CONV_FUSE_ENV, "1") != "0" and node["op"] == "convolution" and bool(a.get("channels_last"))
             and node.get("dtype") == "float32")
 
 

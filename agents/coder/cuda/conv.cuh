@@ -1192,7 +1192,7 @@ static long long sc_epi_disagree(const float* got, const float* want, int64_t n,
 
 static bool sc_conv_fuse_on() {
   const char* e = getenv("STITCHCUDA_CONV_FUSE");
-  return e && *e == '1';
+  return !(e && *e == '0');
 }
 
 // Builds, checks and times the fused graph's plans; keeps the fastest that agrees with `out` (the
@@ -1204,7 +1204,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
   auto skip = [&](const char* why) {
     if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
   };
-  if (!sc_conv_fuse_on()) return skip("STITCHCUDA_CONV_FUSE is not 1");
+  if (!sc_conv_fuse_on()) return skip("STITCHCUDA_CONV_FUSE is 0");
   if (!st.nhwc || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 || n_steps > SC_EPI_MAX_STEPS)
     return skip("not a channels-last fp32 TF32 convolution");
   cudnnBackendDescriptor_t graph = nullptr;
