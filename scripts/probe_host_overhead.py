@@ -2,6 +2,8 @@
 
 Usage (on the GPU machine, after scripts/gpu_run.sh has assembled the package):
     python3 scripts/probe_host_overhead.py OUT.json TASK.py [TASK.py ...]
+PROBE_COMPILE=0 leaves torch.compile out; PROBE_AUDIT=1 measures the candidate again inside the
+audit hook's window, as the bench's worker times it.
 For each task: the built-in coder's candidate is generated and built here; then, for the candidate,
 eager and torch.compile (default mode), one JSON record of
 - kernel_us: one forward's summed GPU kernel (and memcpy/memset) time, from torch.profiler;
@@ -15,6 +17,7 @@ allocation, the ctypes call) measured alone.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -140,6 +143,17 @@ def library_calls(mod, model, args) -> dict[str, float]:
     return out
 
 
+def audited(model, args, folder: Path) -> dict[str, Any]:
+    """The candidate measured as the bench's worker times it: inside the audit hook's window
+    (agents/verify/audit.py), the hook installed with a policy like the worker's."""
+    from stitchcuda.agents.verify import audit
+
+    audit.install(audit.Policy(writable=[str(folder), tempfile.gettempdir()], readable=[], home=None,
+                               candidate=[str(folder)]))
+    with audit.window():
+        return measure("candidate under the audit window", model, args)
+
+
 def main() -> None:
     out_path = Path(sys.argv[1])
     records = []
@@ -165,9 +179,12 @@ def main() -> None:
                 model.load_state_dict(ref.state_dict())
                 rec["candidate"] = measure("candidate", model, args)
                 rec["candidate_parts"] = parts(model, args)
-            compiled = torch.compile(ref)
-            compiled(*args)
-            rec["compile"] = measure("torch.compile", compiled, args)
+                if os.environ.get("PROBE_AUDIT") == "1":
+                    rec["candidate_audited"] = audited(model, args, folder)
+            if os.environ.get("PROBE_COMPILE", "1") != "0":
+                compiled = torch.compile(ref)
+                compiled(*args)
+                rec["compile"] = measure("torch.compile", compiled, args)
         except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
             rec["error"] = f"{type(e).__name__}: {e}"[:500]
         records.append(rec)

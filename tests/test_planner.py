@@ -95,12 +95,19 @@ def test_broadcast_bias_joins_the_chain():
     assert ops_of(p, group) == ["add", "hardswish", "mul"]
 
 
-def test_convolution_is_a_library_kernel_between_pointwise_groups():
+def test_convolution_is_a_library_kernel_between_pointwise_groups(monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "0")
     p = plan_module(ConvRelu(), torch.randn(1, 3, 10, 10))
     assert p.supported, p.unsupported
     # x * 2 before; the conv (its bias moved out); conv bias + bias + relu after, in one kernel.
     assert [g.kind for g in p.groups] == ["pointwise", "kernel", "pointwise"]
     assert [ops_of(p, g) for g in p.groups if g.kind == "pointwise"] == [["mul"], ["add", "add", "relu"]]
+    # By default the channels-last convolution takes that chain as its epilogue (cuDNN runtime fusion).
+    monkeypatch.delenv("STITCHCUDA_CONV_FUSE")
+    fused = plan_module(ConvRelu(), torch.randn(1, 3, 10, 10))
+    assert [g.kind for g in fused.groups] == ["pointwise", "kernel"]
+    (conv,) = [g for g in fused.groups if g.kind == "kernel"]
+    assert conv.detail.get("epilogue"), conv.detail
 
 
 def test_an_op_without_an_emitter_is_unsupported_with_a_reason():

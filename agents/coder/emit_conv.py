@@ -207,6 +207,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(want)}")
     if b is not None and b.shape != (p.y[1],):
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
+    if not nhwc and depthwise_direct(p, out.dtype):
+        return _depthwise(ctx, p, x, w, b, out)
     chunk = batch_chunk(p)
     if nhwc and (b is not None or chunk < p.x[0] or p.lifted):
         raise NotSupported("convolution: a channels-last result takes no bias, one chunk, 2-D or 3-D")
@@ -258,6 +260,51 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         source=family + "\n" + launcher,
         ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
+    )
+
+
+# The depthwise kernel's output tile (depthwise.cuh: SC_DW_TH x SC_DW_TW) and what one block may stage.
+DW_TILE = (16, 64)
+DW_SMEM_BYTES = 48 * 1024
+DW_DTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+
+
+def _dw_tile(p: ConvParams) -> tuple[int, int]:
+    """The input tile (rows, columns) a block of the depthwise kernel stages for its output tile."""
+    (kh, kw), (sh, sw), (dh, dw) = p.w[2:4], p.stride[:2], p.dilation[:2]
+    return (DW_TILE[0] - 1) * sh + (kh - 1) * dh + 1, (DW_TILE[1] - 1) * sw + (kw - 1) * dw + 1
+
+
+def depthwise_direct(p: ConvParams, dtype: str) -> bool:
+    """Whether depthwise.cuh's direct kernel takes this convolution: 2-D, not transposed, groups equal
+    to the input channels (a channel multiplier allowed), its input tile within one block's shared
+    memory. The planner leaves such a convolution NCHW (planner.channels_last_convs)."""
+    if p.transposed or p.lifted or len(p.x) != 4 or not 1 < p.groups == p.x[1] or dtype not in DW_DTYPES:
+        return False
+    th, tw = _dw_tile(p)
+    tiles = -(-p.y[2] // DW_TILE[0]) * -(-p.y[3] // DW_TILE[1])
+    return 4 * (th * tw + p.w[2] * p.w[3]) <= DW_SMEM_BYTES and tiles <= INT_MAX
+
+
+def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
+    th, tw = _dw_tile(p)
+    n, c, h, wd = p.x
+    spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + ", " + ", ".join(
+        map(str, (*p.w[2:], *p.stride, *p.pad, *p.dilation, p.y[1] // c, th, tw)))
+    bias_param = "const void* in2, " if b else ""
+    launcher = (
+        f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
+        f"  static const sc_dw_spec spec = {{{spec}}};\n"
+        f"  return sc_dw_conv_run<{DW_DTYPES[out.dtype]}>(spec, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
+        "}\n"
+    )
+    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
+    return Kernel(
+        name=ctx.name,
+        inputs=inputs,
+        outputs=[KernelArg(out.name, out.dtype)],
+        source=cuda_text.load("depthwise.cuh") + "\n" + launcher,
+        ops=[_describe(p, x, w, False) + " depthwise, direct" + (" +bias" if b else "")],
     )
 
 

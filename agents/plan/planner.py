@@ -735,7 +735,13 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     per-channel nor a scalar, another shape) leaves the convolution as it is."""
     if os.environ.get(CONV_TAIL_ENV, "1") == "0":
         return graph
-    from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, channels_last_shape, conv_params
+    from stitchcuda.agents.coder.emit_conv import (
+        NotSupported,
+        batch_chunk,
+        channels_last_shape,
+        conv_params,
+        depthwise_direct,
+    )
 
     readers = _readers(graph)
     nodes = by_name(graph)
@@ -754,7 +760,8 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         try:
             p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
                             bool(a.get("transposed")), a.get("output_padding", [0]), a.get("groups", 1))
-            if p.lifted or batch_chunk(p) < p.x[0]:
+            # A depthwise convolution runs our own NCHW kernel (emit_conv._depthwise), no cuDNN layout.
+            if p.lifted or batch_chunk(p) < p.x[0] or depthwise_direct(p, conv["dtype"]):
                 continue
         except NotSupported:
             continue

@@ -1,0 +1,160 @@
+"""Depthwise convolutions (groups == input channels) through our own direct NCHW kernel
+(agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies.
+
+Here: which convolutions take it (and which stay with cuDNN), the planner leaving them NCHW, the
+kernel's tile and index math transliterated and run against F.conv2d, sm_90 builds. On a GPU:
+each candidate matches its module."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import builtin_candidate, load_model_new, needs_nvcc
+
+from stitchcuda import runtime
+from stitchcuda.agents.coder import emit_conv
+from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE
+
+
+class Depthwise(nn.Module):
+    def __init__(self, c: int, mult: int = 1, k=3, stride=1, padding=0, dilation=1, bias=False, then_relu=False):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c * mult, k, stride=stride, padding=padding, dilation=dilation, groups=c, bias=bias)
+        self.then_relu = then_relu
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(y) if self.then_relu else y
+
+
+# (name, constructor keywords, input shape): multipliers, strides, dilations, padding, asymmetric
+# kernels, bias, borders that cut tiles, a pointwise op after it.
+CASES = [
+    ("3x3", dict(c=4), (2, 4, 21, 70)),
+    ("multiplier 2, bias", dict(c=3, mult=2, bias=True), (2, 3, 18, 33)),
+    ("stride 2, padding 1", dict(c=4, stride=2, padding=1), (1, 4, 37, 131)),
+    ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 20, 40)),
+    ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 17, 65)),
+]
+
+
+def _params(module: Depthwise, shape) -> emit_conv.ConvParams:
+    c = module.conv
+    return emit_conv.conv_params(shape, tuple(c.weight.shape), c.stride, c.padding, c.dilation, False, [0], c.groups)
+
+
+@pytest.mark.parametrize("name,kw,shape", CASES)
+def test_a_depthwise_convolution_runs_the_direct_kernel_and_stays_nchw(name, kw, shape):
+    torch.manual_seed(0)
+    module = Depthwise(**kw)
+    cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+    src = cand.files[CU_FILE]
+    assert "sc_dw_conv_run<float>(spec" in src and "sc_conv_run(" not in src, cand.notes
+    assert any("depthwise, direct" in n for n in cand.notes), cand.notes
+    assert "(channels-last result)" not in " ".join(cand.notes)
+    # No cuDNN linked for a depthwise-only module.
+    assert '_lib = load_kernels(Path(__file__).with_name("fused_kernels.cu"), [])' in cand.files[PY_FILE]
+
+
+def test_grouped_but_not_depthwise_and_oversized_tiles_stay_with_cudnn():
+    grouped = emit_conv.conv_params((2, 8, 20, 20), (8, 2, 3, 3), 1, 0, 1, False, [0], 4)
+    assert not emit_conv.depthwise_direct(grouped, "float32")
+    dense = emit_conv.conv_params((2, 8, 20, 20), (8, 8, 3, 3), 1, 0, 1, False, [0], 1)
+    assert not emit_conv.depthwise_direct(dense, "float32")
+    # A 31x31 kernel at dilation 4 needs a (15 + 120 + 1) x (63 + 120 + 1) tile: beyond 48 KB.
+    huge = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 31, 31), 1, 0, 4, False, [0], 4)
+    assert not emit_conv.depthwise_direct(huge, "float32")
+    transposed = emit_conv.conv_params((2, 4, 10, 10), (4, 1, 3, 3), 1, 0, 1, True, [0], 4)
+    assert not emit_conv.depthwise_direct(transposed, "float32")
+    one_d = emit_conv.conv_params((2, 4, 50), (4, 1, 3), 1, 0, 1, False, [0], 4)
+    assert not emit_conv.depthwise_direct(one_d, "float32")
+    assert emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 21, 70)), "bfloat16")
+    assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 21, 70)), "float64")
+
+
+def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_conv.ConvParams) -> torch.Tensor:
+    """depthwise.cuh's kernel, block by block: the input tile staged with zeros outside the image,
+    the weights of the plane's channel, each thread's outputs from the tile (same index math)."""
+    n, c, h, wd = p.x
+    oc, oh, ow = p.y[1:]
+    kh, kw = p.w[2:]
+    (sh, sw), (ph, pw), (dh, dw) = p.stride, p.pad, p.dilation
+    th_, tw_ = emit_conv.DW_TILE
+    tile_h, tile_w = emit_conv._dw_tile(p)
+    tiles_w, tiles_h = -(-ow // tw_), -(-oh // th_)
+    y = torch.full((n, oc, oh, ow), float("nan"), dtype=torch.float64)
+    xf, wf = x.double().reshape(-1), w.double().reshape(-1)
+    mult = oc // c
+    for block in range(tiles_w * tiles_h):
+        ty0, tx0 = (block // tiles_w) * th_, (block % tiles_w) * tw_
+        iy0, ix0 = ty0 * sh - ph, tx0 * sw - pw
+        for plane in range(n * oc):
+            nn_, o = divmod(plane, oc)
+            base = (nn_ * c + o // mult) * h * wd
+            tile = torch.zeros(tile_h * tile_w, dtype=torch.float64)
+            for i in range(tile_h * tile_w):
+                gy, gx = iy0 + i // tile_w, ix0 + i % tile_w
+                if 0 <= gy < h and 0 <= gx < wd:
+                    tile[i] = xf[base + gy * wd + gx]
+            wsm = wf[o * kh * kw:(o + 1) * kh * kw]
+            for ly in range(th_):
+                for lx in range(tw_):
+                    oy, ox = ty0 + ly, tx0 + lx
+                    if oy >= oh or ox >= ow:
+                        continue
+                    acc = float(b[o]) if b is not None else 0.0
+                    row = (ly * sh) * tile_w + lx * sw
+                    for i in range(kh):
+                        for j in range(kw):
+                            acc += float(tile[row + i * dh * tile_w + j * dw]) * float(wsm[i * kw + j])
+                    y[nn_, o, oy, ox] = acc
+    return y
+
+
+@pytest.mark.parametrize("name,kw,shape", CASES[:4])
+def test_the_kernels_tile_and_index_math_computes_the_convolution(name, kw, shape):
+    torch.manual_seed(1)
+    module = Depthwise(**kw).double()
+    x = torch.randn(shape, dtype=torch.float64)
+    c = module.conv
+    got = _simulate(x, c.weight.detach(), None if c.bias is None else c.bias.detach(), _params(module, shape))
+    with torch.no_grad():
+        want = c(x)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_depthwise_candidates_build_for_sm90(tmp_path):
+    for k, dtype in enumerate((torch.float32, torch.float16, torch.bfloat16)):
+        torch.manual_seed(0)
+        module = Depthwise(c=3, mult=2, bias=True).to(dtype)
+        cand = builtin_candidate(module, [torch.randn(2, 3, 18, 33, dtype=dtype)], host=False)
+        src = tmp_path / f"dw{k}.cu"
+        src.write_text(cand.files[CU_FILE])
+        result = runtime.build([src], arch="sm_90")
+        assert result.library.exists() and "warning" not in result.log.lower(), result.log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name,kw,shape", CASES)
+def test_on_the_gpu_each_depthwise_candidate_matches_its_module(name, kw, shape, tmp_path, monkeypatch):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(3)
+    module = Depthwise(**kw)
+    big = (shape[0] * 2, shape[1], shape[2] * 3, shape[3] * 2)  # several tiles and planes per block column
+    inputs = [torch.randn(big)]
+    cand = builtin_candidate(module, inputs, host=False)
+    assert "sc_dw_conv_run<float>(spec" in cand.files[CU_FILE]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path / "m")
+    new = new.cuda()
+    args = [t.cuda() for t in inputs]
+    with torch.no_grad():
+        want = module(*args)
+        for _ in range(4):
+            got = new(*args)
+    # fp32 FMAs in another order than cuDNN's / PyTorch's kernel: a few ulps.
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
