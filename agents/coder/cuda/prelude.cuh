@@ -71,7 +71,7 @@ SC_INLINE float sc_div_floor(float a, float b) {  // Python's floor division, as
 // Grid-stride launch: one chunk per thread up to a cap of blocks per SM (the running device's SM
 // count, asked once). Where no device answers, the launch being sized fails and says why; the
 // question is asked again next time.
-[[maybe_unused]] static unsigned sc_grid(int64_t work) {  // unused in a .cu of library calls alone
+static unsigned sc_grid(int64_t work) {
   static int sms = 0;
   if (sms <= 0) {
     int dev = 0, n = 0;
