@@ -1,5 +1,6 @@
 """Depthwise convolutions (groups == input channels) through our own direct NCHW kernel
-(agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies.
+(agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies,
+with STITCHCUDA_CONV_DEPTHWISE=1 (off by default until it has run on a GPU).
 
 Here: which convolutions take it (and which stay with cuDNN), the planner leaving them NCHW, the
 kernel's tile and index math transliterated and run against F.conv2d, sm_90 builds. On a GPU:
@@ -42,6 +43,17 @@ CASES = [
 def _params(module: Depthwise, shape) -> emit_conv.ConvParams:
     c = module.conv
     return emit_conv.conv_params(shape, tuple(c.weight.shape), c.stride, c.padding, c.dilation, False, [0], c.groups)
+
+
+@pytest.fixture(autouse=True)
+def _direct_on(monkeypatch):
+    monkeypatch.setenv(emit_conv.DEPTHWISE_ENV, "1")
+
+
+def test_off_by_default_a_depthwise_convolution_stays_with_cudnn(monkeypatch):
+    monkeypatch.delenv(emit_conv.DEPTHWISE_ENV)
+    cand = builtin_candidate(Depthwise(c=4), [torch.randn(2, 4, 21, 70)], host=False)
+    assert "sc_dw_conv_run" not in cand.files[CU_FILE] and "sc_conv_run(" in cand.files[CU_FILE]
 
 
 @pytest.mark.parametrize("name,kw,shape", CASES)

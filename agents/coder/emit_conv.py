@@ -20,6 +20,7 @@ convolutions), fp16/bf16 with tensor cores and fp32 compute.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -275,10 +276,18 @@ def _dw_tile(p: ConvParams) -> tuple[int, int]:
     return (DW_TILE[0] - 1) * sh + (kh - 1) * dh + 1, (DW_TILE[1] - 1) * sw + (kw - 1) * dw + 1
 
 
+# "1" turns the direct depthwise kernel on. Off by default until it has run on a GPU: written and
+# checked on CPU (tile math against F.conv2d, sm_90 builds) on 2026-11-27 after that session's device
+# time ran out. cuDNN's path, which it would replace, is GPU-tested.
+DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
+
+
 def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     """Whether depthwise.cuh's direct kernel takes this convolution: 2-D, not transposed, groups equal
     to the input channels (a channel multiplier allowed), its input tile within one block's shared
     memory. The planner leaves such a convolution NCHW (planner.channels_last_convs)."""
+    if os.environ.get(DEPTHWISE_ENV) != "1":
+        return False
     if p.transposed or p.lifted or len(p.x) != 4 or not 1 < p.groups == p.x[1] or dtype not in DW_DTYPES:
         return False
     th, tw = _dw_tile(p)
