@@ -3,19 +3,21 @@
 with STITCHCUDA_CONV_DEPTHWISE=1 (off by default until it has run on a GPU).
 
 Here: which convolutions take it (and which stay with cuDNN), the planner leaving them NCHW, the
-kernel's tile and index math transliterated and run against F.conv2d, sm_90 builds. On a GPU:
-each candidate matches its module."""
+kernel's own code run on the CPU (its NAME_host entry runs the GPU's two phases, block by block and
+thread by thread) against F.conv2d, the tile math transliterated, sm_90 builds. On a GPU: each
+candidate matches its module."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn as nn
-from conftest import builtin_candidate, load_model_new, needs_nvcc
+from conftest import builtin_candidate, needs_nvcc
 
 from stitchcuda import runtime
 from stitchcuda.agents.coder import emit_conv
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE
+from stitchcuda.task import import_file
 
 
 class Depthwise(nn.Module):
@@ -62,7 +64,7 @@ def test_a_depthwise_convolution_runs_the_direct_kernel_and_stays_nchw(name, kw,
     module = Depthwise(**kw)
     cand = builtin_candidate(module, [torch.randn(shape)], host=False)
     src = cand.files[CU_FILE]
-    assert "sc_dw_conv_run<float>(spec" in src and "sc_conv_run(" not in src, cand.notes
+    assert "sc_dw_conv_run<float>(stitch_k0_spec" in src and "sc_conv_run(" not in src, cand.notes
     assert any("depthwise, direct" in n for n in cand.notes), cand.notes
     assert "(channels-last result)" not in " ".join(cand.notes)
     # No cuDNN linked for a depthwise-only module.
@@ -136,6 +138,38 @@ def test_the_kernels_tile_and_index_math_computes_the_convolution(name, kw, shap
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
+def _model_new(cand, module: Depthwise, kw: dict, folder) -> nn.Module:
+    """The candidate's ModelNew (its constructor takes the reference's arguments), with its weights."""
+    mod = import_file(cand.write(folder), name=f"_dw_{folder.name}")
+    new = mod.ModelNew(**kw)
+    new.load_state_dict(module.state_dict())
+    return new
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name,kw,shape", CASES)
+def test_the_kernels_own_code_on_the_cpu_matches_the_module(name, kw, shape, dtype, tmp_path):
+    """The whole candidate built for the CPU: ModelNew calls the kernel's host entry, which runs
+    the very stage/output functions the GPU kernel runs (depthwise.cuh)."""
+    torch.manual_seed(2)
+    module = Depthwise(**kw)
+    x = torch.randn(shape)
+    cand = builtin_candidate(module.to(dtype), [x.to(dtype)], host=True)
+    assert "sc_dw_conv_host<" in cand.files[CU_FILE]
+    new = _model_new(cand, module, kw, tmp_path / f"h{abs(hash((name, str(dtype))))}")
+    with torch.no_grad():
+        got = new(x.to(dtype))
+        # The reference in fp32 on the same (rounded) values: the kernel accumulates in fp32.
+        want = module.float()(x.to(dtype).float())
+    assert got.dtype == dtype and got.shape == want.shape
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    else:  # one rounding of the fp32 sum to the storage type
+        torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.nvcc
 @needs_nvcc
 def test_depthwise_candidates_build_for_sm90(tmp_path):
@@ -162,10 +196,9 @@ def test_on_the_gpu_each_depthwise_candidate_matches_its_module(name, kw, shape,
     big = (shape[0] * 2, shape[1], shape[2] * 3, shape[3] * 2)  # several tiles and planes per block column
     inputs = [torch.randn(big)]
     cand = builtin_candidate(module, inputs, host=False)
-    assert "sc_dw_conv_run<float>(spec" in cand.files[CU_FILE]
+    assert "sc_dw_conv_run<float>(stitch_k0_spec" in cand.files[CU_FILE]
     module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path / "m")
-    new = new.cuda()
+    new = _model_new(cand, module, kw, tmp_path / "m").cuda()
     args = [t.cuda() for t in inputs]
     with torch.no_grad():
         want = module(*args)

@@ -27,7 +27,14 @@ from typing import Any
 
 from stitchcuda.agents.coder import cuda_text
 from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg
-from stitchcuda.agents.coder.kernels import PRECISE_SPLIT, EmitContext, Kernel, NotSupported, Operand
+from stitchcuda.agents.coder.kernels import (
+    PRECISE_SPLIT,
+    EmitContext,
+    Kernel,
+    NotSupported,
+    Operand,
+    launchers,
+)
 
 INT_MAX = 2**31 - 1
 # cuDNN's data type per storage dtype; the convolution itself always computes in fp32.
@@ -300,20 +307,21 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     n, c, h, wd = p.x
     spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + ", " + ", ".join(
         map(str, (*p.w[2:], *p.stride, *p.pad, *p.dilation, p.y[1] // c, th, tw)))
-    bias_param = "const void* in2, " if b else ""
-    launcher = (
-        f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
-        f"  static const sc_dw_spec spec = {{{spec}}};\n"
-        f"  return sc_dw_conv_run<{DW_DTYPES[out.dtype]}>(spec, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
-        "}\n"
-    )
+    t = DW_DTYPES[out.dtype]
+    raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
+    bias = "in2" if b else "nullptr"
+    device = f"  if (int rc = sc_dw_conv_run<{t}>({ctx.name}_spec, in0, in1, {bias}, out0, stream)) return rc;"
+    host = f"  sc_dw_conv_host<{t}>({ctx.name}_spec, in0, in1, {bias}, out0);"
+    source = (cuda_text.load("depthwise.cuh") + f"\nstatic const sc_dw_spec {ctx.name}_spec = {{{spec}}};\n"
+              + launchers(ctx.name, raw, [], device, host))
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
     return Kernel(
         name=ctx.name,
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
-        source=cuda_text.load("depthwise.cuh") + "\n" + launcher,
+        source=source,
         ops=[_describe(p, x, w, False) + " depthwise, direct" + (" +bias" if b else "")],
+        host=True,
     )
 
 

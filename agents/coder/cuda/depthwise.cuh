@@ -25,12 +25,70 @@ struct sc_dw_spec {
   int tile_h, tile_w;  // the input tile a block stages: (TH - 1) * sh + (kh - 1) * dh + 1, likewise w
 };
 
+// Reads through the read-only cache on the GPU; a plain load in the CPU entry (tests).
 template <class T>
-__device__ __forceinline__ float sc_dw_load(const T* p) { return static_cast<float>(__ldg(p)); }
+SC_INLINE float sc_dw_load(const T* p) {
+#ifdef __CUDA_ARCH__
+  return static_cast<float>(__ldg(p));
+#else
+  return static_cast<float>(*p);
+#endif
+}
 template <>
-__device__ __forceinline__ float sc_dw_load<__half>(const __half* p) { return __half2float(__ldg(p)); }
+SC_INLINE float sc_dw_load<__half>(const __half* p) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ldg(p));
+#else
+  return __half2float(*p);
+#endif
+}
 template <>
-__device__ __forceinline__ float sc_dw_load<__nv_bfloat16>(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+SC_INLINE float sc_dw_load<__nv_bfloat16>(const __nv_bfloat16* p) {
+#ifdef __CUDA_ARCH__
+  return __bfloat162float(__ldg(p));
+#else
+  return __bfloat162float(*p);
+#endif
+}
+
+// A block's two phases, shared by the kernel (256 threads, a barrier between) and the CPU entry
+// (one thread at a time), so the tests on the CPU run the GPU's index math.
+// Phase 1: thread `tid` of `nthreads` stages its share of plane's input tile (zeros outside the
+// image) and of its channel's weights.
+template <class T>
+SC_INLINE void sc_dw_stage(const T* __restrict__ x, const T* __restrict__ wt, const sc_dw_spec& s, float* tile,
+                           float* wsm, long long plane, long long iy0, long long ix0, int tid, int nthreads) {
+  const long long n = plane / s.oc, oc = plane % s.oc;
+  const T* src = x + (n * s.c + oc / s.mult) * s.h * s.w;
+  const int cells = s.tile_h * s.tile_w, taps = s.kh * s.kw;
+  for (int i = tid; i < cells; i += nthreads) {
+    const long long gy = iy0 + i / s.tile_w, gx = ix0 + i % s.tile_w;
+    tile[i] = (gy >= 0 && gy < s.h && gx >= 0 && gx < s.w) ? sc_dw_load(src + gy * s.w + gx) : 0.f;
+  }
+  for (int i = tid; i < taps; i += nthreads) wsm[i] = sc_dw_load(wt + oc * taps + i);
+}
+
+// Phase 2: thread (tx, ty)'s 2 x 2 outputs of the tile whose first output is (ty0, tx0).
+template <class T>
+SC_INLINE void sc_dw_outputs(const T* __restrict__ bias, T* __restrict__ y, const sc_dw_spec& s, const float* tile,
+                             const float* wsm, long long plane, long long ty0, long long tx0, int tx, int ty) {
+  const float b = bias ? sc_dw_load(bias + plane % s.oc) : 0.f;
+  T* dst = y + plane * s.oh * s.ow;
+  for (int r = 0; r < 2; ++r) {
+    const int ly = ty + 8 * r;
+    const long long oy = ty0 + ly;
+    for (int q = 0; q < 2; ++q) {
+      const int lx = tx + 32 * q;
+      const long long ox = tx0 + lx;
+      if (oy >= s.oh || ox >= s.ow) continue;
+      float acc = b;
+      const float* row = tile + (ly * s.sh) * s.tile_w + lx * s.sw;
+      for (int i = 0; i < s.kh; ++i)
+        for (int j = 0; j < s.kw; ++j) acc = fmaf(row[i * s.dh * s.tile_w + j * s.dw], wsm[i * s.kw + j], acc);
+      dst[oy * s.ow + ox] = static_cast<T>(acc);
+    }
+  }
+}
 
 template <class T>
 __global__ void __launch_bounds__(256) sc_dw_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt,
@@ -39,39 +97,12 @@ __global__ void __launch_bounds__(256) sc_dw_conv_kernel(const T* __restrict__ x
   extern __shared__ float sc_dw_smem[];
   float* tile = sc_dw_smem;                        // tile_h x tile_w
   float* wsm = sc_dw_smem + s.tile_h * s.tile_w;  // kh x kw
-  const int tid = threadIdx.y * 32 + threadIdx.x;
-  const long long ty0 = (long long)(blockIdx.x / tiles_w) * SC_DW_TH;
-  const long long tx0 = (long long)(blockIdx.x % tiles_w) * SC_DW_TW;
-  const long long iy0 = ty0 * s.sh - s.ph, ix0 = tx0 * s.sw - s.pw;
-  const int taps = s.kh * s.kw, cells = s.tile_h * s.tile_w;
+  const long long ty0 = (long long)(blockIdx.x / tiles_w) * SC_DW_TH, tx0 = (long long)(blockIdx.x % tiles_w) * SC_DW_TW;
   for (long long plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-    const long long n = plane / s.oc, oc = plane % s.oc;
-    const T* src = x + (n * s.c + oc / s.mult) * s.h * s.w;
     __syncthreads();  // the previous plane's tile is no longer read
-    for (int i = tid; i < cells; i += 256) {
-      const long long gy = iy0 + i / s.tile_w, gx = ix0 + i % s.tile_w;
-      tile[i] = (gy >= 0 && gy < s.h && gx >= 0 && gx < s.w) ? sc_dw_load(src + gy * s.w + gx) : 0.f;
-    }
-    for (int i = tid; i < taps; i += 256) wsm[i] = sc_dw_load(wt + oc * taps + i);
+    sc_dw_stage(x, wt, s, tile, wsm, plane, ty0 * s.sh - s.ph, tx0 * s.sw - s.pw, threadIdx.y * 32 + threadIdx.x, 256);
     __syncthreads();
-    const float b = bias ? sc_dw_load(bias + oc) : 0.f;
-    T* dst = y + plane * s.oh * s.ow;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int ly = threadIdx.y + 8 * r;
-      const long long oy = ty0 + ly;
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int lx = threadIdx.x + 32 * q;
-        const long long ox = tx0 + lx;
-        if (oy >= s.oh || ox >= s.ow) continue;
-        float acc = b;
-        const float* row = tile + (ly * s.sh) * s.tile_w + lx * s.sw;
-        for (int i = 0; i < s.kh; ++i)
-          for (int j = 0; j < s.kw; ++j) acc = fmaf(row[i * s.dh * s.tile_w + j * s.dw], wsm[i * s.kw + j], acc);
-        dst[oy * s.ow + ox] = static_cast<T>(acc);
-      }
-    }
+    sc_dw_outputs(bias, y, s, tile, wsm, plane, ty0, tx0, threadIdx.x, threadIdx.y);
   }
 }
 
@@ -87,5 +118,24 @@ static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, con
                                                             static_cast<const T*>(bias), static_cast<T*>(y), s,
                                                             tiles_w, planes);
   return (int)cudaGetLastError();
+}
+
+// The CPU entry: every block's phases in turn, its threads one after another.
+template <class T>
+static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y) {
+  const long long tiles_w = (s.ow + SC_DW_TW - 1) / SC_DW_TW, tiles_h = (s.oh + SC_DW_TH - 1) / SC_DW_TH;
+  float* tile = new float[(size_t)s.tile_h * s.tile_w + (size_t)s.kh * s.kw];
+  float* wsm = tile + (size_t)s.tile_h * s.tile_w;
+  for (long long block = 0; block < tiles_w * tiles_h; ++block) {
+    const long long ty0 = block / tiles_w * SC_DW_TH, tx0 = block % tiles_w * SC_DW_TW;
+    for (long long plane = 0; plane < s.n * s.oc; ++plane) {
+      sc_dw_stage(static_cast<const T*>(x), static_cast<const T*>(w), s, tile, wsm, plane, ty0 * s.sh - s.ph,
+                  tx0 * s.sw - s.pw, 0, 1);
+      for (int ty = 0; ty < 8; ++ty)
+        for (int tx = 0; tx < 32; ++tx)
+          sc_dw_outputs(static_cast<const T*>(bias), static_cast<T*>(y), s, tile, wsm, plane, ty0, tx0, tx, ty);
+    }
+  }
+  delete[] tile;
 }
 #endif
