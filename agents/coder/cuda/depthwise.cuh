@@ -12,8 +12,6 @@
 
 #ifndef SC_DEPTHWISE_H
 #define SC_DEPTHWISE_H
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #define SC_DW_TH 16  // output rows per block: blockDim.y (8) x 2
 #define SC_DW_TW 64  // output columns per block: blockDim.x (32) x 2
@@ -25,29 +23,14 @@ struct sc_dw_spec {
   int tile_h, tile_w;  // the input tile a block stages: (TH - 1) * sh + (kh - 1) * dh + 1, likewise w
 };
 
-// Reads through the read-only cache on the GPU; a plain load in the CPU entry (tests).
+// Reads through the read-only cache on the GPU; a plain load in the CPU entry (tests). sc_to_f:
+// the prelude's conversion of a storage value to fp32.
 template <class T>
 SC_INLINE float sc_dw_load(const T* p) {
 #ifdef __CUDA_ARCH__
-  return static_cast<float>(__ldg(p));
+  return sc_to_f(__ldg(p));
 #else
-  return static_cast<float>(*p);
-#endif
-}
-template <>
-SC_INLINE float sc_dw_load<__half>(const __half* p) {
-#ifdef __CUDA_ARCH__
-  return __half2float(__ldg(p));
-#else
-  return __half2float(*p);
-#endif
-}
-template <>
-SC_INLINE float sc_dw_load<__nv_bfloat16>(const __nv_bfloat16* p) {
-#ifdef __CUDA_ARCH__
-  return __bfloat162float(__ldg(p));
-#else
-  return __bfloat162float(*p);
+  return sc_to_f(*p);
 #endif
 }
 
