@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
-#                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e] ...
+#                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e]
+#                           [deadline:SECS] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -74,8 +75,16 @@ run_tests() {
   (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m "${TESTS_M:-gpu}" $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
 }
 
+deadline=""
 for stage in "$@"; do
+  # deadline:SECS: stages that would start SECS seconds or more after this one are skipped (said in
+  # the log) instead of run, so a call cannot spend past what the session's device time allows
+  # (2026-11-27: tests that took 400 s and two probes ran into the call's 600 s limit).
+  if [ -n "$deadline" ] && [ "$SECONDS" -ge "$deadline" ] && [[ "$stage" != env:* && "$stage" != devices:* && "$stage" != deadline:* ]]; then
+    echo "gpu_run.sh: skipped $stage (deadline reached at ${SECONDS} s)" | tee -a "$OUT/skipped.txt"; continue
+  fi
   case "$stage" in
+    deadline:*) deadline=$((SECONDS + ${stage#deadline:})) ;;
     tests) run_tests "" "" ;;
     tests:*)
       # tests:FILE,FILE: those files' GPU tests; with PARALLEL=1 beside the stages that follow
