@@ -35,10 +35,10 @@ class Depthwise(nn.Module):
 # kernels, bias, borders that cut tiles, a pointwise op after it.
 CASES = [
     ("3x3", dict(c=4), (2, 4, 21, 70)),
-    ("multiplier 2, bias", dict(c=3, mult=2, bias=True), (2, 3, 18, 33)),
+    ("multiplier 2, bias", dict(c=3, mult=2, bias=True), (2, 3, 34, 40)),
     ("stride 2, padding 1", dict(c=4, stride=2, padding=1), (1, 4, 37, 131)),
-    ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 20, 40)),
-    ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 17, 65)),
+    ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 36, 40)),
+    ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 40, 80)),
 ]
 
 
@@ -79,6 +79,9 @@ def test_grouped_but_not_depthwise_and_oversized_tiles_stay_with_cudnn():
     # A 31x31 kernel at dilation 4 needs a (15 + 120 + 1) x (63 + 120 + 1) tile: beyond 48 KB.
     huge = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 31, 31), 1, 0, 4, False, [0], 4)
     assert not emit_conv.depthwise_direct(huge, "float32")
+    # A 14 x 14 output plane (MobileNet's late layers) fills a fifth of one 16 x 64 tile: cuDNN's.
+    small = emit_conv.conv_params((10, 512, 14, 14), (512, 1, 3, 3), 1, 1, 1, False, [0], 512)
+    assert not emit_conv.depthwise_direct(small, "float32")
     transposed = emit_conv.conv_params((2, 4, 10, 10), (4, 1, 3, 3), 1, 0, 1, True, [0], 4)
     assert not emit_conv.depthwise_direct(transposed, "float32")
     one_d = emit_conv.conv_params((2, 4, 50), (4, 1, 3), 1, 0, 1, False, [0], 4)
@@ -176,7 +179,7 @@ def test_depthwise_candidates_build_for_sm90(tmp_path):
     for k, dtype in enumerate((torch.float32, torch.float16, torch.bfloat16)):
         torch.manual_seed(0)
         module = Depthwise(c=3, mult=2, bias=True).to(dtype)
-        cand = builtin_candidate(module, [torch.randn(2, 3, 18, 33, dtype=dtype)], host=False)
+        cand = builtin_candidate(module, [torch.randn(2, 3, 34, 40, dtype=dtype)], host=False)
         src = tmp_path / f"dw{k}.cu"
         src.write_text(cand.files[CU_FILE])
         result = runtime.build([src], arch="sm_90")
