@@ -283,9 +283,9 @@ def _dw_tile(p: ConvParams) -> tuple[int, int]:
     return (DW_TILE[0] - 1) * sh + (kh - 1) * dh + 1, (DW_TILE[1] - 1) * sw + (kw - 1) * dw + 1
 
 
-# "1" turns the direct depthwise kernel on. Off by default until it has run on a GPU: written and
-# checked on CPU (tile math against F.conv2d, sm_90 builds) on 2026-11-27 after that session's device
-# time ran out. cuDNN's path, which it would replace, is GPU-tested.
+# "1" turns the direct depthwise kernel on. Off by default until it has run on a GPU: written on
+# 2026-11-27 after that session's device time ran out, and checked on the CPU only (the kernel's own
+# phases through its CPU entry against F.conv2d, sm_90 builds). cuDNN's path is GPU-tested.
 DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 
 
