@@ -78,13 +78,16 @@ run_tests() {
 deadline=""
 for stage in "$@"; do
   # deadline:SECS: stages that would start SECS seconds or more after this one are skipped (said in
-  # the log) instead of run, so a call cannot spend past what the session's device time allows
-  # (2026-11-27: tests that took 400 s and two probes ran into the call's 600 s limit).
+  # the log) instead of run (2026-11-27: tests that took 400 s and two probes ran into the call's
+  # 600 s limit). A stage already running is not cut short: give it its own timeout.
   if [ -n "$deadline" ] && [ "$SECONDS" -ge "$deadline" ] && [[ "$stage" != env:* && "$stage" != devices:* && "$stage" != deadline:* ]]; then
     echo "gpu_run.sh: skipped $stage (deadline reached at ${SECONDS} s)" | tee -a "$OUT/skipped.txt"; continue
   fi
   case "$stage" in
-    deadline:*) deadline=$((SECONDS + ${stage#deadline:})) ;;
+    deadline:*)
+      # Whole seconds only (10#: a leading zero is not octal); anything else is said and ignored.
+      if [[ "${stage#deadline:}" =~ ^[0-9]+$ ]]; then deadline=$((SECONDS + 10#${stage#deadline:}))
+      else echo "gpu_run.sh: $stage: expected whole seconds, ignored"; fi ;;
     tests) run_tests "" "" ;;
     tests:*)
       # tests:FILE,FILE: those files' GPU tests; with PARALLEL=1 beside the stages that follow

@@ -34,11 +34,11 @@ class Depthwise(nn.Module):
 # (name, constructor keywords, input shape): multipliers, strides, dilations, padding, asymmetric
 # kernels, bias, borders that cut tiles, a pointwise op after it.
 CASES = [
-    ("3x3", dict(c=4), (2, 4, 21, 70)),
+    ("3x3", dict(c=4), (2, 4, 26, 66)),
     ("multiplier 2, bias", dict(c=3, mult=2, bias=True), (2, 3, 34, 40)),
-    ("stride 2, padding 1", dict(c=4, stride=2, padding=1), (1, 4, 37, 131)),
-    ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 36, 40)),
-    ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 40, 80)),
+    ("stride 2, padding 1", dict(c=4, stride=2, padding=1), (1, 4, 31, 120)),
+    ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 24, 70)),
+    ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 28, 190)),
 ]
 
 
@@ -54,7 +54,7 @@ def _direct_on(monkeypatch):
 
 def test_off_by_default_a_depthwise_convolution_stays_with_cudnn(monkeypatch):
     monkeypatch.delenv(emit_conv.DEPTHWISE_ENV)
-    cand = builtin_candidate(Depthwise(c=4), [torch.randn(2, 4, 21, 70)], host=False)
+    cand = builtin_candidate(Depthwise(c=4), [torch.randn(2, 4, 26, 66)], host=False)
     assert "sc_dw_conv_run" not in cand.files[CU_FILE] and "sc_conv_run(" in cand.files[CU_FILE]
 
 
@@ -79,15 +79,20 @@ def test_grouped_but_not_depthwise_and_oversized_tiles_stay_with_cudnn():
     # A 31x31 kernel at dilation 4 needs a (15 + 120 + 1) x (63 + 120 + 1) tile: beyond 48 KB.
     huge = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 31, 31), 1, 0, 4, False, [0], 4)
     assert not emit_conv.depthwise_direct(huge, "float32")
-    # A 14 x 14 output plane (MobileNet's late layers) fills a fifth of one 16 x 64 tile: cuDNN's.
+    # A 14 x 14 output plane (MobileNet's late layers) fills a fifth of one 16 x 64 tile, a 512 x 2
+    # strip 3% of the 32 tiles over it: cuDNN's.
     small = emit_conv.conv_params((10, 512, 14, 14), (512, 1, 3, 3), 1, 1, 1, False, [0], 512)
     assert not emit_conv.depthwise_direct(small, "float32")
+    strip = emit_conv.conv_params((2, 8, 514, 4), (8, 1, 3, 3), 1, 0, 1, False, [0], 8)
+    assert not emit_conv.depthwise_direct(strip, "float32")
+    big = emit_conv.conv_params((16, 64, 512, 512), (64, 1, 3, 3), 1, 0, 1, False, [0], 64)  # level1/82's
+    assert emit_conv.depthwise_direct(big, "float32")
     transposed = emit_conv.conv_params((2, 4, 10, 10), (4, 1, 3, 3), 1, 0, 1, True, [0], 4)
     assert not emit_conv.depthwise_direct(transposed, "float32")
     one_d = emit_conv.conv_params((2, 4, 50), (4, 1, 3), 1, 0, 1, False, [0], 4)
     assert not emit_conv.depthwise_direct(one_d, "float32")
-    assert emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 21, 70)), "bfloat16")
-    assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 21, 70)), "float64")
+    assert emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "bfloat16")
+    assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "float64")
 
 
 def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_conv.ConvParams) -> torch.Tensor:

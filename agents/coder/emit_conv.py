@@ -292,18 +292,19 @@ DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     """Whether depthwise.cuh's direct kernel takes this convolution: 2-D, not transposed, groups equal
     to the input channels (a channel multiplier allowed), its input tile within one block's shared
-    memory, and its output planes at least one tile large: a smaller plane leaves most of a block's
-    threads idle, and stays with cuDNN. The planner leaves such a convolution NCHW
+    memory, and its output planes filling at least half of the tiles that cover them: a plane much
+    smaller or narrower than a 16 x 64 tile (MobileNet's 14 x 14 layers, a 512 x 2 strip) leaves
+    most of a block's threads idle, and stays with cuDNN. The planner leaves such a convolution NCHW
     (planner.channels_last_convs)."""
     if os.environ.get(DEPTHWISE_ENV) != "1":
         return False
     if p.transposed or p.lifted or len(p.x) != 4 or not 1 < p.groups == p.x[1] or dtype not in DW_DTYPES:
         return False
-    if p.y[2] * p.y[3] < DW_TILE[0] * DW_TILE[1]:
+    tiles_h, tiles_w = -(-p.y[2] // DW_TILE[0]), -(-p.y[3] // DW_TILE[1])
+    if 2 * p.y[2] * p.y[3] < tiles_h * DW_TILE[0] * tiles_w * DW_TILE[1]:
         return False
     th, tw = _dw_tile(p)
-    tiles = -(-p.y[2] // DW_TILE[0]) * -(-p.y[3] // DW_TILE[1])
-    return 4 * (th * tw + p.w[2] * p.w[3]) <= DW_SMEM_BYTES and tiles <= INT_MAX
+    return 4 * (th * tw + p.w[2] * p.w[3]) <= DW_SMEM_BYTES and tiles_h * tiles_w <= INT_MAX
 
 
 def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
