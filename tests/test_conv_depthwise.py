@@ -1,11 +1,11 @@
 """Depthwise convolutions (groups == input channels) through our own direct NCHW kernel
-(agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies,
-with STITCHCUDA_CONV_DEPTHWISE=1 (off by default until it has run on a GPU).
+(agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies; on
+by default, STITCHCUDA_CONV_DEPTHWISE=0 turns it off.
 
-Here: which convolutions take it (and which stay with cuDNN), the planner leaving them NCHW, the
-kernel's own code run on the CPU (its NAME_host entry runs the GPU's two phases, block by block and
-thread by thread) against F.conv2d, the tile math transliterated, sm_90 builds. On a GPU: each
-candidate matches its module."""
+Here: which convolutions take it (and which stay with cuDNN), the tile it picks, the planner
+leaving them NCHW, the kernel's own code run on the CPU (its NAME_host entry runs the GPU's two
+phases, block by block and thread by thread) against F.conv2d, the tile math transliterated, sm_90
+builds. On a GPU: each candidate matches its module."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ CASES = [
     ("stride 2, padding 1", dict(c=4, stride=2, padding=1), (1, 4, 31, 120)),
     ("dilation 2, 3x7", dict(c=2, k=(3, 7), dilation=2, padding=(1, 3)), (2, 2, 24, 70)),
     ("5x5 stride (1, 3), relu after", dict(c=5, k=5, stride=(1, 3), padding=2, then_relu=True), (1, 5, 28, 190)),
+    ("64 x 64 plane: 8 rows a thread", dict(c=2, k=(3, 5), padding=(1, 2)), (1, 2, 64, 64)),
 ]
 
 
@@ -48,13 +49,15 @@ def _params(module: Depthwise, shape) -> emit_conv.ConvParams:
 
 
 @pytest.fixture(autouse=True)
-def _direct_on(monkeypatch):
-    monkeypatch.setenv(emit_conv.DEPTHWISE_ENV, "1")
+def _default(monkeypatch):
+    monkeypatch.delenv(emit_conv.DEPTHWISE_ENV, raising=False)
 
 
-def test_off_by_default_a_depthwise_convolution_stays_with_cudnn(monkeypatch):
-    monkeypatch.delenv(emit_conv.DEPTHWISE_ENV)
-    cand = builtin_candidate(Depthwise(c=4), [torch.randn(2, 4, 26, 66)], host=False)
+def test_turned_off_a_depthwise_convolution_stays_with_cudnn(monkeypatch):
+    module, x = Depthwise(c=4), torch.randn(2, 4, 26, 66)
+    assert "sc_dw_conv_run" in builtin_candidate(module, [x], host=False).files[CU_FILE]
+    monkeypatch.setenv(emit_conv.DEPTHWISE_ENV, "0")
+    cand = builtin_candidate(module, [x], host=False)
     assert "sc_dw_conv_run" not in cand.files[CU_FILE] and "sc_conv_run(" in cand.files[CU_FILE]
 
 
@@ -64,7 +67,7 @@ def test_a_depthwise_convolution_runs_the_direct_kernel_and_stays_nchw(name, kw,
     module = Depthwise(**kw)
     cand = builtin_candidate(module, [torch.randn(shape)], host=False)
     src = cand.files[CU_FILE]
-    assert "sc_dw_conv_run<float>(stitch_k0_spec" in src and "sc_conv_run(" not in src, cand.notes
+    assert "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in src and "sc_conv_run(" not in src, cand.notes
     assert any("depthwise, direct" in n for n in cand.notes), cand.notes
     assert "(channels-last result)" not in " ".join(cand.notes)
     # No cuDNN linked for a depthwise-only module.
@@ -76,11 +79,14 @@ def test_grouped_but_not_depthwise_and_oversized_tiles_stay_with_cudnn():
     assert not emit_conv.depthwise_direct(grouped, "float32")
     dense = emit_conv.conv_params((2, 8, 20, 20), (8, 8, 3, 3), 1, 0, 1, False, [0], 1)
     assert not emit_conv.depthwise_direct(dense, "float32")
-    # A 31x31 kernel at dilation 4 needs a (15 + 120 + 1) x (63 + 120 + 1) tile: beyond 48 KB.
-    huge = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 31, 31), 1, 0, 4, False, [0], 4)
+    # A 31x31 kernel: more taps than the kernel keeps in registers.
+    huge = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 31, 31), 1, 0, 1, False, [0], 4)
     assert not emit_conv.depthwise_direct(huge, "float32")
-    # A 14 x 14 output plane (MobileNet's late layers) fills a fifth of one 16 x 64 tile, a 512 x 2
-    # strip 3% of the 32 tiles over it: cuDNN's.
+    # A 9x9 kernel at dilation 24 needs at least a (7 + 192 + 1) x (31 + 192 + 1) tile: beyond 48 KB.
+    wide = emit_conv.conv_params((1, 4, 300, 300), (4, 1, 9, 9), 1, 0, 24, False, [0], 4)
+    assert emit_conv.dw_geom(wide) is None and not emit_conv.depthwise_direct(wide, "float32")
+    # A 14 x 14 output plane (MobileNet's late layers) fills 38% of the smallest tile (8 x 32) over
+    # it, a 512 x 2 strip 6%: cuDNN's.
     small = emit_conv.conv_params((10, 512, 14, 14), (512, 1, 3, 3), 1, 1, 1, False, [0], 512)
     assert not emit_conv.depthwise_direct(small, "float32")
     strip = emit_conv.conv_params((2, 8, 514, 4), (8, 1, 3, 3), 1, 0, 1, False, [0], 8)
@@ -92,18 +98,41 @@ def test_grouped_but_not_depthwise_and_oversized_tiles_stay_with_cudnn():
     one_d = emit_conv.conv_params((2, 4, 50), (4, 1, 3), 1, 0, 1, False, [0], 4)
     assert not emit_conv.depthwise_direct(one_d, "float32")
     assert emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "bfloat16")
+    assert not emit_conv.depthwise_direct(big, "float64")
+
+
+def test_the_tile_is_the_largest_that_covers_the_plane_nearly_as_well_as_the_best():
+    def geom(shape, k=3, stride=1):
+        return emit_conv.dw_geom(emit_conv.conv_params(shape, (shape[1], 1, k, k), stride, 0, 1, False, [0], shape[1]))
+
+    # 510 x 510 outputs: 64 x 64 tiles cover 512 x 512 (99.2% inside), every smaller one no better.
+    g = geom((16, 64, 512, 512))
+    assert (g.rows, g.columns, g.out_tile, g.tile) == (8, 2, (64, 64), (66, 66)) and g.fill > 0.99
+    # 54 x 54: 64 x 64 would fill 71%; 56 x 64 (R = 7 is not offered) no; 8 x 64 rows fill 96% of 56 rows,
+    # 54 of 64 columns 84%; 8 x 32 rows and columns: 96% x 84%. The largest within 5 points of the best.
+    g = geom((2, 8, 56, 56))
+    fills = {(r, q): 54 * 54 / (-(-54 // (8 * r)) * 8 * r * -(-54 // (32 * q)) * 32 * q)
+             for r in emit_conv.DW_ROWS for q in emit_conv.DW_COLUMNS}
+    assert abs(g.fill - fills[g.rows, g.columns]) < 1e-12 and g.fill >= max(fills.values()) - 0.05
+    assert all(fills[r, q] < max(fills.values()) - 0.05 for r, q in fills if r * q > g.rows * g.columns)
+    # Stride 2 with 64 x 64 outputs would stage 129 x 129 floats (65 KB): a smaller tile then.
+    g = geom((4, 8, 260, 260), stride=2)
+    assert 4 * g.tile[0] * g.tile[1] <= emit_conv.DW_SMEM_BYTES and g.rows * g.columns < 16
     assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "float64")
 
 
 def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_conv.ConvParams) -> torch.Tensor:
     """depthwise.cuh's kernel, block by block: the input tile staged with zeros outside the image,
-    the weights of the plane's channel, each thread's outputs from the tile (same index math)."""
+    then each thread's R x Q outputs, its input rows read once each and added into every output
+    they touch (same index math)."""
     n, c, h, wd = p.x
     oc, oh, ow = p.y[1:]
     kh, kw = p.w[2:]
     (sh, sw), (ph, pw), (dh, dw) = p.stride, p.pad, p.dilation
-    th_, tw_ = emit_conv.DW_TILE
-    tile_h, tile_w = emit_conv._dw_tile(p)
+    g = emit_conv.dw_geom(p)
+    th_, tw_ = g.out_tile
+    tile_h, tile_w = g.tile
+    rin = (g.rows - 1) * sh + (kh - 1) * dh + 1
     tiles_w, tiles_h = -(-ow // tw_), -(-oh // th_)
     y = torch.full((n, oc, oh, ow), float("nan"), dtype=torch.float64)
     xf, wf = x.double().reshape(-1), w.double().reshape(-1)
@@ -115,22 +144,31 @@ def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_
             nn_, o = divmod(plane, oc)
             base = (nn_ * c + o // mult) * h * wd
             tile = torch.zeros(tile_h * tile_w, dtype=torch.float64)
-            for i in range(tile_h * tile_w):
-                gy, gx = iy0 + i // tile_w, ix0 + i % tile_w
-                if 0 <= gy < h and 0 <= gx < wd:
-                    tile[i] = xf[base + gy * wd + gx]
-            wsm = wf[o * kh * kw:(o + 1) * kh * kw]
-            for ly in range(th_):
-                for lx in range(tw_):
-                    oy, ox = ty0 + ly, tx0 + lx
-                    if oy >= oh or ox >= ow:
-                        continue
-                    acc = float(b[o]) if b is not None else 0.0
-                    row = (ly * sh) * tile_w + lx * sw
-                    for i in range(kh):
-                        for j in range(kw):
-                            acc += float(tile[row + i * dh * tile_w + j * dw]) * float(wsm[i * kw + j])
-                    y[nn_, o, oy, ox] = acc
+            for r in range(tile_h):
+                for col in range(tile_w):
+                    gy, gx = iy0 + r, ix0 + col
+                    if 0 <= gy < h and 0 <= gx < wd:
+                        tile[r * tile_w + col] = xf[base + gy * wd + gx]
+            wr = wf[o * kh * kw:(o + 1) * kh * kw]
+            for ty in range(8):
+                ly0 = ty * g.rows
+                for tx in range(32):
+                    for q in range(g.columns):
+                        lx = tx + 32 * q
+                        if tx0 + lx >= ow:
+                            continue
+                        acc = [float(b[o]) if b is not None else 0.0] * g.rows
+                        at = (ly0 * sh) * tile_w + lx * sw
+                        for r in range(rin):
+                            v = [float(tile[at + r * tile_w + j * dw]) for j in range(kw)]
+                            for out_row in range(g.rows):
+                                d = r - out_row * sh
+                                if d >= 0 and d % dh == 0 and d // dh < kh:
+                                    for j in range(kw):
+                                        acc[out_row] += v[j] * float(wr[(d // dh) * kw + j])
+                        for out_row in range(g.rows):
+                            if ty0 + ly0 + out_row < oh:
+                                y[nn_, o, ty0 + ly0 + out_row, tx0 + lx] = acc[out_row]
     return y
 
 
@@ -204,7 +242,7 @@ def test_on_the_gpu_each_depthwise_candidate_matches_its_module(name, kw, shape,
     big = (shape[0] * 2, shape[1], shape[2] * 3, shape[3] * 2)  # several tiles and planes per block column
     inputs = [torch.randn(big)]
     cand = builtin_candidate(module, inputs, host=False)
-    assert "sc_dw_conv_run<float>(stitch_k0_spec" in cand.files[CU_FILE]
+    assert "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in cand.files[CU_FILE]
     module = module.cuda()
     new = _model_new(cand, module, kw, tmp_path / "m").cuda()
     args = [t.cuda() for t in inputs]

@@ -271,61 +271,98 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     )
 
 
-# The depthwise kernel's output tile (depthwise.cuh: SC_DW_TH x SC_DW_TW) and what one block may stage.
-DW_TILE = (16, 64)
+# The depthwise kernel's geometry (depthwise.cuh's sc_dw_geom): a 32 x 8 block, each thread R rows
+# of Q columns, so an output tile of 8R x 32Q; its input tile lives in static shared memory.
+DW_ROWS = (8, 4, 2, 1)
+DW_COLUMNS = (2, 1)
 DW_SMEM_BYTES = 48 * 1024
+# Taps beyond this stay with cuDNN: the kernel keeps its weights in registers.
+DW_MAX_TAPS = 81
 DW_DTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
 
-def _dw_tile(p: ConvParams) -> tuple[int, int]:
-    """The input tile (rows, columns) a block of the depthwise kernel stages for its output tile."""
+@dataclass(frozen=True)
+class DwGeom:
+    rows: int  # R: output rows per thread
+    columns: int  # Q: output columns per thread, 32 apart
+    tile: tuple[int, int]  # the input tile a block stages (rows, columns)
+    fill: float  # the share of the tiles over an output plane that lies inside it
+
+    @property
+    def out_tile(self) -> tuple[int, int]:
+        return 8 * self.rows, 32 * self.columns
+
+
+def dw_geom(p: ConvParams) -> DwGeom | None:
+    """The depthwise kernel's tile for this convolution: among the tiles whose input fits one block's
+    shared memory, those within 5 points of the best fill of the output plane, the largest (more
+    outputs per staged halo, more rows per thread sharing each input row); None if none fits."""
     (kh, kw), (sh, sw), (dh, dw) = p.w[2:4], p.stride[:2], p.dilation[:2]
-    return (DW_TILE[0] - 1) * sh + (kh - 1) * dh + 1, (DW_TILE[1] - 1) * sw + (kw - 1) * dw + 1
+    oh, ow = p.y[2], p.y[3]
+    fits = []
+    for r in DW_ROWS:
+        for q in DW_COLUMNS:
+            th, tw = 8 * r, 32 * q
+            tile = ((th - 1) * sh + (kh - 1) * dh + 1, (tw - 1) * sw + (kw - 1) * dw + 1)
+            if 4 * tile[0] * tile[1] > DW_SMEM_BYTES:
+                continue
+            fill = oh * ow / (-(-oh // th) * th * -(-ow // tw) * tw)
+            fits.append(DwGeom(r, q, tile, fill))
+    if not fits:
+        return None
+    best = max(g.fill for g in fits)
+    return max((g for g in fits if g.fill >= best - 0.05), key=lambda g: (g.rows * g.columns, g.rows))
 
 
-# "1" turns the direct depthwise kernel on. Off by default until it has run on a GPU: written on
-# 2026-11-27 after that session's device time ran out, and checked on the CPU only (the kernel's own
-# phases through its CPU entry against F.conv2d, sm_90 builds). cuDNN's path is GPU-tested.
+# "0" turns the direct depthwise kernel off (cuDNN's grouped convolution then, for A/B timing). On by
+# default since 2026-11-27: on the H200, level 1's depthwise problems 82-85 went from 0.83-0.87x
+# eager (cuDNN) to 1.04-1.36x with the first, runtime-geometry version of the kernel
+# (bench/results/2026-11-27-h200x4-depthwise-97e8dc8.md).
 DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 
 
 def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     """Whether depthwise.cuh's direct kernel takes this convolution: 2-D, not transposed, groups equal
-    to the input channels (a channel multiplier allowed), its input tile within one block's shared
-    memory, and its output planes filling at least half of the tiles that cover them: a plane much
-    smaller or narrower than a 16 x 64 tile (MobileNet's 14 x 14 layers, a 512 x 2 strip) leaves
-    most of a block's threads idle, and stays with cuDNN. The planner leaves such a convolution NCHW
-    (planner.channels_last_convs)."""
-    if os.environ.get(DEPTHWISE_ENV) != "1":
+    to the input channels (a channel multiplier allowed), at most DW_MAX_TAPS taps, an input tile
+    within one block's shared memory, and output planes filling at least half of the tiles that
+    cover them: a plane much smaller or narrower than a tile (MobileNet's 14 x 14 layers, a 512 x 2
+    strip) leaves most of a block's threads idle, and stays with cuDNN. The planner leaves such a
+    convolution NCHW (planner.channels_last_convs)."""
+    if os.environ.get(DEPTHWISE_ENV) == "0":
         return False
     if p.transposed or p.lifted or len(p.x) != 4 or not 1 < p.groups == p.x[1] or dtype not in DW_DTYPES:
         return False
-    tiles_h, tiles_w = -(-p.y[2] // DW_TILE[0]), -(-p.y[3] // DW_TILE[1])
-    if 2 * p.y[2] * p.y[3] < tiles_h * DW_TILE[0] * tiles_w * DW_TILE[1]:
+    if p.w[2] * p.w[3] > DW_MAX_TAPS:
         return False
-    th, tw = _dw_tile(p)
-    return 4 * (th * tw + p.w[2] * p.w[3]) <= DW_SMEM_BYTES and tiles_h * tiles_w <= INT_MAX
+    g = dw_geom(p)
+    if g is None or 2 * g.fill < 1:
+        return False
+    th, tw = g.out_tile
+    return -(-p.y[2] // th) * -(-p.y[3] // tw) <= INT_MAX
 
 
 def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
-    th, tw = _dw_tile(p)
+    g = dw_geom(p)
+    assert g is not None  # depthwise_direct said so
     n, c, h, wd = p.x
-    spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + ", " + ", ".join(
-        map(str, (*p.w[2:], *p.stride, *p.pad, *p.dilation, p.y[1] // c, th, tw)))
+    spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + f", {p.pad[0]}, {p.pad[1]}, {p.y[1] // c}"
+    geom = ", ".join(map(str, (*p.w[2:4], *p.stride[:2], *p.dilation[:2], g.rows, g.columns)))
     t = DW_DTYPES[out.dtype]
     raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
     bias = "in2" if b else "nullptr"
-    device = f"  if (int rc = sc_dw_conv_run<{t}>({ctx.name}_spec, in0, in1, {bias}, out0, stream)) return rc;"
-    host = f"  sc_dw_conv_host<{t}>({ctx.name}_spec, in0, in1, {bias}, out0);"
+    args = f"{ctx.name}_spec, in0, in1, {bias}, out0"
+    device = f"  if (int rc = sc_dw_conv_run<{t}, {ctx.name}_geom>({args}, stream)) return rc;"
+    host = f"  sc_dw_conv_host<{t}, {ctx.name}_geom>({args});"
     source = (cuda_text.load("depthwise.cuh") + f"\nstatic const sc_dw_spec {ctx.name}_spec = {{{spec}}};\n"
-              + launchers(ctx.name, raw, [], device, host))
+              + f"using {ctx.name}_geom = sc_dw_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
+    th, tw = g.out_tile
     return Kernel(
         name=ctx.name,
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=source,
-        ops=[_describe(p, x, w, False) + " depthwise, direct" + (" +bias" if b else "")],
+        ops=[_describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else "")],
         host=True,
     )
 

@@ -760,8 +760,8 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         try:
             p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
                             bool(a.get("transposed")), a.get("output_padding", [0]), a.get("groups", 1))
-            # A depthwise convolution our own NCHW kernel takes (emit_conv._depthwise, with
-            # STITCHCUDA_CONV_DEPTHWISE=1) needs no cuDNN layout.
+            # A depthwise convolution our own NCHW kernel takes (emit_conv._depthwise; off with
+            # STITCHCUDA_CONV_DEPTHWISE=0) needs no cuDNN layout.
             if p.lifted or batch_chunk(p) < p.x[0] or depthwise_direct(p, conv["dtype"]):
                 continue
         except NotSupported:
