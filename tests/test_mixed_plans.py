@@ -183,7 +183,7 @@ class ConvAct(nn.Module):
         return self.conv2(y)
 
 
-def test_conv_bias_moves_into_the_following_pointwise_kernel():
+def test_conv_bias_moves_into_the_following_pointwise_kernel(monkeypatch):
     p = plan_of(ConvAct(), [torch.randn(2, 3, 10, 10)])
     assert p.supported, p.unsupported
     nodes = graph.by_name(p.graph)
@@ -191,6 +191,14 @@ def test_conv_bias_moves_into_the_following_pointwise_kernel():
     # The first conv feeds relu: its bias is added there. The second is the output: cuDNN adds it.
     assert convs[0]["args"]["bias"] is None
     assert convs[1]["args"]["bias"] == {"ref": "conv2.bias"}
+    # (The first conv's result stays channels-last into the second, so its bias and relu run as its
+    # epilogue; with the chain off, as a pointwise kernel of their own.)
+    relu_group = next(g for g in p.groups if g.nodes[0] == convs[0]["name"])
+    assert relu_group.note.endswith("epilogue add -> relu (cuDNN runtime fusion where it wins)"), relu_group.note
+    assert "conv.bias" in relu_group.inputs
+    monkeypatch.setenv(planner.CONV_CHAIN_ENV, "0")
+    p = plan_of(ConvAct(), [torch.randn(2, 3, 10, 10)])
+    nodes = graph.by_name(p.graph)
     relu_group = next(g for g in p.groups if g.kind == "pointwise")
     ops = [nodes[n]["op"] for n in relu_group.nodes if not nodes[n].get("view")]
     assert ops == ["add", "relu"]

@@ -165,6 +165,11 @@ def channels_last_shape(shape: Sequence[int]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1])
 
 
+def nchw_shape(stored: Sequence[int]) -> tuple[int, ...]:
+    """The N, C, spatial... shape of what is stored channels-last as N, spatial..., C."""
+    return (stored[0], stored[-1], *stored[1:-1])
+
+
 def batch_chunk(p: ConvParams) -> int:
     """Samples per cuDNN call: every tensor of one call must stay within int32 element counts."""
     per_sample = max(_numel(p.x[1:]), _numel(p.y[1:]))
@@ -197,8 +202,11 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     dtypes = {x.dtype, w.dtype, out.dtype} | ({b.dtype} if b else set())
     if len(dtypes) != 1:
         raise NotSupported(f"convolution: mixed dtypes {sorted(dtypes)}")
+    # input_channels_last (planner.channels_last_convs): the input is an earlier convolution's
+    # channels-last tail, stored N, spatial..., C; cuDNN's NHWC plan reads it without a copy.
+    x_nhwc = bool(a.get("input_channels_last"))
     p = conv_params(
-        x.shape,
+        nchw_shape(x.shape) if x_nhwc else x.shape,
         w.shape,
         a.get("stride"),
         a.get("padding"),
@@ -215,11 +223,13 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(want)}")
     if b is not None and b.shape != (p.y[1],):
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
-    if not nhwc and depthwise_direct(p, out.dtype):
+    if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
         return _depthwise(ctx, p, x, w, b, out)
     chunk = batch_chunk(p)
     if nhwc and (b is not None or chunk < p.x[0] or p.lifted):
         raise NotSupported("convolution: a channels-last result takes no bias, one chunk, 2-D or 3-D")
+    if x_nhwc and (chunk < p.x[0] or p.lifted or p.transposed or len(x.shape) not in (4, 5)):
+        raise NotSupported("convolution: a channels-last input takes a forward 2-D or 3-D convolution in one chunk")
     spatial = _numel(p.y[2:])
     vec = 16 // ITEM_SIZE[out.dtype]
     spec = ", ".join(
@@ -242,6 +252,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
             str(vec if spatial % vec == 0 else 1),
             str(int(ctx.precise >= PRECISE_SPLIT)),
             str(int(nhwc)),
+            # x_nhwc: written only where set (sc_conv_spec's initialiser leaves it 0 otherwise).
+            *(["1"] if x_nhwc else []),
         ]
     )
     # Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
@@ -257,7 +269,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
         "}\n"
     )
-    note = _describe(p, x, w, nhwc)
+    note = _describe(p, x, w, nhwc) + (" (channels-last input)" if x_nhwc else "")
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
     )

@@ -112,6 +112,8 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
             text = _batched(text, args[a.name], a.name, node, batch)
         if a.name in ("input", "self") and args.get("channels_last") and node["op"] != "convolution":
             text = f"{text}.movedim(-1, 1)"  # a norm or pool of channels-last storage (planner.channels_last_convs)
+        if a.name == "input" and args.get("input_channels_last") and node["op"] == "convolution":
+            text = f"{text}.movedim(-1, 1)"  # an earlier convolution's channels-last tail read as its input
         if a.kwarg_only:
             keywords.append(f"{a.name}={text}")
         else:
@@ -119,6 +121,8 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     call = f"torch.ops.{target}({', '.join(positional + keywords)})"
     if node["op"] == "convolution" and args.get("channels_last"):
         return f"{call}.movedim(1, -1).contiguous()"  # stored N, spatial..., C (planner.channels_last_convs)
+    if node["op"] == "convolution" and args.get("input_channels_last"):
+        return f"{call}.contiguous()"  # NCHW as our kernel stores it (aten would follow its input's layout)
     if args.get("channels_last") and node.get("outputs") is None:  # a pool's one result, stored so
         return f"{call}.movedim(1, -1).contiguous()"
     if args.get("channels_last"):  # a norm's normalised result (a pool's values) stored so, the rest as it is

@@ -741,6 +741,7 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         channels_last_shape,
         conv_params,
         depthwise_direct,
+        nchw_shape,
     )
 
     readers = _readers(graph)
@@ -757,8 +758,10 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         x, w = nodes.get(ref_name(a.get("input")) or ""), nodes.get(ref_name(a.get("weight")) or "")
         if x is None or w is None or x.get("shape") is None or w.get("shape") is None:
             continue
+        # (An input an earlier convolution's tail left channels-last has that shape by now.)
+        x_shape = nchw_shape(x["shape"]) if a.get("input_channels_last") else x["shape"]
         try:
-            p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
+            p = conv_params(x_shape, w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
                             bool(a.get("transposed")), a.get("output_padding", [0]), a.get("groups", 1))
             # A depthwise convolution our own NCHW kernel takes (emit_conv._depthwise; off with
             # STITCHCUDA_CONV_DEPTHWISE=0) needs no cuDNN layout.
@@ -769,8 +772,10 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         tail = _pointwise_tail(conv, readers, nodes)
         if tail is None:
             continue
-        members, outputs, channel_operands, ends, kernels_inside = tail
+        members, outputs, channel_operands, ends, kernels_inside, convs_after = tail
         conv["args"] = {**a, "channels_last": True}
+        for node in convs_after:  # they read the tail's storage as it is (emit_conv: x_nhwc)
+            node["args"] = {**node["args"], "input_channels_last": True}
         for node in kernels_inside:
             node["args"] = {**node["args"], "channels_last": True}
             # Results of the tensor's rank (a pool's values and unread indices, a norm's normalised
@@ -953,13 +958,15 @@ def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
 def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
     """(the pointwise nodes reading `conv`'s result, transitively; (output node, name) pairs where
     forward returns one of them; (node, operand) pairs of per-channel operands; the reductions that
-    end it; the norms and pools inside it, whose kernels read and write channels-last), or None
-    where something else reads them. A pool's result joins the tail with its own (smaller) shape."""
+    end it; the norms and pools inside it, whose kernels read and write channels-last; the
+    convolutions that end it, reading it as their input channels-last), or None where something
+    else reads them. A pool's result joins the tail with its own (smaller) shape."""
     shape = conv["shape"]
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
     ends: list[Node] = []
     kernels_inside: list[Node] = []
+    convs_after: list[Node] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -968,11 +975,14 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             if user["op"] == "output":
                 outputs.append((user, name))
                 continue
-            if user["name"] in inside or user in ends:
+            if user["name"] in inside or user in ends or user in convs_after:
                 continue
             here = list(nodes[name]["shape"])  # a pool's result is smaller than the convolution's
             if _ends_tail(user, name, here):
                 ends.append(user)
+                continue
+            if _reads_channels_last(user, name, nodes):
+                convs_after.append(user)
                 continue
             # A pool or norm reading and writing the layout itself: its results join the tail.
             results = _tail_pool(user, name, here, readers) if pools_in_tails() else None
@@ -999,7 +1009,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             inside.add(user["name"])
             members.append(user)
             frontier.append(user["name"])
-    if not members and not outputs and not ends:
+    if not members and not outputs and not ends and not convs_after:
         return None
     kept = {n["name"] for end in ends for n in _kept(end, readers)}
     channel_operands: list[tuple[Node, str]] = []
@@ -1018,7 +1028,37 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands, ends, kernels_inside
+    return members, outputs, channel_operands, ends, kernels_inside, convs_after
+
+
+# "0" keeps a convolution that reads an earlier one's channels-last tail NCHW (the tail then ends
+# before it, as before 2026-11-27): for A/B timing.
+CONV_CHAIN_ENV = "STITCHCUDA_CONV_CHAIN"
+
+
+def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
+    """Whether `user` is a forward 2-D or 3-D convolution that reads `name` (N, C, spatial...) as its
+    input, and only so, and can take it channels-last as it is stored (emit_conv's x_nhwc: one
+    cuDNN call, not a depthwise convolution our NCHW kernel takes). Without it a chain of
+    convolutions pays cuDNN's two layout copies at each (NCHW in, NHWC kernel, NCHW out): on the
+    H200 they were a quarter of level3/11_VGG16's kernel time (2026-11-27 probe)."""
+    from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, conv_params, depthwise_direct
+
+    a = user.get("args", {})
+    if os.environ.get(CONV_CHAIN_ENV) == "0" or user["op"] != "convolution" or a.get("input_channels_last"):
+        return False
+    if ref_name(a.get("input")) != name or list(iter_refs(a)).count(name) != 1 or bool(a.get("transposed")):
+        return False
+    x, w = nodes.get(name), nodes.get(ref_name(a.get("weight")) or "")
+    if x is None or w is None or w.get("shape") is None or len(x.get("shape") or []) not in (4, 5) \
+            or user.get("dtype") != x.get("dtype") or not is_contiguous(x):
+        return False
+    try:
+        p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"), False,
+                        a.get("output_padding", [0]), a.get("groups", 1))
+    except NotSupported:
+        return False
+    return not p.lifted and batch_chunk(p) == p.x[0] and not depthwise_direct(p, user["dtype"])
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:

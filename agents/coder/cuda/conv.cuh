@@ -40,6 +40,10 @@ struct sc_conv_spec {
   int bias_vec;      // elements per bias-kernel access (spatial is a multiple of it)
   int precise;       // fp32 without TF32 (CUDNN_FMA_MATH), asked for after a TF32 mismatch
   int y_nhwc;        // the result is wanted channels-last (the planner kept the layout for what reads it)
+  // The input arrives channels-last (the result of an earlier convolution's channels-last tail):
+  // the NHWC plan reads it as it is; where cuDNN has none, each run copies it back to NCHW. Left out
+  // of a spec's initialiser (0) unless set.
+  int x_nhwc;
 };
 
 struct sc_conv_plan {
@@ -63,6 +67,7 @@ struct sc_conv_state {
   bool nhwc = false;
   sc_conv_plan cl;
   void *xt = nullptr, *wt = nullptr, *yt = nullptr;
+  void* xn = nullptr;  // x_nhwc without an NHWC plan: the input copied back to NCHW on each run
 };
 
 // One workspace for every conv kernel of the library (they run in stream order), grown by the
@@ -781,11 +786,25 @@ static int64_t sc_conv_spatial(const int* dims, int rank) {
   return n;
 }
 
-// x and w copied channels-last into the state's buffers (N, spatial..., C and K, spatial..., C).
+// x and w copied channels-last into the state's buffers (N, spatial..., C and K, spatial..., C); x
+// only where it does not arrive so (x_nhwc).
 static void sc_conv_to_nhwc(const sc_conv_spec& s, const sc_conv_state& st, const void* x, const void* w,
                             cudaStream_t stream) {
-  sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
+  if (!s.x_nhwc) sc_conv_transpose(s, x, st.xt, nullptr, s.x[1], sc_conv_spatial(s.x, s.rank), s.batch, stream);
   sc_conv_transpose(s, w, st.wt, nullptr, s.w[1], sc_conv_spatial(s.w, s.rank), s.w[0], stream);
+}
+
+// The channels-last input the NHWC plan reads: the caller's own where it arrives so, else the copy.
+static const void* sc_conv_xl(const sc_conv_spec& s, const sc_conv_state& st, const void* x) {
+  return s.x_nhwc ? x : st.xt;
+}
+
+// The NCHW input the NCHW plans read: a channels-last input (x_nhwc) copied back into st.xn first
+// (N, spatial..., C -> N, C, spatial...).
+static const void* sc_conv_xc(const sc_conv_spec& s, const sc_conv_state& st, const void* x, cudaStream_t stream) {
+  if (!s.x_nhwc) return x;
+  sc_conv_transpose(s, x, st.xn, nullptr, sc_conv_spatial(s.x, s.rank), s.x[1], s.batch, stream);
+  return st.xn;
 }
 
 // The channels-last run (one chunk): x and w copied to NHWC, the convolution, y copied back with
@@ -793,7 +812,7 @@ static void sc_conv_to_nhwc(const sc_conv_spec& s, const sc_conv_state& st, cons
 static cudnnStatus_t sc_conv_exec_nhwc(const sc_conv_spec& s, cudnnHandle_t h, const sc_conv_state& st, const void* x,
                                        const void* w, const void* b, void* y, cudaStream_t stream) {
   sc_conv_to_nhwc(s, st, x, w, stream);
-  const cudnnStatus_t rc = sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, st.yt);
+  const cudnnStatus_t rc = sc_conv_exec(s, h, st.cl, false, sc_conv_xl(s, st, x), st.wt, st.yt);
   if (rc != CUDNN_STATUS_SUCCESS) return rc;
   sc_conv_transpose(s, st.yt, y, b, sc_conv_spatial(s.y, s.rank), s.y[1], s.batch, stream);
   return cudaGetLastError() == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
@@ -809,7 +828,7 @@ static void sc_conv_bytes(const sc_conv_spec& s, int64_t* xb, int64_t* yb, int64
 }
 
 static void sc_conv_drop_nhwc(sc_conv_state& st) {
-  for (void** p : {&st.xt, &st.wt, &st.yt}) {
+  for (void** p : {&st.xt, &st.wt, &st.yt}) {  // (xn stays: it serves the NCHW plan)
     if (*p) cudaFree(*p);
     *p = nullptr;
   }
@@ -837,7 +856,7 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
     if (log) fprintf(stderr, "stitchcuda %s: no channels-last plan (its copies would take too much memory)\n", s.name);
     return;
   }
-  if (cudaMalloc(&st.xt, xb) != cudaSuccess || cudaMalloc(&st.wt, wb) != cudaSuccess ||
+  if ((!s.x_nhwc && cudaMalloc(&st.xt, xb) != cudaSuccess) || cudaMalloc(&st.wt, wb) != cudaSuccess ||
       cudaMalloc(&st.yt, yb) != cudaSuccess) {
     cudaGetLastError();  // an allocation failure is not the caller's error
     return sc_conv_drop_nhwc(st);
@@ -845,13 +864,13 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
   sc_conv_to_nhwc(s, st, x, w, stream);
   // Failing here means cuDNN has no channels-last kernel for this convolution: the NCHW plan stays.
   if (sc_conv_describe(s, st.cl, s.batch, true) ||
-      sc_conv_choose(s, h, st.cl, st.xt, st.wt, st.yt, sc_conv_ws, sc_conv_ws_bytes)) {
+      sc_conv_choose(s, h, st.cl, sc_conv_xl(s, st, x), st.wt, st.yt, sc_conv_ws, sc_conv_ws_bytes)) {
     if (log) fprintf(stderr, "stitchcuda %s: no channels-last plan (cuDNN refused it)\n", s.name);
     return sc_conv_drop_nhwc(st);
   }
-  sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, st.yt, stream, cap);
+  sc_conv_try_graph(s, h, st.cl, s.batch, 16, sc_conv_xl(s, st, x), st.wt, st.yt, stream, cap);
   const float nchw = sc_conv_time(stream, [&] {
-    const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, x, w, y);
+    const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, sc_conv_xc(s, st, x, stream), w, y);
     if (rc == CUDNN_STATUS_SUCCESS && b) sc_conv_bias(s, y, b, stream);
     return rc;
   });
@@ -879,23 +898,24 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
   bool nhwc = false;
   // The NHWC plan's copies of x and w, within the same share of the free memory as sc_conv_try_nhwc's.
   const bool room = (size_t)(xb + wb) <= cap / 2;
-  if (!(env && *env == '0') && room && cudaMalloc(&st.xt, xb) == cudaSuccess && cudaMalloc(&st.wt, wb) == cudaSuccess) {
+  if (!(env && *env == '0') && room && (s.x_nhwc || cudaMalloc(&st.xt, xb) == cudaSuccess) &&
+      cudaMalloc(&st.wt, wb) == cudaSuccess) {
     sc_conv_to_nhwc(s, st, x, w, stream);
     if (!sc_conv_describe(s, st.cl, s.batch, true) &&
-        !sc_conv_choose(s, h, st.cl, st.xt, st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
-      sc_conv_try_graph(s, h, st.cl, s.batch, 16, st.xt, st.wt, y, stream, cap);
+        !sc_conv_choose(s, h, st.cl, sc_conv_xl(s, st, x), st.wt, y, sc_conv_ws, sc_conv_ws_bytes)) {
+      sc_conv_try_graph(s, h, st.cl, s.batch, 16, sc_conv_xl(s, st, x), st.wt, y, stream, cap);
       nhwc = true;
     }
   }
-  if (!st.xt || !st.wt) cudaGetLastError();  // an allocation failure is not the caller's error
+  if ((!s.x_nhwc && !st.xt) || !st.wt) cudaGetLastError();  // an allocation failure is not the caller's error
   float t_nhwc = -1.0f, t_copy = -1.0f;
   if (nhwc) {
     t_nhwc = sc_conv_time(stream, [&] {
       sc_conv_to_nhwc(s, st, x, w, stream);
-      return sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y);
+      return sc_conv_exec(s, h, st.cl, false, sc_conv_xl(s, st, x), st.wt, y);
     });
     t_copy = sc_conv_time(stream, [&] {
-      const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, x, w, st.yt);
+      const cudnnStatus_t rc = sc_conv_exec(s, h, st.plan[0], false, sc_conv_xc(s, st, x, stream), w, st.yt);
       sc_conv_transpose(s, st.yt, y, nullptr, s.y[1], sc_conv_spatial(s.y, s.rank), s.batch, stream);
       return rc;
     });
@@ -942,6 +962,13 @@ static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t
   int64_t x_sample = elem, y_sample = elem, align = 16;
   for (int i = 1; i < s.rank; ++i) x_sample *= s.x[i], y_sample *= s.y[i];
   while (s.batch > s.chunk && align > elem && (x_sample % align || y_sample % align)) align /= 2;
+  if (s.x_nhwc) {
+    // A channels-last input: the NCHW plans (searched, timed, and kept where they win or cuDNN has
+    // no NHWC plan) read it copied back into st.xn, that copy counted in their time.
+    int64_t xb, yb, wb;
+    sc_conv_bytes(s, &xb, &yb, &wb);
+    if (cudaMalloc(&st.xn, xb) != cudaSuccess) return (int)cudaGetLastError();
+  }
   for (int i = 0; i < st.plans; ++i) {
     if (int rc = sc_conv_choose(s, h, st.plan[i], x, w, y, sc_conv_ws, sc_conv_ws_bytes)) return rc;
     sc_conv_try_graph(s, h, st.plan[i], st.samples[i], align, x, w, y, stream, cap);
@@ -951,6 +978,15 @@ static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t
     if (int rc = sc_conv_setup_nhwc_out(s, st, h, x, w, y, stream, cap)) return rc;
   } else {
     sc_conv_try_nhwc(s, st, h, x, w, b, y, stream, cap);
+  }
+  if (s.x_nhwc) {
+    if (getenv("STITCHCUDA_CONV_LOG"))
+      fprintf(stderr, "stitchcuda %s: channels-last input %s\n", s.name,
+              st.nhwc ? "read as it is (NHWC plan)" : "copied back to NCHW (the NCHW plan won, or no NHWC plan)");
+    if (st.nhwc) {
+      cudaFree(st.xn);
+      st.xn = nullptr;
+    }
   }
   return (int)sc_conv_ws_resize(sc_conv_ws_need);
 }
@@ -963,10 +999,11 @@ static int sc_conv_run(const sc_conv_spec& s, sc_conv_state& st, const void* x, 
   SC_CUDNN(cudnnSetStream(h, stream));
   std::call_once(st.once, [&] { st.status = sc_conv_setup(s, st, h, x, w, b, y, stream); });
   if (st.status) return st.status;
+  if (s.x_nhwc && !st.nhwc) x = sc_conv_xc(s, st, x, stream);
   if (s.y_nhwc) {
     if (st.nhwc) {
       sc_conv_to_nhwc(s, st, x, w, stream);
-      SC_CUDNN(sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, y));
+      SC_CUDNN(sc_conv_exec(s, h, st.cl, false, sc_conv_xl(s, st, x), st.wt, y));
     } else {
       SC_CUDNN(sc_conv_exec(s, h, st.plan[0], false, x, w, st.yt));
       sc_conv_transpose(s, st.yt, y, nullptr, s.y[1], sc_conv_spatial(s.y, s.rank), s.batch, stream);
@@ -1199,8 +1236,9 @@ static bool sc_conv_fuse_on() {
 // Builds, checks and times the fused graph's plans; keeps the fastest that agrees with `out` (the
 // unfused result of this very call) and beats the unfused pair. `raw` is free to write.
 static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_conv_fused& f, cudnnHandle_t h,
-                                const sc_conv_epi_step* steps, int n_steps, const void* const* ins, void* out,
-                                void* raw, sc_conv_epi_launch epi, cudaStream_t stream) {
+                                const sc_conv_epi_step* steps, int n_steps, const void* x, const void* const* ins,
+                                void* out, void* raw, sc_conv_epi_launch epi, cudaStream_t stream) {
+  const void* xl = sc_conv_xl(s, st, x);
   const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
   auto skip = [&](const char* why) {
     if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
@@ -1218,7 +1256,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
   const int64_t n = s.batch * s.channels * s.spatial;
   // The channels-last copies of x and w are made once here: both paths read them.
   const float apart = sc_conv_time(stream, [&] {
-    const cudnnStatus_t r = sc_conv_exec(s, h, st.cl, false, st.xt, st.wt, raw);
+    const cudnnStatus_t r = sc_conv_exec(s, h, st.cl, false, xl, st.wt, raw);
     if (r == CUDNN_STATUS_SUCCESS) epi(raw, ins, out, stream);
     return cudaGetLastError() == cudaSuccess ? r : CUDNN_STATUS_EXECUTION_FAILED;
   });
@@ -1232,12 +1270,12 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
     if (!plan) continue;
     ++tried;
     // Checked on this call's inputs against the unfused result before it may be timed.
-    const bool ran = sc_bk_fused_exec(h, plan, f, n_steps, st.xt, st.wt, ins, raw) == CUDNN_STATUS_SUCCESS;
+    const bool ran = sc_bk_fused_exec(h, plan, f, n_steps, xl, st.wt, ins, raw) == CUDNN_STATUS_SUCCESS;
     const long long bad = ran ? sc_epi_disagree(static_cast<const float*>(raw), static_cast<const float*>(out), n, stream) : -1;
     float ms = -1.0f;
     if (bad == 0) {
       ++agreed;
-      ms = sc_conv_time(stream, [&] { return sc_bk_fused_exec(h, plan, f, n_steps, st.xt, st.wt, ins, raw); });
+      ms = sc_conv_time(stream, [&] { return sc_bk_fused_exec(h, plan, f, n_steps, xl, st.wt, ins, raw); });
     } else if (log) {
       fprintf(stderr, "stitchcuda %s: fused engine config %d %s (%lld elements off)\n", s.name, (int)i,
               ran ? "disagrees with the unfused result" : "failed to run", bad);
@@ -1269,7 +1307,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
     if ((f.status = (int)cudaGetLastError())) return;
     cudnnStatus_t hs;
     cudnnHandle_t h = sc_conv_handle(&hs);
-    if (hs == CUDNN_STATUS_SUCCESS) sc_conv_fused_setup(s, st, f, h, steps, n_steps, ins, out, raw, epi, stream);
+    if (hs == CUDNN_STATUS_SUCCESS) sc_conv_fused_setup(s, st, f, h, steps, n_steps, x, ins, out, raw, epi, stream);
   });
   if (first || f.status) return f.status;
   if (!f.plan) {
@@ -1282,7 +1320,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
   if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
   SC_CUDNN(cudnnSetStream(h, stream));
   sc_conv_to_nhwc(s, st, x, w, stream);
-  SC_CUDNN(sc_bk_fused_exec(h, f.plan, f, n_steps, st.xt, st.wt, ins, out));
+  SC_CUDNN(sc_bk_fused_exec(h, f.plan, f, n_steps, sc_conv_xl(s, st, x), st.wt, ins, out));
   return (int)cudaGetLastError();
 }
 #undef SC_BK
