@@ -981,7 +981,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             if _ends_tail(user, name, here):
                 ends.append(user)
                 continue
-            if _reads_channels_last(user, name, nodes):
+            if conv.get("args", {}).get("groups", 1) == 1 and _reads_channels_last(user, name, nodes):
                 convs_after.append(user)
                 continue
             # A pool or norm reading and writing the layout itself: its results join the tail.
@@ -1037,17 +1037,21 @@ CONV_CHAIN_ENV = "STITCHCUDA_CONV_CHAIN"
 
 
 def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
-    """Whether `user` is a forward 2-D or 3-D convolution that reads `name` (N, C, spatial...) as its
-    input, and only so, and can take it channels-last as it is stored (emit_conv's x_nhwc: one
-    cuDNN call, not a depthwise convolution our NCHW kernel takes). Without it a chain of
-    convolutions pays cuDNN's two layout copies at each (NCHW in, NHWC kernel, NCHW out): on the
-    H200 they were a quarter of level3/11_VGG16's kernel time (2026-11-27 probe)."""
+    """Whether `user` is a dense (groups 1) forward 2-D or 3-D convolution that reads `name` (N, C,
+    spatial...) as its input, and only so, and can take it channels-last as it is stored (emit_conv's
+    x_nhwc: one cuDNN call). Without it a chain of convolutions pays cuDNN's two layout copies at
+    each (NCHW in, NHWC kernel, NCHW out): on the H200 they were a quarter of level3/11_VGG16's
+    kernel time (2026-11-27 probe), and chained it ran 2.06 -> 1.61 ms, AlexNet 14.3 -> 11.8 ms.
+    Grouped and depthwise convolutions stay out of chains, at either end (_pointwise_tail asks for
+    a dense producer): with them in, MobileNetV1 and EfficientNetB1 ran 20% slower (their small
+    planes' grouped kernels are faster NCHW, and a chain link then costs a copy at each end)."""
     from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, conv_params, depthwise_direct
 
     a = user.get("args", {})
     if os.environ.get(CONV_CHAIN_ENV) == "0" or user["op"] != "convolution" or a.get("input_channels_last"):
         return False
-    if ref_name(a.get("input")) != name or list(iter_refs(a)).count(name) != 1 or bool(a.get("transposed")):
+    if ref_name(a.get("input")) != name or list(iter_refs(a)).count(name) != 1 or bool(a.get("transposed")) \
+            or a.get("groups", 1) != 1:
         return False
     x, w = nodes.get(name), nodes.get(ref_name(a.get("weight")) or "")
     if x is None or w is None or w.get("shape") is None or len(x.get("shape") or []) not in (4, 5) \
