@@ -12,10 +12,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new, needs_nvcc
+from test_conv_channels_last import planned_reference
 from test_emit_conv import cudnn_include
 
 from stitchcuda.agents import graph
-from stitchcuda.agents.coder.reference_math import render_reference
 from stitchcuda.agents.plan import planner
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -147,21 +147,8 @@ def test_the_rewritten_graph_still_computes_the_module(make, inputs, names):
     convolution) and run on CPU tensors gives the module's output."""
     torch.manual_seed(1)
     module = make()
-    plan = planner.plan_graph(graph.trace_module(module, inputs))
-    g = plan.graph
-    ins = [n for n in g if n["op"] == "input" and "shape" in n]
-    output = next(n for n in g if n["op"] == "output")
-    nodes = graph.by_name(g)
-    (value,) = output["args"]["values"]
-    node = nodes[graph.ref_name(value)]
-    returned = graph.ref_name(node["args"]["self"]) if node.get("view") else node["name"]
-    ref = render_reference(g, [n["name"] for n in ins], [], [returned])
-    space: dict = {"torch": torch}
-    exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered module text
-    state = dict(module.named_parameters()) | dict(module.named_buffers())
-    values = [state[n["key"]] if n.get("kind") != "arg" else inputs[n["index"]] for n in ins]
-    (stored,) = space["_reference"](values, [])
-    got = stored.permute(*node["args"]["dims"]) if node.get("view") else stored
+    (stored,), (view,) = planned_reference(module, inputs)
+    got = stored if view is None else stored.permute(*view["args"]["dims"])
     with torch.no_grad():
         want = module(*inputs)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

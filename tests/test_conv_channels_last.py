@@ -357,15 +357,10 @@ def test_the_rewrite_can_be_turned_off(monkeypatch):
     assert not _conv(plan)["args"].get("channels_last")
 
 
-@pytest.mark.parametrize(("make", "inputs"), TAKEN, ids=[m.__name__ for m, _ in TAKEN])
-def test_the_rewritten_graph_still_computes_the_module(make, inputs):
-    """The plan's graph (per-channel operands as [C] over the last dimension, the permuted view
-    returned) rendered as aten calls and run on CPU tensors gives the module's outputs, in
-    channels-last strides."""
-    torch.manual_seed(1)
-    module = make()
-    plan = planner.plan_graph(graph.trace_module(module, inputs))
-    g = plan.graph
+def planned_reference(module: nn.Module, inputs: list) -> tuple[list[torch.Tensor], list[dict | None]]:
+    """The module's plan rendered as aten calls and run on CPU tensors: what each returned kernel
+    output stores, and the view forward returns of it (None: the output itself)."""
+    g = planner.plan_graph(graph.trace_module(module, inputs)).graph
     ins = [n for n in g if n["op"] == "input" and "shape" in n]
     output = next(n for n in g if n["op"] == "output")
     nodes = graph.by_name(g)
@@ -383,7 +378,17 @@ def test_the_rewritten_graph_still_computes_the_module(make, inputs):
     exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered module text
     state = dict(module.named_parameters()) | dict(module.named_buffers())
     values = [state[n["key"]] if n.get("kind") != "arg" else inputs[n["index"]] for n in ins]
-    stored = space["_reference"](values, [])
+    return space["_reference"](values, []), views
+
+
+@pytest.mark.parametrize(("make", "inputs"), TAKEN, ids=[m.__name__ for m, _ in TAKEN])
+def test_the_rewritten_graph_still_computes_the_module(make, inputs):
+    """The plan's graph (per-channel operands as [C] over the last dimension, the permuted view
+    returned) rendered as aten calls and run on CPU tensors gives the module's outputs, in
+    channels-last strides."""
+    torch.manual_seed(1)
+    module = make()
+    stored, views = planned_reference(module, inputs)
     want = module(*inputs)
     want = list(want) if isinstance(want, tuple) else [want]
     for s, view, w in zip(stored, views, want, strict=True):
