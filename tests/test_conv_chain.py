@@ -133,6 +133,54 @@ def test_grouped_convolutions_stay_out_of_chains(groups):
     assert not c2["args"].get("input_channels_last")
 
 
+def test_a_convolution_reading_two_tail_values_stays_out_of_the_chain():
+    """One tail value as the input, another as the weight (a dynamic weight): the weight would be
+    stored channels-last while the convolution reads it NCHW, so the tail ends: all NCHW."""
+
+    class DynamicWeight(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 4, 3, padding=1, bias=False)
+
+        def forward(self, x):
+            y = self.c1(x)
+            w2 = y * 2.0
+            return F.conv2d(torch.relu(y), w2)
+
+    torch.manual_seed(0)
+    module, inputs = DynamicWeight(), [torch.randn(2, 3, 4, 4)]
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert not any(c["args"].get("input_channels_last") for c in _convs(plan))
+    assert not _convs(plan)[0]["args"].get("channels_last")
+    (stored,), (view,) = planned_reference(module, inputs)
+    got = stored if view is None else stored.permute(*view["args"]["dims"])
+    with torch.no_grad():
+        torch.testing.assert_close(got, module(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_reader_past_int32_elements_ends_the_tail_instead_of_failing_the_plan():
+    """The reading convolution's sample (16 x 8192 x 16384) is past int32 element counts, its
+    producer's (8 channels) is not: the plan says which convolution it cannot take, no exception."""
+
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 1, bias=False)
+            self.c2 = nn.Conv2d(8, 16, 1, bias=False)
+
+        def forward(self, x):
+            return self.c2(torch.relu(self.c1(x)))
+
+    traced = graph.trace_module(Pair(), [torch.randn(1, 3, 4, 4)])
+    for n in traced:  # the same graph over 8192 x 16384 pixels (tracing that would take 12 GB)
+        shape = n.get("shape")
+        if shape and len(shape) == 4 and shape[2] == 4:
+            n["shape"], n["stride"] = [shape[0], shape[1], 8192, 16384], graph.contiguous_strides(
+                [shape[0], shape[1], 8192, 16384])
+    convs = [n for n in planner.channels_last_convs([dict(n) for n in traced]) if n["op"] == "convolution"]
+    assert not any(c["args"].get("input_channels_last") for c in convs)
+
+
 def test_the_chain_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(planner.CONV_CHAIN_ENV, "0")
     plan = planner.plan_graph(graph.trace_module(Chain2d(), [torch.randn(2, 3, 10, 10)]))

@@ -269,7 +269,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
         "}\n"
     )
-    note = _describe(p, x, w, nhwc) + (" (channels-last input)" if x_nhwc else "")
+    note = _describe(p, x, w, nhwc, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
     )
@@ -323,7 +323,9 @@ def dw_geom(p: ConvParams) -> DwGeom | None:
     if not fits:
         return None
     best = max(g.fill for g in fits)
-    return max((g for g in fits if g.fill >= best - 0.05), key=lambda g: (g.rows * g.columns, g.rows))
+    # (Not below half where the best reaches it: depthwise_direct's rule reads the chosen tile's fill.)
+    near = [g for g in fits if g.fill >= best - 0.05 and (g.fill >= 0.5 or g.fill == best)]
+    return max(near, key=lambda g: (g.rows * g.columns, g.rows))
 
 
 # "0" turns the direct depthwise kernel off (cuDNN's grouped convolution then, for A/B timing). On by
@@ -379,9 +381,11 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     )
 
 
-def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool) -> str:
-    """The kernel's note: "conv2d 128x64x128x128 w128x64x3x3 g2 (channels-last result)"."""
-    note = f"conv{'_transpose' if p.transposed else ''}{len(x.shape) - 2}d {'x'.join(map(str, x.shape))} "
+def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool, x_shape: Sequence[int] | None = None) -> str:
+    """The kernel's note: "conv2d 128x64x128x128 w128x64x3x3 g2 (channels-last result)"; the input's
+    N, C, spatial... shape (`x_shape`, where it is stored otherwise)."""
+    shape = x.shape if x_shape is None else x_shape
+    note = f"conv{'_transpose' if p.transposed else ''}{len(shape) - 2}d {'x'.join(map(str, shape))} "
     note += f"w{'x'.join(map(str, w.shape))}" + (f" g{p.groups}" if p.groups > 1 else "")
     return note + (" (channels-last result)" if nhwc else "")
 

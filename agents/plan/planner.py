@@ -975,7 +975,11 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             if user["op"] == "output":
                 outputs.append((user, name))
                 continue
-            if user["name"] in inside or user in ends or user in convs_after:
+            if user in convs_after:
+                if ref_name(user["args"].get("input")) != name:
+                    return None  # it reads another of the tail's values as its weight (or bias): NCHW there
+                continue
+            if user["name"] in inside or user in ends:
                 continue
             here = list(nodes[name]["shape"])  # a pool's result is smaller than the convolution's
             if _ends_tail(user, name, here):
@@ -1060,9 +1064,9 @@ def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
     try:
         p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"), False,
                         a.get("output_padding", [0]), a.get("groups", 1))
-    except NotSupported:
+        return not p.lifted and batch_chunk(p) == p.x[0] and not depthwise_direct(p, user["dtype"])
+    except NotSupported:  # (batch_chunk's too: a sample or weight past int32 element counts)
         return False
-    return not p.lifted and batch_chunk(p) == p.x[0] and not depthwise_direct(p, user["dtype"])
 
 
 def drop_noop_restrides(graph: list[Node]) -> list[Node]:
