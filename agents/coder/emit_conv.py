@@ -288,7 +288,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
 DW_ROWS = (8, 4, 2, 1)
 DW_COLUMNS = (2, 1)
 DW_SMEM_BYTES = 48 * 1024
-# Taps beyond this stay with cuDNN: the kernel keeps its weights in registers.
+# Taps beyond this stay with cuDNN: the kernel unrolls its taps and loads the weights per plane.
 DW_MAX_TAPS = 81
 DW_DTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
