@@ -336,7 +336,7 @@ def test_the_exact_rungs_build_from_the_nchw_plan(tmp_path):
     assert first.precision == "tf32" and y_nhwc(first) == "1"
     wrong = Verdict(candidate=first.name, status="incorrect", precision="tf32",
                     findings=[Finding("output-mismatch", "m", data={FINITE_MISS: True})])
-    assert coder_builtin.precision_after(wrong) == kernels.PRECISE_SPLIT
+    assert coder_builtin.precision_after(wrong) == kernels.PRECISE_MIXED  # (no matmul: passed over)
     second = coder_builtin.code(task, plan, wrong)
     assert second.precision == "3xtf32" and y_nhwc(second) == "0"
     # Without any convolution kept channels-last there is no second plan.

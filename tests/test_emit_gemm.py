@@ -204,7 +204,7 @@ def test_bias_broadcast_batched():
 def emitted(module: nn.Module, inputs: list[T], name: str = "k0", precise: bool = False) -> kernels.Kernel:
     g = graph.trace_module(module, inputs)
     node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
-    return kernels.emit(g, node["name"], name, precise=precise)
+    return kernels.emit(g, node["name"], name, precise=kernels.PRECISE_SPLIT if precise else kernels.PRECISE_TF32)
 
 
 def r(*shape: int, dtype=torch.float32) -> T:
@@ -424,7 +424,7 @@ def run_gpu(module: nn.Module, inputs: list[T], folder: Path, shift: int = 0, pr
     input's data starts `shift` elements into its buffer (misaligned pointers for shift % 4 != 0)."""
     g = graph.trace_module(module, inputs)
     node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
-    k = kernels.emit(g, node["name"], "k", precise=precise)
+    k = kernels.emit(g, node["name"], "k", precise=kernels.PRECISE_SPLIT if precise else kernels.PRECISE_TF32)
     lib = build_kernel(k, folder)
     module = copy.deepcopy(module).cuda()  # the case's module stays on the CPU for the next trace
     values = {n["name"]: inputs[n["index"]] for n in g if n["op"] == "input" and n.get("kind") == "arg"}

@@ -9,7 +9,7 @@ only checks its inputs, allocates outputs and calls the kernels.
 
 from __future__ import annotations
 
-from stitchcuda.agents.coder import batch, codegen, kernels
+from stitchcuda.agents.coder import batch, codegen, kernels, precision_mix
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
 from stitchcuda.agents.coder.orchestrate import Step, describe, libraries, orchestrator
 from stitchcuda.agents.graph import by_name, picks
@@ -20,9 +20,10 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
     """Candidate for a plan the built-in coder covers entirely, else None (a `Coder`, agents/rounds.py).
 
     The coder is deterministic. Feedback changes one thing: after each candidate that failed the
-    comparison, the next one's fp32 library calls are one step more exact (`precision_after`:
-    convolution without TF32 and matmul as 3xTF32, then matmul in full fp32; slower, closer to the
-    reference). Otherwise a further round yields the same files, which the rounds recognise and stop on."""
+    comparison, the next one's fp32 library calls are one step more exact (`precision_after`: with
+    STITCHCUDA_MIXED_PRECISION=1 first 3xTF32 for the matmuls that feed exp or a softmax
+    (precision_mix.py), then convolution without TF32 and every matmul as 3xTF32, then matmul in
+    full fp32; slower, closer to the reference). Otherwise a further round yields the same files, which the rounds recognise and stop on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):
         return None
     from stitchcuda.task import load_task_module
@@ -37,6 +38,8 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
         return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
                                dynamic=False)
     level = max(floor, precision_after(feedback))
+    if level == kernels.PRECISE_MIXED and not precision_mix.applies(plan.graph):
+        level = kernels.PRECISE_SPLIT  # (off, or it would build what TF32 or 3xTF32 builds)
     dynamic = feedback is None or feedback.batch is not None or not batch.analyse(plan.graph).dynamic
     return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
                            dynamic=dynamic)
@@ -57,11 +60,11 @@ code.reads_profile = False  # type: ignore[attr-defined]
 
 
 # Candidate.precision for each of the emitters' levels (kernels.PRECISE_*), and back.
-PRECISION_OF: dict[int, Precision] = {kernels.PRECISE_TF32: "tf32", kernels.PRECISE_SPLIT: "3xtf32",
-                                      kernels.PRECISE_FP32: "fp32"}
+PRECISION_OF: dict[int, Precision] = {kernels.PRECISE_TF32: "tf32", kernels.PRECISE_MIXED: "mixed",
+                                      kernels.PRECISE_SPLIT: "3xtf32", kernels.PRECISE_FP32: "fp32"}
 LEVEL_OF: dict[Precision, int] = {p: lvl for lvl, p in PRECISION_OF.items()}
 # The name's suffix per level, for people reading a run folder; the ladder reads Verdict.precision.
-_SUFFIX = {kernels.PRECISE_SPLIT: "-fp32", kernels.PRECISE_FP32: "-fp32full"}
+_SUFFIX = {kernels.PRECISE_MIXED: "-mixed", kernels.PRECISE_SPLIT: "-fp32", kernels.PRECISE_FP32: "-fp32full"}
 
 
 def precision_after(feedback: Verdict | None) -> int:
@@ -119,6 +122,8 @@ def build_candidate(
 def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]:
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
+    # The mixed level is per kernel: 3xTF32 for the calls that feed exp or a softmax, TF32 elsewhere.
+    split = precision_mix.sensitive(plan.graph) if precise == kernels.PRECISE_MIXED else set()
     live = {n for g in plan.groups for n in g.outputs}
     # A result an epilogue reads is computed, though never stored: its kernel must see it used.
     live |= {g.detail["epilogue"]["value"] for g in plan.groups if g.detail.get("epilogue")}
@@ -136,7 +141,9 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
             steps.append(
                 kernels.emit(
                     plan.graph, group.nodes[0], f"stitch_k{k}",
-                    roots=roots, live=live, precise=precise, getitems=getitems, nodes=nodes,
+                    roots=roots, live=live, getitems=getitems, nodes=nodes,
+                    precise=precise if precise != kernels.PRECISE_MIXED
+                    else kernels.PRECISE_SPLIT if group.nodes[0] in split else kernels.PRECISE_TF32,
                     prologue=codegen.prologue(plan.graph, pro["members"], pro["node"], nodes=nodes) if pro else None,
                     epilogue=codegen.epilogue(plan.graph, epi["members"], epi["node"], epi["value"], nodes=nodes)
                     if epi else None,

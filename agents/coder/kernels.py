@@ -105,8 +105,11 @@ class EmitContext:
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
 PRECISE_TF32 = 0  # TF32 tensor cores (the Verifier's matmul/conv tolerance allows it)
-PRECISE_SPLIT = 1  # convolution without TF32; matmul as 3xTF32 (split operands, still tensor cores)
-PRECISE_FP32 = 2  # matmul in full fp32 on the FMA units too, as PyTorch's own default runs it
+# PRECISE_SPLIT for the calls whose results feed exp or a softmax, TF32 for the rest
+# (precision_mix.py); a candidate's level only: make_steps gives each kernel TF32 or PRECISE_SPLIT.
+PRECISE_MIXED = 1
+PRECISE_SPLIT = 2  # convolution without TF32; matmul as 3xTF32 (split operands, still tensor cores)
+PRECISE_FP32 = 3  # matmul in full fp32 on the FMA units too, as PyTorch's own default runs it
 
 
 @dataclass

@@ -7,7 +7,7 @@ export type Phase = "planning" | "budget" | "coding" | "verifying" | "coder-fail
 
 /** How exactly fp32 matmul and convolution ran: TF32 tensor cores (the default), 3xTF32 (split
  * operands) with convolution without TF32, or full fp32. */
-export type Precision = "tf32" | "3xtf32" | "fp32";
+export type Precision = "tf32" | "mixed" | "3xtf32" | "fp32";
 
 export interface ProgressEvent {
   event: "progress";

@@ -1,0 +1,60 @@
+"""The mixed rung of the built-in coder's precision ladder (TF32, mixed, 3xTF32, fp32): after a
+TF32 candidate missed the tolerance, 3xTF32 only for the fp32 matmuls whose results reach the input
+of an op that turns absolute error into relative error (exp and the softmax family), TF32 for the
+other matmuls and every convolution; the rung after it splits every matmul and takes TF32 from
+every convolution. (Convolutions stay out of the mixed rung: a channels-last convolution without
+TF32 is a combination no GPU run has checked.)
+
+Why: TF32 keeps 10 mantissa bits, so a product's error grows with its magnitude, and exp(s + e) =
+exp(s) * exp(e): an error of 1 in a score is a factor e in its weight. The Verifier's "large" inputs
+(x1000) make attention scores large. In a CPU emulation of level3/43 (MinGPT attention, TF32 operand
+rounding per matmul, 2026-11-27) TF32 in the qkv projection or in q.kT missed the tolerance on
+those inputs, and TF32 in att.v and the output projection met it on every input set; the bench ran
+that problem with every matmul split (3xTF32), the attention matrix's split copies included.
+
+Off unless STITCHCUDA_MIXED_PRECISION=1: not yet run on a GPU. With it on, the rung is skipped where
+it would build what another rung builds (no such matmul, or every one of them is)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from stitchcuda.agents.graph import Node, by_name, iter_refs
+
+ENV = "STITCHCUDA_MIXED_PRECISION"
+# Ops whose output's relative error is their input's absolute error.
+AMPLIFIERS = frozenset({"exp", "exp_", "_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax",
+                        "logsumexp"})
+# The fp32 library calls whose precision the ladder sets (emit_gemm, emit_conv).
+MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv"})
+LIBRARY_OPS = MATMULS | {"convolution"}
+
+
+def library_calls(graph: Sequence[Node], ops: frozenset[str] = LIBRARY_OPS) -> set[str]:
+    """The fp32 matmuls and convolutions of the graph (or those of `ops`), by name."""
+    return {n["name"] for n in graph if n["op"] in ops and n.get("dtype") == "float32"}
+
+
+def sensitive(graph: Sequence[Node]) -> set[str]:
+    """The fp32 matmuls whose results reach the input of an amplifying op, through anything."""
+    nodes = by_name(graph)
+    calls = library_calls(graph, MATMULS)
+    stack = [ref for n in graph if n["op"] in AMPLIFIERS for ref in iter_refs(n.get("args", {}))]
+    seen: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in nodes:
+            continue
+        seen.add(name)
+        stack.extend(iter_refs(nodes[name].get("args", {})))
+    return calls & seen
+
+
+def applies(graph: Sequence[Node]) -> bool:
+    """Whether the mixed rung is on and builds something of its own for this graph: some matmul
+    feeds an amplifying op, and some other fp32 library call does not."""
+    if os.environ.get(ENV) != "1":
+        return False
+    some = sensitive(graph)
+    return bool(some) and some != library_calls(graph)

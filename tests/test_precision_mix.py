@@ -1,0 +1,150 @@
+"""The mixed rung of the built-in coder's precision ladder (agents/coder/precision_mix.py): after a
+TF32 miss, 3xTF32 only for the matmuls whose results feed exp or a softmax. Which matmuls those are,
+where the rung is passed over, the ladder through it, and the emitted kernels: the scores' matmuls
+split, the rest TF32."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.coder import precision_mix
+from stitchcuda.agents.coder.model_new import CU_FILE
+from stitchcuda.agents.plan import planner
+from stitchcuda.types import FINITE_MISS, Finding, Task, Verdict
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+ATTENTION = '''import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Causal self-attention as MinGPT writes it (level3/43's shape of graph, smaller)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear(32, 96)
+        self.c_proj = nn.Linear(32, 32)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(32, dim=2)
+        k = k.view(B, T, 4, 8).transpose(1, 2)
+        q = q.view(B, T, 4, 8).transpose(1, 2)
+        v = v.view(B, T, 4, 8).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(8))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+def get_inputs():
+    return [torch.rand(2, 16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _plan(module: nn.Module, inputs: list):
+    return planner.plan_graph(graph.trace_module(module, inputs))
+
+
+def _attention(tmp_path) -> Task:
+    src = tmp_path / "attention.py"
+    src.write_text(ATTENTION)
+    return Task(path=src)
+
+
+def _named(plan, names: set[str]) -> list[str]:
+    nodes = graph.by_name(plan.graph)
+    return sorted(nodes[n]["op"] + ":" + n for n in names)
+
+
+def test_the_matmuls_before_the_softmax_are_the_sensitive_ones(tmp_path):
+    plan = planner.plan(_attention(tmp_path))
+    assert plan.supported, plan.unsupported
+    some = precision_mix.sensitive(plan.graph)
+    # The qkv projection and q.kT feed the scores; att.v and the output projection do not.
+    assert _named(plan, some) == ["addmm:addmm", "bmm:bmm"]
+    assert precision_mix.library_calls(plan.graph) == some | {"addmm_1", "bmm_1"}
+
+
+class Mlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+class LinearSoftmax(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+
+    def forward(self, x):
+        return torch.softmax(self.a(x), dim=-1)
+
+
+class ExpOfInput(nn.Module):
+    """exp of the input, a matmul after it: the matmul is downstream, not upstream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.a(torch.exp(x))
+
+
+@pytest.mark.parametrize("make", [Mlp, LinearSoftmax, ExpOfInput])
+def test_the_rung_is_passed_over_where_it_would_build_another_rungs_files(make, monkeypatch):
+    """No matmul feeds an amplifying op (Mlp, ExpOfInput: the mixed rung would be TF32's files), or
+    every library call does (LinearSoftmax: 3xTF32's)."""
+    monkeypatch.setenv(precision_mix.ENV, "1")
+    plan = _plan(make(), [torch.randn(4, 8)])
+    assert not precision_mix.applies(plan.graph)
+    assert (make is LinearSoftmax) == bool(precision_mix.sensitive(plan.graph))
+
+
+def _miss(precision: str) -> Verdict:
+    return Verdict(candidate="c", status="incorrect", precision=precision,
+                   findings=[Finding("output-mismatch", "m", data={FINITE_MISS: True})])
+
+
+def test_the_ladder_climbs_through_the_mixed_rung_where_it_is_on(tmp_path, monkeypatch):
+    task = _attention(tmp_path)
+    plan = planner.plan(task)
+    monkeypatch.setenv(precision_mix.ENV, "1")
+    first = coder_builtin.code(task, plan, None)
+    assert first.precision == "tf32" and "3xTF32" not in " ".join(first.notes)
+    mixed = coder_builtin.code(task, plan, _miss("tf32"))
+    assert mixed.precision == "mixed" and mixed.name.endswith("-mixed")
+    split = [n for n in mixed.notes if "3xTF32" in n]
+    tf32 = [n for n in mixed.notes if ("bmm " in n or "addmm " in n) and "3xTF32" not in n]
+    # Two of the four matmuls split: the qkv projection (32 -> 96) and q.kT (... x 8 x 16); att.v
+    # (16 x 8) and the output projection (32 -> 32) stay TF32.
+    assert len(split) == 2 and len(tf32) == 2, mixed.notes
+    assert any("addmm 32x32x96" in n for n in split) and any("addmm 32x32x32" in n for n in tf32), mixed.notes
+    src = mixed.files[CU_FILE]
+    assert "sc_tf32_split(" in src and "sc_tf32_split(" not in first.files[CU_FILE]
+    after = coder_builtin.code(task, plan, _miss("mixed"))
+    assert after.precision == "3xtf32" and all("3xTF32" in n for n in after.notes if "bmm " in n or "addmm " in n)
+
+
+def test_off_by_default_the_ladder_goes_from_tf32_to_3xtf32(tmp_path, monkeypatch):
+    monkeypatch.delenv(precision_mix.ENV, raising=False)
+    task = _attention(tmp_path)
+    plan = planner.plan(task)
+    assert coder_builtin.code(task, plan, _miss("tf32")).precision == "3xtf32"
