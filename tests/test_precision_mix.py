@@ -73,10 +73,10 @@ def _named(plan, names: set[str]) -> list[str]:
 def test_the_matmuls_before_the_softmax_are_the_sensitive_ones(tmp_path):
     plan = planner.plan(_attention(tmp_path))
     assert plan.supported, plan.unsupported
-    some = precision_mix.sensitive(plan.graph)
+    some = precision_mix.sensitive(plan)
     # The qkv projection and q.kT feed the scores; att.v and the output projection do not.
     assert _named(plan, some) == ["addmm:addmm", "bmm:bmm"]
-    assert precision_mix.library_calls(plan.graph) == some | {"addmm_1", "bmm_1"}
+    assert precision_mix.library_calls(plan) == some | {"addmm_1", "bmm_1"}
 
 
 class Mlp(nn.Module):
@@ -108,14 +108,28 @@ class ExpOfInput(nn.Module):
         return self.a(torch.exp(x))
 
 
-@pytest.mark.parametrize("make", [Mlp, LinearSoftmax, ExpOfInput])
+class DeadSoftmax(nn.Module):
+    """A softmax of a matmul computed and never used: no kernel computes it, so it counts for nothing
+    (else the mixed rung would build TF32's files and end the ladder as nothing new)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(8, 4)
+
+    def forward(self, x):
+        torch.softmax(self.a(x), dim=-1)
+        return self.b(x)
+
+
+@pytest.mark.parametrize("make", [Mlp, LinearSoftmax, ExpOfInput, DeadSoftmax])
 def test_the_rung_is_passed_over_where_it_would_build_another_rungs_files(make, monkeypatch):
     """No matmul feeds an amplifying op (Mlp, ExpOfInput: the mixed rung would be TF32's files), or
     every library call does (LinearSoftmax: 3xTF32's)."""
     monkeypatch.setenv(precision_mix.ENV, "1")
     plan = _plan(make(), [torch.randn(4, 8)])
-    assert not precision_mix.applies(plan.graph)
-    assert (make is LinearSoftmax) == bool(precision_mix.sensitive(plan.graph))
+    assert not precision_mix.applies(plan)
+    assert (make is LinearSoftmax) == bool(precision_mix.sensitive(plan))
+    assert precision_mix.sensitive(plan) <= precision_mix.library_calls(plan)
 
 
 def _miss(precision: str) -> Verdict:

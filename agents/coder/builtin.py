@@ -38,7 +38,7 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
         return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
                                dynamic=False)
     level = max(floor, precision_after(feedback))
-    if level == kernels.PRECISE_MIXED and not precision_mix.applies(plan.graph):
+    if level == kernels.PRECISE_MIXED and not precision_mix.applies(plan):
         level = kernels.PRECISE_SPLIT  # (off, or it would build what TF32 or 3xTF32 builds)
     dynamic = feedback is None or feedback.batch is not None or not batch.analyse(plan.graph).dynamic
     return build_candidate(plan.for_level(level >= kernels.PRECISE_SPLIT), cls, title=task.name, precise=level,
@@ -123,7 +123,7 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
     """The plan's groups as kernels, in the order forward launches them."""
     steps: list[Step] = []
     # The mixed level is per kernel: 3xTF32 for the calls that feed exp or a softmax, TF32 elsewhere.
-    split = precision_mix.sensitive(plan.graph) if precise == kernels.PRECISE_MIXED else set()
+    split = precision_mix.sensitive(plan) if precise == kernels.PRECISE_MIXED else set()
     live = {n for g in plan.groups for n in g.outputs}
     # A result an epilogue reads is computed, though never stored: its kernel must see it used.
     live |= {g.detail["epilogue"]["value"] for g in plan.groups if g.detail.get("epilogue")}

@@ -13,14 +13,16 @@ those inputs, and TF32 in att.v and the output projection met it on every input 
 that problem with every matmul split (3xTF32), the attention matrix's split copies included.
 
 Off unless STITCHCUDA_MIXED_PRECISION=1: not yet run on a GPU. With it on, the rung is skipped where
-it would build what another rung builds (no such matmul, or every one of them is)."""
+it would build what another rung builds (no such matmul, or every one of them is; only what the plan's
+kernels compute counts). With it on, bench's three rounds (agents/rounds.py BENCH_POLICY) end at
+3xTF32 where the rung applies: full fp32 is not reached."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
-from stitchcuda.agents.graph import Node, by_name, iter_refs
+from stitchcuda.agents.graph import by_name, iter_refs
+from stitchcuda.types import Plan
 
 ENV = "STITCHCUDA_MIXED_PRECISION"
 # Ops whose output's relative error is their input's absolute error.
@@ -31,16 +33,30 @@ MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv"})
 LIBRARY_OPS = MATMULS | {"convolution"}
 
 
-def library_calls(graph: Sequence[Node], ops: frozenset[str] = LIBRARY_OPS) -> set[str]:
-    """The fp32 matmuls and convolutions of the graph (or those of `ops`), by name."""
-    return {n["name"] for n in graph if n["op"] in ops and n.get("dtype") == "float32"}
+def _live(plan: Plan) -> tuple[set[str], set[str]]:
+    """(every node the plan's kernels compute, prologues and epilogues included; the nodes its
+    library kernels are emitted from): a traced node no kernel computes is dead and counts for nothing."""
+    computed: set[str] = set()
+    for g in plan.groups:
+        computed.update(g.nodes)
+        for part in ("prologue", "epilogue"):
+            computed.update((g.detail.get(part) or {}).get("members", []))
+    return computed, {g.nodes[0] for g in plan.groups if g.kind == "kernel"}
 
 
-def sensitive(graph: Sequence[Node]) -> set[str]:
-    """The fp32 matmuls whose results reach the input of an amplifying op, through anything."""
-    nodes = by_name(graph)
-    calls = library_calls(graph, MATMULS)
-    stack = [ref for n in graph if n["op"] in AMPLIFIERS for ref in iter_refs(n.get("args", {}))]
+def library_calls(plan: Plan, ops: frozenset[str] = LIBRARY_OPS) -> set[str]:
+    """The fp32 matmuls and convolutions (or the ops of `ops`) the plan's kernels call, by name."""
+    _, kernels = _live(plan)
+    return {n["name"] for n in plan.graph if n["name"] in kernels and n["op"] in ops and n.get("dtype") == "float32"}
+
+
+def sensitive(plan: Plan) -> set[str]:
+    """The fp32 matmuls whose results reach the input of an amplifying op the plan computes, through
+    anything."""
+    nodes = by_name(plan.graph)
+    computed, _ = _live(plan)
+    stack = [ref for n in plan.graph if n["op"] in AMPLIFIERS and n["name"] in computed
+             for ref in iter_refs(n.get("args", {}))]
     seen: set[str] = set()
     while stack:
         name = stack.pop()
@@ -48,13 +64,13 @@ def sensitive(graph: Sequence[Node]) -> set[str]:
             continue
         seen.add(name)
         stack.extend(iter_refs(nodes[name].get("args", {})))
-    return calls & seen
+    return library_calls(plan, MATMULS) & seen
 
 
-def applies(graph: Sequence[Node]) -> bool:
-    """Whether the mixed rung is on and builds something of its own for this graph: some matmul
+def applies(plan: Plan) -> bool:
+    """Whether the mixed rung is on and builds something of its own for this plan: some matmul
     feeds an amplifying op, and some other fp32 library call does not."""
     if os.environ.get(ENV) != "1":
         return False
-    some = sensitive(graph)
-    return bool(some) and some != library_calls(graph)
+    some = sensitive(plan)
+    return bool(some) and some != library_calls(plan)
