@@ -329,9 +329,9 @@ def dw_geom(p: ConvParams) -> DwGeom | None:
 
 
 # "0" turns the direct depthwise kernel off (cuDNN's grouped convolution then, for A/B timing). On by
-# default since 2026-11-27: on the H200, level 1's depthwise problems 82-85 went from 0.83-0.87x
-# eager (cuDNN) to 1.04-1.36x with the first, runtime-geometry version of the kernel
-# (bench/results/2026-11-27-h200x4-depthwise-97e8dc8.md).
+# default since 2026-11-27: on the H200, level 1's depthwise problems 82-86 went from 0.83-0.87x
+# eager (cuDNN) to 0.83-1.36x with the first, runtime-geometry version of the kernel and 1.16-3.02x
+# with this one (bench/results/2026-11-27-h200x4-level1-level3-depthwise-9da6cdf.md).
 DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 
 

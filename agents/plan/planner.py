@@ -1045,10 +1045,11 @@ def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
     spatial...) as its input, and only so, and can take it channels-last as it is stored (emit_conv's
     x_nhwc: one cuDNN call). Without it a chain of convolutions pays cuDNN's two layout copies at
     each (NCHW in, NHWC kernel, NCHW out): on the H200 they were a quarter of level3/11_VGG16's
-    kernel time (2026-11-27 probe), and chained it ran 2.06 -> 1.61 ms, AlexNet 14.3 -> 11.8 ms.
+    kernel time (2026-11-27 probe), and chained it ran in 1.51 ms against 2.06 (AlexNet 11.8
+    against 14.3; two bench runs, bench/results/2026-11-27-h200x2-level3-chains-548d16a.md).
     Grouped and depthwise convolutions stay out of chains, at either end (_pointwise_tail asks for
-    a dense producer): with them in, MobileNetV1 and EfficientNetB1 ran 20% slower (their small
-    planes' grouped kernels are faster NCHW, and a chain link then costs a copy at each end)."""
+    a dense producer): with them in, MobileNetV1 and EfficientNetB1 ran 21-22% slower in those runs
+    (where a grouped kernel is faster NCHW, a chain link costs a copy at each end)."""
     from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, conv_params, depthwise_direct
 
     a = user.get("args", {})
