@@ -27,7 +27,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -77,6 +77,20 @@ def node_inputs(node: Node) -> list[str]:
         for n in iter_refs(v):
             seen.setdefault(n, None)
     return list(seen)
+
+
+def ancestors(nodes: dict[str, Node], start: Iterable[str]) -> set[str]:
+    """The nodes named in `start` and every node they read, transitively (names `nodes` lacks are
+    left out)."""
+    todo = list(start)
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in nodes:
+            continue
+        seen.add(name)
+        todo += node_inputs(nodes[name])
+    return seen
 
 
 def by_name(graph: Sequence[Node]) -> dict[str, Node]:

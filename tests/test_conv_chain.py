@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new, needs_nvcc
-from test_conv_channels_last import planned_reference
+from test_conv_channels_last import logged_conv_plans, planned_reference
 from test_emit_conv import cudnn_include
 
 from stitchcuda.agents import graph
@@ -220,12 +220,7 @@ def test_on_the_gpu_chained_candidates_match_the_module(make, inputs, names, nhw
     """With the faster of cuDNN's NHWC plan and the copy back to NCHW per convolution (auto) and
     without NHWC plans (=0: the input copied back to NCHW on each run), the candidate matches the
     module, and each convolution after the first says which it runs."""
-    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
-    if nhwc_plan == "auto":
-        monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
-    else:
-        monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+    logged_conv_plans(monkeypatch, nhwc_plan)
     torch.manual_seed(2)
     module = make().eval() if make is not Chain3d else make()
     big = [torch.randn(t.shape[0] * 4, *t.shape[1:]) for t in inputs]

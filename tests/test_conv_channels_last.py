@@ -412,6 +412,17 @@ def test_channels_last_candidates_build_for_sm90(tmp_path):
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
+def logged_conv_plans(monkeypatch, nhwc_plan: str) -> None:
+    """For a GPU test: kernels for this machine's GPU, conv.cuh saying which plans it keeps, and
+    STITCHCUDA_CONV_NHWC as asked ("auto": unset, conv.cuh times the two)."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    if nhwc_plan == "auto":
+        monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
+    else:
+        monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("nhwc_plan", ["1", "0", "auto"])
@@ -419,12 +430,7 @@ def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypa
     """cuDNN's NHWC plan writing the result (=1), the NCHW plan with a copy (=0: what a conv runs
     where that is faster, or where cuDNN has no NHWC kernel), and the faster of the two (auto): each
     matches the module, channels-last, and says which it kept."""
-    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
-    if nhwc_plan == "auto":
-        monkeypatch.delenv("STITCHCUDA_CONV_NHWC", raising=False)
-    else:
-        monkeypatch.setenv("STITCHCUDA_CONV_NHWC", nhwc_plan)
+    logged_conv_plans(monkeypatch, nhwc_plan)
     sources = set()
     for make, inputs in TAKEN:
         torch.manual_seed(2)

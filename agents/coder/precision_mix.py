@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from stitchcuda.agents.graph import by_name, iter_refs
+from stitchcuda.agents.graph import ancestors, by_name, iter_refs
 from stitchcuda.types import Plan
 
 ENV = "STITCHCUDA_MIXED_PRECISION"
@@ -53,18 +53,10 @@ def library_calls(plan: Plan, ops: frozenset[str] = LIBRARY_OPS) -> set[str]:
 def sensitive(plan: Plan) -> set[str]:
     """The fp32 matmuls whose results reach the input of an amplifying op the plan computes, through
     anything."""
-    nodes = by_name(plan.graph)
     computed, _ = _live(plan)
-    stack = [ref for n in plan.graph if n["op"] in AMPLIFIERS and n["name"] in computed
-             for ref in iter_refs(n.get("args", {}))]
-    seen: set[str] = set()
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in nodes:
-            continue
-        seen.add(name)
-        stack.extend(iter_refs(nodes[name].get("args", {})))
-    return library_calls(plan, MATMULS) & seen
+    amplified = [ref for n in plan.graph if n["op"] in AMPLIFIERS and n["name"] in computed
+                 for ref in iter_refs(n.get("args", {}))]
+    return library_calls(plan, MATMULS) & ancestors(by_name(plan.graph), amplified)
 
 
 def applies(plan: Plan) -> bool:

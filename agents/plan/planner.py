@@ -26,6 +26,7 @@ from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.graph import (
     Node,
     TraceError,
+    ancestors,
     by_name,
     contiguous_strides,
     is_contiguous,
@@ -1488,16 +1489,9 @@ def _scalar_constant(node: Node) -> bool:
 
 def _live(graph: Sequence[Node], output: Node) -> list[str]:
     """Nodes the outputs depend on, plus in-place writes (whose effect is the point), in graph order."""
-    nodes = by_name(graph)
     todo = list(iter_refs(output["args"]))
     todo += [n["name"] for n in graph if n["op"].endswith("_") and n["op"] != "output"]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in nodes:
-            continue
-        seen.add(name)
-        todo += node_inputs(nodes[name])
+    seen = ancestors(by_name(graph), todo)
     return [n["name"] for n in graph if n["name"] in seen]
 
 
