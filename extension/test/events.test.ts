@@ -13,7 +13,7 @@ const skip = !PY ? "set STITCHCUDA_TEST_PYTHON to a Python with stitchcuda"
   : spawnSync(PY, ["-c", "import stitchcuda.events"]).status !== 0 ? `${PY} cannot import stitchcuda.events` : false;
 
 const PHASES: Phase[] = ["planning", "budget", "coding", "verifying", "coder-failed", "nothing-new", "profiling"];
-const PRECISIONS: Precision[] = ["tf32", "3xtf32", "fp32"];
+const PRECISIONS: Precision[] = ["tf32", "mixed", "3xtf32", "fp32"];
 
 const DUMP = `
 import json
