@@ -164,6 +164,9 @@ class Verdict:
     eager: Timing | None = None
     compiled: Timing | None = None  # torch.compile with PyTorch's default settings
     ours: Timing | None = None
+    # The candidate's GPU time alone, timed as `ours` but with every launch queued before the GPU
+    # reaches it (timing.time_gpu_ahead): ours less this is what its host path costs a forward.
+    ours_gpu: Timing | None = None
     # torch.compile under the candidate's own precision policy (compile_policy): timed where the
     # reference has TF32-sensitive ops and that policy's switches differ from PyTorch's defaults;
     # elsewhere the default figure is already matched and this is None.
@@ -246,7 +249,7 @@ class Verdict:
         d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
         d["hack_findings"] = [Finding(**f) for f in d.get("hack_findings", [])]
         d["findings"] = [Finding(**f) for f in d.get("findings", [])]
-        for key in ("eager", "compiled", "ours", "compiled_matched"):
+        for key in ("eager", "compiled", "ours", "compiled_matched", "ours_gpu"):
             if d.get(key):
                 d[key] = Timing(**d[key])
         return cls(**d)

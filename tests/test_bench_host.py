@@ -1,24 +1,71 @@
-"""bench.json's host-path figures: one forward's kernel time against its timed median (issue 16)."""
+"""bench.json's host-path figures (issue 16): the timed forward against the same forward's GPU time
+with its launches queued ahead (timing.time_gpu_ahead), and against the profiler's kernel sum."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pytest
+import torch
+
+from stitchcuda.agents.verify import timing
 from stitchcuda.bench import entry_for, summarize
 from stitchcuda.types import Candidate, Timing, Verdict
 
 
-def verdict(ours_ms: float, kernel_us: dict[str, float]) -> Verdict:
+def verdict(ours_ms: float, kernel_us: dict[str, float], gpu_ms: float | None = None) -> Verdict:
     return Verdict("c", "ok", built=True, correct=True, eager=Timing(2.0, 2.0, 2.0, 50),
-                   ours=Timing(ours_ms, ours_ms, ours_ms, 50), kernel_us=kernel_us)
+                   ours=Timing(ours_ms, ours_ms, ours_ms, 50), kernel_us=kernel_us,
+                   ours_gpu=Timing(gpu_ms, gpu_ms, gpu_ms, 20) if gpu_ms is not None else None)
 
 
-def test_entry_holds_kernel_time_and_the_gap():
+def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     cand = Candidate("c", {"model_new.py": ""})
-    e = entry_for(Path("level2/1_X.py"), verdict(0.5, {"k0": 300.0, "cudnn_kernel": 150.0}), cand, "")
-    assert e["kernel_ms"] == 0.45 and e["host_gap_ms"] == 0.05
-    other = entry_for(Path("level2/2_Y.py"), verdict(1.0, {"k0": 700.0}), cand, "")
+    e = entry_for(Path("level2/1_X.py"), verdict(0.5, {"k0": 300.0, "cudnn_kernel": 150.0}, 0.48), cand, "")
+    assert e["kernel_ms"] == 0.45 and e["profiler_gap_ms"] == 0.05
+    assert e["gpu_ms"] == 0.48 and e["host_gap_ms"] == 0.02
+    other = entry_for(Path("level2/2_Y.py"), verdict(1.0, {"k0": 700.0}, 0.9), cand, "")
+    # No GPU-only figure (a forward that waits for the GPU): no host gap, the profiler's gap stays.
+    waits = entry_for(Path("level2/4_W.py"), verdict(1.0, {"k0": 900.0}), cand, "")
+    assert waits["gpu_ms"] is None and waits["host_gap_ms"] is None and waits["profiler_gap_ms"] == 0.1
     unsolved = entry_for(Path("level2/3_Z.py"), Verdict("c", "incorrect", kernel_us={"k0": 1.0}), cand, "")
-    assert unsolved["kernel_ms"] is None and unsolved["host_gap_ms"] is None
-    s = summarize([e, other, unsolved])
-    assert s["median_host_gap_ms"] == (0.05 + 0.3) / 2
+    assert unsolved["kernel_ms"] is None and unsolved["host_gap_ms"] is None and unsolved["gpu_ms"] is None
+    s = summarize([e, other, waits, unsolved])
+    assert s["median_host_gap_ms"] == pytest.approx((0.02 + 0.1) / 2)
+    assert s["host_gap_measured"] == 2
+    assert s["median_profiler_gap_ms"] == pytest.approx(0.1)
+
+
+def test_verdict_round_trips_the_gpu_only_timing():
+    v = verdict(0.5, {}, 0.4)
+    assert Verdict.from_dict(v.to_dict()).ours_gpu == Timing(0.4, 0.4, 0.4, 20)
+
+
+def test_gpu_ahead_says_nothing_without_a_spin_kernel(monkeypatch):
+    monkeypatch.setattr(timing, "_gpu_sleep", None)
+    assert timing.time_gpu_ahead(lambda a: a, [], trials=5) is None
+
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_on_the_gpu_gpu_ahead_removes_the_host_path_and_refuses_a_waiting_call():
+    x = torch.randn(1 << 20, device="cuda")
+
+    def slow_host(a):
+        time.sleep(0.002)  # 2 ms of host work before the launch: time_cuda sees it, the GPU-only figure not
+        return a[0] * 2
+
+    with_host, _ = timing.time_cuda(slow_host, [[x]], trials=10)
+    alone = timing.time_gpu_ahead(slow_host, [x], trials=10)
+    quick, _ = timing.time_cuda(lambda a: a[0] * 2, [[x]], trials=10)
+    assert with_host.median_ms > 2.0
+    assert alone is not None and alone.median_ms < 0.5 and alone.median_ms <= quick.median_ms * 1.5
+
+    def waits(a):
+        return (a[0] * 2).sum().item()  # the host waits for the GPU: no lead can hide that
+
+    assert timing.time_gpu_ahead(waits, [x], trials=5) is None

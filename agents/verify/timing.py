@@ -23,6 +23,7 @@ _synchronize = torch.cuda.synchronize
 _perf_counter = time.perf_counter
 _median = statistics.median
 _CDLL = ctypes.CDLL
+_gpu_sleep = getattr(torch._C, "_cuda_sleep", None)  # a spin kernel of N clock cycles
 
 # cudaLimitPersistingL2CacheSize (cuda_runtime_api.h's cudaLimit enum).
 _LIMIT_PERSISTING_L2 = 0x06
@@ -135,3 +136,75 @@ def time_cuda(
         if check is not None:
             check(i % len(input_sets), out)
     return Timing(_median(times), min(times), max(times), trials), out
+
+
+# How long the GPU is held busy ahead of a call (time_gpu_ahead): at least this, and at least
+# LEAD_FACTOR times the call's own host time, up to MAX_LEAD_MS.
+MIN_LEAD_MS = 0.5
+LEAD_FACTOR = 4.0
+MAX_LEAD_MS = 50.0
+
+
+def time_gpu_ahead(
+    fn: Callable[[list[Any]], Any],
+    args: list[Any],
+    *,
+    trials: int = 20,
+    flusher: L2Flusher | None = None,
+    before: Callable[[], None] | None = None,
+) -> Timing | None:
+    """The same call's GPU time alone: its kernels run back to back, with none of the host path in
+    the figure. Each trial is time_cuda's (L2 flushed, synchronised, events around the call), with
+    one difference: a spin kernel holds the stream for several times the call's host time first,
+    so by the time the GPU reaches the start event every launch of the call is already queued.
+    time_cuda's figure less this one is what the host path costs each forward.
+
+    None where that cannot be measured: no spin kernel in this torch, or a call that still takes
+    longer on the host than the GPU was held (it waits for the GPU: a synchronise, an .item()), so
+    the GPU would idle inside the window whatever the lead."""
+    if _gpu_sleep is None or trials <= 0:
+        return None
+    device = torch.device("cuda", torch.cuda.current_device())
+    flusher = flusher or L2Flusher(device)
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    # Clock cycles per millisecond of spin: measured, not the device's nominal clock (boost varies).
+    _synchronize()
+    _record(start)
+    _gpu_sleep(1_000_000)
+    _record(end)
+    _synchronize()
+    cycles_per_ms = 1_000_000 / max(_elapsed(start, end), 1e-3)
+    host_ms = []
+    for _ in range(3):
+        if before is not None:
+            before()
+        _synchronize()
+        t0 = _perf_counter()
+        fn(args)
+        host_ms.append((_perf_counter() - t0) * 1e3)
+        _synchronize()
+    lead_ms = max(MIN_LEAD_MS, LEAD_FACTOR * _median(host_ms))
+    if lead_ms > MAX_LEAD_MS:
+        return None
+    times: list[float] = []
+    attempts = 0
+    while len(times) < trials and attempts < 2 * trials:
+        attempts += 1
+        if before is not None:
+            before()
+        flusher()
+        _synchronize()
+        _gpu_sleep(int(lead_ms * cycles_per_ms))
+        _record(start)
+        t0 = _perf_counter()
+        fn(args)
+        _record(end)
+        took_ms = (_perf_counter() - t0) * 1e3
+        _synchronize()
+        if took_ms < 0.8 * lead_ms:
+            times.append(_elapsed(start, end))
+        elif (lead_ms := 2 * lead_ms) > MAX_LEAD_MS:
+            return None  # the host caught up with the GPU: this trial's figure has host time in it
+    if len(times) < trials:
+        return None
+    return Timing(_median(times), min(times), max(times), trials)

@@ -964,6 +964,7 @@ def _compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str]
 # tolerance, "incorrect": a candidate that changed its behaviour (skipped work, a stale output) is
 # off by far more, a hack.
 NEAR_MISS_FACTOR = 4.0
+GPU_AHEAD_TRIALS = 20  # trials of the GPU-only figure (ours_gpu): a diagnostic, not the speedup
 
 
 def finite_miss(m: Mismatch) -> bool:
@@ -999,7 +1000,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from stitchcuda.agents.verify.timing import time_cuda
+    from stitchcuda.agents.verify.timing import time_cuda, time_gpu_ahead
 
     v = rec.verdict
     ref_stats = []
@@ -1017,6 +1018,10 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     with _candidate_code("forward", calls=False):  # a profile function would slow what is timed
         v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check,
                               before=lambda i: same_draws(fresh_seed + i))
+        # The same forward with its launches queued ahead of the GPU: the host path's cost is the
+        # difference (bench.json's host_gap_ms), measured under the same flush and inputs.
+        v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
+                                    flusher=flusher, before=lambda: same_draws(fresh_seed))
     args = make_inputs(get_inputs, fresh_seed, device)
     same_draws(fresh_seed)
     with dyn.poisoned_allocations(), audit.window():
