@@ -29,7 +29,7 @@ import torch
 
 from stitchcuda.agents.coder import builtin
 from stitchcuda.agents.loop import plan_task
-from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
+from stitchcuda.agents.verify.timing import L2Flusher, time_cuda, time_gpu_ahead
 from stitchcuda.inputs import make_inputs
 from stitchcuda.task import build_model, find_task, import_file, load_task_module
 
@@ -90,6 +90,10 @@ def measure(label: str, fn, args) -> dict[str, Any]:
         "timed_us": round(timed_us(fn, args, True), 2),
         "unflushed_us": round(timed_us(fn, args, False), 2),
         "host_us": round(host_us(fn, args), 2),
+        # The same call with its launches queued ahead of the GPU (timing.time_gpu_ahead): timed_us
+        # less this is what the host path costs each forward, under the same flush.
+        "gpu_ahead_us": round(g.median_ms * 1e3, 2) if (g := time_gpu_ahead(lambda a: fn(*a), list(args), trials=30,
+                                                                             flusher=L2Flusher(DEV))) else None,
     }
 
 
@@ -140,6 +144,55 @@ def library_calls(mod, model, args) -> dict[str, float]:
     for entry in dict.fromkeys((name, "stitch_forward")):
         out[f"{entry}_host_us"] = round(host_us(lambda entry=entry: call_all(entry, tensors, stream), []), 2)
     out["forward_host_us"] = round(host_us(model, args), 2)
+    out.update(python_parts(mod, model, args, lib, name, tensors, stream))
+    return out
+
+
+def python_parts(mod, model, args, lib, name, tensors, stream) -> dict[str, float]:
+    """The generated forward's pieces around the library call, each alone: where its host time goes."""
+    import ctypes
+
+    out: dict[str, float] = {}
+    kernels = getattr(mod, "_kernels", None)
+    if kernels is not None:
+        seen: list[tuple[list, tuple, list]] = []
+
+        def spy(ts, state=()):
+            got = kernels(ts, state)
+            seen.append((list(ts), state, got))
+            return got
+
+        mod._kernels = spy
+        try:
+            model(*args)
+        finally:
+            mod._kernels = kernels
+        if seen:
+            ts, state, got = seen[0]
+            out["kernels_fn_us"] = round(host_us(lambda: kernels(ts, state), []), 2)
+            mod._kernels = lambda ts, state=(): got
+            try:
+                out["forward_without_kernels_us"] = round(host_us(model, args), 2)
+            finally:
+                mod._kernels = kernels
+    fn = getattr(lib._lib, name)
+    ptrs = (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors])
+    out["raw_call_us"] = round(host_us(lambda: fn(ptrs, stream or None), []), 2)
+    out["ptr_array_us"] = per_call_us(lambda: (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors]))
+    big = tensors[0]
+    out["empty_like_us"] = per_call_us(lambda: torch.empty_like(big))
+    out["use_count_us"] = per_call_us(lambda: torch._C._storage_Use_Count(big.untyped_storage()._cdata))
+    out["stream_us"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(big.get_device()))
+    out["is_compiling_us"] = per_call_us(torch.compiler.is_compiling)
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        guard = TensorGuards(*tensors, dynamic_dims_sizes=[None] * len(tensors),
+                             dynamic_dims_strides=[None] * len(tensors))
+        out["tensor_guards_ok"] = bool(guard.check(*tensors))
+        out["tensor_guards_us"] = per_call_us(lambda: guard.check(*tensors))
+    except Exception as e:  # noqa: BLE001 - a private API: its absence is a finding, not a failure
+        out["tensor_guards_error"] = f"{type(e).__name__}: {e}"[:200]
     return out
 
 

@@ -51,6 +51,60 @@ def stream_of(t) -> int:
     return torch._C._cuda_getCurrentRawStream(t.get_device())
 
 
+def raw_stream(device: int) -> int:
+    """The raw cudaStream_t (as an int) of the current stream on CUDA device `device`; 0 for the CPU
+    (-1, as Tensor.get_device() says)."""
+    return torch._C._cuda_getCurrentRawStream(device) if device >= 0 else 0
+
+
+class FastPath:
+    """forward's direct path for calls like one that took it: the generated `_fast` runs the kernels
+    with no per-tensor checks, no contiguous() and no dictionary lookups, where one C++ check passes:
+    torch's TensorGuards (what torch.compile's guards use), built from the tensors of a call that
+    forward checked itself, holds every later call to the same dtypes, device, shapes, strides and
+    requires_grad. Anything else (another shape, a non-contiguous input, autograd, another stream)
+    fails a check here and takes forward's own path. Where this torch has no TensorGuards, it never
+    arms and forward always takes its own path."""
+
+    STREAMS = 8  # streams remembered (each with its own reusable buffers)
+
+    def __init__(self, lib, entry: str, count: int):
+        self.lib, self.entry = lib, entry
+        self.guard = None
+        self.grad = False  # whether a guarded tensor requires grad (then only without grad mode)
+        self.device = 0
+        self.static: dict = {}  # stream -> the data pointers of the reusable buffers, in order
+        self.fn = None
+        self.ptrs = ctypes.c_void_p * max(1, count)
+        self.off = False
+
+    def arm(self, tensors, stream: int, buffers) -> None:
+        """After forward ran the kernels directly on `tensors` on `stream` with `buffers`."""
+        if self.off or (self.guard is not None and stream in self.static) or len(self.static) >= self.STREAMS:
+            return
+        if self.guard is None:
+            if not tensors or not all(t.is_contiguous() for t in tensors) or len({t.device for t in tensors}) != 1:
+                return
+            try:
+                from torch._C._dynamo.guards import TensorGuards
+
+                guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                                     dynamic_dims_strides=[list(t.stride()) for t in tensors])
+                fn = getattr(self.lib._lib, self.entry)
+            except Exception:  # noqa: BLE001 - a torch without this check: forward keeps its own
+                self.off = True
+                return
+            fn.restype = ctypes.c_int
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+            self.fn, self.guard = fn, guard
+            self.grad = any(t.requires_grad for t in tensors)
+            self.device = tensors[0].get_device()
+        self.static[stream] = tuple(b.data_ptr() for b in buffers)
+
+    def fail(self, rc: int) -> None:
+        raise RuntimeError(f"{self.entry} failed: CUDA error {rc} ({_error_name(rc)})")
+
+
 def _error_name(code: int) -> str:
     try:
         return torch.cuda.cudart().cudaGetErrorString(code)

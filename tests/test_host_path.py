@@ -89,5 +89,79 @@ def test_library_workspaces_are_one_buffer_per_slot(tmp_path):
     text = cand.files[cand.module]
     buffers = text[text.index("def _buffers"):text.index("class ModelNew")]
     assert buffers.count("dtype=torch.uint8") == 1, buffers
-    call = text[text.index("_lib.call_all("):]
+    call = text[text.index("_lib.call_all("):text.index("_FAST = ")]
     assert call.count("workspace0_uint8") == 2, call
+    fast = text[text.index("rc = f.fn("):text.index("def _arm")]  # the fast path passes the same buffer
+    assert fast.count("workspace0_uint8") == 2, fast
+
+
+def _spied(mod) -> dict[str, int]:
+    """Counts of the generated module's two paths: _kernels (forward's own) and _fast's lean call."""
+    calls = {"kernels": 0, "fast": 0}
+    kernels, fast = mod._kernels, mod._fast
+
+    def kernels_spy(*a, **k):
+        calls["kernels"] += 1
+        return kernels(*a, **k)
+
+    def fast_spy(tensors):
+        got = fast(tensors)
+        calls["fast"] += got is not None
+        return got
+
+    mod._kernels, mod._fast = kernels_spy, fast_spy
+    return calls
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_fast_path_takes_over_after_one_checked_call_and_steps_aside_otherwise(tmp_path):
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    cand = build(module, [x])
+    assert not check_source(cand.files[cand.module])
+    new, mod = load_model_new(cand, module, tmp_path)
+    calls = _spied(mod)
+    with torch.no_grad():
+        out1 = new(x)  # forward's own checks and path; it arms the guard
+        assert calls == {"kernels": 1, "fast": 0} and mod._FAST.guard is not None
+        kept = out1.clone()
+        x2 = torch.randn(2, 6, 9, 11)
+        out2 = new(x2)
+        assert calls == {"kernels": 1, "fast": 1}
+        torch.testing.assert_close(out2, module(x2), rtol=1e-5, atol=1e-5)
+        assert out2.data_ptr() != out1.data_ptr() and torch.equal(out1, kept)  # a fresh output each call
+        # Not contiguous, another batch, another dtype: forward's own path, with its own answers.
+        strided = torch.randn(2, 6, 11, 9).transpose(-1, -2)
+        torch.testing.assert_close(new(strided), module(strided), rtol=1e-5, atol=1e-5)
+        assert calls["fast"] == 1 and calls["kernels"] == 2
+        other = torch.randn(3, 6, 9, 11)
+        torch.testing.assert_close(new(other), module(other), rtol=1e-5, atol=1e-5)
+        assert calls["fast"] == 1
+        with pytest.raises(ValueError, match="generated for x"):
+            new(x.double())
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        assert calls["fast"] == 2
+    # With autograd recording (w requires grad): the op, whose backward works; never the fast path.
+    out = new(x)
+    assert out.requires_grad and calls["fast"] == 2
+    out.sum().backward()
+    ref = module(x)
+    ref.sum().backward()
+    torch.testing.assert_close(new.w.grad, module.w.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_without_torch_s_tensor_guard_forward_keeps_its_own_path(tmp_path, monkeypatch):
+    import torch._C._dynamo.guards as guards
+
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    monkeypatch.delattr(guards, "TensorGuards")  # a torch without it: arming fails once, quietly
+    calls = _spied(mod)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    assert mod._FAST.off and calls == {"kernels": 3, "fast": 0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import inspect
 import keyword
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -152,7 +153,11 @@ def render_model(
     returned = list(dict.fromkeys(r["name"] for r in roots if r["name"] in produced))
 
     dynamic = batch is not None and batch.dynamic and not state
-    kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host)
+    # The fast path (FastPath) where one tensor guard can stand for forward's checks: no module
+    # state written, no random draws and no non-tensor arguments to check.
+    fast = (not state and fast_path_enabled() and not _Forward(graph, cls).value_checks()
+            and not any(n.get("kind") == "draw" for n in inputs))
+    kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host, fast=fast)
     try:
         reference = render_reference(graph, [n["name"] for n in tensors], [n["name"] for n in state], returned,
                                      batch=batch if dynamic else None)
@@ -167,6 +172,7 @@ def render_model(
     for node in inputs:
         if node.get("kind") not in ("arg", "draw"):
             body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
+    guarded = len(body)  # forward's own path starts here (the fast path's `else`)
     # Random draws stay PyTorch's (agents/random_draws.py): the reference's calls, in its order.
     draws = [n for n in inputs if n.get("kind") == "draw"]
     device = fwd.device(graph, {n["name"] for n in inputs if n.get("kind") != "draw"})
@@ -217,15 +223,24 @@ def render_model(
         body += [f"    {fwd.expr(n)}.copy_({v})" for n, v in zip(state, fresh, strict=True)]
     else:
         body.append(f"    {unpack}_op({lists})")
+    arm = [f"    _arm({lists})"] if fast else []  # (returns at once where this stream is armed)
     if batched:
         # (_run's test, inlined: a forward pays for every call it makes)
         body.append(f"elif {size} == {batch.size}:")
         body.append(f"    {unpack}_kernels({lists})")
+        body += arm
         body.append("else:")
         body.append(f"    {unpack}_chunks({lists}{'' if state else ', ()'}, {size})")
     else:
         body.append("else:")
         body.append(f"    {unpack}_kernels({lists})")
+        body += arm
+    if fast:
+        # One C++ guard and _fast's lean call where it passes; forward's own path otherwise. The
+        # guard is not traced: torch.compile and torch.export see forward's own path.
+        got = fwd.fresh("fast")
+        body[guarded:] = [f"if not torch.compiler.is_compiling() and ({got} := _fast({lists})) is not None:",
+                          f"    {unpack}{got}", "else:"] + [f"    {line}" for line in body[guarded:]]
     # A returned view of an input is taken over its contiguous copy, as the kernels see it.
     for root in roots:
         if root["name"] not in produced and root["op"] == "input" and root.get("kind") == "arg":
@@ -298,6 +313,7 @@ def _render_kernels(
     returned: Sequence[str],
     *,
     host: bool,
+    fast: bool = False,
 ) -> tuple[str, list[str]]:
     """`def _kernels(tensors, state)`: the inputs made contiguous, the outputs allocated, one call that
     runs every kernel. Returns its text and the expression making each reused buffer (and constant)."""
@@ -388,7 +404,68 @@ def _render_kernels(
     body.append(f"], {stream})")
     body.append(f"return [{', '.join(k_ns.expr(nodes[r]) for r in returned)}]")
     text = "def _kernels(tensors, state=()):\n" + "".join(f"    {line}\n" for line in body)
+    if fast:
+        text += "\n\n" + _render_fast(tensors, k_ns, static_vars, fresh_lines, buffers, forward,
+                                       [k_ns.expr(nodes[r]) for r in returned], device)
     return text, made
+
+
+def fast_path_enabled() -> bool:
+    """The generated forward's fast path (FastPath in the kernel loader); STITCHCUDA_FAST_PATH=0
+    leaves it out, for A/B timing of the host path."""
+    return os.environ.get("STITCHCUDA_FAST_PATH", "1") != "0"
+
+
+def _render_fast(
+    tensors: Sequence[Node],
+    k_ns: _Forward,
+    static_vars: Sequence[str],
+    fresh_lines: Sequence[str],
+    buffers: Sequence[tuple[Step, list[str]]],
+    forward: str,
+    returned: Sequence[str],
+    device: str,
+) -> str:
+    """`_FAST`, `_fast(tensors)` and `_arm(tensors)`: _kernels' work once forward's guard is torch's
+    one C++ check (FastPath): the same buffers and the same call, less what that check makes
+    redundant. _fast returns None where the call must take forward's own path."""
+    count = sum(len(a) for _, a in buffers)
+    unpack = f"{', '.join(k_ns.expr(n) for n in tensors)}, = tensors"
+    static = set(static_vars)
+    ptrs = ", ".join(a if a in static else f"{a}.data_ptr()" for _, args in buffers for a in args)
+    lines = [
+        f"_FAST = FastPath(_lib, {forward!r}, {count})",
+        "",
+        "",
+        "def _fast(tensors):",
+        "    # Checked by the guard: the dtypes, device, shapes, strides (contiguous) and requires_grad of",
+        "    # a call forward ran directly; the reusable buffers are this stream's, as pointers.",
+        "    f = _FAST",
+        "    if f.guard is None or not f.guard.check(*tensors) or (f.grad and torch.is_grad_enabled()):",
+        "        return None",
+        "    stream = raw_stream(f.device)",
+        "    static = f.static.get(stream)",
+        "    if static is None:",
+        "        return None",
+        f"    {unpack}",
+    ]
+    if static_vars:
+        lines.append(f"    {', '.join(static_vars)}, = static")
+    lines += [f"    {line}" for line in fresh_lines]
+    lines += [
+        f"    rc = f.fn(f.ptrs({ptrs}), stream)",
+        "    if rc:",
+        "        f.fail(rc)",
+        f"    return [{', '.join(returned)}]",
+        "",
+        "",
+        "def _arm(tensors):",
+        "    # After forward ran _kernels on these: the guard from them, and this stream's buffers.",
+        f"    {unpack}",
+        f"    stream = stream_of({device.removesuffix('.device')})",
+        f"    _FAST.arm(tensors, stream, _BUFFERS.get(({device}, stream), ()))",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 _CHUNKS = """def _run(tensors, state=()):
@@ -493,7 +570,8 @@ class _Forward:
     def __init__(self, graph: Sequence[Node], cls: type):
         self.taken: set[str] = {"self", "torch", "nn", "Path", "hashlib", "ctypes", "_lib", "_mismatch",
                                 "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA", "KernelLibrary",
-                                "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks", "_OUTPUTS"}
+                                "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks", "_OUTPUTS",
+                                "FastPath", "raw_stream", "_FAST", "_fast", "_arm", "_BUFFERS"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
