@@ -165,3 +165,28 @@ def test_without_torch_s_tensor_guard_forward_keeps_its_own_path(tmp_path, monke
         for _ in range(3):
             torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
     assert mod._FAST.off and calls == {"kernels": 3, "fast": 0}
+
+
+class Flattened(nn.Module):
+    def forward(self, x):
+        return (torch.relu(x) * 2.0).reshape(x.shape[0], -1)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_result_shaped_by_the_batch_comes_back_the_same_on_the_fast_path(tmp_path):
+    # The returned view is shaped with the batch size: forward reads it before the fast path's test,
+    # so both paths have it (a batch read only on forward's own path failed on the second call).
+    module = Flattened()
+    x = torch.randn(4, 3, 5)
+    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    calls = _spied(mod)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(4, 3, 5)
+            got = new(x)
+            assert got.shape == (4, 15)
+            torch.testing.assert_close(got, module(x))
+        other = torch.randn(7, 3, 5)
+        torch.testing.assert_close(new(other), module(other))
+    assert calls["fast"] == 2

@@ -172,7 +172,6 @@ def render_model(
     for node in inputs:
         if node.get("kind") not in ("arg", "draw"):
             body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
-    guarded = len(body)  # forward's own path starts here (the fast path's `else`)
     # Random draws stay PyTorch's (agents/random_draws.py): the reference's calls, in its order.
     draws = [n for n in inputs if n.get("kind") == "draw"]
     device = fwd.device(graph, {n["name"] for n in inputs if n.get("kind") != "draw"})
@@ -188,6 +187,9 @@ def render_model(
         body.append(f"{size} = {fwd.expr(batched[0])}.shape[0]")
         checks = [(e, name, (None, *shape[1:]) if any(name == n["name"] for n in batched) else shape, d)
                   for e, name, shape, d in checks]
+    # forward's own path starts here (the fast path's `else`); the batch size is read before it, as
+    # the results' reshapes use it on either path.
+    guarded = len(body)
     if checks:
         body.append("if (")
         for k, (expr, _, shape, dtype) in enumerate(checks):
