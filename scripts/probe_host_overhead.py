@@ -195,6 +195,10 @@ def python_parts(mod, model, args, lib, name, tensors, stream) -> dict[str, floa
     out["raw_call_us"] = round(host_us(lambda: fn(ptrs, stream or None), []), 2)
     out["ptr_array_us"] = per_call_us(lambda: (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() for t in tensors]))
     big = tensors[0]
+    import struct
+
+    pack = struct.Struct(f"{max(1, len(tensors))}Q").pack
+    out["ptr_pack_us"] = per_call_us(lambda: pack(*[t.data_ptr() for t in tensors]))
     out["empty_like_us"] = per_call_us(lambda: torch.empty_like(big))
     out["use_count_us"] = per_call_us(lambda: torch._C._storage_Use_Count(big.untyped_storage()._cdata))
     out["stream_us"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(big.get_device()))
@@ -202,8 +206,8 @@ def python_parts(mod, model, args, lib, name, tensors, stream) -> dict[str, floa
     try:
         from torch._C._dynamo.guards import TensorGuards
 
-        guard = TensorGuards(*tensors, dynamic_dims_sizes=[None] * len(tensors),
-                             dynamic_dims_strides=[None] * len(tensors))
+        guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                             dynamic_dims_strides=[list(t.stride()) for t in tensors])
         out["tensor_guards_ok"] = bool(guard.check(*tensors))
         out["tensor_guards_us"] = per_call_us(lambda: guard.check(*tensors))
     except Exception as e:  # noqa: BLE001 - a private API: its absence is a finding, not a failure

@@ -434,7 +434,7 @@ def _render_fast(
     count = sum(len(a) for _, a in buffers)
     unpack = f"{', '.join(k_ns.expr(n) for n in tensors)}, = tensors"
     static = set(static_vars)
-    ptrs = ", ".join(a if a in static else f"{a}.data_ptr()" for _, args in buffers for a in args)
+    ptrs = ", ".join(a if a in static else f"{a}.data_ptr()" for _, args in buffers for a in args) or "0"
     lines = [
         f"_FAST = FastPath(_lib, {forward!r}, {count})",
         "",
@@ -455,7 +455,7 @@ def _render_fast(
         lines.append(f"    {', '.join(static_vars)}, = static")
     lines += [f"    {line}" for line in fresh_lines]
     lines += [
-        f"    rc = f.fn(f.ptrs({ptrs}), stream)",
+        f"    rc = f.fn(f.pack({ptrs}), stream)",
         "    if rc:",
         "        f.fail(rc)",
         f"    return [{', '.join(returned)}]",
