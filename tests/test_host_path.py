@@ -104,8 +104,8 @@ def _spied(mod) -> dict[str, int]:
         calls["kernels"] += 1
         return kernels(*a, **k)
 
-    def fast_spy(tensors):
-        got = fast(tensors)
+    def fast_spy(*lists):
+        got = fast(*lists)
         calls["fast"] += got is not None
         return got
 
@@ -190,3 +190,34 @@ def test_a_result_shaped_by_the_batch_comes_back_the_same_on_the_fast_path(tmp_p
         other = torch.randn(7, 3, 5)
         torch.testing.assert_close(new(other), module(other))
     assert calls["fast"] == 2
+
+
+class Normed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(12)
+
+    def forward(self, x):
+        return torch.relu(self.bn(x)) * 2.0
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_fast_path_updates_module_state_as_forward_does(tmp_path):
+    # Training mode: each call updates BatchNorm's running statistics and its counter in place; the
+    # fast path guards those tensors too and its kernels write them, call after call.
+    module = Normed().train()
+    x = torch.randn(16, 12)
+    cand = build(module, [x])
+    assert not check_source(cand.files[cand.module])
+    new, mod = load_model_new(cand, module, tmp_path)
+    new.train()
+    calls = _spied(mod)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(16, 12)
+            torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    assert calls == {"kernels": 1, "fast": 2}
+    for name, ref in module.bn.state_dict().items():
+        torch.testing.assert_close(new.bn.state_dict()[name], ref, rtol=1e-5, atol=1e-6, msg=name)
+    assert int(new.bn.num_batches_tracked) == 3

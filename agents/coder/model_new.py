@@ -153,9 +153,9 @@ def render_model(
     returned = list(dict.fromkeys(r["name"] for r in roots if r["name"] in produced))
 
     dynamic = batch is not None and batch.dynamic and not state
-    # The fast path (FastPath) where one tensor guard can stand for forward's checks: no module
-    # state written, no random draws and no non-tensor arguments to check.
-    fast = (not state and fast_path_enabled() and not _Forward(graph, cls).value_checks()
+    # The fast path (FastPath) where one tensor guard can stand for forward's checks: no random
+    # draws and no non-tensor arguments to check.
+    fast = (fast_path_enabled() and not _Forward(graph, cls).value_checks()
             and not any(n.get("kind") == "draw" for n in inputs))
     kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host, fast=fast)
     try:
@@ -407,7 +407,7 @@ def _render_kernels(
     body.append(f"return [{', '.join(k_ns.expr(nodes[r]) for r in returned)}]")
     text = "def _kernels(tensors, state=()):\n" + "".join(f"    {line}\n" for line in body)
     if fast:
-        text += "\n\n" + _render_fast(tensors, k_ns, static_vars, fresh_lines, buffers, forward,
+        text += "\n\n" + _render_fast(tensors, state, k_ns, static_vars, fresh_lines, buffers, forward,
                                        [k_ns.expr(nodes[r]) for r in returned], device)
     return text, made
 
@@ -420,6 +420,7 @@ def fast_path_enabled() -> bool:
 
 def _render_fast(
     tensors: Sequence[Node],
+    state: Sequence[Node],
     k_ns: _Forward,
     static_vars: Sequence[str],
     fresh_lines: Sequence[str],
@@ -428,22 +429,27 @@ def _render_fast(
     returned: Sequence[str],
     device: str,
 ) -> str:
-    """`_FAST`, `_fast(tensors)` and `_arm(tensors)`: _kernels' work once forward's guard is torch's
-    one C++ check (FastPath): the same buffers and the same call, less what that check makes
-    redundant. _fast returns None where the call must take forward's own path."""
+    """`_FAST`, `_fast(tensors[, state])` and `_arm(tensors[, state])`: _kernels' work once forward's
+    guard is torch's one C++ check (FastPath): the same buffers and the same call, less what that
+    check makes redundant; module state the kernels write (BatchNorm's running statistics) is
+    guarded and written in place, as _kernels writes it. _fast returns None where the call must take
+    forward's own path."""
     count = sum(len(a) for _, a in buffers)
     unpack = f"{', '.join(k_ns.expr(n) for n in tensors)}, = tensors"
+    if state:
+        unpack += f"\n    {', '.join(k_ns.expr(n) for n in state)}, = state"
+    params, guarded = ("tensors, state", "*tensors, *state") if state else ("tensors", "*tensors")
     static = set(static_vars)
     ptrs = ", ".join(a if a in static else f"{a}.data_ptr()" for _, args in buffers for a in args) or "0"
     lines = [
         f"_FAST = FastPath(_lib, {forward!r}, {count})",
         "",
         "",
-        "def _fast(tensors):",
+        f"def _fast({params}):",
         "    # Checked by the guard: the dtypes, device, shapes, strides (contiguous) and requires_grad of",
         "    # a call forward ran directly; the reusable buffers are this stream's, as pointers.",
         "    f = _FAST",
-        "    if f.guard is None or not f.guard.check(*tensors) or (f.grad and torch.is_grad_enabled()):",
+        f"    if f.guard is None or not f.guard.check({guarded}) or (f.grad and torch.is_grad_enabled()):",
         "        return None",
         "    stream = raw_stream(f.device)",
         "    static = f.static.get(stream)",
@@ -461,11 +467,11 @@ def _render_fast(
         f"    return [{', '.join(returned)}]",
         "",
         "",
-        "def _arm(tensors):",
+        f"def _arm({params}):",
         "    # After forward ran _kernels on these: the guard from them, and this stream's buffers.",
         f"    {unpack}",
         f"    stream = stream_of({device.removesuffix('.device')})",
-        f"    _FAST.arm(tensors, stream, _BUFFERS.get(({device}, stream), ()))",
+        f"    _FAST.arm({'tensors + state' if state else 'tensors'}, stream, _BUFFERS.get(({device}, stream), ()))",
     ]
     return "\n".join(lines) + "\n"
 
