@@ -87,6 +87,9 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "gpu_ms": round(v.ours_gpu.median_ms, 4) if solved and v.ours_gpu else None,
         "host_gap_ms": (round(v.ours.median_ms - v.ours_gpu.median_ms, 4)
                         if solved and v.ours and v.ours_gpu else None),
+        # The forward's host time until it returns (its work queued), and a one-element CUDA
+        # allocation's in the same process: how fast that process ran host code at all.
+        "host_us": dict(v.host_us) if solved and v.host_us else None,
         "profiler_gap_ms": (round(v.ours.median_ms - sum(v.kernel_us.values()) / 1e3, 4)
                             if solved and v.ours and v.kernel_us else None),
         "speedup_eager": v.speedup_eager if solved else None,

@@ -167,6 +167,9 @@ class Verdict:
     # The candidate's GPU time alone, timed as `ours` but with every launch queued before the GPU
     # reaches it (timing.time_gpu_ahead): ours less this is what its host path costs a forward.
     ours_gpu: Timing | None = None
+    # Host microseconds of one forward until it returns, and of a one-element CUDA allocation in the
+    # same process (timing.host_us): what the host path costs where the Verifier timed it.
+    host_us: dict[str, float] = field(default_factory=dict)
     # torch.compile under the candidate's own precision policy (compile_policy): timed where the
     # reference has TF32-sensitive ops and that policy's switches differ from PyTorch's defaults;
     # elsewhere the default figure is already matched and this is None.

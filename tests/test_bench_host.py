@@ -37,9 +37,13 @@ def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     assert s["median_profiler_gap_ms"] == pytest.approx(0.1)
 
 
-def test_verdict_round_trips_the_gpu_only_timing():
+def test_verdict_round_trips_the_gpu_only_timing_and_the_host_figures():
     v = verdict(0.5, {}, 0.4)
-    assert Verdict.from_dict(v.to_dict()).ours_gpu == Timing(0.4, 0.4, 0.4, 20)
+    v.host_us = {"forward": 14.2, "empty": 3.1}
+    back = Verdict.from_dict(v.to_dict())
+    assert back.ours_gpu == Timing(0.4, 0.4, 0.4, 20) and back.host_us == {"forward": 14.2, "empty": 3.1}
+    e = entry_for(Path("level2/1_X.py"), back, Candidate("c", {"model_new.py": ""}), "")
+    assert e["host_us"] == {"forward": 14.2, "empty": 3.1}
 
 
 def test_gpu_ahead_says_nothing_without_a_spin_kernel(monkeypatch):
@@ -69,3 +73,5 @@ def test_on_the_gpu_gpu_ahead_removes_the_host_path_and_refuses_a_waiting_call()
         return (a[0] * 2).sum().item()  # the host waits for the GPU: no lead can hide that
 
     assert timing.time_gpu_ahead(waits, [x], trials=5) is None
+    host = timing.host_us(slow_host, [x], calls=5)
+    assert host["forward"] >= 2000 and 0 < host["empty"] < 2000

@@ -18,7 +18,7 @@ from typing import Any
 from stitchcuda.types import Candidate, Verdict
 
 # What only a GPU run can tell; everything else (build, static findings) is this machine's own.
-GPU_FIELDS = ("status", "correct", "checks", "tolerance", "eager", "compiled", "ours", "ours_gpu",
+GPU_FIELDS = ("status", "correct", "checks", "tolerance", "eager", "compiled", "ours", "ours_gpu", "host_us",
               "compile_first_call_s", "device", "message", "findings", "hack_findings")
 
 

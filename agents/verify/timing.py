@@ -208,3 +208,23 @@ def time_gpu_ahead(
     if len(times) < trials:
         return None
     return Timing(_median(times), min(times), max(times), trials)
+
+
+def host_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = 20) -> dict[str, float]:
+    """Host microseconds, median of `calls`, each call alone (synchronised first): `forward`, the
+    call until it returns (its work queued), and `empty`, a one-element CUDA allocation, as a
+    yardstick of how fast this process's host path runs at all (another process, under other load,
+    runs the same Python at another speed)."""
+    device = torch.device("cuda", torch.cuda.current_device())
+
+    def median_us(call: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(calls):
+            _synchronize()
+            t0 = _perf_counter()
+            call()
+            times.append((_perf_counter() - t0) * 1e6)
+        _synchronize()
+        return round(_median(times), 2)
+
+    return {"forward": median_us(lambda: fn(args)), "empty": median_us(lambda: torch.empty(1, device=device))}

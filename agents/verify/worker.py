@@ -1000,7 +1000,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from stitchcuda.agents.verify.timing import time_cuda, time_gpu_ahead
+    from stitchcuda.agents.verify.timing import host_us, time_cuda, time_gpu_ahead
 
     v = rec.verdict
     ref_stats = []
@@ -1022,6 +1022,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         # difference (bench.json's host_gap_ms), measured under the same flush and inputs.
         v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
                                     flusher=flusher, before=lambda: same_draws(fresh_seed))
+        v.host_us = host_us(lambda a: cand(*a), sets[0])
     args = make_inputs(get_inputs, fresh_seed, device)
     same_draws(fresh_seed)
     with dyn.poisoned_allocations(), audit.window():
