@@ -119,8 +119,9 @@ for stage in "$@"; do
       read -ra plist <<<"$(abs "${plist[@]}")"
       (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host${PROBE_TAG:-}.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host${PROBE_TAG:-}.log" | tail -30 ;;
     example)
-      timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run 2>&1 | tee "$OUT/example.log" | tail -40
-      cp /tmp/example-run/summary.json "$OUT/example_summary.json" 2>/dev/null ;;
+      # env:EXAMPLE_TAG=-x before a second example stage keeps the first one's files.
+      timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run${EXAMPLE_TAG:-} 2>&1 | tee "$OUT/example${EXAMPLE_TAG:-}.log" | tail -40
+      cp /tmp/example-run${EXAMPLE_TAG:-}/summary.json "$OUT/example_summary${EXAMPLE_TAG:-}.json" 2>/dev/null ;;
     bench:*)
       # PARALLEL=1 runs the bench stages side by side: the Verifier's GPU lock keeps correctness
       # and timing one at a time, while the other bench builds and traces.

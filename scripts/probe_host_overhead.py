@@ -3,7 +3,8 @@
 Usage (on the GPU machine, after scripts/gpu_run.sh has assembled the package):
     python3 scripts/probe_host_overhead.py OUT.json TASK.py [TASK.py ...]
 PROBE_COMPILE=0 leaves torch.compile out; PROBE_AUDIT=1 measures the candidate again inside the
-audit hook's window, as the bench's worker times it.
+audit hook's window, as the bench's worker times it; PROBE_TIMELINE=1 measures the candidate (and
+torch.compile) again after the worker's stream check has run the profiler twice.
 For each task: the built-in coder's candidate is generated and built here; then, for the candidate,
 eager and torch.compile (default mode), one JSON record of
 - kernel_us: one forward's summed GPU kernel (and memcpy/memset) time, from torch.profiler;
@@ -253,10 +254,21 @@ def main() -> None:
                 rec["candidate_parts"] = parts(model, args)
                 if os.environ.get("PROBE_AUDIT") == "1":
                     rec["candidate_audited"] = audited(model, args, folder)
+            compiled = None
             if os.environ.get("PROBE_COMPILE", "1") != "0":
                 compiled = torch.compile(ref)
                 compiled(*args)
                 rec["compile"] = measure("torch.compile", compiled, args)
+            if os.environ.get("PROBE_TIMELINE") == "1" and cand is not None:
+                # As the Verifier's worker does before it times (its stream check): the profiler with
+                # CPU and CUDA activity around one forward, twice; then the same figures again.
+                from stitchcuda.agents.verify import dynamic_check as dyn
+
+                for hold in (0, 20_000_000):
+                    dyn.kernel_timeline(lambda model=model, args=args: model(*args), hold_cycles=hold)
+                rec["candidate_after_timeline"] = measure("candidate after the profiler", model, args)
+                if compiled is not None:
+                    rec["compile_after_timeline"] = measure("torch.compile after the profiler", compiled, args)
         except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
             rec["error"] = f"{type(e).__name__}: {e}"[:500]
         records.append(rec)
