@@ -73,7 +73,7 @@ class FastPath:
         self.lib, self.entry = lib, entry
         self.guard = None
         self.grad = False  # whether a guarded tensor requires grad (then only without grad mode)
-        self.device = 0
+        self.device = None  # Tensor.get_device() of the guarded tensors (-1: the CPU)
         self.static: dict = {}  # stream -> the data pointers of the reusable buffers, in order
         self.fn = None
         # The pointer array as bytes: struct packs a forward's pointers in a third of the time a
@@ -82,10 +82,13 @@ class FastPath:
         self.off = False
 
     def arm(self, tensors, stream: int, buffers) -> None:
-        """After forward ran the kernels directly on `tensors` on `stream` with `buffers`."""
-        if self.off or (self.guard is not None and stream in self.static) or len(self.static) >= self.STREAMS:
+        """After forward ran the kernels directly on `tensors` on `stream` with `buffers`. The guard
+        is built again where these tensors fail it: its dispatch keys include the thread's state, so
+        one built under a dispatch mode (a profiler, a checker) or inference mode fails every call
+        outside it, and the module may have moved to another device."""
+        if self.off:
             return
-        if self.guard is None:
+        if self.guard is None or not self.guard.check(*tensors):
             if not tensors or not all(t.is_contiguous() for t in tensors) or len({t.device for t in tensors}) != 1:
                 return
             try:
@@ -93,16 +96,19 @@ class FastPath:
 
                 guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
                                      dynamic_dims_strides=[list(t.stride()) for t in tensors])
-                fn = getattr(self.lib._lib, self.entry)
+                fn = self.fn or getattr(self.lib._lib, self.entry)
             except Exception:  # noqa: BLE001 - a torch without this check: forward keeps its own
                 self.off = True
                 return
             fn.restype = ctypes.c_int
             fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
-            self.fn, self.guard = fn, guard
+            device = tensors[0].get_device()
+            if device != self.device:
+                self.static = {}  # another device's buffers (stream 0 is every device's)
+            self.fn, self.guard, self.device = fn, guard, device
             self.grad = any(t.requires_grad for t in tensors)
-            self.device = tensors[0].get_device()
-        self.static[stream] = tuple(b.data_ptr() for b in buffers)
+        if stream not in self.static and len(self.static) < self.STREAMS:
+            self.static[stream] = tuple(b.data_ptr() for b in buffers)
 
     def fail(self, rc: int) -> None:
         raise RuntimeError(f"{self.entry} failed: CUDA error {rc} ({_error_name(rc)})")

@@ -221,3 +221,34 @@ def test_the_fast_path_updates_module_state_as_forward_does(tmp_path):
     for name, ref in module.bn.state_dict().items():
         torch.testing.assert_close(new.bn.state_dict()[name], ref, rtol=1e-5, atol=1e-6, msg=name)
     assert int(new.bn.num_batches_tracked) == 3
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_guard_armed_under_a_dispatch_mode_is_armed_again_outside_it(tmp_path):
+    # The Verifier checks a candidate under its op recorder (a TorchDispatchMode) before it times
+    # it: a guard built there holds that mode's dispatch keys and fails every call outside it, so
+    # forward builds it again the first time its own checks pass where the guard does not.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    calls = _spied(mod)
+    with torch.no_grad():
+        with Passing():
+            for _ in range(2):
+                torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        assert calls == {"kernels": 1, "fast": 1}  # armed inside, fast inside
+        for _ in range(3):
+            torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        assert calls == {"kernels": 2, "fast": 3}  # one call outside re-arms it, then fast again
+        with torch.inference_mode():
+            xi = torch.randn(2, 6, 9, 11)
+            for _ in range(2):
+                torch.testing.assert_close(new(xi), module(xi), rtol=1e-5, atol=1e-5)
+        assert calls == {"kernels": 3, "fast": 4}
