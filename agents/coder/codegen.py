@@ -17,6 +17,7 @@ generated ModelNew checks them before every call.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -355,6 +356,9 @@ class PointwiseKernel:
     outputs: list[KernelArg]
     body: list[str]  # C statements for element `i`, lane `l` of the chunk
     ops: list[str] = field(default_factory=list)  # aten ops it computes, in order (for notes)
+    # Inputs read through a broadcast whose index runs with `i` (a bias over the innermost
+    # dimension): loaded once a chunk as a vector where the run is long enough (lane_loads).
+    hoisted: list[HoistedLoad] = field(default_factory=list)
 
     @property
     def numel(self) -> int:
@@ -365,6 +369,42 @@ class PointwiseKernel:
         """Elements per thread and iteration: VECTOR_BYTES of the widest type read or written at `i`."""
         widest = max(ITEM_SIZE[a.dtype] for a in self.outputs + [a for a in self.inputs if a.direct])
         return max(1, VECTOR_BYTES // widest)
+
+
+@dataclass(frozen=True)
+class HoistedLoad:
+    """in{k} read at index variable `var`, which equals `base_expr` + l for lane l of a chunk whose
+    first element `base` is a multiple of any power of two up to `run`: one vector load a chunk
+    (where run covers the chunk's VEC) in place of VEC scalar ones."""
+
+    k: int
+    var: str
+    ctype: str
+    base_expr: str  # the index at element `base`
+    lane_expr: str  # the index at element `base + l` (for chunks longer than the run)
+    run: int
+
+
+def lane_loads_enabled() -> bool:
+    """Hoisted broadcast loads (HoistedLoad): STITCHCUDA_PW_VEC_BROADCAST=1 turns them on. Off by
+    default until measured on a GPU (they change every such kernel's source)."""
+    return os.environ.get("STITCHCUDA_PW_VEC_BROADCAST") == "1"
+
+
+def _lane_run(shape: Sequence[int], strides: Sequence[int], offset: int, cap: int = 16) -> int:
+    """The longest power-of-two run R (<= cap) such that, for every i that is a multiple of R, the
+    index of element i + l (row-major in `shape`, laid out by `strides` and `offset`) is that of i
+    plus l, for l < R, and a multiple of R at i: 1 where there is none."""
+    dims = [(size, st) for size, st in zip(shape, strides, strict=True) if size != 1]
+    if not dims or dims[-1][1] != 1:
+        return 1
+    run = cap
+    for _size, st in dims[:-1]:
+        while run > 1 and st % run:
+            run //= 2
+    while run > 1 and (dims[-1][0] % run or offset % run):
+        run //= 2
+    return run
 
 
 @dataclass(frozen=True)
@@ -383,6 +423,9 @@ class _Lowering:
         self.inputs: dict[str, KernelArg] = {}
         self.ops: list[str] = []
         self.seeded: set[str] = set()  # nodes whose value is given (an epilogue's), not computed or read
+        self.hoist = False  # record HoistedLoads (the pointwise kernels' walker only)
+        self.lanes: dict[str, tuple[str, str, int]] = {}  # index var -> (base expr, lane expr, run)
+        self.hoisted: dict[tuple[int, str], HoistedLoad] = {}
 
     def value(self, name: str, idx: _Index) -> str:
         """The fp32 value of node `name` at linear index `idx` of its own shape."""
@@ -452,6 +495,10 @@ class _Lowering:
         k = list(self.inputs).index(name) if prev else len(self.inputs)
         self.inputs[name] = KernelArg(name, node["dtype"], direct or bool(prev and prev.direct))
         src = f"in{k}_v.v[l]" if direct else f"in{k}[{idx.var}]"
+        if self.hoist and not direct and idx.var in self.lanes and node["dtype"] != "bool":
+            base, lane, run = self.lanes[idx.var]
+            self.hoisted[(k, idx.var)] = HoistedLoad(k, idx.var, C_TYPES[node["dtype"]], base, lane, run)
+            src = f"in{k}_{idx.var}.v[l]"
         if node["dtype"] == "int64":
             return self._emit("double", "v", f"(double)({src})", name)
         return self._emit("float", "v", f"sc_to_f({src})", name)
@@ -493,6 +540,10 @@ class _Lowering:
         if key not in self.indices:
             expr = _index_expr(idx.var, idx.shape, strides, offset)
             self.indices[key] = expr if expr == idx.var or expr.isdigit() else self._emit("int64_t", "j", expr)
+            run = _lane_run(idx.shape, strides, offset) if self.hoist and idx.var == "i" else 1
+            if run > 1 and self.indices[key] != "i" and not expr.isdigit():
+                self.lanes[self.indices[key]] = (_index_expr("base", idx.shape, strides, offset),
+                                                 _index_expr("(base + l)", idx.shape, strides, offset), run)
         return _Index(self.indices[key], shape)
 
     def _emit(self, ctype: str, prefix: str, expr: str, comment: str = "") -> str:
@@ -547,6 +598,7 @@ def lower(
         raise NotFusable("the group has no outputs")
     shape = tuple(nodes[group.outputs[0]]["shape"])
     w = _Lowering(graph, group, nodes)
+    w.hoist = lane_loads_enabled()
     stores: list[tuple[KernelArg, str]] = []
     for out in group.outputs:
         node = nodes[out]
@@ -556,10 +608,13 @@ def lower(
             raise NotFusable(f"{out}: dtype {node.get('dtype')} is not supported by the pointwise emitter yet")
         stores.append((KernelArg(out, node["dtype"], True), w.value(out, _Index("i", shape))))
     body = list(w.lines)
+    # A hoisted load's per-lane index may have no other reader left.
+    body += [f"(void){v};" for v in dict.fromkeys(h.var for h in w.hoisted.values())]
     for k, (arg, var) in enumerate(stores):
         store = f"(int64_t)({var})" if arg.dtype == "int64" else f"sc_from_f<{C_TYPES[arg.dtype]}>({var})"
         body.append(f"out{k}_v.v[l] = {store};")
-    return PointwiseKernel(name, list(shape), list(w.inputs.values()), [a for a, _ in stores], body, w.ops)
+    return PointwiseKernel(name, list(shape), list(w.inputs.values()), [a for a, _ in stores], body, w.ops,
+                           list(w.hoisted.values()))
 
 
 @dataclass(frozen=True)
@@ -702,9 +757,19 @@ def render_kernel(k: PointwiseKernel, *, host_entry: bool = False) -> str:
     casts = [f"  const auto {n} = static_cast<const {t}*>({n}_);" for n, t, _ in ins]
     casts += [f"  const auto {n} = static_cast<{t}*>({n}_);" for n, t, _ in outs]
     vectorised = [n for n, _, a in ins + outs if a.direct]
+    # A hoisted input whose run covers the vector is loaded as one vector: its pointer must be aligned too.
+    vectorised += list(dict.fromkeys(f"in{h.k}" for h in k.hoisted if h.run % k.vec == 0))
     aligned = " && ".join(f"sc_aligned({n}, {k.vec})" for n in vectorised)
     chunk = [f"template <int VEC>\nSC_INLINE void {k.name}_chunk(int64_t base, {', '.join(params)}) {{"]
     chunk += [f"  const sc_vec<{t}, VEC> {n}_v = sc_load<VEC>({n} + base);" for n, t, a in ins if a.direct]
+    for h in k.hoisted:
+        # One vector a chunk where the index runs with the chunk's lanes (a VEC-aligned base inside a
+        # run of `run`); element by element otherwise (VEC longer than the run, the scalar tail).
+        chunk += [f"  sc_vec<{h.ctype}, VEC> in{h.k}_{h.var};",
+                  f"  if constexpr ({h.run} % VEC == 0) in{h.k}_{h.var} = sc_load<VEC>(in{h.k} + ({h.base_expr}));",
+                  "  else",
+                  "#pragma unroll",
+                  f"    for (int l = 0; l < VEC; ++l) in{h.k}_{h.var}.v[l] = in{h.k}[{h.lane_expr}];"]
     chunk += [f"  sc_vec<{t}, VEC> {n}_v;" for n, t, _ in outs]
     chunk += ["#pragma unroll", "  for (int l = 0; l < VEC; ++l) {", "    const int64_t i = base + l;", "    (void)i;"]
     chunk += [f"    {line}" for line in k.body]
