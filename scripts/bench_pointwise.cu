@@ -18,7 +18,7 @@ __device__ __forceinline__ float f(float x, float g, float s, float h) {
   return fminf(fmaxf(y, -4.f), 4.f) + 0.1f * x;
 }
 
-template <int U, bool LDCS, bool STCS, int MATH = 1>
+template <int U, bool LDCS, bool STCS, int MATH = 1, bool VB = false>
 __global__ void __launch_bounds__(256) pw(const float* __restrict__ x, const float* __restrict__ gate,
                                           const float* __restrict__ scale, const float* __restrict__ shift,
                                           float* __restrict__ out, int64_t n, int feat) {
@@ -38,11 +38,16 @@ __global__ void __launch_bounds__(256) pw(const float* __restrict__ x, const flo
       const int64_t i = base + (int64_t)u * blockDim.x * 4;
       if (i >= n) continue;
       const int j = (int)((uint32_t)i % (uint32_t)feat);
+      // VB: the broadcast scale and shift as one float4 each (codegen.HoistedLoad) instead of 4 loads.
+      const float4 sc = VB ? *reinterpret_cast<const float4*>(scale + j)
+                           : make_float4(scale[j], scale[j + 1], scale[j + 2], scale[j + 3]);
+      const float4 sh = VB ? *reinterpret_cast<const float4*>(shift + j)
+                           : make_float4(shift[j], shift[j + 1], shift[j + 2], shift[j + 3]);
       float4 o;
-      o.x = f<MATH>(a[u].x, g[u].x, scale[j], shift[j]);
-      o.y = f<MATH>(a[u].y, g[u].y, scale[j + 1], shift[j + 1]);
-      o.z = f<MATH>(a[u].z, g[u].z, scale[j + 2], shift[j + 2]);
-      o.w = f<MATH>(a[u].w, g[u].w, scale[j + 3], shift[j + 3]);
+      o.x = f<MATH>(a[u].x, g[u].x, sc.x, sh.x);
+      o.y = f<MATH>(a[u].y, g[u].y, sc.y, sh.y);
+      o.z = f<MATH>(a[u].z, g[u].z, sc.z, sh.z);
+      o.w = f<MATH>(a[u].w, g[u].w, sc.w, sh.w);
       if (STCS) __stcs(reinterpret_cast<float4*>(out + i), o); else *reinterpret_cast<float4*>(out + i) = o;
     }
   }
@@ -79,6 +84,11 @@ int main() {
   auto full = [&](int u) { return (unsigned)((n / 4 + 256 * u - 1) / (256 * u)); };
 #define V(U, L, S, GRID, NAME) run(NAME, [&] { pw<U, L, S><<<GRID, 256>>>(x, g, s, h, o, n, (int)feat); })
 #define M(MATH, NAME) run(NAME, [&] { pw<1, false, false, MATH><<<full(1), 256>>>(x, g, s, h, o, n, (int)feat); })
+#define B(U, MATH, VBV, NAME) run(NAME, [&] { pw<U, false, false, MATH, VBV><<<full(U), 256>>>(x, g, s, h, o, n, (int)feat); })
+  B(1, 0, false, "u1 expf (generated)");
+  B(1, 0, true, "u1 expf, float4 broadcast");
+  B(2, 0, true, "u2 expf, float4 broadcast");
+  B(1, 1, true, "u1 __expf, float4 broadcast");
   M(0, "u1 full expf, IEEE div");
   M(1, "u1 full __expf, IEEE div");
   M(2, "u1 full __expf, __fdividef");
