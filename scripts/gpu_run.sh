@@ -21,6 +21,14 @@ if [ -z "${STITCHCUDA_COMMIT:-}" ]; then
   echo "gpu_run.sh: set STITCHCUDA_COMMIT=<commit> from the calling machine (this machine's git may be stale)" >&2
   exit 2
 fi
+# `STITCHCUDA_COMMIT=$(git rev-parse --short HEAD)` in the device call's command runs here, on the stale
+# .git: three calls on 2026-11-27 recorded the session's first commit for later code. Refuse a commit
+# that is this machine's HEAD while the files differ from it.
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] && \
+   [ "$(git rev-parse --short=7 HEAD 2>/dev/null)" = "${STITCHCUDA_COMMIT:0:7}" ]; then
+  echo "gpu_run.sh: STITCHCUDA_COMMIT=$STITCHCUDA_COMMIT is this machine's stale HEAD, not the code here: pass the hash from the calling machine" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 repo=$(pwd)
