@@ -133,16 +133,10 @@ def library_calls(mod, model, args) -> dict[str, float]:
         return call_all(name, tensors, stream)
 
     lib.call_all = spy
-    fast = getattr(mod, "_FAST", None)
-    saved = (fast.guard, fast.off) if fast is not None else None
-    if fast is not None:
-        fast.guard, fast.off = None, True  # forward's own path, through call_all, for this one call
     try:
-        model(*args)
+        own_path_call(mod, model, args)
     finally:
         lib.call_all = call_all
-        if fast is not None:
-            fast.guard, fast.off = saved
     torch.cuda.synchronize()
     if len(seen) != 1:
         return {"library_calls": len(seen)}
@@ -153,6 +147,20 @@ def library_calls(mod, model, args) -> dict[str, float]:
     out["forward_host_us"] = round(host_us(model, args), 2)
     out.update(python_parts(mod, model, args, lib, name, tensors, stream))
     return out
+
+
+def own_path_call(mod, model, args) -> None:
+    """One call of the model down forward's own path (through _kernels and call_all), the fast path
+    held off for it and restored after."""
+    fast = getattr(mod, "_FAST", None)
+    saved = (fast.guard, fast.off) if fast is not None else None
+    if fast is not None:
+        fast.guard, fast.off = None, True
+    try:
+        model(*args)
+    finally:
+        if fast is not None:
+            fast.guard, fast.off = saved
 
 
 def python_parts(mod, model, args, lib, name, tensors, stream) -> dict[str, float]:
@@ -170,16 +178,11 @@ def python_parts(mod, model, args, lib, name, tensors, stream) -> dict[str, floa
             return got
 
         mod._kernels = spy
-        fast = getattr(mod, "_FAST", None)
-        saved = (fast.guard, fast.off) if fast is not None else None
-        if fast is not None:
-            fast.guard, fast.off = None, True
         try:
-            model(*args)
+            own_path_call(mod, model, args)
         finally:
             mod._kernels = kernels
-            if fast is not None:
-                fast.guard, fast.off = saved
+        fast = getattr(mod, "_FAST", None)
         if seen:
             ts, state, got = seen[0]
             out["kernels_fn_us"] = round(host_us(lambda: kernels(ts, state), []), 2)
