@@ -68,6 +68,9 @@ class FastPath:
     arms and forward always takes its own path."""
 
     STREAMS = 8  # streams remembered (each with its own reusable buffers)
+    # Guards built at most: calls that alternate between two states (inference mode and not, say)
+    # would otherwise build one on every call, which costs more than forward's own checks.
+    BUILDS = 16
 
     def __init__(self, lib, entry: str, count: int):
         self.lib, self.entry = lib, entry
@@ -80,6 +83,7 @@ class FastPath:
         # ctypes array takes to convert them (35 pointers: 21 us on an H200 host).
         self.pack = struct.Struct(f"{max(1, count)}Q").pack
         self.off = False
+        self.builds = 0
 
     def arm(self, tensors, stream: int, buffers) -> None:
         """After forward ran the kernels directly on `tensors` on `stream` with `buffers`. The guard
@@ -89,8 +93,10 @@ class FastPath:
         if self.off:
             return
         if self.guard is None or not self.guard.check(*tensors):
-            if not tensors or not all(t.is_contiguous() for t in tensors) or len({t.device for t in tensors}) != 1:
+            if not tensors or not all(t.is_contiguous() for t in tensors) or len({t.device for t in tensors}) != 1 \
+                    or self.builds >= self.BUILDS:
                 return
+            self.builds += 1
             try:
                 from torch._C._dynamo.guards import TensorGuards
 

@@ -252,3 +252,26 @@ def test_a_guard_armed_under_a_dispatch_mode_is_armed_again_outside_it(tmp_path)
             for _ in range(2):
                 torch.testing.assert_close(new(xi), module(xi), rtol=1e-5, atol=1e-5)
         assert calls == {"kernels": 3, "fast": 4}
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_calls_alternating_between_two_states_stop_building_guards(tmp_path):
+    # Inside a dispatch mode and outside it, call after call: each call fails the other's guard; after
+    # FastPath.BUILDS guards forward keeps the last one and takes its own path for the other state.
+    import contextlib
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    with torch.no_grad():
+        for k in range(2 * mod.FastPath.BUILDS + 6):
+            with Passing() if k % 2 else contextlib.nullcontext():
+                torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    assert mod._FAST.builds == mod.FastPath.BUILDS
