@@ -4,6 +4,7 @@ compiled with nvcc."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 from conftest import Staged, builtin_candidate, load_model_new, needs_nvcc
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from stitchcuda.agents.verify.static_check import check_source
 
@@ -95,6 +97,21 @@ def test_library_workspaces_are_one_buffer_per_slot(tmp_path):
     assert fast.count("workspace0_uint8") == 2, fast
 
 
+def _staged(tmp_path: Path):
+    """Staged, an input, and its loaded CPU candidate (ModelNew and its module)."""
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    return module, x, new, mod
+
+
+class Passing(TorchDispatchMode):
+    """A dispatch mode that changes nothing: its dispatch keys are what the guard sees."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 def _spied(mod) -> dict[str, int]:
     """Counts of the generated module's two paths: _kernels (forward's own) and _fast's lean call."""
     calls = {"kernels": 0, "fast": 0}
@@ -156,9 +173,7 @@ def test_the_fast_path_takes_over_after_one_checked_call_and_steps_aside_otherwi
 def test_without_torch_s_tensor_guard_forward_keeps_its_own_path(tmp_path, monkeypatch):
     import torch._C._dynamo.guards as guards
 
-    module = Staged()
-    x = torch.randn(2, 6, 9, 11)
-    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    module, x, new, mod = _staged(tmp_path)
     monkeypatch.delattr(guards, "TensorGuards")  # a torch without it: arming fails once, quietly
     calls = _spied(mod)
     with torch.no_grad():
@@ -229,15 +244,7 @@ def test_a_guard_armed_under_a_dispatch_mode_is_armed_again_outside_it(tmp_path)
     # The Verifier checks a candidate under its op recorder (a TorchDispatchMode) before it times
     # it: a guard built there holds that mode's dispatch keys and fails every call outside it, so
     # forward builds it again the first time its own checks pass where the guard does not.
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Passing(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    module = Staged()
-    x = torch.randn(2, 6, 9, 11)
-    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    module, x, new, mod = _staged(tmp_path)
     calls = _spied(mod)
     with torch.no_grad():
         with Passing():
@@ -259,17 +266,7 @@ def test_a_guard_armed_under_a_dispatch_mode_is_armed_again_outside_it(tmp_path)
 def test_calls_alternating_between_two_states_stop_building_guards(tmp_path):
     # Inside a dispatch mode and outside it, call after call: each call fails the other's guard; after
     # FastPath.BUILDS guards forward keeps the last one and takes its own path for the other state.
-    import contextlib
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Passing(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    module = Staged()
-    x = torch.randn(2, 6, 9, 11)
-    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    module, x, new, mod = _staged(tmp_path)
     with torch.no_grad():
         for k in range(2 * mod.FastPath.BUILDS + 6):
             with Passing() if k % 2 else contextlib.nullcontext():
