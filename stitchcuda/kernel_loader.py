@@ -88,8 +88,9 @@ class FastPath:
     def arm(self, tensors, stream: int, buffers) -> None:
         """After forward ran the kernels directly on `tensors` on `stream` with `buffers`. The guard
         is built again where these tensors fail it: its dispatch keys include the thread's state, so
-        one built under a dispatch mode (a profiler, a checker) or inference mode fails every call
-        outside it, and the module may have moved to another device."""
+        one built under a dispatch mode (a profiler, a checker) fails every call outside it, one
+        built outside inference mode every call inside it, and the module may have moved to
+        another device."""
         if self.off:
             return
         if self.guard is None or not self.guard.check(*tensors):

@@ -155,7 +155,8 @@ def render_model(
     dynamic = batch is not None and batch.dynamic and not state
     # The fast path (FastPath) where one tensor guard can stand for forward's checks: no random
     # draws and no non-tensor arguments to check.
-    fast = (fast_path_enabled() and not _Forward(graph, cls).value_checks()
+    fwd = _Forward(graph, cls)
+    fast = (fast_path_enabled() and not fwd.value_checks()
             and not any(n.get("kind") == "draw" for n in inputs))
     kernels_text, static = _render_kernels(graph, steps, cls, tensors, state, returned, host=host, fast=fast)
     try:
@@ -165,7 +166,6 @@ def render_model(
     except Unrenderable as e:
         reference, why = None, str(e)
 
-    fwd = _Forward(graph, cls)
     body: list[str] = []
     # State is read into locals once: nn.Module's attribute lookup costs about a microsecond a level
     # on every forward, a dict lookup a few percent of that.
