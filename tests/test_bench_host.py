@@ -46,6 +46,27 @@ def test_verdict_round_trips_the_gpu_only_timing_and_the_host_figures():
     assert e["host_us"] == {"forward": 14.2, "empty": 3.1}
 
 
+def test_host_state_counts_what_slows_every_op():
+    """The worker records these beside its host figures: a dispatch mode left on the stack, or a
+    profile function, makes every op's host path slower, and must show as a count, not as a guess."""
+    import sys
+
+    from stitchcuda.agents.verify.dynamic_check import OpRecorder
+
+    quiet = timing.host_state()
+    assert quiet["dispatch_modes"] == 0 and quiet["profile_fn"] == 0 and quiet["profiler_on"] == 0
+    with OpRecorder():
+        assert timing.host_state()["dispatch_modes"] == 1
+    sys.setprofile(lambda *a: None)
+    try:
+        assert timing.host_state()["profile_fn"] == 1
+    finally:
+        sys.setprofile(None)
+    with torch.autograd.profiler.profile():
+        assert timing.host_state()["profiler_on"] == 1
+    assert timing.host_state() == quiet
+
+
 def test_gpu_ahead_says_nothing_without_a_spin_kernel(monkeypatch):
     monkeypatch.setattr(timing, "_gpu_sleep", None)
     assert timing.time_gpu_ahead(lambda a: a, [], trials=5) is None

@@ -214,7 +214,7 @@ POINTWISE: dict[str, Op] = {
     "hypot": _t("hypotf({self}, {other})", "self", "other"),
     "copysign": _t("copysignf({self}, {other})", "self", "other"),
     # transcendental
-    "exp": _t("expf({self})", "self"),
+    "exp": _t("sc_exp({self})", "self"),
     "exp2": _t("exp2f({self})", "self"),
     "expm1": _t("expm1f({self})", "self"),
     "log": _t("logf({self})", "self"),
@@ -241,10 +241,10 @@ POINTWISE: dict[str, Op] = {
     "_prelu_kernel": _t("({self} > 0.0f ? {self} : {weight} * {self})", "self", "weight"),
     "sigmoid": _t("sc_sigmoid({self})", "self"),
     "gelu": _f(_gelu, "self"),
-    "silu": _t("({self} / (1.0f + expf(-{self})))", "self"),
-    "mish": _t("({self} * tanhf(log1pf(expf({self}))))", "self"),
+    "silu": _t("({self} / (1.0f + sc_exp(-{self})))", "self"),
+    "mish": _t("({self} * tanhf(log1pf(sc_exp({self}))))", "self"),
     "softplus": _t(
-        "({self} * {beta} > {threshold} ? {self} : log1pf(expf({self} * {beta})) / {beta})",
+        "({self} * {beta} > {threshold} ? {self} : log1pf(sc_exp({self} * {beta})) / {beta})",
         "self", "beta", "threshold",
     ),
     "elu": _t(

@@ -230,4 +230,34 @@ def host_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = 20)
         _synchronize()
         return round(_median(times), 2)
 
-    return {"forward": median_us(lambda: fn(args)), "empty": median_us(lambda: torch.empty(1, device=device))}
+    return {"forward": median_us(lambda: fn(args)), "empty": empty_us(device, calls=calls)}
+
+
+def empty_us(device: torch.device, *, calls: int = 20) -> float:
+    """A one-element CUDA allocation's host microseconds, median of `calls`: the yardstick host_us
+    sets beside a forward, also taken where the worker starts, before any candidate or profiler has
+    run in it (a yardstick that grows between the two says the worker's own steps slowed its host
+    path, not the candidate)."""
+    times = []
+    for _ in range(calls):
+        _synchronize()
+        t0 = _perf_counter()
+        torch.empty(1, device=device)
+        times.append((_perf_counter() - t0) * 1e6)
+    _synchronize()
+    return round(_median(times), 2)
+
+
+def host_state() -> dict[str, float]:
+    """What in this process can slow every op's host path, as counts: Python dispatch and function
+    modes on the stack, an active autograd profiler, a profile or trace function, live threads."""
+    import sys
+    import threading
+
+    return {
+        "dispatch_modes": float(torch._C._len_torch_dispatch_stack()),
+        "function_modes": float(torch._C._len_torch_function_stack()),
+        "profiler_on": float(bool(torch.autograd.profiler._is_profiler_enabled)),
+        "profile_fn": float(sys.getprofile() is not None or sys.gettrace() is not None),
+        "threads": float(threading.active_count()),
+    }

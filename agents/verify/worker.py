@@ -150,6 +150,10 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         torch.cuda.set_device(device)
         if req.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(req["gpu_memory_fraction"]), device)
+        from stitchcuda.agents.verify.timing import empty_us
+
+        torch.empty(1, device=device)  # the context and the allocator's first block, outside the figure
+        v.host_us["empty_at_start"] = empty_us(device)
     torch.set_grad_enabled(False)
 
     rec.enter("reference", "loading the reference module")
@@ -1000,7 +1004,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from stitchcuda.agents.verify.timing import host_us, time_cuda, time_gpu_ahead
+    from stitchcuda.agents.verify.timing import host_state, host_us, time_cuda, time_gpu_ahead
 
     v = rec.verdict
     ref_stats = []
@@ -1022,7 +1026,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         # difference (bench.json's host_gap_ms), measured under the same flush and inputs.
         v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
                                     flusher=flusher, before=lambda: same_draws(fresh_seed))
-        v.host_us = host_us(lambda a: cand(*a), sets[0])
+        v.host_us = {**v.host_us, **host_us(lambda a: cand(*a), sets[0]), **host_state()}
     args = make_inputs(get_inputs, fresh_seed, device)
     same_draws(fresh_seed)
     with dyn.poisoned_allocations(), audit.window():
