@@ -150,10 +150,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         torch.cuda.set_device(device)
         if req.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(req["gpu_memory_fraction"]), device)
-        from stitchcuda.agents.verify.timing import empty_us
-
         torch.empty(1, device=device)  # the context and the allocator's first block, outside the figure
-        v.host_us["empty_at_start"] = empty_us(device)
+        _yardstick(v, device, "empty_at_start")
     torch.set_grad_enabled(False)
 
     rec.enter("reference", "loading the reference module")
@@ -198,6 +196,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.build_log = (getattr(e, "log", "") or traceback.format_exc())[-8000:]
             return
         v.build_s = round(time.perf_counter() - t0, 3)
+        _yardstick(v, device, "empty_after_build")
         v.built = True
         if isinstance(cand_cls, type):
             v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
@@ -237,8 +236,10 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes)
         if cand is not None and device.type == "cuda":
+            _yardstick(v, device, "empty_after_checks")
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
+            _yardstick(v, device, "empty_after_streams")
     if cand is not None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
@@ -267,6 +268,15 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if v.hack_findings:
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
+
+
+def _yardstick(v: Verdict, device: torch.device, key: str) -> None:
+    """The one-element allocation's host time after a step of the worker's (host_us): where it grows
+    from one step to the next, that step slowed every later host figure, the timed ones included."""
+    if device.type == "cuda":
+        from stitchcuda.agents.verify.timing import empty_us
+
+        v.host_us[key] = empty_us(device)
 
 
 @contextlib.contextmanager
