@@ -70,6 +70,7 @@ def test_host_state_counts_what_slows_every_op():
 def test_gpu_ahead_says_nothing_without_a_spin_kernel(monkeypatch):
     monkeypatch.setattr(timing, "_gpu_sleep", None)
     assert timing.time_gpu_ahead(lambda a: a, [], trials=5) is None
+    assert timing.one_launch_us(None) is None  # type: ignore[arg-type]
 
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -96,3 +97,6 @@ def test_on_the_gpu_gpu_ahead_removes_the_host_path_and_refuses_a_waiting_call()
     assert timing.time_gpu_ahead(waits, [x], trials=5) is None
     host = timing.host_us(slow_host, [x], calls=5)
     assert host["forward"] >= 2000 and 0 < host["empty"] < 2000
+    # One minimal launch, timed as a forward: far below the 2 ms forward, above nothing.
+    launch = timing.one_launch_us(timing.L2Flusher(x.device))
+    assert launch is not None and 0 < launch < 1000

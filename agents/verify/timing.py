@@ -233,6 +233,17 @@ def host_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = 20)
     return {"forward": median_us(lambda: fn(args)), "empty": empty_us(device, calls=calls)}
 
 
+def one_launch_us(flusher: L2Flusher, *, trials: int = 20) -> float | None:
+    """time_cuda's figure, in microseconds, for a call that launches one minimal kernel and nothing
+    else: what timing itself costs a forward in this process (the host's launch, the GPU's start
+    latency, whatever else delays a kernel here). A plain process gives a few microseconds; where it
+    gives far more, the surplus in a candidate's timed figure is this process's, not its forward's."""
+    if _gpu_sleep is None:
+        return None
+    timing, _ = time_cuda(lambda a: _gpu_sleep(1), [[]], trials=trials, flusher=flusher, min_warmup=3, warmup_ms=0.0)
+    return round(timing.median_ms * 1e3, 2)
+
+
 def empty_us(device: torch.device, *, calls: int = 20) -> float:
     """A one-element CUDA allocation's host microseconds, median of `calls`: the yardstick host_us
     sets beside a forward, also taken where the worker starts, before any candidate or profiler has

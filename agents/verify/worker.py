@@ -1014,7 +1014,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from stitchcuda.agents.verify.timing import host_state, host_us, time_cuda, time_gpu_ahead
+    from stitchcuda.agents.verify.timing import host_state, host_us, one_launch_us, time_cuda, time_gpu_ahead
 
     v = rec.verdict
     ref_stats = []
@@ -1037,6 +1037,8 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
                                     flusher=flusher, before=lambda: same_draws(fresh_seed))
         v.host_us = {**v.host_us, **host_us(lambda a: cand(*a), sets[0]), **host_state()}
+    if (launch := one_launch_us(flusher)) is not None:
+        v.host_us["timed_one_launch"] = launch
     args = make_inputs(get_inputs, fresh_seed, device)
     same_draws(fresh_seed)
     with dyn.poisoned_allocations(), audit.window():
