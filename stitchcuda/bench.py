@@ -145,9 +145,18 @@ def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
         "host_gap_measured": len(gaps),
         "median_profiler_gap_ms": statistics.median(pg) if (pg := [p["profiler_gap_ms"] for p in solved
                                                                    if p.get("profiler_gap_ms") is not None]) else None,
+        # The worker's host yardsticks (Verdict.host_us), median over the solved problems: the forward's
+        # host time, the one-element allocation at the worker's start and at timing, and one minimal
+        # launch timed as a forward. Where the allocation grows between the two, or the launch is far
+        # above a few microseconds, the host gap is the worker's rather than the candidates'.
+        "median_host_us": {k: statistics.median(xs) for k in HOST_KEYS
+                           if (xs := [p["host_us"][k] for p in solved if (p.get("host_us") or {}).get(k) is not None])},
         "geomean_compile_over_eager": geomean([p["eager_ms"] / p["compile_ms"] for p in timed if p.get("compile_ms")]),
         "sandboxed": sum(1 for p in problems if p.get("sandboxed")),
     }
+
+
+HOST_KEYS = ("forward", "empty_at_start", "empty_after_checks", "empty", "timed_one_launch")
 
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
@@ -174,6 +183,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- host path: median of (timed forward - the same forward's GPU time with its launches queued "
         f"ahead) on {s.get('host_gap_measured', '–')} solved problems: {_fmt(s.get('median_host_gap_ms'), '.4f')} ms; "
         f"against the profiler's kernel sum (another call, warm L2): {_fmt(s.get('median_profiler_gap_ms'), '.4f')} ms",
+        "- the worker's host yardsticks, median us: "
+        + (", ".join(f"{k} {_fmt(v, '.1f')}" for k, v in s["median_host_us"].items()) if s.get("median_host_us") else "–"),
         f"- sandbox: {s.get('sandboxed', '–')} of {s['problems']} problem(s) verified under bubblewrap"
         + (f" (otherwise: {why})" if (why := next((p['sandbox'] for p in report['problems'] if p.get('sandbox')), None))
            else ""),

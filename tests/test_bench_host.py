@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stitchcuda.agents.verify import timing
-from stitchcuda.bench import entry_for, summarize
+from stitchcuda.bench import entry_for, markdown, summarize
 from stitchcuda.types import Candidate, Timing, Verdict
 
 
@@ -31,7 +31,13 @@ def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     assert waits["gpu_ms"] is None and waits["host_gap_ms"] is None and waits["profiler_gap_ms"] == 0.1
     unsolved = entry_for(Path("level2/3_Z.py"), Verdict("c", "incorrect", kernel_us={"k0": 1.0}), cand, "")
     assert unsolved["kernel_ms"] is None and unsolved["host_gap_ms"] is None and unsolved["gpu_ms"] is None
+    e["host_us"] = {"forward": 14.0, "empty_at_start": 3.0, "empty": 8.0, "timed_one_launch": 40.0}
+    other["host_us"] = {"forward": 20.0, "empty_at_start": 5.0, "empty": 6.0}
     s = summarize([e, other, waits, unsolved])
+    assert s["median_host_us"] == {"forward": 17.0, "empty_at_start": 4.0, "empty": 7.0, "timed_one_launch": 40.0}
+    assert "forward 17.0, empty_at_start 4.0, empty 7.0, timed_one_launch 40.0" in markdown(
+        {"meta": {"command": "c", "commit": "x", "date": "d", "gpu": "g", "torch": "t", "coder": "b"},
+         "summary": s, "problems": [e, other, waits, unsolved]})
     assert s["median_host_gap_ms"] == pytest.approx((0.02 + 0.1) / 2)
     assert s["host_gap_measured"] == 2
     assert s["median_profiler_gap_ms"] == pytest.approx(0.1)
