@@ -223,11 +223,15 @@ def test_an_operand_something_else_reads_is_stored_once():
     assert set(red.inputs) <= stored
 
 
-# 36,864 elements a row: the split shape, which reads its operand stored (emit_norm says why).
+# 36,864 elements a row: the split shape. It computes its operand through a vector loader
+# (tests/test_vec_prologue.py); with STITCHCUDA_VEC_PROLOGUE=0 it reads the operand stored.
 SPLIT_NORM = (GeluGroupNorm(1, 8), [torch.randn(2, 8, 64, 72)])
 
 
-def test_a_split_norm_reads_its_operand_stored():
+def test_a_split_norm_reads_its_operand_stored_without_vector_loaders(monkeypatch):
+    from stitchcuda.agents.coder import emit_norm
+
+    monkeypatch.setenv(emit_norm.VEC_PROLOGUE_ENV, "0")
     p = _plan(*SPLIT_NORM)
     (norm,) = [g for g in p.groups if g.kind == "kernel"]
     assert "split" in norm.note and "prologue" not in norm.note and not norm.detail.get("prologue")
@@ -321,7 +325,13 @@ def test_a_conv_read_by_two_reductions_keeps_its_bias():
     assert not any(g.detail.get("prologue") for g in p.groups)
 
 
-def test_a_norm_reads_a_prologue_one_element_per_thread():
+def test_a_norm_reads_a_prologue_in_vectors_or_with_them_off_one_element_per_thread(monkeypatch):
+    from stitchcuda.agents.coder import emit_norm
+
+    p = _plan(GeluGroupNorm(), [torch.randn(3, 8, 16, 16)])
+    (norm,) = coder_builtin.make_steps(p)[-1:]
+    assert "prologue" in norm.ops[0] and "VMAX = 4;" in norm.source
+    monkeypatch.setenv(emit_norm.VEC_PROLOGUE_ENV, "0")
     p = _plan(GeluGroupNorm(), [torch.randn(3, 8, 16, 16)])
     (norm,) = coder_builtin.make_steps(p)[-1:]
     assert "prologue" in norm.ops[0] and "VMAX = 1;" in norm.source

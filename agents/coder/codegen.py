@@ -630,6 +630,17 @@ class Prologue:
     lines: list[str]
     value: str
     ops: list[str]
+    # The same chain over VEC consecutive elements from `base`: statements for element `i` (lane l)
+    # in which the inputs read at the element itself are lanes of one vector load each (`direct`,
+    # per input); empty where the two walks disagree on the inputs (then `vec` reads element by
+    # element, and a kernel reading vectors should not take it).
+    vec_lines: tuple[str, ...] = ()
+    vec_value: str = ""
+    direct: tuple[bool, ...] = ()
+
+    @property
+    def vectorised(self) -> bool:
+        return bool(self.vec_value)
 
     def params(self, suffix: str = "_") -> list[str]:
         """The launcher's parameters for the inputs: `const void* in0_, ...`."""
@@ -652,7 +663,41 @@ class Prologue:
 {body}
     return {value};
   }}
-}};
+{self._vector_members()}}};
+"""
+
+    def _vector_members(self) -> str:
+        """`vec<VEC>(base)`: the values of elements base .. base + VEC - 1 (base a multiple of VEC),
+        each input read at the element itself loaded as one vector; `aligned(n)`: whether those
+        inputs' pointers allow n-element vectors (asked on the host)."""
+        if not self.vectorised:
+            return """  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t base) const {
+    sc_vec<float, VEC> out_;
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) out_.v[l] = (*this)(base + l);
+    return out_;
+  }
+  bool aligned(int) const { return true; }
+"""
+        loads = "\n".join(f"    const sc_vec<{C_TYPES[a.dtype]}, VEC> in{k}_v = sc_load<VEC>(in{k} + base);"
+                          for k, a in enumerate(self.inputs) if self.direct[k])
+        body = "\n".join(f"      {line}" for line in self.vec_lines)
+        value = (self.vec_value if self.dtype == "float32"
+                 else f"sc_to_f(sc_from_f<{C_TYPES[self.dtype]}>({self.vec_value}))")
+        checks = " && ".join(f"sc_aligned(in{k}, n)" for k in range(len(self.inputs)) if self.direct[k]) or "true"
+        return f"""  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t base) const {{
+{loads}
+    sc_vec<float, VEC> out_;
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {{
+      const int64_t i = base + l;
+      (void)i;
+{body}
+      out_.v[l] = {value};
+    }}
+    return out_;
+  }}
+  bool aligned(int n) const {{ return {checks}; }}
 """
 
 
@@ -668,7 +713,14 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
     value = w.value(name, _Index("e", shape))
     if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
-    return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops))
+    # Again at the kernel's own lane index `i`: the inputs read at the element itself become vector
+    # loads (as in a pointwise kernel's chunk), for a kernel that reads the node VEC elements a thread.
+    v = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
+    vec_value = v.value(name, _Index("i", shape))
+    vec: dict[str, Any] = {}
+    if list(v.inputs) == list(w.inputs) and any(a.direct for a in v.inputs.values()):
+        vec = {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(a.direct for a in v.inputs.values())}
+    return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops), **vec)
 
 
 @dataclass(frozen=True)

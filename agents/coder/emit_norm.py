@@ -27,6 +27,7 @@ merging, affine) serially on the CPU.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from string import Template
 
@@ -253,6 +254,15 @@ _LAUNCH = cuda_text.load("norm_launch.cuh")
 # Choosing the kernel shape and rendering it
 
 
+# "0": a prologue is read element by element (VEC 1) and the split shape stores the chain first, as
+# before vector loaders: for same-run comparisons on a GPU.
+VEC_PROLOGUE_ENV = "STITCHCUDA_VEC_PROLOGUE"
+
+
+def vec_prologues_on() -> bool:
+    return os.environ.get(VEC_PROLOGUE_ENV, "1") != "0"
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -294,9 +304,15 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     # element per thread, and on the H200 (level 2, prologues on and off in one call, 09287ef) that
     # lost to storing the chain first on 7 of the 9 split norms that took one (GroupNorm after a
     # convolution 0.81-0.95x, BatchNorm after conv + activation 0.73x): the split stores it.
-    takes_prologue = ctx.prologue is not None and ctx.prologue.node == x.name and shape != "split"
-    if takes_prologue:
-        # A loader computes elements one by one: with VEC consecutive elements per thread, a warp's
+    # A prologue whose loader reads vectors (codegen.Prologue.vec: the inputs read at the element
+    # itself as one vector load per VEC elements) keeps the shape's VEC, and the split shape takes it
+    # too: its two passes then read the chain's inputs as a pointwise kernel would, and the chain is
+    # never written and read back. Unmeasured on a GPU as of 5dfc213+; STITCHCUDA_VEC_PROLOGUE=0 is
+    # the behaviour before it.
+    vec_pro = ctx.prologue is not None and ctx.prologue.vectorised and vec_prologues_on()
+    takes_prologue = ctx.prologue is not None and ctx.prologue.node == x.name and (shape != "split" or vec_pro)
+    if takes_prologue and not vec_pro:
+        # A loader computing elements one by one: with VEC consecutive elements per thread, a warp's
         # loads would be VEC apart; one element per thread keeps them adjacent (coalesced).
         vmax = 1
 

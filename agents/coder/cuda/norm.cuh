@@ -29,14 +29,12 @@ SC_INLINE float sc_merge(float a, float b) { return a + b; }
 template <class T> SC_INLINE float sc_nx_at(const T* x, int64_t i) { return sc_to_f(x[i]); }
 template <class L> SC_INLINE float sc_nx_at(const L& ld, int64_t i) { return ld(i); }
 template <int VEC, class T> SC_INLINE sc_vec<T, VEC> sc_nx_vec(const T* x, int64_t i) { return sc_load<VEC>(x + i); }
+// Through a prologue's loader (codegen.Prologue): its inputs read at the element itself as vectors.
 template <int VEC, class L> SC_INLINE sc_vec<float, VEC> sc_nx_vec(const L& ld, int64_t i) {
-  sc_vec<float, VEC> v;
-#pragma unroll
-  for (int l = 0; l < VEC; ++l) v.v[l] = ld(i + l);
-  return v;
+  return ld.template vec<VEC>(i);
 }
 template <class T> static bool sc_nx_aligned(const T* x, int n) { return sc_aligned(x, n); }
-template <class L> static bool sc_nx_aligned(const L&, int) { return true; }
+template <class L> static bool sc_nx_aligned(const L& ld, int n) { return ld.aligned(n); }
 // The prelude's sc_grid sizes the elementwise passes; a .cu whose only kernels are fused norms has
 // none, and the prelude stays as it is (GPU recordings are matched by the candidate's bytes).
 [[maybe_unused]] static unsigned (*const sc_norm_grid)(int64_t) = &sc_grid;
