@@ -221,11 +221,11 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) 
       const float m_old = sM[r];
       const float m_new = fmaxf(m_old, mx);
       // With no key seen yet (m_old = -inf) O and l are zero and alpha is moot: 0 avoids inf - inf.
-      const float alpha = m_old == -INFINITY ? 0.0f : sc_exp(m_old - m_new);
+      const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
       float sum = 0.0f;
 #pragma unroll
       for (int t = 0; t < BC / 32; ++t) {
-        const float p = m_new == -INFINITY ? 0.0f : sc_exp(vals[t] - m_new);
+        const float p = m_new == -INFINITY ? 0.0f : expf(vals[t] - m_new);
         sP[r * L::LP + lane + 32 * t] = sc_from_f<T>(p);
         sum += p;
       }
@@ -322,7 +322,7 @@ void host(const typename Tr::Args& a) {
       float l = 0.0f;
       for (int c = 0; c < DV; ++c) o[c] = 0.0f;
       for (int j = 0; j < Tr::SK; ++j) {
-        const float p = m == -INFINITY ? 0.0f : sc_exp(s[j] - m);
+        const float p = m == -INFINITY ? 0.0f : expf(s[j] - m);
         l += p;
         const float pr = sc_to_f(sc_from_f<T>(p));
         for (int c = 0; c < DV; ++c) o[c] += pr * sc_to_f(v[(int64_t)j * Tr::VSR + (int64_t)c * Tr::VSD]);

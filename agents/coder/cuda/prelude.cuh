@@ -43,18 +43,7 @@ SC_INLINE float sc_xlogy(float x, float y) {  // as at::xlogy: NaN y wins, then 
   if (y != y) return y;
   return x == 0.0f ? 0.0f : x * logf(y);
 }
-// exp through the SFU (ex2.approx, as Triton lowers fp32 exp, so torch.compile's kernels do too):
-// within a few ulp plus 1.16 ulp per unit of |x|, where expf's software path costs ~10% of a
-// bandwidth-bound pointwise kernel's time (scripts/bench_pointwise.cu). Not for expm1-like
-// cancellations: those keep expm1f. The host entry (CPU tests) keeps expf.
-SC_INLINE float sc_exp(float x) {
-#ifdef __CUDA_ARCH__
-  return __expf(x);
-#else
-  return expf(x);
-#endif
-}
-SC_INLINE float sc_sigmoid(float x) { return 1.0f / (1.0f + sc_exp(-x)); }
+SC_INLINE float sc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 SC_INLINE float sc_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752f)); }
 SC_INLINE float sc_gelu_tanh(float x) {
   const float inner = 0.79788456080286536f * (x + 0.044715f * (x * x * x));

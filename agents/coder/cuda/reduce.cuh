@@ -117,14 +117,14 @@ struct sc_red_lse {
   struct State { float m, s; };
   SC_INLINE State init() const { return {-INFINITY, 0.0f}; }
   SC_INLINE void add(State& a, float x, int64_t) const {
-    if (x > a.m) { a.s = a.s * sc_exp(a.m - x) + 1.0f; a.m = x; }
+    if (x > a.m) { a.s = a.s * expf(a.m - x) + 1.0f; a.m = x; }
     else if (x != x) a.m = x;
-    else if (sc_finite(a.m)) a.s += sc_exp(x - a.m);
+    else if (sc_finite(a.m)) a.s += expf(x - a.m);
   }
   SC_INLINE void merge(State& a, const State& b) const {
     if (a.m != a.m || b.m != b.m) { a.m = a.m + b.m; return; }
     const float m = fmaxf(a.m, b.m);
-    if (sc_finite(m)) a.s = a.s * sc_exp(a.m - m) + b.s * sc_exp(b.m - m);
+    if (sc_finite(m)) a.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
     a.m = m;
   }
   SC_INLINE float value(const State& a) const { return sc_finite(a.m) ? a.m + logf(a.s) : a.m; }
@@ -340,7 +340,7 @@ template <int MODE>
 SC_INLINE float sc_softmax_out(float x, float m, float d) {
   if (MODE == SC_SOFTMAX_LOG) return x - m - d;
   if (MODE == SC_SOFTMAX_SAFE && m == -INFINITY) return 0.0f;
-  return sc_exp(x - m) / d;
+  return expf(x - m) / d;
 }
 
 // The divisor from an online state: NaN where the max is not finite, as ATen's softmax gets there.
@@ -404,7 +404,7 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
   for (int k = 0; k < ITEMS; ++k) {
     if (((int64_t)k * TPR + t) * VEC >= Ix::R) continue;
 #pragma unroll
-    for (int l = 0; l < VEC; ++l) sm.add(s, sc_exp(v[k][l] - m.m), 0);
+    for (int l = 0; l < VEC; ++l) sm.add(s, expf(v[k][l] - m.m), 0);
   }
   s = sc_red_all<TPR>(sm, s);
   const float d = MODE == SC_SOFTMAX_LOG ? logf(s.s) : s.s;
