@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, Prologue, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, Epilogue, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
 from stitchcuda.target import Target
 
@@ -410,27 +410,54 @@ def _along(ctx: EmitContext) -> tuple[Operand, OutSpec, Layout, int]:
 
 
 def _along_kernel(
-    ctx: EmitContext, src: Operand, out: OutSpec, lay: Layout, launch: str, host: str, note: str
+    ctx: EmitContext, src: Operand, out: OutSpec, lay: Layout, launch: str, host: str, note: str,
+    ep: Epilogue | None = None,
 ) -> Kernel:
     name = ctx.name
-    raw = ["const void* in0_", "void* out0_"]
+    raw = ["const void* in0_", *_ep_params(ep, 1), "void* out0_"]
     casts = [
         f"  const auto x = static_cast<const {C_TYPES[src.dtype]}*>(in0_);",
         f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);",
+        *_ep_cast(ctx.name, ep, 1),
     ]
     loop = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) {host};"
     source = f"""{_HEADER}
 // {name}: {note}
 {_ix_source(name, lay)}
+{ep.functor(f"{name}_ep") if ep is not None else ""}
 {launchers(name, raw, casts, launch, loop)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(src.name, src.dtype)],
+        inputs=[KernelArg(src.name, src.dtype), *(ep.inputs if ep is not None else [])],
         outputs=[KernelArg(out.name, out.dtype)],
         source=source,
         ops=[note],
         host=True,
     )
+
+
+# A softmax's epilogue (planner._take_epilogues): the pointwise ops after it, computed as it stores,
+# their end stored in its place. Its inputs follow the softmax's own operand(s) among the launcher's
+# parameters; the kernels take it as their last argument (`ep`), `sc_red_no_ep` without one.
+def _softmax_epilogue(ctx: EmitContext, out: OutSpec) -> tuple[Epilogue | None, OutSpec]:
+    ep = ctx.epilogue
+    # The chain may read the result through a reshape (element e is e either way: the planner's
+    # epilogue reads through views that keep every element where it is).
+    if ep is None or ep.value != out.name or math.prod(ep.shape) != math.prod(out.shape):
+        return None, out
+    return ep, OutSpec(ep.node, tuple(ep.shape), ep.dtype)
+
+
+def _ep_params(ep: Epilogue | None, first: int) -> list[str]:
+    return [f"const void* in{first + k}" for k in range(len(ep.inputs))] if ep is not None else []
+
+
+def _ep_cast(name: str, ep: Epilogue | None, first: int) -> list[str]:
+    return [f"  const auto ep = {ep.construct(f'{name}_ep', first)};"] if ep is not None else []
+
+
+def _ep_arg(ep: Epilogue | None) -> str:
+    return ", ep" if ep is not None else ""
 
 
 def _vec_choice(lay: Layout, src: Operand, out: OutSpec, inner: int) -> int:
@@ -453,22 +480,28 @@ _SOFTMAX_MODES = {"_softmax": 0, "_log_softmax": 1, "_safe_softmax": 2}  # MODE 
 def _softmax(ctx: EmitContext, op: str) -> Kernel:
     src, out, lay, inner = _along(ctx)
     _floats(src, out)
+    ep, out = _softmax_epilogue(ctx, out)
+    _floats(src, out)
     name, flag = ctx.name, str(_SOFTMAX_MODES[op])
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     if ctx.prologue is not None and ctx.prologue.node == src.name:
-        return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note)
-    host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o)"
+        return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note, ep)
+    if ep is not None:
+        note_ep = f", epilogue {' -> '.join(ep.ops) or 'copy'}"
+    else:
+        note_ep = ""
+    host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o{_ep_arg(ep)})"
     if not rows:
         blocks = -(-lay.n // BLOCK)
-        launch = f"  sc_softmax_cols<{name}_ix, {flag}, {inner}LL><<<{blocks}, {BLOCK}, 0, stream>>>(x, y);"
-        return _along_kernel(ctx, src, out, lay, launch, host, note + ", cols")
+        launch = f"  sc_softmax_cols<{name}_ix, {flag}, {inner}LL><<<{blocks}, {BLOCK}, 0, stream>>>(x, y{_ep_arg(ep)});"
+        return _along_kernel(ctx, src, out, lay, launch, host, note + ", cols" + note_ep, ep)
     vec = _vec_choice(lay, src, out, inner)
     cached = next((t for t, cap in ((32, 32), (256, 32), (512, 32)) if lay.r <= t * cap), None)
     cached = _short_tpr(lay.r, vec) if cached == 32 else cached
     tpr = cached or 512
     bs = max(tpr, BLOCK)
-    grid = f"<<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y);"
+    grid = f"<<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y{_ep_arg(ep)});"
     if cached:
 
         def kernel(v: int) -> str:
@@ -482,32 +515,38 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
             return f"sc_softmax_rows<{name}_ix, {flag}, {load}, {v}, {tpr}>{grid}"
 
         note += f", rows two passes tpr {tpr} vec {vec}"
-    return _along_kernel(ctx, src, out, lay, _pick(vec, kernel), host, note)
+    return _along_kernel(ctx, src, out, lay, _pick(vec, kernel), host, note + note_ep, ep)
 
 
 def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout, inner: int, flag: str,
-                      rows: bool, note: str) -> Kernel:
+                      rows: bool, note: str, ep: Epilogue | None = None) -> Kernel:
     """Softmax whose operand is computed as it is read (both passes), never stored."""
     name = ctx.name
-    raw = [*pro.params(), "void* out0_"]
-    casts = [f"  const auto x = {pro.construct(f'{name}_ld')};", f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);"]
-    host = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_softmax_col_ld<{name}_ix, {flag}, {inner}LL>(x, y, o);"
+    first = len(pro.inputs)
+    raw = [*pro.params(), *_ep_params(ep, first), "void* out0_"]
+    casts = [f"  const auto x = {pro.construct(f'{name}_ld')};", f"  const auto y = static_cast<{C_TYPES[out.dtype]}*>(out0_);",
+             *_ep_cast(name, ep, first)]
+    e = _ep_arg(ep)
+    host = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_softmax_col_ld<{name}_ix, {flag}, {inner}LL>(x, y, o{e});"
     if rows:
         tpr = _short_tpr(lay.r, 1) if lay.r <= 2048 else 256
         bs = max(tpr, BLOCK)
-        launch = f"  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}><<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y);"
+        launch = f"  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}><<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y{e});"
         note += f", rows two passes tpr {tpr}"
     else:
-        launch = f"  sc_softmax_cols_ld<{name}_ix, {flag}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y);"
+        launch = f"  sc_softmax_cols_ld<{name}_ix, {flag}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y{e});"
         note += ", cols"
     note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    if ep is not None:
+        note += f", epilogue {' -> '.join(ep.ops) or 'copy'}"
     source = f"""{_HEADER}
 // {name}: {note}
 {_ix_source(name, lay)}
 {pro.loader(f"{name}_ld")}
+{ep.functor(f"{name}_ep") if ep is not None else ""}
 {launchers(name, raw, casts, launch, host)}"""
-    return Kernel(name=name, inputs=list(pro.inputs), outputs=[KernelArg(out.name, out.dtype)], source=source,
-                  ops=[note], host=True)
+    return Kernel(name=name, inputs=[*pro.inputs, *(ep.inputs if ep is not None else [])],
+                  outputs=[KernelArg(out.name, out.dtype)], source=source, ops=[note], host=True)
 
 
 def _floats(src: Operand, out: OutSpec) -> None:

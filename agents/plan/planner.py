@@ -1331,10 +1331,12 @@ def _take_epilogues(
     written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
     for name, (kernel, roots) in list(kernel_plans.items()):
         conv = _conv_epilogue(nodes[name])
-        if (nodes[name]["op"] not in NORMS and not conv) or roots:
+        # A softmax (log_softmax) stores the chain's end as it stores its result (emit_reduce).
+        whole = conv or (nodes[name]["op"] in SOFTMAX_EPILOGUE_OPS and softmax_epilogues_on())
+        if (nodes[name]["op"] not in NORMS and not whole) or roots:
             continue
         outs = {a.name for a in kernel.outputs}
-        ys = [name] if conv and name in outs else \
+        ys = [name] if whole and name in outs else \
             [o["name"] for o in getitems.get(name, []) if o["args"].get("index") == 0 and o["name"] in outs]
         if len(ys) != 1 or ys[0] in returned:
             continue
@@ -1389,6 +1391,17 @@ def _take_epilogues(
 # candidates on an H200 (2026-11-27): level2/1 1.40 ms fused against 1.70 apart, 87 1.85 against
 # compile's 2.89; the transposed ones tried (16, 2) found no faster fused plan and ran apart.
 CONV_FUSE_ENV = "STITCHCUDA_CONV_FUSE"
+
+
+# Softmax and log_softmax take the pointwise chain after them as an epilogue (a scale, a bias and
+# an activation after a softmax: level 2's 38 and 91 stored the softmax for a pass of its own to
+# read back). "0" turns it off; unmeasured on a GPU as of its commit.
+SOFTMAX_EPILOGUE_ENV = "STITCHCUDA_SOFTMAX_EPILOGUE"
+SOFTMAX_EPILOGUE_OPS = frozenset({"_softmax", "_log_softmax", "_safe_softmax"})
+
+
+def softmax_epilogues_on() -> bool:
+    return os.environ.get(SOFTMAX_EPILOGUE_ENV, "1") != "0"
 
 
 def _conv_epilogue(node: Node) -> bool:

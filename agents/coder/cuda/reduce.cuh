@@ -5,6 +5,9 @@
 #define SC_REDUCE_H
 // Reductions, softmax and scans (emit_reduce.py): fp32 math over fp32/fp16/bf16 storage.
 #define SC_RED_BLOCK 256
+// The prelude's sc_grid sizes the elementwise passes; a .cu whose only kernel is a softmax that
+// stores its epilogue's result has none (as norm.cuh says for the fused norms).
+[[maybe_unused]] static unsigned (*const sc_red_grid)(int64_t) = &sc_grid;
 
 SC_INLINE bool sc_finite(float x) { return fabsf(x) < INFINITY; }
 template <class T> SC_INLINE void sc_red_put(T* p, float v) { *p = sc_from_f<T>(v); }
@@ -350,28 +353,34 @@ SC_INLINE float sc_softmax_div(const sc_red_lse::State& st) {
   return sc_finite(st.m) ? (MODE == SC_SOFTMAX_LOG ? logf(st.s) : st.s) : NAN;
 }
 
+// What a softmax stores of its value v at element e of its result: v itself, or an epilogue's
+// functor (emit_reduce: the pointwise ops after the softmax, computed as it stores, their end stored).
+struct sc_red_no_ep {
+  SC_INLINE float operator()(int64_t, float v) const { return v; }
+};
+
 // One row (output o of the layout) serially: the column kernel, and every host entry.
-template <class Ix, int MODE, int64_t INNER, class T, class TO>
-SC_INLINE void sc_softmax_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
+template <class Ix, int MODE, int64_t INNER, class T, class TO, class Ep = sc_red_no_ep>
+SC_INLINE void sc_softmax_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o, const Ep& ep = Ep{}) {
   const sc_red_lse op{0.0f, 0.0f};
   const auto st = sc_red_part<sc_red_lse, Ix, 1>(op, x, o, 0, Ix::R, 0, 1);
   const float d = sc_softmax_div<MODE>(st);
   const T* row = x + Ix::base(o);
-  TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
+  const int64_t e0 = (o / INNER) * Ix::R * INNER + o % INNER;
   for (int64_t r = 0; r < Ix::R; ++r)
-    out[r * INNER] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d));
+    y[e0 + r * INNER] = sc_from_f<TO>(ep(e0 + r * INNER, sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d)));
 }
 
-template <class Ix, int MODE, int64_t INNER, class T, class TO>
-__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restrict__ x, TO* __restrict__ y) {
+template <class Ix, int MODE, int64_t INNER, class T, class TO, class Ep = sc_red_no_ep>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{}) {
   const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
-  if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o);
+  if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o, ep);
 }
 
 // A row that fits in registers: ITEMS chunks of VEC elements per thread, read once.
-template <class Ix, int MODE, int VEC, int TPR, int ITEMS, class T, class TO>
+template <class Ix, int MODE, int VEC, int TPR, int ITEMS, class T, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
-sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
+sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{}) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
   const int64_t g = sc_red_group<TPR, BS>(Ix::N);
   if (g < 0) return;
@@ -414,16 +423,16 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y) {
     if (live && r < Ix::R) {
       sc_vec<TO, VEC> c;
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(v[k][l], m.m, d));
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(v[k][l], m.m, d)));
       sc_store<VEC>(out + r, c);
     }
   }
 }
 
 // A longer row: an online max/sum pass (vector loads), then a pass that writes.
-template <class Ix, int MODE, int VEC, int WVEC, int TPR, class T, class TO>
+template <class Ix, int MODE, int VEC, int WVEC, int TPR, class T, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
-sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
+sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{}) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
   const int64_t g = sc_red_group<TPR, BS>(Ix::N);
   if (g < 0) return;
@@ -439,33 +448,34 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y) {
     const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
     sc_vec<TO, WVEC> o;
 #pragma unroll
-    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d));
+    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d)));
     sc_store<WVEC>(out + r, o);
   }
 }
 
 // Softmax over a prologue (`ld`, as for the reductions): the operand's pointwise ops run in both
 // passes instead of being stored once and read twice. A row serially (columns, and host entries)...
-template <class Ix, int MODE, int64_t INNER, class Ld, class TO>
-SC_INLINE void sc_softmax_col_ld(const Ld& ld, TO* __restrict__ y, int64_t o) {
+template <class Ix, int MODE, int64_t INNER, class Ld, class TO, class Ep = sc_red_no_ep>
+SC_INLINE void sc_softmax_col_ld(const Ld& ld, TO* __restrict__ y, int64_t o, const Ep& ep = Ep{}) {
   const sc_red_lse op{0.0f, 0.0f};
   const auto st = sc_red_part_ld<sc_red_lse, Ix>(op, ld, o, 0, Ix::R, 0, 1);
   const float d = sc_softmax_div<MODE>(st);
   const int64_t b = Ix::base(o);
-  TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
-  for (int64_t r = 0; r < Ix::R; ++r) out[r * INNER] = sc_from_f<TO>(sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d));
+  const int64_t e0 = (o / INNER) * Ix::R * INNER + o % INNER;
+  for (int64_t r = 0; r < Ix::R; ++r)
+    y[e0 + r * INNER] = sc_from_f<TO>(ep(e0 + r * INNER, sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d)));
 }
 
-template <class Ix, int MODE, int64_t INNER, class Ld, class TO>
-__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, TO* __restrict__ y) {
+template <class Ix, int MODE, int64_t INNER, class Ld, class TO, class Ep = sc_red_no_ep>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
-  if (o < Ix::N) sc_softmax_col_ld<Ix, MODE, INNER>(ld, y, o);
+  if (o < Ix::N) sc_softmax_col_ld<Ix, MODE, INNER>(ld, y, o, ep);
 }
 
 // ...and a group of TPR threads per contiguous row: the online max/sum pass, then the writes.
-template <class Ix, int MODE, int TPR, class Ld, class TO>
+template <class Ix, int MODE, int TPR, class Ld, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
-sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y) {
+sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
   const int64_t g = sc_red_group<TPR, BS>(Ix::N);
   if (g < 0) return;
@@ -477,7 +487,8 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y) {
   const int64_t b = Ix::base(g);
   TO* out = y + g * Ix::R;
 #pragma unroll 4
-  for (int64_t r = t; r < Ix::R; r += TPR) out[r] = sc_from_f<TO>(sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d));
+  for (int64_t r = t; r < Ix::R; r += TPR)
+    out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d)));
 }
 
 // Inclusive scans (cumsum, cumprod) in fp32.

@@ -1,0 +1,178 @@
+"""Softmax (and log_softmax) computing the pointwise chain after it as it stores its result, and
+storing the chain's end in its place (planner._take_epilogues, emit_reduce's `ep`): the softmax
+is never written for a pointwise pass to read back. Level 2's 38 (softmax, then a scale through a
+reshape) had that pass. Whole candidates run on CPU tensors through the host entries, which run
+the same templates; the plans are checked for what was stored."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import assert_builds_clean_for_sm90, needs_nvcc
+from test_emit_conv import cudnn_include
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+from stitchcuda.task import import_file
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+_ids = itertools.count()
+
+
+# Where every reader of an fp32 softmax is pointwise, the planner already splits it into a
+# logsumexp and a pointwise exp (planner.split_softmax); a reader through a reshape, or a half
+# precision softmax, keeps the softmax kernel, which is where the epilogue goes.
+class RowsReshapeScale(nn.Module):
+    """Softmax over a row of flattened channels and pixels, a per-channel scale after the reshape back."""
+
+    def __init__(self, channels=3):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(channels, 1, 1))
+
+    def forward(self, x):
+        b = x.shape[0]
+        # x again in the chain: the epilogue reads its own input at every element (batch included).
+        return torch.softmax(x.view(b, -1), dim=-1).view(x.shape) * self.scale + 0.5 * x
+
+
+class ChannelsSigmoid(nn.Module):
+    """Softmax over channels of the flattened pixels (a column layout: inner > 1), then a channel
+    bias and a sigmoid after the reshape back."""
+
+    def __init__(self, channels=5):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        return torch.sigmoid(torch.softmax(x.view(b, c, h * w), dim=1).view(b, c, h, w) + self.bias)
+
+
+class LogSoftmaxAffine(nn.Module):
+    def forward(self, x):
+        return torch.log_softmax(x.view(x.shape[0], -1), dim=-1).view(x.shape) * 2.0 - 1.0
+
+
+class ClampSoftmaxReshapeScale(nn.Module):
+    """A prologue (bias, clamp) before a softmax over flattened spatial dims, and a scale after it,
+    read through the reshape back (as level 2's 38)."""
+
+    def __init__(self, channels=4):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1, 1))
+        self.scale = nn.Parameter(torch.randn(1, channels, 1, 1, 1))
+
+    def forward(self, x):
+        y = torch.clamp(x + self.bias, 0.0, 1.0)
+        b, c, d, h, w = y.shape
+        y = torch.softmax(y.view(b, c, -1), dim=2).view(b, c, d, h, w)
+        return y * self.scale
+
+
+class LongRows(nn.Module):
+    """Rows longer than registers hold: the two-pass kernel, vector loads."""
+
+    def forward(self, x):
+        return torch.tanh(torch.softmax(x.view(3, -1), dim=-1).view(x.shape) * 1000.0)
+
+
+class HalfSoftmax(nn.Module):
+    """fp16: no split into logsumexp (it would round before the exp); the epilogue stores fp16."""
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1) * 4.0 - 0.25
+
+
+CASES = [
+    (RowsReshapeScale(), [torch.randn(2, 3, 5, 8)]),
+    (ChannelsSigmoid(), [torch.randn(3, 5, 7, 9)]),
+    (LogSoftmaxAffine(), [torch.randn(4, 3, 11)]),
+    (ClampSoftmaxReshapeScale(), [torch.rand(2, 4, 3, 5, 6) * 3.0 - 1.0]),
+    (LongRows(), [torch.randn(3, 100, 200)]),
+    (HalfSoftmax(), [torch.randn(6, 40).half()]),
+]
+IDS = ["rows-reshape-scale", "channels-sigmoid", "log-softmax", "prologue-reshape-scale", "long-rows", "half"]
+
+
+def _plan(module, inputs):
+    p = planner.plan_graph(graph.trace_module(module, inputs))
+    assert p.supported, p.unsupported
+    return p
+
+
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_the_softmax_stores_the_chains_end(module, inputs):
+    p = _plan(module, inputs)
+    (sm,) = [g for g in p.groups if g.kind == "kernel"]
+    assert "epilogue" in sm.note, sm.note
+    assert not [g for g in p.groups if g.kind == "pointwise"], [g.note for g in p.groups]
+
+
+@pytest.mark.parametrize(("module", "inputs"), CASES[:2], ids=IDS[:2])
+def test_the_epilogue_can_be_turned_off(monkeypatch, module, inputs):
+    monkeypatch.setenv(planner.SOFTMAX_EPILOGUE_ENV, "0")
+    p = _plan(module, inputs)
+    assert [g.kind for g in p.groups] == ["kernel", "pointwise"]
+    assert "epilogue" not in p.groups[0].note
+
+
+class Returned(nn.Module):
+    """The softmax is returned too: it is stored, and the chain after it runs on its own."""
+
+    def forward(self, x):
+        s = torch.softmax(x, dim=-1)
+        return s, s * 3.0
+
+
+def test_a_softmax_forward_returns_is_stored():
+    p = _plan(Returned(), [torch.randn(4, 16).half()])
+    assert [g.kind for g in p.groups] == ["kernel", "pointwise"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
+    p = _plan(module, inputs)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+    mod = import_file(cand.write(tmp_path), name=f"_softmax_ep_{next(_ids)}")
+    new = mod.ModelNew()
+    new.load_state_dict(module.state_dict())
+    for x in (inputs[0], inputs[0] * 4.0):
+        ours, ref = new(x), module(x)
+        # fp32: the host entry sums a row of 20000 in another order than torch (the Verifier's fp32
+        # tolerance is 1e-4 too); fp16: the result's own rounding.
+        tol = 2e-3 if x.dtype == torch.float16 else 1e-4
+        torch.testing.assert_close(ours, ref, rtol=tol, atol=tol)
+
+
+@needs_nvcc
+def test_the_epilogues_build_for_sm90_without_warnings(tmp_path):
+    include = cudnn_include()
+    if include is None:
+        pytest.skip("no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE)")
+    for k, (module, inputs) in enumerate(CASES):
+        cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
+        assert_builds_clean_for_sm90(cand, tmp_path / f"k{k}.cu", include)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
+    """The device kernels (rows in registers, two passes, columns, through a prologue), which the
+    host entries above do not run."""
+    module = module.cuda()
+    inputs = [x.cuda() for x in inputs]
+    p = _plan(module, inputs)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=False)
+    mod = import_file(cand.write(tmp_path), name=f"_softmax_ep_gpu_{next(_ids)}")
+    new = mod.ModelNew().cuda()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        ours, ref = new(*inputs), module(*inputs)
+    tol = 2e-3 if ref.dtype == torch.float16 else 1e-4
+    torch.testing.assert_close(ours, ref, rtol=tol, atol=tol)
