@@ -152,3 +152,57 @@ def test_the_vector_loaders_build_for_sm90_without_warnings(tmp_path):
     for k, (module, inputs, _, _) in enumerate(CASES):
         cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
         assert_builds_clean_for_sm90(cand, tmp_path / f"k{k}.cu", include)
+
+
+class BiasLse(nn.Module):
+    """A bias and an activation before a logsumexp over contiguous rows (odd length: heads and tails)."""
+
+    def __init__(self, n=37):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return torch.logsumexp(torch.relu(x) + self.bias, dim=-1)
+
+
+class ScaledSoftmaxRows(nn.Module):
+    """A scale before a softmax whose result is read through a reshape: the softmax kernel keeps its
+    prologue and reads it in vectors in both passes."""
+
+    def forward(self, x):
+        return torch.softmax(x.view(x.shape[0], -1) * 0.5, dim=-1).view(x.shape) * 2.0
+
+
+ROWS = [(BiasLse(), [torch.randn(6, 37)], "rows tpr"), (ScaledSoftmaxRows(), [torch.randn(3, 8, 64)], "rows two passes")]
+
+
+@pytest.mark.parametrize(("module", "inputs", "what"), ROWS, ids=["lse", "softmax"])
+def test_row_reductions_and_softmax_read_the_loaders_vectors(monkeypatch, tmp_path, module, inputs, what):
+    norm = _norm(_plan(module, inputs))
+    assert what in norm.note and "vec 4" in norm.note and "prologue" in norm.note, norm.note
+    monkeypatch.setenv(emit_norm.VEC_PROLOGUE_ENV, "0")
+    assert "vec 1" in _norm(_plan(module, inputs)).note
+    monkeypatch.delenv(emit_norm.VEC_PROLOGUE_ENV)
+    include = cudnn_include()
+    if include is None:
+        pytest.skip("no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE)")
+    cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
+    assert_builds_clean_for_sm90(cand, tmp_path / "k.cu", include)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("module", "inputs"), [c[:2] for c in CASES] + [r[:2] for r in ROWS],
+                         ids=[*IDS, "lse", "softmax"])
+def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
+    """The device kernels' vector reads (fused, split, column norms; row reductions; the softmax's
+    two passes), which the host entries run only in part."""
+    module = module.cuda()
+    inputs = [x.cuda() for x in inputs]
+    cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
+    mod = import_file(cand.write(tmp_path), name=f"_vec_prologue_gpu_{next(_ids)}")
+    new = mod.ModelNew().cuda()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        ours, ref = new(*inputs), module(*inputs)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))

@@ -300,6 +300,16 @@ def _row_plan(lay: Layout, vec: int, target: Target) -> tuple[int, int]:
     return tpr, max(1, min(-(-want // lay.n), lay.r // (16 * tpr), MAX_SPLITS))
 
 
+def _loader_vec(pro: Prologue) -> int:
+    """Elements a thread reads at once through a prologue's loader: 16 bytes of its widest input read
+    at the element itself; 1 where the loader has no vectors (or STITCHCUDA_VEC_PROLOGUE=0)."""
+    from stitchcuda.agents.coder.emit_norm import vec_prologues_on
+
+    if not (pro.vectorised and vec_prologues_on()):
+        return 1
+    return 16 // max(ITEM_SIZE[a.dtype] for a, direct in zip(pro.inputs, pro.direct, strict=True) if direct)
+
+
 def _col_plan(lay: Layout, target: Target) -> int:
     want = target.sm_count * target.max_threads_per_sm  # resident threads
     if 2 * lay.n >= want or lay.r < 64:
@@ -314,7 +324,10 @@ def _reduce_kernel(
     pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
     rows = lay.rows and lay.r >= 16
     if rows:
-        vec = 16 // ITEM_SIZE[src.dtype] if lay.contig and pro is None else 1
+        if pro is None:
+            vec = 16 // ITEM_SIZE[src.dtype] if lay.contig else 1
+        else:  # through the loader's vectors (codegen.Prologue.vec) where it has them
+            vec = _loader_vec(pro) if lay.contig else 1
         tpr, splits = _row_plan(lay, vec, ctx.target)
     else:
         tpr, splits, vec = 1, _col_plan(lay, ctx.target), 1
@@ -354,6 +367,10 @@ def _reduce_kernel(
         params = f"{name}_op, {name}_ix, {tpr}" if pro is not None else f"{name}_op, {name}_ix, {vec}, {tpr}"
         launch = f"  sc_red_rows{ld}<{params}><<<{blocks}, {bs}, 0, stream>>>({args});"
         host = f"  sc_red_rows{ld}_host<{params}>({args});"
+        if pro is not None and vec > 1:  # the loader's vectors where its inputs are aligned (asked here)
+            launch = (f"  if (x.aligned({vec}))\n  sc_red_rows_ld<{params}, {vec}><<<{blocks}, {bs}, 0, stream>>>({args});"
+                      f"\n  else\n{launch}")
+            host = f"  if (x.aligned({vec}))\n  sc_red_rows_ld_host<{params}, {vec}>({args});\n  else\n{host}"
     else:
         blocks = -(-lay.n * splits // BLOCK)
         launch = f"  sc_red_cols{ld}<{name}_op, {name}_ix><<<{blocks}, {BLOCK}, 0, stream>>>({args});"
@@ -529,10 +546,18 @@ def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout
     e = _ep_arg(ep)
     host = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_softmax_col_ld<{name}_ix, {flag}, {inner}LL>(x, y, o{e});"
     if rows:
-        tpr = _short_tpr(lay.r, 1) if lay.r <= 2048 else 256
+        # The loader's vectors where its inputs, y and every row start allow them (lay.contig: rows
+        # are contiguous and R elements apart).
+        vec = _loader_vec(pro) if lay.contig else 1
+        vec = min(vec, 16 // ITEM_SIZE[out.dtype]) if lay.r % vec == 0 else 1
+        tpr = _short_tpr(lay.r, vec) if lay.r <= 2048 else 256
         bs = max(tpr, BLOCK)
-        launch = f"  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}><<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y{e});"
-        note += f", rows two passes tpr {tpr}"
+        grid = f"<<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y{e});"
+        launch = f"  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}>{grid}"
+        if vec > 1:
+            launch = (f"  if (x.aligned({vec}) && sc_aligned(y, {vec}))\n  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}, {vec}>"
+                      f"{grid}\n  else\n{launch}")
+        note += f", rows two passes tpr {tpr} vec {vec}"
     else:
         launch = f"  sc_softmax_cols_ld<{name}_ix, {flag}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y{e});"
         note += ", cols"

@@ -272,7 +272,35 @@ SC_INLINE typename Op::State sc_red_part_ld(const Op& op, const Ld& ld, int64_t 
   return st;
 }
 
-template <class Op, class Ix, int TPR, class Ld, class TA, class TB>
+// Contiguous rows (Ix::off(r) == r) through a loader whose vector inputs are VEC-aligned (asked on
+// the host, ld.aligned): a scalar head up to a multiple of VEC elements, vectors of the loader's
+// `vec` (each input read at the element itself as one vector load), a scalar tail; each thread
+// meets its elements in increasing r, as sc_red_part's vector path does.
+template <class Op, class Ix, int VEC, class Ld>
+SC_INLINE typename Op::State sc_red_part_ldv(const Op& op, const Ld& ld, int64_t o, int64_t lo, int64_t hi, int t,
+                                             int tpr) {
+  if constexpr (VEC == 1) {
+    return sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, t, tpr);
+  } else {
+    typename Op::State st = op.init();
+    const int64_t b = Ix::base(o);
+    int64_t head = (b + lo) % VEC;
+    head = head ? VEC - head : 0;
+    if (head > hi - lo) head = hi - lo;
+    for (int64_t r = lo + t; r < lo + head; r += tpr) op.add(st, ld(b + r), r);
+    const int64_t start = lo + head, nv = (hi - start) / VEC;
+#pragma unroll 4
+    for (int64_t k = t; k < nv; k += tpr) {
+      const sc_vec<float, VEC> c = ld.template vec<VEC>(b + start + k * VEC);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) op.add(st, c.v[l], start + k * VEC + l);
+    }
+    for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, ld(b + r), r);
+    return st;
+  }
+}
+
+template <class Op, class Ix, int TPR, int VEC = 1, class Ld, class TA, class TB>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
 sc_red_rows_ld(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk, int64_t splits) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
@@ -280,17 +308,17 @@ sc_red_rows_ld(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* par
   if (g < 0) return;
   const int t = threadIdx.x % TPR;
   const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
-  const auto st = sc_red_all<TPR>(op, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, t, TPR));
+  const auto st = sc_red_all<TPR>(op, sc_red_part_ldv<Op, Ix, VEC>(op, ld, o, lo, hi, t, TPR));
   if (t == 0 && SC_RED_LIVE(Ix::N * splits)) sc_red_store(op, st, o, s, splits, ya, yb, part);
 }
 
-template <class Op, class Ix, int TPR, class Ld, class TA, class TB>
+template <class Op, class Ix, int TPR, int VEC = 1, class Ld, class TA, class TB>
 static void sc_red_rows_ld_host(const Op op, const Ld ld, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
                                 int64_t splits) {
   for (int64_t g = 0; g < Ix::N * splits; ++g) {
     const int64_t o = g / splits, s = g % splits, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
     auto st = op.init();
-    for (int t = 0; t < TPR; ++t) op.merge(st, sc_red_part_ld<Op, Ix>(op, ld, o, lo, hi, t, TPR));
+    for (int t = 0; t < TPR; ++t) op.merge(st, sc_red_part_ldv<Op, Ix, VEC>(op, ld, o, lo, hi, t, TPR));
     sc_red_store(op, st, o, s, splits, ya, yb, part);
   }
 }
@@ -473,7 +501,9 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, 
 }
 
 // ...and a group of TPR threads per contiguous row: the online max/sum pass, then the writes.
-template <class Ix, int MODE, int TPR, class Ld, class TO, class Ep = sc_red_no_ep>
+// VEC > 1 (the host asks: rows a multiple of VEC, contiguous, the loader's inputs and y aligned):
+// both passes read the loader's vectors and the second stores whole vectors.
+template <class Ix, int MODE, int TPR, int VEC = 1, class Ld, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
 sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
@@ -481,14 +511,25 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   if (g < 0) return;
   const int t = threadIdx.x % TPR;
   const sc_red_lse op{0.0f, 0.0f};
-  const auto st = sc_red_all<TPR>(op, sc_red_part_ld<sc_red_lse, Ix>(op, ld, g, 0, Ix::R, t, TPR));
+  const auto st = sc_red_all<TPR>(op, sc_red_part_ldv<sc_red_lse, Ix, VEC>(op, ld, g, 0, Ix::R, t, TPR));
   if (!SC_RED_LIVE(Ix::N)) return;
   const float d = sc_softmax_div<MODE>(st);
   const int64_t b = Ix::base(g);
   TO* out = y + g * Ix::R;
+  if constexpr (VEC > 1) {
 #pragma unroll 4
-  for (int64_t r = t; r < Ix::R; r += TPR)
-    out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d)));
+    for (int64_t r = (int64_t)t * VEC; r < Ix::R; r += (int64_t)TPR * VEC) {
+      const sc_vec<float, VEC> c = ld.template vec<VEC>(b + r);
+      sc_vec<TO, VEC> v;
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) v.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(c.v[l], st.m, d)));
+      sc_store<VEC>(out + r, v);
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t r = t; r < Ix::R; r += TPR)
+      out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(ld(b + Ix::off(r)), st.m, d)));
+  }
 }
 
 // Inclusive scans (cumsum, cumprod) in fp32.
