@@ -209,6 +209,10 @@ def test_bench_over_several_gpus_spreads_the_problems_and_says_the_same(tmp_path
     """--gpus 0,1: each GPU's workers take that GPU's lock, the problems go to both GPUs, and the
     entries say what one GPU's say (here, without a GPU, each worker falls back to the CPU)."""
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    # Two GPUs as this process numbers them: a CUDA_VISIBLE_DEVICES naming one device makes GPU 1 a
+    # device that is not there, which the Verifier rightly refuses (test_worker_gpu_is_the_parents_device;
+    # a CI run failed here so: "GPU 1: CUDA_VISIBLE_DEVICES='0' shows 1 device(s)" reproduces it).
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     level = tmp_path / "level1"
     level.mkdir()
     (level / "1_Pointwise.py").write_text(PROBLEM)
