@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from . import pyast
 from .types import Task
 
 EXAMPLE = """\
@@ -32,7 +33,7 @@ class TaskError(UsageError):
 
 def module_classes(source: str) -> list[str]:
     """Names of classes that look like nn.Module subclasses (by their bases, without executing)."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     names = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
@@ -53,7 +54,7 @@ def find_task(path: Path, class_name: str | None = None) -> Task:
         raise TaskError(f"{path}: no such file")
     source = path.read_text()
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pyast.parse(source, filename=str(path))
     except SyntaxError as e:
         raise TaskError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

@@ -6,14 +6,13 @@ they run as a custom op, `_op`, whose fake implementation and backward are the r
 
 from __future__ import annotations
 
-import ast
 import inspect
 import keyword
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from stitchcuda import kernel_loader
+from stitchcuda import kernel_loader, pyast
 from stitchcuda.agents import random_draws
 from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, graphed, libraries
@@ -700,7 +699,7 @@ def _render_params(params: Sequence[inspect.Parameter]) -> str:
 
 def _is_literal(value: Any) -> bool:
     try:
-        return ast.literal_eval(repr(value)) == value
+        return pyast.literal_eval(repr(value)) == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stitchcuda import kernel_loader
+from stitchcuda import kernel_loader, pyast
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -159,7 +159,7 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
 
 @functools.cache
 def _kernel_loader_functions() -> dict[str, str]:
-    tree = ast.parse(kernel_loader.source_text())
+    tree = pyast.parse(kernel_loader.source_text())
     return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
@@ -172,7 +172,7 @@ def _is_kernel_loader(fn: ast.FunctionDef) -> bool:
 
 @functools.cache
 def _kernel_loader_definitions() -> dict[str, str]:
-    tree = ast.parse(kernel_loader.source_text())
+    tree = pyast.parse(kernel_loader.source_text())
     return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
 
@@ -229,7 +229,7 @@ def check_source(
             findings.append(Finding(code=code, message=msg, line=line, file=filename))
 
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = pyast.parse(source, filename=filename)
     except SyntaxError as e:
         return [Finding("syntax-error", f"candidate does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
