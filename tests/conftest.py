@@ -40,6 +40,32 @@ class Staged(nn.Module):
         return torch.tanh(y) + 0.5
 
 
+def plan_of(module: nn.Module, inputs: list):
+    """The planner's plan of `module` traced on `inputs`, asserted supported."""
+    from stitchcuda.agents import graph
+    from stitchcuda.agents.plan import planner
+
+    p = planner.plan_graph(graph.trace_module(module, inputs))
+    assert p.supported, p.unsupported
+    return p
+
+
+def on_the_gpu(module: nn.Module, inputs: list, folder: Path):
+    """(candidate's outputs, reference's outputs) on the GPU, each a tuple: the built-in coder's
+    candidate for `module` on `inputs` moved to the GPU, built for the device (no host entries)."""
+    from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.task import import_file
+
+    module = module.cuda()
+    inputs = [x.cuda() for x in inputs]
+    cand = coder_builtin.build_candidate(plan_of(module, inputs), type(module), title="test", host=False)
+    new = import_file(cand.write(folder), name=f"_gpu_{next(_loaded)}").ModelNew().cuda()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        ours, ref = new(*inputs), module(*inputs)
+    return (ours if isinstance(ours, tuple) else (ours,)), (ref if isinstance(ref, tuple) else (ref,))
+
+
 def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, title: str = "test") -> Candidate:
     """The built-in coder's candidate for `module` traced on `inputs` (host: CPU entry points too)."""
     from stitchcuda.agents import graph

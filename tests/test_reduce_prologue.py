@@ -10,7 +10,7 @@ import itertools
 import pytest
 import torch
 import torch.nn as nn
-from conftest import needs_nvcc
+from conftest import needs_nvcc, on_the_gpu, plan_of
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
@@ -183,10 +183,7 @@ IDS = ["scale-min-cols", "lse-rows", "long-row-splits", "mean-of-view", "argmax"
        "maxpool-overlapping", "avgpool3d", "adaptive-avgpool"]
 
 
-def _plan(module, inputs):
-    p = planner.plan_graph(graph.trace_module(module, inputs))
-    assert p.supported, p.unsupported
-    return p
+_plan = plan_of
 
 
 @pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
@@ -260,17 +257,7 @@ def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
 @pytest.mark.parametrize(("module", "inputs"), [*CASES, SPLIT_NORM], ids=[*IDS, "groupnorm-split"])
 def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
     """The same candidates through the real launchers: rows, columns, splits and softmax on the device."""
-    module = module.cuda()
-    inputs = [x.cuda() for x in inputs]
-    p = _plan(module, inputs)
-    cand = coder_builtin.build_candidate(p, type(module), title="test", host=False)
-    mod = import_file(cand.write(tmp_path), name=f"_prologue_gpu_{next(_ids)}")
-    new = mod.ModelNew().cuda()
-    new.load_state_dict(module.state_dict())
-    with torch.no_grad():
-        ours, ref = new(*inputs), module(*inputs)
-    ours = ours if isinstance(ours, tuple) else (ours,)
-    ref = ref if isinstance(ref, tuple) else (ref,)
+    ours, ref = on_the_gpu(module, inputs, tmp_path)
     for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max()) if b.is_floating_point() else 0)
 

@@ -6,21 +6,23 @@ the same templates; the plans are checked for what was stored."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 import torch.nn as nn
-from conftest import assert_builds_clean_for_sm90, needs_nvcc
+from conftest import (
+    assert_builds_clean_for_sm90,
+    builtin_candidate,
+    load_model_new,
+    needs_nvcc,
+    on_the_gpu,
+    plan_of,
+)
 from test_emit_conv import cudnn_include
 
-from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.plan import planner
-from stitchcuda.task import import_file
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-_ids = itertools.count()
 
 
 # Where every reader of an fp32 softmax is pointwise, the planner already splits it into a
@@ -98,10 +100,7 @@ CASES = [
 IDS = ["rows-reshape-scale", "channels-sigmoid", "log-softmax", "prologue-reshape-scale", "long-rows", "half"]
 
 
-def _plan(module, inputs):
-    p = planner.plan_graph(graph.trace_module(module, inputs))
-    assert p.supported, p.unsupported
-    return p
+_plan = plan_of
 
 
 @pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
@@ -136,11 +135,7 @@ def test_a_softmax_forward_returns_is_stored():
 @needs_nvcc
 @pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
 def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
-    p = _plan(module, inputs)
-    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
-    mod = import_file(cand.write(tmp_path), name=f"_softmax_ep_{next(_ids)}")
-    new = mod.ModelNew()
-    new.load_state_dict(module.state_dict())
+    new, _ = load_model_new(builtin_candidate(module, inputs), module, tmp_path)
     for x in (inputs[0], inputs[0] * 4.0):
         ours, ref = new(x), module(x)
         # fp32: the host entry sums a row of 20000 in another order than torch (the Verifier's fp32
@@ -165,14 +160,6 @@ def test_the_epilogues_build_for_sm90_without_warnings(tmp_path):
 def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
     """The device kernels (rows in registers, two passes, columns, through a prologue), which the
     host entries above do not run."""
-    module = module.cuda()
-    inputs = [x.cuda() for x in inputs]
-    p = _plan(module, inputs)
-    cand = coder_builtin.build_candidate(p, type(module), title="test", host=False)
-    mod = import_file(cand.write(tmp_path), name=f"_softmax_ep_gpu_{next(_ids)}")
-    new = mod.ModelNew().cuda()
-    new.load_state_dict(module.state_dict())
-    with torch.no_grad():
-        ours, ref = new(*inputs), module(*inputs)
+    (ours,), (ref,) = on_the_gpu(module, inputs, tmp_path)
     tol = 2e-3 if ref.dtype == torch.float16 else 1e-4
     torch.testing.assert_close(ours, ref, rtol=tol, atol=tol)

@@ -10,23 +10,26 @@ was stored and how it was read."""
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import pytest
 import torch
 import torch.nn as nn
-from conftest import assert_builds_clean_for_sm90, needs_nvcc
+from conftest import (
+    assert_builds_clean_for_sm90,
+    builtin_candidate,
+    load_model_new,
+    needs_nvcc,
+    on_the_gpu,
+    plan_of,
+)
 from test_emit_conv import cudnn_include
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.coder import emit_norm
-from stitchcuda.agents.plan import planner
-from stitchcuda.task import import_file
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-_ids = itertools.count()
 
 
 class BiasGroupNorm(nn.Module):
@@ -82,10 +85,7 @@ CASES = [
 IDS = ["gn-bias-split", "gn-bias-split-odd", "gn-bias-fused", "bn-relu-split", "bn-relu-split-odd", "ln-silu-split"]
 
 
-def _plan(module, inputs):
-    p = planner.plan_graph(graph.trace_module(module, inputs))
-    assert p.supported, p.unsupported
-    return p
+_plan = plan_of
 
 
 def _norm(p):
@@ -127,11 +127,7 @@ def test_a_chain_with_no_input_at_the_element_has_no_vector_loader():
 @needs_nvcc
 @pytest.mark.parametrize(("module", "inputs", "shape", "vec"), CASES, ids=IDS)
 def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs, shape, vec):
-    p = _plan(module, inputs)
-    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
-    mod = import_file(cand.write(tmp_path), name=f"_vec_prologue_{next(_ids)}")
-    new = mod.ModelNew()
-    new.load_state_dict(module.state_dict())
+    new, _ = load_model_new(builtin_candidate(module, inputs), module, tmp_path)
     for x in (inputs[0], inputs[0] * 3.0 - 1.0):
         ours, ref = new(x), module(x)
         torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4 * float(ref.detach().abs().max()))
@@ -197,12 +193,5 @@ def test_row_reductions_and_softmax_read_the_loaders_vectors(monkeypatch, tmp_pa
 def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
     """The device kernels' vector reads (fused, split, column norms; row reductions; the softmax's
     two passes), which the host entries run only in part."""
-    module = module.cuda()
-    inputs = [x.cuda() for x in inputs]
-    cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
-    mod = import_file(cand.write(tmp_path), name=f"_vec_prologue_gpu_{next(_ids)}")
-    new = mod.ModelNew().cuda()
-    new.load_state_dict(module.state_dict())
-    with torch.no_grad():
-        ours, ref = new(*inputs), module(*inputs)
+    (ours,), (ref,) = on_the_gpu(module, inputs, tmp_path)
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
