@@ -177,6 +177,16 @@ class Verifications:
         self._pool.shutdown(wait=True)
 
 
+@pytest.fixture(autouse=True)
+def gpus_numbered_by_this_process(monkeypatch) -> None:
+    """Without a GPU, tests ask for GPUs 0 and 1 as this process numbers them (each worker then falls
+    back to the CPU). A CUDA_VISIBLE_DEVICES naming one device makes GPU 1 one that is not there,
+    which the Verifier rightly refuses: CI failed test_bench's several-GPU test so, reproduced here
+    with CUDA_VISIBLE_DEVICES=0, and test_llm_coder's --gpus 1 test fails the same way."""
+    if not torch.cuda.is_available():
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_caches(tmp_path_factory) -> None:
     """Nothing the suite builds, profiles or runs lands in the user's own cache folders: the build
