@@ -219,18 +219,19 @@ def host_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = 20)
     yardstick of how fast this process's host path runs at all (another process, under other load,
     runs the same Python at another speed)."""
     device = torch.device("cuda", torch.cuda.current_device())
+    return {"forward": _median_host_us(lambda: fn(args), calls), "empty": empty_us(device, calls=calls)}
 
-    def median_us(call: Callable[[], Any]) -> float:
-        times = []
-        for _ in range(calls):
-            _synchronize()
-            t0 = _perf_counter()
-            call()
-            times.append((_perf_counter() - t0) * 1e6)
+
+def _median_host_us(call: Callable[[], Any], calls: int) -> float:
+    """Host microseconds of `call` until it returns, median of `calls`, each alone (synchronised first)."""
+    times = []
+    for _ in range(calls):
         _synchronize()
-        return round(_median(times), 2)
-
-    return {"forward": median_us(lambda: fn(args)), "empty": empty_us(device, calls=calls)}
+        t0 = _perf_counter()
+        call()
+        times.append((_perf_counter() - t0) * 1e6)
+    _synchronize()
+    return round(_median(times), 2)
 
 
 def one_launch_us(flusher: L2Flusher, *, trials: int = 20) -> float | None:
@@ -249,14 +250,7 @@ def empty_us(device: torch.device, *, calls: int = 20) -> float:
     sets beside a forward, also taken where the worker starts, before any candidate or profiler has
     run in it (a yardstick that grows between the two says the worker's own steps slowed its host
     path, not the candidate)."""
-    times = []
-    for _ in range(calls):
-        _synchronize()
-        t0 = _perf_counter()
-        torch.empty(1, device=device)
-        times.append((_perf_counter() - t0) * 1e6)
-    _synchronize()
-    return round(_median(times), 2)
+    return _median_host_us(lambda: torch.empty(1, device=device), calls)
 
 
 def host_state() -> dict[str, float]:
@@ -265,10 +259,15 @@ def host_state() -> dict[str, float]:
     import sys
     import threading
 
+    def count(name: str) -> float:  # -1: this torch does not say (private API, as torch names it today)
+        fn = getattr(torch._C, name, None)
+        return float(fn()) if callable(fn) else -1.0
+
+    enabled = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
     return {
-        "dispatch_modes": float(torch._C._len_torch_dispatch_stack()),
-        "function_modes": float(torch._C._len_torch_function_stack()),
-        "profiler_on": float(bool(torch.autograd.profiler._is_profiler_enabled)),
+        "dispatch_modes": count("_len_torch_dispatch_stack"),
+        "function_modes": count("_len_torch_function_stack"),
+        "profiler_on": -1.0 if enabled is None else float(bool(enabled)),
         "profile_fn": float(sys.getprofile() is not None or sys.gettrace() is not None),
         "threads": float(threading.active_count()),
     }
