@@ -498,16 +498,13 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
     src, out, lay, inner = _along(ctx)
     _floats(src, out)
     ep, out = _softmax_epilogue(ctx, out)
-    _floats(src, out)
+    _floats(src, out)  # the epilogue's end too (a comparison's bool is not stored by these kernels)
     name, flag = ctx.name, str(_SOFTMAX_MODES[op])
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     if ctx.prologue is not None and ctx.prologue.node == src.name:
         return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note, ep)
-    if ep is not None:
-        note_ep = f", epilogue {' -> '.join(ep.ops) or 'copy'}"
-    else:
-        note_ep = ""
+    note_ep = f", epilogue {' -> '.join(ep.ops) or 'copy'}" if ep is not None else ""
     host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o{_ep_arg(ep)})"
     if not rows:
         blocks = -(-lay.n // BLOCK)
