@@ -24,6 +24,10 @@ def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     cand = Candidate("c", {"model_new.py": ""})
     e = entry_for(Path("level2/1_X.py"), verdict(0.5, {"k0": 300.0, "cudnn_kernel": 150.0}, 0.48), cand, "")
     assert e["kernel_ms"] == 0.45 and e["profiler_gap_ms"] == 0.05
+    assert e["top_kernels_us"] == {"k0": 300.0, "cudnn_kernel": 150.0}  # longest first
+    many = entry_for(Path("level2/5_M.py"), verdict(1.0, {f"k{i}" * 40: float(i) for i in range(10)}), cand, "")
+    assert list(many["top_kernels_us"].values()) == [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]
+    assert all(len(k) <= 100 for k in many["top_kernels_us"])
     assert e["gpu_ms"] == 0.48 and e["host_gap_ms"] == 0.02
     other = entry_for(Path("level2/2_Y.py"), verdict(1.0, {"k0": 700.0}, 0.9), cand, "")
     # No GPU-only figure (a forward that waits for the GPU): no host gap, the profiler's gap stays.
