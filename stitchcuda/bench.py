@@ -63,6 +63,10 @@ def geomean(xs: list[float]) -> float | None:
 TOP_KERNELS = 6  # kernels per solved problem kept in bench.json (top_kernels_us)
 
 
+def _top_kernels(kernel_us: dict[str, float]) -> dict[str, float] | None:
+    return {k[:100]: round(us, 1) for k, us in sorted(kernel_us.items(), key=lambda kv: -kv[1])[:TOP_KERNELS]} or None
+
+
 def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_note: str, status: str | None = None) -> dict[str, Any]:
     v = verdict
     solved = bool(v and cand is not None and v.accepted)
@@ -82,8 +86,9 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "kernel_ms": round(sum(v.kernel_us.values()) / 1e3, 4) if solved and v.kernel_us else None,
         # Where that time goes: the longest kernels of one forward (profiler, warm L2), names cut to
         # 100 characters; what a problem that loses spends its time on, without its run folder.
-        "top_kernels_us": ({k[:100]: round(us, 1) for k, us in sorted(v.kernel_us.items(), key=lambda kv: -kv[1])[:TOP_KERNELS]}
-                           if solved and v.kernel_us else None),
+        "top_kernels_us": _top_kernels(v.kernel_us) if solved else None,
+        # torch.compile's, the same way (its default settings, one forward, after every timing).
+        "compile_top_kernels_us": _top_kernels(v.compile_kernel_us) if solved else None,
         # The same kernels' busy time (overlaps counted once): the floor the timed forward is held to.
         "kernel_busy_ms": round(v.kernel_busy_us / 1e3, 4) if v and v.kernel_busy_us else None,
         # The forward's GPU time alone, timed as ours_ms is but with every launch queued before the

@@ -188,6 +188,9 @@ class Verdict:
     # microseconds and its launches. Nsight Compute profiles the hottest, and stops after them.
     kernel_us: dict[str, float] = field(default_factory=dict)
     kernel_launches: dict[str, int] = field(default_factory=dict)
+    # The same for one forward of torch.compile's module (default settings), profiled after every
+    # timing: where the baseline's time goes, kernel by kernel, beside the candidate's.
+    compile_kernel_us: dict[str, float] = field(default_factory=dict)
     rubric: dict[str, Any] = field(default_factory=dict)  # agents/rubric.py, filled in by the loop
     # The candidate's precision level (Candidate.precision), so feedback on this verdict says which
     # level was judged; recordings from before the field read as the default.

@@ -192,6 +192,8 @@ def test_bench_on_gpu_times_and_solves(tmp_path):
     assert p["eager_ms"] > 0 and p["compile_ms"] > 0
     assert p["solved"], p["message"]
     assert p["ours_ms"] > 0 and p["build_s"] < 30
+    # Where each side's time goes: the candidate's kernels and torch.compile's, profiled.
+    assert p["top_kernels_us"] and p["compile_top_kernels_us"], (p["top_kernels_us"], p["compile_top_kernels_us"])
 
 
 def test_each_problem_is_benched_once_however_named(tmp_path):

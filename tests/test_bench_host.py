@@ -25,6 +25,11 @@ def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     e = entry_for(Path("level2/1_X.py"), verdict(0.5, {"k0": 300.0, "cudnn_kernel": 150.0}, 0.48), cand, "")
     assert e["kernel_ms"] == 0.45 and e["profiler_gap_ms"] == 0.05
     assert e["top_kernels_us"] == {"k0": 300.0, "cudnn_kernel": 150.0}  # longest first
+    assert e["compile_top_kernels_us"] is None  # no profile of torch.compile's kernels in this verdict
+    with_compile = verdict(0.5, {"k0": 300.0})
+    with_compile.compile_kernel_us = {"triton_poi_fused_0": 80.0, "cudnn_conv": 400.0}
+    assert entry_for(Path("level2/6_C.py"), with_compile, cand, "")["compile_top_kernels_us"] == {
+        "cudnn_conv": 400.0, "triton_poi_fused_0": 80.0}
     many = entry_for(Path("level2/5_M.py"), verdict(1.0, {f"k{i}" * 40: float(i) for i in range(10)}), cand, "")
     assert list(many["top_kernels_us"].values()) == [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]
     assert all(len(k) <= 100 for k in many["top_kernels_us"])

@@ -208,7 +208,8 @@ def test_candidate_files_are_what_the_worker_runs(tmp_path, opts):
 
 
 @pytest.mark.parametrize(("phase", "kept"), [("compile", True), ("compile-timing", True), ("compile-matched", True),
-                                             ("compile-matched-timing", True), ("timing", False)])
+                                             ("compile-matched-timing", True), ("compile-profile", True),
+                                             ("timing", False)])
 def test_running_out_of_time_in_torch_compile_keeps_the_verdict(tmp_path, phase, kept):
     """torch.compile's first call comes after the candidate's verdict and timing are saved (it took
     DenseNet121 past the bench's limit): killed there, the verdict stands without a compile figure;
@@ -222,7 +223,14 @@ def test_running_out_of_time_in_torch_compile_keeps_the_verdict(tmp_path, phase,
                     eager=Timing(2.0, 1.9, 2.2, 50), ours=Timing(1.0, 0.9, 1.1, 50), compiled=Timing(1.5, 1.4, 1.6, 50))
     (tmp_path / "result.json").write_text(json.dumps({**saved.to_dict(), "last_phase": phase}))
     v = _read_verdict(tmp_path, None, _Outcome(None, "timeout", 300.0, 1.0, 32.0))
-    if kept and phase.startswith("compile-matched"):  # DenseNet121 on the H200: the default figure stays
+    if phase == "compile-profile":  # every figure was saved before the profile of compile's kernels
+        saved_matched = Timing(1.4, 1.3, 1.5, 50)
+        (tmp_path / "result.json").write_text(json.dumps({**saved.to_dict(), "compiled_matched": saved_matched.__dict__,
+                                                          "last_phase": phase}))
+        v = _read_verdict(tmp_path, None, _Outcome(None, "timeout", 300.0, 1.0, 32.0))
+        assert v.status == "ok" and v.accepted and v.compiled.median_ms == 1.5 and v.compiled_matched == saved_matched
+        assert any("profile of torch.compile's kernels" in n for n in v.notes)
+    elif kept and phase.startswith("compile-matched"):  # DenseNet121 on the H200: the default figure stays
         assert v.status == "ok" and v.accepted and v.compiled.median_ms == 1.5 and v.compiled_matched is None
         assert any("under the candidate's precision was still running" in n for n in v.notes)
     elif kept:

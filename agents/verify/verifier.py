@@ -350,7 +350,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 # The worker's last phases, after the candidate's verdict is saved: torch.compile of the reference
 # under PyTorch's defaults, then under the candidate's precision policy.
-COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing", "compile-matched-check")
+COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing", "compile-matched-check",
+                  "compile-profile")
 
 
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
@@ -371,7 +372,10 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
     # one that ran out of time in torch.compile, which comes after the candidate's verdict and
     # timing are saved: that verdict stands, without a torch.compile figure.
     if outcome.killed_for == "timeout" and last_phase in COMPILE_PHASES and verdict.status in ("ok", "reference-only"):
-        if last_phase.startswith("compile-matched"):  # the default figure was saved before it began
+        if last_phase == "compile-profile":  # every figure was saved before it began
+            verdict.notes.append(f"the profile of torch.compile's kernels was still running when the "
+                                 f"{outcome.seconds:.0f} s limit ended the worker: no compile_kernel_us")
+        elif last_phase.startswith("compile-matched"):  # the default figure was saved before it began
             verdict.compiled_matched = None
             verdict.notes.append(f"torch.compile of the reference under the candidate's precision was still running "
                                  f"when the {outcome.seconds:.0f} s limit ended the worker: no matched figure")

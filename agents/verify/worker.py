@@ -846,6 +846,20 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     if cand is not None:
         _time_compile_matched(req, rec, ref, sets, device, trials, ref_ops, compiled, tol,
                               lambda passed: _checked_inputs(checked, get_inputs, device, passed))
+        _profile_compiled(req, rec, compiled, sets[0])
+
+
+def _profile_compiled(req, rec, compiled, args: list[Any]) -> None:
+    """torch.compile's forward, kernel by kernel (the profiler, as the candidate's own were), after
+    every figure is saved: a profile that fails or runs out of time costs nothing but itself."""
+    v = rec.verdict
+    rec.enter("compile-profile", "torch.compile's kernels, one forward under the profiler")
+    try:
+        with gpu_lock(req.get("gpu_lock"), rec):
+            v.compile_kernel_us, _ = dyn.kernel_times(dyn.kernel_timeline(lambda: compiled(*args)))
+    except Exception as e:  # noqa: BLE001 - a diagnostic: the verdict stands without it
+        v.notes.append(f"profiling torch.compile's kernels failed: {type(e).__name__}: {str(e)[:200]}")
+    rec.save()
 
 
 def _time_compile_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str], compiled,
