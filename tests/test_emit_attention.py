@@ -228,7 +228,7 @@ def test_compiles_for_each_arch_and_dtype(arch, tmp_path):
     ks.append(_emit(CASES[0], "afma", precise=kernels.PRECISE_FP32, target=target))
     assert "fp32 FMA" in ks[-1].ops[0] and "tf32" in ks[0].ops[0]
     path = tmp_path / "attention.cu"
-    path.write_text("\n".join([render([]), *(k.source for k in ks)]))
+    path.write_text("\n".join([render([], after=[k.source for k in ks]), *(k.source for k in ks)]))
     runtime.build([path], arch=arch)
 
 

@@ -186,7 +186,7 @@ def run_cases(tmp_path: Path, cases: list, prefix: str = "k") -> list[tuple[torc
         m, x = torch_out(cfg, dtype)
         emitted.append((emit_module(m, x, f"{prefix}{i}"), m.cuda(), x.cuda(), dtype))
     path = tmp_path / "conv.cu"
-    path.write_text("\n".join([render([])] + [k.source for k, *_ in emitted]))
+    path.write_text("\n".join([render([], after=[k.source for k, *_ in emitted])] + [k.source for k, *_ in emitted]))
     lib = runtime.load(path, libraries=["cudnn"])
     results = []
     for k, m, x, dtype in emitted:

@@ -361,7 +361,7 @@ def test_emitted_source_compiles(tmp_path):
     sources += [emitted(m, ins, f"f{i}", precise=kernels.PRECISE_FP32).source for i, (m, ins) in enumerate(COMPILE_CASES)
                 if ins[0].dtype == torch.float32]
     path = tmp_path / "gemm.cu"
-    path.write_text(render([]) + "\n" + "\n".join(sources))  # one .cu: the family blocks must not clash
+    path.write_text(render([], after=sources) + "\n" + "\n".join(sources))  # one .cu: the family blocks must not clash
     cmd = [
         runtime.find_nvcc(),
         "-c",
@@ -415,7 +415,7 @@ GPU_CASES: list[tuple[str, nn.Module, list[T], float]] = [
 
 def build_kernel(k: kernels.Kernel, folder: Path) -> runtime.Library:
     path = folder / f"{k.name}.cu"
-    path.write_text(render([]) + "\n" + k.source)
+    path.write_text(render([], after=[k.source]) + "\n" + k.source)
     return runtime.Library(runtime.build([path], libraries=k.libraries).library)
 
 

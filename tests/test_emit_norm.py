@@ -253,7 +253,7 @@ def _emit(case: Case, name: str) -> tuple[kernels.Kernel, list[graph.Node], list
 def _build(sources: list[str]) -> runtime.Library:
     path = Path(runtime.cache_dir().parent / "norm_test.cu")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(codegen.render([]) + "\n" + "\n".join(sources))
+    path.write_text(codegen.render([], after=sources) + "\n" + "\n".join(sources))
     return runtime.Library(runtime.build([path]).library)
 
 

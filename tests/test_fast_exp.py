@@ -1,7 +1,8 @@
-"""exp through the SFU in the pointwise kernels (codegen.FAST_EXP_ENV, off by default): which ops
-take it, that the default kernels stay byte for byte as recorded (the example's GPU recordings are
-replayed by the CPU tests, matched by its kernel's bytes), and that the flagged kernels build for
-sm_90 without warnings and compute, through the host entries, what the reference does."""
+"""exp through the SFU in the pointwise kernels (codegen.FAST_EXP_ENV, on by default; "0" turns it
+off): which ops take it, that a file without exp keeps its bytes, that the default kernels stay byte
+for byte as recorded (the example's GPU recordings are replayed by the CPU tests, matched by its
+kernel's bytes), and that the kernels build for sm_90 without warnings and compute, through the host
+entries, what the reference does."""
 
 from __future__ import annotations
 
@@ -30,10 +31,15 @@ class Exps(nn.Module):
 
 def _source(monkeypatch, on: bool) -> str:
     if on:
-        monkeypatch.setenv(codegen.FAST_EXP_ENV, "1")
+        monkeypatch.delenv(codegen.FAST_EXP_ENV, raising=False)  # the default
     else:
-        monkeypatch.delenv(codegen.FAST_EXP_ENV, raising=False)
+        monkeypatch.setenv(codegen.FAST_EXP_ENV, "0")
     return builtin_candidate(Exps(), [torch.randn(4, 64)]).files["fused_kernels.cu"]
+
+
+class NoExp(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0 + x
 
 
 def test_the_flag_turns_exp_sigmoid_silu_mish_and_softplus_to_the_sfu(monkeypatch):
@@ -45,19 +51,30 @@ def test_the_flag_turns_exp_sigmoid_silu_mish_and_softplus_to_the_sfu(monkeypatc
     assert body.count("sc_exp(") == 4 and "expm1f(" in body and " expf(" not in body
 
 
+def test_a_file_without_exp_has_no_fast_math(monkeypatch):
+    """fast_math.cuh joins a file only where a kernel calls it: other kernels keep their bytes (and
+    their recorded GPU runs)."""
+    monkeypatch.delenv(codegen.FAST_EXP_ENV, raising=False)
+    plain = builtin_candidate(NoExp(), [torch.randn(4, 64)]).files["fused_kernels.cu"]
+    assert "sc_exp" not in plain and "sc_sigmoid_fast" not in plain
+    monkeypatch.setenv(codegen.FAST_EXP_ENV, "0")
+    assert builtin_candidate(NoExp(), [torch.randn(4, 64)]).files["fused_kernels.cu"] == plain
+    assert "SC_INLINE float sc_exp" in _source(monkeypatch, True)
+
+
 def test_the_examples_kernels_stay_as_recorded():
     """The default coder writes the example's kernel byte for byte as the recorded GPU run has it:
     the editor and CLI tests replay that run, and a change to any kernel the example uses (the
     prelude included) must come with a new recording from a GPU."""
     task = find_task(ROOT / "examples" / "gated_block.py")
     cand = builtin.code(task, plan_task(task))
-    recording = replay.load(ROOT / "bench" / "results" / "2026-11-25-h100-example-gated_block-8a54add.json")
+    recording = replay.load(ROOT / "bench" / "results" / "2026-11-27-h200-example-gated_block-c00260a.json")
     assert replay.find(recording, cand)[1] in ("files", "kernels")
 
 
 @needs_nvcc
-def test_flagged_kernels_match_the_reference_and_build_for_sm90(monkeypatch, tmp_path):
-    monkeypatch.setenv(codegen.FAST_EXP_ENV, "1")
+def test_fast_exp_kernels_match_the_reference_and_build_for_sm90(monkeypatch, tmp_path):
+    monkeypatch.delenv(codegen.FAST_EXP_ENV, raising=False)
     module, x = Exps(), torch.randn(4, 64) * 4.0
     cand = builtin_candidate(module, [x])
     new, _ = load_model_new(cand, module, tmp_path)

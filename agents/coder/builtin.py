@@ -105,7 +105,7 @@ def build_candidate(
     pointwise = [s for s in steps if isinstance(s, codegen.PointwiseKernel)]
     sources = [s.source for s in steps if isinstance(s, kernels.Kernel)]
     files = {
-        CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host), *sources, orchestrator(steps, host=host)]),
+        CU_FILE: "\n".join([codegen.render(pointwise, host_entry=host, after=sources), *sources, orchestrator(steps, host=host)]),
         PY_FILE: render_model(plan.graph, steps, cls, title=title, host=host, batch=info),
     }
     notes = [f"{s.name}: {describe(s)}" for s in steps]

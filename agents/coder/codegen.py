@@ -101,16 +101,16 @@ class Op:
     render: Callable[[Operands], str]
 
 
-# "1": exp in the pointwise kernels through the SFU (__expf, as Triton lowers fp32 exp, so
-# torch.compile's kernels do too): within a few ulp plus ~1.2 ulp per unit of |x|; on the H200 the
-# accurate expf cost the example's chain 114.9 -> 103.8 us standalone (scripts/bench_pointwise.cu,
-# 1eac20b). Off until measured in situ: it changes the example's kernel, whose recorded GPU runs
-# (bench/results, replayed by the CPU tests) are matched by the kernel's bytes.
+# exp in the pointwise kernels through the SFU (__expf, as Triton lowers fp32 exp, so torch.compile's
+# kernels do too): within a few ulp plus ~1.2 ulp per unit of |x|. Measured in the example's candidate
+# on the H200: its kernel 107.6 -> 105.5 us (bench/results/2026-11-27-h200x2-level2-prologues-ab-c00260a.md;
+# standalone 114.9 -> 103.8 with other changes, scripts/bench_pointwise.cu). "0" keeps the accurate expf.
 FAST_EXP_ENV = "STITCHCUDA_FAST_EXP"
+FAST_EXP_CALLS = ("sc_exp(", "sc_sigmoid_fast(")
 
 
 def fast_exp_on() -> bool:
-    return os.environ.get(FAST_EXP_ENV) == "1"
+    return os.environ.get(FAST_EXP_ENV, "1") != "0"
 
 
 def _exp(accurate: str = "expf") -> str:
@@ -808,13 +808,18 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
 # The emitter
 
 
-def render(kernels: Sequence[PointwiseKernel], *, host_entry: bool = False) -> str:
-    """One .cu source with every kernel; with host_entry, also `<name>_host` CPU entry points."""
+def render(kernels: Sequence[PointwiseKernel], *, host_entry: bool = False, after: Sequence[str] = ()) -> str:
+    """One .cu source with every kernel; with host_entry, also `<name>_host` CPU entry points.
+    `after`: the other kernels' sources the file goes on with (their prologues and epilogues are
+    this module's walker's too)."""
     # Includes, conversions, element functions and sc_grid, once per .cu.
     prelude = cuda_text.fill("prelude.cuh", THREADS=THREADS, BLOCKS_PER_SM=BLOCKS_PER_SM)
-    if fast_exp_on():  # after the prelude, only then: without it every kernel's bytes stay as recorded
+    bodies = [render_kernel(k, host_entry=host_entry) for k in kernels]
+    # Only where a kernel calls them: a file without exp keeps its bytes (recorded GPU runs are
+    # matched by them).
+    if any(call in text for text in (*bodies, *after) for call in FAST_EXP_CALLS):
         prelude += "\n" + cuda_text.load("fast_math.cuh")
-    return "\n".join([prelude, *(render_kernel(k, host_entry=host_entry) for k in kernels)])
+    return "\n".join([prelude, *bodies])
 
 
 def render_kernel(k: PointwiseKernel, *, host_entry: bool = False) -> str:

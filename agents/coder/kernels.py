@@ -275,7 +275,7 @@ def library(ks: Sequence[Kernel], folder: Path) -> Any:
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "kernels.cu"
-    path.write_text("\n".join([render([]), *(k.source for k in ks)]))
+    path.write_text("\n".join([render([], after=[k.source for k in ks]), *(k.source for k in ks)]))
     return runtime.Library(runtime.build([path], libraries=sorted({lib for k in ks for lib in k.libraries})).library)
 
 
