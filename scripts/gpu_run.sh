@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
 #                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e]
-#                           [deadline:SECS] ...
+#                           [probe-launch] [deadline:SECS] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -126,6 +126,9 @@ for stage in "$@"; do
       IFS=, read -ra plist <<<"${stage#probe-host:}"
       read -ra plist <<<"$(abs "${plist[@]}")"
       (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host${PROBE_TAG:-}.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host${PROBE_TAG:-}.log" | tail -30 ;;
+    probe-launch)
+      # What makes one minimal launch time 20 us in the Verifier's worker (scripts/probe_launch_floor.py).
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-300} python3 "$repo/scripts/probe_launch_floor.py" "$OUT/probe_launch.json") 2>&1 | tee "$OUT/probe_launch.log" | tail -20 ;;
     example)
       # env:EXAMPLE_TAG=-x before a second example stage keeps the first one's files.
       timeout 300 sc optimize "$repo/examples/gated_block.py" --out /tmp/example-run${EXAMPLE_TAG:-} 2>&1 | tee "$OUT/example${EXAMPLE_TAG:-}.log" | tail -40
