@@ -40,13 +40,19 @@ def test_entry_holds_gpu_time_kernel_time_and_both_gaps():
     assert waits["gpu_ms"] is None and waits["host_gap_ms"] is None and waits["profiler_gap_ms"] == 0.1
     unsolved = entry_for(Path("level2/3_Z.py"), Verdict("c", "incorrect", kernel_us={"k0": 1.0}), cand, "")
     assert unsolved["kernel_ms"] is None and unsolved["host_gap_ms"] is None and unsolved["gpu_ms"] is None
-    e["host_us"] = {"forward": 14.0, "empty_at_start": 3.0, "empty": 8.0, "timed_one_launch": 40.0}
-    other["host_us"] = {"forward": 20.0, "empty_at_start": 5.0, "empty": 6.0}
+    e["host_us"] = {"forward": 14.0, "empty_at_start": 3.0, "empty": 8.0, "timed_one_launch": 40.0,
+                    "loop_forward": 120.0, "loop_gpu": 118.5, "loop_gap": 1.5}
+    other["host_us"] = {"forward": 20.0, "empty_at_start": 5.0, "empty": 6.0, "loop_forward": 60.0, "loop_gpu": 30.0,
+                        "loop_gap": 30.0}
+    waits["host_us"] = {"forward": 900.0, "loop_forward": 950.0}  # no GPU-only loop: not counted for the bar
     s = summarize([e, other, waits, unsolved])
-    assert s["median_host_us"] == {"forward": 17.0, "empty_at_start": 4.0, "empty": 7.0, "timed_one_launch": 40.0}
-    assert "forward 17.0, empty_at_start 4.0, empty 7.0, timed_one_launch 40.0" in markdown(
-        {"meta": {"command": "c", "commit": "x", "date": "d", "gpu": "g", "torch": "t", "coder": "b"},
-         "summary": s, "problems": [e, other, waits, unsolved]})
+    assert s["median_host_us"] == {"forward": 20.0, "empty_at_start": 4.0, "empty": 7.0, "timed_one_launch": 40.0,
+                                   "loop_forward": 120.0, "loop_gpu": 74.25, "loop_gap": 15.75}
+    assert s["loop_gap_measured"] == 2 and s["loop_gap_at_most_10us"] == 1
+    md = markdown({"meta": {"command": "c", "commit": "x", "date": "d", "gpu": "g", "torch": "t", "coder": "b"},
+                   "summary": s, "problems": [e, other, waits, unsolved]})
+    assert "forward 20.0, empty_at_start 4.0, empty 7.0, timed_one_launch 40.0" in md
+    assert "host path at most 10 us beyond its kernels' GPU time on 1 of 2 measured" in md
     assert s["median_host_gap_ms"] == pytest.approx((0.02 + 0.1) / 2)
     assert s["host_gap_measured"] == 2
     assert s["median_profiler_gap_ms"] == pytest.approx(0.1)
@@ -115,3 +121,10 @@ def test_on_the_gpu_gpu_ahead_removes_the_host_path_and_refuses_a_waiting_call()
     # One minimal launch, timed as a forward: far below the 2 ms forward, above nothing.
     launch = timing.one_launch_us(timing.L2Flusher(x.device))
     assert launch is not None and 0 < launch < 1000
+    # In a loop: the 2 ms of host work per call is the loop's figure and its gap; the GPU-only loop
+    # would need a 160 ms lead, past MAX_LEAD_MS, so it is left out. A quick forward's gap is small
+    # beside the slow one's.
+    slow = timing.loop_us(slow_host, [x], calls=8, rounds=2)
+    assert slow["loop_forward"] >= 2000 and "loop_gpu" not in slow
+    fast = timing.loop_us(lambda a: a[0] * 2, [x], calls=20, rounds=3)
+    assert 0 < fast["loop_gpu"] <= fast["loop_forward"] + 5 and fast["loop_gap"] < 1000

@@ -234,6 +234,71 @@ def _median_host_us(call: Callable[[], Any], calls: int) -> float:
     return round(_median(times), 2)
 
 
+LOOP_CALLS = 20  # forwards a loop figure (loop_us) spreads its two events over
+LOOP_ROUNDS = 5
+
+
+def loop_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = LOOP_CALLS, rounds: int = LOOP_ROUNDS,
+            before: Callable[[], None] | None = None) -> dict[str, float]:
+    """A forward's cost where a loop calls it: `calls` forwards back to back between two events, no
+    synchronise between them, per call (`loop_forward`, median of `rounds`); the same calls queued
+    behind a spin kernel, so the GPU runs their kernels back to back with none of the host path in
+    the figure (`loop_gpu`); and their difference (`loop_gap`): what the host path costs each forward
+    beyond its kernels' GPU time. One call goes first, untimed, so the GPU is busy when the first
+    event is recorded: time_cuda's trials each start on an idle GPU and pay its start-up latency
+    (~15 us on an H200: scripts/probe_launch_floor.py), which no forward in a loop pays. Not L2-
+    flushed, the two loops alike. {} where this torch has no spin kernel; without `loop_gpu` (and
+    the gap) where the calls take longer on the host than MAX_LEAD_MS allows for."""
+    if _gpu_sleep is None or calls <= 0 or rounds <= 0:
+        return {}
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+
+    def run(lead_cycles: int) -> tuple[float, float]:
+        """(event ms per call, host ms for all the calls)"""
+        if before is not None:
+            before()
+        _synchronize()
+        if lead_cycles:
+            _gpu_sleep(lead_cycles)
+        else:
+            fn(args)  # the GPU is busy from here on: the loop below never starts on an idle GPU
+        _record(start)
+        t0 = _perf_counter()
+        for _ in range(calls):
+            fn(args)
+        host = (_perf_counter() - t0) * 1e3
+        _record(end)
+        _synchronize()
+        return _elapsed(start, end) / calls, host
+
+    run(0)  # warm
+    plain = [run(0) for _ in range(rounds)]
+    out = {"loop_forward": round(_median(t for t, _ in plain) * 1e3, 2)}
+    cycles_per_ms = 0.0
+    for _ in range(3):  # as time_gpu_ahead: the fastest of three, so the lead never falls short
+        _synchronize()
+        _record(start)
+        _gpu_sleep(1_000_000)
+        _record(end)
+        _synchronize()
+        cycles_per_ms = max(cycles_per_ms, 1_000_000 / max(_elapsed(start, end), 1e-3))
+    lead_ms = max(MIN_LEAD_MS, LEAD_FACTOR * _median(h for _, h in plain))
+    if lead_ms > MAX_LEAD_MS:
+        return out
+    queued = []
+    for _ in range(2 * rounds):
+        per_call, host = run(int(lead_ms * cycles_per_ms))
+        if host < 0.8 * lead_ms:
+            queued.append(per_call)
+        if len(queued) == rounds:
+            break
+    if len(queued) < rounds:
+        return out
+    out["loop_gpu"] = round(_median(queued) * 1e3, 2)
+    out["loop_gap"] = round(out["loop_forward"] - out["loop_gpu"], 2)
+    return out
+
+
 def one_launch_us(flusher: L2Flusher, *, trials: int = 20) -> float | None:
     """time_cuda's figure, in microseconds, for a call that launches one minimal kernel and nothing
     else: what timing itself costs a forward in this process (the host's launch, the GPU's start

@@ -1028,7 +1028,15 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
-    from stitchcuda.agents.verify.timing import host_state, host_us, one_launch_us, time_cuda, time_gpu_ahead
+    from stitchcuda.agents.verify.timing import (
+        LOOP_CALLS,
+        host_state,
+        host_us,
+        loop_us,
+        one_launch_us,
+        time_cuda,
+        time_gpu_ahead,
+    )
 
     v = rec.verdict
     ref_stats = []
@@ -1051,6 +1059,11 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
                                     flusher=flusher, before=lambda: same_draws(fresh_seed))
         v.host_us = {**v.host_us, **host_us(lambda a: cand(*a), sets[0]), **host_state()}
+        # The forward in a loop: the host path's cost without the idle GPU's start-up latency that
+        # every synchronised trial above pays (bench.json's median loop_gap).
+        # Fewer calls for a slow forward (about 5 ms of them a loop): its host gap is noise beside it.
+        calls = max(2, min(LOOP_CALLS, int(5.0 / max(v.ours.median_ms, 1e-3))))
+        v.host_us.update(loop_us(lambda a: cand(*a), sets[0], calls=calls, before=lambda: same_draws(fresh_seed)))
     if (launch := one_launch_us(flusher)) is not None:
         v.host_us["timed_one_launch"] = launch
     args = make_inputs(get_inputs, fresh_seed, device)
