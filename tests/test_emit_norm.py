@@ -43,6 +43,8 @@ class Case:
     # The input stored channels-last (N, spatial..., C), as planner.channels_last_convs leaves a
     # convolution's result, and so the normalised output; fn still takes and returns NCHW.
     channels_last: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # set while the kernel is emitted
+
 
     def inputs(self, seed: int) -> list[torch.Tensor]:
         g = torch.Generator().manual_seed(seed)
@@ -174,19 +176,34 @@ CASES = [
     ),
 ]
 # channels-last storage: batch norm's channels are the columns of [N * spatial, C]; group norm's rows
-# are runs of a group's adjacent channels, C apart (short runs: split; 32 or more: fused)
+# are runs of a group's adjacent channels, C apart (rows that fit: fused; else grouped, whole rows of
+# channels a warp; split where STITCHCUDA_GROUP_NORM_ROWS=0)
+GROUPED_OFF = {emit_norm.GROUPED_ENV: "0"}
 CASES += [
     Case("bn-nhwc", "native_batch_norm", bn(), [(4, 8, 6, 7)] + [(8,)] * 4, mean=10.0, path="column",
          mutates=True, channels_last=True),
     Case("bn-nhwc-odd", "native_batch_norm", bn(momentum=0.2), [(3, 37, 5, 3, 2)] + [(37,)] * 4, path="column",
          mutates=True, channels_last=True),
     Case("gn-nhwc-split", "native_group_norm", gn(2), [(3, 8, 20, 30), (8,), (8,)], mean=-5.0, path="split",
+         channels_last=True, env=GROUPED_OFF),
+    Case("gn-nhwc-grouped", "native_group_norm", gn(2), [(3, 8, 20, 30), (8,), (8,)], mean=-5.0, path="grouped",
          channels_last=True),
     Case("gn-nhwc-fused", "native_group_norm", gn(2), [(2, 64, 5, 7), (64,), (64,)], path="fused",
          channels_last=True),
-    Case("gn-nhwc-3d", "native_group_norm", gn(3, affine=False), [(2, 12, 4, 5, 3)], path="split",
+    Case("gn-nhwc-3d", "native_group_norm", gn(3, affine=False), [(2, 12, 4, 5, 3)], path="grouped",
          channels_last=True),
+    Case("gn-nhwc-3d-split", "native_group_norm", gn(3, affine=False), [(2, 12, 4, 5, 3)], path="split",
+         channels_last=True, env=GROUPED_OFF),
     Case("gn-nhwc-f16", "native_group_norm", gn(2), [(2, 16, 9, 9), (16,), (16,)], [F16, F16, F16], tol=2e-3,
+         path="grouped", channels_last=True),
+    # a row of 40 vectors: 6 rows a block, 16 threads idle
+    Case("gn-nhwc-wide", "native_group_norm", gn(5), [(2, 160, 24, 24), (160,), (160,)], mean=3.0, path="grouped",
+         channels_last=True),
+    # 1024 channels: tiles of whole groups (2 of 512 channels at VEC 4)
+    Case("gn-nhwc-tiles", "native_group_norm", gn(16, eps=1e-3), [(2, 1024, 20, 20), (1024,), (1024,)],
+         path="grouped", channels_last=True),
+    # 3 channels a group: one element a thread
+    Case("gn-nhwc-odd", "native_group_norm", gn(4), [(2, 12, 30, 40), (12,), (12,)], mean=1.0, path="grouped",
          channels_last=True),
 ]
 # Large mean, small spread: the shifted statistics keep the spread; compared with fp64 below.
@@ -250,6 +267,13 @@ def _emit(case: Case, name: str) -> tuple[kernels.Kernel, list[graph.Node], list
     return kernel, g, tensors
 
 
+def _emit_in_env(case: Case, name: str) -> tuple[kernels.Kernel, list[graph.Node], list[torch.Tensor]]:
+    with pytest.MonkeyPatch.context() as env:
+        for k, v in case.env.items():
+            env.setenv(k, v)
+        return _emit(case, name)
+
+
 def _build(sources: list[str]) -> runtime.Library:
     path = Path(runtime.cache_dir().parent / "norm_test.cu")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -309,7 +333,7 @@ def host_lib(tmp_path_factory) -> tuple[runtime.Library, list]:
     mp.setenv("STITCHCUDA_CACHE", str(tmp_path_factory.mktemp("cache")))
     mp.setenv("STITCHCUDA_ARCH", "sm_90")
     try:
-        emitted = [_emit(c, f"k{i}") for i, c in enumerate(CASES + HARD)]
+        emitted = [_emit_in_env(c, f"k{i}") for i, c in enumerate(CASES + HARD)]
         lib = _build([k.source for k, _, _ in emitted])
     finally:
         mp.undo()
@@ -435,7 +459,7 @@ GPU_CASES = [c for c in CASES + HARD if c.path or c.id.startswith("hard")] + [
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_matches_torch() -> None:
-    emitted = [_emit(c, f"g{i}") for i, c in enumerate(GPU_CASES)]
+    emitted = [_emit_in_env(c, f"g{i}") for i, c in enumerate(GPU_CASES)]
     lib = _build([k.source for k, _, _ in emitted])
     for case, (kernel, g, tensors) in zip(GPU_CASES, emitted, strict=True):
         assert not case.path or f"({case.path}" in kernel.ops[0], kernel.ops

@@ -1,4 +1,4 @@
-"""Layer, group, batch (instance) and RMS norm: one description, four kernel shapes.
+"""Layer, group, batch (instance) and RMS norm: one description, five kernel shapes.
 
 Every op is described the same way (`_Norm`): R rows of statistics, each of COUNT elements laid
 out in runs of S contiguous elements SEG_STRIDE apart (one run for layer/group norm, N runs for
@@ -13,6 +13,11 @@ batch norm over [N, C, S]), plus the index of an element's weight and bias. From
 - column: batch norm over [N, C] (S == 1): a block reads 32*VEC adjacent channels down a slice of
   the rows (coalesced), Welford per column; then the same merge and an elementwise pass.
 - eval: batch norm with the running statistics: per-channel scale from them, then elementwise.
+- grouped: group norm over channels-last storage [N, spatial, C] too long for the fused shape: a
+  block reads whole rows of channels down a slice of one sample's rows (a thread VEC channels of
+  one group), merges its threads' statistics per group into per-(row, slice) partials for the
+  split shape's merge, then an elementwise pass in storage order (STITCHCUDA_GROUP_NORM_ROWS=0:
+  the split shape over runs of a group's channels, C apart).
 
 Statistics are of x - K, K being the row's first element: the mean of a row with a huge mean and a
 tiny spread then comes out rounded once (K + mean of the small differences), and the variance never
@@ -247,6 +252,7 @@ _FUSED = cuda_text.load("norm_fused.cuh")
 _SPLIT = cuda_text.load("norm_split.cuh")
 _COLUMN = cuda_text.load("norm_column.cuh")
 _EVAL = cuda_text.load("norm_eval.cuh")
+_GROUPED = cuda_text.load("norm_grouped.cuh")
 _LAUNCH = cuda_text.load("norm_launch.cuh")
 
 
@@ -261,6 +267,24 @@ VEC_PROLOGUE_ENV = "STITCHCUDA_VEC_PROLOGUE"
 
 def vec_prologues_on() -> bool:
     return os.environ.get(VEC_PROLOGUE_ENV, "1") != "0"
+
+
+# "0": group norm over channels-last storage takes the split shape (runs of a group's channels, C
+# apart) instead of the grouped one (whole rows of channels a warp). Only planned where
+# planner._TAIL_GROUP_NORM_ENV puts group norm in a convolution's channels-last tail.
+GROUPED_ENV = "STITCHCUDA_GROUP_NORM_ROWS"
+
+
+def _grouped_threads(channels: int, per: int, vec: int) -> int | None:
+    """Threads across one row of `channels` in vectors of `vec` for the grouped shape: the whole row
+    where it leaves at least two rows a block, else a multiple of a group's vectors (a tile of whole
+    groups); None where a group alone is wider than a block."""
+    cv, gv = channels // vec, per // vec
+    if cv <= THREADS // 2:
+        return cv
+    if gv > THREADS // 2:
+        return None
+    return (THREADS // 2) // gv * gv
 
 
 def _pow2_at_least(n: int) -> int:
@@ -294,6 +318,11 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         tpr = min(FUSED_TPR, max(4, _pow2_at_least(-(-nvec // 4))))
         fits = nvec <= tpr * FUSED_ITEMS and (n.seg >= 32 or not segmented)
         shape = "fused" if fits and (n.rows >= 2 * sms or nvec <= 1024) else "split"
+    if shape == "split" and n.row_group > 0 and os.environ.get(GROUPED_ENV, "1") != "0":
+        channels, per = n.seg_stride, n.seg
+        v = vmax if per % vmax == 0 and channels % vmax == 0 and x.offset % vmax == 0 else 1
+        if _grouped_threads(channels, per, v) is not None and _grouped_threads(channels, per, 1) is not None:
+            shape, vmax = "grouped", v
     if shape in ("eval", "column"):
         ok = numel % vmax == 0 and (n.seg % vmax == 0 or (n.seg == 1 and n.rows % vmax == 0))
     else:
@@ -310,7 +339,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     # never written and read back. Unmeasured on a GPU as of 5dfc213+; STITCHCUDA_VEC_PROLOGUE=0 is
     # the behaviour before it.
     vec_pro = ctx.prologue is not None and ctx.prologue.vectorised and vec_prologues_on()
-    takes_prologue = ctx.prologue is not None and ctx.prologue.node == x.name and (shape != "split" or vec_pro)
+    takes_prologue = ctx.prologue is not None and ctx.prologue.node == x.name and (
+        shape not in ("split", "grouped") or vec_pro)
     if takes_prologue and not vec_pro:
         # A loader computing elements one by one: with VEC consecutive elements per thread, a warp's
         # loads would be VEC apart; one element per thread keeps them adjacent (coalesced).
@@ -333,6 +363,17 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         body = Template(_SPLIT).substitute(CH=ch)
         scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
         note = f"split, {parts} chunks/row"
+    elif shape == "grouped":
+        # (both widths were checked when the shape was chosen; vmax may have fallen to 1 since)
+        tcv, tc1 = _grouped_threads(n.seg_stride, n.seg, vmax), _grouped_threads(n.seg_stride, n.seg, 1)
+        assert tcv is not None and tc1 is not None
+        samples, hw = n.rows // n.row_group, n.count // n.seg
+        tiles = -(-n.seg_stride // (tcv * vmax))
+        # Slices of each sample's rows: enough blocks to fill the SMs, at least 4 rows a thread.
+        parts = max(1, min(-(-8 * sms // (tiles * samples)), -(-hw // (4 * (THREADS // tcv)))))
+        body = Template(_GROUPED).substitute(PS=parts, TCV=tcv, TC1=tc1)
+        scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
+        note = f"grouped, {parts} slices/sample"
     elif shape == "column":
         tiles = -(-n.rows // (32 * vmax))
         parts = max(1, min(-(-8 * sms // tiles), n.count // (4 * COL_WARPS)))
@@ -345,7 +386,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         body = _EVAL
         scratch = [("float32", 2 * n.rows)]
         note = "eval"
-    if numel >= 2**31 * THREADS or (shape == "split" and n.rows * parts >= 2**31):
+    if numel >= 2**31 * THREADS or (shape in ("split", "grouped") and n.rows * parts >= 2**31):
         raise NotSupported(f"{n.op}: too many blocks for one launch")
 
     # A prologue: x's pointwise ops computed as read (rounded as storing x would round them), from
