@@ -119,6 +119,38 @@ def test_the_epilogue_can_be_turned_off(monkeypatch, module, inputs):
     assert "epilogue" not in p.groups[0].note
 
 
+class ChannelsBiasSigmoid(nn.Module):
+    """Softmax over channels read only by pointwise work (level 2's 91): split into a logsumexp and
+    a pointwise pass by default; kept whole, with the chain as its epilogue, under SOFTMAX_WHOLE."""
+
+    def __init__(self, channels=6):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+
+    def forward(self, x):
+        return torch.sigmoid((torch.softmax(x, dim=1) + self.bias) * 2.0)
+
+
+def test_a_softmax_read_by_pointwise_work_is_split_unless_kept_whole(monkeypatch):
+    module, inputs = ChannelsBiasSigmoid(), [torch.randn(2, 6, 5, 7)]
+    split = _plan(module, inputs)
+    assert any("logsumexp" in g.note for g in split.groups), [g.note for g in split.groups]
+    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, "1")
+    whole = _plan(module, inputs)
+    (sm,) = [g for g in whole.groups if g.kind == "kernel"]
+    assert "logsumexp" not in sm.note and "epilogue" in sm.note, sm.note
+    assert not [g for g in whole.groups if g.kind == "pointwise"], [g.note for g in whole.groups]
+
+
+@needs_nvcc
+def test_a_softmax_kept_whole_matches_the_reference_on_cpu(monkeypatch, tmp_path):
+    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, "1")
+    module, inputs = ChannelsBiasSigmoid(), [torch.randn(2, 6, 5, 7)]
+    new, _ = load_model_new(builtin_candidate(module, inputs), module, tmp_path)
+    for x in (inputs[0], inputs[0] * 4.0):
+        torch.testing.assert_close(new(x), module(x), rtol=1e-4, atol=1e-4)
+
+
 class Returned(nn.Module):
     """The softmax is returned too: it is stored, and the chain after it runs on its own."""
 

@@ -578,12 +578,22 @@ def _builders(name: str, nodes: dict[str, Node]) -> list[str]:
     return out
 
 
+# "1": no softmax is split (split_softmax leaves the graph as it is); one read only by pointwise
+# work then keeps its own kernel, which takes that work as an epilogue (_take_epilogues): one read
+# of x and one write, where the split reads x twice (level 2's 91 at 64bf6cb: logsumexp 0.61 ms +
+# the pointwise pass 0.56 against torch.compile's one online-softmax kernel, 0.98). Off until an
+# A/B on a GPU decides: where the chain is not taken as an epilogue, the softmax is stored and read.
+SOFTMAX_WHOLE_ENV = "STITCHCUDA_SOFTMAX_WHOLE"
+
+
 def split_softmax(graph: list[Node]) -> list[Node]:
     """softmax(x) -> exp(x - logsumexp(x)) and log_softmax(x) -> x - logsumexp(x), where every
     reader of the result is pointwise: a reduction kernel writes one value per row, and the
     pointwise kernel that follows computes the softmax as part of its own chain. The softmax is
     then never stored and read back (compile fuses the same way); x is read twice, as a two-pass
     softmax reads it. fp32 only: a half-precision logsumexp would round before the exp."""
+    if os.environ.get(SOFTMAX_WHOLE_ENV) == "1":
+        return graph
     readers = _readers(graph)
     taken = {n["name"] for n in graph}
     out: list[Node] = []
