@@ -14,6 +14,7 @@ from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model
 from test_emit_conv import cudnn_include
 
 from stitchcuda.agents import graph
+from stitchcuda.agents.coder import emit_norm
 from stitchcuda.agents.coder.reference_math import render_reference
 from stitchcuda.agents.plan import planner
 
@@ -235,14 +236,16 @@ TAKEN = [
     (AvgPool3dTail, [torch.randn(2, 3, 3, 4, 3)]),
     (PooledTimesUnpooled, [torch.randn(2, 3, 9, 10)]),
     (PooledFirstTimesUnpooled, [torch.randn(2, 3, 9, 10)]),
+    # The grouped norm shape reads whole rows of channels: short groups, and an instance norm (one
+    # channel a group, planner.instance_norm_as_group_norm), join the tail.
+    (NarrowGroups, [torch.randn(2, 3, 10, 12)]),
+    (InstanceNormed, [torch.randn(2, 3, 10, 12)]),
 ]
 REDUCED = (MinOverChannels, SpatialMean)  # the result leaves the channels-last storage reduced
 LEFT = [
     (MinOverWidth, [torch.randn(2, 3, 10, 12)]),
     (Residual, [torch.randn(2, 4, 6, 6)]),
     (Flattened, [torch.randn(2, 3, 10, 12)]),
-    (NarrowGroups, [torch.randn(2, 3, 10, 12)]),
-    (InstanceNormed, [torch.randn(2, 3, 10, 12)]),
     (PoolIndicesReturned, [torch.randn(2, 3, 10, 12)]),
 ]
 _ids = itertools.count()
@@ -287,6 +290,25 @@ def test_a_conv_with_any_other_reader_stays_nchw(make, inputs):
     assert plan.supported, plan.unsupported
     assert not _conv(plan)["args"].get("channels_last")
     assert not any("channels-last result" in g.note for g in plan.groups)
+
+
+@pytest.mark.parametrize("make", [NarrowGroups, InstanceNormed])
+def test_without_the_grouped_shape_short_groups_and_instance_norms_stay_nchw(monkeypatch, make):
+    monkeypatch.setenv(emit_norm.GROUPED_ENV, "0")
+    plan = planner.plan_graph(graph.trace_module(make(), [torch.randn(2, 3, 10, 12)]))
+    assert plan.supported, plan.unsupported
+    assert not _conv(plan)["args"].get("channels_last")
+    if make is InstanceNormed:  # and the instance norm stays the traced batch norm of a view
+        assert not any(n["op"] == "native_group_norm" for n in plan.graph)
+
+
+def test_an_instance_norm_becomes_a_group_norm_of_one_channel_a_group():
+    plan = planner.plan_graph(graph.trace_module(InstanceNormed(), [torch.randn(2, 3, 10, 12)]))
+    (gn,) = [n for n in plan.graph if n["op"] == "native_group_norm"]
+    assert gn["args"]["group"] == gn["args"]["C"] == 8 and gn["args"]["HxW"] == 8 * 10
+    assert not any(n["op"] == "native_batch_norm" for n in plan.graph)
+    (norm,) = [g for g in plan.groups if g.kind == "kernel" and "norm" in g.note]
+    assert "(grouped" in norm.note and "channels-last" in norm.note, norm.note
 
 
 def test_planning_leaves_the_traced_graph_as_traced():

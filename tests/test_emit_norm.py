@@ -202,6 +202,9 @@ CASES += [
     # 1024 channels: tiles of whole groups (2 of 512 channels at VEC 4)
     Case("gn-nhwc-tiles", "native_group_norm", gn(16, eps=1e-3), [(2, 1024, 20, 20), (1024,), (1024,)],
          path="grouped", channels_last=True),
+    # one channel a group (an instance norm, planner.instance_norm_as_group_norm): a column per row
+    Case("gn-nhwc-instance", "native_group_norm", gn(12, affine=False), [(3, 12, 30, 40)], mean=2.0,
+         path="grouped", channels_last=True),
     # 3 channels a group: one element a thread
     Case("gn-nhwc-odd", "native_group_norm", gn(4), [(2, 12, 30, 40), (12,), (12,)], mean=1.0, path="grouped",
          channels_last=True),

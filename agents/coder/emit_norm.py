@@ -152,7 +152,7 @@ def _group_norm(ctx: EmitContext) -> Kernel:
     if n * c * hw != x.numel or groups <= 0 or c % groups or len(x.shape) < 2 or lead != (n, c):
         raise NotSupported(f"group norm N={n} C={c} HxW={hw} group={groups} on {list(x.shape)}")
     per = c // groups
-    if last and per == 1:
+    if last and per == 1 and not grouped_rows_on():
         raise NotSupported("channels-last group norm of one channel per group (a column per row)")
     # Channels-last storage (planner.channels_last_convs): row (n, g) is hw runs of its `per`
     # adjacent channels, C apart; its weights follow the element within the run.
@@ -275,6 +275,10 @@ def vec_prologues_on() -> bool:
 GROUPED_ENV = "STITCHCUDA_GROUP_NORM_ROWS"
 
 
+def grouped_rows_on() -> bool:
+    return os.environ.get(GROUPED_ENV, "1") != "0"
+
+
 def _grouped_threads(channels: int, per: int, vec: int) -> int | None:
     """Threads across one row of `channels` in vectors of `vec` for the grouped shape: the whole row
     where it leaves at least two rows a block, else a multiple of a group's vectors (a tile of whole
@@ -318,7 +322,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         tpr = min(FUSED_TPR, max(4, _pow2_at_least(-(-nvec // 4))))
         fits = nvec <= tpr * FUSED_ITEMS and (n.seg >= 32 or not segmented)
         shape = "fused" if fits and (n.rows >= 2 * sms or nvec <= 1024) else "split"
-    if shape == "split" and n.row_group > 0 and os.environ.get(GROUPED_ENV, "1") != "0":
+    # (One channel a group reads as a column to the test above: the grouped shape takes it.)
+    if shape in ("split", "column") and n.row_group > 0 and grouped_rows_on():
         channels, per = n.seg_stride, n.seg
         v = vmax if per % vmax == 0 and channels % vmax == 0 and x.offset % vmax == 0 else 1
         if _grouped_threads(channels, per, v) is not None and _grouped_threads(channels, per, 1) is not None:

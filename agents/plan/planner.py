@@ -78,7 +78,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph))))
     if channels_last:
-        graph = channels_last_convs(graph)
+        graph = channels_last_convs(instance_norm_as_group_norm(graph))
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
@@ -630,6 +630,73 @@ def split_softmax(graph: list[Node]) -> list[Node]:
     return out
 
 
+def instance_norm_as_group_norm(graph: list[Node]) -> list[Node]:
+    """An instance norm as PyTorch traces it (x [N, C, *S] viewed [1, N*C, *S], a training batch
+    norm without weights or running statistics, its result viewed back) becomes the group norm of
+    x with one channel a group: the same statistics per (sample, channel), the same biased
+    variance and eps, and a node channels_last_convs can keep in a convolution's channels-last
+    tail (where the view would stop it). Only with group norm in tails (_TAIL_GROUP_NORM_ENV) and
+    emit_norm's grouped shape on: it exists for that tail. Not where the statistics are read or the
+    normalised [1, N*C, *S] tensor has another reader."""
+    from stitchcuda.agents.coder.emit_norm import grouped_rows_on
+
+    if os.environ.get(_TAIL_GROUP_NORM_ENV) != "1" or not grouped_rows_on():
+        return graph
+    readers = _readers(graph)
+    nodes = by_name(graph)
+    renamed: dict[str, str] = {}
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for bn in graph:
+        a = bn.get("args", {})
+        if bn["op"] != "native_batch_norm" or a.get("training") is not True or any(
+                a.get(k) is not None for k in ("weight", "bias", "running_mean", "running_var")):
+            continue
+        v = nodes.get(ref_name(a.get("input")) or "")
+        x = nodes.get(ref_name(v["args"].get("self")) or "") if v and v["op"] == "view" else None
+        if v is None or x is None or len(readers.get(v["name"], [])) != 1 or not x.get("shape") \
+                or len(x["shape"]) < 3 or not is_contiguous(x) or not is_contiguous(v):
+            continue
+        n, c, spatial = x["shape"][0], x["shape"][1], list(x["shape"][2:])
+        if list(v["shape"]) != [1, n * c, *spatial]:
+            continue
+        picks_ = readers.get(bn["name"], [])
+        if any(p["op"] != "getitem" for p in picks_):
+            continue
+        ys = [p for p in picks_ if p["args"].get("index") == 0]
+        if len(ys) != 1 or any(readers.get(p["name"]) for p in picks_ if p["args"].get("index") != 0):
+            continue
+        y = ys[0]
+        backs = readers.get(y["name"], [])
+        if not backs or any(b["op"] != "view" or list(b["shape"]) != list(x["shape"]) or not is_contiguous(b)
+                            for b in backs):
+            continue
+        hw = math.prod(spatial)
+        stat = {"shape": [n, c], "dtype": x["dtype"], "stride": [c, 1], "offset": 0}
+        replaced[bn["name"]] = {
+            "name": bn["name"], "op": "native_group_norm", "target": "aten.native_group_norm.default",
+            "args": {"input": ref(x["name"]), "weight": None, "bias": None, "N": n, "C": c, "HxW": hw, "group": c,
+                     "eps": a.get("eps", 1e-5)},
+            "view": False, "shape": None,
+            "outputs": [{"shape": list(x["shape"]), "dtype": x["dtype"], "stride": contiguous_strides(x["shape"]),
+                         "offset": 0}, stat, dict(stat)]}
+        replaced[y["name"]] = {**y, "shape": list(x["shape"]), "stride": contiguous_strides(x["shape"]), "offset": 0}
+        for p in picks_:
+            if p is not y:
+                replaced[p["name"]] = {**p, **stat}
+        dropped |= {v["name"], *(b["name"] for b in backs)}
+        renamed |= {b["name"]: y["name"] for b in backs}
+    if not replaced:
+        return graph
+    out = []
+    for node in graph:
+        if node["name"] in dropped:
+            continue
+        node = replaced.get(node["name"], node)
+        out.append({**node, "args": _rename_refs(node.get("args", {}), renamed)} if renamed else node)
+    return out
+
+
 def drop_normalised_conv_bias(graph: list[Node]) -> list[Node]:
     """convolution(x, w, b) -> convolution(x, w, None) where every reader normalises it with
     statistics of its own input (batch norm in training mode without running statistics: an
@@ -901,6 +968,8 @@ def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[
     """Where `user` is a batch or group norm of `name` (N, C, spatial...) that channels-last
     storage serves as well: the getitems of its normalised result (the statistics' getitems keep
     their shapes, [C] or [N, groups], in either layout); else None."""
+    from stitchcuda.agents.coder.emit_norm import grouped_rows_on
+
     a = user.get("args", {})
     norms = _TAIL_NORMS | ({"native_group_norm"} if os.environ.get(_TAIL_GROUP_NORM_ENV) == "1" else set())
     if user["op"] not in norms or ref_name(a.get("input")) != name:
@@ -916,7 +985,7 @@ def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[
         groups, dtype = a.get("group"), nodes[name].get("dtype")
         if a.get("N") != shape[0] or a.get("C") != shape[1] or type(groups) is not int or groups <= 0 \
                 or shape[1] % groups or dtype not in codegen.ITEM_SIZE \
-                or shape[1] // groups * codegen.ITEM_SIZE[dtype] < _MIN_GROUP_RUN_BYTES:
+                or (shape[1] // groups * codegen.ITEM_SIZE[dtype] < _MIN_GROUP_RUN_BYTES and not grouped_rows_on()):
             return None
     picks = readers.get(user["name"], [])
     if any(r["op"] != "getitem" for r in picks):
