@@ -145,6 +145,22 @@ LEAD_FACTOR = 4.0
 MAX_LEAD_MS = 50.0
 
 
+def _spin_cycles_per_ms(start: Any, end: Any) -> float:
+    """Clock cycles per millisecond of the spin kernel: measured, not the device's nominal clock
+    (boost varies), and the fastest of three, so a clock still rising from idle cannot make a lead
+    fall short."""
+    assert _gpu_sleep is not None
+    cycles_per_ms = 0.0
+    for _ in range(3):
+        _synchronize()
+        _record(start)
+        _gpu_sleep(1_000_000)
+        _record(end)
+        _synchronize()
+        cycles_per_ms = max(cycles_per_ms, 1_000_000 / max(_elapsed(start, end), 1e-3))
+    return cycles_per_ms
+
+
 def time_gpu_ahead(
     fn: Callable[[list[Any]], Any],
     args: list[Any],
@@ -167,16 +183,7 @@ def time_gpu_ahead(
     device = torch.device("cuda", torch.cuda.current_device())
     flusher = flusher or L2Flusher(device)
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    # Clock cycles per millisecond of spin: measured, not the device's nominal clock (boost varies),
-    # and the fastest of three, so a clock still rising from idle cannot make the lead fall short.
-    cycles_per_ms = 0.0
-    for _ in range(3):
-        _synchronize()
-        _record(start)
-        _gpu_sleep(1_000_000)
-        _record(end)
-        _synchronize()
-        cycles_per_ms = max(cycles_per_ms, 1_000_000 / max(_elapsed(start, end), 1e-3))
+    cycles_per_ms = _spin_cycles_per_ms(start, end)
     host_ms = []
     for _ in range(3):
         if before is not None:
@@ -274,14 +281,7 @@ def loop_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = LOO
     run(0)  # warm
     plain = [run(0) for _ in range(rounds)]
     out = {"loop_forward": round(_median(t for t, _ in plain) * 1e3, 2)}
-    cycles_per_ms = 0.0
-    for _ in range(3):  # as time_gpu_ahead: the fastest of three, so the lead never falls short
-        _synchronize()
-        _record(start)
-        _gpu_sleep(1_000_000)
-        _record(end)
-        _synchronize()
-        cycles_per_ms = max(cycles_per_ms, 1_000_000 / max(_elapsed(start, end), 1e-3))
+    cycles_per_ms = _spin_cycles_per_ms(start, end)
     lead_ms = max(MIN_LEAD_MS, LEAD_FACTOR * _median(h for _, h in plain))
     if lead_ms > MAX_LEAD_MS:
         return out
