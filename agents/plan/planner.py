@@ -954,8 +954,9 @@ _TAIL_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_n
                "_native_batch_norm_legit_no_training"}
 # With it: planner.channels_last_convs plans group norm into the tail (tests and measurements). Since
 # 2026-11-27 such a group norm takes emit_norm's grouped shape (whole rows of channels a warp), which
-# no GPU has measured yet: the next A/B (this flag on and off, level 2's 85, 92, 21, 19, 27, 60, 61,
-# 11) decides the default. At 64bf6cb the NCHW convolution these problems keep took 0.66 ms on 85
+# no GPU has measured yet, and instance norms join as group norms of one channel a group
+# (instance_norm_as_group_norm): the next A/B (this flag on and off: level 2's 11, 17, 19, 21, 23, 27,
+# 28, 60, 61, 79, 85, 92 change plans) decides the default. At 64bf6cb the NCHW convolution these problems keep took 0.66 ms on 85
 # against 0.37 for its channels-last plan (bench/results/2026-11-27-h200x2-level2-level3-64bf6cb.md).
 _TAIL_GROUP_NORM_ENV = "STITCHCUDA_CHANNELS_LAST_GROUP_NORM"
 # Group norm reads each row in runs of its group's channels: shorter runs than this many bytes
