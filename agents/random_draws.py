@@ -6,6 +6,12 @@ the draw stays PyTorch's: the node becomes an input of kind "draw", which ModelN
 same call at the traced shape, in trace order, on the inputs' device, before the kernels run. The
 generator's stream is then the reference's (the Verifier seeds both alike), and the kernels do the
 arithmetic. Draws that take a generator, or whose shape is not fixed by the trace, stay unsupported.
+
+A training-mode dropout traces as bernoulli(keep) over an expanded empty tensor, but eager PyTorch
+draws its mask inside aten.native_dropout (on CUDA a fused Philox kernel whose stream is not
+bernoulli_'s): the mask is drawn the same way, as native_dropout's mask of a tensor of ones of the
+same shape (its draws depend on the shape and the generator, never on the values), and the kernels
+apply it. The Verifier's checks accept native_dropout only over ones (torch_ops.DROPOUT_MASK).
 """
 
 from __future__ import annotations
@@ -36,8 +42,16 @@ def draws_as_inputs(graph: Sequence[Node]) -> list[Node]:
 
 
 def _draw_call(node: Node) -> dict[str, Any] | None:
-    fn = DRAWS.get(node["op"])
     args = node.get("args") or {}
+    if node["op"] == "bernoulli" and node.get("target") == "aten.bernoulli.p":
+        keep = args.get("p")
+        if not isinstance(keep, float | int) or not 0.0 < keep < 1.0 or args.get("generator") is not None \
+                or node.get("shape") is None or not node["dtype"].startswith(("float", "bfloat")):
+            return None
+        # The dropout probability whose 1 - p is `keep` exactly, as native_dropout computes it.
+        p = float(f"{1.0 - keep:.15g}")
+        return {"fn": "dropout_mask", "p": p if 1.0 - p == keep else 1.0 - float(keep)}
+    fn = DRAWS.get(node["op"])
     if fn is None or node.get("shape") is None or args.get("generator") is not None:
         return None
     if node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
@@ -57,6 +71,9 @@ def render(node: Node, device: str) -> str:
     """The call ModelNew makes for a draw input: the traced shape and dtype, on `device`."""
     call = node["draw"]
     shape = tuple(node["shape"])
+    if call["fn"] == "dropout_mask":
+        ones = f"torch.ones({shape!r}, dtype=torch.{node['dtype']}, device={device})"
+        return f"torch.ops.aten.native_dropout({ones}, {call['p']!r}, True)[1].to(torch.{node['dtype']})"
     bounds = f"{call['low']}, {call['high']}, " if call["fn"] == "randint" else ""
     return f"torch.{call['fn']}({bounds}{shape!r}, dtype=torch.{node['dtype']}, device={device})"
 

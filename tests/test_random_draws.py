@@ -71,3 +71,85 @@ def test_the_verifier_seeds_both_sides_alike(tmp_path, isolated_cache):
     assert not good.hack_findings
     bad = verify(hack_task("ref_noisy"), hack_candidate("hack_noise_as_output"), tmp_path / "bad", opts)
     assert bad.status == "incorrect" and not bad.correct, bad.message
+
+
+DROPOUT_REF = '''"""Reference: training-mode dropout between an affine map and a softmax (as level 2's 66)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, p: float = 0.2):
+        super().__init__()
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        return torch.softmax(self.dropout(x * 2.0 + 1.0), dim=1)
+
+
+def get_inputs():
+    return [torch.randn(16, 40)]
+
+
+def get_init_inputs():
+    return [0.2]
+'''
+
+
+def _dropout_module():
+    namespace: dict = {}
+    exec(compile(DROPOUT_REF, "dropout_ref", "exec"), namespace)  # noqa: S102 - the test's own reference text
+    return namespace["Model"](0.2)
+
+
+def test_a_dropout_mask_becomes_a_draw_of_eager_dropouts_own_mask():
+    nodes = draws_as_inputs(graph.trace_module(_dropout_module(), [torch.randn(16, 40)]))
+    (mask,) = [n for n in nodes if n.get("kind") == "draw"]
+    assert mask["draw"] == {"fn": "dropout_mask", "p": 0.2}
+    plan = planner.plan_graph(graph.trace_module(_dropout_module(), [torch.randn(16, 40)]))
+    assert plan.supported, plan.unsupported
+
+
+def test_native_dropout_over_ones_is_a_draw_and_over_anything_else_compute():
+    from stitchcuda.agents.verify.dynamic_check import OpRecorder, torch_compute_finding
+    from stitchcuda.agents.verify.static_check import check_source
+
+    x = torch.randn(4, 8)
+    with OpRecorder() as rec:
+        torch.ops.aten.native_dropout(torch.ones(4, 8), 0.2, True)
+    assert torch_compute_finding(rec.ops) is None, rec.ops
+    with OpRecorder() as rec:
+        torch.ops.aten.native_dropout(x, 0.2, True)
+    assert torch_compute_finding(rec.ops) is not None
+    head = "import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+    mask = "        m = torch.ops.aten.native_dropout(torch.ones((4, 8), dtype=torch.float32), 0.2, True)[1]\n"
+    assert check_source(head + mask + "        return m\n") == []
+    direct = "        return torch.ops.aten.native_dropout(x, 0.2, True)[0]\n"
+    assert "torch-compute-in-forward" in {f.code for f in check_source(head + direct)}
+
+
+@needs_nvcc
+def test_the_candidate_draws_the_mask_the_reference_draws(tmp_path, isolated_cache):
+    """Eager dropout draws its mask inside native_dropout; the candidate draws the same one (on
+    CPU tensors here, through the host entries), so its kernels compute what the reference does;
+    and neither hack check takes the draw for PyTorch compute."""
+    module = _dropout_module()
+    x = torch.randn(16, 40)
+    cand = builtin_candidate(module, [x])
+    assert "torch.ops.aten.native_dropout(torch.ones((16, 40)" in cand.files["model_new.py"]
+    new, _ = load_model_new(cand, module, tmp_path / "load")
+    torch.manual_seed(5)
+    got = new(x)
+    torch.manual_seed(5)
+    torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-6)
+    torch.manual_seed(6)
+    assert not torch.allclose(new(x), got)  # another mask: none is baked in
+    # Neither hack check takes the draw for PyTorch compute: the source, and the ops its forward runs.
+    from stitchcuda.agents.verify.dynamic_check import OpRecorder, torch_compute_finding
+    from stitchcuda.agents.verify.static_check import check_source
+
+    assert not [f for f in check_source(cand.files["model_new.py"]) if f.code == "torch-compute-in-forward"]
+    with OpRecorder() as rec:
+        new(x)
+    assert "native_dropout(ones)" in rec.ops and torch_compute_finding(rec.ops) is None, rec.ops

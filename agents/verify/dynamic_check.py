@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from stitchcuda.agents.verify.torch_ops import is_compute_aten
+from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK, is_compute_aten
 from stitchcuda.types import Finding
 
 
@@ -45,6 +45,8 @@ class OpRecorder(TorchDispatchMode):
             self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
+        if name == "native_dropout" and _all_ones(args[0] if args else kwargs.get("input")):
+            name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
         self.ops[name] += 1
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
@@ -54,6 +56,11 @@ class OpRecorder(TorchDispatchMode):
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+
+def _all_ones(t: Any) -> bool:
+    """Whether `t` is a tensor holding only ones (this mode is off while its own ops run)."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and bool((t == 1).all())
 
 
 _HOST_READ_OPS = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "_local_scalar_dense"})

@@ -123,6 +123,16 @@ def _collect(tree: ast.Module) -> _Module:
     return mod
 
 
+def _draws_a_dropout_mask(origin: str, call: ast.Call, mod: _Module) -> bool:
+    """`torch.ops.aten.native_dropout(torch.ones(...), ...)`: a dropout mask drawn as eager dropout
+    draws it (agents/random_draws.py), not dropout of anything the forward computes. The dynamic
+    check holds it to the same at run time (a tensor of ones, torch_ops.DROPOUT_MASK)."""
+    if origin not in ("torch.ops.aten.native_dropout", "torch.ops.aten.native_dropout.default") or not call.args:
+        return False
+    first = call.args[0]
+    return isinstance(first, ast.Call) and _dotted(first.func, mod.aliases) == "torch.ones"
+
+
 def _self_attr(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
@@ -369,7 +379,8 @@ def _check_call(
     elif origin.startswith(
         ("torch.ops.aten.", "torch.ops.prims.", "torch._C.", "torch._refs.", "torch._prims.")
     ):
-        add("torch-compute-in-forward", f"{fname} calls {origin}", node)
+        if not _draws_a_dropout_mask(origin, node, mod):
+            add("torch-compute-in-forward", f"{fname} calls {origin}", node)
     elif origin.startswith("torch.nn.") and parts[-1][:1].isupper():
         add("torch-layer-in-forward", f"{fname} builds and runs {origin}", node)
     elif parts[0] == "torch" and len(parts) == 2 and parts[1] not in ALLOWED_TORCH_CALLS:

@@ -48,7 +48,13 @@ ALLOWED_ATEN = {
     "expand_copy", "view_copy", "permute_copy", "transpose_copy", "unsqueeze_copy", "squeeze_copy",
     "slice_copy", "select_copy", "detach_", "_pin_memory", "is_pinned", "equal_size",
     "randn", "rand", "randint", "normal_", "uniform_", "random_",  # draws, not arithmetic on inputs
+    "native_dropout(ones)",  # DROPOUT_MASK: a dropout mask drawn as eager dropout draws it
 }  # fmt: skip
+
+# aten.native_dropout over a tensor of ones: the mask of a training-mode dropout, drawn by the call
+# eager PyTorch draws it with (agents/random_draws.py); the recorder files it under this name. Over
+# anything else it is dropout computed by PyTorch, and counts as compute.
+DROPOUT_MASK = "native_dropout(ones)"
 
 # aten ops that define the tolerance class of a reference (see compare.tolerance_for).
 MATMUL_LIKE = {
