@@ -328,6 +328,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         v = vmax if per % vmax == 0 and channels % vmax == 0 and x.offset % vmax == 0 else 1
         if _grouped_threads(channels, per, v) is not None and _grouped_threads(channels, per, 1) is not None:
             shape, vmax = "grouped", v
+    if shape == "column" and n.row_group > 0:  # (the column kernel knows nothing of row groups)
+        raise NotSupported(f"{n.op}: one channel a group over channels-last storage without the grouped shape")
     if shape in ("eval", "column"):
         ok = numel % vmax == 0 and (n.seg % vmax == 0 or (n.seg == 1 and n.rows % vmax == 0))
     else:

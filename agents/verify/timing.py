@@ -260,13 +260,14 @@ def loop_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = LOO
         return {}
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
 
-    def run(lead_cycles: int) -> tuple[float, float]:
-        """(event ms per call, host ms for all the calls)"""
+    def run(lead_cycles: int | None) -> tuple[float, float]:
+        """(event ms per call, host ms for all the calls); queued behind a spin of `lead_cycles`,
+        or (None) behind one untimed call."""
         if before is not None:
             before()
         _synchronize()
-        if lead_cycles:
-            _gpu_sleep(lead_cycles)
+        if lead_cycles is not None:
+            _gpu_sleep(max(1, lead_cycles))
         else:
             fn(args)  # the GPU is busy from here on: the loop below never starts on an idle GPU
         _record(start)
@@ -278,8 +279,8 @@ def loop_us(fn: Callable[[list[Any]], Any], args: list[Any], *, calls: int = LOO
         _synchronize()
         return _elapsed(start, end) / calls, host
 
-    run(0)  # warm
-    plain = [run(0) for _ in range(rounds)]
+    run(None)  # warm
+    plain = [run(None) for _ in range(rounds)]
     out = {"loop_forward": round(_median(t for t, _ in plain) * 1e3, 2)}
     cycles_per_ms = _spin_cycles_per_ms(start, end)
     lead_ms = max(MIN_LEAD_MS, LEAD_FACTOR * _median(h for _, h in plain))

@@ -12,16 +12,14 @@ constexpr int64_t PS = ${PS}LL, P = PS, RCH = (HW + PS - 1) / PS;  // slices of 
 static_assert(C % PER == 0 && R % G == 0 && COUNT % PER == 0, "group norm rows");
 template <int VEC> SC_INLINE constexpr int tc() { return VEC == VMAX ? ${TCV} : ${TC1}; }
 template <int VEC> SC_INLINE constexpr int64_t tiles() { return (C + tc<VEC>() * VEC - 1) / (tc<VEC>() * VEC); }
-// Thread t's statistics in block (tile, n, ps), of values shifted by its group's K: (group, Welford).
+// Thread t's statistics in block (tile, n, ps), of values shifted by its group's K.
 template <int VEC>
-SC_INLINE sc_wf grouped_part(const Args& a, int64_t tile, int64_t n, int64_t ps, int t, int64_t* group) {
+SC_INLINE sc_wf grouped_part(const Args& a, int64_t tile, int64_t n, int64_t ps, int t) {
   constexpr int TC = tc<VEC>(), TR = THREADS / TC;
   const int64_t c0 = (tile * TC + t % TC) * VEC;
-  *group = -1;
   sc_wf acc = sc_wf_make(0.0f, 0.0f, 0.0f);
   if (t >= TC * TR || c0 >= C) return acc;
   const int64_t g = c0 / PER, r = n * G + g;
-  *group = g;
   const float K = sc_nx_at(a.x, addr(r, 0));
   const int64_t s1 = (ps + 1) * RCH < HW ? (ps + 1) * RCH : HW;
   for (int64_t s = ps * RCH + t / TC; s < s1; s += TR) {
@@ -33,12 +31,16 @@ SC_INLINE sc_wf grouped_part(const Args& a, int64_t tile, int64_t n, int64_t ps,
   }
   return acc;
 }
-// The block's partial of group g: its threads' statistics merged in thread order.
+// The block's partial of group g (in tile `tile`): its threads' statistics merged in thread order.
+// They are threads k * TC + col for rows k < TR and the group's PER / VEC columns.
 template <int VEC>
-SC_INLINE sc_wf grouped_merge(const sc_wf* w, const int64_t* group, int64_t g) {
+SC_INLINE sc_wf grouped_merge(const sc_wf* w, int64_t tile, int64_t g) {
+  constexpr int TC = tc<VEC>(), TR = THREADS / TC;
+  constexpr int64_t GV = PER / VEC;
+  const int64_t col0 = g * GV - tile * TC;
   sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-  for (int t = 0; t < THREADS; ++t)
-    if (group[t] == g) s = sc_wf_merge(s, w[t]);
+  for (int k = 0; k < TR; ++k)
+    for (int64_t col = col0; col < col0 + GV; ++col) s = sc_wf_merge(s, w[k * TC + col]);
   return s;
 }
 // Groups whose channels lie in tile `tile` (tiles hold whole groups: emit_norm checks it).
@@ -62,15 +64,12 @@ SC_INLINE void grouped_apply(const Args& a, int64_t i) {
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) grouped_stats_kernel(Args a) {
   __shared__ sc_wf sh[THREADS];
-  __shared__ int64_t grp[THREADS];
   const int64_t tile = blockIdx.x % tiles<VEC>(), rest = blockIdx.x / tiles<VEC>(), n = rest % NS, ps = rest / NS;
-  int64_t g = -1;
-  sh[threadIdx.x] = grouped_part<VEC>(a, tile, n, ps, threadIdx.x, &g);
-  grp[threadIdx.x] = g;
+  sh[threadIdx.x] = grouped_part<VEC>(a, tile, n, ps, threadIdx.x);
   __syncthreads();
   const int64_t g0 = first_group<VEC>(tile), g1 = end_group<VEC>(tile);
   for (int64_t j = g0 + threadIdx.x; j < g1; j += THREADS)
-    sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(sh, grp, j));
+    sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(sh, tile, j));
 }
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) grouped_apply_kernel(Args a) {
@@ -81,13 +80,12 @@ __global__ void __launch_bounds__(THREADS) grouped_apply_kernel(Args a) {
 #endif
 template <int VEC>
 static void run_host_vec(const Args& a) {
-  static sc_wf w[THREADS];
-  static int64_t grp[THREADS];
+  sc_wf w[THREADS];
   for (int64_t b = 0; b < tiles<VEC>() * NS * PS; ++b) {
     const int64_t tile = b % tiles<VEC>(), rest = b / tiles<VEC>(), n = rest % NS, ps = rest / NS;
-    for (int t = 0; t < THREADS; ++t) w[t] = grouped_part<VEC>(a, tile, n, ps, t, &grp[t]);
+    for (int t = 0; t < THREADS; ++t) w[t] = grouped_part<VEC>(a, tile, n, ps, t);
     for (int64_t j = first_group<VEC>(tile); j < end_group<VEC>(tile); ++j)
-      sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(w, grp, j));
+      sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(w, tile, j));
   }
   final_host(a, P);
   for (int64_t v = 0; v < NUMEL / VEC; ++v) grouped_apply<VEC>(a, v * VEC);
