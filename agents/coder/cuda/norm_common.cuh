@@ -75,6 +75,14 @@ static bool aligned(const Args& a, int vec) {
   const bool wb = RUN != 0 || ((!HAS_W || sc_aligned(a.w, vec)) && (!HAS_B || sc_aligned(a.b, vec)));
   return vec > 1 && sc_nx_aligned(a.x, vec) && sc_aligned(a.y, vec) && wb;
 }
+// acc merged with the VEC values of v less the row's shift K (the statistics passes' step).
+template <int VEC>
+SC_INLINE sc_wf shifted_merge(sc_wf acc, const sc_vec<XV, VEC>& v, float K) {
+  float d[VEC];
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) d[l] = sc_to_f(v.v[l]) - K;
+  return sc_wf_merge(acc, sc_wf_of<VEC>(d));
+}
 SC_INLINE float rstd_of(float mean, float m2) {
   const float var = m2 / COUNTF;
   return 1.0f / sqrtf((RMS ? var + mean * mean : var) + EPS);

@@ -22,13 +22,8 @@ SC_INLINE sc_wf grouped_part(const Args& a, int64_t tile, int64_t n, int64_t ps,
   const int64_t g = c0 / PER, r = n * G + g;
   const float K = sc_nx_at(a.x, addr(r, 0));
   const int64_t s1 = (ps + 1) * RCH < HW ? (ps + 1) * RCH : HW;
-  for (int64_t s = ps * RCH + t / TC; s < s1; s += TR) {
-    const sc_vec<XV, VEC> v = sc_nx_vec<VEC>(a.x, (n * HW + s) * C + c0);
-    float d[VEC];
-#pragma unroll
-    for (int l = 0; l < VEC; ++l) d[l] = sc_to_f(v.v[l]) - K;
-    acc = sc_wf_merge(acc, sc_wf_of<VEC>(d));
-  }
+  for (int64_t s = ps * RCH + t / TC; s < s1; s += TR)
+    acc = shifted_merge<VEC>(acc, sc_nx_vec<VEC>(a.x, (n * HW + s) * C + c0), K);
   return acc;
 }
 // The block's partial of group g (in tile `tile`): its threads' statistics merged in thread order.

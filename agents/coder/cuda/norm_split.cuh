@@ -10,13 +10,7 @@ SC_INLINE sc_wf part(const Args& a, int64_t r, int64_t p, int t, float K) {
 #pragma unroll 4
   for (int it = 0; it < (int)(CH / (THREADS * VEC)); ++it) {
     const int64_t k = begin + ((int64_t)it * THREADS + t) * VEC;
-    if (k < end) {
-      const sc_vec<XV, VEC> v = sc_nx_vec<VEC>(a.x, addr(r, k));
-      float d[VEC];
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) d[l] = sc_to_f(v.v[l]) - K;
-      acc = sc_wf_merge(acc, sc_wf_of<VEC>(d));
-    }
+    if (k < end) acc = shifted_merge<VEC>(acc, sc_nx_vec<VEC>(a.x, addr(r, k)), K);
   }
   return acc;
 }
