@@ -653,9 +653,15 @@ def test_training_batch_norm_keeps_its_kernel_and_conv_bias_folds_into_eval_bn()
 @pytest.mark.nvcc
 @needs_nvcc
 @pytest.mark.parametrize("scale", [1.0, 60.0], ids=["unit", "large"])
-def test_softmax_with_pointwise_readers_runs_in_their_kernel(tmp_path, scale):
+@pytest.mark.parametrize("whole", ["1", "0"], ids=["default", "split"])
+def test_softmax_with_pointwise_readers_runs_in_their_kernel(tmp_path, monkeypatch, scale, whole):
     """softmax/log_softmax read only by pointwise ops: a logsumexp kernel per row, then exp(x - lse)
-    inside the pointwise chain; never stored. Large inputs check the max shift inside logsumexp."""
+    inside the pointwise chain; never stored. Large inputs check the max shift inside logsumexp.
+    By default softmaxes are kept whole where they take their readers as an epilogue; here one
+    pointwise kernel reads both, so neither can, and plan_graph splits them as SOFTMAX_WHOLE=0 does."""
+    from stitchcuda.agents.plan import planner
+
+    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, whole)
     module = SoftmaxEpilogue()
     x, b = torch.randn(3, 7, 5, 9) * scale, torch.randn(7, 1, 1)
     plan = plan_of(module, [x, b])

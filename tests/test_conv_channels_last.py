@@ -23,9 +23,11 @@ pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 @pytest.fixture(autouse=True)
 def _group_norm_in_tails(monkeypatch):
-    """Group norm joins a tail only on request (it measured slower so): these tests keep its path
-    planned, rendered, built and run; test_group_norm_stays_nchw_by_default checks the default."""
+    """Group norm joins a tail by default, instance norms (as group norms) only on request (they
+    measured slower so): these tests keep both paths planned, rendered, built and run;
+    test_tails_take_group_norm_and_not_instance_norm_by_default checks the defaults."""
     monkeypatch.setenv(planner._TAIL_GROUP_NORM_ENV, "1")
+    monkeypatch.setenv(planner._TAIL_INSTANCE_NORM_ENV, "1")
 
 
 class BiasReluShift(nn.Module):
@@ -365,12 +367,18 @@ def test_the_exact_rungs_build_from_the_nchw_plan(tmp_path):
     assert planner.plan_graph(graph.trace_module(Residual(), [torch.randn(2, 4, 6, 6)])).exact is None
 
 
-def test_group_norm_stays_nchw_by_default(monkeypatch):
+def test_tails_take_group_norm_and_not_instance_norm_by_default(monkeypatch):
     monkeypatch.delenv(planner._TAIL_GROUP_NORM_ENV)
+    monkeypatch.delenv(planner._TAIL_INSTANCE_NORM_ENV)
     plan = planner.plan_graph(graph.trace_module(GroupNormSigmoid(), [torch.randn(2, 3, 3, 4, 5)]))
-    assert plan.supported and not _conv(plan)["args"].get("channels_last")
+    assert plan.supported and _conv(plan)["args"]["channels_last"]
     plan = planner.plan_graph(graph.trace_module(BatchNormScale(), [torch.randn(3, 3, 9, 10)]))
     assert _conv(plan)["args"]["channels_last"]
+    plan = planner.plan_graph(graph.trace_module(InstanceNormed(), [torch.randn(2, 3, 10, 12)]))
+    assert plan.supported and not _conv(plan)["args"].get("channels_last")
+    monkeypatch.setenv(planner._TAIL_GROUP_NORM_ENV, "0")
+    plan = planner.plan_graph(graph.trace_module(GroupNormSigmoid(), [torch.randn(2, 3, 3, 4, 5)]))
+    assert plan.supported and not _conv(plan)["args"].get("channels_last")
 
 
 def test_the_rewrite_can_be_turned_off(monkeypatch):

@@ -121,7 +121,7 @@ def test_the_epilogue_can_be_turned_off(monkeypatch, module, inputs):
 
 class ChannelsBiasSigmoid(nn.Module):
     """Softmax over channels read only by pointwise work (level 2's 91): split into a logsumexp and
-    a pointwise pass by default; kept whole, with the chain as its epilogue, under SOFTMAX_WHOLE."""
+    a pointwise pass with SOFTMAX_WHOLE=0; kept whole, with the chain as its epilogue, by default."""
 
     def __init__(self, channels=6):
         super().__init__()
@@ -131,11 +131,12 @@ class ChannelsBiasSigmoid(nn.Module):
         return torch.sigmoid((torch.softmax(x, dim=1) + self.bias) * 2.0)
 
 
-def test_a_softmax_read_by_pointwise_work_is_split_unless_kept_whole(monkeypatch):
+def test_a_softmax_read_by_pointwise_work_is_kept_whole_unless_split(monkeypatch):
     module, inputs = ChannelsBiasSigmoid(), [torch.randn(2, 6, 5, 7)]
+    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, "0")
     split = _plan(module, inputs)
     assert any("logsumexp" in g.note for g in split.groups), [g.note for g in split.groups]
-    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, "1")
+    monkeypatch.delenv(planner.SOFTMAX_WHOLE_ENV)
     whole = _plan(module, inputs)
     (sm,) = [g for g in whole.groups if g.kind == "kernel"]
     assert "logsumexp" not in sm.note and "epilogue" in sm.note, sm.note
@@ -143,8 +144,7 @@ def test_a_softmax_read_by_pointwise_work_is_split_unless_kept_whole(monkeypatch
 
 
 @needs_nvcc
-def test_a_softmax_kept_whole_matches_the_reference_on_cpu(monkeypatch, tmp_path):
-    monkeypatch.setenv(planner.SOFTMAX_WHOLE_ENV, "1")
+def test_a_softmax_kept_whole_matches_the_reference_on_cpu(tmp_path):
     module, inputs = ChannelsBiasSigmoid(), [torch.randn(2, 6, 5, 7)]
     new, _ = load_model_new(builtin_candidate(module, inputs), module, tmp_path)
     for x in (inputs[0], inputs[0] * 4.0):

@@ -69,14 +69,34 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
 
     Kernels are emitted here to learn whether their emitters cover them (and their notes), sized
     for `target` (by default this process's: Target.current()). Where a convolution keeps its
-    result channels-last, the plan without that (channels_last=False) comes along as `exact`."""
+    result channels-last, the plan without that (channels_last=False) comes along as `exact`.
+
+    A softmax read only by pointwise work is kept whole where it takes that work as its epilogue;
+    where it did not (the work reads other kernels' results too, say), it would be stored and read
+    back, so the graph is planned again with those softmaxes split (split_softmax)."""
     target = target or Target.current()
+    plan = _plan_graph(graph, task, target, channels_last, None)
+    if softmax_whole() and (stored := _softmaxes_without_epilogue(plan)):
+        return _plan_graph(graph, task, target, channels_last, stored)
+    return plan
+
+
+def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
+    readers = _readers(plan.graph)
+    nodes = by_name(plan.graph)
+    return frozenset(g.nodes[0] for g in plan.groups if g.kind == "kernel" and len(g.nodes) == 1
+                     and g.nodes[0] in nodes and _splittable_softmax(nodes[g.nodes[0]], readers)
+                     and "epilogue" not in g.detail)
+
+
+def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
+                split: frozenset[str] | None) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = decompose_eval_batch_norm(draws_as_inputs(graph))
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
-    graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph))))
+    graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
     if channels_last:
         graph = channels_last_convs(instance_norm_as_group_norm(graph))
     nodes = by_name(graph)
@@ -578,21 +598,40 @@ def _builders(name: str, nodes: dict[str, Node]) -> list[str]:
     return out
 
 
-# "1": no softmax is split (split_softmax leaves the graph as it is); one read only by pointwise
-# work then keeps its own kernel, which takes that work as an epilogue (_take_epilogues): one read
-# of x and one write, where the split reads x twice (level 2's 91 at 64bf6cb: logsumexp 0.61 ms +
-# the pointwise pass 0.56 against torch.compile's one online-softmax kernel, 0.98). Off until an
-# A/B on a GPU decides: where the chain is not taken as an epilogue, the softmax is stored and read.
+# On by default ("0" turns it off): no softmax is split (split_softmax leaves the graph as it is);
+# one read only by pointwise work keeps its own kernel, which takes that work as an epilogue
+# (_take_epilogues): one read of x and one write, where the split reads x twice (level 2's 91 at
+# 64bf6cb: logsumexp 0.61 ms + the pointwise pass 0.56 against torch.compile's one online-softmax
+# kernel, 0.98). A/B on one H200 at f178247 (2026-11-28, level 2's 13, 49, 89, 91): kept whole ran
+# 1.03x, 1.29x, 0.985x, 1.21x the split's speed.
 SOFTMAX_WHOLE_ENV = "STITCHCUDA_SOFTMAX_WHOLE"
 
 
-def split_softmax(graph: list[Node]) -> list[Node]:
+def softmax_whole() -> bool:
+    return os.environ.get(SOFTMAX_WHOLE_ENV, "1") != "0"
+
+
+def _splittable_softmax(node: Node, readers: dict[str, list[Node]]) -> bool:
+    """An fp32 softmax or log_softmax over one dim whose readers are all pointwise (split_softmax)."""
+    if node["op"] not in {"_softmax", "_log_softmax"} or node.get("dtype") != "float32":
+        return False
+    a, users = node.get("args", {}), readers.get(node["name"], [])
+    if ref_name(a.get("self")) is None or type(a.get("dim")) is not int or not node.get("shape") \
+            or a.get("half_to_float") or not users:
+        return False
+    return not any(u["op"] == "output" or u.get("view") or codegen.pointwise_support(u) is not None for u in users)
+
+
+def split_softmax(graph: list[Node], only: frozenset[str] | None = None) -> list[Node]:
     """softmax(x) -> exp(x - logsumexp(x)) and log_softmax(x) -> x - logsumexp(x), where every
     reader of the result is pointwise: a reduction kernel writes one value per row, and the
     pointwise kernel that follows computes the softmax as part of its own chain. The softmax is
     then never stored and read back (compile fuses the same way); x is read twice, as a two-pass
-    softmax reads it. fp32 only: a half-precision logsumexp would round before the exp."""
-    if os.environ.get(SOFTMAX_WHOLE_ENV) == "1":
+    softmax reads it. fp32 only: a half-precision logsumexp would round before the exp.
+
+    With softmaxes kept whole (softmax_whole()), only those named in `only`: plan_graph names the
+    ones that took no epilogue kept whole."""
+    if softmax_whole() and not only:
         return graph
     readers = _readers(graph)
     taken = {n["name"] for n in graph}
@@ -602,15 +641,10 @@ def split_softmax(graph: list[Node]) -> list[Node]:
         if renamed:
             node["args"] = _rename_refs(node.get("args", {}), renamed)
         out.append(node)
-        if node["op"] not in {"_softmax", "_log_softmax"} or node.get("dtype") != "float32":
+        if not _splittable_softmax(node, readers) or (softmax_whole() and node["name"] not in (only or ())):
             continue
-        a, users = node.get("args", {}), readers.get(node["name"], [])
-        x, dim = ref_name(a.get("self")), a.get("dim")
-        shape = node.get("shape") or []
-        if x is None or type(dim) is not int or not shape or a.get("half_to_float") or not users:
-            continue
-        if any(u["op"] == "output" or u.get("view") or codegen.pointwise_support(u) is not None for u in users):
-            continue
+        a = node["args"]
+        x, dim, shape = ref_name(a["self"]), a["dim"], node["shape"]
         out.pop()
         dim %= len(shape)
         kept = [1 if k == dim else n for k, n in enumerate(shape)]
@@ -635,12 +669,12 @@ def instance_norm_as_group_norm(graph: list[Node]) -> list[Node]:
     norm without weights or running statistics, its result viewed back) becomes the group norm of
     x with one channel a group: the same statistics per (sample, channel), the same biased
     variance and eps, and a node channels_last_convs can keep in a convolution's channels-last
-    tail (where the view would stop it). Only with group norm in tails (_TAIL_GROUP_NORM_ENV) and
-    emit_norm's grouped shape on: it exists for that tail. Not where the statistics are read or the
-    normalised [1, N*C, *S] tensor has another reader."""
+    tail (where the view would stop it). Only with _TAIL_INSTANCE_NORM_ENV, group norm in tails
+    (_TAIL_GROUP_NORM_ENV) and emit_norm's grouped shape on: it exists for that tail. Not where the
+    statistics are read or the normalised [1, N*C, *S] tensor has another reader."""
     from stitchcuda.agents.coder.emit_norm import grouped_rows_on
 
-    if os.environ.get(_TAIL_GROUP_NORM_ENV) != "1" or not grouped_rows_on():
+    if os.environ.get(_TAIL_INSTANCE_NORM_ENV) != "1" or not tail_group_norm() or not grouped_rows_on():
         return graph
     readers = _readers(graph)
     nodes = by_name(graph)
@@ -952,13 +986,22 @@ def _ends_tail(user: Node, name: str, shape: list[int]) -> bool:
 # kernel over [N * spatial, C]) gained: 15 1.37x, 73 1.05x (52 0.93x, 77 1.00x).
 _TAIL_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
                "_native_batch_norm_legit_no_training"}
-# With it: planner.channels_last_convs plans group norm into the tail (tests and measurements). Since
-# 2026-11-27 such a group norm takes emit_norm's grouped shape (whole rows of channels a warp), which
-# no GPU has measured yet, and instance norms join as group norms of one channel a group
-# (instance_norm_as_group_norm): the next A/B (this flag on and off: level 2's 11, 17, 19, 21, 23, 27,
-# 28, 60, 61, 79, 85, 92 change plans) decides the default. At 64bf6cb the NCHW convolution these problems keep took 0.66 ms on 85
-# against 0.37 for its channels-last plan (bench/results/2026-11-27-h200x2-level2-level3-64bf6cb.md).
+# On by default ("0" turns it off): planner.channels_last_convs plans group norm into the tail, where
+# it takes emit_norm's grouped shape (whole rows of channels a block). A/B on one H200 at f178247
+# (2026-11-28, bench/results/2026-11-28-h200x2-ab-group-norm-softmax-f178247.md): 19 1.23x, 27 1.25x,
+# 60 1.31x, 61 1.14x, 85 1.31x, 92 1.20x, 11 1.03x, 21 1.00x the NCHW plan's speed (23 unsolved
+# either way). At 64bf6cb the NCHW convolution these problems kept took 0.66 ms on 85 against 0.37
+# for its channels-last plan.
 _TAIL_GROUP_NORM_ENV = "STITCHCUDA_CHANNELS_LAST_GROUP_NORM"
+# "1": instance norms join the tail as group norms of one channel a group
+# (instance_norm_as_group_norm). Off: in the same A/B they lost (17 0.79x, 79 0.86x, 28 1.01x); with
+# one channel a group the grouped shape reads one channel a thread, where the rows want a column
+# reduction per sample.
+_TAIL_INSTANCE_NORM_ENV = "STITCHCUDA_CHANNELS_LAST_INSTANCE_NORM"
+
+
+def tail_group_norm() -> bool:
+    return os.environ.get(_TAIL_GROUP_NORM_ENV, "1") != "0"
 # Group norm reads each row in runs of its group's channels: shorter runs than this many bytes
 # would read most of every sector for nothing.
 _MIN_GROUP_RUN_BYTES = 16
@@ -972,7 +1015,7 @@ def _tail_norm(user: Node, name: str, shape: list[int], readers: dict[str, list[
     from stitchcuda.agents.coder.emit_norm import grouped_rows_on
 
     a = user.get("args", {})
-    norms = _TAIL_NORMS | ({"native_group_norm"} if os.environ.get(_TAIL_GROUP_NORM_ENV) == "1" else set())
+    norms = _TAIL_NORMS | ({"native_group_norm"} if tail_group_norm() else set())
     if user["op"] not in norms or ref_name(a.get("input")) != name:
         return None
     for key, value in a.items():
