@@ -238,6 +238,23 @@ def test_kernels_pytorch_launched_for_compute_are_told_from_the_candidates_own()
     assert dyn.torch_launched([*own_and_libraries, ATEN_MUL, inductor, clamp]) == [ATEN_MUL, inductor, clamp]
 
 
+ATEN_DROPOUT = ("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>"
+                "(at::cuda::detail::TensorInfo<float const, unsigned int>, ..., at::PhiloxCudaState)")
+
+
+def test_aten_dropout_kernels_pass_only_as_the_mask_draws_the_same_forward_made():
+    """On CUDA a mask drawn as eager dropout draws it (native_dropout over ones) is ATen's dropout
+    kernel: one launch per mask the op recorder saw drawn is that draw; any more (the kernel applied
+    to computed data, a graph replayed) is PyTorch's compute."""
+    own = "void stitch_k1_kernel<4>(float const*, bool const*, float*, long)"
+    assert dyn.torch_launched([own, ATEN_DROPOUT], {own: 1, ATEN_DROPOUT: 1}, mask_draws=1) == []
+    assert dyn.torch_launched([own, ATEN_DROPOUT], {own: 1, ATEN_DROPOUT: 2}, mask_draws=2) == []
+    assert dyn.torch_launched([own, ATEN_DROPOUT], {own: 1, ATEN_DROPOUT: 1}) == [ATEN_DROPOUT]
+    assert dyn.torch_launched([own, ATEN_DROPOUT], {own: 1, ATEN_DROPOUT: 2}, mask_draws=1) == [ATEN_DROPOUT]
+    # The allowance is for dropout kernels only: a mask drawn does not excuse other ATen compute.
+    assert dyn.torch_launched([ATEN_DROPOUT, ATEN_MUL], mask_draws=1) == [ATEN_MUL]
+
+
 @pytest.mark.gpu
 def test_on_the_gpu_pytorch_ops_replayed_from_a_cuda_graph_are_a_hack(tmp_path):
     """Forward dispatches only copies; the graph it replays runs ATen's mul, add and relu kernels."""

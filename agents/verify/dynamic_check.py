@@ -395,11 +395,24 @@ _ALLOWED_TORCH_KERNEL = re.compile(
 )
 
 
-def torch_launched(names: list[str]) -> list[str]:
+# ATen's dropout kernel: on CUDA, aten.native_dropout over ones (a mask drawn, torch_ops.DROPOUT_MASK)
+# draws and writes in one kernel. Allowed only as many times as the same forward drew a mask under the
+# op recorder: the same kernel applied to computed data (a graph replayed, say) is compute.
+_DROPOUT_KERNEL = re.compile(r"\bfused_dropout_kernel")
+
+
+def torch_launched(names: list[str], launches: dict[str, int] | None = None, mask_draws: int = 0) -> list[str]:
     """The kernels among `names` (one forward's timeline) that PyTorch launched for compute: work a
     candidate's own sources did not do, however it reached the GPU (another thread, a CUDA graph of
-    PyTorch ops captured when imported, a library calling back into ATen)."""
-    return [n for n in names if _TORCH_LAUNCHED.search(n.removeprefix("void ")) and not _ALLOWED_TORCH_KERNEL.search(n)]
+    PyTorch ops captured when imported, a library calling back into ATen).
+
+    `mask_draws`: the dropout masks the op recorder saw that forward draw; dropout kernels up to that
+    many launches (`launches`, per name; one each where not given) are those draws."""
+    foreign = [n for n in names if _TORCH_LAUNCHED.search(n.removeprefix("void ")) and not _ALLOWED_TORCH_KERNEL.search(n)]
+    dropout = [n for n in foreign if _DROPOUT_KERNEL.search(n)]
+    if dropout and sum((launches or {}).get(n, 1) for n in dropout) <= mask_draws:
+        foreign = [n for n in foreign if n not in dropout]
+    return foreign
 
 
 # A timed forward faster than this share of its own kernels' busy time (less a few microseconds of

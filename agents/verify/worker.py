@@ -43,6 +43,7 @@ from stitchcuda.agents.verify.compare import (
     tolerance_for,
 )
 from stitchcuda.agents.verify.locks import file_lock
+from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
 from stitchcuda.inputs import (
     ADVERSARIAL,
     adversarial,
@@ -729,12 +730,19 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
         cand(*clone_args(args))
         torch.cuda.synchronize(device)
     for hold in (0, 20_000_000):
+        # The unparked forward runs under the op recorder too: the dropout masks it draws are the
+        # ATen dropout kernels its timeline may show (dyn.torch_launched).
+        recorder = dyn.OpRecorder() if not hold else contextlib.nullcontext()
         with audit.window():  # the profiler is the worker's: only the candidate's frames are refused
-            kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold)
-        if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
+            def forward(r=recorder) -> None:
+                with r:
+                    cand(*clone_args(args))
+            kernels = dyn.kernel_timeline(forward, hold_cycles=hold)
+        if isinstance(recorder, dyn.OpRecorder):  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
             v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
-            if foreign := dyn.torch_launched(list(v.kernel_us)):
+            draws = recorder.ops.get(DROPOUT_MASK, 0)
+            if foreign := dyn.torch_launched(list(v.kernel_us), v.kernel_launches, mask_draws=draws):
                 short = [n if len(n) <= 100 else n[:97] + "..." for n in foreign[:3]]
                 _add_once(v.hack_findings, [Finding(
                     "torch-kernels-in-forward",
