@@ -5,6 +5,7 @@ reference's calls, so both draw the same numbers and the kernels' arithmetic is 
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 from conftest import builtin_candidate, hack_candidate, hack_task, load_model_new, needs_nvcc
@@ -14,6 +15,7 @@ from stitchcuda.agents.coder import batch
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.types import Task
 
 
 class Draws(nn.Module):
@@ -153,3 +155,17 @@ def test_the_candidate_draws_the_mask_the_reference_draws(tmp_path, isolated_cac
     with OpRecorder() as rec:
         new(x)
     assert "native_dropout(ones)" in rec.ops and torch_compute_finding(rec.ops) is None, rec.ops
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_verifier_passes_the_candidates_dropout_mask(tmp_path, isolated_cache):
+    """On CUDA the mask drawn as eager draws it is ATen's fused dropout kernel (one launch per mask):
+    the timeline check takes it for the draw the op recorder saw, and the mask equals the one eager
+    dropout draws in the reference, so the candidate is correct and no hack."""
+    ref = tmp_path / "dropout_ref.py"
+    ref.write_text(DROPOUT_REF)
+    cand = builtin_candidate(_dropout_module(), [torch.randn(16, 40)], host=False)
+    v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
+    assert not v.hack_findings, v.hack_findings
+    assert any("fused_dropout" in k for k in v.kernel_us), list(v.kernel_us)
