@@ -273,7 +273,54 @@ def test_3xtf32_is_about_as_exact_as_fp32():
     assert err(three) < 4 * err(fp32) and err(three) < 1e-6
 
 
-def test_precise_fp32_products_split_the_operands():
+def pack(side, x: T, batches: int, rows: int, cols: int, k_cols: bool, lo_part: int) -> T:
+    """What gemm_split.cuh's sc_tf32_pack writes, index for index: op(X) (rows x cols as cuBLAS
+    reads `side` from the flat fp32 `x`) dense and column-major, K three times as long, the third
+    `lo_part` holding lo and the others hi."""
+    r3, c3 = (rows, 3 * cols) if k_cols else (3 * rows, cols)
+    b, c, r = torch.meshgrid(torch.arange(batches), torch.arange(c3), torch.arange(r3), indexing="ij")
+    part = (c // cols) if k_cols else (r // rows)
+    c, r = (c % cols, r) if k_cols else (c, r % rows)
+    hi, lo = tf32_split(x[side.offset + b * side.stride + (r * side.ld + c if side.trans else c * side.ld + r)])
+    return torch.where(part == lo_part, lo, hi).reshape(-1)
+
+
+@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
+def test_packed_split_is_the_three_products_in_one_call(case):
+    """3xTF32 with a short K as one call over packed operands (emit_gemm.packed_plan, sc_tf32_pack),
+    simulated as cuBLAS runs it: a_lo b_hi + a_hi b_lo + a_hi b_hi, for every layout the planner
+    makes, broadcast batches included (packed once)."""
+    base1, base2, x, y, plan = planned(case)
+    base1, base2 = base1.float(), base2.float()
+    x, y = x.float(), y.float()
+    packed = emit_gemm.packed_plan(plan)
+    assert packed is not None and packed.k == 3 * plan.k
+    pa, pb = emit_gemm.packed_batches(plan)
+    a = pack(plan.a, base2.reshape(-1), pa, plan.m, plan.k, True, 0)
+    b = pack(plan.b, base1.reshape(-1), pb, plan.k, plan.n, False, 1)
+    assert a.numel() == 3 * pa * plan.m * plan.k and b.numel() == 3 * pb * plan.k * plan.n
+    out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
+    simulate(packed, a.double(), b.double(), out.view(-1))
+    (xh, xl), (yh, yl) = tf32_split(x.contiguous()), tf32_split(y.contiguous())
+    want = xh.double() @ yl.double() + xl.double() @ yh.double() + xh.double() @ yh.double()
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-9)
+
+
+def test_packed_split_only_for_a_short_k(monkeypatch):
+    short = emitted(nn.Linear(16, 32), [r(8, 16)], precise=True)
+    assert short.source.count("cublasGemmEx(") == 1 and short.source.count("rc = sc_tf32_pack(") == 2
+    assert "packed into one" in short.ops[0]
+    assert short.scratch == [("uint8", emit_gemm.WORKSPACE_BYTES), ("float32", 3 * 32 * 16), ("float32", 3 * 16 * 8)]
+    monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 47)  # 3 x 16 > 47: three calls
+    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 3
+    monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 48)
+    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 1
+    monkeypatch.setenv(emit_gemm.PACKED_SPLIT_ENV, "0")
+    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 3
+
+
+def test_precise_fp32_products_split_the_operands(monkeypatch):
+    monkeypatch.setenv(emit_gemm.PACKED_SPLIT_ENV, "0")  # three calls (packed: test_packed_split_only_for_a_short_k)
     k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
     assert "sc_tf32_split(" in k.source and k.source.count("cublasGemmEx(") == 3
     assert k.libraries == ["cublas"] and "3xTF32" in k.ops[0]

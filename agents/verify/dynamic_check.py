@@ -24,12 +24,17 @@ class OpRecorder(TorchDispatchMode):
     """Records every aten op dispatched, from Python or from C++ (an extension calling at::matmul
     goes through the dispatcher too), by overload-packet name."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, defer_value_checks: bool = False) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
         # Copies of GPU data to the host (.cpu(), .item(), .tolist(), copy_ into a CPU tensor):
         # what lets a forward choose its outputs by what it reads of its inputs (see host_read_finding).
         self.host_reads = 0
+        # Under a kernel timeline, checking a value here would launch kernels of its own in the
+        # forward's window (an eq and an all, taken for PyTorch compute): defer_value_checks keeps
+        # a copy of what is to be checked (a copy kernel, which the timeline allows) for settle().
+        self._defer = defer_value_checks
+        self._pending: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -45,13 +50,28 @@ class OpRecorder(TorchDispatchMode):
             self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name == "native_dropout" and _all_ones(args[0] if args else kwargs.get("input")):
-            name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
+        if name == "native_dropout":
+            x = args[0] if args else kwargs.get("input")
+            if self._defer and isinstance(x, torch.Tensor):
+                self._pending.append(x.detach().clone())  # as it was when drawn: later writes to x don't count
+                name = DROPOUT_MASK
+            elif _all_ones(x):
+                name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
         self.ops[name] += 1
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
             self.host_reads += 1
         return out
+
+    def settle(self) -> None:
+        """The deferred checks, outside the timeline: a native_dropout whose input was not all ones
+        counts as dropout computed, not as a mask drawn."""
+        for x in self._pending:
+            if not _all_ones(x):
+                self.ops[DROPOUT_MASK] -= 1
+                self.ops["native_dropout"] += 1
+        self.ops = +self.ops  # drop counts that fell to zero
+        self._pending.clear()
 
     @property
     def compute_ops(self) -> dict[str, int]:

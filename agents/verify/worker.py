@@ -732,7 +732,7 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
     for hold in (0, 20_000_000):
         # The unparked forward runs under the op recorder too: the dropout masks it draws are the
         # ATen dropout kernels its timeline may show (dyn.torch_launched).
-        recorder = dyn.OpRecorder() if not hold else contextlib.nullcontext()
+        recorder = dyn.OpRecorder(defer_value_checks=True) if not hold else contextlib.nullcontext()
         with audit.window():  # the profiler is the worker's: only the candidate's frames are refused
             def forward(r=recorder) -> None:
                 with r:
@@ -741,6 +741,7 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
         if isinstance(recorder, dyn.OpRecorder):  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
             v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
+            recorder.settle()
             draws = recorder.ops.get(DROPOUT_MASK, 0)
             if foreign := dyn.torch_launched(list(v.kernel_us), v.kernel_launches, mask_draws=draws):
                 short = [n if len(n) <= 100 else n[:97] + "..." for n in foreign[:3]]
