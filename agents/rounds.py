@@ -44,8 +44,8 @@ class RoundPolicy:
 
 
 # `bench`: the first candidate and at most two answers to wrong results (the built-in coder's
-# precision ladder has two steps above TF32; three with STITCHCUDA_MIXED_PRECISION=1 where its mixed
-# rung applies, and then full fp32 is not reached here).
+# precision ladder has two steps above TF32; three where its mixed rung applies (precision_mix.py),
+# and then full fp32 is not reached here).
 BENCH_POLICY = RoundPolicy(rounds=3, again_after=frozenset({"incorrect"}))
 
 # Why the rounds ended, once they have: the policy's round limit or the verdict's status

@@ -17,7 +17,7 @@ from typing import Any, Literal
 #   tf32:   TF32 tensor cores (the Verifier's matmul/conv tolerance allows it), the default; also
 #           what a candidate without such calls is built at
 #   mixed:  matmul as 3xTF32 where its result feeds exp or a softmax, the other matmuls and every
-#           convolution TF32 (agents/coder/precision_mix.py; with STITCHCUDA_MIXED_PRECISION=1)
+#           convolution TF32 (agents/coder/precision_mix.py; STITCHCUDA_MIXED_PRECISION=0 skips it)
 #   3xtf32: matmul as 3xTF32 (split operands, still tensor cores) and convolution without TF32
 #   fp32:   matmul in full fp32 on the FMA units too, as PyTorch's own default runs it
 Precision = Literal["tf32", "mixed", "3xtf32", "fp32"]

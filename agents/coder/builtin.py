@@ -21,7 +21,7 @@ def code(task: Task, plan: Plan, feedback: Verdict | None = None) -> Candidate |
 
     The coder is deterministic. Feedback changes one thing: after each candidate that failed the
     comparison, the next one's fp32 library calls are one step more exact (`precision_after`: with
-    STITCHCUDA_MIXED_PRECISION=1 first 3xTF32 for the matmuls that feed exp or a softmax
+    first, where it applies, 3xTF32 for the matmuls that feed exp or a softmax
     (precision_mix.py), then convolution without TF32 and every matmul as 3xTF32, then matmul in
     full fp32; slower, closer to the reference). Otherwise a further round yields the same files, which the rounds recognise and stop on."""
     if not plan.supported or any(g.kind not in ("pointwise", "kernel") for g in plan.groups):

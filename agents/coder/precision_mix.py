@@ -12,10 +12,12 @@ rounding per matmul, 2026-11-27) TF32 in the qkv projection or in q.kT missed th
 those inputs, and TF32 in att.v and the output projection met it on every input set; the bench ran
 that problem with every matmul split (3xTF32), the attention matrix's split copies included.
 
-Off unless STITCHCUDA_MIXED_PRECISION=1: not yet run on a GPU. With it on, the rung is skipped where
-it would build what another rung builds (no such matmul, or every one of them is; only what the plan's
-kernels compute counts). With it on, bench's three rounds (agents/rounds.py BENCH_POLICY) end at
-3xTF32 where the rung applies: full fp32 is not reached."""
+On by default (STITCHCUDA_MIXED_PRECISION=0 turns it off). On an H200 at 96cd5d8 (2026-11-28,
+bench/results/2026-11-28-h200x2-mixed-precision-96cd5d8.md) it met the tolerance on level3/31 and
+level1/97 (1.19x and 1.68x faster than 3xTF32 everywhere) and missed it on level3/43, which then
+ran at 3xTF32 as before. The rung is skipped where it would build what another rung builds (no such
+matmul, or every one of them is; only what the plan's kernels compute counts). Bench's three rounds
+(agents/rounds.py BENCH_POLICY) end at 3xTF32 where the rung applies: full fp32 is not reached."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def sensitive(plan: Plan) -> set[str]:
 def applies(plan: Plan) -> bool:
     """Whether the mixed rung is on and builds something of its own for this plan: some matmul
     feeds an amplifying op, and some other fp32 library call does not."""
-    if os.environ.get(ENV) != "1":
+    if os.environ.get(ENV, "1") == "0":
         return False
     some = sensitive(plan)
     return bool(some) and some != library_calls(plan)
