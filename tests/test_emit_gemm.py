@@ -293,8 +293,8 @@ def test_packed_split_is_the_three_products_in_one_call(case):
     base1, base2, x, y, plan = planned(case)
     base1, base2 = base1.float(), base2.float()
     x, y = x.float(), y.float()
-    packed = emit_gemm.packed_plan(plan)
-    assert packed is not None and packed.k == 3 * plan.k
+    packed = emit_gemm.pack_geometry(plan)
+    assert packed.k == 3 * plan.k
     pa, pb = emit_gemm.packed_batches(plan)
     a = pack(plan.a, base2.reshape(-1), pa, plan.m, plan.k, True, 0)
     b = pack(plan.b, base1.reshape(-1), pb, plan.k, plan.n, False, 1)
@@ -306,17 +306,23 @@ def test_packed_split_is_the_three_products_in_one_call(case):
     torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-9)
 
 
-def test_packed_split_only_for_a_short_k(monkeypatch):
-    short = emitted(nn.Linear(16, 32), [r(8, 16)], precise=True)
+def test_packed_split_only_for_a_short_k_and_a_result_larger_than_its_operands(monkeypatch):
+    def calls(module, x):
+        return emitted(module, [x], precise=True).source.count("cublasGemmEx(")
+
+    # [64, 16] @ [16, 64]: 4096 results from 2048 operand elements.
+    short = emitted(nn.Linear(16, 64), [r(64, 16)], precise=True)
     assert short.source.count("cublasGemmEx(") == 1 and short.source.count("rc = sc_tf32_pack(") == 2
     assert "packed into one" in short.ops[0]
-    assert short.scratch == [("uint8", emit_gemm.WORKSPACE_BYTES), ("float32", 3 * 32 * 16), ("float32", 3 * 16 * 8)]
+    assert short.scratch == [("uint8", emit_gemm.WORKSPACE_BYTES), ("float32", 3 * 64 * 16), ("float32", 3 * 16 * 64)]
+    # [8, 16] @ [16, 32]: 256 results from 640 operand elements: packing would write more than it saves.
+    assert calls(nn.Linear(16, 32), r(8, 16)) == 3
     monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 47)  # 3 x 16 > 47: three calls
-    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 3
+    assert calls(nn.Linear(16, 64), r(64, 16)) == 3
     monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 48)
-    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 1
+    assert calls(nn.Linear(16, 64), r(64, 16)) == 1
     monkeypatch.setenv(emit_gemm.PACKED_SPLIT_ENV, "0")
-    assert emitted(nn.Linear(16, 32), [r(8, 16)], precise=True).source.count("cublasGemmEx(") == 3
+    assert calls(nn.Linear(16, 64), r(64, 16)) == 3
 
 
 def test_precise_fp32_products_split_the_operands(monkeypatch):
