@@ -225,6 +225,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
     if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
         return _depthwise(ctx, p, x, w, b, out)
+    if not nhwc and not x_nhwc and ctx.epilogue is None and pointwise_gemm(p):
+        return _as_gemm(ctx, p, x, w, b, out)
     chunk = batch_chunk(p)
     if nhwc and (b is not None or chunk < p.x[0] or p.lifted):
         raise NotSupported("convolution: a channels-last result takes no bias, one chunk, 2-D or 3-D")
@@ -281,6 +283,48 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
+
+
+# "1": a 1x1 convolution kept NCHW runs as one cuBLAS batched GEMM, y[n] = W x[n] ([Cout, Cin] times
+# [Cin, spatial], W shared by every sample: emit_gemm's plan reads both in place). Why: cuDNN's NCHW
+# fp32 kernels for these are FMA ones (level 3's SqueezeNet: sm80 ffma nchwkcrs, 2.26 ms, where
+# torch.compile's channels-last TF32 one took 1.28), and a channels-last plan pays a copy of the input
+# (DenseNet121TransitionLayer: 0.59 ms before its 1x1 convolution). A GEMM reads NCHW as it is, on
+# TF32 tensor cores. Off until measured on a GPU.
+CONV_GEMM_ENV = "STITCHCUDA_CONV_1X1_GEMM"
+
+
+def pointwise_gemm(p: ConvParams) -> bool:
+    """Whether `p` is a convolution the GEMM path takes: forward, one group, 1x1 taps, unit strides,
+    no padding (dilation is then moot), with the flag on."""
+    return (os.environ.get(CONV_GEMM_ENV) == "1" and not p.transposed and p.groups == 1
+            and all(k == 1 for k in p.w[2:]) and all(s == 1 for s in p.stride) and not any(p.pad))
+
+
+def _as_gemm(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
+    """y [N, Cout, S] = W [Cout, Cin] @ x [N, Cin, S], W broadcast over the batch, bias added as
+    emit_gemm adds an addmm's (broadcast into y, then the GEMM with beta 1). Precision as the
+    convolution's: TF32 first, then (ctx.precise >= PRECISE_SPLIT) full fp32, as cuDNN without TF32."""
+    from stitchcuda.agents.coder import emit_gemm
+
+    mat1, mat2, bias, full = gemm_operands(p, x, w, b)
+    n, cout, spatial = full
+    precision = "fp32" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "tf32"
+    return emit_gemm.render_gemm(
+        ctx.name, f"convolution 1x1 as GEMM {cout}x{mat1.shape[2]} by {n}x{mat2.shape[1]}x{spatial}",
+        emit_gemm.plan_gemm(mat1, mat2), mat1, mat2, bias, full, 1.0, 1.0 if bias is not None else 0.0, out,
+        precision)
+
+
+def gemm_operands(p: ConvParams, x: Operand, w: Operand, b: Operand | None
+                  ) -> tuple[Operand, Operand, Operand | None, tuple[int, int, int]]:
+    """(W as [N, Cout, Cin] with batch stride 0, x as [N, Cin, S], the bias as [Cout, 1], the result's
+    [N, Cout, S]): the batched product a 1x1 convolution is, over the operands' own storage."""
+    n, cin, cout, spatial = p.x[0], p.x[1], p.y[1], _numel(p.y[2:])
+    mat1 = Operand(w.name, (n, cout, cin), (0, cin, 1), w.offset, w.dtype)
+    mat2 = Operand(x.name, (n, cin, spatial), (cin * spatial, spatial, 1), x.offset, x.dtype)
+    bias = Operand(b.name, (cout, 1), (1, 0), b.offset, b.dtype) if b is not None else None
+    return mat1, mat2, bias, (n, cout, spatial)
 
 
 # The depthwise kernel's geometry (depthwise.cuh's sc_dw_geom): a 32 x 8 block, each thread R rows

@@ -220,7 +220,7 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     elif ctx.precise >= PRECISE_SPLIT and out.dtype == "float32":
         # Four copies of large operands would not fit beside them: full fp32 instead.
         precision = "3xtf32" if 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES else "fp32"
-    return _render(
+    return render_gemm(
         ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, precision
     )
 
@@ -230,7 +230,7 @@ def _extent(t: Operand) -> int:
     return t.offset + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.strides, strict=True)) + 1
 
 
-def _render(
+def render_gemm(
     name: str,
     ops: str,
     plan: GemmPlan,
