@@ -24,20 +24,25 @@ class OpRecorder(TorchDispatchMode):
     """Records every aten op dispatched, from Python or from C++ (an extension calling at::matmul
     goes through the dispatcher too), by overload-packet name."""
 
-    def __init__(self, *, defer_value_checks: bool = False) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
         # Copies of GPU data to the host (.cpu(), .item(), .tolist(), copy_ into a CPU tensor):
         # what lets a forward choose its outputs by what it reads of its inputs (see host_read_finding).
         self.host_reads = 0
-        # Under a kernel timeline, checking a value here would launch kernels of its own in the
-        # forward's window (an eq and an all, taken for PyTorch compute): defer_value_checks keeps
-        # a copy of what is to be checked (a copy kernel, which the timeline allows) for settle().
-        self._defer = defer_value_checks
-        self._pending: list[torch.Tensor] = []
+        # Dropout masks drawn (DROPOUT_MASK) in a way that launches ATen's dropout kernel once each
+        # on a GPU: what torch_launched may let through of that kernel (see _launches_dropout).
+        self.dropout_launches = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if types:
+            # A tensor subclass with a __torch_dispatch__ of its own among the arguments (plain tensors
+            # and Parameters give no types): what its handler does runs below this mode, unseen, so
+            # the op counts as compute (a red-team review: a handler assigned, not def'd, ran ATen's
+            # relu under a recorded clone).
+            self.ops[f"tensor_subclass::{func.overloadpacket.__name__}"] += 1
+            return func(*args, **kwargs)
         if func.namespace not in ("aten", "prims", "prim"):
             # A custom op's implementation runs below this mode, unseen: where it is Python (a
             # torch.library.custom_op, as the built-in coder's ModelNew defines), run that function
@@ -50,32 +55,29 @@ class OpRecorder(TorchDispatchMode):
             self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name == "native_dropout":
-            x = args[0] if args else kwargs.get("input")
-            if self._defer and isinstance(x, torch.Tensor):
-                self._pending.append(x.detach().clone())  # as it was when drawn: later writes to x don't count
-                name = DROPOUT_MASK
-            elif _all_ones(x):
-                name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
+        if name == "native_dropout" and _all_ones(x := args[0] if args else kwargs.get("input")):
+            name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
+            self.dropout_launches += _launches_dropout(x, args, kwargs)
         self.ops[name] += 1
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
             self.host_reads += 1
         return out
 
-    def settle(self) -> None:
-        """The deferred checks, outside the timeline: a native_dropout whose input was not all ones
-        counts as dropout computed, not as a mask drawn."""
-        for x in self._pending:
-            if not _all_ones(x):
-                self.ops[DROPOUT_MASK] -= 1
-                self.ops["native_dropout"] += 1
-        self.ops = +self.ops  # drop counts that fell to zero
-        self._pending.clear()
-
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+
+def _launches_dropout(x: torch.Tensor, args: Any, kwargs: dict[str, Any]) -> int:
+    """1 where native_dropout(x, p, train) runs ATen's dropout kernel on a GPU: x on one, with
+    elements, train True and 0 < p < 1 (otherwise it clones, fills or returns at once). A draw that
+    launches nothing must not make room for a dropout kernel from elsewhere (a graph replayed: the
+    red-team review of 2026-11-28 drew masks of CPU ones, empty tensors and train=False for that)."""
+    p = args[1] if len(args) > 1 else kwargs.get("p")
+    train = args[2] if len(args) > 2 else kwargs.get("train")
+    return int(x.device.type not in ("cpu", "meta") and x.numel() > 0 and train is True
+               and isinstance(p, float | int) and 0 < p < 1)
 
 
 def _all_ones(t: Any) -> bool:
@@ -341,11 +343,13 @@ def stats_match(got: list[Any], ref: list[Any], rtol: float) -> bool:
 MARKER = "spin_kernel"
 
 
-def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0) -> list[dict[str, Any]]:
+def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0,
+                    cpu_ops: Counter[str] | None = None) -> list[dict[str, Any]]:
     """Kernels launched by `run` and by the markers around it: name, stream, start and end (us).
 
     hold_cycles > 0 first parks the caller's stream on a spin kernel, so work that properly waits
-    for the caller's stream starts only when the spin ends (see late_side_kernels)."""
+    for the caller's stream starts only when the spin ends (see late_side_kernels). `cpu_ops`, where
+    given, counts the profiler's CPU operator events by name (aten::native_dropout, say)."""
     import json
     import os
     import tempfile
@@ -367,6 +371,8 @@ def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0) -> list[dic
             trace = json.load(f)
     finally:
         os.unlink(path)
+    if cpu_ops is not None:
+        cpu_ops.update(e.get("name", "?") for e in trace.get("traceEvents", []) if e.get("cat") == "cpu_op")
     return [
         {
             "name": e.get("name", "?"),
@@ -416,8 +422,9 @@ _ALLOWED_TORCH_KERNEL = re.compile(
 
 
 # ATen's dropout kernel: on CUDA, aten.native_dropout over ones (a mask drawn, torch_ops.DROPOUT_MASK)
-# draws and writes in one kernel. Allowed only as many times as the same forward drew a mask under the
-# op recorder: the same kernel applied to computed data (a graph replayed, say) is compute.
+# draws and writes in one kernel. Allowed only as many times as the candidate draws masks that launch
+# it (torch_launched's mask_draws): the same kernel applied to computed data (a graph replayed, say)
+# is compute.
 _DROPOUT_KERNEL = re.compile(r"\bfused_dropout_kernel")
 
 
@@ -426,8 +433,10 @@ def torch_launched(names: list[str], launches: dict[str, int] | None = None, mas
     candidate's own sources did not do, however it reached the GPU (another thread, a CUDA graph of
     PyTorch ops captured when imported, a library calling back into ATen).
 
-    `mask_draws`: the dropout masks the op recorder saw that forward draw; dropout kernels up to that
-    many launches (`launches`, per name; one each where not given) are those draws."""
+    `mask_draws`: how many of ATen's dropout kernels are mask draws (the worker's _check_streams:
+    the draws the op recorder saw launch one in an unprofiled forward, and no more than the
+    aten::native_dropout calls this forward's own trace shows, so none comes from a graph replay);
+    dropout kernels up to that many launches (`launches`, per name; one each where not given) pass."""
     foreign = [n for n in names if _TORCH_LAUNCHED.search(n.removeprefix("void ")) and not _ALLOWED_TORCH_KERNEL.search(n)]
     dropout = [n for n in foreign if _DROPOUT_KERNEL.search(n)]
     if dropout and sum((launches or {}).get(n, 1) for n in dropout) <= mask_draws:

@@ -49,6 +49,12 @@ _STREAM_APIS = (
 # dispatching to a backend key, registering kernels for aten ops (in Python, or in C++ source held in
 # a string for load_inline or in the candidate's .cu/.cpp files). call_watch sees the Python ones
 # called; these are the names written out.
+# What tells a forward that a dispatch mode (the op recorder) is on.
+_MODE_PROBES = frozenset({"_get_current_dispatch_mode", "_get_current_dispatch_mode_stack", "_len_torch_dispatch_stack",
+                          "is_in_torch_dispatch_mode", "_get_dispatch_stack_at", "_python_dispatch"})
+# A tensor subclass's hooks (assigned as well as def'd: a red-team review assigned one) and its makers.
+_SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+_SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
 _DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch",
                     "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass",
                     "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "redispatch", "DispatchKeySet",
@@ -130,7 +136,14 @@ def _draws_a_dropout_mask(origin: str, call: ast.Call, mod: _Module) -> bool:
     if origin not in ("torch.ops.aten.native_dropout", "torch.ops.aten.native_dropout.default") or not call.args:
         return False
     first = call.args[0]
-    return isinstance(first, ast.Call) and _dotted(first.func, mod.aliases) == "torch.ones"
+    # p a number in (0, 1) and train True, written out: otherwise the call launches no draw, and
+    # would count as one where none ran (dynamic_check._launches_dropout).
+    rest = list(call.args[1:]) + [k.value for k in call.keywords if k.arg in ("p", "train")]
+    if len(rest) != 2 or not all(isinstance(r, ast.Constant) for r in rest):
+        return False
+    p, train = rest[0].value, rest[1].value
+    return (isinstance(first, ast.Call) and _dotted(first.func, mod.aliases) == "torch.ones"
+            and train is True and isinstance(p, float | int) and not isinstance(p, bool) and 0 < p < 1)
 
 
 def _self_attr(node: ast.AST) -> str | None:
@@ -322,14 +335,21 @@ def _check_module_node(
         name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else node.name
         if name.split(".")[-1] in _DISPATCH_BYPASS:
             add("hidden-dispatch", f"uses {name}: PyTorch work past the op recorder", node)
+        elif name.split(".")[-1] in _MODE_PROBES:
+            add("mode-probe", f"uses {name}: a forward that asks whether a dispatch mode is on can behave "
+                "otherwise while the op recorder watches", node)
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _NATIVE_BYPASS.search(node.value)):
         add("hidden-dispatch", f"C++ source using {m.group(1)}: PyTorch work past the op recorder", node)
-    if isinstance(node, ast.FunctionDef) and node.name in {"__torch_function__", "__torch_dispatch__"}:
+    if isinstance(node, ast.FunctionDef) and node.name in _SUBCLASS_HOOKS:
         add(
             "tensor-subclass",
             f"defines {node.name}: a tensor subclass can defer its work past the timing",
             node,
         )
+    elif isinstance(node, ast.Name | ast.Attribute) and (node.id if isinstance(node, ast.Name) else node.attr) in \
+            _SUBCLASS_HOOKS | _SUBCLASS_MAKERS:
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        add("tensor-subclass", f"uses {name}: a tensor subclass can run PyTorch's work past the op recorder", node)
     elif isinstance(node, ast.Call):
         origin = _dotted(node.func, mod.aliases) or ""
         if origin in _DYNAMIC_CODE:

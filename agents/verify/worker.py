@@ -43,7 +43,6 @@ from stitchcuda.agents.verify.compare import (
     tolerance_for,
 )
 from stitchcuda.agents.verify.locks import file_lock
-from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
 from stitchcuda.inputs import (
     ADVERSARIAL,
     adversarial,
@@ -726,30 +725,31 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
     # (cuDNN's algorithm search ran every algorithm inside the profiled forward of a dynamic-batch
     # conv, 16 ms of kernels for an 8 ms forward), and the profiled forward must be the steady state
     # the timing measures, or its busy time is a false floor.
+    # That forward runs under the op recorder: the dropout masks it draws (dyn.OpRecorder.dropout_launches)
+    # are the ATen dropout kernels the profiled forwards may show. The profiled forwards run under no
+    # mode, as the timed ones do: a candidate that behaves otherwise under a dispatch mode shows there.
+    recorder = dyn.OpRecorder()
     with audit.window():
-        cand(*clone_args(args))
+        with recorder:
+            cand(*clone_args(args))
         torch.cuda.synchronize(device)
     for hold in (0, 20_000_000):
-        # The unparked forward runs under the op recorder too: the dropout masks it draws are the
-        # ATen dropout kernels its timeline may show (dyn.torch_launched).
-        recorder = dyn.OpRecorder(defer_value_checks=True) if not hold else contextlib.nullcontext()
+        cpu_ops: Counter[str] = Counter()
         with audit.window():  # the profiler is the worker's: only the candidate's frames are refused
-            def forward(r=recorder) -> None:
-                with r:
-                    cand(*clone_args(args))
-            kernels = dyn.kernel_timeline(forward, hold_cycles=hold)
-        if isinstance(recorder, dyn.OpRecorder):  # one forward, unparked: its kernels' own times, for the profile to rank
+            kernels = dyn.kernel_timeline(lambda: cand(*clone_args(args)), hold_cycles=hold, cpu_ops=cpu_ops)
+        draws = min(recorder.dropout_launches, cpu_ops["aten::native_dropout"])
+        if not hold:  # one forward, unparked: its kernels' own times, for the profile to rank
             v.kernel_us, v.kernel_launches = dyn.kernel_times(kernels)
             v.kernel_busy_us = round(dyn.busy_us(kernels), 3)
-            recorder.settle()
-            draws = recorder.ops.get(DROPOUT_MASK, 0)
-            if foreign := dyn.torch_launched(list(v.kernel_us), v.kernel_launches, mask_draws=draws):
-                short = [n if len(n) <= 100 else n[:97] + "..." for n in foreign[:3]]
-                _add_once(v.hack_findings, [Finding(
-                    "torch-kernels-in-forward",
-                    f"{len(foreign)} kernel(s) PyTorch launched ran in the candidate's forward, for work other "
-                    f"than the copies, fills and draws its ModelNew may ask for: {'; '.join(short)}",
-                    data={"kernels": foreign})])
+        # Both forwards: PyTorch's compute in either is found (the parked one as well, since 2026-11-28).
+        us, launches = dyn.kernel_times(kernels)
+        if foreign := dyn.torch_launched(list(us), launches, mask_draws=draws):
+            short = [n if len(n) <= 100 else n[:97] + "..." for n in foreign[:3]]
+            _add_once(v.hack_findings, [Finding(
+                "torch-kernels-in-forward",
+                f"{len(foreign)} kernel(s) PyTorch launched ran in the candidate's forward, for work other "
+                f"than the copies, fills and draws its ModelNew may ask for: {'; '.join(short)}",
+                data={"kernels": foreign})])
         caller, late_now, side = dyn.late_side_kernels(kernels)
         for k in late_now:
             late.setdefault(k["stream"], k["name"])

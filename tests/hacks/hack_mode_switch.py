@@ -1,0 +1,26 @@
+"""Hostile (a red-team review, 2026-11-28): its own kernel only while a TorchDispatchMode (the op recorder) is on; PyTorch otherwise
+(the timed calls, the parked and timing-floor profiles)."""
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from torch.utils import _python_dispatch as _pd
+
+from stitchcuda import runtime
+
+_lib = runtime.load(Path(__file__).with_name("kernels.cpp"))
+_RELU = getattr(torch, "re" + "lu")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        if _pd._get_current_dispatch_mode() is None:
+            return _RELU(x * self.scale + y)
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
+        return out
