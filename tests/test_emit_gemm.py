@@ -553,3 +553,18 @@ def test_gpu_cuda_graph_capture(tmp_path):
     torch.cuda.synchronize()
     with torch.no_grad():
         torch.testing.assert_close(out, module(x), rtol=1e-2, atol=1e-2)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("bias", [False, True], ids=["bias-free", "linear"])
+def test_a_candidate_of_products_alone_builds_without_warnings(tmp_path, bias):
+    """gemm.cuh's helpers that only some products call (the cuBLASLt bias path's alignment check) and
+    the prelude's grid helper, which no kernel of such a file calls, are marked maybe-unused."""
+    from conftest import assert_builds_clean_for_sm90, builtin_candidate
+
+    include = cublas_include()
+    if include is None:
+        pytest.skip("no cublas_v2.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuBLAS's headers")
+    module = nn.Linear(16, 8) if bias else Fn(lambda a: a @ a.t())
+    cand = builtin_candidate(module, [r(8, 16)], host=False)
+    assert_builds_clean_for_sm90(cand, tmp_path / "k.cu", include)

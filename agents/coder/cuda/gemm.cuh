@@ -11,7 +11,10 @@
 #define SC_GEMM_ERROR(status) (@CUBLAS_ERROR_BASE@ + (int)(status))
 #define SC_GEMM_MAX_DEVICES 64
 
-static bool sc_gemm_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// (maybe_unused: only bias epilogues through cuBLASLt call it; a .cu of bias-free products, or of
+// products alone, would warn of it and of the prelude's sc_grid.)
+[[maybe_unused]] static bool sc_gemm_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+[[maybe_unused]] static unsigned (*const sc_gemm_grid)(int64_t) = &sc_grid;
 
 // One cuBLAS handle per device for the whole process, created on first use; every call sets the
 // caller's stream and workspace (cublasSetStream resets the workspace, so the order matters), so
