@@ -76,3 +76,29 @@ def test_no_op_of_theirs_is_left_and_each_copy_fuses_with_the_work_after_it():
 def test_what_the_rewrite_cannot_express_is_left_alone(fn):
     plan = planner.plan_graph(graph.trace_module(Fn(fn), [torch.randn(2, 4, 4, 6)]))
     assert any(n["op"] in ("upsample_nearest2d", "upsample_bilinear2d", "pixel_shuffle") for n in plan.graph)
+
+
+# Resampling the rewrite leaves: emit_layout's rows (PyTorch's source-index formulas), one kernel each.
+KERNELS = [
+    (_module(lambda x: F.interpolate(x, scale_factor=1.5)), [torch.randn(2, 3, 4, 6)]),
+    (_module(lambda x: F.interpolate(x, size=(6, 7)) * 2.0), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest-exact")), [torch.randn(2, 3, 5, 6)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear")), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=True)), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear")), [torch.randn(2, 3, 8, 6)]),  # down
+    (_module(lambda x: F.interpolate(x, scale_factor=2.5, mode="linear")), [torch.randn(2, 3, 7)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=(1.5, 2, 2), mode="trilinear")), [torch.randn(1, 2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x.half(), scale_factor=2, mode="bilinear").float()), [torch.randn(2, 3, 4, 5)]),
+]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("module", "inputs"), KERNELS, ids=[str(i) for i in range(len(KERNELS))])
+def test_resampling_kernels_match_torch_through_the_host_entries(tmp_path, module, inputs):
+    cand = builtin_candidate(module, inputs)
+    new, _ = load_model_new(cand, module, tmp_path)
+    for scale in (1.0, -3.0):
+        xs = [x * scale for x in inputs]
+        want = module(*xs)
+        tol = 2e-3 if "half" in cand.files["model_new.py"] else 1e-5
+        torch.testing.assert_close(new(*xs), want, rtol=tol, atol=tol * want.abs().max().item())

@@ -1,5 +1,6 @@
-"""Data-movement kernels: cat, stack, flip, triu/tril, constant padding, roll, fills, and reads
-through an index tensor (index_select, gather, embedding, x[:, idx]).
+"""Data-movement kernels: cat, stack, flip, triu/tril, constant padding, roll, fills, reads
+through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest and
+linear upsampling as F.interpolate traces them).
 
 Each output element is read from one place of one source (or is a constant), so every op here is a
 row of one table: a function from the output coordinates `c0..c{n-1}` to C statements that assign
@@ -220,6 +221,81 @@ def _fill(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {_zero(out.dtype, float(value))};"], [], f"{ctx.node['op']} {value}"
 
 
+# Resampling (F.interpolate): per spatial dim of [N, C, *S], the source coordinate PyTorch computes
+# (its upsample kernels' formulas, in fp32 with the scale rounded as they round it), then one read
+# (nearest) or the 2^d taps of a linear interpolation, summed in fp32 in PyTorch's order. Whole-factor
+# nearest upsampling never gets here: the planner rewrites it into a copy (agents/plan/resampling.py).
+_RESAMPLE = {  # op -> (spatial dims, scale argument names, kind)
+    "upsample_nearest1d": (1, ("scales",), "nearest"),
+    "upsample_nearest2d": (2, ("scales_h", "scales_w"), "nearest"),
+    "upsample_nearest3d": (3, ("scales_d", "scales_h", "scales_w"), "nearest"),
+    "_upsample_nearest_exact1d": (1, ("scales",), "exact"),
+    "_upsample_nearest_exact2d": (2, ("scales_h", "scales_w"), "exact"),
+    "_upsample_nearest_exact3d": (3, ("scales_d", "scales_h", "scales_w"), "exact"),
+    "upsample_linear1d": (1, ("scales",), "linear"),
+    "upsample_bilinear2d": (2, ("scales_h", "scales_w"), "linear"),
+    "upsample_trilinear3d": (3, ("scales_d", "scales_h", "scales_w"), "linear"),
+}
+
+
+def _f32(value: float) -> float:
+    import struct
+
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _resample_scale(size: int, out: int, scale: object, align: bool) -> float:
+    """PyTorch's area_pixel_compute_scale in fp32: (in - 1) / (out - 1) with align_corners, else
+    1 / scale where a positive scale was given (computed in double, then rounded), else in / out."""
+    if align:
+        return _f32(_f32(size - 1) / _f32(out - 1)) if out > 1 else 0.0
+    if isinstance(scale, int | float) and not isinstance(scale, bool) and scale > 0:
+        return _f32(1.0 / scale)
+    return _f32(_f32(size) / _f32(out))
+
+
+def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    dims, keys, kind = _RESAMPLE[ctx.node["op"]]
+    src = ctx.args["self"]
+    if not isinstance(src, Operand) or len(src.shape) != dims + 2 or len(out.shape) != dims + 2:
+        raise NotSupported(f"{ctx.node['op']} of a rank-{len(getattr(src, 'shape', ()))} tensor")
+    if src.dtype not in ("float32", "float16", "bfloat16"):
+        raise NotSupported(f"{ctx.node['op']} of {src.dtype}")
+    align = bool(ctx.args.get("align_corners")) and kind == "linear"
+    lines: list[str] = []
+    taps: list[tuple[str, str, str]] = []  # per spatial dim: (low index, high index, high weight)
+    for d in range(dims):
+        size, n, c = src.shape[2 + d], out.shape[2 + d], coords[2 + d]
+        scale = _resample_scale(size, n, ctx.args.get(keys[d]), align)
+        sc = c_float(scale)
+        if kind == "nearest":  # nearest_idx: floor(dst * scale), at most in - 1
+            lines.append(f"const int64_t i{d} = min((int64_t)floorf((float){c} * {sc}), (int64_t){size - 1});")
+            continue
+        if kind == "exact":  # nearest_neighbor_exact_compute_source_index
+            lines.append(f"const int64_t i{d} = min((int64_t)floorf(((float){c} + 0.5f) * {sc}), (int64_t){size - 1});")
+            continue
+        at = f"{sc} * (float){c}" if align else f"fmaxf({sc} * ((float){c} + 0.5f) - 0.5f, 0.0f)"
+        lines += [f"const float r{d} = {at};", f"const int64_t i{d} = (int64_t)r{d};",
+                  f"const int64_t j{d} = i{d} + (i{d} < {size - 1}LL ? 1 : 0);",
+                  f"const float l{d} = r{d} - (float)i{d};"]
+        taps.append((f"i{d}", f"j{d}", f"l{d}"))
+    lead = coords[:2]
+    if kind != "linear":
+        read = _read(src, 0, [*lead, *[f"i{d}" for d in range(dims)]], out.dtype)
+        return [*lines, f"y[o] = {read};"], [src], f"{ctx.node['op']} -> {list(out.shape[2:])}"
+
+    def blend(d: int, picked: list[str]) -> str:
+        """PyTorch's nesting: (1 - l) * (the lower half) + l * (the upper half), the first dim outermost."""
+        if d == dims:
+            return f"sc_to_f(x0[{_offset(src, [*lead, *picked])}])"
+        lo, hi, w = taps[d]
+        return f"((1.0f - {w}) * {blend(d + 1, [*picked, lo])} + {w} * {blend(d + 1, [*picked, hi])})"
+
+    value = blend(0, [])
+    return ([*lines, f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [src],
+            f"{ctx.node['op']} {'align_corners ' if align else ''}-> {list(out.shape[2:])}")
+
+
 def _listed(value: object) -> list:
     if value is None:
         return []
@@ -241,6 +317,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "triu": _triangle(True),
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
+    **dict.fromkeys(_RESAMPLE, _resample),
 }
 
 
