@@ -110,6 +110,15 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def fresh_name(taken: set[str], base: str) -> str:
+    """`base`, or `base` with underscores appended, whichever is not in `taken` yet; then taken."""
+    name = base
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     strides, acc = [], 1
     for size in reversed(shape):

@@ -38,6 +38,9 @@ from stitchcuda.agents.graph import (
     restride,
     trace_task,
 )
+from stitchcuda.agents.graph import (
+    fresh_name as _fresh,
+)
 from stitchcuda.agents.plan.resampling import decompose_resampling
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -1323,14 +1326,6 @@ def _view_node(name: str, op: str, src: str, args: dict[str, Any], shape: list[i
     """A view node (aten.view / aten.permute ...) of `src`, with its layout in `src`'s storage."""
     return {"name": name, "op": op, "target": f"aten.{op}.default", "view": True, "args": {"self": ref(src), **args},
             "shape": shape, "stride": stride, "offset": offset, "dtype": dtype}
-
-
-def _fresh(taken: set[str], base: str) -> str:
-    name = base
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
 
 
 def _rename_refs(value: Any, renamed: dict[str, str]) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.graph import Node, by_name, contiguous_strides, is_contiguous, ref, ref_name
+from stitchcuda.agents.graph import fresh_name as _fresh
 
 _SHUFFLES = {"pixel_shuffle": "upscale_factor", "pixel_unshuffle": "downscale_factor"}
 # upsample op -> (spatial dims, the scale arguments in dim order)
@@ -39,14 +40,6 @@ def decompose_resampling(graph: list[Node]) -> list[Node]:
     for node in graph:
         out.extend(_shuffle(node, nodes, taken) or _nearest(node, nodes, taken) or [node])
     return out
-
-
-def _fresh(taken: set[str], base: str) -> str:
-    name = base
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
 
 
 def _node(name: str, op: str, args: dict[str, Any], shape: list[int], stride: list[int], dtype: str, *,
