@@ -102,3 +102,57 @@ def test_assigned_hooks_and_subclass_makers_are_static_findings():
     src = Path(HACKS / "hack_subclass_assigned.py").read_text()
     found = [f.message for f in check_source(src) if f.code == "tensor-subclass"]
     assert any("__torch_dispatch__" in m for m in found) and any("_make_wrapper_subclass" in m for m in found), found
+
+
+# Left behind for the reference (a second red-team review, 2026-11-28): each was accepted before.
+LEFT_BEHIND = [
+    ("ref_affine", "hack_global_hook", "global-intercept", "hooks._global_forward_hooks"),
+    ("ref_affine", "hack_function_mode", "global-intercept", "torch_function_modes"),
+    ("ref_linear", "hack_slow_baseline", "numerics-flags", "cudnn.enabled"),
+]
+
+
+@pytest.mark.parametrize(("ref", "stem", "code", "named"), LEFT_BEHIND, ids=[c[1] for c in LEFT_BEHIND])
+def test_what_a_candidate_leaves_for_the_reference_is_a_hack_and_is_undone(tmp_path, ref, stem, code, named):
+    import torch.nn.modules.module as registries
+
+    before = (torch.backends.cudnn.enabled, len(registries._global_forward_hooks), torch._C._len_torch_function_stack())
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "c", CPU)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    assert any(f.code == code and named in f.message for f in v.hack_findings), [f.message for f in v.hack_findings]
+    # (The worker is another process: this one's switches are untouched either way.)
+    assert before == (torch.backends.cudnn.enabled, len(registries._global_forward_hooks),
+                      torch._C._len_torch_function_stack())
+
+
+def test_the_guard_removes_what_was_added_and_keeps_what_was_there():
+    """The worker's guard in this process: a hook and a mode added after the snapshot go, with a
+    finding; the switches go back."""
+    import torch.nn as nn
+    from torch.overrides import TorchFunctionMode
+
+    from stitchcuda.agents.verify import worker
+    from stitchcuda.types import Verdict
+
+    want = worker._numerics_flags()
+    v = Verdict(candidate="c", status="ok")
+    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+    mode = TorchFunctionMode()
+    mode.__enter__()
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = not enabled
+    try:
+        worker._guard_numerics(v, want)
+        assert {f.code for f in v.hack_findings} == {"global-intercept", "numerics-flags"}, v.hack_findings
+        assert torch._C._len_torch_function_stack() == want["torch_function_modes"]
+        assert len(nn.modules.module._global_forward_hooks) == len(want["hooks._global_forward_hooks"])
+        assert torch.backends.mkldnn.enabled == enabled
+        assert worker._numerics_flags() == want
+        quiet = Verdict(candidate="c", status="ok")
+        worker._guard_numerics(quiet, want)
+        assert not quiet.hack_findings
+    finally:
+        handle.remove()
+        torch.backends.mkldnn.enabled = enabled
+        while torch._C._len_torch_function_stack() > want["torch_function_modes"]:
+            torch._C._pop_torch_function_stack()

@@ -532,32 +532,98 @@ _SWITCHES = {
 }
 
 
+# Switches that choose how the reference's ops run, not their precision: a candidate that turns
+# off cuDNN, oneDNN or the fused attention kernels at import makes the eager reference and
+# torch.compile slower than the user's own would run (a red-team review, 2026-11-28). (getter, setter)
+_BACKEND_SWITCHES: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
+    "cudnn.enabled": (lambda: torch.backends.cudnn.enabled, lambda v: setattr(torch.backends.cudnn, "enabled", v)),
+    "cudnn.benchmark": (lambda: torch.backends.cudnn.benchmark,
+                        lambda v: setattr(torch.backends.cudnn, "benchmark", v)),
+    "cudnn.deterministic": (lambda: torch.backends.cudnn.deterministic,
+                            lambda v: setattr(torch.backends.cudnn, "deterministic", v)),
+    "mkldnn.enabled": (lambda: torch.backends.mkldnn.enabled, lambda v: setattr(torch.backends.mkldnn, "enabled", v)),
+    "flash_sdp": (torch.backends.cuda.flash_sdp_enabled, torch.backends.cuda.enable_flash_sdp),
+    "mem_efficient_sdp": (torch.backends.cuda.mem_efficient_sdp_enabled, torch.backends.cuda.enable_mem_efficient_sdp),
+    "math_sdp": (torch.backends.cuda.math_sdp_enabled, torch.backends.cuda.enable_math_sdp),
+    "default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
+}
+for _name, _getter, _setter in (
+        ("cudnn_sdp", getattr(torch.backends.cuda, "cudnn_sdp_enabled", None),
+         getattr(torch.backends.cuda, "enable_cudnn_sdp", None)),
+        ("cuda.matmul.allow_fp16_accumulation", lambda: torch.backends.cuda.matmul.allow_fp16_accumulation,
+         lambda v: setattr(torch.backends.cuda.matmul, "allow_fp16_accumulation", v))):
+    try:
+        if _getter is not None and _setter is not None:
+            _getter()
+            _BACKEND_SWITCHES[_name] = (_getter, _setter)
+    except AttributeError:  # an older torch: no such switch
+        pass
+
+
 def _numerics_flags() -> dict[str, Any]:
-    """PyTorch's numerics switches (TF32, reduced-precision reductions) as they are now."""
+    """PyTorch's process-wide switches the reference runs under, as they are now: numerics (TF32,
+    reduced-precision reductions), backends, and what intercepts every module or op (the global
+    module hook registries, by their keys, and the depth of the torch-function and dispatch mode
+    stacks)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # newer torch deprecates allow_tf32 in favour of fp32_precision
         flags = {k: getattr(mod, attr) for k, (mod, attr) in _SWITCHES.items()}
+        flags.update({k: get() for k, (get, _) in _BACKEND_SWITCHES.items()})
+    flags.update({f"hooks.{name}": tuple(getattr(_module_registries, name).keys()) for name in _HOOK_REGISTRIES})
+    flags["torch_function_modes"] = torch._C._len_torch_function_stack()
+    flags["torch_dispatch_modes"] = torch._C._len_torch_dispatch_stack()
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(), **flags}
+
+
+# torch.nn.modules.module's process-wide hook registries: a hook there runs on every module's
+# calls, the reference's too, and may replace its output (a red-team review, 2026-11-28: a forward
+# hook returned the input for every module but ModelNew, and a candidate returning x passed).
+import torch.nn.modules.module as _module_registries  # noqa: E402 - beside its one use
+
+_HOOK_REGISTRIES = tuple(n for n in dir(_module_registries) if n.startswith("_global_")
+                         and isinstance(getattr(_module_registries, n), dict))
 
 
 def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
     """A candidate that flips those switches would run the reference (and the fp64 referee's view of
-    its error) at another precision: a hack finding, and the switches go back."""
+    its error) at another precision or on other kernels, and one that leaves a global module hook or
+    a torch-function/dispatch mode behind changes what the reference computes: a hack finding, and
+    everything goes back (hooks the candidate added removed, its modes popped)."""
     now = _numerics_flags()
     changed = sorted(k for k in want if now[k] != want[k])
     if not changed:
         return
-    if not any(f.code == "numerics-flags" for f in v.hack_findings):
+    intercepts = [k for k in changed if k.startswith("hooks.") or k.endswith("_modes")]
+    switches = [k for k in changed if k not in intercepts]
+    if switches and not any(f.code == "numerics-flags" for f in v.hack_findings):
         v.hack_findings.append(Finding(
             "numerics-flags",
-            "the candidate changed PyTorch's numerics switches ("
-            + ", ".join(f"{k}: {want[k]} -> {now[k]}" for k in changed) + "), which the reference would then run with",
+            "the candidate changed PyTorch's numerics or backend switches ("
+            + ", ".join(f"{k}: {want[k]} -> {now[k]}" for k in switches) + "), which the reference would then run with",
+        ))
+    if intercepts and not any(f.code == "global-intercept" for f in v.hack_findings):
+        v.hack_findings.append(Finding(
+            "global-intercept",
+            "the candidate left process-wide interceptors that the reference's calls would run through ("
+            + ", ".join(f"{k}: {len(want[k]) if isinstance(want[k], tuple) else want[k]} -> "
+                        f"{len(now[k]) if isinstance(now[k], tuple) else now[k]}" for k in intercepts) + ")",
         ))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.set_float32_matmul_precision(want["float32_matmul_precision"])
         for k, (mod, attr) in _SWITCHES.items():
             setattr(mod, attr, want[k])
+        for k, (get, put) in _BACKEND_SWITCHES.items():
+            if get() != want[k]:
+                put(want[k])
+    for name in _HOOK_REGISTRIES:
+        registry, kept = getattr(_module_registries, name), set(want[f"hooks.{name}"])
+        for key in [key for key in registry if key not in kept]:
+            del registry[key]
+    while torch._C._len_torch_function_stack() > want["torch_function_modes"]:
+        torch._C._pop_torch_function_stack()
+    while torch._C._len_torch_dispatch_stack() > want["torch_dispatch_modes"]:
+        torch._C._pop_torch_dispatch_stack()
 
 
 # Ops that draw random numbers: a second run of such a reference is another draw, and its distance
@@ -821,7 +887,7 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             v.eager, _ = time_cuda(lambda a: ref(*a), sets, trials=trials, flusher=flusher)
             rec.save()
         if cand is not None:
-            _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops)
+            _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops, numerics)
             floor_seeds = iter(fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds)))
             _timing_floor(rec, cand, lambda: make_inputs(get_inputs, next(floor_seeds), device))
             _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
@@ -1033,7 +1099,7 @@ def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: li
 
 
 def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, trials, flusher,
-                    ref_ops: Counter[str]) -> None:
+                    ref_ops: Counter[str], numerics: dict[str, Any]) -> None:
     """Time the candidate, checking every timed output, then one more poisoned, traced call on a
     fresh set, judged as the checked sets were (the fp64 referee included): a candidate that behaves
     only while it is checked (counting calls, say) is caught either way."""
@@ -1082,6 +1148,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     # The reference's buffers as its call finds them, for the referee (as on the checked sets).
     buffers = list(ref.buffers())
     saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+    _guard_numerics(v, numerics)  # hooks or modes left by the timed calls must not reach the reference's
     same_draws(fresh_seed)
     ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
     m = compare_outputs(ref_outs, call.outs, tol)
