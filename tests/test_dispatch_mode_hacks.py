@@ -156,3 +156,14 @@ def test_the_guard_removes_what_was_added_and_keeps_what_was_there():
         torch.backends.mkldnn.enabled = enabled
         while torch._C._len_torch_function_stack() > want["torch_function_modes"]:
             torch._C._pop_torch_function_stack()
+
+
+@pytest.mark.parametrize("probe", [
+    "import torch.autograd.profiler as _ap\n", "from torch.autograd import profiler\n",
+    "_on = torch.autograd.profiler._is_profiler_enabled\n", "_n = torch._C._len_torch_function_stack()\n",
+])
+def test_asking_whether_the_profiler_or_a_mode_is_on_is_a_static_finding(probe):
+    """The Verifier profiles some forwards and times others: a forward that tells them apart can
+    work only when watched (a red-team review, 2026-11-28, returned an empty tensor when profiled)."""
+    src = "import torch\nimport torch.nn as nn\n" + probe + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+    assert "mode-probe" in {f.code for f in check_source(src)}, check_source(src)

@@ -51,7 +51,12 @@ _STREAM_APIS = (
 # called; these are the names written out.
 # What tells a forward that a dispatch mode (the op recorder) is on.
 _MODE_PROBES = frozenset({"_get_current_dispatch_mode", "_get_current_dispatch_mode_stack", "_len_torch_dispatch_stack",
-                          "is_in_torch_dispatch_mode", "_get_dispatch_stack_at", "_python_dispatch"})
+                          "is_in_torch_dispatch_mode", "_get_dispatch_stack_at", "_python_dispatch",
+                          "_len_torch_function_stack", "_get_current_function_mode", "_get_current_function_mode_stack",
+                          "_get_function_stack_at", "_is_torch_function_mode_enabled",
+                          # ... and what tells it the profiler is on (the Verifier profiles some forwards
+                          # and times others: a red-team review, 2026-11-28, returned nothing when profiled)
+                          "_is_profiler_enabled", "_profiler_enabled", "_kineto_enabled", "profiler"})
 # A tensor subclass's hooks (assigned as well as def'd: a red-team review assigned one) and its makers.
 _SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
@@ -336,8 +341,8 @@ def _check_module_node(
         if name.split(".")[-1] in _DISPATCH_BYPASS:
             add("hidden-dispatch", f"uses {name}: PyTorch work past the op recorder", node)
         elif name.split(".")[-1] in _MODE_PROBES:
-            add("mode-probe", f"uses {name}: a forward that asks whether a dispatch mode is on can behave "
-                "otherwise while the op recorder watches", node)
+            add("mode-probe", f"uses {name}: a forward that asks whether a dispatch mode or the profiler is on can behave "
+                "otherwise while the Verifier watches", node)
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _NATIVE_BYPASS.search(node.value)):
         add("hidden-dispatch", f"C++ source using {m.group(1)}: PyTorch work past the op recorder", node)
     if isinstance(node, ast.FunctionDef) and node.name in _SUBCLASS_HOOKS:
