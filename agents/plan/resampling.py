@@ -1,5 +1,5 @@
-"""Resampling ops the built-in coder has no kernel of its own for, rewritten into the views and the
-one copy that compute them exactly, so they join the pointwise work after them:
+"""Resampling ops rewritten into the views and the one copy that compute them exactly, so they join
+the pointwise work after them as a fused copy instead of a kernel of their own:
 
 - pixel_shuffle / pixel_unshuffle: a view, a permute, a copy, a view (PyTorch's own decomposition);
 - nearest upsampling by whole factors (upsample_nearest1d/2d/3d, and the nearest-exact ones): each
@@ -7,9 +7,9 @@ one copy that compute them exactly, so they join the pointwise work after them:
 
 The last node keeps the op's name, so every reader is unchanged. Nearest upsampling is rewritten only
 where PyTorch's own index formula (its float scale, floored) picks input o // s for every output o,
-checked by running that op on the index line of each dim; anything else (bilinear, fractional
-factors) is left as it is. Found by a sweep of user-style networks (UNet decoders, super-resolution
-heads), 2026-11-28."""
+checked by running that op on the index line of each dim; anything else (linear modes, fractional
+factors) is left as it is, for emit_layout's resampling kernels. Found by a sweep of user-style
+networks (UNet decoders, super-resolution heads), 2026-11-28."""
 
 from __future__ import annotations
 
