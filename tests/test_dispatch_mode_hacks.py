@@ -167,3 +167,20 @@ def test_asking_whether_the_profiler_or_a_mode_is_on_is_a_static_finding(probe):
     work only when watched (a red-team review, 2026-11-28, returned an empty tensor when profiled)."""
     src = "import torch\nimport torch.nn as nn\n" + probe + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
     assert "mode-probe" in {f.code for f in check_source(src)}, check_source(src)
+
+
+# What the reference's own code calls through, rebound at import (a second red-team review,
+# 2026-11-28): each made the reference compute zeros, and a candidate returning zeros passed.
+REBOUND = [
+    ("ref_affine", "hack_torch_namespace", "torch.relu"),
+    ("ref_linear", "hack_nn_module_global", "torch.nn.modules.linear.F"),
+    ("ref_linear", "hack_nn_class_forward", "torch.nn.modules.linear.Linear.forward"),
+]
+
+
+@pytest.mark.parametrize(("ref", "stem", "named"), REBOUND, ids=[c[1] for c in REBOUND])
+def test_rebinding_what_the_reference_calls_is_a_hack(tmp_path, ref, stem, named):
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "c", CPU)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    assert any(f.code == "timing-tamper" and named in f.message for f in v.hack_findings), \
+        [f.message[:300] for f in v.hack_findings]

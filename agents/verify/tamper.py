@@ -43,15 +43,21 @@ _WATCHED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 # reference agree with anything). Seen 2026-11-26 (a red-team review): each was accepted before.
 _OWN_MODULES = ("__main__", "stitchcuda.agents.verify", "stitchcuda.agents.random_draws", "stitchcuda.types",
                 "stitchcuda.task")
+# ... and what the reference's own code calls through: the torch namespace (`torch.relu` rebound to
+# return zeros made the reference return zeros) and torch.nn's modules with their classes (the
+# module-level `F` of torch.nn.modules.linear replaced, or `nn.Linear.forward`, made nn.Linear's
+# output zeros): a second red-team review, 2026-11-28, each accepted before.
+_TORCH_MODULES = ("torch.nn.modules.",)
 
 
 def _namespaces(extra: tuple[Any, ...]) -> list[tuple[str, Any]]:
     import torch.nn.functional as F  # noqa: N812 - PyTorch's own spelling
 
     spaces: list[tuple[str, Any]] = [("torch.Tensor", torch.Tensor), ("torch.testing", torch.testing),
-                                     ("torch.nn.functional", F)]
+                                     ("torch.nn.functional", F), ("torch", torch), ("torch.nn", torch.nn)]
     modules = [m for name, m in list(sys.modules.items())
-               if isinstance(m, types.ModuleType) and (name == _OWN_MODULES[0] or name.startswith(_OWN_MODULES[1:]))]
+               if isinstance(m, types.ModuleType) and (name == _OWN_MODULES[0] or name.startswith(_OWN_MODULES[1:])
+                                                       or name.startswith(_TORCH_MODULES))]
     for m in modules + [o for o in extra if isinstance(o, types.ModuleType)]:
         spaces.append((m.__name__, m))
         # ... and the classes it defines, by their own dicts (Verdict's methods, the reference's Model)
@@ -98,12 +104,12 @@ def snapshot(extra: tuple[Any, ...] = ()) -> dict[str, Any]:
     replacement on the class itself is seen even where a base defines the original), for the timing
     primitives and for every name of the namespaces the checks use (`extra`: the reference's module)."""
     # How to look again, bound now: a candidate that rebinds this module's functions changes nothing.
-    again = (_look, _from, _WATCHED, _namespaces, _entries, _get, extra)
+    again = (_look, _from, _WATCHED, _namespaces, _entries, _get, extra, _torch_wrapper)
     return {**_look(again), _AGAIN: again}
 
 
 def _look(again: tuple[Any, ...]) -> dict[str, Any]:
-    _, _, watched, namespaces, entries, get, extra = again
+    _, _, watched, namespaces, entries, get, extra, _ = again
     out: dict[str, Any] = {}
     for label, owner, names in watched:
         for name in names:
@@ -123,7 +129,7 @@ def changed(before: dict[str, Any], *, except_from: tuple[str, ...] = ()) -> lis
     does not depend on this check (it bound its primitives before the candidate was imported); the
     check says that a candidate tried."""
     again = before[_AGAIN]
-    look, from_ = again[0], again[1]
+    look, from_, wrapper = again[0], again[1], again[7]
     now = look(again)
     names = []
     for k, old in before.items():
@@ -131,9 +137,30 @@ def changed(before: dict[str, Any], *, except_from: tuple[str, ...] = ()) -> lis
             continue
         new = now.get(k, _MISSING)
         same = old == new if isinstance(old, _Contents) else old is new
-        if not same and not from_(new, except_from):
+        if not same and not from_(new, except_from) and not wrapper(new, old):
             names.append(k)
     return sorted(names)
+
+
+def _torch_wrapper(new: Any, old: Any) -> bool:
+    """PyTorch wrapping its own function as it loads more of itself (importing torch._dynamo puts
+    `torch.manual_seed` behind a wrapper of the same function): `new` wraps `old` (its __wrapped__
+    chain reaches it) and its code lies in torch's own files. functools.wraps copies __module__ and
+    the name, so the code's file is what tells PyTorch's wrapper from a candidate's."""
+    import os
+
+    # Plain functions only, read through their type's own attributes: a candidate's object could
+    # answer any attribute (a __getattr__) with anything.
+    if type(new) is not types.FunctionType or not str(new.__code__.co_filename).startswith(
+            os.path.dirname(torch.__file__) + os.sep):
+        return False
+    seen, f = 0, new
+    while seen < 8 and type(f) is types.FunctionType and "__wrapped__" in f.__dict__:
+        f = f.__dict__["__wrapped__"]
+        if f is old:
+            return True
+        seen += 1
+    return False
 
 
 _AGAIN = "\0again"
