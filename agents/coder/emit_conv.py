@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stitchcuda.agents.coder import cuda_text
+from stitchcuda.agents.coder import cuda_text, emit_igemm
 from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg
 from stitchcuda.agents.coder.kernels import (
     PRECISE_SPLIT,
@@ -264,13 +264,20 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     if ctx.epilogue is not None and ctx.epilogue.value == out.name:
         return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""
+    # A channels-last result with no bias: the implicit-GEMM kernel is cuDNN's contender.
+    igemm, ig_fn = _implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", []) if nhwc and not b else ("", "nullptr")
+    run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, {ig_fn}, stream);\n"
+           if igemm else f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n")
     launcher = (
-        f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
+        igemm
+        + f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
         f"  static const sc_conv_spec spec = {{{spec}}};\n"
         "  static sc_conv_state state;\n"
-        f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n"
-        "}\n"
+        + run
+        + "}\n"
     )
+    if igemm:
+        family += "\n" + emit_igemm.family()
     note = _describe(p, x, w, nhwc, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
@@ -280,7 +287,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=family + "\n" + launcher,
-        ops=[note + (" +bias" if b else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
+        ops=[note + (" +bias" if b else "") + (" (or an implicit GEMM where it wins)" if igemm else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
 
@@ -454,6 +461,7 @@ def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out:
     numel = _numel(p.y)
     name = ctx.name
     ins = [f"const void* in{2 + k}" for k in range(n_in)]
+    igemm, ig_fn = _implicit_gemm(ctx, p, f"{name}_ep", ep.construct(f"{name}_ep", 2), [f"in{2 + k}" for k in range(n_in)])
     launcher = f"""{ep.functor(f"{name}_ep")}
 __global__ void __launch_bounds__({THREADS}) {name}_epi_kernel(const float* __restrict__ raw, {name}_ep ep,
                                                                float* __restrict__ out, int64_t n, bool vec) {{
@@ -476,17 +484,19 @@ static void {name}_epi(const void* raw, const void* const* ins, void* out, cudaS
       static_cast<float*>(out), {numel}LL, ((reinterpret_cast<uintptr_t>(raw) | reinterpret_cast<uintptr_t>(out)) & 15) == 0);
 }}
 
-{program.c_table(f"{name}_steps")}
+{igemm}{program.c_table(f"{name}_steps")}
 extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i in ins)}void* out0, void* scratch0, cudaStream_t stream) {{
   static const sc_conv_spec spec = {{{spec}}};
   static sc_conv_state state;
   static sc_conv_fused fused;
   const void* ins[{max(1, n_in)}] = {{{", ".join(f"in{2 + k}" for k in range(n_in)) or "nullptr"}}};
   return sc_conv_fused_run(spec, state, fused, {name}_steps, {len(program.steps)}, in0, in1, ins, out0, scratch0,
-                           {name}_epi, stream);
+                           {name}_epi, {ig_fn}, stream);
 }}
 """
-    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion where it wins)"
+    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion or an implicit GEMM where it wins)"
+    if igemm:
+        family += "\n" + emit_igemm.family()
     return Kernel(
         name=name,
         inputs=[KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype), *ep.inputs],
@@ -496,6 +506,21 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
         libraries=["cudnn"],
         scratch=[("float32", numel)],
     )
+
+
+def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str, inputs: list[str]) -> tuple[str, str]:
+    """The implicit-GEMM contender's tables and launcher for this convolution (emit_igemm), and the
+    name the launcher passes for it; ("", "nullptr") where the kernel does not take the convolution
+    (grouped, fp16/bf16, the fp32-without-TF32 rungs, more than 2^31 outputs per grid) or
+    STITCHCUDA_CONV_IGEMM=0 left it out."""
+    if os.environ.get("STITCHCUDA_CONV_IGEMM") == "0" or ctx.precise >= PRECISE_SPLIT or p.lifted:
+        return "", "nullptr"
+    try:
+        g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation,
+                                bool(ctx.args.get("input_channels_last")))
+    except NotSupported:
+        return "", "nullptr"
+    return emit_igemm.render(g, ctx.name, functor, construct, inputs), f"{ctx.name}_ig"
 
 
 EMITTERS = {"convolution": emit_convolution}

@@ -1060,10 +1060,27 @@ constexpr int SC_EPI_MAX_STEPS = 32, SC_EPI_MAX_INPUTS = 16;
 enum { SC_EPI_UID_CHANNEL = 16, SC_EPI_UID_SCALAR = 64, SC_EPI_UID_CONV = 128, SC_EPI_UID_STEP = 256 };
 
 typedef void (*sc_conv_epi_launch)(const void* raw, const void* const* ins, void* out, cudaStream_t stream);
+// The implicit-GEMM kernel with the epilogue applied (igemm_conv.cuh, emit_igemm.py): the whole
+// convolution and epilogue from the op's own input and weight into `out`; 0 or a CUDA error.
+typedef int (*sc_conv_ig_launch)(const void* x, const void* w, const void* const* ins, void* out, cudaStream_t stream);
+
+// Whether the implicit-GEMM kernel may run here (TF32 mma.sync and cp.async: sm_80 and newer);
+// STITCHCUDA_CONV_IGEMM=0 keeps cuDNN's path (A/B timing).
+static bool sc_ig_available() {
+  const char* e = getenv("STITCHCUDA_CONV_IGEMM");
+  if (e && *e == '0') return false;
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 8;
+}
 
 struct sc_conv_fused {
   std::once_flag once;
   int status = 0;
+  bool ig = false;                          // the implicit-GEMM kernel won
   cudnnBackendDescriptor_t plan = nullptr;  // the fused graph's plan, where it won
   float scalars[SC_EPI_MAX_STEPS] = {};     // by-value operands, one per step at most
   bool channel_used[SC_EPI_MAX_INPUTS] = {};
@@ -1293,11 +1310,96 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
             f.plan ? "fused into the convolution" : "apart", best, apart, tried, agreed);
 }
 
+// cuDNN's path for a call once set up: the fused graph's plan where it won (writing `dst`), else the
+// convolution into `raw` and the epilogue kernel into `dst`.
+static int sc_conv_fused_cudnn(const sc_conv_spec& s, sc_conv_state& st, sc_conv_fused& f, int n_steps, const void* x,
+                               const void* w, const void* const* ins, void* dst, void* raw, sc_conv_epi_launch epi,
+                               cudaStream_t stream) {
+  if (!f.plan) {
+    if (int rc = sc_conv_run(s, st, x, w, nullptr, raw, stream)) return rc;
+    epi(raw, ins, dst, stream);
+    return (int)cudaGetLastError();
+  }
+  cudnnStatus_t hs;
+  cudnnHandle_t h = sc_conv_handle(&hs);
+  if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
+  SC_CUDNN(cudnnSetStream(h, stream));
+  sc_conv_to_nhwc(s, st, x, w, stream);
+  SC_CUDNN(sc_bk_fused_exec(h, f.plan, f, n_steps, sc_conv_xl(s, st, x), st.wt, ins, dst));
+  return (int)cudaGetLastError();
+}
+
+// Whether the implicit-GEMM kernel replaces cuDNN's path: run into `scratch`, checked against `want`
+// (cuDNN's result of this very call) and timed against `cudnn` (that path as a call runs it, copies
+// included); kept only where it agrees and is faster. STITCHCUDA_CONV_IGEMM=1 keeps it wherever it
+// runs, and a disagreement is then the call's error (`*status`) rather than a fallback (tests).
+template <class Cudnn>
+static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const void* x, const void* w,
+                            const void* const* ins, const void* want, void* scratch, Cudnn cudnn, int* status,
+                            cudaStream_t stream) {
+  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const char* env = getenv("STITCHCUDA_CONV_IGEMM");
+  const bool force = env && *env == '1';
+  if (!ig || !scratch || !sc_ig_available() || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1) return false;
+  const int64_t n = s.batch * s.channels * s.spatial;
+  const int rc = ig(x, w, ins, scratch, stream);
+  const long long bad = rc == 0 ? sc_epi_disagree(static_cast<const float*>(scratch), static_cast<const float*>(want), n, stream) : -1;
+  cudaGetLastError();
+  if (bad != 0) {
+    if (log || force) fprintf(stderr, "stitchcuda %s: implicit GEMM %s (%lld elements off)\n", s.name,
+                              rc ? "failed to run" : "disagrees with cuDNN's result", bad);
+    if (force) *status = rc ? rc : (int)cudaErrorUnknown;
+    return false;
+  }
+  auto as_status = [](int r) { return r == 0 ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED; };
+  const float t_ig = sc_conv_time(stream, [&] { return as_status(ig(x, w, ins, scratch, stream)); });
+  const float t_cudnn = sc_conv_time(stream, [&] { return as_status(cudnn()); });
+  cudaGetLastError();
+  const bool wins = t_ig >= 0 && (force || t_cudnn < 0 || t_ig < t_cudnn);
+  if (log)
+    fprintf(stderr, "stitchcuda %s: %s, implicit GEMM %.3f ms, cuDNN's path %.3f ms (copies included)\n", s.name,
+            wins ? "implicit GEMM" : "cuDNN", t_ig, t_cudnn);
+  return wins;
+}
+
+// A channels-last convolution result with no epilogue, the implicit-GEMM kernel its contender.
+struct sc_conv_ig_state {
+  std::once_flag once;
+  int status = 0;
+  bool ig = false;
+};
+
+[[maybe_unused]] static int sc_conv_run_ig(const sc_conv_spec& s, sc_conv_state& st, sc_conv_ig_state& g, const void* x,
+                                           const void* w, void* y, sc_conv_ig_launch ig, cudaStream_t stream) {
+  bool first = false;
+  std::call_once(g.once, [&] {
+    first = true;
+    if ((g.status = sc_conv_run(s, st, x, w, nullptr, y, stream))) return;
+    if (!ig || !sc_ig_available()) return;
+    int64_t xb, yb, wb;
+    sc_conv_bytes(s, &xb, &yb, &wb);
+    void* scratch = nullptr;
+    if (cudaMalloc(&scratch, yb) != cudaSuccess) return (void)cudaGetLastError();  // no room: cuDNN's path stays
+    const void* none[1] = {nullptr};
+    // cuDNN's timed runs write y again with the same values.
+    g.ig = sc_conv_ig_wins(s, ig, x, w, none, y, scratch, [&] { return sc_conv_run(s, st, x, w, nullptr, y, stream); },
+                           &g.status, stream);
+    cudaStreamSynchronize(stream);
+    cudaFree(scratch);
+    if (!g.status && g.ig && getenv("STITCHCUDA_CONV_IGEMM") && *getenv("STITCHCUDA_CONV_IGEMM") == '1')
+      g.status = ig(x, w, none, y, stream);  // forced: the first call's result is the kernel's own too
+  });
+  if (first || g.status) return g.status;
+  if (g.ig) return ig(x, w, nullptr, y, stream);
+  return sc_conv_run(s, st, x, w, nullptr, y, stream);
+}
+
 // The convolution and its epilogue: `raw` holds the convolution's channels-last result where they
-// run apart (the generated epilogue kernel `epi` then writes `out`).
+// run apart (the generated epilogue kernel `epi` then writes `out`); `ig`, where given, the
+// implicit-GEMM contender.
 [[maybe_unused]] static int sc_conv_fused_run(const sc_conv_spec& s, sc_conv_state& st, sc_conv_fused& f, const sc_conv_epi_step* steps,
                              int n_steps, const void* x, const void* w, const void* const* ins, void* out, void* raw,
-                             sc_conv_epi_launch epi, cudaStream_t stream) {
+                             sc_conv_epi_launch epi, sc_conv_ig_launch ig, cudaStream_t stream) {
   bool first = false;
   std::call_once(f.once, [&] {
     first = true;
@@ -1308,20 +1410,17 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
     cudnnStatus_t hs;
     cudnnHandle_t h = sc_conv_handle(&hs);
     if (hs == CUDNN_STATUS_SUCCESS) sc_conv_fused_setup(s, st, f, h, steps, n_steps, x, ins, out, raw, epi, stream);
+    // cuDNN's timed runs write out again with the same values.
+    f.ig = sc_conv_ig_wins(s, ig, x, w, ins, out, raw,
+                           [&] { return sc_conv_fused_cudnn(s, st, f, n_steps, x, w, ins, out, raw, epi, stream); },
+                           &f.status, stream);
+    if (f.status) return;
+    // Forced, the first call's result is the kernel's own too (what a test compares).
+    if (f.ig && getenv("STITCHCUDA_CONV_IGEMM") && *getenv("STITCHCUDA_CONV_IGEMM") == '1') f.status = ig(x, w, ins, out, stream);
   });
   if (first || f.status) return f.status;
-  if (!f.plan) {
-    if (int rc = sc_conv_run(s, st, x, w, nullptr, raw, stream)) return rc;
-    epi(raw, ins, out, stream);
-    return (int)cudaGetLastError();
-  }
-  cudnnStatus_t hs;
-  cudnnHandle_t h = sc_conv_handle(&hs);
-  if (hs != CUDNN_STATUS_SUCCESS) return sc_conv_fail(s, hs, "cudnnCreate");
-  SC_CUDNN(cudnnSetStream(h, stream));
-  sc_conv_to_nhwc(s, st, x, w, stream);
-  SC_CUDNN(sc_bk_fused_exec(h, f.plan, f, n_steps, sc_conv_xl(s, st, x), st.wt, ins, out));
-  return (int)cudaGetLastError();
+  if (f.ig) return ig(x, w, ins, out, stream);
+  return sc_conv_fused_cudnn(s, st, f, n_steps, x, w, ins, out, raw, epi, stream);
 }
 #undef SC_BK
 #undef SC_CUDNN

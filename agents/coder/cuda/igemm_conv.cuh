@@ -1,0 +1,256 @@
+//! An implicit-GEMM convolution on TF32 tensor cores (mma.sync m16n8k8) with the pointwise epilogue
+//! applied in registers and the result written channels-last, once (emit_igemm.py fills in each
+//! convolution's geometry). Why: cuDNN's fp32 convolutions of NCHW inputs read a channels-last copy
+//! of the input, and the epilogue after them reads the result back: on level 2's transposed
+//! convolutions that is a 0.3 ms copy, a 1.2 ms convolution and a 1.0 ms epilogue for 2.7 GB of
+//! necessary traffic. This kernel reads the NCHW (or channels-last) input where it lies and writes
+//! each output element once. It is one contender of the convolution launcher's first-call choice
+//! (conv.cuh): run on the caller's buffers, checked against cuDNN's result, timed against cuDNN's
+//! path with its copies, and kept only where it agrees and is faster.
+//!
+//! The GEMM: rows are output pixels, columns output channels, the reduction (tap, input channel)
+//! pairs, channel fastest. A transposed convolution is split into stride-phases (output positions
+//! with the same remainders modulo the stride): within a phase every output pixel reads the same
+//! taps, and the input position is the phase-local output index plus a per-tap offset, so no
+//! multiply-adds are spent on taps that do not contribute. A forward convolution is one phase whose
+//! input position is the output index times the stride plus the tap's offset.
+#ifndef SC_IGEMM_H
+#define SC_IGEMM_H
+
+// One stride-phase: where its outputs start and step, how many there are per dim, and its taps
+// (a run of the geometry's tap table).
+struct sc_ig_phase {
+  int od0, oh0, ow0;  // the phase's first output position
+  int pd, ph, pw;     // its outputs per dim
+  int taps, first;    // its taps: tap table entries first .. first + taps - 1
+  int kpad;           // taps x channels, rounded up to the k-tile
+};
+
+__device__ __forceinline__ uint32_t sc_ig_tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+#else
+  return __float_as_uint(x);
+#endif
+}
+
+// The weight packed per phase as the kernel's B operand: [phase][kpad][npad], rounded to TF32 once,
+// zero past the phase's taps and past the output channels (so the kernel's B loads need no bounds).
+// w is [K][C][taps] (forward) or [C][K][taps] (transposed), PyTorch's layouts.
+template <class G>
+__global__ void sc_ig_pack(const float* __restrict__ w, float* __restrict__ wp) {
+  const int64_t total = (int64_t)G::PHASES * G::KPAD * G::NPAD;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const int n = (int)(i % G::NPAD);
+    const int64_t r = i / G::NPAD;
+    const int kk = (int)(r % G::KPAD), p = (int)(r / G::KPAD);
+    const sc_ig_phase ph = G::phase(p);
+    const int t = kk / G::C, c = kk - t * G::C;
+    float v = 0.0f;
+    if (t < ph.taps && n < G::K) {
+      const int wt = G::tap(ph.first + t).w;
+      v = G::TRANSPOSED ? w[((int64_t)c * G::K + n) * G::TAPS + wt] : w[((int64_t)n * G::C + c) * G::TAPS + wt];
+    }
+    wp[i] = __uint_as_float(sc_ig_tf32(v));
+  }
+}
+
+__device__ __forceinline__ void sc_ig_cp4(float* dst, const float* src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+#endif
+}
+__device__ __forceinline__ void sc_ig_cp16(float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#endif
+}
+__device__ __forceinline__ void sc_ig_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void sc_ig_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+__device__ __forceinline__ void sc_ig_mma(float* c, const uint32_t* a, const uint32_t* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// A block computes BM output pixels of one phase by BN output channels; its warps 32x32 each (two
+// m16 by four n8 tiles). K-tiles of SC_IG_BK reduction steps stream through SC_IG_STAGES shared
+// buffers by cp.async: A gathered one 4-byte element at a time (zero-filled outside the input), B
+// (the packed weight) in 16-byte pieces.
+constexpr int SC_IG_BK = 16, SC_IG_STAGES = 3;
+
+template <class G, int BM, int BN, class Ep>
+__global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __restrict__ x, const float* __restrict__ wp,
+                                                              float* __restrict__ y, Ep ep) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int BK = SC_IG_BK, STAGES = SC_IG_STAGES, NT = BM * BN / 32, AROWS = NT / BM;
+  static_assert(NT % BM == 0 && BK % AROWS == 0, "tile shape");
+  // Rows padded by 8 floats: a fragment's 32 loads (4 rows by 8 columns) fall in 32 distinct banks.
+  __shared__ __align__(16) float As[STAGES][BK][BM + 8];
+  __shared__ __align__(16) float Bs[STAGES][BK][BN + 8];
+  const int p = blockIdx.z;
+  const sc_ig_phase ph = G::phase(p);
+  const int64_t M = (int64_t)G::BATCH * ph.pd * ph.ph * ph.pw;
+  const int64_t m0 = (int64_t)blockIdx.x * BM;
+  if (m0 >= M) return;
+  const int n0 = blockIdx.y * BN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gid = lane >> 2, tig = lane & 3;
+  const int wm = (warp % (BM / 32)) * 32, wn = (warp / (BM / 32)) * 32;
+
+  // The A loader's pixel: one column of the tile for the whole reduction.
+  const int am = tid % BM, ar = tid / BM;
+  const int64_t mg = m0 + am;
+  const bool mvalid = mg < M;
+  int64_t q = mvalid ? mg : 0;
+  const int jw = (int)(q % ph.pw);
+  q /= ph.pw;
+  const int jh = (int)(q % ph.ph);
+  q /= ph.ph;
+  const int jd = (int)(q % ph.pd);
+  const int64_t nb = q / ph.pd;
+  const int bd = jd * G::IS_D, bh = jh * G::IS_H, bw = jw * G::IS_W;
+  const float* xn = x + nb * G::XS_N;
+  const float* wpp = wp + (int64_t)p * G::KPAD * G::NPAD + n0;
+  const int ktiles = ph.kpad / BK;
+
+  auto load = [&](int kt, int stage) {
+    const int k0 = kt * BK;
+    if constexpr (G::C % BK == 0) {
+      // A k-tile within one tap: one bounds check and one address a tile, then a channel stride apart.
+      const int t = k0 / G::C, c0 = k0 - t * G::C + ar;
+      bool ok = mvalid && t < ph.taps;
+      const float* src = x;
+      if (ok) {
+        const int4 tp = G::tap(ph.first + t);
+        const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
+        ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
+        if (ok) src = xn + ((int64_t)c0 * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
+      }
+#pragma unroll
+      for (int j = 0; j < BK / AROWS; ++j) sc_ig_cp4(&As[stage][ar + j * AROWS][am], ok ? src + (int64_t)j * AROWS * G::XS_C : x, ok);
+    } else {
+#pragma unroll
+    for (int j = 0; j < BK / AROWS; ++j) {
+      const int r = ar + j * AROWS;
+      const int kk = k0 + r;
+      const int t = kk / G::C, c = kk - t * G::C;
+      bool ok = mvalid && t < ph.taps;
+      const float* src = x;
+      if (ok) {
+        const int4 tp = G::tap(ph.first + t);
+        const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
+        ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
+        if (ok) src = xn + ((int64_t)c * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
+      }
+      sc_ig_cp4(&As[stage][r][am], src, ok);
+    }
+    }
+    constexpr int CHUNKS = BK * BN / 4;
+#pragma unroll
+    for (int i = tid; i < CHUNKS; i += NT) {
+      const int r = i / (BN / 4), cc = (i % (BN / 4)) * 4;
+      sc_ig_cp16(&Bs[stage][r][cc], wpp + (int64_t)(k0 + r) * G::NPAD + cc);
+    }
+  };
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    sc_ig_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    sc_ig_wait<STAGES - 2>();
+    __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites
+    if (kt + STAGES - 1 < ktiles) load(kt + STAGES - 1, (kt + STAGES - 1) % STAGES);
+    sc_ig_commit();
+    const int st = kt % STAGES;
+#pragma unroll
+    for (int ks = 0; ks < BK; ks += 8) {
+      uint32_t a[2][4], b[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int mb = wm + mi * 16 + gid;
+        a[mi][0] = sc_ig_tf32(As[st][ks + tig][mb]);
+        a[mi][1] = sc_ig_tf32(As[st][ks + tig][mb + 8]);
+        a[mi][2] = sc_ig_tf32(As[st][ks + tig + 4][mb]);
+        a[mi][3] = sc_ig_tf32(As[st][ks + tig + 4][mb + 8]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int nc = wn + ni * 8 + gid;
+        b[ni][0] = __float_as_uint(Bs[st][ks + tig][nc]);
+        b[ni][1] = __float_as_uint(Bs[st][ks + tig + 4][nc]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) sc_ig_mma(acc[mi][ni], a[mi], b[ni]);
+    }
+  }
+  sc_ig_wait<0>();
+
+  // The epilogue, element by element at its channels-last index; a thread's pairs of neighbouring
+  // channels are stored together where the channel count keeps them 8-byte aligned.
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t m = m0 + wm + mi * 16 + gid + half * 8;
+      if (m >= M) continue;
+      int64_t r = m;
+      const int ow = (int)(r % ph.pw) * G::OS_W + ph.ow0;
+      r /= ph.pw;
+      const int oh = (int)(r % ph.ph) * G::OS_H + ph.oh0;
+      r /= ph.ph;
+      const int od = (int)(r % ph.pd) * G::OS_D + ph.od0;
+      const int64_t n = r / ph.pd;
+      const int64_t base = (((n * G::OD + od) * G::OH + oh) * G::OW + ow) * G::K;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int k = n0 + wn + ni * 8 + 2 * tig;
+        const float* v = &acc[mi][ni][half * 2];
+        if (G::K % 2 == 0 && k < G::K) {
+          *reinterpret_cast<float2*>(y + base + k) = make_float2(ep(base + k, v[0]), ep(base + k + 1, v[1]));
+        } else {
+          if (k < G::K) y[base + k] = ep(base + k, v[0]);
+          if (k + 1 < G::K) y[base + k + 1] = ep(base + k + 1, v[1]);
+        }
+      }
+    }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // the host offers this kernel only on sm_80 and newer
+#endif
+}
+
+// The identity epilogue (a convolution whose result is stored as it is).
+struct sc_ig_identity {
+  SC_INLINE float operator()(int64_t, float v) const { return v; }
+};
+
+#endif  // SC_IGEMM_H

@@ -1,0 +1,209 @@
+"""The implicit-GEMM convolution (emit_igemm.py, cuda/igemm_conv.cuh): the convolution launcher's
+contender that reads the input where it lies and writes each output once, epilogue applied.
+
+Here, on the CPU: its geometry (stride-phases, taps, input offsets) gathered exactly as the kernel
+gathers, against PyTorch's convolutions, forward and transposed, 2-D and 3-D, strided, padded,
+dilated, with output padding, with taps that skip a phase, from NCHW and channels-last inputs; what
+it refuses; candidates that carry it build for sm_90. On a GPU: with STITCHCUDA_CONV_IGEMM=1 the
+launcher keeps the kernel (a disagreement with cuDNN is then an error), and the candidate matches
+its module."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new
+from test_emit_conv import cudnn_include
+
+from stitchcuda.agents.coder import emit_igemm
+from stitchcuda.agents.coder.emit_conv import conv_params
+from stitchcuda.agents.coder.kernels import NotSupported
+from stitchcuda.agents.coder.model_new import CU_FILE
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+# (input shape, weight shape, stride, padding, dilation, transposed, output_padding)
+SHAPES = {
+    "2d 3x3": ((2, 5, 9, 11), (7, 5, 3, 3), 1, 0, 1, False, 0),
+    "2d strided padded": ((2, 4, 13, 10), (6, 4, 3, 3), 2, 1, 1, False, 0),
+    "2d dilated asymmetric": ((1, 3, 12, 14), (5, 3, 3, 2), (1, 2), (2, 0), (2, 3), False, 0),
+    "2d 1x1": ((3, 6, 5, 5), (4, 6, 1, 1), 1, 0, 1, False, 0),
+    "3d": ((2, 3, 6, 7, 8), (4, 3, 3, 3, 3), 1, 1, 1, False, 0),
+    "transposed 2d stride 2": ((2, 5, 6, 7), (5, 3, 3, 3), 2, 1, 1, True, 1),
+    "transposed 2d stride 2 k4": ((2, 4, 5, 5), (4, 6, 4, 4), 2, 1, 1, True, 0),
+    "transposed 2d stride 1": ((1, 4, 6, 6), (4, 3, 5, 5), 1, 1, 1, True, 0),
+    "transposed 2d stride 3 k2": ((2, 3, 4, 5), (3, 2, 2, 2), 3, 0, 1, True, 2),  # taps skip a phase
+    "transposed 2d dilated": ((1, 3, 5, 6), (3, 4, 3, 3), (2, 3), (1, 2), (2, 1), True, (1, 0)),
+    "transposed 3d": ((2, 3, 4, 5, 4), (3, 5, 3, 3, 3), 2, 1, 1, True, 1),
+    "transposed 3d k5 stride 2 pad 2": ((1, 2, 3, 4, 3), (2, 3, 5, 5, 5), 2, 2, 1, True, 0),
+}
+
+
+def _reference(x, w, stride, padding, dilation, transposed, output_padding):
+    if transposed:
+        f = F.conv_transpose2d if x.dim() == 4 else F.conv_transpose3d
+        return f(x, w, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation)
+    f = F.conv2d if x.dim() == 4 else F.conv3d
+    return f(x, w, stride=stride, padding=padding, dilation=dilation)
+
+
+def _gather(g: emit_igemm.Geometry, stored: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The convolution as the kernel computes it, from the geometry alone: per phase and tap, the input
+    at phase-local index x in-step + offset (zero outside), read through the stored tensor's strides,
+    times the weight's tap; written channels-last at index x out-step + origin."""
+    od, oh, ow = g.out_dims
+    out = torch.zeros(g.batch, od, oh, ow, g.out_channels, dtype=torch.float64)
+    flat = stored.contiguous().reshape(-1).double()
+    wt = w.double().reshape(w.shape[0], w.shape[1], -1)
+    sn, sc, sd, sh, sw = g.x_strides
+    n = torch.arange(g.batch).view(-1, 1, 1, 1, 1)
+    c = torch.arange(g.channels).view(1, -1, 1, 1, 1)
+    for ph in g.phases:
+        jd, jh, jw = (torch.arange(k) for k in ph.count)
+        acc = torch.zeros(g.batch, *ph.count, g.out_channels, dtype=torch.float64)
+        for dd, dh, dw, tap in ph.taps:
+            i_d, i_h, i_w = jd * g.in_step[0] + dd, jh * g.in_step[1] + dh, jw * g.in_step[2] + dw
+            ok = ((i_d >= 0) & (i_d < g.in_dims[0])).view(1, 1, -1, 1, 1) & ((i_h >= 0) & (i_h < g.in_dims[1])).view(1, 1, 1, -1, 1) \
+                & ((i_w >= 0) & (i_w < g.in_dims[2])).view(1, 1, 1, 1, -1)
+            idx = n * sn + c * sc + i_d.clamp(0, g.in_dims[0] - 1).view(1, 1, -1, 1, 1) * sd \
+                + i_h.clamp(0, g.in_dims[1] - 1).view(1, 1, 1, -1, 1) * sh + i_w.clamp(0, g.in_dims[2] - 1).view(1, 1, 1, 1, -1) * sw
+            a = torch.where(ok, flat[idx], 0.0)  # [N, C, pd, ph, pw]
+            b = wt[:, :, tap] if g.transposed else wt[:, :, tap].t()  # [C, K]
+            acc += torch.einsum("ncdhw,ck->ndhwk", a, b)
+        d0, h0, w0 = ph.origin
+        sd_, sh_, sw_ = g.out_step
+        out[:, d0::sd_, h0::sh_, w0::sw_][:, : ph.count[0], : ph.count[1], : ph.count[2]] = acc
+    return out
+
+
+@pytest.mark.parametrize("case", list(SHAPES))
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_the_geometry_gathers_what_pytorch_computes(case, channels_last):
+    xs, ws, stride, padding, dilation, transposed, out_pad = SHAPES[case]
+    torch.manual_seed(0)
+    x, w = torch.randn(xs, dtype=torch.float64), torch.randn(ws, dtype=torch.float64)
+    p = conv_params(xs, ws, stride, padding, dilation, transposed, out_pad, 1)
+    g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, channels_last)
+    want = _reference(x, w, stride, padding, dilation, transposed, out_pad)
+    stored = x.movedim(1, -1) if channels_last else x
+    got = _gather(g, stored, w)
+    if x.dim() == 4:
+        got = got[:, 0]  # the unit depth
+    torch.testing.assert_close(got, want.movedim(1, -1), rtol=1e-10, atol=1e-10)
+    # Every output position belongs to exactly one phase.
+    assert sum(g.outputs(ph) for ph in g.phases) == g.batch * g.out_dims[0] * g.out_dims[1] * g.out_dims[2]
+    assert all(g.kpad(ph) % emit_igemm.BK == 0 and g.kpad(ph) >= len(ph.taps) * g.channels for ph in g.phases)
+
+
+def test_a_transposed_convolution_spends_no_products_on_taps_that_miss():
+    p = conv_params((2, 8, 16, 16), (8, 8, 3, 3), 2, 1, 1, True, 1, 1)
+    g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, False)
+    assert len(g.phases) == 4 and sorted(len(ph.taps) for ph in g.phases) == [1, 2, 2, 4]  # 9 taps over 4 phases
+
+
+def test_what_it_refuses():
+    p = conv_params((2, 8, 9, 9), (8, 4, 3, 3), 1, 0, 1, False, 0, 2)
+    with pytest.raises(NotSupported, match="grouped"):
+        emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, False)
+    with pytest.raises(NotSupported, match="2-D or 3-D"):
+        emit_igemm.geometry(False, 1, (2, 3, 9), (4, 3, 3), (2, 4, 7), (0,), (1,), (1,), False)
+
+
+def test_tiles_follow_the_output_channels():
+    for k, tile in [(16, (128, 32)), (32, (128, 32)), (48, (128, 64)), (64, (128, 64)), (128, (64, 128)), (200, (64, 128))]:
+        p = conv_params((1, 3, 8, 8), (k, 3, 3, 3), 1, 1, 1, False, 0, 1)
+        g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, False)
+        assert g.tile == tile and g.npad % tile[1] == 0 and g.npad >= k
+
+
+class ConvTail(nn.Module):
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+        self.scale = nn.Parameter(torch.randn(conv.out_channels, *([1] * (conv.weight.dim() - 2))))
+
+    def forward(self, x):
+        return torch.tanh(self.conv(x) * self.scale) + 0.5
+
+
+class ConvSoftmax(nn.Module):
+    """A convolution whose channels-last result a reduction reads: no epilogue (sc_conv_run_ig)."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        return torch.softmax(self.conv(x), dim=1)
+
+
+MODULES = {
+    "conv2d": (lambda: nn.Conv2d(8, 32, 3), (4, 8, 34, 30)),
+    "conv2d 128 channels strided": (lambda: nn.Conv2d(16, 128, 3, stride=2, padding=1), (2, 16, 33, 31)),
+    "conv2d 3 input channels": (lambda: nn.Conv2d(3, 24, 3, padding=1), (4, 3, 32, 32)),
+    "transposed 2d stride 2": (lambda: nn.ConvTranspose2d(16, 64, 3, stride=2, padding=1, output_padding=1), (4, 16, 17, 15)),
+    "transposed 2d k4": (lambda: nn.ConvTranspose2d(32, 48, 4, stride=2, padding=1), (2, 32, 16, 16)),
+    "conv3d": (lambda: nn.Conv3d(8, 16, 3), (2, 8, 10, 12, 12)),
+    "transposed 3d": (lambda: nn.ConvTranspose3d(16, 32, 3, stride=2, padding=1), (2, 16, 6, 8, 8)),
+}
+# Cases whose convolution has no epilogue: the module is ConvSoftmax.
+PLAIN = {
+    "plain conv3d": (lambda: nn.Conv3d(3, 16, 3), (4, 3, 8, 16, 16)),
+    "plain transposed 2d": (lambda: nn.ConvTranspose2d(32, 64, 3, stride=2, padding=1), (2, 32, 16, 16)),
+}
+
+
+def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
+    if case in PLAIN:
+        make, shape = PLAIN[case]
+        return ConvSoftmax(make()), shape
+    make, shape = MODULES[case]
+    return ConvTail(make()), shape
+
+
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path):
+    for k, case in enumerate(["transposed 3d", "conv2d 128 channels strided", "plain conv3d"]):
+        torch.manual_seed(0)
+        module, shape = _module(case)
+        cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+        src = cand.files[CU_FILE]
+        assert "sc_igemm_conv<" in src and "_ig, stream);" in src, src[-3000:]
+        assert ("return sc_conv_run_ig(spec" in src) == (case in PLAIN)
+        assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
+
+
+def test_turned_off_it_is_left_out(monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "0")
+    make, shape = MODULES["conv2d"]
+    cand = builtin_candidate(ConvTail(make()), [torch.randn(shape)], host=False)
+    src = cand.files[CU_FILE]
+    assert "return sc_conv_fused_run(spec" in src and "sc_igemm_conv<" not in src and "nullptr, stream);" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", list(MODULES) + list(PLAIN))
+def test_on_the_gpu_the_kernel_matches_the_module(case, tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "1")  # kept wherever it runs; a disagreement is an error
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    torch.manual_seed(3)
+    module, shape = _module(case)
+    inputs = [torch.randn(shape)]
+    cand = builtin_candidate(module, inputs, host=False)
+    assert "sc_igemm_conv<" in cand.files[CU_FILE]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path / "m")
+    new = new.cuda()
+    with torch.no_grad():
+        for seed in range(3):  # the first call chooses; later ones (graph-replayed) run the choice
+            torch.manual_seed(seed)
+            args = [torch.randn(shape, device="cuda")]
+            want = module(*args)
+            got = new(*args)
+            torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
+    log = capfd.readouterr().err
+    assert "implicit GEMM" in log and "disagrees" not in log, log[-3000:]
