@@ -94,7 +94,10 @@ def test_the_geometry_gathers_what_pytorch_computes(case, channels_last):
     torch.testing.assert_close(got, want.movedim(1, -1), rtol=1e-10, atol=1e-10)
     # Every output position belongs to exactly one phase.
     assert sum(g.outputs(ph) for ph in g.phases) == g.batch * g.out_dims[0] * g.out_dims[1] * g.out_dims[2]
-    assert all(g.kpad(ph) % emit_igemm.BK == 0 and g.kpad(ph) >= len(ph.taps) * g.channels for ph in g.phases)
+    assert all(g.kpad(ph) % emit_igemm.BK == 0 and g.kpad(ph) >= len(ph.taps) * g.cp for ph in g.phases)
+    # A k-tile holds whole taps where the channels are fewer than it (the loader's per-tap path).
+    assert g.cp >= g.channels and (g.cp % emit_igemm.BK == 0 or emit_igemm.BK % g.cp == 0 or g.cp == g.channels)
+    assert g.uniform == (len({ph.count for ph in g.phases}) == 1)
 
 
 def test_a_transposed_convolution_spends_no_products_on_taps_that_miss():
@@ -118,25 +121,34 @@ def test_tiles_follow_the_output_channels():
         assert g.tile == tile and g.npad % tile[1] == 0 and g.npad >= k
 
 
-class ConvTail(nn.Module):
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-        self.scale = nn.Parameter(torch.randn(conv.out_channels, *([1] * (conv.weight.dim() - 2))))
+def ConvTail(make) -> nn.Module:
+    """make()'s convolution, then a channel scale, tanh and a constant: a pointwise epilogue. Its class
+    takes no constructor arguments, as the candidate's ModelNew mirrors them."""
 
-    def forward(self, x):
-        return torch.tanh(self.conv(x) * self.scale) + 0.5
+    class Tail(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = make()
+            self.scale = nn.Parameter(torch.randn(self.conv.out_channels, *([1] * (self.conv.weight.dim() - 2))))
+
+        def forward(self, x):
+            return torch.tanh(self.conv(x) * self.scale) + 0.5
+
+    return Tail()
 
 
-class ConvSoftmax(nn.Module):
-    """A convolution whose channels-last result a reduction reads: no epilogue (sc_conv_run_ig)."""
+def ConvSoftmax(make) -> nn.Module:
+    """make()'s convolution whose channels-last result a reduction reads: no epilogue (sc_conv_run_ig)."""
 
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
+    class Soft(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = make()
 
-    def forward(self, x):
-        return torch.softmax(self.conv(x), dim=1)
+        def forward(self, x):
+            return torch.softmax(self.conv(x), dim=1)
+
+    return Soft()
 
 
 MODULES = {
@@ -146,6 +158,7 @@ MODULES = {
     "transposed 2d stride 2": (lambda: nn.ConvTranspose2d(16, 64, 3, stride=2, padding=1, output_padding=1), (4, 16, 17, 15)),
     "transposed 2d k4": (lambda: nn.ConvTranspose2d(32, 48, 4, stride=2, padding=1), (2, 32, 16, 16)),
     "conv3d": (lambda: nn.Conv3d(8, 16, 3), (2, 8, 10, 12, 12)),
+    "conv2d 24 input channels": (lambda: nn.Conv2d(24, 40, 3, padding=2, dilation=2), (2, 24, 20, 18)),  # the per-element loader
     "transposed 3d": (lambda: nn.ConvTranspose3d(16, 32, 3, stride=2, padding=1), (2, 16, 6, 8, 8)),
 }
 # Cases whose convolution has no epilogue: the module is ConvSoftmax.
@@ -158,9 +171,9 @@ PLAIN = {
 def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
     if case in PLAIN:
         make, shape = PLAIN[case]
-        return ConvSoftmax(make()), shape
+        return ConvSoftmax(make), shape
     make, shape = MODULES[case]
-    return ConvTail(make()), shape
+    return ConvTail(make), shape
 
 
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
@@ -178,7 +191,7 @@ def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path):
 def test_turned_off_it_is_left_out(monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "0")
     make, shape = MODULES["conv2d"]
-    cand = builtin_candidate(ConvTail(make()), [torch.randn(shape)], host=False)
+    cand = builtin_candidate(ConvTail(make), [torch.randn(shape)], host=False)
     src = cand.files[CU_FILE]
     assert "return sc_conv_fused_run(spec" in src and "sc_igemm_conv<" not in src and "nullptr, stream);" in src
 

@@ -60,8 +60,21 @@ class Geometry:
                 return tile
         return WIDE
 
+    @property
+    def uniform(self) -> bool:
+        """Whether every phase has the same output counts (the kernel then splits indices by constants)."""
+        return len({ph.count for ph in self.phases}) == 1
+
+    @property
+    def cp(self) -> int:
+        """Channels per tap in the reduction: C, or below the k-tile the power of two above it (the
+        padding channels read as zeros), so that a k-tile holds whole taps."""
+        if self.channels >= BK:
+            return self.channels
+        return 1 << (self.channels - 1).bit_length()
+
     def kpad(self, phase: Phase) -> int:
-        return -(-len(phase.taps) * self.channels // BK) * BK
+        return -(-len(phase.taps) * self.cp // BK) * BK
 
     @property
     def kpad_max(self) -> int:
@@ -128,9 +141,8 @@ def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], 
         in_step=(1, 1, 1) if transposed else strides, out_step=strides if transposed else (1, 1, 1),
         x_strides=xs, taps_total=ks[0] * ks[1] * ks[2], phases=tuple(phases),
     )
-    bm, _ = g.tile
-    if max(-(-g.outputs(ph) // bm) for ph in phases) > INT_MAX or g.npad * g.kpad_max * len(phases) > INT_MAX:
-        raise NotSupported("implicit GEMM: too many output pixels for one grid")
+    if max(g.outputs(ph) for ph in phases) + g.tile[0] > INT_MAX or g.npad * g.kpad_max * len(phases) > INT_MAX:
+        raise NotSupported("implicit GEMM: 2^31 output pixels or more in a phase")
     if sum(len(ph.taps) for ph in phases) > 2048:
         raise NotSupported("implicit GEMM: more than 2048 taps")
     return g
@@ -155,8 +167,10 @@ __constant__ int4 {name}_ig_taps[{len(tap_rows)}] = {{{", ".join(tap_rows)}}};
 struct {geo} {{
   static constexpr bool TRANSPOSED = {str(g.transposed).lower()};
   static constexpr int64_t BATCH = {g.batch};
-  static constexpr int C = {g.channels}, K = {g.out_channels}, TAPS = {g.taps_total}, PHASES = {len(g.phases)};
+  static constexpr int C = {g.channels}, CP = {g.cp}, K = {g.out_channels}, TAPS = {g.taps_total}, PHASES = {len(g.phases)};
   static constexpr int KPAD = {g.kpad_max}, NPAD = {g.npad};
+  static constexpr bool UNIFORM = {str(g.uniform).lower()};
+  static constexpr int PD = {g.phases[0].count[0]}, PH = {g.phases[0].count[1]}, PW = {g.phases[0].count[2]};  // (where UNIFORM)
   static constexpr int ID = {g.in_dims[0]}, IH = {g.in_dims[1]}, IW = {g.in_dims[2]};
   static constexpr int OD = {g.out_dims[0]}, OH = {g.out_dims[1]}, OW = {g.out_dims[2]};
   static constexpr int IS_D = {g.in_step[0]}, IS_H = {g.in_step[1]}, IS_W = {g.in_step[2]};

@@ -47,9 +47,9 @@ __global__ void sc_ig_pack(const float* __restrict__ w, float* __restrict__ wp) 
     const int64_t r = i / G::NPAD;
     const int kk = (int)(r % G::KPAD), p = (int)(r / G::KPAD);
     const sc_ig_phase ph = G::phase(p);
-    const int t = kk / G::C, c = kk - t * G::C;
+    const int t = kk / G::CP, c = kk - t * G::CP;
     float v = 0.0f;
-    if (t < ph.taps && n < G::K) {
+    if (t < ph.taps && c < G::C && n < G::K) {
       const int wt = G::tap(ph.first + t).w;
       v = G::TRANSPOSED ? w[((int64_t)c * G::K + n) * G::TAPS + wt] : w[((int64_t)n * G::C + c) * G::TAPS + wt];
     }
@@ -96,6 +96,22 @@ __device__ __forceinline__ void sc_ig_mma(float* c, const uint32_t* a, const uin
 // (the packed weight) in 16-byte pieces.
 constexpr int SC_IG_BK = 16, SC_IG_STAGES = 3;
 
+// A phase-local output index (< 2^31, emit_igemm checks) as sample and per-dim indices: by constants
+// where every phase has the same counts (forward convolutions; transposed ones whose output sizes
+// the stride divides), which the compiler turns into multiplies, else by the phase's counts.
+template <class G>
+__device__ __forceinline__ void sc_ig_split(unsigned m, const sc_ig_phase& ph, int& n, int& jd, int& jh, int& jw) {
+  if constexpr (G::UNIFORM) {
+    jw = (int)(m % (unsigned)G::PW), m /= (unsigned)G::PW;
+    jh = (int)(m % (unsigned)G::PH), m /= (unsigned)G::PH;
+    jd = (int)(m % (unsigned)G::PD), n = (int)(m / (unsigned)G::PD);
+  } else {
+    jw = (int)(m % (unsigned)ph.pw), m /= (unsigned)ph.pw;
+    jh = (int)(m % (unsigned)ph.ph), m /= (unsigned)ph.ph;
+    jd = (int)(m % (unsigned)ph.pd), n = (int)(m / (unsigned)ph.pd);
+  }
+}
+
 template <class G, int BM, int BN, class Ep>
 __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __restrict__ x, const float* __restrict__ wp,
                                                               float* __restrict__ y, Ep ep) {
@@ -105,10 +121,11 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
   // Rows padded by 8 floats: a fragment's 32 loads (4 rows by 8 columns) fall in 32 distinct banks.
   __shared__ __align__(16) float As[STAGES][BK][BM + 8];
   __shared__ __align__(16) float Bs[STAGES][BK][BN + 8];
+  __shared__ int64_t s_out[BM];  // each tile row's channels-last output offset, -1 past the phase's end
   const int p = blockIdx.z;
   const sc_ig_phase ph = G::phase(p);
-  const int64_t M = (int64_t)G::BATCH * ph.pd * ph.ph * ph.pw;
-  const int64_t m0 = (int64_t)blockIdx.x * BM;
+  const int M = (int)G::BATCH * ph.pd * ph.ph * ph.pw;
+  const int m0 = blockIdx.x * BM;
   if (m0 >= M) return;
   const int n0 = blockIdx.y * BN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -117,25 +134,24 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
 
   // The A loader's pixel: one column of the tile for the whole reduction.
   const int am = tid % BM, ar = tid / BM;
-  const int64_t mg = m0 + am;
+  const int mg = m0 + am;
   const bool mvalid = mg < M;
-  int64_t q = mvalid ? mg : 0;
-  const int jw = (int)(q % ph.pw);
-  q /= ph.pw;
-  const int jh = (int)(q % ph.ph);
-  q /= ph.ph;
-  const int jd = (int)(q % ph.pd);
-  const int64_t nb = q / ph.pd;
+  int nb, jd, jh, jw;
+  sc_ig_split<G>(mvalid ? mg : 0, ph, nb, jd, jh, jw);
+  if (ar == 0) {
+    const int od = jd * G::OS_D + ph.od0, oh = jh * G::OS_H + ph.oh0, ow = jw * G::OS_W + ph.ow0;
+    s_out[am] = mvalid ? ((((int64_t)nb * G::OD + od) * G::OH + oh) * G::OW + ow) * G::K : -1;
+  }
   const int bd = jd * G::IS_D, bh = jh * G::IS_H, bw = jw * G::IS_W;
-  const float* xn = x + nb * G::XS_N;
+  const float* xn = x + (int64_t)nb * G::XS_N;
   const float* wpp = wp + (int64_t)p * G::KPAD * G::NPAD + n0;
   const int ktiles = ph.kpad / BK;
 
   auto load = [&](int kt, int stage) {
     const int k0 = kt * BK;
-    if constexpr (G::C % BK == 0) {
+    if constexpr (G::CP % BK == 0) {
       // A k-tile within one tap: one bounds check and one address a tile, then a channel stride apart.
-      const int t = k0 / G::C, c0 = k0 - t * G::C + ar;
+      const int t = k0 / G::CP, c0 = k0 - t * G::CP + ar;
       bool ok = mvalid && t < ph.taps;
       const float* src = x;
       if (ok) {
@@ -146,13 +162,35 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
       }
 #pragma unroll
       for (int j = 0; j < BK / AROWS; ++j) sc_ig_cp4(&As[stage][ar + j * AROWS][am], ok ? src + (int64_t)j * AROWS * G::XS_C : x, ok);
+    } else if constexpr (BK % G::CP == 0 && G::CP % AROWS == 0) {
+      // A k-tile of BK / CP whole taps: each tap's bounds and address once, its channels a stride
+      // apart; the channels CP pads C with read as zeros.
+      const int t0 = k0 / G::CP;
+#pragma unroll
+      for (int u = 0; u < BK / G::CP; ++u) {
+        const int t = t0 + u;
+        bool ok = mvalid && t < ph.taps;
+        const float* src = x;
+        if (ok) {
+          const int4 tp = G::tap(ph.first + t);
+          const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
+          ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
+          if (ok) src = xn + ((int64_t)ar * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
+        }
+#pragma unroll
+        for (int j = u * G::CP / AROWS; j < (u + 1) * G::CP / AROWS; ++j) {
+          const int dc = j * AROWS - u * G::CP;  // the channel, less ar
+          const bool in = ok && ar + dc < G::C;
+          sc_ig_cp4(&As[stage][ar + j * AROWS][am], in ? src + (int64_t)dc * G::XS_C : x, in);
+        }
+      }
     } else {
 #pragma unroll
     for (int j = 0; j < BK / AROWS; ++j) {
       const int r = ar + j * AROWS;
       const int kk = k0 + r;
-      const int t = kk / G::C, c = kk - t * G::C;
-      bool ok = mvalid && t < ph.taps;
+      const int t = kk / G::CP, c = kk - t * G::CP;
+      bool ok = mvalid && t < ph.taps && c < G::C;
       const float* src = x;
       if (ok) {
         const int4 tp = G::tap(ph.first + t);
@@ -214,6 +252,7 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
     }
   }
   sc_ig_wait<0>();
+  __syncthreads();  // s_out is written (also where the reduction is empty)
 
   // The epilogue, element by element at its channels-last index; a thread's pairs of neighbouring
   // channels are stored together where the channel count keeps them 8-byte aligned.
@@ -221,16 +260,8 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t m = m0 + wm + mi * 16 + gid + half * 8;
-      if (m >= M) continue;
-      int64_t r = m;
-      const int ow = (int)(r % ph.pw) * G::OS_W + ph.ow0;
-      r /= ph.pw;
-      const int oh = (int)(r % ph.ph) * G::OS_H + ph.oh0;
-      r /= ph.ph;
-      const int od = (int)(r % ph.pd) * G::OS_D + ph.od0;
-      const int64_t n = r / ph.pd;
-      const int64_t base = (((n * G::OD + od) * G::OH + oh) * G::OW + ow) * G::K;
+      const int64_t base = s_out[wm + mi * 16 + gid + half * 8];
+      if (base < 0) continue;
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni) {
         const int k = n0 + wn + ni * 8 + 2 * tig;
