@@ -1355,7 +1355,9 @@ static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const v
   const float t_ig = sc_conv_time(stream, [&] { return as_status(ig(x, w, ins, scratch, stream)); });
   const float t_cudnn = sc_conv_time(stream, [&] { return as_status(cudnn()); });
   cudaGetLastError();
-  const bool wins = t_ig >= 0 && (force || t_cudnn < 0 || t_ig < t_cudnn);
+  // At least 5% faster: best-of-3 times of launches of tens of microseconds move by that much from run
+  // to run, and a choice made on noise costs the same as a wrong one.
+  const bool wins = t_ig >= 0 && (force || t_cudnn < 0 || t_ig < 0.95f * t_cudnn);
   if (log)
     fprintf(stderr, "stitchcuda %s: %s, implicit GEMM %.3f ms, cuDNN's path %.3f ms (copies included)\n", s.name,
             wins ? "implicit GEMM" : "cuDNN", t_ig, t_cudnn);
