@@ -163,7 +163,9 @@ def render(g: Geometry, name: str, epilogue: str, construct: str, inputs: Sequen
     geo = f"{name}_ig_geo"
     pack = len(g.phases) * g.kpad_max * g.npad
     return f"""__constant__ sc_ig_phase {name}_ig_phases[{len(g.phases)}] = {{{", ".join(phase_rows)}}};
-__constant__ int4 {name}_ig_taps[{len(tap_rows)}] = {{{", ".join(tap_rows)}}};
+// (Global memory, not __constant__: a module's constant bank holds 64 KB, which the tap tables of a
+// network's large 3-D kernels could pass; a tap is read once a k-tile, the same by a whole warp.)
+__device__ const int4 {name}_ig_taps[{len(tap_rows)}] = {{{", ".join(tap_rows)}}};
 struct {geo} {{
   static constexpr bool TRANSPOSED = {str(g.transposed).lower()};
   static constexpr int64_t BATCH = {g.batch};
@@ -177,7 +179,7 @@ struct {geo} {{
   static constexpr int OS_D = {g.out_step[0]}, OS_H = {g.out_step[1]}, OS_W = {g.out_step[2]};
   static constexpr int64_t XS_N = {g.x_strides[0]}, XS_C = {g.x_strides[1]}, XS_D = {g.x_strides[2]}, XS_H = {g.x_strides[3]}, XS_W = {g.x_strides[4]};
   static __device__ __forceinline__ sc_ig_phase phase(int p) {{ return {name}_ig_phases[p]; }}
-  static __device__ __forceinline__ int4 tap(int i) {{ return {name}_ig_taps[i]; }}
+  static __device__ __forceinline__ int4 tap(int i) {{ return __ldg(&{name}_ig_taps[i]); }}
 }};
 
 // The whole convolution and its epilogue by the implicit-GEMM kernel (the conv launcher's contender).
