@@ -89,6 +89,11 @@ KERNELS = [
     (_module(lambda x: F.interpolate(x, scale_factor=2.5, mode="linear")), [torch.randn(2, 3, 7)]),
     (_module(lambda x: F.interpolate(x, scale_factor=(1.5, 2, 2), mode="trilinear")), [torch.randn(1, 2, 3, 4, 5)]),
     (_module(lambda x: F.interpolate(x.half(), scale_factor=2, mode="bilinear").float()), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic")), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, size=(9, 7), mode="bicubic", align_corners=True) - 1.0), [torch.randn(2, 3, 4, 5)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=0.6, mode="bicubic")), [torch.randn(1, 2, 10, 9)]),  # down: taps past both edges
+    (_module(lambda x: F.interpolate(x, scale_factor=(1.5, 3), mode="bicubic")), [torch.randn(2, 2, 6, 3)]),
+    (_module(lambda x: F.interpolate(x, scale_factor=1, mode="bicubic")), [torch.randn(1, 2, 5, 4)]),  # same size: a copy
 ]
 
 

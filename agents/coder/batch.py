@@ -57,7 +57,7 @@ _PER_SAMPLE = {
     "convolution", "_convolution", "max_pool2d_with_indices", "max_pool3d_with_indices", "max_pool1d",
     "max_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_max_pool2d", "native_group_norm", "_native_batch_norm_legit_no_training",
-    "upsample_nearest2d", "upsample_bilinear2d", "pixel_shuffle", "pixel_unshuffle", "constant_pad_nd",
+    "upsample_nearest2d", "upsample_bilinear2d", "upsample_bicubic2d", "pixel_shuffle", "pixel_unshuffle", "constant_pad_nd",
     "reflection_pad2d", "replicate_pad2d", "im2col", "col2im",
 }  # fmt: skip
 _SAME = {"clone", "alias", "contiguous", "_to_copy", "detach", "lift_fresh_copy"}

@@ -1,6 +1,6 @@
 """Data-movement kernels: cat, stack, flip, triu/tril, constant padding, roll, fills, reads
-through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest and
-linear upsampling as F.interpolate traces them).
+through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest,
+linear and bicubic upsampling as F.interpolate traces them).
 
 Each output element is read from one place of one source (or is a constant), so every op here is a
 row of one table: a function from the output coordinates `c0..c{n-1}` to C statements that assign
@@ -235,7 +235,13 @@ _RESAMPLE = {  # op -> (spatial dims, scale argument names, kind)
     "upsample_linear1d": (1, ("scales",), "linear"),
     "upsample_bilinear2d": (2, ("scales_h", "scales_w"), "linear"),
     "upsample_trilinear3d": (3, ("scales_d", "scales_h", "scales_w"), "linear"),
+    "upsample_bicubic2d": (2, ("scales_h", "scales_w"), "cubic"),
 }
+# Bicubic (PyTorch's get_cubic_upsample_coefficients, A = -0.75): the weights of the four taps at
+# distance t + 1, t, 1 - t and 2 - t, each a cubic of its distance; constants folded as PyTorch's
+# float arithmetic makes them (A + 2 = 1.25, A + 3 = 2.25, 5A = -3.75, 8A = -6, 4A = -3: all exact).
+_CUBIC1 = "((1.25f * ({x}) - 2.25f) * ({x})) * ({x}) + 1.0f"  # cubic_convolution1, |x| <= 1
+_CUBIC2 = "((-0.75f * ({x}) - -3.75f) * ({x}) + -6.0f) * ({x}) - -3.0f"  # cubic_convolution2, 1 < |x| < 2
 
 
 def _f32(value: float) -> float:
@@ -261,8 +267,9 @@ def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         raise NotSupported(f"{ctx.node['op']} of a rank-{len(getattr(src, 'shape', ()))} tensor")
     if src.dtype not in ("float32", "float16", "bfloat16"):
         raise NotSupported(f"{ctx.node['op']} of {src.dtype}")
-    align = bool(ctx.args.get("align_corners")) and kind == "linear"
+    align = bool(ctx.args.get("align_corners")) and kind in ("linear", "cubic")
     lines: list[str] = []
+    cubic: list[tuple[list[str], list[str]]] = []  # per spatial dim: (the 4 tap indices, their weights)
     taps: list[tuple[str, str, str]] = []  # per spatial dim: (low index, high index, high weight)
     for d in range(dims):
         size, n, c = src.shape[2 + d], out.shape[2 + d], coords[2 + d]
@@ -274,12 +281,34 @@ def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         if kind == "exact":  # nearest_neighbor_exact_compute_source_index
             lines.append(f"const int64_t i{d} = min((int64_t)floorf(((float){c} + 0.5f) * {sc}), (int64_t){size - 1});")
             continue
+        if kind == "cubic":  # area_pixel_compute_source_index with cubic=true: not clamped at 0
+            at = f"{sc} * (float){c}" if align else f"{sc} * ((float){c} + 0.5f) - 0.5f"
+            lines += [f"const float r{d} = {at};", f"const int64_t f{d} = (int64_t)floorf(r{d});",
+                      f"const float t{d} = r{d} - (float)f{d};", f"const float u{d} = 1.0f - t{d};"]
+            dists = [f"t{d} + 1.0f", f"t{d}", f"u{d}", f"u{d} + 1.0f"]
+            forms = [_CUBIC2, _CUBIC1, _CUBIC1, _CUBIC2]
+            lines += [f"const float w{d}_{k} = {forms[k].format(x=dists[k])};" for k in range(4)]
+            # upsample_get_value_bounded: each tap's index clamped into the input
+            lines += [f"const int64_t k{d}_{k} = min(max(f{d} + (int64_t){k - 1}, (int64_t)0), (int64_t){size - 1});" for k in range(4)]
+            cubic.append(([f"k{d}_{k}" for k in range(4)], [f"w{d}_{k}" for k in range(4)]))
+            continue
         at = f"{sc} * (float){c}" if align else f"fmaxf({sc} * ((float){c} + 0.5f) - 0.5f, 0.0f)"
         lines += [f"const float r{d} = {at};", f"const int64_t i{d} = (int64_t)r{d};",
                   f"const int64_t j{d} = i{d} + (i{d} < {size - 1}LL ? 1 : 0);",
                   f"const float l{d} = r{d} - (float)i{d};"]
         taps.append((f"i{d}", f"j{d}", f"l{d}"))
     lead = coords[:2]
+    if kind == "cubic":
+        # cubic_interp1d along the last dim for each of the first dim's four taps, then along the
+        # first: x0 * c0 + x1 * c1 + x2 * c2 + x3 * c3, summed left to right as PyTorch sums it.
+        (rows, wr), (cols, wc) = cubic
+        def interp(values: list[str], weights: list[str]) -> str:
+            return " + ".join(f"{v} * {w}" for v, w in zip(values, weights, strict=True))
+        row_values = [interp([f"sc_to_f(x0[{_offset(src, [*lead, r, col])}])" for col in cols], wc) for r in rows]
+        lines += [f"const float h{k} = {v};" for k, v in enumerate(row_values)]
+        value = interp([f"h{k}" for k in range(4)], wr)
+        return ([*lines, f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [src],
+                f"{ctx.node['op']} {'align_corners ' if align else ''}-> {list(out.shape[2:])}")
     if kind != "linear":
         read = _read(src, 0, [*lead, *[f"i{d}" for d in range(dims)]], out.dtype)
         return [*lines, f"y[o] = {read};"], [src], f"{ctx.node['op']} -> {list(out.shape[2:])}"
