@@ -96,6 +96,18 @@ __device__ __forceinline__ void sc_ig_mma(float* c, const uint32_t* a, const uin
 // (the packed weight) in 16-byte pieces.
 constexpr int SC_IG_BK = 16, SC_IG_STAGES = 3;
 
+// The input at channel c through tap t of the phase, for the pixel whose input origin is (bd, bh,
+// bw): its address, or null where the tap falls outside the input (the padding) or past the phase's
+// taps (k-tiles round the reduction up).
+template <class G>
+__device__ __forceinline__ const float* sc_ig_at(const float* xn, const sc_ig_phase& ph, int t, int c, int bd, int bh, int bw) {
+  if (t >= ph.taps) return nullptr;
+  const int4 tp = G::tap(ph.first + t);
+  const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
+  if ((unsigned)id >= (unsigned)G::ID || (unsigned)ih >= (unsigned)G::IH || (unsigned)iw >= (unsigned)G::IW) return nullptr;
+  return xn + ((int64_t)c * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
+}
+
 // A phase-local output index (< 2^31, emit_igemm checks) as sample and per-dim indices: by constants
 // where every phase has the same counts (forward convolutions; transposed ones whose output sizes
 // the stride divides), which the compiler turns into multiplies, else by the phase's counts.
@@ -152,14 +164,9 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
     if constexpr (G::CP % BK == 0) {
       // A k-tile within one tap: one bounds check and one address a tile, then a channel stride apart.
       const int t = k0 / G::CP, c0 = k0 - t * G::CP + ar;
-      bool ok = mvalid && t < ph.taps;
-      const float* src = x;
-      if (ok) {
-        const int4 tp = G::tap(ph.first + t);
-        const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
-        ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
-        if (ok) src = xn + ((int64_t)c0 * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
-      }
+      const float* at = mvalid ? sc_ig_at<G>(xn, ph, t, c0, bd, bh, bw) : nullptr;
+      const bool ok = at != nullptr;
+      const float* src = ok ? at : x;
 #pragma unroll
       for (int j = 0; j < BK / AROWS; ++j) sc_ig_cp4(&As[stage][ar + j * AROWS][am], ok ? src + (int64_t)j * AROWS * G::XS_C : x, ok);
     } else if constexpr (BK % G::CP == 0 && G::CP % AROWS == 0) {
@@ -168,15 +175,9 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
       const int t0 = k0 / G::CP;
 #pragma unroll
       for (int u = 0; u < BK / G::CP; ++u) {
-        const int t = t0 + u;
-        bool ok = mvalid && t < ph.taps;
-        const float* src = x;
-        if (ok) {
-          const int4 tp = G::tap(ph.first + t);
-          const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
-          ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
-          if (ok) src = xn + ((int64_t)ar * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
-        }
+        const float* at = mvalid ? sc_ig_at<G>(xn, ph, t0 + u, ar, bd, bh, bw) : nullptr;
+        const bool ok = at != nullptr;
+        const float* src = ok ? at : x;
 #pragma unroll
         for (int j = u * G::CP / AROWS; j < (u + 1) * G::CP / AROWS; ++j) {
           const int dc = j * AROWS - u * G::CP;  // the channel, less ar
@@ -190,15 +191,8 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
       const int r = ar + j * AROWS;
       const int kk = k0 + r;
       const int t = kk / G::CP, c = kk - t * G::CP;
-      bool ok = mvalid && t < ph.taps && c < G::C;
-      const float* src = x;
-      if (ok) {
-        const int4 tp = G::tap(ph.first + t);
-        const int id = bd + tp.x, ih = bh + tp.y, iw = bw + tp.z;
-        ok = (unsigned)id < (unsigned)G::ID && (unsigned)ih < (unsigned)G::IH && (unsigned)iw < (unsigned)G::IW;
-        if (ok) src = xn + ((int64_t)c * G::XS_C + (int64_t)id * G::XS_D + (int64_t)ih * G::XS_H + (int64_t)iw * G::XS_W);
-      }
-      sc_ig_cp4(&As[stage][r][am], src, ok);
+      const float* at = mvalid && c < G::C ? sc_ig_at<G>(xn, ph, t, c, bd, bh, bw) : nullptr;
+      sc_ig_cp4(&As[stage][r][am], at ? at : x, at != nullptr);
     }
     }
     constexpr int CHUNKS = BK * BN / 4;
