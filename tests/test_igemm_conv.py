@@ -188,6 +188,13 @@ def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path):
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
+def test_half_precision_convolutions_do_not_carry_it():
+    make, shape = MODULES["conv2d"]
+    module = ConvTail(make).half()
+    cand = builtin_candidate(module, [torch.randn(shape).half()], host=False)
+    assert "sc_igemm_conv<" not in cand.files[CU_FILE]
+
+
 def test_turned_off_it_is_left_out(monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "0")
     make, shape = MODULES["conv2d"]

@@ -513,7 +513,8 @@ def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str
     name the launcher passes for it; ("", "nullptr") where the kernel does not take the convolution
     (grouped, fp16/bf16, the fp32-without-TF32 rungs, more than 2^31 outputs per grid) or
     STITCHCUDA_CONV_IGEMM=0 left it out."""
-    if os.environ.get("STITCHCUDA_CONV_IGEMM") == "0" or ctx.precise >= PRECISE_SPLIT or p.lifted:
+    if os.environ.get("STITCHCUDA_CONV_IGEMM") == "0" or ctx.precise >= PRECISE_SPLIT or p.lifted \
+            or any(o is not None and o.dtype != "float32" for o in (ctx.args.get("input"), ctx.args.get("weight"), ctx.outputs[0])):
         return "", "nullptr"
     try:
         g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation,
