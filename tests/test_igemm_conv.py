@@ -114,11 +114,18 @@ def test_what_it_refuses():
         emit_igemm.geometry(False, 1, (2, 3, 9), (4, 3, 3), (2, 4, 7), (0,), (1,), (1,), False)
 
 
-def test_tiles_follow_the_output_channels():
-    for k, tile in [(16, (128, 32)), (32, (128, 32)), (48, (128, 64)), (64, (128, 64)), (128, (64, 128)), (200, (64, 128))]:
+@pytest.mark.parametrize("wide", [False, True])
+def test_tiles_follow_the_output_channels(wide):
+    narrow = [(16, (128, 32)), (32, (128, 32)), (48, (128, 64)), (64, (128, 64)), (128, (64, 128)), (200, (64, 128))]
+    wider = [(16, (128, 32)), (32, (128, 32)), (48, (256, 64)), (64, (256, 64)), (128, (128, 128)), (200, (128, 128))]
+    for k, tile in wider if wide else narrow:
         p = conv_params((1, 3, 8, 8), (k, 3, 3, 3), 1, 1, 1, False, 0, 1)
-        g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, False)
+        g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation, False, wide=wide)
         assert g.tile == tile and g.npad % tile[1] == 0 and g.npad >= k
+        wm, wn, stages = g.warp
+        # Every thread loads one pixel's column of the A tile, whole rows of it per k-tile.
+        assert g.threads % tile[0] == 0 and emit_igemm.BK % (g.threads // tile[0]) == 0 and g.threads <= 1024
+        assert (wm, wn, stages) == ((64, 32, 2) if wide and k > 32 else (32, 32, 3))
 
 
 def ConvTail(make) -> nn.Module:
@@ -177,8 +184,10 @@ def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
 
 
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
-def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path):
-    for k, case in enumerate(["transposed 3d", "conv2d 128 channels strided", "plain conv3d"]):
+@pytest.mark.parametrize("wide", ["0", "1"])
+def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path, monkeypatch, wide):
+    monkeypatch.setenv(emit_igemm.WIDE_ENV, wide)
+    for k, case in enumerate(["transposed 3d", "conv2d 128 channels strided", "plain conv3d", "transposed 2d stride 2"]):
         torch.manual_seed(0)
         module, shape = _module(case)
         cand = builtin_candidate(module, [torch.randn(shape)], host=False)
@@ -205,9 +214,11 @@ def test_turned_off_it_is_left_out(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("wide", ["0", "1"])
 @pytest.mark.parametrize("case", list(MODULES) + list(PLAIN))
-def test_on_the_gpu_the_kernel_matches_the_module(case, tmp_path, monkeypatch, capfd):
+def test_on_the_gpu_the_kernel_matches_the_module(case, wide, tmp_path, monkeypatch, capfd):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv(emit_igemm.WIDE_ENV, wide)
     monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "1")  # kept wherever it runs; a disagreement is an error
     monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
     torch.manual_seed(3)

@@ -518,7 +518,8 @@ def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str
         return "", "nullptr"
     try:
         g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation,
-                                bool(ctx.args.get("input_channels_last")))
+                                bool(ctx.args.get("input_channels_last")),
+                                wide=os.environ.get(emit_igemm.WIDE_ENV) == "1")
     except NotSupported:
         return "", "nullptr"
     return emit_igemm.render(g, ctx.name, functor, construct, inputs), f"{ctx.name}_ig"

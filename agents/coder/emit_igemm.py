@@ -28,6 +28,15 @@ BK = 16  # the kernel's k-tile (SC_IG_BK)
 # it can (each gathered input tile is then read once); warps of 32x32 outputs each.
 TILES = ((32, (128, 32)), (64, (128, 64)))
 WIDE = (64, 128)
+# The wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1; CPU-tested, not yet run on a GPU): 64 x 32 warps over
+# 256 x 64 or 128 x 128 blocks in two stages, for more than 32 output channels. With 32 x 32 warps over
+# 64-128 x 64-128 blocks, every block reads the whole packed weight for at most 128 pixels; at 64
+# input channels and 3x3 taps that is 295 KB of L2 traffic per 8k outputs, which bounds level 2's
+# 1 at about 80 TFLOP/s (measured: 300 GFLOP in 3.6 ms).
+WIDE_ENV = "STITCHCUDA_CONV_IGEMM_WIDE"
+WIDE_TILES = ((64, (256, 64)),)
+WIDE_BIG = (128, 128)
+WARP, WARP_WIDE = (32, 32, 3), (64, 32, 2)  # (WM, WN, stages)
 INT_MAX = 2**31 - 1
 
 
@@ -51,10 +60,27 @@ class Geometry:
     x_strides: tuple[int, int, int, int, int]  # elements per n, c, d, h, w of the input as stored
     taps_total: int  # the weight's taps (kd x kh x kw)
     phases: tuple[Phase, ...]
+    wide: bool = False  # the wide tiles where the output channels take them
+
+    @property
+    def warp(self) -> tuple[int, int, int]:
+        """(WM, WN, stages): a warp's outputs and the k-tiles in flight."""
+        return WARP_WIDE if self.wide and self.out_channels > 32 else WARP
+
+    @property
+    def threads(self) -> int:
+        bm, bn = self.tile
+        wm, wn, _ = self.warp
+        return (bm // wm) * (bn // wn) * 32
 
     @property
     def tile(self) -> tuple[int, int]:
         """(BM, BN): output pixels and output channels a block computes."""
+        if self.wide and self.out_channels > 32:
+            for most, tile in WIDE_TILES:
+                if self.out_channels <= most:
+                    return tile
+            return WIDE_BIG
         for most, tile in TILES:
             if self.out_channels <= most:
                 return tile
@@ -110,7 +136,8 @@ def _dim_phases(transposed: bool, size_out: int, k: int, pad: int, stride: int, 
 
 
 def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], y: Sequence[int],
-             pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int], x_nhwc: bool) -> Geometry:
+             pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int], x_nhwc: bool,
+             wide: bool = False) -> Geometry:
     """The kernel's view of a convolution: x, w, y as ConvParams gives them (N, C, spatial...; the
     weight in PyTorch's layout), or NotSupported."""
     rank = len(x)
@@ -139,7 +166,7 @@ def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], 
     g = Geometry(
         transposed=transposed, batch=batch, channels=c, out_channels=k, in_dims=ind, out_dims=outd,
         in_step=(1, 1, 1) if transposed else strides, out_step=strides if transposed else (1, 1, 1),
-        x_strides=xs, taps_total=ks[0] * ks[1] * ks[2], phases=tuple(phases),
+        x_strides=xs, taps_total=ks[0] * ks[1] * ks[2], phases=tuple(phases), wide=wide,
     )
     if max(g.outputs(ph) for ph in phases) + g.tile[0] > INT_MAX or g.npad * g.kpad_max * len(phases) > INT_MAX:
         raise NotSupported("implicit GEMM: 2^31 output pixels or more in a phase")
@@ -188,7 +215,7 @@ static int {name}_ig(const void* x, const void* w, const void* const* ins, void*
   if (!wp && cudaMalloc(&wp, {pack} * sizeof(float)) != cudaSuccess) return (int)cudaGetLastError();
 {"".join(f"  const void* {i} = ins[{k}];{chr(10)}" for k, i in enumerate(inputs))}  (void)ins;
   sc_ig_pack<{geo}><<<sc_grid({pack}LL), {THREADS}, 0, stream>>>(static_cast<const float*>(w), wp);
-  sc_igemm_conv<{geo}, {bm}, {bn}, {epilogue}><<<dim3({m_tiles}, {g.npad // bn}, {len(g.phases)}), {bm * bn // 32}, 0, stream>>>(
+  sc_igemm_conv<{geo}, {bm}, {bn}, {epilogue}, {g.warp[0]}, {g.warp[1]}, {g.warp[2]}><<<dim3({m_tiles}, {g.npad // bn}, {len(g.phases)}), {g.threads}, 0, stream>>>(
       static_cast<const float*>(x), wp, static_cast<float*>(out), {construct});
   return (int)cudaGetLastError();
 }}

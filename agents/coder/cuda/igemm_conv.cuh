@@ -124,12 +124,16 @@ __device__ __forceinline__ void sc_ig_split(unsigned m, const sc_ig_phase& ph, i
   }
 }
 
-template <class G, int BM, int BN, class Ep>
-__global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __restrict__ x, const float* __restrict__ wp,
-                                                              float* __restrict__ y, Ep ep) {
+// WM x WN: a warp's outputs (m16 by n8 tiles, MI by NI of them). 32 x 32 with three stages is the
+// kernel measured on the H200; 64 x 32 warps over 128 x 128 or 256 x 64 blocks in two stages (the
+// "wide" tiles, STITCHCUDA_CONV_IGEMM_WIDE=1) read the weight half as often per output.
+template <class G, int BM, int BN, class Ep, int WM = 32, int WN = 32, int STAGES = SC_IG_STAGES>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(const float* __restrict__ x, const float* __restrict__ wp,
+                                                                           float* __restrict__ y, Ep ep) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int BK = SC_IG_BK, STAGES = SC_IG_STAGES, NT = BM * BN / 32, AROWS = NT / BM;
-  static_assert(NT % BM == 0 && BK % AROWS == 0, "tile shape");
+  constexpr int BK = SC_IG_BK, NT = (BM / WM) * (BN / WN) * 32, AROWS = NT / BM, MI = WM / 16, NI = WN / 8;
+  static_assert(NT % BM == 0 && BK % AROWS == 0 && BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 8 == 0 && STAGES >= 2,
+                "tile shape");
   // Rows padded by 8 floats: a fragment's 32 loads (4 rows by 8 columns) fall in 32 distinct banks.
   __shared__ __align__(16) float As[STAGES][BK][BM + 8];
   __shared__ __align__(16) float Bs[STAGES][BK][BN + 8];
@@ -142,7 +146,7 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
   const int n0 = blockIdx.y * BN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gid = lane >> 2, tig = lane & 3;
-  const int wm = (warp % (BM / 32)) * 32, wn = (warp / (BM / 32)) * 32;
+  const int wm = (warp % (BM / WM)) * WM, wn = (warp / (BM / WM)) * WN;
 
   // The A loader's pixel: one column of the tile for the whole reduction.
   const int am = tid % BM, ar = tid / BM;
@@ -203,11 +207,11 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
     }
   };
 
-  float acc[2][4][4];
+  float acc[MI][NI][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < MI; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < NI; ++j)
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
 
@@ -224,9 +228,9 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
     const int st = kt % STAGES;
 #pragma unroll
     for (int ks = 0; ks < BK; ks += 8) {
-      uint32_t a[2][4], b[4][2];
+      uint32_t a[MI][4], b[NI][2];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+      for (int mi = 0; mi < MI; ++mi) {
         const int mb = wm + mi * 16 + gid;
         a[mi][0] = sc_ig_tf32(As[st][ks + tig][mb]);
         a[mi][1] = sc_ig_tf32(As[st][ks + tig][mb + 8]);
@@ -234,15 +238,15 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
         a[mi][3] = sc_ig_tf32(As[st][ks + tig + 4][mb + 8]);
       }
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
+      for (int ni = 0; ni < NI; ++ni) {
         const int nc = wn + ni * 8 + gid;
         b[ni][0] = __float_as_uint(Bs[st][ks + tig][nc]);
         b[ni][1] = __float_as_uint(Bs[st][ks + tig + 4][nc]);
       }
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) sc_ig_mma(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < NI; ++ni) sc_ig_mma(acc[mi][ni], a[mi], b[ni]);
     }
   }
   sc_ig_wait<0>();
@@ -251,13 +255,13 @@ __global__ void __launch_bounds__(BM * BN / 32) sc_igemm_conv(const float* __res
   // The epilogue, element by element at its channels-last index; a thread's pairs of neighbouring
   // channels are stored together where the channel count keeps them 8-byte aligned.
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t base = s_out[wm + mi * 16 + gid + half * 8];
       if (base < 0) continue;
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
+      for (int ni = 0; ni < NI; ++ni) {
         const int k = n0 + wn + ni * 8 + 2 * tig;
         const float* v = &acc[mi][ni][half * 2];
         if (G::K % 2 == 0 && k < G::K) {
