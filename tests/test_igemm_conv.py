@@ -1,5 +1,7 @@
 """The implicit-GEMM convolution (emit_igemm.py, cuda/igemm_conv.cuh): the convolution launcher's
-contender that reads the input where it lies and writes each output once, epilogue applied.
+contender that reads the input where it lies and writes each output once, epilogue applied. The
+wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1) and NCHW results (STITCHCUDA_CONV_IGEMM_NCHW=1) are off by
+default until their GPU cases here have run.
 
 Here, on the CPU: its geometry (stride-phases, taps, input offsets) gathered exactly as the kernel
 gathers, against PyTorch's convolutions, forward and transposed, 2-D and 3-D, strided, padded,
@@ -175,7 +177,32 @@ PLAIN = {
 }
 
 
+def ConvInstanceNorm(make) -> nn.Module:
+    """make()'s convolution, then an instance norm: the planner leaves its result NCHW."""
+
+    class Norm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = make()
+            self.norm = nn.InstanceNorm2d(self.conv.out_channels) if self.conv.weight.dim() == 4 else nn.InstanceNorm3d(self.conv.out_channels)
+
+        def forward(self, x):
+            return self.norm(self.conv(x)) / 2.0
+
+    return Norm()
+
+
+# Cases whose convolution result stays NCHW (ConvInstanceNorm): the kernel with STITCHCUDA_CONV_IGEMM_NCHW=1.
+NCHW = {
+    "nchw conv2d": (lambda: nn.Conv2d(8, 48, 3, bias=False), (4, 8, 20, 18)),
+    "nchw transposed 3d": (lambda: nn.ConvTranspose3d(16, 32, 3, stride=2, padding=1, bias=False), (2, 16, 5, 6, 6)),
+}
+
+
 def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
+    if case in NCHW:
+        make, shape = NCHW[case]
+        return ConvInstanceNorm(make), shape
     if case in PLAIN:
         make, shape = PLAIN[case]
         return ConvSoftmax(make), shape
@@ -197,6 +224,21 @@ def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path, monkeypatch, w
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
 
 
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_an_nchw_result_carries_it_only_when_asked(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    for k, case in enumerate(NCHW):
+        module, shape = _module(case)
+        monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
+        src = builtin_candidate(module, [torch.randn(shape)], host=False).files[CU_FILE]
+        assert "sc_igemm_conv<" not in src and "return sc_conv_run(spec" in src
+        monkeypatch.setenv(emit_igemm.NCHW_ENV, "1")
+        cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+        src = cand.files[CU_FILE]
+        assert "Y_NCHW = true" in src and "return sc_conv_run_ig(spec" in src
+        assert_builds_clean_for_sm90(cand, tmp_path / f"n{k}.cu", cudnn_include())
+
+
 def test_half_precision_convolutions_do_not_carry_it():
     make, shape = MODULES["conv2d"]
     module = ConvTail(make).half()
@@ -215,10 +257,11 @@ def test_turned_off_it_is_left_out(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("wide", ["0", "1"])
-@pytest.mark.parametrize("case", list(MODULES) + list(PLAIN))
+@pytest.mark.parametrize("case", list(MODULES) + list(PLAIN) + list(NCHW))
 def test_on_the_gpu_the_kernel_matches_the_module(case, wide, tmp_path, monkeypatch, capfd):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     monkeypatch.setenv(emit_igemm.WIDE_ENV, wide)
+    monkeypatch.setenv(emit_igemm.NCHW_ENV, "1")
     monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "1")  # kept wherever it runs; a disagreement is an error
     monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
     torch.manual_seed(3)

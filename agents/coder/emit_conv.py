@@ -264,8 +264,11 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     if ctx.epilogue is not None and ctx.epilogue.value == out.name:
         return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""
-    # A channels-last result with no bias: the implicit-GEMM kernel is cuDNN's contender.
-    igemm, ig_fn = _implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", []) if nhwc and not b else ("", "nullptr")
+    # A channels-last result with no bias: the implicit-GEMM kernel is cuDNN's contender (and for an
+    # NCHW one with STITCHCUDA_CONV_IGEMM_NCHW=1).
+    nchw_ig = not nhwc and os.environ.get(emit_igemm.NCHW_ENV) == "1"
+    igemm, ig_fn = (_implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", [], y_nchw=not nhwc)
+                    if (nhwc or nchw_ig) and not b else ("", "nullptr"))
     run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, {ig_fn}, stream);\n"
            if igemm else f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n")
     launcher = (
@@ -508,7 +511,8 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
     )
 
 
-def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str, inputs: list[str]) -> tuple[str, str]:
+def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str, inputs: list[str],
+                   y_nchw: bool = False) -> tuple[str, str]:
     """The implicit-GEMM contender's tables and launcher for this convolution (emit_igemm), and the
     name the launcher passes for it; ("", "nullptr") where the kernel does not take the convolution
     (grouped, fp16/bf16, the fp32-without-TF32 rungs, more than 2^31 outputs per grid) or
@@ -519,7 +523,7 @@ def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str
     try:
         g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation,
                                 bool(ctx.args.get("input_channels_last")),
-                                wide=os.environ.get(emit_igemm.WIDE_ENV) == "1")
+                                wide=os.environ.get(emit_igemm.WIDE_ENV) == "1", y_nchw=y_nchw)
     except NotSupported:
         return "", "nullptr"
     return emit_igemm.render(g, ctx.name, functor, construct, inputs), f"{ctx.name}_ig"

@@ -34,6 +34,9 @@ WIDE = (64, 128)
 # input channels and 3x3 taps that is 295 KB of L2 traffic per 8k outputs, which bounds level 2's
 # 1 at about 80 TFLOP/s (measured: 300 GFLOP in 3.6 ms).
 WIDE_ENV = "STITCHCUDA_CONV_IGEMM_WIDE"
+# An NCHW result (a convolution the planner leaves NCHW, no bias) written by the kernel directly, a
+# contender to cuDNN's NCHW path (STITCHCUDA_CONV_IGEMM_NCHW=1; CPU-tested, not yet run on a GPU).
+NCHW_ENV = "STITCHCUDA_CONV_IGEMM_NCHW"
 WIDE_TILES = ((64, (256, 64)),)
 WIDE_BIG = (128, 128)
 WARP, WARP_WIDE = (32, 32, 3), (64, 32, 2)  # (WM, WN, stages)
@@ -61,6 +64,7 @@ class Geometry:
     taps_total: int  # the weight's taps (kd x kh x kw)
     phases: tuple[Phase, ...]
     wide: bool = False  # the wide tiles where the output channels take them
+    y_nchw: bool = False  # the result stored NCHW rather than channels-last
 
     @property
     def warp(self) -> tuple[int, int, int]:
@@ -137,7 +141,7 @@ def _dim_phases(transposed: bool, size_out: int, k: int, pad: int, stride: int, 
 
 def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], y: Sequence[int],
              pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int], x_nhwc: bool,
-             wide: bool = False) -> Geometry:
+             wide: bool = False, y_nchw: bool = False) -> Geometry:
     """The kernel's view of a convolution: x, w, y as ConvParams gives them (N, C, spatial...; the
     weight in PyTorch's layout), or NotSupported."""
     rank = len(x)
@@ -167,6 +171,7 @@ def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], 
         transposed=transposed, batch=batch, channels=c, out_channels=k, in_dims=ind, out_dims=outd,
         in_step=(1, 1, 1) if transposed else strides, out_step=strides if transposed else (1, 1, 1),
         x_strides=xs, taps_total=ks[0] * ks[1] * ks[2], phases=tuple(phases), wide=wide,
+        y_nchw=y_nchw,
     )
     if max(g.outputs(ph) for ph in phases) + g.tile[0] > INT_MAX or g.npad * g.kpad_max * len(phases) > INT_MAX:
         raise NotSupported("implicit GEMM: 2^31 output pixels or more in a phase")
@@ -194,7 +199,7 @@ def render(g: Geometry, name: str, epilogue: str, construct: str, inputs: Sequen
 // network's large 3-D kernels could pass; a tap is read once a k-tile, the same by a whole warp.)
 __device__ const int4 {name}_ig_taps[{len(tap_rows)}] = {{{", ".join(tap_rows)}}};
 struct {geo} {{
-  static constexpr bool TRANSPOSED = {str(g.transposed).lower()};
+  static constexpr bool TRANSPOSED = {str(g.transposed).lower()}, Y_NCHW = {str(g.y_nchw).lower()};
   static constexpr int64_t BATCH = {g.batch};
   static constexpr int C = {g.channels}, CP = {g.cp}, K = {g.out_channels}, TAPS = {g.taps_total}, PHASES = {len(g.phases)};
   static constexpr int KPAD = {g.kpad_max}, NPAD = {g.npad};

@@ -156,7 +156,10 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
   sc_ig_split<G>(mvalid ? mg : 0, ph, nb, jd, jh, jw);
   if (ar == 0) {
     const int od = jd * G::OS_D + ph.od0, oh = jh * G::OS_H + ph.oh0, ow = jw * G::OS_W + ph.ow0;
-    s_out[am] = mvalid ? ((((int64_t)nb * G::OD + od) * G::OH + oh) * G::OW + ow) * G::K : -1;
+    const int64_t pix = ((int64_t)od * G::OH + oh) * G::OW + ow;
+    // Channels-last: the pixel's run of K channels; NCHW (Y_NCHW): channel 0's element, the others
+    // a plane (OD x OH x OW) apart.
+    s_out[am] = !mvalid ? -1 : G::Y_NCHW ? (int64_t)nb * G::K * G::OD * G::OH * G::OW + pix : ((int64_t)nb * G::OD * G::OH * G::OW + pix) * G::K;
   }
   const int bd = jd * G::IS_D, bh = jh * G::IS_H, bw = jw * G::IS_W;
   const float* xn = x + (int64_t)nb * G::XS_N;
@@ -264,7 +267,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
       for (int ni = 0; ni < NI; ++ni) {
         const int k = n0 + wn + ni * 8 + 2 * tig;
         const float* v = &acc[mi][ni][half * 2];
-        if (G::K % 2 == 0 && k < G::K) {
+        if constexpr (G::Y_NCHW) {
+          constexpr int64_t plane = (int64_t)G::OD * G::OH * G::OW;
+          if (k < G::K) y[base + k * plane] = ep(base + k * plane, v[0]);
+          if (k + 1 < G::K) y[base + (k + 1) * plane] = ep(base + (k + 1) * plane, v[1]);
+        } else if (G::K % 2 == 0 && k < G::K) {
           *reinterpret_cast<float2*>(y + base + k) = make_float2(ep(base + k, v[0]), ep(base + k + 1, v[1]));
         } else {
           if (k < G::K) y[base + k] = ep(base + k, v[0]);
