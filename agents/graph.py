@@ -311,6 +311,10 @@ def trace_module(
             with _plain_tensors_as_buffers(plain):
                 nodes = trace_module(module, inputs, _plain_as_buffers=True)
             _refuse_reads_of_plain(nodes, plain)
+            keys = {key for _, _, key, _ in plain}
+            for node in nodes:  # their values are the attribute's, not a buffer's to carry
+                if node.get("key") in keys:
+                    node.pop("data", None)
             return nodes
         if "data-dependent" in reason.lower() or "data dependent" in reason.lower():
             raise TraceError(
@@ -325,6 +329,7 @@ def trace_module(
         + [("arg", a) for a in arg_names]
     )
     nodes = _to_nodes(gm, kinds, persistent)
+    _keep_unsaved_buffers(nodes, dict(buffers))
     # make_fx bakes non-tensor arguments into the graph as constants; record the value it used, so
     # that ModelNew can refuse a call with another value instead of silently ignoring it.
     for node in nodes:
@@ -333,6 +338,29 @@ def trace_module(
             if not isinstance(value, torch.Tensor):
                 node["value"] = _encode(value, {})
     return nodes
+
+
+# A buffer registered with persistent=False is not in the state dict, so loading the reference's
+# weights cannot give ModelNew its values: up to this many bytes the trace keeps them (`data`, the
+# raw little-endian bytes in base64), and ModelNew's __init__ makes the buffer from them. A rotary
+# embedding's inv_freq or a position-id table fits; a large mask does not, and stays unsupported.
+UNSAVED_BUFFER_BYTES = 64 << 10
+
+
+def _keep_unsaved_buffers(nodes: list[Node], buffers: dict[str, torch.Tensor]) -> None:
+    import base64
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in nodes:
+        if node["op"] != "input" or node.get("kind") != "buffer" or node.get("persistent", True):
+            continue
+        value = buffers.get(node["key"])
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor) or value.is_meta:
+            continue
+        if value.numel() * value.element_size() <= UNSAVED_BUFFER_BYTES:
+            raw = value.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if value.numel() else b""
+            node["data"] = base64.b64encode(raw).decode("ascii")
 
 
 def _plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:

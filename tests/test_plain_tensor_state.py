@@ -41,6 +41,7 @@ def test_an_overwritten_attribute_plans_and_the_module_is_left_as_it_was():
     assert m.hidden is before and "hidden" not in m._buffers  # put back as a plain attribute
     hidden = next(n for n in nodes if n["op"] == "input" and n.get("key") == "hidden")
     assert hidden["kind"] == "buffer" and hidden["persistent"] is False
+    assert "data" not in hidden  # an attribute's values are not a buffer's to carry into ModelNew
     plan = planner.plan_graph(nodes)
     assert plan.supported, plan.unsupported
 

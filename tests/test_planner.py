@@ -228,18 +228,20 @@ def test_hand_written_graph():
     assert any("never used" in n and "h" in n for n in p.notes)
 
 
-def test_non_persistent_buffers_cannot_reach_model_new():
+def test_large_non_persistent_buffers_cannot_reach_model_new():
+    # Up to 64 KiB the trace keeps a non-persistent buffer's values (tests/test_unsaved_buffers.py).
     class Buf(nn.Module):
         def __init__(self):
             super().__init__()
-            self.register_buffer("scale", torch.ones(4), persistent=False)
+            self.register_buffer("scale", torch.ones(64, 257), persistent=False)
 
         def forward(self, x):
             return x * self.scale
 
-    p = plan_module(Buf(), torch.randn(2, 4))
+    p = plan_module(Buf(), torch.randn(2, 64, 257))
     assert not p.supported
-    assert p.unsupported == ["buffer scale is not in the state_dict (persistent=False): its values cannot reach ModelNew"]
+    assert p.unsupported == ["buffer scale is not in the state_dict (persistent=False) and larger than 64 KiB, "
+                             "the most the trace keeps: its values cannot reach ModelNew"]
 
 
 def test_unsupported_dtypes_are_reported():

@@ -214,6 +214,23 @@ def _index(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src, index], f"index along dim {p}"
 
 
+def _arange(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.arange made in forward: start + step * i, in int64 for integer results and in double
+    otherwise (as PyTorch's CPU kernel accumulates; its CUDA kernel's float differs only where the
+    values pass 2^24), rounded once to the result's dtype."""
+    a = ctx.args
+    start, end, step = a.get("start", 0), a.get("end"), a.get("step", 1)
+    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in (start, end, step)) or len(out.shape) != 1:
+        raise NotSupported("arange: numeric start, end and step and a 1-D result only")
+    if out.dtype in ("int64", "int32") and all(isinstance(v, int) for v in (start, step)):
+        value = f"({C_TYPES[out.dtype]})({start}LL + {step}LL * {coords[0]})"
+    elif out.dtype in ("float32", "float16", "bfloat16"):
+        value = f"sc_from_f<{C_TYPES[out.dtype]}>((float)({float(start)!r} + {float(step)!r} * (double){coords[0]}))"
+    else:
+        raise NotSupported(f"arange of {out.dtype}")
+    return [f"y[o] = {value};"], [], f"arange {start}, {end}, {step}"
+
+
 def _fill(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     value = {"new_zeros": 0.0, "new_ones": 1.0}.get(ctx.node["op"], ctx.args.get("fill_value", 0.0))
     if not isinstance(value, bool | int | float):
@@ -337,6 +354,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "gather": _gather,
     "embedding": _embedding,
     "index": _index,
+    "arange": _arange,
     "new_zeros": _fill,
     "new_ones": _fill,
     "new_full": _fill,

@@ -297,6 +297,8 @@ def render_model(
             f"\n    ctx.mark_non_differentiable(*output[{-len(state)}:])"
         ) if state else "",
     )
+    if any(n["op"] == "input" and "data" in n for n in graph):
+        text += _UNSAVED
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
     text += "".join(f"        {line}\n" for line in _init_body(graph))
@@ -704,6 +706,19 @@ def _is_literal(value: Any) -> bool:
         return False
 
 
+_UNSAVED = '''
+
+
+def _unsaved(data, dtype, shape):
+    # A buffer the reference registered with persistent=False, which no state dict carries: its
+    # values as the trace found them, from their raw bytes.
+    import base64
+
+    raw = bytearray(base64.b64decode(data))
+    return (torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)).reshape(shape).clone()
+'''
+
+
 def _init_body(graph: Sequence[Node]) -> list[str]:
     """super().__init__() and every parameter and buffer of the reference, same keys and shapes."""
     lines = ["super().__init__()"]
@@ -729,6 +744,10 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
                 lines.append(f"{parent}.{leaf} = nn.Parameter({value})")
             else:
                 lines.append(f"{parent}.register_parameter({leaf!r}, nn.Parameter({value}))")
+        elif "data" in node:
+            # Not in the state dict (persistent=False): the values the trace kept (graph.UNSAVED_BUFFER_BYTES).
+            value = (f"_unsaved({node['data']!r}, torch.{node['dtype']}, {tuple(node['shape'])!r})")
+            lines.append(f"{parent}.register_buffer({leaf!r}, {value}, persistent=False)")
         else:
             persistent = "" if node.get("persistent", True) else ", persistent=False"
             lines.append(f"{parent}.register_buffer({leaf!r}, {value}{persistent})")

@@ -24,6 +24,7 @@ from typing import Any
 
 from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.graph import (
+    UNSAVED_BUFFER_BYTES,
     Node,
     TraceError,
     ancestors,
@@ -178,9 +179,10 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                 if kinds[root["name"]] == "pointwise":
                     materialise.add(root["name"])
         elif kind == "input" and node.get("kind") == "buffer" and not node.get("persistent", True) \
-                and _value_read(graph, name):
+                and "data" not in node and _value_read(graph, name):
             unsupported(
-                f"buffer {node['key']} is not in the state_dict (persistent=False): its values cannot reach ModelNew"
+                f"buffer {node['key']} is not in the state_dict (persistent=False) and larger than "
+                f"{UNSAVED_BUFFER_BYTES >> 10} KiB, the most the trace keeps: its values cannot reach ModelNew"
             )
         elif kind == "constant" and node.get("shape") is not None and "value" not in node:
             # Up to 64 elements the trace keeps the values, which ModelNew makes on the device.
