@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import os
 import signal
 import threading
@@ -221,11 +222,30 @@ def trace_task(task: Task) -> list[Node]:
         except Exception as e:  # noqa: BLE001
             raise TraceError(f"{task.class_name}(*{task.init_inputs_fn}()) failed: {_short(e)}") from e
     try:
-        return trace_module(model, inputs, fake_mode=fake_mode)
+        nodes = trace_module(model, inputs, fake_mode=fake_mode)
     except TraceError as e:
         # Say which call failed on what: a shape that forward rejects is most often get_inputs()'s.
         raise TraceError(f"{e} (tracing {task.class_name}.forward on {task.inputs_fn}() of {task.path.name}: "
                          f"{_shapes(inputs)})") from e
+    _unsaved_from_a_real_module(nodes, lambda: cls(*_realise(init_args)))
+    return nodes
+
+
+def _unsaved_from_a_real_module(nodes: list[Node], build: Any) -> None:
+    """A module built on fake tensors holds no values: where it has small buffers no state dict
+    carries (persistent=False), it is built once for real, on the CPU, for their values alone. A
+    constructor that fails so leaves them unsupported, as they were."""
+    need = [n for n in nodes if n["op"] == "input" and n.get("kind") == "buffer" and not n.get("persistent", True)
+            and "data" not in n and not n.get("attribute") and "shape" in n
+            and math.prod(n["shape"]) * torch.empty(0, dtype=getattr(torch, n["dtype"])).element_size() <= UNSAVED_BUFFER_BYTES]
+    if not need:
+        return
+    try:
+        with torch.no_grad(), _time_limit(TRACE_TIMEOUT_S):
+            real = build()
+    except Exception:  # noqa: BLE001 - the buffers stay unsupported, with the planner's reason
+        return
+    _keep_unsaved_buffers(need, dict(real.named_buffers(remove_duplicate=False)))
 
 
 def _shapes(values: Sequence[Any]) -> str:
@@ -315,6 +335,7 @@ def trace_module(
             for node in nodes:  # their values are the attribute's, not a buffer's to carry
                 if node.get("key") in keys:
                     node.pop("data", None)
+                    node["attribute"] = True
             return nodes
         if "data-dependent" in reason.lower() or "data dependent" in reason.lower():
             raise TraceError(

@@ -7,6 +7,8 @@ Each module is planned, built and run through the host entries against itself, o
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 import torch
 import torch.nn as nn
@@ -15,6 +17,7 @@ from conftest import builtin_candidate, load_model_new, needs_nvcc
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder.model_new import PY_FILE
 from stitchcuda.agents.plan import planner
+from stitchcuda.task import find_task
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -102,6 +105,43 @@ def test_the_values_travel_in_the_plan_and_the_module_source():
     assert buf["persistent"] is False and buf["data"]
     cand = builtin_candidate(Perm(), [torch.randn(2, 4, 5)], host=False)
     assert "_unsaved(" in cand.files[PY_FILE] and "persistent=False" in cand.files[PY_FILE]
+
+
+_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)), persistent=False)
+
+    def forward(self, x):
+        return self.proj(x) * torch.cat([self.inv_freq, self.inv_freq]).cos()
+
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+
+def get_init_inputs():
+    return [16]
+'''
+
+
+def test_a_task_built_on_fake_tensors_gets_the_values_from_a_real_build(tmp_path):
+    # trace_task builds the module on fake tensors (no values); the unsaved buffer's come from one
+    # real build on the CPU, and match the real module's.
+    path = tmp_path / "rotary_task.py"
+    path.write_text(_TASK)
+    nodes = graph.trace_task(find_task(path))
+    (buf,) = [n for n in nodes if n.get("kind") == "buffer"]
+    raw = base64.b64decode(buf["data"])
+    want = 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
+    torch.testing.assert_close(torch.frombuffer(bytearray(raw), dtype=torch.float32), want, rtol=0, atol=0)
+    assert planner.plan_graph(nodes).supported
 
 
 def test_a_buffer_larger_than_the_trace_keeps_stays_unsupported():
