@@ -42,6 +42,7 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
+from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.resampling import decompose_resampling
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -98,7 +99,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                 split: frozenset[str] | None) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
-    graph = decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph)))
+    graph = decompose_glu(decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph))))
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
