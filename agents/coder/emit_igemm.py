@@ -24,22 +24,20 @@ from stitchcuda.agents.coder.codegen import THREADS
 from stitchcuda.agents.coder.kernels import NotSupported
 
 BK = 16  # the kernel's k-tile (SC_IG_BK)
-# Output pixels and output channels per block, by output channels: the channel tile covers them where
-# it can (each gathered input tile is then read once); warps of 32x32 outputs each.
-TILES = ((32, (128, 32)), (64, (128, 64)))
-WIDE = (64, 128)
+# Each block's shape by the output channels, the first row that holds them (None: any count):
+# (BM, BN) output pixels and channels a block computes, (WM, WN) a warp's, and the k-tiles in flight.
+# The channel tile covers the output channels where it can, so each gathered input tile is read once.
+TILES = ((32, (128, 32, 32, 32, 3)), (64, (128, 64, 32, 32, 3)), (None, (64, 128, 32, 32, 3)))
 # The wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1; CPU-tested, not yet run on a GPU): 64 x 32 warps over
 # 256 x 64 or 128 x 128 blocks in two stages, for more than 32 output channels. With 32 x 32 warps over
 # 64-128 x 64-128 blocks, every block reads the whole packed weight for at most 128 pixels; at 64
 # input channels and 3x3 taps that is 295 KB of L2 traffic per 8k outputs, which bounds level 2's
 # 1 at about 80 TFLOP/s (measured: 300 GFLOP in 3.6 ms).
+WIDE_TILES = ((32, TILES[0][1]), (64, (256, 64, 64, 32, 2)), (None, (128, 128, 64, 32, 2)))
 WIDE_ENV = "STITCHCUDA_CONV_IGEMM_WIDE"
 # An NCHW result (a convolution the planner leaves NCHW, no bias) written by the kernel directly, a
 # contender to cuDNN's NCHW path (STITCHCUDA_CONV_IGEMM_NCHW=1; CPU-tested, not yet run on a GPU).
 NCHW_ENV = "STITCHCUDA_CONV_IGEMM_NCHW"
-WIDE_TILES = ((64, (256, 64)),)
-WIDE_BIG = (128, 128)
-WARP, WARP_WIDE = (32, 32, 3), (64, 32, 2)  # (WM, WN, stages)
 INT_MAX = 2**31 - 1
 
 
@@ -67,28 +65,26 @@ class Geometry:
     y_nchw: bool = False  # the result stored NCHW rather than channels-last
 
     @property
-    def warp(self) -> tuple[int, int, int]:
-        """(WM, WN, stages): a warp's outputs and the k-tiles in flight."""
-        return WARP_WIDE if self.wide and self.out_channels > 32 else WARP
-
-    @property
-    def threads(self) -> int:
-        bm, bn = self.tile
-        wm, wn, _ = self.warp
-        return (bm // wm) * (bn // wn) * 32
+    def _config(self) -> tuple[int, int, int, int, int]:
+        for most, config in WIDE_TILES if self.wide else TILES:
+            if most is None or self.out_channels <= most:
+                return config
+        raise AssertionError("the tile tables end with a row for any channel count")
 
     @property
     def tile(self) -> tuple[int, int]:
         """(BM, BN): output pixels and output channels a block computes."""
-        if self.wide and self.out_channels > 32:
-            for most, tile in WIDE_TILES:
-                if self.out_channels <= most:
-                    return tile
-            return WIDE_BIG
-        for most, tile in TILES:
-            if self.out_channels <= most:
-                return tile
-        return WIDE
+        return self._config[:2]
+
+    @property
+    def warp(self) -> tuple[int, int, int]:
+        """(WM, WN, stages): a warp's outputs and the k-tiles in flight."""
+        return self._config[2:]
+
+    @property
+    def threads(self) -> int:
+        bm, bn, wm, wn, _ = self._config
+        return (bm // wm) * (bn // wn) * 32
 
     @property
     def uniform(self) -> bool:
