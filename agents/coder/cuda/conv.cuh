@@ -1064,11 +1064,15 @@ typedef void (*sc_conv_epi_launch)(const void* raw, const void* const* ins, void
 // convolution and epilogue from the op's own input and weight into `out`; 0 or a CUDA error.
 typedef int (*sc_conv_ig_launch)(const void* x, const void* w, const void* const* ins, void* out, cudaStream_t stream);
 
-// Whether the implicit-GEMM kernel may run here (TF32 mma.sync and cp.async: sm_80 and newer);
-// STITCHCUDA_CONV_IGEMM=0 keeps cuDNN's path (A/B timing).
-static bool sc_ig_available() {
+// STITCHCUDA_CONV_IGEMM: '0' keeps cuDNN's path (A/B timing), '1' forces the implicit GEMM (tests).
+static char sc_ig_env() {
   const char* e = getenv("STITCHCUDA_CONV_IGEMM");
-  if (e && *e == '0') return false;
+  return e ? *e : '\0';
+}
+
+// Whether the implicit-GEMM kernel may run here (TF32 mma.sync and cp.async: sm_80 and newer).
+static bool sc_ig_available() {
+  if (sc_ig_env() == '0') return false;
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
     cudaGetLastError();
@@ -1329,21 +1333,21 @@ static int sc_conv_fused_cudnn(const sc_conv_spec& s, sc_conv_state& st, sc_conv
   return (int)cudaGetLastError();
 }
 
-// Whether the implicit-GEMM kernel replaces cuDNN's path: run into `scratch`, checked against `want`
+// Whether the implicit-GEMM kernel replaces cuDNN's path: run into `scratch`, checked against `result`
 // (cuDNN's result of this very call) and timed against `cudnn` (that path as a call runs it, copies
 // included); kept only where it agrees and is faster. STITCHCUDA_CONV_IGEMM=1 keeps it wherever it
-// runs, and a disagreement is then the call's error (`*status`) rather than a fallback (tests).
+// runs, writes `result` with it (what a test compares), and a disagreement is the call's error
+// (`*status`) rather than a fallback.
 template <class Cudnn>
 static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const void* x, const void* w,
-                            const void* const* ins, const void* want, void* scratch, Cudnn cudnn, int* status,
+                            const void* const* ins, void* result, void* scratch, Cudnn cudnn, int* status,
                             cudaStream_t stream) {
   const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
-  const char* env = getenv("STITCHCUDA_CONV_IGEMM");
-  const bool force = env && *env == '1';
+  const bool force = sc_ig_env() == '1';
   if (!ig || !scratch || !sc_ig_available() || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1) return false;
   const int64_t n = s.batch * s.channels * s.spatial;
   const int rc = ig(x, w, ins, scratch, stream);
-  const long long bad = rc == 0 ? sc_epi_disagree(static_cast<const float*>(scratch), static_cast<const float*>(want), n, stream) : -1;
+  const long long bad = rc == 0 ? sc_epi_disagree(static_cast<const float*>(scratch), static_cast<const float*>(result), n, stream) : -1;
   cudaGetLastError();
   if (bad != 0) {
     if (log || force) fprintf(stderr, "stitchcuda %s: implicit GEMM %s (%lld elements off)\n", s.name,
@@ -1361,6 +1365,7 @@ static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const v
   if (log)
     fprintf(stderr, "stitchcuda %s: %s, implicit GEMM %.3f ms, cuDNN's path %.3f ms (copies included)\n", s.name,
             wins ? "implicit GEMM" : "cuDNN", t_ig, t_cudnn);
+  if (wins && force) *status = ig(x, w, ins, result, stream);
   return wins;
 }
 
@@ -1388,8 +1393,6 @@ struct sc_conv_ig_state {
                            &g.status, stream);
     cudaStreamSynchronize(stream);
     cudaFree(scratch);
-    if (!g.status && g.ig && getenv("STITCHCUDA_CONV_IGEMM") && *getenv("STITCHCUDA_CONV_IGEMM") == '1')
-      g.status = ig(x, w, none, y, stream);  // forced: the first call's result is the kernel's own too
   });
   if (first || g.status) return g.status;
   if (g.ig) return ig(x, w, nullptr, y, stream);
@@ -1416,9 +1419,6 @@ struct sc_conv_ig_state {
     f.ig = sc_conv_ig_wins(s, ig, x, w, ins, out, raw,
                            [&] { return sc_conv_fused_cudnn(s, st, f, n_steps, x, w, ins, out, raw, epi, stream); },
                            &f.status, stream);
-    if (f.status) return;
-    // Forced, the first call's result is the kernel's own too (what a test compares).
-    if (f.ig && getenv("STITCHCUDA_CONV_IGEMM") && *getenv("STITCHCUDA_CONV_IGEMM") == '1') f.status = ig(x, w, ins, out, stream);
   });
   if (first || f.status) return f.status;
   if (f.ig) return ig(x, w, ins, out, stream);
