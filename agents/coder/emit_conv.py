@@ -300,7 +300,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
 # fp32 kernels for these are FMA ones (level 3's SqueezeNet: sm80 ffma nchwkcrs, 2.26 ms, where
 # torch.compile's channels-last TF32 one took 1.28), and a channels-last plan pays a copy of the input
 # (DenseNet121TransitionLayer: 0.59 ms before its 1x1 convolution). A GEMM reads NCHW as it is, on
-# TF32 tensor cores. Off until measured on a GPU.
+# TF32 tensor cores. Off: measured on the H200 (ca1767a) it gained nothing on level 3's networks and
+# lost on level 1's 87 (4.28 against 3.61 ms; bench/results/2026-11-28-h200x2-level2-igemm-a1acd41.md).
 CONV_GEMM_ENV = "STITCHCUDA_CONV_1X1_GEMM"
 
 
