@@ -235,9 +235,7 @@ def _unsaved_from_a_real_module(nodes: list[Node], build: Any) -> None:
     """A module built on fake tensors holds no values: where it has small buffers no state dict
     carries (persistent=False), it is built once for real, on the CPU, for their values alone. A
     constructor that fails so leaves them unsupported, as they were."""
-    need = [n for n in nodes if n["op"] == "input" and n.get("kind") == "buffer" and not n.get("persistent", True)
-            and "data" not in n and not n.get("attribute") and "shape" in n
-            and math.prod(n["shape"]) * torch.empty(0, dtype=getattr(torch, n["dtype"])).element_size() <= UNSAVED_BUFFER_BYTES]
+    need = [n for n in nodes if _keepable(n) and "data" not in n and not n.get("attribute")]
     if not need:
         return
     try:
@@ -368,20 +366,25 @@ def trace_module(
 UNSAVED_BUFFER_BYTES = 64 << 10
 
 
+def _keepable(node: Node) -> bool:
+    """A non-persistent buffer small enough for the trace to keep its values (by its traced shape)."""
+    if node["op"] != "input" or node.get("kind") != "buffer" or node.get("persistent", True) or "shape" not in node:
+        return False
+    size = torch.empty(0, dtype=getattr(torch, node["dtype"])).element_size()
+    return math.prod(node["shape"]) * size <= UNSAVED_BUFFER_BYTES
+
+
 def _keep_unsaved_buffers(nodes: list[Node], buffers: dict[str, torch.Tensor]) -> None:
     import base64
 
     from torch._subclasses.fake_tensor import FakeTensor
 
     for node in nodes:
-        if node["op"] != "input" or node.get("kind") != "buffer" or node.get("persistent", True):
-            continue
-        value = buffers.get(node["key"])
+        value = buffers.get(node.get("key", "")) if _keepable(node) else None
         if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor) or value.is_meta:
             continue
-        if value.numel() * value.element_size() <= UNSAVED_BUFFER_BYTES:
-            raw = value.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if value.numel() else b""
-            node["data"] = base64.b64encode(raw).decode("ascii")
+        raw = value.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes() if value.numel() else b""
+        node["data"] = base64.b64encode(raw).decode("ascii")
 
 
 def _plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:
