@@ -111,6 +111,13 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def new_node(name: str, op: str, args: dict[str, Any], shape: Sequence[int], stride: Sequence[int], dtype: str, *,
+             view: bool, offset: int = 0, target: str | None = None) -> Node:
+    """A node of the traced graph's form, for the planner's rewrites (default overload's target)."""
+    return {"name": name, "op": op, "target": target or f"aten.{op}.default", "args": args, "view": view,
+            "shape": list(shape), "dtype": dtype, "stride": list(stride), "offset": offset}
+
+
 def fresh_name(taken: set[str], base: str) -> str:
     """`base`, or `base` with underscores appended, whichever is not in `taken` yet; then taken."""
     name = base

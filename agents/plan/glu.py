@@ -5,7 +5,7 @@ Found by a sweep of user-style networks (a Conformer's convolution module), 2026
 
 from __future__ import annotations
 
-from stitchcuda.agents.graph import Node, by_name, contiguous_strides, ref, ref_name
+from stitchcuda.agents.graph import Node, by_name, contiguous_strides, new_node, ref, ref_name
 from stitchcuda.agents.graph import fresh_name as _fresh
 
 
@@ -36,16 +36,13 @@ def _glu(node: Node, nodes: dict[str, Node], taken: set[str]) -> list[Node] | No
     a, b, sig = (_fresh(taken, f"{name}_{s}") for s in ("a", "b", "gate"))
 
     def sliced(new: str, start: int) -> Node:
-        return {"name": new, "op": "slice", "target": "aten.slice.Tensor",
-                "args": {"self": ref(x["name"]), "dim": d, "start": start, "end": start + half, "step": 1},
-                "view": True, "shape": part, "dtype": dtype, "stride": stride,
-                "offset": x.get("offset", 0) + start * stride[d]}
+        return new_node(new, "slice", {"self": ref(x["name"]), "dim": d, "start": start, "end": start + half, "step": 1},
+                        part, stride, dtype, view=True, offset=x.get("offset", 0) + start * stride[d],
+                        target="aten.slice.Tensor")
 
-    flat = contiguous_strides(part)
     return [
         sliced(a, 0),
         sliced(b, half),
-        {"name": sig, "op": "sigmoid", "target": "aten.sigmoid.default", "args": {"self": ref(b)}, "view": False,
-         "shape": part, "dtype": dtype, "stride": flat, "offset": 0},
+        new_node(sig, "sigmoid", {"self": ref(b)}, part, contiguous_strides(part), dtype, view=False),
         {**node, "op": "mul", "target": "aten.mul.Tensor", "args": {"self": ref(a), "other": ref(sig)}},
     ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from stitchcuda.agents.graph import Node, by_name, contiguous_strides, is_contiguous, ref, ref_name
+from stitchcuda.agents.graph import Node, by_name, contiguous_strides, is_contiguous, new_node, ref, ref_name
 from stitchcuda.agents.graph import fresh_name as _fresh
 
 _SHUFFLES = {"pixel_shuffle": "upscale_factor", "pixel_unshuffle": "downscale_factor"}
@@ -42,12 +42,6 @@ def decompose_resampling(graph: list[Node]) -> list[Node]:
     return out
 
 
-def _node(name: str, op: str, args: dict[str, Any], shape: list[int], stride: list[int], dtype: str, *,
-          view: bool, offset: int = 0) -> Node:
-    return {"name": name, "op": op, "target": f"aten.{op}.default", "args": args, "view": view,
-            "shape": list(shape), "dtype": dtype, "stride": list(stride), "offset": offset}
-
-
 def _source(node: Node, nodes: dict[str, Node]) -> Node | None:
     """The op's input, where it is a contiguous tensor of a known shape (the views need that)."""
     x = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
@@ -61,9 +55,9 @@ def _copy_then_view(node: Node, src: str, shape: list[int], stride: list[int], t
     dtype, final = node["dtype"], list(node["shape"])
     copy = _fresh(taken, f"{node['name']}_copy")
     return [
-        _node(copy, "clone", {"self": ref(src), "memory_format": "torch.contiguous_format"}, shape,
+        new_node(copy, "clone", {"self": ref(src), "memory_format": "torch.contiguous_format"}, shape,
               contiguous_strides(shape), dtype, view=False),
-        _node(node["name"], "_unsafe_view", {"self": ref(copy), "size": final}, final, contiguous_strides(final),
+        new_node(node["name"], "_unsafe_view", {"self": ref(copy), "size": final}, final, contiguous_strides(final),
               dtype, view=True),
     ]
 
@@ -91,8 +85,8 @@ def _shuffle(node: Node, nodes: dict[str, Node], taken: set[str]) -> list[Node] 
     vstride = contiguous_strides(split)
     pshape, pstride = [split[d] for d in dims], [vstride[d] for d in dims]
     return [
-        _node(viewed, "view", {"self": ref(x["name"]), "size": split}, split, vstride, dtype, view=True, offset=offset),
-        _node(permuted, "permute", {"self": ref(viewed), "dims": dims}, pshape, pstride, dtype, view=True, offset=offset),
+        new_node(viewed, "view", {"self": ref(x["name"]), "size": split}, split, vstride, dtype, view=True, offset=offset),
+        new_node(permuted, "permute", {"self": ref(viewed), "dims": dims}, pshape, pstride, dtype, view=True, offset=offset),
         *_copy_then_view(node, permuted, pshape, pstride, taken),
     ]
 
@@ -130,8 +124,8 @@ def _nearest(node: Node, nodes: dict[str, Node], taken: set[str]) -> list[Node] 
     viewed, expanded = _fresh(taken, f"{node['name']}_split"), _fresh(taken, f"{node['name']}_rep")
     assert math.prod(wide) == math.prod(final)
     return [
-        _node(viewed, "view", {"self": ref(x["name"]), "size": ones}, ones, ostride, dtype, view=True, offset=offset),
-        _node(expanded, "expand", {"self": ref(viewed), "size": wide, "implicit": False}, wide, estride, dtype,
+        new_node(viewed, "view", {"self": ref(x["name"]), "size": ones}, ones, ostride, dtype, view=True, offset=offset),
+        new_node(expanded, "expand", {"self": ref(viewed), "size": wide, "implicit": False}, wide, estride, dtype,
               view=True, offset=offset),
         *_copy_then_view(node, expanded, wide, estride, taken),
     ]
