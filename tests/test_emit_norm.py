@@ -453,6 +453,10 @@ GPU_CASES = [c for c in CASES + HARD if c.path or c.id.startswith("hard")] + [
     Case("gpu-gn-big", "native_group_norm", gn(8), [(16, 64, 64, 64), (64,), (64,)], mean=5.0, path="split"),
     Case("gpu-bn-big", "native_batch_norm", bn(), [(32, 64, 56, 56)] + [(64,)] * 4, mean=5.0, path="split"),
     Case("gpu-bn-col", "native_batch_norm", bn(), [(1024, 4096)] + [(4096,)] * 4, path="column"),
+    # 16 and 64 channels: several rows a warp (norm_column.cuh's lpr)
+    Case("gpu-bn-col16", "native_batch_norm", bn(), [(1 << 20, 16)] + [(16,)] * 4, mean=3.0, path="column"),
+    Case("gpu-bn-nhwc64", "native_batch_norm", bn(), [(8, 64, 33, 35)] + [(64,)] * 4, path="column",
+         channels_last=True),
     Case("gpu-in", "native_batch_norm", bn(), [(1, 512, 128, 128)] + [(512,)] * 4, path="fused"),
     Case("gpu-in-split", "native_batch_norm", bn(), [(1, 64, 512, 512)] + [(64,)] * 4, path="split"),
     Case("gpu-ln-row64", "native_layer_norm", ln([64]), [(65536, 64), (64,), (64,)], path="fused"),

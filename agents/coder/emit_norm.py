@@ -382,8 +382,9 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
         note = f"grouped, {parts} slices/sample"
     elif shape == "column":
-        tiles = -(-n.rows // (32 * vmax))
-        parts = max(1, min(-(-8 * sms // tiles), n.count // (4 * COL_WARPS)))
+        lanes = min(32, _pow2_at_least(-(-n.rows // vmax)))  # lanes a row takes (norm_column.cuh's lpr)
+        tiles = -(-n.rows // (lanes * vmax))
+        parts = max(1, min(-(-8 * sms // tiles), n.count // (4 * COL_WARPS * (32 // lanes))))
         rch = -(-n.count // parts)
         parts = -(-n.count // rch)
         body = Template(_COLUMN).substitute(RCH=rch)
