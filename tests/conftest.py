@@ -66,15 +66,20 @@ def on_the_gpu(module: nn.Module, inputs: list, folder: Path):
     return (ours if isinstance(ours, tuple) else (ours,)), (ref if isinstance(ref, tuple) else (ref,))
 
 
-def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, title: str = "test") -> Candidate:
-    """The built-in coder's candidate for `module` traced on `inputs` (host: CPU entry points too)."""
+def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, title: str = "test",
+                      precise: int = 0) -> Candidate:
+    """The built-in coder's candidate for `module` traced on `inputs` (host: CPU entry points too), at
+    the precision level `precise` (kernels.PRECISE_*; the exact rungs build from the plan's exact
+    plan, as the Coder's ladder does)."""
     from stitchcuda.agents import graph
     from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.agents.coder import kernels
     from stitchcuda.agents.plan import planner
 
     plan = planner.plan_graph(graph.trace_module(module, inputs))
     assert plan.supported, plan.unsupported
-    return coder_builtin.build_candidate(plan, type(module), title=title, host=host)
+    return coder_builtin.build_candidate(plan.for_level(precise >= kernels.PRECISE_SPLIT), type(module), title=title,
+                                         host=host, precise=precise)
 
 
 def assert_builds_clean_for_sm90(cand: Candidate, src: Path, include: str) -> None:

@@ -1,7 +1,7 @@
 """The implicit-GEMM convolution (emit_igemm.py, cuda/igemm_conv.cuh): the convolution launcher's
 contender that reads the input where it lies and writes each output once, epilogue applied. The
-wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1) and NCHW results (STITCHCUDA_CONV_IGEMM_NCHW=1) are off by
-default until their GPU cases here have run.
+wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1) are off (measured: not worth a second contender); NCHW
+results carry it unless STITCHCUDA_CONV_IGEMM_NCHW=0; the exact rung carries it with 3xTF32 operands.
 
 Here, on the CPU: its geometry (stride-phases, taps, input offsets) gathered exactly as the kernel
 gathers, against PyTorch's convolutions, forward and transposed, 2-D and 3-D, strided, padded,
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model_new
 from test_emit_conv import cudnn_include
 
-from stitchcuda.agents.coder import emit_igemm
+from stitchcuda.agents.coder import emit_igemm, kernels
 from stitchcuda.agents.coder.emit_conv import conv_params
 from stitchcuda.agents.coder.kernels import NotSupported
 from stitchcuda.agents.coder.model_new import CU_FILE
@@ -192,7 +192,7 @@ def ConvInstanceNorm(make) -> nn.Module:
     return Norm()
 
 
-# Cases whose convolution result stays NCHW (ConvInstanceNorm): the kernel with STITCHCUDA_CONV_IGEMM_NCHW=1.
+# Cases whose convolution result stays NCHW (ConvInstanceNorm).
 NCHW = {
     "nchw conv2d": (lambda: nn.Conv2d(8, 48, 3, bias=False), (4, 8, 20, 18)),
     "nchw transposed 3d": (lambda: nn.ConvTranspose3d(16, 32, 3, stride=2, padding=1, bias=False), (2, 16, 5, 6, 6)),
@@ -225,14 +225,14 @@ def test_candidates_carry_the_kernel_and_build_for_sm90(tmp_path, monkeypatch, w
 
 
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
-def test_an_nchw_result_carries_it_only_when_asked(tmp_path, monkeypatch):
+def test_an_nchw_result_carries_it_unless_turned_off(tmp_path, monkeypatch):
     torch.manual_seed(0)
     for k, case in enumerate(NCHW):
         module, shape = _module(case)
-        monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
+        monkeypatch.setenv(emit_igemm.NCHW_ENV, "0")
         src = builtin_candidate(module, [torch.randn(shape)], host=False).files[CU_FILE]
         assert "sc_igemm_conv<" not in src and "return sc_conv_run(spec" in src
-        monkeypatch.setenv(emit_igemm.NCHW_ENV, "1")
+        monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
         cand = builtin_candidate(module, [torch.randn(shape)], host=False)
         src = cand.files[CU_FILE]
         assert "Y_NCHW = true" in src and "return sc_conv_run_ig(spec" in src
@@ -281,3 +281,72 @@ def test_on_the_gpu_the_kernel_matches_the_module(case, wide, tmp_path, monkeypa
             torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
     log = capfd.readouterr().err
     assert "implicit GEMM" in log and "disagrees" not in log, log[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# 3xTF32 (the exact rung, kernels.PRECISE_SPLIT): the exact plan keeps results NCHW, and every
+# convolution of fp32 without a bias carries the kernel with split operands.
+SPLIT_CASES = ["conv2d", "transposed 3d", "conv2d 128 channels strided", "plain conv3d"]
+
+
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_the_exact_rung_carries_the_split_kernel(tmp_path, monkeypatch):
+    monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
+    for k, case in enumerate(SPLIT_CASES[:2]):
+        torch.manual_seed(0)
+        module, shape = _module(case)
+        cand = builtin_candidate(module, [torch.randn(shape)], host=False, precise=kernels.PRECISE_SPLIT)
+        src = cand.files[CU_FILE]
+        assert cand.precision == "3xtf32"
+        assert "SPLIT3 = true" in src and "Y_NCHW = true" in src and "sc_igemm_conv<" in src, src[-3000:]
+        assert any("3xTF32 implicit GEMM" in n for n in cand.notes), cand.notes
+        assert_builds_clean_for_sm90(cand, tmp_path / f"s{k}.cu", cudnn_include())
+    # TF32 candidates keep the unsplit kernel; '0' keeps the exact rung's NCHW results on cuDNN alone.
+    module, shape = _module("conv2d")
+    assert "SPLIT3 = false" in builtin_candidate(module, [torch.randn(shape)], host=False).files[CU_FILE]
+    monkeypatch.setenv(emit_igemm.NCHW_ENV, "0")
+    src = builtin_candidate(module, [torch.randn(shape)], host=False, precise=kernels.PRECISE_SPLIT).files[CU_FILE]
+    assert "sc_igemm_conv<" not in src
+
+
+def test_the_full_fp32_rung_leaves_it_out():
+    module, shape = _module("conv2d")
+    cand = builtin_candidate(module, [torch.randn(shape)], host=False, precise=kernels.PRECISE_FP32)
+    assert "sc_igemm_conv<" not in cand.files[CU_FILE]
+
+
+def _forced_error(case: str, precise: int, tmp_path, tag: str) -> float:
+    """The forced kernel's largest error against the module in fp64, over its mean magnitude."""
+    torch.manual_seed(3)
+    module, shape = _module(case)
+    cand = builtin_candidate(module, [torch.randn(shape)], host=False, precise=precise)
+    assert "sc_igemm_conv<" in cand.files[CU_FILE]
+    new, _ = load_model_new(cand, module, tmp_path / tag)
+    new = new.cuda()
+    worst = 0.0
+    with torch.no_grad():
+        for seed in range(3):
+            torch.manual_seed(seed)
+            x = torch.randn(shape, device="cuda")
+            want = module.double().cuda()(x.double())
+            got = new(x).double()
+            worst = max(worst, ((got - want).abs().max() / want.abs().mean()).item())
+    return worst
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", SPLIT_CASES)
+def test_on_the_gpu_the_split_kernel_keeps_fp32_accuracy(case, tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    split = _forced_error(case, kernels.PRECISE_SPLIT, tmp_path, "split")
+    log = capfd.readouterr().err
+    assert "implicit GEMM" in log and "disagrees" not in log, log[-3000:]
+    # fp32's own error over 72-1152 products is ~1e-6 of the mean; TF32's is ~1e-3.
+    assert split < 2e-5, split
+    if case == SPLIT_CASES[0]:  # the same kernel unsplit: what the split buys (the check can fail)
+        tf32 = _forced_error(case, kernels.PRECISE_TF32, tmp_path, "tf32")
+        assert tf32 > 20 * split, (tf32, split)

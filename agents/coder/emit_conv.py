@@ -264,9 +264,10 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     if ctx.epilogue is not None and ctx.epilogue.value == out.name:
         return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""
-    # A channels-last result with no bias: the implicit-GEMM kernel is cuDNN's contender (and for an
-    # NCHW one with STITCHCUDA_CONV_IGEMM_NCHW=1).
-    nchw_ig = not nhwc and os.environ.get(emit_igemm.NCHW_ENV) == "1"
+    # A result with no bias, channels-last or NCHW: the implicit-GEMM kernel is cuDNN's contender
+    # (STITCHCUDA_CONV_IGEMM_NCHW=0 leaves NCHW results to cuDNN alone). On the exact rungs, whose
+    # plan keeps results NCHW, cuDNN's side is its FMA convolution and the kernel splits its operands.
+    nchw_ig = not nhwc and os.environ.get(emit_igemm.NCHW_ENV) != "0"
     igemm, ig_fn = (_implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", [], y_nchw=not nhwc)
                     if (nhwc or nchw_ig) and not b else ("", "nullptr"))
     run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, {ig_fn}, stream);\n"
@@ -290,7 +291,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=family + "\n" + launcher,
-        ops=[note + (" +bias" if b else "") + (" (or an implicit GEMM where it wins)" if igemm else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
+        ops=[note + (" +bias" if b else "") + (f" (or a{' 3xTF32' if ctx.precise >= PRECISE_SPLIT else 'n'} implicit GEMM where it wins)" if igemm else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
 
@@ -516,15 +517,17 @@ def _implicit_gemm(ctx: EmitContext, p: ConvParams, functor: str, construct: str
                    y_nchw: bool = False) -> tuple[str, str]:
     """The implicit-GEMM contender's tables and launcher for this convolution (emit_igemm), and the
     name the launcher passes for it; ("", "nullptr") where the kernel does not take the convolution
-    (grouped, fp16/bf16, the fp32-without-TF32 rungs, more than 2^31 outputs per grid) or
-    STITCHCUDA_CONV_IGEMM=0 left it out."""
-    if os.environ.get("STITCHCUDA_CONV_IGEMM") == "0" or ctx.precise >= PRECISE_SPLIT or p.lifted \
+    (grouped, fp16/bf16, the full-fp32 rung, more than 2^31 outputs per grid) or
+    STITCHCUDA_CONV_IGEMM=0 left it out. On the 3xTF32 rung (PRECISE_SPLIT) it splits its operands,
+    which on tensor cores keeps fp32's accuracy: the contender to cuDNN's fp32 (FMA) convolution."""
+    if os.environ.get("STITCHCUDA_CONV_IGEMM") == "0" or ctx.precise > PRECISE_SPLIT or p.lifted \
             or any(o is not None and o.dtype != "float32" for o in (ctx.args.get("input"), ctx.args.get("weight"), ctx.outputs[0])):
         return "", "nullptr"
     try:
         g = emit_igemm.geometry(p.transposed, p.groups, p.x, p.w, p.y, p.pad, p.stride, p.dilation,
                                 bool(ctx.args.get("input_channels_last")),
-                                wide=os.environ.get(emit_igemm.WIDE_ENV) == "1", y_nchw=y_nchw)
+                                wide=os.environ.get(emit_igemm.WIDE_ENV) == "1", y_nchw=y_nchw,
+                                split=ctx.precise >= PRECISE_SPLIT)
     except NotSupported:
         return "", "nullptr"
     return emit_igemm.render(g, ctx.name, functor, construct, inputs), f"{ctx.name}_ig"

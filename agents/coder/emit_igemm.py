@@ -28,15 +28,19 @@ BK = 16  # the kernel's k-tile (SC_IG_BK)
 # (BM, BN) output pixels and channels a block computes, (WM, WN) a warp's, and the k-tiles in flight.
 # The channel tile covers the output channels where it can, so each gathered input tile is read once.
 TILES = ((32, (128, 32, 32, 32, 3)), (64, (128, 64, 32, 32, 3)), (None, (64, 128, 32, 32, 3)))
-# The wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1; CPU-tested, not yet run on a GPU): 64 x 32 warps over
+# The wide tiles (STITCHCUDA_CONV_IGEMM_WIDE=1, off): 64 x 32 warps over
 # 256 x 64 or 128 x 128 blocks in two stages, for more than 32 output channels. With 32 x 32 warps over
 # 64-128 x 64-128 blocks, every block reads the whole packed weight for at most 128 pixels; at 64
 # input channels and 3x3 taps that is 295 KB of L2 traffic per 8k outputs, which bounds level 2's
-# 1 at about 80 TFLOP/s (measured: 300 GFLOP in 3.6 ms).
+# 1 at about 80 TFLOP/s (measured: 300 GFLOP in 3.6 ms). H200, 36ecafc, first-call times on 17 of
+# level 2's convolutions (bench/results/2026-11-28-h200x2-igemm-variants-36ecafc.md): 64 input channels
+# 15-20% faster (4: 9.3 -> 7.8 ms, 10: 7.7 -> 6.6 ms) yet still 2x cuDNN's path; where the kernel
+# already wins, 0-2%. Not worth a second contender's first-call time: it stays off.
 WIDE_TILES = ((32, TILES[0][1]), (64, (256, 64, 64, 32, 2)), (None, (128, 128, 64, 32, 2)))
 WIDE_ENV = "STITCHCUDA_CONV_IGEMM_WIDE"
 # An NCHW result (a convolution the planner leaves NCHW, no bias) written by the kernel directly, a
-# contender to cuDNN's NCHW path (STITCHCUDA_CONV_IGEMM_NCHW=1; CPU-tested, not yet run on a GPU).
+# contender to cuDNN's NCHW path; STITCHCUDA_CONV_IGEMM_NCHW=0 leaves it out. On the H200 (36ecafc,
+# same file) it was kept on 13 (5.62 -> 4.85 ms), 15 (0.28 -> 0.17 ms) and 21, and cuDNN on 3, 17, 20.
 NCHW_ENV = "STITCHCUDA_CONV_IGEMM_NCHW"
 INT_MAX = 2**31 - 1
 
@@ -63,6 +67,7 @@ class Geometry:
     phases: tuple[Phase, ...]
     wide: bool = False  # the wide tiles where the output channels take them
     y_nchw: bool = False  # the result stored NCHW rather than channels-last
+    split: bool = False  # 3xTF32: each operand a TF32 head and tail, three products (fp32's accuracy)
 
     @property
     def _config(self) -> tuple[int, int, int, int, int]:
@@ -137,7 +142,7 @@ def _dim_phases(transposed: bool, size_out: int, k: int, pad: int, stride: int, 
 
 def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], y: Sequence[int],
              pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int], x_nhwc: bool,
-             wide: bool = False, y_nchw: bool = False) -> Geometry:
+             wide: bool = False, y_nchw: bool = False, split: bool = False) -> Geometry:
     """The kernel's view of a convolution: x, w, y as ConvParams gives them (N, C, spatial...; the
     weight in PyTorch's layout), or NotSupported."""
     rank = len(x)
@@ -167,7 +172,7 @@ def geometry(transposed: bool, groups: int, x: Sequence[int], w: Sequence[int], 
         transposed=transposed, batch=batch, channels=c, out_channels=k, in_dims=ind, out_dims=outd,
         in_step=(1, 1, 1) if transposed else strides, out_step=strides if transposed else (1, 1, 1),
         x_strides=xs, taps_total=ks[0] * ks[1] * ks[2], phases=tuple(phases), wide=wide,
-        y_nchw=y_nchw,
+        y_nchw=y_nchw, split=split,
     )
     if max(g.outputs(ph) for ph in phases) + g.tile[0] > INT_MAX or g.npad * g.kpad_max * len(phases) > INT_MAX:
         raise NotSupported("implicit GEMM: 2^31 output pixels or more in a phase")
@@ -195,7 +200,7 @@ def render(g: Geometry, name: str, epilogue: str, construct: str, inputs: Sequen
 // network's large 3-D kernels could pass; a tap is read once a k-tile, the same by a whole warp.)
 __device__ const int4 {name}_ig_taps[{len(tap_rows)}] = {{{", ".join(tap_rows)}}};
 struct {geo} {{
-  static constexpr bool TRANSPOSED = {str(g.transposed).lower()}, Y_NCHW = {str(g.y_nchw).lower()};
+  static constexpr bool TRANSPOSED = {str(g.transposed).lower()}, Y_NCHW = {str(g.y_nchw).lower()}, SPLIT3 = {str(g.split).lower()};
   static constexpr int64_t BATCH = {g.batch};
   static constexpr int C = {g.channels}, CP = {g.cp}, K = {g.out_channels}, TAPS = {g.taps_total}, PHASES = {len(g.phases)};
   static constexpr int KPAD = {g.kpad_max}, NPAD = {g.npad};

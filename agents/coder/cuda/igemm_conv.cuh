@@ -36,7 +36,8 @@ __device__ __forceinline__ uint32_t sc_ig_tf32(float x) {
 #endif
 }
 
-// The weight packed per phase as the kernel's B operand: [phase][kpad][npad], rounded to TF32 once,
+// The weight packed per phase as the kernel's B operand: [phase][kpad][npad], rounded to TF32 once
+// (kept fp32 under 3xTF32),
 // zero past the phase's taps and past the output channels (so the kernel's B loads need no bounds).
 // w is [K][C][taps] (forward) or [C][K][taps] (transposed), PyTorch's layouts.
 template <class G>
@@ -53,7 +54,7 @@ __global__ void sc_ig_pack(const float* __restrict__ w, float* __restrict__ wp) 
       const int wt = G::tap(ph.first + t).w;
       v = G::TRANSPOSED ? w[((int64_t)c * G::K + n) * G::TAPS + wt] : w[((int64_t)n * G::C + c) * G::TAPS + wt];
     }
-    wp[i] = __uint_as_float(sc_ig_tf32(v));
+    wp[i] = G::SPLIT3 ? v : __uint_as_float(sc_ig_tf32(v));  // (3xTF32 splits it in the kernel)
   }
 }
 
@@ -231,20 +232,49 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
     const int st = kt % STAGES;
 #pragma unroll
     for (int ks = 0; ks < BK; ks += 8) {
-      uint32_t a[MI][4], b[NI][2];
+      float af[MI][4], bf[NI][2];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         const int mb = wm + mi * 16 + gid;
-        a[mi][0] = sc_ig_tf32(As[st][ks + tig][mb]);
-        a[mi][1] = sc_ig_tf32(As[st][ks + tig][mb + 8]);
-        a[mi][2] = sc_ig_tf32(As[st][ks + tig + 4][mb]);
-        a[mi][3] = sc_ig_tf32(As[st][ks + tig + 4][mb + 8]);
+        af[mi][0] = As[st][ks + tig][mb];
+        af[mi][1] = As[st][ks + tig][mb + 8];
+        af[mi][2] = As[st][ks + tig + 4][mb];
+        af[mi][3] = As[st][ks + tig + 4][mb + 8];
       }
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         const int nc = wn + ni * 8 + gid;
-        b[ni][0] = __float_as_uint(Bs[st][ks + tig][nc]);
-        b[ni][1] = __float_as_uint(Bs[st][ks + tig + 4][nc]);
+        bf[ni][0] = Bs[st][ks + tig][nc];
+        bf[ni][1] = Bs[st][ks + tig + 4][nc];
+      }
+      uint32_t a[MI][4], b[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) a[mi][q] = sc_ig_tf32(af[mi][q]);
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) b[ni][q] = G::SPLIT3 ? sc_ig_tf32(bf[ni][q]) : __float_as_uint(bf[ni][q]);
+      if constexpr (G::SPLIT3) {
+        // 3xTF32: each operand as a TF32 head plus the TF32 of what the head leaves (exact in fp32);
+        // the small products first, then the heads' (the tail x tail product is below fp32's ulp).
+        uint32_t at[MI][4], bt[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) at[mi][q] = sc_ig_tf32(af[mi][q] - __uint_as_float(a[mi][q]));
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) bt[ni][q] = sc_ig_tf32(bf[ni][q] - __uint_as_float(b[ni][q]));
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            sc_ig_mma(acc[mi][ni], at[mi], b[ni]);
+            sc_ig_mma(acc[mi][ni], a[mi], bt[ni]);
+          }
       }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
