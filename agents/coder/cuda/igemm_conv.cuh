@@ -36,6 +36,19 @@ __device__ __forceinline__ uint32_t sc_ig_tf32(float x) {
 #endif
 }
 
+// 3xTF32's head of x: TF32 to nearest, or truncated where rounding would carry a finite x past the
+// largest float (as gemm_split.cuh's sc_tf32_hi_lo).
+__device__ __forceinline__ uint32_t sc_ig_head(float x) {
+  const uint32_t h = sc_ig_tf32(x);
+  return isfinite(__uint_as_float(h)) || !isfinite(x) ? h : (__float_as_uint(x) & 0xFFFFE000u);
+}
+// Its tail: what the head leaves, itself as TF32; 0 where x is not finite (the head alone then
+// carries it, as fp32 arithmetic would, instead of inf - inf).
+__device__ __forceinline__ uint32_t sc_ig_tail(float x, uint32_t h) {
+  const float hf = __uint_as_float(h);
+  return isfinite(hf) ? sc_ig_tf32(x - hf) : 0u;
+}
+
 // The weight packed per phase as the kernel's B operand: [phase][kpad][npad], rounded to TF32 once
 // (kept fp32 under 3xTF32),
 // zero past the phase's taps and past the output channels (so the kernel's B loads need no bounds).
@@ -251,11 +264,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) a[mi][q] = sc_ig_tf32(af[mi][q]);
+        for (int q = 0; q < 4; ++q) a[mi][q] = G::SPLIT3 ? sc_ig_head(af[mi][q]) : sc_ig_tf32(af[mi][q]);
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-        for (int q = 0; q < 2; ++q) b[ni][q] = G::SPLIT3 ? sc_ig_tf32(bf[ni][q]) : __float_as_uint(bf[ni][q]);
+        for (int q = 0; q < 2; ++q) b[ni][q] = G::SPLIT3 ? sc_ig_head(bf[ni][q]) : __float_as_uint(bf[ni][q]);
       if constexpr (G::SPLIT3) {
         // 3xTF32: each operand as a TF32 head plus the TF32 of what the head leaves (exact in fp32);
         // the small products first, then the heads' (the tail x tail product is below fp32's ulp).
@@ -263,11 +276,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) at[mi][q] = sc_ig_tf32(af[mi][q] - __uint_as_float(a[mi][q]));
+          for (int q = 0; q < 4; ++q) at[mi][q] = sc_ig_tail(af[mi][q], a[mi][q]);
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) bt[ni][q] = sc_ig_tf32(bf[ni][q] - __uint_as_float(b[ni][q]));
+          for (int q = 0; q < 2; ++q) bt[ni][q] = sc_ig_tail(bf[ni][q], b[ni][q]);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
