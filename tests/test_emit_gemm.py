@@ -377,6 +377,7 @@ def test_emitter_refuses(module, inputs, why):
 
 COMPILE_CASES: list[tuple[nn.Module, list[T]]] = [
     (nn.Linear(64, 32), [r(8, 64)]),
+    (nn.Linear(16, 64), [r(64, 16)]),  # 3xTF32 packed, the bias by cuBLASLt's epilogue
     (nn.Linear(64, 32).half(), [r(8, 64, dtype=torch.float16)]),
     (Fn(lambda a, b: a.t() @ b), [r(7, 5), r(7, 3)]),
     (Fn(lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2.0)), [r(5, 3), r(5, 7), r(7, 3)]),
@@ -452,6 +453,12 @@ GPU_CASES: list[tuple[str, nn.Module, list[T], float]] = [
         1e-2,
     ),
     ("bmm", Fn(torch.bmm), [r(5, 33, 70), r(5, 70, 19)], 1e-2),
+    # Short K, results larger than the operands: 3xTF32 packs them (packed_plan), transposed, batched,
+    # broadcast, and a Linear whose bias then takes cuBLASLt's epilogue.
+    ("packed linear", nn.Linear(96, 288), [r(515, 96)], 1e-2),
+    ("packed A.T@B", Fn(lambda a, b: a.t() @ b), [r(32, 203), r(32, 150)], 1e-2),
+    ("packed bmm", Fn(torch.bmm), [r(4, 101, 24), r(4, 24, 90)], 1e-2),
+    ("packed bmm broadcast", Fn(lambda a, b: torch.bmm(a, b.expand(4, 24, 90))), [r(4, 101, 24), r(1, 24, 90)], 1e-2),
     ("bmm broadcast", Fn(lambda a, b: torch.bmm(a, b.expand(5, 70, 19))), [r(5, 33, 70), r(1, 70, 19)], 1e-2),
     (
         "baddbmm",
@@ -568,3 +575,13 @@ def test_a_candidate_of_products_alone_builds_without_warnings(tmp_path, bias):
     module = nn.Linear(16, 8) if bias else Fn(lambda a: a @ a.t())
     cand = builtin_candidate(module, [r(8, 16)], host=False)
     assert_builds_clean_for_sm90(cand, tmp_path / "k.cu", include)
+
+
+def test_the_packed_cases_pack():
+    """The GPU cases named "packed" take packed_plan's single call (else they test nothing new), and
+    a Linear's bias then goes to cuBLASLt's epilogue instead of the copy before the products."""
+    for name, module, inputs, _ in GPU_CASES:
+        if name.startswith("packed"):
+            k = emitted(module, inputs, precise=True)
+            assert "packed into one" in k.ops[0], (name, k.ops)
+            assert ("cublasLt epilogue" in k.ops[0]) == (name == "packed linear"), (name, k.ops)

@@ -257,14 +257,16 @@ def render_gemm(
     bstrides = bias_strides(bias, full) if bias is not None else ()
     # nn.Linear: the bias is one contiguous row added to every output row, with beta == 1.
     lt = bias is not None and beta == 1.0 and len(full) == 2 and plan.batch == 1 and bstrides == (0, 1)
-    lt = lt and not split  # three products accumulate into c: the bias goes in first, by the copy
+    # Three products accumulate into c: the bias goes in first, by the copy. Packed, they are one
+    # product, which takes the epilogue as TF32's does.
+    lt = lt and (not split or packed is not None)
     lines: list[str] = [_FAMILY] + ([_FAMILY_SPLIT] if split else [])
     if lt:
         lines.append(_FAMILY_LT)
     if bias is not None:
         lines.append(_bias_kernel(name, ctype, bias, full, bstrides))
     if lt:
-        lines.append(_lt_plan(name, plan, dtype, compute))
+        lines.append(_lt_plan(name, packed or plan, dtype, compute))
     params = [f"const void* in{i}" for i in range(len(names))]
     params += ["void* out0", "void* scratch0"] + [f"void* scratch{i}" for i in range(1, (3 if packed else 5) if split else 1)]
     params += ["cudaStream_t stream"]
@@ -276,10 +278,24 @@ def render_gemm(
         f"  const float alpha = {c_float(alpha)};",
         "  int rc = 0;",
     ]
+    if packed is not None:
+        pa, pb = packed_batches(plan)
+        body += [
+            "  // The three products as one over operands packed with K three times as long (packed_plan):",
+            "  // [a_lo | a_hi | a_hi] times [b_hi; b_lo; b_hi], so c is written once.",
+            "  float* ap = static_cast<float*>(scratch1);",
+            "  float* bp = static_cast<float*>(scratch2);",
+            f"  rc = sc_tf32_pack(a, ap, {pa}LL, {plan.m}LL, {plan.k}LL, {plan.a.ld}LL, {int(plan.a.trans)}, "
+            f"{plan.a.stride}LL, 1, 0, stream);",
+            "  if (rc != 0) return rc;",
+            f"  rc = sc_tf32_pack(b, bp, {pb}LL, {plan.k}LL, {plan.n}LL, {plan.b.ld}LL, {int(plan.b.trans)}, "
+            f"{plan.b.stride}LL, 0, 1, stream);",
+            "  if (rc != 0) return rc;",
+        ]
     if lt:
         body += [
             f"  const {ctype}* bias = static_cast<const {ctype}*>(in{slot[bias.name]}) + {bias.offset}LL;",
-            f"  rc = {name}_lt(a, b, bias, c, alpha, scratch0, stream);",
+            f"  rc = {name}_lt({'ap, bp' if packed is not None else 'a, b'}, bias, c, alpha, scratch0, stream);",
             "  if (rc != SC_GEMM_LT_UNAVAILABLE) return rc;",
         ]
     if bias is not None:
@@ -300,18 +316,7 @@ def render_gemm(
             "}",
         ]
     elif packed is not None:
-        pa, pb = packed_batches(plan)
         body += [
-            "  // The three products as one over operands packed with K three times as long (packed_plan):",
-            "  // [a_lo | a_hi | a_hi] times [b_hi; b_lo; b_hi], so c is written once.",
-            "  float* ap = static_cast<float*>(scratch1);",
-            "  float* bp = static_cast<float*>(scratch2);",
-            f"  rc = sc_tf32_pack(a, ap, {pa}LL, {plan.m}LL, {plan.k}LL, {plan.a.ld}LL, {int(plan.a.trans)}, "
-            f"{plan.a.stride}LL, 1, 0, stream);",
-            "  if (rc != 0) return rc;",
-            f"  rc = sc_tf32_pack(b, bp, {pb}LL, {plan.k}LL, {plan.n}LL, {plan.b.ld}LL, {int(plan.b.trans)}, "
-            f"{plan.b.stride}LL, 0, 1, stream);",
-            "  if (rc != 0) return rc;",
             "  const cublasStatus_t s = " + _call(packed, dtype, compute, "ap", "bp") + ";",
             "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
             "}",
