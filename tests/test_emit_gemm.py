@@ -307,6 +307,7 @@ def test_packed_split_is_the_three_products_in_one_call(case):
 
 
 def test_packed_split_only_for_a_short_k_and_a_result_larger_than_its_operands(monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (these shapes are small: the split itself is tested)
     def calls(module, x):
         return emitted(module, [x], precise=True).source.count("cublasGemmEx(")
 
@@ -326,6 +327,7 @@ def test_packed_split_only_for_a_short_k_and_a_result_larger_than_its_operands(m
 
 
 def test_precise_fp32_products_split_the_operands(monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (these shapes are small: the split itself is tested)
     monkeypatch.setenv(emit_gemm.PACKED_SPLIT_ENV, "0")  # three calls (packed: test_packed_split_only_for_a_short_k)
     k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
     assert "sc_tf32_split(" in k.source and k.source.count("cublasGemmEx(") == 3
@@ -338,6 +340,7 @@ def test_precise_fp32_products_split_the_operands(monkeypatch):
 
 
 def test_precise_products_of_a_long_k_run_in_chunks(monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (these shapes are small: the split itself is tested)
     monkeypatch.setattr(emit_gemm, "SPLIT_K_CHUNK", 16)
     k = emitted(nn.Linear(64, 32), [r(8, 64)], precise=True)
     loop = k.source[k.source.index("for (int64_t k0 = 0; k0 < 64LL"):]
@@ -403,11 +406,12 @@ def test_emitted_source_compiles(tmp_path):
     if include is None:
         pytest.skip("no cublas_v2.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuBLAS's headers")
     sources = [emitted(m, ins, f"k{i}").source for i, (m, ins) in enumerate(COMPILE_CASES)]
-    # The 3xTF32 variants (after a wrong result), fp32 cases only.
-    sources += [emitted(m, ins, f"p{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
-                if ins[0].dtype == torch.float32]
-    # 3xTF32 in chunks of K (a chunk shorter than these cases' K).
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # the split even for these small products
+        # The 3xTF32 variants (after a wrong result), fp32 cases only.
+        sources += [emitted(m, ins, f"p{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
+                    if ins[0].dtype == torch.float32]
+        # 3xTF32 in chunks of K (a chunk shorter than these cases' K).
         mp.setattr(emit_gemm, "SPLIT_K_CHUNK", 2)
         sources += [emitted(m, ins, f"c{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
                     if ins[0].dtype == torch.float32]
@@ -585,3 +589,12 @@ def test_the_packed_cases_pack():
             k = emitted(module, inputs, precise=True)
             assert "packed into one" in k.ops[0], (name, k.ops)
             assert ("cublasLt epilogue" in k.ops[0]) == (name == "packed linear"), (name, k.ops)
+
+
+def test_precise_products_smaller_than_a_tile_run_in_fp32():
+    """Where each product is under SMALL_PRODUCT rows and columns (a window attention's 49x49 scores),
+    the exact rung runs it as fp32 (cuBLAS's FMA kernels either way), not as three products."""
+    scores = emitted(Fn(torch.bmm), [r(8, 49, 32), r(8, 32, 49)], precise=True)
+    assert "(fp32, no TF32)" in scores.ops[0] and "3xTF32" not in scores.ops[0], scores.ops
+    wide = emitted(Fn(torch.bmm), [r(8, 49, 32), r(8, 32, 64)], precise=True)
+    assert "3xTF32" in wide.ops[0], wide.ops

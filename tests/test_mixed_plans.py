@@ -18,6 +18,7 @@ from conftest import needs_nvcc
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.coder import emit_gemm
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.task import import_file
@@ -215,7 +216,8 @@ class Linear(nn.Module):
         return self.conv(torch.relu(self.fc(x)).unsqueeze(-1))
 
 
-def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path):
+def test_feedback_after_a_wrong_result_makes_matmul_3xtf32(tmp_path, monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (a small Linear: the ladder itself is tested)
     from stitchcuda.types import Finding, Task, Verdict
 
     src = tmp_path / "lin.py"

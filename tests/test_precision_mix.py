@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
-from stitchcuda.agents.coder import precision_mix
+from stitchcuda.agents.coder import emit_gemm, precision_mix
 from stitchcuda.agents.coder.model_new import CU_FILE
 from stitchcuda.agents.plan import planner
 from stitchcuda.types import FINITE_MISS, Finding, Task, Verdict
@@ -138,6 +138,7 @@ def _miss(precision: str) -> Verdict:
 
 
 def test_the_ladder_climbs_through_the_mixed_rung_where_it_is_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (small products: the ladder itself is tested)
     task = _attention(tmp_path)
     plan = planner.plan(task)
     monkeypatch.setenv(precision_mix.ENV, "1")

@@ -37,6 +37,7 @@ from stitchcuda.agents.coder.kernels import (
     OutSpec,
 )
 
+SMALL_PRODUCT = 64  # rows and columns of a product below which 3xTF32 runs as fp32 (emit_gemm)
 SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
 CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
@@ -218,8 +219,13 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     if ctx.precise >= PRECISE_FP32 and out.dtype == "float32":
         precision = "fp32"
     elif ctx.precise >= PRECISE_SPLIT and out.dtype == "float32":
-        # Four copies of large operands would not fit beside them: full fp32 instead.
-        precision = "3xtf32" if 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES else "fp32"
+        # Four copies of large operands would not fit beside them: full fp32 instead. So too for
+        # products smaller than a tensor-core tile both ways, for which cuBLAS picks its FMA kernels
+        # even with TF32 allowed: three of them cost three times one fp32 product (H200, a Swin window
+        # attention's 49x49x32 scores: 134 us as three FMA launches, 41 us as torch.compile's one).
+        small = plan.m < SMALL_PRODUCT and plan.n < SMALL_PRODUCT
+        fits = 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES
+        precision = "3xtf32" if fits and not small else "fp32"
     return render_gemm(
         ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, precision
     )
