@@ -450,6 +450,8 @@ GPU_CASES: list[tuple[str, nn.Module, list[T], float]] = [
         [r(33, 1), r(33, 70), r(70, 19)],
         1e-2,
     ),
+    # A column bias over a result whose rows are a multiple of 4 long: stored four at a time.
+    ("addmm column bias vec4", Fn(lambda b, x, y: torch.addmm(b, x, y, beta=1.0)), [r(33, 1), r(33, 70), r(70, 20)], 1e-2),
     (
         "addmm full bias",
         Fn(lambda b, x, y: torch.addmm(b, x, y, beta=1.0)),
@@ -598,3 +600,10 @@ def test_precise_products_smaller_than_a_tile_run_in_fp32():
     assert "(fp32, no TF32)" in scores.ops[0] and "3xTF32" not in scores.ops[0], scores.ops
     wide = emitted(Fn(torch.bmm), [r(8, 49, 32), r(8, 32, 64)], precise=True)
     assert "3xTF32" in wide.ops[0], wide.ops
+
+
+def test_fp32_biases_are_stored_four_at_a_time_where_rows_allow():
+    vec = emitted(Fn(lambda b, x, y: torch.addmm(b, x, y)), [r(33, 1), r(33, 70), r(70, 20)])
+    assert "k0_bias_vec4<<<" in vec.source and "k0_bias_kernel<<<" in vec.source  # (unaligned out: scalar)
+    odd = emitted(Fn(lambda b, x, y: torch.addmm(b, x, y)), [r(33, 1), r(33, 70), r(70, 19)])
+    assert "k0_bias_vec4" not in odd.source and "k0_bias_kernel<<<" in odd.source

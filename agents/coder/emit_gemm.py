@@ -483,24 +483,48 @@ def _split_products(plan: GemmPlan, dtype: str, compute: str) -> list[str]:
 def _bias_kernel(
     name: str, ctype: str, bias: Operand, full: tuple[int, ...], strides: tuple[int, ...]
 ) -> str:
-    """out = bias broadcast to the result, so the GEMM can add alpha * A @ B with beta."""
+    """out = bias broadcast to the result, so the GEMM can add alpha * A @ B with beta. fp32 results
+    whose last dim is a multiple of 4 are stored four at a time where out is 16-byte aligned: the
+    scalar stores ran at about 1 TB/s (level 3's MinGPT, 3xTF32: 587 us for a 604 MB result)."""
     total = 1
     for s in full:
         total *= s
-    terms = [f"{bias.offset}LL"]
-    rest = "i"
-    for d in range(len(full) - 1, -1, -1):
-        index = f"({rest} % {full[d]}LL)" if d > 0 else rest
-        if strides[d]:
-            terms.append(f"{index} * {strides[d]}LL")
-        rest = f"({rest} / {full[d]}LL)"
-    return f"""__global__ void __launch_bounds__({_BIAS_THREADS}) {name}_bias_kernel(const {ctype}* __restrict__ bias, {ctype}* __restrict__ out) {{
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = bias[{" + ".join(terms)}];
-}}
 
+    def at(i: str) -> str:
+        terms = [f"{bias.offset}LL"]
+        rest = i
+        for d in range(len(full) - 1, -1, -1):
+            index = f"({rest} % {full[d]}LL)" if d > 0 else rest
+            if strides[d]:
+                terms.append(f"{index} * {strides[d]}LL")
+            rest = f"({rest} / {full[d]}LL)"
+        return " + ".join(terms)
+
+    scalar = f"""__global__ void __launch_bounds__({_BIAS_THREADS}) {name}_bias_kernel(const {ctype}* __restrict__ bias, {ctype}* __restrict__ out) {{
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = bias[{at("i")}];
+}}
+"""
+    if ctype != "float" or full[-1] % 4:
+        return scalar + f"""
 static int {name}_bias(const {ctype}* bias, {ctype}* out, cudaStream_t stream) {{
   {name}_bias_kernel<<<sc_grid({total}LL), {_BIAS_THREADS}, 0, stream>>>(bias, out);
+  return (int)cudaGetLastError();
+}}"""
+    step = strides[-1]  # four neighbours along the last dim share every other index
+    return scalar + f"""
+__global__ void __launch_bounds__({_BIAS_THREADS}) {name}_bias_vec4(const float* __restrict__ bias, float4* __restrict__ out) {{
+  for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < {total // 4}LL; v += (int64_t)gridDim.x * blockDim.x) {{
+    const int64_t i = v * 4, b = {at("i")};
+    out[v] = make_float4(bias[b], bias[b + {step}LL], bias[b + {2 * step}LL], bias[b + {3 * step}LL]);
+  }}
+}}
+
+static int {name}_bias(const float* bias, float* out, cudaStream_t stream) {{
+  if (reinterpret_cast<uintptr_t>(out) % 16 == 0)
+    {name}_bias_vec4<<<sc_grid({total // 4}LL), {_BIAS_THREADS}, 0, stream>>>(bias, reinterpret_cast<float4*>(out));
+  else
+    {name}_bias_kernel<<<sc_grid({total}LL), {_BIAS_THREADS}, 0, stream>>>(bias, out);
   return (int)cudaGetLastError();
 }}"""
 
