@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from stitchcuda import runtime
 from stitchcuda.agents import graph
-from stitchcuda.agents.coder import emit_conv, kernels
+from stitchcuda.agents.coder import emit_conv, emit_igemm, kernels
 from stitchcuda.agents.coder.codegen import render
 from stitchcuda.agents.coder.emit_conv import NotSupported, batch_chunk, conv_params, forward_dims
 
@@ -113,15 +113,19 @@ def emit_module(m: nn.Module, x: torch.Tensor, name: str = "k0") -> kernels.Kern
     return emit_conv.EMITTERS["convolution"](kernels.context(g, node, name))
 
 
-def test_emit_kernel_args():
+def test_emit_kernel_args(monkeypatch):
     m, x = torch_out(CONFIGS[7])
     k = emit_module(m, x)
     assert [a.name for a in k.inputs] == ["input", "weight", "bias"]
     assert len(k.outputs) == 1 and k.libraries == ["cudnn"] and not k.host
     assert 'extern "C" int k0(const void* in0, const void* in1, const void* in2, void* out0' in k.source
     m2 = nn.Conv2d(4, 4, 3, bias=False)
+    # No bias: the implicit GEMM is cuDNN's contender (test_igemm_conv.py); without it, no bias pointer.
     k2 = emit_module(m2, torch.randn(1, 4, 6, 6), "k1")
-    assert [a.name for a in k2.inputs] == ["input", "weight"] and "nullptr, out0" in k2.source
+    assert [a.name for a in k2.inputs] == ["input", "weight"] and "in0, in1, out0, k1_ig, stream" in k2.source
+    monkeypatch.setenv(emit_igemm.NCHW_ENV, "0")
+    k3 = emit_module(m2, torch.randn(1, 4, 6, 6), "k2")
+    assert [a.name for a in k3.inputs] == ["input", "weight"] and "nullptr, out0" in k3.source
 
 
 def test_emit_refuses():
