@@ -20,7 +20,7 @@ from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, O
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 
 
-_WRAP = """#ifndef SC_WRAP_INDEX
+WRAP_INDEX = """#ifndef SC_WRAP_INDEX
 #define SC_WRAP_INDEX
 SC_INLINE int64_t sc_wrap_index(int64_t i, int64_t n) {
   if (i < 0) i += n;
@@ -30,13 +30,13 @@ SC_INLINE int64_t sc_wrap_index(int64_t i, int64_t n) {
 """
 
 
-def _offset(src: Operand, coords: Sequence[str]) -> str:
+def offset_of(src: Operand, coords: Sequence[str]) -> str:
     terms = [f"({c}) * {s}LL" for c, s, n in zip(coords, src.strides, src.shape, strict=True) if n != 1 and s != 0]
     return " + ".join([str(src.offset), *terms]) if terms else str(src.offset)
 
 
 def _read(src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
-    value = f"x{k}[{_offset(src, coords)}]"
+    value = f"x{k}[{offset_of(src, coords)}]"
     if src.dtype == out_dtype:
         return value
     if src.dtype in ("int64",) or out_dtype in ("int64",):
@@ -161,7 +161,7 @@ def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
 def _index_at(index: Operand, k: int, coords: Sequence[str], size: int) -> str:
     """An index read from tensor x{k}, negative ones counted from the end (as torch does); one out of
     range reads element 0 (torch raises, a kernel cannot: the reference's own inputs never do)."""
-    raw = f"x{k}[{_offset(index, coords)}]"
+    raw = f"x{k}[{offset_of(index, coords)}]"
     return f"sc_wrap_index({raw}, {size}LL)"
 
 
@@ -321,7 +321,7 @@ def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         (rows, wr), (cols, wc) = cubic
         def interp(values: list[str], weights: list[str]) -> str:
             return " + ".join(f"{v} * {w}" for v, w in zip(values, weights, strict=True))
-        row_values = [interp([f"sc_to_f(x0[{_offset(src, [*lead, r, col])}])" for col in cols], wc) for r in rows]
+        row_values = [interp([f"sc_to_f(x0[{offset_of(src, [*lead, r, col])}])" for col in cols], wc) for r in rows]
         lines += [f"const float h{k} = {v};" for k, v in enumerate(row_values)]
         value = interp([f"h{k}" for k in range(4)], wr)
         return ([*lines, f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [src],
@@ -333,7 +333,7 @@ def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     def blend(d: int, picked: list[str]) -> str:
         """PyTorch's nesting: (1 - l) * (the lower half) + l * (the upper half), the first dim outermost."""
         if d == dims:
-            return f"sc_to_f(x0[{_offset(src, [*lead, *picked])}])"
+            return f"sc_to_f(x0[{offset_of(src, [*lead, *picked])}])"
         lo, hi, w = taps[d]
         return f"((1.0f - {w}) * {blend(d + 1, [*picked, lo])} + {w} * {blend(d + 1, [*picked, hi])})"
 
@@ -404,7 +404,7 @@ def _emit(ctx: EmitContext) -> Kernel:
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
-{_WRAP if "sc_wrap_index" in body else ""}
+{WRAP_INDEX if "sc_wrap_index" in body else ""}
 SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}

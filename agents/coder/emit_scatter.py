@@ -1,0 +1,133 @@
+"""Scatter-adds: `index_add` (x.index_add_(dim, index, source, alpha=a), a graph network's messages
+summed at their target nodes) and `scatter_add` (x.scatter_add(dim, index, src), PyG's scatter).
+
+The result is `self`, then every source element added where its index sends it. Several source
+elements may name one target, so the adds are atomic on the GPU (fp32 only: atomicAdd). Their order
+is not PyTorch's, which sums in its own order too; the difference is fp32 rounding of each sum.
+Two grid-stride passes share one launcher: the copy of `self`, then the adds; the `NAME_host` entry
+runs the same per-element functions serially, for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
+from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, offset_of
+from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
+
+
+def _coords(shape: Sequence[int], var: str) -> list[str]:
+    """Row-major coordinates of element `var` of `shape`, as C statements defining c0..c{n-1}."""
+    lines = [f"int64_t r = {var};"]
+    for d in reversed(range(len(shape))):
+        lines.append("const int64_t c0 = r;" if d == 0 else f"const int64_t c{d} = r % {shape[d]}; r /= {shape[d]};")
+    return [*lines, "(void)r;"]
+
+
+def _dense(shape: Sequence[int], coords: Sequence[str]) -> str:
+    """The row-major offset of `coords` in a contiguous tensor of `shape`."""
+    at = coords[0]
+    for d in range(1, len(shape)):
+        at = f"({at}) * {shape[d]}LL + {coords[d]}"
+    return at
+
+
+def _scatter(ctx: EmitContext) -> Kernel:
+    op = ctx.node["op"]
+    out = ctx.outputs[0]
+    a = ctx.args
+    self_, index = a.get("self"), a.get("index")
+    source = a.get("source" if op == "index_add" else "src")
+    if out is None:
+        raise NotSupported(f"{op}: result unused")
+    if not all(isinstance(t, Operand) for t in (self_, index, source)):
+        raise NotSupported(f"{op}: tensors only")
+    assert isinstance(self_, Operand) and isinstance(index, Operand) and isinstance(source, Operand)
+    if {self_.dtype, source.dtype, out.dtype} != {"float32"} or index.dtype != "int64":
+        raise NotSupported(f"{op}: fp32 values and int64 indices only (atomicAdd)")
+    rank = len(out.shape)
+    if len(source.shape) != rank or tuple(self_.shape) != tuple(out.shape) or rank == 0:
+        raise NotSupported(f"{op}: source and result ranks differ")
+    dim = int(a.get("dim", 0)) % rank
+    alpha = a.get("alpha", 1)
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool):
+        raise NotSupported(f"{op}: alpha {alpha!r}")
+    src_coords = [f"c{d}" for d in range(rank)]
+    if op == "index_add":
+        if len(index.shape) != 1 or index.shape[0] != source.shape[dim] or any(
+                source.shape[d] != out.shape[d] for d in range(rank) if d != dim):
+            raise NotSupported("index_add: a 1-D index as long as the source's dim, the other dims the result's")
+        row = f"sc_wrap_index(ix[{offset_of(index, [src_coords[dim]])}], {out.shape[dim]}LL)"
+    else:
+        if tuple(index.shape) != tuple(source.shape) or any(source.shape[d] > out.shape[d] for d in range(rank) if d != dim):
+            raise NotSupported("scatter_add: an index of the source's shape, within the result's other dims")
+        row = f"sc_wrap_index(ix[{offset_of(index, src_coords)}], {out.shape[dim]}LL)"
+    target = list(src_coords)
+    target[dim] = "t"
+    value = f"src[{offset_of(source, src_coords)}]" + (f" * {c_float(float(alpha))}" if alpha != 1 else "")
+    n_out = 1
+    for s in out.shape:
+        n_out *= s
+    n_src = 1
+    for s in source.shape:
+        n_src *= s
+    name = ctx.name
+    out_coords = [f"c{d}" for d in range(rank)]
+    copy_body = "\n".join(f"  {line}" for line in [*_coords(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"])
+    add_body = "\n".join(f"  {line}" for line in [*_coords(source.shape, "s"), f"const int64_t t = {row};",
+                                                   f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
+    params = "const float* __restrict__ x, const int64_t* __restrict__ ix, const float* __restrict__ src, float* __restrict__ y"
+    args = "x, ix, src, y"
+    raw = ["const void* in0_", "const void* in1_", "const void* in2_", "void* out0_"]
+    casts = ["  const auto x = static_cast<const float*>(in0_);", "  const auto ix = static_cast<const int64_t*>(in1_);",
+             "  const auto src = static_cast<const float*>(in2_);", "  const auto y = static_cast<float*>(out0_);"]
+    device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
+              f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
+    host = (f"  for (int64_t o = 0; o < {n_out}LL; ++o) {name}_copy_one(o, {args});\n"
+            f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_add_one(s, {args});")
+    source_text = f"""
+// {name}: {op} along dim {dim} of {list(source.shape)} into {list(out.shape)}
+{WRAP_INDEX}#ifndef SC_SCATTER_ADD
+#define SC_SCATTER_ADD
+SC_INLINE void sc_scatter_add(float* at, float v) {{
+#ifdef __CUDA_ARCH__
+  atomicAdd(at, v);
+#else
+  *at += v;
+#endif
+}}
+#endif
+
+SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
+{copy_body}
+  (void)ix; (void)src;
+}}
+
+SC_INLINE void {name}_add_one(int64_t s, {params}) {{
+{add_body}
+  (void)x;
+}}
+
+__global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n_out}LL; o += (int64_t)gridDim.x * blockDim.x)
+    {name}_copy_one(o, {args});
+}}
+
+__global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < {n_src}LL; s += (int64_t)gridDim.x * blockDim.x)
+    {name}_add_one(s, {args});
+}}
+
+{launchers(name, raw, casts, device, host)}"""
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(self_.name, "float32"), KernelArg(index.name, "int64"), KernelArg(source.name, "float32")],
+        outputs=[KernelArg(out.name, "float32")],
+        source=source_text,
+        ops=[f"{op} along dim {dim}: {list(source.shape)} into {list(out.shape)} (atomic adds)"],
+        host=True,
+    )
+
+
+EMITTERS = {"index_add": _scatter, "scatter_add": _scatter}
