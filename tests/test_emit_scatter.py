@@ -1,24 +1,18 @@
 """Scatter-adds (agents/coder/emit_scatter.py): index_add, a graph network's messages summed at their
 target nodes, and scatter_add, PyG's scatter. Checked on the CPU through the candidate's host entry
-points against PyTorch, with repeated targets (the adds must accumulate, not overwrite), negative
-alpha and views; what the emitter refuses."""
+points against PyTorch, with repeated targets (the adds must accumulate, not overwrite), alpha and
+views; what the emitter refuses."""
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 import torch
 import torch.nn as nn
-from conftest import needs_nvcc
+from conftest import builtin_candidate, load_model_new, needs_nvcc
 
 from stitchcuda.agents import graph
-from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify.static_check import check_source
-from stitchcuda.task import import_file
-
-_ids = itertools.count()
 
 
 class GraphConv(nn.Module):
@@ -60,20 +54,15 @@ CASES = [
 @pytest.mark.parametrize("name,make,inputs", CASES, ids=[c[1].__name__ for c in CASES])
 def test_scatter_adds_match_pytorch(tmp_path, name, make, inputs):
     torch.manual_seed(0)
-    module = make()
-    args = inputs()
-    plan = planner.plan_graph(graph.trace_module(module, args))
-    assert plan.supported, plan.unsupported
-    assert name in {n["op"] for n in plan.graph}
-    cand = coder_builtin.build_candidate(plan, make, title="t", host=True)
+    module, args = make(), inputs()
+    assert name in {n["op"] for n in planner.plan_graph(graph.trace_module(module, args)).graph}
+    cand = builtin_candidate(module, args)
     assert not [f for f in check_source(cand.files["model_new.py"]) if f.severity == "error"]
     assert "atomicAdd(" in cand.files["fused_kernels.cu"]
-    new = import_file(cand.write(tmp_path), name=f"_scatter_{next(_ids)}").ModelNew()
-    new.load_state_dict(module.state_dict())
+    new, _ = load_model_new(cand, module, tmp_path)
     with torch.no_grad():
-        torch.testing.assert_close(new(*args), module(*args), rtol=1e-5, atol=1e-5)
-        fresh = inputs()  # other indices: read, not baked in
-        torch.testing.assert_close(new(*fresh), module(*fresh), rtol=1e-5, atol=1e-5)
+        for given in (args, inputs()):  # then other indices: read, not baked in
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
 
 
 def test_repeated_targets_are_in_the_cases():
