@@ -30,6 +30,14 @@ SC_INLINE int64_t sc_wrap_index(int64_t i, int64_t n) {
 """
 
 
+def coords_of(shape: Sequence[int], var: str) -> list[str]:
+    """C statements defining c0..c{n-1}, the row-major coordinates of element `var` of `shape`."""
+    lines = [f"int64_t r = {var};"]
+    for d in reversed(range(len(shape))):
+        lines.append("const int64_t c0 = r;" if d == 0 else f"const int64_t c{d} = r % {shape[d]}; r /= {shape[d]};")
+    return [*lines, "(void)r;"]
+
+
 def offset_of(src: Operand, coords: Sequence[str]) -> str:
     terms = [f"({c}) * {s}LL" for c, s, n in zip(coords, src.strides, src.shape, strict=True) if n != 1 and s != 0]
     return " + ".join([str(src.offset), *terms]) if terms else str(src.offset)
@@ -384,14 +392,7 @@ def _emit(ctx: EmitContext) -> Kernel:
     numel = 1
     for n in out.shape:
         numel *= n
-    # Row-major coordinates of the output element o.
-    decomp = ["int64_t r = o;"]
-    for d in reversed(range(nd)):
-        if d == 0:
-            decomp.append("const int64_t c0 = r;")
-        else:
-            decomp.append(f"const int64_t c{d} = r % {out.shape[d]}; r /= {out.shape[d]};")
-    decomp.append("(void)r;")
+    decomp = coords_of(out.shape, "o")
     octype = C_TYPES[out.dtype]
     params = [f"const {C_TYPES[s.dtype]}* __restrict__ x{k}" for k, s in enumerate(sources)]
     params.append(f"{octype}* __restrict__ y")

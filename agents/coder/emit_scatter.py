@@ -13,16 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
-from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, offset_of
+from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
-
-
-def _coords(shape: Sequence[int], var: str) -> list[str]:
-    """Row-major coordinates of element `var` of `shape`, as C statements defining c0..c{n-1}."""
-    lines = [f"int64_t r = {var};"]
-    for d in reversed(range(len(shape))):
-        lines.append("const int64_t c0 = r;" if d == 0 else f"const int64_t c{d} = r % {shape[d]}; r /= {shape[d]};")
-    return [*lines, "(void)r;"]
 
 
 def _dense(shape: Sequence[int], coords: Sequence[str]) -> str:
@@ -74,8 +66,8 @@ def _scatter(ctx: EmitContext) -> Kernel:
         n_src *= s
     name = ctx.name
     out_coords = [f"c{d}" for d in range(rank)]
-    copy_body = "\n".join(f"  {line}" for line in [*_coords(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"])
-    add_body = "\n".join(f"  {line}" for line in [*_coords(source.shape, "s"), f"const int64_t t = {row};",
+    copy_body = "\n".join(f"  {line}" for line in [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"])
+    add_body = "\n".join(f"  {line}" for line in [*coords_of(source.shape, "s"), f"const int64_t t = {row};",
                                                    f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
     params = "const float* __restrict__ x, const int64_t* __restrict__ ix, const float* __restrict__ src, float* __restrict__ y"
     args = "x, ix, src, y"
