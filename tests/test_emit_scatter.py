@@ -85,3 +85,33 @@ def test_what_it_refuses(inputs, why):
     plan = planner.plan_graph(graph.trace_module(ScatterOnly(), inputs))
     assert not plan.supported
     assert any(why in u for u in plan.unsupported), plan.unsupported
+
+
+GPU_CASES = [
+    # More edges than nodes many times over, so thousands of atomic adds land on each target.
+    ("index_add", GraphConv, lambda: [torch.randn(300, 8), torch.randint(0, 300, (20000,)),
+                                      torch.randint(0, 300, (20000,))]),
+    ("index_add", AddColumns, lambda: [torch.randn(64, 40), torch.randint(0, 40, (500,)), torch.randn(500, 64)]),
+    ("scatter_add", Scatter, lambda: [torch.randn(16, 50), torch.randint(0, 50, (16, 3000)), torch.randn(16, 3000)]),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name,make,inputs", GPU_CASES, ids=[c[1].__name__ for c in GPU_CASES])
+def test_on_the_gpu_scatter_adds_match_pytorch(tmp_path, monkeypatch, name, make, inputs):
+    """The device build (no host entries) on the GPU: fp32 atomics in any order, so within
+    accumulation-order rounding of PyTorch's own, on two input sets (indices read each call)."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    module, args = make(), inputs()
+    cand = builtin_candidate(module, args, host=False)
+    assert "atomicAdd(" in cand.files["fused_kernels.cu"]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        for given in (args, inputs()):
+            given = [a.cuda() for a in given]
+            want = module(*given)
+            torch.testing.assert_close(new(*given), want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
