@@ -221,3 +221,46 @@ def test_compile_baseline_checked_on_the_candidates_input_sets():
     assert worker._compile_misses(ref, raises_when_large, again(), tol, ops) is None
     # A reference that draws random numbers cannot be judged against a compiled one: no verdict.
     assert worker._compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None
+
+
+class _DropoutAffine(torch.nn.Module):
+    """A Linear then training-mode dropout: every call draws a mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 32)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.lin(x))
+
+
+def test_a_random_reference_is_judged_against_a_compile_that_draws_as_eager_does():
+    """Level 2's 66 (a matmul, training dropout, softmax): the candidate left TF32 after missing on
+    adversarial-large, while TF32 torch.compile, whose draws could not be set beside eager's, stood
+    unjudged as its baseline. Compiled with eager's draws (fallback_random) and seeded alike, it is
+    judged on the same sets; a wrong one is named, and without eager's draws nothing is judged."""
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    ref = _DropoutAffine().train()
+    ops = Counter({"addmm": 1, "native_dropout": 1})
+    again = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
+    args = next(iter(again()))[1]
+    judged = worker._compiled_with_eager_draws(ref, "tf32", args)
+    worker.same_draws(3)
+    want = ref(*args)
+    worker.same_draws(3)
+    torch.testing.assert_close(judged(*args), want)  # eager's mask, not Inductor's own
+    worker.same_draws(4)
+    assert not torch.equal(ref(*args), want)  # (another seed, another mask: the draws are real)
+    tol = Tolerance(1e-2, "matmul in reference")
+    assert worker._compile_misses(ref, judged, again(), tol, ops, eager_draws=True) is None
+
+    def off_when_large(x):
+        y = judged(x)
+        return y * 1.1 if x.abs().max() > 100 else y
+
+    why = worker._compile_misses(ref, off_when_large, again(), tol, ops, eager_draws=True)
+    assert why is not None and why.startswith("adversarial-large:"), why
+    assert worker._compile_misses(ref, off_when_large, again(), tol, ops) is None
