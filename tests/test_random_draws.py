@@ -108,7 +108,7 @@ def _dropout_module():
 def test_a_dropout_mask_becomes_a_draw_of_eager_dropouts_own_mask():
     nodes = draws_as_inputs(graph.trace_module(_dropout_module(), [torch.randn(16, 40)]))
     (mask,) = [n for n in nodes if n.get("kind") == "draw"]
-    assert mask["draw"] == {"fn": "dropout_mask", "p": 0.2}
+    assert mask["draw"] == {"fn": "dropout_mask", "p": 0.2, "of": "float32"} and mask["dtype"] == "bool"
     plan = planner.plan_graph(graph.trace_module(_dropout_module(), [torch.randn(16, 40)]))
     assert plan.supported, plan.unsupported
 
@@ -139,7 +139,9 @@ def test_the_candidate_draws_the_mask_the_reference_draws(tmp_path, isolated_cac
     module = _dropout_module()
     x = torch.randn(16, 40)
     cand = builtin_candidate(module, [x])
-    assert "torch.ops.aten.native_dropout(torch.ones((16, 40)" in cand.files["model_new.py"]
+    (draw,) = [ln for ln in cand.files["model_new.py"].splitlines() if "native_dropout(" in ln]
+    # native_dropout's bool mask, read by the kernels a byte an element: no conversion to float.
+    assert "torch.ones((16, 40), dtype=torch.float32" in draw and draw.endswith(", 0.2, True)[1]"), draw
     new, _ = load_model_new(cand, module, tmp_path / "load")
     torch.manual_seed(5)
     got = new(x)
@@ -169,3 +171,26 @@ def test_on_the_gpu_the_verifier_passes_the_candidates_dropout_mask(tmp_path, is
     assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
     assert not v.hack_findings, v.hack_findings
     assert any("fused_dropout" in k for k in v.kernel_us), list(v.kernel_us)
+
+
+@needs_nvcc
+def test_a_bf16_dropout_mask_is_drawn_over_bf16_ones(tmp_path, isolated_cache):
+    """ATen's fused dropout vectorises by element size, so the mask is drawn over ones of the dtype
+    the reference's dropout saw; the candidate matches the bf16 module under the same seed."""
+
+    class Bf16Dropout(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.3)
+
+        def forward(self, x):
+            return torch.tanh(self.drop(x * 2.0 + 1.0))
+
+    module, x = Bf16Dropout(), torch.randn(8, 64).bfloat16()
+    cand = builtin_candidate(module, [x])
+    assert "torch.ones((8, 64), dtype=torch.bfloat16" in cand.files["model_new.py"]
+    new, _ = load_model_new(cand, module, tmp_path / "load")
+    torch.manual_seed(5)
+    got = new(x)
+    torch.manual_seed(5)
+    torch.testing.assert_close(got, module(x))
