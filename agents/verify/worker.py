@@ -964,10 +964,15 @@ def _time_compile_matched(req, rec, ref, sets, device, trials: int, ref_ops: Cou
         # the reference's; one compiled with eager's draws (fallback_random) can, under the same seed.
         rec.enter("compile-matched-check", f"torch.compile ({policy}) with eager's random draws, to be judged")
         try:
-            judged = _compiled_with_eager_draws(ref, policy, sets[0])
+            with gpu_lock(req.get("gpu_lock"), rec):
+                judged = _compiled_with_eager_draws(ref, policy, sets[0], tol)
         except Exception as e:  # noqa: BLE001 - unjudged: the timed figure stands, as before
             v.notes.append(f"torch.compile with eager's random draws failed, so its {policy} output was not "
                            f"judged: {type(e).__name__}: {str(e)[:200]}")
+            return
+        if judged is None:
+            v.notes.append(f"torch.compile with fallback_random does not draw eager's numbers here (its fp32 "
+                           f"output missed the reference's under one seed), so its {policy} output was not judged")
             return
     rec.enter("compile-matched-check", f"torch.compile ({policy}) against the tolerance the candidate met")
     with gpu_lock(req.get("gpu_lock"), rec):  # GPU work beside a neighbour's measurement would stretch it
@@ -1017,19 +1022,37 @@ def _matched_compile(req, rec, ref, sets, device, trials: int, ref_ops: Counter[
     return (_under_policy(matched, policy), policy)
 
 
-def _compiled_with_eager_draws(ref, policy: str, args: list[Any]):
+def _compiled_with_eager_draws(ref, policy: str, args: list[Any], tol: Tolerance):
     """torch.compile of `ref` under `policy` whose random ops fall back to ATen's (Inductor's
-    fallback_random): for one seed it draws what eager draws (native_dropout's mask included), so its
-    output can be judged against the reference's, as a candidate's is (same_draws)."""
+    fallback_random), so that for one seed it draws what eager draws and its output can be judged
+    against the reference's, as a candidate's is (same_draws). None where it does not: without TF32
+    its output must meet `tol` against the reference's under one seed. (On the H200 with torch 2.11,
+    level 2's 66 missed by a relative L2 error of 0.24 on a plain random set: its dropout mask was
+    not eager's, though on the CPU with torch 2.13 it is.)"""
     from torch._inductor import config as inductor_config
 
     from stitchcuda.agents.verify import precision
 
     compiled = torch.compile(ref)
 
-    def run(*a):
-        with inductor_config.patch(fallback_random=True), precision.under(policy):
-            return compiled(*a)
+    def under(pol: str):
+        def run(*a):
+            with inductor_config.patch(fallback_random=True), precision.under(pol):
+                return compiled(*a)
+        return run
+
+    buffers = list(ref.buffers())
+    saved = [b.detach().clone() for b in buffers]
+    with torch.no_grad():
+        same_draws(0)
+        want = dyn.flatten_outputs(ref(*clone_args(args)))
+        for b, s in zip(buffers, saved, strict=True):
+            b.copy_(s)
+        same_draws(0)
+        got = dyn.flatten_outputs(under("strict")(*clone_args(args)))
+    if not compare_outputs(want, got, tol).ok:
+        return None
+    run = under(policy)
     run(*args)  # (compiles here, inside the patch)
     return run
 
