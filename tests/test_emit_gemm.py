@@ -5,6 +5,7 @@ kernels against torch."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import subprocess
 from collections.abc import Callable
@@ -525,9 +526,11 @@ def test_gpu_matches_torch(case, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("case", [c for c in GPU_CASES if c[2][0].dtype == torch.float32], ids=lambda c: c[0])
-def test_gpu_3xtf32_is_as_exact_as_fp32(case, tmp_path):
+def test_gpu_3xtf32_is_as_exact_as_fp32(case, tmp_path, monkeypatch):
     """After a wrong result: the split products land about as close to float64 as torch's own fp32
-    matmul (TF32 off, PyTorch's default), and much closer than plain TF32."""
+    matmul (TF32 off, PyTorch's default), and much closer than plain TF32. (Split even where these
+    small products would run in fp32: the split is what is tested.)"""
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)
     _, module, inputs, _ = case
     torch.manual_seed(0)
     for shift in (0, 1):
@@ -583,9 +586,10 @@ def test_a_candidate_of_products_alone_builds_without_warnings(tmp_path, bias):
     assert_builds_clean_for_sm90(cand, tmp_path / "k.cu", include)
 
 
-def test_the_packed_cases_pack():
+def test_the_packed_cases_pack(monkeypatch):
     """The GPU cases named "packed" take packed_plan's single call (else they test nothing new), and
     a Linear's bias then goes to cuBLASLt's epilogue instead of the copy before the products."""
+    monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (as test_gpu_3xtf32_is_as_exact_as_fp32 has it)
     for name, module, inputs, _ in GPU_CASES:
         if name.startswith("packed"):
             k = emitted(module, inputs, precise=True)
@@ -598,8 +602,8 @@ def test_precise_products_smaller_than_a_tile_run_in_fp32():
     the exact rung runs it as fp32 (cuBLAS's FMA kernels either way), not as three products."""
     scores = emitted(Fn(torch.bmm), [r(8, 49, 32), r(8, 32, 49)], precise=True)
     assert "(fp32, no TF32)" in scores.ops[0] and "3xTF32" not in scores.ops[0], scores.ops
-    wide = emitted(Fn(torch.bmm), [r(8, 49, 32), r(8, 32, 64)], precise=True)
-    assert "3xTF32" in wide.ops[0], wide.ops
+    square = emitted(Fn(torch.bmm), [r(2, 1024, 1024), r(2, 1024, 1024)], precise=True)
+    assert "3xTF32" in square.ops[0], square.ops
 
 
 def test_fp32_biases_are_stored_four_at_a_time_where_rows_allow():
@@ -607,3 +611,30 @@ def test_fp32_biases_are_stored_four_at_a_time_where_rows_allow():
     assert "k0_bias_vec4<<<" in vec.source and "k0_bias_kernel<<<" in vec.source  # (unaligned out: scalar)
     odd = emitted(Fn(lambda b, x, y: torch.addmm(b, x, y)), [r(33, 1), r(33, 70), r(70, 19)])
     assert "k0_bias_vec4" not in odd.source and "k0_bias_kernel<<<" in odd.source
+
+
+def _precise_on(target, module, inputs) -> str:
+    g = graph.trace_module(module, inputs)
+    node = next(n for n in g if n["op"] in emit_gemm.EMITTERS)
+    return kernels.emit(g, node["name"], "k0", precise=kernels.PRECISE_SPLIT, target=target).ops[0]
+
+
+def test_3xtf32_only_where_the_roofline_says_it_beats_one_fp32_product():
+    """On the exact rung a product runs as 3xTF32 only where three tensor-core products, with the
+    split's traffic, beat one fp32 product on the target's own peaks. Level 3's Mamba2 (batched
+    64x64 @ 64x16 and 3x3 @ 3x1024, memory-bound in fp32) ran 3xTF32 at 4.3 ms against torch.compile's
+    1.3 ms in fp32; a large Linear and attention scores (compute-bound in fp32) keep the split."""
+    from stitchcuda.target import Target
+
+    h200 = Target.named("h200")
+    bmm = Fn(torch.bmm)
+    # (Batches scale flops and bytes alike: a few stand for Mamba2's 32768 and 16384.)
+    assert "(fp32, no TF32)" in _precise_on(h200, bmm, [r(8, 64, 64), r(8, 64, 16)])
+    assert "(fp32, no TF32)" in _precise_on(h200, bmm, [r(8, 3, 3), r(8, 3, 1024)])
+    assert "3xTF32" in _precise_on(h200, nn.Linear(2048, 2048), [r(1024, 2048)])
+    # Scores of a 64-wide head: fp32 estimated 1.2x ahead, within SPLIT_MARGIN, so split as before.
+    scores = _precise_on(h200, bmm, [r(4, 512, 64), r(4, 64, 512)])
+    assert "3xTF32" in scores and "packed into one" in scores
+    # The peaks are the target's: where TF32 is no faster than fp32, three products never pay.
+    flat = dataclasses.replace(h200, tf32_flops=h200.fp32_flops)
+    assert "(fp32, no TF32)" in _precise_on(flat, nn.Linear(2048, 2048), [r(1024, 2048)])

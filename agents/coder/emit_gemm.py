@@ -37,7 +37,8 @@ from stitchcuda.agents.coder.kernels import (
     OutSpec,
 )
 
-SMALL_PRODUCT = 64  # rows and columns of a product below which 3xTF32 runs as fp32 (emit_gemm)
+SPLIT_MARGIN = 1.5  # 3xTF32 stays unless one fp32 product is estimated this many times faster (split_pays)
+SMALL_PRODUCT = 64  # rows and columns of a product below which 3xTF32 runs as fp32 (emit_gemm); 0: no size rule
 SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
 CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
@@ -223,12 +224,36 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
         # products smaller than a tensor-core tile both ways, for which cuBLAS picks its FMA kernels
         # even with TF32 allowed: three of them cost three times one fp32 product (H200, a Swin window
         # attention's 49x49x32 scores: 134 us as three FMA launches, 41 us as torch.compile's one).
-        small = plan.m < SMALL_PRODUCT and plan.n < SMALL_PRODUCT
+        # And so for products whose three passes would cost more than one fp32 pass (split_pays).
+        small = SMALL_PRODUCT > 0 and (
+            (plan.m < SMALL_PRODUCT and plan.n < SMALL_PRODUCT) or not split_pays(plan, ctx.target))
         fits = 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES
         precision = "3xtf32" if fits and not small else "fp32"
     return render_gemm(
         ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, precision
     )
+
+
+def split_pays(plan: GemmPlan, target: Any) -> bool:
+    """Whether 3xTF32 beats one fp32 product on `target`'s roofline (its peaks, not an H100's): three
+    tensor-core products against one on the FMA units, each also paying its memory traffic. The split
+    writes hi and lo of both operands and its products read them again and c up to three times, so
+    a product that is memory-bound in fp32 only gets slower (level 3's Mamba2 on the H200: batched
+    64x16x64 and 3x1024x3 products, 3xTF32 on cuBLAS's FMA kernels three times over plus 0.76 ms of
+    splitting, 4.3 ms against torch.compile's 1.3 in fp32). Ideal roofs, so fp32 is taken only
+    where it is clearly ahead (SPLIT_MARGIN): Mamba2's products by 5x and more; attention scores
+    with a short K (level 3's MinGPT, measured faster split than before) stay split."""
+    flops = 2.0 * plan.batch * plan.m * plan.n * plan.k
+    pa, pb = packed_batches(plan)
+    ab = 4.0 * (pa * plan.m * plan.k + pb * plan.k * plan.n)
+    c = 4.0 * plan.batch * plan.m * plan.n
+    bw = target.roofline_dram_bytes_per_s
+    fp32 = max(flops / target.fp32_flops, (ab + c) / bw)
+    # Packed: the operands read and written three times, then read by one product that writes c
+    # once; else read and written twice, read by three products, c written once and then read and
+    # written by two more.
+    traffic = 7 * ab + c if packed_plan(plan) is not None else 6 * ab + 5 * c
+    return max(3 * flops / target.tf32_flops, traffic / bw) < SPLIT_MARGIN * fp32
 
 
 def _extent(t: Operand) -> int:
