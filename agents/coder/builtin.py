@@ -138,6 +138,9 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
             pro = group.detail.get("prologue")
             # ...and its epilogue: the pointwise ops after it, computed as it stores its result.
             epi = group.detail.get("epilogue")
+            # ...and a cat's sources computed as it reads them.
+            srcs = {s["node"]: codegen.prologue(plan.graph, s["members"], s["node"], nodes=nodes)
+                    for s in group.detail.get("sources", [])}
             steps.append(
                 kernels.emit(
                     plan.graph, group.nodes[0], f"stitch_k{k}",
@@ -147,6 +150,7 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
                     prologue=codegen.prologue(plan.graph, pro["members"], pro["node"], nodes=nodes) if pro else None,
                     epilogue=codegen.epilogue(plan.graph, epi["members"], epi["node"], epi["value"], nodes=nodes)
                     if epi else None,
+                    sources=srcs,
                 )
             )  # fmt: skip
     return steps

@@ -18,6 +18,7 @@ from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
+_FLOATS = ("float32", "float16", "bfloat16")
 
 
 WRAP_INDEX = """#ifndef SC_WRAP_INDEX
@@ -90,10 +91,18 @@ def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         end = start + src.shape[dim]
         keyword = "if" if k == 0 else "else if"
         cond = f"({coords[dim]} < {end})" if k < len(sources) - 1 else ""
-        if cond:
-            lines.append(f"{keyword} {cond} y[o] = {_read(src, k, here, out.dtype)};")
+        # A source computed as it is read (the planner's pointwise chain, never stored): its loader
+        # takes the row-major index, which a contiguous source's offset is.
+        pro = ctx.sources.get(src.name)
+        if pro is not None and src.contiguous and pro.shape == src.shape and out.dtype in _FLOATS:
+            got = f"ld{k}({offset_of(src, here)})"
+            read = got if out.dtype == "float32" else f"sc_from_f<{C_TYPES[out.dtype]}>({got})"
         else:
-            lines.append(f"{'else ' if k else ''}y[o] = {_read(src, k, here, out.dtype)};")
+            read = _read(src, k, here, out.dtype)
+        if cond:
+            lines.append(f"{keyword} {cond} y[o] = {read};")
+        else:
+            lines.append(f"{'else ' if k else ''}y[o] = {read};")
         start = end
     if start != out.shape[dim]:
         raise NotSupported(f"cat sizes add to {start}, the traced result has {out.shape[dim]}")
@@ -394,26 +403,50 @@ def _emit(ctx: EmitContext) -> Kernel:
         numel *= n
     decomp = coords_of(out.shape, "o")
     octype = C_TYPES[out.dtype]
-    params = [f"const {C_TYPES[s.dtype]}* __restrict__ x{k}" for k, s in enumerate(sources)]
-    params.append(f"{octype}* __restrict__ y")
-    args = ", ".join([f"x{k}" for k in range(len(sources))] + ["y"])
-    raw = [f"const void* in{k}_" for k in range(len(sources))] + ["void* out0_"]
-    casts = [f"  const auto x{k} = static_cast<const {C_TYPES[s.dtype]}*>(in{k}_);" for k, s in enumerate(sources)]
-    casts.append(f"  const auto y = static_cast<{octype}*>(out0_);")
     body = "\n".join(f"  {line}" for line in decomp + lines)
+    # Each source is a pointer, or (read through `ldK(`) a loader of the pointwise chain it stands
+    # for, passed by value and made from that chain's own inputs.
+    params: list[str] = []
+    args: list[str] = []
+    raw: list[str] = []
+    casts: list[str] = []
+    inputs: list[KernelArg] = []
+    loaders: list[str] = []
+    for k, s in enumerate(sources):
+        pro = ctx.sources.get(s.name) if f"ld{k}(" in body else None
+        if pro is None:
+            params.append(f"const {C_TYPES[s.dtype]}* __restrict__ x{k}")
+            args.append(f"x{k}")
+            casts.append(f"  const auto x{k} = static_cast<const {C_TYPES[s.dtype]}*>(in{len(raw)}_);")
+            raw.append(f"const void* in{len(raw)}_")
+            inputs.append(KernelArg(s.name, s.dtype))
+            continue
+        struct = f"{name}_ld{k}"
+        loaders.append(pro.loader(struct))
+        params.append(f"const {struct} ld{k}")
+        args.append(f"ld{k}")
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{len(raw) + j}_)" for j, a in enumerate(pro.inputs))
+        casts.append(f"  const {struct} ld{k}{{{fields}}};")
+        raw += [f"const void* in{len(raw) + j}_" for j in range(len(pro.inputs))]
+        inputs += pro.inputs
+        note += f" (source {k}: {' -> '.join(pro.ops) or 'copy'}, computed as read)"
+    params.append(f"{octype}* __restrict__ y")
+    args.append("y")
+    raw.append("void* out0_")
+    casts.append(f"  const auto y = static_cast<{octype}*>(out0_);")
     n = f"{name}_n"
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
-{WRAP_INDEX if "sc_wrap_index" in body else ""}
+{WRAP_INDEX if "sc_wrap_index" in body else ""}{"".join(loaders)}
 SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}
 
-{per_element(name, n, ", ".join(params), args, raw, casts)}"""
+{per_element(name, n, ", ".join(params), ", ".join(args), raw, casts)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(s.name, s.dtype) for s in sources],
+        inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=source,
         ops=[note],

@@ -101,6 +101,9 @@ class EmitContext:
     epilogue: Epilogue | None = None
     # Every node of the graph by name (an epilogue's members, for emitters that hand it to a library).
     nodes: dict[str, Node] = field(default_factory=dict)
+    # Of an op that reads a list of tensors (cat): those computed as they are read, by node name
+    # (the planner's pointwise nodes before it, never stored); emitters check each source's name.
+    sources: dict[str, Prologue] = field(default_factory=dict)
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -184,6 +187,7 @@ def context(
     target: Target | None = None,
     prologue: Prologue | None = None,
     epilogue: Epilogue | None = None,
+    sources: dict[str, Prologue] | None = None,
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written). `target`: the
@@ -208,7 +212,8 @@ def context(
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
-                       target=target or Target.current(), prologue=prologue, epilogue=epilogue, nodes=nodes)
+                       target=target or Target.current(), prologue=prologue, epilogue=epilogue, nodes=nodes,
+                       sources=dict(sources or {}))
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

@@ -148,6 +148,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
             live_set.add(copy)
     live = [n["name"] for n in graph if n["name"] in live_set]
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -225,6 +226,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
             note="; ".join(kernel.ops) or nodes[name]["op"],
             detail={"roots": roots, "libraries": list(kernel.libraries),
                     **({"prologue": prologues[name]} if name in prologues else {}),
+                    **({"sources": sources[name]} if name in sources else {}),
                     **({"epilogue": {k: v for k, v in epilogues[name].items() if k != "group"}}
                        if name in epilogues else {})},
         )
@@ -1423,6 +1425,69 @@ def _take_prologues(
         if fused.inputs != kernel.inputs:  # the emitter took it
             kernel_plans[name] = (fused, roots)
             taken[name] = {"node": root, "members": members}
+    return taken
+
+
+# "0" keeps a cat's pointwise sources stored first (_take_cat_sources): for same-run comparisons.
+CAT_SOURCES_ENV = "STITCHCUDA_CAT_SOURCES"
+CAT_OPS = frozenset({"cat"})
+
+
+def _take_cat_sources(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
+    live: list[str], output: Node, target: Target,
+) -> dict[str, list[dict[str, Any]]]:
+    """A cat whose sources include pointwise nodes that nothing else reads computes each of them as
+    it copies it (a source read through its chain's loader) instead of reading it stored: the
+    pointwise kernel's write and read of every such source go. Level 3's SqueezeNet fire module
+    (two convolutions, each a bias and a ReLU, then cat along channels: 4.3 GB of result) stored
+    both activations in one pointwise pass and copied them in another (2.3 ms on the H200), where
+    torch.compile writes the cat from the convolutions' outputs in one. Returns, per cat that took
+    any, what the Coder rebuilds it from: [{"node", "members"}, ...]."""
+    taken: dict[str, list[dict[str, Any]]] = {}
+    if os.environ.get(CAT_SOURCES_ENV, "1") == "0":
+        return taken
+    order = {n["name"]: i for i, n in enumerate(graph)}
+    readers: dict[str, set[str]] = {}  # root of what each live node reads (through views) -> its readers
+    for name in live:
+        if nodes[name].get("view"):
+            continue
+        for src in node_inputs(nodes[name]):
+            readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
+    returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
+    for name, (kernel, roots) in list(kernel_plans.items()):
+        node = nodes[name]
+        if node["op"] not in CAT_OPS or roots:
+            continue
+        found: dict[str, Any] = {}
+        chosen: list[dict[str, Any]] = []
+        for src in dict.fromkeys(r for r in iter_refs(node["args"]) if r is not None):
+            # The source itself (no view between), pointwise, read by this cat alone and once.
+            if kinds.get(src) != "pointwise" or src in returned or readers.get(src, set()) != {name} \
+                    or list(iter_refs(node["args"])).count(src) != 1:
+                continue
+            members = _closure(order, nodes, kinds, [src])
+            try:
+                pro = codegen.prologue(graph, members, src, nodes=nodes)
+            except codegen.NotFusable:
+                continue
+            if any(_view_root(nodes, a.name)["name"] in written for a in pro.inputs):
+                continue
+            found[src] = pro
+            chosen.append({"node": src, "members": members})
+        if not found:
+            continue
+        try:
+            fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
+                                 target=target, sources=found)
+        except kernels.NotSupported:
+            continue
+        took = {c["node"] for c in chosen} - {a.name for a in fused.inputs}
+        if took:
+            kernel_plans[name] = (fused, roots)
+            taken[name] = [c for c in chosen if c["node"] in took]
     return taken
 
 
