@@ -34,6 +34,13 @@ class ReturnedSource(nn.Module):
         return torch.cat([a, y.abs()], dim=0), a
 
 
+class SameInput(nn.Module):
+    """Two chains of one input and the input itself: the kernel reads x three times over."""
+
+    def forward(self, x, y):
+        return torch.cat([torch.relu(x), torch.sigmoid(x) * y, x], 1)
+
+
 def _cat_group(plan):
     (group,) = [g for g in plan.groups if g.kind == "kernel" and "cat of" in g.note]
     return group
@@ -47,6 +54,7 @@ CASES = [
     (Branches, [(2, 3, 4, 5), (2, 6, 4, 5), (2, 1, 4, 5)], 2),
     (SharedSource, [(3, 4, 5), (3, 4, 7)], 1),
     (ReturnedSource, [(4, 6), (5, 6)], 1),
+    (SameInput, [(2, 3, 4), (2, 3, 4)], 2),
 ]
 
 
