@@ -40,11 +40,28 @@ class Scatter(nn.Module):
         return torch.scatter_add(x, 1, index, src).tanh()
 
 
+class SelectedMessages(nn.Module):
+    """index_select's rows of a transposed table as the messages (the gather reads through strides)."""
+
+    def forward(self, x, src, dst):
+        return torch.zeros(x.shape[1], x.shape[0]).index_add(0, dst, torch.index_select(x.t(), 0, src)) - 1
+
+
+class SharedMessages(nn.Module):
+    """The gathered messages are also returned: they stay a kernel of their own."""
+
+    def forward(self, x, src, dst):
+        msg = x[src]
+        return torch.zeros_like(x).index_add_(0, dst, msg), msg
+
+
 N, E = 12, 40
 CASES = [
     ("index_add", GraphConv, lambda: [torch.randn(N, 8), torch.randint(0, N, (E,)), torch.randint(0, N, (E,))]),
     ("index_add", AddColumns, lambda: [torch.randn(3, 6), torch.tensor([0, 5, 5, 2, 0, 0, 3]), torch.randn(7, 3)]),
     ("scatter_add", Scatter, lambda: [torch.randn(4, 5), torch.randint(0, 5, (4, 9)), torch.randn(4, 9)]),
+    ("index_add", SelectedMessages, lambda: [torch.randn(6, N), torch.randint(0, N, (E,)), torch.randint(0, 6, (E,))]),
+    ("index_add", SharedMessages, lambda: [torch.randn(N, 8), torch.randint(0, N, (E,)), torch.randint(0, N, (E,))]),
 ]
 
 
@@ -63,6 +80,23 @@ def test_scatter_adds_match_pytorch(tmp_path, name, make, inputs):
     with torch.no_grad():
         for given in (args, inputs()):  # then other indices: read, not baked in
             torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make,inputs,gathered,kept", [
+    (GraphConv, CASES[0][2], True, False), (SelectedMessages, CASES[3][2], True, False),
+    (SharedMessages, CASES[4][2], False, True), (Scatter, CASES[2][2], False, False)],
+    ids=["x[src]", "index_select", "returned too", "no gather"])
+def test_messages_are_read_through_their_index(make, inputs, gathered, kept, monkeypatch):
+    """A scatter-add whose source is rows picked from a table, read by nothing else, reads each
+    message through the index (planner._take_gathered_sources): no kernel gathers them first."""
+    torch.manual_seed(0)
+    plan = planner.plan_graph(graph.trace_module(make(), inputs()))
+    (scatter,) = [g for g in plan.groups if g.kind == "kernel" and "atomic adds" in g.note]
+    gathers = {g.nodes[0] for g in plan.groups if g.kind == "kernel" and g.note.startswith(("index along", "index_select"))}
+    assert bool(scatter.detail.get("gathers")) == gathered and bool(gathers) == kept, (scatter.detail, gathers)
+    monkeypatch.setenv(planner.GATHERED_SOURCES_ENV, "0")
+    plan = planner.plan_graph(graph.trace_module(make(), inputs()))
+    assert not any(g.detail.get("gathers") for g in plan.groups)
 
 
 def test_repeated_targets_are_in_the_cases():

@@ -151,6 +151,7 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
                     epilogue=codegen.epilogue(plan.graph, epi["members"], epi["node"], epi["value"], nodes=nodes)
                     if epi else None,
                     sources=srcs,
+                    gathered=group.detail.get("gathers", ()),
                 )
             )  # fmt: skip
     return steps

@@ -57,7 +57,19 @@ def _scatter(ctx: EmitContext) -> Kernel:
         row = f"sc_wrap_index(ix[{offset_of(index, src_coords)}], {out.shape[dim]}LL)"
     target = list(src_coords)
     target[dim] = "t"
-    value = f"src[{offset_of(source, src_coords)}]" + (f" * {c_float(float(alpha))}" if alpha != 1 else "")
+    # Messages picked from a table (x[src]): read through their index here, never gathered first.
+    g = ctx.gathers.get(source.name)
+    if g is not None and not (source.contiguous and g.table.dtype == "float32" and len(g.table.shape) == rank
+                              and g.index.shape[0] == source.shape[g.dim]
+                              and all(g.table.shape[d] == source.shape[d] for d in range(rank) if d != g.dim)):
+        g = None
+    if g is None:
+        read = f"src[{offset_of(source, src_coords)}]"
+    else:
+        at = list(src_coords)
+        at[g.dim] = f"sc_wrap_index(gx[{offset_of(g.index, [src_coords[g.dim]])}], {g.table.shape[g.dim]}LL)"
+        read = f"src[{offset_of(g.table, at)}]"
+    value = read + (f" * {c_float(float(alpha))}" if alpha != 1 else "")
     n_out = 1
     for s in out.shape:
         n_out *= s
@@ -69,11 +81,14 @@ def _scatter(ctx: EmitContext) -> Kernel:
     copy_body = "\n".join(f"  {line}" for line in [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"])
     add_body = "\n".join(f"  {line}" for line in [*coords_of(source.shape, "s"), f"const int64_t t = {row};",
                                                    f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
-    params = "const float* __restrict__ x, const int64_t* __restrict__ ix, const float* __restrict__ src, float* __restrict__ y"
-    args = "x, ix, src, y"
-    raw = ["const void* in0_", "const void* in1_", "const void* in2_", "void* out0_"]
+    params = ("const float* __restrict__ x, const int64_t* __restrict__ ix, const float* __restrict__ src, "
+              "const int64_t* __restrict__ gx, float* __restrict__ y")
+    args = "x, ix, src, gx, y"
+    raw = ["const void* in0_", "const void* in1_", "const void* in2_"] + (["const void* in3_"] if g else []) + ["void* out0_"]
     casts = ["  const auto x = static_cast<const float*>(in0_);", "  const auto ix = static_cast<const int64_t*>(in1_);",
-             "  const auto src = static_cast<const float*>(in2_);", "  const auto y = static_cast<float*>(out0_);"]
+             "  const auto src = static_cast<const float*>(in2_);",
+             "  const auto gx = static_cast<const int64_t*>(in3_);" if g else "  const int64_t* gx = nullptr;",
+             "  const auto y = static_cast<float*>(out0_);"]
     device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
               f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
     host = (f"  for (int64_t o = 0; o < {n_out}LL; ++o) {name}_copy_one(o, {args});\n"
@@ -93,12 +108,12 @@ SC_INLINE void sc_scatter_add(float* at, float v) {{
 
 SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
 {copy_body}
-  (void)ix; (void)src;
+  (void)ix; (void)src; (void)gx;
 }}
 
 SC_INLINE void {name}_add_one(int64_t s, {params}) {{
 {add_body}
-  (void)x;
+  (void)x; (void)gx;
 }}
 
 __global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
@@ -114,10 +129,12 @@ __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
 {launchers(name, raw, casts, device, host)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(self_.name, "float32"), KernelArg(index.name, "int64"), KernelArg(source.name, "float32")],
+        inputs=[KernelArg(self_.name, "float32"), KernelArg(index.name, "int64")]
+        + ([KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g else [KernelArg(source.name, "float32")]),
         outputs=[KernelArg(out.name, "float32")],
         source=source_text,
-        ops=[f"{op} along dim {dim}: {list(source.shape)} into {list(out.shape)} (atomic adds)"],
+        ops=[f"{op} along dim {dim}: {list(source.shape)} into {list(out.shape)} (atomic adds"
+             + (f", the source's rows read through its index along dim {g.dim})" if g else ")")],
         host=True,
     )
 

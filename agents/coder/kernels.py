@@ -104,6 +104,50 @@ class EmitContext:
     # Of an op that reads a list of tensors (cat): those computed as they are read, by node name
     # (the planner's pointwise nodes before it, never stored); emitters check each source's name.
     sources: dict[str, Prologue] = field(default_factory=dict)
+    # Operands that are rows picked from a table (x[idx], index_select), read through the index
+    # where the op reads them instead of being gathered first (a scatter-add's messages), by name.
+    gathers: dict[str, Gather] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Node `name` = `table` indexed along `dim` by the 1-D int64 `index` (x[..., idx] or
+    index_select): its element at coordinates c is the table's at c with c[dim] = index[c[dim]]."""
+
+    name: str
+    table: Operand
+    index: Operand
+    dim: int
+
+
+def gather_of(nodes: dict[str, Node], name: str, roots: dict[str, str] | None = None) -> Gather | None:
+    """Node `name` as a Gather, where it is one: aten.index with one 1-D index tensor (full slices
+    before it) or aten.index_select; None otherwise."""
+    node = nodes.get(name)
+    if node is None or node.get("view") or node.get("dtype") is None:
+        return None
+    a = node.get("args", {})
+    if node["op"] == "index":
+        picks = list(a.get("indices") or [])
+        given = [(p, ref_name(i)) for p, i in enumerate(picks) if i is not None]
+        if len(given) != 1 or given[0][1] is None:
+            return None
+        dim, idx = given[0]
+    elif node["op"] == "index_select":
+        dim, idx = int(a.get("dim", 0)), ref_name(a.get("index"))
+    else:
+        return None
+    table = ref_name(a.get("self"))
+    if table is None or idx is None:
+        return None
+    try:
+        t, i = operand(nodes, table, roots), operand(nodes, idx, roots)
+    except NotSupported:
+        return None
+    dim %= max(1, len(t.shape))
+    if i.dtype != "int64" or len(i.shape) != 1 or len(t.shape) != len(node["shape"]):
+        return None
+    return Gather(name, t, i, dim)
 
 
 # fp32 precision levels of library calls, the built-in Coder's answer to a wrong result.
@@ -188,6 +232,7 @@ def context(
     prologue: Prologue | None = None,
     epilogue: Epilogue | None = None,
     sources: dict[str, Prologue] | None = None,
+    gathered: Sequence[str] = (),
 ) -> EmitContext:
     """The EmitContext of node `name`: operands resolved, used results found from the getitems
     (only those in `live`, when given: a result nothing reads need not be written). `target`: the
@@ -213,7 +258,8 @@ def context(
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
                        target=target or Target.current(), prologue=prologue, epilogue=epilogue, nodes=nodes,
-                       sources=dict(sources or {}))
+                       sources=dict(sources or {}),
+                       gathers={g.name: g for n in gathered if (g := gather_of(nodes, n, roots)) is not None})
 
 
 def emit(graph: Sequence[Node], name: str, kernel_name: str, **options: Any) -> Kernel:

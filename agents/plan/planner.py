@@ -149,6 +149,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     live = [n["name"] for n in graph if n["name"] in live_set]
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -227,6 +228,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
             detail={"roots": roots, "libraries": list(kernel.libraries),
                     **({"prologue": prologues[name]} if name in prologues else {}),
                     **({"sources": sources[name]} if name in sources else {}),
+                    **({"gathers": gathers[name]} if name in gathers else {}),
                     **({"epilogue": {k: v for k, v in epilogues[name].items() if k != "group"}}
                        if name in epilogues else {})},
         )
@@ -1488,6 +1490,50 @@ def _take_cat_sources(
         if took:
             kernel_plans[name] = (fused, roots)
             taken[name] = [c for c in chosen if c["node"] in took]
+    return taken
+
+
+# "0" gathers a scatter-add's source first (_take_gathered_sources): for same-run comparisons.
+GATHERED_SOURCES_ENV = "STITCHCUDA_GATHERED_SOURCES"
+SCATTER_SOURCE = {"index_add": "source", "scatter_add": "src"}
+
+
+def _take_gathered_sources(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]],
+    getitems: dict[str, list[Node]], live: list[str], output: Node, target: Target,
+) -> dict[str, list[str]]:
+    """A scatter-add whose source is rows picked from a table (x[src], index_select) that nothing
+    else reads reads each message through the index as it adds it, and the gather's kernel goes:
+    its write of every message and the scatter's read of them. A graph network's message passing
+    (bench/networks/graph_conv_layer.py on the H200: the gather 75.8 us, the adds 57.0, where
+    torch.compile does both in one kernel of 21.6). Returns, per scatter that took one, the gather
+    node's name (the Coder passes it back as `gathered`)."""
+    taken: dict[str, list[str]] = {}
+    if os.environ.get(GATHERED_SOURCES_ENV, "1") == "0":
+        return taken
+    readers: dict[str, set[str]] = {}
+    for name in live:
+        for src in node_inputs(nodes[name]):
+            readers.setdefault(src, set()).add(name)
+    returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    for name, (kernel, roots) in list(kernel_plans.items()):
+        key = SCATTER_SOURCE.get(nodes[name]["op"])
+        src = ref_name(nodes[name]["args"].get(key)) if key else None
+        if src is None or roots or src not in kernel_plans or src in returned or readers.get(src) != {name} \
+                or kernels.gather_of(nodes, src) is None or kernel_plans[src][1]:
+            continue
+        try:
+            fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
+                                 target=target, gathered=[src])
+        except kernels.NotSupported:
+            continue
+        if src not in {a.name for a in fused.inputs}:
+            kernel_plans[name] = (fused, roots)
+            # Nothing else reads the gathered rows: no kernel writes them.
+            del kernel_plans[src]
+            kinds[src] = "gathered"
+            taken[name] = [src]
     return taken
 
 

@@ -1,5 +1,5 @@
 """A message-passing graph convolution: a Linear of each edge's source node, the messages summed at
-their target nodes (index_add_), a self-connection, ReLU. Not yet run on a GPU (2026-11-28)."""
+their target nodes (index_add_), a self-connection, ReLU."""
 import torch
 import torch.nn as nn
 
