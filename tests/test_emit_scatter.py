@@ -149,3 +149,14 @@ def test_on_the_gpu_scatter_adds_match_pytorch(tmp_path, monkeypatch, name, make
             given = [a.cuda() for a in given]
             want = module(*given)
             torch.testing.assert_close(new(*given), want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+
+
+def test_the_zeros_summed_into_are_computed_as_copied():
+    """`torch.zeros_like(x).index_add_(...)`: the scatter writes the zeros as it copies `self` (the
+    planner's prologue), so no pointwise kernel writes them for it to read back."""
+    torch.manual_seed(0)
+    plan = planner.plan_graph(graph.trace_module(GraphConv(), CASES[0][2]()))
+    (scatter,) = [g for g in plan.groups if g.kind == "kernel" and "atomic adds" in g.note]
+    assert scatter.detail.get("prologue", {}).get("node") == "zeros_like", scatter.detail
+    assert "self computed as copied" in scatter.note
+    assert not [g for g in plan.groups if g.kind == "pointwise" and "zeros_like" in g.outputs]

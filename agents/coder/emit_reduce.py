@@ -633,7 +633,9 @@ PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max"
                           *(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in (1, 2, 3)),
                           *(f"max_pool{nd}d_with_indices" for nd in (1, 2, 3)),
                           *(f"{p}adaptive_{kind}_pool{nd}d" for p in ("", "_") for kind in ("max", "avg")
-                            for nd in (1, 2, 3))})
+                            for nd in (1, 2, 3)),
+                          # emit_scatter's: `self` (the zeros messages are summed into) computed as copied
+                          "index_add", "scatter_add"})
 
 
 def prologue_operand(node: dict[str, Any]) -> str:

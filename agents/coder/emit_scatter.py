@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, THREADS, KernelArg, c_float
 from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
@@ -78,17 +78,33 @@ def _scatter(ctx: EmitContext) -> Kernel:
         n_src *= s
     name = ctx.name
     out_coords = [f"c{d}" for d in range(rank)]
-    copy_body = "\n".join(f"  {line}" for line in [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"])
+    # `self` computed as it is copied (the planner's prologue: the zeros a graph network sums into).
+    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == self_.name and self_.contiguous \
+        and tuple(ctx.prologue.shape) == tuple(self_.shape) else None
+    first = "ld(o)" if pro else f"x[{offset_of(self_, out_coords)}]"
+    copy_body = "\n".join(f"  {line}" for line in [*coords_of(out.shape, "o"), f"y[o] = {first};"])
     add_body = "\n".join(f"  {line}" for line in [*coords_of(source.shape, "s"), f"const int64_t t = {row};",
                                                    f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
-    params = ("const float* __restrict__ x, const int64_t* __restrict__ ix, const float* __restrict__ src, "
+    head = f"const {name}_ld ld" if pro else "const float* __restrict__ x"
+    params = (f"{head}, const int64_t* __restrict__ ix, const float* __restrict__ src, "
               "const int64_t* __restrict__ gx, float* __restrict__ y")
-    args = "x, ix, src, gx, y"
-    raw = ["const void* in0_", "const void* in1_", "const void* in2_"] + (["const void* in3_"] if g else []) + ["void* out0_"]
-    casts = ["  const auto x = static_cast<const float*>(in0_);", "  const auto ix = static_cast<const int64_t*>(in1_);",
-             "  const auto src = static_cast<const float*>(in2_);",
-             "  const auto gx = static_cast<const int64_t*>(in3_);" if g else "  const int64_t* gx = nullptr;",
-             "  const auto y = static_cast<float*>(out0_);"]
+    args = f"{'ld' if pro else 'x'}, ix, src, gx, y"
+    # Launcher pointers: self (or its prologue's inputs), the index, the source (or the gather's
+    # table and index), the result.
+    firsts = [a for a in pro.inputs] if pro else [KernelArg(self_.name, "float32")]
+    ins = [*firsts, KernelArg(index.name, "int64")] + (
+        [KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g else [KernelArg(source.name, "float32")])
+    raw = [f"const void* in{k}_" for k in range(len(ins))] + ["void* out0_"]
+    k0 = len(firsts)
+    if pro:
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(pro.inputs))
+        casts = [f"  const {name}_ld ld{{{fields}}};"]
+    else:
+        casts = ["  const auto x = static_cast<const float*>(in0_);"]
+    casts += [f"  const auto ix = static_cast<const int64_t*>(in{k0}_);",
+              f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
+              f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
+              "  const auto y = static_cast<float*>(out0_);"]
     device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
               f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
     host = (f"  for (int64_t o = 0; o < {n_out}LL; ++o) {name}_copy_one(o, {args});\n"
@@ -106,6 +122,7 @@ SC_INLINE void sc_scatter_add(float* at, float v) {{
 }}
 #endif
 
+{pro.loader(f"{name}_ld") if pro else ""}
 SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
 {copy_body}
   (void)ix; (void)src; (void)gx;
@@ -113,7 +130,7 @@ SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
 
 SC_INLINE void {name}_add_one(int64_t s, {params}) {{
 {add_body}
-  (void)x; (void)gx;
+  (void){'ld' if pro else 'x'}; (void)gx;
 }}
 
 __global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
@@ -129,12 +146,12 @@ __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
 {launchers(name, raw, casts, device, host)}"""
     return Kernel(
         name=name,
-        inputs=[KernelArg(self_.name, "float32"), KernelArg(index.name, "int64")]
-        + ([KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g else [KernelArg(source.name, "float32")]),
+        inputs=ins,
         outputs=[KernelArg(out.name, "float32")],
         source=source_text,
         ops=[f"{op} along dim {dim}: {list(source.shape)} into {list(out.shape)} (atomic adds"
-             + (f", the source's rows read through its index along dim {g.dim})" if g else ")")],
+             + (f", the source's rows read through its index along dim {g.dim}" if g else "")
+             + (f", self computed as copied: {' -> '.join(pro.ops) or 'copy'}" if pro else "") + ")"],
         host=True,
     )
 

@@ -149,7 +149,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     live = [n["name"] for n in graph if n["name"] in live_set]
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
-    gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target)
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -1500,7 +1500,7 @@ SCATTER_SOURCE = {"index_add": "source", "scatter_add": "src"}
 
 def _take_gathered_sources(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
-    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], prologues: dict[str, dict[str, Any]],
     getitems: dict[str, list[Node]], live: list[str], output: Node, target: Target,
 ) -> dict[str, list[str]]:
     """A scatter-add whose source is rows picked from a table (x[src], index_select) that nothing
@@ -1523,10 +1523,12 @@ def _take_gathered_sources(
         if src is None or roots or src not in kernel_plans or src in returned or readers.get(src) != {name} \
                 or kernels.gather_of(nodes, src) is None or kernel_plans[src][1]:
             continue
+        pro = prologues.get(name)  # (`self` computed as copied, where _take_prologues found it so)
         try:
             fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
-                                 target=target, gathered=[src])
-        except kernels.NotSupported:
+                                 target=target, gathered=[src],
+                                 prologue=codegen.prologue(graph, pro["members"], pro["node"], nodes=nodes) if pro else None)
+        except (codegen.NotFusable, kernels.NotSupported):
             continue
         if src not in {a.name for a in fused.inputs}:
             kernel_plans[name] = (fused, roots)
