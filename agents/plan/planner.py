@@ -1376,6 +1376,25 @@ def prologues_on() -> bool:
     return os.environ.get(PROLOGUES_ENV, "1") != "0"
 
 
+def _root_readers(
+    graph: list[Node], nodes: dict[str, Node], kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]],
+    live: list[str], output: Node,
+) -> tuple[dict[str, set[str]], set[str], set[str]]:
+    """(the root of what each live node reads, through views -> the nodes reading it; the roots
+    forward returns; the tensors forward writes in place): what decides whether a pointwise node may
+    be computed where one kernel reads it instead of stored. (A buffer's copy_: a stored pointwise
+    kernel reads it at its own place in the graph, a kernel at a later stage might read it after.)"""
+    readers: dict[str, set[str]] = {}
+    for name in live:
+        if nodes[name].get("view"):
+            continue
+        for src in node_inputs(nodes[name]):
+            readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
+    returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
+    return readers, returned, written
+
+
 def _take_prologues(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
@@ -1392,16 +1411,7 @@ def _take_prologues(
     if not prologues_on():
         return taken
     order = {n["name"]: i for i, n in enumerate(graph)}
-    readers: dict[str, set[str]] = {}  # root of what each live node reads -> the nodes reading it
-    for name in live:
-        if nodes[name].get("view"):
-            continue
-        for src in node_inputs(nodes[name]):
-            readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
-    returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
-    # Tensors forward writes in place (a buffer's copy_): a stored pointwise kernel reads them at its
-    # own place in the graph, a kernel at a later stage might read them after the write.
-    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
+    readers, returned, written = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
@@ -1451,14 +1461,7 @@ def _take_cat_sources(
     if os.environ.get(CAT_SOURCES_ENV, "1") == "0":
         return taken
     order = {n["name"]: i for i, n in enumerate(graph)}
-    readers: dict[str, set[str]] = {}  # root of what each live node reads (through views) -> its readers
-    for name in live:
-        if nodes[name].get("view"):
-            continue
-        for src in node_inputs(nodes[name]):
-            readers.setdefault(_view_root(nodes, src)["name"], set()).add(name)
-    returned = {_view_root(nodes, src)["name"] for v in output["args"]["values"] if (src := ref_name(v)) is not None}
-    written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
+    readers, returned, written = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         if node["op"] not in CAT_OPS or roots:
@@ -1512,11 +1515,7 @@ def _take_gathered_sources(
     taken: dict[str, list[str]] = {}
     if os.environ.get(GATHERED_SOURCES_ENV, "1") == "0":
         return taken
-    readers: dict[str, set[str]] = {}
-    for name in live:
-        for src in node_inputs(nodes[name]):
-            readers.setdefault(src, set()).add(name)
-    returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
+    readers, returned, _ = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
         key = SCATTER_SOURCE.get(nodes[name]["op"])
         src = ref_name(nodes[name]["args"].get(key)) if key else None
