@@ -31,11 +31,23 @@ SC_INLINE int64_t sc_wrap_index(int64_t i, int64_t n) {
 """
 
 
+# Below this many elements the coordinates are split in 32-bit arithmetic: a division by a constant
+# is a multiply-high and a shift there, against a dozen instructions in 64 bits, and at 4-5 bytes of
+# memory traffic an element the 64-bit split of a 5-D index is more instructions than the bandwidth
+# leaves time for. (Offsets stay 64-bit: offset_of multiplies by 64-bit strides.)
+NARROW_INDEX = 1 << 31
+
+
 def coords_of(shape: Sequence[int], var: str) -> list[str]:
-    """C statements defining c0..c{n-1}, the row-major coordinates of element `var` of `shape`."""
-    lines = [f"int64_t r = {var};"]
+    """C statements defining c0..c{n-1}, the row-major coordinates of element `var` of `shape`
+    (int32_t where the tensor has fewer than NARROW_INDEX elements, else int64_t)."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    t = "int32_t" if numel < NARROW_INDEX else "int64_t"
+    lines = [f"{t} r = ({t}){var};"]
     for d in reversed(range(len(shape))):
-        lines.append("const int64_t c0 = r;" if d == 0 else f"const int64_t c{d} = r % {shape[d]}; r /= {shape[d]};")
+        lines.append(f"const {t} c0 = r;" if d == 0 else f"const {t} c{d} = r % {shape[d]}; r /= {shape[d]};")
     return [*lines, "(void)r;"]
 
 
