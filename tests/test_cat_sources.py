@@ -41,8 +41,15 @@ class SameInput(nn.Module):
         return torch.cat([torch.relu(x), torch.sigmoid(x) * y, x], 1)
 
 
+class Stacked(nn.Module):
+    """stack takes its sources as cat does."""
+
+    def forward(self, x, y):
+        return torch.stack([x * 2.0 + 1.0, torch.tanh(y)], dim=1)
+
+
 def _cat_group(plan):
-    (group,) = [g for g in plan.groups if g.kind == "kernel" and "cat of" in g.note]
+    (group,) = [g for g in plan.groups if g.kind == "kernel" and ("cat of" in g.note or "stack of" in g.note)]
     return group
 
 
@@ -55,6 +62,7 @@ CASES = [
     (SharedSource, [(3, 4, 5), (3, 4, 7)], 1),
     (ReturnedSource, [(4, 6), (5, 6)], 1),
     (SameInput, [(2, 3, 4), (2, 3, 4)], 2),
+    (Stacked, [(3, 5), (3, 5)], 2),
 ]
 
 

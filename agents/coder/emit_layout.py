@@ -89,6 +89,17 @@ def _tensors_and_dim(ctx: EmitContext, rank: int) -> tuple[list[Operand], int]:
     return sources, dim + rank if dim < 0 else dim
 
 
+def _source_read(ctx: EmitContext, src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
+    """Source k of a cat or stack at `coords`: read from memory, or, where the planner made it a
+    chain computed as it is read (ctx.sources), from its loader, whose row-major index a contiguous
+    source's offset is."""
+    pro = ctx.sources.get(src.name)
+    if pro is None or not src.contiguous or pro.shape != src.shape or out_dtype not in _FLOATS:
+        return _read(src, k, coords, out_dtype)
+    got = f"ld{k}({offset_of(src, coords)})"
+    return got if out_dtype == "float32" else f"sc_from_f<{C_TYPES[out_dtype]}>({got})"
+
+
 def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     sources, dim = _tensors_and_dim(ctx, len(out.shape))
     # torch skips 1-D empty tensors in cat; they contribute nothing.
@@ -103,14 +114,7 @@ def _cat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         end = start + src.shape[dim]
         keyword = "if" if k == 0 else "else if"
         cond = f"({coords[dim]} < {end})" if k < len(sources) - 1 else ""
-        # A source computed as it is read (the planner's pointwise chain, never stored): its loader
-        # takes the row-major index, which a contiguous source's offset is.
-        pro = ctx.sources.get(src.name)
-        if pro is not None and src.contiguous and pro.shape == src.shape and out.dtype in _FLOATS:
-            got = f"ld{k}({offset_of(src, here)})"
-            read = got if out.dtype == "float32" else f"sc_from_f<{C_TYPES[out.dtype]}>({got})"
-        else:
-            read = _read(src, k, here, out.dtype)
+        read = _source_read(ctx, src, k, here, out.dtype)
         if cond:
             lines.append(f"{keyword} {cond} y[o] = {read};")
         else:
@@ -131,7 +135,7 @@ def _stack(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         if len(src.shape) != len(out.shape) - 1:
             raise NotSupported("stack of tensors of different ranks")
         keyword = "if" if k == 0 else "else if"
-        read = _read(src, k, here, out.dtype)
+        read = _source_read(ctx, src, k, here, out.dtype)
         lines.append(f"{keyword} ({coords[dim]} == {k}) y[o] = {read};" if k < len(sources) - 1 else f"{'else ' if k else ''}y[o] = {read};")
     return lines, sources, f"stack of {len(sources)} along dim {dim}"
 

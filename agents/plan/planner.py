@@ -1442,7 +1442,7 @@ def _take_prologues(
 
 # "0" keeps a cat's pointwise sources stored first (_take_cat_sources): for same-run comparisons.
 CAT_SOURCES_ENV = "STITCHCUDA_CAT_SOURCES"
-CAT_OPS = frozenset({"cat"})
+CAT_OPS = frozenset({"cat", "stack"})
 
 
 def _take_cat_sources(
