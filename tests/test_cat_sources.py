@@ -102,24 +102,42 @@ def test_candidates_match_pytorch(tmp_path, make, shapes, computed):
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
+class Fire(nn.Module):
+    """SqueezeNet's fire module in small: two convolutions' biases and ReLUs computed by the cat."""
+
+    def __init__(self):
+        super().__init__()
+        self.squeeze = nn.Conv2d(3, 6, 1)
+        self.e1 = nn.Conv2d(6, 16, 1)
+        self.e3 = nn.Conv2d(6, 16, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_a_fire_module_builds_clean_for_sm90(tmp_path):
+    """The device build (loaders passed by value to the cat's kernel) compiles for sm_90 without a
+    warning."""
+    from conftest import assert_builds_clean_for_sm90
+    from test_emit_conv import cudnn_include
+
+    include = cudnn_include()
+    if include is None:
+        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    cand = builtin_candidate(Fire(), [torch.randn(2, 3, 16, 16)], host=False)
+    assert "computed as read" in cand.files["fused_kernels.cu"]
+    assert_builds_clean_for_sm90(cand, tmp_path / "fire.cu", include)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.usefixtures("isolated_cache")
 def test_on_the_gpu_a_fire_module_matches(tmp_path, monkeypatch):
     """SqueezeNet's fire module in small: two convolutions' biases and ReLUs computed by the cat."""
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-
-    class Fire(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.squeeze = nn.Conv2d(3, 6, 1)
-            self.e1 = nn.Conv2d(6, 16, 1)
-            self.e3 = nn.Conv2d(6, 16, 3, padding=1)
-
-        def forward(self, x):
-            x = torch.relu(self.squeeze(x))
-            return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)
-
     torch.manual_seed(2)
     module = Fire()
     x = torch.randn(4, 3, 32, 32)

@@ -160,3 +160,28 @@ def test_the_zeros_summed_into_are_computed_as_copied():
     assert scatter.detail.get("prologue", {}).get("node") == "zeros_like", scatter.detail
     assert "self computed as copied" in scatter.note
     assert not [g for g in plan.groups if g.kind == "pointwise" and "zeros_like" in g.outputs]
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_a_graph_convolution_builds_clean_for_sm90(tmp_path):
+    """The device build of a message-passing layer (gathered messages, zeros computed as copied, a
+    cuBLAS Linear) compiles for sm_90 without a warning."""
+    from conftest import assert_builds_clean_for_sm90
+    from test_emit_gemm import cublas_include
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.message = nn.Linear(16, 16)
+
+        def forward(self, x, src, dst):
+            return torch.relu(torch.zeros_like(x).index_add_(0, dst, self.message(x)[src]) + x)
+
+    include = cublas_include()
+    if include is None:
+        pytest.skip("no cublas_v2.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuBLAS's headers")
+    cand = builtin_candidate(Layer(), [torch.randn(N, 16), torch.randint(0, N, (E,)), torch.randint(0, N, (E,))],
+                             host=False)
+    assert "sc_wrap_index(gx[" in cand.files["fused_kernels.cu"] and " ld(o);" in cand.files["fused_kernels.cu"]
+    assert_builds_clean_for_sm90(cand, tmp_path / "layer.cu", include)

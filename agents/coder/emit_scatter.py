@@ -81,8 +81,9 @@ def _scatter(ctx: EmitContext) -> Kernel:
     # `self` computed as it is copied (the planner's prologue: the zeros a graph network sums into).
     pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == self_.name and self_.contiguous \
         and tuple(ctx.prologue.shape) == tuple(self_.shape) else None
-    first = "ld(o)" if pro else f"x[{offset_of(self_, out_coords)}]"
-    copy_body = "\n".join(f"  {line}" for line in [*coords_of(out.shape, "o"), f"y[o] = {first};"])
+    # (A prologue takes the row-major index itself: no coordinates to split.)
+    copy_lines = ["y[o] = ld(o);"] if pro else [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"]
+    copy_body = "\n".join(f"  {line}" for line in copy_lines)
     add_body = "\n".join(f"  {line}" for line in [*coords_of(source.shape, "s"), f"const int64_t t = {row};",
                                                    f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
     head = f"const {name}_ld ld" if pro else "const float* __restrict__ x"
