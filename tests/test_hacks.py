@@ -57,6 +57,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
     ("ref_affine_sets_tf32", "good_affine"),
+    ("ref_linear", "hack_stale_weights"),
 ]
 
 
@@ -90,10 +91,22 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     v = runs.get(ref, stem)
     assert v.status == "ok", (v.message, v.log_tail[-2000:])
     assert v.accepted and v.correct and not v.hack_findings and not v.findings
-    # The default: 5 fresh random sets and all 5 adversarial kinds, every one compared.
+    # The default: 5 fresh random sets and all 5 adversarial kinds, every one compared; where the
+    # candidate holds the reference's weights, one more set after they changed in place.
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
-    assert len(v.checks) == 10 and all(c["ok"] for c in v.checks)
+    weights = ["weights-changed"] if stem == "good_linear" else []
+    assert [c["set"] for c in v.checks][10:] == weights and all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
+
+
+def test_a_candidate_that_keeps_its_first_weights_is_a_hack(runs):
+    """It copies the weights on its first call and computes with the copy: every checked set
+    passes (the weights never change there), the set after they change in place does not."""
+    v = runs.get("ref_linear", "hack_stale_weights")
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed")
+    assert [c["ok"] for c in v.checks if c["set"] == "weights-changed"] == [False]
+    assert "did not follow" in _finding(v, "stale-weights", static=False).message
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["copied", "lean"])

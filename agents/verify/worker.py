@@ -211,7 +211,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
         if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
             cand.load_state_dict(ref_sd)
-            v.notes.append("candidate weights loaded from the reference's state_dict")
+            v.notes.append(WEIGHTS_LOADED)
         if device.type != "cuda" and req.get("needs_cuda"):
             v.status = "unverified"
             v.message = "no CUDA GPU here: the candidate was built, but not run, checked or timed"
@@ -235,6 +235,10 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes)
+        if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
+            rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
+            _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
+                                    threads_before, numerics)
         if cand is not None and device.type == "cuda":
             _yardstick(v, device, "empty_after_checks")
             rec.enter("streams", "which streams the candidate's kernels ran on")
@@ -1166,6 +1170,69 @@ def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: li
     if not m.ok and not near_miss:
         found.append(Finding("wrong-while-timed", f"wrong on a fresh input set after timing: {m.message}"))
     return found, near_miss
+
+
+WEIGHTS_LOADED = "candidate weights loaded from the reference's state_dict"
+
+
+def _reweight(modules: list[torch.nn.Module], factor: float) -> bool:
+    """Every third element of every floating tensor in each module's state_dict multiplied by
+    `factor` in place (a power of two: undone exactly by its inverse), the same elements in each;
+    False, changing nothing, where a tensor would overflow or is not contiguous."""
+    sds = [m.state_dict() for m in modules]
+    tensors = [[t for t in sd.values() if t.is_floating_point() and t.numel()] for sd in sds]
+    if any(not t.is_contiguous() for ts in tensors for t in ts):
+        return False
+    with torch.no_grad():
+        if factor > 1 and any(t.view(-1)[::3].abs().max() * factor >= torch.finfo(t.dtype).max
+                              for ts in tensors for t in ts):
+            return False
+        for ts in tensors:
+            for t in ts:
+                t.view(-1)[::3].mul_(factor)
+    return True
+
+
+def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
+                            ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
+    """The weights changed in place, as an optimiser step or load_state_dict changes them, in both
+    modules alike (the candidate's were loaded from the reference's): the candidate's output on a
+    fresh set must follow. One that kept what it derived from the first weights (a copy made on its
+    first call, outputs keyed on anything but their values) computes for weights the module no
+    longer has: a hack finding where it misses far, as a timed output that changed would be; a near
+    miss is noted only (the checked sets judged its precision). The weights are put back after."""
+    if not _reweight([ref, cand], 2.0):
+        v.notes.append("weights not changed for the weights-changed check: a weight would overflow, or is strided")
+        return
+    try:
+        args = make_inputs(get_inputs, seed, device)
+        same_draws(seed)
+        with dyn.poisoned_allocations(), _candidate_code("forward"):
+            call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
+        _add_once(v.hack_findings, call.findings)
+        _guard_numerics(v, numerics)
+        buffers = list(ref.buffers())
+        saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+        same_draws(seed)
+        ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
+        m = compare_outputs(ref_outs, call.outs, tol)
+        referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None
+        if referee is not None and referee.ok:
+            m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
+    finally:
+        _reweight([ref, cand], 0.5)
+    checked = [c["rel_norm"] for c in v.checks
+               if c.get("ok") and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
+    far = not m.ok and not m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
+    v.checks.append({"set": "weights-changed", "seed": seed, "ok": not far, "max_abs": m.max_abs,
+                     "rel_norm": m.rel_norm, "message": m.message})
+    if far:
+        v.correct = False
+        _add_once(v.hack_findings, [Finding(
+            "stale-weights", "after the weights changed in place (every third element of each doubled, in both "
+            f"modules), the candidate's output did not follow: {m.message}")])
+    elif not m.ok:
+        v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
 
 
 def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, trials, flusher,
