@@ -624,3 +624,43 @@ def test_host_reads_are_counted_only_from_a_device():
     assert dyn.host_read_finding(3, 2) is None  # the reference reads the host too: the candidate may
     f = dyn.host_read_finding(3, 0)
     assert f is not None and f.code == "host-read" and f.data["candidate_reads"] == 3
+
+
+def test_the_weights_change_alike_in_tied_and_untied_modules():
+    """A reference with a weight tied under two names and a candidate holding two copies of it end
+    up with the same weights (the tied one changed once), and both go back exactly; views into one
+    packed tensor are left alone (they would change twice where they overlap)."""
+    from stitchcuda.agents.verify.worker import _reweight
+
+    class Pair(torch.nn.Module):
+        def __init__(self, tied: bool):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(5, 5, bias=False), torch.nn.Linear(5, 5)
+            if tied:
+                self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    ref, cand = Pair(tied=True), Pair(tied=False)
+    cand.load_state_dict(ref.state_dict())
+    before = {k: t.clone() for k, t in ref.state_dict().items()}
+    x = torch.randn(3, 5)
+    first = ref(x).detach()
+    assert _reweight([ref, cand], 2.0)
+    assert not torch.equal(ref(x), first)  # (the weights did change)
+    torch.testing.assert_close(cand(x), ref(x), rtol=0, atol=0)
+    assert _reweight([ref, cand], 0.5)
+    assert all(torch.equal(ref.state_dict()[k], v) for k, v in before.items())
+
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            w = torch.randn(8, 4)
+            self.register_buffer("q", w[:4])
+            self.register_buffer("k", w[4:])
+
+    packed = Packed()
+    kept = packed.q.clone()
+    assert not _reweight([packed], 2.0) and torch.equal(packed.q, kept)

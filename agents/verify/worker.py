@@ -1178,9 +1178,24 @@ WEIGHTS_LOADED = "candidate weights loaded from the reference's state_dict"
 def _reweight(modules: list[torch.nn.Module], factor: float) -> bool:
     """Every third element of every floating tensor in each module's state_dict multiplied by
     `factor` in place (a power of two: undone exactly by its inverse), the same elements in each;
-    False, changing nothing, where a tensor would overflow or is not contiguous."""
-    sds = [m.state_dict() for m in modules]
-    tensors = [[t for t in sd.values() if t.is_floating_point() and t.numel()] for sd in sds]
+    False, changing nothing, where a tensor would overflow, is not contiguous, or overlaps another."""
+    tensors: list[list[torch.Tensor]] = []
+    for m in modules:
+        # A weight tied to another (one tensor under two names) is changed once; tensors that share
+        # memory otherwise (views into one packed weight) would be changed twice where they overlap.
+        seen: dict[int, tuple[int, tuple[int, ...]]] = {}
+        ts = []
+        for t in m.state_dict().values():
+            if not t.is_floating_point() or not t.numel():
+                continue
+            key, here = t.untyped_storage().data_ptr(), (t.data_ptr(), tuple(t.shape))
+            if key in seen:
+                if seen[key] != here:
+                    return False
+                continue
+            seen[key] = here
+            ts.append(t)
+        tensors.append(ts)
     if any(not t.is_contiguous() for ts in tensors for t in ts):
         return False
     with torch.no_grad():
