@@ -1151,6 +1151,35 @@ def finite_miss(m: Mismatch) -> bool:
     return not m.ok and (m.rel_norm > 0 or m.max_abs > 0)
 
 
+def _near_miss(m: Mismatch, checks: list[dict[str, Any]], tol: Tolerance) -> bool:
+    """Whether a miss on a further set is within NEAR_MISS_FACTOR of the tolerance or of the checked
+    sets' largest relative L2 error: precision, not changed behaviour."""
+    checked = [c["rel_norm"] for c in checks
+               if c.get("ok") and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
+    return not m.ok and m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
+
+
+def _further_set(v: Verdict, ref, cand, args: list[Any], seed: int, device, threads, window, tol: Tolerance,
+                 ref_ops: Counter[str], numerics: dict[str, Any]) -> tuple[Mismatch, Any, Mismatch | None]:
+    """One more call of each on `args`, seeded alike, the candidate's observed under poisoned
+    allocations inside `window`, judged as the checked sets are (the fp64 referee where it misses):
+    (the comparison, the candidate's observed call, the referee's verdict or None)."""
+    same_draws(seed)
+    with dyn.poisoned_allocations(), window:
+        call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads, 0.0)
+    # The reference's buffers as its call finds them, for the referee (as on the checked sets).
+    buffers = list(ref.buffers())
+    saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+    _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
+    same_draws(seed)
+    ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
+    m = compare_outputs(ref_outs, call.outs, tol)
+    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None
+    if referee is not None and referee.ok:
+        m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
+    return m, call, referee
+
+
 def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: list[dict[str, Any]],
                           tol: Tolerance) -> tuple[list[Finding], bool]:
     """Hack findings from the timed calls (`wrong`: trials whose output was wrong) and the fresh set
@@ -1164,9 +1193,7 @@ def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: li
                 "the candidate behaves differently while it is timed",
             )
         )
-    checked = [c["rel_norm"] for c in checks
-               if c.get("ok") and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
-    near_miss = not m.ok and m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
+    near_miss = _near_miss(m, checks, tol)
     if not m.ok and not near_miss:
         found.append(Finding("wrong-while-timed", f"wrong on a fresh input set after timing: {m.message}"))
     return found, near_miss
@@ -1220,25 +1247,12 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
         v.notes.append("weights not changed for the weights-changed check: a weight would overflow, or is strided")
         return
     try:
-        args = make_inputs(get_inputs, seed, device)
-        same_draws(seed)
-        with dyn.poisoned_allocations(), _candidate_code("forward"):
-            call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
+        m, call, _ = _further_set(v, ref, cand, make_inputs(get_inputs, seed, device), seed, device, threads_before,
+                                  _candidate_code("forward"), tol, ref_ops, numerics)
         _add_once(v.hack_findings, call.findings)
-        _guard_numerics(v, numerics)
-        buffers = list(ref.buffers())
-        saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
-        same_draws(seed)
-        ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
-        m = compare_outputs(ref_outs, call.outs, tol)
-        referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None
-        if referee is not None and referee.ok:
-            m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
     finally:
         _reweight([ref, cand], 0.5)
-    checked = [c["rel_norm"] for c in v.checks
-               if c.get("ok") and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
-    far = not m.ok and not m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
+    far = not m.ok and not _near_miss(m, v.checks, tol)
     v.checks.append({"set": "weights-changed", "seed": seed, "ok": not far, "max_abs": m.max_abs,
                      "rel_norm": m.rel_norm, "message": m.message})
     if far:
@@ -1294,19 +1308,8 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     if (launch := one_launch_us(flusher)) is not None:
         v.host_us["timed_one_launch"] = launch
     args = make_inputs(get_inputs, fresh_seed, device)
-    same_draws(fresh_seed)
-    with dyn.poisoned_allocations(), audit.window():
-        call = dyn.observed_call(lambda: cand(*clone_args(args)), device, set(threading.enumerate()), 0.0)
-    # The reference's buffers as its call finds them, for the referee (as on the checked sets).
-    buffers = list(ref.buffers())
-    saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
-    _guard_numerics(v, numerics)  # hooks or modes left by the timed calls must not reach the reference's
-    same_draws(fresh_seed)
-    ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
-    m = compare_outputs(ref_outs, call.outs, tol)
-    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None
-    if referee is not None and referee.ok:
-        m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
+    m, call, referee = _further_set(v, ref, cand, args, fresh_seed, device, set(threading.enumerate()),
+                                    audit.window(), tol, ref_ops, numerics)
     entry: dict[str, Any] = {
         "set": "after-timing",
         "seed": fresh_seed,
