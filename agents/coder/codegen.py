@@ -661,9 +661,11 @@ class Prologue:
         """The launcher's parameters for the inputs: `const void* in0_, ...`."""
         return [f"const void* in{k}{suffix}" for k in range(len(self.inputs))]
 
-    def construct(self, struct: str, suffix: str = "_") -> str:
-        """A `struct` loader made from those parameters."""
-        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}{suffix})" for k, a in enumerate(self.inputs))
+    def construct(self, struct: str, suffix: str = "_", first: int = 0) -> str:
+        """A `struct` loader made from those parameters (numbered from `first`, where the launcher
+        has others before them)."""
+        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{first + k}{suffix})"
+                           for k, a in enumerate(self.inputs))
         return f"{struct}{{{fields}}}"
 
     def loader(self, struct: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
@@ -89,12 +89,16 @@ def _tensors_and_dim(ctx: EmitContext, rank: int) -> tuple[list[Operand], int]:
     return sources, dim + rank if dim < 0 else dim
 
 
-def _source_read(ctx: EmitContext, src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
-    """Source k of a cat or stack at `coords`: read from memory, or, where the planner made it a
-    chain computed as it is read (ctx.sources), from its loader, whose row-major index a contiguous
-    source's offset is."""
+def _loader_of(ctx: EmitContext, src: Operand, out_dtype: str) -> Prologue | None:
+    """The chain a cat's or stack's source is computed from as it is read (ctx.sources), where it
+    can be: a contiguous source (its offset is the loader's row-major index) into a float result."""
     pro = ctx.sources.get(src.name)
-    if pro is None or not src.contiguous or pro.shape != src.shape or out_dtype not in _FLOATS:
+    return pro if pro is not None and src.contiguous and pro.shape == src.shape and out_dtype in _FLOATS else None
+
+
+def _source_read(ctx: EmitContext, src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
+    """Source k of a cat or stack at `coords`: read from memory, or from its loader (_loader_of)."""
+    if _loader_of(ctx, src, out_dtype) is None:
         return _read(src, k, coords, out_dtype)
     got = f"ld{k}({offset_of(src, coords)})"
     return got if out_dtype == "float32" else f"sc_from_f<{C_TYPES[out_dtype]}>({got})"
@@ -428,8 +432,9 @@ def _emit(ctx: EmitContext) -> Kernel:
     casts: list[str] = []
     inputs: list[KernelArg] = []
     loaders: list[str] = []
+    reads_sources = ctx.node["op"] in ("cat", "stack")  # (the ops whose body reads through _source_read)
     for k, s in enumerate(sources):
-        pro = ctx.sources.get(s.name) if f"ld{k}(" in body else None
+        pro = _loader_of(ctx, s, out.dtype) if reads_sources else None
         if pro is None:
             params.append(f"const {C_TYPES[s.dtype]}* __restrict__ x{k}")
             args.append(f"x{k}")
@@ -441,8 +446,7 @@ def _emit(ctx: EmitContext) -> Kernel:
         loaders.append(pro.loader(struct))
         params.append(f"const {struct} ld{k}")
         args.append(f"ld{k}")
-        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{len(raw) + j}_)" for j, a in enumerate(pro.inputs))
-        casts.append(f"  const {struct} ld{k}{{{fields}}};")
+        casts.append(f"  const auto ld{k} = {pro.construct(struct, first=len(raw))};")
         raw += [f"const void* in{len(raw) + j}_" for j in range(len(pro.inputs))]
         inputs += pro.inputs
         note += f" (source {k}: {' -> '.join(pro.ops) or 'copy'}, computed as read)"

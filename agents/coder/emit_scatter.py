@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stitchcuda.agents.coder.codegen import C_TYPES, THREADS, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
 from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
@@ -92,16 +92,12 @@ def _scatter(ctx: EmitContext) -> Kernel:
     args = f"{'ld' if pro else 'x'}, ix, src, gx, y"
     # Launcher pointers: self (or its prologue's inputs), the index, the source (or the gather's
     # table and index), the result.
-    firsts = [a for a in pro.inputs] if pro else [KernelArg(self_.name, "float32")]
+    firsts = list(pro.inputs) if pro else [KernelArg(self_.name, "float32")]
     ins = [*firsts, KernelArg(index.name, "int64")] + (
         [KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g else [KernelArg(source.name, "float32")])
     raw = [f"const void* in{k}_" for k in range(len(ins))] + ["void* out0_"]
     k0 = len(firsts)
-    if pro:
-        fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{k}_)" for k, a in enumerate(pro.inputs))
-        casts = [f"  const {name}_ld ld{{{fields}}};"]
-    else:
-        casts = ["  const auto x = static_cast<const float*>(in0_);"]
+    casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};" if pro else "  const auto x = static_cast<const float*>(in0_);"]
     casts += [f"  const auto ix = static_cast<const int64_t*>(in{k0}_);",
               f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
               f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
