@@ -16,6 +16,9 @@ from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
 from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
+# The argument holding the values added (the planner reads it too: planner._take_gathered_sources).
+SOURCE_ARG = {"index_add": "source", "scatter_add": "src"}
+
 
 def _dense(shape: Sequence[int], coords: Sequence[str]) -> str:
     """The row-major offset of `coords` in a contiguous tensor of `shape`."""
@@ -30,7 +33,7 @@ def _scatter(ctx: EmitContext) -> Kernel:
     out = ctx.outputs[0]
     a = ctx.args
     self_, index = a.get("self"), a.get("index")
-    source = a.get("source" if op == "index_add" else "src")
+    source = a.get(SOURCE_ARG[op])
     if out is None:
         raise NotSupported(f"{op}: result unused")
     if not all(isinstance(t, Operand) for t in (self_, index, source)):

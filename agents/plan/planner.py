@@ -1498,7 +1498,6 @@ def _take_cat_sources(
 
 # "0" gathers a scatter-add's source first (_take_gathered_sources): for same-run comparisons.
 GATHERED_SOURCES_ENV = "STITCHCUDA_GATHERED_SOURCES"
-SCATTER_SOURCE = {"index_add": "source", "scatter_add": "src"}
 
 
 def _take_gathered_sources(
@@ -1512,12 +1511,14 @@ def _take_gathered_sources(
     (bench/networks/graph_conv_layer.py on the H200: the gather 75.8 us, the adds 57.0, where
     torch.compile does both in one kernel of 21.6). Returns, per scatter that took one, the gather
     node's name (the Coder passes it back as `gathered`)."""
+    from stitchcuda.agents.coder.emit_scatter import SOURCE_ARG
+
     taken: dict[str, list[str]] = {}
     if os.environ.get(GATHERED_SOURCES_ENV, "1") == "0":
         return taken
     readers, returned, _ = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
-        key = SCATTER_SOURCE.get(nodes[name]["op"])
+        key = SOURCE_ARG.get(nodes[name]["op"])
         src = ref_name(nodes[name]["args"].get(key)) if key else None
         if src is None or roots or src not in kernel_plans or src in returned or readers.get(src) != {name} \
                 or kernels.gather_of(nodes, src) is None or kernel_plans[src][1]:
