@@ -50,6 +50,25 @@ def plan_of(module: nn.Module, inputs: list):
     return p
 
 
+def planned_math(plan, module: nn.Module):
+    """The planned graph (after the planner's rewrites) as PyTorch code, the way ModelNew's `_reference`
+    renders it: a function of the input, reading the module's parameters as they are at each call."""
+    from stitchcuda.agents.coder.reference_math import render_reference
+
+    inputs = [n["name"] for n in plan.graph if n["op"] == "input"]
+    (out,) = [n for n in plan.graph if n["op"] == "output"]
+    returns = [v["ref"] for v in out["args"]["values"]]
+    math = render_reference(plan.graph, inputs, [], returns)
+    scope: dict = {"torch": torch, "math": __import__("math")}
+    exec(math.text, scope)  # noqa: S102 - our own rendering of the plan, as ModelNew runs it
+    state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+    def run(x):
+        return scope["_reference"]([state[n] if n in state else x for n in inputs], [])
+
+    return run
+
+
 def on_the_gpu(module: nn.Module, inputs: list, folder: Path):
     """(candidate's outputs, reference's outputs) on the GPU, each a tuple: the built-in coder's
     candidate for `module` on `inputs` moved to the GPU, built for the device (no host entries)."""

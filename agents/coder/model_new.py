@@ -250,6 +250,8 @@ def render_model(
     body.append(_returned(output.get("structure", "single"), results))
 
     kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
+    # Algebra the planner did on the traced graph, said in the proposal (agents/plan/linear_reductions.py).
+    kernel_lines += "".join(f"planned: {n['name']}: {n['folded']}\n" for n in graph if "folded" in n)
     device = "cpu" if host else "cuda"
     text = _HEADER.format(
         title=title, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps),

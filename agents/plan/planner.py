@@ -43,6 +43,8 @@ from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
 from stitchcuda.agents.plan.glu import decompose_glu
+from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
+from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -67,6 +69,10 @@ def plan(task: Task, *, target: Target | None = None) -> Plan:
 # MinGPT) and its fp32 path was slower than the bmm/softmax/bmm kernels it replaces (level3/43 0.85x
 # eager against 1.15x before). Its CPU tests set it; it stays off until its GPU tests pass.
 FUSED_ATTENTION_ENV = "STITCHCUDA_FUSED_ATTENTION"
+# "0" leaves reductions over a linear layer's outputs unfolded (agents/plan/linear_reductions.py), for A/B runs.
+FOLD_REDUCTIONS_ENV = "STITCHCUDA_FOLD_REDUCTIONS"
+# "0" leaves average pools after 1x1 convolutions where they are (agents/plan/pool_first.py).
+POOL_FIRST_ENV = "STITCHCUDA_POOL_FIRST"
 
 
 def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None = None,
@@ -100,6 +106,10 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = decompose_glu(decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph))))
+    if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
+        graph = fold_linear_reductions(graph, target)
+    if os.environ.get(POOL_FIRST_ENV, "1") != "0":
+        graph = pool_before_pointwise_convs(graph)
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))

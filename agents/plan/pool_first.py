@@ -1,0 +1,92 @@
+"""An average pool after a 1x1 convolution, moved before it.
+
+A 1x1 convolution (stride 1, no padding) is the same linear map of the channels at every pixel, and
+an average pool without padding takes averages of pixels, with weights that sum to one: the two
+commute, bias and all (the average of W x + b is W avg(x) + b). Pooled first, the convolution sees
+the pool's fewer pixels: DenseNet's transition layer (BN, ReLU, 1x1 conv, 2x2 average pool) runs
+its GEMM on a quarter of the pixels and never writes the full-size result. Moved only where the
+pool shrinks what the convolution reads and writes by at least a fifth.
+
+The convolution keeps the pool's name, so every reader is unchanged. Found while profiling level 3's
+DenseNet121TransitionLayer, 2026-11-28 (0.77x torch.compile: the full-size convolution result was
+written, then pooled)."""
+
+from __future__ import annotations
+
+from stitchcuda.agents.graph import (
+    Node,
+    by_name,
+    contiguous_strides,
+    iter_refs,
+    new_node,
+    numel,
+    ref,
+    ref_name,
+)
+from stitchcuda.agents.graph import fresh_name as _fresh
+
+_POOLS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}
+_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def pool_before_pointwise_convs(graph: list[Node]) -> list[Node]:
+    nodes = by_name(graph)
+    readers: dict[str, int] = {}
+    for n in graph:
+        for name in set(iter_refs(n.get("args", {}))):
+            readers[name] = readers.get(name, 0) + 1
+    taken = {n["name"] for n in graph}
+    moved: dict[str, list[Node]] = {}
+    gone: set[str] = set()
+    for node in graph:
+        conv = _movable(node, nodes, readers)
+        if conv is None:
+            continue
+        x = nodes[ref_name(conv["args"]["input"])]
+        pooled_shape = [*x["shape"][:2], *node["shape"][2:]]
+        pooled = _fresh(taken, f"{x['name']}_pooled")
+        moved[node["name"]] = [
+            new_node(pooled, node["op"], {**node["args"], "self": ref(x["name"])}, pooled_shape,
+                     contiguous_strides(pooled_shape), x["dtype"], view=False, target=node.get("target")),
+            {**conv, "name": node["name"], "args": {**conv["args"], "input": ref(pooled)},
+             "shape": list(node["shape"]), "stride": contiguous_strides(node["shape"]), "offset": 0,
+             "folded": f"the {node['op']} after 1x1 convolution {conv['name']} taken before it (the two commute): "
+                       "the convolution runs on the pooled pixels"},
+        ]
+        gone.add(conv["name"])
+    if not moved:
+        return graph
+    out: list[Node] = []
+    for node in graph:
+        if node["name"] in moved:
+            out.extend(moved[node["name"]])
+        elif node["name"] not in gone:
+            out.append(node)
+    return out
+
+
+def _movable(pool: Node, nodes: dict[str, Node], readers: dict[str, int]) -> Node | None:
+    """The 1x1 convolution `pool` averages, where the pool may go first and that pays."""
+    nd = _POOLS.get(pool["op"])
+    args = pool.get("args", {})
+    conv = nodes.get(ref_name(args.get("self")) or "")
+    if nd is None or conv is None or conv["op"] != "convolution" or readers.get(conv["name"], 0) != 1:
+        return None
+    if any(args.get("padding") or [0]) or args.get("divisor_override") is not None:
+        return None
+    c = conv["args"]
+    x = nodes.get(ref_name(c.get("input")) or "")
+    w = nodes.get(ref_name(c.get("weight")) or "")
+    if x is None or w is None or not x.get("shape") or not w.get("shape") or not conv.get("shape") or not pool.get("shape"):
+        return None
+    if c.get("transposed") or len(conv["shape"]) != nd + 2 or len(x["shape"]) != nd + 2:
+        return None
+    if any(s != 1 for s in w["shape"][2:]) or any(s != 1 for s in c.get("stride", [1])) or any(c.get("padding", [0])):
+        return None
+    if conv.get("dtype") not in _FLOATS or x.get("dtype") != conv["dtype"]:
+        return None
+    # The convolution reads x and writes its result; pooled first it reads and writes the pooled
+    # sizes, and the pool reads x and writes the pooled x instead.
+    before = numel(conv["shape"])
+    after = numel(x["shape"]) * numel(pool["shape"]) // before
+    return conv if numel(pool["shape"]) < before and 2 * after <= 0.8 * 2 * before else None
