@@ -457,6 +457,10 @@ GPU_CASES = [c for c in CASES + HARD if c.path or c.id.startswith("hard")] + [
     Case("gpu-bn-col16", "native_batch_norm", bn(), [(1 << 20, 16)] + [(16,)] * 4, mean=3.0, path="column"),
     Case("gpu-bn-nhwc64", "native_batch_norm", bn(), [(8, 64, 33, 35)] + [(64,)] * 4, path="column",
          channels_last=True),
+    # Large enough that ew_grid caps the grid and each thread loops over vectors of its channels
+    # (96 channels: blocks in multiples of 3 keep the step a multiple of them).
+    Case("gpu-bn-nhwc96-big", "native_batch_norm", bn(), [(64, 96, 64, 64)] + [(96,)] * 4, mean=2.0,
+         path="column", channels_last=True),
     Case("gpu-in", "native_batch_norm", bn(), [(1, 512, 128, 128)] + [(512,)] * 4, path="fused"),
     Case("gpu-in-split", "native_batch_norm", bn(), [(1, 64, 512, 512)] + [(64,)] * 4, path="split"),
     Case("gpu-ln-row64", "native_layer_norm", ln([64]), [(65536, 64), (64,), (64,)], path="fused"),

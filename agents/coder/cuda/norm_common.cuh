@@ -149,10 +149,67 @@ SC_INLINE void ew_vec(const Args& a, int64_t i) {
   }
   sc_store<VEC>(a.y + i, yv);
 }
+// Whether a thread's vectors all lie on the same channels: channels innermost (S == 1), whole vectors
+// of them, and a grid-stride step that is a multiple of the channel count (ew_grid picks such a grid).
+template <int VEC>
+SC_INLINE constexpr bool ew_fixed_channels() { return S == 1 && R % VEC == 0; }
 #ifdef __CUDACC__
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
   const int64_t step = (int64_t)gridDim.x * THREADS;
-  for (int64_t v = (int64_t)blockIdx.x * THREADS + threadIdx.x; v < NUMEL / VEC; v += step) ew_vec<VEC>(a, v * VEC);
+  int64_t v = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+  if constexpr (ew_fixed_channels<VEC>()) {
+    if ((step * VEC) % R == 0 || step >= NUMEL / VEC) {
+      // The channels' statistics, weight and bias read once a thread, not once an element: per
+      // element they were four loads beside one of data, and the pass ran at half of what a copy
+      // reaches (level 2's 11 and 52, 2026-11-28). The formula stays ((x - mean) * rstd) * w + b.
+      if (v >= NUMEL / VEC) return;
+      const int64_t c0 = (v * VEC) % R;
+      float mean[VEC], rstd[VEC], w[VEC], b[VEC];
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) {
+        mean[l] = a.stat[2 * (c0 + l)];
+        rstd[l] = a.stat[2 * (c0 + l) + 1];
+        w[l] = HAS_W ? sc_to_f(a.w[c0 + l]) : 1.0f;
+        b[l] = HAS_B ? sc_to_f(a.b[c0 + l]) : 0.0f;
+      }
+      for (; v < NUMEL / VEC; v += step) {
+        const int64_t i = v * VEC;
+        const sc_vec<XV, VEC> xv = sc_nx_vec<VEC>(a.x, i);
+        sc_vec<YT, VEC> yv;
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) {
+          float y = (sc_to_f(xv.v[l]) - mean[l]) * rstd[l];
+          if constexpr (HAS_W) y = y * w[l];
+          if constexpr (HAS_B) y = y + b[l];
+          yv.v[l] = sc_from_f<YT>(a.ep(i + l, y));
+        }
+        sc_store<VEC>(a.y + i, yv);
+      }
+      return;
+    }
+  }
+  for (; v < NUMEL / VEC; v += step) ew_vec<VEC>(a, v * VEC);
+}
+// ew_kernel's grid: where a thread keeps its channels, a few waves of blocks whose grid-stride step
+// is a multiple of the channel count (each thread then loops over several vectors of the same
+// channels); otherwise one vector a thread, as sc_grid gives.
+template <int VEC>
+static unsigned ew_grid() {
+  const unsigned all = sc_grid(NUMEL / VEC);
+  if constexpr (ew_fixed_channels<VEC>()) {
+    static int sms = 0;
+    if (sms <= 0) {
+      int dev = 0, n = 0;
+      if (cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
+        sms = n;
+    }
+    int64_t g = (int64_t)THREADS * VEC, r = R;  // blocks must come in multiples of R / gcd(R, THREADS * VEC)
+    while (r) { const int64_t t = g % r; g = r; r = t; }
+    const int64_t unit = R / g, cap = (int64_t)(sms > 0 ? sms : 1) * 8 / unit * unit;
+    if (cap >= unit && (int64_t)all > cap) return (unsigned)cap;
+  }
+  return all;
 }
 #endif

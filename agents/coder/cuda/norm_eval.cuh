@@ -23,7 +23,7 @@ static void run_host(const Args& a) {
 #ifdef __CUDACC__
 static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   prep_kernel<<<(unsigned)((R + THREADS - 1) / THREADS), THREADS, 0, stream>>>(a);
-  if (vec) ew_kernel<VMAX><<<sc_grid(NUMEL / VMAX), THREADS, 0, stream>>>(a);
-  else ew_kernel<1><<<sc_grid(NUMEL), THREADS, 0, stream>>>(a);
+  if (vec) ew_kernel<VMAX><<<ew_grid<VMAX>(), THREADS, 0, stream>>>(a);
+  else ew_kernel<1><<<ew_grid<1>(), THREADS, 0, stream>>>(a);
 }
 #endif
