@@ -497,3 +497,20 @@ def test_gpu_matches_torch() -> None:
         else:
             want = {k: v.cpu() for k, v in _expected(case, g, cuda).items()}
         _check(case, kernel, got_in, got_out, want, max(case.tol, 1e-3))
+
+
+@pytest.mark.skipif(runtime.find_nvcc() is None, reason="nvcc is not installed")
+def test_channels_last_batch_norm_builds_clean_for_sm90(tmp_path, monkeypatch) -> None:
+    """The column shape's elementwise pass (channels kept in registers, unrolled loads) and its grid
+    compile for sm_90 without a warning, in a candidate as the Coder writes it."""
+    from conftest import assert_builds_clean_for_sm90, builtin_candidate
+    from test_emit_conv import cudnn_include
+
+    include = cudnn_include()
+    if include is None:
+        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    module = nn.Sequential(nn.Conv2d(3, 96, 3), nn.BatchNorm2d(96), nn.Tanh(), nn.MaxPool2d(2))
+    cand = builtin_candidate(module, [torch.randn(2, 3, 16, 16)], host=False)
+    assert "(column" in cand.files["model_new.py"]
+    assert_builds_clean_for_sm90(cand, tmp_path / "bn.cu", include)
