@@ -154,7 +154,6 @@ SC_INLINE void ew_vec(const Args& a, int64_t i) {
 template <int VEC>
 SC_INLINE constexpr bool ew_fixed_channels() { return S == 1 && R % VEC == 0; }
 constexpr int EW_UNROLL = 4;
-constexpr int64_t EW_FEW_CHANNELS = 64;
 #ifdef __CUDACC__
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
@@ -220,10 +219,7 @@ static unsigned ew_grid() {
     int64_t g = (int64_t)THREADS * VEC, r = R;  // blocks must come in multiples of R / gcd(R, THREADS * VEC)
     while (r) { const int64_t t = g % r; g = r; r = t; }
     const int64_t unit = R / g, cap = (int64_t)(sms > 0 ? sms : 1) * 8 / unit * unit;
-    // Under EW_FEW_CHANNELS channels a vector a thread over every block ran faster (level 2's 72
-    // and 15, 16 and 32 channels, near a copy's bandwidth either way: 476 against 521 us, 117
-    // against 128); the kernel still keeps the channels' values in registers for its one vector.
-    if (R >= EW_FEW_CHANNELS && cap >= unit && (int64_t)all > cap) return (unsigned)cap;
+    if (cap >= unit && (int64_t)all > cap) return (unsigned)cap;
   }
   return all;
 }
