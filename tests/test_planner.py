@@ -495,3 +495,13 @@ def test_the_fused_attention_pass_is_off_unless_asked_for(monkeypatch):
     monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "1")
     on = plan_module(Attention(), q, q, q)
     assert [ops_of(on, g) for g in on.groups if g.kind == "kernel"] == [["sc_attention"]]
+
+
+def test_a_refused_kernel_leaves_no_copies_behind():
+    """The GEMM emitter refuses float64 even with its transposed weight copied contiguous: the plan
+    says so instead of crashing on the copy nobody classified."""
+    module = nn.Sequential(nn.Linear(8, 6)).double()
+    plan = planner.plan_graph(graph.trace_module(module, [torch.randn(4, 8, dtype=torch.float64)]))
+    assert not plan.supported
+    assert any("addmm" in u or "float64" in u for u in plan.unsupported), plan.unsupported
+    assert not any(n["name"].endswith("_contig") for n in plan.graph)

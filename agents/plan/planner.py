@@ -1706,6 +1706,12 @@ def _emit_with_copies(
                 graph, name, f"k_{name}", roots=roots, live=live, getitems=getitems, nodes=nodes, target=target
             ), roots
         except kernels.NotSupported:
+            # The copies go again: nothing reads them, and the rest of the plan never classified
+            # them (a float64 linear layer crashed the planner on them, 2026-11-28).
+            copies = set(roots.values())
+            graph[:] = [n for n in graph if n["name"] not in copies]
+            for c in copies:
+                nodes.pop(c, None)
             raise first from None
 
 
