@@ -42,6 +42,7 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
+from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
@@ -88,8 +89,16 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
     back, so the graph is planned again with those softmaxes split (split_softmax)."""
     target = target or Target.current()
     plan = _plan_graph(graph, task, target, channels_last, None)
+    if not plan.supported and any("folded" in n for n in plan.graph):
+        # A rewritten form the emitters do not cover leaves the module as it was traced, not unplanned.
+        algebra = _plan_graph(graph, task, target, channels_last, None, algebra=False)
+        if algebra.supported:
+            algebra.notes.append("the planner's algebraic rewrites were left out: their form is not covered "
+                                 f"({'; '.join(plan.unsupported)[:300]})")
+            plan = algebra
+    algebra_on = any("folded" in n for n in plan.graph)
     if softmax_whole() and (stored := _softmaxes_without_epilogue(plan)):
-        return _plan_graph(graph, task, target, channels_last, stored)
+        return _plan_graph(graph, task, target, channels_last, stored, algebra=algebra_on)
     return plan
 
 
@@ -101,15 +110,23 @@ def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
                      and "epilogue" not in g.detail)
 
 
+def _algebra(graph: list[Node], target: Target) -> list[Node]:
+    """The rewrites that change the math's form but not its value: reductions folded into the linear
+    map before them, pools taken before 1x1 convolutions (each said in the proposal)."""
+    if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
+        graph = fold_conv_reductions(fold_linear_reductions(graph, target))
+    if os.environ.get(POOL_FIRST_ENV, "1") != "0":
+        graph = pool_before_pointwise_convs(graph)
+    return graph
+
+
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
-                split: frozenset[str] | None) -> Plan:
+                split: frozenset[str] | None, algebra: bool = True) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = decompose_glu(decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph))))
-    if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
-        graph = fold_linear_reductions(graph, target)
-    if os.environ.get(POOL_FIRST_ENV, "1") != "0":
-        graph = pool_before_pointwise_convs(graph)
+    if algebra:
+        graph = _algebra(graph, target)
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
