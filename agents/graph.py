@@ -28,7 +28,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -104,6 +104,43 @@ def picks(graph: Sequence[Node]) -> dict[str, list[Node]]:
     for n in graph:
         if n["op"] == "getitem" and not n.get("view") and ref_name(n["args"].get("self")) is not None:
             out.setdefault(ref_name(n["args"]["self"]), []).append(n)
+    return out
+
+
+def reader_counts(graph: Sequence[Node]) -> dict[str, int]:
+    """How many nodes read each node (one reading it twice counts once)."""
+    counts: dict[str, int] = {}
+    for n in graph:
+        for name in set(iter_refs(n.get("args", {}))):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+# A node rewrite for rewrite_nodes: (node, nodes by name, reader counts, names taken) -> the nodes that
+# replace it and the names of the nodes that go with it, or None to leave it.
+NodeRewrite = Callable[[Node, dict[str, Node], dict[str, int], set[str]], tuple[list[Node], set[str]] | None]
+
+
+def rewrite_nodes(graph: list[Node], rewrite: NodeRewrite) -> list[Node]:
+    """The planner's rewrites' common walk: each node offered to `rewrite` (which sees the graph as
+    traced, and takes fresh names from one set), its replacements put in its place, the nodes it
+    drops left out."""
+    nodes, readers, taken = by_name(graph), reader_counts(graph), {n["name"] for n in graph}
+    replaced: dict[str, list[Node]] = {}
+    dropped: set[str] = set()
+    for node in graph:
+        done = rewrite(node, nodes, readers, taken)
+        if done is not None:
+            replaced[node["name"]], gone = done
+            dropped |= gone
+    if not replaced:
+        return graph
+    out: list[Node] = []
+    for node in graph:
+        if node["name"] in replaced:
+            out.extend(replaced[node["name"]])
+        elif node["name"] not in dropped:
+            out.append(node)
     return out
 
 

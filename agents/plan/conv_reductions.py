@@ -23,14 +23,13 @@ from typing import Any
 
 from stitchcuda.agents.graph import (
     Node,
-    by_name,
     contiguous_strides,
     is_contiguous,
-    iter_refs,
     new_node,
     numel,
     ref,
     ref_name,
+    rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
@@ -41,28 +40,7 @@ MAX_TERMS = 16
 
 
 def fold_conv_reductions(graph: list[Node]) -> list[Node]:
-    nodes = by_name(graph)
-    readers: dict[str, int] = {}
-    for n in graph:
-        for name in set(iter_refs(n.get("args", {}))):
-            readers[name] = readers.get(name, 0) + 1
-    taken = {n["name"] for n in graph}
-    replaced: dict[str, list[Node]] = {}
-    gone: set[str] = set()
-    for node in graph:
-        folded = _fold(node, nodes, readers, taken)
-        if folded is not None:
-            replaced[node["name"]], dropped = folded
-            gone |= dropped
-    if not replaced:
-        return graph
-    out: list[Node] = []
-    for node in graph:
-        if node["name"] in replaced:
-            out.extend(replaced[node["name"]])
-        elif node["name"] not in gone:
-            out.append(node)
-    return out
+    return rewrite_nodes(graph, _fold)
 
 
 def _number(v: Any) -> bool:

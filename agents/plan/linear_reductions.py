@@ -20,14 +20,13 @@ from typing import Any
 
 from stitchcuda.agents.graph import (
     Node,
-    by_name,
     contiguous_strides,
     is_contiguous,
-    iter_refs,
     new_node,
     numel,
     ref,
     ref_name,
+    rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 from stitchcuda.target import Target
@@ -49,38 +48,11 @@ class _Reduction:
 
 
 def fold_linear_reductions(graph: list[Node], target: Target | None = None) -> list[Node]:
-    nodes = by_name(graph)
-    readers = _reader_counts(graph)
-    taken = {n["name"] for n in graph}
-    replaced: dict[str, list[Node]] = {}
-    dropped: set[str] = set()
-    for node in graph:
+    def fold(node: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set[str]) -> tuple[list[Node], set[str]] | None:
         red = _reduction(node, nodes)
-        if red is None:
-            continue
-        folded = _fold(node, red, nodes, readers, taken, target)
-        if folded is None:
-            continue
-        new, gone = folded
-        replaced[node["name"]] = new
-        dropped |= gone
-    if not replaced:
-        return graph
-    out: list[Node] = []
-    for node in graph:
-        if node["name"] in replaced:
-            out.extend(replaced[node["name"]])
-        elif node["name"] not in dropped:
-            out.append(node)
-    return out
+        return None if red is None else _fold(node, red, nodes, readers, taken, target)
 
-
-def _reader_counts(graph: list[Node]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for n in graph:
-        for name in set(iter_refs(n.get("args", {}))):
-            counts[name] = counts.get(name, 0) + 1
-    return counts
+    return rewrite_nodes(graph, fold)
 
 
 def _number(v: Any) -> bool:

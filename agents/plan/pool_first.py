@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from stitchcuda.agents.graph import (
     Node,
-    by_name,
     contiguous_strides,
-    iter_refs,
     new_node,
     numel,
     ref,
     ref_name,
+    rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
@@ -30,39 +29,24 @@ _FLOATS = ("float32", "float16", "bfloat16")
 
 
 def pool_before_pointwise_convs(graph: list[Node]) -> list[Node]:
-    nodes = by_name(graph)
-    readers: dict[str, int] = {}
-    for n in graph:
-        for name in set(iter_refs(n.get("args", {}))):
-            readers[name] = readers.get(name, 0) + 1
-    taken = {n["name"] for n in graph}
-    moved: dict[str, list[Node]] = {}
-    gone: set[str] = set()
-    for node in graph:
-        conv = _movable(node, nodes, readers)
-        if conv is None:
-            continue
-        x = nodes[ref_name(conv["args"]["input"])]
-        pooled_shape = [*x["shape"][:2], *node["shape"][2:]]
-        pooled = _fresh(taken, f"{x['name']}_pooled")
-        moved[node["name"]] = [
-            new_node(pooled, node["op"], {**node["args"], "self": ref(x["name"])}, pooled_shape,
-                     contiguous_strides(pooled_shape), x["dtype"], view=False, target=node.get("target")),
-            {**conv, "name": node["name"], "args": {**conv["args"], "input": ref(pooled)},
-             "shape": list(node["shape"]), "stride": contiguous_strides(node["shape"]), "offset": 0,
-             "folded": f"the {node['op']} after 1x1 convolution {conv['name']} taken before it (the two commute): "
-                       "the convolution runs on the pooled pixels"},
-        ]
-        gone.add(conv["name"])
-    if not moved:
-        return graph
-    out: list[Node] = []
-    for node in graph:
-        if node["name"] in moved:
-            out.extend(moved[node["name"]])
-        elif node["name"] not in gone:
-            out.append(node)
-    return out
+    return rewrite_nodes(graph, _moved)
+
+
+def _moved(node: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    conv = _movable(node, nodes, readers)
+    if conv is None:
+        return None
+    x = nodes[ref_name(conv["args"]["input"])]
+    pooled_shape = [*x["shape"][:2], *node["shape"][2:]]
+    pooled = _fresh(taken, f"{x['name']}_pooled")
+    return [
+        new_node(pooled, node["op"], {**node["args"], "self": ref(x["name"])}, pooled_shape,
+                 contiguous_strides(pooled_shape), x["dtype"], view=False, target=node.get("target")),
+        {**conv, "name": node["name"], "args": {**conv["args"], "input": ref(pooled)},
+         "shape": list(node["shape"]), "stride": contiguous_strides(node["shape"]), "offset": 0,
+         "folded": f"the {node['op']} after 1x1 convolution {conv['name']} taken before it (the two commute): "
+                   "the convolution runs on the pooled pixels"},
+    ], {conv["name"]}
 
 
 def _movable(pool: Node, nodes: dict[str, Node], readers: dict[str, int]) -> Node | None:
