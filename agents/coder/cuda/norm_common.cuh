@@ -153,7 +153,6 @@ SC_INLINE void ew_vec(const Args& a, int64_t i) {
 // of them, and a grid-stride step that is a multiple of the channel count (ew_grid picks such a grid).
 template <int VEC>
 SC_INLINE constexpr bool ew_fixed_channels() { return S == 1 && R % VEC == 0; }
-constexpr int EW_UNROLL = 4;
 #ifdef __CUDACC__
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
@@ -185,10 +184,10 @@ __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
         }
         sc_store<VEC>(a.y + i, yv);
       };
-      // EW_UNROLL loads in flight a thread before their stores: with a few waves of blocks instead
+      // U loads in flight a thread before their stores: with a few waves of blocks instead
       // of one vector a thread, one load at a time left the pass below a copy's bandwidth on 16 and
       // 32 channels (level 2's 72 and 15, 2026-11-28).
-      constexpr int U = EW_UNROLL;
+      constexpr int U = 4;  // (a local: a namespace constant warns where no ew_kernel is built)
       for (; v + (U - 1) * step < NUMEL / VEC; v += U * step) {
         sc_vec<XV, VEC> xv[U];
 #pragma unroll
