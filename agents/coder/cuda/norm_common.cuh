@@ -208,9 +208,18 @@ template <int VEC>
 static unsigned ew_grid() {
   const unsigned all = sc_grid(NUMEL / VEC);
   if constexpr (ew_fixed_channels<VEC>()) {
+    // The SM count asked as sc_grid asks it (not shared through the prelude: every candidate's sources
+    // include the prelude, and the example's GPU recording is keyed by its sources).
+    static int sms = 0;
+    if (sms <= 0) {
+      int dev = 0, n = 0;
+      if (cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
+        sms = n;
+    }
     int64_t g = (int64_t)THREADS * VEC, r = R;  // blocks must come in multiples of R / gcd(R, THREADS * VEC)
     while (r) { const int64_t t = g % r; g = r; r = t; }
-    const int64_t unit = R / g, cap = (int64_t)sc_sm_count() * 8 / unit * unit;
+    const int64_t unit = R / g, cap = (int64_t)(sms > 0 ? sms : 1) * 8 / unit * unit;
     if (cap >= unit && (int64_t)all > cap) return (unsigned)cap;
   }
   return all;

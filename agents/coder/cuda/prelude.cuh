@@ -71,7 +71,7 @@ SC_INLINE float sc_div_floor(float a, float b) {  // Python's floor division, as
 // Grid-stride launch: one chunk per thread up to a cap of blocks per SM (the running device's SM
 // count, asked once). Where no device answers, the launch being sized fails and says why; the
 // question is asked again next time.
-static int sc_sm_count() {
+static unsigned sc_grid(int64_t work) {
   static int sms = 0;
   if (sms <= 0) {
     int dev = 0, n = 0;
@@ -79,10 +79,7 @@ static int sc_sm_count() {
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
       sms = n;
   }
-  return sms > 0 ? sms : 1;
-}
-static unsigned sc_grid(int64_t work) {
   const int64_t blocks = (work + @THREADS@ - 1) / @THREADS@;
-  const int64_t cap = (int64_t)sc_sm_count() * @BLOCKS_PER_SM@;
+  const int64_t cap = (int64_t)(sms > 0 ? sms : 1) * @BLOCKS_PER_SM@;
   return (unsigned)(blocks < 1 ? 1 : (blocks < cap ? blocks : cap));
 }
