@@ -107,6 +107,11 @@ def picks(graph: Sequence[Node]) -> dict[str, list[Node]]:
     return out
 
 
+def python_number(value: Any) -> float | None:
+    """An argument that is a Python int or float (not a bool, not a tensor), as a float."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def reader_counts(graph: Sequence[Node]) -> dict[str, int]:
     """How many nodes read each node (one reading it twice counts once)."""
     counts: dict[str, int] = {}

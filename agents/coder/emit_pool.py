@@ -66,7 +66,7 @@ class Pool:
 # Arguments
 
 
-def _ints(value: object, nd: int, what: str, default: list[int] | None = None) -> list[int]:
+def int_args(value: object, nd: int, what: str, default: list[int] | None = None) -> list[int]:
     """An int[nd] argument as torch expands it: a scalar or one value stands for every dim."""
     if isinstance(value, bool):
         raise NotSupported(f"{what}={value!r} is not an int list")
@@ -144,10 +144,10 @@ def _windowed(ctx: EmitContext, nd: int, kind: str, with_indices: bool) -> Kerne
     """max_pool{nd}d[_with_indices] and avg_pool{nd}d."""
     a = ctx.args
     src = _source(ctx, nd)
-    kernel = _ints(a.get("kernel_size"), nd, "kernel_size")
-    stride = _ints(a.get("stride", []), nd, "stride", default=kernel)
-    pad = _ints(a.get("padding", 0), nd, "padding")
-    dilation = _ints(a.get("dilation", 1), nd, "dilation") if kind == "max" else [1] * nd
+    kernel = int_args(a.get("kernel_size"), nd, "kernel_size")
+    stride = int_args(a.get("stride", []), nd, "stride", default=kernel)
+    pad = int_args(a.get("padding", 0), nd, "padding")
+    dilation = int_args(a.get("dilation", 1), nd, "dilation") if kind == "max" else [1] * nd
     ceil_mode = a.get("ceil_mode", False)
     if not isinstance(ceil_mode, bool):
         raise NotSupported(f"ceil_mode={ceil_mode!r}")
@@ -180,7 +180,7 @@ def _windowed(ctx: EmitContext, nd: int, kind: str, with_indices: bool) -> Kerne
 def _adaptive(ctx: EmitContext, nd: int, kind: str) -> Kernel:
     """adaptive_{avg,max}_pool{nd}d: window o covers [floor(o*I/O), ceil((o+1)*I/O))."""
     src = _source(ctx, nd)
-    spatial = _ints(ctx.args.get("output_size"), nd, "output_size")
+    spatial = int_args(ctx.args.get("output_size"), nd, "output_size")
     if min(spatial) <= 0:
         raise NotSupported(f"output_size={spatial}")
     outs = _results(ctx, src, spatial, kind == "max")

@@ -17,6 +17,7 @@ positions and the terms stay few; the last node keeps the reduction's name. Foun
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -27,13 +28,14 @@ from stitchcuda.agents.graph import (
     is_contiguous,
     new_node,
     numel,
+    python_number,
     ref,
     ref_name,
     rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
+from stitchcuda.agents.plan.linear_reductions import REDUCTION_TARGETS
 
-_TARGETS = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim"}
 _FLOATS = ("float32", "float16", "bfloat16")
 MAX_EXCLUDED = 4  # border positions a tap may miss in one dim
 MAX_TERMS = 16
@@ -43,13 +45,9 @@ def fold_conv_reductions(graph: list[Node]) -> list[Node]:
     return rewrite_nodes(graph, _fold)
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _fold(red: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set[str]) -> tuple[list[Node], set[str]] | None:
     kind = red["op"]
-    if kind not in _TARGETS or red.get("target") != _TARGETS[kind]:
+    if kind not in REDUCTION_TARGETS or red.get("target") != REDUCTION_TARGETS[kind]:
         return None
     args = red.get("args", {})
     if args.get("dtype") is not None or not args.get("dim") or red.get("shape") is None:
@@ -57,7 +55,7 @@ def _fold(red: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set
     chain: list[Node] = []
     cur = nodes.get(ref_name(args.get("self")) or "")
     while cur is not None and cur["op"] in ("mul", "div", "neg"):
-        if readers.get(cur["name"], 0) != 1 or (cur["op"] != "neg" and not _number(cur["args"].get("other"))):
+        if readers.get(cur["name"], 0) != 1 or (cur["op"] != "neg" and python_number(cur["args"].get("other")) is None):
             return None
         chain.append(cur)
         cur = nodes.get(ref_name(cur["args"].get("self")) or "")
@@ -157,7 +155,7 @@ def _build(red: Node, kind: str, conv: Node, chain: list[Node], x: Node, w: Node
             return src
         shape = [s for i, s in enumerate(src["shape"]) if i not in over]
         return add("sum", {"self": ref(src["name"]), "dim": over, "keepdim": False, "dtype": None}, shape,
-                   target=_TARGETS["sum"])
+                   target=REDUCTION_TARGETS["sum"])
 
     def combine(a: Node, b: Node, op: str) -> Node:
         return add(op, {"self": ref(a["name"]), "other": ref(b["name"]), "alpha": 1}, list(a["shape"]),
@@ -172,25 +170,17 @@ def _build(red: Node, kind: str, conv: Node, chain: list[Node], x: Node, w: Node
             y = select(y, d, picked[d])
         rest = [d - sum(1 for p in picked if p < d) for d in dims if d not in picked]
         y = total(y, rest)
-        # The weights: over each picked dim only the taps that miss the picked position, else all.
+        # The weights: over each picked dim the taps that miss the picked position (some do: it was
+        # picked from what they miss), over every other reduced dim all of them.
         wt = w
         for d in sorted(dims, reverse=True):
             if d not in picked:
                 wt = total(wt, [d])
                 continue
-            missing = [t for t in range(taps_of[d]) if picked[d] in excluded[d][t]]
-            part = None
-            for t in missing:
-                s = select(wt, d, t)
-                part = s if part is None else combine(part, s, "add")
-            if part is None:
-                break
-            wt = part
-        else:
-            term = _product(y, wt, kept, transposed, stride, padding, dilation, out_pad, groups, conv, add)
-            out = term if out is None else combine(out, term, "add" if sign > 0 else "sub")
-            continue
-        return None
+            slices = [select(wt, d, t) for t in range(taps_of[d]) if picked[d] in excluded[d][t]]
+            wt = functools.reduce(lambda a, b: combine(a, b, "add"), slices)
+        term = _product(y, wt, kept, transposed, stride, padding, dilation, out_pad, groups, conv, add)
+        out = term if out is None else combine(out, term, "add" if sign > 0 else "sub")
     if out is None:
         return None
     count = math.prod(conv["shape"][d] for d in dims)

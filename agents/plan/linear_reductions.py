@@ -18,12 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from stitchcuda.agents.coder.emit_pool import int_args
+from stitchcuda.agents.coder.kernels import NotSupported
 from stitchcuda.agents.graph import (
     Node,
     contiguous_strides,
     is_contiguous,
     new_node,
     numel,
+    python_number,
     ref,
     ref_name,
     rewrite_nodes,
@@ -37,7 +40,8 @@ _FLOATS = ("float32", "float16", "bfloat16")
 _VIEWS = ("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "alias", "detach", "clone")
 _SCALED = ("mul", "div")
 _SHIFTED = ("add", "sub")
-_TARGETS = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim"}
+# The sum and mean overloads a reduction is read from and written as (conv_reductions reads them too).
+REDUCTION_TARGETS = {"sum": "aten.sum.dim_IntList", "mean": "aten.mean.dim"}
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,6 @@ def fold_linear_reductions(graph: list[Node], target: Target | None = None) -> l
     return rewrite_nodes(graph, fold)
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
     """The reduction `node` makes over its operand's last dim, in groups of k features."""
     op, args = node["op"], node.get("args", {})
@@ -67,7 +67,7 @@ def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
         return None
     shape = src["shape"]
     rank, n = len(shape), shape[-1]
-    if op in _TARGETS and node.get("target") == _TARGETS[op]:
+    if op in REDUCTION_TARGETS and node.get("target") == REDUCTION_TARGETS[op]:
         dims = args.get("dim")
         if not dims or args.get("dtype") is not None:
             return None
@@ -79,10 +79,13 @@ def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
         nd = int(op[-2])
         if rank < nd + 1 or args.get("divisor_override") is not None:
             return None
-        kernel = _per_dim(args.get("kernel_size"), nd)
-        stride = _per_dim(args.get("stride") or args.get("kernel_size"), nd)
-        padding = _per_dim(args.get("padding", 0), nd)
-        if kernel is None or stride is None or padding is None or any(padding):
+        try:  # read as the pool's emitter reads them
+            kernel = int_args(args.get("kernel_size"), nd, "kernel_size")
+            stride = int_args(args.get("stride", []), nd, "stride", default=kernel)
+            padding = int_args(args.get("padding", 0), nd, "padding")
+        except NotSupported:
+            return None
+        if any(padding):
             return None
         # Every pooled dim but the last is an identity: a window of one, or a dim of one.
         pooled = shape[rank - nd:]
@@ -98,17 +101,6 @@ def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
     if numel(node["shape"]) * red.k != numel(shape):
         return None
     return red
-
-
-def _per_dim(value: Any, nd: int) -> list[int] | None:
-    if isinstance(value, int):
-        return [value] * nd
-    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
-        if len(value) == 1:
-            return [value[0]] * nd
-        if len(value) == nd:
-            return list(value)
-    return None
 
 
 def _fold(node: Node, red: _Reduction, nodes: dict[str, Node], readers: dict[str, int], taken: set[str],
@@ -157,7 +149,7 @@ def _fold(node: Node, red: _Reduction, nodes: dict[str, Node], readers: dict[str
         out = fresh(base)
         shape = [*lead, g]
         new.append(new_node(out, red.kind, {"self": ref(view), "dim": [len(grouped) - 1], "keepdim": False, "dtype": None},
-                            shape, contiguous_strides(shape), src["dtype"], view=False, target=_TARGETS[red.kind]))
+                            shape, contiguous_strides(shape), src["dtype"], view=False, target=REDUCTION_TARGETS[red.kind]))
         return out
 
     w = _reduced_weight(wt, nodes, red, g, k, fresh, new)
@@ -204,12 +196,12 @@ def _chain_operand(cur: Node, nodes: dict[str, Node], n: int) -> tuple[str, str 
     if op == "neg":
         return src, None
     if op in _SCALED:
-        return (src, None) if _number(args.get("other")) else None
-    if op not in _SHIFTED or not _number(args.get("alpha", 1)):
+        return (src, None) if python_number(args.get("other")) is not None else None
+    if op not in _SHIFTED or python_number(args.get("alpha", 1)) is None:
         return None
     other = ref_name(args.get("other"))
     if other is None:
-        return (src, None) if _number(args.get("other")) else None
+        return (src, None) if python_number(args.get("other")) is not None else None
     a, b = nodes[src], nodes.get(other)
     if b is None or a.get("shape") is None or b.get("shape") is None:
         return None
@@ -269,7 +261,7 @@ def _reduced_weight(wt: Node, nodes: dict[str, Node], red: _Reduction, g: int, k
                         src["dtype"], view=True))
     reduced = fresh("weight")
     new.append(new_node(reduced, red.kind, {"self": ref(view), "dim": [dim], "keepdim": False, "dtype": None}, lead,
-                        contiguous_strides(lead), src["dtype"], view=False, target=_TARGETS[red.kind]))
+                        contiguous_strides(lead), src["dtype"], view=False, target=REDUCTION_TARGETS[red.kind]))
     if src is wt:
         return reduced
     t = fresh("weight_t")

@@ -73,4 +73,4 @@ def _movable(pool: Node, nodes: dict[str, Node], readers: dict[str, int]) -> Nod
     # sizes, and the pool reads x and writes the pooled x instead.
     before = numel(conv["shape"])
     after = numel(x["shape"]) * numel(pool["shape"]) // before
-    return conv if numel(pool["shape"]) < before and 2 * after <= 0.8 * 2 * before else None
+    return conv if numel(pool["shape"]) < before and after <= 0.8 * before else None

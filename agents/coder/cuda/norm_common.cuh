@@ -153,6 +153,14 @@ SC_INLINE void ew_vec(const Args& a, int64_t i) {
 // of them, and a grid-stride step that is a multiple of the channel count (ew_grid picks such a grid).
 template <int VEC>
 SC_INLINE constexpr bool ew_fixed_channels() { return S == 1 && R % VEC == 0; }
+SC_INLINE constexpr int64_t ew_gcd(int64_t a, int64_t b) {
+  while (b) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
 #ifdef __CUDACC__
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
@@ -217,9 +225,8 @@ static unsigned ew_grid() {
           cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
         sms = n;
     }
-    int64_t g = (int64_t)THREADS * VEC, r = R;  // blocks must come in multiples of R / gcd(R, THREADS * VEC)
-    while (r) { const int64_t t = g % r; g = r; r = t; }
-    const int64_t unit = R / g, cap = (int64_t)(sms > 0 ? sms : 1) * 8 / unit * unit;
+    constexpr int64_t unit = R / ew_gcd(R, (int64_t)THREADS * VEC);  // blocks come in multiples of it
+    const int64_t cap = (int64_t)(sms > 0 ? sms : 1) * 8 / unit * unit;
     if (cap >= unit && (int64_t)all > cap) return (unsigned)cap;
   }
   return all;
