@@ -70,7 +70,8 @@ def plan(task: Task, *, target: Target | None = None) -> Plan:
 # MinGPT) and its fp32 path was slower than the bmm/softmax/bmm kernels it replaces (level3/43 0.85x
 # eager against 1.15x before). Its CPU tests set it; it stays off until its GPU tests pass.
 FUSED_ATTENTION_ENV = "STITCHCUDA_FUSED_ATTENTION"
-# "0" leaves reductions over a linear layer's outputs unfolded (agents/plan/linear_reductions.py), for A/B runs.
+# "0" leaves reductions over a linear layer's outputs or a convolution's spatial dims unfolded
+# (agents/plan/linear_reductions.py, conv_reductions.py), for A/B runs.
 FOLD_REDUCTIONS_ENV = "STITCHCUDA_FOLD_REDUCTIONS"
 # "0" leaves average pools after 1x1 convolutions where they are (agents/plan/pool_first.py).
 POOL_FIRST_ENV = "STITCHCUDA_POOL_FIRST"
