@@ -69,16 +69,17 @@ def planned_math(plan, module: nn.Module):
     return run
 
 
-def on_the_gpu(module: nn.Module, inputs: list, folder: Path):
+def on_the_gpu(module: nn.Module, inputs: list, folder: Path, init_args: tuple = ()):
     """(candidate's outputs, reference's outputs) on the GPU, each a tuple: the built-in coder's
-    candidate for `module` on `inputs` moved to the GPU, built for the device (no host entries)."""
+    candidate for `module` on `inputs` moved to the GPU, built for the device (no host entries).
+    `init_args`: what the module's class is constructed with, as ModelNew is too."""
     from stitchcuda.agents.coder import builtin as coder_builtin
     from stitchcuda.task import import_file
 
     module = module.cuda()
     inputs = [x.cuda() for x in inputs]
     cand = coder_builtin.build_candidate(plan_of(module, inputs), type(module), title="test", host=False)
-    new = import_file(cand.write(folder), name=f"_gpu_{next(_loaded)}").ModelNew().cuda()
+    new = import_file(cand.write(folder), name=f"_gpu_{next(_loaded)}").ModelNew(*init_args).cuda()
     new.load_state_dict(module.state_dict())
     with torch.no_grad():
         ours, ref = new(*inputs), module(*inputs)
