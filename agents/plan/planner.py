@@ -46,6 +46,7 @@ from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
+from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -73,7 +74,8 @@ FUSED_ATTENTION_ENV = "STITCHCUDA_FUSED_ATTENTION"
 # "0" leaves reductions over a linear layer's outputs or a convolution's spatial dims unfolded
 # (agents/plan/linear_reductions.py, conv_reductions.py), for A/B runs.
 FOLD_REDUCTIONS_ENV = "STITCHCUDA_FOLD_REDUCTIONS"
-# "0" leaves average pools after 1x1 convolutions where they are (agents/plan/pool_first.py).
+# "0" leaves average pools after convolutions where they are: neither taken before a 1x1 convolution
+# (agents/plan/pool_first.py) nor composed into another (agents/plan/pooled_convs.py).
 POOL_FIRST_ENV = "STITCHCUDA_POOL_FIRST"
 
 
@@ -113,11 +115,12 @@ def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
 
 def _algebra(graph: list[Node], target: Target) -> list[Node]:
     """The rewrites that change the math's form but not its value: reductions folded into the linear
-    map before them, pools taken before 1x1 convolutions (each said in the proposal)."""
+    map before them, pools taken before 1x1 convolutions or composed into other convolutions (each
+    said in the proposal)."""
     if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
         graph = fold_conv_reductions(fold_linear_reductions(graph, target))
     if os.environ.get(POOL_FIRST_ENV, "1") != "0":
-        graph = pool_before_pointwise_convs(graph)
+        graph = compose_pools_into_convs(pool_before_pointwise_convs(graph))
     return graph
 
 
