@@ -1,4 +1,5 @@
-"""Reads through an index, rolls and fills (issue 17 item 5: what sent unseen networks back): each a row
+"""Reads through an index, rolls, fills and edge padding (issue 17 item 5: what sent unseen networks
+back; reflection and replication padding, as style-transfer and vocoder networks pad): each a row
 of the data-movement table (agents/coder/emit_layout.py), checked on the CPU through the candidate's
 host entry points against PyTorch."""
 
@@ -94,7 +95,39 @@ class ZerosLike(nn.Module):
         return x.new_zeros(x.shape) + torch.relu(x)
 
 
+class ReflectPad2d(nn.Module):
+    """A style-transfer block's padding (nn.ReflectionPad2d), unequal on every side."""
+
+    def __init__(self):
+        super().__init__()
+        self.pad = nn.ReflectionPad2d((1, 3, 2, 1))
+
+    def forward(self, x):
+        return torch.relu(self.pad(x))
+
+
+class ReflectPad1d(nn.Module):
+    def forward(self, x):
+        return torch.tanh(nn.functional.pad(x, (4, 2), mode="reflect"))
+
+
+class ReplicatePad3d(nn.Module):
+    def forward(self, x):
+        return nn.functional.pad(x, (1, 2, 0, 3, 2, 1), mode="replicate") * 2
+
+
+class ReplicatePad1dStrided(nn.Module):
+    """Replication padding of a transposed view: the source is read through its strides."""
+
+    def forward(self, x):
+        return nn.functional.pad(x.transpose(1, 2), (3, 3), mode="replicate") + 1
+
+
 CASES = [
+    ("reflection_pad2d", ReflectPad2d, lambda: [torch.randn(2, 3, 6, 7)]),
+    ("reflection_pad1d", ReflectPad1d, lambda: [torch.randn(2, 3, 5)]),
+    ("replication_pad3d", ReplicatePad3d, lambda: [torch.randn(2, 2, 3, 4, 5)]),
+    ("replication_pad1d", ReplicatePad1dStrided, lambda: [torch.randn(2, 6, 3)]),
     ("roll", Roll, lambda: [torch.randn(2, 5, 7)]),
     ("index_select", SelectColumns, lambda: [torch.randn(3, 5, 2)]),
     ("gather", Gather, lambda: [torch.randn(2, 3, 6), torch.randint(0, 6, (2, 3, 4))]),

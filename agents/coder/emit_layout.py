@@ -1,4 +1,4 @@
-"""Data-movement kernels: cat, stack, flip, triu/tril, constant padding, roll, fills, reads
+"""Data-movement kernels: cat, stack, flip, triu/tril, constant, reflection and replication padding, roll, fills, reads
 through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest,
 linear and bicubic upsampling as F.interpolate traces them).
 
@@ -180,6 +180,47 @@ def _pad(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     if not inside:
         return [f"y[o] = {read};"], [src], "pad"
     return [f"y[o] = ({' && '.join(inside)}) ? {read} : {_zero(out.dtype, value)};"], [src], f"pad {pad}"
+
+
+REFLECT_INDEX = """#ifndef SC_REFLECT_INDEX
+#define SC_REFLECT_INDEX
+SC_INLINE int64_t sc_reflect_index(int64_t i, int64_t n) {
+  if (i < 0) i = -i;
+  return i < n ? i : 2 * (n - 1) - i;
+}
+#endif
+"""
+
+
+def _edge_pad(reflect: bool) -> Callable[[EmitContext, OutSpec, list[str]], Body]:
+    """reflection_padNd / replication_padNd: a padded position reads the source mirrored about its
+    edge element (PyTorch allows a pad shorter than the dim, so one reflection reaches inside) or the
+    edge element itself."""
+
+    def body(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+        src = ctx.args["self"]
+        pad = [int(v) for v in _listed(ctx.args.get("padding"))]
+        if not pad or len(pad) % 2 or len(pad) // 2 > len(out.shape) or any(p < 0 for p in pad):
+            raise NotSupported(f"padding {pad}")
+        lo = [0] * len(out.shape)
+        for k in range(len(pad) // 2):
+            lo[len(out.shape) - 1 - k] = pad[2 * k]
+        here = []
+        for c, p, n, q in zip(coords, lo, src.shape, out.shape, strict=True):
+            if not p and n == q:
+                here.append(c)
+                continue
+            i = f"({c} - {p})" if p else c
+            if reflect:
+                if max(p, q - n - p) >= n:
+                    raise NotSupported(f"reflection pad {pad} reaches past the opposite edge of {n}")
+                here.append(f"sc_reflect_index({i}, {n})")
+            else:
+                here.append(f"({i} < 0 ? 0 : ({i} > {n - 1} ? {n - 1} : {i}))")
+        kind = "reflection" if reflect else "replication"
+        return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"{kind} pad {pad}"
+
+    return body
 
 
 def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
@@ -401,6 +442,8 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "triu": _triangle(True),
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
+    **{f"reflection_pad{d}d": _edge_pad(True) for d in (1, 2, 3)},
+    **{f"replication_pad{d}d": _edge_pad(False) for d in (1, 2, 3)},
     **dict.fromkeys(_RESAMPLE, _resample),
 }
 
@@ -458,7 +501,7 @@ def _emit(ctx: EmitContext) -> Kernel:
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
-{WRAP_INDEX if "sc_wrap_index" in body else ""}{"".join(loaders)}
+{WRAP_INDEX if "sc_wrap_index" in body else ""}{REFLECT_INDEX if "sc_reflect_index" in body else ""}{"".join(loaders)}
 SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}
