@@ -48,6 +48,7 @@ from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
+from stitchcuda.agents.plan.weight_norm import decompose_weight_norm
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
 from stitchcuda.types import FusionGroup, Plan, Task
@@ -128,7 +129,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                 split: frozenset[str] | None, algebra: bool = True) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
-    graph = decompose_glu(decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph))))
+    graph = decompose_weight_norm(decompose_glu(decompose_resampling(decompose_eval_batch_norm(draws_as_inputs(graph)))))
     if algebra:
         graph = _algebra(graph, target)
     if os.environ.get(FUSED_ATTENTION_ENV) == "1":
