@@ -123,7 +123,15 @@ class ReplicatePad1dStrided(nn.Module):
         return nn.functional.pad(x.transpose(1, 2), (3, 3), mode="replicate") + 1
 
 
+class Unfold(nn.Module):
+    """F.unfold (im2col) with padding, stride and dilation, then a patch embedding's transpose."""
+
+    def forward(self, x):
+        return nn.functional.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)).transpose(1, 2) * 2
+
+
 CASES = [
+    ("im2col", Unfold, lambda: [torch.randn(2, 3, 6, 7)]),
     ("reflection_pad2d", ReflectPad2d, lambda: [torch.randn(2, 3, 6, 7)]),
     ("reflection_pad1d", ReflectPad1d, lambda: [torch.randn(2, 3, 5)]),
     ("replication_pad3d", ReplicatePad3d, lambda: [torch.randn(2, 2, 3, 4, 5)]),

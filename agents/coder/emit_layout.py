@@ -1,4 +1,5 @@
-"""Data-movement kernels: cat, stack, flip, triu/tril, constant, reflection and replication padding, roll, fills, reads
+"""Data-movement kernels: cat, stack, flip, triu/tril, constant, reflection and replication padding, im2col
+(F.unfold), roll, fills, reads
 through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest,
 linear and bicubic upsampling as F.interpolate traces them).
 
@@ -223,6 +224,31 @@ def _edge_pad(reflect: bool) -> Callable[[EmitContext, OutSpec, list[str]], Body
     return body
 
 
+def _im2col(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """F.unfold: output (n, c*KH*KW + i*KW + j, oy*OW + ox) is input (n, c, oy*SH - PH + i*DH,
+    ox*SW - PW + j*DW), zero outside it."""
+    src = ctx.args["self"]
+    try:
+        (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (
+            [int(v) for v in _listed(ctx.args.get(k))] for k in ("kernel_size", "dilation", "padding", "stride"))
+    except ValueError:
+        raise NotSupported("im2col arguments") from None
+    if len(src.shape) not in (3, 4) or len(out.shape) != len(src.shape) - 1:
+        raise NotSupported(f"im2col of shape {list(src.shape)}")
+    h, w = src.shape[-2:]
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    if tuple(out.shape[-2:]) != (src.shape[-3] * kh * kw, oh * ow):
+        raise NotSupported(f"im2col result {list(out.shape)}")
+    cc, ll = coords[-2], coords[-1]
+    iy = f"(({ll} / {ow}) * {sh} - {ph} + (({cc} / {kw}) % {kh}) * {dh})"
+    ix = f"(({ll} % {ow}) * {sw} - {pw} + ({cc} % {kw}) * {dw})"
+    here = [*coords[:-2], f"({cc} / {kh * kw})", iy, ix]
+    read = _read(src, 0, here, out.dtype)
+    inside = f"{iy} >= 0 && {iy} < {h} && {ix} >= 0 && {ix} < {w}"
+    return [f"y[o] = ({inside}) ? {read} : {_zero(out.dtype, 0.0)};"], [src], f"im2col {kh}x{kw}"
+
+
 def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     src = ctx.args["self"]
     shifts = [int(v) for v in _listed(ctx.args.get("shifts"))]
@@ -442,6 +468,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "triu": _triangle(True),
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
+    "im2col": _im2col,
     **{f"reflection_pad{d}d": _edge_pad(True) for d in (1, 2, 3)},
     **{f"replication_pad{d}d": _edge_pad(False) for d in (1, 2, 3)},
     **dict.fromkeys(_RESAMPLE, _resample),
