@@ -225,6 +225,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
     if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
         return _depthwise(ctx, p, x, w, b, out)
+    if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT and (g := dense_direct(p, out.dtype)) is not None:
+        return _direct_dense(ctx, p, x, w, b, out, g)
     if not nhwc and not x_nhwc and ctx.epilogue is None and pointwise_gemm(p):
         return _as_gemm(ctx, p, x, w, b, out)
     chunk = batch_chunk(p)
@@ -433,6 +435,73 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
         outputs=[KernelArg(out.name, out.dtype)],
         source=source,
         ops=[_describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else "")],
+        host=True,
+    )
+
+
+# The direct dense kernel (direct_conv.cuh) for few input channels, on the exact rungs only (it is
+# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" turns it on; off until measured.
+DIRECT_ENV = "STITCHCUDA_CONV_DIRECT"
+DC_MAX_CHANNELS = 8  # input channels (per sample): beyond, a GEMM's reuse pays and cuDNN stays
+DC_MAX_TAPS = 125
+DC_ROWS = (4, 2, 1)
+DC_CHANNEL_CHUNKS = (16, 12, 8, 4)
+
+
+@dataclass(frozen=True)
+class DcGeom:
+    rows: int  # R: output rows per thread (a 32 x 8 block's tile is 8R x 32)
+    chunk: int  # M: output channels a block computes
+    slabs: int  # (input channel, depth tap) slabs staged at once
+    tile: tuple[int, int]  # the input tile per slab
+
+
+def dense_direct(p: ConvParams, dtype: str) -> DcGeom | None:
+    """direct_conv.cuh's geometry for this convolution, where it takes it: STITCHCUDA_CONV_DIRECT=1,
+    fp32, forward, one group, 2-D or 3-D, at most DC_MAX_CHANNELS input channels and DC_MAX_TAPS taps,
+    an output plane at least 16 wide (a tile is 32 columns), the weights of a channel chunk and one
+    input slab within 48 KB of shared memory; else None."""
+    if os.environ.get(DIRECT_ENV) != "1" or dtype != "float32" or p.transposed or p.lifted or p.groups != 1:
+        return None
+    if len(p.x) not in (4, 5) or p.x[1] > DC_MAX_CHANNELS or _numel(p.w[2:]) > DC_MAX_TAPS or p.y[-1] < 16:
+        return None
+    ci, co, taps = p.x[1], p.w[0], _numel(p.w[2:])
+    chunk = min(DC_CHANNEL_CHUNKS, key=lambda m: (-(-co // m) * m - co, -m)) if co > 4 else co
+    (kh, kw), (sh, sw), (dh, dw) = p.w[-2:], p.stride[-2:], p.dilation[-2:]
+    slabs_all = ci * (p.w[2] if len(p.x) == 5 else 1)
+    for r in DC_ROWS:
+        tile = ((8 * r - 1) * sh + (kh - 1) * dh + 1, 31 * sw + (kw - 1) * dw + 1)
+        room = DW_SMEM_BYTES - 4 * chunk * ci * taps
+        slabs = min(slabs_all, room // (4 * tile[0] * tile[1])) if room > 0 else 0
+        if slabs >= 1 and -(-p.y[-2] // (8 * r)) * -(-p.y[-1] // 32) <= INT_MAX:
+            return DcGeom(r, chunk, slabs, tile)
+    return None
+
+
+def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any,
+                  g: DcGeom) -> Kernel:
+    three = len(p.x) == 5
+    n, c = p.x[:2]
+    d, h, wd = (p.x[2:] if three else (1, *p.x[2:]))
+    od, oh, ow = (p.y[2:] if three else (1, *p.y[2:]))
+    k = p.w[2:] if three else (1, *p.w[2:])
+    pad, stride, dil = ((tuple(v) if three else (fill, *v)) for v, fill in ((p.pad, 0), (p.stride, 1), (p.dilation, 1)))
+    spec = ", ".join(f"{v}ll" for v in (n, c, d, h, wd, p.y[1], od, oh, ow)) + ", " + ", ".join(map(str, pad))
+    geom = ", ".join(map(str, (c, *k, *stride, *dil, g.rows, g.chunk, g.slabs)))
+    raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
+    args = f"{ctx.name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
+    device = f"  if (int rc = sc_dc_conv_run<{ctx.name}_geom>({args}, stream)) return rc;"
+    host = f"  sc_dc_conv_host<{ctx.name}_geom>({args});"
+    source = (cuda_text.load("direct_conv.cuh") + f"\nstatic const sc_dc_spec {ctx.name}_spec = {{{spec}}};\n"
+              + f"using {ctx.name}_geom = sc_dc_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
+    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
+    return Kernel(
+        name=ctx.name,
+        inputs=inputs,
+        outputs=[KernelArg(out.name, out.dtype)],
+        source=source,
+        ops=[_describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels a block)"
+             + (" +bias" if b else "")],
         host=True,
     )
 
