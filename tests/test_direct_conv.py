@@ -113,7 +113,9 @@ def test_only_the_exact_rungs_take_it(monkeypatch):
     make, shape = CASES["3d stem"]
     module = make()
     assert not _direct_ops(builtin_candidate(module, [torch.randn(*shape)], host=False))  # TF32: cuDNN
-    assert _direct_ops(builtin_candidate(module, [torch.randn(*shape)], host=False, precise=kernels.PRECISE_FP32))
+    exact = builtin_candidate(module, [torch.randn(*shape)], host=False, precise=kernels.PRECISE_FP32)
+    assert _direct_ops(exact)
+    assert exact.precision != "tf32", exact.precision  # labelled by what it runs: fp32 FMA
 
 
 @needs_nvcc

@@ -440,7 +440,11 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
 
 
 # The direct dense kernel (direct_conv.cuh) for few input channels, on the exact rungs only (it is
-# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" turns it on; off until measured.
+# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" turns it on. Off: on the H200
+# (7d4508e, bench/results/2026-11-29-h200-level2-pooled-convs-ac361c6.md) it beat cuDNN's FMA kernels
+# on level 2's 48 (1.16 against 1.66 ms) and 6 (0.27 against 0.39 ms), 3 input channels and 16 output
+# ones, and lost on 24 (3 -> 24 channels: 0.71 against 0.62 ms) and on 8 input channels (21, 82, 90:
+# 1.5-2.1x slower); it needs to be cuDNN's first-call contender, not its replacement.
 DIRECT_ENV = "STITCHCUDA_CONV_DIRECT"
 DC_MAX_CHANNELS = 8  # input channels (per sample): beyond, a GEMM's reuse pays and cuDNN stays
 DC_MAX_TAPS = 125
@@ -500,8 +504,10 @@ def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Op
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=source,
+        # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
+        # 7d4508e, without it, the bench called these exact-rung candidates tf32).
         ops=[_describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels a block)"
-             + (" +bias" if b else "")],
+             + (" +bias" if b else "") + " (fp32, no TF32)"],
         host=True,
     )
 
