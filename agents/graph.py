@@ -47,6 +47,10 @@ class TraceError(Exception):
     """The forward cannot be traced to a static graph; the message says why, for the user."""
 
 
+# The floating dtypes the planner's rewrites take (their emitters compute in fp32 over these).
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+
 def ref(name: str) -> dict[str, str]:
     """A tensor argument: a reference to the node that produced it."""
     return {"ref": name}

@@ -102,6 +102,16 @@ def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, tit
                                          host=host, precise=precise)
 
 
+def cudnn_include_or_skip() -> str:
+    """A folder holding cudnn.h (test_emit_conv.cudnn_include), or the test skipped saying how to give one."""
+    from test_emit_conv import cudnn_include
+
+    include = cudnn_include()
+    if include is None:
+        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    return include
+
+
 def assert_builds_clean_for_sm90(cand: Candidate, src: Path, include: str) -> None:
     """The candidate's .cu (written to `src`) builds for sm_90 against `include` (cudnn.h), warning-free."""
     from stitchcuda.agents.coder.model_new import CU_FILE

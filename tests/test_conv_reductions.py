@@ -151,12 +151,9 @@ def test_off_switch(monkeypatch):
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_a_folded_convolution_builds_clean_for_sm90(tmp_path):
-    from conftest import assert_builds_clean_for_sm90
-    from test_emit_conv import cudnn_include
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     for key in ("convT3d over depth, padded", "convT2d strided, cropped, scaled"):
         make, shape = FOLDED[key]
         cand = builtin_candidate(make(), [torch.randn(*shape)], host=False)

@@ -121,11 +121,9 @@ def test_only_the_exact_rungs_take_it(monkeypatch):
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_direct_convolutions_build_clean_for_sm90(tmp_path, monkeypatch):
-    from test_emit_conv import cudnn_include
+    from conftest import cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     monkeypatch.setenv(DIRECT_ENV, "1")
     for key in ("3d stem", "3d padded, strided, many slabs"):
         make, shape = CASES[key]

@@ -178,12 +178,9 @@ def test_the_folded_math_matches_pytorch_and_follows_the_weights(make, shape):
 @pytest.mark.usefixtures("isolated_cache")
 def test_a_folded_candidate_builds_clean_for_sm90(tmp_path):
     """The weight's reduction, the narrow GEMM and the reduction's view compile for sm_90."""
-    from conftest import assert_builds_clean_for_sm90
-    from test_emit_conv import cudnn_include
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     cand = builtin_candidate(SubMeanResidual(), [torch.randn(96, K)], host=False)
     assert "folded into" in cand.files["model_new.py"]
     assert_builds_clean_for_sm90(cand, tmp_path / "folded.cu", include)

@@ -82,12 +82,9 @@ def test_off_switch(monkeypatch):
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_the_moved_pool_builds_clean_for_sm90(tmp_path):
-    from conftest import assert_builds_clean_for_sm90
-    from test_emit_conv import cudnn_include
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     make, shape = MOVED["transition 2d"]
     cand = builtin_candidate(make(), [torch.randn(*shape)], host=False)
     assert "taken before it" in cand.files["model_new.py"]

@@ -221,12 +221,9 @@ def test_off_switch(monkeypatch):
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_a_composed_convolution_builds_clean_for_sm90(tmp_path):
-    from conftest import assert_builds_clean_for_sm90
-    from test_emit_conv import cudnn_include
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     for key in ("conv2d 3x3 then 4x4 pool (odd size: the pool drops a row)", "convT3d stride 2 then 2x2x2 pool, scaled"):
         make, shape = COMPOSED[key]
         cand = builtin_candidate(make(), [torch.randn(*shape)], host=False)

@@ -68,12 +68,9 @@ def test_weight_norm_is_decomposed_and_the_math_holds(make, shape):
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_a_weight_normed_block_builds_clean_for_sm90(tmp_path):
-    from conftest import assert_builds_clean_for_sm90
-    from test_emit_conv import cudnn_include
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
 
-    include = cudnn_include()
-    if include is None:
-        pytest.skip("no cudnn.h: set STITCHCUDA_EXTRA_INCLUDE to a folder with cuDNN's headers")
+    include = cudnn_include_or_skip()
     make, shape = CASES["vocoder block (parametrization, conv1d)"]
     cand = builtin_candidate(make(), [torch.randn(*shape)], host=False)
     assert_builds_clean_for_sm90(cand, tmp_path / "wn.cu", include)

@@ -419,24 +419,24 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     n, c, h, wd = p.x
     spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + f", {p.pad[0]}, {p.pad[1]}, {p.y[1] // c}"
     geom = ", ".join(map(str, (*p.w[2:4], *p.stride[:2], *p.dilation[:2], g.rows, g.columns)))
-    t = DW_DTYPES[out.dtype]
-    raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
-    bias = "in2" if b else "nullptr"
-    args = f"{ctx.name}_spec, in0, in1, {bias}, out0"
-    device = f"  if (int rc = sc_dw_conv_run<{t}, {ctx.name}_geom>({args}, stream)) return rc;"
-    host = f"  sc_dw_conv_host<{t}, {ctx.name}_geom>({args});"
-    source = (cuda_text.load("depthwise.cuh") + f"\nstatic const sc_dw_spec {ctx.name}_spec = {{{spec}}};\n"
-              + f"using {ctx.name}_geom = sc_dw_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
-    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
     th, tw = g.out_tile
-    return Kernel(
-        name=ctx.name,
-        inputs=inputs,
-        outputs=[KernelArg(out.name, out.dtype)],
-        source=source,
-        ops=[_describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else "")],
-        host=True,
-    )
+    return _direct_kernel(ctx, "depthwise.cuh", "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out,
+                          _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else ""))
+
+
+def _direct_kernel(ctx: EmitContext, header: str, prefix: str, spec: str, types: str, geom: str, x: Operand,
+                   w: Operand, b: Operand | None, out: Any, note: str) -> Kernel:
+    """A kernel of one of our direct convolution headers (PREFIX_spec, PREFIX_geom<...>, run and host
+    entries PREFIX_conv_run / PREFIX_conv_host<types geom>), its launchers reading x, w[, b]."""
+    raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
+    args = f"{ctx.name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
+    device = f"  if (int rc = {prefix}_conv_run<{types}{ctx.name}_geom>({args}, stream)) return rc;"
+    host = f"  {prefix}_conv_host<{types}{ctx.name}_geom>({args});"
+    source = (cuda_text.load(header) + f"\nstatic const {prefix}_spec {ctx.name}_spec = {{{spec}}};\n"
+              + f"using {ctx.name}_geom = {prefix}_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
+    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
+    return Kernel(name=ctx.name, inputs=inputs, outputs=[KernelArg(out.name, out.dtype)], source=source, ops=[note],
+                  host=True)
 
 
 # The direct dense kernel (direct_conv.cuh) for few input channels, on the exact rungs only (it is
@@ -492,24 +492,11 @@ def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Op
     pad, stride, dil = ((tuple(v) if three else (fill, *v)) for v, fill in ((p.pad, 0), (p.stride, 1), (p.dilation, 1)))
     spec = ", ".join(f"{v}ll" for v in (n, c, d, h, wd, p.y[1], od, oh, ow)) + ", " + ", ".join(map(str, pad))
     geom = ", ".join(map(str, (c, *k, *stride, *dil, g.rows, g.chunk, g.slabs)))
-    raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
-    args = f"{ctx.name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
-    device = f"  if (int rc = sc_dc_conv_run<{ctx.name}_geom>({args}, stream)) return rc;"
-    host = f"  sc_dc_conv_host<{ctx.name}_geom>({args});"
-    source = (cuda_text.load("direct_conv.cuh") + f"\nstatic const sc_dc_spec {ctx.name}_spec = {{{spec}}};\n"
-              + f"using {ctx.name}_geom = sc_dc_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
-    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
-    return Kernel(
-        name=ctx.name,
-        inputs=inputs,
-        outputs=[KernelArg(out.name, out.dtype)],
-        source=source,
-        # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
-        # 7d4508e, without it, the bench called these exact-rung candidates tf32).
-        ops=[_describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels a block)"
-             + (" +bias" if b else "") + " (fp32, no TF32)"],
-        host=True,
-    )
+    # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
+    # 7d4508e, without it, the bench called these exact-rung candidates tf32).
+    return _direct_kernel(ctx, "direct_conv.cuh", "sc_dc", spec, "", geom, x, w, b, out,
+                          _describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels "
+                          f"a block)" + (" +bias" if b else "") + " (fp32, no TF32)")
 
 
 def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool, x_shape: Sequence[int] | None = None) -> str:

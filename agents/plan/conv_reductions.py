@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from stitchcuda.agents.graph import (
+    FLOAT_DTYPES,
     Node,
     contiguous_strides,
     is_contiguous,
@@ -36,7 +37,6 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import fresh_name as _fresh
 from stitchcuda.agents.plan.linear_reductions import REDUCTION_TARGETS
 
-_FLOATS = ("float32", "float16", "bfloat16")
 MAX_EXCLUDED = 4  # border positions a tap may miss in one dim
 MAX_TERMS = 16
 
@@ -66,7 +66,7 @@ def _fold(red: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set
     x = nodes.get(ref_name(c.get("input")) or "")
     w = nodes.get(ref_name(c.get("weight")) or "")
     bias = nodes.get(ref_name(c.get("bias")) or "") if c.get("bias") is not None else None
-    if x is None or w is None or conv.get("dtype") not in _FLOATS or x.get("dtype") != conv["dtype"] \
+    if x is None or w is None or conv.get("dtype") not in FLOAT_DTYPES or x.get("dtype") != conv["dtype"] \
             or w.get("dtype") != conv["dtype"] or not x.get("shape") or not w.get("shape"):
         return None
     if c.get("bias") is not None and bias is None:

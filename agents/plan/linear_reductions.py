@@ -21,6 +21,7 @@ from typing import Any
 from stitchcuda.agents.coder.emit_pool import int_args
 from stitchcuda.agents.coder.kernels import NotSupported
 from stitchcuda.agents.graph import (
+    FLOAT_DTYPES,
     Node,
     contiguous_strides,
     is_contiguous,
@@ -34,7 +35,6 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import fresh_name as _fresh
 from stitchcuda.target import Target
 
-_FLOATS = ("float32", "float16", "bfloat16")
 # Views that leave the data contiguous and the feature dim last, so the reduced GEMM's result takes
 # them as a plain view of its own shape.
 _VIEWS = ("view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "alias", "detach", "clone")
@@ -63,7 +63,7 @@ def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
     """The reduction `node` makes over its operand's last dim, in groups of k features."""
     op, args = node["op"], node.get("args", {})
     src = nodes.get(ref_name(args.get("self")) or "")
-    if src is None or not src.get("shape") or src.get("dtype") not in _FLOATS or node.get("shape") is None:
+    if src is None or not src.get("shape") or src.get("dtype") not in FLOAT_DTYPES or node.get("shape") is None:
         return None
     shape = src["shape"]
     rank, n = len(shape), shape[-1]
@@ -216,7 +216,7 @@ def _chain_operand(cur: Node, nodes: dict[str, Node], n: int) -> tuple[str, str 
 
 def _term_ok(term: Node, shape: list[int], n: int) -> bool:
     t = term["shape"]
-    if len(t) > len(shape) or term.get("dtype") not in _FLOATS:
+    if len(t) > len(shape) or term.get("dtype") not in FLOAT_DTYPES:
         return False
     if t and t[-1] not in (n, 1):
         return False
@@ -243,7 +243,7 @@ def _reduced_weight(wt: Node, nodes: dict[str, Node], red: _Reduction, g: int, k
                     new: list[Node]) -> str | None:
     """W' (K x g): the GEMM's right operand (K x n) with its columns reduced in groups of k. Either
     a transposed view of a row-major (n x K) weight, as nn.Linear's is, or a row-major (K x n) one."""
-    if wt.get("shape") is None or len(wt["shape"]) != 2 or wt.get("dtype") not in _FLOATS:
+    if wt.get("shape") is None or len(wt["shape"]) != 2 or wt.get("dtype") not in FLOAT_DTYPES:
         return None
     kdim, n = wt["shape"]
     root = nodes.get(ref_name(wt.get("args", {}).get("self")) or "") if wt.get("view") else None

@@ -14,6 +14,7 @@ written, then pooled)."""
 from __future__ import annotations
 
 from stitchcuda.agents.graph import (
+    FLOAT_DTYPES,
     Node,
     contiguous_strides,
     new_node,
@@ -24,8 +25,7 @@ from stitchcuda.agents.graph import (
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
-_POOLS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}
-_FLOATS = ("float32", "float16", "bfloat16")
+AVG_POOLS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}  # op -> spatial dims
 
 
 def pool_before_pointwise_convs(graph: list[Node]) -> list[Node]:
@@ -51,7 +51,7 @@ def _moved(node: Node, nodes: dict[str, Node], readers: dict[str, int], taken: s
 
 def _movable(pool: Node, nodes: dict[str, Node], readers: dict[str, int]) -> Node | None:
     """The 1x1 convolution `pool` averages, where the pool may go first and that pays."""
-    nd = _POOLS.get(pool["op"])
+    nd = AVG_POOLS.get(pool["op"])
     args = pool.get("args", {})
     conv = nodes.get(ref_name(args.get("self")) or "")
     if nd is None or conv is None or conv["op"] != "convolution" or readers.get(conv["name"], 0) != 1:
@@ -67,7 +67,7 @@ def _movable(pool: Node, nodes: dict[str, Node], readers: dict[str, int]) -> Nod
         return None
     if any(s != 1 for s in w["shape"][2:]) or any(s != 1 for s in c.get("stride", [1])) or any(c.get("padding", [0])):
         return None
-    if conv.get("dtype") not in _FLOATS or x.get("dtype") != conv["dtype"]:
+    if conv.get("dtype") not in FLOAT_DTYPES or x.get("dtype") != conv["dtype"]:
         return None
     # The convolution reads x and writes its result; pooled first it reads and writes the pooled
     # sizes, and the pool reads x and writes the pooled x instead.

@@ -29,6 +29,7 @@ from typing import Any
 from stitchcuda.agents.coder.emit_pool import int_args
 from stitchcuda.agents.coder.kernels import NotSupported
 from stitchcuda.agents.graph import (
+    FLOAT_DTYPES,
     Node,
     contiguous_strides,
     new_node,
@@ -39,9 +40,8 @@ from stitchcuda.agents.graph import (
     rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
+from stitchcuda.agents.plan.pool_first import AVG_POOLS
 
-_POOLS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}
-_FLOATS = ("float32", "float16", "bfloat16")
 _COMMUTING = ("mul", "div", "add", "sub", "neg")
 
 
@@ -50,7 +50,7 @@ def compose_pools_into_convs(graph: list[Node]) -> list[Node]:
 
 
 def _composed(pool: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set[str]) -> tuple[list[Node], set[str]] | None:
-    nd = _POOLS.get(pool["op"])
+    nd = AVG_POOLS.get(pool["op"])
     if nd is None or not pool.get("shape"):
         return None
     args = pool.get("args", {})
@@ -82,7 +82,7 @@ def _composed(pool: Node, nodes: dict[str, Node], readers: dict[str, int], taken
     w = nodes.get(ref_name(c.get("weight")) or "")
     if x is None or w is None or not x.get("shape") or not w.get("shape") or len(conv["shape"]) != nd + 2:
         return None
-    if conv.get("dtype") not in _FLOATS or x.get("dtype") != conv["dtype"] or w.get("dtype") != conv["dtype"]:
+    if conv.get("dtype") not in FLOAT_DTYPES or x.get("dtype") != conv["dtype"] or w.get("dtype") != conv["dtype"]:
         return None
     if any(n["shape"] != conv["shape"] for n in chain):
         return None  # a step that broadcasts the result wider does not move
@@ -164,7 +164,7 @@ def _commutes(node: Node, nodes: dict[str, Node], nd: int) -> bool:
     o = nodes.get(ref_name(other) or "")
     if o is None or o.get("shape") is None or len(o["shape"]) > len(node["shape"]):
         return False
-    if node["op"] in ("div", "add", "sub") and o.get("dtype") not in _FLOATS:
+    if node["op"] in ("div", "add", "sub") and o.get("dtype") not in FLOAT_DTYPES:
         return False
     return all(s == 1 for s in ([1] * nd + list(o["shape"]))[-nd:])
 

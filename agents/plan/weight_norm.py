@@ -7,11 +7,18 @@ blocks (weight-normed convolutions), 2026-11-29."""
 
 from __future__ import annotations
 
-from stitchcuda.agents.graph import Node, contiguous_strides, new_node, picks, ref, ref_name, rewrite_nodes
+from stitchcuda.agents.graph import (
+    FLOAT_DTYPES,
+    Node,
+    contiguous_strides,
+    new_node,
+    picks,
+    ref,
+    ref_name,
+    rewrite_nodes,
+)
 from stitchcuda.agents.graph import fresh_name as _fresh
 from stitchcuda.agents.plan.linear_reductions import REDUCTION_TARGETS
-
-_FLOATS = ("float32", "float16", "bfloat16")
 
 
 def decompose_weight_norm(graph: list[Node]) -> list[Node]:
@@ -28,7 +35,7 @@ def _decomposed(node: Node, nodes: dict[str, Node], taken: set[str], chosen: dic
     dim = args.get("dim", 0)
     if v is None or g is None or type(dim) is not int or not v.get("shape") or g.get("shape") is None:
         return None
-    if v.get("dtype") not in _FLOATS or g.get("dtype") != v["dtype"]:
+    if v.get("dtype") not in FLOAT_DTYPES or g.get("dtype") != v["dtype"]:
         return None
     rank = len(v["shape"])
     if dim == -1:
