@@ -86,6 +86,15 @@ def on_the_gpu(module: nn.Module, inputs: list, folder: Path, init_args: tuple =
     return (ours if isinstance(ours, tuple) else (ours,)), (ref if isinstance(ref, tuple) else (ref,))
 
 
+def assert_matches_on_the_gpu(module: nn.Module, inputs: list, folder: Path, monkeypatch, init_args: tuple = ()) -> None:
+    """The built-in coder's candidate for `module`, built for this GPU, gives the module's outputs at
+    TF32's tolerance (1e-2, scaled by each output's largest value)."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    got, want = on_the_gpu(module, inputs, folder, init_args)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2 * w.abs().max().item())
+
+
 def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, title: str = "test",
                       precise: int = 0) -> Candidate:
     """The built-in coder's candidate for `module` traced on `inputs` (host: CPU entry points too), at

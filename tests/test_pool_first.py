@@ -96,10 +96,7 @@ def test_the_moved_pool_builds_clean_for_sm90(tmp_path):
 @pytest.mark.usefixtures("isolated_cache")
 @pytest.mark.parametrize("make,shape", MOVED.values(), ids=MOVED.keys())
 def test_on_the_gpu_moved_pools_match(tmp_path, monkeypatch, make, shape):
-    from conftest import on_the_gpu
+    from conftest import assert_matches_on_the_gpu
 
-    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(3)
-    got, want = on_the_gpu(make(), [torch.randn(*shape)], tmp_path)
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2 * w.abs().max().item())
+    assert_matches_on_the_gpu(make(), [torch.randn(*shape)], tmp_path, monkeypatch)
