@@ -1,5 +1,6 @@
 """The direct dense convolution for few input channels (emit_conv._direct_dense, cuda/direct_conv.cuh):
-fp32 FMA on the exact rungs, with STITCHCUDA_CONV_DIRECT=1. On the CPU the candidate runs the kernel's
+fp32 FMA on the exact rungs, with STITCHCUDA_CONV_DIRECT=1 (in place of cuDNN) or =contend (cuDNN's
+first-call contender). On the CPU the candidate runs the kernel's
 own index math through its host entry (staging slabs in chunks, channel chunks, padding, strides,
 dilations, 2-D and 3-D) against PyTorch; what it leaves to cuDNN; an sm_90 build. On a GPU the built
 candidate matches its module at fp32's accuracy."""
@@ -13,6 +14,7 @@ from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model
 
 from stitchcuda.agents.coder import kernels
 from stitchcuda.agents.coder.emit_conv import DIRECT_ENV, conv_params, dense_direct
+from stitchcuda.agents.coder.model_new import CU_FILE
 
 
 class ConvAct(nn.Module):
@@ -104,11 +106,13 @@ def test_what_stays_with_cudnn(monkeypatch):
     assert geom((2, 4, 64, 64), (4, 8, 3, 3), transposed=True) is None
     assert geom((2, 4, 64, 64), (8, 4, 3, 3), dtype="float16") is None
     assert geom((2, 4, 64, 8), (8, 4, 3, 3)) is None  # planes narrower than a tile's 32 columns
-    monkeypatch.setenv(DIRECT_ENV, "0")
-    assert geom((2, 3, 8, 64, 64), (16, 3, 3, 3, 3)) is None
 
 
-def test_only_the_exact_rungs_take_it(monkeypatch):
+def test_only_the_exact_rungs_take_it_and_only_when_asked(monkeypatch):
+    monkeypatch.delenv(DIRECT_ENV, raising=False)
+    make, shape = CASES["3d stem"]
+    off = builtin_candidate(make(), [torch.randn(*shape)], host=False, precise=kernels.PRECISE_SPLIT)
+    assert not _direct_ops(off) and not any("direct" in n for n in off.notes)  # the default: cuDNN's
     monkeypatch.setenv(DIRECT_ENV, "1")
     make, shape = CASES["3d stem"]
     module = make()
@@ -116,6 +120,24 @@ def test_only_the_exact_rungs_take_it(monkeypatch):
     exact = builtin_candidate(module, [torch.randn(*shape)], host=False, precise=kernels.PRECISE_FP32)
     assert _direct_ops(exact)
     assert exact.precision != "tf32", exact.precision  # labelled by what it runs: fp32 FMA
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_as_cudnns_contender_it_builds_clean_for_sm90(tmp_path, monkeypatch):
+    """STITCHCUDA_CONV_DIRECT=contend: the exact rung's cuDNN launcher carries the direct kernel as its
+    first-call contender, in place of the 3xTF32 implicit GEMM; TF32 candidates are unchanged."""
+    from conftest import cudnn_include_or_skip
+
+    include = cudnn_include_or_skip()
+    monkeypatch.setenv(DIRECT_ENV, "contend")
+    make, shape = CASES["3d padded, strided, many slabs"]
+    cand = builtin_candidate(make(), [torch.randn(*shape)], host=False, precise=kernels.PRECISE_SPLIT)
+    assert any("or a direct fp32 kernel where it wins" in n for n in cand.notes), cand.notes
+    assert "sc_dc_conv_run" in cand.files[CU_FILE] and "sc_igemm_conv" not in cand.files[CU_FILE]
+    assert_builds_clean_for_sm90(cand, tmp_path / "contend.cu", include)
+    tf32 = builtin_candidate(make(), [torch.randn(*shape)], host=False)
+    assert "sc_dc_conv_run" not in tf32.files[CU_FILE]
 
 
 @needs_nvcc
@@ -135,15 +157,16 @@ def test_direct_convolutions_build_clean_for_sm90(tmp_path, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("mode", ["1", "contend"])
 @pytest.mark.parametrize("make,shape", CASES.values(), ids=CASES.keys())
-def test_on_the_gpu_direct_convolutions_match(tmp_path, monkeypatch, make, shape):
-    monkeypatch.setenv(DIRECT_ENV, "1")
+def test_on_the_gpu_direct_convolutions_match(tmp_path, monkeypatch, make, shape, mode):
+    monkeypatch.setenv(DIRECT_ENV, mode)
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(4)
     module = make()
     x = torch.randn(*shape)
     cand = builtin_candidate(module, [x], host=False, precise=kernels.PRECISE_SPLIT)
-    assert _direct_ops(cand)
+    assert any("direct" in n for n in cand.notes)
     new, _ = load_model_new(cand, module, tmp_path)
     new, module, x = new.cuda(), module.cuda(), x.cuda() * 100
     with torch.no_grad(), torch.backends.cudnn.flags(allow_tf32=False):

@@ -225,8 +225,10 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
     if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
         return _depthwise(ctx, p, x, w, b, out)
-    if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT and (g := dense_direct(p, out.dtype)) is not None:
-        return _direct_dense(ctx, p, x, w, b, out, g)
+    direct = os.environ.get(DIRECT_ENV, "")
+    direct_geom = dense_direct(p, out.dtype) if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT else None
+    if direct == "1" and direct_geom is not None:
+        return _direct_dense(ctx, p, x, w, b, out, direct_geom)
     if not nhwc and not x_nhwc and ctx.epilogue is None and pointwise_gemm(p):
         return _as_gemm(ctx, p, x, w, b, out)
     chunk = batch_chunk(p)
@@ -270,8 +272,16 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     # (STITCHCUDA_CONV_IGEMM_NCHW=0 leaves NCHW results to cuDNN alone). On the exact rungs, whose
     # plan keeps results NCHW, cuDNN's side is its FMA convolution and the kernel splits its operands.
     nchw_ig = not nhwc and os.environ.get(emit_igemm.NCHW_ENV) != "0"
-    igemm, ig_fn = (_implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", [], y_nchw=not nhwc)
-                    if (nhwc or nchw_ig) and not b else ("", "nullptr"))
+    # STITCHCUDA_CONV_DIRECT=contend: on the exact rungs the direct kernel, not the 3xTF32 implicit GEMM,
+    # is the contender of a convolution it takes (the two lost to cuDNN's FMA kernels where the direct
+    # one won: level 2's 48, 2.05 and 1.16 against 1.66 ms).
+    contender = "direct" if direct == "contend" and direct_geom is not None and not b else "igemm"
+    if contender == "direct":
+        assert direct_geom is not None
+        igemm, ig_fn = _direct_contender(ctx, p, direct_geom), f"{ctx.name}_dc"
+    else:
+        igemm, ig_fn = (_implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", [], y_nchw=not nhwc)
+                        if (nhwc or nchw_ig) and not b else ("", "nullptr"))
     run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, {ig_fn}, stream);\n"
            if igemm else f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n")
     launcher = (
@@ -282,9 +292,11 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         + run
         + "}\n"
     )
-    if igemm:
+    if igemm and contender == "igemm":
         family += "\n" + emit_igemm.family()
     note = _describe(p, x, w, nhwc, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
+    rival = ("a direct fp32 kernel" if contender == "direct" else
+             f"a{' 3xTF32' if ctx.precise >= PRECISE_SPLIT else 'n'} implicit GEMM")
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
     )
@@ -293,7 +305,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         inputs=inputs,
         outputs=[KernelArg(out.name, out.dtype)],
         source=family + "\n" + launcher,
-        ops=[note + (" +bias" if b else "") + (f" (or a{' 3xTF32' if ctx.precise >= PRECISE_SPLIT else 'n'} implicit GEMM where it wins)" if igemm else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
+        ops=[note + (" +bias" if b else "") + (f" (or {rival} where it wins)" if igemm else "") + (" (fp32, no TF32)" if ctx.precise >= PRECISE_SPLIT and out.dtype == "float32" else "")],
         libraries=["cudnn"],
     )
 
@@ -440,7 +452,9 @@ def _direct_kernel(ctx: EmitContext, header: str, prefix: str, spec: str, types:
 
 
 # The direct dense kernel (direct_conv.cuh) for few input channels, on the exact rungs only (it is
-# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" turns it on. Off: on the H200
+# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" runs it in place of cuDNN (what the
+# CPU tests run, through its host entry); "contend" makes it cuDNN's first-call contender (kept only
+# where it agrees with cuDNN's result and is faster; CPU-tested, not yet run on a GPU). Off: on the H200
 # (7d4508e, bench/results/2026-11-29-h200-level2-pooled-convs-ac361c6.md) it beat cuDNN's FMA kernels
 # on level 2's 48 (1.16 against 1.66 ms) and 6 (0.27 against 0.39 ms), 3 input channels and 16 output
 # ones, and lost on 24 (3 -> 24 channels: 0.71 against 0.62 ms) and on 8 input channels (21, 82, 90:
@@ -461,11 +475,11 @@ class DcGeom:
 
 
 def dense_direct(p: ConvParams, dtype: str) -> DcGeom | None:
-    """direct_conv.cuh's geometry for this convolution, where it takes it: STITCHCUDA_CONV_DIRECT=1,
-    fp32, forward, one group, 2-D or 3-D, at most DC_MAX_CHANNELS input channels and DC_MAX_TAPS taps,
-    an output plane at least 16 wide (a tile is 32 columns), the weights of a channel chunk and one
-    input slab within 48 KB of shared memory; else None."""
-    if os.environ.get(DIRECT_ENV) != "1" or dtype != "float32" or p.transposed or p.lifted or p.groups != 1:
+    """direct_conv.cuh's geometry for this convolution, where it takes it: fp32, forward, one group,
+    2-D or 3-D, at most DC_MAX_CHANNELS input channels and DC_MAX_TAPS taps, an output plane at least
+    16 wide (a tile is 32 columns), the weights of a channel chunk and one input slab within 48 KB of
+    shared memory; else None. Whether it runs is STITCHCUDA_CONV_DIRECT's (emit_convolution)."""
+    if dtype != "float32" or p.transposed or p.lifted or p.groups != 1:
         return None
     if len(p.x) not in (4, 5) or p.x[1] > DC_MAX_CHANNELS or _numel(p.w[2:]) > DC_MAX_TAPS or p.y[-1] < 16:
         return None
@@ -484,6 +498,25 @@ def dense_direct(p: ConvParams, dtype: str) -> DcGeom | None:
 
 def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any,
                   g: DcGeom) -> Kernel:
+    spec, geom = _direct_spec(p, g)
+    # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
+    # 7d4508e, without it, the bench called these exact-rung candidates tf32).
+    return _direct_kernel(ctx, "direct_conv.cuh", "sc_dc", spec, "", geom, x, w, b, out,
+                          _describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels "
+                          f"a block)" + (" +bias" if b else "") + " (fp32, no TF32)")
+
+
+def _direct_contender(ctx: EmitContext, p: ConvParams, g: DcGeom) -> str:
+    """The direct kernel as the convolution launcher's contender: NAME_dc, of sc_conv_ig_launch's form."""
+    spec, geom = _direct_spec(p, g)
+    return (cuda_text.load("direct_conv.cuh") + f"\nstatic const sc_dc_spec {ctx.name}_dc_spec = {{{spec}}};\n"
+            f"using {ctx.name}_dc_geom = sc_dc_geom<{geom}>;\n"
+            f"static int {ctx.name}_dc(const void* x, const void* w, const void* const*, void* out, cudaStream_t stream) {{\n"
+            f"  return sc_dc_conv_run<{ctx.name}_dc_geom>({ctx.name}_dc_spec, x, w, nullptr, out, stream);\n}}\n")
+
+
+def _direct_spec(p: ConvParams, g: DcGeom) -> tuple[str, str]:
+    """sc_dc_spec's initialiser and sc_dc_geom's arguments (a 2-D convolution as a 3-D one of depth 1)."""
     three = len(p.x) == 5
     n, c = p.x[:2]
     d, h, wd = (p.x[2:] if three else (1, *p.x[2:]))
@@ -492,11 +525,7 @@ def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Op
     pad, stride, dil = ((tuple(v) if three else (fill, *v)) for v, fill in ((p.pad, 0), (p.stride, 1), (p.dilation, 1)))
     spec = ", ".join(f"{v}ll" for v in (n, c, d, h, wd, p.y[1], od, oh, ow)) + ", " + ", ".join(map(str, pad))
     geom = ", ".join(map(str, (c, *k, *stride, *dil, g.rows, g.chunk, g.slabs)))
-    # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
-    # 7d4508e, without it, the bench called these exact-rung candidates tf32).
-    return _direct_kernel(ctx, "direct_conv.cuh", "sc_dc", spec, "", geom, x, w, b, out,
-                          _describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels "
-                          f"a block)" + (" +bias" if b else "") + " (fp32, no TF32)")
+    return spec, geom
 
 
 def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool, x_shape: Sequence[int] | None = None) -> str:
