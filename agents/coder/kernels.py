@@ -188,7 +188,7 @@ def emitters() -> dict[str, Emitter]:
 
 
 FAMILIES = ("emit_gemm", "emit_conv", "emit_reduce", "emit_norm", "emit_pool", "emit_layout", "emit_loss",
-            "emit_attention", "emit_rnn", "emit_scatter")
+            "emit_attention", "emit_rnn", "emit_scatter", "emit_topk")
 
 
 def _families() -> list[Any]:

@@ -1,0 +1,150 @@
+"""torch.topk (agents/coder/emit_topk.py, cuda/topk.cuh): on the CPU the candidate's host entry runs the
+kernel's own ordering and addressing against PyTorch (largest and smallest, any dim, strided views,
+values or indices alone, ties and NaN); what it refuses; on a GPU, the warp merge against PyTorch."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import load_model_new, needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import planner
+
+_ids = itertools.count()
+
+
+class Router(nn.Module):
+    """A mixture of experts' gate: the top 2 of 8 experts' logits (computed before it), softmaxed,
+    and which ones."""
+
+    def forward(self, x):
+        w, idx = torch.topk(torch.tanh(x[..., :8]) * 3, 2, dim=-1)
+        return torch.softmax(w, dim=-1), idx
+
+
+class Knn(nn.Module):
+    """DGCNN's k nearest neighbours: indices alone, along the last dim of a distance matrix."""
+
+    def forward(self, x):
+        inner = -2 * (x.unsqueeze(-1) * x.unsqueeze(-2)).sum(1)  # x^T x, as the CPU entries compute it
+        xx = torch.sum(x**2, dim=1, keepdim=True)
+        return (-xx - inner - xx.transpose(2, 1)).topk(k=5, dim=-1)[1]
+
+
+class SmallestAlongMiddle(nn.Module):
+    """The 3 smallest along dim 1 of a transposed view (a strided read), values alone."""
+
+    def forward(self, x):
+        return torch.topk(x.transpose(1, 2), 3, dim=1, largest=False).values * 2
+
+
+class TiesAndNaN(nn.Module):
+    def forward(self, x):
+        v, i = torch.topk(torch.round(x * 2) / 2, 4, dim=-1)  # many equal values
+        return v, i
+
+
+CASES = {
+    "router": (Router, lambda: [torch.randn(3, 5, 16)]),
+    "knn indices": (Knn, lambda: [torch.randn(2, 3, 40)]),
+    "smallest along a middle dim": (SmallestAlongMiddle, lambda: [torch.randn(2, 6, 9)]),
+}
+
+
+def _candidate(module, inputs, host=True):
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert plan.supported, plan.unsupported
+    assert "topk" in {n["op"] for n in plan.graph}
+    return coder_builtin.build_candidate(plan, type(module), title="t", host=host)
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("make,inputs", CASES.values(), ids=CASES.keys())
+def test_topk_matches_pytorch_on_the_cpu(tmp_path, make, inputs):
+    torch.manual_seed(0)
+    module = make()
+    args = inputs()
+    cand = _candidate(module, args)
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for given in (args, inputs()):
+            got, want = new(*given), module(*given)
+            got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+            for g, w in zip(got, want, strict=True):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_ties_go_to_the_lower_index_and_nan_is_largest(tmp_path):
+    module = TiesAndNaN()
+    x = torch.randn(4, 12)
+    x[1, 3] = float("nan")
+    x[2, :] = 0.5  # a row of one value: the first four indices, in order
+    cand = _candidate(module, [x])
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        v, i = new(x)
+        want_v, _ = module(x)
+    torch.testing.assert_close(v, want_v, equal_nan=True)
+    assert torch.isnan(v[1, 0]) and i[1, 0] == 3
+    assert i[2].tolist() == [0, 1, 2, 3]
+    # Where values tie, the lower index first; the values at the indices are the values returned.
+    rounded = torch.round(x * 2) / 2
+    assert torch.equal(torch.gather(rounded, 1, i)[~torch.isnan(v)], v[~torch.isnan(v)])
+    for row_v, row_i in zip(v.tolist(), i.tolist(), strict=True):
+        for a, b, ia, ib in zip(row_v, row_v[1:], row_i, row_i[1:], strict=False):
+            assert a != b or ia < ib
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_topk_builds_clean_for_sm90(tmp_path):
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
+
+    include = cudnn_include_or_skip()
+    for key in CASES:
+        make, inputs = CASES[key]
+        assert_builds_clean_for_sm90(_candidate(make(), inputs(), host=False), tmp_path / f"{len(key)}.cu", include)
+
+
+def test_what_it_refuses():
+    class Unsorted(nn.Module):
+        def forward(self, x):
+            return torch.topk(x, 2, sorted=False).values
+
+    class TooMany(nn.Module):
+        def forward(self, x):
+            return torch.topk(x, 40).values
+
+    for cls, shape in ((Unsorted, (3, 8)), (TooMany, (3, 64))):
+        plan = planner.plan_graph(graph.trace_module(cls(), [torch.randn(*shape)]))
+        assert not plan.supported and any("topk" in r for r in plan.unsupported), plan.unsupported
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("make,inputs", CASES.values(), ids=CASES.keys())
+def test_on_the_gpu_topk_matches(tmp_path, monkeypatch, make, inputs):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    module = make()
+    args = inputs()
+    cand = _candidate(module, args, host=False)
+    new, _ = load_model_new(cand, module, tmp_path)
+    new, module = new.cuda(), module.cuda()
+    with torch.no_grad():
+        given = [a.cuda() for a in args]
+        got, want = new(*given), module(*given)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
