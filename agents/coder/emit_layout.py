@@ -1,5 +1,5 @@
 """Data-movement kernels: cat, stack, flip, triu/tril, constant, reflection and replication padding, im2col
-(F.unfold), roll, fills, reads
+(F.unfold), F.affine_grid and F.grid_sample (bilinear, nearest), roll, fills, reads
 through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest,
 linear and bicubic upsampling as F.interpolate traces them).
 
@@ -371,6 +371,105 @@ def _f32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
+GRID_SAMPLE = """#ifndef SC_GRID_SAMPLE
+#define SC_GRID_SAMPLE
+// ATen's GridSampler.h: a grid coordinate in [-1, 1] to a source position, and the padding modes.
+SC_INLINE float sc_gs_unnormalize(float c, int64_t size, bool align) {
+  return align ? (c + 1.f) / 2.f * (size - 1) : ((c + 1.f) * size - 1.f) / 2.f;
+}
+SC_INLINE float sc_gs_clip(float c, int64_t size) { return fminf((float)(size - 1), fmaxf(c, 0.f)); }
+SC_INLINE float sc_gs_reflect(float c, int64_t twice_low, int64_t twice_high) {
+  if (twice_low == twice_high) return 0.f;
+  const float lo = twice_low / 2.f, span = (twice_high - twice_low) / 2.f;
+  c = fabsf(c - lo);
+  const float extra = fmodf(c, span);
+  const int flips = (int)floorf(c / span);
+  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+// padding: 0 zeros, 1 border, 2 reflection.
+SC_INLINE float sc_gs_source(float c, int64_t size, int padding, bool align) {
+  c = sc_gs_unnormalize(c, size, align);
+  if (padding == 1) return sc_gs_clip(c, size);
+  if (padding == 2) {
+    c = align ? sc_gs_reflect(c, 0, 2 * (size - 1)) : sc_gs_reflect(c, -1, 2 * size - 1);
+    return sc_gs_clip(c, size);
+  }
+  return c;
+}
+#endif
+"""
+
+
+def _grid_sample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """F.grid_sample (aten.grid_sampler_2d), bilinear or nearest, any padding mode: output (n, c, h, w)
+    reads the grid's (x, y) at (n, h, w) and the input around that position, as ATen's CUDA kernel
+    weighs it (corners outside the input count as zeros)."""
+    x, grid = ctx.args.get("input"), ctx.args.get("grid")
+    mode, padding = ctx.args.get("interpolation_mode", 0), ctx.args.get("padding_mode", 0)
+    align = bool(ctx.args.get("align_corners"))
+    if not isinstance(x, Operand) or not isinstance(grid, Operand) or mode not in (0, 1) or padding not in (0, 1, 2):
+        raise NotSupported(f"grid_sampler_2d (interpolation {mode}, padding {padding})")
+    if len(x.shape) != 4 or out.dtype not in _FLOATS or x.dtype != out.dtype or grid.dtype != out.dtype:
+        raise NotSupported("grid_sampler_2d: a 4-d float input and grid")
+    n, c, h, w = coords
+    if tuple(grid.shape) != (out.shape[0], out.shape[2], out.shape[3], 2) or tuple(out.shape[:2]) != tuple(x.shape[:2]):
+        raise NotSupported(f"grid_sampler_2d shapes {list(x.shape)}, {list(grid.shape)} -> {list(out.shape)}")
+    height, width = x.shape[2], x.shape[3]
+    al = "true" if align else "false"
+
+    def src(yy: str, xx: str) -> str:
+        return f"sc_to_f(x0[{offset_of(x, [n, c, yy, xx])}])"
+
+    def inside(yy: str, xx: str) -> str:
+        return f"({yy} >= 0 && {yy} < {height} && {xx} >= 0 && {xx} < {width})"
+
+    lines = [
+        f"const float ix = sc_gs_source(sc_to_f(x1[{offset_of(grid, [n, h, w, '0'])}]), {width}, {padding}, {al});",
+        f"const float iy = sc_gs_source(sc_to_f(x1[{offset_of(grid, [n, h, w, '1'])}]), {height}, {padding}, {al});",
+    ]
+    if mode == 1:  # nearest: round half to even, as nearbyint
+        lines += ["const int64_t xn = (int64_t)rintf(ix), yn = (int64_t)rintf(iy);",
+                  f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({inside('yn', 'xn')} ? {src('yn', 'xn')} : 0.f);"]
+        return lines, [x, grid], f"grid sample, nearest, padding {padding}"
+    lines += [
+        "const float fx = floorf(ix), fy = floorf(iy);",
+        "const int64_t xw = (int64_t)fx, yn = (int64_t)fy, xe = xw + 1, ys = yn + 1;",
+        "const float nw = (xe - ix) * (ys - iy), ne = (ix - xw) * (ys - iy);",
+        "const float sw = (xe - ix) * (iy - yn), se = (ix - xw) * (iy - yn);",
+        "float acc = 0.f;",
+        f"if {inside('yn', 'xw')} acc += {src('yn', 'xw')} * nw;",
+        f"if {inside('yn', 'xe')} acc += {src('yn', 'xe')} * ne;",
+        f"if {inside('ys', 'xw')} acc += {src('ys', 'xw')} * sw;",
+        f"if {inside('ys', 'xe')} acc += {src('ys', 'xe')} * se;",
+        f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>(acc);",
+    ]
+    return lines, [x, grid], f"grid sample, bilinear, padding {padding}"
+
+
+def _affine_grid(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """F.affine_grid (aten.affine_grid_generator), 2-d: grid (n, h, w, k) = theta[n, k] . (x_w, y_h, 1),
+    x and y evenly spaced over [-1, 1] (their pixels' centres without align_corners)."""
+    theta = ctx.args.get("theta")
+    size = [int(v) for v in _listed(ctx.args.get("size"))]
+    align = bool(ctx.args.get("align_corners"))
+    if not isinstance(theta, Operand) or len(size) != 4 or tuple(theta.shape) != (size[0], 2, 3) \
+            or tuple(out.shape) != (size[0], size[2], size[3], 2) or out.dtype not in _FLOATS:
+        raise NotSupported(f"affine_grid_generator of size {size}")
+    n, h, w, k = coords
+
+    def spaced(i: str, steps: int) -> str:  # torch.linspace(-1, 1, steps)[i], scaled as ATen's base grid
+        if steps <= 1:
+            return "0.f"
+        value = f"(-1.f + 2.f * (float){i} / {steps - 1}.f)"
+        return value if align else f"({value} * {(steps - 1) / steps!r}f)"
+
+    def t(j: int) -> str:
+        return f"sc_to_f(x0[{offset_of(theta, [n, k, str(j)])}])"
+
+    lines = [f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({spaced(w, size[3])} * {t(0)} + {spaced(h, size[2])} * {t(1)} + {t(2)});"]
+    return lines, [theta], "affine grid"
+
+
 def _resample_scale(size: int, out: int, scale: object, align: bool) -> float:
     """PyTorch's area_pixel_compute_scale in fp32: (in - 1) / (out - 1) with align_corners, else
     1 / scale where a positive scale was given (computed in double, then rounded), else in / out."""
@@ -469,6 +568,8 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
     "im2col": _im2col,
+    "grid_sampler_2d": _grid_sample,
+    "affine_grid_generator": _affine_grid,
     **{f"reflection_pad{d}d": _edge_pad(True) for d in (1, 2, 3)},
     **{f"replication_pad{d}d": _edge_pad(False) for d in (1, 2, 3)},
     **dict.fromkeys(_RESAMPLE, _resample),
@@ -528,7 +629,7 @@ def _emit(ctx: EmitContext) -> Kernel:
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
-{WRAP_INDEX if "sc_wrap_index" in body else ""}{REFLECT_INDEX if "sc_reflect_index" in body else ""}{"".join(loaders)}
+{WRAP_INDEX if "sc_wrap_index" in body else ""}{REFLECT_INDEX if "sc_reflect_index" in body else ""}{GRID_SAMPLE if "sc_gs_" in body else ""}{"".join(loaders)}
 SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}
