@@ -1,5 +1,5 @@
 """Data-movement kernels: cat, stack, flip, triu/tril, constant, reflection and replication padding, im2col
-(F.unfold), F.affine_grid and F.grid_sample (bilinear, nearest), roll, fills, reads
+(F.unfold), F.affine_grid and F.grid_sample (bilinear, nearest), embedding bags, roll, fills, reads
 through an index tensor (index_select, gather, embedding, x[:, idx]), and resampling (nearest,
 linear and bicubic upsampling as F.interpolate traces them).
 
@@ -470,6 +470,44 @@ def _affine_grid(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return lines, [theta], "affine grid"
 
 
+def _embedding_bag(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """nn.EmbeddingBag (aten._embedding_bag; sum, mean or max; offsets or 2-d input; per-sample
+    weights; padding_idx): output (b, d) sums, averages or takes the largest of the table's rows the
+    bag's indices name, skipping padding_idx; an empty bag gives 0, as PyTorch's."""
+    table, indices, offsets = (ctx.args.get(k) for k in ("weight", "indices", "offsets"))
+    psw = ctx.args.get("per_sample_weights")
+    mode, pad, last = ctx.args.get("mode", 0), ctx.args.get("padding_idx", -1), bool(ctx.args.get("include_last_offset"))
+    if not all(isinstance(t, Operand) for t in (table, indices, offsets)) or (psw is not None and not isinstance(psw, Operand)):
+        raise NotSupported("embedding_bag's operands")
+    if any(o is not None for o in ctx.outputs[1:]):
+        raise NotSupported("embedding_bag: its bookkeeping results are read")
+    if mode not in (0, 1, 2) or len(table.shape) != 2 or len(indices.shape) != 1 or len(offsets.shape) != 1 \
+            or indices.dtype != "int64" or offsets.dtype != "int64" or out.dtype not in _FLOATS:
+        raise NotSupported(f"embedding_bag (mode {mode})")
+    bags = offsets.shape[0] - (1 if last else 0)
+    if tuple(out.shape) != (bags, table.shape[1]):
+        raise NotSupported(f"embedding_bag result {list(out.shape)}")
+    b, d = coords
+    count = indices.shape[0]
+    hi = f"x2[{offset_of(offsets, [f'({b} + 1)'])}]" if last else \
+        f"({b} + 1 < {bags} ? x2[{offset_of(offsets, [f'({b} + 1)'])}] : (int64_t){count})"
+    weight = f" * sc_to_f(x3[{offset_of(psw, ['j'])}])" if psw is not None else ""
+    lines = [
+        f"const int64_t lo = x2[{offset_of(offsets, [b])}], hi = {hi};",
+        "float acc = " + ("-INFINITY" if mode == 2 else "0.f") + "; int64_t n = 0;",
+        "for (int64_t j = lo; j < hi; ++j) {",
+        f"  const int64_t row = x1[{offset_of(indices, ['j'])}];",
+        *([f"  if (row == {pad}) continue;"] if pad is not None and pad >= 0 else []),
+        f"  const float v = sc_to_f(x0[{offset_of(table, ['row', d])}]){weight};",
+        "  acc = " + ("fmaxf(acc, v)" if mode == 2 else "acc + v") + "; ++n;",
+        "}",
+        "if (n == 0) acc = 0.f;" if mode == 2 else ("acc = n ? acc / (float)n : 0.f;" if mode == 1 else ""),
+        f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>(acc);",
+    ]
+    return [line for line in lines if line], [table, indices, offsets, *([psw] if psw is not None else [])], \
+        f"embedding bag, {('sum', 'mean', 'max')[mode]}"
+
+
 def _resample_scale(size: int, out: int, scale: object, align: bool) -> float:
     """PyTorch's area_pixel_compute_scale in fp32: (in - 1) / (out - 1) with align_corners, else
     1 / scale where a positive scale was given (computed in double, then rounded), else in / out."""
@@ -569,6 +607,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "constant_pad_nd": _pad,
     "im2col": _im2col,
     "grid_sampler_2d": _grid_sample,
+    "_embedding_bag": _embedding_bag,
     "affine_grid_generator": _affine_grid,
     **{f"reflection_pad{d}d": _edge_pad(True) for d in (1, 2, 3)},
     **{f"replication_pad{d}d": _edge_pad(False) for d in (1, 2, 3)},
