@@ -85,6 +85,20 @@ def int_args(value: object, nd: int, what: str, default: list[int] | None = None
     return list(value)
 
 
+def unpadded_avg_window(args: dict, nd: int) -> tuple[list[int], list[int]] | None:
+    """(kernel, stride) of an average pool's arguments, read as its emitter reads them, where it has
+    no padding and no divisor override (the pools the planner's rewrites may move or fold); else None."""
+    try:
+        kernel = int_args(args.get("kernel_size"), nd, "kernel_size")
+        stride = int_args(args.get("stride", []), nd, "stride", default=kernel)
+        padding = int_args(args.get("padding", 0), nd, "padding")
+    except NotSupported:
+        return None
+    if any(padding) or args.get("divisor_override") is not None:
+        return None
+    return kernel, stride
+
+
 def _output_extent(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
     """pooling_output_shape from ATen's Pool.h."""
     span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)

@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stitchcuda.agents.coder.emit_pool import int_args
-from stitchcuda.agents.coder.kernels import NotSupported
+from stitchcuda.agents.coder.emit_pool import unpadded_avg_window
 from stitchcuda.agents.graph import (
     FLOAT_DTYPES,
     Node,
@@ -77,16 +76,10 @@ def _reduction(node: Node, nodes: dict[str, Node]) -> _Reduction | None:
         red = _Reduction(src["name"], n, op)
     elif op in ("avg_pool1d", "avg_pool2d", "avg_pool3d"):
         nd = int(op[-2])
-        if rank < nd + 1 or args.get("divisor_override") is not None:
+        window = unpadded_avg_window(args, nd) if rank >= nd + 1 else None
+        if window is None:
             return None
-        try:  # read as the pool's emitter reads them
-            kernel = int_args(args.get("kernel_size"), nd, "kernel_size")
-            stride = int_args(args.get("stride", []), nd, "stride", default=kernel)
-            padding = int_args(args.get("padding", 0), nd, "padding")
-        except NotSupported:
-            return None
-        if any(padding):
-            return None
+        kernel, stride = window
         # Every pooled dim but the last is an identity: a window of one, or a dim of one.
         pooled = shape[rank - nd:]
         if any(not (kern == 1 and (st == 1 or size == 1)) for kern, st, size in

@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stitchcuda.agents.coder.emit_pool import int_args
-from stitchcuda.agents.coder.kernels import NotSupported
+from stitchcuda.agents.coder.emit_pool import unpadded_avg_window
 from stitchcuda.agents.graph import (
     FLOAT_DTYPES,
     Node,
@@ -54,14 +53,10 @@ def _composed(pool: Node, nodes: dict[str, Node], readers: dict[str, int], taken
     if nd is None or not pool.get("shape"):
         return None
     args = pool.get("args", {})
-    try:  # read as the pool's emitter reads them
-        window = int_args(args.get("kernel_size"), nd, "kernel_size")
-        step = int_args(args.get("stride", []), nd, "stride", default=window)
-        padding = int_args(args.get("padding", 0), nd, "padding")
-    except NotSupported:
+    read = unpadded_avg_window(args, nd)
+    if read is None:
         return None
-    if any(padding) or args.get("divisor_override") is not None:
-        return None
+    window, step = read
     pool_shape = list(pool["shape"])
     cur = nodes.get(ref_name(args.get("self")) or "")
     lifted = pool["op"] == "avg_pool2d" and cur is not None and _lifted_1d(cur, window, step, readers)
