@@ -1,6 +1,6 @@
 """The direct dense convolution for few input channels (emit_conv._direct_dense, cuda/direct_conv.cuh):
-fp32 FMA on the exact rungs, with STITCHCUDA_CONV_DIRECT=1 (in place of cuDNN) or =contend (cuDNN's
-first-call contender). On the CPU the candidate runs the kernel's
+fp32 FMA on the exact rungs, as cuDNN's first-call contender (the default), or with
+STITCHCUDA_CONV_DIRECT=1 in place of cuDNN. On the CPU the candidate runs the kernel's
 own index math through its host entry (staging slabs in chunks, channel chunks, padding, strides,
 dilations, 2-D and 3-D) against PyTorch; what it leaves to cuDNN; an sm_90 build. On a GPU the built
 candidate matches its module at fp32's accuracy."""
@@ -108,11 +108,15 @@ def test_what_stays_with_cudnn(monkeypatch):
     assert geom((2, 4, 64, 8), (8, 4, 3, 3)) is None  # planes narrower than a tile's 32 columns
 
 
-def test_only_the_exact_rungs_take_it_and_only_when_asked(monkeypatch):
-    monkeypatch.delenv(DIRECT_ENV, raising=False)
+def test_only_the_exact_rungs_take_it_and_by_default_as_a_contender(monkeypatch):
     make, shape = CASES["3d stem"]
+    monkeypatch.setenv(DIRECT_ENV, "0")
     off = builtin_candidate(make(), [torch.randn(*shape)], host=False, precise=kernels.PRECISE_SPLIT)
-    assert not _direct_ops(off) and not any("direct" in n for n in off.notes)  # the default: cuDNN's
+    assert not _direct_ops(off) and not any("direct" in n for n in off.notes)  # cuDNN's alone
+    monkeypatch.delenv(DIRECT_ENV, raising=False)
+    default = builtin_candidate(make(), [torch.randn(*shape)], host=False, precise=kernels.PRECISE_SPLIT)
+    assert not _direct_ops(default)  # the default: cuDNN's launcher, the direct kernel its contender
+    assert any("or a direct fp32 kernel where it wins" in n for n in default.notes), default.notes
     monkeypatch.setenv(DIRECT_ENV, "1")
     make, shape = CASES["3d stem"]
     module = make()

@@ -225,7 +225,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
     if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
         return _depthwise(ctx, p, x, w, b, out)
-    direct = os.environ.get(DIRECT_ENV, "")
+    direct = os.environ.get(DIRECT_ENV, "contend")
     direct_geom = dense_direct(p, out.dtype) if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT else None
     if direct == "1" and direct_geom is not None:
         return _direct_dense(ctx, p, x, w, b, out, direct_geom)
@@ -452,13 +452,12 @@ def _direct_kernel(ctx: EmitContext, header: str, prefix: str, spec: str, types:
 
 
 # The direct dense kernel (direct_conv.cuh) for few input channels, on the exact rungs only (it is
-# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). "1" runs it in place of cuDNN (what the
-# CPU tests run, through its host entry); "contend" makes it cuDNN's first-call contender (kept only
-# where it agrees with cuDNN's result and is faster; CPU-tested, not yet run on a GPU). Off: on the H200
-# (7d4508e, bench/results/2026-11-29-h200-level2-pooled-convs-ac361c6.md) it beat cuDNN's FMA kernels
-# on level 2's 48 (1.16 against 1.66 ms) and 6 (0.27 against 0.39 ms), 3 input channels and 16 output
-# ones, and lost on 24 (3 -> 24 channels: 0.71 against 0.62 ms) and on 8 input channels (21, 82, 90:
-# 1.5-2.1x slower); it needs to be cuDNN's first-call contender, not its replacement.
+# fp32 FMA: at TF32 cuDNN's tensor cores are the faster path). By default ("contend") it is cuDNN's
+# first-call contender, kept only where it agrees with cuDNN's result and is faster: on the H200
+# (bench/results/2026-11-29-h200-level2-contend-acb9843.md) it was kept on level 2's 6 and 48 (0.57 ->
+# 0.44 ms, 1.98 -> 1.48 ms: 3 input channels, 16 output ones) and cuDNN stayed on 21, 24, 82 and 90,
+# where, run in cuDNN's place, it had been 1.2-1.9x slower. "1" runs it in place of cuDNN (what the
+# CPU tests run, through its host entry); "0" leaves cuDNN alone.
 DIRECT_ENV = "STITCHCUDA_CONV_DIRECT"
 DC_MAX_CHANNELS = 8  # input channels (per sample): beyond, a GEMM's reuse pays and cuDNN stays
 DC_MAX_TAPS = 125
