@@ -226,7 +226,9 @@ def test_compiles_for_each_arch_and_dtype(arch, tmp_path):
     picks = [c for c in CASES if c.id in ("plain", "fp16", "bf16", "fp16-causal", "head-128", "sdpa-bool-mask")]
     ks = [_emit(c, f"a{i}", target=target) for i, c in enumerate(picks)]
     ks.append(_emit(CASES[0], "afma", precise=kernels.PRECISE_FP32, target=target))
-    assert "fp32 FMA" in ks[-1].ops[0] and "tf32" in ks[0].ops[0]
+    ks.append(_emit(CASES[0], "asplit", precise=kernels.PRECISE_SPLIT, target=target))
+    assert "fp32 FMA, no TF32" in ks[-2].ops[0] and "TF32 tensor cores" in ks[0].ops[0]
+    assert "3xTF32 scores" in ks[-1].ops[0]
     path = tmp_path / "attention.cu"
     path.write_text("\n".join([render([], after=[k.source for k in ks]), *(k.source for k in ks)]))
     runtime.build([path], arch=arch)
@@ -234,15 +236,29 @@ def test_compiles_for_each_arch_and_dtype(arch, tmp_path):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_tiles_fit_the_target(dtype):
-    """Tiles shrink to the target's shared memory; a head too large for any tile is refused, so the
-    Planner leaves the chain on its library path."""
+    """Tiles shrink to the target's shared memory, on both paths; a head too large for the tensor
+    cores' registers is refused, so the Planner leaves the chain on its library path."""
     for target in (A100, H100):
-        for d in (16, 64, 80, 128, 256):
-            br, bc = emit_attention.tile(dtype, d, d, True, target)
-            assert emit_attention.smem_bytes(dtype, br, bc, d, d, True) <= target.shared_per_block_optin
+        for d in (16, 64, 80, 128):
+            for tc in (True, False):
+                br, bc = emit_attention.tile(dtype, d, d, tc, target)
+                assert emit_attention.smem_bytes(dtype, br, bc, d, d, tc) <= target.shared_per_block_optin
             assert emit_attention.refusal(dtype, d, d, target) is None
-    assert emit_attention.tile(dtype, 64, 64, True, H100) == (64, 64)
-    assert "past 256" in emit_attention.refusal(dtype, 1024, 1024, H100)
+    assert emit_attention.tile(dtype, 64, 64, True, H100) == (128, 64)
+    # 128 query rows only while the grid still fills the GPU's SMs.
+    assert emit_attention.tile(dtype, 64, 64, True, H100, blocks=H100.sm_count - 1) == (64, 64)
+    assert "past 128" in emit_attention.refusal(dtype, 256, 256, H100)
+    assert "sm_80" in emit_attention.refusal(dtype, 64, 64, Target.named("t4"))
+
+
+def test_tensor_core_rows_spread_over_the_banks():
+    """A fragment load reads 8 rows x 4 words: a row 16 bytes past a multiple of 128 puts them in 32
+    distinct banks (attention.cuh's tc_ld), for every head size and dtype."""
+    for size in (2, 4):
+        for d in (8, 16, 32, 40, 64, 80, 96, 128):
+            words = (-(-d * size // 128) * 128 + 16) // 4
+            banks = {(g * words + t) % 32 for g in range(8) for t in range(4)}
+            assert len(banks) == 32, (size, d)
 
 
 def test_refuses_other_dtypes():
@@ -301,6 +317,31 @@ def test_gpu_fp32_fma_is_fp32_exact(tmp_path, monkeypatch):
     lib = kernels.library([k], Path(tmp_path))
     got, want = _run_gpu(case, k, lib, 5)
     _check(case, got, want, tol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_3xtf32_scores_on_long_rows(causal, tmp_path, monkeypatch):
+    """The rungs after TF32: 3xTF32 scores, TF32 att·v, over many key tiles (the cp.async pipeline,
+    128-row tiles), on inputs scaled up as the Verifier's large set scales them. Scores of 1e4 make
+    the softmax nearly one-hot: a TF32 score product is off by a weight factor there, 3xTF32 not."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    target = Target.current()
+    for shape in [(2, 4, 512, 96), (1, 2, 1100, 32)]:
+        case = _gpu_case(torch.float32, causal, shape)
+        k = _emit(case, f"s{shape[2]}", precise=kernels.PRECISE_SPLIT, target=target)
+        assert "3xTF32 scores" in k.ops[0]
+        lib = kernels.library([k], Path(tmp_path / str(shape[2])))
+        for scale in (1.0, 30.0):
+            ins = [t * scale for t in case.inputs(7)]
+            args = [t.cuda() for t in _values(case, ins, k)]
+            want = case.fn(*[t.cuda().double() for t in ins]).float()
+            out = torch.full((want.numel(),), math.nan, device="cuda")
+            lib.call(k.name, *args, out)
+            torch.cuda.synchronize()
+            _check(case, out.cpu(), want.cpu(), tol=2e-3)
 
 
 @pytest.mark.gpu

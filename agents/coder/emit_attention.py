@@ -16,11 +16,15 @@ The node's arguments (all from the graph; nothing is assumed of a problem's name
     out_scale  the second product's alpha (a scaling of v folded into it)
     safe    _safe_softmax (a row with every score -inf gives zeros) rather than _softmax (NaN)
 
-The result is [prod(B), Sq, Dv] contiguous, as the second bmm wrote it. fp16 and bf16 run on tensor
-cores with fp32 accumulation; fp32 on TF32 tensor cores at EmitContext.precise == PRECISE_TF32 and
-on the FMA units in full fp32 above it (the Coder's answer to a wrong result). Tiles are sized for
-the target's shared memory per block; a head dim whose tiles do not fit is NotSupported, and the
-Planner then leaves the chain as it was (`refusal`).
+The result is [prod(B), Sq, Dv] contiguous, as the second bmm wrote it. On sm_80 and newer the
+kernel runs on tensor cores through mma.sync with S, P and O in registers (cuda/attention.cuh's
+tc_kernel): fp16 and bf16 with fp32 accumulation; fp32 as TF32 at EmitContext.precise ==
+PRECISE_TF32, and with the scores' product as 3xTF32 on the rungs after it (the mixed and 3xTF32
+rungs: an error in a score is a factor in its weight, precision_mix.py); att·v stays TF32 there, as
+the emulation in precision_mix found enough. At PRECISE_FP32 (no TF32 anywhere) it runs on the FMA
+units (fma_kernel). Tiles are sized for the target's shared memory per block; a head dim whose tiles
+do not fit, or a GPU before sm_80, is NotSupported, and the Planner then leaves the chain as it was
+(`refusal`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 from stitchcuda.agents.coder import cuda_text
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import (
+    PRECISE_FP32,
     PRECISE_TF32,
     EmitContext,
     Kernel,
@@ -44,12 +49,15 @@ from stitchcuda.target import Target
 
 OP = "sc_attention"
 DTYPES = ("float32", "float16", "bfloat16")
-MAX_HEAD_DIM = 256  # past this the FMA path's per-lane accumulators spill; the tiles rarely fit anyway
+# Past this the tensor-core path's output accumulators (DV / 2 registers a lane) spill.
+MAX_HEAD_DIM = 128
+MIN_CAPABILITY = (8, 0)  # mma.sync for TF32 and bf16, cp.async
 # (query rows, keys) per tile, largest first: the first whose shared memory fits the target is used.
-# 64 query rows is four warps of 16; 64 keys, two per lane in the softmax.
-TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
+# 16 query rows a warp; the FMA path's softmax takes keys 32 at a time (a lane each).
+TC_TILES = ((128, 64), (64, 64), (64, 32), (32, 32), (16, 32))
+FMA_TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
 
-_HEADER = cuda_text.load("attention.cuh")
+_HEADER = cuda_text.load("tensor_core.cuh") + cuda_text.load("attention.cuh")
 
 
 def _round_up(x: int, m: int) -> int:
@@ -57,35 +65,46 @@ def _round_up(x: int, m: int) -> int:
 
 
 def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool) -> int:
-    """Shared memory of one block (attention.cuh's Smem, byte for byte)."""
+    """Shared memory of one block (attention.cuh's TcSmem or Smem, byte for byte)."""
     size = ITEM_SIZE[dtype]
+    if tc:
+        dp, dvp = _round_up(d, 8 if size == 4 else 16), _round_up(dv, 8)
+        lq, lv = (_round_up(c * size, 128) + 16 for c in (dp, dvp))  # bytes a row
+        return sum(_round_up(p, 128) for p in (br * lq, bc * lq, bc * lv))
     dp, dvp = _round_up(d, 32), _round_up(dv, 32)
-    padt, padf = (16 // size, 4) if tc else (1, 1)
-    parts = [br * (dp + padt) * size, bc * (dp + padt) * size, bc * (dvp + padt) * size,
-             br * (bc + padf) * 4, br * (bc + padt) * size, br * (dvp + padf) * 4, br * 4, br * 4]
+    parts = [br * (dp + 1) * size, bc * (dp + 1) * size, bc * (dvp + 1) * size,
+             br * (bc + 1) * 4, br * (bc + 1) * size, br * (dvp + 1) * 4, br * 4, br * 4]
     return sum(_round_up(p, 128) for p in parts)
 
 
-def tile(dtype: str, d: int, dv: int, tc: bool, target: Target) -> tuple[int, int] | None:
-    """(query rows, keys) per tile for this head size on `target`; None where none fits."""
+def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None) -> tuple[int, int] | None:
+    """(query rows, keys) per tile for this head size on `target`; None where none fits. With
+    `blocks(rows)` (the grid a tile height gives), a 128-row tile is taken only where its grid still
+    fills every SM: it halves K and V's reads, but not at the price of idle SMs."""
     if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
         return None
-    for br, bc in TILES:
-        if smem_bytes(dtype, br, bc, d, dv, tc) <= target.shared_per_block_optin:
-            return br, bc
+    for br, bc in TC_TILES if tc else FMA_TILES:
+        if smem_bytes(dtype, br, bc, d, dv, tc) > target.shared_per_block_optin:
+            continue
+        if br == 128 and blocks is not None and blocks < target.sm_count:
+            continue
+        return br, bc
     return None
 
 
 def refusal(dtype: str, d: int, dv: int, target: Target) -> str | None:
     """Why the kernel cannot take this chain on `target` (None: it can). The Planner asks before it
-    fuses, so a refused chain keeps its library path. Tensor cores or not, the tiles that fit are the
-    same or larger on the FMA path (less padding), so fp32's precision steps never refuse later."""
+    fuses, so a refused chain keeps its library path. The FMA path's tiles fit wherever the tensor
+    cores' do (checked), so fp32's later rungs never refuse."""
     if dtype not in DTYPES:
         return f"attention in {dtype}: only fp32, fp16 and bf16"
+    if tuple(target.capability) < MIN_CAPABILITY:
+        return f"attention on {target.arch}: the fused kernel needs sm_80 or newer"
     if max(d, dv) > MAX_HEAD_DIM:
         return f"head dims {d}/{dv} past {MAX_HEAD_DIM}"
-    if tile(dtype, d, dv, True, target) is None:
-        return f"head dims {d}/{dv}: no tile fits {target.shared_per_block_optin} bytes of shared memory"
+    for tc in (True, False):
+        if tile(dtype, d, dv, tc, target) is None:
+            return f"head dims {d}/{dv}: no tile fits {target.shared_per_block_optin} bytes of shared memory"
     return None
 
 
@@ -199,9 +218,11 @@ def emit_attention(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"attention shapes q {list(q.shape)}, kᵀ {list(kt.shape)}, v {list(v.shape)}")
     if math.prod(out.shape) != bh * n_q * dv:
         raise NotSupported(f"attention result shape {list(out.shape)}")
-    tc = dtype != "float32" or ctx.precise <= PRECISE_TF32
+    # fp32: TF32 at the first rung, 3xTF32 scores on the rungs after it, the FMA units at the last.
+    tc = dtype != "float32" or ctx.precise < PRECISE_FP32
+    split_qk = dtype == "float32" and tc and ctx.precise > PRECISE_TF32
     why = refusal(dtype, d, dv, ctx.target)
-    sizes = tile(dtype, d, dv, tc, ctx.target)
+    sizes = tile(dtype, d, dv, tc, ctx.target, blocks=bh * -(-n_q // 128))
     if why is not None or sizes is None:
         raise NotSupported(why or f"head dims {d}/{dv}: no tile fits")
     br, bc = sizes
@@ -242,6 +263,7 @@ struct {name}_tr {{
   static constexpr int64_t VSR = {sv.row_stride}LL, VSD = {sv.col_stride}LL;
   static constexpr bool TC = {str(tc).lower()}, CAUSAL = {str(causal).lower()}, SAFE = {str(safe).lower()};
   static constexpr bool VEC_LAYOUT = {str(vec_layout).lower()}, MASK_SKIP = {str(mask_skip).lower()};
+  static constexpr bool SPLIT_QK = {str(split_qk).lower()}, SPLIT_PV = false;
   static constexpr int64_t DIAG = {diag}LL;
   static constexpr float OUT_SCALE = {c_float(out_scale)};
   SC_INLINE static int64_t q_base(int64_t bh) {{ return {sq.offset}LL + {_batch_offset(sq.batch)}; }}
@@ -266,7 +288,8 @@ struct {name}_tr {{
     )
     device = f"  const int rc = sc_attn::launch<{name}_tr>(args, {aligned}, stream);\n  if (rc != 0) return rc;"
     host = f"  sc_attn::host<{name}_tr>(args);"
-    precision = "tf32 tensor cores" if tc and dtype == "float32" else ("fp32 FMA" if not tc else "tensor cores")
+    precision = ("tensor cores" if dtype != "float32" else "3xTF32 scores, TF32 att.v" if split_qk
+                 else "TF32 tensor cores" if tc else "fp32 FMA, no TF32")
     mask_note = " ".join(s[0] for s in steps)
     note = (f"attention {bh}x{n_q}x{n_k} head {d}/{dv} {dtype}"
             + (f" -> {out.dtype}" if out.dtype != dtype else "") + f" ({precision}), tiles {br}x{bc}"

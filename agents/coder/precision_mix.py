@@ -30,9 +30,11 @@ ENV = "STITCHCUDA_MIXED_PRECISION"
 # Ops whose output's relative error is their input's absolute error.
 AMPLIFIERS = frozenset({"exp", "exp_", "_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax",
                         "logsumexp"})
-# The fp32 library calls whose precision the ladder sets (emit_gemm, emit_conv).
+# The fp32 library calls whose precision the ladder sets (emit_gemm, emit_conv), and the fused
+# attention kernel (emit_attention), whose scores' product feeds its own softmax.
 MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv"})
-LIBRARY_OPS = MATMULS | {"convolution"}
+ATTENTION = "sc_attention"
+LIBRARY_OPS = MATMULS | {"convolution", ATTENTION}
 
 
 def _live(plan: Plan) -> tuple[set[str], set[str]]:
@@ -56,11 +58,15 @@ def library_calls(plan: Plan, ops: frozenset[str] = LIBRARY_OPS) -> set[str]:
 
 def sensitive(plan: Plan) -> set[str]:
     """The fp32 matmuls whose results reach the input of an amplifying op the plan computes, through
-    anything."""
+    anything, and the fused attention kernels (a softmax of their own scores)."""
     computed, _ = _live(plan)
     amplified = [ref for n in plan.graph if n["op"] in AMPLIFIERS and n["name"] in computed
                  for ref in iter_refs(n.get("args", {}))]
-    return library_calls(plan, MATMULS) & ancestors(by_name(plan.graph), amplified)
+    # A fused attention's softmax reads what its query, key and masks make (not its value).
+    amplified += [ref for n in plan.graph if n["op"] == ATTENTION and n["name"] in computed
+                  for arg in ("query", "key", "key_t", "masks") for ref in iter_refs(n["args"].get(arg))]
+    return ((library_calls(plan, MATMULS) & ancestors(by_name(plan.graph), amplified))
+            | library_calls(plan, frozenset({ATTENTION})))
 
 
 def applies(plan: Plan) -> bool:

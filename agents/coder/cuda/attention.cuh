@@ -3,62 +3,53 @@
 //! kernel by a traits struct `Tr` (shapes, strides, tile sizes, `Tr::score`); this block is the
 //! fixed machinery every attention kernel of a .cu shares.
 //!
-//! One block per (batch·head, tile of BR query rows), BR / 16 warps, each warp owning 16 rows of
-//! every tile it touches (so the softmax needs no block-wide sync). For each tile of BC keys: K and
-//! V into shared memory, S = Q Kᵀ (tensor cores: fp16/bf16 m16n16k16, fp32 as TF32 m16n16k8; or
-//! fp32 FMA when Tr::TC is false), the online softmax (running max m and sum l per row; the output
-//! rows are rescaled by exp(m_old - m_new)), then O += P V. With masks, a key tile that they mask
-//! entirely for the block's rows is skipped (probed per tile, so a causal buffer costs half). S and O stay in shared memory as fp32:
-//! WMMA's accumulator layout is opaque, and a row-wise rescale needs to know which row an element
-//! is in. Causal chains stop at the last key tile a row of the block can see.
+//! One block per (batch·head, tile of BR query rows), BR / 16 warps, each warp owning 16 rows (so
+//! the softmax needs no block-wide sync). For each tile of BC keys: K and V into shared memory,
+//! S = Q Kᵀ, the online softmax (running max m and sum l per row; the output rows rescaled by
+//! exp(m_old - m_new)), then O += P V. Two kernels:
+//!  - tc_kernel (sm_80+): mma.sync on tensor cores, S, P and O in registers as the products'
+//!    fragments. fp16/bf16 operands m16n8k16; fp32 as TF32 m16n8k8, each product optionally 3xTF32
+//!    (operands split into a TF32 head and tail: fp32's accuracy on tensor cores). P feeds the
+//!    second product straight from the first's accumulators: for TF32 the 8 keys of a k-step are
+//!    taken in the order (2t, 2t+1) per lane, which is the accumulator's, and V's rows in the same
+//!    order (a sum over keys does not care which order). K and V arrive by cp.async: the next
+//!    tile's K loads while this tile's P V runs, its V while the next S runs.
+//!  - fma_kernel: fp32 on the FMA units (the exact rung), S, P and O in shared memory.
+//! With masks, a key tile they mask entirely for the block's rows is skipped (probed per tile, so a
+//! causal buffer costs half). Causal chains stop at the last key tile a row of the block can see.
 #ifndef SC_ATTENTION_H
 #define SC_ATTENTION_H
-#include <mma.h>
 
 namespace sc_attn {
-namespace wmma = nvcuda::wmma;
-
-// Tensor-core fragments per element type: K is the depth of one mma step.
-template <class T> struct Mma;
-template <> struct Mma<__half> {
-  static constexpr int K = 16;
-  using A = wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major>;
-  using BCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major>;
-  using BRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major>;
-  using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-  template <class F> __device__ static void round(F&) {}
-};
-template <> struct Mma<__nv_bfloat16> {
-  static constexpr int K = 16;
-  using A = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-  using BCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
-  using BRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-  using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-  template <class F> __device__ static void round(F&) {}
-};
-template <> struct Mma<float> {  // TF32: fp32 storage, operands rounded to TF32 as they are loaded
-  static constexpr int K = 8;
-  using A = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-  using BCol = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-  using BRow = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-  using Acc = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-  template <class F> __device__ static void round(F& f) {
-#pragma unroll
-    for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
-  }
-};
 
 SC_INLINE constexpr int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-// Shared-memory layout of one block (elements per row, with padding, and byte offsets). Tensor
-// cores need rows of a multiple of 16 bytes and fragments on 32-byte boundaries; the FMA path pads
-// by one element so that lanes reading a column of K hit distinct banks.
-template <class T, int BR, int BC, int DP, int DVP, bool TC>
+// Rows of a shared tile are a multiple of 16 bytes (cp.async), and the 8 rows x 4 words a fragment
+// load reads fall in 32 distinct banks only when a row is 16 bytes past a multiple of 128.
+template <class T>
+SC_INLINE constexpr int tc_ld(int cols) { return (round_up(cols * (int)sizeof(T), 128) + 16) / (int)sizeof(T); }
+
+// Depth of one product step: TF32 m16n8k8, fp16/bf16 m16n8k16.
+template <class T>
+SC_INLINE constexpr int tc_k() { return sizeof(T) == 4 ? 8 : 16; }
+
+// tc_kernel's shared memory: Q, K and V tiles (emit_attention.smem_bytes mirrors it).
+template <class T, int BR, int BC, int D, int DV>
+struct TcSmem {
+  static constexpr int DP = round_up(D, tc_k<T>()), DVP = round_up(DV, 8);
+  static constexpr int LQ = tc_ld<T>(DP), LK = LQ, LV = tc_ld<T>(DVP);
+  static constexpr int Q = 0;
+  static constexpr int K = Q + round_up(BR * LQ * (int)sizeof(T), 128);
+  static constexpr int V = K + round_up(BC * LK * (int)sizeof(T), 128);
+  static constexpr int BYTES = V + round_up(BC * LV * (int)sizeof(T), 128);
+};
+
+// fma_kernel's: S, P and O live here too, in fp32 (the FMA path pads rows by one element so that
+// lanes reading a column of K hit distinct banks).
+template <class T, int BR, int BC, int DP, int DVP>
 struct Smem {
-  static constexpr int PADT = TC ? 16 / (int)sizeof(T) : 1;
-  static constexpr int PADF = TC ? 4 : 1;
-  static constexpr int LQ = DP + PADT, LK = DP + PADT, LV = DVP + PADT;
-  static constexpr int LS = BC + PADF, LP = BC + PADT, LO = DVP + PADF;
+  static constexpr int LQ = DP + 1, LK = DP + 1, LV = DVP + 1;
+  static constexpr int LS = BC + 1, LP = BC + 1, LO = DVP + 1;
   static constexpr int Q = 0;
   static constexpr int K = Q + round_up(BR * LQ * (int)sizeof(T), 128);
   static constexpr int V = K + round_up(BC * LK * (int)sizeof(T), 128);
@@ -72,23 +63,18 @@ struct Smem {
 
 // rows x cols of a [rows, D] matrix (element (r, c) at src[r * sr + c * sc]) into shared memory
 // with row length `ld`; rows past `valid` and columns past `cols` are zeros (padding must be
-// finite: a zero P times a NaN V would still be NaN). VEC: 16-byte loads, when sc == 1 and every
-// row start is aligned (checked by the launcher).
-template <class T, int NT, int ROWS, int COLS, int CP, int64_t SR, int64_t SC_, int VEC>
+// finite: a zero P times a NaN V would still be NaN). ASYNC: 16-byte cp.async pieces, which the
+// caller waits for (sc_tc_wait), when sc == 1 and every row start is aligned (checked by the
+// launcher); else plain loads, done when this returns.
+template <class T, int NT, int ROWS, int COLS, int CP, int64_t SR, int64_t SC_, bool ASYNC>
 __device__ __forceinline__ void load_tile(T* dst, int ld, const T* src, int valid) {
-  if constexpr (VEC > 1) {
+  if constexpr (ASYNC) {
+    constexpr int VEC = 16 / (int)sizeof(T);
     constexpr int CV = CP / VEC;
     for (int e = threadIdx.x; e < ROWS * CV; e += NT) {
       const int r = e / CV, c = (e % CV) * VEC;
-      sc_vec<T, VEC> v;
-      if (r < valid && c < COLS) {
-        v = sc_load<VEC>(src + (int64_t)r * SR + c);
-      } else {
-#pragma unroll
-        for (int t = 0; t < VEC; ++t) v.v[t] = sc_from_f<T>(0.0f);
-      }
-#pragma unroll
-      for (int t = 0; t < VEC; ++t) dst[r * ld + c + t] = v.v[t];
+      const bool ok = r < valid && c < COLS;
+      sc_tc_cp16(dst + r * ld + c, ok ? src + (int64_t)r * SR + c : src, ok);
     }
   } else {
     for (int e = threadIdx.x; e < ROWS * CP; e += NT) {
@@ -98,14 +84,279 @@ __device__ __forceinline__ void load_tile(T* dst, int ld, const T* src, int vali
   }
 }
 
-template <class Tr, int VEC>
-__global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) {
+// The last key tile (exclusive) a block of query rows from i0 can see: causal chains stop at the
+// block's last row's diagonal.
+template <class Tr>
+__device__ __forceinline__ int key_tiles(int i0) {
+  int tiles = (Tr::SK + Tr::BC - 1) / Tr::BC;
+  if (Tr::CAUSAL) {
+    const int64_t last = (int64_t)i0 + Tr::BR - 1 + Tr::DIAG;
+    const int64_t seen = last < 0 ? 0 : last / Tr::BC + 1;
+    tiles = seen < tiles ? (int)seen : tiles;
+  }
+  return tiles;
+}
+
+// The first key tile from `kt` on that the masks leave some score of the block's rows in (block-
+// uniform). A tile whose every score the masks set to -inf (a causal buffer's upper triangle) adds
+// nothing: probed with a zero score, so only the masks decide.
+template <class Tr, int NT>
+__device__ __forceinline__ int live_tile(const typename Tr::Args& a, int64_t bh, int i0, int kt, int tiles) {
+  if constexpr (Tr::MASK_SKIP) {
+    for (; kt < tiles; ++kt) {
+      const int j0 = kt * Tr::BC;
+      bool live = false;
+      for (int e = threadIdx.x; e < Tr::BR * Tr::BC && !live; e += NT) {
+        const int i = i0 + e / Tr::BC, j = j0 + e % Tr::BC;
+        live = i < Tr::SQ && j < Tr::SK && Tr::score(a, bh, i, j, 0.0f) != -INFINITY;
+      }
+      if (__syncthreads_or(live)) return kt;
+    }
+  }
+  return kt;
+}
+
+// Query tile of this block: causal blocks of late query tiles have the most key tiles and are
+// scheduled first.
+template <class Tr>
+__device__ __forceinline__ int query_tile() {
+  constexpr int TILES = (Tr::SQ + Tr::BR - 1) / Tr::BR;
+  return Tr::CAUSAL ? TILES - 1 - (int)(blockIdx.x % TILES) : (int)(blockIdx.x % TILES);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor cores. Fragment coordinates (PTX ISA, mma.m16n8k8 / m16n8k16): lane = 4 g + t; an
+// accumulator holds (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) of its 16 x 8 tile.
+
+template <class Tr, bool ASYNC>
+__global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args a) {
+  using T = typename Tr::T;
+  using TO = typename Tr::TO;
+  constexpr int BR = Tr::BR, BC = Tr::BC, D = Tr::D, DV = Tr::DV;
+  constexpr bool F32 = sizeof(T) == 4;
+  constexpr int KS = tc_k<T>();
+  using L = TcSmem<T, BR, BC, D, DV>;
+  constexpr int DP = L::DP, DVP = L::DVP;
+  constexpr int NT = BR / 16 * 32, NS = BC / 8, NO = DVP / 8;
+  constexpr float LOG2E = 1.4426950408889634f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem + L::Q);
+  T* sK = reinterpret_cast<T*>(smem + L::K);
+  T* sV = reinterpret_cast<T*>(smem + L::V);
+
+  constexpr int TILES = (Tr::SQ + BR - 1) / BR;
+  const int64_t bh = (int64_t)blockIdx.x / TILES;
+  const int i0 = query_tile<Tr>() * BR;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int r0 = warp * 16;
+  const T* kb = a.k + Tr::k_base(bh);
+  const T* vb = a.v + Tr::v_base(bh);
+  const int tiles = key_tiles<Tr>(i0);
+
+  // In flight, in order: Q, K(kt), V(kt); each wait below leaves only the newest group pending.
+  int kt = live_tile<Tr, NT>(a, bh, i0, 0, tiles);
+  load_tile<T, NT, BR, D, DP, Tr::QSR, Tr::QSD, ASYNC>(sQ, L::LQ, a.q + Tr::q_base(bh) + (int64_t)i0 * Tr::QSR,
+                                                        Tr::SQ - i0);
+  sc_tc_commit();
+  if (kt < tiles) load_tile<T, NT, BC, D, DP, Tr::KSR, Tr::KSD, ASYNC>(sK, L::LK, kb + (int64_t)kt * BC * Tr::KSR,
+                                                                        Tr::SK - kt * BC);
+  sc_tc_commit();
+  if (kt < tiles) load_tile<T, NT, BC, DV, DVP, Tr::VSR, Tr::VSD, ASYNC>(sV, L::LV, vb + (int64_t)kt * BC * Tr::VSR,
+                                                                          Tr::SK - kt * BC);
+  sc_tc_commit();
+
+  float o[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  while (kt < tiles) {
+    const int j0 = kt * BC;
+    sc_tc_wait<1>();
+    __syncthreads();  // Q and this tile's K are in
+
+    // S = Q Kᵀ for this warp's 16 rows: A from Q's rows, B[k][n] = K[n][k].
+    float s[NS][4];
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP; kk += KS) {
+      if constexpr (F32) {
+        const float* q0 = reinterpret_cast<const float*>(sQ) + (r0 + g) * L::LQ + kk + t;
+        const float qa[4] = {q0[0], q0[8 * L::LQ], q0[4], q0[8 * L::LQ + 4]};
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          ah[e] = Tr::SPLIT_QK ? sc_tc_head(qa[e]) : sc_tc_tf32(qa[e]);
+          al[e] = Tr::SPLIT_QK ? sc_tc_tail(qa[e], ah[e]) : 0u;
+        }
+#pragma unroll
+        for (int n = 0; n < NS; ++n) {
+          const float* k0 = reinterpret_cast<const float*>(sK) + (n * 8 + g) * L::LK + kk + t;
+          const float kb2[2] = {k0[0], k0[4]};
+          uint32_t bh2[2], bl2[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            bh2[e] = Tr::SPLIT_QK ? sc_tc_head(kb2[e]) : sc_tc_tf32(kb2[e]);
+            bl2[e] = Tr::SPLIT_QK ? sc_tc_tail(kb2[e], bh2[e]) : 0u;
+          }
+          if constexpr (Tr::SPLIT_QK) {  // the small terms first
+            sc_tc_mma_tf32(s[n], al, bh2);
+            sc_tc_mma_tf32(s[n], ah, bl2);
+          }
+          sc_tc_mma_tf32(s[n], ah, bh2);
+        }
+      } else {
+        const T* q0 = sQ + (r0 + g) * L::LQ + kk + 2 * t;
+        const uint32_t qa[4] = {*reinterpret_cast<const uint32_t*>(q0),
+                                *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ),
+                                *reinterpret_cast<const uint32_t*>(q0 + 8),
+                                *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ + 8)};
+#pragma unroll
+        for (int n = 0; n < NS; ++n) {
+          const T* k0 = sK + (n * 8 + g) * L::LK + kk + 2 * t;
+          const uint32_t kb2[2] = {*reinterpret_cast<const uint32_t*>(k0), *reinterpret_cast<const uint32_t*>(k0 + 8)};
+          sc_tc_mma16<T>(s[n], qa, kb2);
+        }
+      }
+    }
+
+    // Online softmax over the tile: this lane's rows g and g + 8, the row max over the lane's quad.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = i0 + r0 + g + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
+        float v = -INFINITY;
+        if (i < Tr::SQ && j < Tr::SK) v = Tr::score(a, bh, i, j, s[n][e]);
+        s[n][e] = v;
+        mx[e >> 1] = fmaxf(mx[e >> 1], v);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float m_new = fmaxf(m[h], mx[h]);
+      // With no key seen yet (m = -inf) O and l are zero and alpha is moot: 0 avoids inf - inf.
+      alpha[h] = m[h] == -INFINITY ? 0.0f : exp2f((m[h] - m_new) * LOG2E);
+      m[h] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mh = m[e >> 1];
+        // (s - m) first: large scores would lose the difference in s * log2e - m * log2e.
+        const float p = mh == -INFINITY ? 0.0f : exp2f((s[n][e] - mh) * LOG2E);
+        s[n][e] = p;
+        sum[e >> 1] += p;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];  // this lane's columns; the quad's at the end
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+
+    const int next = live_tile<Tr, NT>(a, bh, i0, kt + 1, tiles);
+    __syncthreads();  // every warp is done with this tile's K
+    if (next < tiles) load_tile<T, NT, BC, D, DP, Tr::KSR, Tr::KSD, ASYNC>(sK, L::LK, kb + (int64_t)next * BC * Tr::KSR,
+                                                                            Tr::SK - next * BC);
+    sc_tc_commit();
+    sc_tc_wait<1>();
+    __syncthreads();  // this tile's V is in
+
+    // O += P V: P from S's accumulators, V's rows in the same key order.
+    if constexpr (F32) {
+#pragma unroll
+      for (int jj = 0; jj < NS; ++jj) {
+        const float pa[4] = {s[jj][0], s[jj][2], s[jj][1], s[jj][3]};  // keys 2t, 2t (row g+8), 2t+1, 2t+1
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          ah[e] = Tr::SPLIT_PV ? sc_tc_head(pa[e]) : sc_tc_tf32(pa[e]);
+          al[e] = Tr::SPLIT_PV ? sc_tc_tail(pa[e], ah[e]) : 0u;
+        }
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+          const float* v0 = reinterpret_cast<const float*>(sV) + (jj * 8 + 2 * t) * L::LV + n * 8 + g;
+          const float vb2[2] = {v0[0], v0[L::LV]};
+          uint32_t bh2[2], bl2[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            bh2[e] = Tr::SPLIT_PV ? sc_tc_head(vb2[e]) : sc_tc_tf32(vb2[e]);
+            bl2[e] = Tr::SPLIT_PV ? sc_tc_tail(vb2[e], bh2[e]) : 0u;
+          }
+          if constexpr (Tr::SPLIT_PV) {
+            sc_tc_mma_tf32(o[n], al, bh2);
+            sc_tc_mma_tf32(o[n], ah, bl2);
+          }
+          sc_tc_mma_tf32(o[n], ah, bh2);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < NS / 2; ++jj) {
+        const uint32_t pa[4] = {sc_tc_pack<T>(s[2 * jj][0], s[2 * jj][1]), sc_tc_pack<T>(s[2 * jj][2], s[2 * jj][3]),
+                                sc_tc_pack<T>(s[2 * jj + 1][0], s[2 * jj + 1][1]),
+                                sc_tc_pack<T>(s[2 * jj + 1][2], s[2 * jj + 1][3])};
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+          const T* v0 = sV + (jj * 16 + 2 * t) * L::LV + n * 8 + g;
+          const uint32_t vb2[2] = {sc_tc_pack2<T>(v0[0], v0[L::LV]), sc_tc_pack2<T>(v0[8 * L::LV], v0[9 * L::LV])};
+          sc_tc_mma16<T>(o[n], pa, vb2);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this tile's V
+    if (next < tiles) load_tile<T, NT, BC, DV, DVP, Tr::VSR, Tr::VSD, ASYNC>(sV, L::LV, vb + (int64_t)next * BC * Tr::VSR,
+                                                                              Tr::SK - next * BC);
+    sc_tc_commit();
+    kt = next;
+  }
+  sc_tc_wait<0>();
+
+  // O / l, contiguous [BH, SQ, DV]. A row that saw no key (every score -inf) is NaN, as softmax
+  // gives it, or zeros for _safe_softmax (scaled_dot_product_attention's).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  TO* out = a.o + bh * ((int64_t)Tr::SQ * DV);
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = i0 + r0 + g + (e >> 1) * 8, c = n * 8 + 2 * t + (e & 1);
+      if (i >= Tr::SQ || c >= DV) continue;
+      const float lv = l[e >> 1];
+      const float v = lv > 0.0f ? o[n][e] / lv * Tr::OUT_SCALE : (Tr::SAFE ? 0.0f : NAN);
+      out[(int64_t)i * DV + c] = sc_from_f<TO>(v);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// fp32 FMA (the exact rung): S, P and O in shared memory, each warp's 16 rows row by row.
+
+template <class Tr>
+__global__ void __launch_bounds__(Tr::BR / 16 * 32) fma_kernel(typename Tr::Args a) {
   using T = typename Tr::T;
   using TO = typename Tr::TO;
   constexpr int BR = Tr::BR, BC = Tr::BC, D = Tr::D, DV = Tr::DV;
   constexpr int DP = round_up(D, 32), DVP = round_up(DV, 32);
   constexpr int NT = BR / 16 * 32;
-  using L = Smem<T, BR, BC, DP, DVP, Tr::TC>;
+  using L = Smem<T, BR, BC, DP, DVP>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem + L::Q);
   T* sK = reinterpret_cast<T*>(smem + L::K);
@@ -118,68 +369,29 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) 
 
   constexpr int TILES = (Tr::SQ + BR - 1) / BR;
   const int64_t bh = (int64_t)blockIdx.x / TILES;
-  // Causal blocks of late query tiles have the most key tiles: they are scheduled first.
-  const int qt = Tr::CAUSAL ? TILES - 1 - (int)(blockIdx.x % TILES) : (int)(blockIdx.x % TILES);
-  const int i0 = qt * BR;
+  const int i0 = query_tile<Tr>() * BR;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  load_tile<T, NT, BR, D, DP, Tr::QSR, Tr::QSD, VEC>(sQ, L::LQ, a.q + Tr::q_base(bh) + (int64_t)i0 * Tr::QSR,
-                                                      Tr::SQ - i0);
+  load_tile<T, NT, BR, D, DP, Tr::QSR, Tr::QSD, false>(sQ, L::LQ, a.q + Tr::q_base(bh) + (int64_t)i0 * Tr::QSR,
+                                                        Tr::SQ - i0);
   for (int e = threadIdx.x; e < BR * L::LO; e += NT) sO[e] = 0.0f;
   for (int r = threadIdx.x; r < BR; r += NT) {
     sM[r] = -INFINITY;
     sL[r] = 0.0f;
   }
 
-  int tiles = (Tr::SK + BC - 1) / BC;
-  if (Tr::CAUSAL) {  // keys past the last row's diagonal are masked for every row of the block
-    const int64_t last = (int64_t)i0 + BR - 1 + Tr::DIAG;
-    const int64_t seen = last < 0 ? 0 : last / BC + 1;
-    tiles = seen < tiles ? (int)seen : tiles;
-  }
+  const int tiles = key_tiles<Tr>(i0);
   const T* kb = a.k + Tr::k_base(bh);
   const T* vb = a.v + Tr::v_base(bh);
-  for (int kt = 0; kt < tiles; ++kt) {
+  for (int kt = live_tile<Tr, NT>(a, bh, i0, 0, tiles); kt < tiles; kt = live_tile<Tr, NT>(a, bh, i0, kt + 1, tiles)) {
     const int j0 = kt * BC;
-    if constexpr (Tr::MASK_SKIP) {
-      // A tile whose every score the masks set to -inf (a causal buffer's upper triangle) adds
-      // nothing: probed with a zero score, so only the masks decide. The barrier also keeps the
-      // previous tile's K and V until every warp is done with them.
-      bool live = false;
-      for (int e = threadIdx.x; e < BR * BC && !live; e += NT) {
-        const int i = i0 + e / BC, j = j0 + e % BC;
-        live = i < Tr::SQ && j < Tr::SK && Tr::score(a, bh, i, j, 0.0f) != -INFINITY;
-      }
-      if (!__syncthreads_or(live)) continue;
-    }
     __syncthreads();  // the previous tile's K and V are no longer read
-    load_tile<T, NT, BC, D, DP, Tr::KSR, Tr::KSD, VEC>(sK, L::LK, kb + (int64_t)j0 * Tr::KSR, Tr::SK - j0);
-    load_tile<T, NT, BC, DV, DVP, Tr::VSR, Tr::VSD, VEC>(sV, L::LV, vb + (int64_t)j0 * Tr::VSR, Tr::SK - j0);
+    load_tile<T, NT, BC, D, DP, Tr::KSR, Tr::KSD, false>(sK, L::LK, kb + (int64_t)j0 * Tr::KSR, Tr::SK - j0);
+    load_tile<T, NT, BC, DV, DVP, Tr::VSR, Tr::VSD, false>(sV, L::LV, vb + (int64_t)j0 * Tr::VSR, Tr::SK - j0);
     __syncthreads();
 
     // S = Q Kᵀ for this warp's 16 rows.
-    if constexpr (Tr::TC) {
-      using F = Mma<T>;
-      typename F::Acc acc[BC / 16];
-#pragma unroll
-      for (int n = 0; n < BC / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < DP; kk += F::K) {
-        typename F::A fa;
-        wmma::load_matrix_sync(fa, sQ + warp * 16 * L::LQ + kk, L::LQ);
-        F::round(fa);
-#pragma unroll
-        for (int n = 0; n < BC / 16; ++n) {
-          typename F::BCol fb;
-          wmma::load_matrix_sync(fb, sK + n * 16 * L::LK + kk, L::LK);
-          F::round(fb);
-          wmma::mma_sync(acc[n], fa, fb, acc[n]);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < BC / 16; ++n)
-        wmma::store_matrix_sync(sS + warp * 16 * L::LS + n * 16, acc[n], L::LS, wmma::mem_row_major);
-    } else {
+    {
       float acc[16][BC / 32];
 #pragma unroll
       for (int r = 0; r < 16; ++r)
@@ -241,25 +453,7 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) 
     __syncwarp();
 
     // O += P V for this warp's 16 rows.
-    if constexpr (Tr::TC) {
-      using F = Mma<T>;
-#pragma unroll
-      for (int n = 0; n < DVP / 16; ++n) {
-        typename F::Acc acc;
-        wmma::load_matrix_sync(acc, sO + warp * 16 * L::LO + n * 16, L::LO, wmma::mem_row_major);
-#pragma unroll
-        for (int kk = 0; kk < BC; kk += F::K) {
-          typename F::A fa;
-          typename F::BRow fb;
-          wmma::load_matrix_sync(fa, sP + warp * 16 * L::LP + kk, L::LP);
-          wmma::load_matrix_sync(fb, sV + kk * L::LV + n * 16, L::LV);
-          F::round(fa);
-          F::round(fb);
-          wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(sO + warp * 16 * L::LO + n * 16, acc, L::LO, wmma::mem_row_major);
-      }
-    } else {
+    {
       float acc[16][DVP / 32];
 #pragma unroll
       for (int r = 0; r < 16; ++r)
@@ -285,8 +479,6 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) kernel(typename Tr::Args a) 
   }
   __syncthreads();
 
-  // O / l, contiguous [BH, SQ, DV]. A row that saw no key (every score -inf) is NaN, as softmax
-  // gives it, or zeros for _safe_softmax (scaled_dot_product_attention's).
   TO* out = a.o + bh * ((int64_t)Tr::SQ * DV);
   for (int e = threadIdx.x; e < BR * DV; e += NT) {
     const int r = e / DV, c = e % DV, i = i0 + r;
@@ -337,26 +529,34 @@ void host(const typename Tr::Args& a) {
   delete[] o;
 }
 
-// Launch over every (batch·head, query tile): 16-byte loads where every operand allows them.
-template <class Tr>
-int launch(const typename Tr::Args& a, bool vec_ok, cudaStream_t stream) {
-  using T = typename Tr::T;
-  constexpr int DP = round_up(Tr::D, 32), DVP = round_up(Tr::DV, 32);
-  constexpr int BYTES = Smem<T, Tr::BR, Tr::BC, DP, DVP, Tr::TC>::BYTES;
-  constexpr int VEC = 16 / (int)sizeof(T);
+// One kernel's launch; `slot` tells its variants apart for the one-time shared-memory opt-in.
+template <class Tr, class F>
+int run(F fn, int slot, int bytes, const typename Tr::Args& a, cudaStream_t stream) {
   constexpr int64_t BLOCKS = (int64_t)Tr::BH * ((Tr::SQ + Tr::BR - 1) / Tr::BR);
   static_assert(BLOCKS < 2147483647LL, "grid too large");
   if (BLOCKS == 0) return 0;
-  const bool vec = Tr::VEC_LAYOUT && vec_ok;
-  auto fn = vec ? kernel<Tr, Tr::VEC_LAYOUT ? VEC : 1> : kernel<Tr, 1>;
   static bool sized[2] = {false, false};
-  if (!sized[vec]) {  // above 48 KiB, dynamic shared memory must be asked for per kernel
-    const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, BYTES);
+  if (!sized[slot]) {  // above 48 KiB, dynamic shared memory must be asked for per kernel
+    const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess) return (int)e;
-    sized[vec] = true;
+    sized[slot] = true;
   }
-  fn<<<(unsigned)BLOCKS, Tr::BR / 16 * 32, BYTES, stream>>>(a);
+  fn<<<(unsigned)BLOCKS, Tr::BR / 16 * 32, bytes, stream>>>(a);
   return (int)cudaGetLastError();
+}
+
+// Launch over every (batch·head, query tile): cp.async (16-byte pieces) where every operand allows it.
+template <class Tr>
+int launch(const typename Tr::Args& a, bool vec_ok, cudaStream_t stream) {
+  using T = typename Tr::T;
+  if constexpr (Tr::TC) {
+    constexpr int BYTES = TcSmem<T, Tr::BR, Tr::BC, Tr::D, Tr::DV>::BYTES;
+    if (Tr::VEC_LAYOUT && vec_ok) return run<Tr>(tc_kernel<Tr, Tr::VEC_LAYOUT>, 1, BYTES, a, stream);
+    return run<Tr>(tc_kernel<Tr, false>, 0, BYTES, a, stream);
+  } else {
+    constexpr int BYTES = Smem<T, Tr::BR, Tr::BC, round_up(Tr::D, 32), round_up(Tr::DV, 32)>::BYTES;
+    return run<Tr>(fma_kernel<Tr>, 0, BYTES, a, stream);
+  }
 }
 
 }  // namespace sc_attn
