@@ -46,6 +46,7 @@ from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
+from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_product_rows
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
@@ -118,11 +119,13 @@ def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
 def _algebra(graph: list[Node], target: Target) -> list[Node]:
     """The rewrites that change the math's form but not its value: reductions folded into the linear
     map before them, pools taken before 1x1 convolutions or composed into other convolutions (each
-    said in the proposal)."""
+    said in the proposal); matrix products computed only where they are read (picked_products)."""
     if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
         graph = fold_conv_reductions(fold_linear_reductions(graph, target))
     if os.environ.get(POOL_FIRST_ENV, "1") != "0":
         graph = compose_pools_into_convs(pool_before_pointwise_convs(graph))
+    if os.environ.get(PICKED_PRODUCTS_ENV, "1") != "0":
+        graph = pick_product_rows(graph)
     return graph
 
 
