@@ -240,9 +240,9 @@ def test_tiles_fit_the_target(dtype):
     cores' registers is refused, so the Planner leaves the chain on its library path."""
     for target in (A100, H100):
         for d in (16, 64, 80, 128):
-            for tc in (True, False):
-                br, bc = emit_attention.tile(dtype, d, d, tc, target)
-                assert emit_attention.smem_bytes(dtype, br, bc, d, d, tc) <= target.shared_per_block_optin
+            for tc, split in ((True, False), (True, dtype == "float32"), (False, False)):
+                br, bc = emit_attention.tile(dtype, d, d, tc, target, split_qk=split)
+                assert emit_attention.smem_bytes(dtype, br, bc, d, d, tc, split) <= target.shared_per_block_optin
             assert emit_attention.refusal(dtype, d, d, target) is None
     assert emit_attention.tile(dtype, 64, 64, True, H100) == (128, 64)
     # 128 query rows only while the grid still fills the GPU's SMs.

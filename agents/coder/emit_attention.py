@@ -64,27 +64,31 @@ def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool) -> int:
-    """Shared memory of one block (attention.cuh's TcSmem or Smem, byte for byte)."""
+def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool, split_qk: bool = False,
+               split_pv: bool = False) -> int:
+    """Shared memory of one block (attention.cuh's TcSmem or Smem, byte for byte): 3xTF32 keeps the
+    tails of a split product's shared operands beside them."""
     size = ITEM_SIZE[dtype]
     if tc:
         dp, dvp = _round_up(d, 8 if size == 4 else 16), _round_up(dv, 8)
         lq, lv = (_round_up(c * size, 128) + 16 for c in (dp, dvp))  # bytes a row
-        return sum(_round_up(p, 128) for p in (br * lq, bc * lq, bc * lv))
+        q, k, v = (_round_up(p, 128) for p in (br * lq, bc * lq, bc * lv))
+        return q + k + v + (q + k if split_qk else 0) + (v if split_pv else 0)
     dp, dvp = _round_up(d, 32), _round_up(dv, 32)
     parts = [br * (dp + 1) * size, bc * (dp + 1) * size, bc * (dvp + 1) * size,
              br * (bc + 1) * 4, br * (bc + 1) * size, br * (dvp + 1) * 4, br * 4, br * 4]
     return sum(_round_up(p, 128) for p in parts)
 
 
-def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None) -> tuple[int, int] | None:
+def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None,
+         split_qk: bool = False) -> tuple[int, int] | None:
     """(query rows, keys) per tile for this head size on `target`; None where none fits. With
-    `blocks(rows)` (the grid a tile height gives), a 128-row tile is taken only where its grid still
-    fills every SM: it halves K and V's reads, but not at the price of idle SMs."""
+    `blocks` (the grid 128-row tiles give), a 128-row tile is taken only where its grid still fills
+    every SM: it halves K and V's reads, but not at the price of idle SMs."""
     if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
         return None
     for br, bc in TC_TILES if tc else FMA_TILES:
-        if smem_bytes(dtype, br, bc, d, dv, tc) > target.shared_per_block_optin:
+        if smem_bytes(dtype, br, bc, d, dv, tc, split_qk) > target.shared_per_block_optin:
             continue
         if br == 128 and blocks is not None and blocks < target.sm_count:
             continue
@@ -94,16 +98,16 @@ def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | No
 
 def refusal(dtype: str, d: int, dv: int, target: Target) -> str | None:
     """Why the kernel cannot take this chain on `target` (None: it can). The Planner asks before it
-    fuses, so a refused chain keeps its library path. The FMA path's tiles fit wherever the tensor
-    cores' do (checked), so fp32's later rungs never refuse."""
+    fuses, so a refused chain keeps its library path. Every rung's tiles must fit (fp32's 3xTF32
+    scores keep tails in shared memory; its last rung runs the FMA path), so no later rung refuses."""
     if dtype not in DTYPES:
         return f"attention in {dtype}: only fp32, fp16 and bf16"
     if tuple(target.capability) < MIN_CAPABILITY:
         return f"attention on {target.arch}: the fused kernel needs sm_80 or newer"
     if max(d, dv) > MAX_HEAD_DIM:
         return f"head dims {d}/{dv} past {MAX_HEAD_DIM}"
-    for tc in (True, False):
-        if tile(dtype, d, dv, tc, target) is None:
+    for tc, split in ((True, dtype == "float32"), (False, False)):
+        if tile(dtype, d, dv, tc, target, split_qk=split) is None:
             return f"head dims {d}/{dv}: no tile fits {target.shared_per_block_optin} bytes of shared memory"
     return None
 
@@ -222,7 +226,7 @@ def emit_attention(ctx: EmitContext) -> Kernel:
     tc = dtype != "float32" or ctx.precise < PRECISE_FP32
     split_qk = dtype == "float32" and tc and ctx.precise > PRECISE_TF32
     why = refusal(dtype, d, dv, ctx.target)
-    sizes = tile(dtype, d, dv, tc, ctx.target, blocks=bh * -(-n_q // 128))
+    sizes = tile(dtype, d, dv, tc, ctx.target, blocks=bh * -(-n_q // 128), split_qk=split_qk)
     if why is not None or sizes is None:
         raise NotSupported(why or f"head dims {d}/{dv}: no tile fits")
     br, bc = sizes

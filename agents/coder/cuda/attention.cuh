@@ -33,16 +33,36 @@ SC_INLINE constexpr int tc_ld(int cols) { return (round_up(cols * (int)sizeof(T)
 template <class T>
 SC_INLINE constexpr int tc_k() { return sizeof(T) == 4 ? 8 : 16; }
 
-// tc_kernel's shared memory: Q, K and V tiles (emit_attention.smem_bytes mirrors it).
-template <class T, int BR, int BC, int D, int DV>
+// tc_kernel's shared memory: Q, K and V tiles, and for fp32 operands of a 3xTF32 product their
+// tails beside them (emit_attention.smem_bytes mirrors it).
+template <class T, int BR, int BC, int D, int DV, bool SQK, bool SPV>
 struct TcSmem {
   static constexpr int DP = round_up(D, tc_k<T>()), DVP = round_up(DV, 8);
   static constexpr int LQ = tc_ld<T>(DP), LK = LQ, LV = tc_ld<T>(DVP);
-  static constexpr int Q = 0;
-  static constexpr int K = Q + round_up(BR * LQ * (int)sizeof(T), 128);
-  static constexpr int V = K + round_up(BC * LK * (int)sizeof(T), 128);
-  static constexpr int BYTES = V + round_up(BC * LV * (int)sizeof(T), 128);
+  static constexpr int QB = round_up(BR * LQ * (int)sizeof(T), 128);
+  static constexpr int KB = round_up(BC * LK * (int)sizeof(T), 128);
+  static constexpr int VB = round_up(BC * LV * (int)sizeof(T), 128);
+  static constexpr int Q = 0, K = Q + QB, V = K + KB;
+  static constexpr int QLO = V + VB, KLO = QLO + (SQK ? QB : 0), VLO = KLO + (SQK ? KB : 0);
+  static constexpr int BYTES = VLO + (SPV ? VB : 0);
 };
+
+// fp32 tiles as the tensor cores take them, each element once per block (not once per warp that
+// reads it): rounded to TF32 in place, and with `SPLIT` its tail in `lo`. No-op for fp16/bf16.
+template <class T, int NT, int ROWS, int CP, bool SPLIT>
+__device__ __forceinline__ void tf32_tile(T* hi, T* lo, int ld) {
+  if constexpr (sizeof(T) == 4) {
+    float* h = reinterpret_cast<float*>(hi);
+    float* l = reinterpret_cast<float*>(lo);
+    for (int e = threadIdx.x; e < ROWS * CP; e += NT) {
+      const int at = e / CP * ld + e % CP;
+      const float x = h[at];
+      const uint32_t head = SPLIT ? sc_tc_head(x) : sc_tc_tf32(x);
+      h[at] = __uint_as_float(head);
+      if constexpr (SPLIT) l[at] = __uint_as_float(sc_tc_tail(x, head));
+    }
+  }
+}
 
 // fma_kernel's: S, P and O live here too, in fp32 (the FMA path pads rows by one element so that
 // lanes reading a column of K hit distinct banks).
@@ -135,7 +155,7 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
   constexpr int BR = Tr::BR, BC = Tr::BC, D = Tr::D, DV = Tr::DV;
   constexpr bool F32 = sizeof(T) == 4;
   constexpr int KS = tc_k<T>();
-  using L = TcSmem<T, BR, BC, D, DV>;
+  using L = TcSmem<T, BR, BC, D, DV, Tr::SPLIT_QK, Tr::SPLIT_PV>;
   constexpr int DP = L::DP, DVP = L::DVP;
   constexpr int NT = BR / 16 * 32, NS = BC / 8, NO = DVP / 8;
   constexpr float LOG2E = 1.4426950408889634f;
@@ -143,6 +163,13 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
   T* sQ = reinterpret_cast<T*>(smem + L::Q);
   T* sK = reinterpret_cast<T*>(smem + L::K);
   T* sV = reinterpret_cast<T*>(smem + L::V);
+  // (3xTF32 tails; only read where the product is split)
+  const uint32_t* uQ = reinterpret_cast<const uint32_t*>(smem + L::Q);
+  const uint32_t* uK = reinterpret_cast<const uint32_t*>(smem + L::K);
+  const uint32_t* uV = reinterpret_cast<const uint32_t*>(smem + L::V);
+  const uint32_t* uQlo = reinterpret_cast<const uint32_t*>(smem + L::QLO);
+  const uint32_t* uKlo = reinterpret_cast<const uint32_t*>(smem + L::KLO);
+  const uint32_t* uVlo = reinterpret_cast<const uint32_t*>(smem + L::VLO);
 
   constexpr int TILES = (Tr::SQ + BR - 1) / BR;
   const int64_t bh = (int64_t)blockIdx.x / TILES;
@@ -172,10 +199,17 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
     for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
+  bool first = true;
   while (kt < tiles) {
     const int j0 = kt * BC;
     sc_tc_wait<1>();
     __syncthreads();  // Q and this tile's K are in
+    if constexpr (F32) {
+      if (first) tf32_tile<T, NT, BR, DP, Tr::SPLIT_QK>(sQ, reinterpret_cast<T*>(smem + L::QLO), L::LQ);
+      tf32_tile<T, NT, BC, DP, Tr::SPLIT_QK>(sK, reinterpret_cast<T*>(smem + L::KLO), L::LK);
+      __syncthreads();
+    }
+    first = false;
 
     // S = Q Kᵀ for this warp's 16 rows: A from Q's rows, B[k][n] = K[n][k].
     float s[NS][4];
@@ -186,25 +220,21 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
 #pragma unroll
     for (int kk = 0; kk < DP; kk += KS) {
       if constexpr (F32) {
-        const float* q0 = reinterpret_cast<const float*>(sQ) + (r0 + g) * L::LQ + kk + t;
-        const float qa[4] = {q0[0], q0[8 * L::LQ], q0[4], q0[8 * L::LQ + 4]};
-        uint32_t ah[4], al[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          ah[e] = Tr::SPLIT_QK ? sc_tc_head(qa[e]) : sc_tc_tf32(qa[e]);
-          al[e] = Tr::SPLIT_QK ? sc_tc_tail(qa[e], ah[e]) : 0u;
+        const int qa = (r0 + g) * L::LQ + kk + t;
+        const uint32_t ah[4] = {uQ[qa], uQ[qa + 8 * L::LQ], uQ[qa + 4], uQ[qa + 8 * L::LQ + 4]};
+        uint32_t al[4] = {0u, 0u, 0u, 0u};
+        if constexpr (Tr::SPLIT_QK) {
+          al[0] = uQlo[qa];
+          al[1] = uQlo[qa + 8 * L::LQ];
+          al[2] = uQlo[qa + 4];
+          al[3] = uQlo[qa + 8 * L::LQ + 4];
         }
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
-          const float* k0 = reinterpret_cast<const float*>(sK) + (n * 8 + g) * L::LK + kk + t;
-          const float kb2[2] = {k0[0], k0[4]};
-          uint32_t bh2[2], bl2[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            bh2[e] = Tr::SPLIT_QK ? sc_tc_head(kb2[e]) : sc_tc_tf32(kb2[e]);
-            bl2[e] = Tr::SPLIT_QK ? sc_tc_tail(kb2[e], bh2[e]) : 0u;
-          }
+          const int kb2 = (n * 8 + g) * L::LK + kk + t;
+          const uint32_t bh2[2] = {uK[kb2], uK[kb2 + 4]};
           if constexpr (Tr::SPLIT_QK) {  // the small terms first
+            const uint32_t bl2[2] = {uKlo[kb2], uKlo[kb2 + 4]};
             sc_tc_mma_tf32(s[n], al, bh2);
             sc_tc_mma_tf32(s[n], ah, bl2);
           }
@@ -275,6 +305,10 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
     sc_tc_commit();
     sc_tc_wait<1>();
     __syncthreads();  // this tile's V is in
+    if constexpr (F32) {
+      tf32_tile<T, NT, BC, DVP, Tr::SPLIT_PV>(sV, reinterpret_cast<T*>(smem + L::VLO), L::LV);
+      __syncthreads();
+    }
 
     // O += P V: P from S's accumulators, V's rows in the same key order.
     if constexpr (F32) {
@@ -289,15 +323,10 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
         }
 #pragma unroll
         for (int n = 0; n < NO; ++n) {
-          const float* v0 = reinterpret_cast<const float*>(sV) + (jj * 8 + 2 * t) * L::LV + n * 8 + g;
-          const float vb2[2] = {v0[0], v0[L::LV]};
-          uint32_t bh2[2], bl2[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            bh2[e] = Tr::SPLIT_PV ? sc_tc_head(vb2[e]) : sc_tc_tf32(vb2[e]);
-            bl2[e] = Tr::SPLIT_PV ? sc_tc_tail(vb2[e], bh2[e]) : 0u;
-          }
+          const int vb2 = (jj * 8 + 2 * t) * L::LV + n * 8 + g;
+          const uint32_t bh2[2] = {uV[vb2], uV[vb2 + L::LV]};
           if constexpr (Tr::SPLIT_PV) {
+            const uint32_t bl2[2] = {uVlo[vb2], uVlo[vb2 + L::LV]};
             sc_tc_mma_tf32(o[n], al, bh2);
             sc_tc_mma_tf32(o[n], ah, bl2);
           }
@@ -530,8 +559,11 @@ void host(const typename Tr::Args& a) {
 }
 
 // One kernel's launch; `slot` tells its variants apart for the one-time shared-memory opt-in.
+// `static`: a function-local static of a template with external linkage is a GNU unique symbol,
+// one per process, so a second library with a kernel of the same traits name would find `sized`
+// set by the first, skip its own opt-in and fail its launch (invalid value) above 48 KiB.
 template <class Tr, class F>
-int run(F fn, int slot, int bytes, const typename Tr::Args& a, cudaStream_t stream) {
+static int run(F fn, int slot, int bytes, const typename Tr::Args& a, cudaStream_t stream) {
   constexpr int64_t BLOCKS = (int64_t)Tr::BH * ((Tr::SQ + Tr::BR - 1) / Tr::BR);
   static_assert(BLOCKS < 2147483647LL, "grid too large");
   if (BLOCKS == 0) return 0;
@@ -550,7 +582,7 @@ template <class Tr>
 int launch(const typename Tr::Args& a, bool vec_ok, cudaStream_t stream) {
   using T = typename Tr::T;
   if constexpr (Tr::TC) {
-    constexpr int BYTES = TcSmem<T, Tr::BR, Tr::BC, Tr::D, Tr::DV>::BYTES;
+    constexpr int BYTES = TcSmem<T, Tr::BR, Tr::BC, Tr::D, Tr::DV, Tr::SPLIT_QK, Tr::SPLIT_PV>::BYTES;
     if (Tr::VEC_LAYOUT && vec_ok) return run<Tr>(tc_kernel<Tr, Tr::VEC_LAYOUT>, 1, BYTES, a, stream);
     return run<Tr>(tc_kernel<Tr, false>, 0, BYTES, a, stream);
   } else {
