@@ -7,6 +7,11 @@ place from its strides (`plan_gemm`): row-major in the last two dims means no tr
 (a `.t()` view, nn.Linear's weight) means CUBLAS_OP_T, and a batch dim needs one uniform stride
 (0 broadcasts). Anything else is NotSupported, and the Planner materialises a contiguous copy.
 
+Where a bmm's operand is such a copy already in the traced graph (torch's reshape of a permuted view,
+`x.view(b, s, h, d).transpose(1, 2)` batched as b*h), the copy's source is read in place instead
+(_through_copy), its batch in two levels of one stride each where it has no single one: one
+strided-batched call per index of the shorter level (at most MAX_BATCH_LOOPS), each over the longer.
+
 fp32 runs on TF32 tensor cores (the Verifier's matmul tolerance, 1e-2, allows it); after a wrong
 result (ctx.precise) as 3xTF32 (each operand split into a TF32 part and the rest, three products),
 closer to fp32 and still on tensor cores; after a second, in full fp32. fp16 and bf16 accumulate in
@@ -30,16 +35,23 @@ from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import (
     PRECISE_FP32,
     PRECISE_SPLIT,
+    PRECISE_TF32,
     EmitContext,
     Kernel,
     NotSupported,
     Operand,
     OutSpec,
+    emitters,
+    operand,
 )
+from stitchcuda.agents.graph import iter_refs, numel
 
 SPLIT_MARGIN = 1.5  # 3xTF32 stays unless one fp32 product is estimated this many times faster (split_pays)
 SMALL_PRODUCT = 64  # rows and columns of a product below which 3xTF32 runs as fp32 (emit_gemm); 0: no size rule
 SPLIT_SCRATCH_BYTES = 2 << 30  # the most 3xTF32's operand copies (hi and lo of both) may take
+MAX_BATCH_LOOPS = 64  # calls a batch in two levels may take (one per index of its shorter level); more: the copy
+# "0" keeps a bmm's operand copies (torch's reshape of a permuted view) instead of reading their sources in place.
+READ_THROUGH_ENV = "STITCHCUDA_GEMM_READ_THROUGH"
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
 CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
 _INT_MAX = 2**31 - 1
@@ -79,7 +91,9 @@ class Side:
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """One cublasGemm(StridedBatched)Ex call computing a row-major [batch, M, N] result in place."""
+    """One cublasGemm(StridedBatched)Ex call computing a row-major [batch, M, N] result in place; or
+    `loops` of them, each moving A, B and C on by loop_a, loop_b and loop_c elements (a batch in
+    two levels, _plan_looped)."""
 
     m: int  # cuBLAS m: the op's N
     n: int  # cuBLAS n: the op's M
@@ -89,6 +103,10 @@ class GemmPlan:
     b: Side  # cuBLAS's B: the op's first operand
     ldc: int
     stride_c: int
+    loops: int = 1
+    loop_a: int = 0
+    loop_b: int = 0
+    loop_c: int = 0
 
 
 def _side(rows: int, cols: int, srow: int, scol: int, sbatch: int, offset: int, what: str) -> Side:
@@ -117,17 +135,50 @@ def _fold(mat1: Operand, mat2: Operand) -> tuple[Operand, Operand] | None:
 
 
 def plan_gemm(mat1: Operand, mat2: Operand) -> GemmPlan:
-    """The cuBLAS call for mat1 @ mat2 (both [M, K] @ [K, N], or both batched [B, M, K] @ [B, K, N])
-    written row-major and contiguous; NotSupported where cuBLAS cannot read an operand in place."""
+    """The cuBLAS call for mat1 @ mat2 (both [M, K] @ [K, N], or both batched [B, M, K] @ [B, K, N],
+    or both [B_outer, B_inner, M, K] @ [B_outer, B_inner, K, N]) written row-major and contiguous;
+    NotSupported where cuBLAS cannot read an operand in place."""
+    if len(mat1.shape) == 4 and len(mat2.shape) == 4:
+        return _plan_looped(mat1, mat2)
+    return _plan(mat1, mat2)
+
+
+def _plan_looped(mat1: Operand, mat2: Operand) -> GemmPlan:
+    """A batch in two levels, [outer, inner] with a stride each (a copy's source read in place,
+    _through_copy): one strided-batched call per index of the shorter level, over the longer one,
+    the row-major result [outer * inner, M, N] written in place. At most MAX_BATCH_LOOPS calls: each
+    is a launch (and, batched over few products, a small one)."""
+    (bo, bi), (bo2, bi2) = mat1.shape[:2], mat2.shape[:2]
+    if (bo, bi) != (bo2, bi2):
+        raise NotSupported(f"batch levels {[bo, bi]} and {[bo2, bi2]}")
+    m, n = mat1.shape[2], mat2.shape[3]
+    inner = bi <= bo  # loop over the inner level, each call over the outer one
+    loops, batch = (bi, bo) if inner else (bo, bi)
+    if loops > MAX_BATCH_LOOPS:
+        raise NotSupported(f"a batch of {bo} x {bi} in two levels: {loops} calls, more than {MAX_BATCH_LOOPS}")
+    call, step = (0, 1) if inner else (1, 0)
+
+    def per_call(t: Operand) -> Operand:
+        return Operand(t.name, (batch, *t.shape[2:]), (t.strides[call], *t.strides[2:]), t.offset, t.dtype)
+
+    plan = _plan(per_call(mat1), per_call(mat2), stride_c=(bi if inner else 1) * m * n)
+    return replace(plan, loops=loops, loop_a=mat2.strides[step], loop_b=mat1.strides[step],
+                   loop_c=(1 if inner else bi) * m * n)
+
+
+def _plan(mat1: Operand, mat2: Operand, stride_c: int | None = None) -> GemmPlan:
+    """plan_gemm of ranks 2 and 3; `stride_c`: elements from one batch of the result to the next,
+    where not M * N (a call of _plan_looped's over the outer level)."""
     if len(mat1.shape) != len(mat2.shape) or len(mat1.shape) not in (2, 3):
         raise NotSupported(f"operand ranks {len(mat1.shape)} and {len(mat2.shape)}")
     if len(mat1.shape) == 3:
         if mat1.shape[0] != mat2.shape[0]:
             raise NotSupported(f"batch sizes {mat1.shape[0]} and {mat2.shape[0]}")
-        folded = _fold(mat1, mat2)
+        # (Stacked rows need the result's batches stacked too.)
+        folded = _fold(mat1, mat2) if stride_c in (None, mat1.shape[1] * mat2.shape[2]) else None
         if folded is not None:
             try:
-                flat = plan_gemm(*folded)
+                flat = _plan(*folded)
             except NotSupported:
                 pass
             else:
@@ -145,7 +196,7 @@ def plan_gemm(mat1: Operand, mat2: Operand) -> GemmPlan:
     a = _side(k, n, mat2.strides[-2], mat2.strides[-1], sb2, mat2.offset, "second operand")
     if max(m, n, k, a.ld, b.ld, batch) > _INT_MAX:
         raise NotSupported("a size or leading dimension past 2^31 (cuBLAS's int API)")
-    return GemmPlan(n, m, k, batch, a, b, n, m * n)
+    return GemmPlan(n, m, k, batch, a, b, n, m * n if stride_c is None else stride_c)
 
 
 def bias_strides(bias: Operand, out_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -213,25 +264,168 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
     if tuple(out.shape) != want:
         raise NotSupported(f"{op}: result shape {list(out.shape)}, expected {list(want)}")
     sizes = "x".join(str(s) for s in (*mat1.shape, mat2.shape[-1]))
-    # After a wrong result, fp32 products run as 3xTF32: still on tensor cores and much closer to
-    # fp32 than TF32 (SPLIT_K_CHUNK says why not as exact). After a second wrong result, full fp32
-    # (PyTorch's default, on the FMA units at a fraction of the speed).
-    precision = "tf32"
-    if ctx.precise >= PRECISE_FP32 and out.dtype == "float32":
-        precision = "fp32"
-    elif ctx.precise >= PRECISE_SPLIT and out.dtype == "float32":
+    precision = _precision(ctx.precise, ctx.target, plan, mat1, mat2, out.dtype)
+    note = ""
+    if batched and (through := _read_through(ctx, plan, mat1, mat2, out.dtype)) is not None:
+        plan, mat1, mat2, sources = through
+        note = f" (reading {' and '.join(sources)} in place, not a copy" \
+            + (f"; {plan.loops} calls over a batch in two levels" if plan.loops > 1 else "") + ")"
+    return render_gemm(
+        ctx.name, f"{op} {sizes}{note}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out,
+        precision
+    )
+
+
+def _precision(precise: int, target: Any, plan: GemmPlan, mat1: Operand, mat2: Operand, dtype: str) -> str:
+    """tf32, 3xtf32 or fp32 for an fp32 product (fp16 and bf16: tf32, which leaves them as they are).
+    After a wrong result, fp32 products run as 3xTF32: still on tensor cores and much closer to fp32
+    than TF32 (SPLIT_K_CHUNK says why not as exact). After a second wrong result, full fp32
+    (PyTorch's default, on the FMA units at a fraction of the speed)."""
+    if precise >= PRECISE_FP32 and dtype == "float32":
+        return "fp32"
+    if precise >= PRECISE_SPLIT and dtype == "float32":
         # Four copies of large operands would not fit beside them: full fp32 instead. So too for
         # products smaller than a tensor-core tile both ways, for which cuBLAS picks its FMA kernels
         # even with TF32 allowed: three of them cost three times one fp32 product (H200, a Swin window
         # attention's 49x49x32 scores: 134 us as three FMA launches, 41 us as torch.compile's one).
         # And so for products whose three passes would cost more than one fp32 pass (split_pays).
         small = SMALL_PRODUCT > 0 and (
-            (plan.m < SMALL_PRODUCT and plan.n < SMALL_PRODUCT) or not split_pays(plan, ctx.target))
+            (plan.m < SMALL_PRODUCT and plan.n < SMALL_PRODUCT) or not split_pays(plan, target))
         fits = 2 * (_extent(mat1) + _extent(mat2)) * 4 <= SPLIT_SCRATCH_BYTES
-        precision = "3xtf32" if fits and not small else "fp32"
-    return render_gemm(
-        ctx.name, f"{op} {sizes}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out, precision
-    )
+        return "3xtf32" if fits and not small else "fp32"
+    return "tf32"
+
+
+def _read_through(ctx: EmitContext, plan: GemmPlan, mat1: Operand, mat2: Operand,
+                  dtype: str) -> tuple[GemmPlan, Operand, Operand, list[str]] | None:
+    """(the plan, its operands, the copies' sources) with a bmm's operand copies read where they
+    came from (_through_copy), where cuBLAS reads them so and the product keeps its precision path
+    (a copy's source may be the larger: 3xTF32 splits all of it) and packing (one batch stride
+    only); else None. The same at every precision level: the Planner leaves the copy out of the
+    plan it makes at one level, and the Coder emits the kernel at each."""
+    if os.environ.get(READ_THROUGH_ENV, "1") == "0" or len(mat1.shape) != 3:
+        return None
+    found = [_through_copy(ctx, t) for t in (mat1, mat2)]
+    if found == [None, None]:
+        return None
+    read = [f or t for f, t in zip(found, (mat1, mat2), strict=True)]
+    levels = {t.shape[:2] for t in read if len(t.shape) == 4}
+    if len(levels) > 1:
+        return None  # (three levels between them; a rarer shape than it is worth)
+    if levels:
+        ((bo, bi),) = levels
+        read = [_two_levels(t, bo, bi) for t in read]
+    try:
+        through = plan_gemm(*read)
+    except NotSupported:
+        return None
+    for level in (PRECISE_TF32, PRECISE_SPLIT, PRECISE_FP32):
+        precision = _precision(level, ctx.target, plan, mat1, mat2, dtype)
+        if _precision(level, ctx.target, through, *read, dtype) != precision:
+            return None
+        if precision == "3xtf32" and (packed_plan(plan) is None) != (packed_plan(through) is None):
+            return None
+    return through, read[0], read[1], list(dict.fromkeys(f.name for f in found if f is not None))
+
+
+def _two_levels(t: Operand, outer: int, inner: int) -> Operand:
+    """A [B, M, K] operand (one batch stride) as [outer, inner, M, K]; a 4-d one as it is."""
+    if len(t.shape) == 4:
+        return t
+    s = t.strides[0]
+    return Operand(t.name, (outer, inner, *t.shape[1:]), (inner * s, s, *t.strides[1:]), t.offset, t.dtype)
+
+
+def _through_copy(ctx: EmitContext, t: Operand) -> Operand | None:
+    """The bmm operand `t` read where it was copied from, or None. `t` must be the whole of a
+    contiguous clone (through a reshape: what torch's reshape of a permuted view traces to), read by
+    this product alone; the clone's source a view of a tensor stored anyway (a forward input or
+    parameter, a library kernel's result: a pointwise one would be computed into the copy, at the
+    same cost) that nothing writes in place. Its M and K each one stride, its batch at most two
+    levels of one stride each: [B, M, K], or [outer, inner, M, K] where two."""
+    nodes = ctx.nodes
+    copy = nodes.get(t.name)
+    if copy is None or copy.get("target") != "aten.clone.default" or not t.contiguous or len(t.shape) != 3 \
+            or copy.get("args", {}).get("memory_format") not in (None, "torch.contiguous_format") \
+            or copy.get("shape") is None or t.numel != numel(copy["shape"]):
+        return None
+    readers: dict[str, list[dict[str, Any]]] = {}
+    for n in nodes.values():
+        for v in n.get("args", {}).values():
+            for src in iter_refs(v):
+                readers.setdefault(src, []).append(n)
+    cur = copy["name"]
+    while (rs := readers.get(cur, [])) and all(r is rs[0] for r in rs) and rs[0] is not ctx.node:
+        if not rs[0].get("view"):
+            return None
+        cur = rs[0]["name"]
+    if not rs or any(r is not ctx.node for r in rs):
+        return None
+    src = copy["args"].get("self")
+    if not isinstance(src, dict) or src.get("ref") not in nodes:
+        return None
+    try:
+        source = operand(nodes, src["ref"])
+    except NotSupported:
+        return None
+    root = nodes[source.name]
+    if root.get("dtype") != t.dtype or not _stored(root, nodes) or _written(root["name"], nodes):
+        return None
+    dims = [(n, s) for n, s in zip(source.shape, source.strides, strict=True) if n != 1]
+
+    def take(size: int) -> int | None:
+        """The one stride of the innermost dims of `dims` that make `size` (taken off them)."""
+        if size == 1:
+            return 0
+        run = [dims.pop()] if dims else []
+        while run and numel([n for n, _ in run]) < size and dims:
+            run.append(dims.pop())
+        if not run or numel([n for n, _ in run]) != size:
+            return None
+        if any(s1 != s0 * n0 for (n0, s0), (_, s1) in zip(run, run[1:], strict=False)):
+            return None
+        return run[0][1]
+
+    b, m, k = t.shape
+    sk = take(k)
+    sm = take(m) if sk is not None else None
+    if sk is None or sm is None:
+        return None
+    levels: list[tuple[int, int]] = []  # the batch's dims, innermost first, merged where they can be
+    for n, s in reversed(dims):
+        if levels and s == levels[-1][0] * levels[-1][1]:
+            levels[-1] = (levels[-1][0] * n, levels[-1][1])
+        else:
+            levels.append((n, s))
+    if numel([n for n, _ in levels]) != b or len(levels) > 2:
+        return None
+    if len(levels) == 2:
+        (ni, si), (no, so) = levels
+        return Operand(source.name, (no, ni, m, k), (so, si, sm, sk), source.offset, t.dtype)
+    sb = levels[0][1] if levels else 0
+    return Operand(source.name, (b, m, k), (sb, sm, sk), source.offset, t.dtype)
+
+
+def _stored(node: dict[str, Any], nodes: dict[str, Any]) -> bool:
+    """A forward argument, parameter or constant (not a buffer, which forward may update), or a
+    library kernel's result: stored whatever reads it."""
+    if node["op"] == "getitem":
+        src = node.get("args", {}).get("self")
+        node = nodes.get(src.get("ref"), node) if isinstance(src, dict) else node
+    if node["op"] in ("input", "constant"):
+        return node.get("kind") != "buffer"
+    return node["op"] in emitters()
+
+
+def _written(root: str, nodes: dict[str, Any]) -> bool:
+    """Whether a node writes into `root` (through any view of it) in place."""
+    def root_of(name: str) -> str:
+        while (n := nodes.get(name)) is not None and n.get("view") and isinstance(n["args"].get("self"), dict):
+            name = n["args"]["self"].get("ref", name)
+        return name
+
+    return any(n["op"].endswith("_") and any(root_of(r) == root for r in iter_refs(n.get("args", {})))
+               for n in nodes.values())
 
 
 def split_pays(plan: GemmPlan, target: Any) -> bool:
@@ -243,10 +437,10 @@ def split_pays(plan: GemmPlan, target: Any) -> bool:
     splitting, 4.3 ms against torch.compile's 1.3 in fp32). Ideal roofs, so fp32 is taken only
     where it is clearly ahead (SPLIT_MARGIN): Mamba2's products by 5x and more; attention scores
     with a short K (level 3's MinGPT, measured faster split than before) stay split."""
-    flops = 2.0 * plan.batch * plan.m * plan.n * plan.k
+    flops = 2.0 * plan.batch * plan.loops * plan.m * plan.n * plan.k
     pa, pb = packed_batches(plan)
     ab = 4.0 * (pa * plan.m * plan.k + pb * plan.k * plan.n)
-    c = 4.0 * plan.batch * plan.m * plan.n
+    c = 4.0 * plan.batch * plan.loops * plan.m * plan.n
     bw = target.roofline_dram_bytes_per_s
     fp32 = max(flops / target.fp32_flops, (ab + c) / bw)
     # Packed: the operands read and written three times, then read by one product that writes c
@@ -340,9 +534,18 @@ def render_gemm(
         "  rc = sc_gemm_handle(stream, scratch0, &handle);",
         "  if (rc != 0) return rc;",
     ]
-    if not split:
+    if not split and plan.loops == 1:
         body += [
             "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
+            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            "}",
+        ]
+    elif not split:
+        body += [
+            "  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;",
+            *_looped(plan, ctype, ["  s = " + _call(plan, dtype, compute, "a_i", "b_i", c="c_i") + ";"],
+                     [(f"const {ctype}", "a", plan.loop_a), (f"const {ctype}", "b", plan.loop_b),
+                      (ctype, "c", plan.loop_c)]),
             "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
             "}",
         ]
@@ -368,7 +571,11 @@ def render_gemm(
             f"  const float *a_hi = ah + {plan.a.offset}LL, *a_lo = al + {plan.a.offset}LL;",
             f"  const float *b_hi = bh + {plan.b.offset}LL, *b_lo = bl + {plan.b.offset}LL;",
             "  const float one = 1.0f;",
-            *_split_products(plan, dtype, compute),
+            "  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;",
+            *_looped(plan, "float", _split_products(plan, dtype, compute, *(("_i", "c_i") if plan.loops > 1 else ())),
+                     [("const float", "a_lo", plan.loop_a), ("const float", "a_hi", plan.loop_a),
+                      ("const float", "b_lo", plan.loop_b), ("const float", "b_hi", plan.loop_b),
+                      ("float", "c", plan.loop_c)]),
             "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
             "}",
         ]
@@ -398,19 +605,21 @@ def _op(side: Side) -> str:
 
 
 def _call(
-    plan: GemmPlan, dtype: str, compute: str, a: str = "a", b: str = "b", beta: str = "beta", k: str | None = None
+    plan: GemmPlan, dtype: str, compute: str, a: str = "a", b: str = "b", beta: str = "beta", k: str | None = None,
+    c: str = "c",
 ) -> str:
-    """The cuBLAS call; `beta` names a float (or, starting with '*', points at one); `k` overrides K."""
+    """The cuBLAS call; `beta` names a float (or, starting with '*', points at one); `k` overrides K;
+    a, b and c name the pointers (of one of a looped plan's calls)."""
     ab = f"handle, {_op(plan.a)}, {_op(plan.b)}, {plan.m}, {plan.n}, {k or plan.k}, &alpha"
     beta_ptr = beta[1:] if beta.startswith("*") else f"&{beta}"
     if plan.batch == 1:
         return (
-            f"cublasGemmEx({ab}, {a}, {dtype}, {plan.a.ld}, {b}, {dtype}, {plan.b.ld}, {beta_ptr}, c, {dtype}, "
+            f"cublasGemmEx({ab}, {a}, {dtype}, {plan.a.ld}, {b}, {dtype}, {plan.b.ld}, {beta_ptr}, {c}, {dtype}, "
             f"{plan.ldc}, {compute}, CUBLAS_GEMM_DEFAULT)"
         )
     return (
         f"cublasGemmStridedBatchedEx({ab}, {a}, {dtype}, {plan.a.ld}, {plan.a.stride}LL, {b}, {dtype}, {plan.b.ld}, "
-        f"{plan.b.stride}LL, {beta_ptr}, c, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
+        f"{plan.b.stride}LL, {beta_ptr}, {c}, {dtype}, {plan.ldc}, {plan.stride_c}LL, {plan.batch}, {compute}, "
         "CUBLAS_GEMM_DEFAULT)"
     )
 
@@ -444,8 +653,10 @@ PACKED_SPLIT_ENV = "STITCHCUDA_PACKED_SPLIT"
 
 
 def packed_batches(plan: GemmPlan) -> tuple[int, int]:
-    """Batches of the packed A and B: one where the operand is broadcast over the batch (stride 0)."""
-    return (plan.batch if plan.a.stride else 1), (plan.batch if plan.b.stride else 1)
+    """Batches of the packed A and B: one where the operand is broadcast over the batch (stride 0).
+    (Of all the plan's calls: what split_pays counts.)"""
+    return ((plan.batch if plan.a.stride else 1) * (plan.loops if plan.loop_a else 1),
+            (plan.batch if plan.b.stride else 1) * (plan.loops if plan.loop_b else 1))
 
 
 def packed_plan(plan: GemmPlan) -> GemmPlan | None:
@@ -461,8 +672,8 @@ def packed_plan(plan: GemmPlan) -> GemmPlan | None:
     (and reads it through its strides), where the split writes it twice; c's two extra writes and
     reads are what packing saves. On the H200 (6aadf96) level 3's Mamba2, whose operands are larger
     than its products, spent 3.6 ms packing where the split took 0.76."""
-    if os.environ.get(PACKED_SPLIT_ENV, "1") == "0" or 3 * plan.k > SPLIT_K_CHUNK:
-        return None
+    if os.environ.get(PACKED_SPLIT_ENV, "1") == "0" or 3 * plan.k > SPLIT_K_CHUNK or plan.loops > 1:
+        return None  # (sc_tf32_pack reads one batch stride)
     pa, pb = packed_batches(plan)
     if 3 * (pa * plan.m + pb * plan.n) * plan.k * 4 > SPLIT_SCRATCH_BYTES:
         return None
@@ -479,28 +690,45 @@ def pack_geometry(plan: GemmPlan) -> GemmPlan:
                    b=Side(False, k3, k3 * plan.n if pb > 1 else 0, 0))
 
 
-def _split_products(plan: GemmPlan, dtype: str, compute: str) -> list[str]:
-    """c = a_lo b_hi + a_hi b_lo + a_hi b_hi, in chunks of K where K is longer than one."""
+def _split_products(plan: GemmPlan, dtype: str, compute: str, sfx: str = "", c: str = "c") -> list[str]:
+    """c = a_lo b_hi + a_hi b_lo + a_hi b_hi, in chunks of K where K is longer than one, into a
+    declared `s`. `sfx`: the suffix of the operands' pointers (and `c` the result's) in one of a
+    looped plan's calls."""
+    a_lo, a_hi, b_lo, b_hi = (f"{n}{sfx}" for n in ("a_lo", "a_hi", "b_lo", "b_hi"))
     if plan.k <= SPLIT_K_CHUNK:
         return [
-            "  cublasStatus_t s = " + _call(plan, dtype, compute, "a_lo", "b_hi", "beta") + ";",
-            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_lo", "one") + ";",
-            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "a_hi", "b_hi", "one") + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, a_lo, b_hi, "beta", c=c) + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, a_hi, b_lo, "one", c=c) + ";",
+            "  if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, a_hi, b_hi, "one", c=c) + ";",
         ]
     a_step, b_step = k_steps(plan)
     kc = SPLIT_K_CHUNK
     return [
         "  // In chunks of K, each added into c by the epilogue: the tensor cores' truncating",
         "  // accumulation then runs over one chunk at a time (SPLIT_K_CHUNK in emit_gemm.py says why).",
-        "  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;",
         f"  for (int64_t k0 = 0; k0 < {plan.k}LL && s == CUBLAS_STATUS_SUCCESS; k0 += {kc}LL) {{",
         f"    const int kk = (int)({plan.k}LL - k0 < {kc}LL ? {plan.k}LL - k0 : {kc}LL);",
         "    const float* first = k0 == 0 ? &beta : &one;",
-        f"    const float *alo = a_lo + k0 * {a_step}LL, *ahi = a_hi + k0 * {a_step}LL;",
-        f"    const float *blo = b_lo + k0 * {b_step}LL, *bhi = b_hi + k0 * {b_step}LL;",
-        "    s = " + _call(plan, dtype, compute, "alo", "bhi", "*first", k="kk") + ";",
-        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "blo", "one", k="kk") + ";",
-        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "bhi", "one", k="kk") + ";",
+        f"    const float *alo = {a_lo} + k0 * {a_step}LL, *ahi = {a_hi} + k0 * {a_step}LL;",
+        f"    const float *blo = {b_lo} + k0 * {b_step}LL, *bhi = {b_hi} + k0 * {b_step}LL;",
+        "    s = " + _call(plan, dtype, compute, "alo", "bhi", "*first", k="kk", c=c) + ";",
+        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "blo", "one", k="kk", c=c) + ";",
+        "    if (s == CUBLAS_STATUS_SUCCESS) s = " + _call(plan, dtype, compute, "ahi", "bhi", "one", k="kk", c=c) + ";",
+        "  }",
+    ]
+
+
+def _looped(plan: GemmPlan, ctype: str, body: list[str], pointers: list[tuple[str, str, int]]) -> list[str]:
+    """`body` (statements into a declared `s`) once per call of a looped plan, each with `pointers`
+    [(type, name, elements per call)] moved on as name + "_i"; as it is for one call."""
+    if plan.loops == 1:
+        return body
+    moved = [f"    {t}* {n}_i = {n} + it * {step}LL;" for t, n, step in pointers]
+    return [
+        f"  // A batch in two levels: {plan.loops} calls, each over {plan.batch} products (_plan_looped).",
+        f"  for (int64_t it = 0; it < {plan.loops}LL && s == CUBLAS_STATUS_SUCCESS; ++it) {{",
+        *moved,
+        *["  " + line for line in body],
         "  }",
     ]
 
