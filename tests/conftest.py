@@ -276,8 +276,8 @@ def verifications(tmp_path_factory, build_cache):
 
 @pytest.fixture(scope="module")
 def fused_attention_on():
-    """The planner's fused attention pass is off by default until its GPU tests pass
-    (planner.FUSED_ATTENTION_ENV); module-wide, for module-scoped fixtures that plan too."""
+    """The planner's fused attention pass on (planner.FUSED_ATTENTION_ENV, on by default), whatever
+    the environment says; module-wide, for module-scoped fixtures that plan too."""
     from stitchcuda.agents.plan import planner
 
     with pytest.MonkeyPatch.context() as mp:

@@ -349,9 +349,11 @@ class Attention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def test_scaled_dot_product_attention_plans_as_its_math_decomposition():
+def test_scaled_dot_product_attention_plans_as_its_math_decomposition(monkeypatch):
     """The fused attention ops are opaque; traced through the math backend the same module is two
-    batched GEMMs around a _safe_softmax kernel, which the emitters cover."""
+    batched GEMMs around a _safe_softmax kernel, which the emitters cover (with the fused attention
+    pass off; on, the chain becomes its one node)."""
+    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")
     q = torch.randn(2, 4, 64, 32)
     p = plan_module(Attention(), q, q, q)
     assert p.supported, p.unsupported
@@ -402,7 +404,8 @@ def test_scalar_factors_fold_into_the_product():
     assert "alpha=" not in line and "times 0.0625 (a scalar factor of an operand, folded in)" in line, line
 
 
-def test_attention_scaling_folds_into_the_scores_product():
+def test_attention_scaling_folds_into_the_scores_product(monkeypatch):
+    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")  # (what the fused pass then reads as its scale)
     q = torch.randn(2, 4, 64, 32)
     p = plan_module(Attention(), q, q.clone(), q.clone())
     assert p.supported, p.unsupported
@@ -485,16 +488,16 @@ def test_a_restride_that_changes_nothing_is_dropped(tmp_path):
         torch.testing.assert_close(ours, Restrided(meaningful=True)(x))
 
 
-def test_the_fused_attention_pass_is_off_unless_asked_for(monkeypatch):
-    """Off by default until its GPU tests pass (planner.FUSED_ATTENTION_ENV): the plan keeps the
-    bmm/softmax/bmm kernels; asked for, one attention node."""
+def test_the_fused_attention_pass_is_on_unless_turned_off(monkeypatch):
+    """On by default (planner.FUSED_ATTENTION_ENV): one attention node; turned off, the plan keeps
+    the bmm/softmax/bmm kernels."""
     q = torch.randn(2, 4, 64, 32)
     monkeypatch.delenv(planner.FUSED_ATTENTION_ENV, raising=False)
-    off = plan_module(Attention(), q, q, q)
-    assert not any(n["op"] == "sc_attention" for n in off.graph)
-    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "1")
     on = plan_module(Attention(), q, q, q)
     assert [ops_of(on, g) for g in on.groups if g.kind == "kernel"] == [["sc_attention"]]
+    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")
+    off = plan_module(Attention(), q, q, q)
+    assert not any(n["op"] == "sc_attention" for n in off.graph)
 
 
 def test_a_refused_kernel_leaves_no_copies_behind():

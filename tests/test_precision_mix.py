@@ -70,13 +70,30 @@ def _named(plan, names: set[str]) -> list[str]:
     return sorted(nodes[n]["op"] + ":" + n for n in names)
 
 
-def test_the_matmuls_before_the_softmax_are_the_sensitive_ones(tmp_path):
+def test_the_matmuls_before_the_softmax_are_the_sensitive_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")  # the chain as its three kernels
     plan = planner.plan(_attention(tmp_path))
     assert plan.supported, plan.unsupported
     some = precision_mix.sensitive(plan)
     # The qkv projection and q.kT feed the scores; att.v and the output projection do not.
     assert _named(plan, some) == ["addmm:addmm", "bmm:bmm"]
     assert precision_mix.library_calls(plan) == some | {"addmm_1", "bmm_1"}
+
+
+def test_a_fused_attention_and_what_feeds_its_scores_are_sensitive(tmp_path, monkeypatch):
+    """With the chain fused, its softmax is inside the node: the node (3xTF32 scores on the mixed
+    rung) and the qkv projection that feeds its query and key are sensitive, the output projection
+    is not."""
+    monkeypatch.delenv(planner.FUSED_ATTENTION_ENV, raising=False)
+    task = _attention(tmp_path)
+    plan = planner.plan(task)
+    some = precision_mix.sensitive(plan)
+    assert _named(plan, some) == ["addmm:addmm", "sc_attention:bmm_1"]
+    assert precision_mix.library_calls(plan) == some | {"addmm_1"}
+    mixed = coder_builtin.code(task, plan, _miss("tf32"))
+    assert mixed.precision == "mixed"
+    assert any("3xTF32 scores" in n for n in mixed.notes), mixed.notes
+    assert any("addmm 32x32x32" in n and "3xTF32" not in n for n in mixed.notes), mixed.notes
 
 
 class Mlp(nn.Module):
@@ -138,6 +155,7 @@ def _miss(precision: str) -> Verdict:
 
 
 def test_the_ladder_climbs_through_the_mixed_rung_where_it_is_on(tmp_path, monkeypatch):
+    monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")  # the chain as its three kernels
     monkeypatch.setattr(emit_gemm, "SMALL_PRODUCT", 0)  # (small products: the ladder itself is tested)
     task = _attention(tmp_path)
     plan = planner.plan(task)

@@ -90,7 +90,11 @@ def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | No
     for br, bc in TC_TILES if tc else FMA_TILES:
         if smem_bytes(dtype, br, bc, d, dv, tc, split_qk) > target.shared_per_block_optin:
             continue
-        if br == 128 and blocks is not None and blocks < target.sm_count:
+        # 128 rows: while the grid fills every SM, and two blocks (16 warps) still fit on one; one
+        # block of 8 warps leaves the tensor cores idle at every barrier (level 3's MinGPT, head 96
+        # with 3xTF32 tails: 2.36 -> 2.97 ms).
+        if br == 128 and ((blocks is not None and blocks < target.sm_count)
+                          or 2 * smem_bytes(dtype, br, bc, d, dv, tc, split_qk) > target.shared_per_sm):
             continue
         return br, bc
     return None

@@ -69,10 +69,10 @@ def plan(task: Task, *, target: Target | None = None) -> Plan:
     return plan_graph(graph, task=task.name, target=target)
 
 
-# The fused attention pass (fuse_attention, emit_attention) is off unless this is "1": on the H100 at
-# 30035e5 its tensor-core paths failed (an invalid launch for fp16/bf16, wrong TF32 results on
-# MinGPT) and its fp32 path was slower than the bmm/softmax/bmm kernels it replaces (level3/43 0.85x
-# eager against 1.15x before). Its CPU tests set it; it stays off until its GPU tests pass.
+# The fused attention pass (fuse_attention, emit_attention) is on unless this is "0". On the H200 at
+# c8fc70e (bench/results/2026-11-29-h200-attention-mma-c8fc70e.md) its tensor-core kernel passed its
+# GPU tests and took level 3's VisionAttention from 9.62 to 6.06 ms (2.34x matched torch.compile)
+# and MinGPT from 7.54 to 6.05-6.64 ms; at 30035e5 its first (WMMA) kernel had been off.
 FUSED_ATTENTION_ENV = "STITCHCUDA_FUSED_ATTENTION"
 # "0" leaves reductions over a linear layer's outputs or a convolution's spatial dims unfolded
 # (agents/plan/linear_reductions.py, conv_reductions.py), for A/B runs.
@@ -137,7 +137,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
         decompose_eval_batch_norm(draws_as_inputs(graph))))))
     if algebra:
         graph = _algebra(graph, target)
-    if os.environ.get(FUSED_ATTENTION_ENV) == "1":
+    if os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
     if channels_last:

@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
       for (int e = 0; e < 4; ++e) {
         const int i = i0 + r0 + g + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
         float v = -INFINITY;
-        if (i < Tr::SQ && j < Tr::SK) v = Tr::score(a, bh, i, j, s[n][e]);
+        // (bounds that whole tiles never cross are not checked)
+        if ((Tr::SQ % BR == 0 || i < Tr::SQ) && (Tr::SK % BC == 0 || j < Tr::SK)) v = Tr::score(a, bh, i, j, s[n][e]);
         s[n][e] = v;
         mx[e >> 1] = fmaxf(mx[e >> 1], v);
       }
