@@ -251,6 +251,14 @@ def test_tiles_fit_the_target(dtype):
     assert "sm_80" in emit_attention.refusal(dtype, 64, 64, Target.named("t4"))
 
 
+def test_tiles_keep_the_most_warps_resident_then_the_tallest():
+    """Level 3's MinGPT (head 96, fp32 with 3xTF32 tails): 128 rows fit one block of 8 warps an SM,
+    64 rows one block of 4; the taller tile keeps more warps (5.16 ms on the H200 with 64 rows)."""
+    assert emit_attention.tile("float32", 96, 96, True, H100, blocks=4096, split_qk=True) == (128, 64)
+    one = emit_attention.smem_bytes("float32", 64, 64, 96, 96, True, True)
+    assert H100.shared_per_sm // one == 1  # (why 64 rows lose here)
+
+
 def test_tensor_core_rows_spread_over_the_banks():
     """A fragment load reads 8 rows x 4 words: a row 16 bytes past a multiple of 128 puts them in 32
     distinct banks (attention.cuh's tc_ld), for every head size and dtype."""

@@ -56,6 +56,8 @@ MIN_CAPABILITY = (8, 0)  # mma.sync for TF32 and bf16, cp.async
 # 16 query rows a warp; the FMA path's softmax takes keys 32 at a time (a lane each).
 TC_TILES = ((128, 64), (64, 64), (64, 32), (32, 32), (16, 32))
 FMA_TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
+# Resident warps an SM past which a taller tile (fewer reads of K and V) wins over more warps.
+RESIDENT_WARPS = 16
 
 _HEADER = cuda_text.load("tensor_core.cuh") + cuda_text.load("attention.cuh")
 
@@ -82,22 +84,28 @@ def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool, split_qk
 
 def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None,
          split_qk: bool = False) -> tuple[int, int] | None:
-    """(query rows, keys) per tile for this head size on `target`; None where none fits. With
-    `blocks` (the grid 128-row tiles give), a 128-row tile is taken only where its grid still fills
-    every SM: it halves K and V's reads, but not at the price of idle SMs."""
+    """(query rows, keys) per tile for this head size on `target`; None where none fits. Of the tiles
+    that fit, the one that keeps the most warps resident on an SM (its shared memory decides how many
+    blocks fit), the taller on a tie (fewer reads of K and V); with `blocks` (the grid 128-row tiles
+    give), 128 rows only where that grid still fills every SM. Level 3's MinGPT (head 96, 3xTF32
+    tails): 128 rows, one block of 8 warps an SM, 2.97 ms; 64 rows, still one block (4 warps), 5.16."""
     if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
         return None
+    best: tuple[int, int, int] | None = None  # (warps an SM, up to RESIDENT_WARPS; rows; keys)
     for br, bc in TC_TILES if tc else FMA_TILES:
-        if smem_bytes(dtype, br, bc, d, dv, tc, split_qk) > target.shared_per_block_optin:
+        size = smem_bytes(dtype, br, bc, d, dv, tc, split_qk)
+        if size > target.shared_per_block_optin:
             continue
-        # 128 rows: while the grid fills every SM, and two blocks (16 warps) still fit on one; one
-        # block of 8 warps leaves the tensor cores idle at every barrier (level 3's MinGPT, head 96
-        # with 3xTF32 tails: 2.36 -> 2.97 ms).
-        if br == 128 and ((blocks is not None and blocks < target.sm_count)
-                          or 2 * smem_bytes(dtype, br, bc, d, dv, tc, split_qk) > target.shared_per_sm):
+        if br == 128 and blocks is not None and blocks < target.sm_count:
             continue
-        return br, bc
-    return None
+        if not tc:  # (the FMA path: the largest tile that fits, as its GPU tests ran it)
+            return br, bc
+        threads = br // 16 * 32
+        resident = min(target.shared_per_sm // size, target.max_threads_per_sm // threads)
+        key = (min(resident * threads // 32, RESIDENT_WARPS), br, bc)
+        if best is None or key > best:
+            best = key
+    return None if best is None else (best[1], best[2])
 
 
 def refusal(dtype: str, d: int, dv: int, target: Target) -> str | None:
