@@ -257,6 +257,11 @@ def test_tiles_keep_the_most_warps_resident_then_the_tallest():
     assert emit_attention.tile("float32", 96, 96, True, H100, blocks=4096, split_qk=True) == (128, 64)
     one = emit_attention.smem_bytes("float32", 64, 64, 96, 96, True, True)
     assert H100.shared_per_sm // one == 1  # (why 64 rows lose here)
+    # Swin's 49-query windows: not a 128-row tile three fifths empty, though the grid is large.
+    assert emit_attention.tile("float32", 32, 32, True, H100, blocks=3072, split_qk=True, rows=49) == (64, 64)
+    # Two m tiles a warp up to a head of 64 (they share each K and V fragment), one past it.
+    assert emit_attention.warp_tiles(64, True) == 2 and emit_attention.warp_tiles(96, True) == 1
+    assert emit_attention.warp_tiles(64, False) == 1
 
 
 def test_tensor_core_rows_spread_over_the_banks():

@@ -54,7 +54,7 @@ MAX_HEAD_DIM = 128
 MIN_CAPABILITY = (8, 0)  # mma.sync for TF32 and bf16, cp.async
 # (query rows, keys) per tile, largest first: the first whose shared memory fits the target is used.
 # 16 query rows a warp; the FMA path's softmax takes keys 32 at a time (a lane each).
-TC_TILES = ((128, 64), (64, 64), (64, 32), (32, 32), (16, 32))
+TC_TILES = ((128, 64), (64, 64), (32, 64), (16, 64), (64, 32), (32, 32), (16, 32))
 FMA_TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
 # Resident warps an SM past which a taller tile (fewer reads of K and V) wins over more warps.
 RESIDENT_WARPS = 16
@@ -82,30 +82,42 @@ def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool, split_qk
     return sum(_round_up(p, 128) for p in parts)
 
 
+def warp_tiles(dv: int, tc: bool) -> int:
+    """m16 row tiles a warp owns on the tensor-core path (attention.cuh's Tr::WM): two share every K
+    and V fragment read from shared memory, while the output accumulators (DV / 2 registers a lane
+    a tile) stay within the register file; one past a head of 64."""
+    return 2 if tc and dv <= 64 else 1
+
+
 def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None,
-         split_qk: bool = False) -> tuple[int, int] | None:
-    """(query rows, keys) per tile for this head size on `target`; None where none fits. Of the tiles
-    that fit, the one that keeps the most warps resident on an SM (its shared memory decides how many
-    blocks fit), the taller on a tie (fewer reads of K and V); with `blocks` (the grid 128-row tiles
-    give), 128 rows only where that grid still fills every SM. Level 3's MinGPT (head 96, 3xTF32
-    tails): 128 rows, one block of 8 warps an SM, 2.97 ms; 64 rows, still one block (4 warps), 5.16."""
+         split_qk: bool = False, rows: int | None = None) -> tuple[int, int] | None:
+    """(query rows, keys) per tile for this head size on `target`; None where none fits. On tensor
+    cores, of the tiles of 64 keys that fit (32 where none does), the one that keeps the most warps
+    resident on an SM (its shared memory and threads decide how many blocks fit; up to
+    RESIDENT_WARPS), the taller on a tie (fewer reads of K and V); with `blocks` (the grid 128-row
+    tiles give), 128 rows only where that grid still fills every SM; with `rows` (the query rows), no
+    tile more than half empty where a shorter one fits (Swin's 49-row windows). Level 3's MinGPT (head 96,
+    3xTF32 tails): 128 rows, one block of 8 warps an SM, 2.97 ms; 64 rows, one block of 4, 5.16."""
     if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
         return None
-    best: tuple[int, int, int] | None = None  # (warps an SM, up to RESIDENT_WARPS; rows; keys)
+    wm = warp_tiles(dv, tc)
+    best: tuple[int, int, int] | None = None  # (keys, warps an SM up to RESIDENT_WARPS, rows)
     for br, bc in TC_TILES if tc else FMA_TILES:
         size = smem_bytes(dtype, br, bc, d, dv, tc, split_qk)
-        if size > target.shared_per_block_optin:
+        if size > target.shared_per_block_optin or br < 16 * wm:
             continue
         if br == 128 and blocks is not None and blocks < target.sm_count:
             continue
         if not tc:  # (the FMA path: the largest tile that fits, as its GPU tests ran it)
             return br, bc
-        threads = br // 16 * 32
+        if rows is not None and br > 16 * wm and br >= 2 * -(-rows // 16) * 16:
+            continue
+        threads = br // (16 * wm) * 32
         resident = min(target.shared_per_sm // size, target.max_threads_per_sm // threads)
-        key = (min(resident * threads // 32, RESIDENT_WARPS), br, bc)
+        key = (bc, min(resident * threads // 32, RESIDENT_WARPS), br)
         if best is None or key > best:
             best = key
-    return None if best is None else (best[1], best[2])
+    return None if best is None else (best[2], best[0])
 
 
 def refusal(dtype: str, d: int, dv: int, target: Target) -> str | None:
@@ -238,7 +250,7 @@ def emit_attention(ctx: EmitContext) -> Kernel:
     tc = dtype != "float32" or ctx.precise < PRECISE_FP32
     split_qk = dtype == "float32" and tc and ctx.precise > PRECISE_TF32
     why = refusal(dtype, d, dv, ctx.target)
-    sizes = tile(dtype, d, dv, tc, ctx.target, blocks=bh * -(-n_q // 128), split_qk=split_qk)
+    sizes = tile(dtype, d, dv, tc, ctx.target, blocks=bh * -(-n_q // 128), split_qk=split_qk, rows=n_q)
     if why is not None or sizes is None:
         raise NotSupported(why or f"head dims {d}/{dv}: no tile fits")
     br, bc = sizes
@@ -272,7 +284,7 @@ struct {name}_tr {{
     const void* in[{n_in}];
     TO* o;
   }};
-  static constexpr int BR = {br}, BC = {bc}, D = {d}, DV = {dv}, SQ = {n_q}, SK = {n_k};
+  static constexpr int BR = {br}, BC = {bc}, WM = {warp_tiles(dv, tc)}, D = {d}, DV = {dv}, SQ = {n_q}, SK = {n_k};
   static constexpr int64_t BH = {bh}LL;
   static constexpr int64_t QSR = {sq.row_stride}LL, QSD = {sq.col_stride}LL;
   static constexpr int64_t KSR = {sk_.row_stride}LL, KSD = {sk_.col_stride}LL;

@@ -148,22 +148,27 @@ __device__ __forceinline__ int query_tile() {
 // Tensor cores. Fragment coordinates (PTX ISA, mma.m16n8k8 / m16n8k16): lane = 4 g + t; an
 // accumulator holds (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) of its 16 x 8 tile.
 
+// Threads of a tc_kernel block: a warp owns WM m16 tiles of rows (two share every K and V fragment
+// a warp reads from shared memory, halving that traffic per row).
+template <class Tr>
+SC_INLINE constexpr int tc_threads() { return Tr::BR / (16 * Tr::WM) * 32; }
+
 template <class Tr, bool ASYNC>
-__global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args a) {
+__global__ void __launch_bounds__(tc_threads<Tr>()) tc_kernel(typename Tr::Args a) {
   using T = typename Tr::T;
   using TO = typename Tr::TO;
-  constexpr int BR = Tr::BR, BC = Tr::BC, D = Tr::D, DV = Tr::DV;
+  constexpr int BR = Tr::BR, BC = Tr::BC, D = Tr::D, DV = Tr::DV, WM = Tr::WM;
   constexpr bool F32 = sizeof(T) == 4;
   constexpr int KS = tc_k<T>();
   using L = TcSmem<T, BR, BC, D, DV, Tr::SPLIT_QK, Tr::SPLIT_PV>;
   constexpr int DP = L::DP, DVP = L::DVP;
-  constexpr int NT = BR / 16 * 32, NS = BC / 8, NO = DVP / 8;
+  constexpr int NT = tc_threads<Tr>(), NS = BC / 8, NO = DVP / 8;
   constexpr float LOG2E = 1.4426950408889634f;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem + L::Q);
   T* sK = reinterpret_cast<T*>(smem + L::K);
   T* sV = reinterpret_cast<T*>(smem + L::V);
-  // (3xTF32 tails; only read where the product is split)
+  // fp32 operands as TF32 bit patterns (rounded in place), and 3xTF32's tails where a product is split.
   const uint32_t* uQ = reinterpret_cast<const uint32_t*>(smem + L::Q);
   const uint32_t* uK = reinterpret_cast<const uint32_t*>(smem + L::K);
   const uint32_t* uV = reinterpret_cast<const uint32_t*>(smem + L::V);
@@ -175,7 +180,7 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
   const int64_t bh = (int64_t)blockIdx.x / TILES;
   const int i0 = query_tile<Tr>() * BR;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int r0 = warp * 16;
+  const int r0 = warp * 16 * WM;
   const T* kb = a.k + Tr::k_base(bh);
   const T* vb = a.v + Tr::v_base(bh);
   const int tiles = key_tiles<Tr>(i0);
@@ -192,12 +197,22 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
                                                                           Tr::SK - kt * BC);
   sc_tc_commit();
 
-  float o[NO][4];
+  float o[WM][NO][4];
 #pragma unroll
-  for (int n = 0; n < NO; ++n)
+  for (int mi = 0; mi < WM; ++mi)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int n = 0; n < NO; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mi][n][e] = 0.0f;
+  // Running max and sum of this lane's rows g and g + 8 of each m tile.
+  float m[WM][2], l[WM][2];
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[mi][h] = -INFINITY;
+      l[mi][h] = 0.0f;
+    }
 
   bool first = true;
   while (kt < tiles) {
@@ -211,23 +226,34 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
     }
     first = false;
 
-    // S = Q Kᵀ for this warp's 16 rows: A from Q's rows, B[k][n] = K[n][k].
-    float s[NS][4];
+    // S = Q Kᵀ for this warp's rows: A from Q's rows, B[k][n] = K[n][k], each B fragment read once
+    // for the warp's WM m tiles.
+    float s[WM][NS][4];
 #pragma unroll
-    for (int n = 0; n < NS; ++n)
+    for (int mi = 0; mi < WM; ++mi)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mi][n][e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < DP; kk += KS) {
       if constexpr (F32) {
-        const int qa = (r0 + g) * L::LQ + kk + t;
-        const uint32_t ah[4] = {uQ[qa], uQ[qa + 8 * L::LQ], uQ[qa + 4], uQ[qa + 8 * L::LQ + 4]};
-        uint32_t al[4] = {0u, 0u, 0u, 0u};
-        if constexpr (Tr::SPLIT_QK) {
-          al[0] = uQlo[qa];
-          al[1] = uQlo[qa + 8 * L::LQ];
-          al[2] = uQlo[qa + 4];
-          al[3] = uQlo[qa + 8 * L::LQ + 4];
+        uint32_t ah[WM][4], al[WM][4];
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          const int qa = (r0 + mi * 16 + g) * L::LQ + kk + t;
+          ah[mi][0] = uQ[qa];
+          ah[mi][1] = uQ[qa + 8 * L::LQ];
+          ah[mi][2] = uQ[qa + 4];
+          ah[mi][3] = uQ[qa + 8 * L::LQ + 4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) al[mi][e] = 0u;
+          if constexpr (Tr::SPLIT_QK) {
+            al[mi][0] = uQlo[qa];
+            al[mi][1] = uQlo[qa + 8 * L::LQ];
+            al[mi][2] = uQlo[qa + 4];
+            al[mi][3] = uQlo[qa + 8 * L::LQ + 4];
+          }
         }
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
@@ -235,68 +261,81 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
           const uint32_t bh2[2] = {uK[kb2], uK[kb2 + 4]};
           if constexpr (Tr::SPLIT_QK) {  // the small terms first
             const uint32_t bl2[2] = {uKlo[kb2], uKlo[kb2 + 4]};
-            sc_tc_mma_tf32(s[n], al, bh2);
-            sc_tc_mma_tf32(s[n], ah, bl2);
+#pragma unroll
+            for (int mi = 0; mi < WM; ++mi) {
+              sc_tc_mma_tf32(s[mi][n], al[mi], bh2);
+              sc_tc_mma_tf32(s[mi][n], ah[mi], bl2);
+            }
           }
-          sc_tc_mma_tf32(s[n], ah, bh2);
+#pragma unroll
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_tf32(s[mi][n], ah[mi], bh2);
         }
       } else {
-        const T* q0 = sQ + (r0 + g) * L::LQ + kk + 2 * t;
-        const uint32_t qa[4] = {*reinterpret_cast<const uint32_t*>(q0),
-                                *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ),
-                                *reinterpret_cast<const uint32_t*>(q0 + 8),
-                                *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ + 8)};
+        uint32_t qa[WM][4];
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          const T* q0 = sQ + (r0 + mi * 16 + g) * L::LQ + kk + 2 * t;
+          qa[mi][0] = *reinterpret_cast<const uint32_t*>(q0);
+          qa[mi][1] = *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ);
+          qa[mi][2] = *reinterpret_cast<const uint32_t*>(q0 + 8);
+          qa[mi][3] = *reinterpret_cast<const uint32_t*>(q0 + 8 * L::LQ + 8);
+        }
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
           const T* k0 = sK + (n * 8 + g) * L::LK + kk + 2 * t;
           const uint32_t kb2[2] = {*reinterpret_cast<const uint32_t*>(k0), *reinterpret_cast<const uint32_t*>(k0 + 8)};
-          sc_tc_mma16<T>(s[n], qa, kb2);
+#pragma unroll
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma16<T>(s[mi][n], qa[mi], kb2);
         }
       }
     }
 
-    // Online softmax over the tile: this lane's rows g and g + 8, the row max over the lane's quad.
-    float mx[2] = {-INFINITY, -INFINITY};
+    // Online softmax over the tile: this lane's rows g and g + 8 of each m tile, the row max over
+    // the lane's quad.
 #pragma unroll
-    for (int n = 0; n < NS; ++n)
+    for (int mi = 0; mi < WM; ++mi) {
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = i0 + r0 + g + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
-        float v = -INFINITY;
-        // (bounds that whole tiles never cross are not checked)
-        if ((Tr::SQ % BR == 0 || i < Tr::SQ) && (Tr::SK % BC == 0 || j < Tr::SK)) v = Tr::score(a, bh, i, j, s[n][e]);
-        s[n][e] = v;
-        mx[e >> 1] = fmaxf(mx[e >> 1], v);
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = i0 + r0 + mi * 16 + g + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
+          float v = -INFINITY;
+          // (bounds that whole tiles never cross are not checked)
+          if ((Tr::SQ % BR == 0 || i < Tr::SQ) && (Tr::SK % BC == 0 || j < Tr::SK)) v = Tr::score(a, bh, i, j, s[mi][n][e]);
+          s[mi][n][e] = v;
+          mx[e >> 1] = fmaxf(mx[e >> 1], v);
+        }
+      float alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m[mi][h], mx[h]);
+        // With no key seen yet (m = -inf) O and l are zero and alpha is moot: 0 avoids inf - inf.
+        alpha[h] = m[mi][h] == -INFINITY ? 0.0f : exp2f((m[mi][h] - m_new) * LOG2E);
+        m[mi][h] = m_new;
       }
-    float alpha[2];
+      float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float m_new = fmaxf(m[h], mx[h]);
-      // With no key seen yet (m = -inf) O and l are zero and alpha is moot: 0 avoids inf - inf.
-      alpha[h] = m[h] == -INFINITY ? 0.0f : exp2f((m[h] - m_new) * LOG2E);
-      m[h] = m_new;
-    }
-    float sum[2] = {0.0f, 0.0f};
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-    for (int n = 0; n < NS; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const float mh = m[mi][e >> 1];
+          // (s - m) first: large scores would lose the difference in s * log2e - m * log2e.
+          const float p = mh == -INFINITY ? 0.0f : exp2f((s[mi][n][e] - mh) * LOG2E);
+          s[mi][n][e] = p;
+          sum[e >> 1] += p;
+        }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mh = m[e >> 1];
-        // (s - m) first: large scores would lose the difference in s * log2e - m * log2e.
-        const float p = mh == -INFINITY ? 0.0f : exp2f((s[n][e] - mh) * LOG2E);
-        s[n][e] = p;
-        sum[e >> 1] += p;
+      for (int h = 0; h < 2; ++h) l[mi][h] = l[mi][h] * alpha[h] + sum[h];  // this lane's columns; the quad's at the end
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        o[mi][n][0] *= alpha[0];
+        o[mi][n][1] *= alpha[0];
+        o[mi][n][2] *= alpha[1];
+        o[mi][n][3] *= alpha[1];
       }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];  // this lane's columns; the quad's at the end
-#pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
     }
 
     const int next = live_tile<Tr, NT>(a, bh, i0, kt + 1, tiles);
@@ -315,12 +354,16 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
     if constexpr (F32) {
 #pragma unroll
       for (int jj = 0; jj < NS; ++jj) {
-        const float pa[4] = {s[jj][0], s[jj][2], s[jj][1], s[jj][3]};  // keys 2t, 2t (row g+8), 2t+1, 2t+1
-        uint32_t ah[4], al[4];
+        uint32_t ah[WM][4], al[WM][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          ah[e] = Tr::SPLIT_PV ? sc_tc_head(pa[e]) : sc_tc_tf32(pa[e]);
-          al[e] = Tr::SPLIT_PV ? sc_tc_tail(pa[e], ah[e]) : 0u;
+        for (int mi = 0; mi < WM; ++mi) {
+          // keys 2t and 2t+1 of this 8-key step, rows g and g + 8
+          const float pa[4] = {s[mi][jj][0], s[mi][jj][2], s[mi][jj][1], s[mi][jj][3]};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            ah[mi][e] = Tr::SPLIT_PV ? sc_tc_head(pa[e]) : sc_tc_tf32(pa[e]);
+            al[mi][e] = Tr::SPLIT_PV ? sc_tc_tail(pa[e], ah[mi][e]) : 0u;
+          }
         }
 #pragma unroll
         for (int n = 0; n < NO; ++n) {
@@ -328,23 +371,33 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
           const uint32_t bh2[2] = {uV[vb2], uV[vb2 + L::LV]};
           if constexpr (Tr::SPLIT_PV) {
             const uint32_t bl2[2] = {uVlo[vb2], uVlo[vb2 + L::LV]};
-            sc_tc_mma_tf32(o[n], al, bh2);
-            sc_tc_mma_tf32(o[n], ah, bl2);
+#pragma unroll
+            for (int mi = 0; mi < WM; ++mi) {
+              sc_tc_mma_tf32(o[mi][n], al[mi], bh2);
+              sc_tc_mma_tf32(o[mi][n], ah[mi], bl2);
+            }
           }
-          sc_tc_mma_tf32(o[n], ah, bh2);
+#pragma unroll
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_tf32(o[mi][n], ah[mi], bh2);
         }
       }
     } else {
 #pragma unroll
       for (int jj = 0; jj < NS / 2; ++jj) {
-        const uint32_t pa[4] = {sc_tc_pack<T>(s[2 * jj][0], s[2 * jj][1]), sc_tc_pack<T>(s[2 * jj][2], s[2 * jj][3]),
-                                sc_tc_pack<T>(s[2 * jj + 1][0], s[2 * jj + 1][1]),
-                                sc_tc_pack<T>(s[2 * jj + 1][2], s[2 * jj + 1][3])};
+        uint32_t pa[WM][4];
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          pa[mi][0] = sc_tc_pack<T>(s[mi][2 * jj][0], s[mi][2 * jj][1]);
+          pa[mi][1] = sc_tc_pack<T>(s[mi][2 * jj][2], s[mi][2 * jj][3]);
+          pa[mi][2] = sc_tc_pack<T>(s[mi][2 * jj + 1][0], s[mi][2 * jj + 1][1]);
+          pa[mi][3] = sc_tc_pack<T>(s[mi][2 * jj + 1][2], s[mi][2 * jj + 1][3]);
+        }
 #pragma unroll
         for (int n = 0; n < NO; ++n) {
           const T* v0 = sV + (jj * 16 + 2 * t) * L::LV + n * 8 + g;
           const uint32_t vb2[2] = {sc_tc_pack2<T>(v0[0], v0[L::LV]), sc_tc_pack2<T>(v0[8 * L::LV], v0[9 * L::LV])};
-          sc_tc_mma16<T>(o[n], pa, vb2);
+#pragma unroll
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma16<T>(o[mi][n], pa[mi], vb2);
         }
       }
     }
@@ -358,22 +411,25 @@ __global__ void __launch_bounds__(Tr::BR / 16 * 32) tc_kernel(typename Tr::Args 
 
   // O / l, contiguous [BH, SQ, DV]. A row that saw no key (every score -inf) is NaN, as softmax
   // gives it, or zeros for _safe_softmax (scaled_dot_product_attention's).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-  }
   TO* out = a.o + bh * ((int64_t)Tr::SQ * DV);
 #pragma unroll
-  for (int n = 0; n < NO; ++n)
+  for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = i0 + r0 + g + (e >> 1) * 8, c = n * 8 + 2 * t + (e & 1);
-      if (i >= Tr::SQ || c >= DV) continue;
-      const float lv = l[e >> 1];
-      const float v = lv > 0.0f ? o[n][e] / lv * Tr::OUT_SCALE : (Tr::SAFE ? 0.0f : NAN);
-      out[(int64_t)i * DV + c] = sc_from_f<TO>(v);
+    for (int h = 0; h < 2; ++h) {
+      l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 1);
+      l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 2);
     }
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = i0 + r0 + mi * 16 + g + (e >> 1) * 8, c = n * 8 + 2 * t + (e & 1);
+        if (i >= Tr::SQ || c >= DV) continue;
+        const float lv = l[mi][e >> 1];
+        const float v = lv > 0.0f ? o[mi][n][e] / lv * Tr::OUT_SCALE : (Tr::SAFE ? 0.0f : NAN);
+        out[(int64_t)i * DV + c] = sc_from_f<TO>(v);
+      }
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -564,7 +620,7 @@ void host(const typename Tr::Args& a) {
 // one per process, so a second library with a kernel of the same traits name would find `sized`
 // set by the first, skip its own opt-in and fail its launch (invalid value) above 48 KiB.
 template <class Tr, class F>
-static int run(F fn, int slot, int bytes, const typename Tr::Args& a, cudaStream_t stream) {
+static int run(F fn, int slot, int threads, int bytes, const typename Tr::Args& a, cudaStream_t stream) {
   constexpr int64_t BLOCKS = (int64_t)Tr::BH * ((Tr::SQ + Tr::BR - 1) / Tr::BR);
   static_assert(BLOCKS < 2147483647LL, "grid too large");
   if (BLOCKS == 0) return 0;
@@ -574,7 +630,7 @@ static int run(F fn, int slot, int bytes, const typename Tr::Args& a, cudaStream
     if (e != cudaSuccess) return (int)e;
     sized[slot] = true;
   }
-  fn<<<(unsigned)BLOCKS, Tr::BR / 16 * 32, bytes, stream>>>(a);
+  fn<<<(unsigned)BLOCKS, threads, bytes, stream>>>(a);
   return (int)cudaGetLastError();
 }
 
@@ -584,11 +640,11 @@ int launch(const typename Tr::Args& a, bool vec_ok, cudaStream_t stream) {
   using T = typename Tr::T;
   if constexpr (Tr::TC) {
     constexpr int BYTES = TcSmem<T, Tr::BR, Tr::BC, Tr::D, Tr::DV, Tr::SPLIT_QK, Tr::SPLIT_PV>::BYTES;
-    if (Tr::VEC_LAYOUT && vec_ok) return run<Tr>(tc_kernel<Tr, Tr::VEC_LAYOUT>, 1, BYTES, a, stream);
-    return run<Tr>(tc_kernel<Tr, false>, 0, BYTES, a, stream);
+    if (Tr::VEC_LAYOUT && vec_ok) return run<Tr>(tc_kernel<Tr, Tr::VEC_LAYOUT>, 1, tc_threads<Tr>(), BYTES, a, stream);
+    return run<Tr>(tc_kernel<Tr, false>, 0, tc_threads<Tr>(), BYTES, a, stream);
   } else {
     constexpr int BYTES = Smem<T, Tr::BR, Tr::BC, round_up(Tr::D, 32), round_up(Tr::DV, 32)>::BYTES;
-    return run<Tr>(fma_kernel<Tr>, 0, BYTES, a, stream);
+    return run<Tr>(fma_kernel<Tr>, 0, Tr::BR / 16 * 32, BYTES, a, stream);
   }
 }
 
