@@ -260,8 +260,11 @@ def test_tiles_keep_the_most_warps_resident_then_the_tallest():
     # Swin's 49-query windows: not a 128-row tile three fifths empty, though the grid is large.
     assert emit_attention.tile("float32", 32, 32, True, H100, blocks=3072, split_qk=True, rows=49) == (64, 64)
     # Two m tiles a warp up to a head of 64 (they share each K and V fragment), one past it.
-    assert emit_attention.warp_tiles(64, True) == 2 and emit_attention.warp_tiles(96, True) == 1
-    assert emit_attention.warp_tiles(64, False) == 1
+    assert emit_attention.warp_tiles(64, True, H100) == 2 and emit_attention.warp_tiles(96, True, H100) == 1
+    assert emit_attention.warp_tiles(64, False, H100) == 1
+    # ...where the grid gives every SM four blocks: a small grid keeps its warps (gpt2's 192 blocks).
+    assert emit_attention.warp_tiles(64, True, H100, blocks=192) == 1
+    assert emit_attention.warp_tiles(32, True, H100, blocks=1024) == 2
 
 
 def test_tensor_core_rows_spread_over_the_banks():

@@ -82,11 +82,15 @@ def smem_bytes(dtype: str, br: int, bc: int, d: int, dv: int, tc: bool, split_qk
     return sum(_round_up(p, 128) for p in parts)
 
 
-def warp_tiles(dv: int, tc: bool) -> int:
+def warp_tiles(dv: int, tc: bool, target: Target, blocks: int | None = None) -> int:
     """m16 row tiles a warp owns on the tensor-core path (attention.cuh's Tr::WM): two share every K
     and V fragment read from shared memory, while the output accumulators (DV / 2 registers a lane
-    a tile) stay within the register file; one past a head of 64."""
-    return 2 if tc and dv <= 64 else 1
+    a tile) stay within the register file; one past a head of 64. Two also halve a block's warps,
+    so only where the grid (`blocks`, of 128-row tiles) gives every SM four blocks or more: on the
+    H200 at 62bd474 two took VisionAttention's kernel (1024 blocks) from 5.96 to 5.52 ms and Swin's
+    (3072) from 139 to 120 us, and gpt2's (192) from 51 to 80 us."""
+    many = blocks is None or blocks >= 4 * target.sm_count
+    return 2 if tc and dv <= 64 and many else 1
 
 
 def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | None = None,
@@ -100,7 +104,7 @@ def tile(dtype: str, d: int, dv: int, tc: bool, target: Target, blocks: int | No
     3xTF32 tails): 128 rows, one block of 8 warps an SM, 2.97 ms; 64 rows, one block of 4, 5.16."""
     if max(d, dv) > MAX_HEAD_DIM or min(d, dv) < 1:
         return None
-    wm = warp_tiles(dv, tc)
+    wm = warp_tiles(dv, tc, target, blocks)
     best: tuple[int, int, int] | None = None  # (keys, warps an SM up to RESIDENT_WARPS, rows)
     for br, bc in TC_TILES if tc else FMA_TILES:
         size = smem_bytes(dtype, br, bc, d, dv, tc, split_qk)
@@ -284,7 +288,7 @@ struct {name}_tr {{
     const void* in[{n_in}];
     TO* o;
   }};
-  static constexpr int BR = {br}, BC = {bc}, WM = {warp_tiles(dv, tc)}, D = {d}, DV = {dv}, SQ = {n_q}, SK = {n_k};
+  static constexpr int BR = {br}, BC = {bc}, WM = {warp_tiles(dv, tc, ctx.target, bh * -(-n_q // 128))}, D = {d}, DV = {dv}, SQ = {n_q}, SK = {n_k};
   static constexpr int64_t BH = {bh}LL;
   static constexpr int64_t QSR = {sq.row_stride}LL, QSD = {sq.col_stride}LL;
   static constexpr int64_t KSR = {sk_.row_stride}LL, KSD = {sk_.col_stride}LL;
