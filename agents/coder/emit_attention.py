@@ -87,7 +87,7 @@ def warp_tiles(dv: int, tc: bool, target: Target, blocks: int | None = None) -> 
     and V fragment read from shared memory, while the output accumulators (DV / 2 registers a lane
     a tile) stay within the register file; one past a head of 64. Two also halve a block's warps,
     so only where the grid (`blocks`, of 128-row tiles) gives every SM four blocks or more: on the
-    H200 at 62bd474 two took VisionAttention's kernel (1024 blocks) from 5.96 to 5.52 ms and Swin's
+    H200 at 62bd474 two took VisionAttention's kernel (1024 blocks) from 5.71 to 5.52 ms and Swin's
     (3072) from 139 to 120 us, and gpt2's (192) from 51 to 80 us."""
     many = blocks is None or blocks >= 4 * target.sm_count
     return 2 if tc and dv <= 64 and many else 1
