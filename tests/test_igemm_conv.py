@@ -20,7 +20,7 @@ from conftest import assert_builds_clean_for_sm90, builtin_candidate, load_model
 from test_emit_conv import cudnn_include
 
 from stitchcuda.agents.coder import emit_igemm, kernels
-from stitchcuda.agents.coder.emit_conv import conv_params
+from stitchcuda.agents.coder.emit_conv import DIRECT_ENV, conv_params
 from stitchcuda.agents.coder.kernels import NotSupported
 from stitchcuda.agents.coder.model_new import CU_FILE
 
@@ -292,6 +292,8 @@ SPLIT_CASES = ["conv2d", "transposed 3d", "conv2d 128 channels strided", "plain 
 @pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
 def test_the_exact_rung_carries_the_split_kernel(tmp_path, monkeypatch):
     monkeypatch.delenv(emit_igemm.NCHW_ENV, raising=False)
+    # (few input channels take the direct fp32 kernel as cuDNN's contender by default: test_direct_conv)
+    monkeypatch.setenv(DIRECT_ENV, "0")
     for k, case in enumerate(SPLIT_CASES[:2]):
         torch.manual_seed(0)
         module, shape = _module(case)

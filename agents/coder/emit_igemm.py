@@ -229,5 +229,6 @@ static int {name}_ig(const void* x, const void* w, const void* const* ins, void*
 
 
 def family() -> str:
-    """The kernel templates, inlined once per .cu (include-guarded)."""
-    return cuda_text.load("igemm_conv.cuh")
+    """The kernel templates, inlined once per .cu (include-guarded), after the tensor-core primitives
+    they share with the attention kernel."""
+    return cuda_text.load("tensor_core.cuh") + cuda_text.load("igemm_conv.cuh")

@@ -26,28 +26,8 @@ struct sc_ig_phase {
   int kpad;           // taps x channels, rounded up to the k-tile
 };
 
-__device__ __forceinline__ uint32_t sc_ig_tf32(float x) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-#else
-  return __float_as_uint(x);
-#endif
-}
-
-// 3xTF32's head of x: TF32 to nearest, or truncated where rounding would carry a finite x past the
-// largest float (as gemm_split.cuh's sc_tf32_hi_lo).
-__device__ __forceinline__ uint32_t sc_ig_head(float x) {
-  const uint32_t h = sc_ig_tf32(x);
-  return isfinite(__uint_as_float(h)) || !isfinite(x) ? h : (__float_as_uint(x) & 0xFFFFE000u);
-}
-// Its tail: what the head leaves, itself as TF32; 0 where x is not finite (the head alone then
-// carries it, as fp32 arithmetic would, instead of inf - inf).
-__device__ __forceinline__ uint32_t sc_ig_tail(float x, uint32_t h) {
-  const float hf = __uint_as_float(h);
-  return isfinite(hf) ? sc_ig_tf32(x - hf) : 0u;
-}
+// TF32 rounding, 3xTF32's head and tail, cp.async and the m16n8k8 product: tensor_core.cuh
+// (emit_igemm.family inlines it first).
 
 // The weight packed per phase as the kernel's B operand: [phase][kpad][npad], rounded to TF32 once
 // (kept fp32 under 3xTF32),
@@ -67,7 +47,7 @@ __global__ void sc_ig_pack(const float* __restrict__ w, float* __restrict__ wp) 
       const int wt = G::tap(ph.first + t).w;
       v = G::TRANSPOSED ? w[((int64_t)c * G::K + n) * G::TAPS + wt] : w[((int64_t)n * G::C + c) * G::TAPS + wt];
     }
-    wp[i] = G::SPLIT3 ? v : __uint_as_float(sc_ig_tf32(v));  // (3xTF32 splits it in the kernel)
+    wp[i] = G::SPLIT3 ? v : __uint_as_float(sc_tc_tf32(v));  // (3xTF32 splits it in the kernel)
   }
 }
 
@@ -75,32 +55,6 @@ __device__ __forceinline__ void sc_ig_cp4(float* dst, const float* src, bool ok)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
-#endif
-}
-__device__ __forceinline__ void sc_ig_cp16(float* dst, const float* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-#endif
-}
-__device__ __forceinline__ void sc_ig_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N>
-__device__ __forceinline__ void sc_ig_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-__device__ __forceinline__ void sc_ig_mma(float* c, const uint32_t* a, const uint32_t* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
 
@@ -220,7 +174,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
     for (int i = tid; i < CHUNKS; i += NT) {
       const int r = i / (BN / 4), cc = (i % (BN / 4)) * 4;
-      sc_ig_cp16(&Bs[stage][r][cc], wpp + (int64_t)(k0 + r) * G::NPAD + cc);
+      sc_tc_cp16(&Bs[stage][r][cc], wpp + (int64_t)(k0 + r) * G::NPAD + cc, true);
     }
   };
 
@@ -235,13 +189,13 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ktiles) load(s, s);
-    sc_ig_commit();
+    sc_tc_commit();
   }
   for (int kt = 0; kt < ktiles; ++kt) {
-    sc_ig_wait<STAGES - 2>();
+    sc_tc_wait<STAGES - 2>();
     __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites
     if (kt + STAGES - 1 < ktiles) load(kt + STAGES - 1, (kt + STAGES - 1) % STAGES);
-    sc_ig_commit();
+    sc_tc_commit();
     const int st = kt % STAGES;
 #pragma unroll
     for (int ks = 0; ks < BK; ks += 8) {
@@ -264,11 +218,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) a[mi][q] = G::SPLIT3 ? sc_ig_head(af[mi][q]) : sc_ig_tf32(af[mi][q]);
+        for (int q = 0; q < 4; ++q) a[mi][q] = G::SPLIT3 ? sc_tc_head(af[mi][q]) : sc_tc_tf32(af[mi][q]);
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-        for (int q = 0; q < 2; ++q) b[ni][q] = G::SPLIT3 ? sc_ig_head(bf[ni][q]) : __float_as_uint(bf[ni][q]);
+        for (int q = 0; q < 2; ++q) b[ni][q] = G::SPLIT3 ? sc_tc_head(bf[ni][q]) : __float_as_uint(bf[ni][q]);
       if constexpr (G::SPLIT3) {
         // 3xTF32: each operand as a TF32 head plus the TF32 of what the head leaves (exact in fp32);
         // the small products first, then the heads' (the tail x tail product is below fp32's ulp).
@@ -276,26 +230,26 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32) sc_igemm_conv(cons
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) at[mi][q] = sc_ig_tail(af[mi][q], a[mi][q]);
+          for (int q = 0; q < 4; ++q) at[mi][q] = sc_tc_tail(af[mi][q], a[mi][q]);
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) bt[ni][q] = sc_ig_tail(bf[ni][q], b[ni][q]);
+          for (int q = 0; q < 2; ++q) bt[ni][q] = sc_tc_tail(bf[ni][q], b[ni][q]);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
           for (int ni = 0; ni < NI; ++ni) {
-            sc_ig_mma(acc[mi][ni], at[mi], b[ni]);
-            sc_ig_mma(acc[mi][ni], a[mi], bt[ni]);
+            sc_tc_mma_tf32(acc[mi][ni], at[mi], b[ni]);
+            sc_tc_mma_tf32(acc[mi][ni], a[mi], bt[ni]);
           }
       }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) sc_ig_mma(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < NI; ++ni) sc_tc_mma_tf32(acc[mi][ni], a[mi], b[ni]);
     }
   }
-  sc_ig_wait<0>();
+  sc_tc_wait<0>();
   __syncthreads();  // s_out is written (also where the reduction is empty)
 
   // The epilogue, element by element at its channels-last index; a thread's pairs of neighbouring
