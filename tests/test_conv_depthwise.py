@@ -1,6 +1,6 @@
 """Depthwise convolutions (groups == input channels) through our own direct NCHW kernel
 (agents/coder/cuda/depthwise.cuh, emit_conv._depthwise) instead of cuDNN behind layout copies; on
-by default, STITCHCUDA_CONV_DEPTHWISE=0 turns it off.
+by default, STITCHCUDA_CONV_DEPTHWISE=0 turns it off, =contend makes it cuDNN's first-call contender.
 
 Here: which convolutions take it (and which stay with cuDNN), the tile it picks, the planner
 leaving them NCHW, the kernel's own code run on the CPU (its NAME_host entry runs the GPU's two
@@ -236,6 +236,47 @@ def test_depthwise_candidates_build_for_sm90(tmp_path):
         # any other warning is a defect. (The prelude stays as it is: recorded verdicts key on it.)
         warnings = [line for line in result.log.lower().splitlines() if "warning #" in line and '"sc_grid"' not in line]
         assert result.library.exists() and not warnings, result.log
+
+
+@needs_nvcc
+def test_as_cudnns_contender_it_builds_clean_for_sm90(tmp_path, monkeypatch):
+    """STITCHCUDA_CONV_DEPTHWISE=contend: cuDNN's launcher carries the depthwise kernel as its
+    first-call contender (fp32 without bias); a biased one keeps the direct kernel in cuDNN's place."""
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
+
+    include = cudnn_include_or_skip()
+    monkeypatch.setenv(emit_conv.DEPTHWISE_ENV, "contend")
+    torch.manual_seed(0)
+    module = Depthwise(c=4, k=5, stride=2, padding=2)
+    cand = builtin_candidate(module, [torch.randn(2, 4, 130, 200)], host=False)
+    src = cand.files[CU_FILE]
+    assert "sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, stitch_k0_dw, stream)" in src, src[-2000:]
+    assert "sc_dw_conv_run<float, stitch_k0_dw_geom>(stitch_k0_dw_spec" in src and "sc_igemm_conv" not in src
+    assert any("or a direct depthwise kernel where it wins" in n for n in cand.notes), cand.notes
+    assert_builds_clean_for_sm90(cand, tmp_path / "contend.cu", include)
+    biased = builtin_candidate(Depthwise(c=3, mult=2, bias=True), [torch.randn(2, 3, 34, 40)], host=False)
+    assert "sc_conv_run" not in biased.files[CU_FILE] and "sc_dw_conv_run<float, stitch_k0_geom>" in biased.files[CU_FILE]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name,kw,shape", [c for c in CASES if not c[1].get("bias")])
+def test_on_the_gpu_as_cudnns_contender_it_matches(name, kw, shape, tmp_path, monkeypatch):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv(emit_conv.DEPTHWISE_ENV, "contend")
+    torch.manual_seed(3)
+    module = Depthwise(**kw)
+    inputs = [torch.randn(shape[0] * 2, shape[1], shape[2] * 3, shape[3] * 2)]
+    cand = builtin_candidate(module, inputs, host=False)
+    assert "stitch_k0_dw" in cand.files[CU_FILE] or kw.get("then_relu"), cand.notes
+    module = module.cuda()
+    new = _model_new(cand, module, kw, tmp_path / "m").cuda()
+    args = [t.cuda() for t in inputs]
+    with torch.no_grad():
+        want = module(*args)
+        for _ in range(4):  # the first call chooses; the later ones run the choice
+            got = new(*args)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.gpu

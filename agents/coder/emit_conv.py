@@ -223,7 +223,12 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(want)}")
     if b is not None and b.shape != (p.y[1],):
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
-    if not nhwc and not x_nhwc and depthwise_direct(p, out.dtype):
+    # A depthwise convolution runs our direct kernel in cuDNN's place, or with
+    # STITCHCUDA_CONV_DEPTHWISE=contend as its first-call contender (fp32, no bias, no epilogue).
+    dw = not nhwc and not x_nhwc and depthwise_direct(p, out.dtype)
+    dw_contends = (dw and os.environ.get(DEPTHWISE_ENV) == "contend" and b is None and out.dtype == "float32"
+                   and ctx.epilogue is None)
+    if dw and not dw_contends:
         return _depthwise(ctx, p, x, w, b, out)
     direct = os.environ.get(DIRECT_ENV, "contend")
     direct_geom = dense_direct(p, out.dtype) if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT else None
@@ -275,8 +280,11 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     # STITCHCUDA_CONV_DIRECT=contend: on the exact rungs the direct kernel, not the 3xTF32 implicit GEMM,
     # is the contender of a convolution it takes (the two lost to cuDNN's FMA kernels where the direct
     # one won: level 2's 48, 2.05 and 1.16 against 1.66 ms).
-    contender = "direct" if direct == "contend" and direct_geom is not None and not b else "igemm"
-    if contender == "direct":
+    contender = ("depthwise" if dw_contends else
+                 "direct" if direct == "contend" and direct_geom is not None and not b else "igemm")
+    if contender == "depthwise":
+        igemm, ig_fn = _depthwise_contender(ctx, p), f"{ctx.name}_dw"
+    elif contender == "direct":
         assert direct_geom is not None
         igemm, ig_fn = _direct_contender(ctx, p, direct_geom), f"{ctx.name}_dc"
     else:
@@ -295,7 +303,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     if igemm and contender == "igemm":
         family += "\n" + emit_igemm.family()
     note = _describe(p, x, w, nhwc, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
-    rival = ("a direct fp32 kernel" if contender == "direct" else
+    rival = ("a direct depthwise kernel" if contender == "depthwise" else
+             "a direct fp32 kernel" if contender == "direct" else
              f"a{' 3xTF32' if ctx.precise >= PRECISE_SPLIT else 'n'} implicit GEMM")
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + (
         [KernelArg(b.name, b.dtype)] if b else []
@@ -402,6 +411,9 @@ def dw_geom(p: ConvParams) -> DwGeom | None:
 # default since 2026-11-27: on the H200, level 1's depthwise problems 82-86 went from 0.83-0.87x
 # eager (cuDNN) to 0.83-1.36x with the first, runtime-geometry version of the kernel and 1.16-3.02x
 # with this one (bench/results/2026-11-27-h200x4-level1-level3-depthwise-9da6cdf.md).
+# "0": cuDNN for every depthwise convolution; "contend": our direct kernel as cuDNN's first-call
+# contender (fp32 without bias or epilogue; CPU-tested, not yet run on a GPU); else (the default) the
+# direct kernel in cuDNN's place wherever depthwise_direct takes the convolution.
 DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 
 
@@ -425,15 +437,32 @@ def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     return -(-p.y[2] // th) * -(-p.y[3] // tw) <= INT_MAX
 
 
-def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
+def _dw_spec(p: ConvParams) -> tuple[str, str, tuple[int, int]]:
+    """depthwise.cuh's sc_dw_spec initialiser, sc_dw_geom's arguments and the output tile."""
     g = dw_geom(p)
     assert g is not None  # depthwise_direct said so
     n, c, h, wd = p.x
     spec = ", ".join(f"{v}ll" for v in (n, c, h, wd, p.y[1], p.y[2], p.y[3])) + f", {p.pad[0]}, {p.pad[1]}, {p.y[1] // c}"
     geom = ", ".join(map(str, (*p.w[2:4], *p.stride[:2], *p.dilation[:2], g.rows, g.columns)))
-    th, tw = g.out_tile
+    return spec, geom, g.out_tile
+
+
+def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
+    spec, geom, (th, tw) = _dw_spec(p)
     return _direct_kernel(ctx, "depthwise.cuh", "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out,
                           _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else ""))
+
+
+def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:
+    """The depthwise kernel as the convolution launcher's contender (fp32): NAME_dw, of
+    sc_conv_ig_launch's form. Why: it replaced cuDNN on level 1's depthwise problems (3.04 -> 1.32 ms on
+    the H200) but ran slower on level 3's EfficientNetMBConv (5x5, stride 2: 1.18 against cuDNN's
+    0.76 ms); on the first call the faster of the two stays."""
+    spec, geom, _ = _dw_spec(p)
+    return (cuda_text.load("depthwise.cuh") + f"\nstatic const sc_dw_spec {ctx.name}_dw_spec = {{{spec}}};\n"
+            f"using {ctx.name}_dw_geom = sc_dw_geom<{geom}>;\n"
+            f"static int {ctx.name}_dw(const void* x, const void* w, const void* const*, void* out, cudaStream_t stream) {{\n"
+            f"  return sc_dw_conv_run<float, {ctx.name}_dw_geom>({ctx.name}_dw_spec, x, w, nullptr, out, stream);\n}}\n")
 
 
 def _direct_kernel(ctx: EmitContext, header: str, prefix: str, spec: str, types: str, geom: str, x: Operand,

@@ -1346,7 +1346,9 @@ static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const v
   const bool force = sc_ig_env() == '1';
   // (On the exact rung, s.precise, the emitter passes only the kernel with 3xTF32 operands, and on the
   // full-fp32 rung none: emit_conv._implicit_gemm.)
-  if (!ig || !scratch || !sc_ig_available() || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1) return false;
+  // (Grouped convolutions: only a contender that takes them is passed; emit_conv gives the implicit
+  // GEMM to one group only, the depthwise kernel to depthwise ones.)
+  if (!ig || !scratch || !sc_ig_available() || s.dtype != CUDNN_DATA_FLOAT) return false;
   const int64_t n = s.batch * s.channels * s.spatial;
   const int rc = ig(x, w, ins, scratch, stream);
   const long long bad = rc == 0 ? sc_epi_disagree(static_cast<const float*>(scratch), static_cast<const float*>(result), n, stream) : -1;
