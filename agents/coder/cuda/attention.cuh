@@ -259,16 +259,9 @@ __global__ void __launch_bounds__(tc_threads<Tr>()) tc_kernel(typename Tr::Args 
         for (int n = 0; n < NS; ++n) {
           const int kb2 = (n * 8 + g) * L::LK + kk + t;
           const uint32_t bh2[2] = {uK[kb2], uK[kb2 + 4]};
-          if constexpr (Tr::SPLIT_QK) {  // the small terms first
-            const uint32_t bl2[2] = {uKlo[kb2], uKlo[kb2 + 4]};
+          const uint32_t bl2[2] = {Tr::SPLIT_QK ? uKlo[kb2] : 0u, Tr::SPLIT_QK ? uKlo[kb2 + 4] : 0u};
 #pragma unroll
-            for (int mi = 0; mi < WM; ++mi) {
-              sc_tc_mma_tf32(s[mi][n], al[mi], bh2);
-              sc_tc_mma_tf32(s[mi][n], ah[mi], bl2);
-            }
-          }
-#pragma unroll
-          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_tf32(s[mi][n], ah[mi], bh2);
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_split<Tr::SPLIT_QK>(s[mi][n], ah[mi], al[mi], bh2, bl2);
         }
       } else {
         uint32_t qa[WM][4];
@@ -369,16 +362,9 @@ __global__ void __launch_bounds__(tc_threads<Tr>()) tc_kernel(typename Tr::Args 
         for (int n = 0; n < NO; ++n) {
           const int vb2 = (jj * 8 + 2 * t) * L::LV + n * 8 + g;
           const uint32_t bh2[2] = {uV[vb2], uV[vb2 + L::LV]};
-          if constexpr (Tr::SPLIT_PV) {
-            const uint32_t bl2[2] = {uVlo[vb2], uVlo[vb2 + L::LV]};
+          const uint32_t bl2[2] = {Tr::SPLIT_PV ? uVlo[vb2] : 0u, Tr::SPLIT_PV ? uVlo[vb2 + L::LV] : 0u};
 #pragma unroll
-            for (int mi = 0; mi < WM; ++mi) {
-              sc_tc_mma_tf32(o[mi][n], al[mi], bh2);
-              sc_tc_mma_tf32(o[mi][n], ah[mi], bl2);
-            }
-          }
-#pragma unroll
-          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_tf32(o[mi][n], ah[mi], bh2);
+          for (int mi = 0; mi < WM; ++mi) sc_tc_mma_split<Tr::SPLIT_PV>(o[mi][n], ah[mi], al[mi], bh2, bl2);
         }
       }
     } else {

@@ -66,6 +66,17 @@ __device__ __forceinline__ void sc_tc_mma_tf32(float* c, const uint32_t* a, cons
 #endif
 }
 
+// c += a b from TF32 heads (and, with SPLIT, tails: 3xTF32, the small terms first).
+template <bool SPLIT>
+__device__ __forceinline__ void sc_tc_mma_split(float* c, const uint32_t* ah, const uint32_t* al, const uint32_t* bh,
+                                                const uint32_t* bl) {
+  if constexpr (SPLIT) {
+    sc_tc_mma_tf32(c, al, bh);
+    sc_tc_mma_tf32(c, ah, bl);
+  }
+  sc_tc_mma_tf32(c, ah, bh);
+}
+
 // c += a b, 16x8x16 in fp16 or bf16 (two per 32-bit register, the lower index in the low half).
 template <class T>
 __device__ __forceinline__ void sc_tc_mma16(float* c, const uint32_t* a, const uint32_t* b) {
