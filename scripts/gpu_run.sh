@@ -80,7 +80,9 @@ run_tests() {
   # is older, the plugins stay off and only the LSP tests fail, not the whole stage.
   python3 -c "import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split('.')[:2])) < (8, 4))" \
     || { plugins="-p no:asyncio -p no:pytest-lsp"; echo "pytest $(python3 -m pytest --version 2>&1 | tail -1): LSP test plugins off"; }
-  (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -q -rs --durations=15 -m "${TESTS_M:-gpu}" $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
+  # -v: one line a test as it ends, so a stage cut off by TESTS_TIMEOUT still names its failures
+  # (a -q log is only dots until the summary, which a killed run never writes).
+  (cd /tmp && timeout ${TESTS_TIMEOUT:-560} python3 -m pytest -v -rs --durations=15 -m "${TESTS_M:-gpu}" $plugins ${TESTS_K:+-k "$TESTS_K"} "${files[@]}" -p no:cacheprovider --rootdir "$repo" -c "$repo/pyproject.toml") 2>&1 | tee "$OUT/gpu_tests$2.log" | tail -40
 }
 
 deadline=""
