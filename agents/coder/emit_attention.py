@@ -52,8 +52,8 @@ DTYPES = ("float32", "float16", "bfloat16")
 # Past this the tensor-core path's output accumulators (DV / 2 registers a lane) spill.
 MAX_HEAD_DIM = 128
 MIN_CAPABILITY = (8, 0)  # mma.sync for TF32 and bf16, cp.async
-# (query rows, keys) per tile, largest first: the first whose shared memory fits the target is used.
-# 16 query rows a warp; the FMA path's softmax takes keys 32 at a time (a lane each).
+# (query rows, keys) per tile. Tensor cores: `tile` picks among them by the warps each keeps resident;
+# the FMA path takes the first that fits (its softmax takes keys 32 at a time, a lane each).
 TC_TILES = ((128, 64), (64, 64), (32, 64), (16, 64), (64, 32), (32, 32), (16, 32))
 FMA_TILES = ((64, 64), (64, 32), (32, 32), (16, 32))
 # Resident warps an SM past which a taller tile (fewer reads of K and V) wins over more warps.
