@@ -65,6 +65,19 @@ def _heads(q, k, v):
     return (att @ vh).transpose(1, 2).reshape(b, s, hd)
 
 
+def _multi_query(q, k, v):
+    """One key and value head shared by every query head (multi-query attention), as an expand."""
+    b, h, s, d = q.shape
+    kk, vv = k.expand(b, h, *k.shape[2:]), v.expand(b, h, *v.shape[2:])
+    return torch.softmax(q @ kk.transpose(-2, -1) / math.sqrt(d), dim=-1) @ vv
+
+
+def _key_padding(q, k, v, pad):
+    """A [B, Sk] key padding mask broadcast over heads and queries, filled before the scale."""
+    att = (q @ k.transpose(-2, -1)).masked_fill(pad[:, None, None, :], float("-inf"))
+    return torch.softmax(att / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
 @dataclass
 class Case:
     id: str
@@ -91,6 +104,9 @@ _BOOL_MASK[:, 0] = True  # every row keeps a key
 _ROW_MASKED = torch.ones(1, 1, 20, 20)
 _ROW_MASKED[0, 0, 3] = 0  # row 3 sees nothing: NaN from softmax
 _FLOAT_MASK = torch.randn(2, 1, 33, 50, generator=_G)
+_KEY_PADDING = torch.zeros(2, 45, dtype=torch.bool)
+_KEY_PADDING[0, -7:] = True
+_KEY_PADDING[1, 30:] = True
 
 CASES = [
     Case("plain", _plain, [(2, 3, 37, 64), (2, 3, 45, 64), (2, 3, 45, 64)], note="scale"),
@@ -112,6 +128,9 @@ CASES = [
     Case("heads-in-place", _heads, [(2, 41, 64)] * 3),
     Case("k-given-transposed", lambda q, kt, v: torch.softmax(q @ kt, dim=-1) @ v,
          [(3, 21, 16), (3, 16, 29), (3, 29, 16)]),
+    Case("multi-query", _multi_query, [(2, 4, 40, 32), (2, 1, 40, 32), (2, 1, 40, 32)], note="scale"),
+    Case("key-padding", _key_padding, [(2, 3, 37, 32), (2, 3, 45, 32), (2, 3, 45, 32)], extra=[_KEY_PADDING],
+         note="fill"),
     Case("fp16", _plain, [(2, 2, 70, 64)] * 3, torch.float16, note="tensor cores", tol=2e-2),
     Case("bf16", _plain, [(2, 2, 70, 64)] * 3, torch.bfloat16, note="tensor cores", tol=3e-2),
     Case("fp16-causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
