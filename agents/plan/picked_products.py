@@ -7,7 +7,7 @@ columns, or of batches), the operands are cut to that lattice first and the prod
 them, smaller: element for element the same dot products, so the same values. The views become one
 view of the smaller product with the same shape, name and elements.
 
-Found reading level 3's Mamba2ReturnFinalState, 2026-12: `einsum("bhzc,bchpn->bzhpn", ...)[:, -1]`
+Found reading level 3's Mamba2ReturnFinalState, 2026-11-29: `einsum("bhzc,bchpn->bzhpn", ...)[:, -1]`
 made all three z rows of a bmm (201 MB written) to keep the last one; so does a language model's
 head applied to every position and then read at the last (`lm_head(x)[:, -1]`).
 
