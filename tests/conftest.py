@@ -97,6 +97,17 @@ def _unread_args(cls: type) -> tuple:
     return tuple(None for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+def assert_planned_math_matches(plan, module: nn.Module, inputs, tol: float) -> None:
+    """The planned graph's math (planned_math) gives the module's outputs on each of `inputs`, at
+    rtol = atol = tol: the rewrite tests' check that a plan keeps the module's values."""
+    run = planned_math(plan, module)
+    with torch.no_grad():
+        for given in inputs:
+            want = module(given)
+            for g, w in zip(run(given), want if isinstance(want, tuple) else (want,), strict=True):
+                torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
 def assert_matches_on_the_gpu(module: nn.Module, inputs: list, folder: Path, monkeypatch, init_args: tuple = ()) -> None:
     """The built-in coder's candidate for `module`, built for this GPU, gives the module's outputs at
     TF32's tolerance (1e-2, scaled by each output's largest value)."""

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 import torch.nn as nn
-from conftest import builtin_candidate, needs_nvcc, plan_of, planned_math
+from conftest import assert_planned_math_matches, builtin_candidate, needs_nvcc, plan_of, planned_math
 
 from stitchcuda.agents.plan import planner
 
@@ -86,13 +86,7 @@ def _check(module: nn.Module, shape) -> None:
     x = torch.randn(*shape)
     plan = plan_of(module, [x])
     assert len(_folded(plan)) == 1, (_folded(plan), plan.unsupported)
-    run = planned_math(plan, module)
-    with torch.no_grad():
-        for given in (x, torch.randn(*shape)):
-            got = run(given)
-            want = module(given)
-            for g, w in zip(got, want if isinstance(want, tuple) else (want,), strict=True):
-                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert_planned_math_matches(plan, module, (x, torch.randn(*shape)), 1e-4)
 
 
 @pytest.mark.parametrize("make,shape", FOLDED.values(), ids=FOLDED.keys())

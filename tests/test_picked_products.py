@@ -9,7 +9,14 @@ import importlib.util
 import pytest
 import torch
 import torch.nn as nn
-from conftest import KERNELBENCH, builtin_candidate, needs_nvcc, plan_of, planned_math
+from conftest import (
+    KERNELBENCH,
+    assert_planned_math_matches,
+    builtin_candidate,
+    needs_nvcc,
+    plan_of,
+    planned_math,
+)
 
 from stitchcuda.agents.plan import picked_products
 
@@ -111,11 +118,7 @@ def test_only_what_is_read_is_computed_and_the_math_holds(make, shape, cut):
     plan = plan_of(module, [x])
     (prod,) = _cuts(plan)
     assert prod["shape"] == cut
-    run = planned_math(plan, module)
-    with torch.no_grad():
-        for given in (x, torch.randn(*shape)):
-            (got,) = run(given)
-            torch.testing.assert_close(got, module(given), rtol=1e-5, atol=1e-5)
+    assert_planned_math_matches(plan, module, (x, torch.randn(*shape)), 1e-5)
 
 
 @pytest.mark.parametrize("make,shape", KEPT.values(), ids=KEPT.keys())

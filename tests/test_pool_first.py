@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from conftest import builtin_candidate, needs_nvcc, plan_of, planned_math
+from conftest import assert_planned_math_matches, builtin_candidate, needs_nvcc, plan_of
 
 from stitchcuda.agents.plan import planner
 
@@ -60,11 +60,7 @@ def test_the_pool_moves_before_the_convolution_and_the_math_holds(make, shape):
     # pixels (as many values as the pool wrote, in its input's channels).
     assert conv["args"]["input"] == {"ref": pool["name"]}
     assert not any(n["op"] == "convolution" and n["name"] == pool["args"]["self"]["ref"] for n in plan.graph)
-    run = planned_math(plan, module)
-    with torch.no_grad():
-        for given in (x, torch.randn(*shape)):
-            (got,) = run(given)
-            torch.testing.assert_close(got, module(given), rtol=1e-5, atol=1e-5)
+    assert_planned_math_matches(plan, module, (x, torch.randn(*shape)), 1e-5)
 
 
 @pytest.mark.parametrize("make,shape", KEPT.values(), ids=KEPT.keys())

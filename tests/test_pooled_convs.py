@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 import torch.nn as nn
-from conftest import builtin_candidate, needs_nvcc, plan_of, planned_math
+from conftest import assert_planned_math_matches, builtin_candidate, needs_nvcc, plan_of, planned_math
 
 from stitchcuda.agents.plan import planner
 
@@ -137,11 +137,7 @@ def _check(module: nn.Module, shape) -> None:
     with torch.no_grad():
         want_shape = module(x).shape
     assert sorted(convs[0]["shape"]) == sorted(want_shape)
-    run = planned_math(plan, module)
-    with torch.no_grad():
-        for given in (x, torch.randn(*shape)):
-            (got,) = run(given)
-            torch.testing.assert_close(got, module(given), rtol=1e-4, atol=1e-4)
+    assert_planned_math_matches(plan, module, (x, torch.randn(*shape)), 1e-4)
 
 
 @pytest.mark.parametrize("make,shape", COMPOSED.values(), ids=COMPOSED.keys())
