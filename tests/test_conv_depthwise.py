@@ -123,14 +123,16 @@ def test_the_tile_is_the_largest_that_covers_the_plane_nearly_as_well_as_the_bes
                                       "float32")
     # Stride 2 with 64 x 64 outputs would stage 129 x 129 floats (65 KB): a smaller tile then.
     g = geom((4, 8, 260, 260), stride=2)
-    assert 4 * g.tile[0] * g.tile[1] <= emit_conv.DW_SMEM_BYTES and g.rows * g.columns < 16
+    assert emit_conv.dw_tile_bytes(g.tile, 2) <= emit_conv.DW_SMEM_BYTES and g.rows * g.columns < 16
+    # Two tiles a block, each row padded to whole phases: 2 * 4 * IH * ceil(IW / SW) * SW bytes.
+    assert emit_conv.dw_tile_bytes((35, 131), 2) == 2 * 4 * 35 * 132
     assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "float64")
 
 
 def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_conv.ConvParams) -> torch.Tensor:
     """depthwise.cuh's kernel, block by block: the input tile staged with zeros outside the image,
-    then each thread's R x Q outputs, its input rows read once each and added into every output
-    they touch (same index math)."""
+    each row's columns by phase (column % stride), then each thread's R x Q outputs, its input rows
+    read once each and added into every output they touch (same index math)."""
     n, c, h, wd = p.x
     oc, oh, ow = p.y[1:]
     kh, kw = p.w[2:]
@@ -138,6 +140,8 @@ def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_
     g = emit_conv.dw_geom(p)
     th_, tw_ = g.out_tile
     tile_h, tile_w = g.tile
+    phase_w = -(-tile_w // sw)  # sc_dw_geom::PW
+    row_w = phase_w * sw  # sc_dw_geom::ROW
     rin = (g.rows - 1) * sh + (kh - 1) * dh + 1
     tiles_w, tiles_h = -(-ow // tw_), -(-oh // th_)
     y = torch.full((n, oc, oh, ow), float("nan"), dtype=torch.float64)
@@ -149,12 +153,12 @@ def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_
         for plane in range(n * oc):
             nn_, o = divmod(plane, oc)
             base = (nn_ * c + o // mult) * h * wd
-            tile = torch.zeros(tile_h * tile_w, dtype=torch.float64)
+            tile = torch.full((tile_h * row_w,), float("nan"), dtype=torch.float64)  # padding never read
             for r in range(tile_h):
                 for col in range(tile_w):
                     gy, gx = iy0 + r, ix0 + col
-                    if 0 <= gy < h and 0 <= gx < wd:
-                        tile[r * tile_w + col] = xf[base + gy * wd + gx]
+                    at = r * row_w + (col % sw) * phase_w + col // sw  # sc_dw_geom::col
+                    tile[at] = xf[base + gy * wd + gx] if 0 <= gy < h and 0 <= gx < wd else 0.0
             wr = wf[o * kh * kw:(o + 1) * kh * kw]
             for ty in range(8):
                 ly0 = ty * g.rows
@@ -164,9 +168,11 @@ def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_
                         if tx0 + lx >= ow:
                             continue
                         acc = [float(b[o]) if b is not None else 0.0] * g.rows
-                        at = (ly0 * sh) * tile_w + lx * sw
+                        at = (ly0 * sh) * row_w
                         for r in range(rin):
-                            v = [float(tile[at + r * tile_w + j * dw]) for j in range(kw)]
+                            # sc_dw_geom::tap: staged column lx * sw + j * dw, by its phase
+                            v = [float(tile[at + r * row_w + (j * dw) % sw * phase_w + lx + j * dw // sw])
+                                 for j in range(kw)]
                             for out_row in range(g.rows):
                                 d = r - out_row * sh
                                 if d >= 0 and d % dh == 0 and d // dh < kh:

@@ -363,7 +363,8 @@ def gemm_operands(p: ConvParams, x: Operand, w: Operand, b: Operand | None
 
 
 # The depthwise kernel's geometry (depthwise.cuh's sc_dw_geom): a 32 x 8 block, each thread R rows
-# of Q columns, so an output tile of 8R x 32Q; its input tile lives in static shared memory.
+# of Q columns, so an output tile of 8R x 32Q; its input tile, two of them (the next plane's staged
+# while this one's outputs are computed), in static shared memory.
 DW_ROWS = (8, 4, 2, 1)
 DW_COLUMNS = (2, 1)
 DW_SMEM_BYTES = 48 * 1024
@@ -384,6 +385,12 @@ class DwGeom:
         return 8 * self.rows, 32 * self.columns
 
 
+def dw_tile_bytes(tile: tuple[int, int], stride_w: int) -> int:
+    """Shared memory of depthwise.cuh's two staged tiles (sc_dw_geom::TILE floats each: rows whose
+    columns are kept by phase, padded to a whole number of phases)."""
+    return 2 * 4 * tile[0] * -(-tile[1] // stride_w) * stride_w
+
+
 def dw_geom(p: ConvParams) -> DwGeom | None:
     """The depthwise kernel's tile for this convolution: among the tiles whose input fits one block's
     shared memory, those within 5 points of the best fill of the output plane, the largest (more
@@ -395,7 +402,7 @@ def dw_geom(p: ConvParams) -> DwGeom | None:
         for q in DW_COLUMNS:
             th, tw = 8 * r, 32 * q
             tile = ((th - 1) * sh + (kh - 1) * dh + 1, (tw - 1) * sw + (kw - 1) * dw + 1)
-            if 4 * tile[0] * tile[1] > DW_SMEM_BYTES:
+            if dw_tile_bytes(tile, sw) > DW_SMEM_BYTES:
                 continue
             fill = oh * ow / (-(-oh // th) * th * -(-ow // tw) * tw)
             fits.append(DwGeom(r, q, tile, fill))
@@ -447,9 +454,19 @@ def _dw_spec(p: ConvParams) -> tuple[str, str, tuple[int, int]]:
     return spec, geom, g.out_tile
 
 
+# "0": depthwise.cuh's blocks stage one plane each by loads and stores (no cp.async pipeline over
+# planes): for same-run comparisons.
+DW_PIPELINE_ENV = "STITCHCUDA_DW_PIPELINE"
+
+
+def _dw_header() -> str:
+    off = "#ifndef SC_DW_PIPELINE\n#define SC_DW_PIPELINE 0\n#endif\n" if os.environ.get(DW_PIPELINE_ENV) == "0" else ""
+    return off + cuda_text.load("depthwise.cuh")
+
+
 def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
     spec, geom, (th, tw) = _dw_spec(p)
-    return _direct_kernel(ctx, "depthwise.cuh", "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out,
+    return _direct_kernel(ctx, _dw_header(), "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out,
                           _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else ""))
 
 
@@ -459,7 +476,7 @@ def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:
     the H200) but ran slower on level 3's EfficientNetMBConv (5x5, stride 2: 1.18 against cuDNN's
     0.76 ms); on the first call the faster of the two stays."""
     spec, geom, _ = _dw_spec(p)
-    return (cuda_text.load("depthwise.cuh") + f"\nstatic const sc_dw_spec {ctx.name}_dw_spec = {{{spec}}};\n"
+    return (_dw_header() + f"\nstatic const sc_dw_spec {ctx.name}_dw_spec = {{{spec}}};\n"
             f"using {ctx.name}_dw_geom = sc_dw_geom<{geom}>;\n"
             f"static int {ctx.name}_dw(const void* x, const void* w, const void* const*, void* out, cudaStream_t stream) {{\n"
             f"  return sc_dw_conv_run<float, {ctx.name}_dw_geom>({ctx.name}_dw_spec, x, w, nullptr, out, stream);\n}}\n")
@@ -467,13 +484,13 @@ def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:
 
 def _direct_kernel(ctx: EmitContext, header: str, prefix: str, spec: str, types: str, geom: str, x: Operand,
                    w: Operand, b: Operand | None, out: Any, note: str) -> Kernel:
-    """A kernel of one of our direct convolution headers (PREFIX_spec, PREFIX_geom<...>, run and host
+    """A kernel of one of our direct convolution headers (`header`: its text; PREFIX_spec, PREFIX_geom<...>, run and host
     entries PREFIX_conv_run / PREFIX_conv_host<types geom>), its launchers reading x, w[, b]."""
     raw = ["const void* in0", "const void* in1", *(["const void* in2"] if b else []), "void* out0"]
     args = f"{ctx.name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
     device = f"  if (int rc = {prefix}_conv_run<{types}{ctx.name}_geom>({args}, stream)) return rc;"
     host = f"  {prefix}_conv_host<{types}{ctx.name}_geom>({args});"
-    source = (cuda_text.load(header) + f"\nstatic const {prefix}_spec {ctx.name}_spec = {{{spec}}};\n"
+    source = (header + f"\nstatic const {prefix}_spec {ctx.name}_spec = {{{spec}}};\n"
               + f"using {ctx.name}_geom = {prefix}_geom<{geom}>;\n" + launchers(ctx.name, raw, [], device, host))
     inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
     return Kernel(name=ctx.name, inputs=inputs, outputs=[KernelArg(out.name, out.dtype)], source=source, ops=[note],
@@ -529,7 +546,7 @@ def _direct_dense(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Op
     spec, geom = _direct_spec(p, g)
     # "(fp32, no TF32)": builtin.build_candidate reads it to label the candidate's precision (at
     # 7d4508e, without it, the bench called these exact-rung candidates tf32).
-    return _direct_kernel(ctx, "direct_conv.cuh", "sc_dc", spec, "", geom, x, w, b, out,
+    return _direct_kernel(ctx, cuda_text.load("direct_conv.cuh"), "sc_dc", spec, "", geom, x, w, b, out,
                           _describe(p, x, w, False) + f" direct, fp32 FMA ({8 * g.rows}x32 tiles, {g.chunk} channels "
                           f"a block)" + (" +bias" if b else "") + " (fp32, no TF32)")
 

@@ -16,6 +16,13 @@
 //! memory once, adding it into every output that row touches (a 3 x 3 kernel, R = 8: 3.75 shared
 //! loads per output), the weights loaded once per plane (held in registers for 3x3, 48 registers on
 //! sm_90; a 7x7 kernel compiles to 38, so ptxas re-reads some weights through L1 there).
+//!
+//! Strided convolutions: a staged row keeps its columns by phase (column % SW), so the taps a warp
+//! reads at once are consecutive words whatever the stride; read in place, stride 2 made every
+//! shared load a two-way bank conflict (level 3's EfficientNetMBConv, 5x5 stride 2: 1.19 ms where
+//! cuDNN took 0.76). A block loops over planes with the next plane's tile in flight (cp.async, two
+//! tiles, fp32 on sm_80+) while it computes this one: staging one plane a block left each block
+//! waiting on its loads, then computing with the memory idle, as many blocks as fit at once.
 
 #ifndef SC_DEPTHWISE_H
 #define SC_DEPTHWISE_H
@@ -28,6 +35,11 @@ struct sc_dw_geom {
   static constexpr int TH = 8 * R, TW = 32 * Q;
   static constexpr int IH = (TH - 1) * SH + (KH - 1) * DH + 1, IW = (TW - 1) * SW + (KW - 1) * DW + 1;
   static constexpr int RIN = (R - 1) * SH + (KH - 1) * DH + 1;  // input rows one thread's outputs read
+  // A staged row: its columns by phase (column % SW), PW a phase, so column c is at col(c).
+  static constexpr int PW = (IW + SW - 1) / SW, ROW = PW * SW, TILE = IH * ROW;
+  static SC_INLINE int col(int c) { return (c % SW) * PW + c / SW; }
+  // Tap j of output column lx: staged column lx * SW + j * DW, whose phase is (j * DW) % SW.
+  static SC_INLINE int tap(int lx, int j) { return ((j * DW) % SW) * PW + lx + (j * DW) / SW; }
 };
 
 struct sc_dw_spec {
@@ -60,9 +72,52 @@ SC_INLINE void sc_dw_stage(const T* __restrict__ x, const sc_dw_spec& s, float* 
     const bool row_in = gy >= 0 && gy < s.h;
     for (int c = tx; c < G::IW; c += nx) {
       const long long gx = ix0 + c;
-      tile[r * G::IW + c] = row_in && gx >= 0 && gx < s.w ? sc_dw_load(src + gy * s.w + gx) : 0.f;
+      tile[r * G::ROW + G::col(c)] = row_in && gx >= 0 && gx < s.w ? sc_dw_load(src + gy * s.w + gx) : 0.f;
     }
   }
+}
+
+// Phase 1 for fp32 on sm_80+: the same tile by cp.async (4 bytes an element, zeros outside the
+// image by a source size of 0), committed as one group; the caller waits for it before reading.
+// Declared for every pass (the kernel names it in a branch only sm_80+ takes).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define SC_DW_ASYNC true
+#else
+#define SC_DW_ASYNC false
+#endif
+// 0 (emit_conv's STITCHCUDA_DW_PIPELINE=0, for same-run comparisons): one plane a block, staged by
+// loads and stores as before the pipeline.
+#ifndef SC_DW_PIPELINE
+#define SC_DW_PIPELINE 1
+#endif
+SC_INLINE void sc_dw_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+SC_INLINE void sc_dw_wait_all_but_one() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+template <class G>
+SC_INLINE void sc_dw_stage_async(const float* __restrict__ x, const sc_dw_spec& s, float* tile, long long plane,
+                                 long long iy0, long long ix0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const float* src = x + ((plane / s.oc) * s.c + (plane % s.oc) / s.mult) * s.h * s.w;
+  for (int r = threadIdx.y; r < G::IH; r += 8) {
+    const long long gy = iy0 + r;
+    const bool row_in = gy >= 0 && gy < s.h;
+    for (int c = threadIdx.x; c < G::IW; c += 32) {
+      const long long gx = ix0 + c;
+      const bool in = row_in && gx >= 0 && gx < s.w;
+      const unsigned dst = (unsigned)__cvta_generic_to_shared(tile + r * G::ROW + G::col(c));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(in ? src + gy * s.w + gx : src),
+                   "r"(in ? 4 : 0));
+    }
+  }
+#endif
+  sc_dw_commit();
 }
 
 // Phase 2: thread (tx, ty)'s outputs of the tile whose first output is (ty0, tx0): rows ty*R to
@@ -88,12 +143,12 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
     float acc[G::R];
 #pragma unroll
     for (int o = 0; o < G::R; ++o) acc[o] = b;
-    const float* base = tile + (ly0 * G::SH) * G::IW + lx * G::SW;
+    const float* base = tile + (ly0 * G::SH) * G::ROW;
 #pragma unroll
     for (int r = 0; r < G::RIN; ++r) {
       float v[G::KW];
 #pragma unroll
-      for (int j = 0; j < G::KW; ++j) v[j] = base[r * G::IW + j * G::DW];
+      for (int j = 0; j < G::KW; ++j) v[j] = base[r * G::ROW + G::tap(lx, j)];
 #pragma unroll
       for (int o = 0; o < G::R; ++o) {
         const int d = r - o * G::SH;  // = i * DH for tap row i of output o
@@ -115,23 +170,54 @@ template <class T, class G>
 __global__ void __launch_bounds__(256) sc_dw_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt,
                                                          const T* __restrict__ bias, T* __restrict__ y,
                                                          sc_dw_spec s, int tiles_w, long long planes) {
-  // emit_conv keeps the tile within the 48 KB of static shared memory every device gives a block.
-  __shared__ float tile[G::IH * G::IW];
+  // emit_conv keeps the two tiles within the 48 KB of static shared memory every device gives a block.
+  __shared__ float tiles[2][G::TILE];
   const long long ty0 = (long long)(blockIdx.x / tiles_w) * G::TH, tx0 = (long long)(blockIdx.x % tiles_w) * G::TW;
-  for (long long plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-    __syncthreads();  // the previous plane's tile is no longer read
-    sc_dw_stage<T, G>(x, s, tile, plane, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, threadIdx.x, threadIdx.y, 32, 8);
+  const long long iy0 = ty0 * G::SH - s.ph, ix0 = tx0 * G::SW - s.pw;
+  constexpr bool async = SC_DW_ASYNC && SC_DW_PIPELINE && sizeof(T) == 4;
+  int buf = 0;
+  if constexpr (async) {
+    if (blockIdx.y < planes) sc_dw_stage_async<G>(reinterpret_cast<const float*>(x), s, tiles[0], blockIdx.y, iy0, ix0);
+  }
+  for (long long plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
+    __syncthreads();  // the other tile, read for the previous plane, may be written again
+    if constexpr (async) {
+      const long long next = plane + gridDim.y;
+      if (next < planes) sc_dw_stage_async<G>(reinterpret_cast<const float*>(x), s, tiles[buf ^ 1], next, iy0, ix0);
+      else sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
+      sc_dw_wait_all_but_one();
+    } else {
+      sc_dw_stage<T, G>(x, s, tiles[buf], plane, iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
+    }
     __syncthreads();
-    sc_dw_outputs<T, G>(wt, bias, y, s, tile, plane, ty0, tx0, threadIdx.x, threadIdx.y);
+    sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, ty0, tx0, threadIdx.x, threadIdx.y);
   }
 }
 
+// Blocks over the planes: as many as are resident at once (each loops over planes, the next one's
+// tile in flight), at least one plane a block; a grid larger than that would run a second, partial
+// wave of whole plane loops. Asked once per process and geometry (a static of this internal
+// function, not shared between libraries).
 template <class T, class G>
 static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y,
                           cudaStream_t stream) {
+  static int resident = 0;
+  if (resident <= 0) {
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sc_dw_conv_kernel<T, G>, 256, 0) == cudaSuccess)
+      resident = sms * per_sm;
+    if (resident <= 0) {
+      const cudaError_t e = cudaGetLastError();
+      return (int)(e != cudaSuccess ? e : cudaErrorUnknown);
+    }
+  }
   const long long tiles_w = (s.ow + G::TW - 1) / G::TW, tiles_h = (s.oh + G::TH - 1) / G::TH;
-  const long long planes = s.n * s.oc;
-  const dim3 grid((unsigned)(tiles_w * tiles_h), (unsigned)(planes < 65535 ? planes : 65535));
+  const long long tiles = tiles_w * tiles_h, planes = s.n * s.oc;
+  long long per_tile = SC_DW_PIPELINE ? resident / tiles : planes;
+  per_tile = per_tile < 1 ? 1 : per_tile > planes ? planes : per_tile > 65535 ? 65535 : per_tile;
+  const dim3 grid((unsigned)tiles, (unsigned)per_tile);
   sc_dw_conv_kernel<T, G><<<grid, dim3(32, 8), 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
                                                             static_cast<const T*>(bias), static_cast<T*>(y), s,
                                                             (int)tiles_w, planes);
@@ -142,7 +228,7 @@ static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, con
 template <class T, class G>
 static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y) {
   const long long tiles_w = (s.ow + G::TW - 1) / G::TW, tiles_h = (s.oh + G::TH - 1) / G::TH;
-  float* tile = new float[G::IH * G::IW];
+  float* tile = new float[G::TILE];
   for (long long block = 0; block < tiles_w * tiles_h; ++block) {
     const long long ty0 = block / tiles_w * G::TH, tx0 = block % tiles_w * G::TW;
     for (long long plane = 0; plane < s.n * s.oc; ++plane) {
