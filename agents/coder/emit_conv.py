@@ -426,7 +426,8 @@ DEPTHWISE_ENV = "STITCHCUDA_CONV_DEPTHWISE"
 
 def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     """Whether depthwise.cuh's direct kernel takes this convolution: 2-D, not transposed, groups equal
-    to the input channels (a channel multiplier allowed), at most DW_MAX_TAPS taps, an input tile
+    to the input channels (a channel multiplier allowed), at most DW_MAX_TAPS taps, planes and a
+    plane's elements below 2^31 (the kernel's plane index and offsets are 32-bit), an input tile
     within one block's shared memory, and output planes filling at least half of the tiles that
     cover them: a plane much smaller or narrower than a tile (MobileNet's 14 x 14 layers, a 512 x 2
     strip) leaves most of a block's threads idle, and stays with cuDNN. The planner leaves such a
@@ -436,6 +437,9 @@ def depthwise_direct(p: ConvParams, dtype: str) -> bool:
     if p.transposed or p.lifted or len(p.x) != 4 or not 1 < p.groups == p.x[1] or dtype not in DW_DTYPES:
         return False
     if p.w[2] * p.w[3] > DW_MAX_TAPS:
+        return False
+    # Planes and offsets within a plane (halo rows included) are 32-bit in the kernel.
+    if p.x[0] * p.y[1] > INT_MAX or (p.x[2] + 2 * p.pad[0] + p.w[2] * p.dilation[0]) * p.x[3] > INT_MAX // 2:
         return False
     g = dw_geom(p)
     if g is None or 2 * g.fill < 1:

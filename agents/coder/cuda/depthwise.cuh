@@ -63,10 +63,17 @@ SC_INLINE float sc_dw_load(const T* p) {
 // a time), so the tests on the CPU run the GPU's index math.
 // Phase 1: thread (tx, ty) of an nx x ny block stages its share of plane's input tile, whose first
 // element is input (iy0, ix0), zeros outside the image; a warp reads consecutive columns of a row.
+// A plane (sample n, output channel o) reads input channel o / mult of sample n. In 32 bits:
+// emit_conv takes a convolution only where planes and a plane's elements number below 2^31 (64-bit
+// divisions, three a plane and thread, were a sixth of the strided kernel's instructions).
+template <class T>
+SC_INLINE const T* sc_dw_source(const T* x, const sc_dw_spec& s, unsigned plane, unsigned oc) {
+  return x + ((long long)(plane / (unsigned)s.oc) * s.c + oc / (unsigned)s.mult) * s.h * s.w;
+}
+
 template <class T, class G>
-SC_INLINE void sc_dw_stage(const T* __restrict__ x, const sc_dw_spec& s, float* tile, long long plane,
-                           long long iy0, long long ix0, int tx, int ty, int nx, int ny) {
-  const T* src = x + ((plane / s.oc) * s.c + (plane % s.oc) / s.mult) * s.h * s.w;
+SC_INLINE void sc_dw_stage(const T* __restrict__ src, const sc_dw_spec& s, float* tile, long long iy0, long long ix0,
+                           int tx, int ty, int nx, int ny) {
   for (int r = ty; r < G::IH; r += ny) {
     const long long gy = iy0 + r;
     const bool row_in = gy >= 0 && gy < s.h;
@@ -100,25 +107,56 @@ SC_INLINE void sc_dw_wait_all_but_one() {
   asm volatile("cp.async.wait_group 1;\n" ::);
 #endif
 }
+// Phase 1 by cp.async: thread (tx, ty) stages tile rows ty + 8k and columns tx + 32m, the same
+// for every plane of its block, so their source offsets, which of them lie inside the image and
+// the tile, and their shared addresses are worked out once (sc_dw_stager), and a plane's staging
+// is an add and a copy an element (it was a 64-bit multiply, four bounds checks and the column's
+// phase: the 5x5 stride-2 kernel of level 3's EfficientNetMBConv issued mostly integer work).
 template <class G>
-SC_INLINE void sc_dw_stage_async(const float* __restrict__ x, const sc_dw_spec& s, float* tile, long long plane,
-                                 long long iy0, long long ix0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const float* src = x + ((plane / s.oc) * s.c + (plane % s.oc) / s.mult) * s.h * s.w;
-  for (int r = threadIdx.y; r < G::IH; r += 8) {
-    const long long gy = iy0 + r;
-    const bool row_in = gy >= 0 && gy < s.h;
-    for (int c = threadIdx.x; c < G::IW; c += 32) {
-      const long long gx = ix0 + c;
-      const bool in = row_in && gx >= 0 && gx < s.w;
-      const unsigned dst = (unsigned)__cvta_generic_to_shared(tile + r * G::ROW + G::col(c));
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(in ? src + gy * s.w + gx : src),
-                   "r"(in ? 4 : 0));
+struct sc_dw_stager {
+  static constexpr int NK = (G::IH + 7) / 8, NM = (G::IW + 31) / 32;
+  int row0, col0, w;  // the source offset of the thread's first element in its plane; the row pitch
+  unsigned live_rows = 0, live_cols = 0;  // bit k, m: tile row ty + 8k, column tx + 32m exist
+  unsigned in_rows = 0, in_cols = 0;  // bit k, m: inside the image (else staged as zero)
+
+  SC_INLINE sc_dw_stager(const sc_dw_spec& s, long long iy0, long long ix0, int tx, int ty)
+      : row0((int)((iy0 + ty) * s.w)), col0((int)(ix0 + tx)), w((int)s.w) {
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+      const long long gy = iy0 + ty + 8 * k;
+      live_rows |= (unsigned)(ty + 8 * k < G::IH) << k;
+      in_rows |= (unsigned)(gy >= 0 && gy < s.h) << k;
+    }
+#pragma unroll
+    for (int m = 0; m < NM; ++m) {
+      const long long gx = ix0 + tx + 32 * m;
+      live_cols |= (unsigned)(tx + 32 * m < G::IW) << m;
+      in_cols |= (unsigned)(gx >= 0 && gx < s.w) << m;
     }
   }
+
+  // Every copy of this thread's share of the tile from `src` (the plane's first input element),
+  // committed as one group; the caller waits for it before reading.
+  __device__ __forceinline__ void stage(const float* __restrict__ src, float* tile) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned base = (unsigned)__cvta_generic_to_shared(tile + threadIdx.y * G::ROW);
+#pragma unroll
+    for (int m = 0; m < NM; ++m) {
+      if (!((live_cols >> m) & 1u)) continue;
+      const unsigned at = base + 4u * (unsigned)G::col(threadIdx.x + 32 * m);
+      const float* from = src + (row0 + col0 + 32 * m);
+#pragma unroll
+      for (int k = 0; k < NK; ++k) {
+        if (!((live_rows >> k) & 1u)) continue;
+        const bool in = (in_rows >> k) & (in_cols >> m) & 1u;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(at + 4u * (8 * k * G::ROW)),
+                     "l"(in ? from + 8 * k * w : src), "r"(in ? 4 : 0));
+      }
+    }
 #endif
-  sc_dw_commit();
-}
+    sc_dw_commit();
+  }
+};
 
 // Phase 2: thread (tx, ty)'s outputs of the tile whose first output is (ty0, tx0): rows ty*R to
 // ty*R + R - 1, columns tx + 32q. Each of their input rows is read once and added, tap row by tap
@@ -126,9 +164,8 @@ SC_INLINE void sc_dw_stage_async(const float* __restrict__ x, const sc_dw_spec& 
 // output sums its taps in the order (i, j), as a loop over the kernel would.
 template <class T, class G>
 SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bias, T* __restrict__ y,
-                             const sc_dw_spec& s, const float* tile, long long plane, long long ty0, long long tx0,
-                             int tx, int ty) {
-  const long long oc = plane % s.oc;
+                             const sc_dw_spec& s, const float* tile, long long plane, unsigned oc, long long ty0,
+                             long long tx0, int tx, int ty) {
   float wr[G::KH * G::KW];
 #pragma unroll
   for (int k = 0; k < G::KH * G::KW; ++k) wr[k] = sc_dw_load(wt + oc * (G::KH * G::KW) + k);
@@ -166,8 +203,11 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
   }
 }
 
+// At most 64 registers (four blocks an SM, as their two tiles allow on sm_90): left free, ptxas kept
+// the stager's 25 copy addresses of the 5x5 stride-2 kernel live across the plane loop (77 registers,
+// three blocks); capped, it recomputes them, with no spills.
 template <class T, class G>
-__global__ void __launch_bounds__(256) sc_dw_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt,
+__global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt,
                                                          const T* __restrict__ bias, T* __restrict__ y,
                                                          sc_dw_spec s, int tiles_w, long long planes) {
   // emit_conv keeps the two tiles within the 48 KB of static shared memory every device gives a block.
@@ -175,22 +215,31 @@ __global__ void __launch_bounds__(256) sc_dw_conv_kernel(const T* __restrict__ x
   const long long ty0 = (long long)(blockIdx.x / tiles_w) * G::TH, tx0 = (long long)(blockIdx.x % tiles_w) * G::TW;
   const long long iy0 = ty0 * G::SH - s.ph, ix0 = tx0 * G::SW - s.pw;
   constexpr bool async = SC_DW_ASYNC && SC_DW_PIPELINE && sizeof(T) == 4;
+  const unsigned oc = (unsigned)s.oc;
   int buf = 0;
   if constexpr (async) {
-    if (blockIdx.y < planes) sc_dw_stage_async<G>(reinterpret_cast<const float*>(x), s, tiles[0], blockIdx.y, iy0, ix0);
-  }
-  for (long long plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
-    __syncthreads();  // the other tile, read for the previous plane, may be written again
-    if constexpr (async) {
-      const long long next = plane + gridDim.y;
-      if (next < planes) sc_dw_stage_async<G>(reinterpret_cast<const float*>(x), s, tiles[buf ^ 1], next, iy0, ix0);
-      else sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
+    const sc_dw_stager<G> stager(s, iy0, ix0, threadIdx.x, threadIdx.y);
+    if (blockIdx.y < planes)
+      stager.stage(reinterpret_cast<const float*>(sc_dw_source(x, s, blockIdx.y, blockIdx.y % oc)), tiles[0]);
+    for (unsigned plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
+      __syncthreads();  // the other tile, read for the previous plane, may be written again
+      const unsigned next = plane + gridDim.y;
+      if (next < planes)
+        stager.stage(reinterpret_cast<const float*>(sc_dw_source(x, s, next, next % oc)), tiles[buf ^ 1]);
+      else
+        sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
       sc_dw_wait_all_but_one();
-    } else {
-      sc_dw_stage<T, G>(x, s, tiles[buf], plane, iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
+      __syncthreads();
+      sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
     }
-    __syncthreads();
-    sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, ty0, tx0, threadIdx.x, threadIdx.y);
+  } else {
+    for (unsigned plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
+      __syncthreads();
+      const unsigned o = plane % oc;
+      sc_dw_stage<T, G>(sc_dw_source(x, s, plane, o), s, tiles[buf], iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
+      __syncthreads();
+      sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, o, ty0, tx0, threadIdx.x, threadIdx.y);
+    }
   }
 }
 
@@ -232,11 +281,13 @@ static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, c
   for (long long block = 0; block < tiles_w * tiles_h; ++block) {
     const long long ty0 = block / tiles_w * G::TH, tx0 = block % tiles_w * G::TW;
     for (long long plane = 0; plane < s.n * s.oc; ++plane) {
-      sc_dw_stage<T, G>(static_cast<const T*>(x), s, tile, plane, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, 0, 0, 1, 1);
+      const unsigned o = (unsigned)(plane % s.oc);
+      sc_dw_stage<T, G>(sc_dw_source(static_cast<const T*>(x), s, (unsigned)plane, o), s, tile, ty0 * G::SH - s.ph,
+                        tx0 * G::SW - s.pw, 0, 0, 1, 1);
       for (int ty = 0; ty < 8; ++ty)
         for (int tx = 0; tx < 32; ++tx)
           sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), s, tile,
-                              plane, ty0, tx0, tx, ty);
+                              plane, o, ty0, tx0, tx, ty);
     }
   }
   delete[] tile;
