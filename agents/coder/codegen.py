@@ -106,7 +106,7 @@ class Op:
 # on the H200: its kernel 107.6 -> 105.5 us (bench/results/2026-11-27-h200x2-level2-prologues-ab-c00260a.md;
 # standalone 114.9 -> 103.8 with other changes, scripts/bench_pointwise.cu). "0" keeps the accurate expf.
 FAST_EXP_ENV = "STITCHCUDA_FAST_EXP"
-FAST_EXP_CALLS = ("sc_exp(", "sc_sigmoid_fast(")
+FAST_EXP_CALLS = ("sc_exp(", "sc_sigmoid_fast(", "sc_sigmoid_fdiv(")
 
 
 def fast_exp_on() -> bool:
@@ -401,9 +401,34 @@ class HoistedLoad:
 
 
 def lane_loads_enabled() -> bool:
-    """Hoisted broadcast loads (HoistedLoad): STITCHCUDA_PW_VEC_BROADCAST=1 turns them on. Off by
-    default until measured on a GPU (they change every such kernel's source)."""
-    return os.environ.get("STITCHCUDA_PW_VEC_BROADCAST") == "1"
+    """Hoisted broadcast loads (HoistedLoad): STITCHCUDA_PW_VEC_BROADCAST=1 turns them on, "0" off;
+    unset, they come with the Triton-like kernel shape (pw_shape) and are off otherwise, until
+    measured on a GPU (they change every such kernel's source)."""
+    flag = os.environ.get("STITCHCUDA_PW_VEC_BROADCAST")
+    return flag == "1" if flag in ("0", "1") else pw_shape() == "triton"
+
+
+# The pointwise kernel's shape. "grid-stride" (the default): 256-thread blocks, one vector a thread
+# and iteration of a grid-stride loop (sc_grid). "triton": as torch.compile's Triton kernels for the
+# same chains (XBLOCK=1024, 4 warps): 128-thread blocks, TRITON_VECTORS vectors a thread TRITON_THREADS
+# vectors apart (each load instruction coalesced across the block), all of a thread's loads issued
+# before its arithmetic, an exact grid with no loop, 32-bit chunk indices where the element count
+# allows, hoisted broadcast loads, and __fdividef in the sigmoid (fast_div.cuh). The example's kernel
+# on the H200 (scripts/bench_pointwise.py, L2 flushed): 97.7 us, the default shape's 106.1,
+# torch.compile's 99.4. Off by default for now: it changes every pointwise kernel's source, and the
+# example's recorded GPU run is matched by its bytes (a new recording must come with the switch).
+PW_SHAPE_ENV = "STITCHCUDA_PW_SHAPE"
+PW_SHAPES = ("grid-stride", "triton")
+TRITON_THREADS = 128
+TRITON_VECTORS = 2
+
+
+def pw_shape() -> str:
+    """The pointwise kernel shape STITCHCUDA_PW_SHAPE asks for (one of PW_SHAPES); unset: grid-stride."""
+    shape = os.environ.get(PW_SHAPE_ENV) or PW_SHAPES[0]
+    if shape not in PW_SHAPES:
+        raise ValueError(f"{PW_SHAPE_ENV}={shape!r}: expected one of {', '.join(PW_SHAPES)}")
+    return shape
 
 
 def _lane_run(shape: Sequence[int], strides: Sequence[int], offset: int, cap: int = 16) -> int:
@@ -817,17 +842,39 @@ def render(kernels: Sequence[PointwiseKernel], *, host_entry: bool = False, afte
     # Includes, conversions, element functions and sc_grid, once per .cu.
     prelude = cuda_text.fill("prelude.cuh", THREADS=THREADS, BLOCKS_PER_SM=BLOCKS_PER_SM)
     bodies = [render_kernel(k, host_entry=host_entry) for k in kernels]
+    if pw_shape() == "triton":
+        # Those kernels size their grids exactly: sc_grid may have no caller left, and nvcc warns of
+        # an unreferenced static function.
+        prelude += "[[maybe_unused]] static unsigned (*const sc_pw_grid)(int64_t) = &sc_grid;\n"
     # Only where a kernel calls them: a file without exp keeps its bytes (recorded GPU runs are
     # matched by them).
     if any(call in text for text in (*bodies, *after) for call in FAST_EXP_CALLS):
         prelude += "\n" + cuda_text.load("fast_math.cuh")
+    if any("sc_sigmoid_fdiv(" in text for text in bodies):
+        prelude += cuda_text.load("fast_div.cuh")
     return "\n".join([prelude, *bodies])
 
 
-def render_kernel(k: PointwiseKernel, *, host_entry: bool = False) -> str:
+@dataclass(frozen=True)
+class _Signature:
+    """What every shape of a pointwise kernel declares: its pointers as the chunk functions take them
+    (`params`) and pass them on (`names`), as the launcher gets them (`raw`, cast back by `casts`),
+    and `aligned`, the launcher's test that every pointer read or written as a vector allows one."""
+
+    ins: list[tuple[str, str, KernelArg]]  # (in0, C type, argument)
+    outs: list[tuple[str, str, KernelArg]]
+    params: list[str]
+    names: str
+    raw: list[str]
+    casts: list[str]
+    aligned: str
+
+
+def _signature(k: PointwiseKernel) -> _Signature:
     ins = [(f"in{i}", C_TYPES[a.dtype], a) for i, a in enumerate(k.inputs)]
     outs = [(f"out{i}", C_TYPES[a.dtype], a) for i, a in enumerate(k.outputs)]
-    params = [f"const {t}* __restrict__ {n}" for n, t, _ in ins] + [f"{t}* __restrict__ {n}" for n, t, _ in outs]
+    params = [f"const {t}* __restrict__ {n}" for n, t, _ in ins]
+    params += [f"{t}* __restrict__ {n}" for n, t, _ in outs]
     names = ", ".join(n for n, _, _ in ins + outs)
     raw = [f"const void* {n}_" for n, _, _ in ins] + [f"void* {n}_" for n, _, _ in outs]
     casts = [f"  const auto {n} = static_cast<const {t}*>({n}_);" for n, t, _ in ins]
@@ -836,16 +883,31 @@ def render_kernel(k: PointwiseKernel, *, host_entry: bool = False) -> str:
     # A hoisted input whose run covers the vector is loaded as one vector: its pointer must be aligned too.
     vectorised += list(dict.fromkeys(f"in{h.k}" for h in k.hoisted if h.run % k.vec == 0))
     aligned = " && ".join(f"sc_aligned({n}, {k.vec})" for n in vectorised)
+    return _Signature(ins, outs, params, names, raw, casts, aligned)
+
+
+def _hoisted_fill(h: HoistedLoad, dest: str) -> list[str]:
+    """Statements filling `dest` (an sc_vec) with hoisted input h's VEC values at chunk `base`."""
+    # One vector a chunk where the index runs with the chunk's lanes (a VEC-aligned base inside a
+    # run of `run`); element by element otherwise (VEC longer than the run, the scalar tail).
+    return [
+        f"  if constexpr ({h.run} % VEC == 0) {dest} = sc_load<VEC>(in{h.k} + ({h.base_expr}));",
+        "  else",
+        "#pragma unroll",
+        f"    for (int l = 0; l < VEC; ++l) {dest}.v[l] = in{h.k}[{h.lane_expr}];",
+    ]
+
+
+def render_kernel(k: PointwiseKernel, *, host_entry: bool = False) -> str:
+    sig = _signature(k)
+    if pw_shape() == "triton" and _triton_fits(k):
+        return _render_triton(k, sig, host_entry=host_entry)
+    ins, outs, params, names, raw, casts = sig.ins, sig.outs, sig.params, sig.names, sig.raw, sig.casts
+    aligned = sig.aligned
     chunk = [f"template <int VEC>\nSC_INLINE void {k.name}_chunk(int64_t base, {', '.join(params)}) {{"]
     chunk += [f"  const sc_vec<{t}, VEC> {n}_v = sc_load<VEC>({n} + base);" for n, t, a in ins if a.direct]
     for h in k.hoisted:
-        # One vector a chunk where the index runs with the chunk's lanes (a VEC-aligned base inside a
-        # run of `run`); element by element otherwise (VEC longer than the run, the scalar tail).
-        chunk += [f"  sc_vec<{h.ctype}, VEC> in{h.k}_{h.var};",
-                  f"  if constexpr ({h.run} % VEC == 0) in{h.k}_{h.var} = sc_load<VEC>(in{h.k} + ({h.base_expr}));",
-                  "  else",
-                  "#pragma unroll",
-                  f"    for (int l = 0; l < VEC; ++l) in{h.k}_{h.var}.v[l] = in{h.k}[{h.lane_expr}];"]
+        chunk += [f"  sc_vec<{h.ctype}, VEC> in{h.k}_{h.var};", *_hoisted_fill(h, f"in{h.k}_{h.var}")]
     chunk += [f"  sc_vec<{t}, VEC> {n}_v;" for n, t, _ in outs]
     chunk += ["#pragma unroll", "  for (int l = 0; l < VEC; ++l) {", "    const int64_t i = base + l;", "    (void)i;"]
     chunk += [f"    {line}" for line in k.body]
@@ -894,6 +956,163 @@ extern "C" int {k.name}_host({", ".join(raw + ["void*"])}) {{
 {chr(10).join(casts)}
   int64_t done = 0;
 {host_loop}  for (; done < {n}; ++done) {k.name}_chunk<1>(done, {names});
+  return 0;
+}}
+"""
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The Triton-like shape (STITCHCUDA_PW_SHAPE=triton; pw_shape says what it is)
+
+
+def _triton_blocks(numel: int, vec: int) -> int:
+    """Blocks of the exact grid: every whole VEC-element chunk once, TRITON_VECTORS of them a thread."""
+    return max(1, -(-(numel // vec) // (TRITON_THREADS * TRITON_VECTORS)))
+
+
+def _triton_fits(k: PointwiseKernel) -> bool:
+    # A kernel of fewer elements than one vector (a 0-dim result) keeps the grid-stride shape: its
+    # vector instantiation would have no whole chunk, and nothing to gain. The grid must fit in
+    # gridDim.x even element by element (the misaligned fallback).
+    return k.numel >= k.vec and _triton_blocks(k.numel, 1) < 2**31
+
+
+def _triton_index(k: PointwiseKernel) -> str:
+    """The chunk index's C type: 32-bit where every chunk index a thread forms fits (a 64-bit multiply
+    and add per address otherwise), as Triton narrows its offsets to int32 below 2^31 elements."""
+    return "uint32_t" if k.numel + TRITON_THREADS * TRITON_VECTORS < 2**32 else "int64_t"
+
+
+def _triton_loads(k: PointwiseKernel, sig: _Signature) -> str:
+    """`NAME_in<VEC>`: a chunk's vectors (inputs read at the element, hoisted broadcasts) and
+    `NAME_load<VEC>(base)` filling it, apart from the arithmetic so that a thread can issue every
+    load of its chunks before the first one's math (Triton's order: the loads' latencies overlap)."""
+    fields = [(f"{n}_v", t) for n, t, a in sig.ins if a.direct]
+    fields += [(f"in{h.k}_{h.var}", h.ctype) for h in k.hoisted]
+    members = "\n".join(f"  sc_vec<{t}, VEC> {f};" for f, t in fields)
+    fills = [f"  r.{n}_v = sc_load<VEC>({n} + base);" for n, _, a in sig.ins if a.direct]
+    for h in k.hoisted:
+        fills += _hoisted_fill(h, f"r.in{h.k}_{h.var}")
+    return f"""template <int VEC>
+struct {k.name}_in {{
+{members}
+}};
+
+template <int VEC>
+SC_INLINE {k.name}_in<VEC> {k.name}_load(int64_t base, {", ".join(sig.params)}) {{
+  {k.name}_in<VEC> r;
+{chr(10).join(fills)}
+  return r;
+}}"""
+
+
+def _triton_body(k: PointwiseKernel) -> list[str]:
+    """The walker's statements, the sigmoid's division made __fdividef (fast_div.cuh): with 8
+    elements a thread, the IEEE division's slow-path branches cost the example's kernel 6 us on the
+    H200 (scripts/bench_pointwise.py). Where exp is accurate (STITCHCUDA_FAST_EXP=0) it stays IEEE."""
+    return [line.replace("sc_sigmoid_fast(", "sc_sigmoid_fdiv(") for line in k.body]
+
+
+def _triton_math(k: PointwiseKernel, sig: _Signature) -> str:
+    """`NAME_math<VEC>(base, loaded)`: the walker's statements over a loaded chunk, and its stores."""
+    # References under the chunk function's names: the walker's statements read them unchanged.
+    aliases = [f"  const auto& {n}_v = r.{n}_v;" for n, _, a in sig.ins if a.direct]
+    aliases += [f"  const auto& in{h.k}_{h.var} = r.in{h.k}_{h.var};" for h in k.hoisted]
+    lines = [*aliases, *(f"  sc_vec<{t}, VEC> {n}_v;" for n, t, _ in sig.outs)]
+    lines += ["#pragma unroll", "  for (int l = 0; l < VEC; ++l) {", "    const int64_t i = base + l;"]
+    lines += ["    (void)i;", *(f"    {line}" for line in _triton_body(k)), "  }"]
+    lines += [f"  sc_store<VEC>({n} + base, {n}_v);" for n, _, _ in sig.outs]
+    return f"""template <int VEC>
+SC_INLINE void {k.name}_math(int64_t base, const {k.name}_in<VEC>& r, {", ".join(sig.params)}) {{
+{chr(10).join(lines)}
+}}"""
+
+
+def _triton_thread(k: PointwiseKernel, sig: _Signature) -> str:
+    """`NAME_thread<VEC>(block, t)`: what thread t of a block does, on the GPU and in the host entry."""
+    idx, n, per_block = _triton_index(k), f"{k.name}_n", TRITON_THREADS * TRITON_VECTORS
+    # The outer test lets nvcc drop the first chunk's own (the same) and keep one path through the
+    # loads: without it the example's kernel took 47 registers, not 40, and ran 2 us slower (H200).
+    return f"""// Thread t of `block`: chunks first, first + {TRITON_THREADS}, ... ({TRITON_VECTORS} of them; a block covers {per_block}
+// consecutive chunks), every load before any math; then, in block 0, the n % VEC elements past
+// the last whole chunk, one a thread.
+template <int VEC>
+SC_INLINE void {k.name}_thread({idx} block, int t, {", ".join(sig.params)}) {{
+  constexpr int64_t chunks = {n} / VEC;
+  const {idx} first = block * ({idx}){per_block} + ({idx})t;
+  if (first < chunks) {{
+    {k.name}_in<VEC> r[{TRITON_VECTORS}];
+#pragma unroll
+    for (int u = 0; u < {TRITON_VECTORS}; ++u) {{
+      const {idx} c = first + ({idx})(u * {TRITON_THREADS});
+      if (c < chunks) r[u] = {k.name}_load<VEC>((int64_t)c * VEC, {sig.names});
+    }}
+#pragma unroll
+    for (int u = 0; u < {TRITON_VECTORS}; ++u) {{
+      const {idx} c = first + ({idx})(u * {TRITON_THREADS});
+      if (c < chunks) {k.name}_math<VEC>((int64_t)c * VEC, r[u], {sig.names});
+    }}
+  }}
+  if constexpr ({n} % VEC != 0) {{
+    if (block == 0 && t < (int)({n} % VEC)) {{
+      const int64_t e = chunks * VEC + t;
+      {k.name}_math<1>(e, {k.name}_load<1>(e, {sig.names}), {sig.names});
+    }}
+  }}
+}}"""
+
+
+def _triton_launches(k: PointwiseKernel, sig: _Signature) -> tuple[str, str]:
+    """The launcher's and the host entry's statements: the vector instantiation where every vector
+    pointer is aligned, element by element otherwise; the host entry runs every thread of the grid."""
+    idx = _triton_index(k)
+
+    def launch(vec: int) -> str:
+        return f"{k.name}_kernel<{vec}><<<{_triton_blocks(k.numel, vec)}, {TRITON_THREADS}, 0, stream>>>({sig.names});"
+
+    def host(vec: int) -> str:
+        blocks = f"for ({idx} b = 0; b < ({idx}){_triton_blocks(k.numel, vec)}; ++b)"
+        return f"{blocks}\n      for (int t = 0; t < {TRITON_THREADS}; ++t) {k.name}_thread<{vec}>(b, t, {sig.names});"
+
+    if k.vec == 1:
+        return f"  {launch(1)}", f"  {host(1)}"
+    launches = f"  if ({sig.aligned})\n    {launch(k.vec)}\n  else\n    {launch(1)}"
+    return launches, f"  if ({sig.aligned}) {{\n    {host(k.vec)}\n    return 0;\n  }}\n  {host(1)}"
+
+
+def _render_triton(k: PointwiseKernel, sig: _Signature, *, host_entry: bool) -> str:
+    n, ops = f"{k.name}_n", " -> ".join(k.ops) or "copy"
+    params = ", ".join(sig.params)
+    launch, host = _triton_launches(k, sig)
+    text = f"""
+// {k.name}: {ops} over {k.shape} ({k.numel} elements), {TRITON_THREADS}-thread blocks of {TRITON_VECTORS} vectors a thread
+static constexpr int64_t {n} = {k.numel}LL;
+
+{_triton_loads(k, sig)}
+
+{_triton_math(k, sig)}
+
+{_triton_thread(k, sig)}
+
+template <int VEC>
+__global__ void __launch_bounds__({TRITON_THREADS}) {k.name}_kernel({params}) {{
+  {k.name}_thread<VEC>(blockIdx.x, (int)threadIdx.x, {sig.names});
+}}
+
+extern "C" int {k.name}({", ".join(sig.raw + ["cudaStream_t stream"])}) {{
+{chr(10).join(sig.casts)}
+{launch}
+  return (int)cudaGetLastError();
+}}
+"""
+    if host_entry:
+        text += f"""
+// Every thread of the launch's grid in turn, through the kernel's own per-thread function: lets tests
+// check the arithmetic, the chunk indexing and the tail without a GPU.
+extern "C" int {k.name}_host({", ".join(sig.raw + ["void*"])}) {{
+{chr(10).join(sig.casts)}
+{host}
   return 0;
 }}
 """
