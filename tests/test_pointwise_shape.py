@@ -61,12 +61,15 @@ def _triton(monkeypatch) -> None:
     monkeypatch.delenv("STITCHCUDA_PW_VEC_BROADCAST", raising=False)
 
 
-def test_the_default_shape_is_the_grid_stride_loop(monkeypatch):
+def test_the_default_shape_is_the_triton_like_one(monkeypatch):
     module, x = BiasChain(), torch.randn(2, 6, 5, 7)
     monkeypatch.delenv(codegen.PW_SHAPE_ENV, raising=False)
-    plain = candidate(module, [x]).files[CU]
+    default = candidate(module, [x]).files[CU]
+    monkeypatch.setenv(codegen.PW_SHAPE_ENV, "triton")
+    assert candidate(module, [x]).files[CU] == default
+    assert "_thread<" in default and "sc_grid(stitch_pw0_n" not in default
     monkeypatch.setenv(codegen.PW_SHAPE_ENV, "grid-stride")
-    assert candidate(module, [x]).files[CU] == plain
+    plain = candidate(module, [x]).files[CU]
     assert "_thread<" not in plain and "sc_grid(stitch_pw0_n" in plain and "sc_pw_grid" not in plain
 
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # the verdict says so. When
 # the coder's kernels for the example change, record it again on a GPU (scripts/gpu_run.sh
 # example): a recording of other kernels is never replayed.
-RECORDED = ROOT / "bench" / "results" / "2026-11-27-h200-example-gated_block-c00260a.json"
+RECORDED = ROOT / "bench" / "results" / "2026-11-29-h200-example-gated_block-d3ab070.json"
 EXAMPLE = ROOT / "examples" / "gated_block.py"
 # The example's first H100 run, recorded before files_sha256: replay matches its candidate by name.
 RECORDED_BY_NAME = ROOT / "bench" / "results" / "2026-11-23-h100-example-gated_block.json"

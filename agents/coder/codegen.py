@@ -402,21 +402,22 @@ class HoistedLoad:
 
 def lane_loads_enabled() -> bool:
     """Hoisted broadcast loads (HoistedLoad): STITCHCUDA_PW_VEC_BROADCAST=1 turns them on, "0" off;
-    unset, they come with the Triton-like kernel shape (pw_shape) and are off otherwise, until
-    measured on a GPU (they change every such kernel's source)."""
+    unset, they come with the Triton-like kernel shape (pw_shape, the default) and are off with the
+    grid-stride one (where, alone, they gained nothing: 109.5 against 107.4 us at 1eac20b)."""
     flag = os.environ.get("STITCHCUDA_PW_VEC_BROADCAST")
     return flag == "1" if flag in ("0", "1") else pw_shape() == "triton"
 
 
-# The pointwise kernel's shape. "grid-stride" (the default): 256-thread blocks, one vector a thread
-# and iteration of a grid-stride loop (sc_grid). "triton": as torch.compile's Triton kernels for the
+# The pointwise kernel's shape. "triton" (the default): as torch.compile's Triton kernels for the
 # same chains (XBLOCK=1024, 4 warps): 128-thread blocks, TRITON_VECTORS vectors a thread TRITON_THREADS
 # vectors apart (each load instruction coalesced across the block), all of a thread's loads issued
 # before its arithmetic, an exact grid with no loop, 32-bit chunk indices where the element count
-# allows, hoisted broadcast loads, and __fdividef in the sigmoid (fast_div.cuh). The example's kernel
-# on the H200 (scripts/bench_pointwise.py, L2 flushed): 97.7 us, the default shape's 106.1,
-# torch.compile's 99.4. Off by default for now: it changes every pointwise kernel's source, and the
-# example's recorded GPU run is matched by its bytes (a new recording must come with the switch).
+# allows, hoisted broadcast loads, and __fdividef in the sigmoid (fast_div.cuh). "grid-stride": 256-
+# thread blocks, one vector a thread and iteration of a grid-stride loop (sc_grid), as before.
+# On the H200 (bench/results/2026-11-29-h200-depthwise-pointwise-d3ab070.md): the example's kernel
+# 97.7 us against the grid-stride shape's 106.1 and torch.compile's 99.4 (scripts/bench_pointwise.py,
+# L2 flushed), 97.6 us GPU time in its candidate against 106.4; level 1's twelve activations
+# (19-22, 25-32) all correct, each 0.2-0.6% less GPU time than in the grid-stride shape.
 PW_SHAPE_ENV = "STITCHCUDA_PW_SHAPE"
 PW_SHAPES = ("grid-stride", "triton")
 TRITON_THREADS = 128
@@ -424,8 +425,8 @@ TRITON_VECTORS = 2
 
 
 def pw_shape() -> str:
-    """The pointwise kernel shape STITCHCUDA_PW_SHAPE asks for (one of PW_SHAPES); unset: grid-stride."""
-    shape = os.environ.get(PW_SHAPE_ENV) or PW_SHAPES[0]
+    """The pointwise kernel shape STITCHCUDA_PW_SHAPE asks for (one of PW_SHAPES); unset: triton."""
+    shape = os.environ.get(PW_SHAPE_ENV) or "triton"
     if shape not in PW_SHAPES:
         raise ValueError(f"{PW_SHAPE_ENV}={shape!r}: expected one of {', '.join(PW_SHAPES)}")
     return shape
