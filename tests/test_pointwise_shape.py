@@ -1,5 +1,5 @@
-"""The Triton-like pointwise kernel shape (STITCHCUDA_PW_SHAPE=triton, codegen.pw_shape): off by
-default (the default source keeps its bytes); with it, kernels compute what the module does, run on
+"""The Triton-like pointwise kernel shape (codegen.pw_shape, the default; STITCHCUDA_PW_SHAPE=grid-stride
+keeps the older one): kernels compute what the module does, run on
 the CPU through host entries that walk every thread of the kernel's exact grid with the kernel's
 own per-thread function (chunk indexing, partial last block, the n % VEC tail, the misaligned
 element-by-element fallback), and every kind of kernel builds for sm_90 without warnings."""
@@ -71,6 +71,27 @@ def test_the_default_shape_is_the_triton_like_one(monkeypatch):
     monkeypatch.setenv(codegen.PW_SHAPE_ENV, "grid-stride")
     plain = candidate(module, [x]).files[CU]
     assert "_thread<" not in plain and "sc_grid(stitch_pw0_n" in plain and "sc_pw_grid" not in plain
+
+
+class ManyInputs(nn.Module):
+    """A chain reading `n` tensors at the element: as many vectors a thread to hold loaded at once."""
+
+    def forward(self, *xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc * torch.sigmoid(x) + x
+        return acc
+
+
+def test_a_chain_of_many_inputs_keeps_the_grid_stride_shape(monkeypatch):
+    """Past TRITON_MAX_VECTORS loaded vectors a thread, the shape that issues every load first would
+    spill them: such a kernel stays grid-stride, one of fewer inputs in the same file does not."""
+    _triton(monkeypatch)
+    fits = codegen.TRITON_MAX_VECTORS // codegen.TRITON_VECTORS
+    few = candidate(ManyInputs(), [torch.randn(64, 32) for _ in range(fits)]).files[CU]
+    many = candidate(ManyInputs(), [torch.randn(64, 32) for _ in range(fits + 1)]).files[CU]
+    assert "stitch_pw0_thread<" in few and "sc_grid(stitch_pw0_n" not in few
+    assert "stitch_pw0_thread<" not in many and "sc_grid(stitch_pw0_n" in many
 
 
 def test_an_unknown_shape_is_refused(monkeypatch):

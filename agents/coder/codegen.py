@@ -972,11 +972,19 @@ def _triton_blocks(numel: int, vec: int) -> int:
     return max(1, -(-(numel // vec) // (TRITON_THREADS * TRITON_VECTORS)))
 
 
+# Vectors a thread of the Triton-like shape may hold loaded at once (TRITON_VECTORS per operand read
+# as a vector), four registers each: past it, a chain reading many tensors keeps the grid-stride
+# shape. A 24-input chain took 168 registers in this shape (120 grid-stride), no spills; a few more
+# inputs and ptxas would spill the loads the shape issues early.
+TRITON_MAX_VECTORS = 40
+
+
 def _triton_fits(k: PointwiseKernel) -> bool:
     # A kernel of fewer elements than one vector (a 0-dim result) keeps the grid-stride shape: its
     # vector instantiation would have no whole chunk, and nothing to gain. The grid must fit in
     # gridDim.x even element by element (the misaligned fallback).
-    return k.numel >= k.vec and _triton_blocks(k.numel, 1) < 2**31
+    loaded = TRITON_VECTORS * (sum(a.direct for a in k.inputs) + len(k.hoisted))
+    return k.numel >= k.vec and _triton_blocks(k.numel, 1) < 2**31 and loaded <= TRITON_MAX_VECTORS
 
 
 def _triton_index(k: PointwiseKernel) -> str:
