@@ -15,8 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, Prologue, c_float
-from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, per_element
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, KernelArg, Prologue, c_float
+from stitchcuda.agents.coder.kernels import (
+    EmitContext,
+    Kernel,
+    NotSupported,
+    Operand,
+    OutSpec,
+    grid_stride_kernel,
+    launchers,
+    per_element,
+)
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -615,6 +624,51 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
 }
 
 
+def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: str,
+                loaded: Sequence[bool]) -> tuple[str, str] | None:
+    """A cat read and written 16 bytes a thread: (its chunk kernel, the launcher's test that every
+    pointer allows it), or None where it does not apply. Why: SqueezeNet's fire module's cat (two
+    ReLU'd convolutions, 4.3 GB of result) took 3.10 ms element by element on the H200 against
+    Inductor's 2.76. Applies where the elements after the cat's dim number a multiple of VEC (then a
+    chunk of VEC lies in one source, consecutive there) and every source is the result's dtype,
+    contiguous and VEC-aligned in its storage (a source computed as read: a float32 result, through
+    its loader's vec)."""
+    if ctx.node["op"] != "cat" or out.dtype not in ITEM_SIZE:
+        return None
+    sources, dim = _tensors_and_dim(ctx, len(out.shape))
+    sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
+    vec = 16 // ITEM_SIZE[out.dtype]
+    inner = 1
+    for n in out.shape[dim + 1:]:
+        inner *= n
+    numel = inner
+    for n in out.shape[: dim + 1]:
+        numel *= n
+    if vec == 1 or numel == 0 or inner % vec or len(loaded) != len(sources):
+        return None
+    t = "int32_t" if numel < NARROW_INDEX else "int64_t"
+    per_outer = out.shape[dim] * inner
+    lines = [f"  const {t} r = ({t})(q * {vec});", f"  const {t} outer = r / {per_outer}, rem = r - outer * {per_outer};",
+             f"  const {t} c = rem / {inner}, within = rem - c * {inner};", "  (void)outer;"]
+    checks = [f"sc_aligned(y, {vec})"]
+    start = 0
+    for k, src in enumerate(sources):
+        if src.dtype != out.dtype or not src.contiguous or src.offset % vec or len(src.shape) != len(out.shape):
+            return None
+        off = f"{src.offset}LL + (int64_t)outer * {src.shape[dim] * inner}LL + (int64_t)(c - {start}) * {inner}LL + within"
+        read = f"ld{k}.vec<{vec}>({off})" if loaded[k] else f"sc_load<{vec}>(x{k} + ({off}))"
+        checks.append(f"ld{k}.aligned({vec})" if loaded[k] else f"sc_aligned(x{k}, {vec})")
+        start += src.shape[dim]
+        cond = f"if (c < {start}) " if k < len(sources) - 1 else ""
+        lines.append(f"  {'else ' if k else ''}{cond}sc_store<{vec}>(y + (int64_t)r, {read});")
+    chunk = f"""SC_INLINE void {name}_chunk(int64_t q, {params}) {{
+{chr(10).join(lines)}
+}}
+
+{grid_stride_kernel(f"{name}_v", f"({name}_n / {vec})", params, args, one=f"{name}_chunk")}"""
+    return chunk, " && ".join(checks)
+
+
 def _emit(ctx: EmitContext) -> Kernel:
     out = ctx.outputs[0]
     if out is None:
@@ -643,8 +697,10 @@ def _emit(ctx: EmitContext) -> Kernel:
     inputs: list[KernelArg] = []
     loaders: list[str] = []
     reads_sources = ctx.node["op"] in ("cat", "stack")  # (the ops whose body reads through _source_read)
+    loaded: list[bool] = []
     for k, s in enumerate(sources):
         pro = _loader_of(ctx, s, out.dtype) if reads_sources else None
+        loaded.append(pro is not None)
         if pro is None:
             params.append(f"const {C_TYPES[s.dtype]}* __restrict__ x{k}")
             args.append(f"x{k}")
@@ -665,6 +721,22 @@ def _emit(ctx: EmitContext) -> Kernel:
     raw.append("void* out0_")
     casts.append(f"  const auto y = static_cast<{octype}*>(out0_);")
     n = f"{name}_n"
+    chunks = _cat_chunks(ctx, out, name, ", ".join(params), ", ".join(args), loaded) if reads_sources else None
+    if chunks is None:
+        launch = per_element(name, n, ", ".join(params), ", ".join(args), raw, casts)
+    else:
+        # 16 bytes a thread where every pointer allows it; element by element otherwise.
+        kernel, aligned = chunks
+        vec = 16 // ITEM_SIZE[out.dtype]
+        a = ", ".join(args)
+        device = (f"  if ({n} == 0) return 0;\n  if ({aligned})\n"
+                  f"    {name}_v_kernel<<<sc_grid({n} / {vec}), {THREADS}, 0, stream>>>({a});\n"
+                  f"  else\n    {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({a});")
+        host = (f"  if ({aligned})\n    for (int64_t q = 0; q < {n} / {vec}; ++q) {name}_chunk(q, {a});\n"
+                f"  else\n    for (int64_t o = 0; o < {n}; ++o) {name}_one(o, {a});")
+        launch = (grid_stride_kernel(name, n, ", ".join(params), a) + kernel
+                  + launchers(name, raw, casts, device, host))
+        note += f", {16} bytes a thread where aligned"
     source = f"""
 // {name}: {note} -> {list(out.shape)}
 static constexpr int64_t {n} = {numel}LL;
@@ -673,7 +745,7 @@ SC_INLINE void {name}_one(int64_t o, {", ".join(params)}) {{
 {body}
 }}
 
-{per_element(name, n, ", ".join(params), ", ".join(args), raw, casts)}"""
+{launch}"""
     return Kernel(
         name=name,
         inputs=inputs,

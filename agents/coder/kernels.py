@@ -298,17 +298,24 @@ extern "C" int {name}_host({", ".join([*raw, "void*"])}) {{
 """
 
 
+def grid_stride_kernel(name: str, n: str, params: str, args: str, idx: str = "int64_t", one: str = "") -> str:
+    """`NAME_kernel`: a grid-stride loop calling `ONE(o, args)` (default NAME_one) for every o < n."""
+    from stitchcuda.agents.coder.codegen import THREADS
+
+    return f"""__global__ void __launch_bounds__({THREADS}) {name}_kernel({params}) {{
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {one or name + "_one"}(({idx})o, {args});
+}}
+
+"""
+
+
 def per_element(name: str, n: str, params: str, args: str, raw: Sequence[str], casts: Sequence[str], idx: str = "int64_t") -> str:
     """A grid-stride kernel calling `NAME_one(o, args)` for every output element o < n, and its
     launchers; the emitter defines NAME_one (SC_INLINE, so the CPU entry runs the same code)."""
     from stitchcuda.agents.coder.codegen import THREADS
 
-    kernel = f"""__global__ void __launch_bounds__({THREADS}) {name}_kernel({params}) {{
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n}; o += step) {name}_one(({idx})o, {args});
-}}
-
-"""
+    kernel = grid_stride_kernel(name, n, params, args, idx)
     device = f"  if ({n} == 0) return 0;\n  {name}_kernel<<<sc_grid({n}), {THREADS}, 0, stream>>>({args});"
     host = f"  for (int64_t o = 0; o < {n}; ++o) {name}_one(({idx})o, {args});"
     return kernel + launchers(name, raw, casts, device, host)
