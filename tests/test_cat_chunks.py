@@ -76,6 +76,15 @@ def test_cats_match_pytorch_chunked_or_not(tmp_path, name, make, shapes, dtype, 
             torch.testing.assert_close(new(*shifted), module(*shifted), rtol=tol, atol=tol)
 
 
+def test_the_switch_leaves_every_cat_element_by_element(monkeypatch):
+    from stitchcuda.agents.coder import emit_layout
+
+    args = [torch.randn(2, 3, 4, 5), torch.randn(2, 5, 4, 5)]
+    assert _chunked(builtin_candidate(Plain(1), args, host=False).files[CU])
+    monkeypatch.setenv(emit_layout.CAT_CHUNKS_ENV, "0")
+    assert not _chunked(builtin_candidate(Plain(1), args, host=False).files[CU])
+
+
 @needs_nvcc
 def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
     from stitchcuda import runtime

@@ -13,6 +13,7 @@ Sources are read through their Operand strides and offset, so views (transposes,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, KernelArg, Prologue, c_float
@@ -624,6 +625,10 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
 }
 
 
+# "0": every cat element by element (for same-run comparisons, and a way out).
+CAT_CHUNKS_ENV = "STITCHCUDA_CAT_CHUNKS"
+
+
 def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: str,
                 loaded: Sequence[bool]) -> tuple[str, str] | None:
     """A cat read and written 16 bytes a thread: (its chunk kernel, the launcher's test that every
@@ -633,7 +638,7 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
     chunk of VEC lies in one source, consecutive there) and every source is the result's dtype,
     contiguous and VEC-aligned in its storage (a source computed as read: a float32 result, through
     its loader's vec)."""
-    if ctx.node["op"] != "cat" or out.dtype not in ITEM_SIZE:
+    if ctx.node["op"] != "cat" or out.dtype not in ITEM_SIZE or os.environ.get(CAT_CHUNKS_ENV) == "0":
         return None
     sources, dim = _tensors_and_dim(ctx, len(out.shape))
     sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
