@@ -115,6 +115,8 @@ SC_INLINE void sc_dw_wait_all_but_one() {
 template <class G>
 struct sc_dw_stager {
   static constexpr int NK = (G::IH + 7) / 8, NM = (G::IW + 31) / 32;
+  // (Two tiles within 48 KB keep both at most 24: a tile of at least 8 rows is at most 768 wide.)
+  static_assert(NK <= 32 && NM <= 32, "a row or column mask has a bit per staged row or column");
   int row0, col0, w;  // the source offset of the thread's first element in its plane; the row pitch
   unsigned live_rows = 0, live_cols = 0;  // bit k, m: tile row ty + 8k, column tx + 32m exist
   unsigned in_rows = 0, in_cols = 0;  // bit k, m: inside the image (else staged as zero)
