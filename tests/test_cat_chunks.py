@@ -1,4 +1,4 @@
-"""A cat read and written 16 bytes a thread (emit_layout._cat_chunks): where the elements after the
+"""A cat or stack read and written 16 bytes a thread (emit_layout._cat_chunks): where the elements after the
 cat's dim number a multiple of the vector, each chunk lies in one source, consecutive there. Checked
 through the candidates' host entries, which take the same branch the launcher takes: chunks where
 every pointer is aligned, element by element where one is not (a source one element into its
@@ -24,6 +24,13 @@ class Plain(nn.Module):
         return torch.cat([x, y], dim=self.dim)
 
 
+class Stacked(nn.Module):
+    """A stack: a cat of slabs one deep along the new dim, one of them computed as read."""
+
+    def forward(self, x, y):
+        return torch.stack([x * 2.0 + 1.0, y], dim=1)
+
+
 class Computed(nn.Module):
     """Two sources computed as read (their loaders' vec), one stored input between them."""
 
@@ -42,6 +49,7 @@ CASES = [
     ("channels fp16", lambda: Plain(1), [(3, 2, 8), (3, 6, 8)], torch.float16, True),
     ("rows int64", lambda: Plain(0), [(2, 6), (5, 6)], torch.int64, True),
     ("computed sources", Computed, [(2, 3, 4, 4), (2, 2, 4, 4), (2, 1, 4, 4)], torch.float32, True),
+    ("stack", Stacked, [(3, 4, 6), (3, 4, 6)], torch.float32, True),
     ("odd inner", lambda: Plain(1), [(2, 3, 5), (2, 4, 5)], torch.float32, False),
     ("last dim", lambda: Plain(-1), [(4, 8), (4, 12)], torch.float32, False),
 ]
@@ -89,7 +97,7 @@ def test_the_switch_leaves_every_cat_element_by_element(monkeypatch):
 def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
     from stitchcuda import runtime
 
-    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:4]):
+    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:5]):
         cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)
         src = tmp_path / f"k{k}.cu"
         src.write_text(cand.files[CU])
@@ -99,7 +107,7 @@ def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:4], ids=[c[0] for c in CASES[:4]])
+@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:5], ids=[c[0] for c in CASES[:5]])
 def test_on_the_gpu_chunked_cats_match_pytorch(tmp_path, name, make, shapes, dtype, chunked):
     module = make().cuda()
     cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)

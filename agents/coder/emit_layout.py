@@ -631,17 +631,19 @@ CAT_CHUNKS_ENV = "STITCHCUDA_CAT_CHUNKS"
 
 def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: str,
                 loaded: Sequence[bool]) -> tuple[str, str] | None:
-    """A cat read and written 16 bytes a thread: (its chunk kernel, the launcher's test that every
-    pointer allows it), or None where it does not apply. Why: SqueezeNet's fire module's cat (two
+    """A cat (or stack) read and written 16 bytes a thread: (its chunk kernel, the launcher's test
+    that every pointer allows it), or None where it does not apply. Why: SqueezeNet's fire module's cat (two
     ReLU'd convolutions, 4.3 GB of result) took 3.10 ms element by element on the H200 against
     Inductor's 2.76. Applies where the elements after the cat's dim number a multiple of VEC (then a
     chunk of VEC lies in one source, consecutive there) and every source is the result's dtype,
     contiguous and VEC-aligned in its storage (a source computed as read: a float32 result, through
-    its loader's vec)."""
-    if ctx.node["op"] != "cat" or out.dtype not in ITEM_SIZE or os.environ.get(CAT_CHUNKS_ENV) == "0":
+    its loader's vec). A stack is a cat of slabs one deep along its new dim."""
+    stack = ctx.node["op"] == "stack"
+    if ctx.node["op"] not in ("cat", "stack") or out.dtype not in ITEM_SIZE or os.environ.get(CAT_CHUNKS_ENV) == "0":
         return None
     sources, dim = _tensors_and_dim(ctx, len(out.shape))
-    sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
+    if not stack:
+        sources = [s for s in sources if not (len(s.shape) == 1 and s.shape[0] == 0)]
     vec = 16 // ITEM_SIZE[out.dtype]
     inner = 1
     for n in out.shape[dim + 1:]:
@@ -658,12 +660,14 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
     checks = [f"sc_aligned(y, {vec})"]
     start = 0
     for k, src in enumerate(sources):
-        if src.dtype != out.dtype or not src.contiguous or src.offset % vec or len(src.shape) != len(out.shape):
+        if src.dtype != out.dtype or not src.contiguous or src.offset % vec \
+                or len(src.shape) != len(out.shape) - int(stack):
             return None
-        off = f"{src.offset}LL + (int64_t)outer * {src.shape[dim] * inner}LL + (int64_t)(c - {start}) * {inner}LL + within"
+        along = 1 if stack else src.shape[dim]
+        off = f"{src.offset}LL + (int64_t)outer * {along * inner}LL + (int64_t)(c - {start}) * {inner}LL + within"
         read = f"ld{k}.vec<{vec}>({off})" if loaded[k] else f"sc_load<{vec}>(x{k} + ({off}))"
         checks.append(f"ld{k}.aligned({vec})" if loaded[k] else f"sc_aligned(x{k}, {vec})")
-        start += src.shape[dim]
+        start += along
         cond = f"if (c < {start}) " if k < len(sources) - 1 else ""
         lines.append(f"  {'else ' if k else ''}{cond}sc_store<{vec}>(y + (int64_t)r, {read});")
     chunk = f"""SC_INLINE void {name}_chunk(int64_t q, {params}) {{
