@@ -305,3 +305,142 @@ def test_on_the_gpu_each_depthwise_candidate_matches_its_module(name, kw, shape,
             got = new(*args)
     # fp32 FMAs in another order than cuDNN's / PyTorch's kernel: a few ulps.
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain before a depthwise convolution computed as its input is staged (a prologue, never
+# stored): MobileNet's and EfficientNet's inverted residual in eval mode, a 1x1 convolution, then
+# batch norm and ReLU6 (pointwise with running statistics), then the depthwise one.
+
+
+class InvertedResidual(nn.Module):
+    """expand=False: the block without its 1x1 convolution (a cuDNN call, which has no CPU entry), so
+    that the candidate runs on the CPU through host entries."""
+
+    def __init__(self, cin: int = 4, hidden: int = 12, k: int = 3, stride: int = 1, expand: bool = True):
+        super().__init__()
+        self.expand = nn.Conv2d(cin, hidden, 1, bias=False) if expand else nn.Identity()
+        self.bn = nn.BatchNorm2d(hidden)
+        self.dw = nn.Conv2d(hidden, hidden, k, stride=stride, padding=k // 2, groups=hidden, bias=False)
+        with torch.no_grad():  # running statistics a trained network would have
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+        self.eval()
+
+    def forward(self, x):
+        return self.dw(torch.clamp(self.bn(self.expand(x)), 0.0, 6.0))
+
+
+class ChainThenDepthwise(nn.Module):
+    """A chain of the input itself (read at the element) and a per-channel operand."""
+
+    def __init__(self, c: int = 5, share: bool = False):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(c, 1, 1) + 0.5)
+        self.dw = nn.Conv2d(c, 2 * c, 5, stride=2, padding=2, groups=c, bias=True)
+        self.share = share
+
+    def forward(self, x):
+        a = torch.relu(x * self.scale + 1.0)
+        y = self.dw(a)
+        return (y, a.sum()) if self.share else y
+
+
+def _dw_group(plan):
+    (g,) = [g for g in plan.groups if g.kind == "kernel" and "depthwise" in g.note]
+    return g
+
+
+@pytest.mark.parametrize("make,shape,taken", [
+    (lambda: InvertedResidual(), (2, 4, 30, 60), True),
+    (lambda: InvertedResidual(k=5, stride=2), (1, 4, 60, 120), True),
+    (lambda: ChainThenDepthwise(), (2, 5, 60, 120), True),
+    (lambda: ChainThenDepthwise(share=True), (2, 5, 60, 120), False),  # the sum reads the chain too
+])
+def test_which_chains_the_depthwise_kernel_computes_as_it_stages(make, shape, taken):
+    from conftest import plan_of
+
+    plan = plan_of(make(), [torch.randn(shape)])
+    assert ("prologue" in _dw_group(plan).note) == taken, _dw_group(plan).note
+    if taken:  # no pointwise kernel is left: the chain is computed where the depthwise kernel reads it
+        assert not [g for g in plan.groups if g.kind == "pointwise"], [g.note for g in plan.groups]
+
+
+def test_the_switch_stores_the_chain_first(monkeypatch):
+    from conftest import plan_of
+
+    from stitchcuda.agents.plan import planner
+
+    monkeypatch.setenv(planner.CONV_PROLOGUES_ENV, "0")
+    plan = plan_of(InvertedResidual(), [torch.randn(2, 4, 30, 60)])
+    assert "prologue" not in _dw_group(plan).note
+    assert any(g.kind == "pointwise" for g in plan.groups)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("make,shape", [
+    (lambda: InvertedResidual(cin=12, expand=False), (2, 12, 30, 60)),
+    (lambda: InvertedResidual(cin=12, k=5, stride=2, expand=False), (1, 12, 64, 128)),
+    (lambda: ChainThenDepthwise(), (2, 5, 40, 60)),
+])
+def test_a_chain_computed_as_staged_matches_the_module_on_the_cpu(make, shape, dtype, tmp_path):
+    """Through the candidate's host entries: the depthwise kernel's host entry stages each element
+    through the prologue's loader (zeros outside the image stay zeros, not the chain of zero)."""
+    from conftest import load_model_new
+
+    torch.manual_seed(4)
+    module = make().to(dtype)
+    x = torch.randn(shape).to(dtype)
+    cand = builtin_candidate(module, [x], host=True)
+    assert "sc_dw_conv_host_rd<" in cand.files[CU_FILE] and "prologue" in cand.files[CU_FILE]
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        fresh = torch.randn(shape).to(dtype)
+        got, want = new(fresh), module.float()(fresh.float())
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(tmp_path):
+    # Without the 1x1 convolution: a cuDNN call would need cuDNN's headers, which CI has not.
+    cand = builtin_candidate(InvertedResidual(cin=12, k=5, stride=2, expand=False), [torch.randn(1, 12, 64, 128)],
+                             host=False)
+    assert "prologue" in cand.files[CU_FILE]
+    src = tmp_path / "k.cu"
+    src.write_text(cand.files[CU_FILE])
+    result = runtime.build([src], arch="sm_90")
+    warnings = [line for line in result.log.lower().splitlines() if "warning #" in line and '"sc_grid"' not in line]
+    assert result.library.exists() and not warnings, result.log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("make,shape", [
+    (lambda: InvertedResidual(), (4, 4, 60, 100)),
+    (lambda: InvertedResidual(hidden=24, k=5, stride=2), (3, 4, 90, 140)),
+    (lambda: ChainThenDepthwise(), (4, 5, 63, 120)),
+])
+def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, tmp_path, monkeypatch):
+    from conftest import load_model_new
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(5)
+    module = make()
+    x = torch.randn(shape)
+    cand = builtin_candidate(module, [x], host=False)
+    assert "sc_dw_conv_launch<" in cand.files[CU_FILE]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        args = torch.randn(shape, device="cuda")
+        want = module(args)
+        for _ in range(3):
+            got = new(args)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stitchcuda.agents.coder import cuda_text, emit_igemm
-from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg
+from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg, Prologue
 from stitchcuda.agents.coder.kernels import (
     PRECISE_SPLIT,
     EmitContext,
@@ -228,7 +228,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     dw = not nhwc and not x_nhwc and depthwise_direct(p, out.dtype)
     dw_contends = (dw and os.environ.get(DEPTHWISE_ENV) == "contend" and b is None and out.dtype == "float32"
                    and ctx.epilogue is None)
-    if dw and not dw_contends:
+    if dw and (not dw_contends or _dw_prologue(ctx, x) is not None):
         return _depthwise(ctx, p, x, w, b, out)
     direct = os.environ.get(DIRECT_ENV, "contend")
     direct_geom = dense_direct(p, out.dtype) if not nhwc and not x_nhwc and ctx.precise >= PRECISE_SPLIT else None
@@ -468,10 +468,38 @@ def _dw_header() -> str:
     return off + cuda_text.load("depthwise.cuh")
 
 
+def _dw_prologue(ctx: EmitContext, x: Operand) -> Prologue | None:
+    """The pointwise chain the depthwise kernel computes as it stages its input (planner's
+    _take_prologues), where the input is that chain's result, stored row-major (the loader's index is
+    the input's own element index)."""
+    pro = ctx.prologue
+    if pro is None or pro.node != x.name or tuple(pro.shape) != tuple(x.shape) or not x.contiguous or x.offset:
+        return None
+    return pro
+
+
 def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
     spec, geom, (th, tw) = _dw_spec(p)
-    return _direct_kernel(ctx, _dw_header(), "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out,
-                          _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else ""))
+    note = _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else "")
+    pro = _dw_prologue(ctx, x)
+    if pro is None:
+        return _direct_kernel(ctx, _dw_header(), "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out, note)
+    # The input computed as staged: the chain's inputs come first among the kernel's, the input
+    # itself is never stored (the loader is passed by value, as a cat's sources are).
+    name, k = ctx.name, len(pro.inputs)
+    bias = f"in{k + 1}_" if b else "nullptr"
+    raw = [*pro.params(), f"const void* in{k}_", *([f"const void* in{k + 1}_"] if b else []), "void* out0"]
+    casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};"]
+    types = f"{DW_DTYPES[out.dtype]}, {name}_geom"
+    device = f"  if (int rc = sc_dw_conv_launch<{types}>({name}_spec, ld, in{k}_, {bias}, out0, stream)) return rc;"
+    host = f"  sc_dw_conv_host_rd<{types}>({name}_spec, ld, in{k}_, {bias}, out0);"
+    source = (_dw_header() + f"\nstatic const sc_dw_spec {name}_spec = {{{spec}}};\n"
+              + f"using {name}_geom = sc_dw_geom<{geom}>;\n" + pro.loader(f"{name}_ld")
+              + launchers(name, raw, casts, device, host))
+    inputs = [*pro.inputs, KernelArg(w.name, w.dtype), *([KernelArg(b.name, b.dtype)] if b else [])]
+    note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    return Kernel(name=name, inputs=inputs, outputs=[KernelArg(out.name, out.dtype)], source=source, ops=[note],
+                  host=True)
 
 
 def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:

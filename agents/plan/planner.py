@@ -1413,6 +1413,14 @@ def prologues_on() -> bool:
     return os.environ.get(PROLOGUES_ENV, "1") != "0"
 
 
+# "0": no convolution takes a prologue (the chain before a depthwise convolution is stored first).
+CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
+
+
+def conv_prologues_on() -> bool:
+    return os.environ.get(CONV_PROLOGUES_ENV, "1") != "0"
+
+
 def _root_readers(
     graph: list[Node], nodes: dict[str, Node], kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]],
     live: list[str], output: Node,
@@ -1447,12 +1455,16 @@ def _take_prologues(
     taken: dict[str, dict[str, Any]] = {}
     if not prologues_on():
         return taken
+    # And convolutions: the depthwise kernel computes its input's chain as it stages it (emit_conv's
+    # _dw_prologue); every other convolution's emitter leaves the prologue, and its kernel stays. (Not
+    # in PROLOGUE_OPS: split_conv_bias would split a bias for any convolution reading the result.)
+    ops = PROLOGUE_OPS | ({"convolution"} if conv_prologues_on() else set())
     order = {n["name"]: i for i, n in enumerate(graph)}
     readers, returned, written = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
         node = nodes[name]
         src = ref_name(node["args"].get(prologue_operand(node)))
-        if node["op"] not in PROLOGUE_OPS or roots or src is None:
+        if node["op"] not in ops or roots or src is None:
             continue
         if list(iter_refs(node["args"])).count(src) != 1:  # read again as another argument
             continue

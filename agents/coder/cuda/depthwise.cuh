@@ -63,23 +63,41 @@ SC_INLINE float sc_dw_load(const T* p) {
 // a time), so the tests on the CPU run the GPU's index math.
 // Phase 1: thread (tx, ty) of an nx x ny block stages its share of plane's input tile, whose first
 // element is input (iy0, ix0), zeros outside the image; a warp reads consecutive columns of a row.
-// A plane (sample n, output channel o) reads input channel o / mult of sample n. In 32 bits:
-// emit_conv takes a convolution only where planes and a plane's elements number below 2^31 (64-bit
-// divisions, three a plane and thread, were a sixth of the strided kernel's instructions).
-template <class T>
-SC_INLINE const T* sc_dw_source(const T* x, const sc_dw_spec& s, unsigned plane, unsigned oc) {
-  return x + ((long long)(plane / (unsigned)s.oc) * s.c + oc / (unsigned)s.mult) * s.h * s.w;
+// A plane (sample n, output channel o) reads input channel o / mult of sample n: the row-major
+// index of that channel's first input element. In 32 bits: emit_conv takes a convolution only where
+// planes and a plane's elements number below 2^31 (64-bit divisions, three a plane and thread, were a
+// sixth of the strided kernel's instructions).
+SC_INLINE long long sc_dw_base(const sc_dw_spec& s, unsigned plane, unsigned oc) {
+  return ((long long)(plane / (unsigned)s.oc) * s.c + oc / (unsigned)s.mult) * s.h * s.w;
 }
 
-template <class T, class G>
-SC_INLINE void sc_dw_stage(const T* __restrict__ src, const sc_dw_spec& s, float* tile, long long iy0, long long ix0,
+// The input as stored. The other reader is emit_conv's prologue loader: a struct whose call with a
+// row-major input element gives that element's value in fp32, computed from the pointwise chain's
+// own inputs (the chain before the convolution is then never stored: MobileNet's and EfficientNet's
+// batch norm and ReLU6 between a 1x1 and a depthwise convolution).
+template <class T>
+struct sc_dw_ptr {
+  const T* __restrict__ x;
+  SC_INLINE float operator()(long long e) const { return sc_dw_load(x + e); }
+};
+template <class Rd>
+struct sc_dw_is_fp32_ptr {
+  static constexpr bool value = false;
+};
+template <>
+struct sc_dw_is_fp32_ptr<sc_dw_ptr<float>> {
+  static constexpr bool value = true;
+};
+
+template <class G, class Rd>
+SC_INLINE void sc_dw_stage(const Rd& rd, long long base, const sc_dw_spec& s, float* tile, long long iy0, long long ix0,
                            int tx, int ty, int nx, int ny) {
   for (int r = ty; r < G::IH; r += ny) {
     const long long gy = iy0 + r;
     const bool row_in = gy >= 0 && gy < s.h;
     for (int c = tx; c < G::IW; c += nx) {
       const long long gx = ix0 + c;
-      tile[r * G::ROW + G::col(c)] = row_in && gx >= 0 && gx < s.w ? sc_dw_load(src + gy * s.w + gx) : 0.f;
+      tile[r * G::ROW + G::col(c)] = row_in && gx >= 0 && gx < s.w ? rd(base + gy * s.w + gx) : 0.f;
     }
   }
 }
@@ -208,26 +226,26 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
 // At most 64 registers (four blocks an SM, as their two tiles allow on sm_90): left free, ptxas kept
 // the stager's 25 copy addresses of the 5x5 stride-2 kernel live across the plane loop (77 registers,
 // three blocks); capped, it recomputes them, with no spills.
-template <class T, class G>
-__global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt,
+template <class T, class G, class Rd>
+__global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T* __restrict__ wt,
                                                          const T* __restrict__ bias, T* __restrict__ y,
                                                          sc_dw_spec s, int tiles_w, long long planes) {
   // emit_conv keeps the two tiles within the 48 KB of static shared memory every device gives a block.
   __shared__ float tiles[2][G::TILE];
   const long long ty0 = (long long)(blockIdx.x / tiles_w) * G::TH, tx0 = (long long)(blockIdx.x % tiles_w) * G::TW;
   const long long iy0 = ty0 * G::SH - s.ph, ix0 = tx0 * G::SW - s.pw;
-  constexpr bool async = SC_DW_ASYNC && SC_DW_PIPELINE && sizeof(T) == 4;
+  // cp.async copies stored fp32 only: a prologue's values are computed as they are staged.
+  constexpr bool async = SC_DW_ASYNC && SC_DW_PIPELINE && sc_dw_is_fp32_ptr<Rd>::value;
   const unsigned oc = (unsigned)s.oc;
   int buf = 0;
   if constexpr (async) {
     const sc_dw_stager<G> stager(s, iy0, ix0, threadIdx.x, threadIdx.y);
-    if (blockIdx.y < planes)
-      stager.stage(reinterpret_cast<const float*>(sc_dw_source(x, s, blockIdx.y, blockIdx.y % oc)), tiles[0]);
+    if (blockIdx.y < planes) stager.stage(rd.x + sc_dw_base(s, blockIdx.y, blockIdx.y % oc), tiles[0]);
     for (unsigned plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
       __syncthreads();  // the other tile, read for the previous plane, may be written again
       const unsigned next = plane + gridDim.y;
       if (next < planes)
-        stager.stage(reinterpret_cast<const float*>(sc_dw_source(x, s, next, next % oc)), tiles[buf ^ 1]);
+        stager.stage(rd.x + sc_dw_base(s, next, next % oc), tiles[buf ^ 1]);
       else
         sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
       sc_dw_wait_all_but_one();
@@ -238,7 +256,7 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const T* __restrict_
     for (unsigned plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
       __syncthreads();
       const unsigned o = plane % oc;
-      sc_dw_stage<T, G>(sc_dw_source(x, s, plane, o), s, tiles[buf], iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
+      sc_dw_stage<G>(rd, sc_dw_base(s, plane, o), s, tiles[buf], iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
       __syncthreads();
       sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, o, ty0, tx0, threadIdx.x, threadIdx.y);
     }
@@ -248,16 +266,16 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const T* __restrict_
 // Blocks over the planes: as many as are resident at once (each loops over planes, the next one's
 // tile in flight), at least one plane a block; a grid larger than that would run a second, partial
 // wave of whole plane loops. Asked once per process and geometry (a static of this internal
-// function, not shared between libraries).
-template <class T, class G>
-static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y,
-                          cudaStream_t stream) {
+// function, not shared between libraries). `x`: the input's pointer, or a prologue's loader.
+template <class T, class G, class Rd>
+static int sc_dw_conv_launch(const sc_dw_spec& s, const Rd& rd, const void* w, const void* bias, void* y,
+                             cudaStream_t stream) {
   static int resident = 0;
   if (resident <= 0) {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sc_dw_conv_kernel<T, G>, 256, 0) == cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sc_dw_conv_kernel<T, G, Rd>, 256, 0) == cudaSuccess)
       resident = sms * per_sm;
     if (resident <= 0) {
       const cudaError_t e = cudaGetLastError();
@@ -269,23 +287,29 @@ static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, con
   long long per_tile = SC_DW_PIPELINE ? resident / tiles : planes;
   per_tile = per_tile < 1 ? 1 : per_tile > planes ? planes : per_tile > 65535 ? 65535 : per_tile;
   const dim3 grid((unsigned)tiles, (unsigned)per_tile);
-  sc_dw_conv_kernel<T, G><<<grid, dim3(32, 8), 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                            static_cast<const T*>(bias), static_cast<T*>(y), s,
-                                                            (int)tiles_w, planes);
+  sc_dw_conv_kernel<T, G, Rd><<<grid, dim3(32, 8), 0, stream>>>(rd, static_cast<const T*>(w),
+                                                                static_cast<const T*>(bias), static_cast<T*>(y), s,
+                                                                (int)tiles_w, planes);
   return (int)cudaGetLastError();
 }
 
-// The CPU entry: every block's phases in turn, its threads one after another.
 template <class T, class G>
-static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y) {
+static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y,
+                          cudaStream_t stream) {
+  return sc_dw_conv_launch<T, G>(s, sc_dw_ptr<T>{static_cast<const T*>(x)}, w, bias, y, stream);
+}
+
+// The CPU entry: every block's phases in turn, its threads one after another.
+template <class T, class G, class Rd>
+static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w, const void* bias, void* y) {
   const long long tiles_w = (s.ow + G::TW - 1) / G::TW, tiles_h = (s.oh + G::TH - 1) / G::TH;
   float* tile = new float[G::TILE];
   for (long long block = 0; block < tiles_w * tiles_h; ++block) {
     const long long ty0 = block / tiles_w * G::TH, tx0 = block % tiles_w * G::TW;
     for (long long plane = 0; plane < s.n * s.oc; ++plane) {
       const unsigned o = (unsigned)(plane % s.oc);
-      sc_dw_stage<T, G>(sc_dw_source(static_cast<const T*>(x), s, (unsigned)plane, o), s, tile, ty0 * G::SH - s.ph,
-                        tx0 * G::SW - s.pw, 0, 0, 1, 1);
+      sc_dw_stage<G>(rd, sc_dw_base(s, (unsigned)plane, o), s, tile, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, 0, 0, 1,
+                     1);
       for (int ty = 0; ty < 8; ++ty)
         for (int tx = 0; tx < 32; ++tx)
           sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), s, tile,
@@ -293,5 +317,10 @@ static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, c
     }
   }
   delete[] tile;
+}
+
+template <class T, class G>
+static void sc_dw_conv_host(const sc_dw_spec& s, const void* x, const void* w, const void* bias, void* y) {
+  sc_dw_conv_host_rd<T, G>(s, sc_dw_ptr<T>{static_cast<const T*>(x)}, w, bias, y);
 }
 #endif
