@@ -60,9 +60,10 @@ SC_INLINE float sc_dw_load(const T* p) {
 }
 
 // A block's two phases, shared by the kernel (a barrier between) and the CPU entry (one thread at
-// a time), so the tests on the CPU run the GPU's index math.
-// Phase 1: thread (tx, ty) of an nx x ny block stages its share of plane's input tile, whose first
-// element is input (iy0, ix0), zeros outside the image; a warp reads consecutive columns of a row.
+// a time), so the tests on the CPU run the GPU's index math. Phase 1 (sc_dw_stager): thread (tx, ty)
+// of the 32 x 8 block stages its share of the plane's input tile, whose first element is input
+// (iy0, ix0), zeros outside the image; a warp reads consecutive columns of a row. Phase 2
+// (sc_dw_outputs): its outputs from the tile.
 // A plane (sample n, output channel o) reads input channel o / mult of sample n: the row-major
 // index of that channel's first input element. In 32 bits: emit_conv takes a convolution only where
 // planes and a plane's elements number below 2^31 (64-bit divisions, three a plane and thread, were a
@@ -88,19 +89,6 @@ template <>
 struct sc_dw_is_fp32_ptr<sc_dw_ptr<float>> {
   static constexpr bool value = true;
 };
-
-template <class G, class Rd>
-SC_INLINE void sc_dw_stage(const Rd& rd, long long base, const sc_dw_spec& s, float* tile, long long iy0, long long ix0,
-                           int tx, int ty, int nx, int ny) {
-  for (int r = ty; r < G::IH; r += ny) {
-    const long long gy = iy0 + r;
-    const bool row_in = gy >= 0 && gy < s.h;
-    for (int c = tx; c < G::IW; c += nx) {
-      const long long gx = ix0 + c;
-      tile[r * G::ROW + G::col(c)] = row_in && gx >= 0 && gx < s.w ? rd(base + gy * s.w + gx) : 0.f;
-    }
-  }
-}
 
 // Phase 1 for fp32 on sm_80+: the same tile by cp.async (4 bytes an element, zeros outside the
 // image by a source size of 0), committed as one group; the caller waits for it before reading.
@@ -175,6 +163,24 @@ struct sc_dw_stager {
     }
 #endif
     sc_dw_commit();
+  }
+
+  // The same share by loads and stores, through a reader: the input's pointer, or a prologue's
+  // loader (its values computed as read: cp.async cannot). `base`: the plane's first input element.
+  // The CPU entry stages through this too, thread by thread.
+  template <class Rd>
+  SC_INLINE void load(const Rd& rd, long long base, float* tile, int tx, int ty) const {
+#pragma unroll
+    for (int m = 0; m < NM; ++m) {
+      if (!((live_cols >> m) & 1u)) continue;
+      float* at = tile + ty * G::ROW + G::col(tx + 32 * m);
+      const long long from = base + (row0 + col0 + 32 * m);
+#pragma unroll
+      for (int k = 0; k < NK; ++k) {
+        if (!((live_rows >> k) & 1u)) continue;
+        at[8 * k * G::ROW] = (in_rows >> k) & (in_cols >> m) & 1u ? rd(from + (long long)(8 * k) * w) : 0.f;
+      }
+    }
   }
 };
 
@@ -253,10 +259,11 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
       sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
     }
   } else {
+    const sc_dw_stager<G> stager(s, iy0, ix0, threadIdx.x, threadIdx.y);
     for (unsigned plane = blockIdx.y; plane < planes; plane += gridDim.y, buf ^= 1) {
       __syncthreads();
       const unsigned o = plane % oc;
-      sc_dw_stage<G>(rd, sc_dw_base(s, plane, o), s, tiles[buf], iy0, ix0, threadIdx.x, threadIdx.y, 32, 8);
+      stager.load(rd, sc_dw_base(s, plane, o), tiles[buf], threadIdx.x, threadIdx.y);
       __syncthreads();
       sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, o, ty0, tx0, threadIdx.x, threadIdx.y);
     }
@@ -308,8 +315,10 @@ static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w,
     const long long ty0 = block / tiles_w * G::TH, tx0 = block % tiles_w * G::TW;
     for (long long plane = 0; plane < s.n * s.oc; ++plane) {
       const unsigned o = (unsigned)(plane % s.oc);
-      sc_dw_stage<G>(rd, sc_dw_base(s, (unsigned)plane, o), s, tile, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, 0, 0, 1,
-                     1);
+      for (int ty = 0; ty < 8; ++ty)
+        for (int tx = 0; tx < 32; ++tx)
+          sc_dw_stager<G>(s, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, tx, ty)
+              .load(rd, sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
       for (int ty = 0; ty < 8; ++ty)
         for (int tx = 0; tx < 32; ++tx)
           sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), s, tile,
