@@ -67,7 +67,9 @@ def test_a_depthwise_convolution_runs_the_direct_kernel_and_stays_nchw(name, kw,
     module = Depthwise(**kw)
     cand = builtin_candidate(module, [torch.randn(shape)], host=False)
     src = cand.files[CU_FILE]
-    assert "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in src and "sc_conv_run(" not in src, cand.notes
+    # (A ReLU after it is computed as the kernel stores: the launcher that takes an epilogue.)
+    direct = "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in src or "sc_dw_conv_launch<float, stitch_k0_geom>" in src
+    assert direct and "sc_conv_run(" not in src, cand.notes
     assert any("depthwise, direct" in n for n in cand.notes), cand.notes
     assert "(channels-last result)" not in " ".join(cand.notes)
     # No cuDNN linked for a depthwise-only module.
@@ -215,7 +217,7 @@ def test_the_kernels_own_code_on_the_cpu_matches_the_module(name, kw, shape, dty
     module = Depthwise(**kw)
     x = torch.randn(shape)
     cand = builtin_candidate(module.to(dtype), [x.to(dtype)], host=True)
-    assert "sc_dw_conv_host<" in cand.files[CU_FILE]
+    assert "sc_dw_conv_host<" in cand.files[CU_FILE] or "sc_dw_conv_host_rd<" in cand.files[CU_FILE]
     new = _model_new(cand, module, kw, tmp_path / f"h{abs(hash((name, str(dtype))))}")
     with torch.no_grad():
         got = new(x.to(dtype))
@@ -295,7 +297,8 @@ def test_on_the_gpu_each_depthwise_candidate_matches_its_module(name, kw, shape,
     big = (shape[0] * 2, shape[1], shape[2] * 3, shape[3] * 2)  # several tiles and planes per block column
     inputs = [torch.randn(big)]
     cand = builtin_candidate(module, inputs, host=False)
-    assert "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in cand.files[CU_FILE]
+    src = cand.files[CU_FILE]
+    assert "sc_dw_conv_run<float, stitch_k0_geom>(stitch_k0_spec" in src or "sc_dw_conv_launch<float, stitch_k0_geom>" in src
     module = module.cuda()
     new = _model_new(cand, module, kw, tmp_path / "m").cuda()
     args = [t.cuda() for t in inputs]
@@ -331,6 +334,29 @@ class InvertedResidual(nn.Module):
 
     def forward(self, x):
         return self.dw(torch.clamp(self.bn(self.expand(x)), 0.0, 6.0))
+
+
+class Sandwich(nn.Module):
+    """The inverted residual's middle in eval mode: batch norm and ReLU6, the depthwise convolution,
+    batch norm and ReLU6 again: one kernel, the chain before computed as staged, the chain after as
+    stored. keep=True: forward also returns the convolution's own result (it must be stored)."""
+
+    def __init__(self, c: int = 12, k: int = 5, stride: int = 2, keep: bool = False):
+        super().__init__()
+        self.bn1, self.bn2 = nn.BatchNorm2d(c), nn.BatchNorm2d(c)
+        self.dw = nn.Conv2d(c, c, k, stride=stride, padding=k // 2, groups=c, bias=False)
+        with torch.no_grad():
+            for bn in (self.bn1, self.bn2):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.bias.uniform_(-0.5, 0.5)
+        self.keep = keep
+        self.eval()
+
+    def forward(self, x):
+        y = self.dw(torch.clamp(self.bn1(x), 0.0, 6.0))
+        z = torch.clamp(self.bn2(y), 0.0, 6.0)
+        return (z, y) if self.keep else z
 
 
 class ChainThenDepthwise(nn.Module):
@@ -443,4 +469,69 @@ def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, tmp_path, mo
         want = module(args)
         for _ in range(3):
             got = new(args)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_chain_after_is_computed_as_stored_unless_the_result_is_read(keep):
+    from conftest import plan_of
+
+    plan = plan_of(Sandwich(keep=keep), [torch.randn(1, 12, 64, 128)])
+    note = _dw_group(plan).note
+    assert "prologue" in note and ("epilogue" in note) != keep, note
+    assert bool([g for g in plan.groups if g.kind == "pointwise"]) == keep
+
+
+def test_the_epilogue_switch(monkeypatch):
+    from conftest import plan_of
+
+    from stitchcuda.agents.plan import planner
+
+    monkeypatch.setenv(planner.NCHW_CONV_EPILOGUE_ENV, "0")
+    note = _dw_group(plan_of(Sandwich(), [torch.randn(1, 12, 64, 128)])).note
+    assert "prologue" in note and "epilogue" not in note
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("kw,shape", [(dict(), (1, 12, 64, 128)), (dict(k=3, stride=1), (2, 12, 40, 70)),
+                                      (dict(keep=True), (1, 12, 64, 128))])
+def test_a_sandwich_in_one_kernel_matches_the_module_on_the_cpu(kw, shape, dtype, tmp_path):
+    from conftest import load_model_new
+
+    torch.manual_seed(6)
+    module = Sandwich(**kw).to(dtype)
+    x = torch.randn(shape).to(dtype)
+    cand = builtin_candidate(module, [x], host=True)
+    assert "sc_dw_conv_host_rd<" in cand.files[CU_FILE]
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        fresh = torch.randn(shape).to(dtype)
+        got, want = new(fresh), module.float()(fresh.float())
+    tol = 1e-4 if dtype == torch.float32 else 3e-2
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                    strict=True):
+        torch.testing.assert_close(g.float(), w, rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kw,shape", [(dict(), (4, 24, 90, 140)), (dict(k=3, stride=1), (3, 24, 70, 130))])
+def test_on_the_gpu_a_sandwich_in_one_kernel_matches(kw, shape, tmp_path, monkeypatch):
+    from conftest import load_model_new
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(7)
+    module = Sandwich(c=24, **kw)
+    cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+    assert "sc_dw_conv_launch<" in cand.files[CU_FILE] and "epilogue" in cand.files[CU_FILE]
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        x = torch.randn(shape, device="cuda")
+        want = module(x)
+        for _ in range(3):
+            got = new(x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

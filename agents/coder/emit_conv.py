@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stitchcuda.agents.coder import cuda_text, emit_igemm
-from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, KernelArg, Prologue
+from stitchcuda.agents.coder.codegen import ITEM_SIZE, THREADS, Epilogue, KernelArg, Prologue
 from stitchcuda.agents.coder.kernels import (
     PRECISE_SPLIT,
     EmitContext,
@@ -478,28 +478,54 @@ def _dw_prologue(ctx: EmitContext, x: Operand) -> Prologue | None:
     return pro
 
 
+def _dw_epilogue(ctx: EmitContext, out: Any) -> Epilogue | None:
+    """The pointwise chain after the depthwise convolution that its kernel computes as it stores
+    (planner's _take_epilogues): the chain's end, of the result's shape and dtype, stored in its place."""
+    ep = ctx.epilogue
+    if ep is None or ep.value != out.name or tuple(ep.shape) != tuple(out.shape) or len(ep.inputs) > 16:
+        return None
+    return ep if ep.dtype == out.dtype and ep.value_dtype == out.dtype else None
+
+
 def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
     spec, geom, (th, tw) = _dw_spec(p)
     note = _describe(p, x, w, False) + f" depthwise, direct ({th}x{tw} tiles)" + (" +bias" if b else "")
-    pro = _dw_prologue(ctx, x)
-    if pro is None:
+    pro, ep = _dw_prologue(ctx, x), _dw_epilogue(ctx, out)
+    if pro is None and ep is None:
         return _direct_kernel(ctx, _dw_header(), "sc_dw", spec, f"{DW_DTYPES[out.dtype]}, ", geom, x, w, b, out, note)
-    # The input computed as staged: the chain's inputs come first among the kernel's, the input
-    # itself is never stored (the loader is passed by value, as a cat's sources are).
-    name, k = ctx.name, len(pro.inputs)
-    bias = f"in{k + 1}_" if b else "nullptr"
-    raw = [*pro.params(), f"const void* in{k}_", *([f"const void* in{k + 1}_"] if b else []), "void* out0"]
-    casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};"]
-    types = f"{DW_DTYPES[out.dtype]}, {name}_geom"
-    device = f"  if (int rc = sc_dw_conv_launch<{types}>({name}_spec, ld, in{k}_, {bias}, out0, stream)) return rc;"
-    host = f"  sc_dw_conv_host_rd<{types}>({name}_spec, ld, in{k}_, {bias}, out0);"
+    # The input computed as staged: the chain's inputs come first among the kernel's, the input itself
+    # is never stored (the loader is passed by value, as a cat's sources are). The chain after it
+    # computed as stored: its end is the kernel's output, the convolution's result never stored.
+    name, ctype = ctx.name, DW_DTYPES[out.dtype]
+    ins = [KernelArg(x.name, x.dtype)] if pro is None else list(pro.inputs)
+    raw = [f"const void* in{k}_" for k in range(len(ins))]
+    casts = [f"  const auto rd = sc_dw_ptr<{ctype}>{{static_cast<const {ctype}*>(in0_)}};" if pro is None
+             else f"  const auto rd = {pro.construct(f'{name}_ld')};"]
+    wi = len(ins)
+    ins += [KernelArg(w.name, w.dtype), *([KernelArg(b.name, b.dtype)] if b else [])]
+    raw += [f"const void* in{k}_" for k in range(wi, len(ins))]
+    bias = f"in{wi + 1}_" if b else "nullptr"
+    ep_arg = ""
+    if ep is not None:
+        first = len(ins)
+        ins += ep.inputs
+        raw += [f"const void* in{k}" for k in range(first, len(ins))]
+        casts.append(f"  const auto ep = {ep.construct(f'{name}_ep', first)};")
+        ep_arg = ", ep"
+        note += f", epilogue {' -> '.join(ep.ops)} (the result not stored)"
+    raw.append("void* out0")
+    types = f"{ctype}, {name}_geom"
+    device = f"  if (int rc = sc_dw_conv_launch<{types}>({name}_spec, rd, in{wi}_, {bias}, out0, stream{ep_arg})) return rc;"
+    host = f"  sc_dw_conv_host_rd<{types}>({name}_spec, rd, in{wi}_, {bias}, out0{ep_arg});"
     source = (_dw_header() + f"\nstatic const sc_dw_spec {name}_spec = {{{spec}}};\n"
-              + f"using {name}_geom = sc_dw_geom<{geom}>;\n" + pro.loader(f"{name}_ld")
+              + f"using {name}_geom = sc_dw_geom<{geom}>;\n"
+              + (pro.loader(f"{name}_ld") if pro is not None else "")
+              + (ep.functor(f"{name}_ep") if ep is not None else "")
               + launchers(name, raw, casts, device, host))
-    inputs = [*pro.inputs, KernelArg(w.name, w.dtype), *([KernelArg(b.name, b.dtype)] if b else [])]
-    note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
-    return Kernel(name=name, inputs=inputs, outputs=[KernelArg(out.name, out.dtype)], source=source, ops=[note],
-                  host=True)
+    if pro is not None:
+        note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+    stored = KernelArg(ep.node, ep.dtype) if ep is not None else KernelArg(out.name, out.dtype)
+    return Kernel(name=name, inputs=ins, outputs=[stored], source=source, ops=[note], host=True)
 
 
 def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:

@@ -1618,7 +1618,7 @@ def _take_epilogues(
     returned = {src for v in output["args"]["values"] if (src := ref_name(v)) is not None}
     written = set().union(*_in_place_writes(graph, nodes, kernel_plans).values())
     for name, (kernel, roots) in list(kernel_plans.items()):
-        conv = _conv_epilogue(nodes[name])
+        conv = _conv_epilogue(nodes[name]) or _nchw_conv_epilogue(nodes[name])
         # A softmax (log_softmax) stores the chain's end as it stores its result (emit_reduce).
         whole = conv or (nodes[name]["op"] in SOFTMAX_EPILOGUE_OPS and softmax_epilogues_on())
         if (nodes[name]["op"] not in NORMS and not whole) or roots:
@@ -1697,6 +1697,19 @@ def _conv_epilogue(node: Node) -> bool:
     a = node.get("args", {})
     return (os.environ.get(CONV_FUSE_ENV, "1") != "0" and node["op"] == "convolution" and bool(a.get("channels_last"))
             and node.get("dtype") == "float32")
+
+
+# A convolution whose result stays NCHW is offered the chain after it too: the depthwise kernel
+# computes it as it stores (emit_conv._dw_epilogue; batch norm and ReLU6 after an inverted residual's
+# depthwise convolution in eval mode); other convolutions' emitters refuse it and stay as they are.
+# "0" turns it off.
+NCHW_CONV_EPILOGUE_ENV = "STITCHCUDA_DW_EPILOGUE"
+
+
+def _nchw_conv_epilogue(node: Node) -> bool:
+    a = node.get("args", {})
+    return (os.environ.get(NCHW_CONV_EPILOGUE_ENV, "1") != "0" and node["op"] == "convolution"
+            and not a.get("channels_last") and not a.get("transposed"))
 
 
 def _in_place_writes(graph: Sequence[Node], nodes: dict[str, Node],

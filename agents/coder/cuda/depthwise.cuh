@@ -81,6 +81,13 @@ struct sc_dw_ptr {
   const T* __restrict__ x;
   SC_INLINE float operator()(long long e) const { return sc_dw_load(x + e); }
 };
+// What an output stores: its value, or (emit_conv's epilogue functor, called with the output's
+// row-major element and value) the pointwise chain after the convolution, whose end is stored in the
+// result's place (batch norm and ReLU6 after the depthwise convolution of an inverted residual).
+struct sc_dw_as_is {
+  SC_INLINE float operator()(long long, float v) const { return v; }
+};
+
 template <class Rd>
 struct sc_dw_is_fp32_ptr {
   static constexpr bool value = false;
@@ -188,8 +195,8 @@ struct sc_dw_stager {
 // ty*R + R - 1, columns tx + 32q. Each of their input rows is read once and added, tap row by tap
 // row, into every output it touches (the conditions fold at compile time once unrolled); each
 // output sums its taps in the order (i, j), as a loop over the kernel would.
-template <class T, class G>
-SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bias, T* __restrict__ y,
+template <class T, class G, class Ep>
+SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bias, T* __restrict__ y, const Ep& ep,
                              const sc_dw_spec& s, const float* tile, long long plane, unsigned oc, long long ty0,
                              long long tx0, int tx, int ty) {
   float wr[G::KH * G::KW];
@@ -224,7 +231,7 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
 #pragma unroll
     for (int o = 0; o < G::R; ++o) {
       const long long oy = ty0 + ly0 + o;
-      if (oy < s.oh) dst[oy * s.ow + ox] = static_cast<T>(acc[o]);
+      if (oy < s.oh) dst[oy * s.ow + ox] = static_cast<T>(ep(plane * s.oh * s.ow + oy * s.ow + ox, acc[o]));
     }
   }
 }
@@ -232,9 +239,9 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
 // At most 64 registers (four blocks an SM, as their two tiles allow on sm_90): left free, ptxas kept
 // the stager's 25 copy addresses of the 5x5 stride-2 kernel live across the plane loop (77 registers,
 // three blocks); capped, it recomputes them, with no spills.
-template <class T, class G, class Rd>
+template <class T, class G, class Rd, class Ep>
 __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T* __restrict__ wt,
-                                                         const T* __restrict__ bias, T* __restrict__ y,
+                                                         const T* __restrict__ bias, T* __restrict__ y, const Ep ep,
                                                          sc_dw_spec s, int tiles_w, long long planes) {
   // emit_conv keeps the two tiles within the 48 KB of static shared memory every device gives a block.
   __shared__ float tiles[2][G::TILE];
@@ -256,7 +263,7 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
         sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
       sc_dw_wait_all_but_one();
       __syncthreads();
-      sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
+      sc_dw_outputs<T, G>(wt, bias, y, ep, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
     }
   } else {
     const sc_dw_stager<G> stager(s, iy0, ix0, threadIdx.x, threadIdx.y);
@@ -265,7 +272,7 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
       const unsigned o = plane % oc;
       stager.load(rd, sc_dw_base(s, plane, o), tiles[buf], threadIdx.x, threadIdx.y);
       __syncthreads();
-      sc_dw_outputs<T, G>(wt, bias, y, s, tiles[buf], plane, o, ty0, tx0, threadIdx.x, threadIdx.y);
+      sc_dw_outputs<T, G>(wt, bias, y, ep, s, tiles[buf], plane, o, ty0, tx0, threadIdx.x, threadIdx.y);
     }
   }
 }
@@ -274,15 +281,15 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
 // tile in flight), at least one plane a block; a grid larger than that would run a second, partial
 // wave of whole plane loops. Asked once per process and geometry (a static of this internal
 // function, not shared between libraries). `x`: the input's pointer, or a prologue's loader.
-template <class T, class G, class Rd>
+template <class T, class G, class Rd, class Ep = sc_dw_as_is>
 static int sc_dw_conv_launch(const sc_dw_spec& s, const Rd& rd, const void* w, const void* bias, void* y,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const Ep& ep = Ep{}) {
   static int resident = 0;
   if (resident <= 0) {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sc_dw_conv_kernel<T, G, Rd>, 256, 0) == cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sc_dw_conv_kernel<T, G, Rd, Ep>, 256, 0) == cudaSuccess)
       resident = sms * per_sm;
     if (resident <= 0) {
       const cudaError_t e = cudaGetLastError();
@@ -294,9 +301,9 @@ static int sc_dw_conv_launch(const sc_dw_spec& s, const Rd& rd, const void* w, c
   long long per_tile = SC_DW_PIPELINE ? resident / tiles : planes;
   per_tile = per_tile < 1 ? 1 : per_tile > planes ? planes : per_tile > 65535 ? 65535 : per_tile;
   const dim3 grid((unsigned)tiles, (unsigned)per_tile);
-  sc_dw_conv_kernel<T, G, Rd><<<grid, dim3(32, 8), 0, stream>>>(rd, static_cast<const T*>(w),
-                                                                static_cast<const T*>(bias), static_cast<T*>(y), s,
-                                                                (int)tiles_w, planes);
+  sc_dw_conv_kernel<T, G, Rd, Ep><<<grid, dim3(32, 8), 0, stream>>>(rd, static_cast<const T*>(w),
+                                                                    static_cast<const T*>(bias), static_cast<T*>(y), ep,
+                                                                    s, (int)tiles_w, planes);
   return (int)cudaGetLastError();
 }
 
@@ -307,8 +314,9 @@ static int sc_dw_conv_run(const sc_dw_spec& s, const void* x, const void* w, con
 }
 
 // The CPU entry: every block's phases in turn, its threads one after another.
-template <class T, class G, class Rd>
-static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w, const void* bias, void* y) {
+template <class T, class G, class Rd, class Ep = sc_dw_as_is>
+static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w, const void* bias, void* y,
+                               const Ep& ep = Ep{}) {
   const long long tiles_w = (s.ow + G::TW - 1) / G::TW, tiles_h = (s.oh + G::TH - 1) / G::TH;
   float* tile = new float[G::TILE];
   for (long long block = 0; block < tiles_w * tiles_h; ++block) {
@@ -321,8 +329,8 @@ static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w,
               .load(rd, sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
       for (int ty = 0; ty < 8; ++ty)
         for (int tx = 0; tx < 32; ++tx)
-          sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), s, tile,
-                              plane, o, ty0, tx0, tx, ty);
+          sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), ep, s,
+                              tile, plane, o, ty0, tx0, tx, ty);
     }
   }
   delete[] tile;
