@@ -23,6 +23,13 @@
 //! cuDNN took 0.76). A block loops over planes with the next plane's tile in flight (cp.async, two
 //! tiles, fp32 on sm_80+) while it computes this one: staging one plane a block left each block
 //! waiting on its loads, then computing with the memory idle, as many blocks as fit at once.
+//! Nsight Compute then had the strided kernel issuing integer work (ALU 57% busy, DRAM 22%): each
+//! thread's staging offsets, bounds and shared addresses are worked out once a block (sc_dw_stager),
+//! a plane's sample and channel in 32 bits (1.29 -> 0.86 ms on the H200, cuDNN's NHWC kernel 0.76).
+//!
+//! The input may be read through a prologue's loader (the pointwise chain before the convolution,
+//! computed as staged) and each output stored through an epilogue's functor (the chain after it):
+//! an inverted residual's batch norm, ReLU6, depthwise convolution, batch norm, ReLU6 as one kernel.
 
 #ifndef SC_DEPTHWISE_H
 #define SC_DEPTHWISE_H
