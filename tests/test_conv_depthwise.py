@@ -394,6 +394,29 @@ def test_which_chains_the_depthwise_kernel_computes_as_it_stages(make, shape, ta
         assert not [g for g in plan.groups if g.kind == "pointwise"], [g.note for g in plan.groups]
 
 
+class TrainingBlock(nn.Module):
+    """MobileNet's batch norm (training mode: batch statistics, a norm kernel) and ReLU before a
+    depthwise convolution: the norm stores the ReLU's result as its epilogue, at no pass of its own,
+    and the depthwise kernel keeps its own staging (no prologue)."""
+
+    def __init__(self, c: int = 8):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+
+    def forward(self, x):
+        return self.dw(torch.relu(self.bn(x)))
+
+
+def test_a_chain_a_norm_stores_as_its_epilogue_stays_there():
+    from conftest import plan_of
+
+    plan = plan_of(TrainingBlock(), [torch.randn(2, 8, 64, 128)])
+    assert "prologue" not in _dw_group(plan).note
+    (norm,) = [g for g in plan.groups if g.kind == "kernel" and "batch_norm" in g.note]
+    assert "epilogue relu" in norm.note, norm.note
+
+
 def test_the_switch_stores_the_chain_first(monkeypatch):
     from conftest import plan_of
 

@@ -1479,6 +1479,8 @@ def _take_prologues(
             pro = codegen.prologue(graph, members, root, nodes=nodes)
             if any(_view_root(nodes, a.name)["name"] in written for a in pro.inputs):
                 continue
+            if node["op"] == "convolution" and _stored_by_an_epilogue(nodes, pro):
+                continue
             fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
                                  target=target, prologue=pro)
         except (codegen.NotFusable, kernels.NotSupported):
@@ -1487,6 +1489,23 @@ def _take_prologues(
             kernel_plans[name] = (fused, roots)
             taken[name] = {"node": root, "members": members}
     return taken
+
+
+def _stored_by_an_epilogue(nodes: dict[str, Node], pro: codegen.Prologue) -> bool:
+    """Whether the chain reads, at the element, the result of a kernel that takes the chain after it
+    as an epilogue (a norm's, a softmax's, a channels-last convolution's: _take_epilogues). Then that
+    kernel stores the chain's end at no extra pass, and a convolution reading it keeps its own staging
+    (the depthwise kernel's cp.async pipeline, which a prologue's computed values cannot take): in
+    training mode, MobileNet's batch norm then ReLU before each depthwise convolution."""
+    from stitchcuda.agents.coder.emit_norm import EMITTERS as NORMS
+
+    for arg, direct in zip(pro.inputs, pro.direct or (False,) * len(pro.inputs), strict=True):
+        src = nodes.get(_view_root(nodes, arg.name)["name"]) if direct and arg.name in nodes else None
+        if src is not None and src["op"] == "getitem":
+            src = nodes.get(ref_name(src["args"].get("self")) or "")
+        if src is not None and (src["op"] in NORMS or src["op"] in SOFTMAX_EPILOGUE_OPS or _conv_epilogue(src)):
+            return True
+    return False
 
 
 # "0" keeps a cat's pointwise sources stored first (_take_cat_sources): for same-run comparisons.
