@@ -140,11 +140,35 @@ def test_translation_refuses_what_cudnn_has_no_step_for():
         cudnn_epilogue.translate(nodes, ["w_c", "m"], "m", "conv", [KernelArg("w", "float32")], 4)
 
 
-def test_a_chain_cudnn_cannot_take_keeps_its_own_kernel(monkeypatch):
+# Chains cuDNN's pointwise steps cannot express: a SELU, and batch norm in eval mode (its per-channel
+# rsqrt(var + eps) is a step on operands, not on the convolution's values).
+class ConvEvalBatchNorm(nn.Module):
+    def __init__(self, cin: int = 8, cout: int = 16):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+        self.eval()
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+NO_CUDNN_FORM = {"selu": lambda: Chain(lambda y, m: F.selu(y) + m.scale), "eval batch norm": ConvEvalBatchNorm}
+
+
+@pytest.mark.parametrize("case", list(NO_CUDNN_FORM))
+def test_a_chain_cudnn_cannot_take_runs_in_the_launcher_without_a_fused_graph(case, monkeypatch):
+    """No cuDNN steps (an empty table): the launcher runs the chain apart after cuDNN's convolution,
+    or in the implicit GEMM's epilogue where that wins, instead of a pointwise pass of its own."""
     monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "1")
     torch.manual_seed(0)
-    cand = builtin_candidate(Chain(lambda y, m: F.selu(y) + m.scale), [torch.randn(2, 8, 10, 12)], host=False)
-    assert "return sc_conv_fused_run(spec" not in cand.files[CU_FILE] and any("stitch_pw" in n for n in cand.notes), cand.notes
+    cand = builtin_candidate(NO_CUDNN_FORM[case](), [torch.randn(2, 8, 10, 12)], host=False)
+    src = cand.files[CU_FILE]
+    assert "return sc_conv_fused_run(spec" in src and "sc_conv_epi_step* const stitch_k0_steps = nullptr" in src
+    assert not any("stitch_pw" in n for n in cand.notes) and any("apart after cuDNN" in n for n in cand.notes), cand.notes
 
 
 # cuDNN's pointwise modes as its documentation defines them: what the steps ask cuDNN to compute.
@@ -213,6 +237,32 @@ def test_fused_candidates_build_for_sm90(tmp_path, monkeypatch):
         cand = builtin_candidate(Chain(TAILS[case][0], transposed=transposed), [torch.randn(2, 8, 10, 12)], host=False)
         assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]
         assert_builds_clean_for_sm90(cand, tmp_path / f"c{k}.cu", cudnn_include())
+    for k, make in enumerate(NO_CUDNN_FORM.values()):  # an empty step table
+        cand = builtin_candidate(make(), [torch.randn(2, 8, 10, 12)], host=False)
+        assert_builds_clean_for_sm90(cand, tmp_path / f"n{k}.cu", cudnn_include())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", list(NO_CUDNN_FORM))
+def test_on_the_gpu_a_chain_without_a_cudnn_form_matches(case, tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "1")
+    torch.manual_seed(4)
+    make = NO_CUDNN_FORM[case]
+    inputs = [torch.randn(8, 8, 40, 40)]
+    cand = builtin_candidate(make(), inputs, host=False)
+    assert "stitch_k0_steps = nullptr" in cand.files[CU_FILE]
+    module = make().cuda()
+    new, _ = load_model_new(cand, module, tmp_path / "m")
+    new = new.cuda()
+    args = [t.cuda() for t in inputs]
+    with torch.no_grad():
+        want = module(*args)
+        for _ in range(5):
+            got = new(*args)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
+    assert "the chain has no cuDNN form" in capfd.readouterr().err
 
 
 @pytest.mark.gpu

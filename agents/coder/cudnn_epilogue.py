@@ -59,6 +59,8 @@ class Program:
     ops: tuple[str, ...] = field(default=())
 
     def c_table(self, name: str) -> str:
+        if not self.steps:  # (C++ has no empty array: the launcher passes no steps)
+            return f"static const sc_conv_epi_step* const {name} = nullptr;\n"
         rows = ",\n".join(f"    {s.c()}" for s in self.steps)
         return f"static const sc_conv_epi_step {name}[] = {{\n{rows}\n}};\n"
 

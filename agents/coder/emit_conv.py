@@ -646,7 +646,7 @@ def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out:
     unfused pair and beats it, else the convolution into a scratch buffer and the chain's own kernel
     after it (conv.cuh `sc_conv_fused_run`). Channels-last fp32 results of 2-D and 3-D convolutions,
     forward or transposed (cuDNN's backward-data)."""
-    from stitchcuda.agents.coder.cudnn_epilogue import translate
+    from stitchcuda.agents.coder.cudnn_epilogue import Program, translate
 
     ep = ctx.epilogue
     assert ep is not None
@@ -655,7 +655,15 @@ def _with_epilogue(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, out:
         raise NotSupported("convolution epilogue: a channels-last fp32 result of a 2-D or 3-D convolution only")
     if len(ep.inputs) > 16:
         raise NotSupported("convolution epilogue: more than 16 inputs")
-    program = translate(ctx.nodes, ep.members, ep.node, ep.value, ep.inputs, p.y[1])
+    try:
+        program = translate(ctx.nodes, ep.members, ep.node, ep.value, ep.inputs, p.y[1])
+    except NotSupported:
+        # No cuDNN form of the chain (eval batch norm's per-channel rsqrt(var + eps), a step cuDNN's
+        # pointwise ops lack): no fused cuDNN graph, but the launcher still runs the chain apart after
+        # cuDNN's convolution or, where it wins, in the implicit GEMM's epilogue. Before, such a chain
+        # was a pointwise pass of its own after the convolution: conv -> eval BatchNorm -> ReLU, the
+        # commonest inference block, never fused.
+        program = Program((), len(ep.inputs), tuple(ep.ops))
     n_in = len(ep.inputs)
     numel = _numel(p.y)
     name = ctx.name
@@ -693,7 +701,9 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
                            {name}_epi, {ig_fn}, stream);
 }}
 """
-    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} (cuDNN runtime fusion or an implicit GEMM where it wins)"
+    how = ("cuDNN runtime fusion or an implicit GEMM where it wins" if program.steps else
+           "apart after cuDNN's convolution, or in an implicit GEMM's epilogue where it wins")
+    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} ({how})"
     if igemm:
         family += "\n" + emit_igemm.family()
     return Kernel(

@@ -1265,6 +1265,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
     if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
   };
   if (!sc_conv_fuse_on()) return skip("STITCHCUDA_CONV_FUSE is 0");
+  if (n_steps < 1) return skip("the chain has no cuDNN form");
   if (!st.nhwc || s.precise || s.dtype != CUDNN_DATA_FLOAT || s.groups != 1 || n_steps < 1 || n_steps > SC_EPI_MAX_STEPS)
     return skip("not a channels-last fp32 TF32 convolution");
   cudnnBackendDescriptor_t graph = nullptr;
