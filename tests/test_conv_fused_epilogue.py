@@ -242,6 +242,21 @@ def test_fused_candidates_build_for_sm90(tmp_path, monkeypatch):
         assert_builds_clean_for_sm90(cand, tmp_path / f"n{k}.cu", cudnn_include())
 
 
+def _on_the_gpu(cand, module: nn.Module, inputs: list, folder) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the candidate's output, the module's) on the GPU, after five calls: the first decides fused
+    or apart; the third captures the forward as a CUDA graph (one library call is graphed too), the
+    later ones replay it."""
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, folder / "m")
+    new = new.cuda()
+    args = [t.cuda() for t in inputs]
+    with torch.no_grad():
+        want = module(*args)
+        for _ in range(5):
+            got = new(*args)
+    return got, want
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("case", list(NO_CUDNN_FORM))
@@ -253,14 +268,7 @@ def test_on_the_gpu_a_chain_without_a_cudnn_form_matches(case, tmp_path, monkeyp
     inputs = [torch.randn(8, 8, 40, 40)]
     cand = builtin_candidate(make(), inputs, host=False)
     assert "stitch_k0_steps = nullptr" in cand.files[CU_FILE]
-    module = make().cuda()
-    new, _ = load_model_new(cand, module, tmp_path / "m")
-    new = new.cuda()
-    args = [t.cuda() for t in inputs]
-    with torch.no_grad():
-        want = module(*args)
-        for _ in range(5):
-            got = new(*args)
+    got, want = _on_the_gpu(cand, make(), inputs, tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
     assert "the chain has no cuDNN form" in capfd.readouterr().err
 
@@ -278,16 +286,7 @@ def test_on_the_gpu_each_fused_candidate_matches_its_module(case, transposed, tm
     inputs = [torch.randn(8, 32, 40, 40)]
     cand = builtin_candidate(module, inputs, host=False)
     assert "return sc_conv_fused_run(spec" in cand.files[CU_FILE]
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path / "m")
-    new = new.cuda()
-    args = [t.cuda() for t in inputs]
-    with torch.no_grad():
-        want = module(*args)
-        # The first call decides fused or apart; the third captures the forward as a CUDA graph
-        # (one library call is graphed too), the later ones replay it.
-        for _ in range(5):
-            got = new(*args)
+    got, want = _on_the_gpu(cand, module, inputs, tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2 * want.abs().mean().item())
     log = capfd.readouterr().err
     assert "epilogue fused into the convolution" in log or "epilogue apart" in log, log[-3000:]
