@@ -645,8 +645,9 @@ def test_training_batch_norm_keeps_its_kernel_and_conv_bias_folds_into_eval_bn()
     train = plan_of(ConvBn().train(), [x])
     assert [g.kind for g in train.groups if g.kind == "kernel"] == ["kernel", "kernel"]  # conv, batch norm
     evl = plan_of(ConvBn().eval(), [x])
-    assert [g.kind for g in evl.groups] == ["kernel", "pointwise"]  # conv, then bias + norm + relu
-    ops = [n["op"] for n in evl.graph if n["name"] in evl.groups[1].nodes]
+    # One kernel: the convolution, bias + norm + relu its epilogue (no cuDNN form: run in its launcher).
+    assert [g.kind for g in evl.groups] == ["kernel"], [g.note for g in evl.groups]
+    ops = [n["op"] for n in evl.graph if n["name"] in evl.groups[0].detail["epilogue"]["members"]]
     assert ops.count("rsqrt") == 1 and "relu" in ops and "native_batch_norm" not in [n["op"] for n in evl.graph]
 
 
