@@ -468,6 +468,22 @@ def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(tmp_path):
     assert result.library.exists() and not warnings, result.log
 
 
+def _on_the_gpu(cand, module: nn.Module, shape, folder) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the candidate's output, the module's) on the GPU on one fresh input, after three calls (the
+    second arms the fast path, the third takes it)."""
+    from conftest import load_model_new
+
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, folder)
+    new = new.cuda()
+    with torch.no_grad():
+        x = torch.randn(shape, device="cuda")
+        want = module(x)
+        for _ in range(3):
+            got = new(x)
+    return got, want
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("make,shape", [
@@ -476,22 +492,13 @@ def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(tmp_path):
     (lambda: ChainThenDepthwise(), (4, 5, 63, 120)),
 ])
 def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, tmp_path, monkeypatch):
-    from conftest import load_model_new
-
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(5)
     module = make()
     x = torch.randn(shape)
     cand = builtin_candidate(module, [x], host=False)
     assert "sc_dw_conv_launch<" in cand.files[CU_FILE]
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path)
-    new = new.cuda()
-    with torch.no_grad():
-        args = torch.randn(shape, device="cuda")
-        want = module(args)
-        for _ in range(3):
-            got = new(args)
+    got, want = _on_the_gpu(cand, module, shape, tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -542,19 +549,10 @@ def test_a_sandwich_in_one_kernel_matches_the_module_on_the_cpu(kw, shape, dtype
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("kw,shape", [(dict(), (4, 24, 90, 140)), (dict(k=3, stride=1), (3, 24, 70, 130))])
 def test_on_the_gpu_a_sandwich_in_one_kernel_matches(kw, shape, tmp_path, monkeypatch):
-    from conftest import load_model_new
-
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(7)
     module = Sandwich(c=24, **kw)
     cand = builtin_candidate(module, [torch.randn(shape)], host=False)
     assert "sc_dw_conv_launch<" in cand.files[CU_FILE] and "epilogue" in cand.files[CU_FILE]
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path)
-    new = new.cuda()
-    with torch.no_grad():
-        x = torch.randn(shape, device="cuda")
-        want = module(x)
-        for _ in range(3):
-            got = new(x)
+    got, want = _on_the_gpu(cand, module, shape, tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
