@@ -365,7 +365,7 @@ def gemm_operands(p: ConvParams, x: Operand, w: Operand, b: Operand | None
 # The depthwise kernel's geometry (depthwise.cuh's sc_dw_geom): a 32 x 8 block, each thread R rows
 # of Q columns, so an output tile of 8R x 32Q; its input tile, two of them (the next plane's staged
 # while this one's outputs are computed), in static shared memory.
-DW_ROWS = (8, 4, 2, 1)
+DW_ROWS = (8, 7, 6, 5, 4, 3, 2, 1)
 DW_COLUMNS = (2, 1)
 DW_SMEM_BYTES = 48 * 1024
 # Taps beyond this stay with cuDNN: the kernel unrolls its taps and loads the weights per plane.

@@ -1413,12 +1413,17 @@ def prologues_on() -> bool:
     return os.environ.get(PROLOGUES_ENV, "1") != "0"
 
 
-# "0": no convolution takes a prologue (the chain before a depthwise convolution is stored first).
+# "1": a depthwise convolution takes the pointwise chain before it as a prologue (computed as staged,
+# never stored). Off by default since 2026-11-29: on the H200 an eval-mode MobileNetV2 block's fused
+# kernel (batch norm, ReLU6, depthwise, batch norm, ReLU6) took 300 us where the chain stored first,
+# then the depthwise kernel with its epilogue, took 48 + 138: staging by loads loses cp.async's
+# pipeline, and the loader finds each element's channel by a division and reads its batch-norm
+# parameters again per element (bench/results/2026-11-29-h200-ab-cat-prologue-471d2b3.md).
 CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
 
 
 def conv_prologues_on() -> bool:
-    return os.environ.get(CONV_PROLOGUES_ENV, "1") != "0"
+    return os.environ.get(CONV_PROLOGUES_ENV, "0") == "1"
 
 
 def _root_readers(
