@@ -566,6 +566,76 @@ def test_a_sandwich_in_one_kernel_matches_the_module_on_the_cpu(kw, shape, dtype
         torch.testing.assert_close(g.float(), w, rtol=tol, atol=tol)
 
 
+class DepthwiseThenMixed(nn.Module):
+    """An epilogue reading operands constant over a plane (a per-channel scale, a per-sample gate)
+    and operands that are not (the residual, a per-column bias): the first worked out once a plane
+    (at_plane), the others at each element."""
+
+    def __init__(self, c: int = 6):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.scale = nn.Parameter(torch.rand(c, 1, 1) + 0.5)
+
+    def forward(self, x, residual, gate, columns):
+        return torch.relu(self.dw(x) * self.scale * gate + residual + columns)
+
+
+def _mixed_inputs(shape):
+    n, c, h, w = shape
+    return [torch.randn(shape), torch.randn(shape), torch.rand(n, 1, 1, 1), torch.randn(w)]
+
+
+def test_an_epilogue_works_out_what_a_plane_shares_once():
+    torch.manual_seed(8)
+    module = DepthwiseThenMixed()
+    cand = builtin_candidate(module, _mixed_inputs((2, 6, 40, 40)), host=False)
+    src = cand.files[CU_FILE]
+    start = src.index("SC_INLINE plane_t at_plane(uint32_t p) const {")
+    at_plane = src[start:src.index("}", start)]
+    per_element = src[src.index("SC_INLINE float operator()(const plane_t& h_"):]
+    per_element = per_element[:per_element.index("\n  }")]
+    # The channel (p % 6) and the sample (p / 6) from the plane's number; the residual (at e) and the
+    # columns (e % 40) at each element.
+    assert "(uint32_t)p % 6u" in at_plane and "(uint32_t)p / 6u" in at_plane and "[e]" not in at_plane, at_plane
+    assert "[e]" in per_element and "% 40u" in per_element and "(uint32_t)p" not in per_element, per_element
+    assert any("epilogue" in n for n in cand.notes if "depthwise" in n), cand.notes
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_an_epilogue_with_plane_and_element_operands_matches_the_module_on_the_cpu(tmp_path):
+    from conftest import load_model_new
+
+    torch.manual_seed(9)
+    module = DepthwiseThenMixed()
+    shape = (2, 6, 40, 40)
+    cand = builtin_candidate(module, _mixed_inputs(shape), host=True)
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        fresh = _mixed_inputs(shape)
+        torch.testing.assert_close(new(*fresh), module(*fresh), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_an_epilogue_with_plane_and_element_operands_matches(tmp_path, monkeypatch):
+    from conftest import load_model_new
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(10)
+    module = DepthwiseThenMixed(c=24).cuda()
+    shape = (3, 24, 56, 56)
+    cand = builtin_candidate(module, _mixed_inputs(shape), host=False)
+    new, _ = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        fresh = [t.cuda() for t in _mixed_inputs(shape)]
+        want = module(*fresh)
+        for _ in range(3):  # the third call takes the fast path
+            got = new(*fresh)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("kw,shape", [(dict(), (4, 24, 90, 140)), (dict(k=3, stride=1), (3, 24, 70, 130))])

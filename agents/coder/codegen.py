@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -467,6 +468,12 @@ class _Lowering:
         self.hoist = False  # record HoistedLoads (the pointwise kernels' walker only)
         self.lanes: dict[str, tuple[str, str, int]] = {}  # index var -> (base expr, lane expr, run)
         self.hoisted: dict[tuple[int, str], HoistedLoad] = {}
+        # (an epilogue's plane walk) index "e" lies in plane `p` of `plane` elements: an index whose
+        # every term is constant over a plane is written from p, and `invariant` collects the
+        # statements' variables whose value is the same at every element of a plane.
+        self.plane = 0
+        self.invariant: set[str] = set()
+        self.ctypes: dict[str, str] = {}  # variable -> its C type
 
     def value(self, name: str, idx: _Index) -> str:
         """The fp32 value of node `name` at linear index `idx` of its own shape."""
@@ -580,6 +587,8 @@ class _Lowering:
         key = (idx.var, idx.shape, tuple(strides), offset)
         if key not in self.indices:
             expr = _index_expr(idx.var, idx.shape, strides, offset)
+            if self.plane and idx.var == "e":
+                expr = _plane_index_expr(idx.shape, strides, offset, self.plane) or expr
             self.indices[key] = expr if expr == idx.var or expr.isdigit() else self._emit("int64_t", "j", expr)
             run = _lane_run(idx.shape, strides, offset) if self.hoist and idx.var == "i" else 1
             if run > 1 and self.indices[key] != "i" and not expr.isdigit():
@@ -590,7 +599,33 @@ class _Lowering:
     def _emit(self, ctype: str, prefix: str, expr: str, comment: str = "") -> str:
         var = f"{prefix}{len(self.lines)}"
         self.lines.append(f"const {ctype} {var} = {expr};" + (f"  // {comment}" if comment else ""))
+        self.ctypes[var] = ctype
+        # The same over a plane: reads neither the element (e) nor the kernel's value (v), and every
+        # variable it reads is (the walker's own names, made just above).
+        if self.plane and not re.search(r"\b[ev]\b", expr) and all(
+                ref in self.invariant for ref in re.findall(r"\b[vj]\d+\b", expr)):
+            self.invariant.add(var)
         return var
+
+
+def _plane_index_expr(shape: Sequence[int], strides: Sequence[int], offset: int, plane: int) -> str | None:
+    """_index_expr's index of row-major element e of `shape`, written from p = e / plane (the plane
+    of `plane` elements it lies in) where no term needs e itself: a batch norm's channel over NCHW
+    planes. None where one does."""
+    divisors = contiguous_strides(shape)
+    terms = []
+    for size, stride, div in zip(shape, strides, divisors, strict=True):
+        if size == 1 or stride == 0:
+            continue
+        if div % plane:
+            return None
+        outermost = div * size == numel(shape)
+        coord = ("(int64_t)((uint32_t)p" + (f" / {div // plane}u" if div != plane else "")
+                 + ("" if outermost else f" % {size}u") + ")")
+        terms.append(coord if stride == 1 else f"{coord} * {stride}")
+    if offset:
+        terms.insert(0, str(offset))
+    return " + ".join(terms) or "0"
 
 
 def _index_expr(var: str, shape: Sequence[int], strides: Sequence[int], offset: int) -> str:
@@ -784,14 +819,25 @@ class Epilogue:
     ops: list[str]
     # The chain's nodes in order (its end last): what a library that fuses the chain itself reads.
     members: list[str] = field(default_factory=list)
+    # The same chain walked per plane of `plane` elements (the product of the dimensions after the
+    # second: an NCHW convolution's output planes), for a kernel that stores a plane's elements
+    # together: `plane_hoisted` (C type, variable) are the statements the same over a plane (a batch
+    # norm's channel, its parameters, rsqrt(var + eps)), worked out once a plane by at_plane(p);
+    # the rest, `plane_lines`, per element. Empty where the shape has no planes.
+    plane: int = 0
+    plane_lines: tuple[tuple[str, str], ...] = ()  # (the variable it declares, the statement)
+    plane_hoisted: tuple[tuple[str, str], ...] = ()
+    plane_result: str = ""
 
     def construct(self, struct: str, first: int) -> str:
         """A `struct` made from the launcher's parameters in{first}, in{first + 1}, ..."""
         fields = ", ".join(f"static_cast<const {C_TYPES[a.dtype]}*>(in{first + k})" for k, a in enumerate(self.inputs))
         return f"{struct}{{{fields}}}"
 
-    def functor(self, struct: str) -> str:
-        """`struct`: its call with (e, v) returns the chain's end at e, in fp32."""
+    def functor(self, struct: str, planes: bool = False) -> str:
+        """`struct`: its call with (e, v) returns the chain's end at e, in fp32. With `planes` (where
+        the chain has them) also the per-plane form: `at_plane(p)` gives a plane_t of what is the same
+        over plane p, and a call with (that plane_t, e, v) the chain's end at e of that plane."""
         members = "\n".join(f"  const {C_TYPES[a.dtype]}* __restrict__ in{k};" for k, a in enumerate(self.inputs))
         body = "\n".join(f"    {line}" for line in self.lines)
         rounded = "v_" if self.value_dtype == "float32" else f"sc_to_f(sc_from_f<{C_TYPES[self.value_dtype]}>(v_))"
@@ -803,7 +849,34 @@ class Epilogue:
 {body}
     return {self.result};
   }}
-}};
+{self._plane_members(rounded) if planes else ""}}};
+"""
+
+    def _plane_members(self, rounded: str) -> str:
+        if not self.plane:
+            raise ValueError(f"{self.node}: a chain over {list(self.shape)} has no planes")
+        hoisted = {var for _, var in self.plane_hoisted}
+        fields = "".join(f" {ctype} {var};" for ctype, var in self.plane_hoisted)
+        once = "\n".join(f"    {line}" for var, line in self.plane_lines if var in hoisted)
+        each = "\n".join(f"    {line}" for var, line in self.plane_lines if var not in hoisted)
+        # (Only those an element's statements read: nvcc warns of a variable never read.)
+        read = set(re.findall(r"\b[vj]\d+\b", each + " " + self.plane_result))
+        given = "\n".join(f"    const {ctype} {var} = h_.{var};" for ctype, var in self.plane_hoisted if var in read)
+        names = ", ".join(var for _, var in self.plane_hoisted)
+        return f"""  struct plane_t {{{fields} }};
+  SC_INLINE plane_t at_plane(uint32_t p) const {{
+    (void)p;
+{once}
+    return plane_t{{{names}}};
+  }}
+  SC_INLINE float operator()(const plane_t& h_, int64_t e, float v_) const {{
+    const float v = {rounded};
+    (void)e;
+    (void)h_;
+{given}
+{each}
+    return {self.plane_result};
+  }}
 """
 
 
@@ -828,8 +901,23 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
         raise NotFusable(f"{name} reads {value} at other elements than its own")
     if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
+    planes: dict[str, Any] = {}
+    plane = math.prod(shape[2:]) if len(shape) > 2 else 0
+    if plane:
+        # The walk again, indices constant over a plane written from the plane's number.
+        pw = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
+        pw.plane = plane
+        pw.values[(value, "e")] = "v"
+        pw.seeded.add(value)
+        plane_result = pw.value(name, _Index("e", shape))
+        # (Same inputs in the same order: the struct's members are the plain walk's.)
+        if list(pw.inputs) == list(w.inputs):
+            hoisted = tuple((pw.ctypes[var], var) for var in pw.ctypes if var in pw.invariant)
+            # (Every statement is _emit's: its variables are in the statements' order.)
+            planes = {"plane": plane, "plane_lines": tuple(zip(pw.ctypes, pw.lines, strict=True)), "plane_hoisted": hoisted,
+                      "plane_result": plane_result}
     return Epilogue(name, value, shape, node["dtype"], src["dtype"], list(w.inputs.values()), list(w.lines), result,
-                    list(w.ops), list(members))
+                    list(w.ops), list(members), **planes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -482,7 +482,9 @@ def _dw_epilogue(ctx: EmitContext, out: Any) -> Epilogue | None:
     """The pointwise chain after the depthwise convolution that its kernel computes as it stores
     (planner's _take_epilogues): the chain's end, of the result's shape and dtype, stored in its place."""
     ep = ctx.epilogue
-    if ep is None or ep.value != out.name or tuple(ep.shape) != tuple(out.shape) or len(ep.inputs) > 16:
+    # (The kernel calls it a plane at a time: depthwise.cuh's sc_dw_as_is.)
+    if ep is None or ep.value != out.name or tuple(ep.shape) != tuple(out.shape) or len(ep.inputs) > 16 \
+            or not ep.plane_lines:
         return None
     return ep if ep.dtype == out.dtype and ep.value_dtype == out.dtype else None
 
@@ -520,7 +522,7 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     source = (_dw_header() + f"\nstatic const sc_dw_spec {name}_spec = {{{spec}}};\n"
               + f"using {name}_geom = sc_dw_geom<{geom}>;\n"
               + (pro.loader(f"{name}_ld") if pro is not None else "")
-              + (ep.functor(f"{name}_ep") if ep is not None else "")
+              + (ep.functor(f"{name}_ep", planes=True) if ep is not None else "")
               + launchers(name, raw, casts, device, host))
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"

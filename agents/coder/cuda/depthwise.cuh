@@ -91,8 +91,15 @@ struct sc_dw_ptr {
 // What an output stores: its value, or (emit_conv's epilogue functor, called with the output's
 // row-major element and value) the pointwise chain after the convolution, whose end is stored in the
 // result's place (batch norm and ReLU6 after the depthwise convolution of an inverted residual).
+// The kernel stores a plane's outputs together: it asks the functor once a plane for what is the same
+// over the plane (at_plane: a batch norm's channel parameters and rsqrt(var + eps)), then calls it with
+// that for each output. Called with (element, value) alone, an epilogue's functor found the channel by
+// a division and read the norm's parameters again at every output: the MobileNetV2 block's depthwise
+// kernel took 115 us with it, as long as the kernel alone (68) and the chain as a pass of its own (48).
 struct sc_dw_as_is {
-  SC_INLINE float operator()(long long, float v) const { return v; }
+  struct plane_t {};
+  SC_INLINE plane_t at_plane(unsigned) const { return {}; }
+  SC_INLINE float operator()(const plane_t&, long long, float v) const { return v; }
 };
 
 template <class Rd>
@@ -211,6 +218,7 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
   for (int k = 0; k < G::KH * G::KW; ++k) wr[k] = sc_dw_load(wt + oc * (G::KH * G::KW) + k);
   const float b = bias ? sc_dw_load(bias + oc) : 0.f;
   T* dst = y + plane * s.oh * s.ow;
+  const auto at = ep.at_plane((unsigned)plane);
   const int ly0 = ty * G::R;
 #pragma unroll
   for (int q = 0; q < G::Q; ++q) {
@@ -238,7 +246,7 @@ SC_INLINE void sc_dw_outputs(const T* __restrict__ wt, const T* __restrict__ bia
 #pragma unroll
     for (int o = 0; o < G::R; ++o) {
       const long long oy = ty0 + ly0 + o;
-      if (oy < s.oh) dst[oy * s.ow + ox] = static_cast<T>(ep(plane * s.oh * s.ow + oy * s.ow + ox, acc[o]));
+      if (oy < s.oh) dst[oy * s.ow + ox] = static_cast<T>(ep(at, plane * s.oh * s.ow + oy * s.ow + ox, acc[o]));
     }
   }
 }
