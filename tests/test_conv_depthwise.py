@@ -623,9 +623,10 @@ def test_on_the_gpu_an_epilogue_with_plane_and_element_operands_matches(tmp_path
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(10)
-    module = DepthwiseThenMixed(c=24).cuda()
+    module = DepthwiseThenMixed(c=24)
     shape = (3, 24, 56, 56)
-    cand = builtin_candidate(module, _mixed_inputs(shape), host=False)
+    cand = builtin_candidate(module, _mixed_inputs(shape), host=False)  # traced on the CPU
+    module = module.cuda()
     new, _ = load_model_new(cand, module, tmp_path)
     new = new.cuda()
     with torch.no_grad():
