@@ -597,27 +597,10 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_narrow(const T* __restr
 // (one to each of four output rows); no shared memory, no barrier. SC_TR_LR lanes of a warp go
 // along the rows (8: 128 contiguous bytes of each output row, 64 of each input row, whole sectors
 // both ways), 32 / SC_TR_LR along the columns, a block's eight warps side by side along the columns.
-// STREAM: loads and stores are streaming (__ldcs/__stcs, evict-first), for copies larger than the L2
-// (the measurements above, 537 MB and up). A copy the L2 holds is read straight back by the
-// convolution after it, and the input may be read again (a residual): there they are plain. Streaming
-// at every size, the NCHW -> NHWC copy of a ResNet basic block's 25.7 MB input took 21.6 us on the
-// H200 where torch.compile's took 12.6 (bench/networks/resnet_basic_block_eval.py, 2026-11-29).
+// Loads and stores are streaming (__ldcs/__stcs): every byte is touched once.
 constexpr int SC_TR_LR = 8, SC_TR_LC = 32 / SC_TR_LR;
 constexpr int SC_TR_BR = 4 * SC_TR_LR, SC_TR_BC = 4 * SC_TR_LC * 8;
 
-template <bool STREAM>
-__device__ __forceinline__ float4 sc_tr_load(const float* p) {
-  return STREAM ? __ldcs(reinterpret_cast<const float4*>(p)) : __ldg(reinterpret_cast<const float4*>(p));
-}
-template <bool STREAM>
-__device__ __forceinline__ void sc_tr_store(float* p, const float4& v) {
-  if (STREAM)
-    __stcs(reinterpret_cast<float4*>(p), v);
-  else
-    *reinterpret_cast<float4*>(p) = v;
-}
-
-template <bool STREAM>
 __global__ void __launch_bounds__(256) sc_conv_transpose_reg4(const float* __restrict__ in, float* __restrict__ out,
                                                               const float* __restrict__ bias, int64_t rows,
                                                               int64_t cols, int64_t batches) {
@@ -631,10 +614,10 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_reg4(const float* __res
     if (r >= rows || c >= cols) continue;
     const float* src = in + n * rows * cols + r * cols + c;
     float* dst = out + n * rows * cols + c * rows + r;
-    const float4 a = sc_tr_load<STREAM>(src);
-    const float4 b = sc_tr_load<STREAM>(src + cols);
-    const float4 d = sc_tr_load<STREAM>(src + 2 * cols);
-    const float4 e = sc_tr_load<STREAM>(src + 3 * cols);
+    const float4 a = __ldcs(reinterpret_cast<const float4*>(src));
+    const float4 b = __ldcs(reinterpret_cast<const float4*>(src + cols));
+    const float4 d = __ldcs(reinterpret_cast<const float4*>(src + 2 * cols));
+    const float4 e = __ldcs(reinterpret_cast<const float4*>(src + 3 * cols));
     float4 o[4] = {make_float4(a.x, b.x, d.x, e.x), make_float4(a.y, b.y, d.y, e.y),
                    make_float4(a.z, b.z, d.z, e.z), make_float4(a.w, b.w, d.w, e.w)};
 #pragma unroll
@@ -646,27 +629,9 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_reg4(const float* __res
         o[j].z += v;
         o[j].w += v;
       }
-      sc_tr_store<STREAM>(dst + j * rows, o[j]);
+      __stcs(reinterpret_cast<float4*>(dst + j * rows), o[j]);
     }
   }
-}
-
-// Whether a copy of `bytes` streams past the L2 (sc_conv_transpose_reg4's STREAM): where it is
-// larger than half the device's L2 (the rest holds what the kernels around it keep there).
-// STITCHCUDA_CONV_COPY_STREAM=1 streams every copy (as before 2026-11-29), 0 none: for A/B timing.
-static bool sc_conv_copy_streams(int64_t bytes) {
-  static const int mode = [] {
-    const char* e = getenv("STITCHCUDA_CONV_COPY_STREAM");
-    return e && *e == '1' ? 1 : e && *e == '0' ? 0 : -1;
-  }();
-  if (mode >= 0) return mode == 1;
-  static int64_t l2 = -1;
-  if (l2 < 0) {
-    int dev = 0, size = 0;
-    l2 = cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&size, cudaDevAttrL2CacheSize, dev) == cudaSuccess
-             ? size : 0;
-  }
-  return bytes > l2 / 2;
 }
 
 static bool sc_conv_copy_vec_on() {
@@ -780,11 +745,8 @@ static bool sc_conv_transpose_vec(const T* x, T* y, const T* b, int64_t rows, in
     }
     if (rows % 4 || cols % 4) return false;
     const int64_t blocks = batches * ((rows + SC_TR_BR - 1) / SC_TR_BR) * ((cols + SC_TR_BC - 1) / SC_TR_BC);
-    const unsigned grid = (unsigned)(blocks < (1 << 30) ? blocks : (1 << 30));
-    if (sc_conv_copy_streams(batches * rows * cols * (int64_t)sizeof(float)))
-      sc_conv_transpose_reg4<true><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
-    else
-      sc_conv_transpose_reg4<false><<<grid, 256, 0, stream>>>(x, y, b, rows, cols, batches);
+    sc_conv_transpose_reg4<<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(x, y, b, rows, cols,
+                                                                                                   batches);
     return true;
   }
 }
