@@ -601,6 +601,21 @@ def test_an_epilogue_works_out_what_a_plane_shares_once():
     assert any("epilogue" in n for n in cand.notes if "depthwise" in n), cand.notes
 
 
+def test_a_plane_index_is_written_from_the_plane_only_where_it_is_constant_over_it():
+    from stitchcuda.agents.coder.codegen import _plane_index_expr
+
+    shape, plane = (2, 6, 40, 40), 1600
+    assert _plane_index_expr(shape, (0, 1, 0, 0), 0, plane) == "(int64_t)((uint32_t)p % 6u)"  # channel
+    assert _plane_index_expr(shape, (1, 0, 0, 0), 0, plane) == "(int64_t)((uint32_t)p / 6u)"  # sample
+    assert _plane_index_expr(shape, (6, 1, 0, 0), 3, plane) == "3 + (int64_t)((uint32_t)p / 6u) * 6 + (int64_t)((uint32_t)p % 6u)"
+    assert _plane_index_expr(shape, (0, 0, 0, 1), 0, plane) is None  # a column: varies within a plane
+    assert _plane_index_expr(shape, (0, 1, 0, 0), 0, 800) == "(int64_t)((uint32_t)p / 2u % 6u)"  # half planes
+    assert _plane_index_expr(shape, (0, 1, 0, 0), 0, 3200) is None  # two channels a plane
+    # Planes numbering 2^32 or more would not fit p's 32 bits.
+    assert _plane_index_expr((2**30, 4, 2, 2), (0, 1, 0, 0), 0, 4) == "(int64_t)((uint32_t)p % 4u)"
+    assert _plane_index_expr((2**31, 4, 2, 2), (0, 1, 0, 0), 0, 4) is None
+
+
 @pytest.mark.nvcc
 @needs_nvcc
 def test_an_epilogue_with_plane_and_element_operands_matches_the_module_on_the_cpu(tmp_path):

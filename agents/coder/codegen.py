@@ -611,7 +611,9 @@ class _Lowering:
 def _plane_index_expr(shape: Sequence[int], strides: Sequence[int], offset: int, plane: int) -> str | None:
     """_index_expr's index of row-major element e of `shape`, written from p = e / plane (the plane
     of `plane` elements it lies in) where no term needs e itself: a batch norm's channel over NCHW
-    planes. None where one does."""
+    planes. None where one does, or where p may not fit 32 bits."""
+    if numel(shape) // plane >= 2**32:
+        return None
     divisors = contiguous_strides(shape)
     terms = []
     for size, stride, div in zip(shape, strides, divisors, strict=True):
