@@ -612,8 +612,8 @@ def test_a_plane_index_is_written_from_the_plane_only_where_it_is_constant_over_
     assert _plane_index_expr(shape, (0, 1, 0, 0), 0, 800) == "(int64_t)((uint32_t)p / 2u % 6u)"  # half planes
     assert _plane_index_expr(shape, (0, 1, 0, 0), 0, 3200) is None  # two channels a plane
     # Planes numbering 2^32 or more would not fit p's 32 bits.
-    assert _plane_index_expr((2**30, 4, 2, 2), (0, 1, 0, 0), 0, 4) == "(int64_t)((uint32_t)p % 4u)"
-    assert _plane_index_expr((2**31, 4, 2, 2), (0, 1, 0, 0), 0, 4) is None
+    assert _plane_index_expr((2**29, 4, 2, 2), (0, 1, 0, 0), 0, 4) == "(int64_t)((uint32_t)p % 4u)"
+    assert _plane_index_expr((2**30, 4, 2, 2), (0, 1, 0, 0), 0, 4) is None
 
 
 @pytest.mark.nvcc
