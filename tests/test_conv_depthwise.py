@@ -454,16 +454,20 @@ def test_the_switch_stores_the_chain_first(value, monkeypatch):
     (lambda: InvertedResidual(cin=12, k=5, stride=2, expand=False), (1, 12, 64, 128)),
     (lambda: ChainThenDepthwise(), (2, 5, 40, 60)),
 ])
-def test_a_chain_computed_as_staged_matches_the_module_on_the_cpu(make, shape, dtype, tmp_path):
+@pytest.mark.parametrize("staged", ["1", "0"])
+def test_a_chain_computed_as_staged_matches_the_module_on_the_cpu(make, shape, dtype, staged, tmp_path, monkeypatch):
     """Through the candidate's host entries: the depthwise kernel's host entry stages each element
-    through the prologue's loader (zeros outside the image stay zeros, not the chain of zero)."""
+    through the prologue's loader (zeros outside the image stay zeros, not the chain of zero); in fp32
+    by default the chain as a function of the one tensor it reads at the element (the staged form)."""
     from conftest import load_model_new
 
+    monkeypatch.setenv(emit_conv.DW_STAGED_ENV, staged)
     torch.manual_seed(4)
     module = make().to(dtype)
     x = torch.randn(shape).to(dtype)
     cand = builtin_candidate(module, [x], host=True)
     assert "sc_dw_conv_host_rd<" in cand.files[CU_FILE] and "prologue" in cand.files[CU_FILE]
+    assert ("rd = sc_dw_staged<" in cand.files[CU_FILE]) == (staged == "1" and dtype == torch.float32)
     new, _ = load_model_new(cand, module, tmp_path)
     with torch.no_grad():
         fresh = torch.randn(shape).to(dtype)
@@ -474,11 +478,14 @@ def test_a_chain_computed_as_staged_matches_the_module_on_the_cpu(make, shape, d
 
 @pytest.mark.nvcc
 @needs_nvcc
-def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(tmp_path):
+@pytest.mark.parametrize("staged", ["1", "0"])
+def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(staged, tmp_path, monkeypatch):
     # Without the 1x1 convolution: a cuDNN call would need cuDNN's headers, which CI has not.
+    monkeypatch.setenv(emit_conv.DW_STAGED_ENV, staged)
     cand = builtin_candidate(InvertedResidual(cin=12, k=5, stride=2, expand=False), [torch.randn(1, 12, 64, 128)],
                              host=False)
     assert "prologue" in cand.files[CU_FILE]
+    assert ("rd = sc_dw_staged<" in cand.files[CU_FILE]) == (staged == "1")
     src = tmp_path / "k.cu"
     src.write_text(cand.files[CU_FILE])
     result = runtime.build([src], arch="sm_90")
@@ -510,8 +517,10 @@ def _on_the_gpu(cand, module: nn.Module, shape, folder) -> tuple[torch.Tensor, t
     (lambda: InvertedResidual(hidden=24, k=5, stride=2), (3, 4, 90, 140)),
     (lambda: ChainThenDepthwise(), (4, 5, 63, 120)),
 ])
-def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, tmp_path, monkeypatch):
+@pytest.mark.parametrize("staged", ["1", "0"])
+def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, staged, tmp_path, monkeypatch):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv(emit_conv.DW_STAGED_ENV, staged)
     torch.manual_seed(5)
     module = make()
     x = torch.randn(shape)

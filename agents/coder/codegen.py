@@ -715,6 +715,11 @@ class Prologue:
     vec_lines: tuple[str, ...] = ()
     vec_value: str = ""
     direct: tuple[bool, ...] = ()
+    # The chain as a function of its one input read at the element itself (fp32; `staged.value`),
+    # per plane (Epilogue's plane form): a kernel that copies that input into shared memory as it is
+    # stored (cp.async) computes the chain there afterwards. None where the chain reads more than one
+    # tensor at the element, reads it elsewhere too, or is not fp32.
+    staged: Epilogue | None = None
 
     @property
     def vectorised(self) -> bool:
@@ -800,6 +805,14 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
     vec: dict[str, Any] = {}
     if list(v.inputs) == list(w.inputs) and any(a.direct for a in v.inputs.values()):
         vec = {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(a.direct for a in v.inputs.values())}
+    direct = [a for a in v.inputs.values() if a.direct]
+    if vec and node["dtype"] == "float32" and len(direct) == 1 and direct[0].dtype == "float32":
+        try:
+            staged = epilogue(graph, members, name, direct[0].name, nodes=nodes)
+        except NotFusable:
+            staged = None
+        if staged is not None and staged.plane_lines:
+            vec["staged"] = staged
     return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops), **vec)
 
 

@@ -468,6 +468,13 @@ def _dw_header() -> str:
     return off + cuda_text.load("depthwise.cuh")
 
 
+# "0": a depthwise prologue is computed as each element is loaded (no cp.async), as before
+# 2026-11-29; else, where the chain reads one fp32 tensor at the element (Prologue.staged), that tensor
+# is staged by cp.async and the chain computed over the tile in shared memory. Prologues themselves
+# are opt-in (planner.CONV_PROLOGUES_ENV). CPU-tested; not yet timed on a GPU.
+DW_STAGED_ENV = "STITCHCUDA_DW_STAGED"
+
+
 def _dw_prologue(ctx: EmitContext, x: Operand) -> Prologue | None:
     """The pointwise chain the depthwise kernel computes as it stages its input (planner's
     _take_prologues), where the input is that chain's result, stored row-major (the loader's index is
@@ -499,10 +506,18 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     # is never stored (the loader is passed by value, as a cat's sources are). The chain after it
     # computed as stored: its end is the kernel's output, the convolution's result never stored.
     name, ctype = ctx.name, DW_DTYPES[out.dtype]
-    ins = [KernelArg(x.name, x.dtype)] if pro is None else list(pro.inputs)
-    raw = [f"const void* in{k}_" for k in range(len(ins))]
-    casts = [f"  const auto rd = sc_dw_ptr<{ctype}>{{static_cast<const {ctype}*>(in0_)}};" if pro is None
-             else f"  const auto rd = {pro.construct(f'{name}_ld')};"]
+    staged = pro.staged if pro is not None and ctype == "float" and os.environ.get(DW_STAGED_ENV) != "0" else None
+    if staged is not None:
+        # The chain's one tensor read at the element (copied by cp.async), then its other inputs.
+        ins = [KernelArg(staged.value, staged.value_dtype), *staged.inputs]
+        raw = ["const void* in0_", *(f"const void* in{k}" for k in range(1, len(ins)))]
+        casts = [f"  const auto rd = sc_dw_staged<{name}_st>{{static_cast<const float*>(in0_), "
+                 f"{staged.construct(f'{name}_st', 1)}, {staged.plane}ll}};"]
+    else:
+        ins = [KernelArg(x.name, x.dtype)] if pro is None else list(pro.inputs)
+        raw = [f"const void* in{k}_" for k in range(len(ins))]
+        casts = [f"  const auto rd = sc_dw_ptr<{ctype}>{{static_cast<const {ctype}*>(in0_)}};" if pro is None
+                 else f"  const auto rd = {pro.construct(f'{name}_ld')};"]
     wi = len(ins)
     ins += [KernelArg(w.name, w.dtype), *([KernelArg(b.name, b.dtype)] if b else [])]
     raw += [f"const void* in{k}_" for k in range(wi, len(ins))]
@@ -521,11 +536,13 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
     host = f"  sc_dw_conv_host_rd<{types}>({name}_spec, rd, in{wi}_, {bias}, out0{ep_arg});"
     source = (_dw_header() + f"\nstatic const sc_dw_spec {name}_spec = {{{spec}}};\n"
               + f"using {name}_geom = sc_dw_geom<{geom}>;\n"
-              + (pro.loader(f"{name}_ld") if pro is not None else "")
+              + (staged.functor(f"{name}_st", planes=True) if staged is not None
+                 else pro.loader(f"{name}_ld") if pro is not None else "")
               + (ep.functor(f"{name}_ep", planes=True) if ep is not None else "")
               + launchers(name, raw, casts, device, host))
     if pro is not None:
-        note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
+        how = "staged by cp.async, computed in shared memory" if staged is not None else "computed as loaded"
+        note += f", prologue {' -> '.join(pro.ops) or 'copy'} ({how}; not stored)"
     stored = KernelArg(ep.node, ep.dtype) if ep is not None else KernelArg(out.name, out.dtype)
     return Kernel(name=name, inputs=ins, outputs=[stored], source=source, ops=[note], host=True)
 

@@ -102,12 +102,43 @@ struct sc_dw_as_is {
   SC_INLINE float operator()(const plane_t&, long long, float v) const { return v; }
 };
 
+// A prologue staged as stored: the chain before the convolution reads one fp32 tensor at the element
+// itself (`x`, an expanding 1x1 convolution's result) and otherwise only values the same over a plane
+// (a batch norm's). Its tile is copied by cp.async like a plain input, and each thread then computes
+// the chain in place over the elements it copied (F: an epilogue-form functor of x's value, at_plane
+// once a plane); the elements outside the image stay zero. Called with an element (the CPU entry, the
+// loads path) it computes the chain from x there. The prologue by loads (emit_conv's
+// STITCHCUDA_DW_STAGED=0) gave up cp.async: 300 us on an eval-mode MobileNetV2 block where the chain
+// stored first and the kernel alone took 48 + 138 (H200, 2026-11-29).
+template <class F>
+struct sc_dw_staged {
+  const float* __restrict__ x;
+  F f;
+  long long plane;  // the input's elements a plane (h * w)
+  SC_INLINE float operator()(long long e) const {
+    return f(f.at_plane((unsigned)(e / plane)), e, sc_dw_load(x + e));
+  }
+};
+
 template <class Rd>
 struct sc_dw_is_fp32_ptr {
   static constexpr bool value = false;
 };
 template <>
 struct sc_dw_is_fp32_ptr<sc_dw_ptr<float>> {
+  static constexpr bool value = true;
+};
+template <class F>
+struct sc_dw_is_fp32_ptr<sc_dw_staged<F>> {
+  static constexpr bool value = true;
+};
+// Whether the staged tile is then computed in place (a staged prologue).
+template <class Rd>
+struct sc_dw_transforms {
+  static constexpr bool value = false;
+};
+template <class F>
+struct sc_dw_transforms<sc_dw_staged<F>> {
   static constexpr bool value = true;
 };
 
@@ -184,6 +215,27 @@ struct sc_dw_stager {
     }
 #endif
     sc_dw_commit();
+  }
+
+  // After this thread's copies of a plane landed (its own cp.async groups): the staged prologue's
+  // chain over the elements it copied, in place. `base`: the plane's first input element. Padding
+  // stays zero (the chain of zero is not the convolution's padding).
+  template <class F>
+  __device__ __forceinline__ void transform(const sc_dw_staged<F>& rd, long long base, float* tile) const {
+    const auto at = rd.f.at_plane((unsigned)(base / rd.plane));
+    float* mine = tile + threadIdx.y * G::ROW;
+#pragma unroll
+    for (int m = 0; m < NM; ++m) {
+      if (!((live_cols >> m) & 1u) || !((in_cols >> m) & 1u)) continue;
+      float* col = mine + G::col(threadIdx.x + 32 * m);
+      const long long from = base + (row0 + col0 + 32 * m);
+#pragma unroll
+      for (int k = 0; k < NK; ++k) {
+        if (!((live_rows >> k) & (in_rows >> k) & 1u)) continue;
+        float& v = col[8 * k * G::ROW];
+        v = rd.f(at, from + (long long)(8 * k) * w, v);
+      }
+    }
   }
 
   // The same share by loads and stores, through a reader: the input's pointer, or a prologue's
@@ -277,6 +329,7 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
       else
         sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
       sc_dw_wait_all_but_one();
+      if constexpr (sc_dw_transforms<Rd>::value) stager.transform(rd, sc_dw_base(s, plane, plane % oc), tiles[buf]);
       __syncthreads();
       sc_dw_outputs<T, G>(wt, bias, y, ep, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
     }
