@@ -144,6 +144,13 @@ def test_the_tile_is_the_largest_that_covers_the_plane_nearly_as_well_as_the_bes
     assert not emit_conv.depthwise_direct(_params(Depthwise(4), (2, 4, 26, 66)), "float64")
 
 
+def test_rows_a_thread_cover_the_plane_height():
+    """The 56 x 56 and 40 x 40 cases of CASES run 7 and 5 rows a thread (a tile of 56 or 40 rows)."""
+    rows = {name: emit_conv.dw_geom(_params(Depthwise(**kw), shape)).rows for name, kw, shape in CASES}
+    assert rows["56 x 56 plane: 7 rows a thread"] == 7 and rows["40 x 40 plane: 5 rows a thread"] == 5, rows
+    assert rows["64 x 64 plane: 8 rows a thread"] == 8, rows
+
+
 def _simulate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p: emit_conv.ConvParams) -> torch.Tensor:
     """depthwise.cuh's kernel, block by block: the input tile staged with zeros outside the image,
     each row's columns by phase (column % stride), then each thread's R x Q outputs, its input rows
@@ -528,6 +535,7 @@ def test_on_the_gpu_a_chain_computed_as_staged_matches(make, shape, staged, tmp_
     # 2026-11-29 on the H200: 6.5e-4 at 4 input channels), which says nothing of the prologue.
     cand = builtin_candidate(module, [x], host=False, precise=kernels.PRECISE_SPLIT)
     assert "sc_dw_conv_launch<" in cand.files[CU_FILE]
+    assert ("rd = sc_dw_staged<" in cand.files[CU_FILE]) == (staged == "1")
     got, want = _on_the_gpu(cand, module, shape, tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 

@@ -875,7 +875,9 @@ class Epilogue:
         once = "\n".join(f"    {line}" for var, line in self.plane_lines if var in hoisted)
         each = "\n".join(f"    {line}" for var, line in self.plane_lines if var not in hoisted)
         # (Only those an element's statements read: nvcc warns of a variable never read.)
-        read = set(re.findall(r"\b[vj]\d+\b", each + " " + self.plane_result))
+        # (Not in the statements' comments, which name graph nodes.)
+        code = " ".join(line.split("//", 1)[0] for var, line in self.plane_lines if var not in hoisted)
+        read = set(re.findall(r"\b[vj]\d+\b", code + " " + self.plane_result))
         given = "\n".join(f"    const {ctype} {var} = h_.{var};" for ctype, var in self.plane_hoisted if var in read)
         names = ", ".join(var for _, var in self.plane_hoisted)
         return f"""  struct plane_t {{{fields} }};

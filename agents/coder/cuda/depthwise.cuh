@@ -75,8 +75,11 @@ SC_INLINE float sc_dw_load(const T* p) {
 // index of that channel's first input element. In 32 bits: emit_conv takes a convolution only where
 // planes and a plane's elements number below 2^31 (64-bit divisions, three a plane and thread, were a
 // sixth of the strided kernel's instructions).
+SC_INLINE unsigned sc_dw_in_plane(const sc_dw_spec& s, unsigned plane, unsigned oc) {
+  return plane / (unsigned)s.oc * (unsigned)s.c + oc / (unsigned)s.mult;
+}
 SC_INLINE long long sc_dw_base(const sc_dw_spec& s, unsigned plane, unsigned oc) {
-  return ((long long)(plane / (unsigned)s.oc) * s.c + oc / (unsigned)s.mult) * s.h * s.w;
+  return (long long)sc_dw_in_plane(s, plane, oc) * s.h * s.w;
 }
 
 // The input as stored. The other reader is emit_conv's prologue loader: a struct whose call with a
@@ -106,8 +109,10 @@ struct sc_dw_as_is {
 // itself (`x`, an expanding 1x1 convolution's result) and otherwise only values the same over a plane
 // (a batch norm's). Its tile is copied by cp.async like a plain input, and each thread then computes
 // the chain in place over the elements it copied (F: an epilogue-form functor of x's value, at_plane
-// once a plane); the elements outside the image stay zero. Called with an element (the CPU entry, the
-// loads path) it computes the chain from x there. The prologue by loads (emit_conv's
+// once a plane); the elements outside the image stay zero. The CPU entry stages and transforms the
+// same way, thread by thread. Called with an element (the loads path: before sm_80, or
+// SC_DW_PIPELINE=0) it computes the chain from x there, finding the element's plane by a 64-bit
+// division each time: that path is a fallback, not the one timed. The prologue by loads (emit_conv's
 // STITCHCUDA_DW_STAGED=0) gave up cp.async: 300 us on an eval-mode MobileNetV2 block where the chain
 // stored first and the kernel alone took 48 + 138 (H200, 2026-11-29).
 template <class F>
@@ -220,14 +225,16 @@ struct sc_dw_stager {
   // After this thread's copies of a plane landed (its own cp.async groups): the staged prologue's
   // chain over the elements it copied, in place. `base`: the plane's first input element. Padding
   // stays zero (the chain of zero is not the convolution's padding).
+  // `in_plane`: its number among the input's planes (sc_dw_in_plane). The CPU entry calls it too.
   template <class F>
-  __device__ __forceinline__ void transform(const sc_dw_staged<F>& rd, long long base, float* tile) const {
-    const auto at = rd.f.at_plane((unsigned)(base / rd.plane));
-    float* mine = tile + threadIdx.y * G::ROW;
+  SC_INLINE void transform(const sc_dw_staged<F>& rd, unsigned in_plane, long long base, float* tile, int tx,
+                           int ty) const {
+    const auto at = rd.f.at_plane(in_plane);
+    float* mine = tile + ty * G::ROW;
 #pragma unroll
     for (int m = 0; m < NM; ++m) {
       if (!((live_cols >> m) & 1u) || !((in_cols >> m) & 1u)) continue;
-      float* col = mine + G::col(threadIdx.x + 32 * m);
+      float* col = mine + G::col(tx + 32 * m);
       const long long from = base + (row0 + col0 + 32 * m);
 #pragma unroll
       for (int k = 0; k < NK; ++k) {
@@ -329,7 +336,10 @@ __global__ void __launch_bounds__(256, 4) sc_dw_conv_kernel(const Rd rd, const T
       else
         sc_dw_commit();  // an empty group, so that waiting for all but one still means this plane's
       sc_dw_wait_all_but_one();
-      if constexpr (sc_dw_transforms<Rd>::value) stager.transform(rd, sc_dw_base(s, plane, plane % oc), tiles[buf]);
+      if constexpr (sc_dw_transforms<Rd>::value) {
+        const unsigned in_plane = sc_dw_in_plane(s, plane, plane % oc);
+        stager.transform(rd, in_plane, (long long)in_plane * s.h * s.w, tiles[buf], threadIdx.x, threadIdx.y);
+      }
       __syncthreads();
       sc_dw_outputs<T, G>(wt, bias, y, ep, s, tiles[buf], plane, plane % oc, ty0, tx0, threadIdx.x, threadIdx.y);
     }
@@ -392,9 +402,15 @@ static void sc_dw_conv_host_rd(const sc_dw_spec& s, const Rd& rd, const void* w,
     for (long long plane = 0; plane < s.n * s.oc; ++plane) {
       const unsigned o = (unsigned)(plane % s.oc);
       for (int ty = 0; ty < 8; ++ty)
-        for (int tx = 0; tx < 32; ++tx)
-          sc_dw_stager<G>(s, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, tx, ty)
-              .load(rd, sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
+        for (int tx = 0; tx < 32; ++tx) {
+          const sc_dw_stager<G> stager(s, ty0 * G::SH - s.ph, tx0 * G::SW - s.pw, tx, ty);
+          if constexpr (sc_dw_transforms<Rd>::value) {  // as the GPU's cp.async path: copy, then compute
+            stager.load(sc_dw_ptr<float>{rd.x}, sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
+            stager.transform(rd, sc_dw_in_plane(s, (unsigned)plane, o), sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
+          } else {
+            stager.load(rd, sc_dw_base(s, (unsigned)plane, o), tile, tx, ty);
+          }
+        }
       for (int ty = 0; ty < 8; ++ty)
         for (int tx = 0; tx < 32; ++tx)
           sc_dw_outputs<T, G>(static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), ep, s,
