@@ -332,6 +332,15 @@ def trace_module(
     from torch.fx.experimental.proxy_tensor import make_fx
 
     fake_mode = fake_mode or FakeTensorMode(allow_non_fake_inputs=True)
+    # A tuple or list of tensors as one argument (nn.LSTMCell's (h, c)) would trace as several inputs
+    # where the generated forward takes one: said plainly instead of failing on the count.
+    for k, value in enumerate(inputs):
+        if isinstance(value, list | tuple | dict) and any(
+                isinstance(t, torch.Tensor) for t in torch.utils._pytree.tree_leaves(value)):
+            raise TraceError(
+                f"forward's argument {k} is a {type(value).__name__} of tensors (as nn.LSTMCell's (h, c) state "
+                "is): only tensors passed one by one are supported yet; a wrapper module whose forward takes "
+                "them as separate arguments can be optimised instead")
 
     def fake(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):

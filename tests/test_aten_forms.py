@@ -75,3 +75,86 @@ def test_only_a_private_in_place_write_becomes_out_of_place():
     assert private["w"]["op"] == "clamp_min" and private["w"]["target"] == "aten.clamp_min.default"
     seen = {n["name"]: n for n in rewrite_aten_forms(_graph(True))}
     assert seen["w"]["op"] == "clamp_min_"
+
+
+def _split_graph(whole_reader: bool) -> list[dict]:
+    """nn.LSTMCell's form as its C++ body leaves it (user code's in-place ops are functionalised into
+    slice_scatters by the trace): a fresh [3, 8] matrix, split in two, sigmoid_ on one piece and
+    tanh_ on the other, their product. whole_reader: the matrix is also returned."""
+    from stitchcuda.agents.graph import new_node, ref
+
+    def node(name, op, args, shape, stride, view=False, offset=0):
+        return new_node(name, op, args, shape or [], stride or [], "float32", view=view, offset=offset)
+
+    g = [{"name": "x", "op": "input", "kind": "arg", "shape": [3, 8], "dtype": "float32", "stride": [8, 1], "offset": 0},
+         node("m", "mul", {"self": ref("x"), "other": 2.0}, [3, 8], [8, 1]),
+         node("parts", "split", {"self": ref("m"), "split_size": 4, "dim": 1}, None, None, view=True),
+         node("p0", "getitem", {"self": ref("m"), "index": 0}, [3, 4], [8, 1], view=True),
+         node("p1", "getitem", {"self": ref("m"), "index": 1}, [3, 4], [8, 1], view=True, offset=4),
+         node("s", "sigmoid_", {"self": ref("p0")}, [3, 4], [8, 1]),
+         node("t", "tanh_", {"self": ref("p1")}, [3, 4], [8, 1], offset=4),
+         node("y", "mul", {"self": ref("s"), "other": ref("t")}, [3, 4], [4, 1])]
+    g.append({"name": "output", "op": "output",
+              "args": {"values": [ref("y"), *([ref("m")] if whole_reader else [])]}})
+    return g
+
+
+def test_in_place_ops_on_split_pieces_become_out_of_place_unless_the_whole_is_read():
+    from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
+
+    done = {n["name"]: n for n in rewrite_aten_forms(_split_graph(False))}
+    assert (done["s"]["op"], done["t"]["op"]) == ("sigmoid", "tanh")
+    assert done["t"]["target"] == "aten.tanh.default"
+    # A new tensor now, not the piece's place in the matrix.
+    assert (done["t"]["stride"], done["t"]["offset"], done["t"]["view"]) == ([4, 1], 0, False)
+    kept = {n["name"]: n for n in rewrite_aten_forms(_split_graph(True))}
+    assert (kept["s"]["op"], kept["t"]["op"]) == ("sigmoid_", "tanh_")
+
+
+def test_lstm_cell_plans():
+    """nn.LSTMCell: its gates' in-place activations on the chunks of one matrix become out of place,
+    and the cell plans whole (two GEMMs and one pointwise kernel)."""
+    traced = graph.trace_module(nn.LSTMCell(8, 16), [torch.randn(4, 8)])
+    assert {"sigmoid_", "tanh_"} <= {n["op"] for n in traced}
+    plan = planner.plan_graph(traced)
+    assert plan.supported, plan.unsupported
+    assert not {"sigmoid_", "tanh_"} & {n["op"] for n in plan.graph}
+    assert [g.kind for g in plan.groups].count("pointwise") >= 1
+
+
+def test_a_tuple_of_tensors_as_one_argument_is_refused_plainly():
+    with pytest.raises(graph.TraceError, match="argument 1 is a tuple of tensors"):
+        graph.trace_module(nn.LSTMCell(8, 16), [torch.randn(4, 8), (torch.randn(4, 16), torch.randn(4, 16))])
+
+
+class CellWithState(nn.Module):
+    """nn.LSTMCell with its state passed as two tensors, as a user would wrap it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(24, 32)
+
+    def forward(self, x, h, c):
+        return self.cell(x, (h, c))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_an_lstm_cell_matches(tmp_path, monkeypatch):
+    from conftest import builtin_candidate, load_model_new
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    cell = CellWithState()
+    shapes = [(8, 24), (8, 32), (8, 32)]
+    cand = builtin_candidate(cell, [torch.randn(s) for s in shapes], host=False)
+    cell = cell.cuda()
+    new, _ = load_model_new(cand, cell, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        args = [torch.randn(s, device="cuda") for s in shapes]
+        want = cell(*args)
+        for _ in range(3):
+            got = new(*args)
+    for g, w in zip(got, want, strict=True):  # TF32 matmuls: KernelBench's 1e-2
+        torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2)

@@ -1,7 +1,9 @@
 """Ops traced in forms the emitters do not know, rewritten into forms they do, with the same value:
 
 - an in-place op on a fresh intermediate that nothing else reads (F.cosine_similarity's C++ body
-  clamps its norms with clamp_min_ below functionalisation's reach): its out-of-place twin;
+  clamps its norms with clamp_min_ below functionalisation's reach), or on one piece of a fresh
+  intermediate's split that nothing else reads (nn.LSTMCell's gates: sigmoid_ and tanh_ on the four
+  chunks of one matrix): its out-of-place twin;
 - log_sigmoid_forward (F.logsigmoid; its second result is a buffer for the backward pass):
   -softplus(-x), which is PyTorch's min(x, 0) - log1p(exp(-|x|)) in other words.
 
@@ -9,31 +11,67 @@ Each replacement keeps the name its readers use. Found by a sweep of user-style 
 
 from __future__ import annotations
 
-from stitchcuda.agents.graph import Node, contiguous_strides, new_node, picks, ref, ref_name, rewrite_nodes
+from stitchcuda.agents.graph import (
+    Node,
+    contiguous_strides,
+    iter_refs,
+    new_node,
+    picks,
+    ref,
+    ref_name,
+    rewrite_nodes,
+)
 from stitchcuda.agents.graph import fresh_name as _fresh
 
 # In-place ops whose out-of-place twin the pointwise table has (the twin's overload name is the same).
 _IN_PLACE = ("clamp_min_", "clamp_max_", "clamp_", "relu_", "mul_", "div_", "add_", "sub_", "neg_", "abs_",
              "sqrt_", "exp_", "tanh_", "sigmoid_", "pow_", "masked_fill_")
 _FRESH = ("input", "output")  # ops whose results are not fresh intermediates
+# Ops whose results (picked by getitem views of the op's input) are disjoint pieces of it.
+_SPLITS = ("split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind")
 
 
 def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
     chosen = picks(graph)
-    return rewrite_nodes(graph, lambda node, nodes, readers, taken: _out_of_place(node, nodes, readers)
+    readers_of: dict[str, list[Node]] = {}
+    for n in graph:
+        for name in set(iter_refs(n.get("args", {}))):
+            readers_of.setdefault(name, []).append(n)
+    return rewrite_nodes(graph, lambda node, nodes, readers, taken: _out_of_place(node, nodes, readers, readers_of)
                          or _log_sigmoid(node, nodes, readers, taken, chosen))
 
 
-def _out_of_place(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -> tuple[list[Node], set[str]] | None:
+def _out_of_place(node: Node, nodes: dict[str, Node], readers: dict[str, int],
+                  readers_of: dict[str, list[Node]]) -> tuple[list[Node], set[str]] | None:
     if node["op"] not in _IN_PLACE:
         return None
     src = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
-    # A fresh intermediate read by this op alone: no view of it, no other reader sees the write.
-    if src is None or src["op"] in _FRESH or src.get("view") or readers.get(src["name"], 0) != 1:
+    # Read by this op alone, and either a fresh intermediate (no view of it: no other reader sees the
+    # write) or one piece of a fresh intermediate's one split (the other pieces are elsewhere in it).
+    if src is None or src["op"] in _FRESH or readers.get(src["name"], 0) != 1:
+        return None
+    piece = bool(src.get("view"))
+    if piece and not _split_piece(src, nodes, readers_of):
         return None
     op = node["op"][:-1]
     target = node.get("target") or ""
-    return [{**node, "op": op, "target": target.replace(f"aten.{node['op']}.", f"aten.{op}.", 1)}], set()
+    out = {**node, "op": op, "target": target.replace(f"aten.{node['op']}.", f"aten.{op}.", 1)}
+    if piece:  # a new tensor, not the piece's strided place in the matrix
+        out.update(stride=contiguous_strides(node["shape"]), offset=0, view=False)
+    return [out], set()
+
+
+def _split_piece(src: Node, nodes: dict[str, Node], readers_of: dict[str, list[Node]]) -> bool:
+    """Whether view `src` is a getitem of one split of a fresh intermediate that nothing else reads
+    whole: the split's pieces are disjoint, so writing one changes nothing another reader sees."""
+    if src["op"] != "getitem":
+        return False
+    root = nodes.get(ref_name(src["args"].get("self")) or "")
+    if root is None or root["op"] in _FRESH or root.get("view"):
+        return False
+    readers = readers_of.get(root["name"], [])
+    splits = [r for r in readers if r["op"] in _SPLITS]
+    return len(splits) == 1 and all(r["op"] in _SPLITS or (r["op"] == "getitem" and r.get("view")) for r in readers)
 
 
 def _log_sigmoid(node: Node, nodes: dict[str, Node], readers: dict[str, int], taken: set[str],
