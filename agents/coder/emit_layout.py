@@ -593,6 +593,35 @@ def _resample(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
             f"{ctx.node['op']} {'align_corners ' if align else ''}-> {list(out.shape[2:])}")
 
 
+def _assembled(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """A tensor made empty and filled by slice copies (planner's assembled.py; circular padding):
+    the copies walked from the last, an element inside a copy from a source read there, inside a
+    copy from the tensor itself followed to that copy's source element with the copies before it.
+    An element no copy wrote (new_empty's, never read by PyTorch's own uses) is zero."""
+    given, copies = ctx.args.get("sources", []), ctx.args.get("copies", [])
+    sources = [s for s in given if isinstance(s, Operand)]
+    if len(sources) != len(given) or not copies:
+        raise NotSupported("assembled tensor's sources")
+    nd = len(out.shape)
+    at = [f"a{d}" for d in range(nd)]
+    lines = [f"int64_t {a} = {c};" for a, c in zip(at, coords, strict=True)]
+    lines += [f"{C_TYPES[out.dtype]} v = {_zero(out.dtype)};", "bool got = false;"]
+    for copy in reversed(copies):
+        box, shift, k = copy["box"], copy["shift"], copy["source"]
+        inside = " && ".join(f"{a} >= {lo} && {a} < {hi}" for a, (lo, hi) in zip(at, box, strict=True)
+                             if (lo, hi) != (0, out.shape[at.index(a)]))
+        cond = f"!got && {inside}" if inside else "!got"
+        moved = [f"({a} + {d})" if d else a for a, d in zip(at, shift, strict=True)]
+        if k >= 0:
+            lines.append(f"if ({cond}) {{ v = {_read(sources[k], k, moved, out.dtype)}; got = true; }}")
+        else:
+            steps = " ".join(f"{a} += {d};" for a, d in zip(at, shift, strict=True) if d)
+            if steps:
+                lines.append(f"if ({cond}) {{ {steps} }}")
+    lines += ["(void)got;", "y[o] = v;"]
+    return lines, sources, f"assembled from {len(copies)} slice copies"
+
+
 def _listed(value: object) -> list:
     if value is None:
         return []
@@ -619,6 +648,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "grid_sampler_2d": _grid_sample,
     "_embedding_bag": _embedding_bag,
     "affine_grid_generator": _affine_grid,
+    "assembled": _assembled,
     **{f"reflection_pad{d}d": _edge_pad(True) for d in (1, 2, 3)},
     **{f"replication_pad{d}d": _edge_pad(False) for d in (1, 2, 3)},
     **dict.fromkeys(_RESAMPLE, _resample),

@@ -42,6 +42,7 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
+from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.glu import decompose_glu
@@ -133,8 +134,8 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                 split: frozenset[str] | None, algebra: bool = True) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
-    graph = rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
-        decompose_eval_batch_norm(draws_as_inputs(graph))))))
+    graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
+        decompose_eval_batch_norm(draws_as_inputs(graph)))))))
     if algebra:
         graph = _algebra(graph, target)
     if os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
