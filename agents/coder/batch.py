@@ -243,6 +243,10 @@ def _reduced(node: Node, nodes: dict[str, Node], tagged: dict[str, int], op: str
 
 
 def _per_sample(node: Node, nodes: dict[str, Node], tagged: dict[str, int], op: str) -> int:
+    if op == "assembled":  # (planner's assembled.py: every copy covers the batch whole, sample for sample)
+        if set(tagged.values()) != {0} or set(tagged) != {ref_name(s) for s in node["args"]["sources"]}:
+            raise _Mixes(f"{node['target']}: a source without the batch leading")
+        return 0
     first = ref_name(node["args"].get("input") or node["args"].get("self"))
     if set(tagged) != {first} or tagged[first] != 0:
         raise _Mixes(f"{node['target']}: the batch is not only the leading dimension of its input")
