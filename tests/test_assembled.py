@@ -1,7 +1,9 @@
-"""A tensor made empty and filled by slice copies becomes one layout op (agents/plan/assembled.py):
+"""Layout ops a sweep of user-style modules found unsupported. A tensor made empty and filled by slice
+copies becomes one layout op (agents/plan/assembled.py):
 circular padding, as F.pad(mode="circular") and Conv2d(padding_mode="circular") trace. Checked on the
 plan, through the candidate's CPU entry points against PyTorch (1-, 2- and 3-D, asymmetric pads), that
-a pattern it cannot see whole is left alone, and on the GPU with the convolution."""
+a pattern it cannot see whole is left alone, and on the GPU with the convolution. nn.ChannelShuffle
+(aten.channel_shuffle), through the CPU entry points."""
 
 from __future__ import annotations
 
@@ -118,3 +120,30 @@ def test_on_the_gpu_a_circular_convolution_matches(tmp_path, monkeypatch):
         for _ in range(3):
             got = new(x)
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)  # TF32 convolutions
+
+
+class Shuffle(nn.Module):
+    """ShuffleNet's channel shuffle as nn.ChannelShuffle (aten.channel_shuffle), between pointwise work."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.shuffle = nn.ChannelShuffle(groups)
+
+    def forward(self, x):
+        return self.shuffle(torch.relu(x)) + 1.0
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("groups,shape", [(2, (2, 8, 5, 6)), (3, (3, 12, 7)), (4, (2, 8, 2, 3, 4))])
+def test_channel_shuffle_matches_pytorch_on_the_cpu(groups, shape, tmp_path):
+    torch.manual_seed(1)
+    module = Shuffle(groups)
+    traced = graph.trace_module(module, [torch.randn(shape)])
+    assert "channel_shuffle" in {n["op"] for n in traced}
+    cand = builtin_candidate(module, [torch.randn(shape)], host=True)
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for batch in (shape[0], 4):
+            fresh = torch.randn(batch, *shape[1:])
+            torch.testing.assert_close(new(fresh), module(fresh), rtol=0, atol=0)

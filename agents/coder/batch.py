@@ -59,7 +59,7 @@ _PER_SAMPLE = {
     "adaptive_avg_pool1d", "adaptive_max_pool2d", "native_group_norm", "_native_batch_norm_legit_no_training",
     "upsample_nearest2d", "upsample_bilinear2d", "upsample_bicubic2d", "pixel_shuffle", "pixel_unshuffle", "constant_pad_nd",
     "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
-    "replication_pad3d", "im2col", "col2im", "assembled",
+    "replication_pad3d", "im2col", "col2im", "assembled", "channel_shuffle",
 }  # fmt: skip
 _SAME = {"clone", "alias", "contiguous", "_to_copy", "detach", "lift_fresh_copy"}
 _LIKE = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"}

@@ -162,6 +162,17 @@ def _flip(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"flip dims {sorted(dims)}"
 
 
+def _channel_shuffle(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """nn.ChannelShuffle: the channels seen as (groups, C / groups), transposed; output channel c
+    reads input channel (c % groups) * (C / groups) + c / groups."""
+    src, groups = ctx.args["self"], int(ctx.args.get("groups", 1))
+    if len(out.shape) < 2 or groups < 1 or out.shape[1] % groups:
+        raise NotSupported(f"channel shuffle of {list(out.shape)} in {groups} groups")
+    c = coords[1]
+    here = [coords[0], f"(({c} % {groups}) * {out.shape[1] // groups} + {c} / {groups})", *coords[2:]]
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"channel shuffle in {groups} groups"
+
+
 def _triangle(upper: bool) -> Callable[[EmitContext, OutSpec, list[str]], Body]:
     def body(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
         src = ctx.args["self"]
@@ -641,6 +652,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "cat": _cat,
     "stack": _stack,
     "flip": _flip,
+    "channel_shuffle": _channel_shuffle,
     "triu": _triangle(True),
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
