@@ -147,3 +147,32 @@ def test_channel_shuffle_matches_pytorch_on_the_cpu(groups, shape, tmp_path):
         for batch in (shape[0], 4):
             fresh = torch.randn(batch, *shape[1:])
             torch.testing.assert_close(new(fresh), module(fresh), rtol=0, atol=0)
+
+
+class NanToNum(nn.Module):
+    """log of a signed input gives NaN and -inf; times a large scale, +inf too."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, x):
+        return torch.nan_to_num(torch.log(x) * x.abs().pow(60.0), **self.kw) + 0.5
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("kw", [{}, {"nan": 1.5, "posinf": 7.0}, {"neginf": -3.0}])
+def test_nan_to_num_matches_pytorch_on_the_cpu(kw, dtype, tmp_path):
+    """Defaults are the storage dtype's largest finite values (fp16: 65504), as PyTorch's."""
+    torch.manual_seed(3)
+    module = NanToNum(**kw)
+    x = torch.randn(4, 64).to(dtype)
+    x[0, :4] = torch.tensor([0.0, -1.0, float("inf"), float("nan")])
+    cand = builtin_candidate(module, [x], host=True)
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        got, want = new(x), module(x)
+    assert torch.isinf(module(x.float()) - 0.5).logical_not().all()  # no inf left (the case is exercised)
+    torch.testing.assert_close(got, want, rtol=2e-3 if dtype == torch.float16 else 1e-5, atol=1e-5)

@@ -75,7 +75,8 @@ def c_float(value: Any) -> str:
 
 class Operands:
     """What a table entry sees: `a.self`, `a.other`... are C expressions of fp32 values (a variable
-    of the walker or a literal); `a.raw(name)` is the argument as traced (options, constants)."""
+    of the walker or a literal); `a.raw(name)` is the argument as traced (options, constants), and
+    `a.raw("_dtype")` the node's own dtype."""
 
     def __init__(self, values: dict[str, str], raw: dict[str, Any]):
         self._values = values
@@ -188,6 +189,23 @@ def _to_copy(a: Operands) -> str:
     if dtype not in rounding:
         raise NotFusable(f"cast to {dtype}")
     return f"{rounding[dtype]}({a.self})"
+
+
+# Each float storage's largest finite value (nan_to_num's default for +-inf) and the fp32 magnitude
+# from which a value stored in it is inf: the chain before nan_to_num runs in fp32, where eager
+# PyTorch would have stored each step in fp16 (65504 * 8 is inf there, and nan_to_num's to replace).
+_FINITE = {"float32": (3.4028234663852886e38, "INFINITY"), "float16": (65504.0, "65520.0f"),
+           "bfloat16": (3.3895313892515355e38, "3.3961775e38f")}
+
+
+def _nan_to_num(a: Operands) -> str:
+    if a.raw("_dtype") not in _FINITE:
+        raise NotFusable(f"nan_to_num of {a.raw('_dtype')}")
+    big, inf = _FINITE[a.raw("_dtype")]
+    nan, pos, neg = (a.raw(k) for k in ("nan", "posinf", "neginf"))
+    nan, pos, neg = c_float(nan or 0.0), c_float(big if pos is None else pos), c_float(-big if neg is None else neg)
+    x = a.self
+    return f"({x} != {x} ? {nan} : ({x} >= {inf} ? {pos} : ({x} <= -{inf} ? {neg} : {x})))"
 
 
 def _cmp(op: str) -> Op:
@@ -303,6 +321,7 @@ POINTWISE: dict[str, Op] = {
     "bitwise_or": _t("(({self} != 0.0f || {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "bitwise_xor": _t("((({self} != 0.0f) != ({other} != 0.0f)) ? 1.0f : 0.0f)", "self", "other"),
     "isnan": _t("({self} != {self} ? 1.0f : 0.0f)", "self"),
+    "nan_to_num": _f(_nan_to_num, "self"),
     "isinf": _t("(fabsf({self}) == INFINITY ? 1.0f : 0.0f)", "self"),
     "where": _t("({condition} != 0.0f ? {self} : {other})", "condition", "self", "other"),
     "masked_fill": _t("({mask} != 0.0f ? {value} : {self})", "self", "mask", "value"),
@@ -347,7 +366,7 @@ def pointwise_support(node: Node) -> str | None:
         elif isinstance(value, bool | int | float):
             values[arg] = c_float(value)
     try:
-        op.render(Operands(values, node["args"]))
+        op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
     except NotFusable as e:
         return f"{node['target']}: {e}"
     return None
@@ -528,7 +547,7 @@ class _Lowering:
                 values[arg] = self.value(src, self._broadcast(idx, operand["shape"]))
             elif isinstance(raw, bool | int | float):
                 values[arg] = c_float(raw)
-        expr = op.render(Operands(values, node["args"]))
+        expr = op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
         self.ops.append(node["op"])
         return self._emit("double" if node.get("dtype") == "int64" else "float", "v", expr, node["name"])
 
