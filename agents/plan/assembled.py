@@ -16,7 +16,7 @@ copy covers the first (batch) dim whole, so the op is per sample."""
 
 from __future__ import annotations
 
-from stitchcuda.agents.graph import Node, contiguous_strides, iter_refs, ref, ref_name
+from stitchcuda.agents.graph import Node, contiguous_strides, iter_refs, ref, ref_name, rewrite_nodes
 
 _EMPTY = ("new_empty", "empty", "empty_like")
 
@@ -27,17 +27,14 @@ def assemble_slice_copies(graph: list[Node]) -> list[Node]:
     for k, n in enumerate(graph):
         for name in set(iter_refs(n.get("args", {}))):
             readers.setdefault(name, []).append(k)
-    replaced: dict[str, Node] = {}
-    dropped: set[str] = set()
-    for node in graph:
-        if node["op"] in _EMPTY and not node.get("view") and node.get("shape"):
-            found = _assembly(graph, nodes, readers, node)
-            if found is not None:
-                replaced[node["name"]], gone = found
-                dropped |= gone
-    if not replaced:
-        return graph
-    return [replaced.get(n["name"], n) for n in graph if n["name"] not in dropped]
+
+    def rewrite(node: Node, *_: object) -> tuple[list[Node], set[str]] | None:
+        if node["op"] not in _EMPTY or node.get("view") or not node.get("shape"):
+            return None
+        found = _assembly(graph, nodes, readers, node)
+        return None if found is None else ([found[0]], found[1])
+
+    return rewrite_nodes(graph, rewrite)
 
 
 def _box(nodes: dict[str, Node], name: str) -> tuple[str, list[tuple[int, int]]] | None:
