@@ -1416,10 +1416,11 @@ def prologues_on() -> bool:
 
 # "1": a depthwise convolution takes the pointwise chain before it as a prologue (computed as staged,
 # never stored). Off by default since 2026-11-29: on the H200 an eval-mode MobileNetV2 block's fused
-# kernel (batch norm, ReLU6, depthwise, batch norm, ReLU6) took 300 us where the chain stored first,
-# then the depthwise kernel with its epilogue, took 48 + 138: staging by loads loses cp.async's
-# pipeline, and the loader finds each element's channel by a division and reads its batch-norm
-# parameters again per element (bench/results/2026-11-29-h200-ab-cat-prologue-471d2b3.md).
+# kernel (batch norm, ReLU6, depthwise, batch norm, ReLU6) took 300 us where the chain stored first
+# and the depthwise kernel alone took 48 + 138: staging by loads lost cp.async's pipeline, and the
+# loader found each element's channel by a division and read its batch-norm parameters again per
+# element (bench/results/2026-11-29-h200-depthwise-rows-epilogue-l3-networks-dbc45ee.md). The staged
+# form since (emit_conv.DW_STAGED_ENV) keeps cp.async; not yet timed.
 CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
 
 
