@@ -162,6 +162,22 @@ def load_model_new(cand: Candidate, module: nn.Module, folder: Path) -> tuple[nn
     return new, mod
 
 
+def outputs_on_the_gpu(cand: Candidate, module: nn.Module, args: list[torch.Tensor], folder: Path,
+                       calls: int = 3) -> tuple[object, object]:
+    """(the candidate's result, the module's) on the GPU for CPU `args` moved there, the candidate
+    called `calls` times (the second arms the fast path, the third takes it). The module may be the
+    one the candidate was traced from, still on the CPU."""
+    module = module.cuda()
+    new, _ = load_model_new(cand, module, folder)
+    new = new.cuda()
+    with torch.no_grad():
+        args = [a.cuda() for a in args]
+        want = module(*args)
+        for _ in range(calls):
+            got = new(*args)
+    return got, want
+
+
 @pytest.fixture
 def isolated_cache(tmp_path, monkeypatch):
     """A build cache of the test's own; kernels target the H100's sm_90 where no GPU says otherwise."""

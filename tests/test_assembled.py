@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import builtin_candidate, load_model_new, needs_nvcc
+from conftest import builtin_candidate, load_model_new, needs_nvcc, outputs_on_the_gpu
 
 from stitchcuda.agents import graph
 from stitchcuda.agents.graph import contiguous_strides, new_node, ref
@@ -111,14 +111,7 @@ def test_on_the_gpu_a_circular_convolution_matches(tmp_path, monkeypatch):
     torch.manual_seed(2)
     module = CircularConv()
     cand = builtin_candidate(module, [torch.randn(4, 8, 32, 40)], host=False)
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path)
-    new = new.cuda()
-    with torch.no_grad():
-        x = torch.randn(4, 8, 32, 40, device="cuda")
-        want = module(x)
-        for _ in range(3):
-            got = new(x)
+    got, want = outputs_on_the_gpu(cand, module, [torch.randn(4, 8, 32, 40)], tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)  # TF32 convolutions
 
 

@@ -141,20 +141,13 @@ class CellWithState(nn.Module):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_the_gpu_an_lstm_cell_matches(tmp_path, monkeypatch):
-    from conftest import builtin_candidate, load_model_new
+    from conftest import builtin_candidate, outputs_on_the_gpu
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(1)
     cell = CellWithState()
     shapes = [(8, 24), (8, 32), (8, 32)]
     cand = builtin_candidate(cell, [torch.randn(s) for s in shapes], host=False)
-    cell = cell.cuda()
-    new, _ = load_model_new(cand, cell, tmp_path)
-    new = new.cuda()
-    with torch.no_grad():
-        args = [torch.randn(s, device="cuda") for s in shapes]
-        want = cell(*args)
-        for _ in range(3):
-            got = new(*args)
+    got, want = outputs_on_the_gpu(cand, cell, [torch.randn(s) for s in shapes], tmp_path)
     for g, w in zip(got, want, strict=True):  # TF32 matmuls: KernelBench's 1e-2
         torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2)

@@ -501,20 +501,13 @@ def test_a_depthwise_kernel_with_a_prologue_builds_for_sm90(staged, tmp_path, mo
 
 
 def _on_the_gpu(cand, module: nn.Module, shape, folder) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the candidate's output, the module's) on the GPU on one fresh input, after three calls (the
-    second arms the fast path, the third takes it). No TF32 on the module's side: a dense convolution
-    before the depthwise one would otherwise differ from the candidate's fp32 one by TF32's rounding."""
-    from conftest import load_model_new
+    """(the candidate's output, the module's) on the GPU on one fresh input. No TF32 on the module's
+    side: a dense convolution before the depthwise one would otherwise differ from the candidate's
+    fp32 one by TF32's rounding."""
+    from conftest import outputs_on_the_gpu
 
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, folder)
-    new = new.cuda()
-    with torch.no_grad(), torch.backends.cudnn.flags(allow_tf32=False):
-        x = torch.randn(shape, device="cuda")
-        want = module(x)
-        for _ in range(3):
-            got = new(x)
-    return got, want
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        return outputs_on_the_gpu(cand, module, [torch.randn(shape)], folder)
 
 
 @pytest.mark.gpu
@@ -651,21 +644,14 @@ def test_an_epilogue_with_plane_and_element_operands_matches_the_module_on_the_c
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_the_gpu_an_epilogue_with_plane_and_element_operands_matches(tmp_path, monkeypatch):
-    from conftest import load_model_new
+    from conftest import outputs_on_the_gpu
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(10)
     module = DepthwiseThenMixed(c=24)
     shape = (3, 24, 56, 56)
     cand = builtin_candidate(module, _mixed_inputs(shape), host=False)  # traced on the CPU
-    module = module.cuda()
-    new, _ = load_model_new(cand, module, tmp_path)
-    new = new.cuda()
-    with torch.no_grad():
-        fresh = [t.cuda() for t in _mixed_inputs(shape)]
-        want = module(*fresh)
-        for _ in range(3):  # the third call takes the fast path
-            got = new(*fresh)
+    got, want = outputs_on_the_gpu(cand, module, _mixed_inputs(shape), tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

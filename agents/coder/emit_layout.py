@@ -619,8 +619,8 @@ def _assembled(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     lines += [f"{C_TYPES[out.dtype]} v = {_zero(out.dtype)};", "bool got = false;"]
     for copy in reversed(copies):
         box, shift, k = copy["box"], copy["shift"], copy["source"]
-        inside = " && ".join(f"{a} >= {lo} && {a} < {hi}" for a, (lo, hi) in zip(at, box, strict=True)
-                             if (lo, hi) != (0, out.shape[at.index(a)]))
+        inside = " && ".join(f"{a} >= {lo} && {a} < {hi}" for a, (lo, hi), n in zip(at, box, out.shape, strict=True)
+                             if (lo, hi) != (0, n))
         cond = f"!got && {inside}" if inside else "!got"
         moved = [f"({a} + {d})" if d else a for a, d in zip(at, shift, strict=True)]
         if k >= 0:
