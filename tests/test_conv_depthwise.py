@@ -21,12 +21,12 @@ from stitchcuda.task import import_file
 
 
 @pytest.fixture(autouse=True)
-def _prologues_on(monkeypatch):
-    """Depthwise prologues are opt-in (planner.CONV_PROLOGUES_ENV): these tests keep that path tested;
-    test_the_switch_stores_the_chain_first sets its own value."""
+def _prologues_default(monkeypatch):
+    """Depthwise prologues are on by default (planner.CONV_PROLOGUES_ENV): these tests run the default
+    whatever the caller's environment says; test_the_switch sets its own value."""
     from stitchcuda.agents.plan import planner
 
-    monkeypatch.setenv(planner.CONV_PROLOGUES_ENV, "1")
+    monkeypatch.delenv(planner.CONV_PROLOGUES_ENV, raising=False)
 
 
 class Depthwise(nn.Module):
@@ -437,20 +437,21 @@ def test_a_chain_a_norm_stores_as_its_epilogue_stays_there():
     assert "epilogue relu" in norm.note, norm.note
 
 
-@pytest.mark.parametrize("value", ["0", None])
-def test_the_switch_stores_the_chain_first(value, monkeypatch):
-    """Off ("0") and by default (measured slower on the H200: see planner.CONV_PROLOGUES_ENV)."""
+@pytest.mark.parametrize("value,taken", [("0", False), ("1", True), (None, True)])
+def test_the_switch(value, taken, monkeypatch):
+    """Off ("0") the chain is stored first, its own pointwise kernel; on ("1") and by default (measured
+    faster on the H200: see planner.CONV_PROLOGUES_ENV) the depthwise kernel takes it as its prologue."""
     from conftest import plan_of
 
     from stitchcuda.agents.plan import planner
 
-    if value is None:
-        monkeypatch.delenv(planner.CONV_PROLOGUES_ENV, raising=False)
-    else:
+    if value is not None:
         monkeypatch.setenv(planner.CONV_PROLOGUES_ENV, value)
     plan = plan_of(InvertedResidual(), [torch.randn(2, 4, 30, 60)])
-    assert "prologue" not in _dw_group(plan).note
-    assert any(g.kind == "pointwise" for g in plan.groups)
+    assert ("prologue" in _dw_group(plan).note) == taken, _dw_group(plan).note
+    # The expansion's chain (batch norm, ReLU6) is the pointwise group that goes when taken.
+    pointwise = [g for g in plan.groups if g.kind == "pointwise"]
+    assert bool(pointwise) != taken, [g.note for g in plan.groups]
 
 
 @pytest.mark.nvcc

@@ -1414,18 +1414,19 @@ def prologues_on() -> bool:
     return os.environ.get(PROLOGUES_ENV, "1") != "0"
 
 
-# "1": a depthwise convolution takes the pointwise chain before it as a prologue (computed as staged,
-# never stored). Off by default since 2026-11-29: on the H200 an eval-mode MobileNetV2 block's fused
-# kernel (batch norm, ReLU6, depthwise, batch norm, ReLU6) took 300 us where the chain stored first
-# and the depthwise kernel alone took 48 + 138: staging by loads lost cp.async's pipeline, and the
-# loader found each element's channel by a division and read its batch-norm parameters again per
-# element (bench/results/2026-11-29-h200-depthwise-rows-epilogue-l3-networks-dbc45ee.md). The staged
-# form since (emit_conv.DW_STAGED_ENV) keeps cp.async; not yet timed.
+# "0" turns depthwise prologues off: the pointwise chain before a depthwise convolution is stored
+# first instead of computed as the kernel stages its input. On by default since 2026-11-29, once the
+# chain was staged by cp.async and computed over the tile in shared memory (emit_conv.DW_STAGED_ENV):
+# on the H200 an eval-mode MobileNetV2 block's depthwise kernel with prologue and epilogue took 95.4 us
+# against 78.1 + 48.0 with the chain stored first, block GPU time 0.197 -> 0.171 ms; ConvNeXt,
+# Conformer's convolution module and EfficientNet's MBConv did not move (within 1%). Computed as each
+# element was loaded instead it had lost (300 us against 48 + 138:
+# bench/results/2026-11-29-h200-depthwise-rows-epilogue-l3-networks-dbc45ee.md).
 CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
 
 
 def conv_prologues_on() -> bool:
-    return os.environ.get(CONV_PROLOGUES_ENV, "0") == "1"
+    return os.environ.get(CONV_PROLOGUES_ENV, "1") != "0"
 
 
 def _root_readers(
