@@ -415,26 +415,113 @@ def test_which_chains_the_depthwise_kernel_computes_as_it_stages(make, shape, ta
 
 
 class TrainingBlock(nn.Module):
-    """MobileNet's batch norm (training mode: batch statistics, a norm kernel) and ReLU before a
-    depthwise convolution: the norm stores the ReLU's result as its epilogue, at no pass of its own,
-    and the depthwise kernel keeps its own staging (no prologue)."""
+    """MobileNet's batch norm (training mode: batch statistics, a norm kernel) and ReLU (or ReLU6)
+    before a depthwise convolution."""
 
-    def __init__(self, c: int = 8):
+    def __init__(self, c: int = 8, k: int = 3, stride: int = 1, six: bool = False, affine: bool = True):
         super().__init__()
-        self.bn = nn.BatchNorm2d(c)
-        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.bn = nn.BatchNorm2d(c, affine=affine)
+        self.dw = nn.Conv2d(c, c, k, stride=stride, padding=k // 2, groups=c, bias=False)
+        self.six = six
+        if affine:
+            with torch.no_grad():
+                self.bn.weight.uniform_(0.5, 1.5)
+                self.bn.bias.uniform_(-0.5, 0.5)
 
     def forward(self, x):
-        return self.dw(torch.relu(self.bn(x)))
+        y = self.bn(x)
+        return self.dw(torch.clamp(y, 0.0, 6.0) if self.six else torch.relu(y))
 
 
-def test_a_chain_a_norm_stores_as_its_epilogue_stays_there():
+@pytest.mark.parametrize("value", [None, "0"])
+def test_a_training_norm_before_it_keeps_its_statistics_and_the_kernel_normalises(value, monkeypatch):
+    """By default the norm computes its statistics alone and the depthwise kernel normalises and
+    activates as it stages its input (train_bn_prologue); "0": the norm stores its normalised,
+    activated result (the ReLU as its epilogue) and the depthwise kernel reads it."""
     from conftest import plan_of
 
+    from stitchcuda.agents.plan import planner
+
+    if value is not None:
+        monkeypatch.setenv(planner.TRAIN_BN_PROLOGUE_ENV, value)
     plan = plan_of(TrainingBlock(), [torch.randn(2, 8, 64, 128)])
-    assert "prologue" not in _dw_group(plan).note
     (norm,) = [g for g in plan.groups if g.kind == "kernel" and "batch_norm" in g.note]
-    assert "epilogue relu" in norm.note, norm.note
+    dw = _dw_group(plan).note
+    if value is None:
+        assert "statistics only" in norm.note and "epilogue" not in norm.note, norm.note
+        assert "prologue sub -> mul -> mul -> add -> relu" in dw and "staged" in dw, dw
+    else:
+        assert "epilogue relu" in norm.note and "statistics only" not in norm.note, norm.note
+        assert "prologue" not in dw, dw
+    # (the one pointwise kernel left adds to the norm's step counter, over [])
+    assert not [g for g in plan.groups if g.kind == "pointwise" and "over []" not in g.note], [g.note for g in plan.groups]
+
+
+def test_where_the_depthwise_kernel_does_not_take_the_chain_the_norm_stores_it():
+    """A plane too small for our depthwise kernel stays with cuDNN, which takes no prologue: the
+    chain would be a pass of its own, so the norm is planned again whole, with its epilogue."""
+    from conftest import plan_of
+
+    plan = plan_of(TrainingBlock(c=16), [torch.randn(4, 16, 4, 4)])
+    (norm,) = [g for g in plan.groups if g.kind == "kernel" and "batch_norm" in g.note]
+    assert "statistics only" not in norm.note and "epilogue relu" in norm.note, norm.note
+    assert not [g for g in plan.groups if g.kind == "pointwise" and "over []" not in g.note], [g.note for g in plan.groups]
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("kw,shape", [
+    (dict(), (2, 8, 30, 60)),
+    (dict(k=5, stride=2, six=True), (2, 12, 64, 128)),
+    (dict(affine=False), (2, 4, 33, 40)),
+])
+def test_a_training_norm_normalised_by_the_depthwise_kernel_matches_on_the_cpu(kw, shape, tmp_path):
+    """Through the host entries: the output, the running statistics the norm updates, and the
+    gradients, which backward takes from the reference math (save_mean and save_invstd carry none in
+    PyTorch; the plan's reference computes them from the input: train_bn_prologue)."""
+    import copy
+
+    from conftest import load_model_new
+
+    torch.manual_seed(6)
+    module = TrainingBlock(c=shape[1], **kw)
+    before = copy.deepcopy(module)
+    x = torch.randn(shape) * 2 + 0.5
+    cand = builtin_candidate(module, [x], host=True)
+    assert "statistics only" in " ".join(cand.notes) or "statistics only" in cand.files[CU_FILE]
+    new, _ = load_model_new(cand, before, tmp_path)
+    new.train()
+    fresh = torch.randn(shape) * 2 + 0.5
+    with torch.no_grad():
+        got = new(fresh)
+    want = copy.deepcopy(before)(fresh)
+    torch.testing.assert_close(got, want.detach(), rtol=1e-4, atol=1e-4)
+    reference = copy.deepcopy(before)
+    with torch.no_grad():
+        reference(fresh)
+    torch.testing.assert_close(new.bn.running_mean if hasattr(new, "bn") else new.state_dict()["bn.running_mean"],
+                               reference.bn.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(new.state_dict()["bn.running_var"], reference.bn.running_var, rtol=1e-5, atol=1e-6)
+    # Gradients through the custom op's backward against the module's own.
+    xa, xb = fresh.clone().requires_grad_(), fresh.clone().requires_grad_()
+    grad = torch.randn_like(want)
+    new(xa).backward(grad)
+    module_b = copy.deepcopy(before)
+    module_b(xb).backward(grad)
+    torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kw,shape", [(dict(), (4, 16, 60, 100)), (dict(k=5, stride=2, six=True), (3, 24, 90, 140))])
+def test_on_the_gpu_a_training_norm_normalised_by_the_depthwise_kernel_matches(kw, shape, tmp_path, monkeypatch):
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(7)
+    module = TrainingBlock(c=shape[1], **kw)
+    cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+    assert "statistics only" in cand.files[CU_FILE] and "sc_dw_staged<" in cand.files[CU_FILE]
+    got, want = _on_the_gpu(cand, module, shape, tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("value,taken", [("0", False), ("1", True), (None, True)])

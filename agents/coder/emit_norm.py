@@ -100,13 +100,17 @@ def _operand(args: dict, key: str, numel: int | None = None) -> Operand | None:
     return op
 
 
-def _input(ctx: EmitContext) -> Operand:
+def _input(ctx: EmitContext, stats_only: bool = False) -> Operand:
+    """stats_only: the normalised output may be unread (a training batch norm whose statistics alone
+    are read: train_bn_prologue)."""
     x = _operand(ctx.args, "input")
     if x is None:
         raise NotSupported("no input tensor")
     if x.numel == 0:
         raise NotSupported("empty input")
     out = ctx.outputs[0]
+    if out is None and stats_only and x.dtype in FLOATS:
+        return x
     if out is None or tuple(out.shape) != x.shape or out.dtype not in FLOATS:
         raise NotSupported("the normalised output is not used, or has another shape or dtype")
     return x
@@ -177,7 +181,7 @@ def _group_norm(ctx: EmitContext) -> Kernel:
 
 
 def _batch_norm(ctx: EmitContext) -> Kernel:
-    x = _input(ctx)
+    x = _input(ctx, stats_only=True)
     op = ctx.node["op"]
     if len(x.shape) < 2:
         raise NotSupported(f"batch norm of a {len(x.shape)}-D input")
@@ -305,7 +309,12 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     if ep is not None:
         n.outputs = [OutSpec(ep.node, tuple(ep.shape), ep.dtype), *n.outputs[1:]]
     ys = [o for o in n.outputs if o is not None]
-    widest = max(ITEM_SIZE[x.dtype], ITEM_SIZE[n.outputs[0].dtype])  # type: ignore[union-attr]
+    # No normalised result read (train_bn_prologue: a depthwise convolution normalises as it reads):
+    # the statistics alone, and no normalising pass.
+    has_y = n.outputs[0] is not None
+    if not has_y and (not n.training or not ys):
+        raise NotSupported(f"{n.op}: no result is read")
+    widest = max(ITEM_SIZE[x.dtype], ITEM_SIZE[n.outputs[0].dtype if has_y else x.dtype])  # type: ignore[union-attr]
     vmax = max(1, VECTOR_BYTES // widest)
     segmented = n.seg != n.count
     numel = x.numel
@@ -465,6 +474,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         "RMS": flag(n.rms),
         "HAS_W": flag(n.weight is not None),
         "HAS_B": flag(n.bias is not None),
+        "HAS_Y": flag(has_y),
         "HAS_MEAN": flag(n.training and "mean" in written),
         "HAS_RSTD": flag(n.training and "rstd" in written),
         "UPDATE": flag(n.update),
@@ -488,6 +498,8 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     mutates = [o.name for o in (n.running_mean, n.running_var) if n.mutate and n.update and o is not None]
     if ctx.args.get("channels_last"):
         note += ", channels-last"
+    if not has_y:
+        note += ", statistics only"
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     if ep is not None:

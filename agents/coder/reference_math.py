@@ -79,6 +79,8 @@ def render_reference(
             lines.append(f"    {names.bind(node['name'])} = {literal(node.get('value'))}")
         elif op == "constant":
             lines.append(f"    {names.bind(node['name'])} = {_constant(node)}")
+        elif op == "getitem" and node.get("batch_stats"):
+            lines.append(f"    {names.bind(node['name'])} = {_batch_stat(node, names)}")
         elif op == "getitem":
             # A split's pieces are traced as views of its input; `source` names the split itself.
             src = names.get(node.get("source") or ref_name(node["args"]["self"]))
@@ -89,6 +91,18 @@ def render_reference(
             lines.append(f"    {names.bind(node['name'])} = {_call(node, names, batch)}")
     lines.append(f"    return [{', '.join(names.get(r) for r in returns)}]")
     return ReferenceMath("\n".join(lines) + "\n", (*tensors, *state))
+
+
+def _batch_stat(node: Node, names: _Names) -> str:
+    """A training batch norm's save_mean (index 1) or save_invstd (2) where the plan reads them
+    (train_bn_prologue): PyTorch gives those results no gradient, so they are computed from the input
+    as the mean and rsqrt(var + eps) over the batch and space, which carry it."""
+    stats = node["batch_stats"]
+    x, dims = names.get(stats["input"]), list(stats["dims"])
+    if int(node["args"]["index"]) == 1:
+        return f"torch.ops.aten.mean.dim({x}, {dims})"
+    var = f"torch.ops.aten.var.correction({x}, {dims}, correction=0)"
+    return f"torch.ops.aten.rsqrt.default(torch.ops.aten.add.Tensor({var}, {literal(float(stats['eps']))}))"
 
 
 def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:

@@ -51,6 +51,7 @@ from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_pro
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
+from stitchcuda.agents.plan.train_bn_prologue import split_train_batch_norms
 from stitchcuda.agents.plan.weight_norm import decompose_weight_norm
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -131,7 +132,7 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
 
 
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
-                split: frozenset[str] | None, algebra: bool = True) -> Plan:
+                split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset()) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
@@ -143,6 +144,9 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
     if channels_last:
         graph = channels_last_convs(instance_norm_as_group_norm(graph))
+    split_bns: dict[str, str] = {}  # training batch norm -> the depthwise convolution to normalise its input
+    if prologues_on() and conv_prologues_on() and os.environ.get(TRAIN_BN_PROLOGUE_ENV, "1") != "0":
+        graph, split_bns = split_train_batch_norms(graph, whole_bns)
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
@@ -186,6 +190,9 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
             live_set.add(copy)
     live = [n["name"] for n in graph if n["name"] in live_set]
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    if missed := frozenset(bn for bn, conv in split_bns.items() if conv not in prologues):
+        # Their chains would be passes of their own: those norms normalise as they did.
+        return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
     gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target)
 
@@ -1423,6 +1430,9 @@ def prologues_on() -> bool:
 # element was loaded instead it had lost (300 us against 48 + 138:
 # bench/results/2026-11-29-h200-depthwise-rows-epilogue-l3-networks-dbc45ee.md).
 CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
+# "0": a training-mode batch norm before a depthwise convolution writes its normalised result, as
+# before train_bn_prologue (for same-run comparisons). CPU-tested; not yet timed on a GPU.
+TRAIN_BN_PROLOGUE_ENV = "STITCHCUDA_TRAIN_BN_PROLOGUE"
 
 
 def conv_prologues_on() -> bool:

@@ -93,7 +93,7 @@ template <int VEC>
 static void run_device_vec(const Args& a, cudaStream_t stream) {
   colstats_kernel<VEC><<<(unsigned)(tiles<VEC>() * P), THREADS, 0, stream>>>(a);
   final_launch(a, P, stream);
-  ew_kernel<VEC><<<ew_grid<VEC>(), THREADS, 0, stream>>>(a);
+  if constexpr (HAS_Y) ew_kernel<VEC><<<ew_grid<VEC>(), THREADS, 0, stream>>>(a);
 }
 static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   if (vec) run_device_vec<VMAX>(a, stream);

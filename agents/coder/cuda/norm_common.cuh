@@ -18,6 +18,8 @@ constexpr int64_t RGD = ROW_GROUP > 0 ? ROW_GROUP : 1;  // a divisor in the bran
 static_assert(NUMEL > 0 && R > 0, "a norm of no elements");  // (also: NUMEL is read by every shape)
 constexpr bool SEGMENTED = $SEGMENTED, RMS = $RMS, HAS_W = $HAS_W, HAS_B = $HAS_B;
 constexpr bool HAS_MEAN = $HAS_MEAN, HAS_RSTD = $HAS_RSTD, UPDATE = $UPDATE;
+// false: no normalised result is read (statistics only): the normalising passes write nothing.
+constexpr bool HAS_Y = $HAS_Y;
 constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM = $MOMENTUM;
 
 struct Args {
@@ -47,6 +49,7 @@ SC_INLINE float affine(const Args& a, float x, float mean, float rstd, int64_t p
 // Normalise the vector xv of row r's elements k..k+VEC-1 (k a multiple of VEC) and store it.
 template <int VEC>
 SC_INLINE void normalise(const Args& a, int64_t r, int64_t k, const sc_vec<XV, VEC>& xv, float mean, float rstd) {
+  if constexpr (!HAS_Y) return;
   const int64_t p0 = pidx(r, k), e0 = addr(r, k);  // a vector never leaves a run: e0 + l is element k + l
   sc_vec<YT, VEC> yv;
   if constexpr (RUN == 0) {  // per-element weights (layer norm): whole vectors of them
@@ -99,6 +102,7 @@ SC_INLINE void record(const Args& a, int64_t r, float mean, float m2, float rstd
 }
 template <int VEC>
 SC_INLINE void apply_vec(const Args& a, int64_t r, int64_t k, float mean, float rstd) {
+  if constexpr (!HAS_Y) return;
   normalise<VEC>(a, r, k, sc_nx_vec<VEC>(a.x, addr(r, k)), mean, rstd);
 }
 // Merge the P partials of row r and finish it (stat gets what the normalising pass needs).
@@ -137,6 +141,7 @@ __global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
 // Elementwise normalisation of a [N, C=R, S] tensor with per-channel stat (batch norm).
 template <int VEC>
 SC_INLINE void ew_vec(const Args& a, int64_t i) {
+  if constexpr (!HAS_Y) return;
   const sc_vec<XV, VEC> xv = sc_nx_vec<VEC>(a.x, i);
   sc_vec<YT, VEC> yv;
   const int64_t c0 = (i / S) % R;
@@ -164,6 +169,7 @@ SC_INLINE constexpr int64_t ew_gcd(int64_t a, int64_t b) {
 #ifdef __CUDACC__
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) ew_kernel(Args a) {
+  if constexpr (!HAS_Y) return;
   const int64_t step = (int64_t)gridDim.x * THREADS;
   int64_t v = (int64_t)blockIdx.x * THREADS + threadIdx.x;
   if constexpr (ew_fixed_channels<VEC>()) {

@@ -47,6 +47,7 @@ template <int VEC> SC_INLINE int64_t end_group(int64_t tile) {
 // Elementwise normalisation in storage order: element i is channel i % C of sample i / (HW * C).
 template <int VEC>
 SC_INLINE void grouped_apply(const Args& a, int64_t i) {
+  if constexpr (!HAS_Y) return;
   const int64_t c = i % C, r = (i / (HW * C)) * G + c / PER;
   const float mean = a.stat[2 * r], rstd = a.stat[2 * r + 1];
   const sc_vec<XV, VEC> xv = sc_nx_vec<VEC>(a.x, i);
@@ -94,6 +95,7 @@ static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   if (vec) grouped_stats_kernel<VMAX><<<(unsigned)(tiles<VMAX>() * NS * PS), THREADS, 0, stream>>>(a);
   else grouped_stats_kernel<1><<<(unsigned)(tiles<1>() * NS * PS), THREADS, 0, stream>>>(a);
   final_launch(a, P, stream);
+  if constexpr (!HAS_Y) return;
   if (vec) grouped_apply_kernel<VMAX><<<sc_norm_grid(NUMEL / VMAX), THREADS, 0, stream>>>(a);
   else grouped_apply_kernel<1><<<sc_norm_grid(NUMEL), THREADS, 0, stream>>>(a);
 }

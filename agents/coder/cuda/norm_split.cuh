@@ -52,6 +52,7 @@ static void run_host_vec(const Args& a) {
     }
   }
   final_host(a, P);
+  if constexpr (!HAS_Y) return;
   for (int64_t b = 0; b < R * P; ++b)
     for (int t = 0; t < THREADS; ++t) apply_chunk<VEC>(a, b % R, b / R, t);
 }
@@ -65,6 +66,7 @@ static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   if (vec) stats_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
   else stats_kernel<1><<<grid, THREADS, 0, stream>>>(a);
   final_launch(a, P, stream);
+  if constexpr (!HAS_Y) return;
   if (vec) apply_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
   else apply_kernel<1><<<grid, THREADS, 0, stream>>>(a);
 }
