@@ -1,6 +1,6 @@
 """Ops traced in forms the emitters do not know are rewritten into forms they do
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_)
-and log_sigmoid_forward (F.logsigmoid). Checked on the plan and through the built candidate's CPU
+log_sigmoid_forward (F.logsigmoid) and empty_like then fill (F.binary_cross_entropy_with_logits). Checked on the plan and through the built candidate's CPU
 entry points against PyTorch, and that an in-place write others can see is left alone."""
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ class LogSigmoid(nn.Module):
         return nn.functional.logsigmoid(x * 30.0) + 1.0  # far into both tails
 
 
-CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9))}
+class BCEWithLogits(nn.Module):
+    """Soft targets from the other half of the input; its 1 - target is traced as empty_like, fill."""
+
+    def forward(self, x):
+        return nn.functional.binary_cross_entropy_with_logits(x[:, :4], torch.sigmoid(x[:, 4:]), reduction="none")
+
+
+CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
+         "bce with logits": (BCEWithLogits, "empty_like", (3, 8))}
 
 
 @pytest.mark.usefixtures("isolated_cache")

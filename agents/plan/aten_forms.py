@@ -5,7 +5,10 @@
   intermediate's split that nothing else reads (nn.LSTMCell's gates: sigmoid_ and tanh_ on the four
   chunks of one matrix): its out-of-place twin;
 - log_sigmoid_forward (F.logsigmoid; its second result is a buffer for the backward pass):
-  -softplus(-x), which is PyTorch's min(x, 0) - log1p(exp(-|x|)) in other words.
+  -softplus(-x), which is PyTorch's min(x, 0) - log1p(exp(-|x|)) in other words;
+- empty_like then fill, nothing else reading the empty tensor (F.binary_cross_entropy_with_logits
+  writes its 1 - target so, and with it BCEWithLogitsLoss and the focal losses built on it):
+  full_like.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -38,7 +41,20 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
         for name in set(iter_refs(n.get("args", {}))):
             readers_of.setdefault(name, []).append(n)
     return rewrite_nodes(graph, lambda node, nodes, readers, taken: _out_of_place(node, nodes, readers, readers_of)
-                         or _log_sigmoid(node, nodes, readers, taken, chosen))
+                         or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers))
+
+
+def _filled_empty(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "fill" or node.get("view"):
+        return None
+    src = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
+    if src is None or src["op"] != "empty_like" or src.get("view") or readers.get(src["name"], 0) != 1 \
+            or list(src.get("shape") or []) != list(node.get("shape") or []):
+        return None
+    a = src["args"]
+    args = {"self": a["self"], "fill_value": node["args"].get("value"),
+            **{k: a.get(k) for k in ("dtype", "layout", "device", "pin_memory", "memory_format") if k in a}}
+    return [{**node, "op": "full_like", "target": "aten.full_like.default", "args": args}], {src["name"]}
 
 
 def _out_of_place(node: Node, nodes: dict[str, Node], readers: dict[str, int],
