@@ -1,4 +1,4 @@
-"""Reads through an index, rolls, fills and edge padding (issue 17 item 5: what sent unseen networks
+"""Reads through an index, rolls, repeats, fills and edge padding (issue 17 item 5: what sent unseen networks
 back; reflection and replication padding, as style-transfer and vocoder networks pad): each a row
 of the data-movement table (agents/coder/emit_layout.py), checked on the CPU through the candidate's
 host entry points against PyTorch."""
@@ -190,3 +190,45 @@ def test_a_constant_too_large_to_keep_says_so():
     assert not plan.supported
     assert any("only constants of up to 64 elements are" in u for u in plan.unsupported), plan.unsupported
 
+
+
+class Tiled(nn.Module):
+    """Tensor.repeat with more repeats than the source has dims: a table tiled, then added."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x):
+        return x + self.table.repeat(2, 2, 2)
+
+
+class AffineInstanceNorm(nn.Module):
+    """InstanceNorm2d(affine=True) traces its weight and bias repeated once a sample (aten.repeat)
+    into a batch norm over [1, N * C, H, W]: style-transfer and image-to-image generators."""
+
+    def __init__(self, c: int = 5):
+        super().__init__()
+        self.norm = nn.InstanceNorm2d(c, affine=True)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.relu(self.norm(x))
+
+
+@pytest.mark.parametrize("make,shape", [(Tiled, (2, 6, 8)), (AffineInstanceNorm, (3, 5, 6, 7))])
+def test_repeat_tiles_and_matches_pytorch(tmp_path, make, shape):
+    torch.manual_seed(0)
+    module = make()
+    x = torch.randn(shape)
+    plan = planner.plan_graph(graph.trace_module(module, [x]))
+    assert plan.supported, plan.unsupported
+    assert "repeat" in {n["op"] for n in plan.graph}
+    cand = coder_builtin.build_candidate(plan, make, title="t", host=True)
+    new = import_file(cand.write(tmp_path), name=f"_gather_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        for given in (x, torch.randn(shape) * 3 + 1):
+            torch.testing.assert_close(new(given), module(given), rtol=1e-5, atol=1e-5)

@@ -283,6 +283,21 @@ def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"roll {shifts} along {dims}"
 
 
+def _repeat(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """Tensor.repeat: the source (its shape padded with leading ones to the repeats' length) tiled;
+    output element c reads the source at c % its size along each dim (InstanceNorm2d(affine=True)
+    repeats its weight and bias once a sample; class tokens and position tables are tiled so)."""
+    src = ctx.args["self"]
+    repeats = [int(v) for v in _listed(ctx.args.get("repeats"))]
+    extra = len(repeats) - len(src.shape)
+    if extra < 0 or len(out.shape) != len(repeats):
+        raise NotSupported(f"repeat {repeats} of {list(src.shape)}")
+    here = [c if n == 1 or r == 1 else f"({c} % {n})"
+            for c, n, r in zip(coords[extra:], src.shape, repeats[extra:], strict=True)]
+    here = ["0" if n == 1 else h for h, n in zip(here, src.shape, strict=True)]
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src], f"repeat {repeats}"
+
+
 def _index_at(index: Operand, k: int, coords: Sequence[str], size: int) -> str:
     """An index read from tensor x{k}, negative ones counted from the end (as torch does); one out of
     range reads element 0 (torch raises, a kernel cannot: the reference's own inputs never do)."""
@@ -641,6 +656,7 @@ def _listed(value: object) -> list:
 
 TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "roll": _roll,
+    "repeat": _repeat,
     "index_select": _index_select,
     "gather": _gather,
     "embedding": _embedding,
