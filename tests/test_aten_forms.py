@@ -1,6 +1,6 @@
 """Ops traced in forms the emitters do not know are rewritten into forms they do
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_)
-log_sigmoid_forward (F.logsigmoid) and empty_like then fill (F.binary_cross_entropy_with_logits). Checked on the plan and through the built candidate's CPU
+log_sigmoid_forward (F.logsigmoid), empty_like then fill (F.binary_cross_entropy_with_logits) and a count of bools read as a float (label-smoothed cross entropy). Checked on the plan and through the built candidate's CPU
 entry points against PyTorch, and that an in-place write others can see is left alone."""
 
 from __future__ import annotations
@@ -159,3 +159,51 @@ def test_on_the_gpu_an_lstm_cell_matches(tmp_path, monkeypatch):
     got, want = outputs_on_the_gpu(cand, cell, [torch.randn(s) for s in shapes], tmp_path)
     for g, w in zip(got, want, strict=True):  # TF32 matmuls: KernelBench's 1e-2
         torch.testing.assert_close(g, w, rtol=1e-2, atol=1e-2)
+
+
+class SmoothedCrossEntropy(nn.Module):
+    """nn.CrossEntropyLoss(label_smoothing=...) counts the targets it does not ignore: a sum of bools."""
+
+    def __init__(self):
+        super().__init__()
+        self.loss = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=-100)
+
+    def forward(self, logits, target):
+        return self.loss(logits, target)
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_count_of_bools_is_summed_in_float_and_matches_pytorch(tmp_path):
+    torch.manual_seed(0)
+    module = SmoothedCrossEntropy()
+
+    def inputs() -> list[torch.Tensor]:
+        target = torch.randint(0, 7, (12,))
+        target[torch.rand(12) < 0.3] = -100  # some ignored: the count is not the batch
+        return [torch.randn(12, 7) * 3, target]
+
+    args = inputs()
+    traced = graph.trace_module(module, args)
+    assert any(n["op"] == "sum" and n.get("dtype") == "int64" for n in traced)  # the form this rewrite exists for
+    plan = planner.plan_graph(traced)
+    assert plan.supported, plan.unsupported
+    assert not any(n["op"] == "sum" and n.get("dtype") == "int64" for n in plan.graph)
+    cand = coder_builtin.build_candidate(plan, SmoothedCrossEntropy, title="t", host=True)
+    new = import_file(cand.write(tmp_path), name=f"_forms_{next(_ids)}").ModelNew()
+    with torch.no_grad():
+        for given in (args, inputs()):
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+def test_a_count_read_as_an_integer_stays_an_integer():
+    """Where the count is returned (or read by integer arithmetic), its int64 sum is left as traced."""
+
+    class Count(nn.Module):
+        def forward(self, x):
+            return (x > 0).sum(), x * 2
+
+    traced = graph.trace_module(Count(), [torch.randn(4, 5)])
+    plan = planner.plan_graph(traced)
+    assert any(n["op"] == "sum" and n.get("dtype") == "int64" for n in plan.graph)

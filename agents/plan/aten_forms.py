@@ -6,6 +6,10 @@
   chunks of one matrix): its out-of-place twin;
 - log_sigmoid_forward (F.logsigmoid; its second result is a buffer for the backward pass):
   -softplus(-x), which is PyTorch's min(x, 0) - log1p(exp(-|x|)) in other words;
+- a sum of booleans (a count: nn.CrossEntropyLoss(label_smoothing=...) counts the targets it does
+  not ignore) whose every reader is float arithmetic with a float operand, over fewer than 2**24
+  elements: the booleans cast to float32 and summed in float32, which counts exactly there and
+  which the readers' type promotion would have made of the int64 count anyway;
 - empty_like then fill, nothing else reading the empty tensor (F.binary_cross_entropy_with_logits
   writes its 1 - target so, and with it BCEWithLogitsLoss and the focal losses built on it):
   full_like.
@@ -13,6 +17,8 @@
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
 from __future__ import annotations
+
+import math
 
 from stitchcuda.agents.graph import (
     Node,
@@ -41,7 +47,32 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
         for name in set(iter_refs(n.get("args", {}))):
             readers_of.setdefault(name, []).append(n)
     return rewrite_nodes(graph, lambda node, nodes, readers, taken: _out_of_place(node, nodes, readers, readers_of)
-                         or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers))
+                         or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
+                         or _float_count(node, nodes, taken, readers_of))
+
+
+# Float arithmetic whose result takes its float operand's type when the other is an int64 count.
+_PROMOTING = ("add", "sub", "mul", "div", "rsub", "maximum", "minimum")
+_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def _float_count(node: Node, nodes: dict[str, Node], taken: set[str],
+                 readers_of: dict[str, list[Node]]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "sum" or node.get("dtype") != "int64" or node["args"].get("dtype") is not None:
+        return None
+    src = nodes.get(ref_name(node["args"].get("self")) or "")
+    if src is None or src.get("dtype") != "bool" or src.get("shape") is None or math.prod(src["shape"]) >= 2**24:
+        return None
+    for r in readers_of.get(node["name"], []):
+        refs = [v for v in r.get("args", {}).values() if isinstance(v, dict) and "ref" in v]
+        others = [nodes.get(v["ref"]) for v in refs if v["ref"] != node["name"]]
+        if r["op"] not in _PROMOTING or r.get("dtype") != "float32" or len(others) != 1 or others[0] is None \
+                or others[0].get("dtype") != "float32":
+            return None
+    shape = list(src["shape"])
+    cast = new_node(_fresh(taken, f"{node['name']}_f"), "_to_copy", {"self": ref(src["name"]), "dtype": "float32"},
+                    shape, contiguous_strides(shape), "float32", view=False)
+    return [cast, {**node, "args": {**node["args"], "self": ref(cast["name"])}, "dtype": "float32"}], set()
 
 
 def _filled_empty(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -> tuple[list[Node], set[str]] | None:
