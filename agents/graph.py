@@ -173,6 +173,16 @@ def fresh_name(taken: set[str], base: str) -> str:
     return name
 
 
+# The views whose meaning is logical (a reshape, a transpose), so they can be replayed on another
+# layout; as_strided is storage-absolute and would read other elements there.
+LOGICAL_VIEWS = frozenset({
+    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.transpose.int",
+    "aten.permute.default", "aten.t.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.slice.Tensor",
+    "aten.select.int", "aten.alias.default",
+})
+
+
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     strides, acc = [], 1
     for size in reversed(shape):

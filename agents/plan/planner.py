@@ -24,6 +24,7 @@ from typing import Any
 
 from stitchcuda.agents.coder import codegen, kernels
 from stitchcuda.agents.graph import (
+    LOGICAL_VIEWS,
     UNSAVED_BUFFER_BYTES,
     Node,
     TraceError,
@@ -45,6 +46,7 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
+from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_product_rows
@@ -134,7 +136,7 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
                 split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset()) -> Plan:
     traced = graph
-    graph = drop_noop_restrides([dict(n) for n in graph])
+    graph = store_kernel_results_contiguous(drop_noop_restrides([dict(n) for n in graph]))
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
         decompose_eval_batch_norm(draws_as_inputs(graph)))))))
     if algebra:
@@ -1279,15 +1281,8 @@ def drop_noop_restrides(graph: list[Node]) -> list[Node]:
 
 
 # Scalings that fold (true division only: div with a rounding_mode is another overload), and the
-# views whose meaning is logical (a reshape, a transpose), so they can be replayed on another
-# layout; as_strided is storage-absolute and would read other elements there.
+# views whose meaning is logical (graph.LOGICAL_VIEWS) can be replayed on another layout.
 _SCALINGS = {"aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar"}
-_LOGICAL_VIEWS = {
-    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.transpose.int",
-    "aten.permute.default", "aten.t.default", "aten.unsqueeze.default", "aten.squeeze.dim",
-    "aten.squeeze.dims", "aten.squeeze.default", "aten.expand.default", "aten.slice.Tensor",
-    "aten.select.int", "aten.alias.default",
-}
 
 # GEMM op -> its two product operands (aten's argument names)
 _GEMM_OPERANDS = {"mm": ("self", "mat2"), "bmm": ("self", "mat2"), "addmm": ("mat1", "mat2"),
@@ -1313,7 +1308,7 @@ def fold_gemm_scalars(graph: list[Node]) -> list[Node]:
             chain: list[Node] = []  # the views from the operand back towards the scaling, nearest first
             name = ref_name(g["args"].get(arg))
             while (name in nodes and nodes[name].get("view") and readers.get(name) == 1
-                   and nodes[name].get("target") in _LOGICAL_VIEWS):
+                   and nodes[name].get("target") in LOGICAL_VIEWS):
                 chain.append(nodes[name])
                 name = ref_name(nodes[name]["args"].get("self"))
             scaled = nodes.get(name or "")

@@ -1,0 +1,110 @@
+"""A kernel's result traced in a non-contiguous layout is stored contiguous instead.
+
+PyTorch's convolution (and norms, pools) follow their input's memory format: a tensor permuted
+from [N, H, W, C] to [N, C, H, W] without .contiguous(), as SegFormer's and PVT's blocks pass a
+linear layer's output to a convolution, makes the convolution's result channels-last, and ops
+after it in the trace inherit that layout. The layout of a fresh result is not part of its value:
+the kernel may store it row-major, and readers that take it as an operand read it with the strides
+its node says. Views of it (a reshape, a transpose: graph.LOGICAL_VIEWS) are replayed on the new
+layout, on meta tensors, to find their own strides; where one cannot be (a reshape that only the
+traced layout allowed without a copy) or a reader writes into it, the result keeps its traced
+layout and the planner says why it cannot be planned. Pointwise results stay as traced: the
+pointwise emitter writes any layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from stitchcuda.agents.coder import codegen
+from stitchcuda.agents.graph import LOGICAL_VIEWS, Node, contiguous_strides, is_contiguous, iter_refs
+
+_NOT_FRESH = ("input", "constant", "output")
+
+
+def store_kernel_results_contiguous(graph: list[Node]) -> list[Node]:
+    readers: dict[str, list[Node]] = {}
+    for n in graph:
+        for name in dict.fromkeys(iter_refs(n.get("args", {}))):
+            readers.setdefault(name, []).append(n)
+    changed: dict[str, Node] = {}
+    for node in graph:
+        if not _candidate(node):
+            continue
+        base = {**node, "stride": contiguous_strides(node["shape"]), "offset": 0}
+        views = _replayed_views(base, readers)
+        if views is not None:
+            changed[node["name"]] = base
+            changed.update(views)
+    return [changed.get(n["name"], n) for n in graph] if changed else graph
+
+
+def _candidate(node: Node) -> bool:
+    op = node["op"]
+    if op in _NOT_FRESH or node.get("view") or node.get("shape") is None or is_contiguous(node):
+        return False
+    # (in place, or pointwise; a getitem of a multi-result kernel is that kernel's result)
+    return not op.endswith("_") and codegen.pointwise_support(node) is not None
+
+
+def _replayed_views(base: Node, readers: dict[str, list[Node]]) -> dict[str, Node] | None:
+    """Every view reading `base` (and views of those) with strides and offset as they are on base's
+    new layout; None where a reader writes into it or a view cannot be replayed."""
+    out: dict[str, Node] = {}
+    todo = [base]
+    while todo:
+        src = todo.pop()
+        for r in readers.get(src["name"], []):
+            if r["op"].endswith("_") or r["op"] in ("copy_", "set_"):
+                return None
+            if r["op"] == "getitem" and not r.get("view"):
+                continue  # a multi-result kernel's result: not a view of this one
+            if not r.get("view"):
+                continue
+            got = _replay(r, src)
+            if got is None:
+                return None
+            out[r["name"]] = got
+            todo.append(got)
+    return out
+
+
+def _replay(view: Node, src: Node) -> Node | None:
+    target = view.get("target") or ""
+    if target not in LOGICAL_VIEWS:
+        return None
+    try:
+        overload = _overload(target)
+        meta = torch.empty_strided(src["shape"], src["stride"], dtype=torch.float32, device="meta")
+        meta = meta.as_strided(src["shape"], src["stride"], src.get("offset", 0))
+        kwargs = _call_args(overload, view.get("args", {}), src["name"], meta)
+        if kwargs is None:
+            return None
+        got = overload(**kwargs)
+    except (RuntimeError, TypeError, ValueError, AttributeError):
+        return None  # not expressible as a view of the new layout
+    if list(got.shape) != list(view.get("shape") or []):
+        return None
+    return {**view, "stride": list(got.stride()), "offset": int(got.storage_offset())}
+
+
+def _overload(target: str) -> torch._ops.OpOverload:
+    ns, name, overload = target.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
+def _call_args(overload: torch._ops.OpOverload, args: dict[str, Any], src: str,
+               meta: torch.Tensor) -> dict[str, Any] | None:
+    """The view's arguments by name, `src` as the meta tensor; None where it reads another tensor."""
+    out: dict[str, Any] = {}
+    for a in overload._schema.arguments:
+        if a.name not in args:
+            continue  # (its default)
+        value = args[a.name]
+        if isinstance(value, dict) and "ref" in value:
+            if value["ref"] != src:
+                return None
+            value = meta
+        out[a.name] = value
+    return out
