@@ -133,6 +133,20 @@ def builtin_candidate(module: nn.Module, inputs: list, *, host: bool = True, tit
                                          host=host, precise=precise)
 
 
+def planned_on_the_cpu(module: nn.Module, inputs: list, folder: Path):
+    """(the plan of `module` on `inputs`, asserted supported; its candidate's ModelNew loaded from
+    `folder` with the module's weights, running through the kernels' CPU entry points)."""
+    from stitchcuda.agents import graph
+    from stitchcuda.agents.coder import builtin as coder_builtin
+    from stitchcuda.agents.plan import planner
+
+    plan = planner.plan_graph(graph.trace_module(module, inputs))
+    assert plan.supported, plan.unsupported
+    cand = coder_builtin.build_candidate(plan, type(module), title="t", host=True)
+    new, _ = load_model_new(cand, module, folder)
+    return plan, new
+
+
 def cudnn_include_or_skip() -> str:
     """A folder holding cudnn.h (test_emit_conv.cudnn_include), or the test skipped saying how to give one."""
     from test_emit_conv import cudnn_include

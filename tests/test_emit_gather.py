@@ -220,15 +220,13 @@ class AffineInstanceNorm(nn.Module):
 
 @pytest.mark.parametrize("make,shape", [(Tiled, (2, 6, 8)), (AffineInstanceNorm, (3, 5, 6, 7))])
 def test_repeat_tiles_and_matches_pytorch(tmp_path, make, shape):
+    from conftest import planned_on_the_cpu
+
     torch.manual_seed(0)
     module = make()
     x = torch.randn(shape)
-    plan = planner.plan_graph(graph.trace_module(module, [x]))
-    assert plan.supported, plan.unsupported
+    plan, new = planned_on_the_cpu(module, [x], tmp_path)
     assert "repeat" in {n["op"] for n in plan.graph}
-    cand = coder_builtin.build_candidate(plan, make, title="t", host=True)
-    new = import_file(cand.write(tmp_path), name=f"_gather_{next(_ids)}").ModelNew()
-    new.load_state_dict(module.state_dict())
     with torch.no_grad():
         for given in (x, torch.randn(shape) * 3 + 1):
             torch.testing.assert_close(new(given), module(given), rtol=1e-5, atol=1e-5)

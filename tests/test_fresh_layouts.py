@@ -12,11 +12,9 @@ import torch.nn as nn
 from conftest import needs_nvcc
 
 from stitchcuda.agents import graph
-from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.graph import is_contiguous
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
-from stitchcuda.task import import_file
 
 _ids = itertools.count()
 
@@ -73,14 +71,12 @@ def test_the_kernel_result_is_stored_row_major_and_its_views_follow(make, shape)
 @needs_nvcc
 @pytest.mark.parametrize("make,shape", CASES, ids=[c[0].__name__ for c in CASES])
 def test_it_matches_pytorch_on_the_cpu(tmp_path, make, shape):
+    from conftest import planned_on_the_cpu
+
     torch.manual_seed(0)
     module = make()
     x = torch.randn(shape)
-    plan = planner.plan_graph(graph.trace_module(module, [x]))
-    assert plan.supported, plan.unsupported
-    cand = coder_builtin.build_candidate(plan, make, title="t", host=True)
-    new = import_file(cand.write(tmp_path), name=f"_layouts_{next(_ids)}").ModelNew()
-    new.load_state_dict(module.state_dict())
+    _, new = planned_on_the_cpu(module, [x], tmp_path)
     with torch.no_grad():
         for given in (x, torch.randn(shape) * 2 + 1):
             torch.testing.assert_close(new(given), module(given), rtol=1e-4, atol=1e-5)
