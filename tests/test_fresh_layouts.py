@@ -4,8 +4,6 @@ and the candidate's CPU entry points against PyTorch."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 import torch.nn as nn
@@ -15,8 +13,6 @@ from stitchcuda.agents import graph
 from stitchcuda.agents.graph import is_contiguous
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
-
-_ids = itertools.count()
 
 
 class PermutedNorm(nn.Module):
