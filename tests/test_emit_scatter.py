@@ -1,6 +1,6 @@
 """Scatter-adds (agents/coder/emit_scatter.py): index_add, a graph network's messages summed at their
-target nodes, and scatter_add, PyG's scatter. Checked on the CPU through the candidate's host entry
-points against PyTorch, with repeated targets (the adds must accumulate, not overwrite), alpha and
+target nodes, scatter_add, PyG's scatter, and scatter, which stores. Checked on the CPU through the
+candidate's host entry points against PyTorch, with repeated targets (the adds must accumulate, not overwrite), alpha and
 views; what the emitter refuses."""
 
 from __future__ import annotations
@@ -113,12 +113,24 @@ class ScatterOnly(nn.Module):
 
 @pytest.mark.parametrize("inputs, why", [
     ([torch.randn(4, 5).half(), torch.randint(0, 5, (4, 9)), torch.randn(4, 9).half()], "fp32 values"),
-    ([torch.randn(4, 5), torch.randint(0, 5, (4, 9)), torch.randn(6, 9)], "within the result's other dims"),
+
 ])
 def test_what_it_refuses(inputs, why):
     plan = planner.plan_graph(graph.trace_module(ScatterOnly(), inputs))
     assert not plan.supported
     assert any(why in u for u in plan.unsupported), plan.unsupported
+
+
+class ScatterMultiply(nn.Module):
+    def forward(self, x, index, src):
+        return torch.scatter(x, 1, index, src, reduce="multiply")
+
+
+def test_a_scatter_that_reduces_is_refused():
+    inputs = [torch.randn(4, 5), _distinct(4, 5, 2), torch.randn(4, 2)]
+    plan = planner.plan_graph(graph.trace_module(ScatterMultiply(), inputs))
+    assert not plan.supported
+    assert any("reduce" in u for u in plan.unsupported), plan.unsupported
 
 
 GPU_CASES = [
@@ -185,3 +197,67 @@ def test_a_graph_convolution_builds_clean_for_sm90(tmp_path):
                              host=False)
     assert "sc_wrap_index(gx[" in cand.files["fused_kernels.cu"] and " ld(o);" in cand.files["fused_kernels.cu"]
     assert_builds_clean_for_sm90(cand, tmp_path / "layer.cu", include)
+
+
+class ExpertWeights(nn.Module):
+    """A mixture of experts' combine weights: the router's top-2 softmax written at its experts."""
+
+    def forward(self, logits):
+        v, i = logits.topk(2, -1)
+        return torch.zeros_like(logits).scatter(-1, i, v.softmax(-1)) * 3
+
+
+class OneHot(nn.Module):
+    """A one-hot built by hand: one number stored at each row's index (scatter.value)."""
+
+    def forward(self, x, index):
+        return x + torch.zeros_like(x).scatter(1, index.unsqueeze(1), 2.5)
+
+
+class PartOfTheSource(nn.Module):
+    """An index smaller than the source: PyTorch sends only the elements the index covers."""
+
+    def forward(self, x, index, src):
+        return torch.scatter(x, 1, index, src)
+
+
+def _distinct(rows: int, n: int, k: int) -> torch.Tensor:
+    """k distinct indices below n per row: where two name one target PyTorch leaves the result undefined."""
+    return torch.rand(rows, n).argsort(1)[:, :k]
+
+
+SCATTERS = [
+    (ExpertWeights, lambda: [torch.randn(64, 8)]),
+    (OneHot, lambda: [torch.randn(16, 7), torch.randint(0, 7, (16,))]),
+    (PartOfTheSource, lambda: [torch.randn(4, 6), _distinct(4, 6, 2), torch.randn(4, 5)]),
+]
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("make,inputs", SCATTERS, ids=[c[0].__name__ for c in SCATTERS])
+def test_scatters_store_and_match_pytorch(tmp_path, make, inputs):
+    torch.manual_seed(0)
+    module, args = make(), inputs()
+    assert "scatter" in {n["op"] for n in planner.plan_graph(graph.trace_module(module, args)).graph}
+    cand = builtin_candidate(module, args)
+    assert "sc_scatter_add(&" not in cand.files["fused_kernels.cu"]  # stored, not added
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for given in (args, inputs()):  # then other indices: read, not baked in
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("make,inputs", SCATTERS, ids=[c[0].__name__ for c in SCATTERS])
+def test_on_the_gpu_scatters_match_pytorch(tmp_path, monkeypatch, make, inputs):
+    from conftest import outputs_on_the_gpu
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    module, args = make(), inputs()
+    cand = builtin_candidate(module, args, host=False)
+    got, want = outputs_on_the_gpu(cand, module, args, tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,8 @@
 """Scatter-adds: `index_add` (x.index_add_(dim, index, source, alpha=a), a graph network's messages
-summed at their target nodes) and `scatter_add` (x.scatter_add(dim, index, src), PyG's scatter).
+summed at their target nodes) and `scatter_add` (x.scatter_add(dim, index, src), PyG's scatter); and
+`scatter` (x.scatter(dim, index, src or value): a mixture of experts' combine weights written at the
+router's top-k experts, a one-hot built by hand), whose elements are stored, not added: where two
+name one target PyTorch leaves which one lands undefined, and so does the kernel.
 
 The result is `self`, then every source element added where its index sends it. Several source
 elements may name one target, so the adds are atomic on the GPU (fp32 only: atomicAdd). Their order
@@ -17,7 +20,7 @@ from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 # The argument holding the values added (the planner reads it too: planner._take_gathered_sources).
-SOURCE_ARG = {"index_add": "source", "scatter_add": "src"}
+SOURCE_ARG = {"index_add": "source", "scatter_add": "src", "scatter": "src"}
 
 
 def _dense(shape: Sequence[int], coords: Sequence[str]) -> str:
@@ -34,11 +37,20 @@ def _scatter(ctx: EmitContext) -> Kernel:
     a = ctx.args
     self_, index = a.get("self"), a.get("index")
     source = a.get(SOURCE_ARG[op])
+    # scatter.value: one number stored at every index (the index's shape stands for the source's).
+    number = a.get("value") if op == "scatter" and source is None else None
+    if number is not None and (not isinstance(number, int | float) or isinstance(number, bool)):
+        raise NotSupported(f"{op}: value {number!r}")
     if out is None:
         raise NotSupported(f"{op}: result unused")
-    if not all(isinstance(t, Operand) for t in (self_, index, source)):
+    if a.get("reduce") is not None:
+        raise NotSupported(f"{op}: reduce={a.get('reduce')!r}")
+    if not all(isinstance(t, Operand) for t in (self_, index)) or not (isinstance(source, Operand) or number is not None):
         raise NotSupported(f"{op}: tensors only")
-    assert isinstance(self_, Operand) and isinstance(index, Operand) and isinstance(source, Operand)
+    assert isinstance(self_, Operand) and isinstance(index, Operand)
+    if number is not None:
+        source = Operand(index.name, index.shape, index.strides, index.offset, "float32")
+    assert isinstance(source, Operand)
     if {self_.dtype, source.dtype, out.dtype} != {"float32"} or index.dtype != "int64":
         raise NotSupported(f"{op}: fp32 values and int64 indices only (atomicAdd)")
     rank = len(out.shape)
@@ -55,18 +67,21 @@ def _scatter(ctx: EmitContext) -> Kernel:
             raise NotSupported("index_add: a 1-D index as long as the source's dim, the other dims the result's")
         row = f"sc_wrap_index(ix[{offset_of(index, [src_coords[dim]])}], {out.shape[dim]}LL)"
     else:
-        if tuple(index.shape) != tuple(source.shape) or any(source.shape[d] > out.shape[d] for d in range(rank) if d != dim):
-            raise NotSupported("scatter_add: an index of the source's shape, within the result's other dims")
+        if any(index.shape[d] > source.shape[d] for d in range(rank)) or len(index.shape) != rank \
+                or any(index.shape[d] > out.shape[d] for d in range(rank) if d != dim):
+            raise NotSupported(f"{op}: an index no larger than the source, within the result's other dims")
         row = f"sc_wrap_index(ix[{offset_of(index, src_coords)}], {out.shape[dim]}LL)"
     target = list(src_coords)
     target[dim] = "t"
     # Messages picked from a table (x[src]): read through their index here, never gathered first.
-    g = ctx.gathers.get(source.name)
+    g = ctx.gathers.get(source.name) if number is None else None
     if g is not None and not (source.contiguous and g.table.dtype == "float32" and len(g.table.shape) == rank
                               and g.index.shape[0] == source.shape[g.dim]
                               and all(g.table.shape[d] == source.shape[d] for d in range(rank) if d != g.dim)):
         g = None
-    if g is None:
+    if number is not None:
+        read = c_float(float(number))
+    elif g is None:
         read = f"src[{offset_of(source, src_coords)}]"
     else:
         at = list(src_coords)
@@ -76,8 +91,9 @@ def _scatter(ctx: EmitContext) -> Kernel:
     n_out = 1
     for s in out.shape:
         n_out *= s
-    n_src = 1
-    for s in source.shape:
+    n_src = 1  # the elements sent: the index's (PyTorch reads as much of the source as the index covers)
+    walked = index.shape if op != "index_add" else source.shape
+    for s in walked:
         n_src *= s
     name = ctx.name
     out_coords = [f"c{d}" for d in range(rank)]
@@ -87,8 +103,9 @@ def _scatter(ctx: EmitContext) -> Kernel:
     # (A prologue takes the row-major index itself: no coordinates to split.)
     copy_lines = ["y[o] = ld(o);"] if pro else [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"]
     copy_body = "\n".join(f"  {line}" for line in copy_lines)
-    add_body = "\n".join(f"  {line}" for line in [*coords_of(source.shape, "s"), f"const int64_t t = {row};",
-                                                   f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});"])
+    put = (f"y[{_dense(out.shape, target)}] = {value};" if op == "scatter"
+           else f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});")
+    add_body = "\n".join(f"  {line}" for line in [*coords_of(walked, "s"), f"const int64_t t = {row};", put])
     head = f"const {name}_ld ld" if pro else "const float* __restrict__ x"
     params = (f"{head}, const int64_t* __restrict__ ix, const float* __restrict__ src, "
               "const int64_t* __restrict__ gx, float* __restrict__ y")
@@ -97,12 +114,13 @@ def _scatter(ctx: EmitContext) -> Kernel:
     # table and index), the result.
     firsts = list(pro.inputs) if pro else [KernelArg(self_.name, "float32")]
     ins = [*firsts, KernelArg(index.name, "int64")] + (
-        [KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g else [KernelArg(source.name, "float32")])
+        [KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g
+        else [] if number is not None else [KernelArg(source.name, "float32")])
     raw = [f"const void* in{k}_" for k in range(len(ins))] + ["void* out0_"]
     k0 = len(firsts)
     casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};" if pro else "  const auto x = static_cast<const float*>(in0_);"]
     casts += [f"  const auto ix = static_cast<const int64_t*>(in{k0}_);",
-              f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
+              "  const float* src = nullptr;" if number is not None else f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
               f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
               "  const auto y = static_cast<float*>(out0_);"]
     device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
@@ -130,7 +148,7 @@ SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
 
 SC_INLINE void {name}_add_one(int64_t s, {params}) {{
 {add_body}
-  (void){'ld' if pro else 'x'}; (void)gx;
+  (void){'ld' if pro else 'x'}; (void)src; (void)gx;
 }}
 
 __global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
@@ -149,11 +167,12 @@ __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
         inputs=ins,
         outputs=[KernelArg(out.name, "float32")],
         source=source_text,
-        ops=[f"{op} along dim {dim}: {list(source.shape)} into {list(out.shape)} (atomic adds"
+        ops=[f"{op} along dim {dim}: {list(walked)} into {list(out.shape)} ("
+             + ("stores" if op == "scatter" else "atomic adds")
              + (f", the source's rows read through its index along dim {g.dim}" if g else "")
              + (f", self computed as copied: {' -> '.join(pro.ops) or 'copy'}" if pro else "") + ")"],
         host=True,
     )
 
 
-EMITTERS = {"index_add": _scatter, "scatter_add": _scatter}
+EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter}
