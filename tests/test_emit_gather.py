@@ -1,4 +1,4 @@
-"""Reads through an index, rolls, repeats, fills and edge padding (issue 17 item 5: what sent unseen networks
+"""Reads through an index, rolls, repeats, slice assignments, fills and edge padding (issue 17 item 5: what sent unseen networks
 back; reflection and replication padding, as style-transfer and vocoder networks pad): each a row
 of the data-movement table (agents/coder/emit_layout.py), checked on the CPU through the candidate's
 host entry points against PyTorch."""
@@ -230,3 +230,47 @@ def test_repeat_tiles_and_matches_pytorch(tmp_path, make, shape):
     with torch.no_grad():
         for given in (x, torch.randn(shape) * 3 + 1):
             torch.testing.assert_close(new(given), module(given), rtol=1e-5, atol=1e-5)
+
+
+class TemporalShift(nn.Module):
+    """TSM's shift as its reference code writes it: slices of the frames assigned into zeros (traced
+    as slice_scatter), a fold of channels a step back in time, one forward, the rest in place."""
+
+    def __init__(self, segments: int = 4, fold_div: int = 4):
+        super().__init__()
+        self.segments, self.fold_div = segments, fold_div
+
+    def forward(self, x):
+        nt, c, h, w = x.shape
+        x5 = x.view(nt // self.segments, self.segments, c, h, w)
+        fold = c // self.fold_div
+        out = torch.zeros_like(x5)
+        out[:, :-1, :fold] = x5[:, 1:, :fold]
+        out[:, 1:, fold: 2 * fold] = x5[:, :-1, fold: 2 * fold]
+        out[:, :, 2 * fold:] = x5[:, :, 2 * fold:]
+        return out.view(nt, c, h, w) * 2 + 1
+
+
+class StridedWrite(nn.Module):
+    """Every other row of a copy overwritten (a step of 2), then read whole."""
+
+    def forward(self, x, y):
+        buf = x * 1.5
+        buf[:, 1::2] = torch.tanh(y)
+        return buf - 0.5
+
+
+@pytest.mark.parametrize("make,inputs", [
+    (TemporalShift, lambda: [torch.randn(8, 8, 3, 5)]),
+    (StridedWrite, lambda: [torch.randn(3, 9, 4), torch.randn(3, 4, 4)]),
+])
+def test_slice_assignment_matches_pytorch(tmp_path, make, inputs):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, args = make(), inputs()
+    plan, new = planned_on_the_cpu(module, args, tmp_path)
+    assert "slice_scatter" in {n["op"] for n in plan.graph}
+    with torch.no_grad():
+        for given in (args, inputs()):
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)

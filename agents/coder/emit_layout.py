@@ -155,6 +155,30 @@ def _stack(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return lines, sources, f"stack of {len(sources)} along dim {dim}"
 
 
+def _slice_scatter(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """slice_scatter (a slice assigned into a tensor, as functionalisation traces `buf[:, a:b] = v`:
+    TSM's temporal shift into zeros, a KV cache's write): `src` inside the slice, `self` elsewhere."""
+    base, src = ctx.args["self"], ctx.args["src"]
+    rank = len(out.shape)
+    if not isinstance(src, Operand) or len(src.shape) != rank or tuple(base.shape) != tuple(out.shape):
+        raise NotSupported("slice_scatter of a source of another rank")
+    dim = int(ctx.args.get("dim", 0)) % rank
+    size = out.shape[dim]
+    start, end, step = ctx.args.get("start"), ctx.args.get("end"), int(ctx.args.get("step") or 1)
+    start = 0 if start is None else int(start) + (size if int(start) < 0 else 0)
+    end = size if end is None else int(end) + (size if int(end) < 0 else 0)
+    start, end = min(max(start, 0), size), min(max(end, 0), size)
+    if step < 1 or len(range(start, end, step)) != src.shape[dim] \
+            or any(src.shape[d] != out.shape[d] for d in range(rank) if d != dim):
+        raise NotSupported(f"slice_scatter of {list(src.shape)} into {list(out.shape)} at {start}:{end}:{step}")
+    c = coords[dim]
+    inside = f"{c} >= {start} && {c} < {end}" + (f" && ({c} - {start}) % {step} == 0" if step > 1 else "")
+    here = list(coords)
+    here[dim] = f"(({c} - {start}) / {step})" if step > 1 else f"({c} - {start})"
+    read = f"({inside}) ? {_read(src, 1, here, out.dtype)} : {_read(base, 0, coords, out.dtype)}"
+    return [f"y[o] = {read};"], [base, src], f"slice_scatter along dim {dim} at {start}:{end}:{step}"
+
+
 def _flip(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     src = ctx.args["self"]
     dims = {d + len(out.shape) if d < 0 else d for d in ctx.args.get("dims", [])}
@@ -657,6 +681,7 @@ def _listed(value: object) -> list:
 TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "roll": _roll,
     "repeat": _repeat,
+    "slice_scatter": _slice_scatter,
     "index_select": _index_select,
     "gather": _gather,
     "embedding": _embedding,
