@@ -274,3 +274,42 @@ def test_slice_assignment_matches_pytorch(tmp_path, make, inputs):
     with torch.no_grad():
         for given in (args, inputs()):
             torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+class PairwisePick(nn.Module):
+    """DLRM's feature interaction: the pairwise products' upper triangle picked as z[:, li, lj]."""
+
+    def forward(self, x, li, lj):
+        z = x * 2  # (in place of DLRM's bmm: the CPU entries cover our own kernels, not cuBLAS)
+        return z[:, li, lj] + 1
+
+
+class ApartPick(nn.Module):
+    """Index tensors at dims that are not adjacent: their shape comes first in the result."""
+
+    def forward(self, x, i, j):
+        return x[i, :, j] * 3
+
+
+class BroadcastPick(nn.Module):
+    """Index tensors that broadcast to a grid: x[:, rows[:, None], cols[None, :]]."""
+
+    def forward(self, x, rows, cols):
+        return x[:, rows.unsqueeze(1), cols.unsqueeze(0)] - 1
+
+
+@pytest.mark.parametrize("make,inputs", [
+    (PairwisePick, lambda: [torch.randn(3, 5, 5), *torch.triu_indices(5, 5, 1)]),
+    (ApartPick, lambda: [torch.randn(4, 3, 6), torch.randint(0, 4, (7,)), torch.randint(-6, 6, (7,))]),
+    (BroadcastPick, lambda: [torch.randn(2, 6, 7), torch.randint(0, 6, (3,)), torch.randint(0, 7, (4,))]),
+])
+def test_several_index_tensors_match_pytorch(tmp_path, make, inputs):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, args = make(), inputs()
+    plan, new = planned_on_the_cpu(module, args, tmp_path)
+    assert any(n["op"] == "index" and sum(i is not None for i in n["args"]["indices"]) >= 2 for n in plan.graph)
+    with torch.no_grad():
+        for given in (args, inputs()):
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-6)

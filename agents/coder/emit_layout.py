@@ -363,19 +363,42 @@ def _embedding(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
 
 
 def _index(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
-    """x[:, ..., idx] with one 1-D index tensor and full slices before it (Swin's relative position
-    bias, a column pick): dimension p of the result is the index's."""
+    """x[..., idx, ...] with int64 index tensors at some dims and full slices elsewhere (Swin's
+    relative position bias, a column pick, DLRM's x[:, li, lj] pairwise pick): the index tensors
+    broadcast to one shape B, which takes the place of the indexed dims where they are adjacent and
+    comes first where they are not, as PyTorch's advanced indexing places it."""
     src = ctx.args["self"]
     picks = list(ctx.args.get("indices") or [])
     given = [(p, i) for p, i in enumerate(picks) if i is not None]
-    if len(given) != 1 or not isinstance(given[0][1], Operand) or len(given[0][1].shape) != 1:
-        raise NotSupported("index with other than one 1-D index tensor")
-    p, index = given[0]
-    if index.dtype != "int64" or len(out.shape) != len(src.shape):
-        raise NotSupported("index: an int64 index tensor over one dim")
-    here = list(coords)
-    here[p] = _index_at(index, 1, [coords[p]], src.shape[p])
-    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], [src, index], f"index along dim {p}"
+    if not given or not all(isinstance(i, Operand) and i.dtype == "int64" for _, i in given):
+        raise NotSupported("index with other than int64 index tensors")
+    rank = len(src.shape)
+    shapes = [tuple(i.shape) for _, i in given]
+    nb = max(len(sh) for sh in shapes)
+    b = [1] * nb
+    for sh in shapes:  # broadcast, trailing dims aligned
+        for k, n in enumerate(sh):
+            d = nb - len(sh) + k
+            if n != 1 and b[d] not in (1, n):
+                raise NotSupported(f"index tensors of shapes {shapes} do not broadcast")
+            b[d] = max(b[d], n)
+    positions = [p for p, _ in given]
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    rest = [d for d in range(rank) if d not in positions]
+    first = positions[0] if adjacent else 0
+    if len(out.shape) != len(rest) + nb or any(out.shape[first + k] != n for k, n in enumerate(b)):
+        raise NotSupported(f"index: result {list(out.shape)} is not the indexed shape")
+    bcoords = coords[first:first + nb]
+    outer = coords[:first] + coords[first + nb:]  # the result's coordinates of the dims not indexed
+    here: list[str] = [""] * rank
+    for d, c in zip(rest, outer, strict=True):
+        here[d] = c
+    sources: list[Operand] = [src]
+    for k, (p, index) in enumerate(given, start=1):
+        at = [("0" if n == 1 else bc) for n, bc in zip(index.shape, bcoords[nb - len(index.shape):], strict=True)]
+        here[p] = _index_at(index, k, at, src.shape[p])
+        sources.append(index)
+    return [f"y[o] = {_read(src, 0, here, out.dtype)};"], sources, f"index along dims {positions}"
 
 
 def _arange(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
