@@ -313,3 +313,30 @@ def test_several_index_tensors_match_pytorch(tmp_path, make, inputs):
     with torch.no_grad():
         for given in (args, inputs()):
             torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-6)
+
+
+def test_the_batch_moves_where_several_index_tensors_put_it():
+    """Index tensors before the batch become their shape there (x[i, j] with the batch at dim 2 of
+    [4, 5, B, 3] and i, j of shape [7]: [7, B, 3]); apart, their shape comes first: fixed size."""
+    from stitchcuda.agents.coder.batch import analyse
+
+    class Before(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.i = torch.randint(0, 4, (7,))
+            self.j = torch.randint(0, 5, (7,))
+
+        def forward(self, x):
+            return x.permute(1, 2, 0, 3)[self.i, self.j].permute(1, 0, 2) * 2
+
+    module, x = Before(), torch.randn(6, 4, 5, 3)
+    info = analyse(graph.trace_module(module, [x]))
+    assert info.dynamic, info.reason
+    torch.testing.assert_close(module(x[2:4]), module(x)[2:4])  # the rows are the samples'
+
+    class Apart(Before):
+        def forward(self, x):
+            return x[:, self.i, :, self.j]  # [7, B, 5]: the batch no longer first
+
+    info = analyse(graph.trace_module(Apart(), [torch.randn(6, 4, 5, 5)]))
+    assert not info.dynamic and "apart" in info.reason, info.reason

@@ -325,6 +325,11 @@ def _indexed(node: Node, nodes: dict[str, Node], tagged: dict[str, int], op: str
         picks = args.get("indices") or []
         if len(picks) > bdim and picks[bdim] is not None or any(n in tagged for n in index):
             raise _Mixes(f"{node['target']} indexes along the batch")
+        given = [p for p, i in enumerate(picks) if i is not None]
+        if given and given != list(range(given[0], given[-1] + 1)):
+            raise _Mixes(f"{node['target']}: index tensors apart put their shape first")
+        if given and bdim > given[-1]:  # the indexed dims become the index's shape, before the batch
+            return bdim - len(given) + len(node["shape"]) - (ndim - len(given))
         return bdim
     dims = _dims(args.get(dim_arg), ndim) or []
     if bdim in dims:
