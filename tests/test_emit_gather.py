@@ -340,3 +340,23 @@ def test_the_batch_moves_where_several_index_tensors_put_it():
 
     info = analyse(graph.trace_module(Apart(), [torch.randn(6, 4, 5, 5)]))
     assert not info.dynamic and "apart" in info.reason, info.reason
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("make,inputs", [
+    (AffineInstanceNorm, lambda: [torch.randn(4, 5, 30, 40)]),
+    (TemporalShift, lambda: [torch.randn(8, 16, 14, 14)]),
+    (StridedWrite, lambda: [torch.randn(3, 9, 40), torch.randn(3, 4, 40)]),
+    (PairwisePick, lambda: [torch.randn(64, 27, 27), *torch.triu_indices(27, 27, 1)]),
+    (BroadcastPick, lambda: [torch.randn(8, 60, 70), torch.randint(0, 60, (30,)), torch.randint(0, 70, (40,))]),
+])
+def test_on_the_gpu_repeats_slice_writes_and_picks_match(tmp_path, monkeypatch, make, inputs):
+    from conftest import builtin_candidate, outputs_on_the_gpu
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(3)
+    module, args = make(), inputs()
+    cand = builtin_candidate(module, args, host=False)
+    got, want = outputs_on_the_gpu(cand, module, args, tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

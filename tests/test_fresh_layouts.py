@@ -93,3 +93,39 @@ def test_a_result_that_is_written_into_keeps_its_layout():
     # Without the write, the softmax is stored row-major and the select's strides follow it.
     done = store_kernel_results_contiguous(g[:3])
     assert done[1]["stride"] == [60, 20, 5, 1] and done[2]["stride"] == [60, 20, 1]
+
+
+class PermutedConv(nn.Module):
+    """The dense case, with cuDNN: a linear layer's tokens viewed as an image without .contiguous(),
+    a 3x3 convolution, and back to tokens (SegFormer's Mix-FFN with a dense convolution)."""
+
+    def __init__(self, c: int = 16, hw: int = 12):
+        super().__init__()
+        self.hw = hw
+        self.fc = nn.Linear(c, c)
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        n, t, c = x.shape
+        y = self.conv(self.fc(x).transpose(1, 2).view(n, c, self.hw, self.hw))
+        return torch.relu(y.flatten(2).transpose(1, 2))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("make,shape", [*CASES, (PermutedConv, (2, 144, 16))],
+                         ids=[*(c[0].__name__ for c in CASES), "PermutedConv"])
+def test_on_the_gpu_it_matches_pytorch(tmp_path, monkeypatch, make, shape):
+    """Full fp32 on both sides (the exact rung's plan; no TF32 in the module's cuDNN or matmul)."""
+    from conftest import builtin_candidate, outputs_on_the_gpu
+
+    from stitchcuda.agents.coder import kernels
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(2)
+    module = make()
+    x = torch.randn(shape)
+    cand = builtin_candidate(module, [x], host=False, precise=kernels.PRECISE_SPLIT)
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        got, want = outputs_on_the_gpu(cand, module, [x], tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
