@@ -404,6 +404,21 @@ def test_scalar_factors_fold_into_the_product():
     assert "alpha=" not in line and "times 0.0625 (a scalar factor of an operand, folded in)" in line, line
 
 
+def test_the_reference_math_keeps_a_folded_factor():
+    """ModelNew's `_reference` (the math its backward differentiates, its fake implementation's
+    shapes) renders bmm, which has no alpha in aten, times the folded factor: it was left out."""
+    from stitchcuda.agents.coder.reference_math import render_reference
+
+    torch.manual_seed(0)
+    module, q, k = ScaledProduct(), torch.randn(3, 5, 8), torch.randn(3, 6, 8)
+    p = plan_module(module, q, k)
+    bmm = next(n for n in p.graph if n["op"] == "bmm")
+    assert bmm["args"]["alpha"] == pytest.approx(1 / 16)
+    scope: dict = {"torch": torch}
+    exec(render_reference(p.graph, ["q", "k"], [], [bmm["name"]]).text, scope)  # noqa: S102 - our rendering
+    torch.testing.assert_close(scope["_reference"]([q, k], [])[0], module(q, k))
+
+
 def test_attention_scaling_folds_into_the_scores_product(monkeypatch):
     monkeypatch.setenv(planner.FUSED_ATTENTION_ENV, "0")  # (what the fused pass then reads as its scale)
     q = torch.randn(2, 4, 64, 32)

@@ -133,6 +133,11 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
         else:
             positional.append(text)
     call = f"torch.ops.{target}({', '.join(positional + keywords)})"
+    alpha = args.get("alpha")
+    if alpha is not None and alpha != 1 and not any(a.name == "alpha" for a in overload._schema.arguments):
+        # A scale the planner folded into a product that has no alpha of its own (fold_gemm_scalars:
+        # mm, bmm): (c x) @ y = c (x @ y). Left out, the backward's math missed it.
+        call = f"torch.ops.aten.mul.Tensor({call}, {literal(alpha)})"
     if node["op"] == "convolution" and args.get("channels_last"):
         return f"{call}.movedim(1, -1).contiguous()"  # stored N, spatial..., C (planner.channels_last_convs)
     if node["op"] == "convolution" and args.get("input_channels_last"):
