@@ -322,6 +322,28 @@ def _sdpa_math() -> Any:
     return sdpa_kernel([SDPBackend.MATH])
 
 
+@contextlib.contextmanager
+def _causal_masks_as_given() -> Any:
+    """nn.TransformerEncoder and nn.TransformerDecoder compare a mask passed without is_causal to a
+    causal one (bool((mask == causal).all())), a value the trace cannot know: while tracing, the
+    comparison says what is_causal says (None: not causal), and the mask itself is applied as given,
+    so the result is the same, only without the causal fast path's hint."""
+    try:
+        from torch.nn.modules import transformer
+    except ImportError:
+        yield
+        return
+    found = getattr(transformer, "_detect_is_causal_mask", None)
+    if found is None:
+        yield
+        return
+    transformer._detect_is_causal_mask = lambda mask, is_causal=None, size=None: bool(is_causal)
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = found
+
+
 def trace_module(
     module: nn.Module,
     inputs: Sequence[Any],
@@ -355,6 +377,12 @@ def trace_module(
     def fake(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
+        if isinstance(t, FakeTensor) and t.fake_mode is not fake_mode:
+            # A copy made in __init__ (copy.deepcopy: nn.TransformerEncoder's layer clones, an EMA
+            # teacher) has a fake mode of its own, which make_fx refuses beside ours; its values are
+            # fake either way, so a tensor of its shape and dtype in ours stands for it.
+            with fake_mode:
+                return torch.empty(t.shape, dtype=t.dtype, device=t.device)
         if not isinstance(t, FakeTensor):
             t = fake_mode.from_tensor(t)
         with fake_mode:
@@ -377,7 +405,7 @@ def trace_module(
         # trace as one node each (trace_rnn). cuDNN off: on CUDA tensors batch_norm would trace as
         # cudnn_batch_norm, a backend's op, where the CPU and the emitters know native_batch_norm.
         with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math(), \
-                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op():
+                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op(), _causal_masks_as_given():
             gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                 *state_vals, *arg_vals
             )
