@@ -1,6 +1,7 @@
 """Ops traced in forms the emitters do not know are rewritten into forms they do
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_),
-log_sigmoid_forward (F.logsigmoid), empty_like then fill (F.binary_cross_entropy_with_logits) and a
+log_sigmoid_forward (F.logsigmoid), empty_like then fill or fill_ (F.binary_cross_entropy_with_logits,
+F.cosine_embedding_loss) and a
 count of bools read as a float (label-smoothed cross entropy). Checked on the plan and through the
 built candidate's CPU entry points against PyTorch, and that an in-place write others can see is
 left alone."""
@@ -39,8 +40,16 @@ class BCEWithLogits(nn.Module):
         return nn.functional.binary_cross_entropy_with_logits(x[:, :4], torch.sigmoid(x[:, 4:]), reduction="none")
 
 
+class CosineEmbeddingLoss(nn.Module):
+    """Its 1 - cos is ATen's C++ scalar - tensor: empty_like, fill_, sub_."""
+
+    def forward(self, x):
+        target = torch.where(x[:, 0] > 0, 1.0, -1.0)
+        return nn.functional.cosine_embedding_loss(x[:, 1:5], x[:, 5:], target, margin=0.1, reduction="none")
+
+
 CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
-         "bce with logits": (BCEWithLogits, "empty_like", (3, 8))}
+         "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9))}
 
 
 @pytest.mark.usefixtures("isolated_cache")

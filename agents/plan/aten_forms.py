@@ -10,9 +10,10 @@
   not ignore) whose every reader is float arithmetic with a float operand, over fewer than 2**24
   elements: the booleans cast to float32 and summed in float32, which counts exactly there and
   which the readers' type promotion would have made of the int64 count anyway;
-- empty_like then fill, nothing else reading the empty tensor (F.binary_cross_entropy_with_logits
-  writes its 1 - target so, and with it BCEWithLogitsLoss and the focal losses built on it):
-  full_like.
+- empty_like then fill (or fill_), nothing else reading the empty tensor
+  (F.binary_cross_entropy_with_logits writes its 1 - target so, and with it BCEWithLogitsLoss and
+  the focal losses built on it; ATen's C++ scalar - tensor, in F.cosine_embedding_loss and
+  F.hinge_embedding_loss, as empty_like, fill_, sub_): full_like.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -76,7 +77,7 @@ def _float_count(node: Node, nodes: dict[str, Node], taken: set[str],
 
 
 def _filled_empty(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -> tuple[list[Node], set[str]] | None:
-    if node["op"] != "fill" or node.get("view"):
+    if node["op"] not in ("fill", "fill_") or node.get("view"):  # (fill_: ATen's own scalar - tensor)
         return None
     src = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
     if src is None or src["op"] != "empty_like" or src.get("view") or readers.get(src["name"], 0) != 1 \
