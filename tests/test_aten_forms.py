@@ -1,10 +1,9 @@
 """Ops traced in forms the emitters do not know are rewritten into forms they do
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_),
 log_sigmoid_forward (F.logsigmoid), empty_like then fill or fill_ (F.binary_cross_entropy_with_logits,
-F.cosine_embedding_loss) and a
-count of bools read as a float (label-smoothed cross entropy). Checked on the plan and through the
-built candidate's CPU entry points against PyTorch, and that an in-place write others can see is
-left alone."""
+F.cosine_embedding_loss) and a count of bools read as a float (label-smoothed cross entropy). Checked
+on the plan and through the built candidate's CPU entry points against PyTorch, and that an in-place
+write others can see is left alone."""
 
 from __future__ import annotations
 

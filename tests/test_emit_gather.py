@@ -352,11 +352,9 @@ def test_the_batch_moves_where_several_index_tensors_put_it():
     (BroadcastPick, lambda: [torch.randn(8, 60, 70), torch.randint(0, 60, (30,)), torch.randint(0, 70, (40,))]),
 ])
 def test_on_the_gpu_repeats_slice_writes_and_picks_match(tmp_path, monkeypatch, make, inputs):
-    from conftest import builtin_candidate, outputs_on_the_gpu
+    from conftest import on_the_gpu
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(3)
-    module, args = make(), inputs()
-    cand = builtin_candidate(module, args, host=False)
-    got, want = outputs_on_the_gpu(cand, module, args, tmp_path)
+    got, want = on_the_gpu(make(), inputs(), tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -253,11 +253,9 @@ def test_scatters_store_and_match_pytorch(tmp_path, make, inputs):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("make,inputs", SCATTERS, ids=[c[0].__name__ for c in SCATTERS])
 def test_on_the_gpu_scatters_match_pytorch(tmp_path, monkeypatch, make, inputs):
-    from conftest import outputs_on_the_gpu
+    from conftest import on_the_gpu
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     torch.manual_seed(1)
-    module, args = make(), inputs()
-    cand = builtin_candidate(module, args, host=False)
-    got, want = outputs_on_the_gpu(cand, module, args, tmp_path)
+    got, want = on_the_gpu(make(), inputs(), tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
