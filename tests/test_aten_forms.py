@@ -1,7 +1,8 @@
 """Ops traced in forms the emitters do not know are rewritten into forms they do
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_),
 log_sigmoid_forward (F.logsigmoid), empty_like then fill or fill_ (F.binary_cross_entropy_with_logits,
-F.cosine_embedding_loss) and a count of bools read as a float (label-smoothed cross entropy). Checked
+F.cosine_embedding_loss), a count of bools read as a float (label-smoothed cross entropy) and booleans
+cast to int64 then float (F.one_hot(i).float()). Checked
 on the plan and through the built candidate's CPU entry points against PyTorch, and that an in-place
 write others can see is left alone."""
 
@@ -217,3 +218,37 @@ def test_a_count_read_as_an_integer_stays_an_integer():
     traced = graph.trace_module(Count(), [torch.randn(4, 5)])
     plan = planner.plan_graph(traced)
     assert any(n["op"] == "sum" and n.get("dtype") == "int64" for n in plan.graph)
+
+
+class OneHot(nn.Module):
+    """F.one_hot's int64 result made float, through a permute (a Dice loss's target)."""
+
+    def forward(self, x):
+        return nn.functional.one_hot(x.argmax(-1), x.shape[-1]).permute(0, 2, 1).float() * 2 + 1
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_one_hot_made_float_is_cast_once_and_matches_pytorch(tmp_path):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, x = OneHot(), torch.randn(3, 5, 6)
+    traced = graph.trace_module(module, [x])
+    assert any(n["op"] == "_to_copy" and n.get("dtype") == "int64" for n in traced)  # the form this exists for
+    plan, new = planned_on_the_cpu(module, [x], tmp_path)
+    assert not any(n.get("dtype") == "int64" and n["op"] == "_to_copy" for n in plan.graph)
+    with torch.no_grad():
+        for given in (x, torch.randn(3, 5, 6)):
+            torch.testing.assert_close(new(given), module(given))
+
+
+def test_an_int64_cast_read_as_an_integer_stays():
+    class Both(nn.Module):
+        def forward(self, x):
+            i = (x > 0).long()
+            return i.float() * 2, i + 1
+
+    plan = planner.plan_graph(graph.trace_module(Both(), [torch.randn(4, 5)]))
+    assert any(n["op"] == "_to_copy" and n.get("dtype") == "int64" for n in plan.graph)

@@ -10,6 +10,9 @@
   not ignore) whose every reader is float arithmetic with a float operand, over fewer than 2**24
   elements: the booleans cast to float32 and summed in float32, which counts exactly there and
   which the readers' type promotion would have made of the int64 count anyway;
+- booleans cast to int64 and then, through logical views, to a float type, the int64 tensors read
+  by nothing else (F.one_hot(i).float(), F.one_hot(i).permute(...).float(): Dice losses,
+  Gumbel-softmax's hard sample): the first cast made to the float type, the same 0 and 1;
 - empty_like then fill (or fill_), nothing else reading the empty tensor
   (F.binary_cross_entropy_with_logits writes its 1 - target so, and with it BCEWithLogitsLoss and
   the focal losses built on it; ATen's C++ scalar - tensor, in F.cosine_embedding_loss and
@@ -22,6 +25,7 @@ from __future__ import annotations
 import math
 
 from stitchcuda.agents.graph import (
+    LOGICAL_VIEWS,
     Node,
     contiguous_strides,
     iter_refs,
@@ -47,9 +51,36 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
     for n in graph:
         for name in set(iter_refs(n.get("args", {}))):
             readers_of.setdefault(name, []).append(n)
-    return rewrite_nodes(graph, lambda node, nodes, readers, taken: _out_of_place(node, nodes, readers, readers_of)
+    casts = _bool_casts(graph, {n["name"]: n for n in graph}, readers_of)
+    return rewrite_nodes(graph, lambda node, nodes, readers, taken: ([casts[node["name"]]], set()) if node["name"] in casts
+                         else _out_of_place(node, nodes, readers, readers_of)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
                          or _float_count(node, nodes, taken, readers_of))
+
+
+def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
+    """Booleans cast to int64, then (through logical views: one_hot's permute) to a float type, each
+    int64 tensor read once: the first cast made bool to that float type and the views float too; the
+    last cast is then float to float. Returns the replacement of each node that changes."""
+    out: dict[str, Node] = {}
+    for node in graph:
+        if node["op"] != "_to_copy" or node.get("dtype") not in _FLOATS or node.get("view"):
+            continue
+        chain: list[Node] = []
+        cur = nodes.get(ref_name(node["args"].get("self")) or "")
+        while cur is not None and cur.get("view") and cur.get("target") in LOGICAL_VIEWS \
+                and cur.get("dtype") == "int64" and len(readers.get(cur["name"], [])) == 1:
+            chain.append(cur)
+            cur = nodes.get(ref_name(cur["args"].get("self")) or "")
+        src = nodes.get(ref_name(cur["args"].get("self")) or "") if cur is not None and cur["op"] == "_to_copy" else None
+        if cur is None or src is None or cur.get("dtype") != "int64" or src.get("dtype") != "bool" \
+                or cur.get("view") or len(readers.get(cur["name"], [])) != 1:
+            continue
+        dtype = node["dtype"]
+        out[cur["name"]] = {**cur, "args": {**cur["args"], "dtype": dtype}, "dtype": dtype}
+        for v in chain:
+            out[v["name"]] = {**v, "dtype": dtype}
+    return out
 
 
 # Float arithmetic whose result takes its float operand's type when the other is an int64 count.
