@@ -2,9 +2,9 @@
 (agents/plan/aten_forms.py): an in-place op on a fresh intermediate (F.cosine_similarity's clamp_min_),
 log_sigmoid_forward (F.logsigmoid), empty_like then fill or fill_ (F.binary_cross_entropy_with_logits,
 F.cosine_embedding_loss), a count of bools read as a float (label-smoothed cross entropy) and booleans
-cast to int64 then float (F.one_hot(i).float()). Checked
-on the plan and through the built candidate's CPU entry points against PyTorch, and that an in-place
-write others can see is left alone."""
+cast to int64 then float (F.one_hot(i).float()). Checked on the plan and through the built
+candidate's CPU entry points against PyTorch, and that an in-place write others can see is left
+alone."""
 
 from __future__ import annotations
 
