@@ -94,15 +94,31 @@ def test_independent_kernels_share_a_stage():
 
 
 def test_a_refused_kernel_is_reported_once_with_its_reason():
+    class ManyLargest(nn.Module):
+        def forward(self, x):
+            return torch.topk(x, 40, dim=1).values * 2
+
+    p = plan_of(ManyLargest(), [torch.randn(4, 64)])
+    assert not p.supported
+    assert p.unsupported == ["topk of 40 of 64 (at most 32)"]
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_pool_of_a_transposed_input_plans_and_matches_pytorch(tmp_path):
+    """PyTorch lays the pool's result out as its transposed input is: stored row-major instead
+    (agents/plan/fresh_layouts.py); it was refused before."""
+    from conftest import planned_on_the_cpu
+
     class PoolOfTranspose(nn.Module):
         def forward(self, x):
-            return F.max_pool1d(x.transpose(1, 2), 2)
+            return F.max_pool1d(x.transpose(1, 2), 2) + 1
 
-    p = plan_of(PoolOfTranspose(), [torch.randn(2, 10, 3)])
-    assert not p.supported
-    assert p.unsupported == [
-        "aten.max_pool2d_with_indices.default: its result getitem is traced with a non-contiguous layout"
-    ]
+    x = torch.randn(2, 10, 3)
+    _, new = planned_on_the_cpu(PoolOfTranspose(), [x], tmp_path)
+    with torch.no_grad():
+        for given in (x, torch.randn(2, 10, 3)):
+            torch.testing.assert_close(new(given), PoolOfTranspose()(given))
 
 
 def test_unsupported_op_is_still_reported():
