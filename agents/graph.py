@@ -116,6 +116,15 @@ def python_number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def readers_of(graph: Sequence[Node]) -> dict[str, list[Node]]:
+    """Node name -> the nodes that read it (each reader once, in graph order)."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph:
+        for src in node_inputs(node):
+            readers.setdefault(src, []).append(node)
+    return readers
+
+
 def reader_counts(graph: Sequence[Node]) -> dict[str, int]:
     """How many nodes read each node (one reading it twice counts once)."""
     counts: dict[str, int] = {}

@@ -28,9 +28,9 @@ from stitchcuda.agents.graph import (
     LOGICAL_VIEWS,
     Node,
     contiguous_strides,
-    iter_refs,
     new_node,
     picks,
+    readers_of,
     ref,
     ref_name,
     rewrite_nodes,
@@ -47,15 +47,12 @@ _SPLITS = ("split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes
 
 def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
     chosen = picks(graph)
-    readers_of: dict[str, list[Node]] = {}
-    for n in graph:
-        for name in set(iter_refs(n.get("args", {}))):
-            readers_of.setdefault(name, []).append(n)
-    casts = _bool_casts(graph, {n["name"]: n for n in graph}, readers_of)
+    readers_all = readers_of(graph)
+    casts = _bool_casts(graph, {n["name"]: n for n in graph}, readers_all)
     return rewrite_nodes(graph, lambda node, nodes, readers, taken: ([casts[node["name"]]], set()) if node["name"] in casts
-                         else _out_of_place(node, nodes, readers, readers_of)
+                         else _out_of_place(node, nodes, readers, readers_all)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
-                         or _float_count(node, nodes, taken, readers_of))
+                         or _float_count(node, nodes, taken, readers_all))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:

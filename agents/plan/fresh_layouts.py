@@ -18,16 +18,20 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.coder import codegen
-from stitchcuda.agents.graph import LOGICAL_VIEWS, Node, contiguous_strides, is_contiguous, iter_refs
+from stitchcuda.agents.coder.reference_math import _overload
+from stitchcuda.agents.graph import (
+    LOGICAL_VIEWS,
+    Node,
+    contiguous_strides,
+    is_contiguous,
+    readers_of,
+)
 
 _NOT_FRESH = ("input", "constant", "output")
 
 
 def store_kernel_results_contiguous(graph: list[Node]) -> list[Node]:
-    readers: dict[str, list[Node]] = {}
-    for n in graph:
-        for name in dict.fromkeys(iter_refs(n.get("args", {}))):
-            readers.setdefault(name, []).append(n)
+    readers = readers_of(graph)
     changed: dict[str, Node] = {}
     for node in graph:
         if not _candidate(node):
@@ -76,6 +80,8 @@ def _replay(view: Node, src: Node) -> Node | None:
         return None
     try:
         overload = _overload(target)
+        if overload is None:
+            return None
         meta = torch.empty_strided(src["shape"], src["stride"], dtype=torch.float32, device="meta")
         meta = meta.as_strided(src["shape"], src["stride"], src.get("offset", 0))
         kwargs = _call_args(overload, view.get("args", {}), src["name"], meta)
@@ -87,11 +93,6 @@ def _replay(view: Node, src: Node) -> Node | None:
     if list(got.shape) != list(view.get("shape") or []):
         return None
     return {**view, "stride": list(got.stride()), "offset": int(got.storage_offset())}
-
-
-def _overload(target: str) -> torch._ops.OpOverload:
-    ns, name, overload = target.split(".")
-    return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
 def _call_args(overload: torch._ops.OpOverload, args: dict[str, Any], src: str,

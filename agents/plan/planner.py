@@ -35,6 +35,7 @@ from stitchcuda.agents.graph import (
     iter_refs,
     node_inputs,
     picks,
+    readers_of,
     ref,
     ref_name,
     restride,
@@ -113,7 +114,7 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
 
 
 def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
-    readers = _readers(plan.graph)
+    readers = readers_of(plan.graph)
     nodes = by_name(plan.graph)
     return frozenset(g.nodes[0] for g in plan.groups if g.kind == "kernel" and len(g.nodes) == 1
                      and g.nodes[0] in nodes and _splittable_softmax(nodes[g.nodes[0]], readers)
@@ -305,7 +306,7 @@ def decompose_eval_batch_norm(graph: list[Node]) -> list[Node]:
     per-channel views, as PyTorch computes it: it then fuses with the conv bias and activation
     around it into one pass over memory instead of a normalisation pass of its own. Training mode
     (batch statistics, running-stat updates) stays with the norm emitter."""
-    readers = _readers(graph)
+    readers = readers_of(graph)
     taken = {n["name"] for n in graph}
     out: list[Node] = []
     renamed: dict[str, str] = {}
@@ -406,7 +407,7 @@ def fuse_attention(graph: list[Node], target: Target) -> list[Node]:
     # Only live readers count: the attention weights scaled_dot_product_attention's math path also
     # makes (and drops) read the probabilities too.
     live = set(_live(graph, outputs[0]))
-    readers = _readers([n for n in graph if n["name"] in live or n is outputs[0]])
+    readers = readers_of([n for n in graph if n["name"] in live or n is outputs[0]])
     replaced: dict[str, Node] = {}
     consumed: set[str] = set()
     loose: set[str] = set()  # walked through; dropped below if nothing reads them any more
@@ -691,7 +692,7 @@ def split_softmax(graph: list[Node], only: frozenset[str] | None = None) -> list
     ones that took no epilogue kept whole."""
     if softmax_whole() and not only:
         return graph
-    readers = _readers(graph)
+    readers = readers_of(graph)
     taken = {n["name"] for n in graph}
     out: list[Node] = []
     renamed: dict[str, str] = {}
@@ -734,7 +735,7 @@ def instance_norm_as_group_norm(graph: list[Node]) -> list[Node]:
 
     if os.environ.get(_TAIL_INSTANCE_NORM_ENV) != "1" or not tail_group_norm() or not grouped_rows_on():
         return graph
-    readers = _readers(graph)
+    readers = readers_of(graph)
     nodes = by_name(graph)
     renamed: dict[str, str] = {}
     dropped: set[str] = set()
@@ -797,7 +798,7 @@ def drop_normalised_conv_bias(graph: list[Node]) -> list[Node]:
     pass of its own where nothing else would fuse it; 17_Conv2d_InstanceNorm: 0.55 of 2.79 ms on the
     H200). Not where a running mean would record it, where the batch mean is read, or where any
     other reader sees the biased values."""
-    readers = _readers(graph)
+    readers = readers_of(graph)
     nodes = by_name(graph)
 
     def normalises_rows(bn: Node) -> bool:
@@ -848,7 +849,7 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
         return (user["op"] in PROLOGUE_OPS and ref_name(args.get(prologue_operand(user))) == conv
                 and list(iter_refs(args)).count(conv) == 1)
 
-    readers = _readers(graph)
+    readers = readers_of(graph)
     out: list[Node] = []
     taken = {n["name"] for n in graph}
     renamed: dict[str, str] = {}
@@ -914,7 +915,7 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         nchw_shape,
     )
 
-    readers = _readers(graph)
+    readers = readers_of(graph)
     nodes = by_name(graph)
     taken = {n["name"] for n in graph}
     before: dict[str, list[Node]] = {}  # node name -> new nodes to insert just before it
@@ -1357,15 +1358,6 @@ def _replay_views(src: Node, chain: list[Node]) -> list[tuple[list[int], list[in
         return out
     except Exception:  # noqa: BLE001 - a view torch would not make of this layout: no fold
         return None
-
-
-def _readers(graph: Sequence[Node]) -> dict[str, list[Node]]:
-    """Node name -> the nodes that read it (each reader once)."""
-    readers: dict[str, list[Node]] = {}
-    for node in graph:
-        for src in node_inputs(node):
-            readers.setdefault(src, []).append(node)
-    return readers
 
 
 def _view_node(name: str, op: str, src: str, args: dict[str, Any], shape: list[int], stride: list[int],

@@ -33,6 +33,7 @@ from stitchcuda.agents.graph import (
     fresh_name,
     iter_refs,
     new_node,
+    readers_of,
     ref,
     ref_name,
     rewrite_nodes,
@@ -46,10 +47,7 @@ def split_train_batch_norms(graph: list[Node], keep: frozenset[str] = frozenset(
     by pointwise nodes, and which norms were split, each with the depthwise convolution that is to take
     the chain: where its emitter does not (a plane too small for our kernel stays with cuDNN), the
     planner plans again with that norm in `keep`, as a stored chain would cost a pass of its own."""
-    users: dict[str, list[Node]] = {}
-    for n in graph:
-        for name in dict.fromkeys(iter_refs(n.get("args", {}))):
-            users.setdefault(name, []).append(n)
+    users = readers_of(graph)
     moves: dict[str, tuple[list[Node], set[str]]] = {}
     split: dict[str, str] = {}
     taken = {n["name"] for n in graph}
