@@ -646,6 +646,18 @@ def _to_nodes(gm: torch.fx.GraphModule, kinds: list[tuple[str, str]], persistent
     return nodes
 
 
+def overload_of(target: str) -> torch._ops.OpOverload | None:
+    """The op a node's `target` string ("aten.view.default") names, or None where it names none."""
+    parts = target.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        op = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    except (AttributeError, RuntimeError):
+        return None
+    return op if isinstance(op, torch._ops.OpOverload) else None
+
+
 def _call_node(fx_node: torch.fx.Node, name: str, rename: dict[str, str]) -> Node:
     target = fx_node.target
     node: Node = {"name": name}

@@ -21,7 +21,7 @@ import torch
 
 from stitchcuda.agents import trace_rnn
 from stitchcuda.agents.coder.batch import BatchInfo
-from stitchcuda.agents.graph import Node, ref_name
+from stitchcuda.agents.graph import Node, overload_of, ref_name
 
 # Mutations of module state (BatchNorm's running statistics) belong to the kernels' forward: the
 # reference math is pure, so recomputing it for a backward never updates the statistics twice.
@@ -109,7 +109,7 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     target = node.get("target")
     if node["op"] == trace_rnn.OP:
         return _recurrent(node, names)
-    overload = _overload(target) if target else None
+    overload = overload_of(target) if target else None
     if overload is None:
         raise Unrenderable(f"{node['name']}: {node['op']} is not an operator overload")
     if torch.Tag.nondeterministic_seeded in overload.tags:
@@ -177,17 +177,6 @@ def _batched(text: str, value: Any, arg: str, node: Node, batch: BatchInfo) -> s
     if arg == "N" and node["op"] == "native_group_norm" and value == batch.size:
         return "_b"
     return text
-
-
-def _overload(target: str) -> torch._ops.OpOverload | None:
-    parts = target.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        op = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
-    except (AttributeError, RuntimeError):
-        return None
-    return op if isinstance(op, torch._ops.OpOverload) else None
 
 
 def _kind(schema_type: str) -> str:

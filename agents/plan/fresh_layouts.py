@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.coder import codegen
-from stitchcuda.agents.coder.reference_math import _overload
 from stitchcuda.agents.graph import (
     LOGICAL_VIEWS,
     Node,
     contiguous_strides,
     is_contiguous,
+    overload_of,
     readers_of,
 )
 
@@ -79,7 +79,7 @@ def _replay(view: Node, src: Node) -> Node | None:
     if target not in LOGICAL_VIEWS:
         return None
     try:
-        overload = _overload(target)
+        overload = overload_of(target)
         if overload is None:
             return None
         meta = torch.empty_strided(src["shape"], src["stride"], dtype=torch.float32, device="meta")
