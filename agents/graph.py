@@ -192,6 +192,39 @@ LOGICAL_VIEWS = frozenset({
 })
 
 
+def replay_view(view: Node, src: str, shape: Sequence[int], stride: Sequence[int],
+                offset: int = 0) -> tuple[list[int], int] | None:
+    """The strides and offset that `view` (a node of LOGICAL_VIEWS reading node `src`) has over a
+    tensor of `shape` laid out as (stride, offset): the view called again on a meta tensor of that
+    layout. None where the view is not logical, reads another tensor, or that layout cannot hold it
+    (a reshape that merges dimensions the layout separates)."""
+    target = view.get("target") or ""
+    if target not in LOGICAL_VIEWS:
+        return None
+    overload = overload_of(target)
+    if overload is None:
+        return None
+    meta = torch.empty_strided(list(shape), list(stride), dtype=torch.float32, device="meta")
+    meta = meta.as_strided(list(shape), list(stride), offset)
+    kwargs: dict[str, Any] = {}
+    for a in overload._schema.arguments:
+        if a.name not in view.get("args", {}):
+            continue  # (its default)
+        value = view["args"][a.name]
+        if isinstance(value, dict) and "ref" in value:
+            if value["ref"] != src:
+                return None
+            value = meta
+        kwargs[a.name] = value
+    try:
+        got = overload(**kwargs)
+    except (RuntimeError, TypeError, ValueError, AttributeError):
+        return None
+    if list(got.shape) != list(view.get("shape") or []):
+        return None
+    return list(got.stride()), int(got.storage_offset())
+
+
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     strides, acc = [], 1
     for size in reversed(shape):

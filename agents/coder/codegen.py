@@ -33,6 +33,7 @@ from stitchcuda.agents.graph import (
     is_contiguous,
     numel,
     ref_name,
+    replay_view,
     restride,
 )
 from stitchcuda.types import FusionGroup
@@ -502,9 +503,11 @@ class _Lowering:
         node = self.nodes[name]
         if node.get("view") and (given := self._given_through(node, idx)) is not None:
             out = given
-        elif node.get("view"):
-            root, strides, offset = self._view_of(node)
+        elif node.get("view") and (through := self._view_of(node)) is not None:
+            root, strides, offset = through
             out = self.value(root["name"], self._strided(idx, strides, offset, root))
+        elif node.get("view"):
+            out = self._one_view_step(node, idx)
         elif name in self.inside:
             out = self._compute(node, idx)
         elif node["op"] == "constant" and isinstance(node.get("value"), list) and len(node["value"]) == 1:
@@ -570,8 +573,10 @@ class _Lowering:
             return self._emit("double", "v", f"(double)({src})", name)
         return self._emit("float", "v", f"sc_to_f({src})", name)
 
-    def _view_of(self, node: Node) -> tuple[Node, list[int], int]:
-        """The node a view reads, and the view's strides and offset over it in row-major order."""
+    def _view_of(self, node: Node) -> tuple[Node, list[int], int] | None:
+        """The node a view reads, and the view's strides and offset over it in row-major order; None
+        where the root is computed here and the traced strides cannot be carried over to row-major
+        (then _one_view_step)."""
         view = node
         while node.get("view"):
             src = ref_name(node["args"].get("self"))
@@ -586,8 +591,23 @@ class _Lowering:
         # Computed here: the walker evaluates it in row-major order, whatever layout was traced.
         moved = restride(view["shape"], view["stride"], view.get("offset", 0), node["shape"], node["stride"])
         if moved is None:
-            raise NotFusable(f"{view['name']}: a view that cannot be read from a row-major {node['name']}")
+            return None
         return node, *moved
+
+    def _one_view_step(self, view: Node, idx: _Index) -> str:
+        """A view of a value computed here, whose traced strides only its traced layout allows (a
+        reshape merging dimensions a transpose separated in memory: `.view` after `.permute` of a
+        result laid out transposed). A view's meaning does not depend on the layout: replayed on
+        its source's row-major shape it maps each element to the source's element, one view at a
+        time down the chain."""
+        src = ref_name(view["args"].get("self"))
+        node = self.nodes[src] if src is not None else None
+        if node is None or node.get("shape") is None:
+            raise NotFusable(f"{view['name']}: a view without a tensor source")
+        got = replay_view(view, node["name"], node["shape"], contiguous_strides(node["shape"]))
+        if got is None:
+            raise NotFusable(f"{view['name']}: a view that cannot be read from a row-major {node['name']}")
+        return self.value(node["name"], self._strided(idx, got[0], got[1], node))
 
     def _broadcast(self, idx: _Index, shape: Sequence[int]) -> _Index:
         """Index into an operand of `shape` broadcast (right-aligned) to idx.shape."""

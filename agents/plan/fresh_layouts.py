@@ -13,18 +13,13 @@ pointwise emitter writes any layout."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-
 from stitchcuda.agents.coder import codegen
 from stitchcuda.agents.graph import (
-    LOGICAL_VIEWS,
     Node,
     contiguous_strides,
     is_contiguous,
-    overload_of,
     readers_of,
+    replay_view,
 )
 
 _NOT_FRESH = ("input", "constant", "output")
@@ -75,37 +70,7 @@ def _replayed_views(base: Node, readers: dict[str, list[Node]]) -> dict[str, Nod
 
 
 def _replay(view: Node, src: Node) -> Node | None:
-    target = view.get("target") or ""
-    if target not in LOGICAL_VIEWS:
+    got = replay_view(view, src["name"], src["shape"], src["stride"], src.get("offset", 0))
+    if got is None:
         return None
-    try:
-        overload = overload_of(target)
-        if overload is None:
-            return None
-        meta = torch.empty_strided(src["shape"], src["stride"], dtype=torch.float32, device="meta")
-        meta = meta.as_strided(src["shape"], src["stride"], src.get("offset", 0))
-        kwargs = _call_args(overload, view.get("args", {}), src["name"], meta)
-        if kwargs is None:
-            return None
-        got = overload(**kwargs)
-    except (RuntimeError, TypeError, ValueError, AttributeError):
-        return None  # not expressible as a view of the new layout
-    if list(got.shape) != list(view.get("shape") or []):
-        return None
-    return {**view, "stride": list(got.stride()), "offset": int(got.storage_offset())}
-
-
-def _call_args(overload: torch._ops.OpOverload, args: dict[str, Any], src: str,
-               meta: torch.Tensor) -> dict[str, Any] | None:
-    """The view's arguments by name, `src` as the meta tensor; None where it reads another tensor."""
-    out: dict[str, Any] = {}
-    for a in overload._schema.arguments:
-        if a.name not in args:
-            continue  # (its default)
-        value = args[a.name]
-        if isinstance(value, dict) and "ref" in value:
-            if value["ref"] != src:
-                return None
-            value = meta
-        out[a.name] = value
-    return out
+    return {**view, "stride": got[0], "offset": got[1]}
