@@ -16,7 +16,6 @@ NOT_YET = {
     "pointnet2_knn_sa.py": "_euclidean_dist",  # torch.cdist
     "rope_complex.py": "complex64",  # view_as_complex / polar rotary embedding
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
-    "t5_relpos_bias.py": "int64",  # bucketing in int64 arithmetic (mul, abs, min, where)
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))
 

@@ -249,9 +249,17 @@ def test_unsupported_dtypes_are_reported():
         def forward(self, x):
             return x * 3
 
-    p = plan_module(Ints(), torch.arange(6))
+    p = plan_module(Ints(), torch.arange(6, dtype=torch.int32))
     assert not p.supported
-    assert p.unsupported == ["aten.mul.Tensor: dtype int64 is not supported by the pointwise emitter yet"]
+    assert p.unsupported == ["aten.mul.Tensor: dtype int32 is not supported by the pointwise emitter yet"]
+
+    class IntPow(nn.Module):  # an int64 result of an op the int64 table has no entry for
+        def forward(self, x):
+            return torch.pow(x * 2, 3)
+
+    p = plan_module(IntPow(), torch.arange(6))
+    assert p.unsupported == ["aten.pow.Tensor_Scalar: dtype int64 is not supported by the pointwise emitter yet"]
+    assert plan_module(Ints(), torch.arange(6)).supported  # (int64 products are: INT64_POINTWISE)
 
 
 ACTIVATIONS = [

@@ -45,7 +45,7 @@ THREADS = 256
 BLOCKS_PER_SM = 4096
 VECTOR_BYTES = 16  # bytes each thread loads per operand and iteration of the main loop
 
-# int64 values (step counters, indices) are computed in double: exact below 2^53.
+# int64 values (indices, positions, buckets) are computed in int64_t (INT64_POINTWISE).
 C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "int64_t"}
 ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8}
 
@@ -315,8 +315,8 @@ POINTWISE: dict[str, Op] = {
     "logical_and": _t("(({self} != 0.0f && {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "logical_or": _t("(({self} != 0.0f || {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "logical_xor": _t("((({self} != 0.0f) != ({other} != 0.0f)) ? 1.0f : 0.0f)", "self", "other"),
-    # On bool tensors the bitwise ops are the logical ones (masks: ~torch.tril(...)); the integer
-    # dtypes they also take are refused by pointwise_support's dtype rule (int64 only for add/sub).
+    # On bool tensors the bitwise ops are the logical ones (masks: ~torch.tril(...)); on int64 ones
+    # INT64_POINTWISE's.
     "bitwise_not": _t("({self} == 0.0f ? 1.0f : 0.0f)", "self"),
     "bitwise_and": _t("(({self} != 0.0f && {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
     "bitwise_or": _t("(({self} != 0.0f || {other} != 0.0f) ? 1.0f : 0.0f)", "self", "other"),
@@ -346,17 +346,130 @@ POINTWISE: dict[str, Op] = {
 }  # fmt: skip
 
 
-# Ops whose int64 results are exact in double arithmetic (the rest would round).
-_INT_EXACT = {"add", "sub", "clone", "copy_", "copy", "alias_copy", "lift_fresh_copy", "zeros", "ones", "zeros_like", "ones_like"}
+
+
+def c_int(value: Any) -> str:
+    """A C int64 literal for a scalar of integer math (a float scalar only where it is whole)."""
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise NotFusable(f"the scalar {value} in int64 arithmetic")
+        value = int(value)
+    v = int(value)
+    if not -(2**63) <= v < 2**63:
+        raise NotFusable(f"the scalar {value} does not fit int64")
+    return f"(-{-v}LL)" if v < 0 else f"{v}LL"
+
+
+def _axpy_int(x: str, sign: str, y: str, alpha: Any) -> str:
+    if alpha is None or alpha == 1:
+        return f"({x} {sign} {y})"
+    return f"({x} {sign} {c_int(alpha)} * {y})"
+
+
+def _div_int(a: Operands) -> str:
+    mode = a.raw("rounding_mode")
+    if mode == "trunc":
+        return f"sc_div_trunc_i64({a.self}, {a.other})"
+    if mode == "floor":
+        return f"sc_div_floor_i64({a.self}, {a.other})"
+    raise NotFusable("true division has a float result")  # (an int64 node never holds one)
+
+
+def _clamp_int(a: Operands) -> str:
+    x = a.self
+    if a.raw("min") is not None:
+        x = f"sc_max_i64({x}, {a.min})"
+    if a.raw("max") is not None:
+        x = f"sc_min_i64({x}, {a.max})"
+    return x
+
+
+def _to_int64(a: Operands) -> str:
+    if a.raw("dtype") != "int64":
+        raise NotFusable(f"a cast to {a.raw('dtype')} in int64 arithmetic")
+    return f"(int64_t)({a.self})"  # toward zero, as PyTorch's cast from a float
+
+
+_INT_CONST = {0: _t("((int64_t)0)"), 1: _t("((int64_t)1)")}
+
+# Integer math in int64_t, as PyTorch does it (wrapping, exact at any magnitude): int64 results,
+# and comparisons of int64 tensors (whose results are bools, so the fp32 table's comparisons serve
+# with integer operands). Operands are int64_t expressions; a bool operand is cast to 0 or 1.
+INT64_POINTWISE: dict[str, Op] = {
+    "add": _f(lambda a: _axpy_int(a.self, "+", a.other, a.raw("alpha")), "self", "other"),
+    "sub": _f(lambda a: _axpy_int(a.self, "-", a.other, a.raw("alpha")), "self", "other"),
+    "rsub": _f(lambda a: _axpy_int(a.other, "-", a.self, a.raw("alpha")), "self", "other"),
+    "mul": _t("({self} * {other})", "self", "other"),
+    "neg": _t("(-{self})", "self"),
+    "abs": _t("sc_abs_i64({self})", "self"),
+    "sign": _t("((int64_t)((0 < {self}) - ({self} < 0)))", "self"),
+    "square": _t("({self} * {self})", "self"),
+    "div": _f(_div_int, "self", "other"),
+    "floor_divide": _t("sc_div_floor_i64({self}, {other})", "self", "other"),
+    "remainder": _t("sc_remainder_i64({self}, {other})", "self", "other"),
+    "fmod": _t("sc_div_rem_i64({self}, {other})", "self", "other"),
+    "maximum": _t("sc_max_i64({self}, {other})", "self", "other"),
+    "minimum": _t("sc_min_i64({self}, {other})", "self", "other"),
+    "clamp": _f(_clamp_int, "self", "min", "max"),
+    "clip": _f(_clamp_int, "self", "min", "max"),
+    "clamp_min": _t("sc_max_i64({self}, {min})", "self", "min"),
+    "clamp_max": _t("sc_min_i64({self}, {max})", "self", "max"),
+    "bitwise_and": _t("({self} & {other})", "self", "other"),
+    "bitwise_or": _t("({self} | {other})", "self", "other"),
+    "bitwise_xor": _t("({self} ^ {other})", "self", "other"),
+    "bitwise_not": _t("(~{self})", "self"),
+    "where": _t("({condition} != 0 ? {self} : {other})", "condition", "self", "other"),
+    "masked_fill": _t("({mask} != 0 ? {value} : {self})", "self", "mask", "value"),
+    "_to_copy": _f(_to_int64, "self"),
+    "clone": _IDENTITY,
+    "copy_": _t("{src}", "src"),
+    "copy": _t("{src}", "src"),
+    "lift_fresh_copy": _IDENTITY,
+    "alias_copy": _IDENTITY,
+    "detach_copy": _IDENTITY,
+    "zeros_like": _INT_CONST[0],
+    "ones_like": _INT_CONST[1],
+    "zeros": _INT_CONST[0],
+    "ones": _INT_CONST[1],
+    "full_like": _t("{fill_value}", "fill_value"),
+    "full": _t("{fill_value}", "fill_value"),
+    "scalar_tensor": _t("{s}", "s"),
+    "fill": _t("{value}", "value"),
+}  # fmt: skip
+
+# The fp32 table's comparisons, which read int64 operands as integers when both sides are integers.
+_COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
+
+
+def int_math(node: Node, dtype_of: Callable[[str], str | None]) -> bool:
+    """Whether `node` is integer arithmetic: an int64 result, or a comparison whose tensor operands
+    are int64 (or bool) and whose scalars are integers, so PyTorch compares integers exactly."""
+    if node.get("dtype") == "int64":
+        return True
+    if node.get("op") not in _COMPARISONS:
+        return False
+    dtypes, scalars = [], []
+    for arg in POINTWISE[node["op"]].operands:
+        value = node["args"].get(arg)
+        if (src := ref_name(value)) is not None:
+            dtypes.append(dtype_of(src))
+        elif value is not None:
+            scalars.append(value)
+    return ("int64" in dtypes and all(d in ("int64", "bool") for d in dtypes)
+            and all(isinstance(v, bool | int) for v in scalars))
+
 
 
 def pointwise_support(node: Node) -> str | None:
     """Why the table cannot emit this node, or None when it can (dtypes included)."""
-    op = POINTWISE.get(node.get("op", ""))
+    dtype = node.get("dtype")
+    table = INT64_POINTWISE if dtype == "int64" else POINTWISE
+    op = table.get(node.get("op", ""))
+    if op is None and dtype == "int64" and node.get("op") in POINTWISE and not node.get("view"):
+        return f"{node['target']}: dtype {dtype} is not supported by the pointwise emitter yet"
     if op is None or node.get("view"):
         return f"{node.get('target') or node.get('op')}: not supported by the built-in coder yet"
-    dtype = node.get("dtype")
-    if dtype not in C_TYPES or (dtype == "int64" and node["op"] not in _INT_EXACT):
+    if dtype not in C_TYPES:
         return f"{node['target']}: dtype {dtype} is not supported by the pointwise emitter yet"
 
     values = {}
@@ -365,7 +478,10 @@ def pointwise_support(node: Node) -> str | None:
         if ref_name(value) is not None:
             values[arg] = "x"
         elif isinstance(value, bool | int | float):
-            values[arg] = c_float(value)
+            try:
+                values[arg] = c_int(value) if dtype == "int64" else c_float(value)
+            except NotFusable as e:
+                return f"{node['target']}: {e}"
     try:
         op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
     except NotFusable as e:
@@ -538,7 +654,8 @@ class _Lowering:
         reason = pointwise_support(node)
         if reason:
             raise NotFusable(reason)
-        op = POINTWISE[node["op"]]
+        integers = int_math(node, lambda n: self.nodes[n].get("dtype"))
+        op = (INT64_POINTWISE if node.get("dtype") == "int64" else POINTWISE)[node["op"]]
         values: dict[str, str] = {}
         for arg in op.operands:
             raw = node["args"].get(arg)
@@ -548,11 +665,13 @@ class _Lowering:
                 if operand.get("shape") is None:
                     raise NotFusable(f"{node['name']} reads {src}, which is not a single tensor")
                 values[arg] = self.value(src, self._broadcast(idx, operand["shape"]))
+                if integers and operand.get("dtype") == "bool":
+                    values[arg] = f"(int64_t)({values[arg]})"  # (held as 1.0f or 0.0f)
             elif isinstance(raw, bool | int | float):
-                values[arg] = c_float(raw)
+                values[arg] = c_int(raw) if integers else c_float(raw)
         expr = op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
         self.ops.append(node["op"])
-        return self._emit("double" if node.get("dtype") == "int64" else "float", "v", expr, node["name"])
+        return self._emit("int64_t" if node.get("dtype") == "int64" else "float", "v", expr, node["name"])
 
     def _load(self, node: Node, idx: _Index) -> str:
         if node.get("shape") is None or node.get("dtype") not in C_TYPES:
@@ -570,7 +689,7 @@ class _Lowering:
             self.hoisted[(k, idx.var)] = HoistedLoad(k, idx.var, C_TYPES[node["dtype"]], base, lane, run)
             src = f"in{k}_{idx.var}.v[l]"
         if node["dtype"] == "int64":
-            return self._emit("double", "v", f"(double)({src})", name)
+            return self._emit("int64_t", "v", f"(int64_t)({src})", name)
         return self._emit("float", "v", f"sc_to_f({src})", name)
 
     def _view_of(self, node: Node) -> tuple[Node, list[int], int] | None:
