@@ -13,7 +13,6 @@ from stitchcuda.types import Task
 FOLDER = Path(__file__).resolve().parent.parent / "bench" / "coverage"
 NOT_YET = {
     "moe_top2.py": "nonzero",  # token dispatch by torch.where(idx == e): data-dependent shapes
-    "pointnet2_knn_sa.py": "_euclidean_dist",  # torch.cdist
     "rope_complex.py": "complex64",  # view_as_complex / polar rotary embedding
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
 }

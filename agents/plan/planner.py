@@ -50,6 +50,7 @@ from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
+from stitchcuda.agents.plan.pairwise_distances import rewrite_pairwise_distances
 from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_product_rows
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
@@ -139,7 +140,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     traced = graph
     graph = store_kernel_results_contiguous(drop_noop_restrides([dict(n) for n in graph]))
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
-        decompose_eval_batch_norm(draws_as_inputs(graph)))))))
+        rewrite_pairwise_distances(decompose_eval_batch_norm(draws_as_inputs(graph))))))))
     if algebra:
         graph = _algebra(graph, target)
     if os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
