@@ -13,7 +13,6 @@ from stitchcuda.types import Task
 FOLDER = Path(__file__).resolve().parent.parent / "bench" / "coverage"
 NOT_YET = {
     "moe_top2.py": "nonzero",  # token dispatch by torch.where(idx == e): data-dependent shapes
-    "rope_complex.py": "complex64",  # view_as_complex / polar rotary embedding
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))

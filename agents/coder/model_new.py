@@ -170,7 +170,9 @@ def render_model(
     # on every forward, a dict lookup a few percent of that.
     for node in inputs:
         if node.get("kind") not in ("arg", "draw"):
-            body.append(f"{fwd.state_local(node)} = {_state_path(node)}")
+            # (a complex parameter or buffer is read as its float pairs: agents/plan/complex_pairs.py)
+            path = f"torch.view_as_real({_state_path(node)})" if node.get("as_real") else _state_path(node)
+            body.append(f"{fwd.state_local(node)} = {path}")
     # Random draws stay PyTorch's (agents/random_draws.py): the reference's calls, in its order.
     draws = [n for n in inputs if n.get("kind") == "draw"]
     device = fwd.device(graph, {n["name"] for n in inputs if n.get("kind") != "draw"})
@@ -740,7 +742,9 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
             parent = child
         if "shape" not in node:
             continue
-        value = f"torch.zeros({tuple(node['shape'])!r}, dtype=torch.{node['dtype']})"
+        # The module's own tensor, where the kernels read a view of it (complex_pairs' `as_real`).
+        own = {**node, **node["as_real"]} if node.get("as_real") else node
+        value = f"torch.zeros({tuple(own['shape'])!r}, dtype=torch.{own['dtype']})"
         if node["kind"] == "param":
             if _plain(leaf):
                 lines.append(f"{parent}.{leaf} = nn.Parameter({value})")
@@ -748,7 +752,7 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
                 lines.append(f"{parent}.register_parameter({leaf!r}, nn.Parameter({value}))")
         elif "data" in node:
             # Not in the state dict (persistent=False): the values the trace kept (graph.UNSAVED_BUFFER_BYTES).
-            value = (f"_unsaved({node['data']!r}, torch.{node['dtype']}, {tuple(node['shape'])!r})")
+            value = (f"_unsaved({node['data']!r}, torch.{own['dtype']}, {tuple(own['shape'])!r})")
             lines.append(f"{parent}.register_buffer({leaf!r}, {value}, persistent=False)")
         else:
             persistent = "" if node.get("persistent", True) else ", persistent=False"

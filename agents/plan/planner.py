@@ -46,6 +46,7 @@ from stitchcuda.agents.graph import (
 )
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
+from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
 from stitchcuda.agents.plan.glu import decompose_glu
@@ -140,7 +141,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     traced = graph
     graph = store_kernel_results_contiguous(drop_noop_restrides([dict(n) for n in graph]))
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
-        rewrite_pairwise_distances(decompose_eval_batch_norm(draws_as_inputs(graph))))))))
+        rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(draws_as_inputs(graph)))))))))
     if algebra:
         graph = _algebra(graph, target)
     if os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
