@@ -14,6 +14,7 @@ from stitchcuda.agents import graph
 from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
+from stitchcuda.agents.verify.static_check import check_source
 
 
 def _freqs(dim: int, end: int) -> torch.Tensor:
@@ -50,6 +51,10 @@ def test_no_complex_node_is_left_and_one_kernel_a_result():
     plan = planner.plan_graph(traced)
     assert plan.supported, plan.unsupported
     assert [g.kind for g in plan.groups] == ["pointwise"] * len(plan.groups) and len(plan.groups) <= 3
+    # ModelNew reads the parameter through torch.view_as_real, a view the Verifier's static check allows.
+    cand = coder_builtin.build_candidate(plan, Rotary, title="t", host=True)
+    assert "torch.view_as_real(" in cand.files["model_new.py"]
+    assert check_source(cand.files["model_new.py"]) == []
 
 
 class ComplexArgument(nn.Module):

@@ -12,6 +12,7 @@ ALLOWED_TORCH_CALLS = {
     "full_like", "tensor", "as_tensor", "from_numpy", "is_tensor", "Size", "device", "dtype",
     "get_default_dtype", "is_grad_enabled", "no_grad", "inference_mode", "finfo", "iinfo",
     "broadcast_shapes", "is_floating_point", "numel", "arange",
+    "view_as_real",  # a view: a complex parameter's float pairs (agents/plan/complex_pairs.py)
     # Random draws: the reference's own numbers come from PyTorch's generator, and only the same
     # call reproduces them (agents/random_draws.py); the Verifier seeds both sides alike.
     "randn", "rand", "randint",
