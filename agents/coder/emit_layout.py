@@ -29,6 +29,10 @@ from stitchcuda.agents.coder.kernels import (
 )
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
+# Index tensors may also be int32 (token ids from numpy or a tokenizer's int32 arrays): read as
+# indices only, never computed with, so the kernels' index arithmetic (int64) takes them as they are.
+INDEX_DTYPES = ("int64", "int32")
+_SOURCE_CTYPES = {**C_TYPES, "int32": "int32_t"}
 _FLOATS = ("float32", "float16", "bfloat16")
 
 
@@ -331,8 +335,8 @@ def _index_at(index: Operand, k: int, coords: Sequence[str], size: int) -> str:
 
 def _sources_with_index(ctx: EmitContext, key: str) -> tuple[Operand, Operand]:
     src, index = ctx.args["self" if "self" in ctx.args else "weight"], ctx.args[key]
-    if not isinstance(src, Operand) or not isinstance(index, Operand) or index.dtype != "int64":
-        raise NotSupported(f"{ctx.node['op']}: needs a tensor and an int64 index tensor")
+    if not isinstance(src, Operand) or not isinstance(index, Operand) or index.dtype not in INDEX_DTYPES:
+        raise NotSupported(f"{ctx.node['op']}: needs a tensor and an int64 or int32 index tensor")
     return src, index
 
 
@@ -370,8 +374,8 @@ def _index(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     src = ctx.args["self"]
     picks = list(ctx.args.get("indices") or [])
     given = [(p, i) for p, i in enumerate(picks) if i is not None]
-    if not given or not all(isinstance(i, Operand) and i.dtype == "int64" for _, i in given):
-        raise NotSupported("index with other than int64 index tensors")
+    if not given or not all(isinstance(i, Operand) and i.dtype in INDEX_DTYPES for _, i in given):
+        raise NotSupported("index with other than int64 or int32 index tensors")
     rank = len(src.shape)
     shapes = [tuple(i.shape) for _, i in given]
     nb = max(len(sh) for sh in shapes)
@@ -794,8 +798,11 @@ def _emit(ctx: EmitContext) -> Kernel:
     nd = len(out.shape)
     coords = [f"c{d}" for d in range(nd)]
     lines, sources, note = TABLE[ctx.node["op"]](ctx, out, coords)
+    picks = [ctx.args.get("index"), ctx.args.get("indices")]
+    picks = [p for x in picks for p in (x if isinstance(x, list | tuple) else [x])]
+    index_reads = {id(p) for p in picks if isinstance(p, Operand)}  # (index tensors, read as indices only)
     for src in sources:
-        if src.dtype not in DTYPES:
+        if src.dtype not in DTYPES and not (src.dtype in INDEX_DTYPES and id(src) in index_reads):
             raise NotSupported(f"{ctx.node['op']}: source dtype {src.dtype}")
     numel = 1
     for n in out.shape:
@@ -817,9 +824,9 @@ def _emit(ctx: EmitContext) -> Kernel:
         pro = _loader_of(ctx, s, out.dtype) if reads_sources else None
         loaded.append(pro is not None)
         if pro is None:
-            params.append(f"const {C_TYPES[s.dtype]}* __restrict__ x{k}")
+            params.append(f"const {_SOURCE_CTYPES[s.dtype]}* __restrict__ x{k}")
             args.append(f"x{k}")
-            casts.append(f"  const auto x{k} = static_cast<const {C_TYPES[s.dtype]}*>(in{len(raw)}_);")
+            casts.append(f"  const auto x{k} = static_cast<const {_SOURCE_CTYPES[s.dtype]}*>(in{len(raw)}_);")
             raw.append(f"const void* in{len(raw)}_")
             inputs.append(KernelArg(s.name, s.dtype))
             continue
