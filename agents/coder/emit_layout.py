@@ -422,6 +422,65 @@ def _arange(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {value};"], [], f"arange {start}, {end}, {step}"
 
 
+def _eye(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.eye made in forward (A + I, an off-diagonal mask 1 - I): 1 where the coordinates agree."""
+    if len(out.shape) != 2:
+        raise NotSupported("eye of a result that is not 2-D")
+    return [f"y[o] = {coords[0]} == {coords[1]} ? {_zero(out.dtype, 1.0)} : {_zero(out.dtype)};"], [], "eye"
+
+
+def _linspace(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.linspace made in forward, by PyTorch's formula: start + step * i in the first half and
+    end - step * (steps - 1 - i) in the second (so both ends are exact), step in the result's float."""
+    a = ctx.args
+    start, end, steps = a.get("start"), a.get("end"), a.get("steps")
+    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in (start, end)) \
+            or not isinstance(steps, int) or len(out.shape) != 1 or out.dtype not in ("float32", "float16", "bfloat16"):
+        raise NotSupported("linspace: numeric start and end, a float 1-D result only")
+    if steps == 1:
+        return [f"y[o] = {_zero(out.dtype, float(start))};"], [], f"linspace {start}, {end}, 1"
+    i = coords[0]
+    step = f"(({c_float(end)} - {c_float(start)}) / {float(steps - 1)!r}f)"
+    value = (f"({i} < {steps // 2} ? {c_float(start)} + {step} * (float){i} "
+             f": {c_float(end)} - {step} * (float)({steps - 1} - {i}))")
+    return [f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [], f"linspace {start}, {end}, {steps}"
+
+
+def _diagonal_scatter(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """diagonal_scatter (an in-place write through torch.diagonal, as functionalisation traces
+    `c.diagonal().add_(-1)`): `src` on the diagonal, `self` elsewhere."""
+    base, src = ctx.args["self"], ctx.args["src"]
+    rank = len(out.shape)
+    offset = int(ctx.args.get("offset", 0))
+    d1, d2 = int(ctx.args.get("dim1", 0)) % rank, int(ctx.args.get("dim2", 1)) % rank
+    if not isinstance(src, Operand) or d1 == d2 or tuple(base.shape) != tuple(out.shape) or len(src.shape) != rank - 1:
+        raise NotSupported("diagonal_scatter of a source of another rank")
+    c1, c2 = coords[d1], coords[d2]
+    on = f"{c2} - {c1} == {offset}"
+    here = [c for d, c in enumerate(coords) if d not in (d1, d2)] + [c1 if offset >= 0 else c2]
+    read = f"({on}) ? {_read(src, 1, here, out.dtype)} : {_read(base, 0, coords, out.dtype)}"
+    return [f"y[o] = {read};"], [base, src], f"diagonal_scatter dims {d1}, {d2} offset {offset}"
+
+
+def _cross(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.linalg.cross of 3-vectors: component c is a[c+1] b[c+2] - a[c+2] b[c+1] (mod 3), in
+    fp32 as PyTorch's kernel computes it."""
+    a, b = ctx.args["self"], ctx.args["other"]
+    dim = int(ctx.args.get("dim", -1)) % len(out.shape)
+    if not isinstance(b, Operand) or tuple(a.shape) != tuple(out.shape) or tuple(b.shape) != tuple(out.shape) \
+            or out.shape[dim] != 3 or out.dtype not in ("float32", "float16", "bfloat16"):
+        raise NotSupported("linalg_cross: same-shape float operands of 3 along dim only")
+    c = coords[dim]
+
+    def at(src: Operand, k: int, shift: int) -> str:
+        here = list(coords)
+        here[dim] = f"(({c} + {shift}) % 3)"
+        return f"sc_to_f(x{k}[{offset_of(src, here)}])"
+
+    value = f"{at(a, 0, 1)} * {at(b, 1, 2)} - {at(a, 0, 2)} * {at(b, 1, 1)}"
+    return [f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [a, b], f"cross along dim {dim}"
+
+
 def _fill(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     value = {"new_zeros": 0.0, "new_ones": 1.0}.get(ctx.node["op"], ctx.args.get("fill_value", 0.0))
     if not isinstance(value, bool | int | float):
@@ -714,6 +773,10 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "embedding": _embedding,
     "index": _index,
     "arange": _arange,
+    "eye": _eye,
+    "linspace": _linspace,
+    "diagonal_scatter": _diagonal_scatter,
+    "linalg_cross": _cross,
     "new_zeros": _fill,
     "new_ones": _fill,
     "new_full": _fill,

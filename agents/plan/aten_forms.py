@@ -16,7 +16,10 @@
 - empty_like then fill (or fill_), nothing else reading the empty tensor
   (F.binary_cross_entropy_with_logits writes its 1 - target so, and with it BCEWithLogitsLoss and
   the focal losses built on it; ATen's C++ scalar - tensor, in F.cosine_embedding_loss and
-  F.hinge_embedding_loss, as empty_like, fill_, sub_): full_like.
+  F.hinge_embedding_loss, as empty_like, fill_, sub_): full_like;
+- rrelu_with_noise outside training (nn.RReLU in eval): leaky_relu at the mean slope (lower +
+  upper) / 2, as PyTorch computes it there, its unread noise buffer dropped;
+- trace of a matrix (VICReg's and Barlow Twins' losses): the sum of its diagonal view.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -52,7 +55,8 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
     return rewrite_nodes(graph, lambda node, nodes, readers, taken: ([casts[node["name"]]], set()) if node["name"] in casts
                          else _out_of_place(node, nodes, readers, readers_all)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
-                         or _float_count(node, nodes, taken, readers_all))
+                         or _float_count(node, nodes, taken, readers_all) or _rrelu_eval(node, nodes, readers)
+                         or _trace(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -169,3 +173,29 @@ def _log_sigmoid(node: Node, nodes: dict[str, Node], readers: dict[str, int], ta
         made(soft, "softplus", {"self": ref(flipped), "beta": 1, "threshold": 20}, "aten.softplus.default"),
         made(gets[0]["name"], "neg", {"self": ref(soft)}, "aten.neg.default"),
     ], {n["name"] for n in gets.values()}
+
+
+def _rrelu_eval(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "rrelu_with_noise" or node["args"].get("training") is not False:
+        return None
+    a = node["args"]
+    lower, upper = a.get("lower"), a.get("upper")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lower, upper)):
+        return None
+    noise = nodes.get(ref_name(a.get("noise")) or "")
+    dropped = {noise["name"]} if noise is not None and noise["op"] == "empty_like" and readers.get(noise["name"]) == 1 \
+        else set()
+    return [{**node, "op": "leaky_relu", "target": "aten.leaky_relu.default",
+             "args": {"self": a["self"], "negative_slope": (lower + upper) / 2}}], dropped
+
+
+def _trace(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    x = nodes.get(ref_name(node["args"].get("self")) or "") if node["op"] == "trace" else None
+    if x is None or len(x.get("shape") or []) != 2 or x.get("dtype") not in _FLOATS:
+        return None
+    n = min(x["shape"])
+    diag = new_node(_fresh(taken, f"{node['name']}_diagonal"), "diagonal",
+                    {"self": ref(x["name"]), "offset": 0, "dim1": 0, "dim2": 1}, [n],
+                    [x["stride"][0] + x["stride"][1]], x["dtype"], view=True, offset=x.get("offset", 0))
+    return [diag, {**node, "op": "sum", "target": "aten.sum.dim_IntList",
+                   "args": {"self": ref(diag["name"]), "dim": [0], "keepdim": False}}], set()

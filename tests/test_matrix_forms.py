@@ -1,0 +1,71 @@
+"""Ops a third sweep of user-style modules found unplanned, each now a layout kernel or a rewrite:
+torch.eye and torch.linspace made in forward, diagonal_scatter (an in-place write through
+.diagonal(): Barlow Twins), torch.linalg.cross, torch.trace (VICReg) and nn.RReLU in eval. The plan,
+and the candidate's CPU entry points against PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.plan import planner
+
+
+class Forms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.RReLU(0.1, 0.3)
+
+    def forward(self, a, v, w, x):
+        n = a.shape[0]
+        eye = torch.eye(n)
+        c = a * 3
+        c.diagonal().add_(-1)  # (functionalised: diagonal_scatter)
+        d = a.clone()
+        d.diagonal(offset=-1).mul_(0.5)  # (below the diagonal)
+        grid = torch.linspace(-1.0, 2.0, 7)
+        return (a + eye, a * (1 - eye), c.pow(2), d, torch.trace(a) * 2, torch.linalg.cross(v, w, dim=1),
+                x[:, :7] * grid, self.act(x))
+
+
+def _inputs():
+    return [torch.randn(6, 6), torch.randn(4, 3, 5), torch.randn(4, 3, 5), torch.randn(5, 9)]
+
+
+@pytest.fixture
+def module():
+    return Forms().eval()
+
+
+def test_every_form_plans(module):
+    traced = graph.trace_module(module, _inputs())
+    ops = {n["op"] for n in traced}
+    assert {"eye", "linspace", "diagonal_scatter", "linalg_cross", "trace", "rrelu_with_noise"} <= ops, ops
+    plan = planner.plan_graph(traced)
+    assert plan.supported, plan.unsupported
+    notes = " | ".join(g.note for g in plan.groups)
+    for what in ("eye", "linspace", "diagonal_scatter", "cross along dim 1", "leaky_relu"):
+        assert what in notes, notes
+
+
+def test_rrelu_in_training_is_left_as_traced():
+    plan = planner.plan_graph(graph.trace_module(nn.RReLU(0.1, 0.3).train(), [torch.randn(4, 5)]))
+    assert not plan.supported and any("rrelu" in u for u in plan.unsupported), plan.unsupported
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_they_match_pytorch_on_the_cpu(tmp_path, module):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    args = _inputs()
+    _, new = planned_on_the_cpu(module, args, tmp_path)
+    with torch.no_grad():
+        for given in (args, [t * 3 - 1 for t in _inputs()]):
+            for k, (g, w) in enumerate(zip(new(*given), module(*given), strict=True)):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=lambda m, k=k: f"result {k}: {m}")
