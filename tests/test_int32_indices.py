@@ -35,16 +35,6 @@ def test_it_plans_with_int32_indices():
     assert plan.supported, plan.unsupported
 
 
-class IntArithmetic(nn.Module):
-    def forward(self, ids):
-        return ids * 2  # (int32 arithmetic: not an index read)
-
-
-def test_int32_arithmetic_is_still_refused():
-    plan = planner.plan_graph(graph.trace_module(IntArithmetic(), [torch.arange(6, dtype=torch.int32)]))
-    assert not plan.supported and any("int32" in u for u in plan.unsupported), plan.unsupported
-
-
 @pytest.mark.usefixtures("isolated_cache")
 @pytest.mark.nvcc
 @needs_nvcc

@@ -1,6 +1,8 @@
-"""int64 arithmetic in the pointwise kernels (codegen.INT64_POINTWISE): T5's relative-position
+"""Integer arithmetic in the pointwise kernels (codegen.INT64_POINTWISE): T5's relative-position
 buckets and index arithmetic computed in int64_t as PyTorch does, exact at magnitudes a float or a
-double would round, with comparisons of int64 tensors made on the integers."""
+double would round, with comparisons of int64 tensors made on the integers; int32 results wrapped
+to 32 bits as PyTorch's wrap; HF RoBERTa's position ids from a running count of the non-padding
+mask (aten_forms' cumsum of booleans)."""
 
 from __future__ import annotations
 
@@ -110,3 +112,51 @@ def test_on_the_gpu_it_matches_pytorch_exactly(tmp_path, monkeypatch):
                     torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
                 else:
                     assert torch.equal(g, w)
+
+
+def roberta_position_ids(input_ids, padding_idx, past_key_values_length=0):
+    """As HF transformers writes it (create_position_ids_from_input_ids)."""
+    mask = input_ids.ne(padding_idx).int()
+    incremental_indices = (torch.cumsum(mask, dim=1).type_as(mask) + past_key_values_length) * mask
+    return incremental_indices.long() + padding_idx
+
+
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(70, 8, padding_idx=1)
+
+    def forward(self, ids, small):
+        wraps = small * 100003 + 7  # int32 products past 2^31 wrap in PyTorch
+        return self.pos(roberta_position_ids(ids, 1, 2)), wraps, (wraps > small).to(torch.int32) - small // 3
+
+
+def _position_inputs():
+    ids = torch.randint(2, 1000, (4, 50))
+    ids[0, 30:] = 1
+    ids[2, 5:9] = 1
+    return [ids, torch.randint(-(2**20), 2**20, (4, 50), dtype=torch.int32)]
+
+
+def test_the_running_count_is_a_float_scan():
+    plan = planner.plan_graph(graph.trace_module(Positions(), _position_inputs()))
+    assert plan.supported, plan.unsupported
+    (scan,) = [g for g in plan.groups if g.kind == "kernel" and "cumsum" in g.note]
+    assert "float32" in str(plan.groups) or scan.outputs[0].endswith("_scan")
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_positions_and_int32_match_pytorch_exactly_on_the_cpu(tmp_path):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, args = Positions(), _position_inputs()
+    _, new = planned_on_the_cpu(module, args, tmp_path)
+    with torch.no_grad():
+        for given in (args, _position_inputs()):
+            want, got = module(*given), new(*given)
+            assert got[1].dtype == torch.int32 and torch.equal(got[1], want[1])
+            assert torch.equal(got[2], want[2])
+            torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)

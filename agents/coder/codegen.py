@@ -46,8 +46,11 @@ BLOCKS_PER_SM = 4096
 VECTOR_BYTES = 16  # bytes each thread loads per operand and iteration of the main loop
 
 # int64 values (indices, positions, buckets) are computed in int64_t (INT64_POINTWISE).
-C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "int64_t"}
-ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8}
+C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "int64_t",
+           "int32": "int32_t"}
+ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8, "int32": 4}
+# Integer dtypes: computed in int64_t by INT64_POINTWISE, an int32 result wrapped to 32 bits as PyTorch wraps it.
+INTS = ("int64", "int32")
 
 
 class NotFusable(Exception):
@@ -385,7 +388,7 @@ def _clamp_int(a: Operands) -> str:
 
 
 def _to_int64(a: Operands) -> str:
-    if a.raw("dtype") != "int64":
+    if a.raw("dtype") not in INTS:
         raise NotFusable(f"a cast to {a.raw('dtype')} in int64 arithmetic")
     return f"(int64_t)({a.self})"  # toward zero, as PyTorch's cast from a float
 
@@ -444,7 +447,7 @@ _COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
 def int_math(node: Node, dtype_of: Callable[[str], str | None]) -> bool:
     """Whether `node` is integer arithmetic: an int64 result, or a comparison whose tensor operands
     are int64 (or bool) and whose scalars are integers, so PyTorch compares integers exactly."""
-    if node.get("dtype") == "int64":
+    if node.get("dtype") in INTS:
         return True
     if node.get("op") not in _COMPARISONS:
         return False
@@ -455,7 +458,7 @@ def int_math(node: Node, dtype_of: Callable[[str], str | None]) -> bool:
             dtypes.append(dtype_of(src))
         elif value is not None:
             scalars.append(value)
-    return ("int64" in dtypes and all(d in ("int64", "bool") for d in dtypes)
+    return (any(d in INTS for d in dtypes) and all(d in (*INTS, "bool") for d in dtypes)
             and all(isinstance(v, bool | int) for v in scalars))
 
 
@@ -463,9 +466,9 @@ def int_math(node: Node, dtype_of: Callable[[str], str | None]) -> bool:
 def pointwise_support(node: Node) -> str | None:
     """Why the table cannot emit this node, or None when it can (dtypes included)."""
     dtype = node.get("dtype")
-    table = INT64_POINTWISE if dtype == "int64" else POINTWISE
+    table = INT64_POINTWISE if dtype in INTS else POINTWISE
     op = table.get(node.get("op", ""))
-    if op is None and dtype == "int64" and node.get("op") in POINTWISE and not node.get("view"):
+    if op is None and dtype in INTS and node.get("op") in POINTWISE and not node.get("view"):
         return f"{node['target']}: dtype {dtype} is not supported by the pointwise emitter yet"
     if op is None or node.get("view"):
         return f"{node.get('target') or node.get('op')}: not supported by the built-in coder yet"
@@ -479,7 +482,7 @@ def pointwise_support(node: Node) -> str | None:
             values[arg] = "x"
         elif isinstance(value, bool | int | float):
             try:
-                values[arg] = c_int(value) if dtype == "int64" else c_float(value)
+                values[arg] = c_int(value) if dtype in INTS else c_float(value)
             except NotFusable as e:
                 return f"{node['target']}: {e}"
     try:
@@ -655,7 +658,7 @@ class _Lowering:
         if reason:
             raise NotFusable(reason)
         integers = int_math(node, lambda n: self.nodes[n].get("dtype"))
-        op = (INT64_POINTWISE if node.get("dtype") == "int64" else POINTWISE)[node["op"]]
+        op = (INT64_POINTWISE if node.get("dtype") in INTS else POINTWISE)[node["op"]]
         values: dict[str, str] = {}
         for arg in op.operands:
             raw = node["args"].get(arg)
@@ -671,7 +674,9 @@ class _Lowering:
                 values[arg] = c_int(raw) if integers else c_float(raw)
         expr = op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
         self.ops.append(node["op"])
-        return self._emit("int64_t" if node.get("dtype") == "int64" else "float", "v", expr, node["name"])
+        if node.get("dtype") == "int32":
+            expr = f"(int64_t)(int32_t)({expr})"  # (wrapped where PyTorch's int32 arithmetic wraps)
+        return self._emit("int64_t" if node.get("dtype") in INTS else "float", "v", expr, node["name"])
 
     def _load(self, node: Node, idx: _Index) -> str:
         if node.get("shape") is None or node.get("dtype") not in C_TYPES:
@@ -688,7 +693,7 @@ class _Lowering:
             base, lane, run = self.lanes[idx.var]
             self.hoisted[(k, idx.var)] = HoistedLoad(k, idx.var, C_TYPES[node["dtype"]], base, lane, run)
             src = f"in{k}_{idx.var}.v[l]"
-        if node["dtype"] == "int64":
+        if node["dtype"] in INTS:
             return self._emit("int64_t", "v", f"(int64_t)({src})", name)
         return self._emit("float", "v", f"sc_to_f({src})", name)
 
@@ -847,7 +852,7 @@ def lower(
     # A hoisted load's per-lane index may have no other reader left.
     body += [f"(void){v};" for v in dict.fromkeys(h.var for h in w.hoisted.values())]
     for k, (arg, var) in enumerate(stores):
-        store = f"(int64_t)({var})" if arg.dtype == "int64" else f"sc_from_f<{C_TYPES[arg.dtype]}>({var})"
+        store = f"({C_TYPES[arg.dtype]})({var})" if arg.dtype in INTS else f"sc_from_f<{C_TYPES[arg.dtype]}>({var})"
         body.append(f"out{k}_v.v[l] = {store};")
     return PointwiseKernel(name, list(shape), list(w.inputs.values()), [a for a, _ in stores], body, w.ops,
                            list(w.hoisted.values()))
@@ -954,7 +959,7 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
     # Not `i`: the walker reads index `i` as the kernel's own vector lane.
     w = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
     value = w.value(name, _Index("e", shape))
-    if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
+    if any(a.dtype not in C_TYPES or a.dtype in INTS for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
     # Again at the kernel's own lane index `i`: the inputs read at the element itself become vector
     # loads (as in a pointwise kernel's chunk), for a kernel that reads the node VEC elements a thread.
@@ -1074,7 +1079,7 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
     result = w.value(name, _Index("e", shape))
     if value in w.inputs:
         raise NotFusable(f"{name} reads {value} at other elements than its own")
-    if any(a.dtype not in C_TYPES or a.dtype == "int64" for a in w.inputs.values()):
+    if any(a.dtype not in C_TYPES or a.dtype in INTS for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
     planes: dict[str, Any] = {}
     plane = math.prod(shape[2:]) if len(shape) > 2 else 0

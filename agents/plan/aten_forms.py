@@ -19,7 +19,10 @@
   F.hinge_embedding_loss, as empty_like, fill_, sub_): full_like;
 - rrelu_with_noise outside training (nn.RReLU in eval): leaky_relu at the mean slope (lower +
   upper) / 2, as PyTorch computes it there, its unread noise buffer dropped;
-- trace of a matrix (VICReg's and Barlow Twins' losses): the sum of its diagonal view.
+- trace of a matrix (VICReg's and Barlow Twins' losses): the sum of its diagonal view;
+- a running count: cumsum of booleans (or of their integer cast) along fewer than 2**24 elements,
+  as HF's RoBERTa/XLM-R/BART make position ids from the non-padding mask: the booleans cast to
+  float32, summed by the float scan (exact there) and cast to int64, the same integers.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -56,7 +59,7 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          else _out_of_place(node, nodes, readers, readers_all)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
                          or _float_count(node, nodes, taken, readers_all) or _rrelu_eval(node, nodes, readers)
-                         or _trace(node, nodes, taken))
+                         or _trace(node, nodes, taken) or _running_count(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -199,3 +202,24 @@ def _trace(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[No
                     [x["stride"][0] + x["stride"][1]], x["dtype"], view=True, offset=x.get("offset", 0))
     return [diag, {**node, "op": "sum", "target": "aten.sum.dim_IntList",
                    "args": {"self": ref(diag["name"]), "dim": [0], "keepdim": False}}], set()
+
+
+def _running_count(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "cumsum" or node.get("dtype") != "int64" or node["args"].get("dtype") not in (None, "int64"):
+        return None
+    src = nodes.get(ref_name(node["args"].get("self")) or "")
+    if src is not None and src["op"] == "_to_copy" and src.get("dtype") in ("int32", "int64") and not src.get("view"):
+        src = nodes.get(ref_name(src["args"].get("self")) or "")  # (mask.int(): still 0 or 1)
+    if src is None or src.get("dtype") != "bool" or not src.get("shape"):
+        return None
+    shape = list(src["shape"])
+    if shape != list(node["shape"]) or shape[int(node["args"].get("dim", 0)) % len(shape)] >= 2**24:
+        return None
+    strides = contiguous_strides(shape)
+    cast = new_node(_fresh(taken, f"{node['name']}_f"), "_to_copy", {"self": ref(src["name"]), "dtype": "float32"},
+                    shape, strides, "float32", view=False)
+    scan = new_node(_fresh(taken, f"{node['name']}_scan"), "cumsum",
+                    {"self": ref(cast["name"]), "dim": node["args"].get("dim", 0), "dtype": None}, shape, strides,
+                    "float32", view=False)
+    return [cast, scan, new_node(node["name"], "_to_copy", {"self": ref(scan["name"]), "dtype": "int64"}, shape,
+                                 strides, "int64", view=False)], set()
