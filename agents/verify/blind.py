@@ -1,0 +1,277 @@
+"""The blind check: an accepted candidate's outputs once more, produced where no judge can be
+reached, and judged where the candidate cannot reach.
+
+The worker runs reference and candidate in one process, so a candidate can reach the judge there
+(gc or stack frames to the reference instance, the Verdict, the op recorder) however many of its
+routes are watched. Here, after the worker accepted it:
+
+1. a witness process (in the worker's sandbox) builds the reference only to take its weights, drops
+   it, then imports and builds the candidate and runs it three times (the third on its fast path)
+   on inputs of a seed the worker never saw, under the profiler's CPU-op recording (RecordFunction,
+   below Python and dispatch modes), and saves the outputs and the aten ops its forwards ran;
+2. only once the witness has exited, a referee process (the reference alone, never the candidate)
+   computes the reference's outputs on the same inputs, and its tolerance class;
+3. this (parent) process compares them: outputs off by more than BLIND_SLACK times the tolerance
+   (not the module's outputs at all: zeros, a slice, a stale cache) or PyTorch compute in the
+   witness's forwards are hack findings.
+
+What the witness saves is the candidate's to forge, but no reference output exists anywhere until
+it has exited, so outputs it forges are as wrong as any; the op record is defence in depth against
+candidates that hide from the worker's dispatch modes, not against one that targets the witness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# Outputs this many times the tolerance away are not the module's (the worker already judged the
+# candidate at 1x, with an fp64 referee for near misses; this check is for gross forgeries).
+BLIND_SLACK = 10.0
+BLIND_ENV = "STITCHCUDA_BLIND_CHECK"  # "0": off
+CALLS = 3  # the second call arms a generated module's fast path, the third takes it
+MARKER = "stitchcuda::blind_forward"
+
+
+def enabled() -> bool:
+    return os.environ.get(BLIND_ENV, "1") != "0"
+
+
+def request(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The witness's and referee's request: the worker's, with a fresh secret seed."""
+    return {
+        "reference": req["reference"], "class_name": req.get("class_name", "Model"),
+        "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
+        "init_seed": int(req.get("init_seed", 42)), "device": req.get("device", "cpu"),
+        "seed": secrets.randbelow(1 << 31) + 1,
+        "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(workdir / "blind_referee.pt"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The two processes (python -m stitchcuda.agents.verify.blind witness|referee REQUEST)
+
+
+def _setup(req: dict[str, Any]):
+    import torch
+
+    from stitchcuda.task import import_file
+
+    torch.set_grad_enabled(False)
+    device = torch.device("cuda", 0) if req["device"] == "cuda" and torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    ref_mod = import_file(Path(req["reference"]))
+    return torch, device, ref_mod
+
+
+def _inputs(ref_mod, seed: int, device):
+    from stitchcuda.inputs import clone_args, make_inputs
+
+    return clone_args(make_inputs(ref_mod.get_inputs, seed, device))
+
+
+def _to_cpu(outs: list[Any]) -> list[Any]:
+    import torch
+
+    return [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o for o in outs]
+
+
+def witness(req: dict[str, Any]) -> None:
+    torch, device, ref_mod = _setup(req)
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from stitchcuda.agents.verify.dynamic_check import flatten_outputs
+    from stitchcuda.agents.verify.worker import same_draws
+    from stitchcuda.inputs import clone_args
+    from stitchcuda.task import build_model, import_file
+
+    init_args = list(ref_mod.get_init_inputs())
+    ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
+    weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    del ref
+    gc.collect()  # no reference instance left for the candidate to find
+    args = _inputs(ref_mod, req["seed"], device)
+    cand_mod = import_file(Path(req["candidate"]))
+    cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, req["init_seed"], device)
+    sd = cand.state_dict()
+    if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
+        cand.load_state_dict(weights)
+    outs = []
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for k in range(CALLS):
+            same_draws(req["seed"])
+            with record_function(f"{MARKER}_{k}"):
+                out = cand(*clone_args(args))
+            outs.append(_to_cpu(flatten_outputs(out)))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        torch.zeros(1)  # recorded only if the profiler is still on after the forwards
+    ranges, ops, after = _forward_ops(prof.events())
+    torch.save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after}, req["witness_out"])
+
+
+def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
+    """(the forward ranges recorded, the aten ops inside them, whether the profiler recorded the
+    marker op after them)."""
+    spans = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith(MARKER)]
+    last = max((end for _, end in spans), default=None)
+    ops, after = set(), False
+    for e in events:
+        if not e.name.startswith("aten::"):
+            continue
+        t = e.time_range.start
+        if any(a <= t <= b for a, b in spans):
+            ops.add(e.name.removeprefix("aten::"))
+        elif last is not None and t > last and e.name == "aten::zeros":
+            after = True
+    return len(spans), sorted(ops), after
+
+
+def referee(req: dict[str, Any]) -> None:
+    torch, device, ref_mod = _setup(req)
+    from stitchcuda.agents.verify.compare import tolerance_for
+    from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
+    from stitchcuda.agents.verify.worker import draws_random, same_draws
+    from stitchcuda.inputs import clone_args
+    from stitchcuda.task import build_model
+
+    ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"], device)
+    args = _inputs(ref_mod, req["seed"], device)
+    outs, exact, ops = [], [], None
+    for _ in range(CALLS):
+        before = _copy_for_fp64(ref, args)
+        same_draws(req["seed"])
+        if ops is None:
+            out, ops, _ = trace_ops(lambda: ref(*clone_args(args)))
+        else:
+            out = ref(*clone_args(args))
+        outs.append(_to_cpu(flatten_outputs(out)))
+        exact.append(_fp64_outputs(before, args) if before is not None and not draws_random(ops) else None)
+    tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
+    torch.save({"outputs": outs, "exact": exact, "rtol": tol.rtol, "why": tol.why}, req["referee_out"])
+
+
+FP64_BYTES = 1 << 30  # a reference with more state than this gets no float64 copy here
+
+
+def _copy_for_fp64(ref: Any, args: list[Any]) -> Any:
+    """A copy of the reference as this call finds it, for its float64 run (as the worker's fp64
+    referee: a candidate more exact than the fp32 reference passes on it); None where that does not
+    apply (no fp32 inputs only, or too large)."""
+    import copy
+
+    import torch
+
+    if any(isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != torch.float32 for a in args):
+        return None
+    state = sum(t.numel() * t.element_size() for t in [*ref.parameters(), *ref.buffers()])
+    return copy.deepcopy(ref) if state <= FP64_BYTES else None
+
+
+def _fp64_outputs(model: Any, args: list[Any]) -> list[Any] | None:
+    import torch
+
+    from stitchcuda.agents.verify.dynamic_check import flatten_outputs
+
+    try:
+        model = model.double()
+        args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        return _to_cpu(flatten_outputs(model(*args)))
+    except Exception:  # noqa: BLE001 - a reference that cannot run in float64: judged without it
+        return None
+
+
+def main(argv: list[str]) -> int:
+    role, path = argv[1], Path(argv[2])
+    req = json.loads(path.read_text())
+    {"witness": witness, "referee": referee}[role](req)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent's side
+
+
+def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float) -> tuple[list, str]:
+    """(hack findings, a note) of the blind check of the candidate the worker accepted; `wrap`
+    puts a command in the worker's sandbox. Runs the witness, then (only after it exited) the
+    referee, then compares here. A witness that fails where the worker succeeded is a finding."""
+    import torch
+
+    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, judge_against_exact
+    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
+    from stitchcuda.types import Finding
+
+    blind = request(req, workdir)
+    path = workdir / "blind_request.json"
+    path.write_text(json.dumps(blind, indent=2))
+    for stale in (blind["witness_out"], blind["referee_out"]):
+        Path(stale).unlink(missing_ok=True)
+    module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
+    failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log")
+    if failed or not Path(blind["witness_out"]).exists():
+        why = failed or "it saved no outputs"
+        return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
+                        f"inputs) did not complete where the worker's run did: {why}")], ""
+    got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
+    failed = _run([*module, "referee", str(path)], env, timeout_s, workdir / "blind_referee.log")
+    if failed:
+        return [], f"blind check not made: the reference alone failed ({failed})"
+    want = torch.load(blind["referee_out"], weights_only=True)
+    tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
+    findings = []
+    outs = got.get("outputs") if isinstance(got, dict) else None
+    if not isinstance(outs, list) or len(outs) != len(want["outputs"]):
+        findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
+    else:
+        exact = want.get("exact") or [None] * len(outs)
+        for k, (w, g, e) in enumerate(zip(want["outputs"], outs, exact, strict=True)):
+            g = g if isinstance(g, list) else [g]
+            m = compare_outputs(w, g, tol)
+            if not m.ok and e is not None:  # (more exact than the fp32 reference, as the worker judged)
+                with contextlib.suppress(Exception):
+                    m = judge_against_exact(w, g, e, tol)
+            if not m.ok:
+                findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
+                                        f"no reference in its process, the candidate's outputs are not the module's: "
+                                        f"{m.message} (at {tol.why})"))
+                break
+    compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN) if isinstance(got, dict) else []
+    if compute:
+        findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
+                                f"below Python and dispatch modes (the profiler's CPU ops): {', '.join(compute[:8])}"))
+    if isinstance(got, dict) and (got.get("ranges") != CALLS or not got.get("after")):
+        findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
+                                "recording in the blind check"))
+    return findings, f"blind check: fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
+
+
+def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:
+    """'' where the command exited 0; else why not. Its whole process group is killed on timeout."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"no result after {timeout_s:.0f} s"
+    if rc:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        return f"exit code {rc}: {tail[0][:300]}"
+    return ""
