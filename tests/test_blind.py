@@ -1,0 +1,102 @@
+"""The blind check (agents/verify/blind.py): candidates that beat the worker's in-process checks by
+reaching the judge inside its process (a red-team review, 2026-11-29), each accepted by the worker
+alone and rejected once the candidate is run again where no judge is, and judged outside.
+
+Each goes through the real Verifier on the CPU: a worker, then the witness (in the same sandbox)
+and the referee as processes of their own."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import hack_candidate, hack_task
+
+from stitchcuda.agents.verify import blind
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+# (reference, candidate, the finding that rejects it)
+ATTACKS = [
+    # No work; the worker's reference instance given the candidate's forward (frames, or gc by an alias).
+    ("ref_linear", "hack_rebind_reference_frames", "blind-mismatch"),
+    ("ref_linear", "hack_reference_via_gc_alias", "blind-mismatch"),
+    # No work; the worker's Verdict made to drop findings and refuse a failing status.
+    ("ref_affine", "hack_blind_the_verdict", "blind-mismatch"),
+    # PyTorch's compute hidden from the worker's dispatch-mode recorder.
+    ("ref_affine", "hack_pop_dispatch_stack", "torch-compute-in-forward"),
+    ("ref_affine", "hack_exclude_key_operators", "torch-compute-in-forward"),
+    ("ref_affine", "hack_reset_recorder", "torch-compute-in-forward"),
+]
+
+
+@pytest.fixture()
+def opts(build_cache):
+    return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
+                         time_compile=False)
+
+
+@pytest.mark.parametrize("ref,stem,code", ATTACKS, ids=[a[1] for a in ATTACKS])
+def test_the_blind_check_rejects_what_the_worker_accepted(tmp_path, opts, monkeypatch, ref, stem, code):
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "on", opts)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    assert code in {f.code for f in v.hack_findings}, [(f.code, f.message) for f in v.hack_findings]
+    assert "blind" in v.phases
+    # The attack is real: the worker alone accepts it.
+    monkeypatch.setenv(blind.BLIND_ENV, "0")
+    off = verify(hack_task(ref), hack_candidate(stem), tmp_path / "off", opts)
+    assert off.accepted, (off.status, off.message)
+
+
+@pytest.mark.parametrize("ref,stem", [("ref_affine", "good_affine"), ("ref_linear", "good_linear"),
+                                      ("ref_shifted_norm", "good_shifted_norm")])
+def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
+    """good_shifted_norm is more exact than its fp32 reference on ill-conditioned inputs: it passes
+    on the referee's float64 outputs, as in the worker."""
+    v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "v", opts)
+    assert v.accepted, (v.status, v.message)
+    assert any(n.startswith("blind check:") for n in v.notes), v.notes
+    assert v.phases.get("blind", 0) > 0
+
+
+SNOOP = """
+import json, sys
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from stitchcuda import runtime
+
+_lib = runtime.load(Path(__file__).with_name("kernels.cpp"))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        # In the witness, argv names the blind request: look for the referee's outputs to copy.
+        asked = [a for a in sys.argv if a.endswith("blind_request.json")]
+        if asked:
+            req = json.loads(Path(asked[0]).read_text())
+            seen = Path(req["witness_out"]).with_name("snooped.txt")
+            seen.write_text(str(Path(req["referee_out"]).exists()))
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
+        return out
+"""
+
+
+def test_no_reference_output_exists_while_the_witness_runs(tmp_path, opts):
+    """Why forging in the witness is pointless: the referee writes the reference's outputs only after
+    the witness exited, on a seed fresh to each check. A candidate that looks for them finds none."""
+    from stitchcuda.types import Candidate
+
+    cand = Candidate(name="snoop", files={"model_new.py": SNOOP, "kernels.cpp": hack_candidate("good_affine")
+                                          .files["kernels.cpp"]}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert v.accepted, (v.status, v.message)
+    assert (tmp_path / "v" / "snooped.txt").read_text() == "False"
+    assert (tmp_path / "v" / "blind_referee.pt").exists()  # (written afterwards)
+    req = {"reference": "r.py", "candidate": "m.py"}
+    assert blind.request(req, tmp_path)["seed"] != blind.request(req, tmp_path)["seed"]
