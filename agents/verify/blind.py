@@ -90,7 +90,7 @@ def witness(req: dict[str, Any]) -> None:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
-    from stitchcuda.agents.verify.worker import same_draws
+    from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model, import_file
 
@@ -101,7 +101,7 @@ def witness(req: dict[str, Any]) -> None:
     gc.collect()  # no reference instance left for the candidate to find
     args = _inputs(ref_mod, req["seed"], device)
     cand_mod = import_file(Path(req["candidate"]))
-    cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, req["init_seed"], device)
+    cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]), device)
     sd = cand.state_dict()
     if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
         cand.load_state_dict(weights)

@@ -202,7 +202,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
         try:
             with _candidate_code(None):
-                cand = build_model(cand_cls, init_args, init_seed, device)
+                cand = build_model(cand_cls, init_args, candidate_seed(init_seed), device)
         except Exception as e:  # noqa: BLE001
             v.status, code = classify_error(e)
             v.message = f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}"[:2000]
@@ -212,6 +212,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
             cand.load_state_dict(ref_sd)
             v.notes.append(WEIGHTS_LOADED)
+        elif ref_sd:
+            v.notes.append(WEIGHTS_NOT_LOADED)
         if device.type != "cuda" and req.get("needs_cuda"):
             v.status = "unverified"
             v.message = "no CUDA GPU here: the candidate was built, but not run, checked or timed"
@@ -1200,6 +1202,15 @@ def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: li
 
 
 WEIGHTS_LOADED = "candidate weights loaded from the reference's state_dict"
+WEIGHTS_NOT_LOADED = ("the reference's state_dict does not fit the candidate's (names or shapes differ): its "
+                      "weights could not be loaded, and the candidate's own are drawn under another seed")
+
+
+def candidate_seed(init_seed: int) -> int:
+    """The seed a candidate is built under: not the reference's, so weights it makes for itself (kept
+    out of its state_dict, or under other names) are not the reference's by the luck of one seed;
+    loading the reference's state_dict, as every correct candidate takes it, makes them so."""
+    return init_seed + 1
 
 
 def _reweight(modules: list[torch.nn.Module], factor: float) -> bool:

@@ -1,0 +1,31 @@
+"""A candidate is built under a seed other than the reference's (worker.candidate_seed): weights it
+makes for itself, outside the reference's state_dict names, are then not the reference's by the luck
+of one seed. Two red-team candidates (2026-11-29) kept stale copies of nn.Linear's weights that
+way, out of the weights-changed check's reach; both are now incorrect, and honest ones still pass."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import hack_candidate, hack_task
+
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.agents.verify.worker import WEIGHTS_LOADED, WEIGHTS_NOT_LOADED, candidate_seed
+
+
+@pytest.fixture()
+def opts(build_cache):
+    return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
+                         time_compile=False)
+
+
+@pytest.mark.parametrize("stem", ["hack_stale_weights_unregistered", "hack_stale_weights_renamed"])
+def test_weights_of_its_own_are_not_the_references(tmp_path, opts, stem):
+    v = verify(hack_task("ref_linear"), hack_candidate(stem), tmp_path / "v", opts)
+    assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
+    assert WEIGHTS_NOT_LOADED in v.notes
+
+
+def test_a_candidate_that_takes_the_state_dict_passes(tmp_path, opts):
+    v = verify(hack_task("ref_linear"), hack_candidate("good_linear"), tmp_path / "v", opts)
+    assert v.accepted and WEIGHTS_LOADED in v.notes, (v.status, v.message)
+    assert candidate_seed(42) != 42
