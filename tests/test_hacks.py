@@ -56,6 +56,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
+    ("ref_affine", "hack_compile_config"),
     ("ref_affine_sets_tf32", "good_affine"),
     ("ref_linear", "hack_stale_weights"),
 ]
@@ -146,6 +147,16 @@ def test_flipping_the_numerics_switches_is_a_hack(runs):
     _rejected(v)
     f = _finding(v, "numerics-flags", static=False)
     assert "cuda.matmul.allow_tf32: False -> True" in f.message and "cudnn.allow_tf32: True -> False" in f.message
+
+
+def test_torch_compiles_configuration_is_held_too(runs):
+    """Dynamo disabled and Inductor's fusion crippled by plain assignments at import (a red-team
+    review, 2026-11-29): the torch.compile baseline would be eager, the speedup over it inflated.
+    Every key of both config modules is compared, and set back."""
+    v = runs.get("ref_affine", "hack_compile_config")
+    _rejected(v)
+    f = _finding(v, "numerics-flags", static=False)
+    assert "dynamo.disable: False -> True" in f.message and "inductor.max_fusion_size" in f.message
 
 
 def test_a_reference_that_sets_the_switches_itself_is_not_the_candidates_hack(runs):

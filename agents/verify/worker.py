@@ -578,7 +578,41 @@ def _numerics_flags() -> dict[str, Any]:
     flags.update({f"hooks.{name}": tuple(getattr(_module_registries, name).keys()) for name in _HOOK_REGISTRIES})
     flags["torch_function_modes"] = torch._C._len_torch_function_stack()
     flags["torch_dispatch_modes"] = torch._C._len_torch_dispatch_stack()
+    for label, config in _compiler_configs():
+        flags.update({f"{label}.{k}": _Same(v) for k, v in config.get_config_copy().items()})
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(), **flags}
+
+
+def _compiler_configs() -> list[tuple[str, Any]]:
+    """torch.compile's whole configuration (Dynamo's and Inductor's config modules), every key: a
+    candidate that sets `torch._dynamo.config.disable = True` at import, or cripples Inductor's
+    settings, turns the torch.compile baseline into eager and inflates its own speedup (a red-team
+    review, 2026-11-29). Compared key by key, not from a hand-picked list."""
+    import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
+
+    return [("dynamo", dynamo_config), ("inductor", inductor_config)]
+
+
+class _Same:
+    """A config value compared by equality, or by identity where equality raises or is not a bool."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Same):
+            return NotImplemented
+        try:
+            same = self.value == other.value
+            return same if isinstance(same, bool) else self.value is other.value
+        except Exception:  # noqa: BLE001
+            return self.value is other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.value)[:80]
 
 
 # torch.nn.modules.module's process-wide hook registries: a hook there runs on every module's
@@ -596,7 +630,7 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
     a torch-function/dispatch mode behind changes what the reference computes: a hack finding, and
     everything goes back (hooks the candidate added removed, its modes popped)."""
     now = _numerics_flags()
-    changed = sorted(k for k in want if now[k] != want[k])
+    changed = sorted(k for k in want if k not in now or now[k] != want[k])
     if not changed:
         return
     intercepts = [k for k in changed if k.startswith("hooks.") or k.endswith("_modes")]
@@ -605,7 +639,7 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
         v.hack_findings.append(Finding(
             "numerics-flags",
             "the candidate changed PyTorch's numerics or backend switches ("
-            + ", ".join(f"{k}: {want[k]} -> {now[k]}" for k in switches) + "), which the reference would then run with",
+            + ", ".join(f"{k}: {want[k]} -> {now.get(k)}" for k in switches) + "), which the reference would then run with",
         ))
     if intercepts and not any(f.code == "global-intercept" for f in v.hack_findings):
         v.hack_findings.append(Finding(
@@ -622,6 +656,11 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
         for k, (get, put) in _BACKEND_SWITCHES.items():
             if get() != want[k]:
                 put(want[k])
+    configs = dict(_compiler_configs())
+    for k in switches:
+        label, _, key = k.partition(".")
+        if label in configs and isinstance(want[k], _Same):
+            setattr(configs[label], key, want[k].value)
     for name in _HOOK_REGISTRIES:
         registry, kept = getattr(_module_registries, name), set(want[f"hooks.{name}"])
         for key in [key for key in registry if key not in kept]:
