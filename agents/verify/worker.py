@@ -1252,10 +1252,13 @@ def candidate_seed(init_seed: int) -> int:
     return init_seed + 1
 
 
-def _reweight(modules: list[torch.nn.Module], factor: float) -> bool:
-    """Every third element of every floating tensor in each module's state_dict multiplied by
-    `factor` in place (a power of two: undone exactly by its inverse), the same elements in each;
-    False, changing nothing, where a tensor would overflow, is not contiguous, or overlaps another."""
+def _reweight(modules: list[torch.nn.Module], factor: float, seed: int) -> bool:
+    """About half the elements of every floating tensor in each module's state_dict, chosen at random
+    by `seed` (the same elements in each module), multiplied by `factor` in place (a power of two:
+    undone exactly by its inverse with the same seed). Random, not a fixed pattern: a candidate that
+    keys a derived copy on a few sampled elements misses the change unless it samples none of them
+    (a red-team review, 2026-11-29: a key on element 0 beat every third element doubled). False,
+    changing nothing, where a tensor would overflow, is not contiguous, or overlaps another."""
     tensors: list[list[torch.Tensor]] = []
     for m in modules:
         # A weight tied to another (one tensor under two names) is changed once; tensors that share
@@ -1275,13 +1278,21 @@ def _reweight(modules: list[torch.nn.Module], factor: float) -> bool:
         tensors.append(ts)
     if any(not t.is_contiguous() for ts in tensors for t in ts):
         return False
+    masks: dict[int, torch.Tensor] = {}  # by element count: a weight and its copy change alike
+
+    def mask_of(n: int) -> torch.Tensor:
+        if n not in masks:
+            masks[n] = torch.rand(n, generator=torch.Generator().manual_seed((seed * 1_000_003 + n) % (1 << 63))) < 0.5
+        return masks[n]
+
     with torch.no_grad():
-        if factor > 1 and any(t.view(-1)[::3].abs().max() * factor >= torch.finfo(t.dtype).max
+        if factor > 1 and any(t.view(-1).abs().max() * factor >= torch.finfo(t.dtype).max
                               for ts in tensors for t in ts):
             return False
         for ts in tensors:
             for t in ts:
-                t.view(-1)[::3].mul_(factor)
+                flat = t.view(-1)
+                flat[mask_of(t.numel()).to(t.device)] *= factor
     return True
 
 
@@ -1293,7 +1304,7 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     first call, outputs keyed on anything but their values) computes for weights the module no
     longer has: a hack finding where it misses far, as a timed output that changed would be; a near
     miss is noted only (the checked sets judged its precision). The weights are put back after."""
-    if not _reweight([ref, cand], 2.0):
+    if not _reweight([ref, cand], 2.0, seed):
         v.notes.append("weights not changed for the weights-changed check: a weight would overflow, or is strided")
         return
     try:
@@ -1301,14 +1312,14 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
                                   _candidate_code("forward"), tol, ref_ops, numerics)
         _add_once(v.hack_findings, call.findings)
     finally:
-        _reweight([ref, cand], 0.5)
+        _reweight([ref, cand], 0.5, seed)
     far = not m.ok and not _near_miss(m, v.checks, tol)
     v.checks.append({"set": "weights-changed", "seed": seed, "ok": not far, "max_abs": m.max_abs,
                      "rel_norm": m.rel_norm, "message": m.message})
     if far:
         v.correct = False
         _add_once(v.hack_findings, [Finding(
-            "stale-weights", "after the weights changed in place (every third element of each doubled, in both "
+            "stale-weights", "after the weights changed in place (about half the elements of each doubled, in both "
             f"modules), the candidate's output did not follow: {m.message}")])
     elif not m.ok:
         v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")

@@ -1,0 +1,64 @@
+"""The weights-changed check's change (worker._reweight): about half of every weight's elements,
+chosen at random per check, doubled in both modules alike and undone exactly. A fixed pattern let a
+candidate key a stale copy on one element the pattern always touched (a red-team review,
+2026-11-29); at random, a key on k sampled elements misses the change with probability 2^-k."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from stitchcuda.agents.verify.worker import _reweight
+
+
+def _pair():
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16))
+    b = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16))
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def test_the_same_random_half_in_both_modules_and_undone_exactly():
+    a, b = _pair()
+    before = {k: v.clone() for k, v in a.state_dict().items()}
+    assert _reweight([a, b], 2.0, seed=123)
+    changed = {k: (a.state_dict()[k] != before[k]) for k in before}
+    for k, mask in changed.items():
+        assert torch.equal(a.state_dict()[k], b.state_dict()[k])
+        nonzero = before[k] != 0
+        assert torch.equal(a.state_dict()[k][mask], before[k][mask] * 2)
+        if nonzero.sum() >= 100:  # (a fraction of few elements, or of zeros that stay zeros, says little)
+            assert 0.35 < mask[nonzero].float().mean() < 0.65, (k, mask.float().mean())
+    assert _reweight([a, b], 0.5, seed=123)
+    assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
+
+
+def test_another_check_changes_other_elements():
+    a, b = _pair()
+    w = a[0].weight.detach().clone()
+    _reweight([a, b], 2.0, seed=1)
+    first = a[0].weight.detach() != w
+    _reweight([a, b], 0.5, seed=1)
+    _reweight([a, b], 2.0, seed=2)
+    second = a[0].weight.detach() != w
+    assert not torch.equal(first, second)
+    _reweight([a, b], 0.5, seed=2)
+    assert _reweight([a, b], 2.0, seed=(1 << 63) - 3) and _reweight([a, b], 0.5, seed=(1 << 63) - 3)  # (the
+    assert torch.equal(a[0].weight, w)  # worker's seeds run to 2^63)
+    # Element 0, which every-third-element always doubled, is not always in the change.
+    seen = set()
+    for seed in range(12):
+        c, d = _pair()
+        w0 = float(c[0].weight.view(-1)[0])
+        _reweight([c, d], 2.0, seed=seed)
+        seen.add(float(c[0].weight.view(-1)[0]) != w0)
+    assert seen == {True, False}
+
+
+def test_a_strided_weight_leaves_everything_alone():
+    a, b = _pair()
+    b[0].weight = nn.Parameter(b[0].weight.detach().t().contiguous().t())  # (same values, transposed storage)
+    before = {k: v.clone() for k, v in a.state_dict().items()}
+    assert not _reweight([a, b], 2.0, seed=5)
+    assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
