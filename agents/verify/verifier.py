@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stitchcuda import keep, runtime
-from stitchcuda.agents.verify import blind, native_threads, proc_tree
+from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
@@ -170,6 +170,8 @@ def verify(
     outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
     verdict = _read_verdict(workdir, candidate, outcome)
     verdict.sandboxed, verdict.sandbox = box.active, box.why
+    if candidate is not None:
+        _native_symbols_check(verdict, workdir)
     if candidate is not None and verdict.accepted and not static and blind.enabled() \
             and not (cancel is not None and cancel.is_set()):
         _blind_check(verdict, req, workdir, env, box, opts, progress)
@@ -195,6 +197,17 @@ def verify(
             verdict.message = "; ".join(f.message for f in verdict.hack_findings[:3])
     (workdir / "verdict.json").write_text(verdict.to_json())
     return verdict
+
+
+def _native_symbols_check(verdict: Verdict, workdir: Path) -> None:
+    found, note = native_symbols.findings(workdir)
+    if note:
+        verdict.notes.append(note)
+    if found:
+        verdict.hack_findings += found
+        if verdict.status in {"ok", "incorrect", "unverified"}:
+            verdict.status = "hacked"
+            verdict.message = "; ".join(f.message for f in found[:3])
 
 
 def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts: VerifyOptions, progress) -> None:

@@ -1,0 +1,74 @@
+"""PyTorch's kernels called from a candidate's native code without the dispatcher.
+
+`at::cpu::add(...)`, `at::cuda::mm(...)` and `at::native::...` run ATen's own kernels directly: no
+dispatch mode, no profiler's op recording sees them, so PyTorch does the work while every dynamic
+check reads "no PyTorch compute" (a red-team review, 2026-11-29). The built libraries say what they
+call: their undefined dynamic symbols (nm -D --undefined-only), demangled. One naming an ATen
+operator in a kernel namespace is a hack finding. at::cuda's utilities (streams, device properties,
+handles) are no operators and pass; at::_ops:: calls go through the dispatcher, where the checks
+see them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from stitchcuda.types import Finding
+
+_KERNEL_SPACES = re.compile(
+    r"\bat::(cpu|cuda|native|meta|compositeexplicitautograd|compositeexplicitautogradnonfunctional"
+    r"|compositeimplicitautograd)::([A-Za-z_][A-Za-z0-9_]*)\(")
+_ALWAYS = ("native",)  # every function there is a kernel
+
+
+def operator_names() -> frozenset[str]:
+    """ATen's operator names (overload packets: add, mm, _softmax, add_ ...)."""
+    import torch
+
+    names = set()
+    for full in torch._C._dispatch_get_all_op_names():
+        ns, _, name = full.partition("::")
+        if ns == "aten":
+            names.add(name.split(".")[0])
+    return frozenset(names)
+
+
+def undefined_symbols(library: Path) -> list[str] | None:
+    """Its undefined dynamic symbols, demangled; None where nm is not installed or fails."""
+    nm = shutil.which("nm")
+    if nm is None:
+        return None
+    try:
+        out = subprocess.run([nm, "-D", "--undefined-only", "-C", str(library)], capture_output=True, text=True,
+                             timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.splitlines() if out.returncode == 0 else None
+
+
+def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Finding], str]:
+    """(hack findings, a note) for the shared libraries under `folder`, the run folder: the
+    proposal's prebuilt library, and whatever the worker built (sandbox.Box puts every build folder
+    of a worker there, TORCH_EXTENSIONS_DIR's and StitchCUDA's private builds)."""
+    libraries = sorted(p for p in Path(folder).rglob("*.so") if p.is_file())
+    if not libraries:
+        return [], ""
+    ops = ops if ops is not None else operator_names()
+    found: dict[str, set[str]] = {}
+    unread = []
+    for lib in libraries:
+        symbols = undefined_symbols(lib)
+        if symbols is None:
+            unread.append(lib.name)
+            continue
+        for line in symbols:
+            for m in _KERNEL_SPACES.finditer(line):
+                space, name = m.group(1), m.group(2)
+                if space in _ALWAYS or name in ops:
+                    found.setdefault(lib.name, set()).add(f"at::{space}::{name}")
+    note = f"native symbols not read (no nm): {', '.join(unread)}" if unread else ""
+    return [Finding("torch-kernel-in-native-code",
+                    f"{lib} calls PyTorch's kernels directly, below the dispatcher: {', '.join(sorted(calls)[:6])}")
+            for lib, calls in sorted(found.items())], note
