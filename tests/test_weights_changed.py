@@ -1,7 +1,7 @@
-"""The weights-changed check's change (worker._reweight): about half of every weight's elements,
-chosen at random per check, doubled in both modules alike and undone exactly. A fixed pattern let a
-candidate key a stale copy on one element the pattern always touched (a red-team review,
-2026-11-29); at random, a key on k sampled elements misses the change with probability 2^-k."""
+"""The weights-changed check's change (worker._reweight): a random sixteenth of every weight's
+elements (at least one), drawn per check, doubled in both modules alike and undone exactly. A fixed
+pattern let a candidate key a stale copy on one element the pattern always touched (a red-team
+review, 2026-11-29); now a key on k sampled elements sees no change with probability ~(15/16)^k."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _pair():
     return a, b
 
 
-def test_the_same_random_half_in_both_modules_and_undone_exactly():
+def test_the_same_random_share_in_both_modules_and_undone_exactly():
     a, b = _pair()
     before = {k: v.clone() for k, v in a.state_dict().items()}
     assert _reweight([a, b], 2.0, seed=123)
@@ -29,7 +29,8 @@ def test_the_same_random_half_in_both_modules_and_undone_exactly():
         nonzero = before[k] != 0
         assert torch.equal(a.state_dict()[k][mask], before[k][mask] * 2)
         if nonzero.sum() >= 100:  # (a fraction of few elements, or of zeros that stay zeros, says little)
-            assert 0.35 < mask[nonzero].float().mean() < 0.65, (k, mask.float().mean())
+            assert 0.02 < mask[nonzero].float().mean() < 0.15, (k, mask.float().mean())
+        assert mask.any() or not nonzero.any()
     assert _reweight([a, b], 0.5, seed=123)
     assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
 
@@ -46,14 +47,14 @@ def test_another_check_changes_other_elements():
     _reweight([a, b], 0.5, seed=2)
     assert _reweight([a, b], 2.0, seed=(1 << 63) - 3) and _reweight([a, b], 0.5, seed=(1 << 63) - 3)  # (the
     assert torch.equal(a[0].weight, w)  # worker's seeds run to 2^63)
-    # Element 0, which every-third-element always doubled, is not always in the change.
-    seen = set()
-    for seed in range(12):
+    # Element 0, which every-third-element always doubled, is mostly left alone.
+    seen = []
+    for seed in range(40):
         c, d = _pair()
         w0 = float(c[0].weight.view(-1)[0])
         _reweight([c, d], 2.0, seed=seed)
-        seen.add(float(c[0].weight.view(-1)[0]) != w0)
-    assert seen == {True, False}
+        seen.append(float(c[0].weight.view(-1)[0]) != w0)
+    assert 0 < sum(seen) < 12
 
 
 def test_a_strided_weight_leaves_everything_alone():

@@ -1252,13 +1252,20 @@ def candidate_seed(init_seed: int) -> int:
     return init_seed + 1
 
 
+# The share of each weight's elements the weights-changed check doubles: few, at random, so that a
+# candidate keying a stale copy on k sampled elements sees none of them change with probability
+# about (1 - share)^k, while the outputs still move far past any tolerance.
+REWEIGHT_SHARE = 1 / 16
+
+
 def _reweight(modules: list[torch.nn.Module], factor: float, seed: int) -> bool:
-    """About half the elements of every floating tensor in each module's state_dict, chosen at random
-    by `seed` (the same elements in each module), multiplied by `factor` in place (a power of two:
-    undone exactly by its inverse with the same seed). Random, not a fixed pattern: a candidate that
-    keys a derived copy on a few sampled elements misses the change unless it samples none of them
-    (a red-team review, 2026-11-29: a key on element 0 beat every third element doubled). False,
-    changing nothing, where a tensor would overflow, is not contiguous, or overlaps another."""
+    """About REWEIGHT_SHARE of the elements of every floating tensor in each module's state_dict
+    (at least one), chosen at random by `seed` (the same elements for tensors of one size, so a
+    weight and its copy change alike), multiplied by `factor` in place (a power of two: undone
+    exactly by its inverse with the same seed). Random and sparse, not a fixed pattern: a candidate
+    that keys a derived copy on element 0 beat every third element doubled (a red-team review,
+    2026-11-29). False, changing nothing, where a tensor would overflow, is not contiguous, or
+    overlaps another."""
     tensors: list[list[torch.Tensor]] = []
     for m in modules:
         # A weight tied to another (one tensor under two names) is changed once; tensors that share
@@ -1282,7 +1289,9 @@ def _reweight(modules: list[torch.nn.Module], factor: float, seed: int) -> bool:
 
     def mask_of(n: int) -> torch.Tensor:
         if n not in masks:
-            masks[n] = torch.rand(n, generator=torch.Generator().manual_seed((seed * 1_000_003 + n) % (1 << 63))) < 0.5
+            gen = torch.Generator().manual_seed((seed * 1_000_003 + n) % (1 << 63))
+            draw = torch.rand(n, generator=gen)
+            masks[n] = (draw < REWEIGHT_SHARE) | (draw == draw.min())  # (at least one element)
         return masks[n]
 
     with torch.no_grad():
@@ -1319,7 +1328,7 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     if far:
         v.correct = False
         _add_once(v.hack_findings, [Finding(
-            "stale-weights", "after the weights changed in place (about half the elements of each doubled, in both "
+            "stale-weights", "after the weights changed in place (a random sixteenth of each doubled, in both "
             f"modules), the candidate's output did not follow: {m.message}")])
     elif not m.ok:
         v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
