@@ -225,6 +225,18 @@ def replay_view(view: Node, src: str, shape: Sequence[int], stride: Sequence[int
     return list(got.stride()), int(got.storage_offset())
 
 
+def replayed_view(name: str, op: str, args: dict[str, Any], src: Node, shape: Sequence[int], target: str,
+                  dtype: str | None = None) -> Node | None:
+    """A new view node `op(args)` of node `src`, its strides and offset those the view has on src's
+    layout (replay_view); None where it has none there. For the planner's rewrites."""
+    made = new_node(name, op, args, shape, [], dtype or src["dtype"], view=True, target=target)
+    got = replay_view(made, src["name"], src["shape"], src["stride"], src.get("offset", 0))
+    if got is None:
+        return None
+    made.update(stride=got[0], offset=got[1])
+    return made
+
+
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     strides, acc = [], 1
     for size in reversed(shape):

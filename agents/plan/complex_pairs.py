@@ -22,7 +22,7 @@ from stitchcuda.agents.graph import (
     new_node,
     ref,
     ref_name,
-    replay_view,
+    replayed_view,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
@@ -103,12 +103,9 @@ class _Pairs:
 
     def _view_node(self, name: str, op: str, args: dict[str, Any], src: Node, shape: list[int],
                    target: str) -> Node | None:
-        made = new_node(name, op, args, shape, [], src["dtype"], view=True, target=target)
-        got = replay_view(made, src["name"], src["shape"], src["stride"], src.get("offset", 0))
-        if got is None:
-            return None
-        made.update(stride=got[0], offset=got[1])
-        self.made.append(made)
+        made = replayed_view(name, op, args, src, shape, target)
+        if made is not None:
+            self.made.append(made)
         return made
 
     def _input(self, node: Node) -> Node | None:

@@ -20,7 +20,7 @@ from stitchcuda.agents.graph import (
     new_node,
     ref,
     ref_name,
-    replay_view,
+    replayed_view,
     rewrite_nodes,
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
@@ -73,13 +73,10 @@ class _Build:
         return name
 
     def view(self, suffix: str, op: str, args: dict, src: Node, shape: list[int], target: str) -> Node | None:
-        name = _fresh(self.taken, f"{self.node['name']}_{suffix}")
-        made = new_node(name, op, args, shape, [], self.dtype, view=True, target=target)
-        got = replay_view(made, src["name"], src["shape"], src["stride"], src.get("offset", 0))
-        if got is None:
-            return None
-        made.update(stride=got[0], offset=got[1])
-        self.nodes.append(made)
+        made = replayed_view(_fresh(self.taken, f"{self.node['name']}_{suffix}"), op, args, src, shape, target,
+                             self.dtype)
+        if made is not None:
+            self.nodes.append(made)
         return made
 
 
