@@ -214,7 +214,10 @@ def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts
     if progress:
         progress("blind", "the candidate alone on fresh inputs, judged outside its process")
     t0 = time.monotonic()
-    found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
+    # On a GPU it takes the GPU's lock, as the worker's checks and timing do: a neighbour's timing
+    # must not share the GPU with it.
+    with file_lock(req.get("gpu_lock") if req.get("device") == "cuda" else None):
+        found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
     verdict.phases["blind"] = round(time.monotonic() - t0, 2)
     if note:
         verdict.notes.append(note)
