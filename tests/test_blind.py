@@ -100,3 +100,15 @@ def test_no_reference_output_exists_while_the_witness_runs(tmp_path, opts):
     assert (tmp_path / "v" / "blind_referee.pt").exists()  # (written afterwards)
     req = {"reference": "r.py", "candidate": "m.py"}
     assert blind.request(req, tmp_path)["seed"] != blind.request(req, tmp_path)["seed"]
+
+
+def test_large_outputs_are_compared_on_the_same_sample_both_sides():
+    import torch
+
+    big = torch.arange(blind.SAMPLE_ABOVE + 10, dtype=torch.float32).reshape(-1, 2)
+    a, b = blind._to_cpu([big, 3], seed=11), blind._to_cpu([big.clone(), 3], seed=11)
+    assert a[1] == 3 and a[0].shape == (blind.SAMPLE,) and torch.equal(a[0], b[0])
+    assert torch.equal(a[0], big.reshape(-1)[a[0].long()])  # (each value is its own index: a true sample)
+    assert not torch.equal(blind._to_cpu([big], seed=12)[0], a[0])
+    small = torch.randn(3, 4)
+    assert torch.equal(blind._to_cpu([small], seed=11)[0], small)

@@ -87,10 +87,29 @@ def _inputs(ref_mod, seed: int, device):
     return clone_args(make_inputs(ref_mod.get_inputs, seed, device))
 
 
-def _to_cpu(outs: list[Any]) -> list[Any]:
+# Outputs larger than this are compared on a sample of elements (the same positions on both sides,
+# drawn from the check's seed): three calls' worth of a 1 GB output would otherwise be written,
+# read back and held, in float64 too, by the Verifier's own process.
+SAMPLE_ABOVE = 1 << 22  # elements
+SAMPLE = 1 << 20
+
+
+def _to_cpu(outs: list[Any], seed: int) -> list[Any]:
+    """The outputs on the CPU, each larger than SAMPLE_ABOVE elements as its sample (flattened)."""
     import torch
 
-    return [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o for o in outs]
+    kept = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            kept.append(o)
+            continue
+        o = o.detach()
+        if o.numel() > SAMPLE_ABOVE:
+            gen = torch.Generator().manual_seed(seed % (1 << 63))
+            picks = torch.randint(0, o.numel(), (SAMPLE,), generator=gen).to(o.device)
+            o = o.reshape(-1)[picks]
+        kept.append(o.to("cpu").clone())
+    return kept
 
 
 def witness(req: dict[str, Any]) -> None:
@@ -119,7 +138,7 @@ def witness(req: dict[str, Any]) -> None:
             same_draws(req["seed"])
             with record_function(f"{MARKER}_{k}"):
                 out = cand(*clone_args(args))
-            outs.append(_to_cpu(flatten_outputs(out)))
+            outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
             if device.type == "cuda":
                 torch.cuda.synchronize()
         torch.zeros(1)  # recorded only if the profiler is still on after the forwards
@@ -162,8 +181,8 @@ def referee(req: dict[str, Any]) -> None:
             out, ops, _ = trace_ops(lambda: ref(*clone_args(args)))
         else:
             out = ref(*clone_args(args))
-        outs.append(_to_cpu(flatten_outputs(out)))
-        exact.append(_fp64_outputs(before, args) if before is not None and not draws_random(ops) else None)
+        outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
+        exact.append(_fp64_outputs(before, args, req["seed"]) if before is not None and not draws_random(ops) else None)
     tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
     torch.save({"outputs": outs, "exact": exact, "rtol": tol.rtol, "why": tol.why}, req["referee_out"])
 
@@ -185,7 +204,7 @@ def _copy_for_fp64(ref: Any, args: list[Any]) -> Any:
     return copy.deepcopy(ref) if state <= FP64_BYTES else None
 
 
-def _fp64_outputs(model: Any, args: list[Any]) -> list[Any] | None:
+def _fp64_outputs(model: Any, args: list[Any], seed: int) -> list[Any] | None:
     import torch
 
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
@@ -193,7 +212,7 @@ def _fp64_outputs(model: Any, args: list[Any]) -> list[Any] | None:
     try:
         model = model.double()
         args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-        return _to_cpu(flatten_outputs(model(*args)))
+        return _to_cpu(flatten_outputs(model(*args)), seed)
     except Exception:  # noqa: BLE001 - a reference that cannot run in float64: judged without it
         return None
 
