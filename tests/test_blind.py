@@ -112,3 +112,16 @@ def test_large_outputs_are_compared_on_the_same_sample_both_sides():
     assert not torch.equal(blind._to_cpu([big], seed=12)[0], a[0])
     small = torch.randn(3, 4)
     assert torch.equal(blind._to_cpu([small], seed=11)[0], small)
+
+
+def test_a_candidate_that_fails_only_unwatched_is_a_finding(tmp_path, opts):
+    """Dodging the blind check by failing there (it can tell it is the witness) rejects the
+    candidate, and the waiting referee is stopped without computing anything."""
+    from stitchcuda.types import Candidate
+
+    dodge = SNOOP.replace("        if asked:\n", "        if asked:\n            raise SystemExit(0)\n")
+    cand = Candidate(name="dodge", files={"model_new.py": dodge, "kernels.cpp": hack_candidate("good_affine")
+                                          .files["kernels.cpp"]}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert v.status == "hacked" and "blind-witness-failed" in {f.code for f in v.hack_findings}, (v.status, v.message)
+    assert not (tmp_path / "v" / "blind_referee.pt").exists()

@@ -9,8 +9,9 @@ routes are watched. Here, after the worker accepted it:
    it, then imports and builds the candidate and runs it three times (the third on its fast path)
    on inputs of a seed the worker never saw, under the profiler's CPU-op recording (RecordFunction,
    below Python and dispatch modes), and saves the outputs and the aten ops its forwards ran;
-2. only once the witness has exited, a referee process (the reference alone, never the candidate)
-   computes the reference's outputs on the same inputs, and its tolerance class;
+2. only once the witness has exited, a referee process (the reference alone, never the candidate;
+   started beside the witness, it loads torch and the reference's file meanwhile, and waits for the
+   word) computes the reference's outputs on the same inputs, and its tolerance class;
 3. this (parent) process compares them: outputs off by more than BLIND_SLACK times the tolerance
    (not the module's outputs at all: zeros, a slice, a stale cache) or PyTorch compute in the
    witness's forwards are hack findings.
@@ -68,17 +69,22 @@ def request(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
 # The two processes (python -m stitchcuda.agents.verify.blind witness|referee REQUEST)
 
 
-def _setup(req: dict[str, Any]):
+def _setup(req: dict[str, Any], wait: bool = False):
     import torch
 
     from stitchcuda.task import import_file
 
     torch.set_grad_enabled(False)
+    ref_mod = import_file(Path(req["reference"]))
+    if wait and sys.stdin.readline().strip() != GO:
+        sys.exit(3)  # (the witness failed: nothing to judge)
     device = torch.device("cuda", 0) if req["device"] == "cuda" and torch.cuda.is_available() else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    ref_mod = import_file(Path(req["reference"]))
     return torch, device, ref_mod
+
+
+GO = "go"  # the parent's word to the referee once the witness has exited
 
 
 def _inputs(ref_mod, seed: int, device):
@@ -164,7 +170,9 @@ def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
 
 
 def referee(req: dict[str, Any]) -> None:
-    torch, device, ref_mod = _setup(req)
+    # Started beside the witness, it loads torch and the reference's file while the witness runs,
+    # and touches the GPU, builds the module or computes anything only once told the witness exited.
+    torch, device, ref_mod = _setup(req, wait=True)
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
     from stitchcuda.agents.verify.worker import draws_random, same_draws
@@ -248,13 +256,20 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     for stale in (blind["witness_out"], blind["referee_out"]):
         Path(stale).unlink(missing_ok=True)
     module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
-    failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log")
-    if failed or not Path(blind["witness_out"]).exists():
-        why = failed or "it saved no outputs"
-        return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
-                        f"inputs) did not complete where the worker's run did: {why}")], ""
-    got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
-    failed = _run([*module, "referee", str(path)], env, timeout_s, workdir / "blind_referee.log")
+    referee_log = (workdir / "blind_referee.log").open("w")
+    ref_proc = subprocess.Popen([*module, "referee", str(path)], env=env, stdout=referee_log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log")
+        if failed or not Path(blind["witness_out"]).exists():
+            why = failed or "it saved no outputs"
+            return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
+                            f"inputs) did not complete where the worker's run did: {why}")], ""
+        got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
+        failed = _finish(ref_proc, timeout_s, workdir / "blind_referee.log")
+    finally:
+        _kill(ref_proc)
+        referee_log.close()
     if failed:
         return [], f"blind check not made: the reference alone failed ({failed})"
     want = torch.load(blind["referee_out"], weights_only=True)
@@ -284,6 +299,28 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
     return findings, f"blind check: fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float, log: Path) -> str:
+    """Tell the waiting referee to go; '' once it exited 0, else why not."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(GO + "\n")
+        proc.stdin.close()
+        rc = proc.wait(timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{type(e).__name__}: {e}"
+    if rc:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        return f"exit code {rc}: {tail[0][:300]}"
+    return ""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:
