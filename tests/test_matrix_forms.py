@@ -1,7 +1,8 @@
 """Ops a third sweep of user-style modules found unplanned, each now a layout kernel or a rewrite:
 torch.eye and torch.linspace made in forward, diagonal_scatter (an in-place write through
-.diagonal(): Barlow Twins), torch.linalg.cross, torch.trace (VICReg) and nn.RReLU in eval. The plan,
-and the candidate's CPU entry points against PyTorch."""
+.diagonal(): Barlow Twins), torch.linalg.cross, torch.trace (VICReg), nn.RReLU in eval, and
+torch.searchsorted / torch.bucketize (NeRF's sampling, piecewise-linear encodings). The plan, and
+the candidate's CPU entry points against PyTorch."""
 
 from __future__ import annotations
 
@@ -69,3 +70,46 @@ def test_they_match_pytorch_on_the_cpu(tmp_path, module):
         for given in (args, [t * 3 - 1 for t in _inputs()]):
             for k, (g, w) in enumerate(zip(new(*given), module(*given), strict=True)):
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=lambda m, k=k: f"result {k}: {m}")
+
+
+class Searches(nn.Module):
+    """bucketize against fixed boundaries (a piecewise-linear encoding) and searchsorted in each row
+    of a CDF made in forward (NeRF's importance sampling), left and right, NaN included."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("edges", torch.linspace(-2.0, 2.0, 9))
+
+    def forward(self, x, w, u):
+        cdf = torch.cumsum(torch.softmax(w, -1), -1)
+        return (torch.bucketize(x, self.edges), torch.bucketize(x, self.edges, right=True),
+                torch.searchsorted(cdf, u), torch.searchsorted(cdf, u, right=True),
+                torch.searchsorted(self.edges, x.flatten()))
+
+
+def _search_inputs():
+    x = torch.randn(4, 7) * 2
+    x[0, 0], x[1, 1] = float("nan"), 0.5  # (0.5 is a boundary: left and right differ there)
+    return [x, torch.randn(4, 12), torch.rand(4, 5)]
+
+
+def test_the_searches_plan():
+    plan = planner.plan_graph(graph.trace_module(Searches(), _search_inputs()))
+    assert plan.supported, plan.unsupported
+    notes = " | ".join(g.note for g in plan.groups)
+    assert "bucketize in 9" in notes and "searchsorted in 12 (right)" in notes, notes
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_searches_match_pytorch_on_the_cpu(tmp_path):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, args = Searches(), _search_inputs()
+    _, new = planned_on_the_cpu(module, args, tmp_path)
+    with torch.no_grad():
+        for given in (args, _search_inputs()):
+            for k, (g, w) in enumerate(zip(new(*given), module(*given), strict=True)):
+                assert g.dtype == torch.int64 and torch.equal(g, w), (k, g, w)

@@ -481,6 +481,40 @@ def _cross(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>({value});"], [a, b], f"cross along dim {dim}"
 
 
+def _search(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.searchsorted and torch.bucketize (NeRF's importance sampling, piecewise-linear
+    encodings): each value's insertion index in a sorted last dimension by binary search, with
+    PyTorch's own comparisons (`!(b >= v)`, `!(b > v)` with right=True), so a NaN goes past the end
+    as it does there."""
+    op = ctx.node["op"]
+    if op == "bucketize":
+        values, seq = ctx.args["self"], ctx.args["boundaries"]
+    else:
+        values, seq = ctx.args["self"], ctx.args["sorted_sequence"]
+    right = bool(ctx.args.get("right")) or ctx.args.get("side") == "right"
+    if not isinstance(values, Operand) or not isinstance(seq, Operand) or ctx.args.get("sorter") is not None \
+            or ctx.args.get("out_int32") or out.dtype != "int64" \
+            or values.dtype not in ("float32", "float16", "bfloat16") or seq.dtype != values.dtype:
+        raise NotSupported(f"{op}: float values and sequence of one dtype, int64 results, no sorter")
+    if op == "bucketize" and len(seq.shape) != 1:
+        raise NotSupported("bucketize: 1-D boundaries")
+    rows = list(seq.shape[:-1])
+    if rows and rows != list(values.shape[: len(rows)]) or (rows and len(rows) != len(values.shape) - 1):
+        raise NotSupported(f"{op}: a sequence whose leading dimensions are not the values'")
+    n = seq.shape[-1]
+    here = list(coords[: len(rows)])
+    keep = "!(sc_to_f(x1[{at}]) > v)" if right else "!(sc_to_f(x1[{at}]) >= v)"
+    at = offset_of(seq, [*here, "mid"])
+    lines = [f"const float v = sc_to_f(x0[{offset_of(values, coords)}]);",
+             "int64_t lo = 0, hi = " + f"{n}LL;",
+             "while (lo < hi) {",
+             "  const int64_t mid = lo + ((hi - lo) >> 1);",
+             f"  if ({keep.format(at=at)}) lo = mid + 1; else hi = mid;",
+             "}",
+             "y[o] = lo;"]
+    return lines, [values, seq], f"{op} in {n} {'(right)' if right else ''}".strip()
+
+
 def _fill(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     value = {"new_zeros": 0.0, "new_ones": 1.0}.get(ctx.node["op"], ctx.args.get("fill_value", 0.0))
     if not isinstance(value, bool | int | float):
@@ -777,6 +811,8 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "linspace": _linspace,
     "diagonal_scatter": _diagonal_scatter,
     "linalg_cross": _cross,
+    "searchsorted": _search,
+    "bucketize": _search,
     "new_zeros": _fill,
     "new_ones": _fill,
     "new_full": _fill,
