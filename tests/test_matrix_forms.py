@@ -1,14 +1,16 @@
 """Ops a third sweep of user-style modules found unplanned, each now a layout kernel or a rewrite:
 torch.eye and torch.linspace made in forward, diagonal_scatter (an in-place write through
 .diagonal(): Barlow Twins), torch.linalg.cross, torch.trace (VICReg), nn.RReLU in eval, and
-torch.searchsorted / torch.bucketize (NeRF's sampling, piecewise-linear encodings). The plan, and
-the candidate's CPU entry points against PyTorch."""
+torch.searchsorted / torch.bucketize (NeRF's sampling, piecewise-linear encodings) and F.fold
+(col2im: overlapping patches put back). The plan, and the candidate's CPU entry points against
+PyTorch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from conftest import needs_nvcc
 
 from stitchcuda.agents import graph
@@ -113,3 +115,40 @@ def test_the_searches_match_pytorch_on_the_cpu(tmp_path):
         for given in (args, _search_inputs()):
             for k, (g, w) in enumerate(zip(new(*given), module(*given), strict=True)):
                 assert g.dtype == torch.int64 and torch.equal(g, w), (k, g, w)
+
+
+class Folds(nn.Module):
+    """F.fold of overlapping patches (col2im), with padding, stride and dilation, and its usual
+    normaliser fold(unfold(ones)); an unbatched fold too."""
+
+    def forward(self, x, cols):
+        args = {"kernel_size": (3, 2), "dilation": (1, 2), "padding": (1, 0), "stride": (2, 1)}
+        patches = F.unfold(x, **args) * 1.5
+        back = F.fold(patches, x.shape[-2:], **args)
+        norm = F.fold(F.unfold(torch.ones_like(x), **args), x.shape[-2:], **args)
+        return back / norm, F.fold(cols, (5, 6), kernel_size=2, stride=1)
+
+
+def _fold_inputs():
+    return [torch.randn(2, 3, 9, 8), torch.randn(4 * 4, 4 * 5)]
+
+
+def test_the_folds_plan():
+    plan = planner.plan_graph(graph.trace_module(Folds(), _fold_inputs()))
+    assert plan.supported, plan.unsupported
+    assert sum("col2im" in g.note for g in plan.groups) == 3
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_folds_match_pytorch_on_the_cpu(tmp_path):
+    from conftest import planned_on_the_cpu
+
+    torch.manual_seed(0)
+    module, args = Folds(), _fold_inputs()
+    _, new = planned_on_the_cpu(module, args, tmp_path)
+    with torch.no_grad():
+        for given in (args, _fold_inputs()):
+            for g, w in zip(new(*given), module(*given), strict=True):
+                torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)

@@ -298,6 +298,40 @@ def _im2col(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = ({inside}) ? {read} : {_zero(out.dtype, 0.0)};"], [src], f"im2col {kh}x{kw}"
 
 
+def _col2im(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """F.fold, im2col's adjoint: output (n, c, y, x) sums input (n, c*KH*KW + i*KW + j, by*BW + bx)
+    over the taps (i, j) whose block (by, bx) = ((y + PH - i*DH) / SH, (x + PW - j*DW) / SW) lands
+    on the stride's grid inside the blocks, in i-then-j order as PyTorch's col2im adds them; fp32
+    sums."""
+    src = ctx.args["self"]
+    try:
+        (oh_, ow_), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (
+            [int(v) for v in _listed(ctx.args.get(k))]
+            for k in ("output_size", "kernel_size", "dilation", "padding", "stride"))
+    except ValueError:
+        raise NotSupported("col2im arguments") from None
+    if len(src.shape) not in (2, 3) or len(out.shape) != len(src.shape) + 1 or tuple(out.shape[-2:]) != (oh_, ow_):
+        raise NotSupported(f"col2im of shape {list(src.shape)}")
+    bh = (oh_ + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    bw = (ow_ + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    c = out.shape[-3]
+    if tuple(src.shape[-2:]) != (c * kh * kw, bh * bw) or out.dtype not in ("float32", "float16", "bfloat16"):
+        raise NotSupported(f"col2im of {list(src.shape)} into {list(out.shape)}")
+    cy, cx, cc = coords[-2], coords[-1], coords[-3]
+    lines = ["float acc = 0.f;",
+             f"for (int64_t i = 0; i < {kh}; ++i) {{",
+             f"  const int64_t ty = {cy} + {ph} - i * {dh};",
+             f"  if (ty < 0 || ty % {sh} != 0 || ty / {sh} >= {bh}) continue;",
+             f"  for (int64_t j = 0; j < {kw}; ++j) {{",
+             f"    const int64_t tx = {cx} + {pw} - j * {dw};",
+             f"    if (tx < 0 || tx % {sw} != 0 || tx / {sw} >= {bw}) continue;",
+             f"    acc += sc_to_f(x0[{offset_of(src, [*coords[:-3], f'({cc} * {kh * kw} + i * {kw} + j)', f'((ty / {sh}) * {bw} + tx / {sw})'])}]);",
+             "  }",
+             "}",
+             f"y[o] = sc_from_f<{C_TYPES[out.dtype]}>(acc);"]
+    return lines, [src], f"col2im {kh}x{kw}"
+
+
 def _roll(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     src = ctx.args["self"]
     shifts = [int(v) for v in _listed(ctx.args.get("shifts"))]
@@ -824,6 +858,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "tril": _triangle(False),
     "constant_pad_nd": _pad,
     "im2col": _im2col,
+    "col2im": _col2im,
     "grid_sampler_2d": _grid_sample,
     "_embedding_bag": _embedding_bag,
     "affine_grid_generator": _affine_grid,
