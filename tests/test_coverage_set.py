@@ -14,12 +14,16 @@ FOLDER = Path(__file__).resolve().parent.parent / "bench" / "coverage"
 NOT_YET = {
     "moe_top2.py": "nonzero",  # token dispatch by torch.where(idx == e): data-dependent shapes
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
+    "cox_ph_logcumsumexp.py": "sort",  # argsort, then logcumsumexp
+    "ctc_asr_head_loss.py": "_ctc_loss",  # CTC's dynamic program (its trace needs target lengths' values)
+    "gat_edge_softmax_scatter.py": "scatter_reduce",  # scatter with reduce="amax"
+    "token_topk_prune_gather.py": "at most 32",  # top-k of half the tokens
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))
 
 
 def test_the_set_is_there():
-    assert len(FILES) >= 70 and set(NOT_YET) <= set(FILES)
+    assert len(FILES) >= 125 and set(NOT_YET) <= set(FILES)
 
 
 @pytest.mark.parametrize("name", FILES)
