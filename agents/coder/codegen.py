@@ -1121,6 +1121,8 @@ def render(kernels: Sequence[PointwiseKernel], *, host_entry: bool = False, afte
         prelude += "\n" + cuda_text.load("fast_math.cuh")
     if any("sc_sigmoid_fdiv(" in text for text in bodies):
         prelude += cuda_text.load("fast_div.cuh")
+    if any("_i64(" in text for text in (*bodies, *after)):
+        prelude += "\n" + cuda_text.load("int_math.cuh")
     return "\n".join([prelude, *bodies])
 
 
