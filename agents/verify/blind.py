@@ -307,9 +307,27 @@ def _finish(proc: subprocess.Popen, timeout_s: float, log: Path) -> str:
         assert proc.stdin is not None
         proc.stdin.write(GO + "\n")
         proc.stdin.close()
-        rc = proc.wait(timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except OSError as e:
         return f"{type(e).__name__}: {e}"
+    return _outcome(proc, timeout_s, log)
+
+
+def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:
+    """'' where the command exited 0; else why not."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        return _outcome(proc, timeout_s, log)
+
+
+def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path) -> str:
+    """'' once `proc` exited 0; else why not (its log's last line). Its whole process group is
+    killed when it outlasts `timeout_s`."""
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        return f"no result after {timeout_s:.0f} s"
     if rc:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
         return f"exit code {rc}: {tail[0][:300]}"
@@ -321,21 +339,3 @@ def _kill(proc: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:
-    """'' where the command exited 0; else why not. Its whole process group is killed on timeout."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return f"no result after {timeout_s:.0f} s"
-    if rc:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        return f"exit code {rc}: {tail[0][:300]}"
-    return ""
