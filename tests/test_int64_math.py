@@ -25,7 +25,7 @@ class Buckets(nn.Module):
 
     def forward(self, pos, x):
         t = x.shape[1]
-        rel = torch.arange(t)[None, :] - pos[:, None]
+        rel = torch.arange(t, device=x.device)[None, :] - pos[:, None]
         nb = 16
         ret = (rel > 0).to(torch.long) * nb
         n = torch.abs(rel)
