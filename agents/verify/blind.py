@@ -14,7 +14,13 @@ routes are watched. Here, after the worker accepted it:
    word) computes the reference's outputs on the same inputs, and its tolerance class;
 3. this (parent) process compares them: outputs off by more than BLIND_SLACK times the tolerance
    (not the module's outputs at all: zeros, a slice, a stale cache) or PyTorch compute in the
-   witness's forwards are hack findings.
+   witness's forwards are hack findings. Only where the fp32 outputs differ does it ask the
+   waiting referee for float64 ones (a candidate more exact than its fp32 reference): a float64
+   forward of a convolution network costs seconds, and honest candidates rarely need it.
+
+On a GPU each process takes the GPU's lock only while it computes there (not while it starts,
+imports torch or loads libraries), as the worker's checks and timing do: a neighbour's timing must
+not share the GPU with it, and must not wait on its imports either.
 
 What the witness saves is the candidate's to forge, but no reference output exists anywhere until
 it has exited, so outputs it forges are as wrong as any; the op record is defence in depth against
@@ -31,6 +37,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +67,7 @@ def request(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
         "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
         "init_seed": int(req.get("init_seed", 42)), "device": req.get("device", "cpu"),
-        "seed": secrets.randbelow(1 << 31) + 1,
+        "seed": secrets.randbelow(1 << 31) + 1, "gpu_lock": req.get("gpu_lock"),
         "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(workdir / "blind_referee.pt"),
     }
 
@@ -85,6 +92,33 @@ def _setup(req: dict[str, Any], wait: bool = False):
 
 
 GO = "go"  # the parent's word to the referee once the witness has exited
+EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
+DONE = "done"
+
+
+@contextlib.contextmanager
+def _gpu(req: dict[str, Any], device: Any):
+    from stitchcuda.agents.verify.locks import file_lock
+
+    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None):
+        try:
+            yield
+        finally:
+            if device.type == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+                gc.collect()
+                torch.cuda.empty_cache()  # (the next holder may need the memory)
+
+
+def _save(obj: Any, path: str) -> None:
+    """Written whole or not at all: the parent polls for the referee's file while it waits."""
+    import torch
+
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 
 def _inputs(ref_mod, seed: int, device):
@@ -128,28 +162,31 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.task import build_model, import_file
 
     init_args = list(ref_mod.get_init_inputs())
-    ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
-    weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
-    del ref
-    gc.collect()  # no reference instance left for the candidate to find
-    args = _inputs(ref_mod, req["seed"], device)
-    cand_mod = import_file(Path(req["candidate"]))
-    cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]), device)
-    sd = cand.state_dict()
-    if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
-        cand.load_state_dict(weights)
+    cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     outs = []
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for k in range(CALLS):
-            same_draws(req["seed"])
-            with record_function(f"{MARKER}_{k}"):
-                out = cand(*clone_args(args))
-            outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-        torch.zeros(1)  # recorded only if the profiler is still on after the forwards
+    with _gpu(req, device):
+        ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
+        weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+        del ref
+        gc.collect()  # no reference instance left for the candidate to find
+        args = _inputs(ref_mod, req["seed"], device)
+        cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
+                           device)
+        sd = cand.state_dict()
+        if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
+            cand.load_state_dict(weights)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for k in range(CALLS):
+                same_draws(req["seed"])
+                with record_function(f"{MARKER}_{k}"):
+                    out = cand(*clone_args(args))
+                outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+            torch.zeros(1)  # recorded only if the profiler is still on after the forwards
+        del cand, out, args
     ranges, ops, after = _forward_ops(prof.events())
-    torch.save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after}, req["witness_out"])
+    _save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after}, req["witness_out"])
 
 
 def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
@@ -179,20 +216,31 @@ def referee(req: dict[str, Any]) -> None:
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model
 
-    ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"], device)
-    args = _inputs(ref_mod, req["seed"], device)
-    outs, exact, ops = [], [], None
-    for _ in range(CALLS):
-        before = _copy_for_fp64(ref, args)
-        same_draws(req["seed"])
-        if ops is None:
-            out, ops, _ = trace_ops(lambda: ref(*clone_args(args)))
-        else:
-            out = ref(*clone_args(args))
-        outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
-        exact.append(_fp64_outputs(before, args, req["seed"]) if before is not None and not draws_random(ops) else None)
-    tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
-    torch.save({"outputs": outs, "exact": exact, "rtol": tol.rtol, "why": tol.why}, req["referee_out"])
+    with _gpu(req, device):
+        ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
+                          device)
+        args = _inputs(ref_mod, req["seed"], device)
+        outs, befores, ops = [], [], None
+        for _ in range(CALLS):
+            # The reference as each call finds it (a stateful module's buffers change), for its float64 run.
+            befores.append(_copy_for_fp64(ref, args))
+            same_draws(req["seed"])
+            if ops is None:
+                out, ops, _ = trace_ops(lambda: ref(*clone_args(args)))
+            else:
+                out = ref(*clone_args(args))
+            outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
+        ref = out = None  # (the memory back before the lock is)
+        tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
+        exact_possible = not draws_random(ops) and any(b is not None for b in befores)
+        if not exact_possible:
+            befores = []  # (the memory back before the lock is)
+    _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible}, req["referee_out"])
+    if sys.stdin.readline().strip() != EXACT:
+        return
+    with _gpu(req, device):
+        exact = [_fp64_outputs(b, args, req["seed"]) if b is not None else None for b in befores]
+    _save({"exact": exact}, req["referee_out"] + ".exact")
 
 
 FP64_BYTES = 1 << 30  # a reference with more state than this gets no float64 copy here
@@ -253,7 +301,7 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     blind = request(req, workdir)
     path = workdir / "blind_request.json"
     path.write_text(json.dumps(blind, indent=2))
-    for stale in (blind["witness_out"], blind["referee_out"]):
+    for stale in (blind["witness_out"], blind["referee_out"], blind["referee_out"] + ".exact"):
         Path(stale).unlink(missing_ok=True)
     module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
     referee_log = (workdir / "blind_referee.log").open("w")
@@ -266,31 +314,37 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
             return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
                             f"inputs) did not complete where the worker's run did: {why}")], ""
         got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
-        failed = _finish(ref_proc, timeout_s, workdir / "blind_referee.log")
+        failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, workdir / "blind_referee.log")
+        if failed:
+            return [], f"blind check not made: the reference alone failed ({failed})"
+        want = torch.load(blind["referee_out"], weights_only=True)
+        tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
+        outs = got.get("outputs") if isinstance(got, dict) else None
+        findings, misses = [], []
+        if not isinstance(outs, list) or len(outs) != len(want["outputs"]):
+            findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
+        else:
+            outs = [g if isinstance(g, list) else [g] for g in outs]
+            judged = [compare_outputs(w, g, tol) for w, g in zip(want["outputs"], outs, strict=True)]
+            misses = [(k, m) for k, m in enumerate(judged) if not m.ok]
+        if misses and want.get("exact_possible"):
+            # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
+            exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, workdir / "blind_referee.log")
+            for i, (k, _) in enumerate(misses):
+                if exact is not None and exact[k] is not None:
+                    with contextlib.suppress(Exception):
+                        misses[i] = (k, judge_against_exact(want["outputs"][k], outs[k], exact[k], tol))
+            misses = [(k, m) for k, m in misses if not m.ok]
+        else:
+            _tell(ref_proc, DONE)
+        if misses:
+            k, m = misses[0]
+            findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
+                                    f"no reference in its process, the candidate's outputs are not the module's: "
+                                    f"{m.message} (at {tol.why})"))
     finally:
         _kill(ref_proc)
         referee_log.close()
-    if failed:
-        return [], f"blind check not made: the reference alone failed ({failed})"
-    want = torch.load(blind["referee_out"], weights_only=True)
-    tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
-    findings = []
-    outs = got.get("outputs") if isinstance(got, dict) else None
-    if not isinstance(outs, list) or len(outs) != len(want["outputs"]):
-        findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
-    else:
-        exact = want.get("exact") or [None] * len(outs)
-        for k, (w, g, e) in enumerate(zip(want["outputs"], outs, exact, strict=True)):
-            g = g if isinstance(g, list) else [g]
-            m = compare_outputs(w, g, tol)
-            if not m.ok and e is not None:  # (more exact than the fp32 reference, as the worker judged)
-                with contextlib.suppress(Exception):
-                    m = judge_against_exact(w, g, e, tol)
-            if not m.ok:
-                findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
-                                        f"no reference in its process, the candidate's outputs are not the module's: "
-                                        f"{m.message} (at {tol.why})"))
-                break
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
@@ -301,15 +355,37 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     return findings, f"blind check: fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
 
 
-def _finish(proc: subprocess.Popen, timeout_s: float, log: Path) -> str:
-    """Tell the waiting referee to go; '' once it exited 0, else why not."""
+def _tell(proc: subprocess.Popen, word: str) -> str:
+    """'' once the waiting referee was given `word`; else why not."""
     try:
         assert proc.stdin is not None
-        proc.stdin.write(GO + "\n")
-        proc.stdin.close()
+        proc.stdin.write(word + "\n")
+        proc.stdin.flush()
     except OSError as e:
         return f"{type(e).__name__}: {e}"
-    return _outcome(proc, timeout_s, log)
+    return ""
+
+
+def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path) -> str:
+    """'' once the referee saved `path` (it then waits for the next word); else why not."""
+    t_end = time.monotonic() + timeout_s
+    while not Path(path).exists():
+        if proc.poll() is not None:
+            return _outcome(proc, 0, log) or "it exited without saving its outputs"
+        if time.monotonic() > t_end:
+            _kill(proc)
+            return f"no result after {timeout_s:.0f} s"
+        time.sleep(0.02)
+    return ""
+
+
+def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path) -> list[Any] | None:
+    """The referee's float64 outputs, asked for; None where it could not give them."""
+    import torch
+
+    if _tell(proc, EXACT) or _outcome(proc, timeout_s, log) or not Path(path).exists():
+        return None
+    return torch.load(path, weights_only=True)["exact"]
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:

@@ -214,10 +214,8 @@ def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts
     if progress:
         progress("blind", "the candidate alone on fresh inputs, judged outside its process")
     t0 = time.monotonic()
-    # On a GPU it takes the GPU's lock, as the worker's checks and timing do: a neighbour's timing
-    # must not share the GPU with it.
-    with file_lock(req.get("gpu_lock") if req.get("device") == "cuda" else None):
-        found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
+    # (On a GPU its processes take the GPU's lock while they compute there, not while they start.)
+    found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
     verdict.phases["blind"] = round(time.monotonic() - t0, 2)
     if note:
         verdict.notes.append(note)
