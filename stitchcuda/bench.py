@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stitchcuda import timing_cpus
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
 from stitchcuda.host_load import HostLoad
 
@@ -224,6 +225,11 @@ def markdown(report: dict[str, Any]) -> str:
                          f"{_fmt(host.get('core_ms_median'), '.2f')} median, {_fmt(host.get('core_ms_max'), '.2f')} at most; "
                          f"the bench process's GIL (a short Python loop): {_fmt(host.get('gil_ms_first'), '.2f')} ms at "
                          f"the start, {_fmt(host.get('gil_ms_median'), '.2f')} median, {_fmt(host.get('gil_ms_max'), '.2f')} at most")
+    if "timing_cpus" in m:
+        kept = m["timing_cpus"]
+        lines.append("- CPUs kept for each GPU lock's holder (checks and timing; the bench's other work off them): "
+                     + ("; ".join(f"GPU {g}: {', '.join(map(str, c))}" for g, c in kept.items()) if kept
+                        else "none (too few CPUs, no GPU, or STITCHCUDA_RESERVE_TIMING_CPUS=0)"))
     for run in m.get("earlier_runs", []):
         note = f" ({run['commit_note']})" if run.get("commit_note") else ""
         lines.append(f"- resumed from an earlier run: `{run.get('command')}`, commit `{run.get('commit')}`{note}, {run.get('date')}")
@@ -451,6 +457,16 @@ def parse_gpus(spec: str, on_event: Callable[[str], None] = print) -> list[int] 
     return gpus
 
 
+def _physical_gpus(gpus: list[int] | None) -> list[str]:
+    """The physical ids of the GPUs a bench's workers lock ([] on the CPU): the Verifier's choice
+    where none is given (its first GPU)."""
+    from stitchcuda.agents.verify.verifier import cuda_available, physical_gpu
+
+    if gpus:
+        return [physical_gpu(g) for g in gpus]
+    return [physical_gpu(0)] if cuda_available() else []
+
+
 def run_bench(
     paths: list[str],
     out: Path,
@@ -508,8 +524,11 @@ def run_bench(
             on_entry(run)
             return run
 
-    # As many problems at once as there are workers: each waits on its own verdicts in turn.
-    with HostLoad() as host, ThreadPoolExecutor(max_workers=len(slots)) as problems:
+    # As many problems at once as there are workers: each waits on its own verdicts in turn. Each
+    # GPU's lock holder times on CPUs the rest of the bench stays off (stitchcuda/timing_cpus.py).
+    with timing_cpus.reserved(_physical_gpus(gpus)) as kept, HostLoad() as host, \
+            ThreadPoolExecutor(max_workers=len(slots)) as problems:
+        book.report["meta"]["timing_cpus"] = kept or None
         runs = list(problems.map(one, todo))
     if left := sum(r is None for r in runs):
         on_event(f"deadline of {deadline_s:.0f} s reached: {left} problem(s) not started (rerun with --resume)")

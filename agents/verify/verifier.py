@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stitchcuda import keep, runtime
+from stitchcuda import keep, runtime, timing_cpus
 from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.sandbox import Box
@@ -165,6 +165,7 @@ def verify(
         native_threads.preload(env, native_threads.library(runtime.cache_dir()))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
+        timing_cpus.assign(env, physical_gpu(gpu))
     box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
     env = box.env  # a private temp folder and build folders in the run folder
     outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)

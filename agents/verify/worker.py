@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from stitchcuda import runtime
+from stitchcuda import runtime, timing_cpus
 from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
@@ -93,7 +93,13 @@ def gpu_lock(path: str | None, rec: Recorder | None = None):
         if rec is not None:
             rec.t_phase += time.perf_counter() - t0
         try:
-            yield
+            # On the CPUs the bench keeps for this GPU's lock holder (stitchcuda/timing_cpus.py): what
+            # is timed here must not share a core with the neighbours' builds and compiles.
+            with timing_cpus.held(timing_cpus.from_env() if path else set()) as moved:
+                if moved and rec is not None and not any(n.startswith(TIMED_ON) for n in rec.verdict.notes):
+                    rec.verdict.notes.append(f"{TIMED_ON} {os.environ[timing_cpus.ENV]}, kept for the holder of "
+                                             "the GPU's lock (the bench's other work runs elsewhere)")
+                yield
         finally:
             # Hand the next worker the GPU memory this one no longer uses: the caching allocator
             # would keep it reserved, and a neighbour with multi-GiB inputs would run out.
@@ -102,6 +108,7 @@ def gpu_lock(path: str | None, rec: Recorder | None = None):
                 torch.cuda.empty_cache()
 
 
+TIMED_ON = "checked and timed on CPUs"
 _GPU_STATE: list[Path] = []  # the request's gpu_state file, set when the request is read
 
 
