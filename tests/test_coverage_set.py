@@ -16,7 +16,6 @@ NOT_YET = {
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
     "cox_ph_logcumsumexp.py": "sort",  # argsort, then logcumsumexp
     "ctc_asr_head_loss.py": "_ctc_loss",  # CTC's dynamic program (its trace needs target lengths' values)
-    "gat_edge_softmax_scatter.py": "scatter_reduce",  # scatter with reduce="amax"
     "token_topk_prune_gather.py": "at most 32",  # top-k of half the tokens
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))

@@ -126,11 +126,90 @@ class ScatterMultiply(nn.Module):
         return torch.scatter(x, 1, index, src, reduce="multiply")
 
 
-def test_a_scatter_that_reduces_is_refused():
-    inputs = [torch.randn(4, 5), _distinct(4, 5, 2), torch.randn(4, 2)]
-    plan = planner.plan_graph(graph.trace_module(ScatterMultiply(), inputs))
+class ScatterMean(nn.Module):
+    def forward(self, x, index, src):
+        return x.scatter_reduce(0, index, src, reduce="mean")
+
+
+def test_a_scatter_that_averages_is_refused():
+    """A mean needs each target's count: not planned (the other reductions are, below)."""
+    inputs = [torch.randn(4, 5), torch.randint(0, 4, (6, 5)), torch.randn(6, 5)]
+    plan = planner.plan_graph(graph.trace_module(ScatterMean(), inputs))
     assert not plan.supported
-    assert any("reduce" in u for u in plan.unsupported), plan.unsupported
+    assert any("mean" in u for u in plan.unsupported), plan.unsupported
+
+
+class ScatterReduce(nn.Module):
+    def __init__(self, reduce: str, include_self: bool, dim: int = 0):
+        super().__init__()
+        self.reduce, self.include_self, self.dim = reduce, include_self, dim
+
+    def forward(self, x, index, src):
+        return x.scatter_reduce(self.dim, index, src, reduce=self.reduce, include_self=self.include_self) + 1
+
+
+class EdgeSoftmax(nn.Module):
+    """A graph attention layer's edge softmax: each node's largest incoming score (amax into -inf,
+    `self` computed as copied), then exp and the sum of each node's (scatter_add)."""
+
+    def forward(self, scores, dst):
+        idx = dst.unsqueeze(-1).expand_as(scores)
+        top = torch.full((N, scores.shape[1]), float("-inf")).scatter_reduce(0, idx, scores, reduce="amax")
+        e = (scores - top[dst]).exp()
+        return e / torch.zeros(N, scores.shape[1]).scatter_add(0, idx, e)[dst]
+
+
+def _reduce_inputs(dim: int = 0):
+    # Repeated targets (14 sources onto 5 rows), and rows no source names (kept as `self`).
+    def make():
+        index = torch.randint(0, 3, (14, 4)) if dim == 0 else torch.randint(0, 3, (5, 9))
+        src = torch.randn(14, 4) if dim == 0 else torch.randn(5, 9)
+        return [torch.randn(5, 4), index, src]
+    return make
+
+
+REDUCES = [
+    *[(ScatterReduce(r, inc), _reduce_inputs()) for r in ("sum", "prod", "amax", "amin") for inc in (True, False)],
+    (ScatterReduce("amax", False, dim=1), _reduce_inputs(1)),
+    (ScatterMultiply(), lambda: [torch.randn(4, 5), torch.randint(0, 5, (4, 7)), torch.randn(4, 7)]),
+    (EdgeSoftmax(), lambda: [torch.randn(40, 3), torch.randint(0, N, (40,))]),
+]
+REDUCE_IDS = [f"{type(m).__name__}-{getattr(m, 'reduce', '')}-{getattr(m, 'include_self', '')}-{getattr(m, 'dim', '')}"
+              for m, _ in REDUCES]
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("module,inputs", REDUCES, ids=REDUCE_IDS)
+def test_scatters_that_reduce_match_pytorch(tmp_path, module, inputs):
+    """Each reduction combined by its own atomic, with and without `self` at the targets; the rows no
+    source names keep `self` either way. Then other indices: read each call, not baked in."""
+    torch.manual_seed(0)
+    args = inputs()
+    plan = planner.plan_graph(graph.trace_module(module, args))
+    assert plan.supported, plan.unsupported
+    cand = builtin_candidate(module, args)
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for given in (args, inputs()):
+            torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_a_nan_sent_to_a_maximum_stays(tmp_path):
+    """torch's amax keeps a NaN wherever one is sent, and so do the compare-and-swap loops."""
+    module = ScatterReduce("amax", True)
+    x, index, src = _reduce_inputs()()
+    src[3, 1] = float("nan")
+    cand = builtin_candidate(module, [x, index, src])
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        got, want = new(x, index, src), module(x, index, src)
+    assert want.isnan().any()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
 GPU_CASES = [
@@ -247,6 +326,22 @@ def test_scatters_store_and_match_pytorch(tmp_path, make, inputs):
     with torch.no_grad():
         for given in (args, inputs()):  # then other indices: read, not baked in
             torch.testing.assert_close(new(*given), module(*given), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_on_the_gpu_contended_compare_and_swap_matches_pytorch(tmp_path, monkeypatch, reduce):
+    """Thousands of sources onto each of 50 targets: the retry loops under contention."""
+    from conftest import on_the_gpu
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    # (a product of 3000 values is 0 or inf in fp32: sources near 1 keep it finite)
+    src = 1 + 0.001 * torch.randn(3000, 16) if reduce == "prod" else torch.randn(3000, 16)
+    got, want = on_the_gpu(ScatterReduce(reduce, False), [torch.randn(50, 16), torch.randint(0, 50, (3000, 16)), src],
+                           tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.gpu

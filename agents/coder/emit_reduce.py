@@ -635,7 +635,7 @@ PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max"
                           *(f"{p}adaptive_{kind}_pool{nd}d" for p in ("", "_") for kind in ("max", "avg")
                             for nd in (1, 2, 3)),
                           # emit_scatter's: `self` (the zeros messages are summed into) computed as copied
-                          "index_add", "scatter_add"})
+                          "index_add", "scatter_add", "scatter_reduce"})
 
 
 def prologue_operand(node: dict[str, Any]) -> str:

@@ -2,7 +2,11 @@
 summed at their target nodes) and `scatter_add` (x.scatter_add(dim, index, src), PyG's scatter); and
 `scatter` (x.scatter(dim, index, src or value): a mixture of experts' combine weights written at the
 router's top-k experts, a one-hot built by hand), whose elements are stored, not added: where two
-name one target PyTorch leaves which one lands undefined, and so does the kernel.
+name one target PyTorch leaves which one lands undefined, and so does the kernel. `scatter_reduce`
+(sum, prod, amax, amin; a graph attention layer's per-node maximum of its edges' scores before their
+softmax) and scatter's legacy `reduce=` ("add", "multiply") combine instead, each by its own atomic:
+max and min by compare-and-swap loops that keep a NaN as PyTorch's do. Without `include_self` a
+third pass first writes the reduction's identity at every target, so only the sources combine there.
 
 The result is `self`, then every source element added where its index sends it. Several source
 elements may name one target, so the adds are atomic on the GPU (fp32 only: atomicAdd). Their order
@@ -20,7 +24,40 @@ from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 # The argument holding the values added (the planner reads it too: planner._take_gathered_sources).
-SOURCE_ARG = {"index_add": "source", "scatter_add": "src", "scatter": "src"}
+SOURCE_ARG = {"index_add": "source", "scatter_add": "src", "scatter": "src", "scatter_reduce": "src"}
+
+# How each reduction combines a source element into its target: (the device function, its identity).
+# A store has neither (scatter without reduce).
+COMBINE = {
+    "sum": ("sc_scatter_add", "0.0f"),
+    "prod": ("sc_scatter_mul", "1.0f"),
+    "amax": ("sc_scatter_max", "-INFINITY"),
+    "amin": ("sc_scatter_min", "INFINITY"),
+}
+LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}  # scatter(..., reduce=) (scatter.reduce / value_reduce)
+
+# The atomics, once per translation unit. Max and min compare as floats (a NaN, once there or sent,
+# stays, as torch.maximum's does), so they retry by compare-and-swap rather than use integer atomics.
+_ATOMICS = """#ifndef SC_SCATTER_ATOMICS
+#define SC_SCATTER_ATOMICS
+#ifdef __CUDA_ARCH__
+#define SC_CAS_LOOP(at, keep, next)                                              \\
+  int* p_ = reinterpret_cast<int*>(at);                                        \\
+  int seen_ = *p_, was_;                                                       \\
+  do {                                                                         \\
+    was_ = seen_;                                                              \\
+    const float cur = __int_as_float(was_);                                    \\
+    if (keep) break;                                                           \\
+    seen_ = atomicCAS(p_, was_, __float_as_int(next));                         \\
+  } while (seen_ != was_);
+#else
+#define SC_CAS_LOOP(at, keep, next) { const float cur = *(at); if (!(keep)) *(at) = (next); }
+#endif
+SC_INLINE void sc_scatter_mul(float* at, float v) { SC_CAS_LOOP(at, false, cur * v) }
+SC_INLINE void sc_scatter_max(float* at, float v) { SC_CAS_LOOP(at, cur >= v || cur != cur, v) }
+SC_INLINE void sc_scatter_min(float* at, float v) { SC_CAS_LOOP(at, cur <= v || cur != cur, v) }
+#endif
+"""
 
 
 def _dense(shape: Sequence[int], coords: Sequence[str]) -> str:
@@ -43,8 +80,17 @@ def _scatter(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"{op}: value {number!r}")
     if out is None:
         raise NotSupported(f"{op}: result unused")
-    if a.get("reduce") is not None:
-        raise NotSupported(f"{op}: reduce={a.get('reduce')!r}")
+    reduce = a.get("reduce")
+    if op == "scatter" and reduce is not None:
+        if reduce not in LEGACY_REDUCE:
+            raise NotSupported(f"{op}: reduce={reduce!r}")
+        reduce = LEGACY_REDUCE[reduce]
+    elif op in ("index_add", "scatter_add"):
+        reduce = "sum"
+    if reduce is not None and reduce not in COMBINE:
+        raise NotSupported(f"{op}: reduce={reduce!r} (a mean needs each target's count)")
+    # Without include_self a target any source names starts from the reduction's identity.
+    reset = op == "scatter_reduce" and a.get("include_self", True) is False
     if not all(isinstance(t, Operand) for t in (self_, index)) or not (isinstance(source, Operand) or number is not None):
         raise NotSupported(f"{op}: tensors only")
     assert isinstance(self_, Operand) and isinstance(index, Operand)
@@ -103,9 +149,12 @@ def _scatter(ctx: EmitContext) -> Kernel:
     # (A prologue takes the row-major index itself: no coordinates to split.)
     copy_lines = ["y[o] = ld(o);"] if pro else [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"]
     copy_body = "\n".join(f"  {line}" for line in copy_lines)
-    put = (f"y[{_dense(out.shape, target)}] = {value};" if op == "scatter"
-           else f"sc_scatter_add(&y[{_dense(out.shape, target)}], {value});")
+    put = (f"y[{_dense(out.shape, target)}] = {value};" if reduce is None
+           else f"{COMBINE[reduce][0]}(&y[{_dense(out.shape, target)}], {value});")
     add_body = "\n".join(f"  {line}" for line in [*coords_of(walked, "s"), f"const int64_t t = {row};", put])
+    reset_body = "\n".join(f"  {line}" for line in [*coords_of(walked, "s"), f"const int64_t t = {row};",
+                                                    f"y[{_dense(out.shape, target)}] = {COMBINE[reduce][1]};"]) \
+        if reset and reduce is not None else ""
     head = f"const {name}_ld ld" if pro else "const float* __restrict__ x"
     params = (f"{head}, const int64_t* __restrict__ ix, const float* __restrict__ src, "
               "const int64_t* __restrict__ gx, float* __restrict__ y")
@@ -124,9 +173,23 @@ def _scatter(ctx: EmitContext) -> Kernel:
               f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
               "  const auto y = static_cast<float*>(out0_);"]
     device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
-              f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
+              + (f"  if ({n_src}LL > 0) {name}_reset<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});\n"
+                 if reset_body else "")
+              + f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
     host = (f"  for (int64_t o = 0; o < {n_out}LL; ++o) {name}_copy_one(o, {args});\n"
-            f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_add_one(s, {args});")
+            + (f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_reset_one(s, {args});\n" if reset_body else "")
+            + f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_add_one(s, {args});")
+    reset_fns = f"""
+SC_INLINE void {name}_reset_one(int64_t s, {params}) {{
+{reset_body}
+  (void){'ld' if pro else 'x'}; (void)src; (void)gx;
+}}
+
+__global__ void __launch_bounds__({THREADS}) {name}_reset({params}) {{
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < {n_src}LL; s += (int64_t)gridDim.x * blockDim.x)
+    {name}_reset_one(s, {args});
+}}
+""" if reset_body else ""
     source_text = f"""
 // {name}: {op} along dim {dim} of {list(source.shape)} into {list(out.shape)}
 {WRAP_INDEX}#ifndef SC_SCATTER_ADD
@@ -139,7 +202,7 @@ SC_INLINE void sc_scatter_add(float* at, float v) {{
 #endif
 }}
 #endif
-
+{_ATOMICS if reduce in ("prod", "amax", "amin") else ""}
 {pro.loader(f"{name}_ld") if pro else ""}
 SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
 {copy_body}
@@ -156,6 +219,7 @@ __global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
     {name}_copy_one(o, {args});
 }}
 
+{reset_fns}
 __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
   for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < {n_src}LL; s += (int64_t)gridDim.x * blockDim.x)
     {name}_add_one(s, {args});
@@ -168,11 +232,12 @@ __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
         outputs=[KernelArg(out.name, "float32")],
         source=source_text,
         ops=[f"{op} along dim {dim}: {list(walked)} into {list(out.shape)} ("
-             + ("stores" if op == "scatter" else "atomic adds")
+             + ("stores" if reduce is None else "atomic adds" if reduce == "sum" else f"atomic {reduce}")
+             + (", targets reset to its identity first (include_self=False)" if reset_body else "")
              + (f", the source's rows read through its index along dim {g.dim}" if g else "")
              + (f", self computed as copied: {' -> '.join(pro.ops) or 'copy'}" if pro else "") + ")"],
         host=True,
     )
 
 
-EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter}
+EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter, "scatter_reduce": _scatter}
