@@ -1,6 +1,7 @@
-"""torch.topk (agents/coder/emit_topk.py, cuda/topk.cuh): on the CPU the candidate's host entry runs the
-kernel's own ordering and addressing against PyTorch (largest and smallest, any dim, strided views,
-values or indices alone, ties and NaN); what it refuses; on a GPU, the warp merge against PyTorch."""
+"""torch.topk, torch.sort and torch.argsort (agents/coder/emit_topk.py, cuda/topk.cuh, cuda/row_sort.cuh):
+on the CPU the candidate's host entry runs the kernel's own ordering and addressing against PyTorch
+(largest and smallest, any dim, strided views, values or indices alone, ties and NaN); what it
+refuses; on a GPU, the warp merge and the block's bitonic sort against PyTorch."""
 
 from __future__ import annotations
 
@@ -49,17 +50,43 @@ class TiesAndNaN(nn.Module):
         return v, i
 
 
+class PruneTokens(nn.Module):
+    """EViT's token pruning: the top half of 196 tokens' scores (past what a warp keeps), then their rows."""
+
+    def forward(self, x):
+        score, idx = torch.topk(x.mean(-1).softmax(-1), x.shape[1] // 2, dim=1)
+        return torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, x.shape[2])) * score.unsqueeze(-1)
+
+
+class SortBoth(nn.Module):
+    """sort ascending along a middle dim of a transposed view, values and indices."""
+
+    def forward(self, x):
+        return torch.sort(x.transpose(1, 2), dim=1)
+
+
+class ArgsortDescending(nn.Module):
+    """Cox's risk set: the order of descending times (argsort: indices alone), stable."""
+
+    def forward(self, t, risk):
+        order = torch.argsort(t, dim=-1, descending=True, stable=True)
+        return risk.gather(-1, order).cumsum(-1)
+
+
 CASES = {
     "router": (Router, lambda: [torch.randn(3, 5, 16)]),
     "knn indices": (Knn, lambda: [torch.randn(2, 3, 40)]),
     "smallest along a middle dim": (SmallestAlongMiddle, lambda: [torch.randn(2, 6, 9)]),
+    "prune half the tokens": (PruneTokens, lambda: [torch.randn(2, 196, 8)]),
+    "sort along a middle dim": (SortBoth, lambda: [torch.randn(2, 7, 37)]),
+    "argsort descending": (ArgsortDescending, lambda: [torch.rand(3, 300) * 100, torch.randn(3, 300)]),
 }
 
 
 def _candidate(module, inputs, host=True):
     plan = planner.plan_graph(graph.trace_module(module, inputs))
     assert plan.supported, plan.unsupported
-    assert "topk" in {n["op"] for n in plan.graph}
+    assert {"topk", "sort"} & {n["op"] for n in plan.graph}
     return coder_builtin.build_candidate(plan, type(module), title="t", host=host)
 
 
@@ -105,6 +132,27 @@ def test_ties_go_to_the_lower_index_and_nan_is_largest(tmp_path):
             assert a != b or ia < ib
 
 
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_sorted_row_keeps_equal_values_in_order_and_nan_where_pytorch_puts_it(tmp_path, descending):
+    """A stable sort's order: equal values by index both ways; NaN last ascending, first descending."""
+
+    class Sort(nn.Module):
+        def forward(self, x):
+            return torch.sort(torch.round(x * 2) / 2, dim=-1, descending=descending, stable=True)
+
+    x = torch.randn(5, 60)
+    x[1, 7] = float("nan")
+    module = Sort()
+    new, _ = load_model_new(_candidate(module, [x]), module, tmp_path)
+    with torch.no_grad():
+        (v, i), (want_v, want_i) = new(x), module(x)
+    torch.testing.assert_close(v, want_v, equal_nan=True)
+    assert torch.equal(i, want_i)
+
+
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_topk_builds_clean_for_sm90(tmp_path):
@@ -121,13 +169,18 @@ def test_what_it_refuses():
         def forward(self, x):
             return torch.topk(x, 2, sorted=False).values
 
-    class TooMany(nn.Module):
+    class TooMany(nn.Module):  # past a warp's registers, in a row past what a block sorts
         def forward(self, x):
             return torch.topk(x, 40).values
 
-    for cls, shape in ((Unsorted, (3, 8)), (TooMany, (3, 64))):
+    class LongRows(nn.Module):
+        def forward(self, x):
+            return torch.sort(x).values
+
+    for cls, shape in ((Unsorted, (3, 8)), (TooMany, (3, 5000)), (LongRows, (2, 5000))):
         plan = planner.plan_graph(graph.trace_module(cls(), [torch.randn(*shape)]))
-        assert not plan.supported and any("topk" in r for r in plan.unsupported), plan.unsupported
+        op = "sort" if cls is LongRows else "topk"
+        assert not plan.supported and any(op in r for r in plan.unsupported), plan.unsupported
 
 
 @pytest.mark.gpu

@@ -2,6 +2,9 @@
 a warp a row (cuda/topk.cuh). For routers (a mixture of experts picks its top 2 of 8), k-nearest
 neighbours (DGCNN's and PointNet++'s 20 of a few thousand) and beam heads: k up to MAX_K.
 
+Past MAX_K (token pruning keeps half the tokens), and for torch.sort and torch.argsort, a block sorts
+the whole row in shared memory (cuda/row_sort.cuh) and writes its first k: rows of up to MAX_ROW.
+
 Ties go to the lower index and NaN counts as the largest value. PyTorch's CUDA topk leaves the order
 of equal values unspecified, so only ties can differ from it."""
 
@@ -12,6 +15,8 @@ from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 MAX_K = 32  # a lane keeps k candidates in registers (local memory beyond)
+MAX_ROW = 4096  # a row sorted whole: 8 bytes an entry of shared memory, 32 KiB (no opt-in past 48)
+SORT_THREADS = 512
 FLOATS = ("float32", "float16", "bfloat16")
 WARPS = 8  # rows a block takes at once
 
@@ -27,11 +32,13 @@ def emit_topk(ctx: EmitContext) -> Kernel:
         raise NotSupported("topk's k and dim")
     dim %= rank
     n = x.shape[dim]
-    if not 0 < k <= min(n, MAX_K):
-        raise NotSupported(f"topk of {k} of {n} (at most {MAX_K})")
+    if not 0 < k <= n or (k > MAX_K and n > MAX_ROW):
+        raise NotSupported(f"topk of {k} of {n} (at most {MAX_K}, or rows of at most {MAX_ROW})")
     if ctx.args.get("sorted", True) is not True:
         raise NotSupported("topk(sorted=False)")  # PyTorch's unsorted order is its own
     largest = bool(ctx.args.get("largest", True))
+    if k > MAX_K:
+        return _row_sort(ctx, x, dim, k, largest, f"topk {k} {'largest' if largest else 'smallest'}")
     values, indices = (list(ctx.outputs) + [None, None])[:2]
     want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
     for out, dtype in ((values, x.dtype), (indices, "int64")):
@@ -104,4 +111,100 @@ __global__ void __launch_bounds__({WARPS * 32}) {name}_kernel(const {t}* __restr
     )
 
 
-EMITTERS = {"topk": emit_topk}
+def emit_sort(ctx: EmitContext) -> Kernel:
+    """torch.sort (stable or not: equal values keep their order either way) and torch.argsort."""
+    x = ctx.args.get("self")
+    if not isinstance(x, Operand) or x.dtype not in FLOATS or not x.shape:
+        raise NotSupported("sort of a non-float tensor")
+    dim = ctx.args.get("dim", -1)
+    if type(dim) is not int:
+        raise NotSupported("sort's dim")
+    dim %= len(x.shape)
+    if x.shape[dim] > MAX_ROW:
+        raise NotSupported(f"sort of rows of {x.shape[dim]} (at most {MAX_ROW})")
+    descending = bool(ctx.args.get("descending", False))
+    return _row_sort(ctx, x, dim, x.shape[dim], descending, f"sort {'descending' if descending else 'ascending'}")
+
+
+def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, what: str) -> Kernel:
+    """Rows along `dim` sorted whole by a block each, the first k of each written (values, indices)."""
+    rank, n = len(x.shape), x.shape[dim]
+    values, indices = (list(ctx.outputs) + [None, None])[:2]
+    want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
+    for out, dtype in ((values, x.dtype), (indices, "int64")):
+        if out is not None and (tuple(out.shape) != want or out.dtype != dtype):
+            raise NotSupported(f"{ctx.node['op']} result {out.name}: {list(out.shape)} {out.dtype}")
+    if values is None and indices is None:
+        raise NotSupported(f"{ctx.node['op']}: no result is read")
+    rows = 1
+    for d, s in enumerate(x.shape):
+        rows *= s if d != dim else 1
+    inner = 1
+    for s in x.shape[dim + 1:]:
+        inner *= s
+    others = [d for d in range(rank) if d != dim]
+    lines = ["long long q = r, off = " + str(x.offset) + ";"]
+    for d in reversed(others):
+        lines.append(f"off += (q % {x.shape[d]}LL) * {x.strides[d]}LL; q /= {x.shape[d]}LL;")
+    body = "\n  ".join(lines)
+    t = C_TYPES[x.dtype]
+    name = ctx.name
+    pad = 1 << max(1, (n - 1).bit_length())  # the bitonic network's width: a power of two
+    outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
+    vals_ptr = f"static_cast<{t}*>({outs[0][1]})" if values is not None else "nullptr"
+    idx_ptr = f"static_cast<long long*>({outs[-1][1]})" if indices is not None else "nullptr"
+    lg = "true" if largest else "false"
+    source = cuda_text.load("topk.cuh") + cuda_text.load("row_sort.cuh") + f"""
+// {name}: {what}, {k} of {n} along dim {dim} of {list(x.shape)}, a block a row
+SC_INLINE long long {name}_row(long long r) {{
+  {body}
+  return off;
+}}
+SC_INLINE long long {name}_out(long long r, long long t) {{
+  return (r / {inner}LL) * ({k}LL * {inner}LL) + t * {inner}LL + r % {inner}LL;
+}}
+#ifdef __CUDACC__
+__global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __restrict__ x, {t}* vals, long long* idx) {{
+  __shared__ float key[{pad}];
+  __shared__ int ix[{pad}];
+  for (long long r = blockIdx.x; r < {rows}LL; r += gridDim.x) {{
+    const long long base = {name}_row(r);
+    for (int j = threadIdx.x; j < {pad}; j += blockDim.x) {{
+      const bool in = j < {n};
+      key[j] = in ? sc_to_f(x[base + j * {x.strides[dim]}LL]) : 0.f;
+      ix[j] = in ? j : -1;
+    }}
+    __syncthreads();
+    sc_row_sort_block<{lg}>(key, ix, {pad});
+    for (int j = threadIdx.x; j < {k}; j += blockDim.x) {{
+      if (vals) vals[{name}_out(r, j)] = sc_from_f<{t}>(key[j]);
+      if (idx) idx[{name}_out(r, j)] = ix[j];
+    }}
+    __syncthreads();  // (the next row overwrites the shared entries)
+  }}
+}}
+#endif
+"""
+    raw = ["const void* in0", *[f"void* {p}" for _, p in outs]]
+    casts = [f"  const auto x = static_cast<const {t}*>(in0);", f"  {t}* vals = {vals_ptr};",
+             f"  long long* idx = {idx_ptr};"]
+    threads = min(SORT_THREADS, max(32, pad // 2))
+    device = f"  {name}_kernel<<<{min(rows, 65535 * 8)}, {threads}, 0, stream>>>(x, vals, idx);"
+    host = (f"  for (long long r = 0; r < {rows}LL; ++r) {{\n"
+            f"    sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k},\n"
+            f"        [&](int t, float v, long long i) {{\n"
+            f"          if (vals) vals[{name}_out(r, t)] = sc_from_f<{t}>(v);\n"
+            f"          if (idx) idx[{name}_out(r, t)] = i;\n"
+            f"        }});\n  }}")
+    source += launchers(name, raw, casts, device, host)
+    return Kernel(
+        name=name,
+        inputs=[KernelArg(x.name, x.dtype)],
+        outputs=[KernelArg(o.name, o.dtype) for o, _ in outs],
+        source=source,
+        ops=[f"{what}: {k} of {n} along dim {dim}, {rows} rows, a block a row (sorted whole in shared memory)"],
+        host=True,
+    )
+
+
+EMITTERS = {"topk": emit_topk, "sort": emit_sort}
