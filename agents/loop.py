@@ -17,8 +17,15 @@ from pathlib import Path
 from stitchcuda import provenance
 from stitchcuda.agents import rubric
 from stitchcuda.agents.rounds import Coder, RoundPolicy, Rounds
+from stitchcuda.agents.verify import blind
 from stitchcuda.agents.verify.replay import file_digests, files_digest
-from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions, cuda_available, verify
+from stitchcuda.agents.verify.verifier import (
+    BLIND_PASSED,
+    VerifierPool,
+    VerifyOptions,
+    cuda_available,
+    verify,
+)
 from stitchcuda.events import Phase, ProgressEvent, RoundVerdict, RunEnd
 from stitchcuda.task import UsageError
 from stitchcuda.types import Candidate, Plan, Task, Verdict
@@ -288,10 +295,14 @@ def _verify_round(task: Task, cands: list[Candidate], k: int, run_dir: Path, opt
     for its correctness and timing), each streaming its provisional verdict as the first does."""
     def on_step_for(cand: Candidate):
         first = _FirstVerdict(run_dir / cand.name, k, t0, emit, best)
+        seen: set[str] = set()
 
         def on_step(step: str, detail: str) -> None:
             say("verifying", detail if len(cands) == 1 else f"{cand.name}: {detail}", k, step)
-            if step == "compile":  # checked and timed against eager: worth showing now
+            seen.add(step)
+            # Checked and timed against eager, and (where the blind check is on) passed it: worth
+            # showing now, before torch.compile's timing and the profiles.
+            if "compile" in seen and (BLIND_PASSED in seen or not blind.enabled()):
                 first.send()
         return on_step
 

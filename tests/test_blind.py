@@ -127,3 +127,38 @@ def test_a_candidate_that_fails_only_unwatched_is_a_finding(tmp_path, opts):
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "blind-witness-failed" in {f.code for f in v.hack_findings}, (v.status, v.message)
     assert not (tmp_path / "v" / "blind_referee.pt").exists()
+
+
+@pytest.fixture()
+def beside_correctness(monkeypatch):
+    """On the CPU the worker has no timing phase (what starts the check beside it on a GPU): its
+    correctness phase starts it here, so the two run at once, as on a GPU."""
+    from stitchcuda.agents.verify import verifier
+
+    monkeypatch.setattr(verifier._EarlyBlind, "START", "correctness")
+
+
+def test_beside_the_worker_it_passes_an_honest_candidate_and_says_so_first(tmp_path, opts, beside_correctness):
+    phases: list[str] = []
+    v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "v", opts,
+               lambda p, d: phases.append(p))
+    assert v.accepted, (v.status, v.message)
+    assert any(n.startswith(blind.MADE) for n in v.notes), v.notes
+    # Started while the worker checked correctness, not after it finished; one check, not two.
+    assert phases.index("blind") < phases.index("done") and phases.count("blind") == 1, phases
+    assert "blind-passed" in phases
+
+
+def test_beside_the_worker_it_rejects_what_the_worker_accepted(tmp_path, opts, beside_correctness):
+    v = verify(hack_task("ref_linear"), hack_candidate("hack_rebind_reference_frames"), tmp_path / "v", opts)
+    assert v.status == "hacked" and "blind-mismatch" in {f.code for f in v.hack_findings}, (v.status, v.message)
+
+
+def test_beside_the_worker_it_stops_when_the_worker_rejects(tmp_path, opts, beside_correctness):
+    """A candidate the worker finds wrong: the check started beside it is moot, stopped, and says nothing."""
+    phases: list[str] = []
+    v = verify(hack_task("ref_shifted_norm"), hack_candidate("wrong_shifted_norm"), tmp_path / "v", opts,
+               lambda p, d: phases.append(p))
+    assert v.status == "incorrect", (v.status, v.message)
+    assert "blind" in phases and "blind-passed" not in phases
+    assert not any(n.startswith(blind.MADE) for n in v.notes) and not v.hack_findings

@@ -37,6 +37,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,21 +77,20 @@ def request(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
 # The two processes (python -m stitchcuda.agents.verify.blind witness|referee REQUEST)
 
 
-def _setup(req: dict[str, Any], wait: bool = False):
+def _setup(req: dict[str, Any]):
     import torch
 
     from stitchcuda.task import import_file
 
     torch.set_grad_enabled(False)
     ref_mod = import_file(Path(req["reference"]))
-    if wait and sys.stdin.readline().strip() != GO:
-        sys.exit(3)  # (the witness failed: nothing to judge)
     device = torch.device("cuda", 0) if req["device"] == "cuda" and torch.cuda.is_available() else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return torch, device, ref_mod
 
 
+MADE = "blind check:"  # how the note of a check that was made starts
 GO = "go"  # the parent's word to the referee once the witness has exited
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
 DONE = "done"
@@ -207,9 +207,9 @@ def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
 
 
 def referee(req: dict[str, Any]) -> None:
-    # Started beside the witness, it loads torch and the reference's file while the witness runs,
-    # and touches the GPU, builds the module or computes anything only once told the witness exited.
-    torch, device, ref_mod = _setup(req, wait=True)
+    # Started beside the witness, it loads torch and the reference's file, and builds the module and
+    # the inputs, while the witness runs; it computes no output until told the witness has exited.
+    torch, device, ref_mod = _setup(req)
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
     from stitchcuda.agents.verify.worker import draws_random, same_draws
@@ -220,6 +220,9 @@ def referee(req: dict[str, Any]) -> None:
         ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
                           device)
         args = _inputs(ref_mod, req["seed"], device)
+    if sys.stdin.readline().strip() != GO:
+        sys.exit(3)  # (the witness failed: nothing to judge)
+    with _gpu(req, device):
         outs, befores, ops = [], [], None
         for _ in range(CALLS):
             # The reference as each call finds it (a stateful module's buffers change), for its float64 run.
@@ -288,10 +291,14 @@ if __name__ == "__main__":
 # The parent's side
 
 
-def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float) -> tuple[list, str]:
+def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float,
+          stop: threading.Event | None = None, beside_worker: bool = False) -> tuple[list, str]:
     """(hack findings, a note) of the blind check of the candidate the worker accepted; `wrap`
     puts a command in the worker's sandbox. Runs the witness, then (only after it exited) the
-    referee, then compares here. A witness that fails where the worker succeeded is a finding."""
+    referee, then compares here. A witness that fails where the worker succeeded is a finding,
+    unless it ran out of memory `beside_worker` (OUT_OF_MEMORY in the note: the Verifier runs it
+    again alone, where running out is a failure like any).
+    `stop` set ends both processes (the worker's verdict made the check moot)."""
     import torch
 
     from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, judge_against_exact
@@ -308,13 +315,18 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     ref_proc = subprocess.Popen([*module, "referee", str(path)], env=env, stdout=referee_log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log")
+        failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log", stop)
+        if stop is not None and stop.is_set():
+            return [], "blind check stopped"
+        if failed and beside_worker and _out_of_memory(workdir / "blind_witness.log"):
+            return [], f"{OUT_OF_MEMORY}: {failed}"
         if failed or not Path(blind["witness_out"]).exists():
             why = failed or "it saved no outputs"
             return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
                             f"inputs) did not complete where the worker's run did: {why}")], ""
         got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
-        failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, workdir / "blind_referee.log")
+        failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, workdir / "blind_referee.log",
+                                               stop)
         if failed:
             return [], f"blind check not made: the reference alone failed ({failed})"
         want = torch.load(blind["referee_out"], weights_only=True)
@@ -352,7 +364,7 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     if isinstance(got, dict) and (got.get("ranges") != CALLS or not got.get("after")):
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
-    return findings, f"blind check: fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
+    return findings, f"{MADE} fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
 
 
 def _tell(proc: subprocess.Popen, word: str) -> str:
@@ -366,15 +378,15 @@ def _tell(proc: subprocess.Popen, word: str) -> str:
     return ""
 
 
-def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path) -> str:
+def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
     """'' once the referee saved `path` (it then waits for the next word); else why not."""
     t_end = time.monotonic() + timeout_s
     while not Path(path).exists():
         if proc.poll() is not None:
             return _outcome(proc, 0, log) or "it exited without saving its outputs"
-        if time.monotonic() > t_end:
+        if time.monotonic() > t_end or (stop is not None and stop.is_set()):
             _kill(proc)
-            return f"no result after {timeout_s:.0f} s"
+            return "stopped" if stop is not None and stop.is_set() else f"no result after {timeout_s:.0f} s"
         time.sleep(0.02)
     return ""
 
@@ -388,22 +400,37 @@ def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path) -> li
     return torch.load(path, weights_only=True)["exact"]
 
 
-def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> str:
+def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
     """'' where the command exited 0; else why not."""
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-        return _outcome(proc, timeout_s, log)
+        return _outcome(proc, timeout_s, log, stop)
 
 
-def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path) -> str:
+OUT_OF_MEMORY = "blind check not made: out of memory beside the worker"
+
+
+def _out_of_memory(log: Path) -> bool:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "OutOfMemoryError" in text or "CUDA out of memory" in text
+
+
+def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
     """'' once `proc` exited 0; else why not (its log's last line). Its whole process group is
-    killed when it outlasts `timeout_s`."""
-    try:
-        rc = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        return f"no result after {timeout_s:.0f} s"
+    killed when it outlasts `timeout_s`, or once `stop` is set."""
+    t_end = time.monotonic() + timeout_s
+    while True:
+        try:
+            rc = proc.wait(timeout=0.05 if stop is not None else max(0.0, t_end - time.monotonic()))
+            break
+        except subprocess.TimeoutExpired:
+            if stop is not None and stop.is_set():
+                _kill(proc)
+                return "stopped"
+            if time.monotonic() >= t_end:
+                _kill(proc)
+                return f"no result after {timeout_s:.0f} s"
     if rc:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
         return f"exit code {rc}: {tail[0][:300]}"
