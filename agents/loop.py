@@ -138,6 +138,13 @@ class _FirstVerdict:
                                       elapsed_s=time.monotonic() - self.t0))
 
 
+def first_verdict_due(phases: set[str]) -> bool:
+    """Whether a candidate's verifier phases so far make its first verdict worth showing: checked and
+    timed against eager (the worker has gone on to torch.compile) and, where the blind check is on,
+    passed by it. torch.compile's timing and the profiles come after."""
+    return "compile" in phases and (BLIND_PASSED in phases or not blind.enabled())
+
+
 def _reference_profile(task: Task, plan: Plan, opts: LoopOptions, say: Callable[..., None]) -> None:
     from stitchcuda.profiling.reference import format_table, profile_in_subprocess
 
@@ -300,9 +307,7 @@ def _verify_round(task: Task, cands: list[Candidate], k: int, run_dir: Path, opt
         def on_step(step: str, detail: str) -> None:
             say("verifying", detail if len(cands) == 1 else f"{cand.name}: {detail}", k, step)
             seen.add(step)
-            # Checked and timed against eager, and (where the blind check is on) passed it: worth
-            # showing now, before torch.compile's timing and the profiles.
-            if "compile" in seen and (BLIND_PASSED in seen or not blind.enabled()):
+            if first_verdict_due(seen):
                 first.send()
         return on_step
 

@@ -150,3 +150,17 @@ def test_a_checked_and_timed_candidate_is_sent_before_torch_compile_s_timing(tmp
     (tmp_path / "result.json").write_text(json.dumps(wrong.to_dict()))
     _FirstVerdict(tmp_path, 3, 0.0, sent.append, None).send()
     assert len(sent) == 1
+
+
+def test_the_first_verdict_waits_for_the_blind_check(monkeypatch):
+    """Sent once the worker reached torch.compile and the blind check passed, in either order; never
+    for a candidate the blind check did not pass; without the check, at torch.compile."""
+    from stitchcuda.agents.loop import first_verdict_due
+    from stitchcuda.agents.verify import blind
+
+    monkeypatch.delenv(blind.BLIND_ENV, raising=False)
+    assert not first_verdict_due({"correctness", "timing", "blind", "compile"})
+    assert not first_verdict_due({"timing", "blind", "blind-passed"})
+    assert first_verdict_due({"timing", "blind", "blind-passed", "compile"})
+    monkeypatch.setenv(blind.BLIND_ENV, "0")
+    assert first_verdict_due({"timing", "compile"}) and not first_verdict_due({"timing"})
