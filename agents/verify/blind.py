@@ -207,8 +207,9 @@ def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
 
 
 def referee(req: dict[str, Any]) -> None:
-    # Started beside the witness, it loads torch and the reference's file, and builds the module and
-    # the inputs, while the witness runs; it computes no output until told the witness has exited.
+    # Started beside the witness, it loads torch and the reference's file and makes its CUDA context
+    # while the witness runs; it builds the module (GPU memory the worker beside it may need) and
+    # computes only once told the witness has exited.
     torch, device, ref_mod = _setup(req)
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
@@ -216,13 +217,14 @@ def referee(req: dict[str, Any]) -> None:
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model
 
+    if device.type == "cuda":
+        torch.cuda.init()
+    if sys.stdin.readline().strip() != GO:
+        sys.exit(3)  # (the witness failed: nothing to judge)
     with _gpu(req, device):
         ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
                           device)
         args = _inputs(ref_mod, req["seed"], device)
-    if sys.stdin.readline().strip() != GO:
-        sys.exit(3)  # (the witness failed: nothing to judge)
-    with _gpu(req, device):
         outs, befores, ops = [], [], None
         for _ in range(CALLS):
             # The reference as each call finds it (a stateful module's buffers change), for its float64 run.
