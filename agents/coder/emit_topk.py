@@ -21,6 +21,30 @@ FLOATS = ("float32", "float16", "bfloat16")
 WARPS = 8  # rows a block takes at once
 
 
+def _rows(ctx: EmitContext, x: Operand, dim: int, k: int) -> tuple[Operand | None, Operand | None, int, int, str]:
+    """(the values and indices results read, either None where unread; how many rows along `dim`;
+    the elements after `dim`; the C lines that put row r's first element's offset in `off`), each
+    result checked to be `x`'s shape with k along `dim`."""
+    values, indices = (list(ctx.outputs) + [None, None])[:2]
+    want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
+    for out, dtype in ((values, x.dtype), (indices, "int64")):
+        if out is not None and (tuple(out.shape) != want or out.dtype != dtype):
+            raise NotSupported(f"{ctx.node['op']} result {out.name}: {list(out.shape)} {out.dtype}")
+    if values is None and indices is None:
+        raise NotSupported(f"{ctx.node['op']}: no result is read")
+    rows = 1
+    for d, s in enumerate(x.shape):
+        rows *= s if d != dim else 1
+    inner = 1
+    for s in x.shape[dim + 1:]:
+        inner *= s
+    # Row r's first element, from the coordinates of r over the other dims (the operand's strides).
+    lines = ["long long q = r, off = " + str(x.offset) + ";"]
+    for d in reversed([d for d in range(len(x.shape)) if d != dim]):
+        lines.append(f"off += (q % {x.shape[d]}LL) * {x.strides[d]}LL; q /= {x.shape[d]}LL;")
+    return values, indices, rows, inner, "\n  ".join(lines)
+
+
 def emit_topk(ctx: EmitContext) -> Kernel:
     x = ctx.args.get("self")
     if not isinstance(x, Operand) or x.dtype not in FLOATS:
@@ -39,25 +63,7 @@ def emit_topk(ctx: EmitContext) -> Kernel:
     largest = bool(ctx.args.get("largest", True))
     if k > MAX_K:
         return _row_sort(ctx, x, dim, k, largest, f"topk {k} {'largest' if largest else 'smallest'}")
-    values, indices = (list(ctx.outputs) + [None, None])[:2]
-    want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
-    for out, dtype in ((values, x.dtype), (indices, "int64")):
-        if out is not None and (tuple(out.shape) != want or out.dtype != dtype):
-            raise NotSupported(f"topk result {out.name}: {list(out.shape)} {out.dtype}")
-    if values is None and indices is None:
-        raise NotSupported("topk: no result is read")
-    rows = 1
-    for d, s in enumerate(x.shape):
-        rows *= s if d != dim else 1
-    inner = 1
-    for s in x.shape[dim + 1:]:
-        inner *= s
-    # Row r's first element, from the coordinates of r over the other dims (the operand's strides).
-    others = [d for d in range(rank) if d != dim]
-    lines = ["long long q = r, off = " + str(x.offset) + ";"]
-    for d in reversed(others):
-        lines.append(f"off += (q % {x.shape[d]}LL) * {x.strides[d]}LL; q /= {x.shape[d]}LL;")
-    body = "\n  ".join(lines)
+    values, indices, rows, inner, body = _rows(ctx, x, dim, k)
     t = C_TYPES[x.dtype]
     name = ctx.name
     outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
@@ -128,25 +134,8 @@ def emit_sort(ctx: EmitContext) -> Kernel:
 
 def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, what: str) -> Kernel:
     """Rows along `dim` sorted whole by a block each, the first k of each written (values, indices)."""
-    rank, n = len(x.shape), x.shape[dim]
-    values, indices = (list(ctx.outputs) + [None, None])[:2]
-    want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
-    for out, dtype in ((values, x.dtype), (indices, "int64")):
-        if out is not None and (tuple(out.shape) != want or out.dtype != dtype):
-            raise NotSupported(f"{ctx.node['op']} result {out.name}: {list(out.shape)} {out.dtype}")
-    if values is None and indices is None:
-        raise NotSupported(f"{ctx.node['op']}: no result is read")
-    rows = 1
-    for d, s in enumerate(x.shape):
-        rows *= s if d != dim else 1
-    inner = 1
-    for s in x.shape[dim + 1:]:
-        inner *= s
-    others = [d for d in range(rank) if d != dim]
-    lines = ["long long q = r, off = " + str(x.offset) + ";"]
-    for d in reversed(others):
-        lines.append(f"off += (q % {x.shape[d]}LL) * {x.strides[d]}LL; q /= {x.shape[d]}LL;")
-    body = "\n  ".join(lines)
+    n = x.shape[dim]
+    values, indices, rows, inner, body = _rows(ctx, x, dim, k)
     t = C_TYPES[x.dtype]
     name = ctx.name
     pad = 1 << max(1, (n - 1).bit_length())  # the bitonic network's width: a power of two
