@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +118,14 @@ def held(cpus: set[int]) -> Iterator[bool]:
         for tid, mask in saved.items():
             with contextlib.suppress(OSError):  # (a thread that ended meanwhile)
                 os.sched_setaffinity(tid, mask)
+        # Threads started while it held them (the profiler's, a thread pool's) were born on the kept
+        # CPUs: they leave with the rest, onto the CPUs this thread had.
+        back = saved.get(threading.get_native_id(), next(iter(saved.values()), None))
+        with contextlib.suppress(OSError):
+            for t in os.listdir("/proc/self/task"):
+                if back is not None and int(t) not in saved:
+                    with contextlib.suppress(OSError):
+                        os.sched_setaffinity(int(t), back)
 
 
 def _move_threads(cpus: set[int]) -> dict[int, set[int]]:

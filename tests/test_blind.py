@@ -55,7 +55,7 @@ def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     assert v.accepted, (v.status, v.message)
     assert any(n.startswith("blind check:") for n in v.notes), v.notes
     assert v.phases.get("blind", 0) > 0
-    assert (tmp_path / "v" / "blind_referee.pt.exact").exists() == (stem == "good_shifted_norm")
+    assert (blind.ASKED_EXACT in " ".join(v.notes)) == (stem == "good_shifted_norm"), v.notes
 
 
 SNOOP = """
@@ -81,7 +81,7 @@ class ModelNew(nn.Module):
         if asked:
             req = json.loads(Path(asked[0]).read_text())
             seen = Path(req["witness_out"]).with_name("snooped.txt")
-            seen.write_text(str(Path(req["referee_out"]).exists()))
+            seen.write_text(f"{req.get('referee_out')} {sorted(p.name for p in seen.parent.glob('*referee*'))}")
         x, y = x.contiguous(), y.contiguous()
         out = torch.empty_like(x)
         _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
@@ -98,8 +98,9 @@ def test_no_reference_output_exists_while_the_witness_runs(tmp_path, opts):
                                           .files["kernels.cpp"]}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.accepted, (v.status, v.message)
-    assert (tmp_path / "v" / "snooped.txt").read_text() == "False"
-    assert (tmp_path / "v" / "blind_referee.pt").exists()  # (written afterwards)
+    # The witness's request names no referee output, and the run folder holds none of the referee's.
+    assert (tmp_path / "v" / "snooped.txt").read_text() == "None []"
+    assert (tmp_path / "v" / "blind_referee.log").exists()  # (the referee's log, copied afterwards)
     req = {"reference": "r.py", "candidate": "m.py"}
     assert blind.request(req, tmp_path)["seed"] != blind.request(req, tmp_path)["seed"]
 
@@ -126,39 +127,24 @@ def test_a_candidate_that_fails_only_unwatched_is_a_finding(tmp_path, opts):
                                           .files["kernels.cpp"]}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "blind-witness-failed" in {f.code for f in v.hack_findings}, (v.status, v.message)
-    assert not (tmp_path / "v" / "blind_referee.pt").exists()
 
 
-@pytest.fixture()
-def beside_correctness(monkeypatch):
-    """On the CPU the worker has no timing phase (what starts the check beside it on a GPU): its
-    correctness phase starts it here, so the two run at once, as on a GPU."""
-    from stitchcuda.agents.verify import verifier
+def test_a_referee_file_planted_in_the_run_folder_is_not_read(tmp_path, opts):
+    """The witness writes zeros and, where a referee's outputs would be read from, zeros as the
+    reference's with a huge tolerance (torch.save looked up by a computed name, past the static
+    check): the referee's outputs are the Verifier's own, in a folder the
+    candidate's sandbox cannot see, so the zeros are judged against the module's."""
+    from stitchcuda.types import Candidate
 
-    monkeypatch.setattr(verifier._EarlyBlind, "START", "correctness")
-
-
-def test_beside_the_worker_it_passes_an_honest_candidate_and_says_so_first(tmp_path, opts, beside_correctness):
-    phases: list[str] = []
-    v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "v", opts,
-               lambda p, d: phases.append(p))
-    assert v.accepted, (v.status, v.message)
-    assert any(n.startswith(blind.MADE) for n in v.notes), v.notes
-    # Started while the worker checked correctness, not after it finished; one check, not two.
-    assert phases.index("blind") < phases.index("done") and phases.count("blind") == 1, phases
-    assert "blind-passed" in phases
-
-
-def test_beside_the_worker_it_rejects_what_the_worker_accepted(tmp_path, opts, beside_correctness):
-    v = verify(hack_task("ref_linear"), hack_candidate("hack_rebind_reference_frames"), tmp_path / "v", opts)
+    plant = SNOOP.replace("""            seen.write_text(f"{req.get('referee_out')} {sorted(p.name for p in seen.parent.glob('*referee*'))}")
+""", """            zeros = torch.zeros_like(x)
+            for name in ("blind_referee.pt", "blind_referee.pt.tmp"):
+                getattr(torch, "sa" + "ve")({"outputs": [[zeros]] * 3, "rtol": 1e9, "why": "planted", "exact_possible": False},
+                           seen.with_name(name))
+            return zeros
+""")
+    assert "return zeros" in plant
+    cand = Candidate(name="plant", files={"model_new.py": plant, "kernels.cpp": hack_candidate("good_affine")
+                                          .files["kernels.cpp"]}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "blind-mismatch" in {f.code for f in v.hack_findings}, (v.status, v.message)
-
-
-def test_beside_the_worker_it_stops_when_the_worker_rejects(tmp_path, opts, beside_correctness):
-    """A candidate the worker finds wrong: the check started beside it is moot, stopped, and says nothing."""
-    phases: list[str] = []
-    v = verify(hack_task("ref_shifted_norm"), hack_candidate("wrong_shifted_norm"), tmp_path / "v", opts,
-               lambda p, d: phases.append(p))
-    assert v.status == "incorrect", (v.status, v.message)
-    assert "blind" in phases and "blind-passed" not in phases
-    assert not any(n.startswith(blind.MADE) for n in v.notes) and not v.hack_findings

@@ -62,6 +62,22 @@ def test_every_thread_moves_and_comes_back():
         t.join()
     assert seen["other"] == one
     assert os.sched_getaffinity(0) == before
+    # A thread started while they were held is born there, and leaves with the rest.
+    born, out = threading.Event(), threading.Event()
+    masks: dict[str, set[int]] = {}
+
+    def late() -> None:
+        born.set()
+        out.wait()
+        masks["late"] = os.sched_getaffinity(0)
+
+    with timing_cpus.held(one):
+        t = threading.Thread(target=late)
+        t.start()
+        born.wait()
+    out.set()
+    t.join()
+    assert masks["late"] == before
     with timing_cpus.held(set()) as moved:  # no reservation: nothing moves
         assert not moved and os.sched_getaffinity(0) == before
 

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __res
     casts = [f"  const auto x = static_cast<const {t}*>(in0);", f"  {t}* vals = {vals_ptr};",
              f"  long long* idx = {idx_ptr};"]
     threads = min(SORT_THREADS, max(32, pad // 2))
-    device = f"  {name}_kernel<<<{min(rows, 65535 * 8)}, {threads}, 0, stream>>>(x, vals, idx);"
+    device = f"  if ({rows}LL > 0) {name}_kernel<<<{max(1, min(rows, 65535 * 8))}, {threads}, 0, stream>>>(x, vals, idx);"
     host = (f"  for (long long r = 0; r < {rows}LL; ++r) {{\n"
             f"    sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k},\n"
             f"        [&](int t, float v, long long i) {{\n"

@@ -37,7 +37,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,14 +61,19 @@ def enabled() -> bool:
     return os.environ.get(BLIND_ENV, "1") != "0"
 
 
-def request(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """The witness's and referee's request: the worker's, with a fresh secret seed."""
+def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> dict[str, Any]:
+    """The witness's and referee's request: the worker's, with a fresh secret seed. The referee's
+    outputs go to `private`, a folder of the Verifier's that the candidate's sandbox cannot see
+    (its own are the candidate's to write in the run folder, as its lock state is)."""
+    private = private or workdir
     return {
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
         "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
         "init_seed": int(req.get("init_seed", 42)), "device": req.get("device", "cpu"),
         "seed": secrets.randbelow(1 << 31) + 1, "gpu_lock": req.get("gpu_lock"),
-        "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(workdir / "blind_referee.pt"),
+        "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(private / "blind_referee.pt"),
+        "witness_lock_state": str(workdir / "blind_witness_lock.json"),
+        "referee_lock_state": str(private / "blind_referee_lock.json"),
     }
 
 
@@ -91,16 +95,18 @@ def _setup(req: dict[str, Any]):
 
 
 MADE = "blind check:"  # how the note of a check that was made starts
+ASKED_EXACT = "the referee's float64 outputs asked for (the fp32 ones differed)"
 GO = "go"  # the parent's word to the referee once the witness has exited
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
 DONE = "done"
 
 
 @contextlib.contextmanager
-def _gpu(req: dict[str, Any], device: Any):
+def _gpu(req: dict[str, Any], device: Any, role: str):
     from stitchcuda.agents.verify.locks import file_lock
 
-    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None):
+    # The lock state says when it waits (behind the neighbours' timing): time the parent leaves out.
+    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"])):
         try:
             yield
         finally:
@@ -164,7 +170,7 @@ def witness(req: dict[str, Any]) -> None:
     init_args = list(ref_mod.get_init_inputs())
     cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     outs = []
-    with _gpu(req, device):
+    with _gpu(req, device, "witness"):
         ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
         weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
         del ref
@@ -175,6 +181,7 @@ def witness(req: dict[str, Any]) -> None:
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
             cand.load_state_dict(weights)
+        del weights, sd
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
@@ -221,7 +228,9 @@ def referee(req: dict[str, Any]) -> None:
         torch.cuda.init()
     if sys.stdin.readline().strip() != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
-    with _gpu(req, device):
+    # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
+    # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
+    with _gpu(req, device, "referee"):
         ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
                           device)
         args = _inputs(ref_mod, req["seed"], device)
@@ -235,17 +244,15 @@ def referee(req: dict[str, Any]) -> None:
             else:
                 out = ref(*clone_args(args))
             outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
-        ref = out = None  # (the memory back before the lock is)
+        ref = out = None
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
-        if not exact_possible:
-            befores = []  # (the memory back before the lock is)
-    _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible}, req["referee_out"])
-    if sys.stdin.readline().strip() != EXACT:
-        return
-    with _gpu(req, device):
+        _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible},
+              req["referee_out"])
+        if sys.stdin.readline().strip() != EXACT or not exact_possible:
+            return
         exact = [_fp64_outputs(b, args, req["seed"]) if b is not None else None for b in befores]
-    _save({"exact": exact}, req["referee_out"] + ".exact")
+        _save({"exact": exact}, req["referee_out"] + ".exact")
 
 
 FP64_BYTES = 1 << 30  # a reference with more state than this gets no float64 copy here
@@ -293,72 +300,84 @@ if __name__ == "__main__":
 # The parent's side
 
 
-def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float,
-          stop: threading.Event | None = None, beside_worker: bool = False) -> tuple[list, str]:
+def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float) -> tuple[list, str]:
     """(hack findings, a note) of the blind check of the candidate the worker accepted; `wrap`
     puts a command in the worker's sandbox. Runs the witness, then (only after it exited) the
-    referee, then compares here. A witness that fails where the worker succeeded is a finding,
-    unless it ran out of memory `beside_worker` (OUT_OF_MEMORY in the note: the Verifier runs it
-    again alone, where running out is a failure like any).
-    `stop` set ends both processes (the worker's verdict made the check moot)."""
+    referee, then compares here. A witness that fails where the worker succeeded is a finding; a
+    note that does not start with MADE says the check was not made."""
+    import tempfile
+
+    # The referee's request and outputs: where the candidate's sandbox cannot see or write (the run
+    # folder is the candidate's: a referee file planted there would be read as the reference's).
+    with tempfile.TemporaryDirectory(prefix="stitchcuda-referee-") as private:
+        blind = request(req, workdir, Path(private))
+        path = workdir / "blind_request.json"
+        with contextlib.suppress(OSError):  # (whatever stands there, the candidate's; written anew)
+            path.unlink()
+        path.write_text(json.dumps({k: v for k, v in blind.items() if k != "referee_out"}, indent=2))
+        ref_path = Path(private) / "request.json"
+        ref_path.write_text(json.dumps(blind))
+        with contextlib.suppress(OSError):
+            Path(blind["witness_out"]).unlink()
+        module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
+        with (Path(private) / "referee.log").open("w") as referee_log:
+            ref_proc = subprocess.Popen([*module, "referee", str(ref_path)], env=env, stdout=referee_log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
+                                        start_new_session=True)
+            try:
+                return _judge(blind, ref_proc, workdir, Path(private), env, wrap, timeout_s, module)
+            finally:
+                _kill(ref_proc)
+                with contextlib.suppress(OSError):  # (the referee's log kept where people look)
+                    (workdir / "blind_referee.log").write_text(_tail(Path(private) / "referee.log", 20000))
+
+
+def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, workdir: Path, private: Path, env: dict[str, str],
+           wrap: Any, timeout_s: float, module: list[str]) -> tuple[list, str]:
     import torch
 
     from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, judge_against_exact
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
     from stitchcuda.types import Finding
 
-    blind = request(req, workdir)
-    path = workdir / "blind_request.json"
-    path.write_text(json.dumps(blind, indent=2))
-    for stale in (blind["witness_out"], blind["referee_out"], blind["referee_out"] + ".exact"):
-        Path(stale).unlink(missing_ok=True)
-    module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
-    referee_log = (workdir / "blind_referee.log").open("w")
-    ref_proc = subprocess.Popen([*module, "referee", str(path)], env=env, stdout=referee_log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        failed = _run(wrap([*module, "witness", str(path)]), env, timeout_s, workdir / "blind_witness.log", stop)
-        if stop is not None and stop.is_set():
-            return [], "blind check stopped"
-        if failed and beside_worker and _out_of_memory(workdir / "blind_witness.log"):
-            return [], f"{OUT_OF_MEMORY}: {failed}"
-        if failed or not Path(blind["witness_out"]).exists():
-            why = failed or "it saved no outputs"
-            return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
-                            f"inputs) did not complete where the worker's run did: {why}")], ""
-        got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
-        failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, workdir / "blind_referee.log",
-                                               stop)
-        if failed:
-            return [], f"blind check not made: the reference alone failed ({failed})"
-        want = torch.load(blind["referee_out"], weights_only=True)
-        tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
-        outs = got.get("outputs") if isinstance(got, dict) else None
-        findings, misses = [], []
-        if not isinstance(outs, list) or len(outs) != len(want["outputs"]):
-            findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
-        else:
-            outs = [g if isinstance(g, list) else [g] for g in outs]
-            judged = [compare_outputs(w, g, tol) for w, g in zip(want["outputs"], outs, strict=True)]
-            misses = [(k, m) for k, m in enumerate(judged) if not m.ok]
-        if misses and want.get("exact_possible"):
-            # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
-            exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, workdir / "blind_referee.log")
-            for i, (k, _) in enumerate(misses):
-                if exact is not None and exact[k] is not None:
-                    with contextlib.suppress(Exception):
-                        misses[i] = (k, judge_against_exact(want["outputs"][k], outs[k], exact[k], tol))
-            misses = [(k, m) for k, m in misses if not m.ok]
-        else:
-            _tell(ref_proc, DONE)
-        if misses:
-            k, m = misses[0]
-            findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
-                                    f"no reference in its process, the candidate's outputs are not the module's: "
-                                    f"{m.message} (at {tol.why})"))
-    finally:
-        _kill(ref_proc)
-        referee_log.close()
+    failed = _run(wrap([*module, "witness", str(workdir / "blind_request.json")]), env, timeout_s,
+                  workdir / "blind_witness.log", Path(blind["witness_lock_state"]))
+    if failed or not Path(blind["witness_out"]).is_file():
+        why = failed or "it saved no outputs"
+        return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
+                        f"inputs) did not complete where the worker's run did: {why}")], ""
+    got = torch.load(blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
+    log = private / "referee.log"
+    lock_state = Path(blind["referee_lock_state"])
+    failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, log, lock_state)
+    if failed:
+        return [], f"blind check not made: the reference alone failed ({failed})"
+    want = torch.load(blind["referee_out"], weights_only=True)
+    tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
+    outs = got.get("outputs") if isinstance(got, dict) else None
+    findings, misses, asked = [], [], ""
+    if not isinstance(outs, list) or len(outs) != len(want["outputs"]):
+        findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
+    else:
+        outs = [g if isinstance(g, list) else [g] for g in outs]
+        judged = [compare_outputs(w, g, tol) for w, g in zip(want["outputs"], outs, strict=True)]
+        misses = [(k, m) for k, m in enumerate(judged) if not m.ok]
+    if misses and want.get("exact_possible"):
+        # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
+        exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
+        asked = f"; {ASKED_EXACT}"
+        for i, (k, _) in enumerate(misses):
+            if exact is not None and exact[k] is not None:
+                with contextlib.suppress(Exception):
+                    misses[i] = (k, judge_against_exact(want["outputs"][k], outs[k], exact[k], tol))
+        misses = [(k, m) for k, m in misses if not m.ok]
+    else:
+        _tell(ref_proc, DONE)
+    if misses:
+        k, m = misses[0]
+        findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
+                                f"no reference in its process, the candidate's outputs are not the module's: "
+                                f"{m.message} (at {tol.why})"))
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
@@ -366,7 +385,7 @@ def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, ti
     if isinstance(got, dict) and (got.get("ranges") != CALLS or not got.get("after")):
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
-    return findings, f"{MADE} fresh inputs, the candidate alone in its process, judged outside it at {tol.why}"
+    return findings, f"{MADE} fresh inputs, the candidate alone in its process, judged outside it at {tol.why}{asked}"
 
 
 def _tell(proc: subprocess.Popen, word: str) -> str:
@@ -380,63 +399,96 @@ def _tell(proc: subprocess.Popen, word: str) -> str:
     return ""
 
 
-def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
+HARD_CAP = 4  # times the time limit: a process said to wait for the GPU lock longer than that is ended
+
+
+class _Clock:
+    """A process's time against its limit, leaving out the time its lock state says it waited for the
+    GPU lock (behind the neighbours' timing); at most HARD_CAP times the limit in all, as the witness's
+    state is the candidate's to write."""
+
+    def __init__(self, timeout_s: float, lock_state: Path | None):
+        from stitchcuda.agents.verify.locks import LockState
+
+        self._read = LockState.read
+        self.timeout_s, self.lock_state = timeout_s, lock_state
+        self.t0 = self.last = time.monotonic()
+        self.waited = 0.0
+
+    def over(self) -> bool:
+        now = time.monotonic()
+        state = self._read(self.lock_state) if self.lock_state is not None else None
+        if state is not None and state.state == "waiting":
+            self.waited += now - max(self.last, state.since)
+        self.last = now
+        return now - self.t0 - self.waited > self.timeout_s or now - self.t0 > HARD_CAP * self.timeout_s
+
+
+def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_state: Path) -> str:
     """'' once the referee saved `path` (it then waits for the next word); else why not."""
-    t_end = time.monotonic() + timeout_s
+    clock = _Clock(timeout_s, lock_state)
     while not Path(path).exists():
         if proc.poll() is not None:
             return _outcome(proc, 0, log) or "it exited without saving its outputs"
-        if time.monotonic() > t_end or (stop is not None and stop.is_set()):
+        if clock.over():
             _kill(proc)
-            return "stopped" if stop is not None and stop.is_set() else f"no result after {timeout_s:.0f} s"
+            return f"no result after {timeout_s:.0f} s"
         time.sleep(0.02)
     return ""
 
 
-def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path) -> list[Any] | None:
+def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_state: Path) -> list[Any] | None:
     """The referee's float64 outputs, asked for; None where it could not give them."""
     import torch
 
-    if _tell(proc, EXACT) or _outcome(proc, timeout_s, log) or not Path(path).exists():
+    if _tell(proc, EXACT) or _outcome(proc, timeout_s, log, lock_state) or not Path(path).exists():
         return None
     return torch.load(path, weights_only=True)["exact"]
 
 
-def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
-    """'' where the command exited 0; else why not."""
+def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path, lock_state: Path) -> str:
+    """'' where the command exited 0; else why not. Its process group is ended either way: nothing
+    the witness started outlives it beside the referee."""
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-        return _outcome(proc, timeout_s, log, stop)
+        try:
+            return _outcome(proc, timeout_s, log, lock_state)
+        finally:
+            _kill_group(proc)
 
 
-OUT_OF_MEMORY = "blind check not made: out of memory beside the worker"
+def _tail(log: Path, size: int) -> str:
+    """The last `size` bytes of a log (the candidate's may be any size)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
-def _out_of_memory(log: Path) -> bool:
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return "OutOfMemoryError" in text or "CUDA out of memory" in text
-
-
-def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path, stop: threading.Event | None = None) -> str:
+def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path, lock_state: Path | None = None) -> str:
     """'' once `proc` exited 0; else why not (its log's last line). Its whole process group is
-    killed when it outlasts `timeout_s`, or once `stop` is set."""
-    t_end = time.monotonic() + timeout_s
+    killed when it outlasts `timeout_s` (time waiting for the GPU lock left out)."""
+    clock = _Clock(timeout_s, lock_state)
     while True:
         try:
-            rc = proc.wait(timeout=0.05 if stop is not None else max(0.0, t_end - time.monotonic()))
+            rc = proc.wait(timeout=0.05)
             break
         except subprocess.TimeoutExpired:
-            if stop is not None and stop.is_set():
-                _kill(proc)
-                return "stopped"
-            if time.monotonic() >= t_end:
+            if clock.over():
                 _kill(proc)
                 return f"no result after {timeout_s:.0f} s"
     if rc:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        tail = _tail(log, 4096).strip().splitlines()[-1:] or [""]
         return f"exit code {rc}: {tail[0][:300]}"
     return ""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -168,18 +168,14 @@ def verify(
         timing_cpus.assign(env, physical_gpu(gpu))
     box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
     env = box.env  # a private temp folder and build folders in the run folder
-    early = _EarlyBlind(req, workdir, env, box, opts, progress) \
-        if candidate is not None and not static and blind.enabled() else None
-    outcome = _run_worker(req, workdir, env, opts, early.watch if early else progress, cancel, box)
+    outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
     verdict = _read_verdict(workdir, candidate, outcome)
     verdict.sandboxed, verdict.sandbox = box.active, box.why
     if candidate is not None:
         _native_symbols_check(verdict, workdir)
     if candidate is not None and verdict.accepted and not static and blind.enabled() \
             and not (cancel is not None and cancel.is_set()):
-        _blind_check(verdict, req, workdir, env, box, opts, early.progress if early else progress, early)
-    elif early is not None:
-        early.stop()
+        _blind_check(verdict, req, workdir, env, box, opts, progress)
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -215,89 +211,34 @@ def _native_symbols_check(verdict: Verdict, workdir: Path) -> None:
             verdict.message = "; ".join(f.message for f in found[:3])
 
 
-def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts: VerifyOptions, progress,
-                 early: _EarlyBlind | None = None) -> None:
-    got = early.result() if early is not None else None
-    if got is None:  # not started beside the worker, or not made there (out of memory beside it)
-        if progress:
-            progress("blind", "the candidate alone on fresh inputs, judged outside its process")
-        t0 = time.monotonic()
+def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts: VerifyOptions, progress) -> None:
+    """After the worker has exited: no process that ran the candidate beside the reference is left to
+    help the witness (a worker alive beside it could compute the reference's outputs for it)."""
+    if progress:
+        progress("blind", "the candidate alone on fresh inputs, judged outside its process")
+    t0 = time.monotonic()
+    try:
         # (On a GPU its processes take the GPU's lock while they compute there, not while they start.)
         found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
-        seconds = time.monotonic() - t0
-        if progress and not found and note.startswith(blind.MADE):
-            progress(BLIND_PASSED, note)
-    else:
-        found, note, seconds = got
-    verdict.phases["blind"] = round(seconds, 2)
+    except Exception as e:  # noqa: BLE001 - what the witness left may break the judging: fail closed
+        found, note = [Finding("blind-witness-failed", f"the blind check could not judge the witness's outputs: "
+                               f"{type(e).__name__}: {str(e)[:300]}")], ""
+    verdict.phases["blind"] = round(time.monotonic() - t0, 2)
     if note:
         verdict.notes.append(note)
     if found:
         verdict.hack_findings += found
         verdict.status = "hacked"
         verdict.message = "; ".join(f.message for f in found[:3])
+    elif not note.startswith(blind.MADE):
+        # Not made (the reference alone failed): not blind-checked, so not accepted.
+        verdict.status = "unverified"
+        verdict.message = note
+    elif progress:
+        progress(BLIND_PASSED, note)
 
 
 BLIND_PASSED = "blind-passed"  # the progress phase once the blind check passed (the loop's first verdict waits for it)
-
-
-class _EarlyBlind:
-    """The blind check started beside the worker once the worker has passed correctness (its
-    `timing` phase), so it runs while the worker times and compiles torch.compile instead of after:
-    the first verdict the user sees (agents/loop.py) is then blind-checked and comes sooner. Its
-    result counts only if the worker's final verdict accepts the candidate; a check not made beside
-    the worker (out of memory, the reference alone failing) is made again alone afterwards."""
-
-    START = "timing"
-
-    def __init__(self, req: dict, workdir: Path, env, box: Box, opts: VerifyOptions, progress: Progress | None):
-        self.req, self.workdir, self.env, self.box, self.opts = req, workdir, env, box, opts
-        self._progress = progress
-        self._said = threading.Lock()  # progress comes from the worker's events and from this thread
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._got: tuple[list[Finding], str, float] | None = None
-
-    def progress(self, phase: str, detail: str) -> None:
-        if self._progress is not None:
-            with self._said:
-                self._progress(phase, detail)
-
-    def watch(self, phase: str, detail: str) -> None:
-        """The worker's progress, passed on; its START phase starts the check."""
-        self.progress(phase, detail)
-        if phase == self.START and self._thread is None:
-            self.progress("blind", "the candidate alone on fresh inputs, judged outside its process "
-                          "(beside the worker's timing)")
-            self._thread = threading.Thread(target=self._run, name="blind-check", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        t0 = time.monotonic()
-        try:
-            found, note = blind.check(self.req, self.workdir, self.env, self.box.wrap, self.opts.timeout_s,
-                                      stop=self._stop, beside_worker=True)
-        except Exception as e:  # noqa: BLE001 - made again alone, where an error is the Verifier's to show
-            found, note = [], f"blind check not made beside the worker: {type(e).__name__}: {e}"
-        self._got = (found, note, time.monotonic() - t0)
-        if not found and note.startswith(blind.MADE) and not self._stop.is_set():
-            self.progress(BLIND_PASSED, note)
-
-    def result(self) -> tuple[list[Finding], str, float] | None:
-        """(findings, note, seconds) where the check was made beside the worker; else None."""
-        if self._thread is None:
-            return None
-        self._thread.join()
-        got = self._got
-        if got is None or (not got[0] and not got[1].startswith(blind.MADE)):
-            return None
-        return got
-
-    def stop(self) -> None:
-        """The worker did not accept the candidate: the check is moot."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 # Static findings that mean the candidate's module cannot be loaded at all: its build verdict.
