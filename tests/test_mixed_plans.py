@@ -98,9 +98,9 @@ def test_a_refused_kernel_is_reported_once_with_its_reason():
         def forward(self, x):
             return torch.topk(x, 40, dim=1).values * 2
 
-    p = plan_of(ManyLargest(), [torch.randn(4, 64)])
+    p = plan_of(ManyLargest(), [torch.randn(4, 5000)])  # (past a warp's 32, in rows past a block's sort)
     assert not p.supported
-    assert p.unsupported == ["topk of 40 of 64 (at most 32)"]
+    assert p.unsupported == ["topk of 40 of 5000 (at most 32, or rows of at most 4096)"]
 
 
 @pytest.mark.nvcc

@@ -214,7 +214,7 @@ def test_hand_written_graph():
         {"name": "x", "op": "input", "kind": "arg", "index": 0, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
         {"name": "s", "op": "sigmoid", "target": "aten.sigmoid.default", "args": {"self": ref("x")},
          "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
-        {"name": "srt", "op": "sort", "target": "aten.sort.default", "args": {"self": ref("s")},
+        {"name": "srt", "op": "kthvalue", "target": "aten.kthvalue.default", "args": {"self": ref("s"), "k": 2},
          "view": False, "shape": None, "outputs": []},
         {"name": "v", "op": "getitem", "args": {"self": ref("srt"), "index": 0},
          "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
@@ -223,7 +223,7 @@ def test_hand_written_graph():
         {"name": "output", "op": "output", "args": {"values": [ref("v"), ref("s")]}, "structure": "tuple"},
     ]  # fmt: skip
     p = planner.plan_graph(nodes, task="hand")
-    assert p.unsupported == ["aten.sort.default: not supported by the built-in coder yet"]
+    assert p.unsupported == ["aten.kthvalue.default: not supported by the built-in coder yet"]
     assert [g.outputs for g in p.groups] == [["s"]]
     assert any("never used" in n and "h" in n for n in p.notes)
 
