@@ -67,8 +67,6 @@ def emit_topk(ctx: EmitContext) -> Kernel:
     t = C_TYPES[x.dtype]
     name = ctx.name
     outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
-    vals_ptr = f"static_cast<{t}*>({outs[0][1]})" if values is not None else "nullptr"
-    idx_ptr = f"static_cast<long long*>({outs[-1][1]})" if indices is not None else "nullptr"
     lg = "true" if largest else "false"
     source = cuda_text.load("topk.cuh") + f"""
 // {name}: topk {k} {'largest' if largest else 'smallest'} of {n} along dim {dim} of {list(x.shape)}
@@ -94,25 +92,36 @@ __global__ void __launch_bounds__({WARPS * 32}) {name}_kernel(const {t}* __restr
 }}
 #endif
 """
+    blocks = min(-(-rows // WARPS), 65535 * 8)
+    device = f"  {name}_kernel<<<{blocks}, {WARPS * 32}, 0, stream>>>(x, vals, idx);"
+    host_row = f"sc_topk_row_host<{k}, {lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL,"
+    return _kernel(name, x, outs, rows, source, device, host_row,
+                   f"topk {k} {'largest' if largest else 'smallest'} of {n} along dim {dim}, {rows} rows, a warp a row")
+
+
+def _kernel(name: str, x: Operand, outs: list[tuple[Operand, str]], rows: int, source: str, device: str,
+            host_row: str, note: str) -> Kernel:
+    """The kernel with its launchers: `device` launches it; on the CPU each row r runs `host_row`
+    (a call missing its last argument, the function that writes result t of the row)."""
+    t = C_TYPES[x.dtype]
+    # (outs: the values' then the indices' results, each where read; values are floats, indices int64)
+    vals_ptr = f"static_cast<{t}*>({outs[0][1]})" if outs[0][0].dtype != "int64" else "nullptr"
+    idx_ptr = f"static_cast<long long*>({outs[-1][1]})" if outs[-1][0].dtype == "int64" else "nullptr"
     raw = ["const void* in0", *[f"void* {p}" for _, p in outs]]
     casts = [f"  const auto x = static_cast<const {t}*>(in0);", f"  {t}* vals = {vals_ptr};",
              f"  long long* idx = {idx_ptr};"]
-    blocks = min(-(-rows // WARPS), 65535 * 8)
-    device = f"  {name}_kernel<<<{blocks}, {WARPS * 32}, 0, stream>>>(x, vals, idx);"
     host = (f"  for (long long r = 0; r < {rows}LL; ++r) {{\n"
-            f"    const long long base = {name}_row(r);\n"
-            f"    sc_topk_row_host<{k}, {lg}>(x, base, {x.strides[dim]}LL, {n}LL,\n"
+            f"    {host_row}\n"
             f"        [&](int t, float v, long long i) {{\n"
             f"          if (vals) vals[{name}_out(r, t)] = sc_from_f<{t}>(v);\n"
             f"          if (idx) idx[{name}_out(r, t)] = i;\n"
             f"        }});\n  }}")
-    source += launchers(name, raw, casts, device, host)
     return Kernel(
         name=name,
         inputs=[KernelArg(x.name, x.dtype)],
         outputs=[KernelArg(o.name, o.dtype) for o, _ in outs],
-        source=source,
-        ops=[f"topk {k} {'largest' if largest else 'smallest'} of {n} along dim {dim}, {rows} rows, a warp a row"],
+        source=source + launchers(name, raw, casts, device, host),
+        ops=[note],
         host=True,
     )
 
@@ -140,8 +149,6 @@ def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, wha
     name = ctx.name
     pad = 1 << max(1, (n - 1).bit_length())  # the bitonic network's width: a power of two
     outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
-    vals_ptr = f"static_cast<{t}*>({outs[0][1]})" if values is not None else "nullptr"
-    idx_ptr = f"static_cast<long long*>({outs[-1][1]})" if indices is not None else "nullptr"
     lg = "true" if largest else "false"
     source = cuda_text.load("topk.cuh") + cuda_text.load("row_sort.cuh") + f"""
 // {name}: {what}, {k} of {n} along dim {dim} of {list(x.shape)}, a block a row
@@ -174,26 +181,11 @@ __global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __res
 }}
 #endif
 """
-    raw = ["const void* in0", *[f"void* {p}" for _, p in outs]]
-    casts = [f"  const auto x = static_cast<const {t}*>(in0);", f"  {t}* vals = {vals_ptr};",
-             f"  long long* idx = {idx_ptr};"]
     threads = min(SORT_THREADS, max(32, pad // 2))
     device = f"  if ({rows}LL > 0) {name}_kernel<<<{max(1, min(rows, 65535 * 8))}, {threads}, 0, stream>>>(x, vals, idx);"
-    host = (f"  for (long long r = 0; r < {rows}LL; ++r) {{\n"
-            f"    sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k},\n"
-            f"        [&](int t, float v, long long i) {{\n"
-            f"          if (vals) vals[{name}_out(r, t)] = sc_from_f<{t}>(v);\n"
-            f"          if (idx) idx[{name}_out(r, t)] = i;\n"
-            f"        }});\n  }}")
-    source += launchers(name, raw, casts, device, host)
-    return Kernel(
-        name=name,
-        inputs=[KernelArg(x.name, x.dtype)],
-        outputs=[KernelArg(o.name, o.dtype) for o, _ in outs],
-        source=source,
-        ops=[f"{what}: {k} of {n} along dim {dim}, {rows} rows, a block a row (sorted whole in shared memory)"],
-        host=True,
-    )
+    host_row = f"sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k},"
+    return _kernel(name, x, outs, rows, source, device, host_row,
+                   f"{what}: {k} of {n} along dim {dim}, {rows} rows, a block a row (sorted whole in shared memory)")
 
 
 EMITTERS = {"topk": emit_topk, "sort": emit_sort}
