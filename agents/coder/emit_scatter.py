@@ -172,24 +172,17 @@ def _scatter(ctx: EmitContext) -> Kernel:
               "  const float* src = nullptr;" if number is not None else f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
               f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
               "  const auto y = static_cast<float*>(out0_);"]
-    device = (f"  {name}_copy<<<sc_grid({n_out}LL), {THREADS}, 0, stream>>>({args});\n"
-              + (f"  if ({n_src}LL > 0) {name}_reset<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});\n"
-                 if reset_body else "")
-              + f"  if ({n_src}LL > 0) {name}_add<<<sc_grid({n_src}LL), {THREADS}, 0, stream>>>({args});")
-    host = (f"  for (int64_t o = 0; o < {n_out}LL; ++o) {name}_copy_one(o, {args});\n"
-            + (f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_reset_one(s, {args});\n" if reset_body else "")
-            + f"  for (int64_t s = 0; s < {n_src}LL; ++s) {name}_add_one(s, {args});")
-    reset_fns = f"""
-SC_INLINE void {name}_reset_one(int64_t s, {params}) {{
-{reset_body}
-  (void){'ld' if pro else 'x'}; (void)src; (void)gx;
-}}
-
-__global__ void __launch_bounds__({THREADS}) {name}_reset({params}) {{
-  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < {n_src}LL; s += (int64_t)gridDim.x * blockDim.x)
-    {name}_reset_one(s, {args});
-}}
-""" if reset_body else ""
+    # The passes in launch order: (stage, its element count, its body, what it leaves unread).
+    kept = "ld" if pro else "x"
+    passes = [("copy", n_out, copy_body, "(void)ix; (void)src; (void)gx;"),
+              *([("reset", n_src, reset_body, f"(void){kept}; (void)src; (void)gx;")] if reset_body else []),
+              ("add", n_src, add_body, f"(void){kept}; (void)src; (void)gx;")]
+    device = "\n".join(f"  {'' if stage == 'copy' else f'if ({count}LL > 0) '}{name}_{stage}"
+                       f"<<<sc_grid({count}LL), {THREADS}, 0, stream>>>({args});" for stage, count, _, _ in passes)
+    host = "\n".join(f"  for (int64_t e = 0; e < {count}LL; ++e) {name}_{stage}_one(e, {args});"
+                     for stage, count, _, _ in passes)
+    kernels_text = "\n".join(_grid_pass(name, stage, count, body, unread, params, args)
+                             for stage, count, body, unread in passes)
     source_text = f"""
 // {name}: {op} along dim {dim} of {list(source.shape)} into {list(out.shape)}
 {WRAP_INDEX}#ifndef SC_SCATTER_ADD
@@ -204,27 +197,7 @@ SC_INLINE void sc_scatter_add(float* at, float v) {{
 #endif
 {_ATOMICS if reduce in ("prod", "amax", "amin") else ""}
 {pro.loader(f"{name}_ld") if pro else ""}
-SC_INLINE void {name}_copy_one(int64_t o, {params}) {{
-{copy_body}
-  (void)ix; (void)src; (void)gx;
-}}
-
-SC_INLINE void {name}_add_one(int64_t s, {params}) {{
-{add_body}
-  (void){'ld' if pro else 'x'}; (void)src; (void)gx;
-}}
-
-__global__ void __launch_bounds__({THREADS}) {name}_copy({params}) {{
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < {n_out}LL; o += (int64_t)gridDim.x * blockDim.x)
-    {name}_copy_one(o, {args});
-}}
-
-{reset_fns}
-__global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
-  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < {n_src}LL; s += (int64_t)gridDim.x * blockDim.x)
-    {name}_add_one(s, {args});
-}}
-
+{kernels_text}
 {launchers(name, raw, casts, device, host)}"""
     return Kernel(
         name=name,
@@ -238,6 +211,24 @@ __global__ void __launch_bounds__({THREADS}) {name}_add({params}) {{
              + (f", self computed as copied: {' -> '.join(pro.ops) or 'copy'}" if pro else "") + ")"],
         host=True,
     )
+
+
+def _grid_pass(name: str, stage: str, count: int, body: str, unread: str, params: str, args: str) -> str:
+    """One pass: its element function (the CPU entry calls it serially) and a grid-stride kernel over
+    `count` elements. `body` reads its element's index from the variable its stage names (`o` for
+    the copy over the result, `s` over the sources)."""
+    var = "o" if stage == "copy" else "s"
+    return f"""
+SC_INLINE void {name}_{stage}_one(int64_t {var}, {params}) {{
+{body}
+  {unread}
+}}
+
+__global__ void __launch_bounds__({THREADS}) {name}_{stage}({params}) {{
+  for (int64_t {var} = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; {var} < {count}LL; {var} += (int64_t)gridDim.x * blockDim.x)
+    {name}_{stage}_one({var}, {args});
+}}
+"""
 
 
 EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter, "scatter_reduce": _scatter}
