@@ -354,3 +354,15 @@ def test_on_the_gpu_scatters_match_pytorch(tmp_path, monkeypatch, make, inputs):
     torch.manual_seed(1)
     got, want = on_the_gpu(make(), inputs(), tmp_path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_compare_and_swap_reductions_build_clean_for_sm90(tmp_path, reduce):
+    """The device side of the retry loops (the CPU entries above take the host branch of the macro)."""
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
+
+    cand = builtin_candidate(ScatterReduce(reduce, False), _reduce_inputs()(), host=False)
+    assert "atomicCAS(" in cand.files["fused_kernels.cu"]
+    assert_builds_clean_for_sm90(cand, tmp_path / f"{reduce}.cu", cudnn_include_or_skip())
