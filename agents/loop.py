@@ -21,6 +21,7 @@ from stitchcuda.agents.verify import blind
 from stitchcuda.agents.verify.replay import file_digests, files_digest
 from stitchcuda.agents.verify.verifier import (
     BLIND_PASSED,
+    TIMED,
     VerifierPool,
     VerifyOptions,
     cuda_available,
@@ -140,9 +141,9 @@ class _FirstVerdict:
 
 def first_verdict_due(phases: set[str]) -> bool:
     """Whether a candidate's verifier phases so far make its first verdict worth showing: checked and
-    timed against eager (the worker has gone on to torch.compile) and, where the blind check is on,
-    passed by it. torch.compile's timing and the profiles come after."""
-    return "compile" in phases and (BLIND_PASSED in phases or not blind.enabled())
+    timed against eager (its worker has exited) and, where the blind check is on, passed by it.
+    torch.compile's timing (beside the blind check) and the profiles come after."""
+    return TIMED in phases and (BLIND_PASSED in phases or not blind.enabled())
 
 
 def _reference_profile(task: Task, plan: Plan, opts: LoopOptions, say: Callable[..., None]) -> None:

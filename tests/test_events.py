@@ -153,14 +153,16 @@ def test_a_checked_and_timed_candidate_is_sent_before_torch_compile_s_timing(tmp
 
 
 def test_the_first_verdict_waits_for_the_blind_check(monkeypatch):
-    """Sent once the worker reached torch.compile and the blind check passed, in either order; never
-    for a candidate the blind check did not pass; without the check, at torch.compile."""
+    """Sent once the worker exited with the candidate timed and the blind check passed; never for a
+    candidate the blind check did not pass, and never on torch.compile's progress (its own process,
+    beside the blind check); without the check, once timed."""
     from stitchcuda.agents.loop import first_verdict_due
     from stitchcuda.agents.verify import blind
+    from stitchcuda.agents.verify.verifier import BLIND_PASSED, TIMED
 
     monkeypatch.delenv(blind.BLIND_ENV, raising=False)
-    assert not first_verdict_due({"correctness", "timing", "blind", "compile"})
-    assert not first_verdict_due({"timing", "blind", "blind-passed"})
-    assert first_verdict_due({"timing", "blind", "blind-passed", "compile"})
+    assert not first_verdict_due({"correctness", "timing", TIMED, "blind", "compile", "compile-timing"})
+    assert not first_verdict_due({"timing", "blind", BLIND_PASSED})
+    assert first_verdict_due({"timing", TIMED, "blind", BLIND_PASSED})
     monkeypatch.setenv(blind.BLIND_ENV, "0")
-    assert first_verdict_due({"timing", "compile"}) and not first_verdict_due({"timing"})
+    assert first_verdict_due({"timing", TIMED}) and not first_verdict_due({"timing", "compile"})

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from stitchcuda.agents.verify import precision
+from stitchcuda.agents.verify import compile_baseline, precision
 from stitchcuda.agents.verify.compare import Tolerance
 
 
@@ -188,39 +188,37 @@ def _sets():
 
 
 def test_compile_baseline_checked_on_the_candidates_input_sets():
-    from stitchcuda.agents.verify import worker
-
     torch.manual_seed(0)
     ref = _Affine().eval()
-    inputs = list(worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu")))
+    inputs = list(compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu")))
     assert [n for n, _ in inputs] == ["random-0", "random-1", "adversarial-large"]  # other batch sizes left out
     assert inputs[2][1][0].abs().max() > 100 * inputs[0][1][0].abs().max()  # the adversarial transform applied
     tol = Tolerance(1e-2, "matmul in reference")
     ops = Counter({"addmm": 1, "relu": 1})  # as trace_ops names them
-    again = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
+    again = lambda: compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
     # The same math meets it; output off by 0.1% too (within 1e-2); off by 10% on the large set only: named.
-    assert worker._compile_misses(ref, ref, again(), tol, ops) is None
-    assert worker._compile_misses(ref, lambda x: ref(x) * 1.001, again(), tol, ops) is None
+    assert compile_baseline.compile_misses(ref, ref, again(), tol, ops) is None
+    assert compile_baseline.compile_misses(ref, lambda x: ref(x) * 1.001, again(), tol, ops) is None
 
     def off_when_large(x):
         y = ref(x)
         return y * 1.1 if x.abs().max() > 100 else y
 
-    why = worker._compile_misses(ref, off_when_large, again(), tol, ops)
+    why = compile_baseline.compile_misses(ref, off_when_large, again(), tol, ops)
     assert why is not None and why.startswith("adversarial-large:"), why
     # Only the sets the candidate passed are judged; a set the compiled module fails on is not judged.
-    passed = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"),  # noqa: E731
+    passed = lambda: compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"),  # noqa: E731
                                             {"random-0", "random-1"})
-    assert worker._compile_misses(ref, off_when_large, passed(), tol, ops) is None
+    assert compile_baseline.compile_misses(ref, off_when_large, passed(), tol, ops) is None
 
     def raises_when_large(x):
         if x.abs().max() > 100:
             raise ValueError("rejected")
         return ref(x)
 
-    assert worker._compile_misses(ref, raises_when_large, again(), tol, ops) is None
+    assert compile_baseline.compile_misses(ref, raises_when_large, again(), tol, ops) is None
     # A reference that draws random numbers cannot be judged against a compiled one: no verdict.
-    assert worker._compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None
+    assert compile_baseline.compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None
 
 
 class _DropoutAffine(torch.nn.Module):
@@ -245,14 +243,14 @@ def test_a_random_reference_is_judged_against_a_compile_that_draws_as_eager_does
     torch.manual_seed(0)
     ref = _DropoutAffine().train()
     ops = Counter({"addmm": 1, "native_dropout": 1})
-    again = lambda: worker._checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
+    again = lambda: compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731
     args = next(iter(again()))[1]
     tol = Tolerance(1e-2, "matmul in reference")
     # The timed compile first, as the worker has it (with torch 2.11 on the H200 a second
     # torch.compile(ref) found its code; with 2.13 on the CPU it does not, so this passes either way).
     timed = torch.compile(ref)
     timed(*args)
-    judged = worker._compiled_with_eager_draws(ref, "tf32", args, tol)
+    judged = compile_baseline.compiled_with_eager_draws(ref, "tf32", args, tol)
     assert judged is not None
     worker.same_draws(3)
     want = ref(*args)
@@ -260,26 +258,24 @@ def test_a_random_reference_is_judged_against_a_compile_that_draws_as_eager_does
     torch.testing.assert_close(judged(*args), want)  # eager's mask, not Inductor's own
     worker.same_draws(4)
     assert not torch.equal(ref(*args), want)  # (another seed, another mask: the draws are real)
-    assert worker._compile_misses(ref, judged, again(), tol, ops, eager_draws=True) is None
+    assert compile_baseline.compile_misses(ref, judged, again(), tol, ops, eager_draws=True) is None
 
     def off_when_large(x):
         y = judged(x)
         return y * 1.1 if x.abs().max() > 100 else y
 
-    why = worker._compile_misses(ref, off_when_large, again(), tol, ops, eager_draws=True)
+    why = compile_baseline.compile_misses(ref, off_when_large, again(), tol, ops, eager_draws=True)
     assert why is not None and why.startswith("adversarial-large:"), why
-    assert worker._compile_misses(ref, off_when_large, again(), tol, ops) is None
+    assert compile_baseline.compile_misses(ref, off_when_large, again(), tol, ops) is None
 
 
 def test_a_compile_that_does_not_draw_as_eager_does_is_not_judged(monkeypatch):
     """Where the compiled module's draws are not eager's (on the H200 with torch 2.11, level 2's 66's
     mask was not), its output would miss for that alone: the probe without TF32 finds it and nothing
     is judged. Simulated with seeds that differ between the two calls."""
-    from stitchcuda.agents.verify import worker
-
     torch.manual_seed(0)
     ref = _DropoutAffine().train()
     args = [torch.randn(8, 64)]
     seeds = iter(range(100, 200))
-    monkeypatch.setattr(worker, "same_draws", lambda seed: torch.manual_seed(next(seeds)))
-    assert worker._compiled_with_eager_draws(ref, "tf32", args, Tolerance(1e-2, "matmul in reference")) is None
+    monkeypatch.setattr(compile_baseline, "same_draws", lambda seed: torch.manual_seed(next(seeds)))
+    assert compile_baseline.compiled_with_eager_draws(ref, "tf32", args, Tolerance(1e-2, "matmul in reference")) is None

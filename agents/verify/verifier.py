@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,7 +151,8 @@ def verify(
         "trials": opts.trials,
         "random_sets": opts.random_sets,
         "adversarial": list(opts.adversarial) if opts.adversarial is not None else None,
-        "time_compile": opts.time_compile,
+        # A candidate's torch.compile baseline is timed in a process of its own (_compile_beside).
+        "time_compile": opts.time_compile and candidate is None,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
         "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
         "result": str(workdir / "result.json"),
@@ -173,9 +175,19 @@ def verify(
     verdict.sandboxed, verdict.sandbox = box.active, box.why
     if candidate is not None:
         _native_symbols_check(verdict, workdir)
-    if candidate is not None and verdict.accepted and not static and blind.enabled() \
-            and not (cancel is not None and cancel.is_set()):
-        _blind_check(verdict, req, workdir, env, box, opts, progress)
+    cancelled = cancel is not None and cancel.is_set()
+    timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
+    if timed and progress:
+        progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
+    # Beside the blind check: the reference alone (no candidate code), its figures where the witness
+    # cannot write; the first verdict waits for the blind check only.
+    compiling = _compile_beside(verdict, req, env, opts, progress, cancel) if timed and opts.time_compile else None
+    try:
+        if candidate is not None and verdict.accepted and not static and blind.enabled() and not cancelled:
+            _blind_check(verdict, req, workdir, env, box, opts, progress)
+    finally:
+        if compiling is not None:  # (never left running: ended where the candidate was not accepted)
+            compiling(verdict.accepted)
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -239,6 +251,107 @@ def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts
 
 
 BLIND_PASSED = "blind-passed"  # the progress phase once the blind check passed (the loop's first verdict waits for it)
+TIMED = "timed"  # the progress phase once the worker exited with the candidate checked and timed against eager
+
+
+class _Either:
+    """Set where either event is (the caller's cancel, or ours)."""
+
+    def __init__(self, *events: threading.Event | None):
+        self.events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
+def _compile_beside(verdict: Verdict, req: dict, env: dict[str, str], opts: VerifyOptions, progress,
+                    cancel: threading.Event | None) -> Callable[[bool], None]:
+    """Starts torch.compile's baseline for this candidate (compile_baseline.py) in a process of its
+    own, in a thread; returns the function that waits for it (or, given False, ends it: the
+    candidate was not accepted after all) and puts its figures in `verdict`.
+
+    Its request, result and caches are in a private folder of ours, not the run folder: the blind
+    check's witness runs the candidate's code meanwhile, and must not write the baseline's figures
+    or plant Inductor's cache. It runs no candidate code, so it runs outside the sandbox."""
+    from stitchcuda.agents.verify import compile_baseline
+    from stitchcuda.agents.verify.sandbox import private_env
+    from stitchcuda.inputs import fresh_seeds
+
+    private = Path(tempfile.mkdtemp(prefix="stitchcuda-compile-"))
+    creq = compile_baseline.request(req, verdict.checks, verdict.tolerance, fresh_seeds(2), str(private))
+    (private / "request.json").write_text(json.dumps(creq, indent=2))
+    cenv = private_env(env, private)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="stitchcuda-compile")
+    job = pool.submit(_run_worker, creq, private, cenv, opts, progress, _Either(cancel, stop), None)
+
+    def finish(wanted: bool) -> None:
+        if not wanted:
+            stop.set()
+        try:
+            outcome = job.result()
+            if wanted:
+                _merge_compile(verdict, private, outcome)
+        finally:
+            pool.shutdown()
+            (Path(req["result"]).parent / "compile.log").write_text(_log_tail(private / "worker.log"))
+            shutil.rmtree(private, ignore_errors=True)
+    return finish
+
+
+def _log_tail(log: Path, size: int = 20000) -> str:
+    try:
+        return log.read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+# The verdict's fields torch.compile's process gives it.
+COMPILE_FIELDS = ("compiled", "compiled_matched", "compile_policy", "compile_rejected", "compile_first_call_s",
+                  "compile_kernel_us")
+
+
+def _merge_compile(verdict: Verdict, private: Path, outcome: _Outcome) -> None:
+    """torch.compile's figures into the candidate's verdict: what its process saved, where it was cut
+    short (time, memory, a crash) without the figure it was taking then."""
+    from stitchcuda.agents.verify.compile_baseline import PHASES
+
+    path = private / "result.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    last = data.pop("last_phase", "start")
+    got = Verdict.from_dict(data) if data else None
+    if got is not None:
+        for name in COMPILE_FIELDS:
+            setattr(verdict, name, getattr(got, name))
+        verdict.notes += [n for n in got.notes if n not in verdict.notes]
+        verdict.phases.update({k: t for k, t in got.phases.items() if k in PHASES})
+        if got.status == "error":
+            verdict.notes.append(f"torch.compile's baseline failed: {got.message}"[:400])
+    if last == "done" and not outcome.killed_for:
+        return
+    rc = outcome.returncode or 0
+    how = {"timeout": f"the {outcome.seconds:.0f} s limit ended its process",
+           "gpu-timeout": f"its process held the GPU for more than {outcome.gpu_limit_s:.0f} s in one stretch",
+           "memory": f"its process used {outcome.peak_rss_gb:.1f} GiB of host memory",
+           "cancelled": "the run was cancelled"}.get(
+        outcome.killed_for or "", f"its process died ({_signal_name(rc) if rc < 0 else f'exit code {rc}'})")
+    _compile_cut_short(verdict, last, how)
+
+
+def _compile_cut_short(verdict: Verdict, last_phase: str, how: str) -> None:
+    """The figure torch.compile's timing was taking when `how` ended it, dropped and said; those
+    saved before it began stand."""
+    if last_phase == "compile-profile":  # every figure was saved before it began
+        verdict.notes.append(f"the profile of torch.compile's kernels was still running when {how}: no "
+                             "compile_kernel_us")
+    elif last_phase.startswith("compile-matched"):  # the default figure was saved before it began
+        verdict.compiled_matched = None
+        verdict.notes.append(f"torch.compile of the reference under the candidate's precision was still running "
+                             f"when {how}: no matched figure")
+    else:
+        verdict.compiled = None
+        verdict.notes.append(f"torch.compile of the reference was still running when {how}: no torch.compile "
+                             "timing")
 
 
 # Static findings that mean the candidate's module cannot be loaded at all: its build verdict.
@@ -306,11 +419,14 @@ def gpu_lock_path(device: str) -> str:
     return str(Path(tempfile.gettempdir()) / f"stitchcuda-gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock")
 
 
-def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box) -> _Outcome:
+def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box | None) -> _Outcome:
+    """Runs the worker on `workdir`'s request.json (in `box`, the candidate's sandbox, where given)
+    and watches it to its end."""
     log = (workdir / "worker.log").open("w")
     t0 = time.monotonic()
+    cmd = [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]
     proc = subprocess.Popen(
-        box.wrap([sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]),
+        box.wrap(cmd) if box is not None else cmd,
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -352,7 +468,7 @@ def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, 
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(box.returncode(proc.returncode), killed_for, time.monotonic() - t0 - waited, peak,
+    return _Outcome(box.returncode(proc.returncode) if box is not None else proc.returncode, killed_for, time.monotonic() - t0 - waited, peak,
                     opts.max_host_memory_gb, waited, opts.gpu_phase_timeout_s)
 
 
@@ -395,10 +511,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-# The worker's last phases, after the candidate's verdict is saved: torch.compile of the reference
-# under PyTorch's defaults, then under the candidate's precision policy.
-COMPILE_PHASES = ("compile", "compile-timing", "compile-matched", "compile-matched-timing", "compile-matched-check",
-                  "compile-profile")
+# A reference-only worker's last phases, after its verdict is saved: torch.compile of the reference.
+COMPILE_PHASES = ("compile", "compile-timing")
 
 
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
@@ -419,17 +533,7 @@ def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome)
     # one that ran out of time in torch.compile, which comes after the candidate's verdict and
     # timing are saved: that verdict stands, without a torch.compile figure.
     if outcome.killed_for == "timeout" and last_phase in COMPILE_PHASES and verdict.status in ("ok", "reference-only"):
-        if last_phase == "compile-profile":  # every figure was saved before it began
-            verdict.notes.append(f"the profile of torch.compile's kernels was still running when the "
-                                 f"{outcome.seconds:.0f} s limit ended the worker: no compile_kernel_us")
-        elif last_phase.startswith("compile-matched"):  # the default figure was saved before it began
-            verdict.compiled_matched = None
-            verdict.notes.append(f"torch.compile of the reference under the candidate's precision was still running "
-                                 f"when the {outcome.seconds:.0f} s limit ended the worker: no matched figure")
-        else:
-            verdict.compiled = None
-            verdict.notes.append(f"torch.compile of the reference was still running when the {outcome.seconds:.0f} s "
-                                 "limit ended the worker: no torch.compile timing")
+        _compile_cut_short(verdict, last_phase, f"the {outcome.seconds:.0f} s limit ended the worker")
     elif outcome.killed_for and last_phase != "done":
         status, code, message = {
             "timeout": (

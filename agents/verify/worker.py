@@ -149,16 +149,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
     # Before offthread's hook: a process start this one refuses never reaches offthread's count.
     audit.install(audit.Policy.for_worker(req))  # refuses only inside _candidate_code's windows
-    # CUDA_VISIBLE_DEVICES (set by the parent) leaves this worker exactly one GPU: index 0.
-    want_cuda = req.get("device", "cuda") == "cuda"
-    device = torch.device("cuda", 0) if want_cuda and torch.cuda.is_available() else torch.device("cpu")
-    v.device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        if req.get("gpu_memory_fraction"):
-            torch.cuda.set_per_process_memory_fraction(float(req["gpu_memory_fraction"]), device)
-        torch.empty(1, device=device)  # the context and the allocator's first block, outside the figure
-        _yardstick(v, device, "empty_at_start")
+    device = open_device(req, v)
+    _yardstick(v, device, "empty_at_start")
     torch.set_grad_enabled(False)
 
     rec.enter("reference", "loading the reference module")
@@ -272,8 +264,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         return
 
     _guard_numerics(v, numerics)
-    rec.enter("timing", "eager, torch.compile and candidate, CUDA events, L2 flushed")
-    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops, checked=sets)
+    rec.enter("timing", "eager and candidate, CUDA events, L2 flushed")
+    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops)
     if cand is not None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
@@ -281,6 +273,26 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if v.hack_findings:
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
+
+
+def open_device(req: dict[str, Any], v: Verdict) -> torch.device:
+    """The process's device, its CUDA context made (CUDA_VISIBLE_DEVICES, set by the parent, leaves
+    it exactly one GPU: index 0), under the request's memory share."""
+    want_cuda = req.get("device", "cuda") == "cuda"
+    device = torch.device("cuda", 0) if want_cuda and torch.cuda.is_available() else torch.device("cpu")
+    v.device = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        if req.get("gpu_memory_fraction"):
+            torch.cuda.set_per_process_memory_fraction(float(req["gpu_memory_fraction"]), device)
+        torch.empty(1, device=device)  # the context and the allocator's first block, outside the figure
+    return device
+
+
+def timing_sets(get_inputs, seeds: list[int], device: torch.device) -> list[list[Any]]:
+    """The timed input sets: two in rotation where memory allows (timing.time_cuda says why)."""
+    first = make_inputs(get_inputs, seeds[0], device)
+    return [first] if _nbytes(first) > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
 
 
 def _yardstick(v: Verdict, device: torch.device, key: str) -> None:
@@ -924,15 +936,12 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
 
 
 def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dict[str, Any],
-              ref_ops: Counter[str], checked: list[tuple[str, int, Any]] = ()) -> None:
+              ref_ops: Counter[str]) -> None:
     from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
 
     v = rec.verdict
     trials = int(req.get("trials", 50))
-    first = make_inputs(get_inputs, seeds[0], device)
-    in_bytes = _nbytes(first)
-    # Two input sets in rotation where memory allows (timing.time_cuda says why).
-    sets = [first] if in_bytes > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
+    sets = timing_sets(get_inputs, seeds, device)
     with gpu_lock(req.get("gpu_lock"), rec):
         flusher = L2Flusher(device)
         if req.get("time_eager", True):
@@ -942,192 +951,24 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops, numerics)
             floor_seeds = iter(fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds)))
             _timing_floor(rec, cand, lambda: make_inputs(get_inputs, next(floor_seeds), device))
-            _guard_numerics(v, numerics)  # switched during its timed calls: torch.compile comes next
+            _guard_numerics(v, numerics)  # switched during its timed calls
             if v.hack_findings and v.status != "hacked":
                 v.correct, v.status = False, "hacked"
                 v.message = "; ".join(f.message for f in v.hack_findings)
             if v.status in ("hacked", "incorrect"):
                 return
     v.status = "ok" if cand is not None else "reference-only"
-    if not req.get("time_compile", True):
-        return
-    # torch.compile last: its first call can take minutes (DenseNet), and if the worker's time
-    # limit ends it, the verdict saved here (correct, timed against eager) stands without it.
-    # Compiling is CPU work, done outside the GPU lock so other workers can time meanwhile.
-    if audit.report(v):  # refused during its timed calls: no torch.compile figure for a hack
-        return
-    rec.enter("compile", "torch.compile's first call on the reference")
-    try:
-        compiled = torch.compile(ref)
-        t0 = time.perf_counter()
-        compiled(*sets[0])
-        torch.cuda.synchronize()
-        v.compile_first_call_s = round(time.perf_counter() - t0, 3)
-    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
-        v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
-        return
-    rec.enter("compile-timing", "torch.compile, CUDA events, L2 flushed")
-    with gpu_lock(req.get("gpu_lock"), rec):
-        v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
-        rec.save()
-    if cand is not None:
-        _time_compile_matched(req, rec, ref, sets, device, trials, ref_ops, compiled, tol,
-                              lambda passed: _checked_inputs(checked, get_inputs, device, passed))
-        _profile_compiled(req, rec, compiled, sets[0])
+    # A candidate's torch.compile baseline is timed in a process of its own (compile_baseline.py),
+    # once this one has exited; a reference timed alone gets its default figure here.
+    if cand is None and req.get("time_compile", True):
+        from stitchcuda.agents.verify import compile_baseline
 
-
-def _profile_compiled(req, rec, compiled, args: list[Any]) -> None:
-    """torch.compile's forward, kernel by kernel (the profiler, as the candidate's own were), after
-    every figure is saved: a profile that fails or runs out of time costs nothing but itself."""
-    v = rec.verdict
-    rec.enter("compile-profile", "torch.compile's kernels, one forward under the profiler")
-    try:
-        with gpu_lock(req.get("gpu_lock"), rec):
-            v.compile_kernel_us, _ = dyn.kernel_times(dyn.kernel_timeline(lambda: compiled(*args)))
-    except Exception as e:  # noqa: BLE001 - a diagnostic: the verdict stands without it
-        v.notes.append(f"profiling torch.compile's kernels failed: {type(e).__name__}: {str(e)[:200]}")
-    rec.save()
-
-
-def _time_compile_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str], compiled,
-                          tol: Tolerance | None, checked_inputs) -> None:
-    """torch.compile under the candidate's own precision policy (issue 16: the fair baseline). Timed
-    only where that policy's TF32 switches differ from this process's for an op the reference has;
-    elsewhere the default figure is the matched one and only the policy is recorded.
-
-    TF32 torch.compile is the baseline only where it meets the tolerance the candidate met, on the
-    input sets the candidate passed (the fp64 referee included, as for the candidate): a baseline
-    that misses the check is not an alternative the user has (a candidate that had to leave TF32
-    for 3xTF32 is the usual case; the rule does not rest on the precision a candidate declares).
-    Where it misses, torch.compile without TF32 is the baseline, and the missed figure is kept
-    beside it (compile_rejected)."""
-    from stitchcuda.agents.verify import precision
-    from stitchcuda.types import policy_of
-
-    v = rec.verdict
-    policy = policy_of(req.get("precision", "tf32"))
-    base = _matched_compile(req, rec, ref, sets, device, trials, ref_ops, policy, compiled)
-    if base is None or tol is None or not precision.needs_matched(policy, ref_ops, precision.flags_for("strict")):
-        return  # (under strict, or no op whose result TF32 changes: nothing to judge)
-    passed = {c["set"] for c in v.checks if c.get("ok") is True}
-    judged = base[0]
-    if draws_random(ref_ops):
-        # The timed compile draws with Inductor's own generator, so its output cannot be set beside
-        # the reference's; one compiled with eager's draws (fallback_random) can, under the same seed.
-        rec.enter("compile-matched-check", f"torch.compile ({policy}) with eager's random draws, to be judged")
-        try:
-            # (Compiling is CPU work, outside the GPU lock as the timed compile's first call is.)
-            judged = _compiled_with_eager_draws(ref, policy, sets[0], tol)
-        except Exception as e:  # noqa: BLE001 - unjudged: the timed figure stands, as before
-            v.notes.append(f"torch.compile with eager's random draws failed, so its {policy} output was not "
-                           f"judged: {type(e).__name__}: {str(e)[:200]}")
-            return
-        if judged is None:
-            v.notes.append(f"torch.compile with fallback_random does not draw eager's numbers here (its fp32 "
-                           f"output missed the reference's under one seed), so its {policy} output was not judged")
-            return
-    rec.enter("compile-matched-check", f"torch.compile ({policy}) against the tolerance the candidate met")
-    with gpu_lock(req.get("gpu_lock"), rec):  # GPU work beside a neighbour's measurement would stretch it
-        miss = _compile_misses(ref, judged, checked_inputs(passed), tol, ref_ops,
-                               eager_draws=judged is not base[0])
-    if miss is None:
-        return
-    rejected_ms = (v.compiled_matched or v.compiled).median_ms if (v.compiled_matched or v.compiled) else None
-    v.compile_rejected = {"policy": policy, "median_ms": rejected_ms, "why": miss}
-    v.compiled_matched, v.compile_policy = None, ""
-    if _matched_compile(req, rec, ref, sets, device, trials, ref_ops, "strict", compiled) is not None:
-        v.notes.append(f"torch.compile under {policy} missed the tolerance this candidate met ({miss}): matched "
-                       "against torch.compile without TF32")
-    rec.save()
-
-
-def _matched_compile(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str], policy: str,
-                     compiled) -> tuple[Any, str] | None:
-    """Times torch.compile under `policy` into the verdict (compiled_matched, compile_policy) where
-    its switches differ from this process's for the reference's ops; else the default compile is
-    the matched one. (the compiled function, policy), or None where compiling failed."""
-    from stitchcuda.agents.verify import precision
-    from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
-
-    v = rec.verdict
-    if not precision.needs_matched(policy, ref_ops):
-        v.compile_policy = policy
-        return (compiled, policy)
-    rec.enter("compile-matched", f"torch.compile under the candidate's precision ({policy})")
-    try:
-        with precision.under(policy):
-            # A fresh compile: Inductor guards on the TF32 switches, and a new function keeps the
-            # default-settings graph of the first timing out of this one's cache lookups.
-            matched = torch.compile(ref)
-            matched(*sets[0])
-            torch.cuda.synchronize()
-            rec.enter("compile-matched-timing", f"torch.compile ({policy}), CUDA events, L2 flushed")
-            with gpu_lock(req.get("gpu_lock"), rec):
-                v.compiled_matched, _ = time_cuda(lambda a: matched(*a), sets, trials=trials,
-                                                  flusher=L2Flusher(device))
-        v.compile_policy = policy
-    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
-        v.notes.append(f"torch.compile under {policy} failed on the reference: {type(e).__name__}: {str(e)[:300]}")
-        rec.save()
-        return None
-    rec.save()
-    return (_under_policy(matched, policy), policy)
-
-
-def _compiled_with_eager_draws(ref, policy: str, args: list[Any], tol: Tolerance):
-    """torch.compile of `ref` under `policy` whose random ops fall back to ATen's (Inductor's
-    fallback_random), so that for one seed it draws what eager draws and its output can be judged
-    against the reference's, as a candidate's is (same_draws). None where it does not: without TF32
-    its output must meet `tol` against the reference's under one seed.
-
-    Compiled through a function of its own: Dynamo keeps compiled code per code object and guards on
-    the TF32 switches, not on Inductor's config, so torch.compile(ref) again would find the timed
-    compile's code (Inductor's draws) under the same switches. So it did on the H200 (level 2's 66:
-    a relative L2 error of 0.24 on a plain random set, the mask not eager's), where a fresh compile
-    of the same module drew eager's mask."""
-    from torch._inductor import config as inductor_config
-
-    from stitchcuda.agents.verify import precision
-
-    def forward_of_ref(*a):
-        return ref(*a)
-
-    compiled = torch.compile(forward_of_ref)
-
-    def under(pol: str):
-        def run(*a):
-            with inductor_config.patch(fallback_random=True), precision.under(pol):
-                return compiled(*a)
-        return run
-
-    buffers = list(ref.buffers())
-    saved = [b.detach().clone() for b in buffers]
-    with torch.no_grad():
-        same_draws(0)
-        want = dyn.flatten_outputs(ref(*clone_args(args)))
-        for b, s in zip(buffers, saved, strict=True):
-            b.copy_(s)
-        same_draws(0)
-        got = dyn.flatten_outputs(under("strict")(*clone_args(args)))
-    if not compare_outputs(want, got, tol).ok:
-        return None
-    run = under(policy)
-    run(*args)  # (compiles here, inside the patch)
-    return run
+        compile_baseline.time_default(req, rec, ref, sets, device, trials)
 
 
 def draws_random(ref_ops: Counter[str]) -> bool:
     """Whether the reference draws random numbers (a second run is another draw)."""
     return any(op in _RANDOM_OPS or op.startswith("rand") for op in ref_ops)
-
-
-def _under_policy(fn, policy: str):
-    from stitchcuda.agents.verify import precision
-
-    def run(*args):
-        with precision.under(policy):
-            return fn(*args)
-    return run
 
 
 def _set_inputs(get_inputs, seed: int, kind: Any, base_seed: int, device) -> list[Any]:
@@ -1139,49 +980,6 @@ def _set_inputs(get_inputs, seed: int, kind: Any, base_seed: int, device) -> lis
                           lambda more=extra: make_inputs(get_inputs, next(more), device))
     args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
     return adversarial(args, kind, seed) if isinstance(kind, str) else args
-
-
-def _checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, passed: set[str] | None = None):
-    """The candidate's correctness input sets again (random and adversarial; not the other batch
-    sizes, which torch.compile would recompile for; only those named in `passed`, where given):
-    (name, args), one at a time."""
-    base_seed = checked[0][1] if checked else 0
-    for name, seed, kind in checked:
-        if not isinstance(kind, tuple) and (passed is None or name in passed):
-            yield name, _set_inputs(get_inputs, seed, kind, base_seed, device)
-
-
-def _compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
-                    eager_draws: bool = False) -> str | None:
-    """Why torch.compile's output misses the tolerance on one of `inputs` ((name, args) pairs: the
-    sets the candidate was checked on), the fp64 referee consulted as for a candidate; None where
-    it meets it on every set, or cannot be judged. A reference that draws random numbers is judged
-    only against a compiled module that draws as eager does (`eager_draws`), both seeded alike per
-    set, and with no referee (a second run is another draw), as a candidate is."""
-    rng = draws_random(ref_ops)
-    if rng and not eager_draws:
-        return None
-    for k, (name, args) in enumerate(inputs):
-        buffers = list(ref.buffers())
-        snapshot = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
-        try:
-            with torch.no_grad():
-                same_draws(k)
-                ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
-                if snapshot is not None:  # the compiled forward sees the buffers the reference saw
-                    for b, saved in zip(buffers, snapshot, strict=True):
-                        b.copy_(saved)
-                same_draws(k)
-                got = dyn.flatten_outputs(compiled(*clone_args(args)))
-            m = compare_outputs(ref_outs, got, tol)
-            if m.ok:
-                continue
-            referee = None if rng else _fp64_referee(ref, snapshot, ref_ops, list(args), ref_outs, got, tol)
-        except Exception:  # noqa: BLE001 - out of memory, a set the compiled module rejects: not judged
-            continue
-        if referee is None or not referee.ok:
-            return f"{name}: {m.message}"[:300]
-    return None
 
 
 # An output wrong on the fresh set after timing but as close to the reference as on the checked
@@ -1423,7 +1221,12 @@ def main(argv: list[str]) -> int:
         _GPU_STATE.append(Path(req["gpu_state"]))
     rec = Recorder(req)
     try:
-        run(req, rec)
+        if req.get("mode") == "compile-baseline":
+            from stitchcuda.agents.verify import compile_baseline
+
+            compile_baseline.run(req, rec)
+        else:
+            run(req, rec)
         if rec.verdict.status == "error" and rec.verdict.built and rec.verdict.correct:
             rec.verdict.status = "ok"
     except BaseException as e:  # noqa: BLE001 - every failure becomes a verdict
