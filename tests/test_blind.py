@@ -76,12 +76,11 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x, y):
-        # In the witness, argv names the blind request: look for the referee's outputs to copy.
-        asked = [a for a in sys.argv if a.endswith("blind_request.json")]
+        # The witness is the blind check's module run as a process: look for the referee's outputs to copy.
+        asked = [a for a in sys.argv if a.endswith("blind.py")]
         if asked:
-            req = json.loads(Path(asked[0]).read_text())
-            seen = Path(req["witness_out"]).with_name("snooped.txt")
-            seen.write_text(f"{req.get('referee_out')} {sorted(p.name for p in seen.parent.glob('*referee*'))}")
+            seen = Path(__file__).with_name("snooped.txt")
+            seen.write_text(f"{sorted(p.name for p in seen.parent.glob('*referee*'))} {sys.argv[1:]}")
         x, y = x.contiguous(), y.contiguous()
         out = torch.empty_like(x)
         _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
@@ -98,8 +97,8 @@ def test_no_reference_output_exists_while_the_witness_runs(tmp_path, opts):
                                           .files["kernels.cpp"]}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.accepted, (v.status, v.message)
-    # The witness's request names no referee output, and the run folder holds none of the referee's.
-    assert (tmp_path / "v" / "snooped.txt").read_text() == "None []"
+    # The run folder holds none of the referee's files, and the witness's command line names no request.
+    assert (tmp_path / "v" / "snooped.txt").read_text() == "[] ['witness', 'cpu']"
     assert (tmp_path / "v" / "blind_referee.log").exists()  # (the referee's log, copied afterwards)
     req = {"reference": "r.py", "candidate": "m.py"}
     assert blind.request(req, tmp_path)["seed"] != blind.request(req, tmp_path)["seed"]
@@ -136,7 +135,7 @@ def test_a_referee_file_planted_in_the_run_folder_is_not_read(tmp_path, opts):
     candidate's sandbox cannot see, so the zeros are judged against the module's."""
     from stitchcuda.types import Candidate
 
-    plant = SNOOP.replace("""            seen.write_text(f"{req.get('referee_out')} {sorted(p.name for p in seen.parent.glob('*referee*'))}")
+    plant = SNOOP.replace("""            seen.write_text(f"{sorted(p.name for p in seen.parent.glob('*referee*'))} {sys.argv[1:]}")
 """, """            zeros = torch.zeros_like(x)
             for name in ("blind_referee.pt", "blind_referee.pt.tmp"):
                 getattr(torch, "sa" + "ve")({"outputs": [[zeros]] * 3, "rtol": 1e9, "why": "planted", "exact_possible": False},
@@ -148,3 +147,27 @@ def test_a_referee_file_planted_in_the_run_folder_is_not_read(tmp_path, opts):
                                           .files["kernels.cpp"]}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "blind-mismatch" in {f.code for f in v.hack_findings}, (v.status, v.message)
+
+
+def test_the_witness_waits_with_no_request_until_told(tmp_path):
+    """Started with the worker, the witness holds no request and runs nothing of the candidate's
+    until the Verifier tells it (once the worker has exited): its seed is in no file of the run
+    folder and not on its command line; ended unchecked, both processes and the private folder go."""
+    import os
+    import time
+
+    task, cand = hack_task("ref_affine"), hack_candidate("good_affine")
+    run = tmp_path / "run"
+    module = cand.write(run)
+    req = {"reference": str(task.path), "class_name": "Model", "candidate": str(module), "device": "cpu"}
+    started = blind.Started(req, run, dict(os.environ), wrap=lambda cmd: cmd)
+    try:
+        time.sleep(3.0)
+        assert started.witness.poll() is None and started.referee.poll() is None  # both waiting
+        seed = str(started.blind["seed"])
+        assert not any(seed in p.read_text(errors="replace") for p in run.rglob("*") if p.is_file())
+        assert seed not in " ".join(started.witness.args)
+    finally:
+        started.close()
+    assert started.witness.poll() is not None and started.referee.poll() is not None
+    assert not started.private.exists() and not (run / "blind_witness.pt").exists()

@@ -9,9 +9,8 @@ routes are watched. Here, after the worker accepted it:
    it, then imports and builds the candidate and runs it three times (the third on its fast path)
    on inputs of a seed the worker never saw, under the profiler's CPU-op recording (RecordFunction,
    below Python and dispatch modes), and saves the outputs and the aten ops its forwards ran;
-2. only once the witness has exited, a referee process (the reference alone, never the candidate;
-   started beside the witness, it loads torch and the reference's file meanwhile, and waits for the
-   word) computes the reference's outputs on the same inputs, and its tolerance class;
+2. only once the witness has exited, a referee process (the reference alone, never the candidate)
+   computes the reference's outputs on the same inputs, and its tolerance class;
 3. this (parent) process compares them: outputs off by more than BLIND_SLACK times the tolerance
    (not the module's outputs at all: zeros, a slice, a stale cache) or PyTorch compute in the
    witness's forwards are hack findings. Only where the fp32 outputs differ does it ask the
@@ -21,6 +20,12 @@ routes are watched. Here, after the worker accepted it:
 On a GPU each process takes the GPU's lock only while it computes there (not while it starts,
 imports torch or loads libraries), as the worker's checks and timing do: a neighbour's timing must
 not share the GPU with it, and must not wait on its imports either.
+
+Both processes start with the worker (Started), so that loading torch and making their CUDA contexts
+is off the first verdict's path; each then waits for a word. The witness runs nothing of the
+candidate's, and holds no request, until the worker has exited and accepted it: its request (the
+seed in it) comes on its stdin then, and was never in a file the worker could read. The referee
+computes nothing until the witness has exited.
 
 What the witness saves is the candidate's to forge, but no reference output exists anywhere until
 it has exited, so outputs it forges are as wrong as any; the op record is defence in depth against
@@ -285,10 +290,31 @@ def _fp64_outputs(model: Any, args: list[Any], seed: int) -> list[Any] | None:
         return None
 
 
+def waiting_witness(device: str) -> None:
+    """The witness, started before the candidate's worker exits: it loads torch and the modules it
+    needs and makes its CUDA context (no GPU work), then waits for its request on stdin, sent only
+    once the worker has exited. So the request, the seed with it, exists nowhere the worker could
+    read, and no candidate code runs here before then."""
+    import torch
+    import torch.profiler  # noqa: F401 - (loaded now, not on the first verdict's path)
+
+    from stitchcuda.agents.verify import dynamic_check, worker  # noqa: F401
+    from stitchcuda.task import import_file  # noqa: F401
+
+    if device == "cuda" and torch.cuda.is_available():
+        torch.empty(1, device="cuda")  # the context and a first block; no kernel beside a neighbour's timing
+    line = sys.stdin.readline()
+    if not line.strip():
+        sys.exit(3)  # (the worker did not accept the candidate: nothing to witness)
+    witness(json.loads(line))
+
+
 def main(argv: list[str]) -> int:
-    role, path = argv[1], Path(argv[2])
-    req = json.loads(path.read_text())
-    {"witness": witness, "referee": referee}[role](req)
+    role = argv[1]
+    if role == "witness":
+        waiting_witness(argv[2])
+    else:
+        referee(json.loads(Path(argv[2]).read_text()))
     return 0
 
 
@@ -300,48 +326,73 @@ if __name__ == "__main__":
 # The parent's side
 
 
-def check(req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any, timeout_s: float) -> tuple[list, str]:
-    """(hack findings, a note) of the blind check of the candidate the worker accepted; `wrap`
-    puts a command in the worker's sandbox. Runs the witness, then (only after it exited) the
-    referee, then compares here. A witness that fails where the worker succeeded is a finding; a
-    note that does not start with MADE says the check was not made."""
-    import tempfile
+class Started:
+    """The blind check's two processes, started as the candidate's worker starts, so that loading
+    torch and making CUDA contexts is off the first verdict's path: the referee (the reference
+    alone, outside the sandbox, its request and outputs in a private folder of ours) and the witness
+    (in the worker's sandbox, running nothing of the candidate's until told). `check` runs it once
+    the worker has exited and accepted the candidate; `close` ends both, checked or not."""
 
-    # The referee's request and outputs: where the candidate's sandbox cannot see or write (the run
-    # folder is the candidate's: a referee file planted there would be read as the reference's).
-    with tempfile.TemporaryDirectory(prefix="stitchcuda-referee-") as private:
-        blind = request(req, workdir, Path(private))
-        path = workdir / "blind_request.json"
-        with contextlib.suppress(OSError):  # (whatever stands there, the candidate's; written anew)
-            path.unlink()
-        path.write_text(json.dumps({k: v for k, v in blind.items() if k != "referee_out"}, indent=2))
-        ref_path = Path(private) / "request.json"
-        ref_path.write_text(json.dumps(blind))
-        with contextlib.suppress(OSError):
-            Path(blind["witness_out"]).unlink()
+    def __init__(self, req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any):
+        import tempfile
+
+        self.workdir = workdir
+        # The referee's request and outputs: where the candidate's sandbox cannot see or write (the
+        # run folder is the candidate's: a referee file planted there would be read as the reference's).
+        self._private = tempfile.TemporaryDirectory(prefix="stitchcuda-referee-")
+        self.private = Path(self._private.name)
+        self.blind = request(req, workdir, self.private)
+        ref_path = self.private / "request.json"
+        ref_path.write_text(json.dumps(self.blind))
         module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
-        with (Path(private) / "referee.log").open("w") as referee_log:
-            ref_proc = subprocess.Popen([*module, "referee", str(ref_path)], env=env, stdout=referee_log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
-                                        start_new_session=True)
-            try:
-                return _judge(blind, ref_proc, workdir, Path(private), env, wrap, timeout_s, module)
-            finally:
-                _kill(ref_proc)
-                with contextlib.suppress(OSError):  # (the referee's log kept where people look)
-                    (workdir / "blind_referee.log").write_text(_tail(Path(private) / "referee.log", 20000))
+        with (self.private / "referee.log").open("w") as referee_log:
+            self.referee = subprocess.Popen([*module, "referee", str(ref_path)], env=env, stdout=referee_log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
+                                            start_new_session=True)
+        self.witness_log = workdir / "blind_witness.log"
+        with self.witness_log.open("w") as out:
+            self.witness = subprocess.Popen(wrap([*module, "witness", self.blind["device"]]), env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
+                                            start_new_session=True)
+
+    def check(self, timeout_s: float) -> tuple[list, str]:
+        """(hack findings, a note) of the blind check of the candidate the worker accepted: the
+        witness told its request (the worker has exited), then, only once the witness has exited,
+        the referee told to compute, then the comparison here. A witness that fails where the
+        worker succeeded is a finding; a note that does not start with MADE says the check was
+        not made."""
+        with contextlib.suppress(OSError):  # (whatever stands there, the candidate's; written anew)
+            Path(self.blind["witness_out"]).unlink()
+        witness_req = {k: v for k, v in self.blind.items() if k != "referee_out"}
+        failed = _tell(self.witness, json.dumps(witness_req)) or _close_stdin(self.witness) \
+            or _outcome(self.witness, timeout_s, self.witness_log, Path(self.blind["witness_lock_state"]))
+        _kill_group(self.witness)  # nothing the witness started outlives it beside the referee
+        return _judge(self.blind, self.referee, failed, self.private, timeout_s)
+
+    def close(self) -> None:
+        _kill_group(self.witness)
+        _kill(self.witness)
+        _kill(self.referee)
+        with contextlib.suppress(OSError):  # (the referee's log kept where people look)
+            (self.workdir / "blind_referee.log").write_text(_tail(self.private / "referee.log", 20000))
+        self._private.cleanup()
 
 
-def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, workdir: Path, private: Path, env: dict[str, str],
-           wrap: Any, timeout_s: float, module: list[str]) -> tuple[list, str]:
+def _close_stdin(proc: subprocess.Popen) -> str:
+    with contextlib.suppress(OSError):
+        assert proc.stdin is not None
+        proc.stdin.close()
+    return ""
+
+
+def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, private: Path,
+           timeout_s: float) -> tuple[list, str]:
     import torch
 
     from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, judge_against_exact
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
     from stitchcuda.types import Finding
 
-    failed = _run(wrap([*module, "witness", str(workdir / "blind_request.json")]), env, timeout_s,
-                  workdir / "blind_witness.log", Path(blind["witness_lock_state"]))
     if failed or not Path(blind["witness_out"]).is_file():
         why = failed or "it saved no outputs"
         return [Finding("blind-witness-failed", f"the blind check's witness (the candidate alone, on fresh "
@@ -444,18 +495,6 @@ def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_
     if _tell(proc, EXACT) or _outcome(proc, timeout_s, log, lock_state) or not Path(path).exists():
         return None
     return torch.load(path, weights_only=True)["exact"]
-
-
-def _run(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path, lock_state: Path) -> str:
-    """'' where the command exited 0; else why not. Its process group is ended either way: nothing
-    the witness started outlives it beside the referee."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            return _outcome(proc, timeout_s, log, lock_state)
-        finally:
-            _kill_group(proc)
 
 
 def _tail(log: Path, size: int) -> str:

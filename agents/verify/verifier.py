@@ -170,24 +170,15 @@ def verify(
         timing_cpus.assign(env, physical_gpu(gpu))
     box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
     env = box.env  # a private temp folder and build folders in the run folder
-    outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
-    verdict = _read_verdict(workdir, candidate, outcome)
-    verdict.sandboxed, verdict.sandbox = box.active, box.why
-    if candidate is not None:
-        _native_symbols_check(verdict, workdir)
-    cancelled = cancel is not None and cancel.is_set()
-    timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
-    if timed and progress:
-        progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
-    # Beside the blind check: the reference alone (no candidate code), its figures where the witness
-    # cannot write; the first verdict waits for the blind check only.
-    compiling = _compile_beside(verdict, req, env, opts, progress, cancel) if timed and opts.time_compile else None
+    # The blind check's processes load torch while the worker runs (blind.Started says why that is safe).
+    started = blind.Started(req, workdir, env, box.wrap) if candidate is not None and not static and \
+        blind.enabled() else None
     try:
-        if candidate is not None and verdict.accepted and not static and blind.enabled() and not cancelled:
-            _blind_check(verdict, req, workdir, env, box, opts, progress)
+        outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
+        verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started)
     finally:
-        if compiling is not None:  # (never left running: ended where the candidate was not accepted)
-            compiling(verdict.accepted)
+        if started is not None:
+            started.close()
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -212,6 +203,31 @@ def verify(
     return verdict
 
 
+def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: dict[str, str],
+                  opts: VerifyOptions, progress, cancel, static: list[Finding], box: Box, outcome: _Outcome,
+                  started: blind.Started | None) -> Verdict:
+    """The worker's verdict, then (for a candidate it accepted and timed) the blind check, with
+    torch.compile's baseline beside it."""
+    verdict = _read_verdict(workdir, candidate, outcome)
+    verdict.sandboxed, verdict.sandbox = box.active, box.why
+    if candidate is not None:
+        _native_symbols_check(verdict, workdir)
+    cancelled = cancel is not None and cancel.is_set()
+    timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
+    if timed and progress:
+        progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
+    # Beside the blind check: the reference alone (no candidate code), its figures where the witness
+    # cannot write; the first verdict waits for the blind check only.
+    compiling = _compile_beside(verdict, req, env, opts, progress, cancel) if timed and opts.time_compile else None
+    try:
+        if started is not None and verdict.accepted and not cancelled:
+            _blind_check(verdict, started, opts, progress)
+    finally:
+        if compiling is not None:  # (never left running: ended where the candidate was not accepted)
+            compiling(verdict.accepted)
+    return verdict
+
+
 def _native_symbols_check(verdict: Verdict, workdir: Path) -> None:
     found, note = native_symbols.findings(workdir)
     if note:
@@ -223,7 +239,7 @@ def _native_symbols_check(verdict: Verdict, workdir: Path) -> None:
             verdict.message = "; ".join(f.message for f in found[:3])
 
 
-def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts: VerifyOptions, progress) -> None:
+def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, progress) -> None:
     """After the worker has exited: no process that ran the candidate beside the reference is left to
     help the witness (a worker alive beside it could compute the reference's outputs for it)."""
     if progress:
@@ -231,7 +247,7 @@ def _blind_check(verdict: Verdict, req: dict, workdir: Path, env, box: Box, opts
     t0 = time.monotonic()
     try:
         # (On a GPU its processes take the GPU's lock while they compute there, not while they start.)
-        found, note = blind.check(req, workdir, env, box.wrap, opts.timeout_s)
+        found, note = started.check(opts.timeout_s)
     except Exception as e:  # noqa: BLE001 - what the witness left may break the judging: fail closed
         found, note = [Finding("blind-witness-failed", f"the blind check could not judge the witness's outputs: "
                                f"{type(e).__name__}: {str(e)[:300]}")], ""
