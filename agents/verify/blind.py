@@ -163,7 +163,14 @@ def _to_cpu(outs: list[Any], seed: int) -> list[Any]:
     return kept
 
 
+def _mark(step: str) -> None:
+    """A step of this process in its log, with the wall clock (set beside the Verifier's progress
+    and the other processes' logs: where the blind check's seconds went)."""
+    print(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} {step}", flush=True)
+
+
 def witness(req: dict[str, Any]) -> None:
+    _mark("told: the request came")
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -174,8 +181,10 @@ def witness(req: dict[str, Any]) -> None:
 
     init_args = list(ref_mod.get_init_inputs())
     cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
+    _mark("the candidate's module imported")
     outs = []
     with _gpu(req, device, "witness"):
+        _mark("the GPU lock taken")
         ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
         weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
         del ref
@@ -197,8 +206,10 @@ def witness(req: dict[str, Any]) -> None:
                     torch.cuda.synchronize()
             torch.zeros(1)  # recorded only if the profiler is still on after the forwards
         del cand, out, args
+    _mark("forwards done, the lock given back")
     ranges, ops, after = _forward_ops(prof.events())
     _save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after}, req["witness_out"])
+    _mark("outputs saved")
 
 
 def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
@@ -219,9 +230,9 @@ def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
 
 
 def referee(req: dict[str, Any]) -> None:
-    # Started beside the witness, it loads torch and the reference's file and makes its CUDA context
-    # while the witness runs; it builds the module (GPU memory the worker beside it may need) and
-    # computes only once told the witness has exited.
+    # Started with the worker, it loads torch and the reference's file and makes its CUDA context
+    # meanwhile; it builds the module (GPU memory the worker beside it may need) and computes only
+    # once told the witness has exited.
     torch, device, ref_mod = _setup(req)
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
@@ -231,8 +242,10 @@ def referee(req: dict[str, Any]) -> None:
 
     if device.type == "cuda":
         torch.cuda.init()
+    _mark("ready")
     if sys.stdin.readline().strip() != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
+    _mark("told to compute")
     # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
     # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
     with _gpu(req, device, "referee"):
@@ -254,6 +267,7 @@ def referee(req: dict[str, Any]) -> None:
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
         _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible},
               req["referee_out"])
+        _mark("outputs saved")
         if sys.stdin.readline().strip() != EXACT or not exact_possible:
             return
         exact = [_fp64_outputs(b, args, req["seed"]) if b is not None else None for b in befores]
@@ -303,6 +317,7 @@ def waiting_witness(device: str) -> None:
 
     if device == "cuda" and torch.cuda.is_available():
         torch.empty(1, device="cuda")  # the context and a first block; no kernel beside a neighbour's timing
+    _mark("ready")
     line = sys.stdin.readline()
     if not line.strip():
         sys.exit(3)  # (the worker did not accept the candidate: nothing to witness)
@@ -337,6 +352,7 @@ class Started:
         import tempfile
 
         self.workdir = workdir
+        self.seconds: dict[str, float] = {}  # the witness's and the referee's parts of a check made
         # The referee's request and outputs: where the candidate's sandbox cannot see or write (the
         # run folder is the candidate's: a referee file planted there would be read as the reference's).
         self._private = tempfile.TemporaryDirectory(prefix="stitchcuda-referee-")
@@ -364,10 +380,15 @@ class Started:
         with contextlib.suppress(OSError):  # (whatever stands there, the candidate's; written anew)
             Path(self.blind["witness_out"]).unlink()
         witness_req = {k: v for k, v in self.blind.items() if k != "referee_out"}
+        t0 = time.monotonic()
         failed = _tell(self.witness, json.dumps(witness_req)) or _close_stdin(self.witness) \
             or _outcome(self.witness, timeout_s, self.witness_log, Path(self.blind["witness_lock_state"]))
         _kill_group(self.witness)  # nothing the witness started outlives it beside the referee
-        return _judge(self.blind, self.referee, failed, self.private, timeout_s)
+        t1 = time.monotonic()
+        try:
+            return _judge(self.blind, self.referee, failed, self.private, timeout_s)
+        finally:
+            self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}
 
     def close(self) -> None:
         _kill_group(self.witness)

@@ -252,6 +252,7 @@ def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, 
         found, note = [Finding("blind-witness-failed", f"the blind check could not judge the witness's outputs: "
                                f"{type(e).__name__}: {str(e)[:300]}")], ""
     verdict.phases["blind"] = round(time.monotonic() - t0, 2)
+    verdict.phases.update(started.seconds)
     if note:
         verdict.notes.append(note)
     if found:
