@@ -1,6 +1,6 @@
-"""torch.compile's baseline in a process of its own, started beside the blind check once the
-candidate's worker has exited (verifier._compile_beside, compile_baseline.py): a real process,
-torch.compile on the CPU (no figure is timed there; its first call is)."""
+"""torch.compile's baseline in a process of its own, once the candidate's worker and the blind check
+have exited (verifier._compile_baseline, compile_baseline.py): a real process, torch.compile on the
+CPU (no figure is timed there; its first call is)."""
 
 from __future__ import annotations
 
@@ -55,39 +55,45 @@ def test_the_request_names_the_sets_the_candidate_was_checked_and_passed_on(tmp_
     assert [k for _, _, k in named] == [None, None, "large"]
 
 
-def test_compile_runs_in_its_own_process_and_its_figures_join_the_verdict(tmp_path, private_root):
+def test_compile_runs_in_its_own_process_and_its_figures_join_the_verdict(tmp_path, private_root, monkeypatch):
     req = _request(tmp_path)
     v = _verdict()
     seen: list[str] = []
-    finish = verifier._compile_beside(v, req, dict(os.environ), VerifyOptions(cpu_only=True, timeout_s=600),
-                                      lambda phase, detail: seen.append(phase), None)
-    private = next(private_root.glob("stitchcuda-compile-*"))
-    sent = json.loads((private / "request.json").read_text())
-    assert sent["passed"] == ["random-0", "random-1"] and len(set(sent["time_seeds"])) == 2
-    finish(True)
+    sent: list[dict] = []
+    run_worker = verifier._run_worker
+
+    def watched(creq, private, *args):
+        sent.append(json.loads((private / "request.json").read_text()))
+        return run_worker(creq, private, *args)
+
+    monkeypatch.setattr(verifier, "_run_worker", watched)
+    verifier._compile_baseline(v, req, dict(os.environ), VerifyOptions(cpu_only=True, timeout_s=600),
+                               lambda phase, detail: seen.append(phase), None)
+    assert sent[0]["passed"] == ["random-0", "random-1"] and len(set(sent[0]["time_seeds"])) == 2
     assert v.compile_first_call_s is not None and v.compile_first_call_s > 0, (v.notes, v.phases)
     assert "compile" in v.phases and "compile" in seen
     assert v.status == "ok" and v.correct  # the candidate's verdict otherwise as it was
-    assert not private.exists()  # its folder (caches included) removed
+    assert not list(private_root.glob("stitchcuda-compile-*"))  # its folder (caches included) removed
     assert (tmp_path / "run" / "compile.log").is_file()  # its log kept where people look
 
 
 def test_a_compile_process_cut_short_leaves_the_verdict_without_its_figure(tmp_path, private_root):
     v = _verdict()
-    finish = verifier._compile_beside(v, _request(tmp_path), dict(os.environ),
-                                      VerifyOptions(cpu_only=True, timeout_s=0.5), None, None)
-    finish(True)
+    verifier._compile_baseline(v, _request(tmp_path), dict(os.environ), VerifyOptions(cpu_only=True, timeout_s=0.5),
+                               None, None)
     assert v.compiled is None and v.compile_first_call_s is None
     assert any("limit ended its process" in n and "no torch.compile timing" in n for n in v.notes), v.notes
     assert v.status == "ok"  # the candidate's own verdict stands
     assert not list(private_root.glob("stitchcuda-compile-*"))
 
 
-def test_a_candidate_not_accepted_after_all_ends_the_compile_process(tmp_path, private_root):
-    """The blind check rejected it: the baseline is not waited for, and nothing of it is merged."""
+def test_a_cancelled_run_ends_the_compile_process(tmp_path, private_root):
+    import threading
+
     v = _verdict()
-    finish = verifier._compile_beside(v, _request(tmp_path), dict(os.environ),
-                                      VerifyOptions(cpu_only=True, timeout_s=600), None, None)
-    finish(False)
-    assert v.compile_first_call_s is None and not any("torch.compile" in n for n in v.notes)
-    assert not list(private_root.glob("stitchcuda-compile-*"))
+    cancel = threading.Event()
+    cancel.set()
+    verifier._compile_baseline(v, _request(tmp_path), dict(os.environ), VerifyOptions(cpu_only=True, timeout_s=600),
+                               None, cancel)
+    assert v.compile_first_call_s is None
+    assert any("cancelled" in n for n in v.notes), v.notes

@@ -149,14 +149,20 @@ def test_flipping_the_numerics_switches_is_a_hack(runs):
     assert "cuda.matmul.allow_tf32: False -> True" in f.message and "cudnn.allow_tf32: True -> False" in f.message
 
 
-def test_torch_compiles_configuration_is_held_too(runs):
+def test_torch_compiles_configuration_set_by_a_candidate_reaches_no_baseline(runs):
     """Dynamo disabled and Inductor's fusion crippled by plain assignments at import (a red-team
-    review, 2026-11-29): the torch.compile baseline would be eager, the speedup over it inflated.
-    Every key of both config modules is compared, and set back."""
+    review, 2026-11-29) made the torch.compile baseline eager while it was timed in the candidate's
+    process. It is timed in a process of its own now, which is never told of the candidate and never
+    imports it: what the candidate sets in its own process changes no figure, and its kernel, which
+    is correct, is judged on its own work."""
+    from stitchcuda.agents.verify import compile_baseline
+
     v = runs.get("ref_affine", "hack_compile_config")
-    _rejected(v)
-    f = _finding(v, "numerics-flags", static=False)
-    assert "dynamo.disable: False -> True" in f.message and "inductor.max_fusion_size" in f.message
+    assert v.accepted and not v.hack_findings, (v.status, v.message)
+    worker_req = {"reference": "ref.py", "candidate": "model_new.py", "candidate_class": "ModelNew",
+                  "precision": "tf32", "device": "cuda"}
+    req = compile_baseline.request(worker_req, v.checks, v.tolerance, [1, 2], "/private")
+    assert not any("candidate" in k or "model_new" in str(val) for k, val in req.items()), req
 
 
 def test_a_reference_that_sets_the_switches_itself_is_not_the_candidates_hack(runs):

@@ -7,6 +7,7 @@ on disk, a signal, a hang) into a Verdict.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -216,15 +217,13 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
     timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
     if timed and progress:
         progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
-    # Beside the blind check: the reference alone (no candidate code), its figures where the witness
-    # cannot write; the first verdict waits for the blind check only.
-    compiling = _compile_beside(verdict, req, env, opts, progress, cancel) if timed and opts.time_compile else None
-    try:
-        if started is not None and verdict.accepted and not cancelled:
-            _blind_check(verdict, started, opts, progress)
-    finally:
-        if compiling is not None:  # (never left running: ended where the candidate was not accepted)
-            compiling(verdict.accepted)
+    if started is not None and verdict.accepted and not cancelled:
+        _blind_check(verdict, started, opts, progress)
+    # After the blind check, not beside it: Inductor's compile keeps every core busy for seconds,
+    # and the first verdict waits for the blind check (its processes slowed 2-3x beside it on the
+    # H200). Its baseline then follows the first verdict.
+    if timed and opts.time_compile and verdict.accepted and not (cancel is not None and cancel.is_set()):
+        _compile_baseline(verdict, req, env, opts, progress, cancel)
     return verdict
 
 
@@ -271,49 +270,29 @@ BLIND_PASSED = "blind-passed"  # the progress phase once the blind check passed 
 TIMED = "timed"  # the progress phase once the worker exited with the candidate checked and timed against eager
 
 
-class _Either:
-    """Set where either event is (the caller's cancel, or ours)."""
+def _compile_baseline(verdict: Verdict, req: dict, env: dict[str, str], opts: VerifyOptions, progress,
+                      cancel: threading.Event | None) -> None:
+    """torch.compile's baseline for this candidate (compile_baseline.py), timed in a process of its
+    own once the candidate's processes have exited, into `verdict`.
 
-    def __init__(self, *events: threading.Event | None):
-        self.events = [e for e in events if e is not None]
-
-    def is_set(self) -> bool:
-        return any(e.is_set() for e in self.events)
-
-
-def _compile_beside(verdict: Verdict, req: dict, env: dict[str, str], opts: VerifyOptions, progress,
-                    cancel: threading.Event | None) -> Callable[[bool], None]:
-    """Starts torch.compile's baseline for this candidate (compile_baseline.py) in a process of its
-    own, in a thread; returns the function that waits for it (or, given False, ends it: the
-    candidate was not accepted after all) and puts its figures in `verdict`.
-
-    Its request, result and caches are in a private folder of ours, not the run folder: the blind
-    check's witness runs the candidate's code meanwhile, and must not write the baseline's figures
-    or plant Inductor's cache. It runs no candidate code, so it runs outside the sandbox."""
+    That process never imports the candidate, so nothing the candidate set in its own process
+    (Inductor's and Dynamo's configuration, patched functions) reaches the baseline; its request,
+    result and caches are in a private folder of ours, not in the run folder the candidate could
+    write, and it runs outside the sandbox."""
     from stitchcuda.agents.verify import compile_baseline
     from stitchcuda.agents.verify.sandbox import private_env
     from stitchcuda.inputs import fresh_seeds
 
     private = Path(tempfile.mkdtemp(prefix="stitchcuda-compile-"))
-    creq = compile_baseline.request(req, verdict.checks, verdict.tolerance, fresh_seeds(2), str(private))
-    (private / "request.json").write_text(json.dumps(creq, indent=2))
-    cenv = private_env(env, private)
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(1, thread_name_prefix="stitchcuda-compile")
-    job = pool.submit(_run_worker, creq, private, cenv, opts, progress, _Either(cancel, stop), None)
-
-    def finish(wanted: bool) -> None:
-        if not wanted:
-            stop.set()
-        try:
-            outcome = job.result()
-            if wanted:
-                _merge_compile(verdict, private, outcome)
-        finally:
-            pool.shutdown()
+    try:
+        creq = compile_baseline.request(req, verdict.checks, verdict.tolerance, fresh_seeds(2), str(private))
+        (private / "request.json").write_text(json.dumps(creq, indent=2))
+        outcome = _run_worker(creq, private, private_env(env, private), opts, progress, cancel, None)
+        _merge_compile(verdict, private, outcome)
+    finally:
+        with contextlib.suppress(OSError):  # (its log kept where people look)
             (Path(req["result"]).parent / "compile.log").write_text(_log_tail(private / "worker.log"))
-            shutil.rmtree(private, ignore_errors=True)
-    return finish
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _log_tail(log: Path, size: int = 20000) -> str:

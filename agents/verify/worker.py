@@ -597,41 +597,9 @@ def _numerics_flags() -> dict[str, Any]:
     flags.update({f"hooks.{name}": tuple(getattr(_module_registries, name).keys()) for name in _HOOK_REGISTRIES})
     flags["torch_function_modes"] = torch._C._len_torch_function_stack()
     flags["torch_dispatch_modes"] = torch._C._len_torch_dispatch_stack()
-    for label, config in _compiler_configs():
-        flags.update({f"{label}.{k}": _Same(v) for k, v in config.get_config_copy().items()})
+    # (Not torch.compile's configuration: its baseline is timed in a process of its own, which never
+    # imports the candidate (compile_baseline.py), so nothing the candidate sets here reaches it.)
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(), **flags}
-
-
-def _compiler_configs() -> list[tuple[str, Any]]:
-    """torch.compile's whole configuration (Dynamo's and Inductor's config modules), every key: a
-    candidate that sets `torch._dynamo.config.disable = True` at import, or cripples Inductor's
-    settings, turns the torch.compile baseline into eager and inflates its own speedup (a red-team
-    review, 2026-11-29). Compared key by key, not from a hand-picked list."""
-    import torch._dynamo.config as dynamo_config
-    import torch._inductor.config as inductor_config
-
-    return [("dynamo", dynamo_config), ("inductor", inductor_config)]
-
-
-class _Same:
-    """A config value compared by equality, or by identity where equality raises or is not a bool."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Same):
-            return NotImplemented
-        try:
-            same = self.value == other.value
-            return same if isinstance(same, bool) else self.value is other.value
-        except Exception:  # noqa: BLE001
-            return self.value is other.value
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self.value)[:80]
 
 
 # torch.nn.modules.module's process-wide hook registries: a hook there runs on every module's
@@ -675,11 +643,6 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
         for k, (get, put) in _BACKEND_SWITCHES.items():
             if get() != want[k]:
                 put(want[k])
-    configs = dict(_compiler_configs())
-    for k in switches:
-        label, _, key = k.partition(".")
-        if label in configs and isinstance(want[k], _Same):
-            setattr(configs[label], key, want[k].value)
     for name in _HOOK_REGISTRIES:
         registry, kept = getattr(_module_registries, name), set(want[f"hooks.{name}"])
         for key in [key for key in registry if key not in kept]:

@@ -1,8 +1,9 @@
 """Attack: a correct candidate (its own kernel) that, when imported, turns torch.compile into eager
 for the rest of the worker's life (Dynamo disabled; Inductor's fusion and autotuning crippled for good
-measure). The Verifier times torch.compile(ref) later in the same process, so the speedup over
-torch.compile is inflated. Plain attribute assignments to config modules: no call the AST check
-looks at, no switch in the worker's numerics list, no namespace tamper.py watches."""
+measure). When the Verifier timed torch.compile(ref) later in the same process, the speedup over
+torch.compile was inflated. Plain attribute assignments to config modules: no call the AST check
+looks at, no switch in the worker's numerics list, no namespace tamper.py watches. Void since the
+baseline is timed in a process of its own (compile_baseline.py)."""
 from pathlib import Path
 
 import torch
