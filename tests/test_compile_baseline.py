@@ -79,8 +79,9 @@ def test_compile_runs_in_its_own_process_and_its_figures_join_the_verdict(tmp_pa
 
 def test_a_compile_process_cut_short_leaves_the_verdict_without_its_figure(tmp_path, private_root):
     v = _verdict()
-    verifier._compile_baseline(v, _request(tmp_path), dict(os.environ), VerifyOptions(cpu_only=True, timeout_s=0.5),
-                               None, None)
+    # Its own limit (by default twice the candidate's: it compiles the reference up to three times).
+    opts = VerifyOptions(cpu_only=True, timeout_s=600, compile_timeout_s=0.5)
+    verifier._compile_baseline(v, _request(tmp_path), dict(os.environ), opts, None, None)
     assert v.compiled is None and v.compile_first_call_s is None
     assert any("limit ended its process" in n and "no torch.compile timing" in n for n in v.notes), v.notes
     assert v.status == "ok"  # the candidate's own verdict stands

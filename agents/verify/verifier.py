@@ -45,6 +45,11 @@ class VerifyOptions:
     random_sets: int = 5  # fresh random input sets (at least 2 are needed to see cached outputs)
     adversarial: tuple[str, ...] | None = None  # kinds from inputs.ADVERSARIAL; None: all of them
     time_compile: bool = True
+    # torch.compile's baseline process (compile_baseline.py) compiles the reference up to three times
+    # (default settings, the candidate's precision, eager's random draws): None gives it twice
+    # timeout_s. (With one limit for both, DenseNet121's two compiles under level 3's load ran past
+    # 150 s and its matched figure was lost, on the H200 at 9747415.)
+    compile_timeout_s: float | None = None
     profile: bool = True  # Nsight Compute findings for an accepted candidate's kernels (GPU, ncu present)
     profile_timeout_s: float = 30.0
     replay: str | None = None  # a recorded GPU run (agents/verify/replay.py) for machines without a GPU
@@ -287,7 +292,9 @@ def _compile_baseline(verdict: Verdict, req: dict, env: dict[str, str], opts: Ve
     try:
         creq = compile_baseline.request(req, verdict.checks, verdict.tolerance, fresh_seeds(2), str(private))
         (private / "request.json").write_text(json.dumps(creq, indent=2))
-        outcome = _run_worker(creq, private, private_env(env, private), opts, progress, cancel, None)
+        limit = opts.compile_timeout_s if opts.compile_timeout_s is not None else 2 * opts.timeout_s
+        outcome = _run_worker(creq, private, private_env(env, private), dataclasses.replace(opts, timeout_s=limit),
+                              progress, cancel, None)
         _merge_compile(verdict, private, outcome)
     finally:
         with contextlib.suppress(OSError):  # (its log kept where people look)
