@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import json
 import os
 import secrets
@@ -240,6 +241,7 @@ def referee(req: dict[str, Any]) -> None:
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model
 
+    importlib.import_module(_PRELOADED)
     if device.type == "cuda":
         torch.cuda.init()
     _mark("ready")
@@ -304,6 +306,12 @@ def _fp64_outputs(model: Any, args: list[Any], seed: int) -> list[Any] | None:
         return None
 
 
+# Both processes import torch._dynamo while they wait: the profiler's recording (the witness) and a
+# dispatch mode's first op (the referee's trace) import it on first use, through torch's own
+# _disable_dynamo, and on the H200 that import was most of each one's 4-6 s after being told.
+_PRELOADED = "torch._dynamo"
+
+
 def waiting_witness(device: str) -> None:
     """The witness, started before the candidate's worker exits: it loads torch and the modules it
     needs and makes its CUDA context (no GPU work), then waits for its request on stdin, sent only
@@ -315,6 +323,7 @@ def waiting_witness(device: str) -> None:
     from stitchcuda.agents.verify import dynamic_check, worker  # noqa: F401
     from stitchcuda.task import import_file  # noqa: F401
 
+    importlib.import_module(_PRELOADED)
     if device == "cuda" and torch.cuda.is_available():
         torch.empty(1, device="cuda")  # the context and a first block; no kernel beside a neighbour's timing
     _mark("ready")

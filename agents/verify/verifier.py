@@ -137,10 +137,7 @@ def verify(
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)
-        # The library the proposal would ship, built beside the module before the worker imports it:
-        # what is checked and timed is that very binary. A failure here leaves the build to the
-        # worker, whose verdict then says why.
-        kept = keep.prebuild_proposal(candidate, workdir, opts.arches) if candidate.kernels_source else None
+    prebuild = candidate is not None and bool(candidate.kernels_source)
     gpu = None if opts.cpu_only else opts.gpu
     if gpu is None and not opts.cpu_only and cuda_available():
         gpu = 0
@@ -164,6 +161,9 @@ def verify(
         "result": str(workdir / "result.json"),
         "gpu_state": str(workdir / "gpu_state.json"),
         "events": str(workdir / "events.jsonl"),
+        # The worker starts while the kernels are prebuilt, and waits for the word before the
+        # candidate's module is imported (_start_worker).
+        "wait_for_go": prebuild,
     }
     (workdir / "request.json").write_text(json.dumps(req, indent=2))
     for stale in ("result.json", "events.jsonl", "gpu_state.json"):
@@ -180,7 +180,17 @@ def verify(
     started = blind.Started(req, workdir, env, box.wrap) if candidate is not None and not static and \
         blind.enabled() else None
     try:
-        outcome = _run_worker(req, workdir, env, opts, progress, cancel, box)
+        proc, log = _start_worker(req, workdir, env, box)
+        if prebuild:
+            assert candidate is not None
+            # The library the proposal would ship, built beside the module while the worker loads
+            # torch, and before it imports the module: what is checked and timed is that very
+            # binary. A failure here leaves the build to the worker, whose verdict then says why.
+            try:
+                kept = keep.prebuild_proposal(candidate, workdir, opts.arches)
+            finally:
+                _go(proc)
+        outcome = _watch_worker(proc, log, req, opts, progress, cancel, box)
         verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started)
     finally:
         if started is not None:
@@ -425,17 +435,39 @@ def gpu_lock_path(device: str) -> str:
 def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box | None) -> _Outcome:
     """Runs the worker on `workdir`'s request.json (in `box`, the candidate's sandbox, where given)
     and watches it to its end."""
+    proc, log = _start_worker(req, workdir, env, box)
+    return _watch_worker(proc, log, req, opts, progress, cancel, box)
+
+
+def _start_worker(req, workdir: Path, env, box: Box | None):
+    """The worker's process on `workdir`'s request.json, and its open log. Where the request says
+    wait_for_go, it reads one line of its stdin (`_go`) before the candidate's code is imported."""
     log = (workdir / "worker.log").open("w")
-    t0 = time.monotonic()
     cmd = [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]
     proc = subprocess.Popen(
         box.wrap(cmd) if box is not None else cmd,
         stdout=log,
         stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE if req.get("wait_for_go") else subprocess.DEVNULL,
         env=env,
         start_new_session=True,  # its own process group: killing it takes any children with it
     )
+    return proc, log
+
+
+def _go(proc: subprocess.Popen) -> None:
+    """The word a waiting worker starts on; its stdin then closes (the candidate reads nothing there)."""
+    with contextlib.suppress(OSError, ValueError):
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+
+
+def _watch_worker(proc: subprocess.Popen, log, req, opts: VerifyOptions, progress, cancel,
+                  box: Box | None) -> _Outcome:
+    """Watches a started worker to its end: progress events, time (the GPU lock's waits left out),
+    memory, cancellation; kills its process group where any limit is passed."""
+    t0 = time.monotonic()
     killed_for = None
     peak = 0.0
     events = _EventReader(Path(req["events"]), progress)

@@ -14,6 +14,7 @@ import copy
 import faulthandler
 import gc
 import hashlib
+import importlib
 import itertools
 import json
 import math
@@ -1183,6 +1184,14 @@ def main(argv: list[str]) -> int:
     if req.get("gpu_state"):
         _GPU_STATE.append(Path(req["gpu_state"]))
     rec = Recorder(req)
+    if req.get("wait_for_go"):
+        # Started while the Verifier prebuilds the candidate's kernels: what every worker loads
+        # anyway is loaded meanwhile (torch._dynamo: the op recorder's dispatch mode imports it on
+        # its first op, seconds on a GPU machine), and the candidate's module is imported only once
+        # its library is there.
+        importlib.import_module("torch._dynamo")
+        sys.stdin.readline()
+        rec.t_phase = time.perf_counter()  # (the wait is the prebuild's, counted in its build_s)
     try:
         if req.get("mode") == "compile-baseline":
             from stitchcuda.agents.verify import compile_baseline
