@@ -531,3 +531,20 @@ def test_a_refused_kernel_leaves_no_copies_behind():
     assert not plan.supported
     assert any("addmm" in u or "float64" in u for u in plan.unsupported), plan.unsupported
     assert not any(n["name"].endswith("_contig") for n in plan.graph)
+
+
+def test_a_pick_of_an_output_the_node_does_not_have_is_not_supported():
+    """A hand-written graph (or another tracer's) whose getitem picks past a node's outputs: the
+    built-in coder declines it (NotSupported), it does not crash on an index."""
+    from stitchcuda.agents.coder.kernels import NotSupported, context
+
+    graph = [
+        {"name": "x", "op": "input", "kind": "arg", "shape": [4, 8], "dtype": "float32"},
+        {"name": "split", "op": "split", "target": "aten.split.Tensor", "outputs": [],
+         "args": {"self": {"ref": "x"}, "split_size": 4, "dim": 0}, "shape": None, "dtype": None},
+        {"name": "first", "op": "getitem", "args": {"self": {"ref": "split"}, "index": 0}, "shape": [4, 8],
+         "dtype": "float32"},
+        {"name": "out", "op": "output", "args": {"result": {"ref": "first"}}},
+    ]
+    with pytest.raises(NotSupported, match="picks output 0 of split, which has 0"):
+        context(graph, "split", "k")

@@ -253,7 +253,11 @@ def context(
         outs: list[OutSpec | None] = [None] * len(node["outputs"])
         for other in (getitems if getitems is not None else picks(graph)).get(name, []):
             if live is None or other["name"] in live:
-                outs[other["args"]["index"]] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
+                index = other["args"]["index"]
+                if not isinstance(index, int) or not -len(outs) <= index < len(outs):
+                    # (a graph written by hand or by another tracer: its pick names no output the node has)
+                    raise NotSupported(f"{other['name']} picks output {index!r} of {name}, which has {len(outs)}")
+                outs[index] = OutSpec(other["name"], tuple(other["shape"]), other["dtype"])
     else:
         outs = [OutSpec(name, tuple(node["shape"]), node["dtype"])]
     return EmitContext(node=node, args=args, outputs=outs, name=kernel_name, precise=precise,
