@@ -14,7 +14,6 @@ FOLDER = Path(__file__).resolve().parent.parent / "bench" / "coverage"
 NOT_YET = {
     "moe_top2.py": "nonzero",  # token dispatch by torch.where(idx == e): data-dependent shapes
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
-    "cox_ph_logcumsumexp.py": "logcumsumexp",  # (its argsort plans since: emit_topk's row sort)
     "ctc_asr_head_loss.py": "_ctc_loss",  # CTC's dynamic program (its trace needs target lengths' values)
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))

@@ -179,6 +179,14 @@ CASES = [
     Case("cumprod-nan", lambda x: torch.cumprod(x, dim=1), (4, 40), fill="nan"),
     Case("cumsum-fp16", lambda x: torch.cumsum(x, dim=-1), (3, 700), torch.float16, tol=1e-2),
     Case("cumsum-bf16-to-fp32", _cumsum_f32, (3, 700), torch.bfloat16, tol=1e-4),
+    # logcumsumexp (a Cox partial likelihood's risk sets): log-add-exp as ATen combines, -inf its
+    # identity; -inf rows stay -inf, an inf sticks, NaN spreads
+    Case("logcumsumexp", lambda x: torch.logcumsumexp(x, dim=-1), (4, 300), plan="rows", tol=1e-5),
+    Case("logcumsumexp-wide", lambda x: torch.logcumsumexp(x, dim=-1), (4, 300), fill="wide", tol=1e-5),
+    Case("logcumsumexp-inf", lambda x: torch.logcumsumexp(x, dim=1), (6, 64), fill="inf", tol=1e-5),
+    Case("logcumsumexp-nan", lambda x: torch.logcumsumexp(x, dim=1), (4, 40), fill="nan", tol=1e-5),
+    Case("logcumsumexp-col", lambda x: torch.logcumsumexp(x, dim=0), (512, 3), plan="cols", tol=1e-5),
+    Case("logcumsumexp-fp16", lambda x: torch.logcumsumexp(x, dim=-1), (3, 700), torch.float16, tol=1e-2),
 ]
 
 
@@ -304,6 +312,7 @@ def test_registered_and_reached_through_emit():
         "linalg_vector_norm",
         "_softmax",
         "cumsum",
+        "logcumsumexp",
     ):
         assert table[op] is emit_reduce.EMITTERS[op]
     g = graph.trace_module(Fn(lambda x: x.argmax(dim=1)), [torch.randn(3, 4)])

@@ -1,6 +1,6 @@
 """Reductions, softmax and scans: sum/mean/prod/nansum, amax/amin, max/min (values and indices),
 argmax/argmin, logsumexp, var/std (and var_mean/std_mean), vector norms, _softmax/_log_softmax,
-cumsum/cumprod.
+cumsum/cumprod/logcumsumexp.
 
 Every op sees its operand as `N` outputs times `R` reduced elements. Output `o` (row-major over the
 kept dims) starts at `base(o)` in the input and its element `r` (row-major over the reduced dims,
@@ -586,10 +586,14 @@ def torch_scan_chunk(rows: int, size: int) -> int:
     return 2 << min(max(4, log_x), 9)
 
 
-def _scan(ctx: EmitContext, prod: bool) -> Kernel:
+# A scan's combining operation in reduce.cuh (sc_scan_op): cumsum, cumprod, logcumsumexp.
+SCAN_OPS = {"sum": "SC_SCAN_SUM", "prod": "SC_SCAN_PROD", "lse": "SC_SCAN_LSE"}
+
+
+def _scan(ctx: EmitContext, op: str) -> Kernel:
     src, out, lay, inner = _along(ctx)
     _dtype_ok(src, out, ctx.args.get("dtype"))
-    name, flag = ctx.name, "true" if prod else "false"
+    name, flag, prod = ctx.name, SCAN_OPS[op], op == "prod"
     rows = inner == 1 and lay.contig and lay.r >= 8
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     host = f"sc_scan_col<{name}_ix, {flag}, {inner}LL>(x, y, o)"
@@ -663,6 +667,7 @@ EMITTERS: dict[str, Emitter] = {
     "_softmax": partial(_softmax, op="_softmax"),
     "_log_softmax": partial(_softmax, op="_log_softmax"),
     "_safe_softmax": partial(_softmax, op="_safe_softmax"),
-    "cumsum": partial(_scan, prod=False),
-    "cumprod": partial(_scan, prod=True),
+    "cumsum": partial(_scan, op="sum"),
+    "cumprod": partial(_scan, op="prod"),
+    "logcumsumexp": partial(_scan, op="lse"),
 }

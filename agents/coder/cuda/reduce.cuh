@@ -532,34 +532,51 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   }
 }
 
-// Inclusive scans (cumsum, cumprod) in fp32.
-template <bool PROD> SC_INLINE float sc_scan_op(float a, float b) { return PROD ? a * b : a + b; }
+// Inclusive scans in fp32, by their combining operation: cumsum, cumprod, logcumsumexp.
+#define SC_SCAN_SUM 0
+#define SC_SCAN_PROD 1
+#define SC_SCAN_LSE 2
+
+// log(exp(a) + exp(b)) as ATen's logcumsumexp combines (_log_add_exp_helper): NaN propagates, and two
+// equal infinities give themselves (where their difference would be NaN).
+SC_INLINE float sc_log_add_exp(float a, float b) {
+  const float lo = isnan(b) ? b : (isnan(a) ? a : fminf(a, b));
+  const float hi = isnan(b) ? b : (isnan(a) ? a : fmaxf(a, b));
+  return (lo != hi || isfinite(lo)) ? log1pf(expf(lo - hi)) + hi : a;
+}
+
+template <int OP> SC_INLINE float sc_scan_op(float a, float b) {
+  return OP == SC_SCAN_PROD ? a * b : OP == SC_SCAN_LSE ? sc_log_add_exp(a, b) : a + b;
+}
+template <int OP> SC_INLINE float sc_scan_id() {
+  return OP == SC_SCAN_PROD ? 1.0f : OP == SC_SCAN_LSE ? -INFINITY : 0.0f;
+}
 
 // A product rounded to the result's type, as ATen's cumprod multiplies in scalar_t: where the
 // running product leaves fp16's range matters, since 0 and inf stick.
 template <class TO> SC_INLINE float sc_scan_round(float v) { return sc_to_f(sc_from_f<TO>(v)); }
 
-template <class Ix, bool PROD, int64_t INNER, class T, class TO>
+template <class Ix, int OP, int64_t INNER, class T, class TO>
 SC_INLINE void sc_scan_col(const T* __restrict__ x, TO* __restrict__ y, int64_t o) {
   const T* row = x + Ix::base(o);
   TO* out = y + (o / INNER) * Ix::R * INNER + o % INNER;
-  float acc = PROD ? 1.0f : 0.0f;
+  float acc = sc_scan_id<OP>();
   for (int64_t r = 0; r < Ix::R; ++r) {
-    acc = sc_scan_op<PROD>(acc, sc_to_f(row[Ix::off(r)]));
-    if (PROD) acc = sc_scan_round<TO>(acc);
+    acc = sc_scan_op<OP>(acc, sc_to_f(row[Ix::off(r)]));
+    if (OP == SC_SCAN_PROD) acc = sc_scan_round<TO>(acc);
     out[r * INNER] = sc_from_f<TO>(acc);
   }
 }
 
-template <class Ix, bool PROD, int64_t INNER, class T, class TO>
+template <class Ix, int OP, int64_t INNER, class T, class TO>
 __global__ void __launch_bounds__(SC_RED_BLOCK) sc_scan_cols(const T* __restrict__ x, TO* __restrict__ y) {
   const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
-  if (o < Ix::N) sc_scan_col<Ix, PROD, INNER>(x, y, o);
+  if (o < Ix::N) sc_scan_col<Ix, OP, INNER>(x, y, o);
 }
 
 // A row in tiles of TPR * VEC: each thread scans its VEC elements, the group scans the threads'
 // totals (warp shuffles, then the warps' totals), and a carry runs from tile to tile.
-template <class Ix, bool PROD, int VEC, int TPR, class T, class TO>
+template <class Ix, int OP, int VEC, int TPR, class T, class TO>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
 sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
   constexpr int BS = TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR;
@@ -570,7 +587,7 @@ sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
   const int t = threadIdx.x % TPR, lane = threadIdx.x % W;
   const T* row = x + Ix::base(g);
   TO* out = y + g * Ix::R;
-  const float id = PROD ? 1.0f : 0.0f;
+  const float id = sc_scan_id<OP>();
   float carry = id;
   for (int64_t tile = 0; tile < Ix::R; tile += (int64_t)TPR * VEC) {
     const int64_t r0 = tile + (int64_t)t * VEC;
@@ -585,12 +602,12 @@ sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
       for (int l = 0; l < VEC; ++l) v[l] = r0 + l < Ix::R ? sc_to_f(row[r0 + l]) : id;
     }
 #pragma unroll
-    for (int l = 1; l < VEC; ++l) v[l] = sc_scan_op<PROD>(v[l - 1], v[l]);
+    for (int l = 1; l < VEC; ++l) v[l] = sc_scan_op<OP>(v[l - 1], v[l]);
     float inc = v[VEC - 1];
 #pragma unroll
     for (int d = 1; d < W; d <<= 1) {
       const float n = __shfl_up_sync(0xffffffffu, inc, d, W);
-      if (lane >= d) inc = sc_scan_op<PROD>(n, inc);
+      if (lane >= d) inc = sc_scan_op<OP>(n, inc);
     }
     float before = __shfl_up_sync(0xffffffffu, inc, 1, W), total;
     if (lane == 0) before = id;
@@ -602,26 +619,26 @@ sc_scan_rows(const T* __restrict__ x, TO* __restrict__ y) {
       total = id;
 #pragma unroll
       for (int k = 0; k < TPR / 32; ++k) {
-        if (k < t / 32) wb = sc_scan_op<PROD>(wb, wsum[k]);
-        total = sc_scan_op<PROD>(total, wsum[k]);
+        if (k < t / 32) wb = sc_scan_op<OP>(wb, wsum[k]);
+        total = sc_scan_op<OP>(total, wsum[k]);
       }
       __syncthreads();
-      before = sc_scan_op<PROD>(wb, before);
+      before = sc_scan_op<OP>(wb, before);
     } else {
       total = __shfl_sync(0xffffffffu, inc, W - 1, W);
     }
-    const float start = sc_scan_op<PROD>(carry, before);
+    const float start = sc_scan_op<OP>(carry, before);
     if (live && VEC > 1 && full) {
       sc_vec<TO, VEC> c;
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_scan_op<PROD>(start, v[l]));
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(sc_scan_op<OP>(start, v[l]));
       sc_store<VEC>(out + r0, c);
     } else if (live) {
 #pragma unroll
       for (int l = 0; l < VEC; ++l)
-        if (r0 + l < Ix::R) out[r0 + l] = sc_from_f<TO>(sc_scan_op<PROD>(start, v[l]));
+        if (r0 + l < Ix::R) out[r0 + l] = sc_from_f<TO>(sc_scan_op<OP>(start, v[l]));
     }
-    carry = sc_scan_op<PROD>(carry, total);
+    carry = sc_scan_op<OP>(carry, total);
   }
 }
 
