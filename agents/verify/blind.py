@@ -40,6 +40,7 @@ import importlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -350,6 +351,9 @@ if __name__ == "__main__":
 # The parent's side
 
 
+NICE = 10  # the niceness of the two processes started beside the worker
+
+
 class Started:
     """The blind check's two processes, started as the candidate's worker starts, so that loading
     torch and making CUDA contexts is off the first verdict's path: the referee (the reference
@@ -369,7 +373,10 @@ class Started:
         self.blind = request(req, workdir, self.private)
         ref_path = self.private / "request.json"
         ref_path.write_text(json.dumps(self.blind))
-        module = [sys.executable, "-m", "stitchcuda.agents.verify.blind"]
+        # At a lower priority: they start beside the worker, whose own start (and, on a machine of few
+        # cores, its checks) their loading would otherwise slow; they need the CPU only once it has exited.
+        nice = ["nice", "-n", str(NICE)] if shutil.which("nice") else []
+        module = [*nice, sys.executable, "-m", "stitchcuda.agents.verify.blind"]
         with (self.private / "referee.log").open("w") as referee_log:
             self.referee = subprocess.Popen([*module, "referee", str(ref_path)], env=env, stdout=referee_log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,

@@ -1184,14 +1184,16 @@ def main(argv: list[str]) -> int:
     if req.get("gpu_state"):
         _GPU_STATE.append(Path(req["gpu_state"]))
     rec = Recorder(req)
+    # What every worker loads anyway, loaded before any GPU lock is taken: the op recorder's dispatch
+    # mode imports torch._dynamo on its first op (seconds; it was the lock holder's, stretching the
+    # correctness phase and the neighbours' waits).
+    importlib.import_module("torch._dynamo")
     if req.get("wait_for_go"):
-        # Started while the Verifier prebuilds the candidate's kernels: what every worker loads
-        # anyway is loaded meanwhile (torch._dynamo: the op recorder's dispatch mode imports it on
-        # its first op, seconds on a GPU machine), and the candidate's module is imported only once
-        # its library is there.
-        importlib.import_module("torch._dynamo")
+        # Started while the Verifier prebuilds the candidate's kernels: the module is imported only
+        # once its library is there. (The wait is the prebuild's, in its build_s, not 'start'.)
+        t0 = time.perf_counter()
         sys.stdin.readline()
-        rec.t_phase = time.perf_counter()  # (the wait is the prebuild's, counted in its build_s)
+        rec.t_phase += time.perf_counter() - t0
     try:
         if req.get("mode") == "compile-baseline":
             from stitchcuda.agents.verify import compile_baseline
