@@ -1,5 +1,5 @@
 """torch.compile of the reference: the baseline a candidate is timed against, in a process of its
-own (worker.main runs `run` for a request whose mode is MODE).
+own (python -m stitchcuda.agents.verify.compile_baseline REQUEST.json).
 
 The Verifier starts it once the candidate's worker has exited with a timed verdict, beside the blind
 check: the candidate's first verdict need not wait for Inductor (seconds to minutes), and no
@@ -11,7 +11,7 @@ precision on the very input sets the candidate passed (the request names them an
 
 from __future__ import annotations
 
-import time
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +31,8 @@ from stitchcuda.agents.verify.worker import (
     gpu_lock,
     open_device,
     same_draws,
+    serve,
+    time_compile_default,
     timing_sets,
 )
 from stitchcuda.inputs import clone_args
@@ -76,7 +78,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         _, ref_ops, _ = dyn.trace_ops(lambda: ref(*clone_args(sets[0])))
     v.status = "reference-only"
     trials = int(req.get("trials") or 50)
-    compiled = time_default(req, rec, ref, sets, device, trials)
+    compiled = time_compile_default(req, rec, ref, sets, device, trials)
     if compiled is None or device.type != "cuda":
         return
     tol = Tolerance(float(req["tolerance"]["rtol"]), req["tolerance"]["why"]) if req.get("tolerance") else None
@@ -90,32 +92,6 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 def _kind(name: str) -> str | None:
     """A checked set's kind from its name (the worker's: random-N, adversarial-KIND)."""
     return name.removeprefix("adversarial-") if name.startswith("adversarial-") else None
-
-
-def time_default(req, rec, ref, sets: list[list[Any]], device, trials: int):
-    """torch.compile with PyTorch's default settings, its first call and then its timing, into the
-    verdict; the compiled function, or None where compiling failed (a fact the verdict reports)."""
-    from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
-
-    v = rec.verdict
-    rec.enter("compile", "torch.compile's first call on the reference")
-    try:
-        compiled = torch.compile(ref)
-        t0 = time.perf_counter()
-        compiled(*sets[0])  # (compiling is CPU work, outside the GPU lock: neighbours time meanwhile)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        v.compile_first_call_s = round(time.perf_counter() - t0, 3)
-    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
-        v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
-        return None
-    if device.type != "cuda":
-        return compiled
-    rec.enter("compile-timing", "torch.compile, CUDA events, L2 flushed")
-    with gpu_lock(req.get("gpu_lock"), rec):
-        v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
-    rec.save()
-    return compiled
 
 
 def profile_compiled(req, rec, compiled, args: list[Any]) -> None:
@@ -307,3 +283,11 @@ def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
         if referee is None or not referee.ok:
             return f"{name}: {m.message}"[:300]
     return None
+
+
+def main(argv: list[str]) -> int:
+    return serve(argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -443,7 +443,8 @@ def _start_worker(req, workdir: Path, env, box: Box | None):
     """The worker's process on `workdir`'s request.json, and its open log. Where the request says
     wait_for_go, it reads one line of its stdin (`_go`) before the candidate's code is imported."""
     log = (workdir / "worker.log").open("w")
-    cmd = [sys.executable, "-m", "stitchcuda.agents.verify.worker", str(workdir / "request.json")]
+    module = "stitchcuda.agents.verify." + ("compile_baseline" if req.get("mode") == "compile-baseline" else "worker")
+    cmd = [sys.executable, "-m", module, str(workdir / "request.json")]
     proc = subprocess.Popen(
         box.wrap(cmd) if box is not None else cmd,
         stdout=log,

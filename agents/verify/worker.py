@@ -925,9 +925,33 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
     # A candidate's torch.compile baseline is timed in a process of its own (compile_baseline.py),
     # once this one has exited; a reference timed alone gets its default figure here.
     if cand is None and req.get("time_compile", True):
-        from stitchcuda.agents.verify import compile_baseline
+        time_compile_default(req, rec, ref, sets, device, trials)
 
-        compile_baseline.time_default(req, rec, ref, sets, device, trials)
+
+def time_compile_default(req, rec, ref, sets: list[list[Any]], device, trials: int):
+    """torch.compile with PyTorch's default settings, its first call and then its timing, into the
+    verdict; the compiled function, or None where compiling failed (a fact the verdict reports)."""
+    from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
+
+    v = rec.verdict
+    rec.enter("compile", "torch.compile's first call on the reference")
+    try:
+        compiled = torch.compile(ref)
+        t0 = time.perf_counter()
+        compiled(*sets[0])  # (compiling is CPU work, outside the GPU lock: neighbours time meanwhile)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        v.compile_first_call_s = round(time.perf_counter() - t0, 3)
+    except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
+        v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
+        return None
+    if device.type != "cuda":
+        return compiled
+    rec.enter("compile-timing", "torch.compile, CUDA events, L2 flushed")
+    with gpu_lock(req.get("gpu_lock"), rec):
+        v.compiled, _ = time_cuda(lambda a: compiled(*a), sets, trials=trials, flusher=L2Flusher(device))
+    rec.save()
+    return compiled
 
 
 def draws_random(ref_ops: Counter[str]) -> bool:
@@ -1178,6 +1202,12 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
 
 
 def main(argv: list[str]) -> int:
+    return serve(argv, run)
+
+
+def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> int:
+    """A process's life around `run` on the request at argv[1]: every failure becomes a verdict, saved
+    whatever happens (the worker's, and torch.compile's baseline process's)."""
     # A candidate that segfaults leaves the Python stack of the crash in worker.log.
     faulthandler.enable()
     req = json.loads(Path(argv[1]).read_text())
@@ -1195,12 +1225,7 @@ def main(argv: list[str]) -> int:
         sys.stdin.readline()
         rec.t_phase += time.perf_counter() - t0
     try:
-        if req.get("mode") == "compile-baseline":
-            from stitchcuda.agents.verify import compile_baseline
-
-            compile_baseline.run(req, rec)
-        else:
-            run(req, rec)
+        run(req, rec)
         if rec.verdict.status == "error" and rec.verdict.built and rec.verdict.correct:
             rec.verdict.status = "ok"
     except BaseException as e:  # noqa: BLE001 - every failure becomes a verdict
