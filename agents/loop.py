@@ -119,22 +119,25 @@ def coder_name(coder: str | Coder) -> str:
 
 
 class _FirstVerdict:
-    """A round's verdict as the Verifier's worker has it once the candidate is checked and timed
-    against eager (its saved result.json), sent once as a provisional RoundVerdict."""
+    """A round's verdict as the Verifier read it once the candidate's worker exited with it checked
+    and timed against eager (handed over by verify's `timed`; never read back from the run folder,
+    which the candidate's blind-check witness can write by the time it is sent), sent once as a
+    provisional RoundVerdict."""
 
-    def __init__(self, workdir: Path, round: int, t0: float, emit: Progress, best: Verdict | None):
-        self.workdir, self.round, self.t0, self.emit, self.best = workdir, round, t0, emit, best
+    def __init__(self, round: int, t0: float, emit: Progress, best: Verdict | None):
+        self.round, self.t0, self.emit, self.best = round, t0, emit, best
+        self.verdict: Verdict | None = None
         self.sent = False
+
+    def timed(self, v: Verdict) -> None:
+        self.verdict = v
 
     def send(self) -> None:
         if self.sent:
             return
         self.sent = True
-        try:
-            v = Verdict.from_dict(json.loads((self.workdir / "result.json").read_text()))
-        except (OSError, ValueError, TypeError):
-            return  # a worker that has not saved it (or died writing it): the final verdict will say
-        if v.accepted and v.ours is not None:
+        v = self.verdict
+        if v is not None and v.accepted and v.ours is not None:
             self.emit(RoundVerdict.of(self.round, v, best=_better(v, self.best), provisional=True,
                                       elapsed_s=time.monotonic() - self.t0))
 
@@ -302,7 +305,7 @@ def _verify_round(task: Task, cands: list[Candidate], k: int, run_dir: Path, opt
     """The round's candidates verified (several at once on the pool's GPUs, each GPU's lock held
     for its correctness and timing), each streaming its provisional verdict as the first does."""
     def on_step_for(cand: Candidate):
-        first = _FirstVerdict(run_dir / cand.name, k, t0, emit, best)
+        first = _FirstVerdict(k, t0, emit, best)
         seen: set[str] = set()
 
         def on_step(step: str, detail: str) -> None:
@@ -310,12 +313,14 @@ def _verify_round(task: Task, cands: list[Candidate], k: int, run_dir: Path, opt
             seen.add(step)
             if first_verdict_due(seen):
                 first.send()
-        return on_step
+        return on_step, first.timed
 
+    steps = {c.name: on_step_for(c) for c in cands}
     if pool is None:
-        return [(c, verify(task, c, run_dir / c.name, opts.verify, progress=on_step_for(c), cancel=cancel))
-                for c in cands]
-    futures = [pool.submit(task, c, run_dir / c.name, progress=on_step_for(c), cancel=cancel) for c in cands]
+        return [(c, verify(task, c, run_dir / c.name, opts.verify, progress=steps[c.name][0], cancel=cancel,
+                           timed=steps[c.name][1])) for c in cands]
+    futures = [pool.submit(task, c, run_dir / c.name, progress=steps[c.name][0], cancel=cancel,
+                           timed=steps[c.name][1]) for c in cands]
     return [(c, f.result()) for c, f in zip(cands, futures, strict=True)]
 
 

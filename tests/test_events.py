@@ -124,21 +124,25 @@ def test_the_servers_job_reads_typed_events_from_a_real_optimize(tmp_path):
 
 
 def test_a_checked_and_timed_candidate_is_sent_before_torch_compile_s_timing(tmp_path):
-    """The loop's first-verdict event: read from the worker's saved result.json when the worker
-    reaches torch.compile, sent once, only for a candidate that is correct and timed, and marked
-    provisional; a result the worker has not written yet sends nothing."""
+    """The loop's first-verdict event: the verdict the Verifier handed over once the worker exited
+    with the candidate timed (verify's `timed`), sent once, only for a candidate that is correct and
+    timed, and marked provisional; none handed over sends nothing. A result.json in the run folder
+    (the blind check's witness can rewrite it by then) is not what is sent."""
     from stitchcuda.agents.loop import _FirstVerdict
     from stitchcuda.types import Timing, Verdict
 
     sent: list[RoundVerdict] = []
-    first = _FirstVerdict(tmp_path, 1, 0.0, sent.append, None)
-    first.send()  # no result.json yet
+    first = _FirstVerdict(1, 0.0, sent.append, None)
+    first.send()  # nothing handed over
     assert sent == []
 
     timed = Verdict("r1-builtin", "ok", built=True, correct=True, eager=Timing(0.68, 0.66, 0.74, 50),
                     ours=Timing(0.154, 0.14, 0.17, 50))
-    (tmp_path / "result.json").write_text(json.dumps({**timed.to_dict(), "last_phase": "compile"}))
-    first = _FirstVerdict(tmp_path, 2, 0.0, sent.append, None)
+    forged = Verdict("r1-builtin", "ok", built=True, correct=True, eager=Timing(0.68, 0.66, 0.74, 50),
+                     ours=Timing(0.0001, 0.0001, 0.0001, 50))
+    (tmp_path / "result.json").write_text(json.dumps({**forged.to_dict(), "last_phase": "done"}))
+    first = _FirstVerdict(2, 0.0, sent.append, None)
+    first.timed(timed)
     first.send()
     first.send()
     (e,) = sent
@@ -147,8 +151,9 @@ def test_a_checked_and_timed_candidate_is_sent_before_torch_compile_s_timing(tmp
     assert e.line.endswith("torch.compile's timing and the profiles still to come")
 
     wrong = Verdict("r1-builtin", "incorrect", built=True, correct=False, ours=Timing(0.1, 0.1, 0.1, 50))
-    (tmp_path / "result.json").write_text(json.dumps(wrong.to_dict()))
-    _FirstVerdict(tmp_path, 3, 0.0, sent.append, None).send()
+    first = _FirstVerdict(3, 0.0, sent.append, None)
+    first.timed(wrong)
+    first.send()
     assert len(sent) == 1
 
 

@@ -8,6 +8,7 @@ on disk, a signal, a hang) into a Verdict.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -118,8 +119,12 @@ def verify(
     opts: VerifyOptions | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    timed: Callable[[Verdict], None] | None = None,
 ) -> Verdict:
-    """Verify one candidate (or, with candidate=None, only time the reference)."""
+    """Verify one candidate (or, with candidate=None, only time the reference). `timed` is handed a
+    copy of the verdict as this process read it once the worker exited with the candidate checked
+    and timed against eager, before the blind check and torch.compile's baseline: the provisional
+    verdict, as data (the run folder's result.json is the candidate's witness's to rewrite by then)."""
     opts = opts or VerifyOptions()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +196,8 @@ def verify(
             finally:
                 _go(proc)
         outcome = _watch_worker(proc, log, req, opts, progress, cancel, box)
-        verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started)
+        verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started,
+                                timed)
     finally:
         if started is not None:
             started.close()
@@ -221,7 +227,7 @@ def verify(
 
 def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: dict[str, str],
                   opts: VerifyOptions, progress, cancel, static: list[Finding], box: Box, outcome: _Outcome,
-                  started: blind.Started | None) -> Verdict:
+                  started: blind.Started | None, on_timed: Callable[[Verdict], None] | None = None) -> Verdict:
     """The worker's verdict, then (for a candidate it accepted and timed) the blind check, with
     torch.compile's baseline beside it."""
     verdict = _read_verdict(workdir, candidate, outcome)
@@ -230,6 +236,8 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
         _native_symbols_check(verdict, workdir)
     cancelled = cancel is not None and cancel.is_set()
     timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
+    if timed and on_timed is not None:
+        on_timed(copy.deepcopy(verdict))
     if timed and progress:
         progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
     if started is not None and verdict.accepted and not cancelled:
@@ -633,16 +641,17 @@ class VerifierPool:
         workdir: Path,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
+        timed: Callable[[Verdict], None] | None = None,
     ) -> Future[Verdict]:
-        return self._pool.submit(self._run, task, candidate, workdir, progress, cancel)
+        return self._pool.submit(self._run, task, candidate, workdir, progress, cancel, timed)
 
-    def _run(self, task, candidate, workdir, progress, cancel) -> Verdict:
+    def _run(self, task, candidate, workdir, progress, cancel, timed=None) -> Verdict:
         with self._free:
             with self._lock:
                 gpu = self._slots.pop(0)
             try:
                 opts = VerifyOptions(**{**self.opts.__dict__, "gpu": gpu})
-                return verify(task, candidate, workdir, opts, progress, cancel)
+                return verify(task, candidate, workdir, opts, progress, cancel, timed)
             finally:
                 with self._lock:
                     self._slots.append(gpu)
