@@ -111,13 +111,13 @@ def test_convolution_is_a_library_kernel_between_pointwise_groups(monkeypatch):
 
 
 def test_an_op_without_an_emitter_is_unsupported_with_a_reason():
-    class LogCumSumExp(nn.Module):
+    class CumMax(nn.Module):
         def forward(self, x):
-            return torch.relu(torch.logcumsumexp(x * 2, dim=-1))
+            return torch.relu(torch.cummax(x * 2, dim=-1).values)
 
-    p = plan_module(LogCumSumExp(), torch.randn(4, 6))
+    p = plan_module(CumMax(), torch.randn(4, 6))
     assert not p.supported
-    assert p.unsupported == ["aten.logcumsumexp.default: not supported by the built-in coder yet"]
+    assert p.unsupported == ["aten.cummax.default: not supported by the built-in coder yet"]
     # The pointwise parts around it are still grouped: x * 2 before, relu after.
     assert [ops_of(p, g) for g in p.groups] == [["mul"], ["relu"]]
 
@@ -310,7 +310,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
         "def get_init_inputs():\n    return []\n"
     )
     bad = tmp_path / "2_bad.py"
-    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.logcumsumexp(x, dim=-1)"))
+    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.cummax(x, dim=-1).values"))
     missing = tmp_path / "3_missing.py"
     missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     (tmp_path / "4_imports.py").write_text("import no_such_module_here\n" + good.read_text())
@@ -322,7 +322,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     # The linear layer, then softmax computing its bias and ReLU as it reads them (a prologue).
     assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "kernel"]
     assert "prologue" in rows[0]["groups"][1]["note"]
-    assert rows[1]["unsupported"] == ["aten.logcumsumexp.default: not supported by the built-in coder yet"]
+    assert rows[1]["unsupported"] == ["aten.cummax.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
 
 
@@ -335,7 +335,7 @@ def test_plan_command_lists_a_few_reasons_per_file_unless_asked(tmp_path, capsys
         "import torch\nimport torch.nn as nn\n"
         "class Model(nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return (torch.logcumsumexp(x, 0).sum() + torch.kthvalue(x, 2, dim=-1).values.sum()\n"
+        "        return (torch.cummax(x, 0).values.sum() + torch.kthvalue(x, 2, dim=-1).values.sum()\n"
         "                + torch.mode(x, dim=-1).values.sum() + torch.median(x, dim=-1).values.sum()\n"
         "                + torch.renorm(x, 2, 0, 1.0).sum() + torch.histc(x, 4).sum())\n"
         "def get_inputs():\n    return [torch.randn(3, 8)]\n"
