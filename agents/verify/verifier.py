@@ -181,9 +181,12 @@ def verify(
         timing_cpus.assign(env, physical_gpu(gpu))
     box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
     env = box.env  # a private temp folder and build folders in the run folder
-    # The blind check's processes load torch while the worker runs (blind.Started says why that is safe).
-    started = blind.Started(req, workdir, env, box.wrap) if candidate is not None and not static and \
-        blind.enabled() else None
+    # On a GPU the blind check's processes load torch while the worker runs (blind.Started says why
+    # that is safe): the first verdict waits for them. On the CPU nothing is timed, no first verdict
+    # waits, and they start once the worker has accepted the candidate (most candidates a CPU run
+    # judges are rejected: loading torch twice more for each would only slow it).
+    blind_wanted = candidate is not None and not static and blind.enabled()
+    started = blind.Started(req, workdir, env, box.wrap) if blind_wanted and gpu is not None else None
     try:
         proc, log = _start_worker(req, workdir, env, box)
         if prebuild:
@@ -240,8 +243,14 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
         on_timed(copy.deepcopy(verdict))
     if timed and progress:
         progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
-    if started is not None and verdict.accepted and not cancelled:
-        _blind_check(verdict, started, opts, progress)
+    if candidate is not None and not static and blind.enabled() and verdict.accepted and not cancelled:
+        own = started is None  # (not started beside the worker: on the CPU)
+        checking = started if started is not None else blind.Started(req, workdir, env, box.wrap)
+        try:
+            _blind_check(verdict, checking, opts, progress)
+        finally:
+            if own:
+                checking.close()
     # After the blind check, not beside it: Inductor's compile keeps every core busy for seconds,
     # and the first verdict waits for the blind check (its processes slowed 2-3x beside it on the
     # H200). Its baseline then follows the first verdict.
