@@ -159,7 +159,7 @@ def verify(
         "trials": opts.trials,
         "random_sets": opts.random_sets,
         "adversarial": list(opts.adversarial) if opts.adversarial is not None else None,
-        # A candidate's torch.compile baseline is timed in a process of its own (_compile_beside).
+        # A candidate's torch.compile baseline is timed in a process of its own (_compile_baseline).
         "time_compile": opts.time_compile and candidate is None,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
         "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
