@@ -1,10 +1,10 @@
 """torch.compile of the reference: the baseline a candidate is timed against, in a process of its
 own (python -m stitchcuda.agents.verify.compile_baseline REQUEST.json).
 
-The Verifier starts it once the candidate's worker has exited with a timed verdict, beside the blind
-check: the candidate's first verdict need not wait for Inductor (seconds to minutes), and no
-candidate code runs in this process, so nothing of the candidate's can reach the compiler's
-settings, its cache or its figures. It times on inputs of its own fresh seeds (the same shapes as
+The Verifier starts it once the candidate's worker has exited with a timed verdict and the blind
+check has passed it (beside the check, Inductor's compile slowed it): the candidate's first verdict
+need not wait for Inductor (seconds to minutes), and no candidate code runs in this process, so
+nothing of the candidate's can reach the compiler's settings, its cache or its figures. It times on inputs of its own fresh seeds (the same shapes as
 the candidate's timing sets, other values), and judges torch.compile under the candidate's
 precision on the very input sets the candidate passed (the request names them and their seeds).
 """
@@ -49,7 +49,7 @@ def request(req: dict[str, Any], checks: list[dict[str, Any]], tolerance: dict[s
     """The compile process's request, from the candidate's worker request and verdict: the reference,
     the candidate's precision and the tolerance it met, the random and adversarial sets it was
     checked on (name, seed) and which of them it passed; its own files under `private` (a folder of
-    the Verifier's: the blind check's witness, running meanwhile, cannot write the figures there)."""
+    the Verifier's, outside the run folder the candidate's processes could write)."""
     sets = [c for c in checks if str(c.get("set", "")).startswith(("random-", "adversarial-")) and "seed" in c]
     return {
         "mode": MODE,
