@@ -411,7 +411,7 @@ class Started:
         _kill(self.witness)
         _kill(self.referee)
         with contextlib.suppress(OSError):  # (the referee's log kept where people look)
-            (self.workdir / "blind_referee.log").write_text(_tail(self.private / "referee.log", 20000))
+            (self.workdir / "blind_referee.log").write_text(tail(self.private / "referee.log", 20000))
         self._private.cleanup()
 
 
@@ -534,7 +534,7 @@ def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_
     return torch.load(path, weights_only=True)["exact"]
 
 
-def _tail(log: Path, size: int) -> str:
+def tail(log: Path, size: int) -> str:
     """The last `size` bytes of a log (the candidate's may be any size)."""
     try:
         with log.open("rb") as f:
@@ -557,8 +557,8 @@ def _outcome(proc: subprocess.Popen, timeout_s: float, log: Path, lock_state: Pa
                 _kill(proc)
                 return f"no result after {timeout_s:.0f} s"
     if rc:
-        tail = _tail(log, 4096).strip().splitlines()[-1:] or [""]
-        return f"exit code {rc}: {tail[0][:300]}"
+        last = tail(log, 4096).strip().splitlines()[-1:] or [""]
+        return f"exit code {rc}: {last[0][:300]}"
     return ""
 
 

@@ -325,15 +325,8 @@ def _compile_baseline(verdict: Verdict, req: dict, env: dict[str, str], opts: Ve
         _merge_compile(verdict, private, outcome)
     finally:
         with contextlib.suppress(OSError):  # (its log kept where people look)
-            (Path(req["result"]).parent / "compile.log").write_text(_log_tail(private / "worker.log"))
+            (Path(req["result"]).parent / "compile.log").write_text(blind.tail(private / "worker.log", 20000))
         shutil.rmtree(private, ignore_errors=True)
-
-
-def _log_tail(log: Path, size: int = 20000) -> str:
-    try:
-        return log.read_text(errors="replace")[-size:]
-    except OSError:
-        return ""
 
 
 # The verdict's fields torch.compile's process gives it.
