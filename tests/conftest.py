@@ -335,3 +335,19 @@ def fused_attention_on():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(planner.FUSED_ATTENTION_ENV, "1")
         yield
+
+
+def reported(*records: tuple[Verdict, str]):
+    """A worker's report (report.Reader) as it reads once the worker has sent these (verdict, phase)
+    records over a real pipe and exited."""
+    from stitchcuda.agents.verify import report
+
+    read_end, write_end = report.open_pipe()
+    key = report.new_key()
+    reader = report.Reader(read_end, key).start()
+    sender = report.Sender(write_end, key)
+    for verdict, phase in records:
+        sender.verdict(verdict, phase)
+    os.close(write_end)
+    reader.close()
+    return reader

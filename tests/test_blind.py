@@ -14,12 +14,9 @@ from stitchcuda.agents.verify import blind
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
 # (reference, candidate, the finding that rejects it)
+# (Those that reached the worker's reference or verdict through frames or the garbage collector are
+# now refused in the worker itself: tests/test_report.py.)
 ATTACKS = [
-    # No work; the worker's reference instance given the candidate's forward (frames, or gc by an alias).
-    ("ref_linear", "hack_rebind_reference_frames", "blind-mismatch"),
-    ("ref_linear", "hack_reference_via_gc_alias", "blind-mismatch"),
-    # No work; the worker's Verdict made to drop findings and refuse a failing status.
-    ("ref_affine", "hack_blind_the_verdict", "blind-mismatch"),
     # PyTorch's compute hidden from the worker's dispatch-mode recorder.
     ("ref_affine", "hack_pop_dispatch_stack", "torch-compute-in-forward"),
     ("ref_affine", "hack_exclude_key_operators", "torch-compute-in-forward"),

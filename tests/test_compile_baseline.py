@@ -30,7 +30,7 @@ def _request(tmp_path: Path) -> dict:
     run = tmp_path / "run"
     run.mkdir()
     return {"reference": str(hack_task("ref_linear").path), "class_name": "Model", "init_seed": 42,
-            "device": "cpu", "trials": 3, "gpu_lock": None, "precision": "tf32", "result": str(run / "result.json")}
+            "device": "cpu", "trials": 3, "gpu_lock": None, "precision": "tf32", "run_dir": str(run)}
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_the_request_names_the_sets_the_candidate_was_checked_and_passed_on(tmp_
     assert req["passed"] == ["random-0", "random-1"]
     assert req["tolerance"] == {"rtol": 1e-2, "why": "matmul in reference"}
     assert req["mode"] == compile_baseline.MODE and req["time_seeds"] == [5, 6]
-    assert req["result"].startswith(str(tmp_path / "p")) and req["events"].startswith(str(tmp_path / "p"))
+    assert req["run_dir"] == str(tmp_path / "p") and req["gpu_state"].startswith(str(tmp_path / "p"))
     named = [(n, s, compile_baseline._kind(n)) for n, s in req["checked"]]
     assert [k for _, _, k in named] == [None, None, "large"]
 

@@ -13,7 +13,7 @@ from stitchcuda.agents.verify import worker
 
 
 def test_a_phase_leaves_out_its_wait_for_the_gpu_lock(tmp_path):
-    rec = worker.Recorder({"result": str(tmp_path / "result.json"), "events": str(tmp_path / "events.jsonl")})
+    rec = worker.Recorder({})
     lock = tmp_path / "gpu.lock"
     held = threading.Event()
 

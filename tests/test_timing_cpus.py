@@ -84,7 +84,7 @@ def test_every_thread_moves_and_comes_back():
 
 @needs_two_cpus
 def test_the_gpu_locks_holder_is_checked_and_timed_on_the_kept_cpus(tmp_path, monkeypatch):
-    rec = worker.Recorder({"result": str(tmp_path / "result.json"), "events": str(tmp_path / "events.jsonl")})
+    rec = worker.Recorder({})
     before = os.sched_getaffinity(0)
     kept = max(before)
     monkeypatch.setenv(timing_cpus.ENV, str(kept))

@@ -8,7 +8,7 @@ import time
 
 import psutil
 import pytest
-from conftest import hack_candidate, hack_task
+from conftest import hack_candidate, hack_task, reported
 
 from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions, verify
 from stitchcuda.types import Candidate
@@ -220,15 +220,13 @@ def test_running_out_of_time_in_torch_compile_keeps_the_verdict(tmp_path, phase,
     """A reference timed alone gets torch.compile's default figure in its worker, after its verdict
     and timing are saved: killed there, the verdict stands without a compile figure; killed while
     it is timed, it is a timeout."""
-    import json
 
     from stitchcuda.agents.verify.verifier import _Outcome, _read_verdict
     from stitchcuda.types import Timing, Verdict
 
     saved = Verdict(candidate="reference", status="reference-only", eager=Timing(2.0, 1.9, 2.2, 50),
                     compiled=Timing(1.5, 1.4, 1.6, 50))
-    (tmp_path / "result.json").write_text(json.dumps({**saved.to_dict(), "last_phase": phase}))
-    v = _read_verdict(tmp_path, None, _Outcome(None, "timeout", 300.0, 1.0, 32.0))
+    v = _read_verdict(tmp_path, None, _Outcome(None, "timeout", 300.0, 1.0, 32.0, report=reported((saved, phase))))
     if kept:
         assert v.status == "reference-only" and v.eager.median_ms == 2.0
         assert v.compiled is None and any("torch.compile of the reference was still running" in n for n in v.notes)
@@ -242,7 +240,6 @@ def test_torch_compile_s_process_cut_short_keeps_the_candidate_s_verdict(tmp_pat
     """A candidate's torch.compile baseline is timed in a process of its own once its verdict stands
     (its first call took DenseNet121 past the bench's limit): cut short in any phase, the candidate's
     verdict stands, with the figures saved before that phase and without the one it was taking."""
-    import json
 
     from stitchcuda.agents.verify.verifier import _merge_compile, _Outcome
     from stitchcuda.types import Timing, Verdict
@@ -252,8 +249,7 @@ def test_torch_compile_s_process_cut_short_keeps_the_candidate_s_verdict(tmp_pat
     saved = Verdict(candidate="reference", status="reference-only", compiled=Timing(1.5, 1.4, 1.6, 50),
                     compiled_matched=Timing(1.4, 1.3, 1.5, 50) if phase == "compile-profile" else None,
                     compile_policy="tf32")
-    (tmp_path / "result.json").write_text(json.dumps({**saved.to_dict(), "last_phase": phase}))
-    _merge_compile(cand, tmp_path, _Outcome(None, "timeout", 600.0, 1.0, 32.0))
+    _merge_compile(cand, _Outcome(None, "timeout", 600.0, 1.0, 32.0, report=reported((saved, phase))))
     assert cand.status == "ok" and cand.accepted and cand.ours.median_ms == 1.0
     if phase == "compile-profile":  # every figure was saved before the profile of compile's kernels
         assert cand.compiled.median_ms == 1.5 and cand.compiled_matched.median_ms == 1.4

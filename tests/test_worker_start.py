@@ -21,22 +21,21 @@ def test_a_waiting_worker_runs_nothing_until_told(tmp_path):
     run = tmp_path / "run"
     module = hack_candidate("good_affine").write(run)
     req = {"reference": str(hack_task("ref_affine").path), "class_name": "Model", "candidate": str(module),
-           "device": "cpu", "trials": 3, "random_sets": 2, "adversarial": [], "result": str(run / "result.json"),
-           "events": str(run / "events.jsonl"), "gpu_state": str(run / "gpu_state.json"), "wait_for_go": True}
+           "device": "cpu", "trials": 3, "random_sets": 2, "adversarial": [], "run_dir": str(run),
+           "gpu_state": str(run / "gpu_state.json"), "wait_for_go": True}
     (run / "request.json").write_text(json.dumps(req))
-    proc, log = verifier._start_worker(req, run, dict(os.environ), None)
+    worker = verifier._start_worker(req, run, dict(os.environ), None)
     try:
         time.sleep(4.0)
-        assert proc.poll() is None and not (run / "events.jsonl").exists()  # waiting: no phase begun
-        verifier._go(proc)
-        outcome = verifier._watch_worker(proc, log, req, VerifyOptions(cpu_only=True, timeout_s=300), None, None,
-                                         None)
+        assert worker.proc.poll() is None and worker.report.records == 0  # waiting: nothing reported
+        verifier._go(worker.proc)
+        outcome = verifier._watch_worker(worker, req, VerifyOptions(cpu_only=True, timeout_s=300), None, None, None)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if worker.proc.poll() is None:
+            worker.proc.kill()
     assert outcome.returncode == 0 and not outcome.killed_for
-    result = json.loads((run / "result.json").read_text())
-    assert result["status"] == "ok" and result["built"], result.get("message")
+    result, last = outcome.report.merged("c")
+    assert last == "done" and result.status == "ok" and result.built, result.message
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")

@@ -9,7 +9,7 @@ It refuses only the candidate's own attempts, decided twice over:
          Verifier's own files, the profilers the worker starts run outside every window.
   whose  the call stack holds a frame of the candidate's own files (the run folder, less the
          worker's temp folder, where torch's compile caches and generated code live). Inside a
-         window, torch writing its caches, or the worker's recorder writing result.json, is not
+         window, torch writing its caches, or the worker writing its report, is not
          the candidate's doing; the candidate calling torch.save('/home/x') is (its forward's
          frame is on the stack).
 
@@ -23,6 +23,10 @@ Refused there, each named in a typed finding:
   sandbox-read     reading or listing files under the user's home, other than what a build needs
                    (the Python installation, the project's packages, the build caches)
   sandbox-signal   signalling another process (the Verifier that started the worker, say)
+  sandbox-introspect  reaching the worker's own objects: the garbage collector's lists (get_objects,
+                   get_referrers, get_referents) and frames (sys._getframe, a traceback's, a
+                   generator's or coroutine's), where the candidate's code is the first caller
+                   outside the standard library (inspect.currentframe() called by it is its own)
 
 The builders are let through: runtime.build and torch's cpp_extension start nvcc, c++ and ninja
 while the candidate's module imports (the kernel loader generated modules carry calls
@@ -71,12 +75,12 @@ class Policy:
 
     @classmethod
     def for_worker(cls, req: dict[str, Any]) -> Policy:
-        """The worker's policy: its run folder (where result.json goes), its temp folder and the
+        """The worker's policy: its run folder (where the candidate's module is), its temp folder and the
         GPU lock shared with other workers are writable; code under the run folder is the
         candidate's, except the temp folder's (torch's caches, sandbox.private_env)."""
         from stitchcuda.agents.verify import sandbox
 
-        run_dir = os.path.dirname(os.path.realpath(req["result"]))
+        run_dir = os.path.realpath(req["run_dir"])
         tmp = os.path.realpath(tempfile.gettempdir())
         writable = [run_dir, tmp]
         if req.get("gpu_lock"):
@@ -217,8 +221,13 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     try:
         refusal = check(policy, args)
         # Only the candidate's doing: its code on the stack (not torch's caches while it runs, not
-        # the worker's own files), and for a process, not a builder that its import called.
-        if refusal and not _candidates_doing(policy):
+        # the worker's own files), and for a process, not a builder that its import called. Looking
+        # into the process's objects is the candidate's where its own code is the first caller
+        # outside the standard library (torch's own calls, under the candidate's, are not).
+        if refusal and refusal[0] == INTROSPECT:
+            if not _first_caller_is_candidate(policy):
+                refusal = None
+        elif refusal and not _candidates_doing(policy):
             refusal = None
         if refusal and refusal[0] == "sandbox-process" and _trusted_caller(policy):
             refusal = None
@@ -252,6 +261,27 @@ def _candidates_doing(policy: Policy) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _first_caller(skip_from: str) -> str | None:
+    """The real path of the first caller's file outside the standard library and this module."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen") or name in (__file__, skip_from):
+            frame = frame.f_back
+            continue
+        real = os.path.realpath(name)
+        if real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB):
+            frame = frame.f_back
+            continue
+        return real
+    return None
+
+
+def _first_caller_is_candidate(policy: Policy) -> bool:
+    real = _first_caller(__file__)
+    return real is not None and _under(real, policy.candidate) and not _under(real, policy.not_candidate)
 
 
 def _trusted_caller(policy: Policy) -> bool:
@@ -349,7 +379,27 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     return (code, f"look up libc's {name}() through ctypes") if code else None
 
 
+INTROSPECT = "sandbox-introspect"
+# Attributes whose reads hand over a frame, and with it every caller's local variables (the worker's
+# verdict, its report's key): audited as object.__getattr__. (A frame's f_back is not audited; the
+# first frame is what is refused.)
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+
+
+def _introspect(what: str) -> Callable[[Policy, tuple[Any, ...]], tuple[str, str]]:
+    return lambda _policy, _args: (INTROSPECT, what)
+
+
 _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] = {
+    # The ways to the worker's own objects from the candidate's code: the collector's lists of every
+    # object, and frames (the verdict and the report's key are in the worker's locals).
+    "gc.get_objects": _introspect("list every object in the process (gc.get_objects)"),
+    "gc.get_referrers": _introspect("find the objects that refer to one (gc.get_referrers)"),
+    "gc.get_referents": _introspect("walk objects' references (gc.get_referents)"),
+    "sys._getframe": _introspect("take a frame of the call stack (sys._getframe)"),
+    "sys._current_frames": _introspect("take every thread's frames (sys._current_frames)"),
+    "object.__getattr__": lambda _p, a: ((INTROSPECT, f"take a frame through {type(a[0]).__name__}.{a[1]}")
+                                         if len(a) > 1 and a[1] in _FRAME_ATTRS else None),
     "open": _open,
     "os.listdir": lambda p, a: _read(p, a[0] if a else ".", "list"),
     "os.scandir": lambda p, a: _read(p, a[0] if a else ".", "list"),

@@ -59,8 +59,7 @@ def request(req: dict[str, Any], checks: list[dict[str, Any]], tolerance: dict[s
         "checked": [[c["set"], int(c["seed"])] for c in sets],
         "passed": [c["set"] for c in sets if c.get("ok") is True],
         "tolerance": {"rtol": tolerance["rtol"], "why": tolerance.get("why", "")} if tolerance.get("rtol") else None,
-        "result": f"{private}/result.json", "gpu_state": f"{private}/gpu_state.json",
-        "events": f"{private}/events.jsonl",
+        "run_dir": private, "gpu_state": f"{private}/gpu_state.json",
     }
 
 

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from stitchcuda import keep, runtime, timing_cpus
-from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree
+from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree, report
 from stitchcuda.agents.verify.locks import LockState, file_lock
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
@@ -163,9 +164,8 @@ def verify(
         "time_compile": opts.time_compile and candidate is None,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
         "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
-        "result": str(workdir / "result.json"),
+        "run_dir": str(workdir),
         "gpu_state": str(workdir / "gpu_state.json"),
-        "events": str(workdir / "events.jsonl"),
         # The worker starts while the kernels are prebuilt, and waits for the word before the
         # candidate's module is imported (_start_worker).
         "wait_for_go": prebuild,
@@ -188,7 +188,7 @@ def verify(
     blind_wanted = candidate is not None and not static and blind.enabled()
     started = blind.Started(req, workdir, env, box.wrap) if blind_wanted and gpu is not None else None
     try:
-        proc, log = _start_worker(req, workdir, env, box)
+        worker = _start_worker(req, workdir, env, box)
         if prebuild:
             assert candidate is not None
             # The library the proposal would ship, built beside the module while the worker loads
@@ -197,8 +197,8 @@ def verify(
             try:
                 kept = keep.prebuild_proposal(candidate, workdir, opts.arches)
             finally:
-                _go(proc)
-        outcome = _watch_worker(proc, log, req, opts, progress, cancel, box)
+                _go(worker.proc)
+        outcome = _watch_worker(worker, req, opts, progress, cancel, box)
         verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started,
                                 timed)
     finally:
@@ -322,10 +322,10 @@ def _compile_baseline(verdict: Verdict, req: dict, env: dict[str, str], opts: Ve
         limit = opts.compile_timeout_s if opts.compile_timeout_s is not None else 2 * opts.timeout_s
         outcome = _run_worker(creq, private, private_env(env, private), dataclasses.replace(opts, timeout_s=limit),
                               progress, cancel, None)
-        _merge_compile(verdict, private, outcome)
+        _merge_compile(verdict, outcome)
     finally:
         with contextlib.suppress(OSError):  # (its log kept where people look)
-            (Path(req["result"]).parent / "compile.log").write_text(blind.tail(private / "worker.log", 20000))
+            (Path(req["run_dir"]) / "compile.log").write_text(blind.tail(private / "worker.log", 20000))
         shutil.rmtree(private, ignore_errors=True)
 
 
@@ -334,15 +334,12 @@ COMPILE_FIELDS = ("compiled", "compiled_matched", "compile_policy", "compile_rej
                   "compile_kernel_us")
 
 
-def _merge_compile(verdict: Verdict, private: Path, outcome: _Outcome) -> None:
-    """torch.compile's figures into the candidate's verdict: what its process saved, where it was cut
-    short (time, memory, a crash) without the figure it was taking then."""
+def _merge_compile(verdict: Verdict, outcome: _Outcome) -> None:
+    """torch.compile's figures into the candidate's verdict: what its process reported, where it was
+    cut short (time, memory, a crash) without the figure it was taking then."""
     from stitchcuda.agents.verify.compile_baseline import PHASES
 
-    path = private / "result.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    last = data.pop("last_phase", "start")
-    got = Verdict.from_dict(data) if data else None
+    got, last = outcome.report.merged("reference") if outcome.report is not None else (None, "start")
     if got is not None:
         for name in COMPILE_FIELDS:
             setattr(verdict, name, getattr(got, name))
@@ -421,6 +418,14 @@ class _Outcome:
     limit_gb: float
     waited_s: float = 0.0  # waiting for the GPU lock held by another candidate (not counted)
     gpu_limit_s: float = 0.0  # the limit on holding the GPU in one stretch
+    report: report.Reader | None = None  # what the worker reported (drained, closed)
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen
+    log: IO[str]  # its open log file
+    report: report.Reader  # the report pipe's read end, drained by a thread
 
 
 def physical_gpu(gpu: int) -> str:
@@ -445,25 +450,42 @@ def gpu_lock_path(device: str) -> str:
 def _run_worker(req, workdir: Path, env, opts: VerifyOptions, progress, cancel, box: Box | None) -> _Outcome:
     """Runs the worker on `workdir`'s request.json (in `box`, the candidate's sandbox, where given)
     and watches it to its end."""
-    proc, log = _start_worker(req, workdir, env, box)
-    return _watch_worker(proc, log, req, opts, progress, cancel, box)
+    return _watch_worker(_start_worker(req, workdir, env, box), req, opts, progress, cancel, box)
 
 
-def _start_worker(req, workdir: Path, env, box: Box | None):
-    """The worker's process on `workdir`'s request.json, and its open log. Where the request says
-    wait_for_go, it reads one line of its stdin (`_go`) before the candidate's code is imported."""
+def _start_worker(req, workdir: Path, env, box: Box | None) -> _Worker:
+    """The worker's process on `workdir`'s request.json, its open log, and the read end of the pipe
+    it reports on (report.py; the write end's number is its second argument). Where the request
+    says wait_for_go, it reads one line of its stdin (`_go`) before the candidate's code is imported."""
     log = (workdir / "worker.log").open("w")
     module = "stitchcuda.agents.verify." + ("compile_baseline" if req.get("mode") == "compile-baseline" else "worker")
-    cmd = [sys.executable, "-m", module, str(workdir / "request.json")]
-    proc = subprocess.Popen(
-        box.wrap(cmd) if box is not None else cmd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.PIPE if req.get("wait_for_go") else subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,  # its own process group: killing it takes any children with it
-    )
-    return proc, log
+    read_end, write_end = report.open_pipe()
+    key = report.new_key()
+    cmd = [sys.executable, "-m", module, str(workdir / "request.json"), str(write_end)]
+    try:
+        proc = subprocess.Popen(
+            box.wrap(cmd) if box is not None else cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.PIPE,
+            env=env,
+            pass_fds=(write_end,),
+            start_new_session=True,  # its own process group: killing it takes any children with it
+        )
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)  # (the worker's now: its exit is the pipe's end)
+    # The key its records are signed with, on stdin (not argv or the environment: the candidate
+    # reads those), read before anything of the candidate's is imported.
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.write(key.hex().encode() + b"\n")
+        proc.stdin.flush()
+        if not req.get("wait_for_go"):
+            proc.stdin.close()
+    return _Worker(proc, log, report.Reader(read_end, key).start())
 
 
 def _go(proc: subprocess.Popen) -> None:
@@ -474,14 +496,24 @@ def _go(proc: subprocess.Popen) -> None:
         proc.stdin.close()
 
 
-def _watch_worker(proc: subprocess.Popen, log, req, opts: VerifyOptions, progress, cancel,
-                  box: Box | None) -> _Outcome:
+def _watch_worker(worker: _Worker, req, opts: VerifyOptions, progress, cancel, box: Box | None) -> _Outcome:
     """Watches a started worker to its end: progress events, time (the GPU lock's waits left out),
-    memory, cancellation; kills its process group where any limit is passed."""
+    memory, cancellation; kills its process group where any limit is passed. Its report is read to
+    the end and closed by the time this returns."""
+    proc, log = worker.proc, worker.log
     t0 = time.monotonic()
     killed_for = None
     peak = 0.0
-    events = _EventReader(Path(req["events"]), progress)
+
+    def events() -> None:
+        got = worker.report.events()
+        if got:
+            # (A log of what the worker reported, for people: nothing reads it back.)
+            with (Path(req["run_dir"]) / "events.jsonl").open("a") as f:
+                f.writelines(json.dumps(e) + "\n" for e in got)
+        for e in got:
+            if progress:
+                progress(e["phase"], e["detail"])
     # Time spent waiting for the GPU lock (another candidate holds it) is not this candidate's: the
     # limit counts the rest. Holding it is limited on its own, so a hang frees the GPU soon.
     gpu_state = Path(req["gpu_state"])
@@ -490,7 +522,7 @@ def _watch_worker(proc: subprocess.Popen, log, req, opts: VerifyOptions, progres
     try:
         while proc.poll() is None:
             time.sleep(0.1)
-            events.drain()
+            events()
             rss = proc_tree.TABLE.tree_rss(proc.pid)
             peak = max(peak, rss / 2**30)
             now = time.monotonic()
@@ -509,32 +541,15 @@ def _watch_worker(proc: subprocess.Popen, log, req, opts: VerifyOptions, progres
             if killed_for:
                 _kill_group(proc)
                 break
-        events.drain()  # what the worker said between the last poll and its exit
     finally:
         if proc.poll() is None:
             _kill_group(proc)
         log.close()
-    return _Outcome(box.returncode(proc.returncode) if box is not None else proc.returncode, killed_for, time.monotonic() - t0 - waited, peak,
-                    opts.max_host_memory_gb, waited, opts.gpu_phase_timeout_s)
-
-
-class _EventReader:
-    """Feeds the worker's progress events (one JSON object a line) to the callback, each once."""
-
-    def __init__(self, path: Path, progress: Progress | None):
-        self.path, self.progress, self.seen = path, progress, 0
-
-    def drain(self) -> None:
-        if not self.progress or not self.path.exists():
-            return
-        lines = self.path.read_text().splitlines()
-        for line in lines[self.seen :]:
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line still being written: read it next time
-            self.seen += 1
-            self.progress(e.get("phase", "?"), e.get("detail", ""))
+        worker.report.close()  # (the worker is gone: what it wrote is all there is)
+    events()  # what the worker said between the last poll and its exit
+    return _Outcome(box.returncode(proc.returncode) if box is not None else proc.returncode, killed_for,
+                    time.monotonic() - t0 - waited, peak, opts.max_host_memory_gb, waited, opts.gpu_phase_timeout_s,
+                    worker.report)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -562,14 +577,10 @@ COMPILE_PHASES = ("compile", "compile-timing")
 
 
 def _read_verdict(workdir: Path, candidate: Candidate | None, outcome: _Outcome) -> Verdict:
-    path = workdir / "result.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    last_phase = data.pop("last_phase", "start")
-    verdict = (
-        Verdict.from_dict(data)
-        if data
-        else Verdict(candidate=candidate.name if candidate else "reference", status="error")
-    )
+    """The worker's verdict as its report said it (report.Reader.merged), and what ended it."""
+    name = candidate.name if candidate else "reference"
+    got, last_phase = outcome.report.merged(name) if outcome.report is not None else (None, "start")
+    verdict = got or Verdict(candidate=name, status="error")
     log_tail = (
         (workdir / "worker.log").read_text(errors="replace")[-4000:]
         if (workdir / "worker.log").exists()

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime, timing_cpus
-from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
+from stitchcuda.agents.verify import audit, call_watch, offthread, report, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -58,9 +58,12 @@ from stitchcuda.types import FINITE_MISS, Finding, Verdict
 
 
 class Recorder:
-    def __init__(self, req: dict[str, Any]):
-        self.result = Path(req["result"])
-        self.events = Path(req["events"])
+    """The worker's verdict as it grows, and its phases: each phase begun, and each save, is a record
+    to the Verifier on the report pipe (report.py; its fd is the worker's second argument). Without a
+    pipe (a Recorder made in a test), nothing is sent."""
+
+    def __init__(self, req: dict[str, Any], report_fd: int | None = None, key: bytes = b""):
+        self.sender = report.Sender(report_fd, key)
         self.verdict = Verdict(candidate=req.get("candidate_name", "reference"), status="error")
         self.t_phase = time.perf_counter()
         self.phase = "start"
@@ -71,16 +74,11 @@ class Recorder:
             self.verdict.phases.get(self.phase, 0.0) + now - self.t_phase, 3
         )
         self.phase, self.t_phase = phase, now
-        with self.events.open("a") as f:
-            f.write(json.dumps({"t": time.time(), "phase": phase, "detail": detail}) + "\n")
+        self.sender.event(phase, detail, time.time())
         self.save()
 
     def save(self) -> None:
-        d = self.verdict.to_dict()
-        d["last_phase"] = self.phase
-        tmp = self.result.with_suffix(".tmp")
-        tmp.write_text(json.dumps(d, indent=2, default=str))
-        os.replace(tmp, self.result)
+        self.sender.verdict(self.verdict, self.phase)
 
 
 @contextlib.contextmanager
@@ -1213,7 +1211,9 @@ def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> i
     req = json.loads(Path(argv[1]).read_text())
     if req.get("gpu_state"):
         _GPU_STATE.append(Path(req["gpu_state"]))
-    rec = Recorder(req)
+    # The key the report is signed with, first on stdin (verifier._start_worker), where a report is asked for.
+    fd = int(argv[2]) if len(argv) > 2 else None
+    rec = Recorder(req, fd, bytes.fromhex(sys.stdin.readline().strip()) if fd is not None else b"")
     # What every worker loads anyway, loaded before any GPU lock is taken: the op recorder's dispatch
     # mode imports torch._dynamo on its first op (seconds; it was the lock holder's, stretching the
     # correctness phase and the neighbours' waits).
@@ -1237,7 +1237,7 @@ def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> i
     audit.report(rec.verdict)  # what the sandbox refused the candidate is why whatever failed failed
     rec.enter("done")
     sys.stdout.flush()
-    # A CUDA context broken by the candidate can hang in teardown; the verdict is on disk already.
+    # A CUDA context broken by the candidate can hang in teardown; the verdict is sent already.
     os._exit(0)
 
 
