@@ -65,6 +65,14 @@ REFUSED = {
     "signal parent": ("os.kill(os.getppid(), 0)", "sandbox-signal", "the worker's parent"),
     "connect": ("import socket; socket.socket().connect(('127.0.0.1', 9))", "sandbox-network", "127.0.0.1:9"),
     "resolve": ("import socket; socket.getaddrinfo('example.com', 80)", "sandbox-network", "resolve example.com"),
+    # The worker's own objects (its verdict, its report's key) are reachable through these.
+    "gc objects": ("import gc; gc.get_objects()", "sandbox-introspect", "gc.get_objects"),
+    "gc referrers": ("import gc; gc.get_referrers(os)", "sandbox-introspect", "gc.get_referrers"),
+    "a frame": ("sys._getframe()", "sandbox-introspect", "sys._getframe"),
+    "a frame by inspect": ("import inspect; inspect.currentframe()", "sandbox-introspect", "sys._getframe"),
+    "a traceback's frame": ("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame",
+                            "sandbox-introspect", "tb_frame"),
+    "a generator's frame": ("(i for i in ()).gi_frame", "sandbox-introspect", "gi_frame"),
 }
 
 
@@ -86,7 +94,20 @@ ALLOWED = {
     "signal itself": "import signal; os.kill(os.getpid(), 0)",
     "import a module": "import email.mime.text",
     "ctypes launcher lookup": "import ctypes; getattr(ctypes.CDLL(None), 'strlen')",
+    # The standard library looking at its caller for its own use hands no frame to the candidate.
+    "logging": "import logging; logging.getLogger('c').warning('x')",
+    "namedtuple": "import collections; collections.namedtuple('P', 'a b')(1, 2)",
 }
+
+
+def test_a_library_looking_at_frames_under_the_candidate_s_call_is_not_refused(tmp_path):
+    """torch's own uses of frames (custom_op's registration, say) run under the candidate's calls:
+    only the candidate's own code, directly or through inspect or traceback, is refused."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "helper.py").write_text("import gc, sys\ndef look():\n    gc.get_referrers(sys)\n    return sys._getframe()\n")
+    out = _hooked(tmp_path, f"sys.path.insert(0, {str(lib)!r}); import helper; helper.look()")
+    assert out == {"outcome": "allowed", "findings": []}
 
 
 @pytest.mark.parametrize("body", ALLOWED.values(), ids=ALLOWED.keys())

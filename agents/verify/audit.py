@@ -25,8 +25,8 @@ Refused there, each named in a typed finding:
   sandbox-signal   signalling another process (the Verifier that started the worker, say)
   sandbox-introspect  reaching the worker's own objects: the garbage collector's lists (get_objects,
                    get_referrers, get_referents) and frames (sys._getframe, a traceback's, a
-                   generator's or coroutine's), where the candidate's code is the first caller
-                   outside the standard library (inspect.currentframe() called by it is its own)
+                   generator's or coroutine's), asked for by the candidate's code itself or through
+                   inspect or traceback (logging's look at its caller, or torch's, is not refused)
 
 The builders are let through: runtime.build and torch's cpp_extension start nvcc, c++ and ninja
 while the candidate's module imports (the kernel loader generated modules carry calls
@@ -263,25 +263,37 @@ def _candidates_doing(policy: Policy) -> bool:
     return False
 
 
-def _first_caller(skip_from: str) -> str | None:
-    """The real path of the first caller's file outside the standard library and this module."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if name.startswith("<frozen") or name in (__file__, skip_from):
-            frame = frame.f_back
-            continue
-        real = os.path.realpath(name)
-        if real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB):
-            frame = frame.f_back
-            continue
-        return real
-    return None
+# The standard library's modules whose functions hand frames to their caller (inspect.currentframe,
+# inspect.stack, traceback.walk_stack and walk_tb): called by the candidate, what they take is its.
+# Others that look at frames for their own use (logging's caller lookup) keep them.
+_HANDS_OUT_FRAMES = frozenset({"inspect.py", "traceback.py"})
 
 
 def _first_caller_is_candidate(policy: Policy) -> bool:
-    real = _first_caller(__file__)
-    return real is not None and _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+    """Whether the code that asked for a frame or the collector's lists is the candidate's: its own
+    code directly, or through inspect or traceback (the first caller outside the standard library)."""
+
+    def candidates(name: str) -> bool:
+        real = os.path.realpath(name)
+        return _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    if candidates(name):
+        return True
+    real = os.path.realpath(name)
+    if not (real.startswith(_STDLIB) and os.path.basename(real) in _HANDS_OUT_FRAMES):
+        return False
+    while frame is not None:
+        real = os.path.realpath(frame.f_code.co_filename)
+        if not real.startswith(_STDLIB) or real.startswith(_NOT_STDLIB):
+            return candidates(real)
+        frame = frame.f_back
+    return False
 
 
 def _trusted_caller(policy: Policy) -> bool:
