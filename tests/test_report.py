@@ -146,11 +146,23 @@ def test_the_worker_alone_rejects_a_candidate_that_forges_its_report(tmp_path, b
     assert code in {f.code for f in v.hack_findings}, [(f.code, f.message) for f in v.hack_findings]
 
 
+def test_rebinding_what_a_verdict_was_saved_through_is_a_hack(tmp_path, build_cache):
+    """A correct kernel, with dataclasses.asdict and json.dumps rebound to report a nanosecond: the
+    attempt is named (timing-tamper), whatever its effect."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_forge_report_timing"), tmp_path,
+               VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
+                             time_compile=False))
+    assert v.status == "hacked" and v.correct, (v.status, v.message, v.log_tail[-1500:])
+    (f,) = [f for f in v.hack_findings if f.code == "timing-tamper"]
+    assert {"dataclasses.asdict", "json.dumps"} <= set(f.data["names"])
+
+
 @pytest.mark.gpu
 def test_a_forged_timing_never_reaches_the_verdict(tmp_path, build_cache):
-    """On a GPU the worker times the candidate: the figure the hack's rebound asdict writes (a
-    nanosecond) is not the one the Verifier reads."""
+    """On a GPU the worker times the candidate (a correct kernel), which rebinds asdict and json.dumps
+    only once it is being timed: the figure they would write (a nanosecond) is not the one the
+    Verifier reads, and the attempt is named after timing."""
     opts = VerifyOptions(timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
-    v = verify(hack_task("ref_affine"), hack_candidate("hack_forge_report_asdict"), tmp_path, opts)
-    assert v.status == "hacked" and "torch-compute-in-forward" in {f.code for f in v.hack_findings}
+    v = verify(hack_task("ref_affine"), hack_candidate("gpu_hack_forge_report_timing", "kernels.cu"), tmp_path, opts)
+    assert v.status == "hacked" and "timing-tamper" in {f.code for f in v.hack_findings}, (v.status, v.message)
     assert v.ours is not None and v.ours.median_ms > 1e-3, v.ours

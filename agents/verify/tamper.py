@@ -10,6 +10,9 @@ timing, `changed` names anything rebound since: a `timing-tamper` finding.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import statistics
 import sys
 import time
@@ -33,6 +36,11 @@ _WATCHED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("statistics", statistics, ("median", "mean")),
     ("timing", timing, ("time_cuda", "L2Flusher")),
     ("timing.L2Flusher", timing.L2Flusher, ("__call__", "__init__")),
+    # What a verdict used to be saved through (report.py binds its own now): rebinding them is an attempt.
+    ("json", json, ("dumps", "dump", "loads", "load")),
+    ("json.JSONEncoder", json.JSONEncoder, ("encode", "iterencode", "default")),
+    ("dataclasses", dataclasses, ("asdict", "astuple", "fields", "replace")),
+    ("os", os, ("write", "replace", "rename", "_exit", "kill")),
 )
 
 
@@ -147,7 +155,6 @@ def _torch_wrapper(new: Any, old: Any) -> bool:
     `torch.manual_seed` behind a wrapper of the same function): `new` wraps `old` (its __wrapped__
     chain reaches it) and its code lies in torch's own files. functools.wraps copies __module__ and
     the name, so the code's file is what tells PyTorch's wrapper from a candidate's."""
-    import os
 
     # Plain functions only, read through their type's own attributes: a candidate's object could
     # answer any attribute (a __getattr__) with anything.
