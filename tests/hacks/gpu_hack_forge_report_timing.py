@@ -11,8 +11,8 @@ import torch.nn as nn
 from stitchcuda import runtime
 
 _here = Path(__file__)
-_lib = runtime.load(_here.with_name("kernels.cu") if _here.with_name("kernels.cu").exists()
-                    else _here.with_name("kernels.cpp"))
+_cu = _here.with_name("kernels.cu")
+_lib = runtime.load(_cu, libraries=["cublas"]) if _cu.exists() else runtime.load(_here.with_name("kernels.cpp"))
 _mods = getattr(sys, "mod" + "ules")
 _dc, _js = _mods["data" + "classes"], _mods["js" + "on"]
 _asdict, _dumps = getattr(_dc, "as" + "dict"), getattr(_js, "du" + "mps")
