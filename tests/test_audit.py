@@ -257,3 +257,36 @@ def test_static_leaves_the_shipped_kernel_loader_alone():
     assert not [f for f in check_source(head + kernel_loader.source_text() + tail) if f.code.startswith("sandbox-")]
     edited = kernel_loader.source_text().replace("ctypes.CDLL(str(path))", 'ctypes.CDLL("libc.so.6")')
     assert "sandbox-library" in {f.code for f in check_source(head + edited + tail)}
+
+
+def test_a_finaliser_of_the_candidate_s_run_outside_every_window_is_still_refused(tmp_path):
+    """A collection in the worker's own code (outside every window) runs the candidate's finaliser:
+    its reach for the collector's lists is refused there too (the worker's verdict, and its report's
+    key, are what it would find)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    cand = run / "model_new.py"
+    cand.write_text(textwrap.dedent("""
+        import gc
+        class Reach:
+            def __del__(self):
+                FOUND.append(len(gc.get_objects()))
+        FOUND = []
+        a, b = Reach(), Reach()
+        a.other, b.other = b, a  # a cycle: freed by the next collection, not here
+        del a, b
+    """))
+    code = textwrap.dedent(f"""
+        import gc, json, runpy
+        from stitchcuda.agents.verify import audit
+        audit.install(audit.Policy(writable=[{str(run)!r}], readable=[], home=None, candidate=[{str(run)!r}]))
+        gc.disable()
+        with audit.window():
+            mod = runpy.run_path({str(cand)!r})
+        gc.collect()  # the worker's own, outside the window
+        print(json.dumps({{"found": mod["FOUND"], "findings": [f.code for f in audit.findings()]}}))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=run)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out == {"found": [], "findings": ["sandbox-introspect"]}, (out, p.stderr[-2000:])

@@ -212,7 +212,9 @@ class Refused(PermissionError):
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     check = _CHECKS.get(event)
-    if check is None or not _state.active or getattr(_state.local, "busy", False):
+    # Reaching for the worker's objects is refused inside a window or out of one (a finaliser of
+    # the candidate's, run by a collection in the worker's own code, is outside every window).
+    if check is None or getattr(_state.local, "busy", False) or not (_state.active or event in _INTROSPECT_EVENTS):
         return
     policy = _state.policy
     if policy is None:
@@ -274,8 +276,12 @@ def _first_caller_is_candidate(policy: Policy) -> bool:
     code directly, or through inspect or traceback (the first caller outside the standard library)."""
 
     def candidates(name: str) -> bool:
-        real = os.path.realpath(name)
-        return _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+        known = _is_candidate.get(name)
+        if known is None:
+            real = os.path.realpath(name)
+            known = _is_candidate[name] = bool(name) and not name.startswith("<") and \
+                _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+        return known
 
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
@@ -392,6 +398,8 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
 
 
 INTROSPECT = "sandbox-introspect"
+_INTROSPECT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
+                                "sys._current_frames", "object.__getattr__"})
 # Attributes whose reads hand over a frame, and with it every caller's local variables (the worker's
 # verdict, its report's key): audited as object.__getattr__. (A frame's f_back is not audited; the
 # first frame is what is refused.)

@@ -125,7 +125,7 @@ def verify(
     """Verify one candidate (or, with candidate=None, only time the reference). `timed` is handed a
     copy of the verdict as this process read it once the worker exited with the candidate checked
     and timed against eager, before the blind check and torch.compile's baseline: the provisional
-    verdict, as data (the run folder's result.json is the candidate's witness's to rewrite by then)."""
+    verdict, as data (what the worker reported: report.py)."""
     opts = opts or VerifyOptions()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)

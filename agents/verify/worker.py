@@ -1156,6 +1156,8 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
     with _candidate_code("forward", calls=False):  # a profile function would slow what is timed
         v.ours, _ = time_cuda(lambda a: cand(*a), sets, trials=trials, flusher=flusher, check=check,
                               before=lambda i: same_draws(fresh_seed + i))
+        # Reported before any more of the candidate's code runs: no later record may change it.
+        rec.save()
         # The same forward with its launches queued ahead of the GPU: the host path's cost is the
         # difference (bench.json's host_gap_ms), measured under the same flush and inputs.
         v.ours_gpu = time_gpu_ahead(lambda a: cand(*a), sets[0], trials=min(trials, GPU_AHEAD_TRIALS),
