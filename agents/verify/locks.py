@@ -4,7 +4,9 @@ Verifier process on the machine.
 
 Where `state` names a file, the worker says there whether it is waiting for the lock or holding
 it, and since when (CLOCK_MONOTONIC, the same for every process): the Verifier does not count the
-wait against the candidate's time limit, and limits how long one candidate may hold the GPU."""
+wait against the candidate's time limit, and limits how long one candidate may hold the GPU. That
+file is in the run folder, the candidate's to write: a wait is counted only while the lock is held
+(`held`), so a candidate that says it waits forever is still timed out."""
 
 from __future__ import annotations
 
@@ -54,3 +56,19 @@ def file_lock(path: str | None, state: Path | None = None) -> Iterator[None]:
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
             _say(state, "free")
+
+
+def held(path: str | None) -> bool:
+    """Whether some open file holds the lock now: tried without waiting, and let go at once."""
+    if not path:
+        return False
+    try:
+        with open(path, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+    except OSError:
+        return True  # (cannot tell: the worker's word stands, as before)

@@ -28,7 +28,7 @@ from typing import IO
 
 from stitchcuda import keep, runtime, timing_cpus
 from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree, report
-from stitchcuda.agents.verify.locks import LockState, file_lock
+from stitchcuda.agents.verify.locks import LockState, file_lock, held
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
@@ -527,7 +527,7 @@ def _watch_worker(worker: _Worker, req, opts: VerifyOptions, progress, cancel, b
             peak = max(peak, rss / 2**30)
             now = time.monotonic()
             lock = LockState.read(gpu_state)
-            if lock is not None and lock.state == "waiting":
+            if lock is not None and lock.state == "waiting" and held(req.get("gpu_lock")):
                 waited += now - max(last, lock.since)
             last = now
             if cancel is not None and cancel.is_set():
