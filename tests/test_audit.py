@@ -73,6 +73,13 @@ REFUSED = {
     "a traceback's frame": ("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame",
                             "sandbox-introspect", "tb_frame"),
     "a generator's frame": ("(i for i in ()).gi_frame", "sandbox-introspect", "gi_frame"),
+    "a frame by logging": ("import logging; logging.currentframe()", "sandbox-introspect", "sys._getframe"),
+    "frames by traceback": ("import traceback; next(traceback.walk_stack(None))", "sandbox-introspect",
+                            "sys._getframe"),
+    "a trace function": ("sys.settrace(lambda *a: None)", "sandbox-introspect", "sys.settrace"),
+    "the C API by ctypes": ("import ctypes; ctypes.pythonapi.PyEval_GetFrame", "sandbox-introspect",
+                            "PyEval_GetFrame"),
+    "a function's defaults": ("os.path.join.__defaults__ = ()", "sandbox-introspect", "__defaults__"),
 }
 
 
@@ -97,6 +104,11 @@ ALLOWED = {
     # The standard library looking at its caller for its own use hands no frame to the candidate.
     "logging": "import logging; logging.getLogger('c').warning('x')",
     "namedtuple": "import collections; collections.namedtuple('P', 'a b')(1, 2)",
+    "typing and enum": "import enum, typing; typing.TypeVar('T'); typing.NamedTuple('Q', [('a', int)]); enum.Enum('E', 'A B')",
+    "traceback formatted in an except clause": ("import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n"
+                                                "    traceback.format_exc()"),
+    "logger.exception": ("import logging\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n"
+                         "    logging.getLogger('c').exception('x')"),
 }
 
 

@@ -290,3 +290,22 @@ def test_on_the_gpu_the_flush_takes_back_a_persisting_l2_carve_out():
     cudart.cudaDeviceGetLimit(ctypes.byref(limit), 0x06)
     assert limit.value == 0
     assert torch.allclose((x * 2).sum(), x.sum() * 2, rtol=1e-4)  # no error left for torch to trip on
+
+
+def test_a_replacement_named_as_torch_s_own_is_still_seen(monkeypatch):
+    """The check after timing leaves out what PyTorch put there itself; a replacement is PyTorch's only
+    if its code lies in PyTorch's files, not because its __module__ says "torch.cuda" (a candidate's
+    current_stream, pointing the timing's events at a stream of its own, went unseen that way)."""
+    import torch
+
+    before = tamper.snapshot()
+
+    def current_stream(device=None):
+        return torch.cuda.Stream()
+
+    current_stream.__module__ = "torch.cuda"
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    assert "torch.cuda.current_stream" in tamper.changed(before, except_from=("torch", "triton"))
+    # PyTorch's own function put back under another name is PyTorch's: not a change the candidate made.
+    monkeypatch.setattr(torch.cuda, "current_stream", torch.cuda.default_stream)
+    assert "torch.cuda.current_stream" not in tamper.changed(before, except_from=("torch", "triton"))

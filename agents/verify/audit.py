@@ -265,15 +265,21 @@ def _candidates_doing(policy: Policy) -> bool:
     return False
 
 
-# The standard library's modules whose functions hand frames to their caller (inspect.currentframe,
-# inspect.stack, traceback.walk_stack and walk_tb): called by the candidate, what they take is its.
-# Others that look at frames for their own use (logging's caller lookup) keep them.
-_HANDS_OUT_FRAMES = frozenset({"inspect.py", "traceback.py"})
+# Standard-library functions that look at frames for their own use and hand none to their caller:
+# logging's lookup of who logged, traceback's formatting (a candidate's logger.exception() or
+# traceback.format_exc() in an except clause), the module name a namedtuple, a typing construct or a
+# functional Enum takes from its caller. Any other way through the standard library to a
+# frame, asked for by the candidate (inspect.currentframe, inspect.stack or trace, logging.currentframe,
+# traceback.walk_stack or walk_tb), is the candidate's.
+_FRAME_CONSUMERS = frozenset({("logging", "findCaller"), ("traceback", "_extract_from_extended_frame_gen"),
+                              # (the caller's module name, for a class made at run time; 3.11)
+                              ("collections", "namedtuple"), ("typing", "_caller"), ("enum", "_create_")})
 
 
 def _first_caller_is_candidate(policy: Policy) -> bool:
-    """Whether the code that asked for a frame or the collector's lists is the candidate's: its own
-    code directly, or through inspect or traceback (the first caller outside the standard library)."""
+    """Whether the code that asked for a frame, the collector's lists or a function's code is the
+    candidate's: its own code directly, or through the standard library (past none of the consumers
+    above) with its code the first caller outside it."""
 
     def candidates(name: str) -> bool:
         known = _is_candidate.get(name)
@@ -283,21 +289,24 @@ def _first_caller_is_candidate(policy: Policy) -> bool:
                 _under(real, policy.candidate) and not _under(real, policy.not_candidate)
         return known
 
+    def stdlib(name: str) -> bool:
+        real = os.path.realpath(name)
+        return name.startswith("<frozen") or (real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB))
+
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
-    if frame is None:
-        return False
-    name = frame.f_code.co_filename
-    if candidates(name):
-        return True
-    real = os.path.realpath(name)
-    if not (real.startswith(_STDLIB) and os.path.basename(real) in _HANDS_OUT_FRAMES):
-        return False
     while frame is not None:
-        real = os.path.realpath(frame.f_code.co_filename)
-        if not real.startswith(_STDLIB) or real.startswith(_NOT_STDLIB):
-            return candidates(real)
+        name = frame.f_code.co_filename
+        if candidates(name):
+            return True
+        if not stdlib(name):
+            return False  # torch's own, say: not the candidate's asking
+        module = os.path.splitext(os.path.basename(name))[0]
+        if module == "__init__":
+            module = os.path.basename(os.path.dirname(name))
+        if (module, frame.f_code.co_name) in _FRAME_CONSUMERS:
+            return False
         frame = frame.f_back
     return False
 
@@ -394,16 +403,23 @@ def _resolve(host: Any, port: Any) -> tuple[str, str] | None:
 def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     name = args[1] if len(args) > 1 else None
     code = _LIBC.get(name) if isinstance(name, str) else None
-    return (code, f"look up libc's {name}() through ctypes") if code else None
+    if code:
+        return code, f"look up libc's {name}() through ctypes"
+    if isinstance(name, str) and name.startswith(("Py", "_Py")):
+        # ctypes.pythonapi: the interpreter's own C API (PyEval_GetFrame, the collector's lists).
+        return INTROSPECT, f"call Python's C API ({name}) through ctypes"
+    return None
 
 
 INTROSPECT = "sandbox-introspect"
 _INTROSPECT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
-                                "sys._current_frames", "object.__getattr__"})
+                                "sys._current_frames", "object.__getattr__", "object.__setattr__", "sys.settrace",
+                                "sys.setprofile", "ctypes.dlsym", "ctypes.dlsym/handle"})
 # Attributes whose reads hand over a frame, and with it every caller's local variables (the worker's
 # verdict, its report's key): audited as object.__getattr__. (A frame's f_back is not audited; the
 # first frame is what is refused.)
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
 def _introspect(what: str) -> Callable[[Policy, tuple[Any, ...]], tuple[str, str]]:
@@ -420,6 +436,12 @@ _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] 
     "sys._current_frames": _introspect("take every thread's frames (sys._current_frames)"),
     "object.__getattr__": lambda _p, a: ((INTROSPECT, f"take a frame through {type(a[0]).__name__}.{a[1]}")
                                          if len(a) > 1 and a[1] in _FRAME_ATTRS else None),
+    # Replacing a function's code or its bound defaults (the worker's report binds what it calls in
+    # its functions' defaults), and a trace or profile function (it is handed every frame).
+    "object.__setattr__": lambda _p, a: ((INTROSPECT, f"replace {getattr(a[0], '__qualname__', type(a[0]).__name__)}"
+                                          f".{a[1]}") if len(a) > 1 and a[1] in _CODE_ATTRS else None),
+    "sys.settrace": _introspect("install a trace function (sys.settrace)"),
+    "sys.setprofile": _introspect("install a profile function (sys.setprofile)"),
     "open": _open,
     "os.listdir": lambda p, a: _read(p, a[0] if a else ".", "list"),
     "os.scandir": lambda p, a: _read(p, a[0] if a else ".", "list"),

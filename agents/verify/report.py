@@ -31,7 +31,6 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,34 +62,29 @@ def sign(key: bytes, body: bytes, _digest=_hmac_digest) -> str:
 FOREIGN = "\0foreign"  # a container of a type the worker never puts in a verdict
 
 
-def _make_plain() -> Callable[[Any], Any]:
-    plain_types = (type(None), bool, int, float, str)
-    _type, _str, _getattr, _isinstance, _get, _items = type, str, getattr, isinstance, object.__getattribute__, dict.items
-
-    def plain(value: Any) -> Any:
-        t = _type(value)
-        if t in plain_types:
-            return value
-        if t is list or t is tuple:
-            return [plain(x) for x in value]
-        if t is dict:
-            return {_str(k): plain(v) for k, v in _items(value)}
-        fields = _getattr(t, "__dataclass_fields__", None)
-        if _type(fields) is dict:
-            return {name: plain(_get(value, name)) for name in fields}
-        if _isinstance(value, list | tuple | dict):
-            return {FOREIGN: f"{t.__module__}.{t.__qualname__}"}
-        return _str(value)
-
-    return plain
-
-
-# `value` as JSON's plain types, read through the builtin types' own methods: a dataclass by its
-# declared fields, exact lists, tuples and dicts item by item, anything else as its str(). A list or
-# dict of a subclass (one whose methods were replaced) is not read through its methods: it is
-# reported as what it is, for the Verifier to see. (Recursing through its own closure, not a module
-# name a candidate could rebind.)
-plain = _make_plain()
+def plain(value: Any, _self: Any = None, _plain_types: tuple = (type(None), bool, int, float, str), _type=type,
+          _str=str, _getattr=getattr, _isinstance=isinstance, _get=object.__getattribute__, _items=dict.items,
+          _foreign=FOREIGN) -> Any:
+    """`value` as JSON's plain types, read through the builtin types' own methods: a dataclass by its
+    declared fields, exact lists, tuples and dicts item by item, anything else as its str(). A list
+    or dict of a subclass (one whose methods were replaced) is not read through its methods: it is
+    reported as what it is, for the Verifier to see. Everything it calls is bound in its defaults,
+    a tuple (no module name, closure cell or dict a candidate could change in place; replacing the
+    tuple is audited), and it recurses through `_self`, bound below."""
+    me = _self or plain
+    t = _type(value)
+    if t in _plain_types:
+        return value
+    if t is list or t is tuple:
+        return [me(x, me) for x in value]
+    if t is dict:
+        return {_str(k): me(v, me) for k, v in _items(value)}
+    fields = _getattr(t, "__dataclass_fields__", None)
+    if _type(fields) is dict:
+        return {name: me(_get(value, name), me) for name in fields}
+    if _isinstance(value, list | tuple | dict):
+        return {_foreign: f"{t.__module__}.{t.__qualname__}"}
+    return _str(value)
 
 
 def has_foreign(value: Any) -> bool:
@@ -113,8 +107,8 @@ class Sender:
             # The builds and profilers the worker starts must not hold the pipe open past its exit.
             os.set_inheritable(fd, False)
 
-    def send(self, kind: str, body: dict[str, Any], *, _encode=_encode, _join="".join, _write=os.write,
-             _len=len, _view=memoryview, _sign=sign) -> None:
+    def send(self, kind: str, body: dict[str, Any], _encode=_encode, _join="".join, _write=os.write, _len=len,
+             _view=memoryview, _sign=sign) -> None:
         if self.fd is None:
             return
         self.seq += 1
@@ -125,7 +119,7 @@ class Sender:
             view = view[_write(self.fd, view):]
 
     def verdict(self, v: Verdict, phase: str, _plain=plain, _type=type, _verdict_type=Verdict) -> None:
-        d = _plain(v)
+        d = _plain(v, _plain)
         if _type(v) is not _verdict_type:  # (its class swapped for one of the candidate's)
             d = {**d, FOREIGN: f"{_type(v).__module__}.{_type(v).__qualname__}"}
         self.send("verdict", {"phase": phase, "verdict": d})

@@ -174,8 +174,25 @@ _AGAIN = "\0again"
 
 
 def _from(value: Any, packages: tuple[str, ...]) -> bool:
-    module = getattr(value, "__module__", None) or ""
-    return bool(packages) and module.split(".")[0] in packages
+    """Whether `value` is one of these packages' own: a Python function whose code lies in their
+    files, or a C function of one of their modules. Not by its `__module__`, which anyone can set
+    (a candidate's replacement of torch.cuda.current_stream named "torch.cuda" went unseen)."""
+    if not packages:
+        return False
+    roots = []
+    for name in packages:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None) if module is not None else None
+        if isinstance(file, str):
+            roots.append(os.path.dirname(os.path.realpath(file)) + os.sep)
+    if type(value) is types.FunctionType:
+        file = os.path.realpath(value.__code__.co_filename)
+    elif type(value) is types.BuiltinFunctionType and isinstance(value.__self__, types.ModuleType):
+        file = getattr(value.__self__, "__file__", None) or ""
+        file = os.path.realpath(file) if file else ""
+    else:
+        return False
+    return bool(file) and file.startswith(tuple(roots))
 
 
 _MISSING = object()
