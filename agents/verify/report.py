@@ -18,9 +18,14 @@ have put its own timings and findings there, and they would have been read as th
   'hacked', or change a timing already reported (`Reader.merged`).
 
 Code the candidate runs in the worker's process can still write to the pipe: what it writes shows.
-To sign a record it would need the key, which lives in the worker's own objects; the audit hook
-refuses the candidate's ways to them (the garbage collector's lists, frames: audit.py's
-sandbox-introspect).
+To sign a record it would need the key, or to change what the worker signs, and both live in the
+worker's own objects; the audit hook refuses the candidate's Python ways to them (the garbage
+collector's lists, frames, a function's code or defaults, a trace function, the interpreter's C API
+through ctypes: audit.py's sandbox-introspect). What this does not stop, said plainly (a red-team
+review, 2026-11-30): the candidate's native code calling Python's C API itself, a signal handler's
+frame, and whatever else in the process hands over a frame unaudited. The worker cannot keep a
+secret from code running inside it: outputs are re-judged outside it (the blind check), timings
+are not. Timing in a process the candidate never runs in is the structural fix, not yet built.
 """
 
 from __future__ import annotations
