@@ -24,9 +24,12 @@ Refused there, each named in a typed finding:
                    (the Python installation, the project's packages, the build caches)
   sandbox-signal   signalling another process (the Verifier that started the worker, say)
   sandbox-introspect  reaching the worker's own objects: the garbage collector's lists (get_objects,
-                   get_referrers, get_referents) and frames (sys._getframe, a traceback's, a
-                   generator's or coroutine's), asked for by the candidate's code itself or through
-                   inspect or traceback (logging's look at its caller, or torch's, is not refused)
+                   get_referrers, get_referents), frames (sys._getframe, a traceback's, a
+                   generator's or coroutine's; a trace or profile function), a function's code or
+                   defaults, Python's C API through ctypes: asked for by the candidate's code itself,
+                   or through a standard-library function that hands frames out (inspect's,
+                   logging.currentframe, traceback.walk_*) called by it. The standard library's own
+                   looks (traceback.format_exc, logging's caller, asyncio), and torch's, are let be.
 
 The builders are let through: runtime.build and torch's cpp_extension start nvcc, c++ and ninja
 while the candidate's module imports (the kernel loader generated modules carry calls
@@ -265,21 +268,20 @@ def _candidates_doing(policy: Policy) -> bool:
     return False
 
 
-# Standard-library functions that look at frames for their own use and hand none to their caller:
-# logging's lookup of who logged, traceback's formatting (a candidate's logger.exception() or
-# traceback.format_exc() in an except clause), the module name a namedtuple, a typing construct or a
-# functional Enum takes from its caller. Any other way through the standard library to a
-# frame, asked for by the candidate (inspect.currentframe, inspect.stack or trace, logging.currentframe,
-# traceback.walk_stack or walk_tb), is the candidate's.
-_FRAME_CONSUMERS = frozenset({("logging", "findCaller"), ("traceback", "_extract_from_extended_frame_gen"),
-                              # (the caller's module name, for a class made at run time; 3.11)
-                              ("collections", "namedtuple"), ("typing", "_caller"), ("enum", "_create_")})
+# Standard-library functions that hand frames to their caller: inspect's (currentframe, stack, trace),
+# traceback's walk_stack and walk_tb, logging.currentframe (a lambda), bdb's (a debugger's callbacks get every frame);
+# and ctypes, whose lookups of Python's own C API are refused (what its functions can do is frames' and more). Called by the candidate, the
+# frame they take is the candidate's; called by the standard library itself (traceback.format_exc
+# walking a traceback, logging finding who logged, asyncio formatting a coroutine), it is not
+# handed to the candidate. (None: any function of the module.)
+_HANDS_OUT_FRAMES = frozenset({("inspect", None), ("bdb", None), ("ctypes", None), ("traceback", "walk_stack"),
+                               ("traceback", "walk_tb"), ("logging", "currentframe"), ("logging", "<lambda>")})
 
 
 def _first_caller_is_candidate(policy: Policy) -> bool:
     """Whether the code that asked for a frame, the collector's lists or a function's code is the
-    candidate's: its own code directly, or through the standard library (past none of the consumers
-    above) with its code the first caller outside it."""
+    candidate's: its own code directly, or a function of the standard library that hands frames out,
+    called by the candidate's code."""
 
     def candidates(name: str) -> bool:
         known = _is_candidate.get(name)
@@ -296,17 +298,16 @@ def _first_caller_is_candidate(policy: Policy) -> bool:
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
-    while frame is not None:
+    if frame is not None and candidates(frame.f_code.co_filename):
+        return True
+    while frame is not None and stdlib(frame.f_code.co_filename):
         name = frame.f_code.co_filename
-        if candidates(name):
-            return True
-        if not stdlib(name):
-            return False  # torch's own, say: not the candidate's asking
         module = os.path.splitext(os.path.basename(name))[0]
         if module == "__init__":
             module = os.path.basename(os.path.dirname(name))
-        if (module, frame.f_code.co_name) in _FRAME_CONSUMERS:
-            return False
+        hands_out = (module, None) in _HANDS_OUT_FRAMES or (module, frame.f_code.co_name) in _HANDS_OUT_FRAMES
+        if hands_out and frame.f_back is not None and candidates(frame.f_back.f_code.co_filename):
+            return True
         frame = frame.f_back
     return False
 
