@@ -268,12 +268,12 @@ def _candidates_doing(policy: Policy) -> bool:
     return False
 
 
-# Standard-library functions that hand frames to their caller: inspect's (currentframe, stack, trace),
-# traceback's walk_stack and walk_tb, logging.currentframe (a lambda), bdb's (a debugger's callbacks get every frame);
-# and ctypes, whose lookups of Python's own C API are refused (what its functions can do is frames' and more). Called by the candidate, the
-# frame they take is the candidate's; called by the standard library itself (traceback.format_exc
-# walking a traceback, logging finding who logged, asyncio formatting a coroutine), it is not
-# handed to the candidate. (None: any function of the module.)
+# Standard-library functions that hand frames to their caller: inspect's (currentframe, stack,
+# trace), traceback's walk_stack and walk_tb, logging.currentframe (a lambda), bdb's (a debugger's
+# callbacks get every frame), and ctypes' (its lookups of Python's own C API are refused: what those
+# functions can do is frames and more). Called by the candidate, what they take is the candidate's;
+# called by the standard library itself (traceback.format_exc walking a traceback, logging finding
+# who logged, asyncio formatting a coroutine), nothing reaches the candidate. (None: any function.)
 _HANDS_OUT_FRAMES = frozenset({("inspect", None), ("bdb", None), ("ctypes", None), ("traceback", "walk_stack"),
                                ("traceback", "walk_tb"), ("logging", "currentframe"), ("logging", "<lambda>")})
 
