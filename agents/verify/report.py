@@ -64,6 +64,8 @@ def new_key() -> bytes:
 
 def sign(key: bytes, body: bytes, _digest=_hmac_digest) -> str:
     return _digest(key, body, "sha256").hex()
+
+
 FOREIGN = "\0foreign"  # a container of a type the worker never puts in a verdict
 
 
@@ -75,7 +77,8 @@ def plain(value: Any, _self: Any = None, _plain_types: tuple = (type(None), bool
     or dict of a subclass (one whose methods were replaced) is not read through its methods: it is
     reported as what it is, for the Verifier to see. Everything it calls is bound in its defaults,
     a tuple (no module name, closure cell or dict a candidate could change in place; replacing the
-    tuple is audited), and it recurses through `_self`, bound below."""
+    tuple is audited). It recurses through `_self`, the function its caller bound (Sender.verdict):
+    the module's name `plain` is only the fallback of a call without one."""
     me = _self or plain
     t = _type(value)
     if t in _plain_types:
