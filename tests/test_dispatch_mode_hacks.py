@@ -107,8 +107,7 @@ def test_assigned_hooks_and_subclass_makers_are_static_findings():
 # Left behind for the reference (a second red-team review, 2026-11-28): each was accepted before.
 LEFT_BEHIND = [
     ("ref_affine", "hack_global_hook", "global-intercept", "hooks._global_forward_hooks"),
-    # (Its mode looks up its caller's frame through traceback: refused as it reaches for it.)
-    ("ref_affine", "hack_function_mode", "sandbox-introspect", "sys._getframe"),
+    ("ref_affine", "hack_function_mode", "global-intercept", "torch_function_modes"),
     ("ref_linear", "hack_slow_baseline", "numerics-flags", "cudnn.enabled"),
 ]
 
