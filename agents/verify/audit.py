@@ -250,19 +250,31 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 _is_candidate: dict[str, bool] = {}  # a code file's name -> whether it is the candidate's
 
 
+def _candidates_file(policy: Policy, name: str) -> bool:
+    """Whether the code file `name` (a frame's co_filename) is the candidate's own; remembered."""
+    known = _is_candidate.get(name)
+    if known is None:
+        known = False
+        if name and not name.startswith("<"):
+            real = os.path.realpath(name)
+            known = _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+        _is_candidate[name] = known
+    return known
+
+
+def _stdlib_file(name: str) -> bool:
+    """Whether the code file `name` is the standard library's (frozen modules included)."""
+    if name.startswith("<frozen"):
+        return True
+    real = os.path.realpath(name)
+    return real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB)
+
+
 def _candidates_doing(policy: Policy) -> bool:
     """Whether a frame of the candidate's own files is on this thread's stack."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        known = _is_candidate.get(name)
-        if known is None:
-            known = False
-            if name and not name.startswith("<"):
-                real = os.path.realpath(name)
-                known = _under(real, policy.candidate) and not _under(real, policy.not_candidate)
-            _is_candidate[name] = known
-        if known:
+        if _candidates_file(policy, frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
@@ -282,31 +294,18 @@ def _first_caller_is_candidate(policy: Policy) -> bool:
     """Whether the code that asked for a frame, the collector's lists or a function's code is the
     candidate's: its own code directly, or a function of the standard library that hands frames out,
     called by the candidate's code."""
-
-    def candidates(name: str) -> bool:
-        known = _is_candidate.get(name)
-        if known is None:
-            real = os.path.realpath(name)
-            known = _is_candidate[name] = bool(name) and not name.startswith("<") and \
-                _under(real, policy.candidate) and not _under(real, policy.not_candidate)
-        return known
-
-    def stdlib(name: str) -> bool:
-        real = os.path.realpath(name)
-        return name.startswith("<frozen") or (real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB))
-
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
-    if frame is not None and candidates(frame.f_code.co_filename):
+    if frame is not None and _candidates_file(policy, frame.f_code.co_filename):
         return True
-    while frame is not None and stdlib(frame.f_code.co_filename):
+    while frame is not None and _stdlib_file(frame.f_code.co_filename):
         name = frame.f_code.co_filename
         module = os.path.splitext(os.path.basename(name))[0]
         if module == "__init__":
             module = os.path.basename(os.path.dirname(name))
         hands_out = (module, None) in _HANDS_OUT_FRAMES or (module, frame.f_code.co_name) in _HANDS_OUT_FRAMES
-        if hands_out and frame.f_back is not None and candidates(frame.f_back.f_code.co_filename):
+        if hands_out and frame.f_back is not None and _candidates_file(policy, frame.f_back.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
@@ -317,14 +316,10 @@ def _trusted_caller(policy: Policy) -> bool:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.startswith("<frozen") or name == __file__:
+        if name == __file__ or _stdlib_file(name):
             frame = frame.f_back
             continue
-        real = os.path.realpath(name)
-        if real.startswith(_STDLIB) and not real.startswith(_NOT_STDLIB):
-            frame = frame.f_back
-            continue
-        return real in policy.trusted
+        return os.path.realpath(name) in policy.trusted
     return False
 
 
