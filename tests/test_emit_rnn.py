@@ -141,3 +141,65 @@ def test_training_and_compile_through_a_recurrent_candidate(tmp_path):
     compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(*ins), m(*ins), rtol=1e-4, atol=1e-5)
+
+
+class Wide(nn.Module):
+    """Sizes the small cases never reach in the persistent recurrence: 200 units (25 blocks a direction,
+    the last one partial), a batch of 20 (the products in two chunks of the batch), two layers."""
+
+    def __init__(self, kind: str = "lstm"):
+        super().__init__()
+        self.kind = kind
+        self.rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(32, 200, 2, batch_first=True, bidirectional=True)
+
+    def forward(self, x, h0, c0=None):
+        out, _ = self.rnn(x, (h0, c0) if self.kind == "lstm" else h0)
+        return out
+
+
+def _wide_inputs(kind: str) -> list[torch.Tensor]:
+    states = [torch.randn(4, 20, 200) for _ in range(2 if kind == "lstm" else 1)]
+    return [torch.randn(20, 50, 32), *states]
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind,persistent", [("lstm", True), ("gru", True), ("lstm", False)])
+def test_the_persistent_recurrence_on_the_gpu(kind, persistent, monkeypatch, tmp_path):
+    """One cooperative launch a layer (`recur`) where the device starts its grid at once, none of the
+    per-step kernels; with the flag off, the per-step kernels only. Either way what torch computes."""
+    from stitchcuda.agents.coder import emit_rnn
+
+    if persistent:
+        monkeypatch.delenv(emit_rnn.PERSISTENT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(emit_rnn.PERSISTENT_ENV, "0")
+    torch.manual_seed(5)
+
+    class Case(Wide):
+        def __init__(self):
+            super().__init__(kind)
+
+    m = Case().eval()
+    cand = builtin_candidate(m, _wide_inputs(kind), host=False)
+    new, _ = load_model_new(cand, m, tmp_path)
+    m, new = m.cuda(), new.cuda()
+    torch.manual_seed(6)
+    ins = [t.cuda() for t in _wide_inputs(kind)]
+    with torch.no_grad(), torch.backends.cudnn.flags(allow_tf32=False):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = new(*ins)
+            torch.cuda.synchronize()
+        want = m(*ins)
+        for _ in range(4):  # the graph path's calls (eager, then captured and replayed) agree too
+            torch.testing.assert_close(new(*ins), want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    names = [e.key for e in prof.key_averages()]
+    recur = [n for n in names if "sc_rnn::recur" in n]
+    steps = [n for n in names if "sc_rnn::step" in n]
+    if persistent:
+        assert recur and not steps, names
+        assert sum(e.count for e in prof.key_averages() if "sc_rnn::recur" in e.key) == 2  # a launch a layer
+    else:
+        assert steps and not recur, names

@@ -2,11 +2,16 @@
 nn.GRU or nn.RNN, as one launcher running every layer and direction (cuda/rnn.cuh).
 
 Sizes, layout (batch_first), bias and direction count are compile-time constants of the traits
-struct; the state between steps and the layers' outputs live in scratch buffers. fp32 only, with
+struct; the state between steps and the layers' outputs live in scratch buffers. Each layer's time
+steps run in one persistent cooperative launch where the device starts its whole grid at once (a
+launch a step cost ~13 us a step on an H200, nearly all of it launch and weight reads), else one
+launch a step. fp32 only, with
 fp32 FMA arithmetic throughout (no TF32: the recurrence compounds rounding over the time steps).
 """
 
 from __future__ import annotations
+
+import os
 
 from stitchcuda.agents import trace_rnn
 from stitchcuda.agents.coder import cuda_text
@@ -17,6 +22,8 @@ _HEADER = cuda_text.load("rnn.cuh")
 MODES = {"lstm": "sc_rnn::LSTM", "gru": "sc_rnn::GRU", "rnn_tanh": "sc_rnn::TANH", "rnn_relu": "sc_rnn::RELU"}
 UNITS = 8  # hidden units per block of the step kernel: G * 8 gate rows over its 8 warps
 STATIC_SMEM = 48 * 1024  # the step kernel's shared memory (h of every batch row) stays below the default limit
+# "0": every time step is a launch of its own (cuda/rnn.cuh's `step`), never the persistent `recur`.
+PERSISTENT_ENV = "STITCHCUDA_RNN_PERSISTENT"
 
 
 def _f32(value: object, what: str) -> Operand:
@@ -88,6 +95,8 @@ def emit_rnn(ctx: EmitContext) -> Kernel:
     if mode == "lstm":
         scratch.append(("float32", 2 * directions * state))
         names_s.append("c")
+    scratch.append(("float32", directions))  # the persistent launch's arrival counters (as unsigned)
+    names_s.append("arrived")
     if layers > 1:
         scratch += [("float32", t * b * directions * hidden)] * 2
         names_s += ["layer0", "layer1"]
@@ -96,12 +105,13 @@ def emit_rnn(ctx: EmitContext) -> Kernel:
         names_s.append("out")
     sidx = {n: f"scratch{i}" for i, n in enumerate(names_s)}
 
+    persist = os.environ.get(PERSISTENT_ENV) != "0"
     name = ctx.name
     traits = f"""// {name}: {mode} x{layers} layer(s), {directions} direction(s), T={t} B={b} I={feat} H={hidden}
 struct {name}_tr {{
   static constexpr int MODE = {MODES[mode]}, G = {gates}, L = {layers}, D = {directions};
   static constexpr int T = {t}, B = {b}, I = {feat}, H = {hidden}, U = {UNITS};
-  static constexpr bool BIAS = {str(bias).lower()}, BATCH_FIRST = {str(batch_first).lower()};
+  static constexpr bool BIAS = {str(bias).lower()}, BATCH_FIRST = {str(batch_first).lower()}, PERSIST = {str(persist).lower()};
   struct Args {{
     const float* x;
     const float* hx;
@@ -114,6 +124,7 @@ struct {name}_tr {{
     float* layer[2];
     float* h;
     float* c;
+    unsigned* arrived;
   }};
 }};
 """
@@ -133,13 +144,14 @@ struct {name}_tr {{
         ptr(out_slot.get(0) or sidx["out"]), ptr(out_slot.get(1)), ptr(out_slot.get(2)),
         ptr(sidx["gi"]),
         f"{{{ptr(sidx.get('layer0'))}, {ptr(sidx.get('layer1'))}}}",
-        ptr(sidx["h"]), ptr(sidx.get("c")),
+        ptr(sidx["h"]), ptr(sidx.get("c")), f"static_cast<unsigned*>({sidx['arrived']})",
     ]
     casts = [f"  const {name}_tr::Args args{{{', '.join(fields)}}};"]
     device = f"  const int rc = sc_rnn::launch<{name}_tr>(args, stream);\n  if (rc != 0) return rc;"
     host = f"  sc_rnn::host<{name}_tr>(args);"
-    note = (f"{mode} {layers} layer(s) x {directions} direction(s), T={t} B={b} I={feat} H={hidden}"
-            f" (fp32 FMA; a launch per time step)")
+    how = ("one persistent launch per layer where the device starts its whole grid at once, else a launch per"
+           " time step" if persist else "a launch per time step")
+    note = f"{mode} {layers} layer(s) x {directions} direction(s), T={t} B={b} I={feat} H={hidden} (fp32 FMA; {how})"
     return Kernel(
         name=name,
         inputs=[KernelArg(n, "float32") for n in names],

@@ -1,6 +1,7 @@
 //! Recurrent layer stacks (LSTM, GRU, Elman tanh/relu), fp32: emit_rnn.py's family code.
 //! Per layer and direction: one tiled GEMM projects every time step's input at once (b_ih added),
-//! then one launch per time step runs both directions: each block owns U hidden units, takes the
+//! then one persistent cooperative launch (`recur`) runs every time step of both directions where
+//! the device starts its whole grid at once; otherwise one launch per time step runs both directions: each block owns U hidden units, takes the
 //! previous hidden state into shared memory, computes its units' recurrent gate rows (one warp per
 //! row, lanes over the hidden dim) and applies the cell. The traits struct Tr (emit_rnn.py) fixes
 //! every size; `host` is the same arithmetic serially on the CPU, for tests without a GPU.
@@ -12,29 +13,31 @@ enum { LSTM = 0, GRU = 1, TANH = 2, RELU = 3 };
 
 SC_INLINE float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// One unit's cell: gi = its input projection row (b_ih included, gate-major, stride H), pre = its
-// recurrent products W_hh h (gate-major, stride PS), bh = b_hh (or null). Returns h, updates c.
+// One unit's cell: gi = its input projections (b_ih included, gate-major: gate g at gi[g * gs + gu]),
+// pre = its recurrent products W_hh h (gate-major, stride PS), bh = b_hh (or null). Returns h,
+// updates c.
 template <int H>
 SC_INLINE float rec_gate(const float* pre, int ps, const float* bh, int u, int g) {
   return pre[g * ps] + (bh ? bh[g * H + u] : 0.0f);
 }
 
 template <int MODE, int H>
-SC_INLINE float cell(const float* gi, const float* pre, int ps, const float* bh, int u, float hp, float& c) {
+SC_INLINE float cell(const float* gi, int gs, int gu, const float* pre, int ps, const float* bh, int u, float hp,
+                     float& c) {
 #define rec(g) rec_gate<H>(pre, ps, bh, u, g)
   if (MODE == LSTM) {
-    const float i = sigm(gi[u] + rec(0)), f = sigm(gi[H + u] + rec(1));
-    const float g = tanhf(gi[2 * H + u] + rec(2)), o = sigm(gi[3 * H + u] + rec(3));
+    const float i = sigm(gi[gu] + rec(0)), f = sigm(gi[gs + gu] + rec(1));
+    const float g = tanhf(gi[2 * gs + gu] + rec(2)), o = sigm(gi[3 * gs + gu] + rec(3));
     c = f * c + i * g;
     return o * tanhf(c);
   } else if (MODE == GRU) {
-    const float r = sigm(gi[u] + rec(0)), z = sigm(gi[H + u] + rec(1));
-    const float n = tanhf(gi[2 * H + u] + r * rec(2));
+    const float r = sigm(gi[gu] + rec(0)), z = sigm(gi[gs + gu] + rec(1));
+    const float n = tanhf(gi[2 * gs + gu] + r * rec(2));
     return (1.0f - z) * n + z * hp;
   } else if (MODE == TANH) {
-    return tanhf(gi[u] + rec(0));
+    return tanhf(gi[gu] + rec(0));
   } else {
-    return fmaxf(gi[u] + rec(0), 0.0f);
+    return fmaxf(gi[gu] + rec(0), 0.0f);
   }
 #undef rec
 }
@@ -131,13 +134,183 @@ __global__ void __launch_bounds__(256) step(Step a) {
     if (u >= H) continue;
     const float* gi = a.gi[d] + ((int64_t)td * B + b) * (G * H);
     float c = MODE == LSTM ? a.cprev[d][b * H + u] : 0.0f;
-    const float h = cell<MODE, H>(gi, pre + b * ROWS + uu, U, a.bhh[d], u, hs[b * H + u], c);
+    const float h = cell<MODE, H>(gi, H, u, pre + b * ROWS + uu, U, a.bhh[d], u, hs[b * H + u], c);
     a.hnext[d][b * H + u] = h;
     if (MODE == LSTM) a.cnext[d][b * H + u] = c;
     a.out[td * a.ost + b * a.osb + d * H + u] = h;
     if (a.hn[d]) a.hn[d][b * H + u] = h;
     if (MODE == LSTM && a.cn[d]) a.cn[d][b * H + u] = c;
   }
+}
+
+// The persistent recurrence: one cooperative launch runs every time step of a layer (both directions).
+// Block (x, d) owns U hidden units of direction d and keeps their G * U rows of W_hh in shared memory
+// for the whole launch; each step it reads the previous hidden state of every unit (L2, written by all
+// blocks the step before), computes its rows' products with KP threads a row (float4 over the hidden
+// dim, partial sums added in shared memory), applies the cell, writes its units' h and arrives at its
+// direction's counter; the next step starts once every block of the direction has arrived. A launch
+// a step costs a launch and a fresh read of W_hh from L2 each step (the `step` kernel above); this
+// pays one grid-wide barrier. The cooperative launch is what makes the barrier safe: it starts every
+// block at once or fails, and the launcher then takes the per-step path.
+struct Rec {
+  const float* gi[2];   // per direction: [T*B][G*H] input projections
+  const float* whh[2];  // [G*H][H]
+  const float* bhh[2];  // [G*H] or null
+  const float* h0[2];   // [B][H]
+  const float* c0[2];
+  float* h;             // [2][D][B][H]: the hidden state between steps, by step parity
+  float* out;           // out[td * ost + b * osb + d * H + u]
+  int64_t ost, osb;
+  float* hn[2];         // final states, or null
+  float* cn[2];
+  unsigned* arrived;    // [D] blocks that finished a step, zeroed before the launch
+};
+
+template <int G, int B, int H, int U>
+struct RecShape {
+  static constexpr int R = G * U, KP = 8, NT = R * KP, BC = B < 16 ? B : 16, NB = (H + U - 1) / U;
+  // hidden-state rows padded to float4s; W_hh rows to 4 mod 32 floats, so 8 consecutive rows' float4s
+  // fall in 8 different bank groups
+  static constexpr int HS = (H + 3) / 4 * 4, HP = (H + 31) / 32 * 32 + 4;
+  static constexpr size_t SMEM = sizeof(float) * ((size_t)R * HP + (size_t)B * HS + (size_t)KP * BC * R +
+                                                  (size_t)B * R + (size_t)B * U + (size_t)B * G * U);
+};
+
+// Spins until *count reaches target. A cooperative launch has every block resident, so only a fault
+// elsewhere can keep a block from arriving: after 10 s the kernel traps (an error, never a hang).
+__device__ __forceinline__ void wait_arrivals(const unsigned* count, unsigned target) {
+  const volatile unsigned* v = count;
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (unsigned spins = 1; *v < target; ++spins) {
+    if ((spins & 1023u) == 0) {
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+      if (t1 - t0 > 10000000000ull) __trap();
+    }
+  }
+}
+
+template <int MODE, int G, int B, int H, int T, int U>
+__global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
+  using S = RecShape<G, B, H, U>;
+  constexpr int R = S::R, KP = S::KP, NT = S::NT, BC = S::BC, HS = S::HS, HP = S::HP, NB = S::NB;
+  constexpr int64_t STATE = (int64_t)B * H;
+  extern __shared__ __align__(16) float sm[];
+  float* ws = sm;                  // [R][HP]: row g * U + uu is W_hh's row g * H + u0 + uu
+  float* hs = ws + R * HP;         // [B][HS]: the previous hidden state, every unit
+  float* red = hs + B * HS;        // [KP][BC][R]: partial products
+  float* pre = red + KP * BC * R;  // [B][R]: this block's recurrent products
+  float* cs = pre + B * R;         // [B][U]: this block's cell state
+  float* gis = cs + B * U;         // [B][G][U]: this step's input projections of this block's units
+  const int d = blockIdx.y, u0 = blockIdx.x * U, tid = threadIdx.x, D = gridDim.y;
+  for (int i = tid; i < R * HP; i += NT) {
+    const int r = i / HP, k = i % HP, u = u0 + r % U;
+    ws[i] = u < H && k < H ? a.whh[d][(int64_t)(r / U * H + u) * H + k] : 0.0f;
+  }
+  for (int i = tid; i < B * HS; i += NT) hs[i] = 0.0f;  // the padding stays zero
+  for (int i = tid; i < B * U; i += NT) {
+    const int u = u0 + i % U;
+    cs[i] = MODE == LSTM && u < H ? a.c0[d][i / U * H + u] : 0.0f;
+  }
+  const int r = tid % R, p = tid / R;
+  for (int t = 0; t < T; ++t) {
+    const int td = d == 0 ? t : T - 1 - t;
+    // Loaded before the wait: they do not depend on the other blocks.
+    for (int i = tid; i < B * G * U; i += NT) {
+      const int b = i / (G * U), g = i / U % G, u = u0 + i % U;
+      gis[i] = u < H ? a.gi[d][((int64_t)td * B + b) * (G * H) + g * H + u] : 0.0f;
+    }
+    if (t > 0 && tid == 0) {
+      wait_arrivals(a.arrived + d, (unsigned)(t * NB));
+      __threadfence();
+    }
+    __syncthreads();
+    // Through L2 (__ldcg): another block wrote it, and this SM's L1 may hold the step before last's.
+    const float* src = t == 0 ? a.h0[d] : a.h + ((int64_t)((t - 1) % 2) * D + d) * STATE;
+    for (int i = tid; i < B * H; i += NT) hs[i / H * HS + i % H] = __ldcg(src + i);
+    __syncthreads();
+    for (int b0 = 0; b0 < B; b0 += BC) {
+      float acc[BC];
+#pragma unroll
+      for (int j = 0; j < BC; ++j) acc[j] = 0.0f;
+      for (int q = p; q < HS / 4; q += KP) {
+        const float4 w = *reinterpret_cast<const float4*>(ws + r * HP + 4 * q);
+#pragma unroll
+        for (int j = 0; j < BC; ++j) {
+          if (b0 + j < B) {
+            const float4 h = *reinterpret_cast<const float4*>(hs + (b0 + j) * HS + 4 * q);
+            acc[j] = fmaf(w.x, h.x, acc[j]);
+            acc[j] = fmaf(w.y, h.y, acc[j]);
+            acc[j] = fmaf(w.z, h.z, acc[j]);
+            acc[j] = fmaf(w.w, h.w, acc[j]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < BC; ++j) red[(p * BC + j) * R + r] = acc[j];
+      __syncthreads();
+      for (int i = tid; i < BC * R; i += NT) {
+        const int j = i / R, rr = i % R;
+        if (b0 + j >= B) continue;
+        float s = 0.0f;
+#pragma unroll
+        for (int pp = 0; pp < KP; ++pp) s += red[(pp * BC + j) * R + rr];
+        pre[(b0 + j) * R + rr] = s;
+      }
+      __syncthreads();
+    }
+    float* hnext = a.h + ((int64_t)(t % 2) * D + d) * STATE;
+    for (int i = tid; i < B * U; i += NT) {
+      const int b = i / U, uu = i % U, u = u0 + uu;
+      if (u >= H) continue;
+      float c = cs[i];
+      const float h = cell<MODE, H>(gis + b * G * U, U, uu, pre + b * R + uu, U, a.bhh[d], u, hs[b * HS + u], c);
+      cs[i] = c;
+      hnext[b * H + u] = h;
+      a.out[td * a.ost + b * a.osb + d * H + u] = h;
+      if (t == T - 1 && a.hn[d]) a.hn[d][b * H + u] = h;
+      if (MODE == LSTM && t == T - 1 && a.cn[d]) a.cn[d][b * H + u] = c;
+    }
+    __syncthreads();
+    if (t + 1 < T && tid == 0) {
+      __threadfence();
+      atomicAdd(a.arrived + d, 1u);
+    }
+  }
+}
+
+// Set once a cooperative launch of this layer stack's `recur` was refused: the per-step path from then on.
+template <class Tr>
+bool& recur_refused() {
+  static bool refused = false;
+  return refused;
+}
+
+// Whether this device starts recur's whole grid at once (a cooperative launch of it would succeed):
+// asked once per device.
+template <class Tr>
+bool recur_fits() {
+  using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
+  static signed char known[64] = {};  // per device: 0 not asked, 1 fits, -1 not
+  int dev = 0;
+  if (!Tr::PERSIST || recur_refused<Tr>() || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  if (!known[dev]) {
+    const auto k = recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>;
+    int coop = 0, sms = 0, optin = 0, per = 0;
+    const bool ok = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess && coop &&
+                    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+                    S::SMEM <= (size_t)optin &&
+                    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::SMEM) == cudaSuccess &&
+                    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, S::NT, S::SMEM) == cudaSuccess &&
+                    (int64_t)per * sms >= (int64_t)S::NB * Tr::D;
+    cudaGetLastError();
+    known[dev] = ok ? 1 : -1;
+  }
+  return known[dev] > 0;
 }
 
 // Where layer l's input row (t, b) starts, and its strides: the module's input, or the previous
@@ -178,6 +351,46 @@ SC_INLINE const float* param(const typename Tr::Args& a, int l, int d, int which
   return which < PER ? a.w[(l * Tr::D + d) * PER + which] : nullptr;
 }
 
+// Layer l's recurrence as one cooperative launch of `recur`. 0: launched; > 0: a CUDA error to return
+// (under stream capture, where PyTorch's graph path then runs the forward eagerly); -1: the launch was
+// refused outside a capture (a device shared under MPS, say): the per-step path runs instead, from
+// then on.
+template <class Tr>
+int launch_recur(const typename Tr::Args& a, int l, const Step& s, cudaStream_t stream) {
+  using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
+  constexpr int D = Tr::D;
+  constexpr int64_t STATE = (int64_t)Tr::B * Tr::H;
+  Rec r{};
+  for (int d = 0; d < D; ++d) {
+    const int64_t idx = (int64_t)(l * D + d) * STATE;
+    r.gi[d] = s.gi[d];
+    r.whh[d] = s.whh[d];
+    r.bhh[d] = s.bhh[d];
+    r.h0[d] = a.hx + idx;
+    r.c0[d] = Tr::MODE == LSTM ? a.cx + idx : nullptr;
+    r.hn[d] = a.hn ? a.hn + idx : nullptr;
+    r.cn[d] = a.cn ? a.cn + idx : nullptr;
+  }
+  r.h = a.h;
+  r.out = s.out;
+  r.ost = s.ost;
+  r.osb = s.osb;
+  r.arrived = a.arrived;
+  cudaError_t e = cudaMemsetAsync(a.arrived, 0, sizeof(unsigned) * D, stream);
+  if (e == cudaSuccess) {
+    void* args[] = {&r};
+    e = cudaLaunchCooperativeKernel((const void*)recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>,
+                                    dim3(S::NB, D), dim3(S::NT), args, S::SMEM, stream);
+  }
+  if (e == cudaSuccess) return 0;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream, &capturing);
+  if (capturing != cudaStreamCaptureStatusNone) return (int)e;
+  cudaGetLastError();
+  recur_refused<Tr>() = true;
+  return -1;
+}
+
 template <class Tr>
 int launch(const typename Tr::Args& a, cudaStream_t stream) {
   constexpr int G = Tr::G, B = Tr::B, H = Tr::H, T = Tr::T, D = Tr::D, U = Tr::U;
@@ -199,6 +412,15 @@ int launch(const typename Tr::Args& a, cudaStream_t stream) {
       s.bhh[d] = param<Tr>(a, l, d, 3);
     }
     layer_output<Tr>(a, l, s.out, s.ost, s.osb);
+    if (recur_fits<Tr>()) {
+      const int rc = launch_recur<Tr>(a, l, s, stream);
+      if (rc > 0) return rc;
+      if (rc == 0) {
+        const cudaError_t e = cudaGetLastError();  // the projections' launches
+        if (e != cudaSuccess) return (int)e;
+        continue;
+      }
+    }
     for (int t = 0; t < T; ++t) {
       for (int d = 0; d < D; ++d) {
         const int64_t idx = (int64_t)(l * D + d) * STATE;
@@ -262,7 +484,7 @@ void host(const typename Tr::Args& a) {
               pre[g] = acc;
             }
             float c = cp[b * H + u];
-            const float h = cell<Tr::MODE, H>(gid + ((int64_t)td * B + b) * G * H, pre, 1, bhh, u, hp[b * H + u], c);
+            const float h = cell<Tr::MODE, H>(gid + ((int64_t)td * B + b) * G * H, H, u, pre, 1, bhh, u, hp[b * H + u], c);
             hn[b * H + u] = h;
             cp[b * H + u] = c;
             dst[td * ost + b * osb + d * H + u] = h;
