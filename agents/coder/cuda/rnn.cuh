@@ -280,8 +280,11 @@ __global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
 }
 
 // Set once a cooperative launch of this layer stack's `recur` was refused: the per-step path from then on.
+// `static`, as every function below with a static of its own: a function-local static of a template
+// with external linkage is a GNU unique symbol, one per process, so a second library whose traits
+// struct has the same name would share it (and skip its own shared-memory opt-in).
 template <class Tr>
-bool& recur_refused() {
+static bool& recur_refused() {
   static bool refused = false;
   return refused;
 }
@@ -289,7 +292,7 @@ bool& recur_refused() {
 // Whether this device starts recur's whole grid at once (a cooperative launch of it would succeed):
 // asked once per device.
 template <class Tr>
-bool recur_fits() {
+static bool recur_fits() {
   using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
   static signed char known[64] = {};  // per device: 0 not asked, 1 fits, -1 not
   int dev = 0;
