@@ -144,31 +144,48 @@ def test_training_and_compile_through_a_recurrent_candidate(tmp_path):
 
 
 class Wide(nn.Module):
-    """Sizes the small cases never reach in the persistent recurrence: 200 units (25 blocks a direction,
-    the last one partial), a batch of 20 (the products in two chunks of the batch), two layers."""
+    """Sizes the small cases never reach in the persistent launches: 200 units (25 blocks a direction or
+    layer, the last one partial), a batch of 20 (the products in two chunks of the batch)."""
 
-    def __init__(self, kind: str = "lstm"):
+    def __init__(self, kind: str = "lstm", layers: int = 2, bidirectional: bool = True):
         super().__init__()
         self.kind = kind
-        self.rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(32, 200, 2, batch_first=True, bidirectional=True)
+        cls = nn.LSTM if kind == "lstm" else nn.GRU
+        self.rnn = cls(32, 200, layers, batch_first=True, bidirectional=bidirectional)
 
     def forward(self, x, h0, c0=None):
-        out, _ = self.rnn(x, (h0, c0) if self.kind == "lstm" else h0)
-        return out
+        out, state = self.rnn(x, (h0, c0) if self.kind == "lstm" else h0)
+        # the output and the final states (every layer's, from the stack's last wave)
+        return out, state[0] if self.kind == "lstm" else state
 
 
-def _wide_inputs(kind: str) -> list[torch.Tensor]:
-    states = [torch.randn(4, 20, 200) for _ in range(2 if kind == "lstm" else 1)]
+def _wide_inputs(m: Wide) -> list[torch.Tensor]:
+    rows = m.rnn.num_layers * (2 if m.rnn.bidirectional else 1)
+    states = [torch.randn(rows, 20, 200) for _ in range(2 if m.kind == "lstm" else 1)]
     return [torch.randn(20, 50, 32), *states]
+
+
+# (kind, layers, bidirectional, persistent launches on, the kernel expected and its launches a forward)
+WIDE = [
+    ("lstm", 2, True, True, "recur", 2),  # a launch a layer, both directions in it
+    ("gru", 2, True, True, "recur", 2),
+    ("lstm", 3, False, True, "recur_stack", 1),  # the whole stack as one wavefront
+    ("gru", 3, False, True, "recur_stack", 1),
+    ("lstm", 2, True, False, "step", 2 * 50),  # the flag off: a launch a time step
+    ("gru", 3, False, False, "step", 3 * 50),
+]
 
 
 @pytest.mark.gpu
 @needs_nvcc
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("kind,persistent", [("lstm", True), ("gru", True), ("lstm", False)])
-def test_the_persistent_recurrence_on_the_gpu(kind, persistent, monkeypatch, tmp_path):
-    """One cooperative launch a layer (`recur`) where the device starts its grid at once, none of the
-    per-step kernels; with the flag off, the per-step kernels only. Either way what torch computes."""
+@pytest.mark.parametrize("kind,layers,bidirectional,persistent,kernel,launches", WIDE,
+                         ids=["-".join(map(str, c[:4])) for c in WIDE])
+def test_the_persistent_recurrence_on_the_gpu(kind, layers, bidirectional, persistent, kernel, launches,
+                                              monkeypatch, tmp_path):
+    """One cooperative launch a layer (`recur`), or for a one-direction stack one for the whole stack
+    (`recur_stack`), where the device starts the grid at once; with the flag off, the per-step kernels.
+    The profiler sees which ran and how often; either way the results are what torch computes."""
     from stitchcuda.agents.coder import emit_rnn
 
     if persistent:
@@ -179,14 +196,14 @@ def test_the_persistent_recurrence_on_the_gpu(kind, persistent, monkeypatch, tmp
 
     class Case(Wide):
         def __init__(self):
-            super().__init__(kind)
+            super().__init__(kind, layers, bidirectional)
 
     m = Case().eval()
-    cand = builtin_candidate(m, _wide_inputs(kind), host=False)
+    cand = builtin_candidate(m, _wide_inputs(m), host=False)
     new, _ = load_model_new(cand, m, tmp_path)
     m, new = m.cuda(), new.cuda()
     torch.manual_seed(6)
-    ins = [t.cuda() for t in _wide_inputs(kind)]
+    ins = [t.cuda() for t in _wide_inputs(m)]
     with torch.no_grad(), torch.backends.cudnn.flags(allow_tf32=False):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             got = new(*ins)
@@ -195,11 +212,9 @@ def test_the_persistent_recurrence_on_the_gpu(kind, persistent, monkeypatch, tmp
         for _ in range(4):  # the graph path's calls (eager, then captured and replayed) agree too
             torch.testing.assert_close(new(*ins), want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    names = [e.key for e in prof.key_averages()]
-    recur = [n for n in names if "sc_rnn::recur" in n]
-    steps = [n for n in names if "sc_rnn::step" in n]
-    if persistent:
-        assert recur and not steps, names
-        assert sum(e.count for e in prof.key_averages() if "sc_rnn::recur" in e.key) == 2  # a launch a layer
-    else:
-        assert steps and not recur, names
+    counts: dict[str, int] = {}
+    for e in prof.key_averages():
+        for name in ("recur_stack", "recur", "step"):
+            if f"sc_rnn::{name}<" in e.key:
+                counts[name] = counts.get(name, 0) + e.count
+    assert counts == {kernel: launches}, counts

@@ -190,12 +190,52 @@ __device__ __forceinline__ void wait_arrivals(const unsigned* count, unsigned ta
   }
 }
 
+// out[b * R + r] = sum over k of ws[r][k] * hs[b][k], for a block's R rows and the B batch rows: KP
+// threads a row, float4 over k (both padded with zeros to HS), partial sums added in `red`. Ends
+// synchronised.
+template <class S, int B>
+__device__ __forceinline__ void products(const float* ws, const float* hs, float* red, float* out, int tid) {
+  constexpr int R = S::R, KP = S::KP, NT = S::NT, BC = S::BC, HS = S::HS, HP = S::HP;
+  const int r = tid % R, p = tid / R;
+  for (int b0 = 0; b0 < B; b0 += BC) {
+    float acc[BC];
+#pragma unroll
+    for (int j = 0; j < BC; ++j) acc[j] = 0.0f;
+    for (int q = p; q < HS / 4; q += KP) {
+      const float4 w = *reinterpret_cast<const float4*>(ws + r * HP + 4 * q);
+#pragma unroll
+      for (int j = 0; j < BC; ++j) {
+        if (b0 + j < B) {
+          const float4 h = *reinterpret_cast<const float4*>(hs + (b0 + j) * HS + 4 * q);
+          acc[j] = fmaf(w.x, h.x, acc[j]);
+          acc[j] = fmaf(w.y, h.y, acc[j]);
+          acc[j] = fmaf(w.z, h.z, acc[j]);
+          acc[j] = fmaf(w.w, h.w, acc[j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < BC; ++j) red[(p * BC + j) * R + r] = acc[j];
+    __syncthreads();
+    for (int i = tid; i < BC * R; i += NT) {
+      const int j = i / R, rr = i % R;
+      if (b0 + j >= B) continue;
+      float s = 0.0f;
+#pragma unroll
+      for (int pp = 0; pp < KP; ++pp) s += red[(pp * BC + j) * R + rr];
+      out[(b0 + j) * R + rr] = s;
+    }
+    __syncthreads();
+  }
+}
+
 template <int MODE, int G, int B, int H, int T, int U>
 __global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
   using S = RecShape<G, B, H, U>;
   constexpr int R = S::R, KP = S::KP, NT = S::NT, BC = S::BC, HS = S::HS, HP = S::HP, NB = S::NB;
   constexpr int64_t STATE = (int64_t)B * H;
   extern __shared__ __align__(16) float sm[];
+  // (recur_stack's shared memory starts with this layout)
   float* ws = sm;                  // [R][HP]: row g * U + uu is W_hh's row g * H + u0 + uu
   float* hs = ws + R * HP;         // [B][HS]: the previous hidden state, every unit
   float* red = hs + B * HS;        // [KP][BC][R]: partial products
@@ -212,7 +252,6 @@ __global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
     const int u = u0 + i % U;
     cs[i] = MODE == LSTM && u < H ? a.c0[d][i / U * H + u] : 0.0f;
   }
-  const int r = tid % R, p = tid / R;
   for (int t = 0; t < T; ++t) {
     const int td = d == 0 ? t : T - 1 - t;
     // Loaded before the wait: they do not depend on the other blocks.
@@ -229,36 +268,7 @@ __global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
     const float* src = t == 0 ? a.h0[d] : a.h + ((int64_t)((t - 1) % 2) * D + d) * STATE;
     for (int i = tid; i < B * H; i += NT) hs[i / H * HS + i % H] = __ldcg(src + i);
     __syncthreads();
-    for (int b0 = 0; b0 < B; b0 += BC) {
-      float acc[BC];
-#pragma unroll
-      for (int j = 0; j < BC; ++j) acc[j] = 0.0f;
-      for (int q = p; q < HS / 4; q += KP) {
-        const float4 w = *reinterpret_cast<const float4*>(ws + r * HP + 4 * q);
-#pragma unroll
-        for (int j = 0; j < BC; ++j) {
-          if (b0 + j < B) {
-            const float4 h = *reinterpret_cast<const float4*>(hs + (b0 + j) * HS + 4 * q);
-            acc[j] = fmaf(w.x, h.x, acc[j]);
-            acc[j] = fmaf(w.y, h.y, acc[j]);
-            acc[j] = fmaf(w.z, h.z, acc[j]);
-            acc[j] = fmaf(w.w, h.w, acc[j]);
-          }
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < BC; ++j) red[(p * BC + j) * R + r] = acc[j];
-      __syncthreads();
-      for (int i = tid; i < BC * R; i += NT) {
-        const int j = i / R, rr = i % R;
-        if (b0 + j >= B) continue;
-        float s = 0.0f;
-#pragma unroll
-        for (int pp = 0; pp < KP; ++pp) s += red[(pp * BC + j) * R + rr];
-        pre[(b0 + j) * R + rr] = s;
-      }
-      __syncthreads();
-    }
+    products<S, B>(ws, hs, red, pre, tid);
     float* hnext = a.h + ((int64_t)(t % 2) * D + d) * STATE;
     for (int i = tid; i < B * U; i += NT) {
       const int b = i / U, uu = i % U, u = u0 + uu;
@@ -279,41 +289,180 @@ __global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur(Rec a) {
   }
 }
 
-// Set once a cooperative launch of this layer stack's `recur` was refused: the per-step path from then on.
-// `static`, as every function below with a static of its own: a function-local static of a template
-// with external linkage is a GNU unique symbol, one per process, so a second library whose traits
-// struct has the same name would share it (and skip its own shared-memory opt-in).
-template <class Tr>
-static bool& recur_refused() {
-  static bool refused = false;
-  return refused;
+// The whole stack in one cooperative launch, as a wavefront over the layers (one direction only): at
+// wave s, layer l runs its time step t = s - l on layer l - 1's h_t, written the wave before, so the
+// L layers run side by side and the stack takes T + L - 1 steps instead of L * T. Layer 0's input
+// projections come from `proj`; a deeper layer's are computed in the step, from its W_ih rows kept in
+// shared memory beside its W_hh rows. Block (x, l) waits for layers l - 1, l and l + 1 to finish the
+// wave before: its input, its own state, and the reader of the buffer it is about to overwrite.
+template <int L>
+struct Stack {
+  const float* gi;      // layer 0's [T*B][G*H] input projections
+  const float* wih[L];  // [G*H][H] (layers 1...)
+  const float* bih[L];  // [G*H] or null
+  const float* whh[L];  // [G*H][H]
+  const float* bhh[L];
+  const float* h0;      // [L][B][H]
+  const float* c0;
+  float* wave;          // [2][L][B][H]: each layer's latest h, by wave parity
+  float* out;           // the last layer's: out[t * ost + b * osb + u]
+  int64_t ost, osb;
+  float* hn;            // [L][B][H] final states, or null
+  float* cn;
+  unsigned* arrived;    // [L] blocks of each layer that finished a wave, zeroed before the launch
+};
+
+template <int G, int B, int H, int U>
+struct StackShape {
+  using S = RecShape<G, B, H, U>;
+  static constexpr size_t SMEM = S::SMEM + sizeof(float) * ((size_t)S::R * S::HP + (size_t)B * S::HS);
+};
+
+template <int MODE, int G, int B, int H, int T, int U, int L>
+__global__ void __launch_bounds__(RecShape<G, B, H, U>::NT) recur_stack(Stack<L> a) {
+  using S = RecShape<G, B, H, U>;
+  constexpr int R = S::R, KP = S::KP, NT = S::NT, BC = S::BC, HS = S::HS, HP = S::HP, NB = S::NB;
+  constexpr int64_t STATE = (int64_t)B * H;
+  constexpr int WAVES = T + L - 1;
+  extern __shared__ __align__(16) float sm[];
+  float* ws = sm;                  // recur's layout first (W_hh rows, h, partial sums, products, c, inputs)
+  float* hs = ws + R * HP;
+  float* red = hs + B * HS;
+  float* pre = red + KP * BC * R;
+  float* cs = pre + B * R;
+  float* gis = cs + B * U;
+  float* wi = gis + B * G * U;     // [R][HP]: W_ih's rows, as ws holds W_hh's
+  float* xs = wi + R * HP;         // [B][HS]: this step's input, layer l - 1's h_t
+  const int l = blockIdx.y, u0 = blockIdx.x * U, tid = threadIdx.x;
+  for (int i = tid; i < R * HP; i += NT) {
+    const int r = i / HP, k = i % HP, u = u0 + r % U;
+    const bool in = u < H && k < H;
+    const int64_t at = (int64_t)(r / U * H + u) * H + k;
+    ws[i] = in ? a.whh[l][at] : 0.0f;
+    wi[i] = in && l > 0 ? a.wih[l][at] : 0.0f;
+  }
+  for (int i = tid; i < B * HS; i += NT) hs[i] = xs[i] = 0.0f;  // the padding stays zero
+  for (int i = tid; i < B * U; i += NT) {
+    const int u = u0 + i % U;
+    cs[i] = MODE == LSTM && u < H ? a.c0[l * STATE + i / U * H + u] : 0.0f;
+  }
+  for (int s = 0; s < WAVES; ++s) {
+    const int t = s - l;
+    const bool live = t >= 0 && t < T;  // the same for the whole block
+    if (live && l == 0)
+      for (int i = tid; i < B * G * U; i += NT) {
+        const int b = i / (G * U), g = i / U % G, u = u0 + i % U;
+        gis[i] = u < H ? a.gi[((int64_t)t * B + b) * (G * H) + g * H + u] : 0.0f;
+      }
+    if (s > 0 && tid == 0) {
+      for (int m = l > 0 ? l - 1 : 0; m <= l + 1 && m < L; ++m) wait_arrivals(a.arrived + m, (unsigned)(s * NB));
+      __threadfence();
+    }
+    __syncthreads();
+    if (live) {
+      const float* own = t == 0 ? a.h0 + l * STATE : a.wave + ((int64_t)((s - 1) % 2) * L + l) * STATE;
+      for (int i = tid; i < B * H; i += NT) hs[i / H * HS + i % H] = __ldcg(own + i);
+      if (l > 0) {
+        const float* x = a.wave + ((int64_t)((s - 1) % 2) * L + l - 1) * STATE;
+        for (int i = tid; i < B * H; i += NT) xs[i / H * HS + i % H] = __ldcg(x + i);
+      }
+      __syncthreads();
+      if (l > 0) {
+        products<S, B>(wi, xs, red, gis, tid);  // gis[b][g][uu]: rows g * U + uu, as W_hh's
+        if (a.bih[l])
+          for (int i = tid; i < B * G * U; i += NT) {
+            const int g = i / U % G, u = u0 + i % U;
+            if (u < H) gis[i] += a.bih[l][g * H + u];
+          }
+      }
+      products<S, B>(ws, hs, red, pre, tid);
+      float* hnext = a.wave + ((int64_t)(s % 2) * L + l) * STATE;
+      for (int i = tid; i < B * U; i += NT) {
+        const int b = i / U, uu = i % U, u = u0 + uu;
+        if (u >= H) continue;
+        float c = cs[i];
+        const float h = cell<MODE, H>(gis + b * G * U, U, uu, pre + b * R + uu, U, a.bhh[l], u, hs[b * HS + u], c);
+        cs[i] = c;
+        hnext[b * H + u] = h;
+        if (l == L - 1) a.out[t * a.ost + b * a.osb + u] = h;
+        if (t == T - 1 && a.hn) a.hn[l * STATE + b * H + u] = h;
+        if (MODE == LSTM && t == T - 1 && a.cn) a.cn[l * STATE + b * H + u] = c;
+      }
+    }
+    __syncthreads();
+    if (s + 1 < WAVES && tid == 0) {
+      __threadfence();
+      atomicAdd(a.arrived + l, 1u);
+    }
+  }
 }
 
-// Whether this device starts recur's whole grid at once (a cooperative launch of it would succeed):
-// asked once per device.
-template <class Tr>
-static bool recur_fits() {
+// Whether a cooperative launch of `kernel` (`blocks` blocks of `threads`, `smem` bytes of shared
+// memory) starts on device `dev`: every block resident at once. Sets the kernel's shared-memory
+// limit on the way.
+template <class K>
+static bool starts_at_once(K kernel, int dev, int threads, size_t smem, int64_t blocks) {
+  int coop = 0, sms = 0, optin = 0, per = 0;
+  const bool ok = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess && coop &&
+                  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+                  smem <= (size_t)optin &&
+                  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess &&
+                  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, smem) == cudaSuccess &&
+                  (int64_t)per * sms >= blocks;
+  cudaGetLastError();
+  return ok;
+}
+
+enum { RECUR = 0, STACK = 1 };  // the two persistent launches: a layer at a time, or the whole stack
+
+// Set once a cooperative launch of this layer stack's kernel K was refused: the slower path from then
+// on. `static`, as every function below with a static of its own: a function-local static of a
+// template with external linkage is a GNU unique symbol, one per process, so a second library whose
+// traits struct has the same name would share it (and skip its own shared-memory opt-in).
+template <class Tr, int K>
+static bool& refused() {
+  static bool r = false;
+  return r;
+}
+
+// Whether this device starts kernel K's whole grid at once (a cooperative launch of it would
+// succeed): asked once per device. The stack's kernel applies to one direction and several layers.
+template <class Tr, int K>
+static bool fits() {
   using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
   static signed char known[64] = {};  // per device: 0 not asked, 1 fits, -1 not
   int dev = 0;
-  if (!Tr::PERSIST || recur_refused<Tr>() || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+  if (!Tr::PERSIST || refused<Tr, K>() || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
     cudaGetLastError();
     return false;
   }
   if (!known[dev]) {
-    const auto k = recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>;
-    int coop = 0, sms = 0, optin = 0, per = 0;
-    const bool ok = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess && coop &&
-                    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
-                    S::SMEM <= (size_t)optin &&
-                    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::SMEM) == cudaSuccess &&
-                    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, S::NT, S::SMEM) == cudaSuccess &&
-                    (int64_t)per * sms >= (int64_t)S::NB * Tr::D;
-    cudaGetLastError();
+    bool ok = false;
+    if constexpr (K == RECUR) {
+      ok = starts_at_once(recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>, dev, S::NT, S::SMEM,
+                          (int64_t)S::NB * Tr::D);
+    } else if constexpr (Tr::WAVEFRONT && Tr::D == 1 && Tr::L > 1) {
+      ok = starts_at_once(recur_stack<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U, Tr::L>, dev, S::NT,
+                          StackShape<Tr::G, Tr::B, Tr::H, Tr::U>::SMEM, (int64_t)S::NB * Tr::L);
+    }
     known[dev] = ok ? 1 : -1;
   }
   return known[dev] > 0;
+}
+
+// After a cooperative launch returned `e`: 0 where it was launched; > 0, a CUDA error to return (under
+// stream capture, where the forward's graph path then runs it eagerly); -1 where it was refused outside
+// a capture (a device shared under MPS, say): the caller takes the slower path, from then on.
+template <class Tr, int K>
+static int launched(cudaError_t e, cudaStream_t stream) {
+  if (e == cudaSuccess) return 0;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream, &capturing);
+  if (capturing != cudaStreamCaptureStatusNone) return (int)e;
+  cudaGetLastError();
+  refused<Tr, K>() = true;
+  return -1;
 }
 
 // Where layer l's input row (t, b) starts, and its strides: the module's input, or the previous
@@ -359,7 +508,7 @@ SC_INLINE const float* param(const typename Tr::Args& a, int l, int d, int which
 // refused outside a capture (a device shared under MPS, say): the per-step path runs instead, from
 // then on.
 template <class Tr>
-int launch_recur(const typename Tr::Args& a, int l, const Step& s, cudaStream_t stream) {
+static int launch_recur(const typename Tr::Args& a, int l, const Step& s, cudaStream_t stream) {
   using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
   constexpr int D = Tr::D;
   constexpr int64_t STATE = (int64_t)Tr::B * Tr::H;
@@ -385,13 +534,45 @@ int launch_recur(const typename Tr::Args& a, int l, const Step& s, cudaStream_t 
     e = cudaLaunchCooperativeKernel((const void*)recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>,
                                     dim3(S::NB, D), dim3(S::NT), args, S::SMEM, stream);
   }
-  if (e == cudaSuccess) return 0;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(stream, &capturing);
-  if (capturing != cudaStreamCaptureStatusNone) return (int)e;
-  cudaGetLastError();
-  recur_refused<Tr>() = true;
-  return -1;
+  return launched<Tr, RECUR>(e, stream);
+}
+
+// The whole stack as one cooperative launch of `recur_stack` after layer 0's projection; returns as
+// launch_recur does.
+template <class Tr>
+static int launch_stack(const typename Tr::Args& a, cudaStream_t stream) {
+  using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
+  constexpr int G = Tr::G, H = Tr::H, T = Tr::T, B = Tr::B, L = Tr::L;
+  const float* src;
+  int64_t st, sb;
+  int k;
+  layer_input<Tr>(a, 0, src, st, sb, k);
+  const dim3 pg((G * H + PN - 1) / PN, (T * B + PM - 1) / PM);
+  proj<<<pg, 256, 0, stream>>>(src, st, sb, B, param<Tr>(a, 0, 0, 0), param<Tr>(a, 0, 0, 2), a.gi, T * B, G * H, k);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return (int)e;
+  Stack<L> r{};
+  r.gi = a.gi;
+  for (int l = 0; l < L; ++l) {
+    r.wih[l] = param<Tr>(a, l, 0, 0);
+    r.whh[l] = param<Tr>(a, l, 0, 1);
+    r.bih[l] = param<Tr>(a, l, 0, 2);
+    r.bhh[l] = param<Tr>(a, l, 0, 3);
+  }
+  r.h0 = a.hx;
+  r.c0 = Tr::MODE == LSTM ? a.cx : nullptr;
+  r.wave = a.wave;
+  layer_output<Tr>(a, L - 1, r.out, r.ost, r.osb);
+  r.hn = a.hn;
+  r.cn = a.cn;
+  r.arrived = a.arrived;
+  e = cudaMemsetAsync(a.arrived, 0, sizeof(unsigned) * L, stream);
+  if (e == cudaSuccess) {
+    void* args[] = {&r};
+    e = cudaLaunchCooperativeKernel((const void*)recur_stack<Tr::MODE, G, B, H, T, Tr::U, L>, dim3(S::NB, L),
+                                    dim3(S::NT), args, StackShape<G, B, H, Tr::U>::SMEM, stream);
+  }
+  return launched<Tr, STACK>(e, stream);
 }
 
 template <class Tr>
@@ -400,6 +581,12 @@ int launch(const typename Tr::Args& a, cudaStream_t stream) {
   constexpr int64_t STATE = (int64_t)B * H;
   constexpr size_t SMEM = sizeof(float) * (B * H + B * G * U);
   const dim3 grid((H + U - 1) / U, D);
+  if constexpr (Tr::WAVEFRONT && D == 1 && Tr::L > 1) {
+    if (fits<Tr, STACK>()) {
+      const int rc = launch_stack<Tr>(a, stream);
+      if (rc >= 0) return rc;
+    }
+  }
   for (int l = 0; l < Tr::L; ++l) {
     const float* src;
     int64_t st, sb;
@@ -415,7 +602,7 @@ int launch(const typename Tr::Args& a, cudaStream_t stream) {
       s.bhh[d] = param<Tr>(a, l, d, 3);
     }
     layer_output<Tr>(a, l, s.out, s.ost, s.osb);
-    if (recur_fits<Tr>()) {
+    if (fits<Tr, RECUR>()) {
       const int rc = launch_recur<Tr>(a, l, s, stream);
       if (rc > 0) return rc;
       if (rc == 0) {
