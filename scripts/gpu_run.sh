@@ -128,6 +128,11 @@ for stage in "$@"; do
       IFS=, read -ra plist <<<"${stage#probe-host:}"
       read -ra plist <<<"$(abs "${plist[@]}")"
       (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host${PROBE_TAG:-}.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host${PROBE_TAG:-}.log" | tail -30 ;;
+    probe-graph:*)
+      # Whether each task's candidate replays as one CUDA graph, and its host time a call (scripts/probe_graph_replay.py).
+      IFS=, read -ra plist <<<"${stage#probe-graph:}"
+      read -ra plist <<<"$(abs "${plist[@]}")"
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_graph_replay.py" "$OUT/probe_graph.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_graph.log" | tail -30 ;;
     probe-launch)
       # What makes one minimal launch time 20 us in the Verifier's worker (scripts/probe_launch_floor.py).
       (cd /tmp && timeout ${PROBE_TIMEOUT:-300} python3 "$repo/scripts/probe_launch_floor.py" "$OUT/probe_launch.json") 2>&1 | tee "$OUT/probe_launch.log" | tail -20 ;;
