@@ -145,13 +145,15 @@ def test_training_and_compile_through_a_recurrent_candidate(tmp_path):
 
 class Wide(nn.Module):
     """Sizes the small cases never reach in the persistent launches: 200 units (25 blocks a direction or
-    layer, the last one partial), a batch of 20 (the products in two chunks of the batch)."""
+    layer, the last one partial) or 13 (rows not a whole number of float4s), a batch of 20 (the
+    products in two chunks of the batch), one gate (tanh and relu RNNs: 64 threads a block)."""
 
-    def __init__(self, kind: str = "lstm", layers: int = 2, bidirectional: bool = True):
+    def __init__(self, kind: str = "lstm", layers: int = 2, bidirectional: bool = True, hidden: int = 200):
         super().__init__()
         self.kind = kind
-        cls = nn.LSTM if kind == "lstm" else nn.GRU
-        self.rnn = cls(32, 200, layers, batch_first=True, bidirectional=bidirectional)
+        cls = {"lstm": nn.LSTM, "gru": nn.GRU, "tanh": nn.RNN, "relu": nn.RNN}[kind]
+        extra = {"nonlinearity": kind} if kind in ("tanh", "relu") else {}
+        self.rnn = cls(32, hidden, layers, batch_first=True, bidirectional=bidirectional, **extra)
 
     def forward(self, x, h0, c0=None):
         out, state = self.rnn(x, (h0, c0) if self.kind == "lstm" else h0)
@@ -161,27 +163,31 @@ class Wide(nn.Module):
 
 def _wide_inputs(m: Wide) -> list[torch.Tensor]:
     rows = m.rnn.num_layers * (2 if m.rnn.bidirectional else 1)
-    states = [torch.randn(rows, 20, 200) for _ in range(2 if m.kind == "lstm" else 1)]
+    hidden = m.rnn.hidden_size
+    states = [torch.randn(rows, 20, hidden) for _ in range(2 if m.kind == "lstm" else 1)]
     return [torch.randn(20, 50, 32), *states]
 
 
-# (kind, layers, bidirectional, persistent launches on, the kernel expected and its launches a forward)
+# (kind, layers, bidirectional, hidden, persistent launches on, the kernel expected, its launches a forward)
 WIDE = [
-    ("lstm", 2, True, True, "recur", 2),  # a launch a layer, both directions in it
-    ("gru", 2, True, True, "recur", 2),
-    ("lstm", 3, False, True, "recur_stack", 1),  # the whole stack as one wavefront
-    ("gru", 3, False, True, "recur_stack", 1),
-    ("lstm", 2, True, False, "step", 2 * 50),  # the flag off: a launch a time step
-    ("gru", 3, False, False, "step", 3 * 50),
+    ("lstm", 2, True, 200, True, "recur", 2),  # a launch a layer, both directions in it
+    ("gru", 2, True, 200, True, "recur", 2),
+    ("relu", 2, True, 13, True, "recur", 2),
+    ("lstm", 3, False, 200, True, "recur_stack", 1),  # the whole stack as one wavefront
+    ("gru", 3, False, 200, True, "recur_stack", 1),
+    ("lstm", 2, False, 13, True, "recur_stack", 1),
+    ("tanh", 4, False, 37, True, "recur_stack", 1),
+    ("lstm", 2, True, 200, False, "step", 2 * 50),  # the flag off: a launch a time step
+    ("gru", 3, False, 200, False, "step", 3 * 50),
 ]
 
 
 @pytest.mark.gpu
 @needs_nvcc
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("kind,layers,bidirectional,persistent,kernel,launches", WIDE,
-                         ids=["-".join(map(str, c[:4])) for c in WIDE])
-def test_the_persistent_recurrence_on_the_gpu(kind, layers, bidirectional, persistent, kernel, launches,
+@pytest.mark.parametrize("kind,layers,bidirectional,hidden,persistent,kernel,launches", WIDE,
+                         ids=["-".join(map(str, c[:5])) for c in WIDE])
+def test_the_persistent_recurrence_on_the_gpu(kind, layers, bidirectional, hidden, persistent, kernel, launches,
                                               monkeypatch, tmp_path):
     """One cooperative launch a layer (`recur`), or for a one-direction stack one for the whole stack
     (`recur_stack`), where the device starts the grid at once; with the flag off, the per-step kernels.
@@ -196,7 +202,7 @@ def test_the_persistent_recurrence_on_the_gpu(kind, layers, bidirectional, persi
 
     class Case(Wide):
         def __init__(self):
-            super().__init__(kind, layers, bidirectional)
+            super().__init__(kind, layers, bidirectional, hidden)
 
     m = Case().eval()
     cand = builtin_candidate(m, _wide_inputs(m), host=False)

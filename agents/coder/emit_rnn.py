@@ -113,7 +113,8 @@ def emit_rnn(ctx: EmitContext) -> Kernel:
     sidx = {n: f"scratch{i}" for i, n in enumerate(names_s)}
 
     persist = os.environ.get(PERSISTENT_ENV) != "0"
-    stack = persist and directions == 1 and layers > 1 and os.environ.get(PERSISTENT_ENV) != "layer"
+    # (the stack's kernel takes four pointers a layer as parameters: 64 layers stay far below the limit)
+    stack = (persist and directions == 1 and 1 < layers <= 64 and os.environ.get(PERSISTENT_ENV) != "layer")
     name = ctx.name
     traits = f"""// {name}: {mode} x{layers} layer(s), {directions} direction(s), T={t} B={b} I={feat} H={hidden}
 struct {name}_tr {{

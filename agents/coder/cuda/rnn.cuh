@@ -174,6 +174,8 @@ struct RecShape {
   static constexpr int HS = (H + 3) / 4 * 4, HP = (H + 31) / 32 * 32 + 4;
   static constexpr size_t SMEM = sizeof(float) * ((size_t)R * HP + (size_t)B * HS + (size_t)KP * BC * R +
                                                   (size_t)B * R + (size_t)B * U + (size_t)B * G * U);
+  // recur_stack's float4 regions follow this layout: each region's size must keep 16-byte alignment
+  static_assert(U % 4 == 0, "units a block: a multiple of 4");
 };
 
 // Spins until *count reaches target. A cooperative launch has every block resident, so only a fault
@@ -432,12 +434,16 @@ template <class Tr, int K>
 static bool fits() {
   using S = RecShape<Tr::G, Tr::B, Tr::H, Tr::U>;
   static signed char known[64] = {};  // per device: 0 not asked, 1 fits, -1 not
+  if (!Tr::PERSIST || refused<Tr, K>()) return false;
   int dev = 0;
-  if (!Tr::PERSIST || refused<Tr, K>() || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();  // (cudaGetDevice's own error)
     return false;
   }
   if (!known[dev]) {
+    // The questions below clear the thread's last error: with another launch's error pending, leave it
+    // for that launch's check to report and ask on a later call.
+    if (cudaPeekAtLastError() != cudaSuccess) return false;
     bool ok = false;
     if constexpr (K == RECUR) {
       ok = starts_at_once(recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>, dev, S::NT, S::SMEM,
@@ -458,8 +464,12 @@ template <class Tr, int K>
 static int launched(cudaError_t e, cudaStream_t stream) {
   if (e == cudaSuccess) return 0;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(stream, &capturing);
-  if (capturing != cudaStreamCaptureStatusNone) return (int)e;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone)
+    return (int)e;
+  // Only the launch's own refusal (too many blocks for the device as it is shared now, no cooperative
+  // launch here) means the slower path; any other error is the forward's to report.
+  if (e != cudaErrorCooperativeLaunchTooLarge && e != cudaErrorNotSupported && e != cudaErrorNotPermitted)
+    return (int)e;
   cudaGetLastError();
   refused<Tr, K>() = true;
   return -1;
@@ -529,7 +539,8 @@ static int launch_recur(const typename Tr::Args& a, int l, const Step& s, cudaSt
   r.osb = s.osb;
   r.arrived = a.arrived;
   cudaError_t e = cudaMemsetAsync(a.arrived, 0, sizeof(unsigned) * D, stream);
-  if (e == cudaSuccess) {
+  if (e != cudaSuccess) return (int)e;
+  {
     void* args[] = {&r};
     e = cudaLaunchCooperativeKernel((const void*)recur<Tr::MODE, Tr::G, Tr::B, Tr::H, Tr::T, Tr::U>,
                                     dim3(S::NB, D), dim3(S::NT), args, S::SMEM, stream);
@@ -567,7 +578,8 @@ static int launch_stack(const typename Tr::Args& a, cudaStream_t stream) {
   r.cn = a.cn;
   r.arrived = a.arrived;
   e = cudaMemsetAsync(a.arrived, 0, sizeof(unsigned) * L, stream);
-  if (e == cudaSuccess) {
+  if (e != cudaSuccess) return (int)e;
+  {
     void* args[] = {&r};
     e = cudaLaunchCooperativeKernel((const void*)recur_stack<Tr::MODE, G, B, H, T, Tr::U, L>, dim3(S::NB, L),
                                     dim3(S::NT), args, StackShape<G, B, H, Tr::U>::SMEM, stream);
