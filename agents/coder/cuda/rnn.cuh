@@ -179,7 +179,9 @@ struct RecShape {
 };
 
 // Spins until *count reaches target. A cooperative launch has every block resident, so only a fault
-// elsewhere can keep a block from arriving: after 10 s the kernel traps (an error, never a hang).
+// elsewhere can keep a block from arriving: after 10 s in one wait the kernel traps. A trap is a sticky
+// error (the process's CUDA context is lost; the Verifier's worker reports it as its verdict), but
+// nothing hangs.
 __device__ __forceinline__ void wait_arrivals(const unsigned* count, unsigned target) {
   const volatile unsigned* v = count;
   unsigned long long t0, t1;
