@@ -97,11 +97,15 @@ def emit_rnn(ctx: EmitContext) -> Kernel:
     if mode == "lstm":
         scratch.append(("float32", 2 * directions * state))
         names_s.append("c")
+    choice = os.environ.get(PERSISTENT_ENV)
+    persist = choice != "0"
+    # (the stack's kernel takes four pointers a layer as parameters: 64 layers stay far below the limit)
+    stack = persist and choice != "layer" and directions == 1 and 1 < layers <= 64
     # The persistent launches' arrival counters (as unsigned): one a direction, or one a layer for the
     # whole stack's wavefront, whose layers' latest hidden states take a buffer of their own.
     scratch.append(("float32", max(directions, layers)))
     names_s.append("arrived")
-    if directions == 1 and layers > 1:
+    if stack:
         scratch.append(("float32", 2 * layers * state))
         names_s.append("wave")
     if layers > 1:
@@ -112,9 +116,6 @@ def emit_rnn(ctx: EmitContext) -> Kernel:
         names_s.append("out")
     sidx = {n: f"scratch{i}" for i, n in enumerate(names_s)}
 
-    persist = os.environ.get(PERSISTENT_ENV) != "0"
-    # (the stack's kernel takes four pointers a layer as parameters: 64 layers stay far below the limit)
-    stack = (persist and directions == 1 and 1 < layers <= 64 and os.environ.get(PERSISTENT_ENV) != "layer")
     name = ctx.name
     traits = f"""// {name}: {mode} x{layers} layer(s), {directions} direction(s), T={t} B={b} I={feat} H={hidden}
 struct {name}_tr {{
