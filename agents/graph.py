@@ -398,6 +398,21 @@ def _causal_masks_as_given() -> Any:
         transformer._detect_is_causal_mask = found
 
 
+@contextlib.contextmanager
+def _arguments_unvalidated() -> Iterator[None]:
+    """torch.distributions checks its arguments by default (Normal's scale > 0, Categorical's
+    probabilities summing to one) with a bool of a tensor, a value the trace cannot know. The checks
+    only raise, never change a result: while tracing, distributions are made without them."""
+    from torch.distributions import Distribution
+
+    was = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(was)
+
+
 def trace_module(
     module: nn.Module,
     inputs: Sequence[Any],
@@ -442,8 +457,13 @@ def trace_module(
         with fake_mode:
             return t.contiguous()
 
-    params = list(module.named_parameters(remove_duplicate=False))
-    buffers = list(module.named_buffers(remove_duplicate=False))
+    # One input per tensor: a tensor reachable under several names (a language model's output head
+    # tied to its embedding, a submodule used twice) is traced under its first name, and
+    # functional_call's tie_weights gives the others the same value; the names are kept (`aliases`)
+    # so that ModelNew ties its own tensors as the module does and takes the same state dict.
+    params = list(module.named_parameters(remove_duplicate=True))
+    buffers = list(module.named_buffers(remove_duplicate=True))
+    aliases = _tied_names(module)
     persistent = set(module.state_dict(keep_vars=True))
     keys = [k for k, _ in params] + [k for k, _ in buffers]
     state_vals = [fake(v) for _, v in params] + [fake(v) for _, v in buffers]
@@ -459,10 +479,12 @@ def trace_module(
         # trace as one node each (trace_rnn). cuDNN off: on CUDA tensors batch_norm would trace as
         # cudnn_batch_norm, a backend's op, where the CPU and the emitters know native_batch_norm.
         with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math(), \
-                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op(), _causal_masks_as_given():
-            gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
-                *state_vals, *arg_vals
-            )
+                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op(), _causal_masks_as_given(), \
+                _arguments_unvalidated():
+            with _state_restored(module):
+                gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
+                    *state_vals, *arg_vals
+                )
     except DataDependentOutputException as e:
         raise TraceError(
             "forward depends on tensor values (data-dependent control flow or .item()): "
@@ -502,6 +524,9 @@ def trace_module(
         + [("arg", a) for a in arg_names]
     )
     nodes = _to_nodes(gm, kinds, persistent)
+    for node in nodes:
+        if node["op"] == "input" and node.get("key") in aliases:
+            node["aliases"] = aliases[node["key"]]
     _keep_unsaved_buffers(nodes, dict(buffers))
     # make_fx bakes non-tensor arguments into the graph as constants; record the value it used, so
     # that ModelNew can refuse a call with another value instead of silently ignoring it.
@@ -511,6 +536,35 @@ def trace_module(
             if not isinstance(value, torch.Tensor):
                 node["value"] = _encode(value, {})
     return nodes
+
+
+@contextlib.contextmanager
+def _state_restored(module: nn.Module) -> Iterator[None]:
+    """The module's own parameters and buffers put back after the trace. functional_call swaps a
+    submodule used under two names twice, and puts back the first swap's traced tensor the second
+    time (torch 2.13): the module would keep functional tensors where its parameters were."""
+    held = [(table, name, value) for sub in module.modules()
+            for table in (sub._parameters, sub._buffers) for name, value in table.items()]
+    try:
+        yield
+    finally:
+        for table, name, value in held:
+            if table.get(name) is not value:
+                table[name] = value
+
+
+def _tied_names(module: nn.Module) -> dict[str, list[str]]:
+    """{first name: the other names of the same tensor} for the parameters and buffers reachable
+    under several names."""
+    tied: dict[str, list[str]] = {}
+    for named in (module.named_parameters(remove_duplicate=False), module.named_buffers(remove_duplicate=False)):
+        first: dict[int, str] = {}
+        for key, value in named:
+            if id(value) in first:
+                tied.setdefault(first[id(value)], []).append(key)
+            else:
+                first[id(value)] = key
+    return tied
 
 
 # A buffer registered with persistent=False is not in the state dict, so loading the reference's

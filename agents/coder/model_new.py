@@ -727,10 +727,9 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
     """super().__init__() and every parameter and buffer of the reference, same keys and shapes."""
     lines = ["super().__init__()"]
     made: set[str] = set()
-    for node in graph:
-        if node["op"] != "input" or node.get("kind") not in ("param", "buffer"):
-            continue
-        *path, leaf = node["key"].split(".")
+
+    def parent_of(key: str) -> tuple[str, str]:
+        *path, leaf = key.split(".")
         parent = "self"
         for part in path:
             child = _attr_path(parent, part)
@@ -740,6 +739,12 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
                     f"{child} = nn.Module()" if _plain(part) else f"{parent}.add_module({part!r}, nn.Module())"
                 )
             parent = child
+        return parent, leaf
+
+    for node in graph:
+        if node["op"] != "input" or node.get("kind") not in ("param", "buffer"):
+            continue
+        parent, leaf = parent_of(node["key"])
         if "shape" not in node:
             continue
         # The module's own tensor, where the kernels read a view of it (complex_pairs' `as_real`).
@@ -757,6 +762,14 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
         else:
             persistent = "" if node.get("persistent", True) else ", persistent=False"
             lines.append(f"{parent}.register_buffer({leaf!r}, {value}{persistent})")
+        # The same tensor under the module's other names (graph._tied_names), so the state dicts match.
+        for alias in node.get("aliases", ()):
+            a_parent, a_leaf = parent_of(alias)
+            if node["kind"] == "param":
+                lines.append(f"{a_parent}.register_parameter({a_leaf!r}, {parent}._parameters[{leaf!r}])")
+            else:
+                persistent = "" if node.get("persistent", True) else ", persistent=False"
+                lines.append(f"{a_parent}.register_buffer({a_leaf!r}, {parent}._buffers[{leaf!r}]{persistent})")
     return lines
 
 
