@@ -177,6 +177,14 @@ def _gelu(a: Operands) -> str:
     raise NotFusable(f"approximate={mode!r}")
 
 
+def _logit(a: Operands) -> str:
+    x = a.self
+    if a.raw("eps") is not None:  # as PyTorch: clamped into [eps, 1 - eps], NaN kept
+        lo, hi = c_float(a.raw("eps")), c_float(1.0 - a.raw("eps"))
+        x = f"({x} < {lo} ? {lo} : ({x} > {hi} ? {hi} : {x}))"
+    return f"logf({x} / (1.0f - {x}))"
+
+
 def _bound(a: Operands, name: str, missing: str) -> str:
     return getattr(a, name) if a.raw(name) is not None else missing
 
@@ -275,6 +283,12 @@ POINTWISE: dict[str, Op] = {
     "atanh": _t("atanhf({self})", "self"),
     "erf": _t("erff({self})", "self"),
     "erfc": _t("erfcf({self})", "self"),
+    "erfinv": _t("sc_erfinv({self})", "self"),
+    "lgamma": _t("lgammaf({self})", "self"),
+    "digamma": _t("sc_digamma({self})", "self"),
+    "logit": _f(_logit, "self"),
+    "sinc": _t("({self} == 0.0f ? 1.0f : sinf(3.14159265358979323846f * {self}) / "
+               "(3.14159265358979323846f * {self}))", "self"),
     # activations, written as PyTorch's CUDA kernels compute them
     "relu": _t("({self} < 0.0f ? 0.0f : {self})", "self"),  # NaN passes through, as clamp_min(0)
     "leaky_relu": _t("({self} > 0.0f ? {self} : {self} * {negative_slope})", "self", "negative_slope"),
@@ -421,6 +435,10 @@ INT64_POINTWISE: dict[str, Op] = {
     "bitwise_or": _t("({self} | {other})", "self", "other"),
     "bitwise_xor": _t("({self} ^ {other})", "self", "other"),
     "bitwise_not": _t("(~{self})", "self"),
+    "__lshift__": _t("sc_shl_i64({self}, {other})", "self", "other"),
+    "__rshift__": _t("sc_shr_i64({self}, {other})", "self", "other"),
+    "bitwise_left_shift": _t("sc_shl_i64({self}, {other})", "self", "other"),
+    "bitwise_right_shift": _t("sc_shr_i64({self}, {other})", "self", "other"),
     "where": _t("({condition} != 0 ? {self} : {other})", "condition", "self", "other"),
     "masked_fill": _t("({mask} != 0 ? {value} : {self})", "self", "mask", "value"),
     "_to_copy": _f(_to_int64, "self"),
@@ -1123,6 +1141,8 @@ def render(kernels: Sequence[PointwiseKernel], *, host_entry: bool = False, afte
         prelude += cuda_text.load("fast_div.cuh")
     if any("_i64(" in text for text in (*bodies, *after)):
         prelude += "\n" + cuda_text.load("int_math.cuh")
+    if any(call in text for text in (*bodies, *after) for call in ("sc_digamma(", "sc_erfinv(")):
+        prelude += "\n" + cuda_text.load("special.cuh")
     return "\n".join([prelude, *bodies])
 
 

@@ -16,3 +16,8 @@ SC_INLINE int64_t sc_remainder_i64(int64_t a, int64_t b) {
   const int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// Shifts as PyTorch's: a count past the width (or negative) gives 0 to the left and the sign to the right.
+SC_INLINE int64_t sc_shl_i64(int64_t a, int64_t b) {
+  return (b < 0 || b >= 64) ? 0 : (int64_t)((uint64_t)a << b);
+}
+SC_INLINE int64_t sc_shr_i64(int64_t a, int64_t b) { return (b < 0 || b >= 64) ? (a >> 63) : (a >> b); }
