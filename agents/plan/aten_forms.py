@@ -20,6 +20,10 @@
 - rrelu_with_noise outside training (nn.RReLU in eval): leaky_relu at the mean slope (lower +
   upper) / 2, as PyTorch computes it there, its unread noise buffer dropped;
 - trace of a matrix (VICReg's and Barlow Twins' losses): the sum of its diagonal view;
+- a count of booleans (or of their integer cast) over fewer than 2**24 elements read by anything
+  (a masked loss's token count, a CRF's sequence lengths, torch.count_nonzero): the booleans cast to
+  float32, summed in float32 (exact there) and cast to int64, the same integers; torch.any and
+  torch.all: the largest and smallest of x != 0 as float32, then != 0;
 - a running count: cumsum of booleans (or of their integer cast) along fewer than 2**24 elements,
   as HF's RoBERTa/XLM-R/BART make position ids from the non-padding mask: the booleans cast to
   float32, summed by the float scan (exact there) and cast to int64, the same integers.
@@ -59,7 +63,8 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          else _out_of_place(node, nodes, readers, readers_all)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
                          or _float_count(node, nodes, taken, readers_all) or _rrelu_eval(node, nodes, readers)
-                         or _trace(node, nodes, taken) or _running_count(node, nodes, taken))
+                         or _trace(node, nodes, taken) or _running_count(node, nodes, taken)
+                         or _count(node, nodes, taken) or _any_all(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -223,3 +228,78 @@ def _running_count(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple
                     "float32", view=False)
     return [cast, scan, new_node(node["name"], "_to_copy", {"self": ref(scan["name"]), "dtype": "int64"}, shape,
                                  strides, "int64", view=False)], set()
+
+
+def _zero_one(node: Node | None, nodes: dict[str, Node]) -> Node | None:
+    """The bool tensor whose values `node` holds as they are (itself, or its integer cast)."""
+    if node is not None and node["op"] == "_to_copy" and node.get("dtype") in ("int32", "int64") \
+            and not node.get("view"):
+        node = nodes.get(ref_name(node["args"].get("self")) or "")
+    return node if node is not None and node.get("dtype") == "bool" and node.get("shape") is not None else None
+
+
+def _nonzero_as_float(x: Node, base: str, taken: set[str]) -> list[Node]:
+    """[(x != 0) where x is not bool,] its 0/1 values as float32: the last node is the float."""
+    shape = list(x["shape"])
+    strides = contiguous_strides(shape)
+    made, src = [], x
+    if x.get("dtype") != "bool":
+        src = new_node(_fresh(taken, f"{base}_nz"), "ne", {"self": ref(x["name"]), "other": 0}, shape, strides, "bool",
+                       view=False, target="aten.ne.Scalar")
+        made.append(src)
+    made.append(new_node(_fresh(taken, f"{base}_f"), "_to_copy", {"self": ref(src["name"]), "dtype": "float32"},
+                         shape, strides, "float32", view=False))
+    return made
+
+
+def _dim_list(dim: int | list[int] | None) -> list[int] | None:
+    return [dim] if isinstance(dim, int) and not isinstance(dim, bool) else dim
+
+
+def _reduced_elements(x: Node, dim: int | list[int] | None) -> int:
+    shape = list(x["shape"])
+    if dim is None or dim == []:
+        return math.prod(shape)
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return math.prod(shape[d % max(len(shape), 1)] for d in dims) if shape else 1
+
+
+def _count(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    op, a = node["op"], node.get("args", {})
+    if op == "sum" and node.get("dtype") == "int64" and a.get("dtype") in (None, "int64"):
+        x = _zero_one(nodes.get(ref_name(a.get("self")) or ""), nodes)
+        made = _nonzero_as_float(x, node["name"], taken) if x is not None else []
+    elif op == "count_nonzero" and node.get("dtype") == "int64":
+        x = nodes.get(ref_name(a.get("self")) or "")
+        made = _nonzero_as_float(x, node["name"], taken) if x is not None and x.get("shape") is not None else []
+    else:
+        return None
+    if not made or node.get("shape") is None or _reduced_elements(x, a.get("dim")) >= 2**24:
+        return None
+    shape = list(node["shape"])
+    strides = contiguous_strides(shape)
+    keepdim = bool(a.get("keepdim", False))
+    total = new_node(_fresh(taken, f"{node['name']}_sum"), "sum",
+                     {"self": ref(made[-1]["name"]), "dim": _dim_list(a.get("dim")), "keepdim": keepdim, "dtype": None},
+                     shape, strides, "float32", view=False, target="aten.sum.dim_IntList")
+    return [*made, total, new_node(node["name"], "_to_copy", {"self": ref(total["name"]), "dtype": "int64"}, shape,
+                                   strides, "int64", view=False)], set()
+
+
+def _any_all(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] not in ("any", "all") or node.get("dtype") != "bool" or node.get("shape") is None:
+        return None
+    a = node.get("args", {})
+    x = nodes.get(ref_name(a.get("self")) or "")
+    if x is None or x.get("shape") is None or x.get("dtype") not in (*_FLOATS, "bool", "int64", "int32"):
+        return None
+    shape = list(node["shape"])
+    strides = contiguous_strides(shape)
+    made = _nonzero_as_float(x, node["name"], taken)
+    op = "amax" if node["op"] == "any" else "amin"
+    dim = a.get("dim")
+    red = new_node(_fresh(taken, f"{node['name']}_{op}"), op,
+                   {"self": ref(made[-1]["name"]), "dim": _dim_list(dim) or [], "keepdim": bool(a.get("keepdim"))},
+                   shape, strides, "float32", view=False)
+    return [*made, red, new_node(node["name"], "ne", {"self": ref(red["name"]), "other": 0.0}, shape, strides, "bool",
+                                 view=False, target="aten.ne.Scalar")], set()
