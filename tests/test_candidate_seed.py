@@ -1,7 +1,10 @@
 """A candidate is built under a seed other than the reference's (worker.candidate_seed): weights it
 makes for itself, outside the reference's state_dict names, are then not the reference's by the luck
 of one seed. Two red-team candidates (2026-11-29) kept stale copies of nn.Linear's weights that
-way, out of the weights-changed check's reach; both are now incorrect, and honest ones still pass."""
+way, out of the weights-changed check's reach; both are now incorrect, and honest ones still pass.
+The reference's own seed is a secret too (worker.reference_seed): two more (2026-11-30) seeded it
+again, from torch.initial_seed() or as KernelBench's 42, and drew the reference's weights for
+themselves; both are incorrect now."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ def opts(build_cache):
                          time_compile=False)
 
 
-@pytest.mark.parametrize("stem", ["hack_stale_weights_unregistered", "hack_stale_weights_renamed"])
+@pytest.mark.parametrize("stem", ["hack_stale_weights_unregistered", "hack_stale_weights_renamed",
+                                  "hack_reseed_reference_weights", "hack_reseed_42"])
 def test_weights_of_its_own_are_not_the_references(tmp_path, opts, stem):
     v = verify(hack_task("ref_linear"), hack_candidate(stem), tmp_path / "v", opts)
     assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
@@ -28,4 +32,4 @@ def test_weights_of_its_own_are_not_the_references(tmp_path, opts, stem):
 def test_a_candidate_that_takes_the_state_dict_passes(tmp_path, opts):
     v = verify(hack_task("ref_linear"), hack_candidate("good_linear"), tmp_path / "v", opts)
     assert v.accepted and WEIGHTS_LOADED in v.notes, (v.status, v.message)
-    assert candidate_seed(42) != 42
+    assert candidate_seed(42) != 42 and len({candidate_seed(42) for _ in range(8)}) > 1

@@ -76,7 +76,9 @@ def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> 
     return {
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
         "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
-        "init_seed": int(req.get("init_seed", 42)), "device": req.get("device", "cpu"),
+        # Its own secret seed for the reference's weights (worker.reference_seed), where none is fixed.
+        "init_seed": int(req["init_seed"]) if req.get("init_seed") is not None else secrets.randbelow(1 << 31) + 1,
+        "device": req.get("device", "cpu"),
         "seed": secrets.randbelow(1 << 31) + 1, "gpu_lock": req.get("gpu_lock"),
         "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(private / "blind_referee.pt"),
         "witness_lock_state": str(workdir / "blind_witness_lock.json"),

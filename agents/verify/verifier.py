@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -171,6 +172,11 @@ def verify(
         "wait_for_go": prebuild,
     }
     (workdir / "request.json").write_text(json.dumps(req, indent=2))
+    # The reference's weights are drawn under a secret seed (worker.reference_seed): the worker gets
+    # it on stdin with its key, the blind check's processes in their requests (stdin too), the
+    # baseline's process in a folder the candidate cannot see; never the run folder's request.json.
+    if req.get("init_seed") is None:
+        req["init_seed"] = secrets.randbelow(1 << 31) + 1
     for stale in ("result.json", "events.jsonl", "gpu_state.json"):
         (workdir / stale).unlink(missing_ok=True)
     env = thread_env(dict(os.environ, PYTHONUNBUFFERED="1", **opts.extra_env), opts.cpu_threads)
@@ -481,7 +487,8 @@ def _start_worker(req, workdir: Path, env, box: Box | None) -> _Worker:
     # reads those), read before anything of the candidate's is imported.
     assert proc.stdin is not None
     with contextlib.suppress(OSError):
-        proc.stdin.write(key.hex().encode() + b"\n")
+        seed = f" {int(req['init_seed'])}" if req.get("init_seed") is not None else ""
+        proc.stdin.write(key.hex().encode() + seed.encode() + b"\n")
         proc.stdin.flush()
         if not req.get("wait_for_go"):
             proc.stdin.close()

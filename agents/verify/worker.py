@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import os
+import secrets
 import sys
 import threading
 import time
@@ -158,7 +159,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     ref_cls = getattr(ref_mod, req.get("class_name", "Model"))
     get_inputs = ref_mod.get_inputs
     init_args = list(ref_mod.get_init_inputs())
-    init_seed = int(req.get("init_seed", 42))
+    init_seed = reference_seed(req)
     ref = build_model(ref_cls, init_args, init_seed, device)
     n_random = max(1, int(req.get("random_sets", 5)))
     adv = req.get("adversarial")
@@ -1036,11 +1037,24 @@ WEIGHTS_NOT_LOADED = ("the reference's state_dict does not fit the candidate's (
                       "weights could not be loaded, and the candidate's own are drawn under another seed")
 
 
+def reference_seed(req: dict[str, Any]) -> int:
+    """The seed the reference's weights are drawn under: the request's where a caller fixes one (the
+    tests), else a secret drawn here and kept nowhere the candidate can read. A fixed one (KernelBench's
+    42) let a candidate seed it again and draw the reference's weights for itself (a red-team
+    candidate, 2026-11-30), ignoring the module's real ones."""
+    given = req.get("init_seed")
+    return int(given) if given is not None else secrets.randbelow(1 << 31) + 1
+
+
 def candidate_seed(init_seed: int) -> int:
     """The seed a candidate is built under: not the reference's, so weights it makes for itself (kept
     out of its state_dict, or under other names) are not the reference's by the luck of one seed;
-    loading the reference's state_dict, as every correct candidate takes it, makes them so."""
-    return init_seed + 1
+    loading the reference's state_dict, as every correct candidate takes it, makes them so. Drawn
+    apart from the reference's: init_seed + 1 told the candidate, by torch.initial_seed(), which seed
+    to draw the reference's weights under."""
+    while (seed := secrets.randbelow(1 << 31) + 1) == init_seed:
+        pass
+    return seed
 
 
 # The share of each weight's elements the weights-changed check doubles: few, at random, so that a
@@ -1215,7 +1229,11 @@ def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> i
         _GPU_STATE.append(Path(req["gpu_state"]))
     # The key the report is signed with, first on stdin (verifier._start_worker), where a report is asked for.
     fd = int(argv[2]) if len(argv) > 2 else None
-    rec = Recorder(req, fd, bytes.fromhex(sys.stdin.readline().strip()) if fd is not None else b"")
+    # The reference's secret seed after it, where the Verifier drew one (verifier.verify).
+    first = sys.stdin.readline().split() if fd is not None else []
+    if len(first) > 1:
+        req["init_seed"] = int(first[1])
+    rec = Recorder(req, fd, bytes.fromhex(first[0]) if first else b"")
     # What every worker loads anyway, loaded before any GPU lock is taken: the op recorder's dispatch
     # mode imports torch._dynamo on its first op (seconds; it was the lock holder's, stretching the
     # correctness phase and the neighbours' waits).
