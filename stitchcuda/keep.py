@@ -4,7 +4,7 @@ it will run on, which the generated module loads without StitchCUDA or nvcc (ker
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,20 +22,23 @@ class Kept:
     seconds: float = 0.0  # the build's (0 where the same sources and flags were built before)
 
 
-def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] = ()) -> Kept:
+def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] = (),
+                      wrap: Callable[[list[str]], list[str]] | None = None) -> Kept:
     """Build the candidate's kernels into `folder` (written already) for `arches`, else for this
     machine's GPU. A failure is reported, never raised: the sources alone still work where
     StitchCUDA and nvcc are installed.
 
     The Verifier does this in the candidate's folder before it runs it, so the library it checks
     and times is the one the proposal ships: the build is cached by sources and flags, and the
-    proposal's copy comes from that cache."""
+    proposal's copy comes from that cache. `wrap`: the sandbox the compiler runs in (the candidate's
+    own, `folder` writable in it), as runtime.build says."""
     if not candidate.kernels_source:
         return Kept(None, (), "its module builds its own kernels")
     wanted = tuple(arches) or (runtime.default_arch(),)
     source = folder / candidate.kernels_source
     try:
-        result = runtime.build([source], arch=list(wanted), libraries=candidate.libraries)
+        result = runtime.build([source], arch=list(wanted), libraries=candidate.libraries, wrap=wrap,
+                               scratch=folder if wrap is not None else None)
         # Under the name the module's loader looks for: the digest of the sources it was built from.
         library = source.with_name(prebuilt_name(source))
         shutil.copyfile(result.library, library)

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,8 +99,13 @@ def build(
     libraries: Sequence[str] = (),
     extra_flags: Sequence[str] = (),
     timeout_s: float = 300.0,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+    scratch: Path | None = None,
 ) -> BuildResult:
-    """Compile sources (.cu with nvcc; .cpp/.c only with the host compiler) into one .so."""
+    """Compile sources (.cu with nvcc; .cpp/.c only with the host compiler) into one .so. `wrap`
+    runs the compiler inside a sandbox (the Verifier's: sources are untrusted, and `#include` or
+    `.incbin` of any path reads it into the build), writing into `scratch`, a folder the sandbox
+    may write; the library is then published to the cache from here."""
     paths = [Path(s) for s in sources]
     has_cuda = any(p.suffix == ".cu" for p in paths)
     arch = arch or default_arch()
@@ -140,13 +145,20 @@ def build(
     out_dir = out_root / key
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=out_root))
-    cmd = [compiler, *flags, "-o", str(tmp / "lib.so"), *[str(p) for p in paths], *link]
+    inner = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=scratch)) if wrap is not None and scratch else tmp
+    cmd = [compiler, *flags, "-o", str(inner / "lib.so"), *[str(p) for p in paths], *link]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(wrap(cmd) if wrap is not None else cmd, capture_output=True, text=True,
+                              timeout=timeout_s)
+        if inner != tmp and proc.returncode == 0:
+            shutil.copyfile(inner / "lib.so", tmp / "lib.so")
     except subprocess.TimeoutExpired:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"build timed out after {timeout_s:.0f} s", "") from None
+    finally:
+        if inner != tmp:
+            shutil.rmtree(inner, ignore_errors=True)
     seconds = time.perf_counter() - t0
     log = " ".join(cmd) + "\n" + "".join(f"note: {n}\n" for n in located.notes) + proc.stdout + proc.stderr
     if proc.returncode != 0:

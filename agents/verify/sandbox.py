@@ -171,7 +171,7 @@ def readable_paths(env: dict[str, str], reference: Path | None) -> list[Path]:
         if spec is not None:
             paths |= set(spec.submodule_search_locations or [])
     for var in ("CUDA_HOME", "CUDA_PATH", "STITCHCUDA_CACHE", "XDG_CACHE_HOME", "TORCH_HOME",
-                "VIRTUAL_ENV", "PYTHONPATH"):
+                "VIRTUAL_ENV", "PYTHONPATH", "STITCHCUDA_EXTRA_INCLUDE"):
         for part in (env.get(var) or "").split(os.pathsep):
             if part:
                 paths.add(part)

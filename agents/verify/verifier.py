@@ -201,7 +201,9 @@ def verify(
             # torch, and before it imports the module: what is checked and timed is that very
             # binary. A failure here leaves the build to the worker, whose verdict then says why.
             try:
-                kept = keep.prebuild_proposal(candidate, workdir, opts.arches)
+                # In the candidate's sandbox: its sources are untrusted, and nvcc reads whatever
+                # they include (a red-team candidate's .incbin took a hidden file into its library).
+                kept = keep.prebuild_proposal(candidate, workdir, opts.arches, wrap=box.wrap)
             finally:
                 _go(worker.proc)
         outcome = _watch_worker(worker, req, opts, progress, cancel, box)
