@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import hack_candidate, hack_task
+from conftest import hack_candidate, hack_task, static_codes
 
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify import tamper, timing
@@ -119,6 +119,7 @@ def test_on_the_gpu_a_rebound_event_does_not_change_the_measured_time(monkeypatc
 
 
 @pytest.mark.parametrize("stem,event", [("hack_thread_forward", "_thread.start_new_thread during forward"),
+                                        ("hack_thread_init", "_thread.start_new_thread during construction"),
                                         ("hack_thread_executor", "during forward"),
                                         ("hack_thread_asyncio", "during forward")])
 def test_work_started_off_the_calling_thread_is_a_hack(tmp_path, stem, event):
@@ -129,6 +130,15 @@ def test_work_started_off_the_calling_thread_is_a_hack(tmp_path, stem, event):
     assert v.correct and v.status == "hacked", v.message
     (f,) = [f for f in v.hack_findings if f.code == "off-thread-work"]
     assert event in f.message
+
+
+def test_the_verifiers_own_state_is_out_of_reach(tmp_path):
+    """A candidate that imports the Verifier's modules (to empty offthread's record of its thread)
+    is a static finding, verifier-internals, beside the off-thread work it tried to hide."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_erase_offthread_record"), tmp_path / "c",
+               VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "hacked" and not v.accepted, v.message
+    assert "verifier-internals" in static_codes(v), v.hack_findings
 
 
 def test_a_process_started_from_forward_is_one_sandbox_finding(tmp_path):

@@ -5,8 +5,9 @@ stream it records on. A candidate that hands PyTorch's own ops to a thread of it
 process, escapes both. Every Python thread starts through `_thread`'s start functions (threading,
 concurrent.futures and direct calls alike), which the worker wraps before the candidate is imported
 (Python 3.11 raises no audit event for them); processes raise audit events (os.fork, subprocess,
-os.system). The worker watches while the candidate is imported (threads only: the import
-legitimately runs nvcc) and while its forward runs, and each start it saw becomes a finding.
+os.system). The worker watches while the candidate is imported and built (threads only: both
+legitimately run nvcc) and while its forward runs, and each start it saw becomes a finding. A thread
+its __init__ started (a red-team candidate's, 2026-11-30, serving forward's work) counts too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class _Watch:
     seen: list[tuple[str, str]] = field(default_factory=list)  # (phase, audit event)
 
 
+# Phases whose processes are the candidate's build (nvcc, ninja: load_inline at import or in __init__).
+BUILDING = ("import", "construction")
 _watch = _Watch()
 _installed = False
 
@@ -41,7 +44,7 @@ def _hook(event: str, args: tuple) -> None:
     phase = _watch.phase
     if not phase:
         return
-    if event in THREADS or (phase != "import" and event in PROCESSES):
+    if event in THREADS or (phase not in BUILDING and event in PROCESSES):
         _watch.seen.append((phase, event))
 
 

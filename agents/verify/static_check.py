@@ -26,6 +26,7 @@ _FORBIDDEN_MODULES = {
     "gc": "introspection of live objects can reach the reference module",
     "inspect": "introspection of frames can reach the reference module",
     "threading": "work on another thread escapes the timing",
+    "_thread": "work on another thread escapes the timing",
     "concurrent": "work on another thread escapes the timing",
     "multiprocessing": "work in another process escapes the timing",
     "pickle": "loading stored outputs",
@@ -34,6 +35,15 @@ _FORBIDDEN_MODULES = {
     "importlib": "imports by computed name hide what is imported",
 }
 _COMPILERS = {"compile", "jit", "_dynamo", "_inductor", "export", "fx"}
+# What of StitchCUDA a candidate may use: the kernels' loaders. The rest is the Verifier's own
+# (its watches' records, its tolerances) or reaches it; a red-team candidate (2026-11-30) emptied
+# offthread's record of the threads it had started.
+_OWN_ALLOWED = frozenset({"stitchcuda", "stitchcuda.runtime", "stitchcuda.kernel_loader", "stitchcuda.cuda_libs"})
+
+
+def _verifier_internal(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "stitchcuda" and len(parts) > 1 and ".".join(parts[:2]) not in _OWN_ALLOWED
 _DYNAMIC_CODE = {"__import__", "importlib.import_module", "exec", "eval", "compile", "globals", "vars"}
 # Streams other than the caller's: work there is not ordered before the timer's end event.
 _STREAM_APIS = (
@@ -331,11 +341,19 @@ def _check_module_node(
                 add("imports-reference", f"imports the reference module {n}", node)
             if top in _FORBIDDEN_MODULES:
                 add(f"forbidden-import-{top}", f"imports {n}: {_FORBIDDEN_MODULES[top]}", node)
+        if isinstance(node, ast.ImportFrom) and node.module == "stitchcuda":
+            names = [f"stitchcuda.{a.name}" for a in node.names]
+        for n in names:
+            if _verifier_internal(n):
+                add("verifier-internals", f"imports {n}: the Verifier's own code, which a candidate may not reach", node)
     elif isinstance(node, ast.Name):
         if node.id in reference_classes and node.id != class_name:
             add("references-reference", f"uses the reference class {node.id}", node)
         elif node.id == "__builtins__":
             add("dynamic-code", "uses __builtins__: reaches __import__ and friends", node)
+    if isinstance(node, ast.Attribute) and _verifier_internal(_dotted(node, mod.aliases) or ""):
+        add("verifier-internals", f"uses {_dotted(node, mod.aliases)}: the Verifier's own code, which a candidate "
+            "may not reach", node)
     if isinstance(node, ast.Attribute | ast.Name | ast.alias):
         name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else node.name
         if name.split(".")[-1] in _DISPATCH_BYPASS:

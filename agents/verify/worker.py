@@ -200,7 +200,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if isinstance(cand_cls, type):
             v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
         try:
-            with _candidate_code(None):
+            with _candidate_code("construction"):  # (a thread its __init__ starts is work off the calling thread)
                 cand = build_model(cand_cls, init_args, candidate_seed(init_seed), device)
         except Exception as e:  # noqa: BLE001
             v.status, code = classify_error(e)

@@ -1,4 +1,4 @@
-"""Hack: forward computes on a thread of its own (through _thread, which no static list names) and
+"""Hack: forward computes on a thread of its own (through _thread, which the static check names too) and
 waits for it: the dispatch recorder of the calling thread sees nothing of what runs there."""
 
 import _thread
