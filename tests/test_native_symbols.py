@@ -84,3 +84,34 @@ def test_a_load_inline_candidate_calling_at_cpu_is_rejected(tmp_path, build_cach
     assert v.status == "hacked" and not v.accepted, (v.status, v.message)
     f = next(f for f in v.hack_findings if f.code == "torch-kernel-in-native-code")
     assert "at::cpu::add" in f.message and "at::cpu::clamp_min" in f.message
+
+
+def test_the_mangled_names_a_library_looks_up_are_read_as_nm_reads_symbols():
+    ops = native_symbols.operator_names()
+    read = {s: native_symbols.kernel_of_mangled(s, ops) for s in (
+        "_ZN2at3cpu3addERKNS_6TensorES3_RKN3c106ScalarE", "_ZN2at6native10clamp_min_ERNS_6TensorE",
+        "_ZN2at4cuda2mmERKNS_6TensorES3_", "_ZN2at4cuda20getCurrentCUDAStreamEa", "_ZN2at6TensorC1Ev", "cos")}
+    assert read == {"_ZN2at3cpu3addERKNS_6TensorES3_RKN3c106ScalarE": "at::cpu::add",
+                    "_ZN2at6native10clamp_min_ERNS_6TensorE": "at::native::clamp_min_",
+                    "_ZN2at4cuda2mmERKNS_6TensorES3_": "at::cuda::mm",
+                    "_ZN2at4cuda20getCurrentCUDAStreamEa": None, "_ZN2at6TensorC1Ev": None, "cos": None}
+
+
+def test_a_kernel_looked_up_by_a_computed_name_is_found(tmp_path, build_cache):
+    """A red-team candidate (2026-11-30) found at::cpu::add by dlopen + dlsym of a name built at run
+    time: no undefined symbol, no string in its source. The worker's preloaded watch keeps every
+    ATen name looked up by dlsym."""
+    from conftest import hack_candidate, hack_task
+
+    from stitchcuda.agents.verify import native_threads
+    from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+    if native_threads.library(tmp_path / "probe") is None:
+        pytest.skip("no C compiler for the preloaded watch")
+    opts = VerifyOptions(cpu_only=True, timeout_s=180, time_compile=False,
+                         extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_dlsym_aten", kernels="kernels_dlsym.cpp"), tmp_path / "v",
+               opts)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    f = next(f for f in v.hack_findings if f.code == "torch-kernel-in-native-code")
+    assert "at::cpu::add" in f.message and "dlsym" in f.message

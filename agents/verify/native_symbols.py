@@ -21,6 +21,8 @@ _KERNEL_SPACES = re.compile(
     r"\bat::(cpu|cuda|native|meta|compositeexplicitautograd|compositeexplicitautogradnonfunctional"
     r"|compositeimplicitautograd)::([A-Za-z_][A-Za-z0-9_]*)\(")
 _ALWAYS = ("native",)  # every function there is a kernel
+_KERNEL_SPACE_NAMES = frozenset({"cpu", "cuda", "native", "meta", "compositeexplicitautograd",
+                                 "compositeexplicitautogradnonfunctional", "compositeimplicitautograd"})
 
 
 def operator_names() -> frozenset[str]:
@@ -33,6 +35,29 @@ def operator_names() -> frozenset[str]:
         if ns == "aten":
             names.add(name.split(".")[0])
     return frozenset(names)
+
+
+def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
+    """`at::SPACE::NAME` where the mangled C++ name (`_ZN2at3cpu3addE...`) is an ATen kernel by the
+    rule above, else None. What a library looks up by dlsym leaves no undefined symbol: the worker's
+    preloaded watch (native_threads.c) keeps those names (a red-team candidate, 2026-11-30)."""
+    m = re.match(r"_ZN2at(\d+)", name)
+    if not m:
+        return None
+    at = m.end()
+    parts = []
+    for length in (int(m.group(1)), None):
+        if length is None:
+            n = re.match(r"\d+", name[at:])
+            if not n:
+                return None
+            length, at = int(n.group(0)), at + n.end()
+        parts.append(name[at:at + length])
+        at += length
+    space, func = parts
+    if space in _KERNEL_SPACE_NAMES and (space in _ALWAYS or func in ops):
+        return f"at::{space}::{func}"
+    return None
 
 
 def undefined_symbols(library: Path) -> list[str] | None:

@@ -1,10 +1,13 @@
 // Preloaded into the Verifier's worker (LD_PRELOAD): every pthread_create while the worker has
 // armed the watch (the candidate's import and forward) leaves the creating call stack, which the
 // worker attributes to libraries (native_threads.py). Outside those windows it only forwards.
+// Every dlsym of an ATen C++ name (mangled, _ZN2at...) is kept too, armed or not: PyTorch's kernels
+// looked up by name run below the dispatcher, where no op recorder sees them (native_symbols.py).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <string.h>
 
 #define SC_MAX_CALLS 64
 #define SC_DEPTH 24
@@ -27,4 +30,32 @@ int pthread_create(pthread_t* t, const pthread_attr_t* attr, void* (*fn)(void*),
     }
   }
   return real(t, attr, fn, arg);
+}
+
+#define SC_MAX_SYMS 64
+#define SC_SYM_LEN 192
+
+int sc_dlsym_calls = 0;
+char sc_dlsym_names[SC_MAX_SYMS][SC_SYM_LEN];
+
+typedef void* (*sc_dlsym_fn)(void*, const char*);
+
+static sc_dlsym_fn sc_real_dlsym(void) {
+  static sc_dlsym_fn real = 0;
+  // dlsym's own versions: glibc 2.34 and newer, then the first of x86-64's and aarch64's.
+  static const char* versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", 0};
+  for (int i = 0; !real && versions[i]; ++i) real = (sc_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+  return real;
+}
+
+void* dlsym(void* handle, const char* name) {
+  sc_dlsym_fn real = sc_real_dlsym();
+  if (name && strncmp(name, "_ZN2at", 6) == 0) {
+    int i = __atomic_fetch_add(&sc_dlsym_calls, 1, __ATOMIC_ACQ_REL);
+    if (i < SC_MAX_SYMS) {
+      strncpy(sc_dlsym_names[i], name, SC_SYM_LEN - 1);
+      sc_dlsym_names[i][SC_SYM_LEN - 1] = 0;
+    }
+  }
+  return real ? real(handle, name) : 0;
 }

@@ -24,6 +24,7 @@ SOURCE = "native_threads.c"
 # Libraries between a thread's requester and pthread_create: never the requester themselves.
 _MACHINERY = ("libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "native_threads.")
 MAX_CALLS, DEPTH = 64, 24  # as in native_threads.c
+MAX_SYMS, SYM_LEN = 64, 192  # as in native_threads.c
 
 
 def library(cache: Path) -> Path | None:
@@ -72,6 +73,8 @@ class Watch:
             self._calls = ctypes.c_int.in_dll(process, "sc_thread_calls")
             self._frames = ((ctypes.c_void_p * (DEPTH + 1)) * MAX_CALLS).in_dll(process, "sc_thread_frames")
             self._depth = (ctypes.c_int * MAX_CALLS).in_dll(process, "sc_thread_depth")
+            self._sym_calls = ctypes.c_int.in_dll(process, "sc_dlsym_calls")
+            self._sym_names = ((ctypes.c_char * SYM_LEN) * MAX_SYMS).in_dll(process, "sc_dlsym_names")
             self._dladdr = process.dladdr
             self._dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
             self.available = True
@@ -102,6 +105,13 @@ class Watch:
             if own is not None:
                 found.append(Path(own).name)
         return found
+
+    def looked_up(self) -> list[str]:
+        """The ATen C++ names (mangled) anything in this process looked up by dlsym, in order."""
+        if not self.available:
+            return []
+        count = min(self._sym_calls.value, MAX_SYMS)
+        return [self._sym_names[i].value.decode(errors="replace") for i in range(count)]
 
     def _library(self, address: int | None) -> str | None:
         if not address:

@@ -180,8 +180,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         offthread.own_libraries([str(Path(req["candidate"]).parent), str(runtime.cache_dir())])
         call_watch.install(Path(req["candidate"]).parent, ref_path)
         if not offthread.native_watch_on():
-            v.notes.append("threads the candidate's native code starts are not watched here "
-                           "(no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
+            v.notes.append("threads the candidate's native code starts, and PyTorch kernels it looks up by name, are "
+                           "not watched here (no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
@@ -248,6 +248,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if cand is not None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
+        _native_lookups_check(v)
         _call_watch_check(v)
         audit.report(v)
 
@@ -269,6 +270,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if cand is not None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
+        _native_lookups_check(v)
         _call_watch_check(v)
         if v.hack_findings:
             v.status = "hacked"
@@ -329,6 +331,18 @@ def _offthread_check(v: Verdict) -> None:
         _add_once(v.hack_findings, [Finding(
             "off-thread-work", f"the candidate started work off the calling thread ({listed}): what runs there "
             "escapes the op recorder and the timing", data={"started": [list(s) for s in started]})])
+
+
+def _native_lookups_check(v: Verdict) -> None:
+    from stitchcuda.agents.verify import native_symbols
+
+    names = offthread.aten_lookups()
+    ops = native_symbols.operator_names() if names else frozenset()
+    found = sorted({k for name in names if (k := native_symbols.kernel_of_mangled(name, ops))})
+    if found:
+        _add_once(v.hack_findings, [Finding(
+            "torch-kernel-in-native-code", f"native code looked up PyTorch's kernels by name (dlsym), to run them "
+            f"below the dispatcher: {', '.join(found[:6])}", data={"kernels": found})])
 
 
 def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = (),
