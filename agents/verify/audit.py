@@ -410,7 +410,7 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
 INTROSPECT = "sandbox-introspect"
 _INTROSPECT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
                                 "sys._current_frames", "object.__getattr__", "object.__setattr__", "sys.settrace",
-                                "sys.setprofile", "ctypes.dlsym", "ctypes.dlsym/handle"})
+                                "sys.setprofile", "ctypes.dlsym", "ctypes.dlsym/handle", "code.__new__"})
 # Attributes whose reads hand over a frame, and with it every caller's local variables (the worker's
 # verdict, its report's key): audited as object.__getattr__. (A frame's f_back is not audited; the
 # first frame is what is refused.)
@@ -436,6 +436,11 @@ _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] 
     # its functions' defaults), and a trace or profile function (it is handed every frame).
     "object.__setattr__": lambda _p, a: ((INTROSPECT, f"replace {getattr(a[0], '__qualname__', type(a[0]).__name__)}"
                                           f".{a[1]}") if len(a) > 1 and a[1] in _CODE_ATTRS else None),
+    # A code object of its own making (code.replace, types.CodeType): one under another file name is
+    # not the candidate's to every check that tells the candidate's code by its file (a red-team
+    # candidate, 2026-11-30, reached the collector's lists so and loosened the tolerances).
+    "code.__new__": _introspect("make a code object (code.replace or types.CodeType), which can pass as "
+                                "another file's"),
     "sys.settrace": _introspect("install a trace function (sys.settrace)"),
     "sys.setprofile": _introspect("install a profile function (sys.setprofile)"),
     "open": _open,

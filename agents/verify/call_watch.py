@@ -17,6 +17,8 @@ function raises an audit event, which counts as well.
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,9 +55,20 @@ def _hiding_functions() -> dict[CodeType, str]:
     return found
 
 
+def _hiding_builtins() -> dict[int, str]:
+    """The C functions under those: the dispatch mode stack itself, called directly (a red-team
+    candidate, 2026-11-30, popped the op recorder with torch._C._pop_torch_dispatch_stack)."""
+    import torch
+
+    names = ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode",
+             "_unset_dispatch_mode")
+    return {id(fn): f"torch._C.{n}" for n in names if (fn := getattr(torch._C, n, None)) is not None}
+
+
 @dataclass
 class _State:
     hiding: dict[CodeType, str] = field(default_factory=dict)
+    hiding_builtins: dict[int, str] = field(default_factory=dict)
     candidate_dirs: tuple[str, ...] = ()
     reference_files: frozenset[str] = frozenset()
     phase: str = ""  # "" while not watching
@@ -63,12 +76,12 @@ class _State:
 
 
 _state = _State()
-_CONTEXTLIB = contextlib.__file__
 
 
 def install(candidate_dir: str | Path, reference: str | Path) -> None:
     """Before the candidate is imported: what to look for, and where its code and the reference's live."""
     _state.hiding = _hiding_functions()
+    _state.hiding_builtins = _hiding_builtins()
     _state.candidate_dirs = (str(Path(candidate_dir)) + "/", str(Path(candidate_dir).resolve()) + "/")
     _state.reference_files = frozenset({str(reference), str(Path(reference).resolve())})
     sys.addaudithook(_audit)
@@ -89,6 +102,17 @@ def _mine(frame: FrameType | None) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_state.candidate_dirs)
 
 
+# The standard library's frames between a caller and what it calls: `with f():` enters through
+# contextlib, ExitStack.enter_context through two of its frames, functools.partial and friends.
+_BETWEEN = frozenset({contextlib.__file__, functools.__file__, operator.__file__})
+
+
+def _past_stdlib(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and frame.f_code.co_filename in _BETWEEN:
+        frame = frame.f_back
+    return frame
+
+
 _KEY_EXCLUDED = ("calls PyTorch with its Python dispatch key excluded (torch._C._DisableTorchDispatch or a "
                  "dispatch key guard): work past the op recorder")
 
@@ -106,6 +130,9 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
         # the candidate's own code calls on.
         if _mine(frame) and _python_key_excluded():
             _record("hidden-dispatch", _KEY_EXCLUDED)
+        name = _state.hiding_builtins.get(id(arg))
+        if name is not None and _mine(_past_stdlib(frame)):
+            _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
         return
     if event != "call":
         return
@@ -118,10 +145,7 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
     name = _state.hiding.get(code)
     if name is None:
         return
-    caller = frame.f_back
-    if caller is not None and caller.f_code.co_filename == _CONTEXTLIB:  # `with f():` enters through contextlib
-        caller = caller.f_back
-    if _mine(caller):
+    if _mine(_past_stdlib(frame.f_back)):
         _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
 
 
