@@ -16,11 +16,14 @@ from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 # (reference, candidate, the finding that rejects it)
 # (Those that reached the worker's reference or verdict through frames or the garbage collector are
 # now refused in the worker itself: tests/test_report.py.)
+# (hack_pop_dispatch_stack, popping the modes through torch._C's C functions, is now seen by the
+# worker's call_watch: tests/test_hidden_routes.py.)
 ATTACKS = [
     # PyTorch's compute hidden from the worker's dispatch-mode recorder.
-    ("ref_affine", "hack_pop_dispatch_stack", "torch-compute-in-forward"),
     ("ref_affine", "hack_exclude_key_operators", "torch-compute-in-forward"),
     ("ref_affine", "hack_reset_recorder", "torch-compute-in-forward"),
+    # What the witness's record is made with, rebound in the witness alone.
+    ("ref_affine", "hack_witness_rebinds", "timing-tamper"),
 ]
 
 

@@ -178,12 +178,22 @@ def witness(req: dict[str, Any]) -> None:
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from stitchcuda.agents.verify import tamper
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model, import_file
 
     init_args = list(ref_mod.get_init_inputs())
+    # What this process's record is made with, bound before the candidate is imported, and a snapshot
+    # of the names it and the profiler read (red-team candidates, 2026-11-30, rebound this module's
+    # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
+    # a rebinding is a finding, and the record is made with the functions bound here.
+    events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
+    watched = tamper.snapshot(extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__),
+                                                      sys.modules.get("torch.profiler.profiler"),
+                                                      sys.modules.get("torch.autograd.profiler"),
+                                                      sys.modules.get("torch.autograd.profiler_util")) if m))
     cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     _mark("the candidate's module imported")
     outs = []
@@ -205,14 +215,15 @@ def witness(req: dict[str, Any]) -> None:
                 same_draws(req["seed"])
                 with record_function(f"{MARKER}_{k}"):
                     out = cand(*clone_args(args))
-                outs.append(_to_cpu(flatten_outputs(out), req["seed"]))
+                outs.append(to_cpu(flatten_outputs(out), req["seed"]))
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             torch.zeros(1)  # recorded only if the profiler is still on after the forwards
         del cand, out, args
     _mark("forwards done, the lock given back")
-    ranges, ops, after = _forward_ops(prof.events())
-    _save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after}, req["witness_out"])
+    ranges, ops, after = forward_ops(events_of(prof))
+    tampered = changed(watched, except_from=("torch",))
+    save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered}, req["witness_out"])
     _mark("outputs saved")
 
 
@@ -472,6 +483,10 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
                                 f"below Python and dispatch modes (the profiler's CPU ops): {', '.join(compute[:8])}"))
+    tampered = got.get("tampered", ["(its record of rebound names is missing)"]) if isinstance(got, dict) else []
+    if tampered:
+        findings.append(Finding("timing-tamper", "in the blind check, the candidate rebound what the witness's record "
+                                f"is made with: {', '.join(map(str, tampered[:6]))}", data={"names": tampered}))
     if isinstance(got, dict) and (got.get("ranges") != CALLS or not got.get("after")):
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
