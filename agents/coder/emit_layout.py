@@ -183,6 +183,23 @@ def _slice_scatter(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {read};"], [base, src], f"slice_scatter along dim {dim} at {start}:{end}:{step}"
 
 
+def _select_scatter(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """select_scatter (one index assigned into a tensor, as functionalisation traces `x[:, 0] = v`):
+    `src`, which lacks `dim`, at that index; `self` elsewhere."""
+    base, src = ctx.args["self"], ctx.args["src"]
+    rank = len(out.shape)
+    if not isinstance(src, Operand) or not rank or len(src.shape) != rank - 1 or tuple(base.shape) != tuple(out.shape):
+        raise NotSupported("select_scatter of a source of another rank")
+    dim = int(ctx.args.get("dim", 0)) % rank
+    index = int(ctx.args.get("index", 0))
+    index += out.shape[dim] if index < 0 else 0
+    if not 0 <= index < out.shape[dim] or list(src.shape) != [n for d, n in enumerate(out.shape) if d != dim]:
+        raise NotSupported(f"select_scatter of {list(src.shape)} into {list(out.shape)} at {index}")
+    here = [c for d, c in enumerate(coords) if d != dim]
+    read = f"({coords[dim]} == {index}) ? {_read(src, 1, here, out.dtype)} : {_read(base, 0, coords, out.dtype)}"
+    return [f"y[o] = {read};"], [base, src], f"select_scatter along dim {dim} at {index}"
+
+
 def _flip(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     src = ctx.args["self"]
     dims = {d + len(out.shape) if d < 0 else d for d in ctx.args.get("dims", [])}
@@ -836,6 +853,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "roll": _roll,
     "repeat": _repeat,
     "slice_scatter": _slice_scatter,
+    "select_scatter": _select_scatter,
     "index_select": _index_select,
     "gather": _gather,
     "embedding": _embedding,

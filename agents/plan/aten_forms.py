@@ -24,6 +24,13 @@
   (a masked loss's token count, a CRF's sequence lengths, torch.count_nonzero): the booleans cast to
   float32, summed in float32 (exact there) and cast to int64, the same integers; torch.any and
   torch.all: the largest and smallest of x != 0 as float32, then != 0;
+- index_put with one index tensor (`canvas[:, idx] = feats`, `out.index_put_((i,), v, accumulate=True)`:
+  PointPillars' scatter to a pseudo-image, a sparse accumulation): scatter along that dim (stored)
+  or index_add (accumulated), the values expanded to the indexed shape; with one boolean mask of
+  the tensor's shape and one value (`scores[mask] = -inf`): where(mask, value, x);
+- dot and vdot of real vectors (spectral norm's sigma = u . Wv): the sum of their product;
+- binary_cross_entropy (nn.BCELoss on probabilities): its pointwise terms, each log clamped at -100
+  as PyTorch's, weighted, then the mean or sum;
 - a running count: cumsum of booleans (or of their integer cast) along fewer than 2**24 elements,
   as HF's RoBERTa/XLM-R/BART make position ids from the non-padding mask: the booleans cast to
   float32, summed by the float scan (exact there) and cast to int64, the same integers.
@@ -64,7 +71,9 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
                          or _float_count(node, nodes, taken, readers_all) or _rrelu_eval(node, nodes, readers)
                          or _trace(node, nodes, taken) or _running_count(node, nodes, taken)
-                         or _count(node, nodes, taken) or _any_all(node, nodes, taken))
+                         or _count(node, nodes, taken) or _any_all(node, nodes, taken)
+                         or _index_put(node, nodes, taken) or _dot(node, nodes, taken)
+                         or _binary_cross_entropy(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -303,3 +312,130 @@ def _any_all(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[
                    shape, strides, "float32", view=False)
     return [*made, red, new_node(node["name"], "ne", {"self": ref(red["name"]), "other": 0.0}, shape, strides, "bool",
                                  view=False, target="aten.ne.Scalar")], set()
+
+
+def _broadcast_strides(src: Node, shape: list[int]) -> list[int] | None:
+    """`src`'s strides seen as `shape` (expand's rule: dims aligned at the right, ones stretched)."""
+    have, stride = list(src["shape"]), list(src["stride"])
+    if len(have) > len(shape):
+        return None
+    have, stride = [1] * (len(shape) - len(have)) + have, [0] * (len(shape) - len(stride)) + stride
+    out = []
+    for h, st, n in zip(have, stride, shape, strict=True):
+        if h == n:
+            out.append(st if n != 1 else 0)
+        elif h == 1:
+            out.append(0)
+        else:
+            return None
+    return out
+
+
+def _expanded(src: Node, shape: list[int], base: str, taken: set[str]) -> list[Node] | None:
+    """[] where `src` has `shape` already, else its expand to it (a view); None where it does not broadcast."""
+    if list(src["shape"]) == shape:
+        return []
+    strides = _broadcast_strides(src, shape)
+    if strides is None:
+        return None
+    return [new_node(_fresh(taken, f"{base}_wide"), "expand", {"self": ref(src["name"]), "size": shape, "implicit": False},
+                     shape, strides, src["dtype"], view=True, offset=src.get("offset", 0))]
+
+
+def _index_put(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] not in ("index_put", "_index_put_impl") or node.get("shape") is None:
+        return None
+    a = node["args"]
+    x, values = nodes.get(ref_name(a.get("self")) or ""), nodes.get(ref_name(a.get("values")) or "")
+    indices = a.get("indices") or []
+    given = [(d, nodes.get(ref_name(i) or "")) for d, i in enumerate(indices) if i is not None]
+    if x is None or values is None or values.get("shape") is None or len(given) != 1 or given[0][1] is None \
+            or values.get("dtype") != x.get("dtype"):
+        return None
+    d, idx = given[0]
+    shape, name = list(x["shape"]), node["name"]
+    if idx.get("dtype") == "bool":  # x[mask] = value, the mask of x's own shape
+        if d != 0 or list(idx["shape"]) != shape or math.prod(values["shape"]) != 1 or a.get("accumulate"):
+            return None
+        one = _expanded(values, [], name, taken) if values["shape"] else []
+        if one is None:
+            return None
+        return [*one, {**node, "op": "where", "target": "aten.where.self",
+                       "args": {"condition": ref(idx["name"]), "self": ref((one[-1] if one else values)["name"]),
+                                "other": ref(x["name"])}}], set()
+    if idx.get("dtype") not in ("int64", "int32") or len(idx.get("shape") or []) != 1 or idx.get("stride") != [1]:
+        return None
+    target = [*shape[:d], idx["shape"][0], *shape[d + 1:]]
+    wide = _expanded(values, target, name, taken)
+    if wide is None:
+        return None
+    src = (wide[-1] if wide else values)["name"]
+    if a.get("accumulate"):
+        return [*wide, {**node, "op": "index_add", "target": "aten.index_add.default",
+                        "args": {"self": ref(x["name"]), "dim": d, "index": ref(idx["name"]), "source": ref(src),
+                                 "alpha": 1}}], set()
+    lined = [1] * len(shape)
+    lined[d] = idx["shape"][0]
+    line = new_node(_fresh(taken, f"{name}_at"), "view", {"self": ref(idx["name"]), "size": lined}, lined,
+                    contiguous_strides(lined), idx["dtype"], view=True, offset=idx.get("offset", 0))
+    spread = _expanded(line, target, f"{name}_at", taken)
+    if spread is None:
+        return None
+    return [*wide, line, *spread, {**node, "op": "scatter", "target": "aten.scatter.src",
+                                   "args": {"self": ref(x["name"]), "dim": d,
+                                            "index": ref((spread[-1] if spread else line)["name"]),
+                                            "src": ref(src)}}], set()
+
+
+def _dot(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] not in ("dot", "vdot") or node.get("dtype") not in _FLOATS:
+        return None
+    a, b = (nodes.get(ref_name(node["args"].get(k)) or "") for k in ("self", "tensor" if node["op"] == "dot" else "other"))
+    if a is None or b is None or len(a.get("shape") or []) != 1 or a.get("shape") != b.get("shape"):
+        return None
+    n = a["shape"]
+    prod = new_node(_fresh(taken, f"{node['name']}_prod"), "mul", {"self": ref(a["name"]), "other": ref(b["name"])},
+                    n, [1], node["dtype"], view=False, target="aten.mul.Tensor")
+    return [prod, {**node, "op": "sum", "target": "aten.sum.dim_IntList",
+                   "args": {"self": ref(prod["name"]), "dim": [0], "keepdim": False, "dtype": None}}], set()
+
+
+def _binary_cross_entropy(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "binary_cross_entropy" or node.get("dtype") != "float32":
+        return None
+    a = node["args"]
+    p, t = nodes.get(ref_name(a.get("self")) or ""), nodes.get(ref_name(a.get("target")) or "")
+    w = nodes.get(ref_name(a.get("weight")) or "") if a.get("weight") is not None else None
+    reduction = a.get("reduction", 1)
+    if p is None or t is None or p.get("shape") != t.get("shape") or reduction not in (0, 1, 2) \
+            or (a.get("weight") is not None and w is None):
+        return None
+    shape, base = list(p["shape"]), node["name"]
+    strides = contiguous_strides(shape)
+    made: list[Node] = []
+
+    def op(kind: str, args: dict, target: str, name: str | None = None) -> str:
+        made.append(new_node(name or _fresh(taken, f"{base}_{kind}"), kind, args, shape if name is None or reduction == 0
+                             else list(node["shape"]), strides if name is None or reduction == 0
+                             else contiguous_strides(list(node["shape"])), "float32", view=False, target=target))
+        return made[-1]["name"]
+
+    log_p = op("clamp_min", {"self": ref(op("log", {"self": ref(p["name"])}, "aten.log.default")), "min": -100.0},
+               "aten.clamp_min.default")
+    q = op("rsub", {"self": ref(p["name"]), "other": 1.0, "alpha": 1}, "aten.rsub.Scalar")
+    log_q = op("clamp_min", {"self": ref(op("log", {"self": ref(q)}, "aten.log.default")), "min": -100.0},
+               "aten.clamp_min.default")
+    # -(t * log p + (1 - t) * log(1 - p)) = (t - 1) * log(1 - p) - t * log p
+    u = op("sub", {"self": ref(t["name"]), "other": 1.0, "alpha": 1}, "aten.sub.Scalar")
+    term = op("sub", {"self": ref(op("mul", {"self": ref(u), "other": ref(log_q)}, "aten.mul.Tensor")),
+                      "other": ref(op("mul", {"self": ref(t["name"]), "other": ref(log_p)}, "aten.mul.Tensor")),
+                      "alpha": 1}, "aten.sub.Tensor", name=base if reduction == 0 and w is None else None)
+    if w is not None:
+        term = op("mul", {"self": ref(term), "other": ref(w["name"])}, "aten.mul.Tensor",
+                  name=base if reduction == 0 else None)
+    if reduction == 0:
+        return made, set()
+    made.append({**node, "op": "mean" if reduction == 1 else "sum",
+                 "target": "aten.mean.dim" if reduction == 1 else "aten.sum.dim_IntList",
+                 "args": {"self": ref(term), "dim": list(range(len(shape))), "keepdim": False, "dtype": None}})
+    return made, set()
