@@ -1,4 +1,5 @@
-"""Random tensors a forward draws (torch.randn, rand, randint and their _like forms) as inputs.
+"""Random tensors a forward draws (torch.randn, rand, randint and their _like forms, and normal_,
+uniform_ and exponential_ fills of a fresh tensor) as inputs.
 
 A module that draws random numbers in forward (an initial state, noise for a reparameterisation)
 computes on values no kernel can reproduce bit for bit except through PyTorch's own generator. So
@@ -24,7 +25,12 @@ from stitchcuda.agents.graph import Node, contiguous_strides
 # op -> the torch function ModelNew calls (the _like forms draw the same numbers at the same shape).
 DRAWS = {"randn": "randn", "randn_like": "randn", "rand": "rand", "rand_like": "rand",
          "randint": "randint", "randint_like": "randint"}  # fmt: skip
-FLOAT_DRAWS = {"randn", "rand"}
+# In-place fills of a fresh tensor (x.new_empty(...).normal_(m, s), torch.empty_like(x).uniform_(a, b),
+# F.gumbel_softmax's -empty_like(x).exponential_().log()): traced functional, over an empty tensor
+# whose values they never read; ModelNew makes the same fill of an empty tensor of the traced shape.
+FILLS = {"normal_functional": ("normal_", ("mean", "std")), "uniform": ("uniform_", ("from", "to")),
+         "exponential": ("exponential_", ("lambd",))}
+FLOAT_DRAWS = {"randn", "rand", *(fill for fill, _ in FILLS.values())}
 
 
 def draws_as_inputs(graph: Sequence[Node]) -> list[Node]:
@@ -56,7 +62,7 @@ def _draw_call(node: Node) -> dict[str, Any] | None:
         # `of`: the dtype dropout drew over (ATen's fused kernel vectorises by element size, so the
         # mask of a bf16 tensor is not that of an fp32 one).
         return {"fn": "dropout_mask", "p": p if 1.0 - p == keep else 1.0 - float(keep), "of": node["dtype"]}
-    fn = DRAWS.get(node["op"])
+    fn = DRAWS.get(node["op"]) or (FILLS[node["op"]][0] if node["op"] in FILLS else None)
     if fn is None or node.get("shape") is None or args.get("generator") is not None:
         return None
     if node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
@@ -64,6 +70,11 @@ def _draw_call(node: Node) -> dict[str, Any] | None:
     if fn in FLOAT_DRAWS and not node["dtype"].startswith(("float", "bfloat")):
         return None
     call: dict[str, Any] = {"fn": fn}
+    if node["op"] in FILLS:
+        values = [args.get(k) for k in FILLS[node["op"]][1]]
+        if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in values):
+            return None
+        call["args"] = [float(v) for v in values]
     if fn == "randint":
         low, high = args.get("low", 0), args.get("high")
         if not isinstance(low, int) or not isinstance(high, int):
@@ -79,6 +90,9 @@ def render(node: Node, device: str) -> str:
     if call["fn"] == "dropout_mask":
         ones = f"torch.ones({shape!r}, dtype=torch.{call.get('of', 'float32')}, device={device})"
         return f"torch.ops.aten.native_dropout({ones}, {call['p']!r}, True)[1]"
+    if "args" in call:  # a fill of an empty tensor (FILLS)
+        empty = f"torch.empty({shape!r}, dtype=torch.{node['dtype']}, device={device})"
+        return f"{empty}.{call['fn']}({', '.join(repr(v) for v in call['args'])})"
     bounds = f"{call['low']}, {call['high']}, " if call["fn"] == "randint" else ""
     return f"torch.{call['fn']}({bounds}{shape!r}, dtype=torch.{node['dtype']}, device={device})"
 

@@ -75,6 +75,40 @@ def test_the_verifier_seeds_both_sides_alike(tmp_path, isolated_cache):
     assert bad.status == "incorrect" and not bad.correct, bad.message
 
 
+class Fills(nn.Module):
+    """Fills of a fresh tensor: normal_ and uniform_ of empty_like, and F.gumbel_softmax (hard, its
+    -empty_like(x).exponential_().log() noise), as VQ and discrete-latent modules draw."""
+
+    def forward(self, x):
+        a = torch.empty_like(x).normal_(0.5, 2.0)
+        b = x.new_empty(x.shape).uniform_(-1.0, 3.0)
+        return x * a + b, torch.nn.functional.gumbel_softmax(x, tau=0.5, hard=True)
+
+
+def test_fills_of_fresh_tensors_are_draws():
+    nodes = draws_as_inputs(graph.trace_module(Fills(), [torch.randn(3, 4)]))
+    drawn = [n["draw"] for n in nodes if n.get("kind") == "draw"]
+    assert drawn == [{"fn": "normal_", "args": [0.5, 2.0]}, {"fn": "uniform_", "args": [-1.0, 3.0]},
+                     {"fn": "exponential_", "args": [1.0]}]
+    plan = planner.plan_graph(graph.trace_module(Fills(), [torch.randn(3, 4)]))
+    assert plan.supported, plan.unsupported
+
+
+@needs_nvcc
+def test_the_candidate_fills_what_the_reference_fills(tmp_path, isolated_cache):
+    module = Fills()
+    new, _ = load_model_new(builtin_candidate(module, [torch.randn(3, 4)]), module, tmp_path)
+    x = torch.randn(3, 4)
+    torch.manual_seed(11)
+    got = new(x)
+    torch.manual_seed(11)
+    want = module(x)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(12)
+    assert not torch.allclose(new(x)[0], got[0])  # another draw: the noise is not baked in
+
+
 DROPOUT_REF = '''"""Reference: training-mode dropout between an affine map and a softmax (as level 2's 66)."""
 
 import torch

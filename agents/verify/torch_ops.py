@@ -48,7 +48,7 @@ ALLOWED_ATEN = {
     "arange", "_has_compatible_shallow_copy_type", "record_stream", "is_same_size", "unfold_copy",
     "expand_copy", "view_copy", "permute_copy", "transpose_copy", "unsqueeze_copy", "squeeze_copy",
     "slice_copy", "select_copy", "detach_", "_pin_memory", "is_pinned", "equal_size",
-    "randn", "rand", "randint", "normal_", "uniform_", "random_",  # draws, not arithmetic on inputs
+    "randn", "rand", "randint", "normal_", "uniform_", "random_", "exponential_",  # draws, not arithmetic on inputs
     "native_dropout(ones)",  # DROPOUT_MASK: a dropout mask drawn as eager dropout draws it
 }  # fmt: skip
 
