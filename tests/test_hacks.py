@@ -395,6 +395,14 @@ STATIC_HACKS = {
     "thread pool": (_module("return x", extra="from concurrent.futures import ThreadPoolExecutor\n"), "forbidden-import-concurrent"),
     "module-level layer instance": (_module("return _act.forward(x)", extra="class Act(nn.Module):\n    pass\n\n_act = Act()\n"), "torch-layer-in-forward"),
     "__torch_dispatch__": (_module("return x", extra="class T(torch.Tensor):\n    def __torch_dispatch__(self, *a):\n        pass\n"), "tensor-subclass"),
+    # A red-team review (2026-11-30): host compute spelled as numpy's protocol or ctypes reads; the
+    # Verifier's own modules; a raw _thread.
+    "__array__": (_module("return torch.from_numpy(x.__array__() * 2)"), "torch-compute-in-forward"),
+    "ctypes read": (_module("return x", extra="import ctypes\nv = (ctypes.c_float * 4).from_address(0)\n"), "host-read"),
+    "verifier module": (_module("return x", extra="from stitchcuda.agents.verify import offthread\n"), "verifier-internals"),
+    "verifier attribute": (_module("return x", extra="import stitchcuda\nw = stitchcuda.agents.verify.offthread._watch\n"), "verifier-internals"),
+    "from stitchcuda import agents": (_module("return x", extra="from stitchcuda import agents\n"), "verifier-internals"),
+    "_thread": (_module("return x", extra="import _thread\n"), "forbidden-import-_thread"),
 }  # fmt: skip
 
 

@@ -456,6 +456,11 @@ def _check_call(
 # attempt at run time (audit.py): a candidate has no business starting processes, talking to the
 # network, writing files other than its own, or loading libraries other than its own build.
 
+# ctypes' ways for Python to read memory by its address (a red-team candidate, 2026-11-30, computed in
+# a Python loop over c_float arrays made at its inputs' data_ptr()): the kernels take pointers, and
+# nothing of a candidate's reads through them in Python.
+_MEMORY_READS = frozenset({"from_address", "from_buffer", "from_buffer_copy", "string_at", "wstring_at"})
+
 _ESCAPE_MODULES = {
     "subprocess": ("sandbox-process", "starts processes"),
     "pty": ("sandbox-process", "starts processes"),
@@ -517,6 +522,9 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
         return
     if isinstance(node, ast.Attribute):
         origin = _dotted(node, mod.aliases) or ""
+        if node.attr in _MEMORY_READS:
+            add("host-read", f"uses {node.attr}: Python reading memory (a tensor's, by its address) to compute on "
+                "the host", node)
         if origin.startswith(("ctypes.cdll.", "ctypes.pydll.")) and node.attr not in _LIB_LOADERS:
             add("sandbox-library", f"uses {origin}: loads a library other than the candidate's own build", node)
         elif origin == "ctypes.pythonapi":

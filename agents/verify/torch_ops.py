@@ -33,6 +33,7 @@ COMPUTE_TENSOR_METHODS = {
     "roll", "repeat", "tile", "repeat_interleave", "cross", "kthvalue", "median", "mode", "nansum",
     "expm1", "log1p", "sinh", "cosh", "atan", "asin", "acos", "trunc", "frac", "fmod", "remainder",
     "numpy", "tolist",  # the values taken to the host to compute there (numpy, Python arithmetic)
+    "__array__", "__dlpack__",  # the same, spelled as numpy's protocol (a red-team candidate, 2026-11-30)
 }  # fmt: skip
 
 # aten ops (overload packet names) that are not compute: allocation, views, metadata, copies.
