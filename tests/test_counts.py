@@ -20,7 +20,7 @@ class Counts(nn.Module):
     def forward(self, logits, targets, x, ids):
         mask = targets != -100
         correct = (logits.argmax(-1) == targets) & mask
-        lengths = mask.long().sum(0)
+        lengths = mask.long().sum(0) + mask.float().long().sum(0)  # (pytorch-crf's sequence ends)
         return (mask.sum(1), correct.sum(), lengths, torch.count_nonzero(x, dim=1), torch.count_nonzero(ids),
                 torch.any(mask), x.isfinite().all(), torch.any(x > 1.5, dim=0), torch.all(ids, dim=1, keepdim=True),
                 x.any(1), (lengths * 2 + mask.sum()) // 3)

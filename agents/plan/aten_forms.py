@@ -240,9 +240,10 @@ def _running_count(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple
 
 
 def _zero_one(node: Node | None, nodes: dict[str, Node]) -> Node | None:
-    """The bool tensor whose values `node` holds as they are (itself, or its integer cast)."""
-    if node is not None and node["op"] == "_to_copy" and node.get("dtype") in ("int32", "int64") \
-            and not node.get("view"):
+    """The bool tensor whose values `node` holds as they are (itself, or casts of it: mask.long(),
+    mask.float().long(), 0 and 1 in every numeric type)."""
+    while node is not None and node["op"] == "_to_copy" and not node.get("view") \
+            and node.get("dtype") in ("int32", "int64", *_FLOATS):
         node = nodes.get(ref_name(node["args"].get("self")) or "")
     return node if node is not None and node.get("dtype") == "bool" and node.get("shape") is not None else None
 
