@@ -24,6 +24,8 @@ ATTACKS = [
     ("ref_affine", "hack_reset_recorder", "torch-compute-in-forward"),
     # What the witness's record is made with, rebound in the witness alone.
     ("ref_affine", "hack_witness_rebinds", "timing-tamper"),
+    # The collector's lists reached in the witness alone: refused there by the worker's audit policy.
+    ("ref_affine", "hack_witness_gc", "blind-witness-failed"),
 ]
 
 

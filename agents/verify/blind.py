@@ -178,7 +178,7 @@ def witness(req: dict[str, Any]) -> None:
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from stitchcuda.agents.verify import tamper
+    from stitchcuda.agents.verify import audit, tamper
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args
@@ -194,7 +194,13 @@ def witness(req: dict[str, Any]) -> None:
                                                       sys.modules.get("torch.profiler.profiler"),
                                                       sys.modules.get("torch.autograd.profiler"),
                                                       sys.modules.get("torch.autograd.profiler_util")) if m))
-    cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
+    # The worker's audit policy here too (a red-team review, 2026-11-30: the witness had none): the
+    # candidate's reach for the collector's lists, frames or code objects, and its writes outside
+    # the run folder, are refused inside the windows around its code, as in the worker.
+    audit.install(audit.Policy.for_worker({"run_dir": str(Path(req["witness_out"]).parent),
+                                           "reference": req["reference"], "gpu_lock": req.get("gpu_lock")}))
+    with audit.window():
+        cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     _mark("the candidate's module imported")
     outs = []
     with _gpu(req, device, "witness"):
@@ -204,8 +210,9 @@ def witness(req: dict[str, Any]) -> None:
         del ref
         gc.collect()  # no reference instance left for the candidate to find
         args = _inputs(ref_mod, req["seed"], device)
-        cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
-                           device)
+        with audit.window():
+            cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
+                               device)
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
             cand.load_state_dict(weights)
@@ -213,7 +220,7 @@ def witness(req: dict[str, Any]) -> None:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
-                with record_function(f"{MARKER}_{k}"):
+                with record_function(f"{MARKER}_{k}"), audit.window():
                     out = cand(*clone_args(args))
                 outs.append(to_cpu(flatten_outputs(out), req["seed"]))
                 if device.type == "cuda":
