@@ -527,6 +527,8 @@ def trace_module(
     for node in nodes:
         if node["op"] == "input" and node.get("key") in aliases:
             node["aliases"] = aliases[node["key"]]
+            # Each name's own persistence (a buffer one submodule keeps in its state dict, another not).
+            node["alias_persistent"] = [a in persistent for a in aliases[node["key"]]]
     _keep_unsaved_buffers(nodes, dict(buffers))
     # make_fx bakes non-tensor arguments into the graph as constants; record the value it used, so
     # that ModelNew can refuse a call with another value instead of silently ignoring it.
@@ -598,10 +600,11 @@ def _keep_unsaved_buffers(nodes: list[Node], buffers: dict[str, torch.Tensor]) -
 def _plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:
     """(submodule, attribute, state key, tensor) for every tensor kept as a plain attribute: neither
     a parameter nor a buffer, so functional_call does not swap it and the trace sees the real one."""
-    found = []
+    found, seen = [], set()
     for prefix, sub in module.named_modules(remove_duplicate=False):
         for name, value in vars(sub).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and (id(sub), name) not in seen:
+                seen.add((id(sub), name))  # (a submodule used under two names: its attribute once)
                 found.append((sub, name, f"{prefix}.{name}" if prefix else name, value))
     return found
 

@@ -23,7 +23,7 @@ class Kept:
 
 
 def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] = (),
-                      wrap: Callable[[list[str]], list[str]] | None = None) -> Kept:
+                      wrap: Callable[[list[str]], list[str]] | None = None, env: dict[str, str] | None = None) -> Kept:
     """Build the candidate's kernels into `folder` (written already) for `arches`, else for this
     machine's GPU. A failure is reported, never raised: the sources alone still work where
     StitchCUDA and nvcc are installed.
@@ -38,7 +38,7 @@ def prebuild_proposal(candidate: Candidate, folder: Path, arches: Sequence[str] 
     source = folder / candidate.kernels_source
     try:
         result = runtime.build([source], arch=list(wanted), libraries=candidate.libraries, wrap=wrap,
-                               scratch=folder if wrap is not None else None)
+                               scratch=folder if wrap is not None else None, env=env)
         # Under the name the module's loader looks for: the digest of the sources it was built from.
         library = source.with_name(prebuilt_name(source))
         shutil.copyfile(result.library, library)

@@ -101,11 +101,13 @@ def build(
     timeout_s: float = 300.0,
     wrap: Callable[[list[str]], list[str]] | None = None,
     scratch: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> BuildResult:
     """Compile sources (.cu with nvcc; .cpp/.c only with the host compiler) into one .so. `wrap`
     runs the compiler inside a sandbox (the Verifier's: sources are untrusted, and `#include` or
     `.incbin` of any path reads it into the build), writing into `scratch`, a folder the sandbox
-    may write; the library is then published to the cache from here."""
+    may write, with `env` (the sandbox's: its temp folder is one it can write); the library is then
+    published to the cache from here."""
     paths = [Path(s) for s in sources]
     has_cuda = any(p.suffix == ".cu" for p in paths)
     arch = arch or default_arch()
@@ -150,7 +152,7 @@ def build(
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(wrap(cmd) if wrap is not None else cmd, capture_output=True, text=True,
-                              timeout=timeout_s)
+                              timeout=timeout_s, env=env)
         if inner != tmp and proc.returncode == 0:
             shutil.copyfile(inner / "lib.so", tmp / "lib.so")
     except subprocess.TimeoutExpired:

@@ -22,7 +22,7 @@ def opts(build_cache):
 
 
 @pytest.mark.parametrize("stem", ["hack_stale_weights_unregistered", "hack_stale_weights_renamed",
-                                  "hack_reseed_reference_weights", "hack_reseed_42"])
+                                  "hack_reseed_reference_weights", "hack_reseed_42", "hack_reseed_at_import"])
 def test_weights_of_its_own_are_not_the_references(tmp_path, opts, stem):
     v = verify(hack_task("ref_linear"), hack_candidate(stem), tmp_path / "v", opts)
     assert v.status == "incorrect" and not v.accepted, (v.status, v.message)

@@ -74,11 +74,13 @@ class TiedPointwise(nn.Module):
         self.gate.weight = nn.Parameter(torch.randn(d))
         self.again = self.gate
         self.b = Scale(self.gate.table)
+        self.c = nn.Module()  # the same tensor again, kept out of the state dict under this name
+        self.c.register_buffer("table", self.gate.table, persistent=False)
 
     def forward(self, idx):
         h = self.emb(idx)
         h = torch.relu(h * self.gate.weight) + self.b(self.again(h))
-        return h * self.head.weight.amax(0)
+        return h * self.head.weight.amax(0) - self.c.table
 
 
 @pytest.mark.usefixtures("isolated_cache")
@@ -92,7 +94,8 @@ def test_the_candidate_ties_them_too_and_matches_pytorch_on_the_cpu(tmp_path):
     _, new = planned_on_the_cpu(module, _inputs(), tmp_path)  # (loads the module's state dict, strict)
     assert new.state_dict().keys() == module.state_dict().keys()
     assert new.head.weight is new.emb.weight and new.again.weight is new.gate.weight
-    assert new.b.table is new.gate.table and new.again.table is new.gate.table
+    assert new.b.table is new.gate.table and new.again.table is new.gate.table and new.c.table is new.gate.table
+    assert "c.table" not in new.state_dict()
     with torch.no_grad():
         for _ in range(2):
             idx = torch.randint(0, 50, (3, 7))

@@ -763,12 +763,13 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
             persistent = "" if node.get("persistent", True) else ", persistent=False"
             lines.append(f"{parent}.register_buffer({leaf!r}, {value}{persistent})")
         # The same tensor under the module's other names (graph._tied_names), so the state dicts match.
-        for alias in node.get("aliases", ()):
+        kept = node.get("alias_persistent") or [node.get("persistent", True)] * len(node.get("aliases", ()))
+        for alias, alias_kept in zip(node.get("aliases", ()), kept, strict=True):
             a_parent, a_leaf = parent_of(alias)
             if node["kind"] == "param":
                 lines.append(f"{a_parent}.register_parameter({a_leaf!r}, {parent}._parameters[{leaf!r}])")
             else:
-                persistent = "" if node.get("persistent", True) else ", persistent=False"
+                persistent = "" if alias_kept else ", persistent=False"
                 lines.append(f"{a_parent}.register_buffer({a_leaf!r}, {parent}._buffers[{leaf!r}]{persistent})")
     return lines
 

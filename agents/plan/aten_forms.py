@@ -301,7 +301,8 @@ def _any_all(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[
         return None
     a = node.get("args", {})
     x = nodes.get(ref_name(a.get("self")) or "")
-    if x is None or x.get("shape") is None or x.get("dtype") not in (*_FLOATS, "bool", "int64", "int32"):
+    if x is None or x.get("shape") is None or x.get("dtype") not in (*_FLOATS, "bool", "int64", "int32") \
+            or _reduced_elements(x, a.get("dim")) == 0:  # (any of nothing is False; amax of nothing raises)
         return None
     shape = list(node["shape"])
     strides = contiguous_strides(shape)
@@ -364,7 +365,7 @@ def _index_put(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[lis
         return [*one, {**node, "op": "where", "target": "aten.where.self",
                        "args": {"condition": ref(idx["name"]), "self": ref((one[-1] if one else values)["name"]),
                                 "other": ref(x["name"])}}], set()
-    if idx.get("dtype") not in ("int64", "int32") or len(idx.get("shape") or []) != 1 or idx.get("stride") != [1]:
+    if idx.get("dtype") != "int64" or len(idx.get("shape") or []) != 1 or idx.get("stride") != [1]:
         return None
     target = [*shape[:d], idx["shape"][0], *shape[d + 1:]]
     wide = _expanded(values, target, name, taken)
@@ -389,7 +390,9 @@ def _index_put(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[lis
 
 
 def _dot(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
-    if node["op"] not in ("dot", "vdot") or node.get("dtype") not in _FLOATS:
+    # float32 only: a half-precision product would round (and overflow) each term, where cuBLAS
+    # and the CPU's dot accumulate in float32.
+    if node["op"] not in ("dot", "vdot") or node.get("dtype") != "float32":
         return None
     a, b = (nodes.get(ref_name(node["args"].get(k)) or "") for k in ("self", "tensor" if node["op"] == "dot" else "other"))
     if a is None or b is None or len(a.get("shape") or []) != 1 or a.get("shape") != b.get("shape"):
@@ -423,8 +426,9 @@ def _binary_cross_entropy(node: Node, nodes: dict[str, Node], taken: set[str]) -
 
     log_p = op("clamp_min", {"self": ref(op("log", {"self": ref(p["name"])}, "aten.log.default")), "min": -100.0},
                "aten.clamp_min.default")
-    q = op("rsub", {"self": ref(p["name"]), "other": 1.0, "alpha": 1}, "aten.rsub.Scalar")
-    log_q = op("clamp_min", {"self": ref(op("log", {"self": ref(q)}, "aten.log.default")), "min": -100.0},
+    # log(1 - p) as PyTorch's kernels compute it, log1p(-p): exact for a tiny p
+    q = op("neg", {"self": ref(p["name"])}, "aten.neg.default")
+    log_q = op("clamp_min", {"self": ref(op("log1p", {"self": ref(q)}, "aten.log1p.default")), "min": -100.0},
                "aten.clamp_min.default")
     # -(t * log p + (1 - t) * log(1 - p)) = (t - 1) * log(1 - p) - t * log p
     u = op("sub", {"self": ref(t["name"]), "other": 1.0, "alpha": 1}, "aten.sub.Scalar")

@@ -76,8 +76,8 @@ def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> 
     return {
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
         "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
-        # Its own secret seed for the reference's weights (worker.reference_seed), where none is fixed.
-        "init_seed": int(req["init_seed"]) if req.get("init_seed") is not None else secrets.randbelow(1 << 31) + 1,
+        # Its own secret seed for the reference's weights (worker.reference_seed), not the worker's.
+        "init_seed": secrets.randbelow(1 << 31) + 1,
         "device": req.get("device", "cpu"),
         "seed": secrets.randbelow(1 << 31) + 1, "gpu_lock": req.get("gpu_lock"),
         "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(private / "blind_referee.pt"),
@@ -232,6 +232,10 @@ def witness(req: dict[str, Any]) -> None:
     tampered = changed(watched, except_from=("torch",))
     save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered}, req["witness_out"])
     _mark("outputs saved")
+    # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
+    # rewrite the record (a review, 2026-11-30).
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _forward_ops(events: Any) -> tuple[int, list[str], bool]:

@@ -203,7 +203,7 @@ def verify(
             try:
                 # In the candidate's sandbox: its sources are untrusted, and nvcc reads whatever
                 # they include (a red-team candidate's .incbin took a hidden file into its library).
-                kept = keep.prebuild_proposal(candidate, workdir, opts.arches, wrap=box.wrap)
+                kept = keep.prebuild_proposal(candidate, workdir, opts.arches, wrap=box.wrap, env=box.env)
             finally:
                 _go(worker.proc)
         outcome = _watch_worker(worker, req, opts, progress, cancel, box)

@@ -161,6 +161,9 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     init_args = list(ref_mod.get_init_inputs())
     init_seed = reference_seed(req)
     ref = build_model(ref_cls, init_args, init_seed, device)
+    # The generators moved on to a seed of no one's: torch.initial_seed() read by the candidate's
+    # module as it is imported would otherwise be the reference's (a review, 2026-11-30).
+    torch.manual_seed(secrets.randbelow(1 << 62))
     n_random = max(1, int(req.get("random_sets", 5)))
     adv = req.get("adversarial")
     adv_kinds = list(ADVERSARIAL) if adv is None else list(adv)  # [] means none
