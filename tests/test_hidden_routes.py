@@ -29,6 +29,7 @@ def opts(build_cache):
     ("hack_pop_dispatch_stack_c", "hidden-dispatch", "torch._C._pop_torch_dispatch_stack"),
     ("hack_exit_stack_modes", "hidden-dispatch", "_disable_current_modes"),
     ("hack_launder_code_filename", "sandbox-introspect", "code object"),
+    ("hack_launder_by_compile", "sandbox-introspect", "compile"),
 ])
 def test_it_is_rejected_in_the_worker(tmp_path, opts, stem, code, what):
     v = verify(hack_task("ref_affine"), hack_candidate(stem), tmp_path / "v", opts)

@@ -410,7 +410,8 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
 INTROSPECT = "sandbox-introspect"
 _INTROSPECT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
                                 "sys._current_frames", "object.__getattr__", "object.__setattr__", "sys.settrace",
-                                "sys.setprofile", "ctypes.dlsym", "ctypes.dlsym/handle", "code.__new__"})
+                                "sys.setprofile", "ctypes.dlsym", "ctypes.dlsym/handle", "code.__new__", "compile",
+                                "exec", "marshal.loads"})
 # Attributes whose reads hand over a frame, and with it every caller's local variables (the worker's
 # verdict, its report's key): audited as object.__getattr__. (A frame's f_back is not audited; the
 # first frame is what is refused.)
@@ -441,6 +442,12 @@ _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] 
     # candidate, 2026-11-30, reached the collector's lists so and loosened the tolerances).
     "code.__new__": _introspect("make a code object (code.replace or types.CodeType), which can pass as "
                                 "another file's"),
+    # The other ways to code of its own under any file name (a review, 2026-11-30): compile() and exec
+    # or eval of a string, marshal.loads of code. (The import system's own compile and unmarshal,
+    # and the standard library's exec in dataclasses and namedtuple, have other first callers.)
+    "compile": _introspect("compile source of its own (compile), which can pass as another file's"),
+    "exec": _introspect("run code it made (exec or eval)"),
+    "marshal.loads": _introspect("load code from bytes (marshal.loads)"),
     "sys.settrace": _introspect("install a trace function (sys.settrace)"),
     "sys.setprofile": _introspect("install a profile function (sys.setprofile)"),
     "open": _open,
