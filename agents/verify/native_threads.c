@@ -35,12 +35,20 @@ int pthread_create(pthread_t* t, const pthread_attr_t* attr, void* (*fn)(void*),
 #define SC_MAX_SYMS 64
 #define SC_SYM_LEN 192
 
-int sc_dlsym_calls = 0;
-char sc_dlsym_names[SC_MAX_SYMS][SC_SYM_LEN];
+// Kept static, read through sc_dlsym_count and sc_dlsym_name: no symbol of the process names the
+// record, so native code cannot reset it by name. Only names in ATen's kernel namespaces are kept
+// (at::cpu, at::cuda, at::native, at::meta, at::composite*), so lookups of other names cannot
+// fill the table first; one past its end sets the sticky overflow.
+static int sc_dlsym_calls = 0;
+static int sc_dlsym_overflow = 0;
+static char sc_dlsym_names[SC_MAX_SYMS][SC_SYM_LEN];
+
+int sc_dlsym_count(void) { return sc_dlsym_overflow ? -1 : __atomic_load_n(&sc_dlsym_calls, __ATOMIC_ACQUIRE); }
+const char* sc_dlsym_name(int i) { return (i >= 0 && i < SC_MAX_SYMS) ? sc_dlsym_names[i] : ""; }
 
 typedef void* (*sc_dlsym_fn)(void*, const char*);
 
-static sc_dlsym_fn sc_real_dlsym(void) {
+sc_dlsym_fn sc_real_dlsym(void) {
   static sc_dlsym_fn real = 0;
   // dlsym's own versions: glibc 2.34 and newer, then the first of x86-64's and aarch64's.
   static const char* versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", 0};
@@ -48,13 +56,23 @@ static sc_dlsym_fn sc_real_dlsym(void) {
   return real;
 }
 
+static int sc_kernel_space(const char* name) {
+  static const char* spaces[] = {"_ZN2at3cpu", "_ZN2at4cuda", "_ZN2at6native", "_ZN2at4meta", "_ZN2at25composite",
+                                 "_ZN2at38composite", "_ZN2at26composite", "_ZN2at24composite", 0};
+  for (int i = 0; spaces[i]; ++i)
+    if (strncmp(name, spaces[i], strlen(spaces[i])) == 0) return 1;
+  return 0;
+}
+
 void* dlsym(void* handle, const char* name) {
   sc_dlsym_fn real = sc_real_dlsym();
-  if (name && strncmp(name, "_ZN2at", 6) == 0) {
+  if (name && strncmp(name, "_ZN2at", 6) == 0 && sc_kernel_space(name)) {
     int i = __atomic_fetch_add(&sc_dlsym_calls, 1, __ATOMIC_ACQ_REL);
     if (i < SC_MAX_SYMS) {
       strncpy(sc_dlsym_names[i], name, SC_SYM_LEN - 1);
       sc_dlsym_names[i][SC_SYM_LEN - 1] = 0;
+    } else {
+      __atomic_store_n(&sc_dlsym_overflow, 1, __ATOMIC_RELEASE);
     }
   }
   return real ? real(handle, name) : 0;

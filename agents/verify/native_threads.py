@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -25,6 +26,7 @@ SOURCE = "native_threads.c"
 _MACHINERY = ("libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "native_threads.")
 MAX_CALLS, DEPTH = 64, 24  # as in native_threads.c
 MAX_SYMS, SYM_LEN = 64, 192  # as in native_threads.c
+OVERFLOW = "(more ATen kernel names looked up than the watch keeps)"
 
 
 def library(cache: Path) -> Path | None:
@@ -46,6 +48,12 @@ def library(cache: Path) -> Path | None:
             subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl"],
                            check=True, capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
+            return None
+        # Preloaded, it stands in for dlsym: a process where it cannot find glibc's own would find
+        # nothing by name, so it is used only where a probe under it still loads a library's symbol.
+        probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libm.so.6').cos"],
+                               env={**os.environ, "LD_PRELOAD": str(tmp)}, capture_output=True, timeout=60)
+        if probe.returncode != 0:
             return None
         tmp.replace(out)
     return out
@@ -73,8 +81,11 @@ class Watch:
             self._calls = ctypes.c_int.in_dll(process, "sc_thread_calls")
             self._frames = ((ctypes.c_void_p * (DEPTH + 1)) * MAX_CALLS).in_dll(process, "sc_thread_frames")
             self._depth = (ctypes.c_int * MAX_CALLS).in_dll(process, "sc_thread_depth")
-            self._sym_calls = ctypes.c_int.in_dll(process, "sc_dlsym_calls")
-            self._sym_names = ((ctypes.c_char * SYM_LEN) * MAX_SYMS).in_dll(process, "sc_dlsym_names")
+            self._sym_count = process.sc_dlsym_count
+            self._sym_count.restype = ctypes.c_int
+            self._sym_name = process.sc_dlsym_name
+            self._sym_name.restype = ctypes.c_char_p
+            self._sym_name.argtypes = [ctypes.c_int]
             self._dladdr = process.dladdr
             self._dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
             self.available = True
@@ -107,11 +118,14 @@ class Watch:
         return found
 
     def looked_up(self) -> list[str]:
-        """The ATen C++ names (mangled) anything in this process looked up by dlsym, in order."""
+        """The names in ATen's kernel namespaces (mangled) anything in this process looked up by
+        dlsym, in order; OVERFLOW first where more were looked up than the record keeps."""
         if not self.available:
             return []
-        count = min(self._sym_calls.value, MAX_SYMS)
-        return [self._sym_names[i].value.decode(errors="replace") for i in range(count)]
+        count = self._sym_count()
+        if count < 0:
+            return [OVERFLOW] + [self._sym_name(i).decode(errors="replace") for i in range(MAX_SYMS)]
+        return [self._sym_name(i).decode(errors="replace") for i in range(min(count, MAX_SYMS))]
 
     def _library(self, address: int | None) -> str | None:
         if not address:

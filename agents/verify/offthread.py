@@ -89,6 +89,9 @@ def native_watch_on() -> bool:
     return bool(_native and _native.available)
 
 
+LOOKUPS_OVERFLOW = native_threads.OVERFLOW
+
+
 def aten_lookups() -> list[str]:
     """The mangled ATen names looked up by dlsym in this process (native_threads.Watch.looked_up)."""
     return _native.looked_up() if _native else []
