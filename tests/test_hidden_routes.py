@@ -26,7 +26,6 @@ def opts(build_cache):
 
 @pytest.mark.parametrize("stem,code,what", [
     ("hack_pop_dispatch_stack", "hidden-dispatch", "torch._C._pop_torch_dispatch_stack"),
-    ("hack_pop_dispatch_stack_c", "hidden-dispatch", "torch._C._pop_torch_dispatch_stack"),
     ("hack_exit_stack_modes", "hidden-dispatch", "_disable_current_modes"),
     ("hack_launder_code_filename", "sandbox-introspect", "code object"),
     ("hack_launder_by_compile", "sandbox-introspect", "compile"),
