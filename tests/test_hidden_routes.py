@@ -1,4 +1,4 @@
-"""Three red-team candidates (2026-11-30) the Verifier accepted on the CPU, each computing with
+"""Red-team candidates (2026-11-30, and one of 2026-11-29) the Verifier accepted on the CPU, each computing with
 PyTorch or loosening what it is judged by, and now rejected in the worker itself:
 
 - the dispatch mode stack popped through torch._C's C functions (call_watch sees their c_call
@@ -8,7 +8,8 @@ PyTorch or loosening what it is judged by, and now rejected in the worker itself
 - a function copied under another file name (code.replace), which then reached the collector's
   lists unseen and loosened the worker's tolerance objects (making a code object is refused).
 
-The first two also rewrote the blind check witness's record of its ops: rejected before it runs."""
+The ExitStack one also rewrote the blind check witness's record of its ops: rejected before it
+runs."""
 
 from __future__ import annotations
 
