@@ -26,6 +26,8 @@ ATTACKS = [
     ("ref_affine", "hack_witness_rebinds", "timing-tamper"),
     # The collector's lists reached in the witness alone: refused there by the worker's audit policy.
     ("ref_affine", "hack_witness_gc", "blind-witness-failed"),
+    # A write outside the run folder in the witness alone, its refusal caught by the candidate.
+    ("ref_affine", "hack_witness_write", "sandbox-write"),
 ]
 
 

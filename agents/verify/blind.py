@@ -190,6 +190,7 @@ def witness(req: dict[str, Any]) -> None:
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
+    refused = audit.findings
     watched = tamper.snapshot(extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__),
                                                       sys.modules.get("torch.profiler.profiler"),
                                                       sys.modules.get("torch.autograd.profiler"),
@@ -230,7 +231,10 @@ def witness(req: dict[str, Any]) -> None:
     _mark("forwards done, the lock given back")
     ranges, ops, after = forward_ops(events_of(prof))
     tampered = changed(watched, except_from=("torch",))
-    save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered}, req["witness_out"])
+    # What the audit hook refused here (a refusal the candidate's code caught is still its attempt).
+    tried = [[f.code, f.message] for f in refused()]
+    save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried},
+         req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
     # rewrite the record (a review, 2026-11-30).
@@ -494,6 +498,9 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
                                 f"below Python and dispatch modes (the profiler's CPU ops): {', '.join(compute[:8])}"))
+    for item in (got.get("refused") or []) if isinstance(got, dict) else []:
+        if isinstance(item, list | tuple) and len(item) == 2:
+            findings.append(Finding(str(item[0]), f"in the blind check's witness: {item[1]}"))
     tampered = got.get("tampered", ["(its record of rebound names is missing)"]) if isinstance(got, dict) else []
     if tampered:
         findings.append(Finding("timing-tamper", "in the blind check, the candidate rebound what the witness's record "
