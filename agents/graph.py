@@ -398,19 +398,31 @@ def _causal_masks_as_given() -> Any:
         transformer._detect_is_causal_mask = found
 
 
+_UNVALIDATED_LOCK = threading.Lock()
+_unvalidated = {"depth": 0, "was": True}  # traces in flight (threads of one process), PyTorch's setting
+
+
 @contextlib.contextmanager
 def _arguments_unvalidated() -> Iterator[None]:
     """torch.distributions checks its arguments by default (Normal's scale > 0, Categorical's
     probabilities summing to one) with a bool of a tensor, a value the trace cannot know. The checks
-    only raise, never change a result: while tracing, distributions are made without them."""
+    only raise, never change a result: while tracing, distributions are made without them. The
+    setting is the class's, so traces in several threads share it: the first one in turns it off and
+    the last one out puts PyTorch's back (each saving its own left it off, CI 2026-11-30)."""
     from torch.distributions import Distribution
 
-    was = Distribution._validate_args
-    Distribution.set_default_validate_args(False)
+    with _UNVALIDATED_LOCK:
+        if _unvalidated["depth"] == 0:
+            _unvalidated["was"] = Distribution._validate_args
+            Distribution.set_default_validate_args(False)
+        _unvalidated["depth"] += 1
     try:
         yield
     finally:
-        Distribution.set_default_validate_args(was)
+        with _UNVALIDATED_LOCK:
+            _unvalidated["depth"] -= 1
+            if _unvalidated["depth"] == 0:
+                Distribution.set_default_validate_args(_unvalidated["was"])
 
 
 def trace_module(

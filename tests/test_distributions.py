@@ -39,6 +39,23 @@ def test_the_densities_plan_and_the_checks_come_back_on():
         Normal(torch.zeros(2), -torch.ones(2))
 
 
+def test_traces_in_several_threads_put_the_checks_back():
+    """The setting is the class's: traces in several threads at once (the server's, a bench's) each
+    saving and restoring it left it off (CI, 2026-11-30). The last trace out puts it back."""
+    import threading
+
+    def trace() -> None:
+        for _ in range(4):
+            graph.trace_module(Densities(), _inputs())
+
+    threads = [threading.Thread(target=trace) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Distribution._validate_args
+
+
 @pytest.mark.usefixtures("isolated_cache")
 @pytest.mark.nvcc
 @needs_nvcc
