@@ -30,8 +30,13 @@ def _inputs():
     return [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 5), torch.randint(0, 5, (4,))]
 
 
+@pytest.fixture(autouse=True)
+def checks_on():
+    """PyTorch's default, whatever an earlier test left (its setting is process-wide)."""
+    Distribution.set_default_validate_args(True)
+
+
 def test_the_densities_plan_and_the_checks_come_back_on():
-    assert Distribution._validate_args
     plan = planner.plan_graph(graph.trace_module(Densities(), _inputs()))
     assert plan.supported, plan.unsupported
     assert Distribution._validate_args  # (PyTorch's default again after the trace)
