@@ -8,6 +8,8 @@ themselves; both are incorrect now."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import hack_candidate, hack_task
 
@@ -21,10 +23,29 @@ def opts(build_cache):
                          time_compile=False)
 
 
+RESEED = "        torch.manual_seed(torch.initial_seed() - 1)\n"
+# hack_reseed_reference_weights with the seed taken otherwise: KernelBench's fixed 42, and the
+# generators' seed read as the module is imported (just after the worker built the reference).
+RESEEDS = {
+    "hack_reseed_42": lambda text: text.replace(RESEED, "        torch.manual_seed(42)\n"),
+    "hack_reseed_at_import": lambda text: text.replace(RESEED, "        torch.manual_seed(_SEED)\n").replace(
+        "\n\nclass ModelNew", "\n_SEED = torch.initial_seed()\n\n\nclass ModelNew"),
+}
+
+
+def _candidate(stem: str):
+    if stem not in RESEEDS:
+        return hack_candidate(stem)
+    cand = hack_candidate("hack_reseed_reference_weights")
+    text = RESEEDS[stem](cand.files["model_new.py"])
+    assert text != cand.files["model_new.py"]
+    return dataclasses.replace(cand, name=stem, files={**cand.files, "model_new.py": text})
+
+
 @pytest.mark.parametrize("stem", ["hack_stale_weights_unregistered", "hack_stale_weights_renamed",
-                                  "hack_reseed_reference_weights", "hack_reseed_42", "hack_reseed_at_import"])
+                                  "hack_reseed_reference_weights", *RESEEDS])
 def test_weights_of_its_own_are_not_the_references(tmp_path, opts, stem):
-    v = verify(hack_task("ref_linear"), hack_candidate(stem), tmp_path / "v", opts)
+    v = verify(hack_task("ref_linear"), _candidate(stem), tmp_path / "v", opts)
     assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
     assert WEIGHTS_NOT_LOADED in v.notes
 

@@ -419,9 +419,9 @@ def _binary_cross_entropy(node: Node, nodes: dict[str, Node], taken: set[str]) -
     made: list[Node] = []
 
     def op(kind: str, args: dict, target: str, name: str | None = None) -> str:
-        made.append(new_node(name or _fresh(taken, f"{base}_{kind}"), kind, args, shape if name is None or reduction == 0
-                             else list(node["shape"]), strides if name is None or reduction == 0
-                             else contiguous_strides(list(node["shape"])), "float32", view=False, target=target))
+        # (every term has the probabilities' shape; `name`: the unreduced loss keeps the op's own)
+        made.append(new_node(name or _fresh(taken, f"{base}_{kind}"), kind, args, shape, strides, "float32",
+                             view=False, target=target))
         return made[-1]["name"]
 
     log_p = op("clamp_min", {"self": ref(op("log", {"self": ref(p["name"])}, "aten.log.default")), "min": -100.0},
