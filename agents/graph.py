@@ -398,31 +398,39 @@ def _causal_masks_as_given() -> Any:
         transformer._detect_is_causal_mask = found
 
 
-_UNVALIDATED_LOCK = threading.Lock()
-_unvalidated = {"depth": 0, "was": True}  # traces in flight (threads of one process), PyTorch's setting
-
-
 @contextlib.contextmanager
 def _arguments_unvalidated() -> Iterator[None]:
     """torch.distributions checks its arguments by default (Normal's scale > 0, Categorical's
     probabilities summing to one) with a bool of a tensor, a value the trace cannot know. The checks
-    only raise, never change a result: while tracing, distributions are made without them. The
-    setting is the class's, so traces in several threads share it: the first one in turns it off and
-    the last one out puts PyTorch's back (each saving its own left it off, CI 2026-11-30)."""
+    only raise, never change a result: while tracing, distributions are made without them."""
     from torch.distributions import Distribution
 
-    with _UNVALIDATED_LOCK:
-        if _unvalidated["depth"] == 0:
-            _unvalidated["was"] = Distribution._validate_args
-            Distribution.set_default_validate_args(False)
-        _unvalidated["depth"] += 1
+    was = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
     try:
         yield
     finally:
-        with _UNVALIDATED_LOCK:
-            _unvalidated["depth"] -= 1
-            if _unvalidated["depth"] == 0:
-                Distribution.set_default_validate_args(_unvalidated["was"])
+        Distribution.set_default_validate_args(was)
+
+
+# One trace at a time in a process. make_fx is not thread-safe (torch.fx's CURRENT_PATCHER is
+# the process's: two traces at once fail), and the settings a trace changes are the process's too:
+# traces in several threads (the language server's, a bench's pool), each saving and restoring a
+# setting, left it changed whenever their exits interleaved (CI, 2026-11-30, twice). Reentrant: a
+# trace retried with plain tensors as buffers is traced again from within.
+_TRACE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _one_trace_at_a_time() -> Iterator[None]:
+    # scaled_dot_product_attention traces as its math decomposition (bmm, _safe_softmax, bmm),
+    # which the emitters cover; the fused attention kernels are opaque ops here. cuDNN off: on CUDA
+    # tensors batch_norm would trace as cudnn_batch_norm, a backend's op, where the CPU and the
+    # emitters know native_batch_norm. Recurrent layers trace as one node each (trace_rnn).
+    with _TRACE_LOCK, _quiet("torch._subclasses.fake_tensor"), _sdpa_math(), \
+            torch.backends.cudnn.flags(enabled=False), _causal_masks_as_given(), _arguments_unvalidated(), \
+            trace_rnn.recurrent_as_one_op():
+        yield
 
 
 def trace_module(
@@ -486,13 +494,7 @@ def trace_module(
         return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
 
     try:
-        # scaled_dot_product_attention traces as its math decomposition (bmm, _safe_softmax, bmm),
-        # which the emitters cover; the fused attention kernels are opaque ops here. Recurrent layers
-        # trace as one node each (trace_rnn). cuDNN off: on CUDA tensors batch_norm would trace as
-        # cudnn_batch_norm, a backend's op, where the CPU and the emitters know native_batch_norm.
-        with torch.no_grad(), _quiet("torch._subclasses.fake_tensor"), _time_limit(TRACE_TIMEOUT_S), _sdpa_math(), \
-                torch.backends.cudnn.flags(enabled=False), trace_rnn.recurrent_as_one_op(), _causal_masks_as_given(), \
-                _arguments_unvalidated():
+        with _one_trace_at_a_time(), torch.no_grad(), _time_limit(TRACE_TIMEOUT_S):
             with _state_restored(module):
                 gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                     *state_vals, *arg_vals

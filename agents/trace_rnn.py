@@ -12,6 +12,7 @@ point unchanged, and trace as before.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -66,35 +67,43 @@ def describes(mode: str, input: Any, state: Any, params: Sequence[Any], has_bias
     return not (train and dropout > 0 and num_layers > 1)
 
 
+def _patched(mode: str) -> Any:
+    original = _original(mode)
+
+    def call(*args: Any) -> Any:
+        # The unpacked form: (input, hx, params, has_biases, num_layers, dropout, train,
+        # bidirectional, batch_first); the packed one has the batch sizes second.
+        if not getattr(_tracing, "depth", 0) or len(args) != 9 or not isinstance(args[2], list | tuple):
+            return original(*args)
+        input, state, params, has_biases, num_layers, dropout, train, bidirectional, batch_first = args
+        if not describes(mode, input, state, params, has_biases, num_layers, dropout, train, bidirectional):
+            return original(*args)
+        hx, cx = (state[0], state[1]) if mode == "lstm" else (state, None)
+        out, h_n, c_n = rnn(mode, input, hx, cx, list(params), bool(has_biases), int(num_layers), float(dropout),
+                            bool(train), bool(bidirectional), bool(batch_first))
+        return (out, h_n, c_n) if mode == "lstm" else (out, h_n)
+
+    return call
+
+
+# torch._VF is the process's: its entry points are patched for a trace's duration (graph.py runs
+# one trace at a time), and route through the op only in the tracing thread, so that another
+# thread's recurrent layer (a candidate's backward, say) runs as PyTorch's meanwhile.
+_tracing = threading.local()
+
+
 @contextlib.contextmanager
 def recurrent_as_one_op() -> Iterator[None]:
-    """torch._VF's recurrent entry points replaced by calls of the one op, for the trace's duration."""
+    """In this thread, torch._VF's recurrent entry points as calls of the one op, for the trace's duration."""
     vf = torch._VF
     saved = {mode: vf.__dict__.get(mode) for mode in MODES}
-
-    def patched(mode: str) -> Any:
-        original = _original(mode)
-
-        def call(*args: Any) -> Any:
-            # The unpacked form: (input, hx, params, has_biases, num_layers, dropout, train,
-            # bidirectional, batch_first); the packed one has the batch sizes second.
-            if len(args) != 9 or not isinstance(args[2], list | tuple):
-                return original(*args)
-            input, state, params, has_biases, num_layers, dropout, train, bidirectional, batch_first = args
-            if not describes(mode, input, state, params, has_biases, num_layers, dropout, train, bidirectional):
-                return original(*args)
-            hx, cx = (state[0], state[1]) if mode == "lstm" else (state, None)
-            out, h_n, c_n = rnn(mode, input, hx, cx, list(params), bool(has_biases), int(num_layers), float(dropout),
-                                bool(train), bool(bidirectional), bool(batch_first))
-            return (out, h_n, c_n) if mode == "lstm" else (out, h_n)
-
-        return call
-
+    _tracing.depth = getattr(_tracing, "depth", 0) + 1
     try:
         for mode in MODES:
-            setattr(vf, mode, patched(mode))
+            setattr(vf, mode, _patched(mode))
         yield
     finally:
+        _tracing.depth -= 1
         for mode, value in saved.items():
             if value is None:
                 vf.__dict__.pop(mode, None)
