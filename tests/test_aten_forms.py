@@ -48,8 +48,25 @@ class CosineEmbeddingLoss(nn.Module):
         return nn.functional.cosine_embedding_loss(x[:, 1:5], x[:, 5:], target, margin=0.1, reduction="none")
 
 
+class MinMaxScale(nn.Module):
+    """Min-max scaling by aminmax along a dim (keepdim), and the whole tensor's range."""
+
+    def forward(self, x):
+        lo, hi = torch.aminmax(x, dim=1, keepdim=True)
+        whole = torch.aminmax(x)
+        return (x - lo) / (hi - lo), whole.max - whole.min
+
+
+class MaxOfAminmax(nn.Module):
+    """Only one of the two results read."""
+
+    def forward(self, x):
+        return torch.aminmax(x, dim=0).max * 2
+
+
 CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
-         "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9))}
+         "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9)),
+         "aminmax": (MinMaxScale, "aminmax", (5, 7)), "one result of aminmax": (MaxOfAminmax, "aminmax", (6, 4))}
 
 
 @pytest.mark.usefixtures("isolated_cache")

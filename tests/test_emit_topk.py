@@ -73,6 +73,33 @@ class ArgsortDescending(nn.Module):
         return risk.gather(-1, order).cumsum(-1)
 
 
+class MedianAlongMiddle(nn.Module):
+    """Robust scaling's median over time (dim 1 of a transposed view), values and indices."""
+
+    def forward(self, x):
+        med, idx = x.transpose(1, 2).median(dim=1)
+        return med * 2, idx
+
+
+class MedianOfAll(nn.Module):
+    """median() of every element: one value, no index."""
+
+    def forward(self, x):
+        return x - (x * 2).median()
+
+
+class NanMedianKeep(nn.Module):
+    def forward(self, x):
+        return torch.nanmedian(x, dim=-1, keepdim=True).values + x
+
+
+class KthSmallest(nn.Module):
+    """A trimmed error's cut: the 3rd smallest along dim 0, values and indices."""
+
+    def forward(self, x):
+        return torch.kthvalue(x.abs(), 3, dim=0)
+
+
 CASES = {
     "router": (Router, lambda: [torch.randn(3, 5, 16)]),
     "knn indices": (Knn, lambda: [torch.randn(2, 3, 40)]),
@@ -80,13 +107,17 @@ CASES = {
     "prune half the tokens": (PruneTokens, lambda: [torch.randn(2, 196, 8)]),
     "sort along a middle dim": (SortBoth, lambda: [torch.randn(2, 7, 37)]),
     "argsort descending": (ArgsortDescending, lambda: [torch.rand(3, 300) * 100, torch.randn(3, 300)]),
+    "median along a middle dim": (MedianAlongMiddle, lambda: [torch.randn(3, 8, 25)]),
+    "median of every element": (MedianOfAll, lambda: [torch.randn(6, 10)]),
+    "nanmedian keepdim": (NanMedianKeep, lambda: [torch.randn(4, 30)]),
+    "kthvalue along dim 0": (KthSmallest, lambda: [torch.randn(7, 5)]),
 }
 
 
 def _candidate(module, inputs, host=True):
     plan = planner.plan_graph(graph.trace_module(module, inputs))
     assert plan.supported, plan.unsupported
-    assert {"topk", "sort"} & {n["op"] for n in plan.graph}
+    assert {"topk", "sort", "median", "nanmedian", "kthvalue"} & {n["op"] for n in plan.graph}
     return coder_builtin.build_candidate(plan, type(module), title="t", host=host)
 
 
@@ -151,6 +182,36 @@ def test_a_sorted_row_keeps_equal_values_in_order_and_nan_where_pytorch_puts_it(
         (v, i), (want_v, want_i) = new(x), module(x)
     torch.testing.assert_close(v, want_v, equal_nan=True)
     assert torch.equal(i, want_i)
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_median_of_a_row_with_nan_is_nan_and_nanmedian_skips_it(tmp_path):
+    """torch.median: NaN where the row holds one, at its first NaN; torch.nanmedian: the lower median
+    of the rest, NaN only where every entry is; kthvalue counts NaN as the largest."""
+
+    class Picks(nn.Module):
+        def forward(self, x):
+            m, mi = x.median(dim=-1)
+            nm, nmi = x.nanmedian(dim=-1)
+            return m, mi, nm, nmi, torch.kthvalue(x, 6, dim=-1).values
+
+    x = torch.randn(4, 6)
+    x[1, 2] = x[1, 4] = float("nan")
+    x[2, :] = float("nan")
+    x[3, 0] = float("nan")
+    module = Picks()
+    new, _ = load_model_new(_candidate(module, [x]), module, tmp_path)
+    with torch.no_grad():
+        got, want = new(x), module(x)
+    for g, w in zip(got[::2], want[::2], strict=True):  # the values
+        torch.testing.assert_close(g, w, equal_nan=True)
+    m, mi, nm, nmi, _ = got
+    assert torch.isnan(m[1]) and mi[1] == 2 and torch.isnan(m[3]) and mi[3] == 0
+    assert torch.isnan(nm[2]) and not torch.isnan(nm[1]) and nm[1] == x[1, nmi[1]]
+    torch.testing.assert_close(mi[[0]], want[1][[0]])
+    torch.testing.assert_close(nmi[[0, 1, 3]], want[3][[0, 1, 3]])
 
 
 @needs_nvcc

@@ -50,6 +50,7 @@ _REDUCTIONS: dict[str, tuple[str, str | None]] = {
     "any": ("dim", "keepdim"), "all": ("dim", "keepdim"), "max": ("dim", "keepdim"), "min": ("dim", "keepdim"),
     "_softmax": ("dim", None), "_log_softmax": ("dim", None), "_safe_softmax": ("dim", None),
     "topk": ("dim", None), "sort": ("dim", None), "cumsum": ("dim", None), "cumprod": ("dim", None), "logcumsumexp": ("dim", None), "cummax": ("dim", None), "cummin": ("dim", None),
+    "median": ("dim", "keepdim"), "nanmedian": ("dim", "keepdim"), "kthvalue": ("dim", "keepdim"),
 }  # fmt: skip
 # Ops whose first tensor argument carries the batch at dim 0 into every result at dim 0, with every
 # other tensor argument (weights, biases, statistics) batch-free.

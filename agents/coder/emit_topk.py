@@ -5,6 +5,8 @@ neighbours (DGCNN's and PointNet++'s 20 of a few thousand) and beam heads: k up 
 Past MAX_K (token pruning keeps half the tokens), and for torch.sort and torch.argsort, a block sorts
 the whole row in shared memory (cuda/row_sort.cuh) and writes its first k: rows of up to MAX_ROW.
 
+torch.median, torch.nanmedian and torch.kthvalue write one entry of the row so sorted.
+
 Ties go to the lower index and NaN counts as the largest value. PyTorch's CUDA topk leaves the order
 of equal values unspecified, so only ties can differ from it."""
 
@@ -27,8 +29,10 @@ def _rows(ctx: EmitContext, x: Operand, dim: int, k: int) -> tuple[Operand | Non
     result checked to be `x`'s shape with k along `dim`."""
     values, indices = (list(ctx.outputs) + [None, None])[:2]
     want = tuple(k if d == dim else s for d, s in enumerate(x.shape))
+    # One pick a row (median, kthvalue) without keepdim: the dim dropped, the same elements in order.
+    squeezed = tuple(s for d, s in enumerate(x.shape) if d != dim) if k == 1 else want
     for out, dtype in ((values, x.dtype), (indices, "int64")):
-        if out is not None and (tuple(out.shape) != want or out.dtype != dtype):
+        if out is not None and (tuple(out.shape) not in (want, squeezed) or out.dtype != dtype):
             raise NotSupported(f"{ctx.node['op']} result {out.name}: {list(out.shape)} {out.dtype}")
     if values is None and indices is None:
         raise NotSupported(f"{ctx.node['op']}: no result is read")
@@ -39,8 +43,9 @@ def _rows(ctx: EmitContext, x: Operand, dim: int, k: int) -> tuple[Operand | Non
     for s in x.shape[dim + 1:]:
         inner *= s
     # Row r's first element, from the coordinates of r over the other dims (the operand's strides).
-    lines = ["long long q = r, off = " + str(x.offset) + ";"]
-    for d in reversed([d for d in range(len(x.shape)) if d != dim]):
+    others = [d for d in range(len(x.shape)) if d != dim]
+    lines = [("long long q = r, off = " if others else "(void)r; long long off = ") + str(x.offset) + ";"]
+    for d in reversed(others):
         lines.append(f"off += (q % {x.shape[d]}LL) * {x.strides[d]}LL; q /= {x.shape[d]}LL;")
     return values, indices, rows, inner, "\n  ".join(lines)
 
@@ -141,9 +146,20 @@ def emit_sort(ctx: EmitContext) -> Kernel:
     return _row_sort(ctx, x, dim, x.shape[dim], descending, f"sort {'descending' if descending else 'ascending'}")
 
 
-def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, what: str) -> Kernel:
-    """Rows along `dim` sorted whole by a block each, the first k of each written (values, indices)."""
+# Which sorted entry a one-pick row sort writes (row_sort.cuh's sc_row_pick): a fixed position, the
+# lower median with NaN winning (torch.median), or the lower median of the values that are not NaN
+# (torch.nanmedian).
+PICK_RULES = {"at": 0, "median": 1, "nanmedian": 2}
+
+
+def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, what: str,
+              pick: tuple[str, int] = ("at", 0)) -> Kernel:
+    """Rows along `dim` sorted whole by a block each, k entries of each written (values, indices): the
+    first k, or, for one pick a row, the entry `pick` names (a rule of PICK_RULES and a position)."""
     n = x.shape[dim]
+    rule, at = PICK_RULES[pick[0]], pick[1]
+    if k != 1 and (rule, at) != (0, 0):
+        raise AssertionError("a pick writes one entry a row")
     values, indices, rows, inner, body = _rows(ctx, x, dim, k)
     t = C_TYPES[x.dtype]
     name = ctx.name
@@ -173,8 +189,9 @@ __global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __res
     __syncthreads();
     sc_row_sort_block<{lg}>(key, ix, {pad});
     for (int j = threadIdx.x; j < {k}; j += blockDim.x) {{
-      if (vals) vals[{name}_out(r, j)] = sc_from_f<{t}>(key[j]);
-      if (idx) idx[{name}_out(r, j)] = ix[j];
+      const int s = sc_row_pick(key, {n}, {at}, {rule}) + j;
+      if (vals) vals[{name}_out(r, j)] = sc_from_f<{t}>(key[s]);
+      if (idx) idx[{name}_out(r, j)] = ix[s];
     }}
     __syncthreads();  // (the next row overwrites the shared entries)
   }}
@@ -183,9 +200,40 @@ __global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __res
 """
     threads = min(SORT_THREADS, max(32, pad // 2))
     device = f"  if ({rows}LL > 0) {name}_kernel<<<{max(1, min(rows, 65535 * 8))}, {threads}, 0, stream>>>(x, vals, idx);"
-    host_row = f"sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k},"
+    host_row = f"sc_row_sort_host<{lg}>(x, {name}_row(r), {x.strides[dim]}LL, {n}LL, {k}, {at}, {rule},"
     return _kernel(name, x, outs, rows, source, device, host_row,
                    f"{what}: {k} of {n} along dim {dim}, {rows} rows, a block a row (sorted whole in shared memory)")
 
 
-EMITTERS = {"topk": emit_topk, "sort": emit_sort}
+def emit_pick(ctx: EmitContext) -> Kernel:
+    """torch.median and torch.nanmedian (the lower median: the entry (n - 1) // 2 of the sorted row;
+    a row holding NaN has NaN as its median, nanmedian's the median of the rest) and torch.kthvalue
+    (the k-th smallest), along a dim or, for median() and nanmedian() without one, of every element:
+    the sorted row's one entry, and its index."""
+    op = ctx.node["op"]
+    x = ctx.args.get("self")
+    if not isinstance(x, Operand) or x.dtype not in FLOATS or x.numel == 0:
+        raise NotSupported(f"{op} of a non-float or empty tensor")
+    dim = ctx.args.get("dim")
+    if dim is None:  # every element: a contiguous tensor as one row
+        if op == "kthvalue" or not x.contiguous:
+            raise NotSupported(f"{op} of every element of a non-contiguous tensor")
+        x = Operand(x.name, (x.numel,), (1,), x.offset, x.dtype)
+        dim = 0
+    if type(dim) is not int or not x.shape:
+        raise NotSupported(f"{op}'s dim")
+    dim %= len(x.shape)
+    n = x.shape[dim]
+    if n > MAX_ROW:
+        raise NotSupported(f"{op} of rows of {n} (at most {MAX_ROW})")
+    if op == "kthvalue":
+        k = ctx.args.get("k")
+        if type(k) is not int or not 1 <= k <= n:
+            raise NotSupported(f"kthvalue's k={k!r} of {n}")
+        pick, what = ("at", k - 1), f"kthvalue {k}"
+    else:
+        pick, what = (op, (n - 1) // 2), op
+    return _row_sort(ctx, x, dim, 1, False, what, pick)
+
+
+EMITTERS = {"topk": emit_topk, "sort": emit_sort, "median": emit_pick, "nanmedian": emit_pick, "kthvalue": emit_pick}

@@ -33,7 +33,8 @@
   as PyTorch's, weighted, then the mean or sum;
 - a running count: cumsum of booleans (or of their integer cast) along fewer than 2**24 elements,
   as HF's RoBERTa/XLM-R/BART make position ids from the non-padding mask: the booleans cast to
-  float32, summed by the float scan (exact there) and cast to int64, the same integers.
+  float32, summed by the float scan (exact there) and cast to int64, the same integers;
+- aminmax (a range for min-max scaling, a quantiser's observer): amin and amax, each result read.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -73,7 +74,7 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          or _trace(node, nodes, taken) or _running_count(node, nodes, taken)
                          or _count(node, nodes, taken) or _any_all(node, nodes, taken)
                          or _index_put(node, nodes, taken) or _dot(node, nodes, taken)
-                         or _binary_cross_entropy(node, nodes, taken))
+                         or _binary_cross_entropy(node, nodes, taken) or _aminmax(node, nodes, chosen))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -444,3 +445,17 @@ def _binary_cross_entropy(node: Node, nodes: dict[str, Node], taken: set[str]) -
                  "target": "aten.mean.dim" if reduction == 1 else "aten.sum.dim_IntList",
                  "args": {"self": ref(term), "dim": list(range(len(shape))), "keepdim": False, "dtype": None}})
     return made, set()
+
+
+def _aminmax(node: Node, nodes: dict[str, Node], chosen: dict[str, list[Node]]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "aminmax" or ref_name(node["args"].get("self")) not in nodes:
+        return None
+    gets = chosen.get(node["name"], [])
+    if not gets or any(g["args"].get("index") not in (0, 1) for g in gets):
+        return None
+    dim = node["args"].get("dim")
+    dims = [] if dim is None else [dim]  # (amin and amax over [] take every dim)
+    made = [{**g, "op": ("amin", "amax")[g["args"]["index"]], "target": f"aten.{('amin', 'amax')[g['args']['index']]}.default",
+             "args": {"self": node["args"]["self"], "dim": dims, "keepdim": bool(node["args"].get("keepdim", False))},
+             "view": False} for g in gets]
+    return made, {g["name"] for g in gets}

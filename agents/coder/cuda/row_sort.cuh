@@ -41,15 +41,41 @@ __device__ __forceinline__ void sc_row_sort_block(float* key, int* ix, int P) {
 }
 #endif
 
-// The CPU entry's row: all of it read, sorted by the same order, its first K written by `put`.
+// The entry a one-pick sort writes, from its sorted (ascending) row's first NaN (n if none): RULE 0
+// the position AT; 1 (torch.median) AT, the lower median, unless the row holds NaN, then its first
+// NaN; 2 (torch.nanmedian) the lower median of the entries before the first NaN (the first NaN where
+// every entry is one).
+SC_INLINE int sc_row_pick_from(int nan_at, int n, int at, int rule) {
+  if (rule == 0) return at;
+  if (rule == 1) return nan_at < n ? nan_at : at;
+  return nan_at > 0 ? (nan_at - 1) / 2 : 0;
+}
+
+// The same on a block's sorted keys: NaN sort last, so a binary search finds the first.
+SC_INLINE int sc_row_pick(const float* key, int n, int at, int rule) {
+  if (rule == 0) return at;
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (key[mid] != key[mid]) hi = mid; else lo = mid + 1;
+  }
+  return sc_row_pick_from(lo, n, at, rule);
+}
+
+// The CPU entry's row: all of it read, sorted by the same order, K entries written by `put` from the
+// one sc_row_pick_from names (for a plain sort or topk: rule 0 at 0, the first K).
 template <bool LARGEST, class T, class Put>
-static void sc_row_sort_host(const T* x, long long base, long long stride, long long count, int K, Put put) {
+static void sc_row_sort_host(const T* x, long long base, long long stride, long long count, int K, int at, int rule,
+                             Put put) {
   std::vector<std::pair<float, long long>> row(count);
   for (long long j = 0; j < count; ++j) row[j] = {sc_to_f(x[base + j * stride]), j};
   std::sort(row.begin(), row.end(), [](const std::pair<float, long long>& a, const std::pair<float, long long>& b) {
     return sc_topk_before<LARGEST>(a.first, a.second, b.first, b.second);
   });
-  for (int t = 0; t < K; ++t) put(t, row[t].first, row[t].second);
+  int nan_at = 0;
+  while (nan_at < count && row[nan_at].first == row[nan_at].first) ++nan_at;
+  const int first = sc_row_pick_from(nan_at, (int)count, at, rule);
+  for (int t = 0; t < K; ++t) put(t, row[first + t].first, row[first + t].second);
 }
 
 #endif
