@@ -187,6 +187,12 @@ CASES = [
     Case("logcumsumexp-nan", lambda x: torch.logcumsumexp(x, dim=1), (4, 40), fill="nan", tol=1e-5),
     Case("logcumsumexp-col", lambda x: torch.logcumsumexp(x, dim=0), (512, 3), plan="cols", tol=1e-5),
     Case("logcumsumexp-fp16", lambda x: torch.logcumsumexp(x, dim=-1), (3, 700), torch.float16, tol=1e-2),
+    # running extremes and where they were: a later equal value takes over, and any NaN, for good
+    Case("cummax-ties", lambda x: torch.cummax(x, dim=-1), (9, 300), fill="ties", plan="a thread a line", exact=True),
+    Case("cummin-nan-inner", lambda x: torch.cummin(x, dim=1), (5, 40, 3), fill="nan", exact=True),
+    Case("cummax-values-col-inf", lambda x: torch.cummax(x, dim=0)[0], (50, 7), fill="inf", exact=True),
+    Case("cummin-indices-fp16", lambda x: torch.cummin(x, dim=-1)[1], (4, 100), torch.float16, fill="ties",
+         exact=True),
 ]
 
 

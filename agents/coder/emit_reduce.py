@@ -1,6 +1,6 @@
 """Reductions, softmax and scans: sum/mean/prod/nansum, amax/amin, max/min (values and indices),
 argmax/argmin, logsumexp, var/std (and var_mean/std_mean), vector norms, _softmax/_log_softmax,
-cumsum/cumprod/logcumsumexp.
+cumsum/cumprod/logcumsumexp, cummax/cummin.
 
 Every op sees its operand as `N` outputs times `R` reduced elements. Output `o` (row-major over the
 kept dims) starts at `base(o)` in the input and its element `r` (row-major over the reduced dims,
@@ -412,18 +412,22 @@ def _along(ctx: EmitContext) -> tuple[Operand, OutSpec, Layout, int]:
         raise NotSupported("expected one result")
     if tuple(out.shape) != tuple(src.shape):
         raise NotSupported(f"result shape {list(out.shape)} differs from the input's {list(src.shape)}")
+    return (src, out, *_along_layout(ctx, src))
+
+
+def _along_layout(ctx: EmitContext, src: Operand) -> tuple[Layout, int]:
     rank = len(src.shape)
     dim = ctx.args.get("dim")
     if type(dim) is not int or not -max(rank, 1) <= dim < max(rank, 1):
         raise NotSupported(f"dim={dim!r}")
     if rank == 0:
-        return src, out, Layout((), (), src.offset, 1, 1), 1
+        return Layout((), (), src.offset, 1, 1), 1
     dim %= rank
     dims = list(zip(src.shape, src.strides, strict=True))
     kept = _merge(dims[:dim] + dims[dim + 1 :])
     red = ((src.shape[dim], src.strides[dim]),)
     inner = math.prod(src.shape[dim + 1 :])
-    return src, out, Layout(kept, red, src.offset, math.prod(n for n, _ in kept), src.shape[dim]), inner
+    return Layout(kept, red, src.offset, math.prod(n for n, _ in kept), src.shape[dim]), inner
 
 
 def _along_kernel(
@@ -621,6 +625,40 @@ def _scan(ctx: EmitContext, op: str) -> Kernel:
     return _along_kernel(ctx, src, out, lay, _pick(vec, kernel), host, note)
 
 
+def _running_extreme(ctx: EmitContext, op: str) -> Kernel:
+    """torch.cummax and torch.cummin, values and indices (either alone where the other is unread), a
+    thread a scan line: ATen's rule is sequential (a later equal value, and any NaN, takes over), and
+    the running peaks and drawdowns of user modules scan short lines."""
+    src = _source(ctx)
+    values, indices = (list(ctx.outputs) + [None, None])[:2]
+    if src.dtype not in FLOATS:
+        raise NotSupported(f"{op} of {src.dtype}")
+    for out, dtype in ((values, src.dtype), (indices, "int64")):
+        if out is not None and (tuple(out.shape) != tuple(src.shape) or out.dtype != dtype):
+            raise NotSupported(f"{op} result {out.name}: {list(out.shape)} {out.dtype}")
+    if values is None and indices is None:
+        raise NotSupported(f"{op}: no result is read")
+    lay, inner = _along_layout(ctx, src)
+    if lay.n * lay.r == 0:
+        raise NotSupported(f"{op} of an empty tensor")
+    name, t = ctx.name, C_TYPES[src.dtype]
+    outs = [o for o in (values, indices) if o is not None]
+    raw = ["const void* in0_", *[f"void* out{k}_" for k in range(len(outs))]]
+    casts = [f"  const auto x = static_cast<const {t}*>(in0_);",
+             f"  {t}* y = {'static_cast<' + t + '*>(out0_)' if values is not None else 'nullptr'};",
+             f"  int64_t* idx = {'static_cast<int64_t*>(out' + str(len(outs) - 1) + '_)' if indices is not None else 'nullptr'};"]
+    mx = "true" if op == "cummax" else "false"
+    launch = (f"  sc_cumext_cols<{name}_ix, {mx}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y, idx);")
+    loop = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_cumext_col<{name}_ix, {mx}, {inner}LL>(x, y, idx, o);"
+    note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} lines of {lay.r}, a thread a line"
+    source = f"""{_HEADER}
+// {name}: {note}
+{_ix_source(name, lay)}
+{launchers(name, raw, casts, launch, loop)}"""
+    return Kernel(name=name, inputs=[KernelArg(src.name, src.dtype)], outputs=[KernelArg(o.name, o.dtype) for o in outs],
+                  source=source, ops=[note], host=True)
+
+
 # ---------------------------------------------------------------------------------------------
 
 Emitter = Callable[[EmitContext], Kernel]
@@ -670,4 +708,6 @@ EMITTERS: dict[str, Emitter] = {
     "cumsum": partial(_scan, op="sum"),
     "cumprod": partial(_scan, op="prod"),
     "logcumsumexp": partial(_scan, op="lse"),
+    "cummax": partial(_running_extreme, op="cummax"),
+    "cummin": partial(_running_extreme, op="cummin"),
 }

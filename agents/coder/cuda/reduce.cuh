@@ -574,6 +574,33 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_scan_cols(const T* __restrict
   if (o < Ix::N) sc_scan_col<Ix, OP, INNER>(x, y, o);
 }
 
+// cummax (MAX) and cummin as ATen's cummax_cummin_helper: the first element starts the line; a NaN,
+// or a value >= (<=) the running one while that is not NaN, takes over with its index (a later equal
+// value wins; after a NaN only another NaN does). y or idx may be null (that result unread).
+template <class Ix, bool MAX, int64_t INNER, class T>
+SC_INLINE void sc_cumext_col(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ idx, int64_t o) {
+  const T* row = x + Ix::base(o);
+  const int64_t first = (o / INNER) * Ix::R * INNER + o % INNER;
+  float best = 0.f;
+  int64_t at = 0;
+  for (int64_t r = 0; r < Ix::R; ++r) {
+    const float v = sc_to_f(row[Ix::off(r)]);
+    if (r == 0 || v != v || (best == best && (MAX ? v >= best : v <= best))) {
+      best = v;
+      at = r;
+    }
+    if (y) y[first + r * INNER] = sc_from_f<T>(best);
+    if (idx) idx[first + r * INNER] = at;
+  }
+}
+
+template <class Ix, bool MAX, int64_t INNER, class T>
+__global__ void __launch_bounds__(SC_RED_BLOCK) sc_cumext_cols(const T* __restrict__ x, T* __restrict__ y,
+                                                               int64_t* __restrict__ idx) {
+  const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
+  if (o < Ix::N) sc_cumext_col<Ix, MAX, INNER>(x, y, idx, o);
+}
+
 // A row in tiles of TPR * VEC: each thread scans its VEC elements, the group scans the threads'
 // totals (warp shuffles, then the warps' totals), and a carry runs from tile to tile.
 template <class Ix, int OP, int VEC, int TPR, class T, class TO>
