@@ -16,7 +16,7 @@ NOT_YET = {
     "hyena_fftconv.py": "_fft_r2c",  # torch.fft.rfft long convolution
     "ctc_asr_head_loss.py": "_ctc_loss",  # CTC's dynamic program (its trace needs target lengths' values)
     # The fourth sweep's (2026-11-30) that do not plan yet: shapes that depend on values, running
-    # extremes and histograms, integer sort keys, linear algebra, sparse tensors and rarer ops.
+    # extremes and histograms, linear algebra, sparse tensors and rarer ops.
     "bilstm_packed_tagger.py": "_pack_padded_sequence",
     "builtin_losses_classification.py": "multi_margin_loss",
     "builtin_losses_regression.py": "_local_scalar_dense",  # F.gaussian_nll_loss's check of its variances
@@ -34,11 +34,9 @@ NOT_YET = {
     "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
     "quantile_pinball_robust.py": "lerp_",  # torch.quantile's in-place steps (ceil_, lerp_, squeeze_)
-    "reformer_lsh_buckets.py": "sort of a non-float tensor",
     "segnet_maxunpool.py": "max_unpool2d",
     "shuffle_unfold_bilinear_ops.py": "_trilinear",  # nn.Bilinear
     "special_math_products.py": "block_diag",
-    "tome_bipartite_merge.py": "sort of a non-float tensor",
     "universal_transformer_act.py": "_local_scalar_dense",  # a while loop on tensor values
     "zca_whitening_eigh.py": "_linalg_eigh",
 }

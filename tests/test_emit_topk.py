@@ -100,6 +100,31 @@ class KthSmallest(nn.Module):
         return torch.kthvalue(x.abs(), 3, dim=0)
 
 
+class BucketOrder(nn.Module):
+    """Reformer's LSH order: argsort of an int64 key (bucket * T + position), then its inverse."""
+
+    def forward(self, x):
+        buckets = torch.argmax(x, dim=-1)
+        pos = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+        order = torch.argsort(buckets * x.shape[1] + pos, dim=-1)
+        return order, torch.argsort(order, dim=-1)
+
+
+class IntegerPicks(nn.Module):
+    """Sorted int64 values (descending, stable: with their indices), the 3 largest of int32 counts,
+    and the median and 2nd smallest of int64 votes. Ties everywhere: where PyTorch leaves their order
+    open (topk, median, kthvalue), the indices are checked by what they pick (zero differences)."""
+
+    def forward(self, x):
+        votes = (x * 2).round().long()
+        counts = votes.int()
+        tv, ti = torch.topk(counts, 3, dim=-1)
+        mv, mi = votes.median(dim=-1)
+        kv, ki = torch.kthvalue(votes, 2, dim=-1)
+        return (*torch.sort(votes, dim=-1, descending=True, stable=True), tv, votes.gather(-1, ti) - tv,
+                mv, votes.gather(-1, mi[:, None])[:, 0] - mv, kv, votes.gather(-1, ki[:, None])[:, 0] - kv)
+
+
 CASES = {
     "router": (Router, lambda: [torch.randn(3, 5, 16)]),
     "knn indices": (Knn, lambda: [torch.randn(2, 3, 40)]),
@@ -111,6 +136,8 @@ CASES = {
     "median of every element": (MedianOfAll, lambda: [torch.randn(6, 10)]),
     "nanmedian keepdim": (NanMedianKeep, lambda: [torch.randn(4, 30)]),
     "kthvalue along dim 0": (KthSmallest, lambda: [torch.randn(7, 5)]),
+    "argsort of int64 keys": (BucketOrder, lambda: [torch.randn(2, 64, 8)]),
+    "integer sort, topk, median, kthvalue": (IntegerPicks, lambda: [torch.randn(3, 40)]),
 }
 
 

@@ -5,7 +5,8 @@ neighbours (DGCNN's and PointNet++'s 20 of a few thousand) and beam heads: k up 
 Past MAX_K (token pruning keeps half the tokens), and for torch.sort and torch.argsort, a block sorts
 the whole row in shared memory (cuda/row_sort.cuh) and writes its first k: rows of up to MAX_ROW.
 
-torch.median, torch.nanmedian and torch.kthvalue write one entry of the row so sorted.
+torch.median, torch.nanmedian and torch.kthvalue write one entry of the row so sorted. Integer
+tensors (int64, int32: Reformer's bucket keys, token indices) sort by the row sort, as themselves.
 
 Ties go to the lower index and NaN counts as the largest value. PyTorch's CUDA topk leaves the order
 of equal values unspecified, so only ties can differ from it."""
@@ -13,13 +14,16 @@ of equal values unspecified, so only ties can differ from it."""
 from __future__ import annotations
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 MAX_K = 32  # a lane keeps k candidates in registers (local memory beyond)
 MAX_ROW = 4096  # a row sorted whole: 8 bytes an entry of shared memory, 32 KiB (no opt-in past 48)
 SORT_THREADS = 512
 FLOATS = ("float32", "float16", "bfloat16")
+# A row sort's key in shared memory: floats (half and bfloat16 exactly) as float, integers as themselves.
+SORT_KEYS = {"float32": "float", "float16": "float", "bfloat16": "float", "int64": "long long", "int32": "int"}
+STATIC_SHARED = 48 << 10  # a block's static shared memory
 WARPS = 8  # rows a block takes at once
 
 
@@ -52,8 +56,8 @@ def _rows(ctx: EmitContext, x: Operand, dim: int, k: int) -> tuple[Operand | Non
 
 def emit_topk(ctx: EmitContext) -> Kernel:
     x = ctx.args.get("self")
-    if not isinstance(x, Operand) or x.dtype not in FLOATS:
-        raise NotSupported("topk of a non-float tensor")
+    if not isinstance(x, Operand) or x.dtype not in SORT_KEYS:
+        raise NotSupported(f"topk of a {getattr(x, 'dtype', 'non-tensor')} tensor")
     rank = len(x.shape)
     dim = ctx.args.get("dim", -1)
     k = ctx.args.get("k")
@@ -61,17 +65,18 @@ def emit_topk(ctx: EmitContext) -> Kernel:
         raise NotSupported("topk's k and dim")
     dim %= rank
     n = x.shape[dim]
-    if not 0 < k <= n or (k > MAX_K and n > MAX_ROW):
-        raise NotSupported(f"topk of {k} of {n} (at most {MAX_K}, or rows of at most {MAX_ROW})")
+    whole = k > MAX_K or x.dtype not in FLOATS  # (integers: through the row sort alone)
+    if not 0 < k <= n or (whole and n > MAX_ROW):
+        raise NotSupported(f"topk of {k} of {n} (at most {MAX_K} of floats, or rows of at most {MAX_ROW})")
     if ctx.args.get("sorted", True) is not True:
         raise NotSupported("topk(sorted=False)")  # PyTorch's unsorted order is its own
     largest = bool(ctx.args.get("largest", True))
-    if k > MAX_K:
+    if whole:
         return _row_sort(ctx, x, dim, k, largest, f"topk {k} {'largest' if largest else 'smallest'}")
     values, indices, rows, inner, body = _rows(ctx, x, dim, k)
     t = C_TYPES[x.dtype]
     name = ctx.name
-    outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
+    outs = _out_params(values, indices)
     lg = "true" if largest else "false"
     source = cuda_text.load("topk.cuh") + f"""
 // {name}: topk {k} {'largest' if largest else 'smallest'} of {n} along dim {dim} of {list(x.shape)}
@@ -104,27 +109,34 @@ __global__ void __launch_bounds__({WARPS * 32}) {name}_kernel(const {t}* __restr
                    f"topk {k} {'largest' if largest else 'smallest'} of {n} along dim {dim}, {rows} rows, a warp a row")
 
 
-def _kernel(name: str, x: Operand, outs: list[tuple[Operand, str]], rows: int, source: str, device: str,
+def _out_params(values: Operand | None, indices: Operand | None) -> list[tuple[Operand, str, str]]:
+    """(result, launcher parameter, role) of the values' then the indices' result, each where read."""
+    read = [(o, role) for o, role in ((values, "vals"), (indices, "idx")) if o is not None]
+    return [(o, f"out{i}", role) for i, (o, role) in enumerate(read)]
+
+
+def _kernel(name: str, x: Operand, outs: list[tuple[Operand, str, str]], rows: int, source: str, device: str,
             host_row: str, note: str) -> Kernel:
     """The kernel with its launchers: `device` launches it; on the CPU each row r runs `host_row`
     (a call missing its last argument, the function that writes result t of the row)."""
     t = C_TYPES[x.dtype]
     # (outs: the values' then the indices' results, each where read; values are floats, indices int64)
-    vals_ptr = f"static_cast<{t}*>({outs[0][1]})" if outs[0][0].dtype != "int64" else "nullptr"
-    idx_ptr = f"static_cast<long long*>({outs[-1][1]})" if outs[-1][0].dtype == "int64" else "nullptr"
-    raw = ["const void* in0", *[f"void* {p}" for _, p in outs]]
+    param = {role: p for _, p, role in outs}
+    vals_ptr = f"static_cast<{t}*>({param['vals']})" if "vals" in param else "nullptr"
+    idx_ptr = f"static_cast<long long*>({param['idx']})" if "idx" in param else "nullptr"
+    raw = ["const void* in0", *[f"void* {p}" for _, p, _ in outs]]
     casts = [f"  const auto x = static_cast<const {t}*>(in0);", f"  {t}* vals = {vals_ptr};",
              f"  long long* idx = {idx_ptr};"]
     host = (f"  for (long long r = 0; r < {rows}LL; ++r) {{\n"
             f"    {host_row}\n"
-            f"        [&](int t, float v, long long i) {{\n"
-            f"          if (vals) vals[{name}_out(r, t)] = sc_from_f<{t}>(v);\n"
+            f"        [&](int t, auto v, long long i) {{\n"
+            f"          if (vals) vals[{name}_out(r, t)] = sc_from_key<{t}>(v);\n"
             f"          if (idx) idx[{name}_out(r, t)] = i;\n"
             f"        }});\n  }}")
     return Kernel(
         name=name,
         inputs=[KernelArg(x.name, x.dtype)],
-        outputs=[KernelArg(o.name, o.dtype) for o, _ in outs],
+        outputs=[KernelArg(o.name, o.dtype) for o, _, _ in outs],
         source=source + launchers(name, raw, casts, device, host),
         ops=[note],
         host=True,
@@ -134,8 +146,8 @@ def _kernel(name: str, x: Operand, outs: list[tuple[Operand, str]], rows: int, s
 def emit_sort(ctx: EmitContext) -> Kernel:
     """torch.sort (stable or not: equal values keep their order either way) and torch.argsort."""
     x = ctx.args.get("self")
-    if not isinstance(x, Operand) or x.dtype not in FLOATS or not x.shape:
-        raise NotSupported("sort of a non-float tensor")
+    if not isinstance(x, Operand) or x.dtype not in SORT_KEYS or not x.shape:
+        raise NotSupported(f"sort of a {getattr(x, 'dtype', 'non-tensor')} tensor")
     dim = ctx.args.get("dim", -1)
     if type(dim) is not int:
         raise NotSupported("sort's dim")
@@ -164,7 +176,10 @@ def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, wha
     t = C_TYPES[x.dtype]
     name = ctx.name
     pad = 1 << max(1, (n - 1).bit_length())  # the bitonic network's width: a power of two
-    outs = [(o, f"out{i}") for i, o in enumerate(o for o in (values, indices) if o is not None)]
+    kt = SORT_KEYS[x.dtype]
+    if pad * (ITEM_SIZE[x.dtype if kt != "float" else "float32"] + 4) > STATIC_SHARED:
+        raise NotSupported(f"{what} of rows of {n}: {pad} {kt} keys and indices past a block's shared memory")
+    outs = _out_params(values, indices)
     lg = "true" if largest else "false"
     source = cuda_text.load("topk.cuh") + cuda_text.load("row_sort.cuh") + f"""
 // {name}: {what}, {k} of {n} along dim {dim} of {list(x.shape)}, a block a row
@@ -177,20 +192,20 @@ SC_INLINE long long {name}_out(long long r, long long t) {{
 }}
 #ifdef __CUDACC__
 __global__ void __launch_bounds__({SORT_THREADS}) {name}_kernel(const {t}* __restrict__ x, {t}* vals, long long* idx) {{
-  __shared__ float key[{pad}];
+  __shared__ {kt} key[{pad}];
   __shared__ int ix[{pad}];
   for (long long r = blockIdx.x; r < {rows}LL; r += gridDim.x) {{
     const long long base = {name}_row(r);
     for (int j = threadIdx.x; j < {pad}; j += blockDim.x) {{
       const bool in = j < {n};
-      key[j] = in ? sc_to_f(x[base + j * {x.strides[dim]}LL]) : 0.f;
+      key[j] = in ? sc_sort_key(x[base + j * {x.strides[dim]}LL]) : ({kt})0;
       ix[j] = in ? j : -1;
     }}
     __syncthreads();
     sc_row_sort_block<{lg}>(key, ix, {pad});
     for (int j = threadIdx.x; j < {k}; j += blockDim.x) {{
       const int s = sc_row_pick(key, {n}, {at}, {rule}) + j;
-      if (vals) vals[{name}_out(r, j)] = sc_from_f<{t}>(key[s]);
+      if (vals) vals[{name}_out(r, j)] = sc_from_key<{t}>(key[s]);
       if (idx) idx[{name}_out(r, j)] = ix[s];
     }}
     __syncthreads();  // (the next row overwrites the shared entries)
@@ -212,8 +227,8 @@ def emit_pick(ctx: EmitContext) -> Kernel:
     the sorted row's one entry, and its index."""
     op = ctx.node["op"]
     x = ctx.args.get("self")
-    if not isinstance(x, Operand) or x.dtype not in FLOATS or x.numel == 0:
-        raise NotSupported(f"{op} of a non-float or empty tensor")
+    if not isinstance(x, Operand) or x.dtype not in SORT_KEYS or x.numel == 0:
+        raise NotSupported(f"{op} of a {getattr(x, 'dtype', 'non-tensor')} or empty tensor")
     dim = ctx.args.get("dim")
     if dim is None:  # every element: a contiguous tensor as one row
         if op == "kthvalue" or not x.contiguous:

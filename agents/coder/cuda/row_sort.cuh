@@ -15,8 +15,8 @@
 #ifdef __CUDACC__
 // Sorts P (a power of two) entries of shared memory; entries with index -1 (the padding past the row's
 // end) go last. Every thread of the block takes part.
-template <bool LARGEST>
-__device__ __forceinline__ void sc_row_sort_block(float* key, int* ix, int P) {
+template <bool LARGEST, class K>
+__device__ __forceinline__ void sc_row_sort_block(K* key, int* ix, int P) {
   for (int k = 2; k <= P; k <<= 1) {
     for (int j = k >> 1; j > 0; j >>= 1) {
       for (int t = threadIdx.x; t < P; t += blockDim.x) {
@@ -27,7 +27,7 @@ __device__ __forceinline__ void sc_row_sort_block(float* key, int* ix, int P) {
         const bool l_first = pad_t != pad_l ? pad_t
                                             : (!pad_t && sc_topk_before<LARGEST>(key[l], ix[l], key[t], ix[t]));
         if (((t & k) == 0) == l_first) {
-          const float kv = key[t];
+          const K kv = key[t];
           key[t] = key[l];
           key[l] = kv;
           const int iv = ix[t];
@@ -52,7 +52,8 @@ SC_INLINE int sc_row_pick_from(int nan_at, int n, int at, int rule) {
 }
 
 // The same on a block's sorted keys: NaN sort last, so a binary search finds the first.
-SC_INLINE int sc_row_pick(const float* key, int n, int at, int rule) {
+template <class K>
+SC_INLINE int sc_row_pick(const K* key, int n, int at, int rule) {
   if (rule == 0) return at;
   int lo = 0, hi = n;
   while (lo < hi) {
@@ -67,9 +68,10 @@ SC_INLINE int sc_row_pick(const float* key, int n, int at, int rule) {
 template <bool LARGEST, class T, class Put>
 static void sc_row_sort_host(const T* x, long long base, long long stride, long long count, int K, int at, int rule,
                              Put put) {
-  std::vector<std::pair<float, long long>> row(count);
-  for (long long j = 0; j < count; ++j) row[j] = {sc_to_f(x[base + j * stride]), j};
-  std::sort(row.begin(), row.end(), [](const std::pair<float, long long>& a, const std::pair<float, long long>& b) {
+  using Key = decltype(sc_sort_key(x[0]));
+  std::vector<std::pair<Key, long long>> row(count);
+  for (long long j = 0; j < count; ++j) row[j] = {sc_sort_key(x[base + j * stride]), j};
+  std::sort(row.begin(), row.end(), [](const std::pair<Key, long long>& a, const std::pair<Key, long long>& b) {
     return sc_topk_before<LARGEST>(a.first, a.second, b.first, b.second);
   });
   int nan_at = 0;

@@ -10,9 +10,19 @@
 #ifndef SC_TOPK_H
 #define SC_TOPK_H
 
-// Whether (a, ia) comes before (b, ib) in the result.
-template <bool LARGEST>
-SC_INLINE bool sc_topk_before(float a, long long ia, float b, long long ib) {
+// A row's sort key: float for the floating types (half and bfloat16 exactly so), the integer itself
+// for int64 and int32; and back.
+SC_INLINE long long sc_sort_key(long long v) { return v; }
+SC_INLINE long long sc_sort_key(long v) { return v; }
+SC_INLINE int sc_sort_key(int v) { return v; }
+template <class T> SC_INLINE float sc_sort_key(T v) { return sc_to_f(v); }
+template <class T> SC_INLINE T sc_from_key(float k) { return sc_from_f<T>(k); }
+template <class T> SC_INLINE T sc_from_key(long long k) { return (T)k; }
+template <class T> SC_INLINE T sc_from_key(int k) { return (T)k; }
+
+// Whether (a, ia) comes before (b, ib) in the result (K: float, or an integer key, which is never NaN).
+template <bool LARGEST, class K>
+SC_INLINE bool sc_topk_before(K a, long long ia, K b, long long ib) {
   const bool na = a != a, nb = b != b;
   if (na != nb) return LARGEST ? na : nb;  // NaN first among the largest, last among the smallest
   if (!na && a != b) return LARGEST ? a > b : a < b;
