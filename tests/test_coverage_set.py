@@ -30,7 +30,7 @@ NOT_YET = {
     "graphsage_mean_bincount.py": "bincount",
     "norms_distances_zoo.py": "dist",
     "ntxent_simclr_loss.py": "nonzero",  # sim[mask] with a mask of shapes only
-    "order_stats_zoo.py": "cummax",  # and mode, histc
+    "order_stats_zoo.py": "histc",  # and mode
     "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
     "quantile_pinball_robust.py": "lerp_",  # torch.quantile's in-place steps (ceil_, lerp_, squeeze_)
