@@ -64,9 +64,20 @@ class MaxOfAminmax(nn.Module):
         return torch.aminmax(x, dim=0).max * 2
 
 
+class IqrScale(nn.Module):
+    """Robust scaling by torch.quantile's interquartile range (its C++ body: sort, then ceil_, lerp_
+    and in-place views on its fresh intermediates) and the median."""
+
+    def forward(self, x):
+        q = torch.quantile(x, torch.tensor([0.25, 0.75]), dim=1, keepdim=True)
+        med = torch.quantile(x, 0.5, dim=1, keepdim=True, interpolation="lower")
+        return (x - med) / (q[1] - q[0])
+
+
 CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
          "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9)),
-         "aminmax": (MinMaxScale, "aminmax", (5, 7)), "one result of aminmax": (MaxOfAminmax, "aminmax", (6, 4))}
+         "aminmax": (MinMaxScale, "aminmax", (5, 7)), "one result of aminmax": (MaxOfAminmax, "aminmax", (6, 4)),
+         "quantiles": (IqrScale, "lerp_", (6, 37))}
 
 
 @pytest.mark.usefixtures("isolated_cache")

@@ -33,7 +33,6 @@ NOT_YET = {
     "order_stats_zoo.py": "histc",  # and mode
     "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
-    "quantile_pinball_robust.py": "lerp_",  # torch.quantile's in-place steps (ceil_, lerp_, squeeze_)
     "segnet_maxunpool.py": "max_unpool2d",
     "shuffle_unfold_bilinear_ops.py": "_trilinear",  # nn.Bilinear
     "special_math_products.py": "block_diag",

@@ -111,13 +111,13 @@ def test_convolution_is_a_library_kernel_between_pointwise_groups(monkeypatch):
 
 
 def test_an_op_without_an_emitter_is_unsupported_with_a_reason():
-    class CumMax(nn.Module):
+    class Histogram(nn.Module):
         def forward(self, x):
-            return torch.relu(torch.cummax(x * 2, dim=-1).values)
+            return torch.relu(torch.histc(x * 2, bins=4))
 
-    p = plan_module(CumMax(), torch.randn(4, 6))
+    p = plan_module(Histogram(), torch.randn(4, 6))
     assert not p.supported
-    assert p.unsupported == ["aten.cummax.default: not supported by the built-in coder yet"]
+    assert p.unsupported == ["aten.histc.default: not supported by the built-in coder yet"]
     # The pointwise parts around it are still grouped: x * 2 before, relu after.
     assert [ops_of(p, g) for g in p.groups] == [["mul"], ["relu"]]
 
@@ -214,7 +214,7 @@ def test_hand_written_graph():
         {"name": "x", "op": "input", "kind": "arg", "index": 0, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
         {"name": "s", "op": "sigmoid", "target": "aten.sigmoid.default", "args": {"self": ref("x")},
          "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
-        {"name": "srt", "op": "kthvalue", "target": "aten.kthvalue.default", "args": {"self": ref("s"), "k": 2},
+        {"name": "srt", "op": "mode", "target": "aten.mode.default", "args": {"self": ref("s")},
          "view": False, "shape": None, "outputs": []},
         {"name": "v", "op": "getitem", "args": {"self": ref("srt"), "index": 0},
          "view": False, "shape": [4], "dtype": "float32", "stride": [1], "offset": 0},
@@ -223,7 +223,7 @@ def test_hand_written_graph():
         {"name": "output", "op": "output", "args": {"values": [ref("v"), ref("s")]}, "structure": "tuple"},
     ]  # fmt: skip
     p = planner.plan_graph(nodes, task="hand")
-    assert p.unsupported == ["aten.kthvalue.default: not supported by the built-in coder yet"]
+    assert p.unsupported == ["aten.mode.default: not supported by the built-in coder yet"]
     assert [g.outputs for g in p.groups] == [["s"]]
     assert any("never used" in n and "h" in n for n in p.notes)
 
@@ -310,7 +310,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
         "def get_init_inputs():\n    return []\n"
     )
     bad = tmp_path / "2_bad.py"
-    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.cummax(x, dim=-1).values"))
+    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.histc(x, bins=4)"))
     missing = tmp_path / "3_missing.py"
     missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     (tmp_path / "4_imports.py").write_text("import no_such_module_here\n" + good.read_text())
@@ -322,7 +322,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     # The linear layer, then softmax computing its bias and ReLU as it reads them (a prologue).
     assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "kernel"]
     assert "prologue" in rows[0]["groups"][1]["note"]
-    assert rows[1]["unsupported"] == ["aten.cummax.default: not supported by the built-in coder yet"]
+    assert rows[1]["unsupported"] == ["aten.histc.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
 
 
@@ -335,8 +335,8 @@ def test_plan_command_lists_a_few_reasons_per_file_unless_asked(tmp_path, capsys
         "import torch\nimport torch.nn as nn\n"
         "class Model(nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return (torch.cummax(x, 0).values.sum() + torch.kthvalue(x, 2, dim=-1).values.sum()\n"
-        "                + torch.mode(x, dim=-1).values.sum() + torch.median(x, dim=-1).values.sum()\n"
+        "        return (torch.dist(x, x * 2) + torch.block_diag(x, x).sum()\n"
+        "                + torch.mode(x, dim=-1).values.sum() + torch.nn.functional.pdist(x).sum()\n"
         "                + torch.renorm(x, 2, 0, 1.0).sum() + torch.histc(x, 4).sum())\n"
         "def get_inputs():\n    return [torch.randn(3, 8)]\n"
         "def get_init_inputs():\n    return []\n"

@@ -1,9 +1,10 @@
 """Ops traced in forms the emitters do not know, rewritten into forms they do, with the same value:
 
 - an in-place op on a fresh intermediate that nothing else reads (F.cosine_similarity's C++ body
-  clamps its norms with clamp_min_ below functionalisation's reach), or on one piece of a fresh
-  intermediate's split that nothing else reads (nn.LSTMCell's gates: sigmoid_ and tanh_ on the four
-  chunks of one matrix): its out-of-place twin;
+  clamps its norms with clamp_min_ below functionalisation's reach) or that only new tensors read
+  before it (torch.quantile's ceil_ and lerp_, and its in-place views unsqueeze_, transpose_ and
+  squeeze_), or on one piece of a fresh intermediate's split that nothing else reads (nn.LSTMCell's
+  gates: sigmoid_ and tanh_ on the four chunks of one matrix): its out-of-place twin;
 - log_sigmoid_forward (F.logsigmoid; its second result is a buffer for the backward pass):
   -softplus(-x), which is PyTorch's min(x, 0) - log1p(exp(-|x|)) in other words;
 - a sum of booleans (a count: nn.CrossEntropyLoss(label_smoothing=...) counts the targets it does
@@ -57,7 +58,11 @@ from stitchcuda.agents.graph import fresh_name as _fresh
 
 # In-place ops whose out-of-place twin the pointwise table has (the twin's overload name is the same).
 _IN_PLACE = ("clamp_min_", "clamp_max_", "clamp_", "relu_", "mul_", "div_", "add_", "sub_", "neg_", "abs_",
-             "sqrt_", "exp_", "tanh_", "sigmoid_", "pow_", "masked_fill_")
+             "sqrt_", "exp_", "tanh_", "sigmoid_", "pow_", "masked_fill_", "ceil_", "floor_", "round_", "trunc_",
+             "lerp_")
+# In-place views (torch.quantile's C++ body reshapes its result so) and their out-of-place twins' targets.
+_VIEWS_IN_PLACE = {"unsqueeze_": "aten.unsqueeze.default", "squeeze_": "aten.squeeze.dim",
+                   "transpose_": "aten.transpose.int", "t_": "aten.t.default"}
 _FRESH = ("input", "output")  # ops whose results are not fresh intermediates
 # Ops whose results (picked by getitem views of the op's input) are disjoint pieces of it.
 _SPLITS = ("split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind")
@@ -67,8 +72,9 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
     chosen = picks(graph)
     readers_all = readers_of(graph)
     casts = _bool_casts(graph, {n["name"]: n for n in graph}, readers_all)
+    order = {n["name"]: i for i, n in enumerate(graph)}
     return rewrite_nodes(graph, lambda node, nodes, readers, taken: ([casts[node["name"]]], set()) if node["name"] in casts
-                         else _out_of_place(node, nodes, readers, readers_all)
+                         else _out_of_place(node, nodes, readers, readers_all, order)
                          or _log_sigmoid(node, nodes, readers, taken, chosen) or _filled_empty(node, nodes, readers)
                          or _float_count(node, nodes, taken, readers_all) or _rrelu_eval(node, nodes, readers)
                          or _trace(node, nodes, taken) or _running_count(node, nodes, taken)
@@ -140,17 +146,25 @@ def _filled_empty(node: Node, nodes: dict[str, Node], readers: dict[str, int]) -
 
 
 def _out_of_place(node: Node, nodes: dict[str, Node], readers: dict[str, int],
-                  readers_of: dict[str, list[Node]]) -> tuple[list[Node], set[str]] | None:
-    if node["op"] not in _IN_PLACE:
+                  readers_of: dict[str, list[Node]], order: dict[str, int]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] not in _IN_PLACE and node["op"] not in _VIEWS_IN_PLACE:
         return None
     src = nodes.get(ref_name(node.get("args", {}).get("self")) or "")
-    # Read by this op alone, and either a fresh intermediate (no view of it: no other reader sees the
-    # write) or one piece of a fresh intermediate's one split (the other pieces are elsewhere in it).
-    if src is None or src["op"] in _FRESH or readers.get(src["name"], 0) != 1:
+    if src is None or src["op"] in _FRESH:
+        return None
+    # A fresh intermediate read by this op alone (no view of it: no other reader sees the write), or
+    # also before it by ops whose results are new tensors (torch.quantile's sub, then its ceil_);
+    # or one piece of a fresh intermediate's one split (the other pieces are elsewhere in it).
+    others = [r for r in readers_of.get(src["name"], []) if r["name"] != node["name"]]
+    if any(r.get("view") or order[r["name"]] > order[node["name"]] for r in others):
         return None
     piece = bool(src.get("view"))
-    if piece and not _split_piece(src, nodes, readers_of):
+    if piece and (others or not _split_piece(src, nodes, readers_of)):
         return None
+    if node["op"] in _VIEWS_IN_PLACE:  # the same metadata, now a view of the unchanged tensor
+        if piece:
+            return None
+        return [{**node, "op": node["op"][:-1], "target": _VIEWS_IN_PLACE[node["op"]], "view": True}], set()
     op = node["op"][:-1]
     target = node.get("target") or ""
     out = {**node, "op": op, "target": target.replace(f"aten.{node['op']}.", f"aten.{op}.", 1)}
