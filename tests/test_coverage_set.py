@@ -30,7 +30,7 @@ NOT_YET = {
     "graphsage_mean_bincount.py": "bincount",
     "norms_distances_zoo.py": "dist",
     "ntxent_simclr_loss.py": "nonzero",  # sim[mask] with a mask of shapes only
-    "order_stats_zoo.py": "histc",  # and mode
+    "order_stats_zoo.py": "mode",  # torch.mode of int64 votes
     "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
     "segnet_maxunpool.py": "max_unpool2d",

@@ -366,3 +366,68 @@ def test_compare_and_swap_reductions_build_clean_for_sm90(tmp_path, reduce):
     cand = builtin_candidate(ScatterReduce(reduce, False), _reduce_inputs()(), host=False)
     assert "atomicCAS(" in cand.files["fused_kernels.cu"]
     assert_builds_clean_for_sm90(cand, tmp_path / f"{reduce}.cu", cudnn_include_or_skip())
+
+
+class Histogram(nn.Module):
+    """Per-feature value histograms over a fixed range, of a strided view, normalised."""
+
+    def forward(self, x):
+        h = torch.histc(x.t() * 2, bins=16, min=-3.0, max=3.0)
+        return h / h.sum().clamp(min=1)
+
+
+def _histogram_input() -> torch.Tensor:
+    x = torch.randn(40, 30)
+    x[0, :4] = torch.tensor([1.5, -1.5, float("nan"), 4.0])  # the top and bottom edges, NaN, outside
+    return x
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_a_histogram_over_a_fixed_range_matches_pytorch(tmp_path):
+    """Counts per bin, the top edge in the last bin, NaN and values outside the range left out; a new
+    input set read each call."""
+    torch.manual_seed(0)
+    module, x = Histogram(), _histogram_input()
+    cand = builtin_candidate(module, [x])
+    new, _ = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for given in (x, torch.randn(40, 30) * 3):
+            torch.testing.assert_close(new(given), module(given), rtol=0, atol=1e-7)
+    raw = torch.histc(x.t() * 2, bins=16, min=-3.0, max=3.0)  # (the case holds what it is there for)
+    assert raw[0] >= 1 and raw[-1] >= 1 and raw.sum() < x.numel() - 1
+
+
+def test_a_histogram_of_the_datas_own_range_is_refused():
+    class DataRange(nn.Module):
+        def forward(self, x):
+            return torch.histc(x, bins=8)  # min = max = 0: the range is the data's
+
+    plan = planner.plan_graph(graph.trace_module(DataRange(), [torch.randn(5, 6)]))
+    assert not plan.supported and any("histc's range" in r for r in plan.unsupported), plan.unsupported
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_a_histogram_builds_clean_for_sm90(tmp_path):
+    from conftest import assert_builds_clean_for_sm90, cudnn_include_or_skip
+
+    cand = builtin_candidate(Histogram(), [_histogram_input()], host=False)
+    assert "atomicAdd(" in cand.files["fused_kernels.cu"]
+    assert_builds_clean_for_sm90(cand, tmp_path / "histc.cu", cudnn_include_or_skip())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_a_histogram_matches_pytorch_exactly(tmp_path, monkeypatch):
+    """Binned as PyTorch's CUDA kernel bins, in fp32: the same counts, bin for bin."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(2)
+    module, x = Histogram(), _histogram_input()
+    new, _ = load_model_new(builtin_candidate(module, [x], host=False), module, tmp_path)
+    new = new.cuda()
+    with torch.no_grad():
+        for given in (x, torch.randn(300, 200) * 3):
+            given = given.cuda()
+            torch.testing.assert_close(new(given), module(given), rtol=0, atol=0)

@@ -36,6 +36,19 @@ COMBINE = {
 }
 LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}  # scatter(..., reduce=) (scatter.reduce / value_reduce)
 
+# The atomic add, once per translation unit (fp32: atomicAdd; the CPU entry adds in order).
+_ADD = """#ifndef SC_SCATTER_ADD
+#define SC_SCATTER_ADD
+SC_INLINE void sc_scatter_add(float* at, float v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(at, v);
+#else
+  *at += v;
+#endif
+}
+#endif
+"""
+
 # The atomics, once per translation unit. Max and min compare as floats (a NaN, once there or sent,
 # stays, as torch.maximum's does), so they retry by compare-and-swap rather than use integer atomics.
 _ATOMICS = """#ifndef SC_SCATTER_ATOMICS
@@ -185,17 +198,7 @@ def _scatter(ctx: EmitContext) -> Kernel:
                              for stage, count, body, unread in passes)
     source_text = f"""
 // {name}: {op} along dim {dim} of {list(source.shape)} into {list(out.shape)}
-{WRAP_INDEX}#ifndef SC_SCATTER_ADD
-#define SC_SCATTER_ADD
-SC_INLINE void sc_scatter_add(float* at, float v) {{
-#ifdef __CUDA_ARCH__
-  atomicAdd(at, v);
-#else
-  *at += v;
-#endif
-}}
-#endif
-{_ATOMICS if reduce in ("prod", "amax", "amin") else ""}
+{WRAP_INDEX}{_ADD}{_ATOMICS if reduce in ("prod", "amax", "amin") else ""}
 {pro.loader(f"{name}_ld") if pro else ""}
 {kernels_text}
 {launchers(name, raw, casts, device, host)}"""
@@ -231,4 +234,43 @@ __global__ void __launch_bounds__({THREADS}) {name}_{stage}({params}) {{
 """
 
 
-EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter, "scatter_reduce": _scatter}
+def _histc(ctx: EmitContext) -> Kernel:
+    """torch.histc over a fixed range: the bins zeroed, then each element in [min, max] counted into
+    its bin by an atomic add (counts are whole numbers in fp32: exact in any order), binned as
+    PyTorch's CUDA kernel bins, in fp32: (x - min) * bins / (max - min), the top edge in the last
+    bin; values outside the range, and NaN, are left out."""
+    x, out = ctx.args.get("self"), (ctx.outputs or [None])[0]
+    bins, lo, hi = ctx.args.get("bins", 100), ctx.args.get("min", 0), ctx.args.get("max", 0)
+    if not isinstance(x, Operand) or x.dtype != "float32" or out is None or out.dtype != "float32":
+        raise NotSupported("histc of a tensor other than float32")
+    if type(bins) is not int or bins < 1 or tuple(out.shape) != (bins,):
+        raise NotSupported(f"histc's bins={bins!r}")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)) or not lo < hi:
+        # (min == max takes the range from the data: its values, which the plan cannot know)
+        raise NotSupported(f"histc's range min={lo!r}, max={hi!r} (a fixed range, min < max)")
+    name, n = ctx.name, x.numel
+    low, high = c_float(lo), c_float(hi)
+    params = "const float* __restrict__ x, float* __restrict__ y"
+    count = "\n".join([*(f"  {line}" for line in coords_of(x.shape, "s")),
+                       f"  const float v = x[{offset_of(x, [f'c{d}' for d in range(len(x.shape))])}];",
+                       f"  if (v >= {low} && v <= {high}) {{",
+                       f"    int b = (int)((v - {low}) * (float){bins}LL / ({high} - {low}));",
+                       f"    if (b == {bins}) b -= 1;",
+                       "    sc_scatter_add(&y[b], 1.0f);",
+                       "  }"])
+    passes = [("zero", bins, "  y[s] = 0.0f;", "(void)x;"), ("count", n, count, "")]
+    device = "\n".join(f"  if ({c}LL > 0) {name}_{stage}<<<sc_grid({c}LL), {THREADS}, 0, stream>>>(x, y);"
+                       for stage, c, _, _ in passes)
+    host = "\n".join(f"  for (int64_t e = 0; e < {c}LL; ++e) {name}_{stage}_one(e, x, y);" for stage, c, _, _ in passes)
+    kernels_text = "\n".join(_grid_pass(name, stage, c, body, unread, params, "x, y") for stage, c, body, unread in passes)
+    casts = ["  const auto x = static_cast<const float*>(in0);", "  const auto y = static_cast<float*>(out0);"]
+    source = f"""
+// {name}: histc of {list(x.shape)} into {bins} bins over [{lo}, {hi}]
+{_ADD}{kernels_text}
+{launchers(name, ["const void* in0", "void* out0"], casts, device, host)}"""
+    return Kernel(name=name, inputs=[KernelArg(x.name, "float32")], outputs=[KernelArg(out.name, "float32")],
+                  source=source, ops=[f"histc of {n} elements into {bins} bins (atomic adds)"], host=True)
+
+
+EMITTERS = {"index_add": _scatter, "scatter_add": _scatter, "scatter": _scatter, "scatter_reduce": _scatter,
+            "histc": _histc}
