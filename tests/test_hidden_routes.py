@@ -6,7 +6,9 @@ PyTorch or loosening what it is judged by, and now rejected in the worker itself
 - `_disable_current_modes` entered through contextlib.ExitStack (call_watch walks past every
   contextlib and functools frame to the caller);
 - a function copied under another file name (code.replace), which then reached the collector's
-  lists unseen and loosened the worker's tolerance objects (making a code object is refused).
+  lists unseen and loosened the worker's tolerance objects (making a code object is refused); the
+  same function written to a module in the worker's temp folder, where torch's generated code lives,
+  and imported from there (the candidate's writes and imports there are the candidate's code).
 
 The ExitStack one also rewrote the blind check witness's record of its ops: rejected before it
 runs."""
@@ -30,6 +32,7 @@ def opts(build_cache):
     ("hack_exit_stack_modes", "hidden-dispatch", "_disable_current_modes"),
     ("hack_launder_code_filename", "sandbox-introspect", "code object"),
     ("hack_launder_by_compile", "sandbox-introspect", "compile"),
+    ("hack_launder_by_temp_module", "sandbox-introspect", "gc.get_objects"),
 ])
 def test_it_is_rejected_in_the_worker(tmp_path, opts, stem, code, what):
     v = verify(hack_task("ref_affine"), hack_candidate(stem), tmp_path / "v", opts)

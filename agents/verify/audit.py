@@ -142,6 +142,7 @@ def install(policy: Policy) -> None:
     first = _state.policy is None
     _state.policy = policy
     _is_candidate.clear()
+    _brought.clear()
     _audit_native_writers()
     # The import system writes .pyc files next to modules it compiles: not the candidate's doing.
     sys.dont_write_bytecode = True
@@ -214,6 +215,12 @@ class Refused(PermissionError):
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event in ("exec", "open") and _state.policy is not None and not getattr(_state.local, "busy", False):
+        _state.local.busy = True
+        try:
+            _mark_brought_code(_state.policy, event, args)
+        finally:
+            _state.local.busy = False
     check = _CHECKS.get(event)
     # Reaching for the worker's objects is refused inside a window or out of one (a finaliser of
     # the candidate's, run by a collection in the worker's own code, is outside every window).
@@ -248,6 +255,11 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 
 
 _is_candidate: dict[str, bool] = {}  # a code file's name -> whether it is the candidate's
+# Files under `not_candidate` that are the candidate's all the same: written by its code, or run as
+# code while its code was on the stack (imported by it). A module the candidate wrote to the temp
+# folder and imported passed as torch's generated code there, and reached the collector's lists
+# unrefused (a red-team route, 2026-11-30: hack_launder_by_temp_module).
+_brought: set[str] = set()
 
 
 def _candidates_file(policy: Policy, name: str) -> bool:
@@ -257,9 +269,29 @@ def _candidates_file(policy: Policy, name: str) -> bool:
         known = False
         if name and not name.startswith("<"):
             real = os.path.realpath(name)
-            known = _under(real, policy.candidate) and not _under(real, policy.not_candidate)
+            known = _under(real, policy.candidate) and (not _under(real, policy.not_candidate) or real in _brought)
         _is_candidate[name] = known
     return known
+
+
+def _mark_brought_code(policy: Policy, event: str, args: tuple[Any, ...]) -> None:
+    """Count a file under `not_candidate` as the candidate's where its code writes it, or where code
+    from it starts to run (a module's import) while the candidate's code is on the stack. torch's
+    code generated there for the reference runs with no frame of the candidate's below it."""
+    if not policy.not_candidate:
+        return
+    if event == "exec":
+        code = args[0] if args else None
+        name = getattr(code, "co_filename", None)
+    else:
+        name = _path(args[0]) if args and _opens_to_write(args) else None
+    if not isinstance(name, str) or not name or name.startswith("<"):
+        return
+    real = os.path.realpath(name)
+    if real in _brought or not _under(real, policy.not_candidate) or not _candidates_doing(policy):
+        return
+    _brought.add(real)
+    _is_candidate.clear()
 
 
 def _stdlib_file(name: str) -> bool:
@@ -355,10 +387,14 @@ def _read(policy: Policy, raw: Any, verb: str = "read") -> tuple[str, str] | Non
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
+def _opens_to_write(args: tuple[Any, ...]) -> bool:
+    """Whether an "open" event's (path, mode, flags) open the file for writing."""
+    _, mode, flags = (list(args) + [None, None, None])[:3]
+    return any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+
+
 def _open(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
-    path, mode, flags = (list(args) + [None, None, None])[:3]
-    writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
-    return _write(policy, path) if writes else _read(policy, path)
+    return _write(policy, args[0]) if _opens_to_write(args) else _read(policy, args[0])
 
 
 def _process(what: Callable[[tuple[Any, ...]], str]) -> Callable[[Policy, tuple[Any, ...]], tuple[str, str]]:
