@@ -285,3 +285,63 @@ def test_an_int64_cast_read_as_an_integer_stays():
 
     plan = planner.plan_graph(graph.trace_module(Both(), [torch.randn(4, 5)]))
     assert any(n["op"] == "_to_copy" and n.get("dtype") == "int64" for n in plan.graph)
+
+
+class BilinearHead(nn.Module):
+    """nn.Bilinear on a sequence's features (a view of [B, T, I] as rows), then a ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.bil = nn.Bilinear(6, 9, 4)
+
+    def forward(self, a, b):
+        return torch.relu(self.bil(a, b))
+
+
+def test_bilinear_is_one_gemm_then_a_product_summed_and_means_the_same():
+    """F.bilinear's _trilinear becomes a GEMM of x1 with the weight laid out [I, O * J], then the
+    product with x2 summed over J: the rewritten graph, run as PyTorch code, gives nn.Bilinear's
+    result."""
+    import math
+
+    from stitchcuda.agents.coder.reference_math import render_reference
+    from stitchcuda.agents.graph import ref_name
+
+    torch.manual_seed(0)
+    module, a, b = BilinearHead(), torch.randn(2, 5, 6), torch.randn(2, 5, 9)
+    plan = planner.plan_graph(graph.trace_module(module, [a, b]))
+    assert plan.supported, plan.unsupported
+    ops = [n["op"] for n in plan.graph]
+    assert "_trilinear" not in ops and "mm" in ops
+    assert any(g.kind == "kernel" and g.note.startswith("mm ") for g in plan.groups), [g.note for g in plan.groups]
+    out = next(n for n in plan.graph if n["op"] == "output")
+    math_ = render_reference(plan.graph, ["a", "b"], ["bil.weight", "bil.bias"],
+                             [ref_name(v) for v in out["args"]["values"]])
+    space: dict = {"torch": torch, "math": math}
+    exec(math_.text, space)
+    with torch.no_grad():
+        for x, y in ((a, b), (torch.randn(2, 5, 6) * 3, torch.randn(2, 5, 9))):
+            got = space["_reference"]([x, y], [module.bil.weight, module.bil.bias])[0]
+            torch.testing.assert_close(got, module(x, y), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_bilinear_matches(tmp_path, monkeypatch):
+    from conftest import builtin_candidate, outputs_on_the_gpu
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(1)
+    module = BilinearHead()
+    args = [torch.randn(2, 5, 6), torch.randn(2, 5, 9)]
+    got, want = outputs_on_the_gpu(builtin_candidate(module, args, host=False), module, args, tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)  # a TF32 matmul: KernelBench's 1e-2
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_bilinear_builds_clean_for_sm90(tmp_path):
+    from conftest import assert_builds_clean_for_sm90, builtin_candidate, cudnn_include_or_skip
+
+    cand = builtin_candidate(BilinearHead(), [torch.randn(2, 5, 6), torch.randn(2, 5, 9)], host=False)
+    assert_builds_clean_for_sm90(cand, tmp_path / "bilinear.cu", cudnn_include_or_skip())

@@ -35,7 +35,9 @@
 - a running count: cumsum of booleans (or of their integer cast) along fewer than 2**24 elements,
   as HF's RoBERTa/XLM-R/BART make position ids from the non-padding mask: the booleans cast to
   float32, summed by the float scan (exact there) and cast to int64, the same integers;
-- aminmax (a range for min-max scaling, a quantiser's observer): amin and amax, each result read.
+- aminmax (a range for min-max scaling, a quantiser's observer): amin and amax, each result read;
+- _trilinear in F.bilinear's form (nn.Bilinear: x1 [B, I], its weight [O, I, J], x2 [B, J]): one
+  GEMM of x1 with the weight laid out [I, O * J], then the product with x2 summed over J.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -80,7 +82,8 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          or _trace(node, nodes, taken) or _running_count(node, nodes, taken)
                          or _count(node, nodes, taken) or _any_all(node, nodes, taken)
                          or _index_put(node, nodes, taken) or _dot(node, nodes, taken)
-                         or _binary_cross_entropy(node, nodes, taken) or _aminmax(node, nodes, chosen))
+                         or _binary_cross_entropy(node, nodes, taken) or _aminmax(node, nodes, chosen)
+                         or _bilinear(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -473,3 +476,46 @@ def _aminmax(node: Node, nodes: dict[str, Node], chosen: dict[str, list[Node]]) 
              "args": {"self": node["args"]["self"], "dim": dims, "keepdim": bool(node["args"].get("keepdim", False))},
              "view": False} for g in gets]
     return made, {g["name"] for g in gets}
+
+
+def _bilinear(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "_trilinear" or node.get("dtype") not in _FLOATS:
+        return None
+    a = node["args"]
+    x1, w, x2 = (nodes.get(ref_name(a.get(k)) or "") for k in ("i1", "i2", "i3"))
+    form = (list(a.get("expand1") or []), list(a.get("expand2") or []), list(a.get("expand3") or []),
+            list(a.get("sumdim") or []))
+    if x1 is None or w is None or x2 is None or form != ([1, 3], [0], [1, 2], [2, 3]):
+        return None
+    if len(x1.get("shape") or []) != 2 or len(w.get("shape") or []) != 3 or len(x2.get("shape") or []) != 2:
+        return None
+    (b, i), (o, i_w, j), (b2, j2) = x1["shape"], w["shape"], x2["shape"]
+    if (i, b, j) != (i_w, b2, j2) or not x1["dtype"] == w["dtype"] == x2["dtype"] == node["dtype"]:
+        return None
+    base, dtype = node["name"], node["dtype"]
+    ws = w["stride"]
+
+    def made(suffix: str, op: str, args: dict, shape: list[int], stride: list[int], target: str, *,
+             view: bool = False, offset: int = 0) -> Node:
+        return new_node(_fresh(taken, f"{base}_{suffix}"), op, args, shape, stride, dtype, view=view,
+                        offset=offset, target=target)
+
+    # The weight [O, I, J] as [I, O * J]: a permuted view, made contiguous, then flattened.
+    perm = made("w_perm", "permute", {"self": ref(w["name"]), "dims": [1, 0, 2]}, [i, o, j], [ws[1], ws[0], ws[2]],
+                "aten.permute.default", view=True, offset=w.get("offset", 0))
+    packed = made("w_packed", "clone", {"self": ref(perm["name"]), "memory_format": "torch.contiguous_format"}, [i, o, j],
+                  contiguous_strides([i, o, j]), "aten.clone.default")
+    flat = made("w_flat", "view", {"self": ref(packed["name"]), "size": [i, o * j]}, [i, o * j], [o * j, 1],
+                "aten.view.default", view=True)
+    prod = made("x1w", "mm", {"self": ref(x1["name"]), "mat2": ref(flat["name"])}, [b, o * j], [o * j, 1],
+                "aten.mm.default")
+    per = made("x1w_oj", "view", {"self": ref(prod["name"]), "size": [b, o, j]}, [b, o, j], [o * j, j, 1],
+               "aten.view.default", view=True)
+    xs = x2["stride"]
+    x2v = made("x2_b1j", "view", {"self": ref(x2["name"]), "size": [b, 1, j]}, [b, 1, j], [xs[0], xs[1], xs[1]],
+               "aten.view.default", view=True, offset=x2.get("offset", 0))
+    terms = made("terms", "mul", {"self": ref(per["name"]), "other": ref(x2v["name"])}, [b, o, j],
+                 contiguous_strides([b, o, j]), "aten.mul.Tensor")
+    return [perm, packed, flat, prod, per, x2v, terms,
+            {**node, "op": "sum", "target": "aten.sum.dim_IntList",
+             "args": {"self": ref(terms["name"]), "dim": [2], "keepdim": False, "dtype": None}}], set()
