@@ -74,10 +74,19 @@ class IqrScale(nn.Module):
         return (x - med) / (q[1] - q[0])
 
 
+class PoolUnpool(nn.Module):
+    """SegNet's encoder-decoder step: max pooling with indices, work on the pooled map, max unpooling
+    to the input's size (an odd width: the last column is never a maximum, so stays zero)."""
+
+    def forward(self, x):
+        y, i = nn.functional.max_pool2d(x, 2, return_indices=True)
+        return nn.functional.max_unpool2d(torch.relu(y) * 2, i, 2, output_size=x.shape[-2:])
+
+
 CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
          "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9)),
          "aminmax": (MinMaxScale, "aminmax", (5, 7)), "one result of aminmax": (MaxOfAminmax, "aminmax", (6, 4)),
-         "quantiles": (IqrScale, "lerp_", (6, 37))}
+         "quantiles": (IqrScale, "lerp_", (6, 37)), "max unpooling": (PoolUnpool, "max_unpool2d", (2, 3, 8, 9))}
 
 
 @pytest.mark.usefixtures("isolated_cache")
@@ -345,3 +354,23 @@ def test_bilinear_builds_clean_for_sm90(tmp_path):
 
     cand = builtin_candidate(BilinearHead(), [torch.randn(2, 5, 6), torch.randn(2, 5, 9)], host=False)
     assert_builds_clean_for_sm90(cand, tmp_path / "bilinear.cu", cudnn_include_or_skip())
+
+
+@needs_nvcc
+@pytest.mark.usefixtures("isolated_cache")
+def test_max_unpooling_builds_clean_for_sm90(tmp_path):
+    from conftest import assert_builds_clean_for_sm90, builtin_candidate, cudnn_include_or_skip
+
+    cand = builtin_candidate(PoolUnpool(), [torch.randn(2, 3, 8, 9)], host=False)
+    assert_builds_clean_for_sm90(cand, tmp_path / "unpool.cu", cudnn_include_or_skip())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_max_unpooling_matches(tmp_path, monkeypatch):
+    from conftest import builtin_candidate, outputs_on_the_gpu
+
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    module, args = PoolUnpool(), [torch.randn(4, 16, 32, 33)]
+    got, want = outputs_on_the_gpu(builtin_candidate(module, args, host=False), module, args, tmp_path)
+    torch.testing.assert_close(got, want)

@@ -33,7 +33,6 @@ NOT_YET = {
     "order_stats_zoo.py": "mode",  # torch.mode of int64 votes
     "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
-    "segnet_maxunpool.py": "max_unpool2d",
     "special_math_products.py": "block_diag",
     "universal_transformer_act.py": "_local_scalar_dense",  # a while loop on tensor values
     "zca_whitening_eigh.py": "_linalg_eigh",

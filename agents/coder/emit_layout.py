@@ -63,8 +63,9 @@ def coords_of(shape: Sequence[int], var: str) -> list[str]:
     lines = [f"{t} r = ({t}){var};"]
     for d in reversed(range(len(shape))):
         lines.append(f"const {t} c0 = r;" if d == 0 else f"const {t} c{d} = r % {shape[d]}; r /= {shape[d]};")
-    # (a coordinate of a size-1 dim has no term in an offset: marked used, the build stays warning-free)
-    return [*lines, "(void)r;", *(f"(void)c{d};" for d in range(len(shape)) if shape[d] == 1)]
+    # (a size-1 dim's coordinate has no term in an offset, and a fill reads none: each marked used,
+    # the build stays warning-free)
+    return [*lines, "(void)r;", *(f"(void)c{d};" for d in range(len(shape)))]
 
 
 def offset_of(src: Operand, coords: Sequence[str]) -> str:

@@ -37,7 +37,9 @@
   float32, summed by the float scan (exact there) and cast to int64, the same integers;
 - aminmax (a range for min-max scaling, a quantiser's observer): amin and amax, each result read;
 - _trilinear in F.bilinear's form (nn.Bilinear: x1 [B, I], its weight [O, I, J], x2 [B, J]): one
-  GEMM of x1 with the weight laid out [I, O * J], then the product with x2 summed over J.
+  GEMM of x1 with the weight laid out [I, O * J], then the product with x2 summed over J;
+- max_unpool2d (SegNet's and ENet's decoders): each value stored at its index in a zeroed plane, a
+  scatter along the flattened plane.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -83,7 +85,7 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          or _count(node, nodes, taken) or _any_all(node, nodes, taken)
                          or _index_put(node, nodes, taken) or _dot(node, nodes, taken)
                          or _binary_cross_entropy(node, nodes, taken) or _aminmax(node, nodes, chosen)
-                         or _bilinear(node, nodes, taken))
+                         or _bilinear(node, nodes, taken) or _max_unpool(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -519,3 +521,30 @@ def _bilinear(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list
     return [perm, packed, flat, prod, per, x2v, terms,
             {**node, "op": "sum", "target": "aten.sum.dim_IntList",
              "args": {"self": ref(terms["name"]), "dim": [2], "keepdim": False, "dtype": None}}], set()
+
+
+def _max_unpool(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "max_unpool2d" or node.get("dtype") not in _FLOATS or len(node.get("shape") or []) != 4:
+        return None
+    x, idx = (nodes.get(ref_name(node["args"].get(k)) or "") for k in ("self", "indices"))
+    if x is None or idx is None or idx.get("dtype") != "int64" or x.get("shape") != idx.get("shape") \
+            or len(x["shape"]) != 4:
+        return None
+    n, c, h, w = x["shape"]
+    out_hw = node["shape"][2] * node["shape"][3]
+    base, dtype = node["name"], node["dtype"]
+    views = []
+    for t, suffix in ((x, "values"), (idx, "indices")):
+        if t["stride"] != contiguous_strides(t["shape"]):
+            return None  # (a view of a strided tensor as rows would need a copy)
+        views.append(new_node(_fresh(taken, f"{base}_{suffix}"), "view", {"self": ref(t["name"]), "size": [n, c, h * w]},
+                              [n, c, h * w], [c * h * w, h * w, 1], t["dtype"], view=True,
+                              offset=t.get("offset", 0), target="aten.view.default"))
+    zeros = new_node(_fresh(taken, f"{base}_zeros"), "new_zeros",
+                     {"self": ref(x["name"]), "size": [n, c, out_hw], "dtype": None, "layout": None, "device": None,
+                      "pin_memory": None}, [n, c, out_hw], [c * out_hw, out_hw, 1], dtype, view=False)
+    planes = new_node(_fresh(taken, f"{base}_planes"), "scatter",
+                      {"self": ref(zeros["name"]), "dim": 2, "index": ref(views[1]["name"]), "src": ref(views[0]["name"])},
+                      [n, c, out_hw], [c * out_hw, out_hw, 1], dtype, view=False, target="aten.scatter.src")
+    return [*views, zeros, planes, {**node, "op": "view", "target": "aten.view.default", "view": True,
+                                    "args": {"self": ref(planes["name"]), "size": list(node["shape"])}}], set()
