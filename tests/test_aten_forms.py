@@ -83,10 +83,19 @@ class PoolUnpool(nn.Module):
         return nn.functional.max_unpool2d(torch.relu(y) * 2, i, 2, output_size=x.shape[-2:])
 
 
+class MaxNormAndDistances(nn.Module):
+    """A max-norm constraint on columns (some over it, some not) and two distances between halves."""
+
+    def forward(self, x):
+        a, b = x[:, :4], x[:, 4:]
+        return torch.renorm(x * 2, p=2, dim=1, maxnorm=3.0) + torch.dist(a, b, p=1) + torch.dist(a, b)
+
+
 CASES = {"cosine similarity": (CosineSimilarity, "clamp_min_", (3, 8)), "logsigmoid": (LogSigmoid, "log_sigmoid_forward", (4, 9)),
          "bce with logits": (BCEWithLogits, "empty_like", (3, 8)), "cosine embedding loss": (CosineEmbeddingLoss, "fill_", (6, 9)),
          "aminmax": (MinMaxScale, "aminmax", (5, 7)), "one result of aminmax": (MaxOfAminmax, "aminmax", (6, 4)),
-         "quantiles": (IqrScale, "lerp_", (6, 37)), "max unpooling": (PoolUnpool, "max_unpool2d", (2, 3, 8, 9))}
+         "quantiles": (IqrScale, "lerp_", (6, 37)), "max unpooling": (PoolUnpool, "max_unpool2d", (2, 3, 8, 9)),
+         "renorm and dist": (MaxNormAndDistances, "renorm", (3, 8))}
 
 
 @pytest.mark.usefixtures("isolated_cache")

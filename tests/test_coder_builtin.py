@@ -473,12 +473,12 @@ def test_model_new_keeps_the_reference_signatures_and_state(tmp_path, monkeypatc
 
 
 def test_code_returns_none_for_unsupported_plans(tmp_path):
-    src = tmp_path / "renorm.py"
+    src = tmp_path / "pdist.py"
     src.write_text(
         "import torch\nimport torch.nn as nn\n"
         "class Model(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n"
-        "    def forward(self, x):\n        return torch.relu(torch.renorm(x, 2, 0, 1.0))\n"
+        "    def forward(self, x):\n        return torch.relu(torch.nn.functional.pdist(x.flatten(1)))\n"
         "def get_inputs():\n    return [torch.randn(1, 3, 8, 8)]\n"
         "def get_init_inputs():\n    return []\n"
     )

@@ -28,7 +28,6 @@ NOT_YET = {
     "glow_actnorm_inv1x1.py": "_linalg_slogdet",
     "gp_cholesky_nll.py": "linalg_cholesky_ex",
     "graphsage_mean_bincount.py": "bincount",
-    "norms_distances_zoo.py": "dist",
     "ntxent_simclr_loss.py": "nonzero",  # sim[mask] with a mask of shapes only
     "order_stats_zoo.py": "mode",  # torch.mode of int64 votes
     "pnn_inner_product_tril.py": "tril_indices",

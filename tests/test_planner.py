@@ -111,13 +111,13 @@ def test_convolution_is_a_library_kernel_between_pointwise_groups(monkeypatch):
 
 
 def test_an_op_without_an_emitter_is_unsupported_with_a_reason():
-    class Renorm(nn.Module):
+    class PairwiseDistances(nn.Module):
         def forward(self, x):
-            return torch.relu(torch.renorm(x * 2, 2, 0, 1.0))
+            return torch.relu(torch.nn.functional.pdist(x * 2))
 
-    p = plan_module(Renorm(), torch.randn(4, 6))
+    p = plan_module(PairwiseDistances(), torch.randn(4, 6))
     assert not p.supported
-    assert p.unsupported == ["aten.renorm.default: not supported by the built-in coder yet"]
+    assert p.unsupported == ["aten._pdist_forward.default: not supported by the built-in coder yet"]
     # The pointwise parts around it are still grouped: x * 2 before, relu after.
     assert [ops_of(p, g) for g in p.groups] == [["mul"], ["relu"]]
 
@@ -310,7 +310,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
         "def get_init_inputs():\n    return []\n"
     )
     bad = tmp_path / "2_bad.py"
-    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.renorm(x, 2, 0, 1.0)"))
+    bad.write_text(good.read_text().replace("torch.softmax(torch.relu(self.fc(x)), dim=-1)", "torch.nn.functional.pdist(x)"))
     missing = tmp_path / "3_missing.py"
     missing.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     (tmp_path / "4_imports.py").write_text("import no_such_module_here\n" + good.read_text())
@@ -322,7 +322,7 @@ def test_plan_command_reports_coverage_and_reasons(tmp_path, capsys):
     # The linear layer, then softmax computing its bias and ReLU as it reads them (a prologue).
     assert [g["kind"] for g in rows[0]["groups"]] == ["kernel", "kernel"]
     assert "prologue" in rows[0]["groups"][1]["note"]
-    assert rows[1]["unsupported"] == ["aten.renorm.default: not supported by the built-in coder yet"]
+    assert rows[1]["unsupported"] == ["aten._pdist_forward.default: not supported by the built-in coder yet"]
     assert "get_inputs" in rows[2]["unsupported"][0]
 
 
@@ -335,9 +335,9 @@ def test_plan_command_lists_a_few_reasons_per_file_unless_asked(tmp_path, capsys
         "import torch\nimport torch.nn as nn\n"
         "class Model(nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return (torch.dist(x, x * 2) + torch.block_diag(x, x).sum()\n"
+        "        return (torch.linalg.slogdet(x[:, :3]).logabsdet.sum() + torch.block_diag(x, x).sum()\n"
         "                + torch.mode(x, dim=-1).values.sum() + torch.nn.functional.pdist(x).sum()\n"
-        "                + torch.renorm(x, 2, 0, 1.0).sum() + torch.linalg.det(x[:, :3]).sum())\n"
+        "                + torch.linalg.inv(x[:, :3]).sum() + torch.linalg.det(x[:, :3]).sum())\n"
         "def get_inputs():\n    return [torch.randn(3, 8)]\n"
         "def get_init_inputs():\n    return []\n"
     )

@@ -39,7 +39,10 @@
 - _trilinear in F.bilinear's form (nn.Bilinear: x1 [B, I], its weight [O, I, J], x2 [B, J]): one
   GEMM of x1 with the weight laid out [I, O * J], then the product with x2 summed over J;
 - max_unpool2d (SegNet's and ENet's decoders): each value stored at its index in a zeroed plane, a
-  scatter along the flattened plane.
+  scatter along the flattened plane;
+- dist (torch.dist(a, b, p)): the p-norm of a - b over every element;
+- renorm (a max-norm constraint, torch.renorm(x, p, dim, maxnorm)): each slice along `dim` scaled by
+  maxnorm / (its p-norm + 1e-7) where that norm exceeds maxnorm, as ATen's renorm computes it.
 
 Each replacement keeps the name its readers use. Found by a sweep of user-style modules, 2026-11-29."""
 
@@ -85,7 +88,8 @@ def rewrite_aten_forms(graph: list[Node]) -> list[Node]:
                          or _count(node, nodes, taken) or _any_all(node, nodes, taken)
                          or _index_put(node, nodes, taken) or _dot(node, nodes, taken)
                          or _binary_cross_entropy(node, nodes, taken) or _aminmax(node, nodes, chosen)
-                         or _bilinear(node, nodes, taken) or _max_unpool(node, nodes, taken))
+                         or _bilinear(node, nodes, taken) or _max_unpool(node, nodes, taken)
+                         or _dist(node, nodes, taken) or _renorm(node, nodes, taken))
 
 
 def _bool_casts(graph: list[Node], nodes: dict[str, Node], readers: dict[str, list[Node]]) -> dict[str, Node]:
@@ -548,3 +552,48 @@ def _max_unpool(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[li
                       [n, c, out_hw], [c * out_hw, out_hw, 1], dtype, view=False, target="aten.scatter.src")
     return [*views, zeros, planes, {**node, "op": "view", "target": "aten.view.default", "view": True,
                                     "args": {"self": ref(planes["name"]), "size": list(node["shape"])}}], set()
+
+
+def _dist(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "dist" or node.get("dtype") not in _FLOATS:
+        return None
+    a, b = (nodes.get(ref_name(node["args"].get(k)) or "") for k in ("self", "other"))
+    p = node["args"].get("p", 2)
+    if a is None or b is None or a.get("shape") is None or a.get("shape") != b.get("shape") \
+            or not isinstance(p, int | float) or isinstance(p, bool):
+        return None
+    shape = list(a["shape"])
+    diff = new_node(_fresh(taken, f"{node['name']}_diff"), "sub", {"self": ref(a["name"]), "other": ref(b["name"]), "alpha": 1},
+                    shape, contiguous_strides(shape), node["dtype"], view=False, target="aten.sub.Tensor")
+    return [diff, {**node, "op": "linalg_vector_norm", "target": "aten.linalg_vector_norm.default",
+                   "args": {"self": ref(diff["name"]), "ord": p, "dim": None, "keepdim": False, "dtype": None}}], set()
+
+
+def _renorm(node: Node, nodes: dict[str, Node], taken: set[str]) -> tuple[list[Node], set[str]] | None:
+    if node["op"] != "renorm" or node.get("dtype") not in _FLOATS:
+        return None
+    a = node["args"]
+    x = nodes.get(ref_name(a.get("self")) or "")
+    p, dim, maxnorm = a.get("p"), a.get("dim"), a.get("maxnorm")
+    if x is None or not x.get("shape") or type(dim) is not int \
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (p, maxnorm)):
+        return None
+    shape, dtype, base = list(x["shape"]), node["dtype"], node["name"]
+    dim %= len(shape)
+    kept = [n if d == dim else 1 for d, n in enumerate(shape)]
+    strides = contiguous_strides(kept)
+
+    def made(suffix: str, op: str, args: dict, target: str, out_dtype: str = dtype) -> Node:
+        return new_node(_fresh(taken, f"{base}_{suffix}"), op, args, kept, strides, out_dtype, view=False, target=target)
+
+    norm = made("norm", "linalg_vector_norm", {"self": ref(x["name"]), "ord": p,
+                                               "dim": [d for d in range(len(shape)) if d != dim], "keepdim": True,
+                                               "dtype": None}, "aten.linalg_vector_norm.default")
+    over = made("over", "gt", {"self": ref(norm["name"]), "other": maxnorm}, "aten.gt.Scalar", "bool")
+    padded = made("padded", "add", {"self": ref(norm["name"]), "other": 1e-7, "alpha": 1}, "aten.add.Tensor")
+    inv = made("inv", "reciprocal", {"self": ref(padded["name"])}, "aten.reciprocal.default")
+    scaled = made("scaled", "mul", {"self": ref(inv["name"]), "other": maxnorm}, "aten.mul.Tensor")
+    factor = made("factor", "where", {"condition": ref(over["name"]), "self": ref(scaled["name"]), "other": 1.0},
+                  "aten.where.ScalarOther")
+    return [norm, over, padded, inv, scaled, factor,
+            {**node, "op": "mul", "target": "aten.mul.Tensor", "args": {"self": ref(x["name"]), "other": ref(factor["name"])}}], set()
