@@ -302,3 +302,52 @@ def test_a_finaliser_of_the_candidate_s_run_outside_every_window_is_still_refuse
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out == {"found": [], "findings": ["sandbox-introspect"]}, (out, p.stderr[-2000:])
+
+
+_PLANTED = """
+import json, os, runpy, sys
+from stitchcuda.agents.verify import audit
+run = {run!r}
+audit.install(audit.Policy(writable=[run], readable=[], home=None, trusted=audit.trusted_builders(),
+                           candidate=[run], not_candidate=[run + "/tmp"]))
+os.makedirs(run + "/tmp", exist_ok=True)
+# Written outside the hook's sight, as the candidate's native code could write it.
+with open(run + "/tmp/{module}.py", "w") as f:
+    f.write("import gc\\ndef look():\\n    return len(gc.get_objects())\\n")
+outcome = "allowed"
+try:
+    with audit.window():
+        runpy.run_path({cand!r})
+    with audit.window():  # the worker's own import, later, with no frame of the candidate's below it
+        __import__({module!r}).look()
+except PermissionError as e:
+    outcome = "refused: " + str(e)
+print(json.dumps({{"outcome": outcome}}))
+"""
+
+
+@pytest.mark.parametrize("arrange", [
+    "sys.path.insert(0, os.path.join(os.path.dirname(__file__), 'tmp'))",
+    # a finder of its own on sys.meta_path, which hands the planted file to the standard loader
+    "import importlib.util\n"
+    "class Finder:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'planted_by_finder':\n"
+    "            f = os.path.join(os.path.dirname(__file__), 'tmp', name + '.py')\n"
+    "            return importlib.util.spec_from_file_location(name, f)\n"
+    "sys.meta_path.insert(0, Finder())",
+], ids=["sys.path", "a finder"])
+def test_a_module_planted_in_the_temp_folder_runs_as_the_candidate_s(tmp_path, arrange):
+    """The temp folder holds torch's generated code, which is not the candidate's; a module planted
+    there and imported later by the worker's own code, through an import path the candidate
+    arranged, is: its reach for the collector's lists is refused."""
+    run = tmp_path / "run"
+    run.mkdir()
+    cand = run / "model_new.py"
+    cand.write_text("import os, sys\n" + arrange + "\n")
+    module = "planted_by_finder" if "Finder" in arrange else "planted_on_path"
+    p = subprocess.run([sys.executable, "-c", _PLANTED.format(run=str(run), cand=str(cand), module=module)],
+                       capture_output=True, text=True, timeout=120, cwd=run)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["outcome"].startswith("refused") and "gc.get_objects" in out["outcome"], out

@@ -276,8 +276,9 @@ def _candidates_file(policy: Policy, name: str) -> bool:
 
 def _mark_brought_code(policy: Policy, event: str, args: tuple[Any, ...]) -> None:
     """Count a file under `not_candidate` as the candidate's where its code writes it, or where code
-    from it starts to run (a module's import) while the candidate's code is on the stack. torch's
-    code generated there for the reference runs with no frame of the candidate's below it."""
+    from it starts to run (a module's import) while the candidate's code is on the stack or the
+    candidate has altered the import system. torch's code generated there for the reference runs
+    with no frame of the candidate's below it, loaded by path."""
     if not policy.not_candidate:
         return
     if event == "exec":
@@ -288,10 +289,32 @@ def _mark_brought_code(policy: Policy, event: str, args: tuple[Any, ...]) -> Non
     if not isinstance(name, str) or not name or name.startswith("<"):
         return
     real = os.path.realpath(name)
-    if real in _brought or not _under(real, policy.not_candidate) or not _candidates_doing(policy):
+    if real in _brought or not _under(real, policy.not_candidate):
+        return
+    if not _candidates_doing(policy) and not (event == "exec" and _import_system_altered(policy)):
         return
     _brought.add(real)
     _is_candidate.clear()
+
+
+def _import_system_altered(policy: Policy) -> bool:
+    """Whether code from the temp folder may be running because the candidate arranged it: a folder
+    under it on sys.path (torch loads its generated modules by path, never through sys.path), or a
+    finder or path hook of the candidate's own classes. A module planted there (by native code,
+    which raises no audit event) and imported later by the worker's own code would otherwise run as
+    torch's."""
+    for entry in list(sys.path):
+        if isinstance(entry, str) and entry and _under(os.path.realpath(entry), policy.not_candidate):
+            return True
+    for hook in [*sys.meta_path, *sys.path_hooks]:
+        # (a finder's or hook's code: a function's own, or its class's methods')
+        cls = hook if isinstance(hook, type) else type(hook)
+        functions = [hook] if hasattr(hook, "__code__") else [v for k in cls.__mro__ for v in vars(k).values()]
+        for f in functions:
+            file = getattr(getattr(getattr(f, "__func__", f), "__code__", None), "co_filename", None)
+            if isinstance(file, str) and _candidates_file(policy, file):
+                return True
+    return False
 
 
 def _stdlib_file(name: str) -> bool:
