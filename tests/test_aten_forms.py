@@ -343,19 +343,6 @@ def test_bilinear_is_one_gemm_then_a_product_summed_and_means_the_same():
             torch.testing.assert_close(got, module(x, y), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_the_gpu_bilinear_matches(tmp_path, monkeypatch):
-    from conftest import builtin_candidate, outputs_on_the_gpu
-
-    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    torch.manual_seed(1)
-    module = BilinearHead()
-    args = [torch.randn(2, 5, 6), torch.randn(2, 5, 9)]
-    got, want = outputs_on_the_gpu(builtin_candidate(module, args, host=False), module, args, tmp_path)
-    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)  # a TF32 matmul: KernelBench's 1e-2
-
-
 @needs_nvcc
 @pytest.mark.usefixtures("isolated_cache")
 def test_bilinear_builds_clean_for_sm90(tmp_path):
@@ -376,10 +363,15 @@ def test_max_unpooling_builds_clean_for_sm90(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_the_gpu_max_unpooling_matches(tmp_path, monkeypatch):
+@pytest.mark.parametrize("make,shapes,tol", [
+    (BilinearHead, [(2, 5, 6), (2, 5, 9)], 1e-2),  # a TF32 matmul: KernelBench's 1e-2
+    (PoolUnpool, [(4, 16, 32, 33)], 1e-5),
+], ids=["bilinear", "max unpooling"])
+def test_on_the_gpu_rewritten_forms_match(tmp_path, monkeypatch, make, shapes, tol):
     from conftest import builtin_candidate, outputs_on_the_gpu
 
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    module, args = PoolUnpool(), [torch.randn(4, 16, 32, 33)]
+    torch.manual_seed(1)
+    module, args = make(), [torch.randn(s) for s in shapes]
     got, want = outputs_on_the_gpu(builtin_candidate(module, args, host=False), module, args, tmp_path)
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
