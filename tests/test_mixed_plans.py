@@ -100,7 +100,7 @@ def test_a_refused_kernel_is_reported_once_with_its_reason():
 
     p = plan_of(ManyLargest(), [torch.randn(4, 5000)])  # (past a warp's 32, in rows past a block's sort)
     assert not p.supported
-    assert p.unsupported == ["topk of 40 of 5000 (at most 32, or rows of at most 4096)"]
+    assert p.unsupported == ["topk of 40 of 5000 (at most 32 of floats, or rows of at most 4096)"]
 
 
 @pytest.mark.nvcc
