@@ -14,15 +14,17 @@ of equal values unspecified, so only ties can differ from it."""
 from __future__ import annotations
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg
+from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
 MAX_K = 32  # a lane keeps k candidates in registers (local memory beyond)
 MAX_ROW = 4096  # a row sorted whole: 8 bytes an entry of shared memory, 32 KiB (no opt-in past 48)
 SORT_THREADS = 512
 FLOATS = ("float32", "float16", "bfloat16")
-# A row sort's key in shared memory: floats (half and bfloat16 exactly) as float, integers as themselves.
-SORT_KEYS = {"float32": "float", "float16": "float", "bfloat16": "float", "int64": "long long", "int32": "int"}
+# A row sort's key in shared memory, and its bytes: floats (half and bfloat16 exactly) as float,
+# integers as themselves.
+SORT_KEYS = {"float32": ("float", 4), "float16": ("float", 4), "bfloat16": ("float", 4), "int64": ("long long", 8),
+             "int32": ("int", 4)}
 STATIC_SHARED = 48 << 10  # a block's static shared memory
 WARPS = 8  # rows a block takes at once
 
@@ -120,7 +122,7 @@ def _kernel(name: str, x: Operand, outs: list[tuple[Operand, str, str]], rows: i
     """The kernel with its launchers: `device` launches it; on the CPU each row r runs `host_row`
     (a call missing its last argument, the function that writes result t of the row)."""
     t = C_TYPES[x.dtype]
-    # (outs: the values' then the indices' results, each where read; values are floats, indices int64)
+    # (outs: the values' then the indices' results, each where read; values of x's dtype, indices int64)
     param = {role: p for _, p, role in outs}
     vals_ptr = f"static_cast<{t}*>({param['vals']})" if "vals" in param else "nullptr"
     idx_ptr = f"static_cast<long long*>({param['idx']})" if "idx" in param else "nullptr"
@@ -176,8 +178,8 @@ def _row_sort(ctx: EmitContext, x: Operand, dim: int, k: int, largest: bool, wha
     t = C_TYPES[x.dtype]
     name = ctx.name
     pad = 1 << max(1, (n - 1).bit_length())  # the bitonic network's width: a power of two
-    kt = SORT_KEYS[x.dtype]
-    if pad * (ITEM_SIZE[x.dtype if kt != "float" else "float32"] + 4) > STATIC_SHARED:
+    kt, key_bytes = SORT_KEYS[x.dtype]
+    if pad * (key_bytes + 4) > STATIC_SHARED:  # (and an int index an entry)
         raise NotSupported(f"{what} of rows of {n}: {pad} {kt} keys and indices past a block's shared memory")
     outs = _out_params(values, indices)
     lg = "true" if largest else "false"

@@ -256,7 +256,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 
 _is_candidate: dict[str, bool] = {}  # a code file's name -> whether it is the candidate's
 # Files under `not_candidate` that are the candidate's all the same: written by its code, or run as
-# code while its code was on the stack (imported by it). A module the candidate wrote to the temp
+# code while its code was on the stack (imported by it) or through an import it arranged. A module the candidate wrote to the temp
 # folder and imported passed as torch's generated code there, and reached the collector's lists
 # unrefused (a red-team route, 2026-11-30: hack_launder_by_temp_module).
 _brought: set[str] = set()
