@@ -105,7 +105,7 @@ class BucketOrder(nn.Module):
 
     def forward(self, x):
         buckets = torch.argmax(x, dim=-1)
-        pos = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+        pos = torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
         order = torch.argsort(buckets * x.shape[1] + pos, dim=-1)
         return order, torch.argsort(order, dim=-1)
 

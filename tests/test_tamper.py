@@ -70,6 +70,31 @@ def test_a_table_changed_in_place_is_seen_and_one_left_alone_is_not():
     assert tamper.changed(before) == []
 
 
+def test_a_module_watched_for_rebinding_alone_may_fill_its_own_tables():
+    """The blind check's witness watches torch's profiler modules, which keep run state in tables
+    (torch 2.11 adds to profiler._WARNINGS_SHOWN as the witness profiles on a GPU: every candidate's
+    blind check was a timing-tamper). Filling such a table is not a finding; rebinding a name is.
+    The same table in a module watched in full still counts by its contents."""
+    import types
+
+    def fresh(name: str) -> types.ModuleType:
+        mod = types.ModuleType(name)
+        mod._WARNINGS_SHOWN = set()
+        mod.events = lambda: []
+        return mod
+
+    state, full = fresh("profiler_like"), fresh("watched_in_full")
+    before = tamper.snapshot(extra=(full,), rebound_only=(state,))
+    state._WARNINGS_SHOWN.add("Profiler clears events at the end of each cycle")
+    assert tamper.changed(before) == []
+    full._WARNINGS_SHOWN.add("a warning")
+    assert tamper.changed(before) == ["watched_in_full._WARNINGS_SHOWN"]
+    full._WARNINGS_SHOWN.clear()
+    state.events = lambda: ["aten::mm"]
+    state._WARNINGS_SHOWN = set()
+    assert tamper.changed(before) == ["profiler_like._WARNINGS_SHOWN", "profiler_like.events"]
+
+
 def test_an_honest_candidate_leaves_them_alone(tmp_path):
     v = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c",
                VerifyOptions(cpu_only=True, time_compile=False))

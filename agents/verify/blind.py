@@ -191,10 +191,13 @@ def witness(req: dict[str, Any]) -> None:
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
     refused = audit.findings
-    watched = tamper.snapshot(extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__),
-                                                      sys.modules.get("torch.profiler.profiler"),
-                                                      sys.modules.get("torch.autograd.profiler"),
-                                                      sys.modules.get("torch.autograd.profiler_util")) if m))
+    # The profiler's modules by their names alone: they keep run state in tables (a set of the
+    # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
+    # blind check was a timing-tamper on 2026-11-30).
+    watched = tamper.snapshot(
+        extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__)) if m),
+        rebound_only=tuple(m for m in (sys.modules.get("torch.profiler.profiler"), sys.modules.get("torch.autograd.profiler"),
+                                       sys.modules.get("torch.autograd.profiler_util")) if m))
     # The worker's audit policy here too (a red-team review, 2026-11-30: the witness had none): the
     # candidate's reach for the collector's lists, frames or code objects, and its writes outside
     # the run folder, are refused inside the windows around its code, as in the worker.

@@ -58,26 +58,31 @@ _OWN_MODULES = ("__main__", "stitchcuda.agents.verify", "stitchcuda.agents.rando
 _TORCH_MODULES = ("torch.nn.modules.",)
 
 
-def _namespaces(extra: tuple[Any, ...]) -> list[tuple[str, Any]]:
+def _namespaces(extra: tuple[Any, ...], rebound_only: tuple[Any, ...] = ()) -> list[tuple[str, Any, bool]]:
+    """(label, namespace, whether its tables' contents count) for every namespace watched."""
     import torch.nn.functional as F  # noqa: N812 - PyTorch's own spelling
 
-    spaces: list[tuple[str, Any]] = [("torch.Tensor", torch.Tensor), ("torch.testing", torch.testing),
-                                     ("torch.nn.functional", F), ("torch", torch), ("torch.nn", torch.nn)]
-    modules = [m for name, m in list(sys.modules.items())
+    spaces: list[tuple[str, Any, bool]] = [
+        ("torch.Tensor", torch.Tensor, True), ("torch.testing", torch.testing, True),
+        ("torch.nn.functional", F, True), ("torch", torch, True), ("torch.nn", torch.nn, True)]
+    modules = [(m, True) for name, m in list(sys.modules.items())
                if isinstance(m, types.ModuleType) and (name == _OWN_MODULES[0] or name.startswith(_OWN_MODULES[1:])
                                                        or name.startswith(_TORCH_MODULES))]
-    for m in modules + [o for o in extra if isinstance(o, types.ModuleType)]:
-        spaces.append((m.__name__, m))
+    modules += [(o, True) for o in extra if isinstance(o, types.ModuleType)]
+    modules += [(o, False) for o in rebound_only if isinstance(o, types.ModuleType)]
+    for m, contents in modules:
+        spaces.append((m.__name__, m, contents))
         # ... and the classes it defines, by their own dicts (Verdict's methods, the reference's Model)
-        spaces += [(f"{m.__name__}.{k}", v) for k, v in list(vars(m).items())
+        spaces += [(f"{m.__name__}.{k}", v, contents) for k, v in list(vars(m).items())
                    if isinstance(v, type) and v.__module__ == m.__name__]
     return spaces
 
 
-def _entries(label: str, owner: Any) -> dict[str, Any]:
+def _entries(label: str, owner: Any, contents: bool = True) -> dict[str, Any]:
     """A namespace's names -> what they hold: the object, or for a constant table (an UPPERCASE set,
-    dict or tuple of a module) a copy of its contents, so an update in place shows too. A module's
-    lowercase non-callable globals are its state (offthread's `_installed`), not compared."""
+    dict or tuple of a module) a copy of its contents, so an update in place shows too (where
+    `contents`; else the table object itself: rebinding the name counts, filling it does not). A
+    module's lowercase non-callable globals are its state (offthread's `_installed`), not compared."""
     out: dict[str, Any] = {}
     if isinstance(owner, type):
         for name in dir(owner):
@@ -86,7 +91,9 @@ def _entries(label: str, owner: Any) -> dict[str, Any]:
     for name, value in list(vars(owner).items()):
         key = f"{label}.{name}"
         constant = name.lstrip("_")[:1].isupper()
-        if constant and isinstance(value, set | frozenset):
+        if constant and not contents:
+            out[key] = value
+        elif constant and isinstance(value, set | frozenset):
             out[key] = _Contents(frozenset(value))
         elif constant and isinstance(value, dict):
             out[key] = _Contents(tuple(value.items()))
@@ -107,23 +114,25 @@ class _Contents:
     __hash__ = None  # type: ignore[assignment]
 
 
-def snapshot(extra: tuple[Any, ...] = ()) -> dict[str, Any]:
+def snapshot(extra: tuple[Any, ...] = (), rebound_only: tuple[Any, ...] = ()) -> dict[str, Any]:
     """`owner.attr` -> the object there now (class attributes read from the class's own dict, so a
     replacement on the class itself is seen even where a base defines the original), for the timing
-    primitives and for every name of the namespaces the checks use (`extra`: the reference's module)."""
+    primitives and for every name of the namespaces the checks use (`extra`: the reference's module).
+    `rebound_only`: modules watched for rebinding alone, whose tables are the module's own running
+    state (torch.profiler's set of warnings shown, which torch fills as the checker profiles)."""
     # How to look again, bound now: a candidate that rebinds this module's functions changes nothing.
-    again = (_look, _from, _WATCHED, _namespaces, _entries, _get, extra, _torch_wrapper)
+    again = (_look, _from, _WATCHED, _namespaces, _entries, _get, (extra, rebound_only), _torch_wrapper)
     return {**_look(again), _AGAIN: again}
 
 
 def _look(again: tuple[Any, ...]) -> dict[str, Any]:
-    _, _, watched, namespaces, entries, get, extra, _ = again
+    _, _, watched, namespaces, entries, get, (extra, rebound_only), _ = again
     out: dict[str, Any] = {}
     for label, owner, names in watched:
         for name in names:
             out[f"{label}.{name}"] = get(owner, name)
-    for label, owner in namespaces(extra):
-        for key, value in entries(label, owner).items():
+    for label, owner, contents in namespaces(extra, rebound_only):
+        for key, value in entries(label, owner, contents).items():
             out.setdefault(key, value)
     return out
 
