@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
 #                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e]
-#                           [probe-launch] [deadline:SECS] ...
+#                           [probe-launch] [deadline:SECS] [optimize:FILE[,FILE...]] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -157,6 +157,18 @@ for stage in "$@"; do
       (cd /tmp && E2E_DIR=/tmp/e2e E2E_LIVE=${E2E_LIVE:-1} STITCHCUDA_PYTHON="$(command -v python3)" E2E_ARTIFACTS="$OUT/e2e-artifacts" \
         timeout 560 bash "$repo/scripts/e2e_run_bundled.sh") 2>&1 | tee "$OUT/e2e.log" | tail -40
       (cd "$OUT" && tar czf e2e-artifacts.tgz e2e-artifacts && rm -rf e2e-artifacts) ;;
+    optimize:*)
+      # optimize:FILE[,FILE...]: the optimize flow on each (every round's verdict, each checked set's
+      # message, in its summary.json), for why a bench problem was rejected; summaries come back as one archive.
+      IFS=, read -ra plist <<<"${stage#optimize:}"
+      mkdir -p "$OUT/optimize"
+      for f in "${plist[@]}"; do
+        n=$(basename "$f" .py)
+        timeout ${OPT_TIMEOUT:-240} sc optimize "$(realpath "$f")" --rounds ${OPT_ROUNDS:-6} --no-profile --no-timeline ${OPT_FLAGS:-} \
+          --out "/tmp/opt-$n" 2>&1 | tee -a "$OUT/optimize.log" | tail -8
+        cp "/tmp/opt-$n/summary.json" "$OUT/optimize/$n.json" 2>/dev/null
+      done
+      (cd "$OUT" && tar czf optimize.tgz --remove-files optimize) ;;
     verify:*)
       IFS=: read -r _ ref cand <<<"$stage"
       timeout 300 sc verify "$(realpath "$ref")" "$(realpath "$cand")" --out "/tmp/verify-$(basename "$cand" .py)" 2>&1 \

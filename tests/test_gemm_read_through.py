@@ -64,6 +64,19 @@ def chunk_states(b: int, c: int, length: int, h: int, p: int, n: int):
     return Fn(f), [torch.randn(b, c * length, h, p), torch.randn(b, c, length, h, n)]
 
 
+def einsum_heads(b: int, n: int, h: int, d: int, second: bool = False):
+    """Attention written with einsum over q, k, v chunked from one projection (lucidrains' style):
+    'bhqd,bhkd->bhqk' (or, `second`, the weights' 'bhqk,bhkd->bhqd' with v), traced as 5-D
+    unsqueezes and permutes of the chunks."""
+    def f(qkv, att):
+        q, k, v = (t.reshape(b, n, h, -1).permute(0, 2, 1, 3) for t in qkv.chunk(3, dim=-1))
+        if second:
+            return torch.einsum("bhqk,bhkd->bhqd", att, v)
+        return torch.einsum("bhqd,bhkd->bhqk", q, k)
+
+    return Fn(f), [torch.randn(b, n, 3 * h * d), torch.randn(b, h, n, n)]
+
+
 class CatHeads(nn.Module):
     """Values from a kernel's result (a cat), weights from a linear layer: att @ v over b*h."""
 
@@ -83,6 +96,8 @@ READ = {
     "heads, loop over the heads": (*heads(5, 6, 2, 4), 2),
     "einsum of chunk states": (*chunk_states(3, 2, 4, 2, 5, 3), 2),
     "values of a linear layer of a cat": (CatHeads(2, 3, 3, 4), [torch.randn(2, 3, 6, 6), torch.randn(2, 3, 12)], 2),
+    "einsum scores of chunked heads": (*einsum_heads(3, 5, 4, 2), 3),
+    "einsum values of chunked heads": (*einsum_heads(3, 5, 4, 2, second=True), 3),
 }
 
 

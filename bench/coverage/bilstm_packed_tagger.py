@@ -15,7 +15,7 @@ class Model(nn.Module):
     def forward(self, tokens, lengths):
         T = tokens.size(1)
         x = self.drop(self.embed(tokens))
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
         return self.fc(self.drop(out))

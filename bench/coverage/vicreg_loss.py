@@ -22,7 +22,7 @@ class Model(nn.Module):
         off = 1 - torch.eye(D, device=x.device)
         cov_loss = (cov_x * off).pow(2).sum() / D + (cov_y * off).pow(2).sum() / D
         W = self.expander.weight
-        ortho = torch.linalg.norm(W @ W.T - torch.eye(D), ord="fro") + 1e-3 * torch.trace(W @ W.T)
+        ortho = torch.linalg.norm(W @ W.T - torch.eye(D, device=W.device), ord="fro") + 1e-3 * torch.trace(W @ W.T)
         return self.sim * repr_loss + self.std * std_loss + self.cov * cov_loss + ortho
 
 def get_inputs():
