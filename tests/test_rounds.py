@@ -83,11 +83,11 @@ def test_policy_when_another_round_runs():
     # optimize's policy: after any verdict, up to its round count; names carry the round.
     r = Rounds(Scripted(a, b, c), task, plan, RoundPolicy(rounds=2), number_names=True)
     assert _run(r, ["ok", "ok", "ok"]) == ["r1-a", "r2-b"] and not r.wants_another()
-    # bench's: only after a wrong result, at most three.
+    # bench's: only after a wrong result, at most four (the built-in coder's whole precision ladder).
     r = Rounds(Scripted(a, b, c), task, plan, BENCH_POLICY)
     assert _run(r, ["incorrect", "ok", "incorrect"]) == ["a", "b"] and r.stopped is None
-    r = Rounds(Scripted(a, b, c, cand("d", "// d")), task, plan, BENCH_POLICY)
-    assert _run(r, ["incorrect"] * 4) == ["a", "b", "c"]
+    r = Rounds(Scripted(a, b, c, cand("d", "// d"), cand("e", "// e")), task, plan, BENCH_POLICY)
+    assert _run(r, ["incorrect"] * 5) == ["a", "b", "c", "d"]
     assert r.next_candidate() is None and r.stopped == "policy"
 
 
