@@ -368,3 +368,57 @@ def test_replace_keeps_the_loops():
     p = GemmPlan(2, 3, 4, 5, emit_gemm.Side(False, 2, 8, 0), emit_gemm.Side(False, 4, 12, 0), 2, 6, 3, 10, 20, 30)
     assert all((q.loops, q.loop_a, q.loop_b, q.loop_c) == (3, 10, 20, 30) for q in emit_gemm.k_chunks(p, 1))
     assert replace(p, k=1).loops == 3 and emit_gemm.packed_plan(p) is None
+
+
+class EinsumAttention(nn.Module):
+    """bench/coverage's einsum attention (lucidrains' style), cut after `stage`: rejected on the H200
+    (2026-11-30) at every precision rung on the Verifier's large inputs (x1e3) alone."""
+
+    def __init__(self, stage: str, d: int = 64, h: int = 4):
+        super().__init__()
+        self.stage, self.h = stage, h
+        self.to_qkv = nn.Linear(d, 3 * d, bias=False)
+        self.to_out = nn.Linear(d, d)
+        self.scale = (d // h) ** -0.5
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.reshape(b, n, self.h, -1).permute(0, 2, 1, 3) for t in (q, k, v))
+        dots = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.scale
+        if self.stage == "scores":
+            return dots
+        attn = dots.softmax(dim=-1)
+        if self.stage == "softmax":
+            return attn
+        out = torch.einsum("bhqk,bhkd->bhqd", attn, v)
+        if self.stage == "values":
+            return out
+        return self.to_out(out.permute(0, 2, 1, 3).reshape(b, n, -1))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("stage", ["scores", "softmax", "values", "output"])
+@pytest.mark.parametrize("scale", [1.0, 1e3])
+@pytest.mark.parametrize("size", [(2, 50, 64, 4), (8, 196, 256, 8)], ids=["small", "coverage"])
+def test_on_the_gpu_einsum_attention_in_full_fp32_is_as_close_as_torch(stage, scale, size, tmp_path):
+    """In full fp32 the candidate's error against float64 is of the order of PyTorch's own fp32
+    error, at ordinary and at large (x1e3) inputs, at each stage of the block (the coverage size's
+    softmax takes 16 threads a row and vectors of 4; the small one's 4 threads and scalars)."""
+    from conftest import builtin_candidate, load_model_new
+
+    torch.manual_seed(0)
+    b, n, d, h = size
+    module = EinsumAttention(stage, d, h)
+    x = torch.randn(b, n, d)
+    new, _ = load_model_new(builtin_candidate(module, [x], host=False, precise=kernels.PRECISE_FP32), module, tmp_path)
+    module, new, x = module.cuda(), new.cuda(), (x * scale).cuda()
+    with torch.no_grad():
+        got, want = new(x).double(), module(x).double()
+        exact = module.double()(x.double())
+
+    def err(a: T) -> float:
+        return float((a - exact).norm() / exact.norm())
+
+    assert err(got) <= 10 * err(want) + 1e-6, (stage, scale, err(got), err(want), float((got - want).abs().max()))
