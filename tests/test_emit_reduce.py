@@ -379,3 +379,44 @@ def test_min_dim_without_its_indices_carries_no_index():
     both = Case("min-dim-both", lambda x: torch.min(x, dim=-1), (37, 128), plan="tpr 8 vec 4")
     kernel, _ = _emit(both, "k_both")
     assert "using k_both_op = sc_red_arg<false>;" in kernel.source
+
+
+class _ScaledSoftmax(torch.nn.Module):
+    """Attention's scores as a softmax reads them: a product by the scale, computed in both passes."""
+
+    def forward(self, s):
+        return (s * 0.17677669529663687).softmax(dim=-1)
+
+
+@needs_nvcc
+def test_a_softmax_subtracts_its_max_from_the_rounded_product(tmp_path):
+    """nvcc fused the prologue's product with the max's subtraction (one FFMA: the unrounded product
+    minus the max), while the first pass had counted the max element as exactly 1: at large scores
+    each row's weights were off by exp(the product's rounding error), up to 6.4e-2 on the H200
+    (bench/coverage's einsum attention on x1e3 inputs, 2026-11-30). In the sm_90 machine code the scale
+    is an FMUL's operand, never an FFMA's (Hopper's opcodes with a 32-bit immediate: 0x820 FMUL,
+    0x823 FFMA, the low 12 bits of an instruction's first word)."""
+    import os
+    import struct
+    import subprocess
+
+    from conftest import builtin_candidate
+
+    from stitchcuda.agents.coder.model_new import CU_FILE
+
+    cand = builtin_candidate(_ScaledSoftmax(), [torch.randn(64, 196)], host=False)
+    assert "prologue mul (not stored)" in cand.files[CU_FILE]
+    src, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
+    src.write_text(cand.files[CU_FILE])
+    includes = [f"-I{d}" for d in os.environ.get("STITCHCUDA_EXTRA_INCLUDE", "").split(os.pathsep) if d]
+    done = subprocess.run([runtime.find_nvcc(), "-cubin", "-arch=sm_90", "-O3", "-std=c++17", *includes, str(src),
+                           "-o", str(cubin)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data, imm = cubin.read_bytes(), struct.pack("<f", 0.17677669529663687)
+    ops: dict[int, int] = {}
+    at = data.find(imm)
+    while at != -1:
+        op = struct.unpack_from("<Q", data, at - at % 16)[0] & 0xFFF
+        ops[op] = ops.get(op, 0) + 1
+        at = data.find(imm, at + 1)
+    assert ops.get(0x820, 0) > 0 and ops.get(0x823, 0) == 0, {hex(k): v for k, v in ops.items()}

@@ -113,6 +113,19 @@ struct sc_red_welford {
   SC_INLINE float second(const State& a) const { return a.mean; }
 };
 
+// x - m of a value and a running max, never fused with the product that made x: nvcc contracts
+// `v * scale - m` into one FMA, which subtracts m from the unrounded product. A softmax's first pass
+// counts its max as exactly 1 and its second pass then made exp(product's rounding error) of it:
+// at large scores (x1e3 inputs, scores ~1e6) that is a few percent (bench/coverage's einsum attention
+// on the H200, 2026-11-30). __fsub_rn is never merged into an FMA.
+SC_INLINE float sc_sub_rn(float x, float m) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(x, m);
+#else
+  return x - m;
+#endif
+}
+
 // logsumexp: running max m and s = sum exp(x - m). Non-finite maxima give what ATen's
 // logsumexp gives (it computes with the max replaced by 0 there): +inf, -inf or NaN.
 struct sc_red_lse {
@@ -120,14 +133,14 @@ struct sc_red_lse {
   struct State { float m, s; };
   SC_INLINE State init() const { return {-INFINITY, 0.0f}; }
   SC_INLINE void add(State& a, float x, int64_t) const {
-    if (x > a.m) { a.s = a.s * expf(a.m - x) + 1.0f; a.m = x; }
+    if (x > a.m) { a.s = a.s * expf(sc_sub_rn(a.m, x)) + 1.0f; a.m = x; }
     else if (x != x) a.m = x;
-    else if (sc_finite(a.m)) a.s += expf(x - a.m);
+    else if (sc_finite(a.m)) a.s += expf(sc_sub_rn(x, a.m));
   }
   SC_INLINE void merge(State& a, const State& b) const {
     if (a.m != a.m || b.m != b.m) { a.m = a.m + b.m; return; }
     const float m = fmaxf(a.m, b.m);
-    if (sc_finite(m)) a.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
+    if (sc_finite(m)) a.s = a.s * expf(sc_sub_rn(a.m, m)) + b.s * expf(sc_sub_rn(b.m, m));
     a.m = m;
   }
   SC_INLINE float value(const State& a) const { return sc_finite(a.m) ? a.m + logf(a.s) : a.m; }
@@ -369,9 +382,9 @@ static void sc_red_final_host(const Op op, const typename Op::State* part, int64
 #define SC_SOFTMAX_SAFE 2
 template <int MODE>
 SC_INLINE float sc_softmax_out(float x, float m, float d) {
-  if (MODE == SC_SOFTMAX_LOG) return x - m - d;
+  if (MODE == SC_SOFTMAX_LOG) return sc_sub_rn(x, m) - d;
   if (MODE == SC_SOFTMAX_SAFE && m == -INFINITY) return 0.0f;
-  return expf(x - m) / d;
+  return expf(sc_sub_rn(x, m)) / d;
 }
 
 // The divisor from an online state: NaN where the max is not finite, as ATen's softmax gets there.
@@ -441,7 +454,7 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = E
   for (int k = 0; k < ITEMS; ++k) {
     if (((int64_t)k * TPR + t) * VEC >= Ix::R) continue;
 #pragma unroll
-    for (int l = 0; l < VEC; ++l) sm.add(s, expf(v[k][l] - m.m), 0);
+    for (int l = 0; l < VEC; ++l) sm.add(s, expf(sc_sub_rn(v[k][l], m.m)), 0);
   }
   s = sc_red_all<TPR>(sm, s);
   const float d = MODE == SC_SOFTMAX_LOG ? logf(s.s) : s.s;
@@ -542,7 +555,7 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
 SC_INLINE float sc_log_add_exp(float a, float b) {
   const float lo = isnan(b) ? b : (isnan(a) ? a : fminf(a, b));
   const float hi = isnan(b) ? b : (isnan(a) ? a : fmaxf(a, b));
-  return (lo != hi || isfinite(lo)) ? log1pf(expf(lo - hi)) + hi : a;
+  return (lo != hi || isfinite(lo)) ? log1pf(expf(sc_sub_rn(lo, hi))) + hi : a;
 }
 
 template <int OP> SC_INLINE float sc_scan_op(float a, float b) {
