@@ -862,8 +862,18 @@ def _normalise_args(
         if a.name in kwargs:
             out[a.name] = _encode(kwargs[a.name], rename)
         elif a.name not in out and a.has_default_value():
-            out[a.name] = _encode(a.default_value, rename)
+            default = a.default_value
+            if isinstance(default, int) and not isinstance(default, bool) and "ScalarType" in str(a.real_type):
+                # A schema's dtype default comes as c10::ScalarType's number (tril_indices' `dtype=long`: 4).
+                default = _SCALAR_TYPES[default] if 0 <= default < len(_SCALAR_TYPES) else default
+            out[a.name] = _encode(default, rename)
     return out
+
+
+# c10::ScalarType's numbering (a serialised, stable enum), as far as dtypes a schema defaults to go.
+_SCALAR_TYPES: tuple[Any, ...] = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                                  torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
+                                  torch.bool)
 
 
 def _encode(value: Any, rename: dict[str, str]) -> Any:

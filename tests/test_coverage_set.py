@@ -30,7 +30,6 @@ NOT_YET = {
     "graphsage_mean_bincount.py": "bincount",
     "ntxent_simclr_loss.py": "nonzero",  # sim[mask] with a mask of shapes only
     "order_stats_zoo.py": "mode",  # torch.mode of int64 votes
-    "pnn_inner_product_tril.py": "tril_indices",
     "pooling_zoo.py": "fractional_max_pool2d",
     "special_math_products.py": "block_diag",
     "universal_transformer_act.py": "_local_scalar_dense",  # a while loop on tensor values

@@ -152,3 +152,38 @@ def test_the_folds_match_pytorch_on_the_cpu(tmp_path):
         for given in (args, _fold_inputs()):
             for g, w in zip(new(*given), module(*given), strict=True):
                 torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+
+class PairIndices(nn.Module):
+    """Pair indices made in forward (PNN's and FM's inner products over the lower triangle of a Gram
+    matrix, here given), and triangles of rectangles at both signs of offset, returned as made."""
+
+    def forward(self, gram):
+        e = gram
+        li, lj = torch.tril_indices(e.size(1), e.size(1), offset=-1, device=e.device)
+        return (gram[:, li, lj] * 2, torch.tril_indices(5, 9, 3, device=e.device),
+                torch.triu_indices(9, 5, -2, device=e.device), torch.triu_indices(6, 6, 1, device=e.device),
+                torch.tril_indices(7, 4, -5, device=e.device))
+
+
+def test_the_pair_indices_plan():
+    plan = planner.plan_graph(graph.trace_module(PairIndices(), [torch.randn(3, 8, 8)]))
+    assert plan.supported, plan.unsupported
+    notes = " ".join(g.note for g in plan.groups)
+    assert "tril_indices 8, 8, -1" in notes and "triu_indices 9, 5, -2" in notes, notes
+
+
+@pytest.mark.usefixtures("isolated_cache")
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_pair_indices_match_pytorch_on_the_cpu(tmp_path):
+    from conftest import planned_on_the_cpu
+
+    module = PairIndices()
+    x = torch.randn(3, 8, 8)
+    _, new = planned_on_the_cpu(module, [x], tmp_path)
+    with torch.no_grad():
+        got, want = new(x), module(x)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    for k, (g, w) in enumerate(zip(got[1:], want[1:], strict=True)):
+        assert g.dtype == torch.int64 and torch.equal(g, w), (k, g, w)

@@ -482,6 +482,45 @@ def _eye(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     return [f"y[o] = {coords[0]} == {coords[1]} ? {_zero(out.dtype, 1.0)} : {_zero(out.dtype)};"], [], "eye"
 
 
+def _triangle_indices(upper: bool) -> Callable[[EmitContext, OutSpec, list[str]], Body]:
+    """torch.tril_indices / triu_indices made in forward (a PNN's or FM's pair indices): [2, count],
+    row-major over the triangle as ATen lists it. Element k's row is found by a binary search over
+    the rows' running counts, each in closed form: a row of tril takes clamp(r + offset + 1, 0, col)
+    columns from 0, one of triu col - clamp(r + offset, 0, col) from max(r + offset, 0)."""
+
+    def emit(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+        a = ctx.args
+        row, col, offset = a.get("row"), a.get("col"), a.get("offset", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (row, col, offset)) \
+                or len(out.shape) != 2 or out.shape[0] != 2 or out.dtype not in ("int64", "int32"):
+            raise NotSupported("tril/triu_indices: integer row, col and offset, a [2, count] integer result")
+        d = offset if upper else offset + 1
+        # S(r) = sum over i < r of clamp(i + d, 0, col): the v = i + d in (0, col) from a, col from b on.
+        s = (f"[](long long tri_r) {{ const long long tri_a = tri_r < 1 - ({d}LL) ? tri_r : (1 - ({d}LL) < 0 ? 0 : 1 - ({d}LL)); "
+             f"long long tri_b = {col}LL - ({d}LL); tri_b = tri_b < tri_a ? tri_a : (tri_b > tri_r ? tri_r : tri_b); "
+             f"return (tri_b - tri_a) * ({d}LL) + (tri_a + tri_b - 1) * (tri_b - tri_a) / 2 + (tri_r - tri_b) * {col}LL; }}")
+
+        # (names of their own: the kernel's body has an `r` and a `k` of its own around these lines)
+        def before(r: str) -> str:
+            return f"({r} * {col}LL - tri_sum({r}))" if upper else f"tri_sum({r})"
+
+        first = f"(tri_row + ({offset}LL) > 0 ? tri_row + ({offset}LL) : 0LL)" if upper else "0LL"
+        lines = [
+            f"const auto tri_sum = {s};",
+            f"const long long tri_k = {coords[1]};",
+            f"long long tri_lo = 0, tri_hi = {row}LL;",  # the last row whose running count is at most k
+            "while (tri_lo < tri_hi) {",
+            "  const long long tri_mid = (tri_lo + tri_hi + 1) / 2;",
+            f"  if ({before('tri_mid')} <= tri_k) tri_lo = tri_mid; else tri_hi = tri_mid - 1;",
+            "}",
+            "const long long tri_row = tri_lo;",
+            f"y[o] = ({C_TYPES[out.dtype]})({coords[0]} == 0 ? tri_row : {first} + (tri_k - {before('tri_row')}));",
+        ]
+        return lines, [], f"{'triu' if upper else 'tril'}_indices {row}, {col}, {offset}"
+
+    return emit
+
+
 def _linspace(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     """torch.linspace made in forward, by PyTorch's formula: start + step * i in the first half and
     end - step * (steps - 1 - i) in the second (so both ends are exact), step in the result's float."""
@@ -863,6 +902,8 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "arange": _arange,
     "eye": _eye,
     "linspace": _linspace,
+    "tril_indices": _triangle_indices(False),
+    "triu_indices": _triangle_indices(True),
     "diagonal_scatter": _diagonal_scatter,
     "linalg_cross": _cross,
     "searchsorted": _search,
