@@ -278,3 +278,66 @@ def test_as_many_flipped_elements_as_the_reference_has_pass_and_more_fail():
     assert float(many.message.split("L2 error ")[1].split(" ")[0]) < float(many.message.split("budget ")[1].split(")")[0])
     # A reference that misses nowhere leaves no element to miss.
     assert not judge_against_exact([exact.float()], [flips(exact, order[:1])], [exact], TOL).ok
+
+
+# ---------------------------------------------------------------------------------------------
+# bf16 and fp16 problems: their reference rounds its intermediates to the storage type, where a
+# candidate may keep fp32 (cuDNN's bf16 attention rounds its probabilities before the second
+# product: bench/coverage's gqa_repeat_interleave_bf16 was rejected at every rung on the H200).
+
+
+class _TwoLayersBf16(torch.nn.Module):
+    """Two bf16 linear layers: the hidden activations are rounded to bf16 between them."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.a, self.b = torch.nn.Linear(64, 256, bias=False), torch.nn.Linear(256, 64, bias=False)
+        self.to(torch.bfloat16)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def _kept_fp32(m: _TwoLayersBf16, x: torch.Tensor) -> torch.Tensor:
+    """The same block with its hidden activations kept in fp32, rounded to bf16 once at the end."""
+    return (x.float() @ m.a.weight.float().t() @ m.b.weight.float().t()).bfloat16()
+
+
+def test_a_bf16_result_is_judged_against_float64_where_the_plain_check_misses():
+    torch.manual_seed(0)
+    m, x = _TwoLayersBf16(), torch.randn(32, 64).bfloat16()
+    with torch.no_grad():
+        exact = m.double()(x.double())
+        m.to(torch.bfloat16)
+        ref = m(x)
+    tol = tolerance_for(["mm"], [torch.bfloat16])
+    # The reference far off on a few small results (as rounded intermediates leave it), the candidate exact.
+    small = exact.abs().flatten().argsort()[:8]
+    ref = ref.clone()
+    ref.view(-1)[small] = (exact.view(-1)[small] + 0.05).bfloat16()
+    better = exact.bfloat16()
+    assert not compare_outputs([ref], [better], tol).ok
+    judged = judge_against_exact([ref], [better], [exact], tol)
+    assert judged.ok, judged.message
+    for wrong in ((exact * 1.1).bfloat16(), torch.zeros_like(ref), ref.clone().fill_(float("nan"))):
+        assert not judge_against_exact([ref], [wrong], [exact], tol).ok
+
+
+def test_the_worker_referees_a_bf16_problem():
+    """worker._fp64_referee ran only for fp32 problems; for bf16 it gave no verdict, and the plain
+    failure stood. Now the more exact candidate passes it and a wrong one fails."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    m, x = _TwoLayersBf16(), torch.randn(32, 64).bfloat16()
+    with torch.no_grad():
+        ref, better = m(x), _kept_fp32(m, x)
+    tol = tolerance_for(["mm"], [torch.bfloat16])
+    judged = worker._fp64_referee(m, [], Counter({"mm": 2}), [x], [ref], [better], tol)
+    assert judged is not None and judged.ok, judged
+    wrong = worker._fp64_referee(m, [], Counter({"mm": 2}), [x], [ref], [(better.float() * 1.1).bfloat16()], tol)
+    assert wrong is not None and not wrong.ok, wrong
+    assert next(m.parameters()).dtype == torch.bfloat16  # the referee ran a copy
