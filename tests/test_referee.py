@@ -341,3 +341,71 @@ def test_the_worker_referees_a_bf16_problem():
     wrong = worker._fp64_referee(m, [], Counter({"mm": 2}), [x], [ref], [(better.float() * 1.1).bfloat16()], tol)
     assert wrong is not None and not wrong.ok, wrong
     assert next(m.parameters()).dtype == torch.bfloat16  # the referee ran a copy
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer outputs made from rounded values: an argmax over logits whose near-ties the reference's
+# own rounding flips (bench/coverage's flip_tta_segmentation: TF32 convolutions on both sides).
+
+
+def _argmax_case():
+    """(the reference's argmax, the float64 run's, a candidate's) over logits with near-ties, each side
+    with rounding noise of its own."""
+    torch.manual_seed(0)
+    logits = torch.randn(4, 19, 64, 64, dtype=torch.float64)
+    logits[:, 1] = logits[:, 0] + 1e-4 * torch.randn(4, 64, 64, dtype=torch.float64)  # near-ties
+    noise = 3e-4
+    ref = (logits + noise * torch.randn_like(logits)).argmax(1)
+    cand = (logits + noise * torch.randn_like(logits)).argmax(1)
+    return ref, logits.argmax(1), cand
+
+
+def test_an_argmax_flipping_like_the_reference_passes_the_referee():
+    ref, exact, cand = _argmax_case()
+    tol = tolerance_for(["convolution"], [torch.int64])
+    assert not compare_outputs([ref], [cand], tol).ok
+    assert (ref != exact).sum() > 0
+    judged = judge_against_exact([ref], [cand], [exact], tol)
+    assert judged.ok and "integer elements differ (the reference:" in judged.message, judged.message
+
+
+def test_integer_outputs_wronger_than_the_reference_fail_the_referee():
+    ref, exact, cand = _argmax_case()
+    tol = tolerance_for(["convolution"], [torch.int64])
+    flips = int((ref != exact).sum())
+    worse = exact.clone().view(-1)
+    worse[: 3 * flips] = (worse[: 3 * flips] + 1) % 19  # three times the reference's flips
+    assert not judge_against_exact([ref], [worse.view_as(exact)], [exact], tol).ok
+    assert not judge_against_exact([ref], [torch.zeros_like(ref)], [exact], tol).ok
+    # Where the reference agrees with float64 everywhere, one differing element is a failure.
+    one = exact.clone().view(-1)
+    one[0] = (one[0] + 1) % 19
+    assert not judge_against_exact([exact], [one.view_as(exact)], [exact], tol).ok
+
+
+class _ScaledArgmax(torch.nn.Module):
+    def forward(self, x):
+        return (x * 3.0 + 1.0).argmax(-1)
+
+
+def test_the_worker_referees_an_integer_only_output():
+    """worker._fp64_referee gave no verdict where no output was floating point; now an argmax as
+    exact as float64 passes where the fp32 reference's own rounding made ties of near-ties."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    x[:, 1] = torch.nextafter(x[:, 0], torch.full_like(x[:, 0], float("inf")))
+    x[:, 2:] = x[:, 2:] - 10.0
+    m = _ScaledArgmax()
+    with torch.no_grad():
+        ref, exact = m(x), m(x.double())
+    assert (ref != exact).any()  # fp32 rounds some pairs to ties, and the first index wins
+    tol = tolerance_for(["mul", "add", "argmax"], [torch.int64])
+    judged = worker._fp64_referee(m, [], Counter({"mul": 1, "add": 1, "argmax": 1}), [x], [ref], [exact], tol)
+    assert judged is not None and judged.ok, judged
+    wrong = worker._fp64_referee(m, [], Counter({"mul": 1, "add": 1, "argmax": 1}), [x], [ref],
+                                 [torch.full_like(ref, 5)], tol)
+    assert wrong is not None and not wrong.ok, wrong

@@ -230,7 +230,10 @@ def judge_against_exact(
         return Mismatch(False, "fp64 referee: output counts differ")
     worst = Mismatch(True, "match")
     for i, (r, g, e) in enumerate(zip(ref, got, exact, strict=True)):
-        if not isinstance(r, torch.Tensor) or not r.is_floating_point():
+        if isinstance(r, torch.Tensor) and isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) \
+                and not r.is_floating_point() and not r.is_complex():
+            m = _judge_integers(r, g, e, tol, i)
+        elif not isinstance(r, torch.Tensor) or not r.is_floating_point():
             m = compare_outputs([r], [g], tol)  # not a rounding question
         elif not isinstance(g, torch.Tensor) or not isinstance(e, torch.Tensor) or g.shape != r.shape \
                 or e.shape != r.shape or g.dtype != r.dtype or g.device != r.device:
@@ -244,6 +247,24 @@ def judge_against_exact(
         if m.rel_norm >= worst.rel_norm:
             worst = m
     return worst
+
+
+def _judge_integers(r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolerance, i: int) -> Mismatch:
+    """An integer output made from rounded values (an argmax, a top-k's indices, a bucket): where the
+    reference's own differs from the float64 run's in places (near-ties its rounding flipped: an
+    argmax over TF32 convolutions' logits, bench/coverage's flip_tta_segmentation on the H200), the
+    candidate may differ from the float64 run in at most REFEREE_L2_FACTOR times as many. Where the
+    reference agrees with float64 everywhere, nothing may differ, as the plain check demands."""
+    plain = compare_outputs([r], [g], tol)
+    if plain.ok:
+        return plain
+    if e.shape != r.shape or g.shape != r.shape or e.dtype != r.dtype or g.dtype != r.dtype or g.device != r.device:
+        return Mismatch(False, f"output {i}: not comparable with the fp64 referee")
+    e = e.to(r.device)
+    ref_bad, n_bad = int((r != e).sum().item()), int((g != e).sum().item())
+    ok = n_bad <= REFEREE_L2_FACTOR * ref_bad
+    return Mismatch(ok, f"output {i} against the fp64 result: {n_bad} of {r.numel()} integer elements differ "
+                        f"(the reference: {ref_bad})", 0.0, 0.0, n_bad / max(1, r.numel()))
 
 
 def _own_error(r: torch.Tensor, e: torch.Tensor, near: torch.Tensor | None) -> torch.Tensor:

@@ -683,12 +683,13 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
                   cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
     """The reference run again in float64 on the same inputs and buffers, to judge a candidate that
     missed the reference (compare.judge_against_exact). None where there is nothing to judge (no
-    fp32, fp16 or bf16 tensor output), the reference draws random numbers, or it cannot run in
+    fp32, fp16, bf16 or integer tensor output), the reference draws random numbers, or it cannot run in
     float64; the failure then stands. fp16 and bf16 problems are refereed too: their reference rounds
     its intermediates to the storage type where a candidate may keep fp32 (cuDNN's bf16 attention
     rounds its probabilities before the second product), and the plain bf16 tolerance rejected the
     more exact candidate (bench/coverage's gqa_repeat_interleave_bf16 on the H200, 2026-11-30)."""
-    if buffers is None or not any(isinstance(o, torch.Tensor) and o.dtype in _REFEREED for o in ref_outs):
+    if buffers is None or not any(isinstance(o, torch.Tensor) and (o.dtype in _REFEREED or not o.is_floating_point())
+                                  for o in ref_outs):
         return None  # (buffers too large to snapshot on every set: no referee)
     if draws_random(ref_ops):
         return None
@@ -709,7 +710,8 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
         return None
 
 
-_REFEREED = (torch.float32, torch.float16, torch.bfloat16)  # the outputs a float64 run can referee
+# The outputs a float64 run can referee: these floats, and integers (compare._judge_integers).
+_REFEREED = (torch.float32, torch.float16, torch.bfloat16)
 REFEREE_NEARBY_DRAWS = 2  # inputs moved one ulp, each run by the reference in fp32 and in float64
 REFEREE_NEARBY_BYTES = 1 << 30  # inputs or outputs larger than this: no nearby runs (memory, time)
 
