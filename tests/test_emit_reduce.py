@@ -154,6 +154,10 @@ CASES = [
     Case("softmax-short", lambda x: torch.softmax(x, dim=-1), (9, 5), plan="cols"),
     Case("softmax-inf", lambda x: torch.softmax(x, dim=-1), (6, 64), fill="inf"),
     Case("softmax-transposed", lambda x: torch.softmax(x.transpose(0, 1), dim=-1), (40, 6)),
+    # Strided rows, few of them (CLIP's cross entropy of logits.t()): a warp a row, not a thread.
+    Case("log-softmax-transposed-rows", lambda x: torch.log_softmax(x.t(), dim=-1), (300, 200),
+         plan="strided rows two passes tpr 32"),
+    Case("softmax-transposed-rows", lambda x: torch.softmax(x.t(), dim=-1), (37, 53), plan="strided rows"),
     Case("softmax-fp16", lambda x: torch.softmax(x, dim=-1), (4, 1000), torch.float16, tol=1e-2),
     Case("softmax-bf16-long", lambda x: torch.softmax(x, dim=-1), (2, 20000), torch.bfloat16, tol=1e-2),
     Case("log-softmax", lambda x: torch.log_softmax(x, dim=-1), (7, 300)),

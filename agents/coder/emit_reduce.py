@@ -504,16 +504,23 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
     ep, out = _softmax_epilogue(ctx, out)
     _floats(src, out)  # the epilogue's end too (a comparison's bool is not stored by these kernels)
     name, flag = ctx.name, str(_SOFTMAX_MODES[op])
-    rows = inner == 1 and lay.contig and lay.r >= 8
+    strided = inner == 1 and not lay.contig and lay.r >= 8 and _few_columns(lay, ctx.target)
+    rows = inner == 1 and lay.r >= 8 and (lay.contig or strided)
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     if ctx.prologue is not None and ctx.prologue.node == src.name:
-        return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note, ep)
+        return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note + (", strided" if strided else ""), ep)
     note_ep = f", epilogue {' -> '.join(ep.ops) or 'copy'}" if ep is not None else ""
     host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o{_ep_arg(ep)})"
     if not rows:
         blocks = -(-lay.n // BLOCK)
         launch = f"  sc_softmax_cols<{name}_ix, {flag}, {inner}LL><<<{blocks}, {BLOCK}, 0, stream>>>(x, y{_ep_arg(ep)});"
         return _along_kernel(ctx, src, out, lay, launch, host, note + ", cols" + note_ep, ep)
+    if strided:
+        # A warp a row, reading it where the view puts it; its elements two passes apart in L2.
+        tpr = 32
+        grid = f"<<<{-(-lay.n // (max(tpr, BLOCK) // tpr))}, {max(tpr, BLOCK)}, 0, stream>>>(x, y{_ep_arg(ep)});"
+        launch = f"  sc_softmax_rows<{name}_ix, {flag}, 1, 1, {tpr}>{grid}"
+        return _along_kernel(ctx, src, out, lay, launch, host, note + f", strided rows two passes tpr {tpr}" + note_ep, ep)
     vec = _vec_choice(lay, src, out, inner)
     cached = next((t for t, cap in ((32, 32), (256, 32), (512, 32)) if lay.r <= t * cap), None)
     cached = _short_tpr(lay.r, vec) if cached == 32 else cached
@@ -534,6 +541,14 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
 
         note += f", rows two passes tpr {tpr} vec {vec}"
     return _along_kernel(ctx, src, out, lay, _pick(vec, kernel), host, note + note_ep, ep)
+
+
+def _few_columns(lay: Layout, target: Target) -> bool:
+    """Whether a softmax along strided rows (a transposed view's: CLIP's cross entropy of logits.t())
+    has too few rows for a thread each to fill a quarter of the target's resident threads: a warp a
+    row then. A thread a row took 506 us for 1,024 rows of 1,024 on the H200 (bench/coverage's
+    clip_loss, 0.62x torch.compile)."""
+    return lay.n * 4 < target.sm_count * target.max_threads_per_sm
 
 
 def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout, inner: int, flag: str,

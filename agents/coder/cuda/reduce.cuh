@@ -484,13 +484,20 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{})
   const float d = sc_softmax_div<MODE>(st);
   const T* row = x + Ix::base(g);
   TO* out = y + g * Ix::R;
+  if constexpr (VEC == 1 && WVEC == 1) {
+    // (also a strided row, as a transposed view's: its elements where Ix::off puts them)
 #pragma unroll 4
-  for (int64_t r = (int64_t)t * WVEC; r < Ix::R; r += (int64_t)TPR * WVEC) {
-    const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
-    sc_vec<TO, WVEC> o;
+    for (int64_t r = t; r < Ix::R; r += TPR)
+      out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d)));
+  } else {
+#pragma unroll 4
+    for (int64_t r = (int64_t)t * WVEC; r < Ix::R; r += (int64_t)TPR * WVEC) {
+      const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
+      sc_vec<TO, WVEC> o;
 #pragma unroll
-    for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d)));
-    sc_store<WVEC>(out + r, o);
+      for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d)));
+      sc_store<WVEC>(out + r, o);
+    }
   }
 }
 
