@@ -263,6 +263,22 @@ def test_torch_compile_s_process_cut_short_keeps_the_candidate_s_verdict(tmp_pat
                    for n in cand.notes), cand.notes
 
 
+def test_torch_compile_s_timing_floor_sits_beside_the_worker_s():
+    """torch.compile's process times one minimal launch as it timed the baseline; the candidate's
+    verdict carries it as compile_timed_one_launch beside the worker's own timed_one_launch, so a
+    launch-bound ratio says how much of it is the two processes' floors."""
+    from stitchcuda.agents.verify.verifier import _merge_compile, _Outcome
+    from stitchcuda.types import Timing, Verdict
+
+    cand = Verdict(candidate="c", status="ok", built=True, correct=True, ours=Timing(1.0, 0.9, 1.1, 50),
+                   host_us={"timed_one_launch": 21.0})
+    saved = Verdict(candidate="reference", status="reference-only", compiled=Timing(1.5, 1.4, 1.6, 50),
+                    host_us={"timed_one_launch": 6.5})
+    _merge_compile(cand, _Outcome(0, None, 10.0, 1.0, 32.0, report=reported((saved, "done"))))
+    assert cand.host_us == {"timed_one_launch": 21.0, "compile_timed_one_launch": 6.5}
+    assert cand.compiled.median_ms == 1.5
+
+
 @pytest.mark.parametrize(("body", "finite"), [("v", True), ("v > 0.f ? v : NAN", False)],
                          ids=["values-off", "nan-placed"])
 def test_a_wrong_result_says_whether_finite_values_missed(tmp_path, opts, body, finite):

@@ -351,6 +351,8 @@ def _merge_compile(verdict: Verdict, outcome: _Outcome) -> None:
     if got is not None:
         for name in COMPILE_FIELDS:
             setattr(verdict, name, getattr(got, name))
+        if "timed_one_launch" in got.host_us:  # that process's timing floor, beside the worker's own
+            verdict.host_us = {**verdict.host_us, "compile_timed_one_launch": got.host_us["timed_one_launch"]}
         verdict.notes += [n for n in got.notes if n not in verdict.notes]
         verdict.phases.update({k: t for k, t in got.phases.items() if k in PHASES})
         if got.status == "error":
