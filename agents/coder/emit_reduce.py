@@ -504,8 +504,8 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
     ep, out = _softmax_epilogue(ctx, out)
     _floats(src, out)  # the epilogue's end too (a comparison's bool is not stored by these kernels)
     name, flag = ctx.name, str(_SOFTMAX_MODES[op])
-    strided = inner == 1 and not lay.contig and lay.r >= 8 and _few_columns(lay, ctx.target)
-    rows = inner == 1 and lay.r >= 8 and (lay.contig or strided)
+    rows = inner == 1 and lay.r >= 8 and (lay.contig or _few_columns(lay, ctx.target))
+    strided = rows and not lay.contig
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} x {lay.r}"
     if ctx.prologue is not None and ctx.prologue.node == src.name:
         return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note + (", strided" if strided else ""), ep)
