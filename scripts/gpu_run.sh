@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
 #                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e]
-#                           [probe-launch] [deadline:SECS] [optimize:FILE[,FILE...]] ...
+#                           [probe-launch] [deadline:SECS] [optimize:FILE[,FILE...]] [wait] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -99,6 +99,9 @@ for stage in "$@"; do
       if [[ "${stage#deadline:}" =~ ^[0-9]+$ ]]; then deadline=$((SECONDS + 10#${stage#deadline:}))
       else echo "gpu_run.sh: $stage: expected whole seconds, ignored"; fi ;;
     tests) run_tests "" "" ;;
+    wait)
+      # The PARALLEL=1 stages started so far end before the next one starts (an example timed alone).
+      wait ;;
     tests:*)
       # tests:FILE,FILE: those files' GPU tests; with PARALLEL=1 beside the stages that follow
       # (devices:N first gives each group its own GPU).
