@@ -409,3 +409,65 @@ def test_the_worker_referees_an_integer_only_output():
     wrong = worker._fp64_referee(m, [], Counter({"mul": 1, "add": 1, "argmax": 1}), [x], [ref],
                                  [torch.full_like(ref, 5)], tol)
     assert wrong is not None and not wrong.ok, wrong
+
+
+class _ExactArgmax(torch.nn.Module):
+    """_ScaledArgmax computed in float64: the candidate the referee accepts where fp32 made ties."""
+
+    def forward(self, x):
+        return (x.double() * 3.0 + 1.0).argmax(-1)
+
+
+class _Fives(torch.nn.Module):
+    def forward(self, x):
+        return torch.full(x.shape[:-1], 5, dtype=torch.int64)
+
+
+def _tied_sets():
+    sets = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        x = torch.randn(256, 8)
+        x[:, 1] = torch.nextafter(x[:, 0], torch.full_like(x[:, 0], float("inf")))
+        x[:, 2:] = x[:, 2:] - 10.0
+        sets.append([x])
+    return sets
+
+
+def test_timed_outputs_are_held_to_a_refereed_candidates_own_output():
+    """worker._time_candidate checks every timed output's stats against what that set's output must
+    be. Against the fp32 reference's alone, an argmax the referee accepted (near-ties) was "wrong
+    while timed" on all 50 trials, a false hack finding (flip_tta_segmentation on an H200). Now a set
+    the referee settles holds the timed outputs to the candidate's own untimed output there; a timed
+    output like the reference's (changed behaviour) still misses it, and a wrong candidate is
+    incorrect before any timing, not hacked."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import dynamic_check as dyn
+    from stitchcuda.agents.verify import worker
+    from stitchcuda.types import Verdict
+
+    ops = Counter({"mul": 1, "add": 1, "argmax": 1})
+    tol = tolerance_for(["mul", "add", "argmax"], [torch.int64])
+    ref, sets = _ScaledArgmax(), _tied_sets()
+    refs = [ref(*s) for s in sets]
+    exacts = [_ExactArgmax()(*s) for s in sets]
+    assert all((r != e).any() for r, e in zip(refs, exacts, strict=True))
+
+    v = Verdict("exact", "unverified")
+    expected = worker._timed_expectations(v, ref, _ExactArgmax(), sets, 7, tol, ops, worker._numerics_flags())
+    assert expected is not None and v.status == "unverified"
+    for e, r, x in zip(expected, refs, exacts, strict=True):
+        assert dyn.stats_match(dyn.output_stats([x]), e, tol.rtol)
+        assert not dyn.stats_match(dyn.output_stats([r]), e, tol.rtol)
+    assert sum("refereed in float64" in n for n in v.notes) == 2
+
+    v = Verdict("plain", "unverified")
+    expected = worker._timed_expectations(v, ref, _ScaledArgmax(), sets, 7, tol, ops, worker._numerics_flags())
+    assert expected == [dyn.output_stats([r]) for r in refs] and not v.notes
+
+    v = Verdict("fives", "unverified")
+    assert worker._timed_expectations(v, ref, _Fives(), sets, 7, tol, ops, worker._numerics_flags()) is None
+    assert v.status == "incorrect" and not v.correct and not v.hack_findings
+    assert v.checks[-1]["set"] == "timing-0" and "referee" in v.checks[-1]
+    assert v.findings[-1].code == "output-mismatch"
