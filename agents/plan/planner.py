@@ -194,11 +194,14 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
             kinds[copy] = "pointwise"
             live_set.add(copy)
     live = [n["name"] for n in graph if n["name"] in live_set]
-    prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    order = {n["name"]: i for i, n in enumerate(graph)}
+    # (Stages before in-place writes order them: those only move readers later, never across a value.)
+    carried = _carried_values(graph, order, nodes, kinds, live, _stages(graph, kinds), set())
+    prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     if missed := frozenset(bn for bn, conv in split_bns.items() if conv not in prologues):
         # Their chains would be passes of their own: those norms normalise as they did.
         return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed)
-    sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target)
+    sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target)
 
     materialise: set[str] = set()
@@ -247,14 +250,14 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     after, store = _in_place_order(graph, nodes, kinds, kernel_plans, live)
     materialise |= store
     stage = _stages(graph, kinds, after)
+    materialise |= carried
     groups: dict[tuple[int, tuple[int, ...]], list[str]] = {}
     for node in graph:
         if node["name"] in materialise:
             groups.setdefault((stage[node["name"]], tuple(node["shape"])), []).append(node["name"])
     ordered: list[tuple[int, int, FusionGroup]] = []
-    order = {n["name"]: i for i, n in enumerate(graph)}
     for k, ((st, shape), outs) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
-        members = _closure(order, nodes, kinds, outs, stored=store)
+        members = _closure(order, nodes, kinds, outs, stored=store | {c for c in carried if stage[c] < st})
         group = FusionGroup(kind="pointwise", nodes=members, inputs=[], outputs=outs)
         try:
             kernel = codegen.lower(graph, group, f"group{k}", nodes=nodes)
@@ -1451,7 +1454,7 @@ def _root_readers(
 def _take_prologues(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
-    live: list[str], output: Node, target: Target,
+    live: list[str], output: Node, target: Target, carried: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> dict[str, dict[str, Any]]:
     """A reduction (or softmax) whose operand is a pointwise node that nothing but pointwise ops
     otherwise read computes that node as it reads it (a prologue) instead of reading it stored: the pointwise kernel's write and the
@@ -1480,9 +1483,10 @@ def _take_prologues(
         # Other readers that are pointwise compute the node in their own kernels as they would
         # anyway (split_softmax's exp(x - lse) beside the lse); any other reader needs it stored.
         others = readers.get(root, set()) - {name}
-        if kinds.get(root) != "pointwise" or root in returned or any(kinds.get(r) != "pointwise" for r in others):
+        if kinds.get(root) != "pointwise" or root in returned or root in carried \
+                or any(kinds.get(r) != "pointwise" for r in others):
             continue
-        members = _closure(order, nodes, kinds, [root])
+        members = _closure(order, nodes, kinds, [root], stored=carried)
         try:
             pro = codegen.prologue(graph, members, root, nodes=nodes)
             if any(_view_root(nodes, a.name)["name"] in written for a in pro.inputs):
@@ -1524,7 +1528,7 @@ CAT_OPS = frozenset({"cat", "stack"})
 def _take_cat_sources(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], getitems: dict[str, list[Node]],
-    live: list[str], output: Node, target: Target,
+    live: list[str], output: Node, target: Target, carried: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> dict[str, list[dict[str, Any]]]:
     """A cat whose sources include pointwise nodes that nothing else reads computes each of them as
     it copies it (a source read through its chain's loader) instead of reading it stored: the
@@ -1546,10 +1550,10 @@ def _take_cat_sources(
         chosen: list[dict[str, Any]] = []
         for src in dict.fromkeys(r for r in iter_refs(node["args"]) if r is not None):
             # The source itself (no view between), pointwise, read by this cat alone and once.
-            if kinds.get(src) != "pointwise" or src in returned or readers.get(src, set()) != {name} \
+            if kinds.get(src) != "pointwise" or src in returned or src in carried or readers.get(src, set()) != {name} \
                     or list(iter_refs(node["args"])).count(src) != 1:
                 continue
-            members = _closure(order, nodes, kinds, [src])
+            members = _closure(order, nodes, kinds, [src], stored=carried)
             try:
                 pro = codegen.prologue(graph, members, src, nodes=nodes)
             except codegen.NotFusable:
@@ -1882,6 +1886,40 @@ def _in_place_order(
             else:
                 after.setdefault(r, set()).add(w)
     return after, store
+
+
+# The most pointwise ops a later stage's kernel computes again from a value's chain before that value is
+# stored where it is computed and read from there (_carried_values).
+CARRY_OPS = 32
+
+
+def _carried_values(graph: Sequence[Node], order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str],
+                    live: Sequence[str], stage: dict[str, int], store: set[str]) -> set[str]:
+    """Pointwise values read by a later stage whose own chains are CARRY_OPS ops or longer: stored once,
+    in the stage that computes them, and read from there. Left to their readers, as every other
+    pointwise value is, each later stage computes them again from the start: in an unrolled recurrence
+    (a loop over time steps, or an LSTM that PyTorch decomposes) every step's kernel computes every
+    earlier step's cell state, code and work growing with the square of the steps (bench/coverage's
+    lstm_bidir_proj: a 14 MB source that nvcc did not build in 100 s). Taken in graph order, so a
+    value stored bounds the chains after it: no kernel computes more than about CARRY_OPS ops of an
+    earlier stage's."""
+    alive = set(live)
+    crossing: set[str] = set()
+    for node in graph:
+        name = node["name"]
+        if name not in alive or kinds.get(name) not in ("pointwise", "view", "copy"):
+            continue
+        for src in node_inputs(node):
+            if src not in nodes:
+                continue
+            root = _view_root(nodes, src)["name"]
+            if kinds.get(root) == "pointwise" and stage[root] < stage[name]:
+                crossing.add(root)
+    carried: set[str] = set()
+    for name in sorted(crossing, key=order.__getitem__):
+        if len(_closure(order, nodes, kinds, [name], stored=store | carried)) >= CARRY_OPS:
+            carried.add(name)
+    return carried
 
 
 def _closure(
