@@ -245,9 +245,6 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
                                     threads_before, numerics)
         if cand is not None and device.type == "cuda":
             _yardstick(v, device, "empty_after_checks")
-            rec.enter("streams", "which streams the candidate's kernels ran on")
-            _check_streams(v, ref, cand, get_inputs, rand_seeds[0], device)
-            _yardstick(v, device, "empty_after_streams")
     if cand is not None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
@@ -269,7 +266,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     _guard_numerics(v, numerics)
     rec.enter("timing", "eager and candidate, CUDA events, L2 flushed")
-    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops)
+    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops, rand_seeds[0])
     if cand is not None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
@@ -922,7 +919,7 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
 
 
 def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dict[str, Any],
-              ref_ops: Counter[str]) -> None:
+              ref_ops: Counter[str], stream_seed: int) -> None:
     from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
 
     v = rec.verdict
@@ -937,6 +934,13 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops, numerics)
             if v.status == "incorrect" and v.ours is None:
                 return  # wrong on a timing set before any timing (_timed_expectations)
+            # The stream check profiles (CUDA activities), and the profiler leaves CUPTI attached, which
+            # slows every later launch of this process (scripts/probe_launch_floor.py: one timed launch
+            # 20.2 -> 24.2 us on an H200). Run before timing, it made the candidate's and eager's figures
+            # this process's, while torch.compile's baseline is timed in a process that never profiled.
+            rec.enter("streams", "which streams the candidate's kernels ran on")
+            _check_streams(v, ref, cand, get_inputs, stream_seed, device)
+            _yardstick(v, device, "empty_after_streams")
             floor_seeds = iter(fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds)))
             _timing_floor(rec, cand, lambda: make_inputs(get_inputs, next(floor_seeds), device))
             _guard_numerics(v, numerics)  # switched during its timed calls
