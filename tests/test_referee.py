@@ -471,3 +471,38 @@ def test_timed_outputs_are_held_to_a_refereed_candidates_own_output():
     assert v.status == "incorrect" and not v.correct and not v.hack_findings
     assert v.checks[-1]["set"] == "timing-0" and "referee" in v.checks[-1]
     assert v.findings[-1].code == "output-mismatch"
+
+
+class _Affine(torch.nn.Module):
+    def forward(self, x):
+        return x * 1.5 + 0.25
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        return (x * 1.5 + 0.25) * self.factor
+
+
+@pytest.mark.parametrize(("factor", "status"), [(1.0 + 3e-4, "incorrect"), (0.0, "hacked")])
+def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(factor, status):
+    """Right on every checked set, then wrong before timing: near the tolerance it is precision
+    (incorrect); far beyond it, behaviour that changed once the checks were done (a hack, as
+    tests/hacks/gpu_wrong_while_timed's skipped work is)."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import worker
+    from stitchcuda.types import Verdict
+
+    torch.manual_seed(3)
+    sets = [[torch.randn(64, 64)], [torch.randn(64, 64)]]
+    tol = tolerance_for(["mul", "add"], [torch.float32])
+    v = Verdict("scaled", "unverified")
+    got = worker._timed_expectations(v, _Affine(), _Scaled(factor), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+                                     worker._numerics_flags())
+    assert got is None and v.status == status and not v.correct
+    assert bool(v.hack_findings) == (status == "hacked")
+    assert not v.hack_findings or v.hack_findings[0].code == "wrong-while-timed"

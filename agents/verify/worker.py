@@ -932,7 +932,7 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             rec.save()
         if cand is not None:
             _time_candidate(rec, ref, cand, get_inputs, sets, seeds[2], device, tol, trials, flusher, ref_ops, numerics)
-            if v.status == "incorrect" and v.ours is None:
+            if v.status in ("incorrect", "hacked") and v.ours is None:
                 return  # wrong on a timing set before any timing (_timed_expectations)
             # The stream check profiles (CUDA activities), and the profiler leaves CUPTI attached, which
             # slows every later launch of this process (scripts/probe_launch_floor.py: one timed launch
@@ -1176,7 +1176,8 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
     Timed outputs judged against the fp32 reference's alone would call every such candidate "wrong
     while timed" (bench/coverage's flip_tta_segmentation on an H200, 2026-11-30: 50 of 50 argmax
     outputs, tied logits, refereed correct). None where the untimed output is wrong on a set (the
-    verdict says so): incorrect, not a hack, and nothing to time."""
+    verdict says so, and nothing is timed): incorrect where the miss is near the checked sets' error,
+    a hack where it is far beyond it (right while checked, then not: gpu_wrong_while_timed)."""
     expected = []
     for i, s in enumerate(sets):
         same_draws(fresh_seed + i)
@@ -1200,12 +1201,21 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
                            f"{'refereed in float64' if referee is not None else 'within tolerance'}: "
                            f"{(referee or m).message}")
             continue
-        v.correct, v.status = False, "incorrect"
-        v.message = f"timing set {i} (a fresh input set, before timing): {m.message}"
+        v.correct = False
         v.checks.append({"set": f"timing-{i}", "seed": fresh_seed + i, "ok": False, "message": m.message,
                          "max_abs": m.max_abs, "rel_norm": m.rel_norm,
                          **({"referee": {"ok": referee.ok, "message": referee.message}} if referee else {})})
-        v.findings.append(Finding("output-mismatch", v.message, data={"set": f"timing-{i}", FINITE_MISS: finite_miss(m)}))
+        if _near_miss(m, v.checks, tol):  # precision, as on the fresh set after timing
+            v.status = "incorrect"
+            v.message = f"timing set {i} (a fresh input set, before timing): {m.message}"
+            v.findings.append(Finding("output-mismatch", v.message,
+                                      data={"set": f"timing-{i}", FINITE_MISS: finite_miss(m)}))
+        else:  # right on every checked set, then far off: its behaviour changed once the checks were done
+            _add_once(v.hack_findings, [Finding(
+                "wrong-while-timed", f"wrong on timing set {i}, after passing every checked set, far beyond their "
+                f"error: {m.message}")])
+            v.status = "hacked"
+            v.message = "; ".join(f.message for f in v.hack_findings)
         return None
     return expected
 
