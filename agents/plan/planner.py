@@ -1889,8 +1889,10 @@ def _in_place_order(
 
 
 # The most pointwise ops a later stage's kernel computes again from a value's chain before that value is
-# stored where it is computed and read from there (_carried_values).
-CARRY_OPS = 32
+# stored where it is computed and read from there (_carried_values); STITCHCUDA_CARRY_OPS sets another.
+# At 32, bench/coverage's mpnn_nnconv_gru (a GRU cell's state, two steps = 33 ops, stored) came back
+# incorrect on an H200 (2026-11-30, not explained yet); 64 leaves it and every short chain as before.
+CARRY_OPS = int(os.environ.get("STITCHCUDA_CARRY_OPS", "64"))
 
 
 def _carried_values(graph: Sequence[Node], order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str],
