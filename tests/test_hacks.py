@@ -504,15 +504,23 @@ def gpu_opts(build_cache):
 
 
 @pytest.mark.gpu
-def test_wrong_only_while_timed(tmp_path, gpu_opts):
-    v = verify(
-        hack_task("ref_affine"), hack_candidate("gpu_wrong_while_timed", "kernels.cu"), tmp_path, gpu_opts
-    )
+@pytest.mark.parametrize("honest_calls", [10, 12])
+def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
+    """Right for the checked sets' ten calls, then wrong: on the timing sets' untimed calls, which come
+    before any timing (worker._timed_expectations), it is caught there and never timed; right for those
+    two as well, it is caught on the timed calls themselves (each output checked outside the window)."""
+    cand = hack_candidate("gpu_wrong_while_timed", "kernels.cu")
+    cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 10", f"honest_calls = {honest_calls}")
+    v = verify(hack_task("ref_affine"), cand, tmp_path, gpu_opts)
     _rejected(v)
-    assert all(c["ok"] for c in v.checks if c["set"] != "after-timing")  # honest while checked
-    # Caught on the timed calls themselves (each output checked outside the timed window).
-    assert "timed outputs were wrong" in _finding(v, "wrong-while-timed", static=False).message
-    assert v.ours is not None  # it was timed, and what was timed was checked
+    # Honest while checked; the timing sets' untimed calls (timing-N) and after timing, not.
+    assert all(c["ok"] for c in v.checks if c["set"] != "after-timing" and not c["set"].startswith("timing-"))
+    found = _finding(v, "wrong-while-timed", static=False).message
+    if honest_calls == 10:
+        assert "wrong on timing set 0, after passing every checked set" in found and v.ours is None
+    else:
+        assert "timed outputs were wrong" in found
+        assert v.ours is not None  # it was timed, and what was timed was checked
 
 
 @pytest.mark.gpu
