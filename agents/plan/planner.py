@@ -52,6 +52,7 @@ from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.pairwise_distances import rewrite_pairwise_distances
+from stitchcuda.agents.plan.patch_gemm import patch_convs_as_gemms
 from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_product_rows
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
@@ -125,12 +126,14 @@ def _softmaxes_without_epilogue(plan: Plan) -> frozenset[str]:
 
 def _algebra(graph: list[Node], target: Target) -> list[Node]:
     """The rewrites that change the math's form but not its value: reductions folded into the linear
-    map before them, pools taken before 1x1 convolutions or composed into other convolutions (each
-    said in the proposal); matrix products computed only where they are read (picked_products)."""
+    map before them, pools taken before 1x1 convolutions or composed into other convolutions,
+    convolutions over non-overlapping patches as GEMMs (each said in the proposal); matrix products
+    computed only where they are read (picked_products)."""
     if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
         graph = fold_conv_reductions(fold_linear_reductions(graph, target))
     if os.environ.get(POOL_FIRST_ENV, "1") != "0":
         graph = compose_pools_into_convs(pool_before_pointwise_convs(graph))
+    graph = patch_convs_as_gemms(graph)  # (after the pools: a pool composed into a convolution may make one)
     if os.environ.get(PICKED_PRODUCTS_ENV, "1") != "0":
         graph = pick_product_rows(graph)
     return graph
