@@ -466,11 +466,11 @@ def test_timed_outputs_are_held_to_a_refereed_candidates_own_output():
     expected = worker._timed_expectations(v, ref, _ScaledArgmax(), sets, 7, tol, ops, worker._numerics_flags())
     assert expected == [dyn.output_stats([r]) for r in refs] and not v.notes
 
+    # Every element wrong, after passing every checked set: changed behaviour, not precision.
     v = Verdict("fives", "unverified")
     assert worker._timed_expectations(v, ref, _Fives(), sets, 7, tol, ops, worker._numerics_flags()) is None
-    assert v.status == "incorrect" and not v.correct and not v.hack_findings
+    assert v.status == "hacked" and not v.correct and v.hack_findings[0].code == "wrong-while-timed"
     assert v.checks[-1]["set"] == "timing-0" and "referee" in v.checks[-1]
-    assert v.findings[-1].code == "output-mismatch"
 
 
 class _Affine(torch.nn.Module):
@@ -506,3 +506,39 @@ def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(factor, status):
     assert got is None and v.status == status and not v.correct
     assert bool(v.hack_findings) == (status == "hacked")
     assert not v.hack_findings or v.hack_findings[0].code == "wrong-while-timed"
+
+
+class _OneRowOff(torch.nn.Module):
+    def forward(self, x):
+        out = (x * 3.0 + 1.0).argmax(-1)
+        out[0] = (out[0] + 1) % x.shape[-1]
+        return out
+
+
+class _OneNaN(torch.nn.Module):
+    def forward(self, x):
+        out = x * 1.5 + 0.25
+        out[0, 0] = float("nan")
+        return out
+
+
+@pytest.mark.parametrize(("ref", "cand", "status"), [
+    (_ScaledArgmax(), _OneRowOff(), "incorrect"),  # 1 of 10,000 integers: a near miss
+    (_Affine(), _OneNaN(), "hacked"),  # a NaN where the reference has none: never near
+], ids=["one argmax of 10,000 off", "one NaN"])
+def test_misses_without_an_error_figure_are_judged_by_what_differs(ref, cand, status):
+    """compare.py leaves the error figures at zero for integer outputs and misplaced NaN: judged by
+    the relative error alone, every such miss on a timing set was "near" (incorrect), NaN garbage too.
+    Now integers are near where few differ, and NaN or inf where the reference has none never is."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import worker
+    from stitchcuda.types import Verdict
+
+    torch.manual_seed(5)
+    sets = [[torch.randn(10_000, 8)], [torch.randn(10_000, 8)]]
+    tol = tolerance_for(["mul", "add", "argmax"], [torch.int64 if status == "incorrect" else torch.float32])
+    v = Verdict("cand", "unverified")
+    got = worker._timed_expectations(v, ref, cand, sets, 7, tol, Counter({"mul": 1, "add": 1, "argmax": 1}),
+                                     worker._numerics_flags())
+    assert got is None and v.status == status, (v.status, v.message)

@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+# Bound as this module is imported (torch has loaded torch.profiler by then), before any candidate
+# runs: the stream check and the timing floor profile after the timed calls, and a name the candidate
+# rebinds in torch.profiler meanwhile does not reach them (tamper.py watches this module's names).
+from torch.profiler import ProfilerActivity as _ProfilerActivity
+from torch.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK, is_compute_aten
@@ -354,10 +360,8 @@ def kernel_timeline(run: Callable[[], Any], *, hold_cycles: int = 0,
     import os
     import tempfile
 
-    from torch.profiler import ProfilerActivity, profile
-
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+    with _profile(activities=[_ProfilerActivity.CUDA, _ProfilerActivity.CPU]) as prof:
         if hold_cycles:
             torch.cuda._sleep(hold_cycles)
         run()

@@ -26,7 +26,11 @@ from stitchcuda.agents.verify import timing
 # (label, owner, attribute names): the objects whose identity the timing and the comparison rely on.
 _WATCHED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("torch.cuda", torch.cuda, ("Event", "synchronize", "current_device", "current_stream", "default_stream",
-                                "Stream", "set_device", "device", "stream")),
+                                "Stream", "set_device", "device", "stream", "_sleep")),
+    # The stream check and the timing floor profile after the timed calls (dynamic_check.kernel_timeline):
+    # the profiler's methods, and the spin kernel its markers are.
+    ("torch.profiler.profile", torch.profiler.profile, ("__init__", "__enter__", "__exit__", "start", "stop",
+                                                        "export_chrome_trace", "events", "key_averages")),
     ("torch.cuda.Event", torch.cuda.Event, ("record", "elapsed_time", "synchronize", "query", "wait", "__init__",
                                             "__new__")),
     ("torch.Tensor", torch.Tensor, ("copy_", "zero_", "clone", "__torch_function__", "data_ptr", "cuda", "to")),
