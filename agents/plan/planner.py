@@ -199,7 +199,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     live = [n["name"] for n in graph if n["name"] in live_set]
     order = {n["name"]: i for i, n in enumerate(graph)}
     # (Stages before in-place writes order them: those only move readers later, never across a value.)
-    carried = _carried_values(graph, order, nodes, kinds, live, _stages(graph, kinds), set())
+    carried = _carried_values(graph, order, nodes, kinds, live, _stages(graph, kinds))
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     if missed := frozenset(bn for bn, conv in split_bns.items() if conv not in prologues):
         # Their chains would be passes of their own: those norms normalise as they did.
@@ -1900,7 +1900,7 @@ CARRY_OPS = int(os.environ.get("STITCHCUDA_CARRY_OPS", "32"))
 
 
 def _carried_values(graph: Sequence[Node], order: dict[str, int], nodes: dict[str, Node], kinds: dict[str, str],
-                    live: Sequence[str], stage: dict[str, int], store: set[str]) -> set[str]:
+                    live: Sequence[str], stage: dict[str, int]) -> set[str]:
     """Pointwise values read by a later stage whose own chains are CARRY_OPS ops or longer: stored once,
     in the stage that computes them, and read from there. Left to their readers, as every other
     pointwise value is, each later stage computes them again from the start: in an unrolled recurrence
@@ -1923,7 +1923,7 @@ def _carried_values(graph: Sequence[Node], order: dict[str, int], nodes: dict[st
                 crossing.add(root)
     carried: set[str] = set()
     for name in sorted(crossing, key=order.__getitem__):
-        if len(_closure(order, nodes, kinds, [name], stored=store | carried)) >= CARRY_OPS:
+        if len(_closure(order, nodes, kinds, [name], stored=carried)) >= CARRY_OPS:
             carried.add(name)
     return carried
 
