@@ -51,11 +51,16 @@ def test_the_blind_check_rejects_what_the_worker_accepted(tmp_path, opts, monkey
 
 
 @pytest.mark.parametrize("ref,stem", [("ref_affine", "good_affine"), ("ref_linear", "good_linear"),
-                                      ("ref_shifted_norm", "good_shifted_norm")])
+                                      ("ref_shifted_norm", "good_shifted_norm"),
+                                      ("ref_affine_dropout", "good_affine_dropout")])
 def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     """good_shifted_norm is more exact than its fp32 reference on ill-conditioned inputs: it passes
     on the referee's float64 outputs, as in the worker. Those are computed only where the fp32 ones
-    differ: the others' referees compute none."""
+    differ: the others' referees compute none.
+
+    good_affine_dropout draws its dropout mask as eager dropout does (native_dropout over ones),
+    which the profiler records by name alone, with its bernoulli_ and mul below it on the CPU: it
+    was judged PyTorch compute here (level 2's 66 and 83 on an H200, 2026-12-01)."""
     v = verify(hack_task(ref), hack_candidate(stem), tmp_path / "v", opts)
     assert v.accepted, (v.status, v.message)
     assert any(n.startswith("blind check:") for n in v.notes), v.notes
@@ -176,3 +181,28 @@ def test_the_witness_waits_with_no_request_until_told(tmp_path):
         started.close()
     assert started.witness.poll() is not None and started.referee.poll() is not None
     assert not started.private.exists() and not (run / "blind_witness.pt").exists()
+
+
+def test_the_witness_record_counts_dropout_calls_apart_from_their_own_work():
+    """What a native_dropout runs below itself is the draw's own work; the same ops run beside it
+    are the forward's, and the calls pass as mask draws only up to CALLS forwards of the draws the
+    recorded forward made."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.randn(4, 8)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function(f"{blind.MARKER}_0"):
+            for _ in range(2):
+                torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
+        with record_function(f"{blind.MARKER}_1"):
+            torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
+            torch.mul(x, 2.0)
+        torch.bernoulli(x.sigmoid())  # outside the forwards: not theirs
+    ranges, ops, _, calls = blind._forward_ops(prof.events())
+    assert (ranges, calls) == (2, 3)
+    assert "mul" in ops and "bernoulli_" not in ops and "bernoulli" not in ops and "sigmoid" not in ops, ops
+    assert blind._only_mask_draws({"dropout_calls": 3, "mask_draws": 1})
+    assert not blind._only_mask_draws({"dropout_calls": blind.CALLS + 1, "mask_draws": 1})
+    assert not blind._only_mask_draws({"dropout_calls": 1, "mask_draws": 0})
+    assert not blind._only_mask_draws({"dropout_calls": 1})  # (an old or forged record: no count)

@@ -179,7 +179,9 @@ def witness(req: dict[str, Any]) -> None:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from stitchcuda.agents.verify import audit, tamper
+    from stitchcuda.agents.verify import dynamic_check as dyn
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
+    from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import build_model, import_file
@@ -190,6 +192,7 @@ def witness(req: dict[str, Any]) -> None:
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
+    recorder_cls = dyn.OpRecorder
     refused = audit.findings
     # The profiler's modules by their names alone: they keep run state in tables (a set of the
     # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
@@ -230,14 +233,24 @@ def witness(req: dict[str, Any]) -> None:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             torch.zeros(1)  # recorded only if the profiler is still on after the forwards
+        # The profiler names aten::native_dropout without its arguments: one forward more, under the
+        # worker's op recorder, says how many of those calls are masks drawn over ones (the draws a
+        # ModelNew may make) and what PyTorch computes in the forward under a dispatch mode.
+        recorder = recorder_cls()
+        same_draws(req["seed"])
+        with audit.window(), recorder:
+            cand(*clone_args(args))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         del cand, out, args
     _mark("forwards done, the lock given back")
-    ranges, ops, after = forward_ops(events_of(prof))
+    ranges, ops, after, dropout_calls = forward_ops(events_of(prof))
     tampered = changed(watched, except_from=("torch",))
     # What the audit hook refused here (a refusal the candidate's code caught is still its attempt).
     tried = [[f.code, f.message] for f in refused()]
-    save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried},
-         req["witness_out"])
+    save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried,
+          "dropout_calls": dropout_calls, "mask_draws": recorder.ops[DROPOUT_MASK],
+          "recorded_compute": sorted(recorder.compute_ops)}, req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
     # rewrite the record (a review, 2026-11-30).
@@ -245,21 +258,30 @@ def witness(req: dict[str, Any]) -> None:
     os._exit(0)
 
 
-def _forward_ops(events: Any) -> tuple[int, list[str], bool]:
+def _forward_ops(events: Any) -> tuple[int, list[str], bool, int]:
     """(the forward ranges recorded, the aten ops inside them, whether the profiler recorded the
-    marker op after them)."""
+    marker op after them, the aten::native_dropout calls inside them)."""
     spans = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith(MARKER)]
     last = max((end for _, end in spans), default=None)
+
+    def inside(t: float) -> bool:
+        return any(a <= t <= b for a, b in spans)
+
+    # What native_dropout runs below itself (bernoulli_ and mul on the CPU) is the draw's own work:
+    # the call is judged as a whole, by its count against the mask draws the recorder saw (_judge).
+    dropouts = [e for e in events if e.name == "aten::native_dropout" and inside(e.time_range.start)]
+    below = [(e.thread, e.time_range.start, e.time_range.end, id(e)) for e in dropouts]
     ops, after = set(), False
     for e in events:
         if not e.name.startswith("aten::"):
             continue
         t = e.time_range.start
-        if any(a <= t <= b for a, b in spans):
-            ops.add(e.name.removeprefix("aten::"))
+        if inside(t):
+            if not any(th == e.thread and a <= t and e.time_range.end <= b and i != id(e) for th, a, b, i in below):
+                ops.add(e.name.removeprefix("aten::"))
         elif last is not None and t > last and e.name == "aten::zeros":
             after = True
-    return len(spans), sorted(ops), after
+    return len(spans), sorted(ops), after, len(dropouts)
 
 
 def referee(req: dict[str, Any]) -> None:
@@ -442,6 +464,14 @@ class Started:
         self._private.cleanup()
 
 
+def _only_mask_draws(got: dict[str, Any]) -> bool:
+    """Whether every aten::native_dropout the profiled forwards made can be a dropout mask drawn over
+    ones, as the worker allows (DROPOUT_MASK): no more of them than CALLS forwards of the draws
+    the witness's recorded forward made."""
+    calls, draws = got.get("dropout_calls"), got.get("mask_draws")
+    return isinstance(calls, int) and isinstance(draws, int) and draws > 0 and calls <= CALLS * draws
+
+
 def _close_stdin(proc: subprocess.Popen) -> str:
     with contextlib.suppress(OSError):
         assert proc.stdin is not None
@@ -494,6 +524,10 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
                                 f"no reference in its process, the candidate's outputs are not the module's: "
                                 f"{m.message} (at {tol.why})"))
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
+    if "native_dropout" in compute and _only_mask_draws(got):
+        compute.remove("native_dropout")
+    if isinstance(got, dict) and got.get("recorded_compute"):
+        compute = sorted(set(compute) | {str(n) for n in got["recorded_compute"]})
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
                                 f"below Python and dispatch modes (the profiler's CPU ops): {', '.join(compute[:8])}"))

@@ -57,3 +57,15 @@ extern "C" int shifted_norm(const float* x, float* out, int64_t rows, int64_t co
   }
   return 0;
 }
+
+// out = relu(x * mask * keep * scale + y): a training-mode dropout of x (mask: bool, one byte an
+// element; keep: 1 / (1 - p)) before the affine map.
+extern "C" int dropout_affine_relu(const float* x, const bool* mask, const float* y, float* out, int64_t n,
+                                   double keep, double scale, void*) {
+  for (int64_t i = 0; i < n; ++i) {
+    float d = mask[i] ? x[i] * (float)keep : 0.f;
+    float v = d * (float)scale + y[i];
+    out[i] = v > 0.f ? v : 0.f;
+  }
+  return 0;
+}
