@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +264,21 @@ class ProblemRun:
     note: str = ""
     attempt: int = 1
     device: str | None = None  # the GPU the last verdict was measured on; None on the CPU
+    # The rounds before the last, in brief (round_brief): why a problem left a rung (39's TF32 miss on
+    # the H200 at 43a5367 was known only as "ran at 3xTF32").
+    earlier: list[dict[str, Any]] = field(default_factory=list)
+
+
+def round_brief(attempt: int, cand: Candidate | None, v: Verdict) -> dict[str, Any]:
+    """A round's verdict as kept beside a later round's entry: its status and the checks it missed
+    (set, message, relative L2 error, the fp64 referee's word)."""
+    missed = [{k: c[k] for k in ("set", "message", "rel_norm", "referee") if k in c}
+              for c in v.checks if c.get("ok") is False]
+    for m in missed:
+        m["message"] = str(m.get("message", ""))[:300]
+    return {"attempt": attempt, "candidate": cand.name if cand is not None else None, "precision": v.precision,
+            "status": v.status, "message": (v.message or "")[:300], "missed": missed[:6],
+            "hack_findings": [f.code for f in v.hack_findings]}
 
 
 def _line(run: ProblemRun, retry: Candidate | None, alone: bool) -> str:
@@ -352,6 +367,8 @@ def verify_rounds(
                 wants_retry = retry is not None  # no further round to wait for: the verdict stands
         run.device = v.device if v.device and v.device != "cpu" else None
         run.entry = {**entry_for(f, v, run.cand, run.note), "attempt": run.attempt}
+        if run.earlier:
+            run.entry["earlier_rounds"] = list(run.earlier)
         if alone:
             run.entry["ran_alone"] = True
         if wants_retry:  # until the retry's verdict replaces this entry
@@ -360,6 +377,7 @@ def verify_rounds(
         on_entry(run)
         if retry is None:
             return run
+        run.earlier.append(round_brief(run.attempt, run.cand, v))
         run.cand, run.attempt = retry, run.attempt + 1
 
 

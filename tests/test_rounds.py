@@ -187,6 +187,10 @@ def test_optimize_and_bench_share_the_rounds(tmp_path, monkeypatch):
     (entry,) = report["problems"]
     assert (entry["candidate"], entry["status"], entry["attempt"]) == ("right", "ok", 2)
     assert [f.status if f else None for f in coder.feedback] == [None, "incorrect"]
+    # The first round's miss stays beside the entry: which sets, and how far.
+    (first,) = entry["earlier_rounds"]
+    assert (first["attempt"], first["candidate"], first["status"]) == (1, "wrong", "incorrect"), first
+    assert first["missed"] and all(m["set"] and m["message"] and m["rel_norm"] > 0 for m in first["missed"]), first
     assert report["meta"]["coder"] == "scripted"
 
 
