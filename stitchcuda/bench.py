@@ -369,6 +369,8 @@ def verify_rounds(
         run.entry = {**entry_for(f, v, run.cand, run.note), "attempt": run.attempt}
         if run.earlier:
             run.entry["earlier_rounds"] = list(run.earlier)
+        if missed := round_brief(run.attempt, run.cand, v)["missed"]:
+            run.entry["missed"] = missed  # (the sets this verdict missed, and the referee's word on each)
         if alone:
             run.entry["ran_alone"] = True
         if wants_retry:  # until the retry's verdict replaces this entry

@@ -191,6 +191,13 @@ def test_optimize_and_bench_share_the_rounds(tmp_path, monkeypatch):
     (first,) = entry["earlier_rounds"]
     assert (first["attempt"], first["candidate"], first["status"]) == (1, "wrong", "incorrect"), first
     assert first["missed"] and all(m["set"] and m["message"] and m["rel_norm"] > 0 for m in first["missed"]), first
+    assert "missed" not in entry  # (the accepted round missed none)
+    # A problem left wrong keeps the sets its last verdict missed.
+    report = bench.run_bench([str(level)], tmp_path / "bench-wrong", coder=Scripted(cand("wrong", WRONG_CU)),
+                             verify_opts=verify_opts, on_event=lambda m: None)
+    (entry,) = report["problems"]
+    assert entry["status"] == "incorrect" and "earlier_rounds" not in entry, entry
+    assert {m["set"] for m in entry["missed"]} and all(m["rel_norm"] > 0 for m in entry["missed"]), entry["missed"]
     assert report["meta"]["coder"] == "scripted"
 
 
