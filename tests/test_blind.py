@@ -199,10 +199,35 @@ def test_the_witness_record_counts_dropout_calls_apart_from_their_own_work():
             torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
             torch.mul(x, 2.0)
         torch.bernoulli(x.sigmoid())  # outside the forwards: not theirs
-    ranges, ops, _, calls = blind._forward_ops(prof.events())
+    own = blind._dropout_own_ops()
+    assert {"bernoulli_", "mul"} <= own and not own & {"relu", "addmm", "native_dropout"}, own
+    ranges, ops, _, calls = blind._forward_ops(prof.events(), own)
     assert (ranges, calls) == (2, 3)
     assert "mul" in ops and "bernoulli_" not in ops and "bernoulli" not in ops and "sigmoid" not in ops, ops
+    # Without the draw's own ops named, nothing below it is left out.
+    assert "bernoulli_" in blind._forward_ops(prof.events())[1]
     assert blind._only_mask_draws({"dropout_calls": 3, "mask_draws": 1})
     assert not blind._only_mask_draws({"dropout_calls": blind.CALLS + 1, "mask_draws": 1})
     assert not blind._only_mask_draws({"dropout_calls": 1, "mask_draws": 0})
     assert not blind._only_mask_draws({"dropout_calls": 1})  # (an old or forged record: no count)
+
+
+def test_a_dispatch_mode_cannot_hide_compute_below_a_mask_draw():
+    """A handler for native_dropout runs inside the call's time range: what it computes (relu here)
+    is not the draw's own work, and stays in the record (a review of 4b0c4e0)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Hide(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ == "native_dropout":
+                torch.relu(args[0])
+            return func(*args, **(kwargs or {}))
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function(f"{blind.MARKER}_0"), Hide():
+            torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
+    _, ops, _, calls = blind._forward_ops(prof.events(), blind._dropout_own_ops())
+    assert "relu" in ops, ops
+    assert not blind._only_mask_draws({"dropout_calls": calls * blind.CALLS, "mask_draws": 1})  # (two calls a draw)

@@ -187,6 +187,7 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.task import build_model, import_file
 
     init_args = list(ref_mod.get_init_inputs())
+    dropout_own = _dropout_own_ops()  # (before the candidate's code could register a kernel of its own)
     # What this process's record is made with, bound before the candidate is imported, and a snapshot
     # of the names it and the profiler read (red-team candidates, 2026-11-30, rebound this module's
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
@@ -244,7 +245,7 @@ def witness(req: dict[str, Any]) -> None:
             torch.cuda.synchronize()
         del cand, out, args
     _mark("forwards done, the lock given back")
-    ranges, ops, after, dropout_calls = forward_ops(events_of(prof))
+    ranges, ops, after, dropout_calls = forward_ops(events_of(prof), dropout_own)
     tampered = changed(watched, except_from=("torch",))
     # What the audit hook refused here (a refusal the candidate's code caught is still its attempt).
     tried = [[f.code, f.message] for f in refused()]
@@ -258,9 +259,30 @@ def witness(req: dict[str, Any]) -> None:
     os._exit(0)
 
 
-def _forward_ops(events: Any) -> tuple[int, list[str], bool, int]:
+def _dropout_own_ops() -> frozenset[str]:
+    """The aten ops ATen's native_dropout runs below itself in this torch (on the CPU: bernoulli_,
+    mul, copies), found by drawing one mask under the profiler. Only these may a native_dropout call
+    hide in _forward_ops: whatever else runs inside its time range (a dispatch mode's handler, or a
+    kernel registered over ATen's, runs inside it) stays the forward's."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.ops.aten.native_dropout(torch.ones(8), 0.5, True)
+    events = list(prof.events())
+    tops = [e for e in events if e.name == "aten::native_dropout"]
+    if len(tops) != 1:
+        return frozenset()
+    top = tops[0]
+    return frozenset(e.name.removeprefix("aten::") for e in events
+                     if e.name.startswith("aten::") and e is not top and e.thread == top.thread
+                     and top.time_range.start <= e.time_range.start and e.time_range.end <= top.time_range.end)
+
+
+def _forward_ops(events: Any, dropout_own: frozenset[str] = frozenset()) -> tuple[int, list[str], bool, int]:
     """(the forward ranges recorded, the aten ops inside them, whether the profiler recorded the
-    marker op after them, the aten::native_dropout calls inside them)."""
+    marker op after them, the aten::native_dropout calls inside them). `dropout_own`: the ops a
+    native_dropout call runs below itself (_dropout_own_ops), left out of the record there."""
     spans = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith(MARKER)]
     last = max((end for _, end in spans), default=None)
 
@@ -276,9 +298,11 @@ def _forward_ops(events: Any) -> tuple[int, list[str], bool, int]:
         if not e.name.startswith("aten::"):
             continue
         t = e.time_range.start
+        name = e.name.removeprefix("aten::")
         if inside(t):
-            if not any(th == e.thread and a <= t and e.time_range.end <= b and i != id(e) for th, a, b, i in below):
-                ops.add(e.name.removeprefix("aten::"))
+            if name not in dropout_own or not any(th == e.thread and a <= t and e.time_range.end <= b and i != id(e)
+                                                  for th, a, b, i in below):
+                ops.add(name)
         elif last is not None and t > last and e.name == "aten::zeros":
             after = True
     return len(spans), sorted(ops), after, len(dropouts)
