@@ -439,7 +439,7 @@ class BenchReport:
 
 def longest_first(files: list[Path], earlier: Path) -> list[Path]:
     """`files` in the order that ends a pool's run soonest: longest first, by the wall time
-    (`problem_s`) each took in an earlier bench.json; problems it does not know (or did not time) go
+    (`problem_s`) each took in an earlier bench.json (or a bench/results file of runs); problems it does not know (or did not time) go
     first, as they might be the longest. With many workers the run's tail is its last problems: the
     longest ones started last leave workers idle while they finish."""
     from .task import UsageError
@@ -448,8 +448,12 @@ def longest_first(files: list[Path], earlier: Path) -> list[Path]:
         previous = json.loads(earlier.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"--longest-first {earlier}: not a bench.json ({e})") from None
-    took = {Path(p["path"]).name: p["problem_s"] for p in previous.get("problems", [])
-            if isinstance(p.get("problem_s"), int | float)}
+    # A bench/results file holds several runs' bench.json under "runs": each problem's time from the
+    # last run that has it (so a committed result orders the next run with nothing to carry).
+    runs = [r for r in previous.get("runs", {}).values() if isinstance(r, dict)] if isinstance(previous, dict) else []
+    problems = [p for r in [previous, *runs] for p in r.get("problems", []) if isinstance(p, dict)]
+    took = {Path(p["path"]).name: p["problem_s"] for p in problems
+            if isinstance(p.get("path"), str) and isinstance(p.get("problem_s"), int | float)}
     # sorted() is stable: equal keys keep the given order.
     return sorted(files, key=lambda f: -took.get(f.name, float("inf")))
 

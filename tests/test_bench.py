@@ -297,6 +297,14 @@ def test_longest_first_orders_by_an_earlier_run(tmp_path):
 
     with pytest.raises(UsageError, match="not a bench.json"):
         bench.longest_first(files, tmp_path / "bad.json")
+    # A bench/results file: its runs' problems, the last run's time where two runs have one.
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"meta": {}, "runs": {
+        "l1_old": {"problems": [{"path": "/a/1_A.py", "problem_s": 90.0}, {"path": "/a/4_D.py", "problem_s": 1.0}]},
+        "l1_new": {"problems": [{"path": "/b/1_A.py", "problem_s": 2.0}, {"path": "/b/2_B.py", "problem_s": 30.0},
+                                {"path": "/b/3_C.py", "problem_s": 10.0}]},
+        "example": {"task": "gated_block:Block"}}}))
+    assert [f.name for f in bench.longest_first(files, results)] == ["2_B.py", "3_C.py", "1_A.py", "4_D.py"]
 
 
 def test_entries_say_how_long_each_problem_took_and_a_later_run_starts_the_longest(tmp_path, monkeypatch):
