@@ -45,6 +45,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,9 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.task import build_model, import_file
 
     init_args = list(ref_mod.get_init_inputs())
-    dropout_own = _dropout_own_ops()  # (before the candidate's code could register a kernel of its own)
+    # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
+    # of its own over it. On CUDA it runs only allocations there (allowed ops): nothing is left out.
+    dropout_own = _dropout_own_ops() if device.type == "cpu" else ()
     # What this process's record is made with, bound before the candidate is imported, and a snapshot
     # of the names it and the profiler read (red-team candidates, 2026-11-30, rebound this module's
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
@@ -259,50 +262,58 @@ def witness(req: dict[str, Any]) -> None:
     os._exit(0)
 
 
-def _dropout_own_ops() -> frozenset[str]:
-    """The aten ops ATen's native_dropout runs below itself in this torch (on the CPU: bernoulli_,
-    mul, copies), found by drawing one mask under the profiler. Only these may a native_dropout call
-    hide in _forward_ops: whatever else runs inside its time range (a dispatch mode's handler, or a
-    kernel registered over ATen's, runs inside it) stays the forward's."""
+def _below(top: Any, events: list[Any]) -> list[Any]:
+    """The events that ran inside `top`'s time range on its thread (its own work, or a handler's)."""
+    a, b = top.time_range.start, top.time_range.end
+    return [e for e in events if e is not top and e.thread == top.thread and a <= e.time_range.start
+            and e.time_range.end <= b]
+
+
+def _dropout_own_ops() -> tuple[tuple[str, int], ...]:
+    """The aten ops, with their counts, that ATen's native_dropout runs below itself on the CPU in
+    this torch (bernoulli_, mul, copies), found by drawing one float32 mask under the profiler. A
+    native_dropout call in a forward leaves out of the record exactly this work below it and nothing
+    else: what a dispatch mode's handler or a kernel registered over ATen's runs inside the call's
+    time range changes the counts, and then everything below it stays the forward's (a review of
+    4b0c4e0: by name alone, a `mul` of the forward's could hide there)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         torch.ops.aten.native_dropout(torch.ones(8), 0.5, True)
-    events = list(prof.events())
+    events = [e for e in prof.events() if e.name.startswith("aten::")]
     tops = [e for e in events if e.name == "aten::native_dropout"]
     if len(tops) != 1:
-        return frozenset()
-    top = tops[0]
-    return frozenset(e.name.removeprefix("aten::") for e in events
-                     if e.name.startswith("aten::") and e is not top and e.thread == top.thread
-                     and top.time_range.start <= e.time_range.start and e.time_range.end <= top.time_range.end)
+        return ()
+    return tuple(sorted(Counter(e.name for e in _below(tops[0], events)).items()))
 
 
-def _forward_ops(events: Any, dropout_own: frozenset[str] = frozenset()) -> tuple[int, list[str], bool, int]:
+def _forward_ops(events: Any, dropout_own: tuple[tuple[str, int], ...] = ()) -> tuple[int, list[str], bool, int]:
     """(the forward ranges recorded, the aten ops inside them, whether the profiler recorded the
-    marker op after them, the aten::native_dropout calls inside them). `dropout_own`: the ops a
-    native_dropout call runs below itself (_dropout_own_ops), left out of the record there."""
+    marker op after them, the aten::native_dropout calls inside them). `dropout_own`: the work one
+    native_dropout call runs below itself (_dropout_own_ops), left out of the record where a call's
+    work below it is exactly that."""
+    events = list(events)
     spans = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith(MARKER)]
     last = max((end for _, end in spans), default=None)
 
     def inside(t: float) -> bool:
         return any(a <= t <= b for a, b in spans)
 
-    # What native_dropout runs below itself (bernoulli_ and mul on the CPU) is the draw's own work:
-    # the call is judged as a whole, by its count against the mask draws the recorder saw (_judge).
-    dropouts = [e for e in events if e.name == "aten::native_dropout" and inside(e.time_range.start)]
-    below = [(e.thread, e.time_range.start, e.time_range.end, id(e)) for e in dropouts]
+    aten = [e for e in events if e.name.startswith("aten::")]
+    dropouts = [e for e in aten if e.name == "aten::native_dropout" and inside(e.time_range.start)]
+    # The call itself is judged by its count against the mask draws the recorder saw (_judge).
+    own, hidden = dict(dropout_own), set()
+    for top in dropouts:
+        below = _below(top, aten)
+        if own and Counter(e.name for e in below) == own:
+            hidden |= {id(e) for e in below}
     ops, after = set(), False
-    for e in events:
-        if not e.name.startswith("aten::"):
-            continue
+    for e in aten:
         t = e.time_range.start
-        name = e.name.removeprefix("aten::")
         if inside(t):
-            if name not in dropout_own or not any(th == e.thread and a <= t and e.time_range.end <= b and i != id(e)
-                                                  for th, a, b, i in below):
-                ops.add(name)
+            if id(e) not in hidden:
+                ops.add(e.name.removeprefix("aten::"))
         elif last is not None and t > last and e.name == "aten::zeros":
             after = True
     return len(spans), sorted(ops), after, len(dropouts)
@@ -490,10 +501,11 @@ class Started:
 
 def _only_mask_draws(got: dict[str, Any]) -> bool:
     """Whether every aten::native_dropout the profiled forwards made can be a dropout mask drawn over
-    ones, as the worker allows (DROPOUT_MASK): no more of them than CALLS forwards of the draws
-    the witness's recorded forward made."""
+    ones, as the worker allows (DROPOUT_MASK): as many as CALLS forwards of the draws the witness's
+    recorded forward made, no more and no fewer (a forward that draws differently under the recorder
+    is not judged by it)."""
     calls, draws = got.get("dropout_calls"), got.get("mask_draws")
-    return isinstance(calls, int) and isinstance(draws, int) and draws > 0 and calls <= CALLS * draws
+    return isinstance(calls, int) and isinstance(draws, int) and draws > 0 and calls == CALLS * draws
 
 
 def _close_stdin(proc: subprocess.Popen) -> str:
