@@ -272,10 +272,18 @@ class ProblemRun:
 def round_brief(attempt: int, cand: Candidate | None, v: Verdict) -> dict[str, Any]:
     """A round's verdict as kept beside a later round's entry: its status and the checks it missed
     (set, message, relative L2 error, the fp64 referee's word)."""
-    missed = [{k: c[k] for k in ("set", "message", "rel_norm", "referee") if k in c}
-              for c in v.checks if c.get("ok") is False]
-    for m in missed:
-        m["message"] = str(m.get("message", ""))[:300]
+    missed = []
+    for c in v.checks:
+        if c.get("ok") is not False:
+            continue
+        rel = c.get("rel_norm")
+        # (inf where the reference is all zeros, 0.0 where a miss has no L2 figure: NaN placement,
+        # integers; neither is a distance, and inf is not JSON)
+        m: dict[str, Any] = {"set": c.get("set"), "message": str(c.get("message", ""))[:300],
+                             "rel_norm": rel if isinstance(rel, int | float) and math.isfinite(rel) and rel > 0 else None}
+        if isinstance(c.get("referee"), dict):
+            m["referee"] = {"ok": c["referee"].get("ok"), "message": str(c["referee"].get("message", ""))[:300]}
+        missed.append(m)
     return {"attempt": attempt, "candidate": cand.name if cand is not None else None, "precision": v.precision,
             "status": v.status, "message": (v.message or "")[:300], "missed": missed[:6],
             "hack_findings": [f.code for f in v.hack_findings]}
@@ -354,6 +362,8 @@ def verify_rounds(
                 on_event(f"{f.name}: verifier error on the re-run: {e}")
                 return run
             run.entry = {**entry_for(f, None, run.cand, f"verifier error: {e}", status="error"), "attempt": run.attempt}
+            if run.earlier:
+                run.entry["earlier_rounds"] = list(run.earlier)
             on_entry(run)
             return run
         retry = None
@@ -367,10 +377,11 @@ def verify_rounds(
                 wants_retry = retry is not None  # no further round to wait for: the verdict stands
         run.device = v.device if v.device and v.device != "cpu" else None
         run.entry = {**entry_for(f, v, run.cand, run.note), "attempt": run.attempt}
+        brief = round_brief(run.attempt, run.cand, v)
         if run.earlier:
             run.entry["earlier_rounds"] = list(run.earlier)
-        if missed := round_brief(run.attempt, run.cand, v)["missed"]:
-            run.entry["missed"] = missed  # (the sets this verdict missed, and the referee's word on each)
+        if brief["missed"]:
+            run.entry["missed"] = brief["missed"]  # (the sets this verdict missed, and the referee's word on each)
         if alone:
             run.entry["ran_alone"] = True
         if wants_retry:  # until the retry's verdict replaces this entry
@@ -379,7 +390,7 @@ def verify_rounds(
         on_entry(run)
         if retry is None:
             return run
-        run.earlier.append(round_brief(run.attempt, run.cand, v))
+        run.earlier.append(brief)
         run.cand, run.attempt = retry, run.attempt + 1
 
 
@@ -450,8 +461,12 @@ def longest_first(files: list[Path], earlier: Path) -> list[Path]:
         raise UsageError(f"--longest-first {earlier}: not a bench.json ({e})") from None
     # A bench/results file holds several runs' bench.json under "runs": each problem's time from the
     # last run that has it (so a committed result orders the next run with nothing to carry).
-    runs = [r for r in previous.get("runs", {}).values() if isinstance(r, dict)] if isinstance(previous, dict) else []
-    problems = [p for r in [previous, *runs] for p in r.get("problems", []) if isinstance(p, dict)]
+    if not isinstance(previous, dict):
+        raise UsageError(f"--longest-first {earlier}: not a bench.json (no object at its top)")
+    runs = previous.get("runs")
+    runs = [r for r in runs.values() if isinstance(r, dict)] if isinstance(runs, dict) else []
+    problems = [p for r in [previous, *runs] if isinstance(r.get("problems"), list) for p in r["problems"]
+                if isinstance(p, dict)]
     took = {Path(p["path"]).name: p["problem_s"] for p in problems
             if isinstance(p.get("path"), str) and isinstance(p.get("problem_s"), int | float)}
     # sorted() is stable: equal keys keep the given order.

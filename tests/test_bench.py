@@ -305,6 +305,33 @@ def test_longest_first_orders_by_an_earlier_run(tmp_path):
                                 {"path": "/b/3_C.py", "problem_s": 10.0}]},
         "example": {"task": "gated_block:Block"}}}))
     assert [f.name for f in bench.longest_first(files, results)] == ["2_B.py", "3_C.py", "1_A.py", "4_D.py"]
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(UsageError, match="not a bench.json"):
+        bench.longest_first(files, tmp_path / "list.json")
+    (tmp_path / "odd.json").write_text(json.dumps({"runs": [1], "problems": None}))
+    assert [f.name for f in bench.longest_first(files, tmp_path / "odd.json")] == [f.name for f in files]
+
+
+def test_a_rounds_brief_keeps_its_misses_as_plain_json():
+    """What bench.json keeps of a round: each missed set with a distance only where there is one
+    (inf for an all-zero reference, 0.0 for a NaN-placement miss, are none), the referee's word cut
+    short, at most six misses, nothing of the sets passed or skipped."""
+    from stitchcuda.types import Candidate
+
+    checks = [{"set": "random-0", "ok": True, "message": "match", "rel_norm": 1e-6},
+              {"set": "skipped", "ok": None, "message": "skipped: reference rejects it"},
+              {"set": "zeros", "ok": False, "message": "x" * 900, "rel_norm": float("inf"),
+               "referee": {"ok": False, "message": "y" * 900}},
+              {"set": "nan", "ok": False, "message": "NaN or infinities differ", "rel_norm": 0.0},
+              *({"set": f"large-{i}", "ok": False, "message": "far", "rel_norm": 0.5} for i in range(6))]
+    v = Verdict("c", "incorrect", checks=checks, message="output 0: far")
+    brief = bench.round_brief(2, Candidate("c", {}), v)
+    json.dumps(brief, allow_nan=False)  # (plain JSON: no Infinity)
+    assert (brief["attempt"], brief["candidate"], brief["status"]) == (2, "c", "incorrect")
+    assert [m["set"] for m in brief["missed"]] == ["zeros", "nan", "large-0", "large-1", "large-2", "large-3"]
+    zeros, nan, large = brief["missed"][:3]
+    assert zeros["rel_norm"] is None and nan["rel_norm"] is None and large["rel_norm"] == 0.5
+    assert len(zeros["message"]) == 300 and zeros["referee"] == {"ok": False, "message": "y" * 300}
 
 
 def test_entries_say_how_long_each_problem_took_and_a_later_run_starts_the_longest(tmp_path, monkeypatch):
