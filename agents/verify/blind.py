@@ -271,8 +271,8 @@ def _below(top: Any, events: list[Any]) -> list[Any]:
 
 
 def _dropout_own_ops() -> tuple[str, ...]:
-    """The aten ops, with their counts, that ATen's native_dropout runs below itself on the CPU in
-    this torch (bernoulli_, mul, copies), found by drawing one float32 mask under the profiler. A
+    """The aten ops ATen's native_dropout runs below itself on the CPU in this torch (bernoulli_, mul,
+    copies), sorted, each as often as it runs, found by drawing one float32 mask under the profiler. A
     native_dropout call in a forward leaves out of the record exactly this work below it and nothing
     else: what a dispatch mode's handler or a kernel registered over ATen's runs inside the call's
     time range changes the counts, and then everything below it stays the forward's (a review of
