@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
-#                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [e2e-part] [e2e]
+#                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [probe-ab:VAR=OFF,ON:TASK[,TASK...]] [e2e-part] [e2e]
 #                           [probe-launch] [deadline:SECS] [optimize:FILE[,FILE...]] [wait] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
@@ -131,6 +131,12 @@ for stage in "$@"; do
       IFS=, read -ra plist <<<"${stage#probe-host:}"
       read -ra plist <<<"$(abs "${plist[@]}")"
       (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_host_overhead.py" "$OUT/probe_host${PROBE_TAG:-}.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_host${PROBE_TAG:-}.log" | tail -30 ;;
+    probe-ab:*)
+      # One code-generation switch off against on (scripts/probe_ab.py): probe-ab:VAR=OFF,ON:TASK[,TASK...].
+      rest=${stage#probe-ab:}; setting=${rest%%:*}
+      IFS=, read -ra plist <<<"${rest#*:}"
+      read -ra plist <<<"$(abs "${plist[@]}")"
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_ab.py" "$OUT/probe_ab${PROBE_TAG:-}.json" "$setting" "${plist[@]}") 2>&1 | tee "$OUT/probe_ab${PROBE_TAG:-}.log" | tail -40 ;;
     probe-graph:*)
       # Whether each task's candidate replays as one CUDA graph, and its host time a call (scripts/probe_graph_replay.py).
       IFS=, read -ra plist <<<"${stage#probe-graph:}"

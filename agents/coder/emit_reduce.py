@@ -26,6 +26,7 @@ them; softmax and scans run the per-row function the device's column path uses.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -46,7 +47,14 @@ MAX_SPLITS = 4096
 # Shared CUDA (cuda/reduce.cuh): op structs, the per-thread part, group merges, and the row / column /
 # final kernels
 
-_HEADER = cuda_text.load("reduce.cuh")
+def red_batch() -> int:
+    """Vectors a thread loads before reducing any (SC_RED_U in cuda/reduce.cuh); STITCHCUDA_RED_BATCH=0
+    loads one at a time, as before 2026-12-01, for A/B timing."""
+    return 1 if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0" else 4
+
+
+def _header() -> str:
+    return cuda_text.fill("reduce.cuh", RED_U=red_batch())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +391,7 @@ def _reduce_kernel(
     note = f"{note}: {lay.n} x {lay.r}, {plan}" + (f", {splits} splits" if splits > 1 else "")
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
-    source = f"""{_HEADER}
+    source = f"""{_header()}
 // {name}: {note}
 using {name}_op = {spec.cpp};
 {_ix_source(name, lay)}
@@ -442,7 +450,7 @@ def _along_kernel(
         *_ep_cast(ctx.name, ep, 1),
     ]
     loop = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) {host};"
-    source = f"""{_HEADER}
+    source = f"""{_header()}
 // {name}: {note}
 {_ix_source(name, lay)}
 {ep.functor(f"{name}_ep") if ep is not None else ""}
@@ -580,7 +588,7 @@ def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout
     note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
     if ep is not None:
         note += f", epilogue {' -> '.join(ep.ops) or 'copy'}"
-    source = f"""{_HEADER}
+    source = f"""{_header()}
 // {name}: {note}
 {_ix_source(name, lay)}
 {pro.loader(f"{name}_ld")}
@@ -666,7 +674,7 @@ def _running_extreme(ctx: EmitContext, op: str) -> Kernel:
     launch = (f"  sc_cumext_cols<{name}_ix, {mx}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y, idx);")
     loop = f"  for (int64_t o = 0; o < {name}_ix::N; ++o) sc_cumext_col<{name}_ix, {mx}, {inner}LL>(x, y, idx, o);"
     note = f"{ctx.node.get('target')} {list(src.shape)} dim {ctx.args.get('dim')}: {lay.n} lines of {lay.r}, a thread a line"
-    source = f"""{_HEADER}
+    source = f"""{_header()}
 // {name}: {note}
 {_ix_source(name, lay)}
 {launchers(name, raw, casts, launch, loop)}"""

@@ -3,6 +3,13 @@
 
 #ifndef SC_REDUCE_H
 #define SC_REDUCE_H
+
+// Vectors a thread loads before it reduces any of them, in the row loops below: one load at a time
+// left a softmax's passes over 1 GB rows at 1.55 TB/s, where Triton's reach 4 (level 2's 38,
+// 2026-12-01). The order each thread meets its elements in, so every result, stays the same.
+#ifndef SC_RED_U
+#define SC_RED_U @RED_U@
+#endif
 // Reductions, softmax and scans (emit_reduce.py): fp32 math over fp32/fp16/bf16 storage.
 #define SC_RED_BLOCK 256
 // The prelude's sc_grid sizes the elementwise passes; a .cu whose only kernel is a softmax that
@@ -162,8 +169,17 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
     for (int64_t r = lo + t; r < lo + head; r += tpr) op.add(st, sc_to_f(row[r]), r);
     const int64_t start = lo + head, nv = (hi - start) / VEC;
     const sc_vec<T, VEC>* v = reinterpret_cast<const sc_vec<T, VEC>*>(row + start);
-#pragma unroll 4
-    for (int64_t k = t; k < nv; k += tpr) {
+    int64_t k = t;
+    for (; k + (SC_RED_U - 1) * (int64_t)tpr < nv; k += SC_RED_U * (int64_t)tpr) {
+      sc_vec<T, VEC> c[SC_RED_U];
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) c[u] = v[k + u * (int64_t)tpr];
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) op.add(st, sc_to_f(c[u].v[l]), start + (k + u * (int64_t)tpr) * VEC + l);
+    }
+    for (; k < nv; k += tpr) {
       const sc_vec<T, VEC> c = v[k];
 #pragma unroll
       for (int l = 0; l < VEC; ++l) op.add(st, sc_to_f(c.v[l]), start + k * VEC + l);
@@ -302,8 +318,17 @@ SC_INLINE typename Op::State sc_red_part_ldv(const Op& op, const Ld& ld, int64_t
     if (head > hi - lo) head = hi - lo;
     for (int64_t r = lo + t; r < lo + head; r += tpr) op.add(st, ld(b + r), r);
     const int64_t start = lo + head, nv = (hi - start) / VEC;
-#pragma unroll 4
-    for (int64_t k = t; k < nv; k += tpr) {
+    int64_t k = t;
+    for (; k + (SC_RED_U - 1) * (int64_t)tpr < nv; k += SC_RED_U * (int64_t)tpr) {
+      sc_vec<float, VEC> c[SC_RED_U];
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + start + (k + u * (int64_t)tpr) * VEC);
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u)
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) op.add(st, c[u].v[l], start + (k + u * (int64_t)tpr) * VEC + l);
+    }
+    for (; k < nv; k += tpr) {
       const sc_vec<float, VEC> c = ld.template vec<VEC>(b + start + k * VEC);
 #pragma unroll
       for (int l = 0; l < VEC; ++l) op.add(st, c.v[l], start + k * VEC + l);
@@ -490,14 +515,22 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{})
     for (int64_t r = t; r < Ix::R; r += TPR)
       out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d)));
   } else {
-#pragma unroll 4
-    for (int64_t r = (int64_t)t * WVEC; r < Ix::R; r += (int64_t)TPR * WVEC) {
-      const sc_vec<T, WVEC> c = sc_load<WVEC>(row + r);
+    auto put = [&](int64_t r, const sc_vec<T, WVEC>& c) {
       sc_vec<TO, WVEC> o;
 #pragma unroll
       for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d)));
       sc_store<WVEC>(out + r, o);
+    };
+    constexpr int64_t STEP = (int64_t)TPR * WVEC;
+    int64_t r = (int64_t)t * WVEC;
+    for (; r + (SC_RED_U - 1) * STEP < Ix::R; r += SC_RED_U * STEP) {
+      sc_vec<T, WVEC> c[SC_RED_U];
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) c[u] = sc_load<WVEC>(row + r + u * STEP);
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) put(r + u * STEP, c[u]);
     }
+    for (; r < Ix::R; r += STEP) put(r, sc_load<WVEC>(row + r));
   }
 }
 
@@ -537,14 +570,22 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   const int64_t b = Ix::base(g);
   TO* out = y + g * Ix::R;
   if constexpr (VEC > 1) {
-#pragma unroll 4
-    for (int64_t r = (int64_t)t * VEC; r < Ix::R; r += (int64_t)TPR * VEC) {
-      const sc_vec<float, VEC> c = ld.template vec<VEC>(b + r);
+    auto put = [&](int64_t r, const sc_vec<float, VEC>& c) {
       sc_vec<TO, VEC> v;
 #pragma unroll
       for (int l = 0; l < VEC; ++l) v.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(c.v[l], st.m, d)));
       sc_store<VEC>(out + r, v);
+    };
+    constexpr int64_t STEP = (int64_t)TPR * VEC;
+    int64_t r = (int64_t)t * VEC;
+    for (; r + (SC_RED_U - 1) * STEP < Ix::R; r += SC_RED_U * STEP) {
+      sc_vec<float, VEC> c[SC_RED_U];
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + r + u * STEP);
+#pragma unroll
+      for (int u = 0; u < SC_RED_U; ++u) put(r + u * STEP, c[u]);
     }
+    for (; r < Ix::R; r += STEP) put(r, ld.template vec<VEC>(b + r));
   } else {
 #pragma unroll 4
     for (int64_t r = t; r < Ix::R; r += TPR)
