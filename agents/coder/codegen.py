@@ -606,6 +606,29 @@ def _lane_run(shape: Sequence[int], strides: Sequence[int], offset: int, cap: in
     return run
 
 
+LANES = 16  # the most elements a vector holds (16 bytes of 1-byte elements)
+
+
+def lane_invariant_on() -> bool:
+    """Loads the lanes of a vector share read once from base (_lane_invariant); STITCHCUDA_LANE_INVARIANT=0
+    reads them lane by lane, as before 2026-12-01, for A/B timing."""
+    return os.environ.get("STITCHCUDA_LANE_INVARIANT", "1") != "0"
+
+
+def _lane_invariant(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether elements base .. base + VEC - 1 (base a multiple of VEC <= LANES) all read the same
+    element through `strides`: the innermost dimensions, over a multiple of LANES elements, are
+    broadcast (stride 0)."""
+    span = 1
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size == 1:
+            continue
+        if stride != 0:
+            break
+        span *= size
+    return span > 1 and span % LANES == 0
+
+
 @dataclass(frozen=True)
 class _Index:
     var: str  # C expression: a linear index into a row-major tensor of `shape`
@@ -623,6 +646,9 @@ class _Lowering:
         self.ops: list[str] = []
         self.seeded: set[str] = set()  # nodes whose value is given (an epilogue's), not computed or read
         self.hoist = False  # record HoistedLoads (the pointwise kernels' walker only)
+        # Inputs read at lane i itself as scalars (in{k}[i]), not lanes of a vector load: a walk whose
+        # caller has no vector loads of them (an epilogue's vector form).
+        self.scalar_lanes = False
         self.lanes: dict[str, tuple[str, str, int]] = {}  # index var -> (base expr, lane expr, run)
         self.hoisted: dict[tuple[int, str], HoistedLoad] = {}
         # (an epilogue's plane walk) index "e" lies in plane `p` of `plane` elements: an index whose
@@ -705,8 +731,9 @@ class _Lowering:
         direct = idx.var == "i"
         prev = self.inputs.get(name)
         k = list(self.inputs).index(name) if prev else len(self.inputs)
+        direct = direct and not self.scalar_lanes
         self.inputs[name] = KernelArg(name, node["dtype"], direct or bool(prev and prev.direct))
-        src = f"in{k}_v.v[l]" if direct else f"in{k}[{idx.var}]"
+        src = f"in{k}_v.v[l]" if direct and not self.scalar_lanes else f"in{k}[{idx.var}]"
         if self.hoist and not direct and idx.var in self.lanes and node["dtype"] != "bool":
             base, lane, run = self.lanes[idx.var]
             self.hoisted[(k, idx.var)] = HoistedLoad(k, idx.var, C_TYPES[node["dtype"]], base, lane, run)
@@ -767,7 +794,12 @@ class _Lowering:
         shape = tuple(target["shape"])
         key = (idx.var, idx.shape, tuple(strides), offset)
         if key not in self.indices:
-            expr = _index_expr(idx.var, idx.shape, strides, offset)
+            # Lane i of a vector is base + l, base a multiple of VEC (<= LANES): where the dimensions a
+            # vector can span are all broadcast, every lane reads one element, found and loaded once
+            # from base (a bias per channel read per lane was 3 of a softmax's 19 instructions an
+            # element on level 2's 38, which issued at 77% of the SMs' peak).
+            lanes = idx.var == "i" and lane_invariant_on() and _lane_invariant(idx.shape, strides)
+            expr = _index_expr("base" if lanes else idx.var, idx.shape, strides, offset)
             if self.plane and idx.var == "e":
                 expr = _plane_index_expr(idx.shape, strides, offset, self.plane) or expr
             self.indices[key] = expr if expr == idx.var or expr.isdigit() else self._emit("int64_t", "j", expr)
@@ -1024,6 +1056,11 @@ class Epilogue:
     plane_lines: tuple[tuple[str, str], ...] = ()  # (the variable it declares, the statement)
     plane_hoisted: tuple[tuple[str, str], ...] = ()
     plane_result: str = ""
+    # The chain over VEC consecutive elements from `base` (a multiple of VEC), lane l at i = base + l:
+    # what lanes share (a channel's parameters, lane_invariant) is worked out once a vector. Empty
+    # where the walks disagree on the inputs (then `vec` calls the element form lane by lane).
+    vec_lines: tuple[str, ...] = ()
+    vec_result: str = ""
 
     def construct(self, struct: str, first: int) -> str:
         """A `struct` made from the launcher's parameters in{first}, in{first + 1}, ..."""
@@ -1045,7 +1082,30 @@ class Epilogue:
 {body}
     return {self.result};
   }}
-{self._plane_members(rounded) if planes else ""}}};
+{self._vector_member(rounded)}{self._plane_members(rounded) if planes else ""}}};
+"""
+
+    def _vector_member(self, rounded: str) -> str:
+        """`vec<VEC>(base, x)`: the chain's end at elements base .. base + VEC - 1 from the kernel's
+        values x there (base a multiple of VEC)."""
+        if not self.vec_result:
+            each = "out_.v[l] = (*this)(base + l, x_.v[l]);"
+        else:
+            body = "\n".join(f"      {line}" for line in self.vec_lines)
+            each = f"""const int64_t i = base + l;
+      (void)i;
+      const float v_ = x_.v[l];
+      const float v = {rounded};
+{body}
+      out_.v[l] = {self.vec_result};"""
+        return f"""  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t base, const sc_vec<float, VEC>& x_) const {{
+    sc_vec<float, VEC> out_;
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {{
+      {each}
+    }}
+    return out_;
+  }}
 """
 
     def _plane_members(self, rounded: str) -> str:
@@ -1100,6 +1160,14 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
     if any(a.dtype not in C_TYPES or a.dtype in INTS for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
     planes: dict[str, Any] = {}
+    # The walk again at vector lanes (i = base + l), every input read as a scalar there.
+    vw = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
+    vw.scalar_lanes = True
+    vw.values[(value, "i")] = "v"
+    vw.seeded.add(value)
+    vec_result = vw.value(name, _Index("i", shape))
+    if list(vw.inputs) == list(w.inputs) and value not in vw.inputs:
+        planes = {"vec_lines": tuple(vw.lines), "vec_result": vec_result}
     plane = math.prod(shape[2:]) if len(shape) > 2 else 0
     if plane:
         # The walk again, indices constant over a plane written from the plane's number.
@@ -1112,8 +1180,8 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
         if list(pw.inputs) == list(w.inputs):
             hoisted = tuple((pw.ctypes[var], var) for var in pw.ctypes if var in pw.invariant)
             # (Every statement is _emit's: its variables are in the statements' order.)
-            planes = {"plane": plane, "plane_lines": tuple(zip(pw.ctypes, pw.lines, strict=True)), "plane_hoisted": hoisted,
-                      "plane_result": plane_result}
+            planes |= {"plane": plane, "plane_lines": tuple(zip(pw.ctypes, pw.lines, strict=True)), "plane_hoisted": hoisted,
+                       "plane_result": plane_result}
     return Epilogue(name, value, shape, node["dtype"], src["dtype"], list(w.inputs.values()), list(w.lines), result,
                     list(w.ops), list(members), **planes)
 

@@ -423,7 +423,20 @@ SC_INLINE float sc_softmax_div(const sc_red_lse::State& st) {
 // functor (emit_reduce: the pointwise ops after the softmax, computed as it stores, their end stored).
 struct sc_red_no_ep {
   SC_INLINE float operator()(int64_t, float v) const { return v; }
+  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t, const sc_vec<float, VEC>& v) const { return v; }
 };
+
+// The epilogue over VEC results at y's elements base .. base + VEC - 1 (base a multiple of VEC, as
+// a vector store there needs), rounded to TO: through the epilogue's vector form, which works out
+// once a vector what its lanes share (codegen.Epilogue.vec).
+template <int VEC, class TO, class Ep>
+SC_INLINE sc_vec<TO, VEC> sc_red_ep_vec(const Ep& ep, int64_t base, const sc_vec<float, VEC>& x) {
+  const sc_vec<float, VEC> e = ep.template vec<VEC>(base, x);
+  sc_vec<TO, VEC> o;
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) o.v[l] = sc_from_f<TO>(e.v[l]);
+  return o;
+}
 
 // One row (output o of the layout) serially: the column kernel, and every host entry.
 template <class Ix, int MODE, int64_t INNER, class T, class TO, class Ep = sc_red_no_ep>
@@ -487,10 +500,10 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = E
   for (int k = 0; k < ITEMS; ++k) {
     const int64_t r = ((int64_t)k * TPR + t) * VEC;
     if (live && r < Ix::R) {
-      sc_vec<TO, VEC> c;
+      sc_vec<float, VEC> c;
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) c.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(v[k][l], m.m, d)));
-      sc_store<VEC>(out + r, c);
+      for (int l = 0; l < VEC; ++l) c.v[l] = sc_softmax_out<MODE>(v[k][l], m.m, d);
+      sc_store<VEC>(out + r, sc_red_ep_vec<VEC, TO>(ep, g * Ix::R + r, c));
     }
   }
 }
@@ -516,10 +529,10 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{})
       out[r] = sc_from_f<TO>(ep(g * Ix::R + r, sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), st.m, d)));
   } else {
     auto put = [&](int64_t r, const sc_vec<T, WVEC>& c) {
-      sc_vec<TO, WVEC> o;
+      sc_vec<float, WVEC> o;
 #pragma unroll
-      for (int l = 0; l < WVEC; ++l) o.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d)));
-      sc_store<WVEC>(out + r, o);
+      for (int l = 0; l < WVEC; ++l) o.v[l] = sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d);
+      sc_store<WVEC>(out + r, sc_red_ep_vec<WVEC, TO>(ep, g * Ix::R + r, o));
     };
     constexpr int64_t STEP = (int64_t)TPR * WVEC;
     int64_t r = (int64_t)t * WVEC;
@@ -571,10 +584,10 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   TO* out = y + g * Ix::R;
   if constexpr (VEC > 1) {
     auto put = [&](int64_t r, const sc_vec<float, VEC>& c) {
-      sc_vec<TO, VEC> v;
+      sc_vec<float, VEC> v;
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) v.v[l] = sc_from_f<TO>(ep(g * Ix::R + r + l, sc_softmax_out<MODE>(c.v[l], st.m, d)));
-      sc_store<VEC>(out + r, v);
+      for (int l = 0; l < VEC; ++l) v.v[l] = sc_softmax_out<MODE>(c.v[l], st.m, d);
+      sc_store<VEC>(out + r, sc_red_ep_vec<VEC, TO>(ep, g * Ix::R + r, v));
     };
     constexpr int64_t STEP = (int64_t)TPR * VEC;
     int64_t r = (int64_t)t * VEC;
