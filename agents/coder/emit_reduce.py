@@ -53,8 +53,14 @@ def red_batch() -> int:
     return 1 if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0" else 4
 
 
+def lse_vec() -> int:
+    """Whether logsumexp's state takes a vector at a time (SC_RED_LSE_VEC in cuda/reduce.cuh);
+    STITCHCUDA_LSE_VEC=0 takes an element at a time, as before 2026-12-01, for A/B timing."""
+    return 0 if os.environ.get("STITCHCUDA_LSE_VEC", "1") == "0" else 1
+
+
 def _header() -> str:
-    return cuda_text.fill("reduce.cuh", RED_U=red_batch())
+    return cuda_text.fill("reduce.cuh", RED_U=red_batch(), LSE_VEC=lse_vec())
 
 
 # ---------------------------------------------------------------------------------------------

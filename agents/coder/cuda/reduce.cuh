@@ -10,6 +10,11 @@
 #ifndef SC_RED_U
 #define SC_RED_U @RED_U@
 #endif
+// 1: logsumexp's state takes a vector at a time (sc_red_lse::add_vec), one max and one rescale a vector
+// instead of a compare and branch an element.
+#ifndef SC_RED_LSE_VEC
+#define SC_RED_LSE_VEC @LSE_VEC@
+#endif
 // Reductions, softmax and scans (emit_reduce.py): fp32 math over fp32/fp16/bf16 storage.
 #define SC_RED_BLOCK 256
 // The prelude's sc_grid sizes the elementwise passes; a .cu whose only kernel is a softmax that
@@ -150,9 +155,49 @@ struct sc_red_lse {
     if (sc_finite(m)) a.s = a.s * expf(sc_sub_rn(a.m, m)) + b.s * expf(sc_sub_rn(b.m, m));
     a.m = m;
   }
+  // VEC elements at once where they and the state are ordinary (finite, no NaN): the new max, the
+  // sum rescaled once to it and every element's exp added. Anything else takes add's element-wise
+  // rules (infinities and NaN as ATen gives them).
+  template <int VEC> SC_INLINE void add_vec(State& a, const float (&x)[VEC]) const {
+    float mx = a.m;
+    bool nan = a.m != a.m;
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      mx = fmaxf(mx, x[l]);
+      nan |= x[l] != x[l];
+    }
+    if (nan || !sc_finite(mx)) {
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) add(a, x[l], 0);
+      return;
+    }
+    float s = a.s * expf(sc_sub_rn(a.m, mx));
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) s += expf(sc_sub_rn(x[l], mx));
+    a.s = s;
+    a.m = mx;
+  }
   SC_INLINE float value(const State& a) const { return sc_finite(a.m) ? a.m + logf(a.s) : a.m; }
   SC_INLINE float second(const State&) const { return 0.0f; }
 };
+
+// VEC consecutive elements r0 .. r0 + VEC - 1 into a state: one at a time, as add takes them...
+template <class Op, int VEC>
+SC_INLINE void sc_red_add_vec(const Op& op, typename Op::State& st, const float (&x)[VEC], int64_t r0) {
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) op.add(st, x[l], r0 + l);
+}
+// ...or, for logsumexp, a vector at a time.
+template <int VEC>
+SC_INLINE void sc_red_add_vec(const sc_red_lse& op, sc_red_lse::State& st, const float (&x)[VEC], int64_t r0) {
+#if SC_RED_LSE_VEC
+  (void)r0;
+  op.template add_vec<VEC>(st, x);
+#else
+#pragma unroll
+  for (int l = 0; l < VEC; ++l) op.add(st, x[l], r0 + l);
+#endif
+}
 
 // One thread's share of output o's elements [lo, hi): lo + t, lo + t + tpr, ... With VEC > 1 the
 // reduced elements are contiguous (Ix::off(r) == r): a scalar head up to 16-byte alignment, vectors,
@@ -175,14 +220,19 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
 #pragma unroll
       for (int u = 0; u < SC_RED_U; ++u) c[u] = v[k + u * (int64_t)tpr];
 #pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u)
+      for (int u = 0; u < SC_RED_U; ++u) {
+        float f[VEC];
 #pragma unroll
-        for (int l = 0; l < VEC; ++l) op.add(st, sc_to_f(c[u].v[l]), start + (k + u * (int64_t)tpr) * VEC + l);
+        for (int l = 0; l < VEC; ++l) f[l] = sc_to_f(c[u].v[l]);
+        sc_red_add_vec<VEC>(op, st, f, start + (k + u * (int64_t)tpr) * VEC);
+      }
     }
     for (; k < nv; k += tpr) {
       const sc_vec<T, VEC> c = v[k];
+      float f[VEC];
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) op.add(st, sc_to_f(c.v[l]), start + k * VEC + l);
+      for (int l = 0; l < VEC; ++l) f[l] = sc_to_f(c.v[l]);
+      sc_red_add_vec<VEC>(op, st, f, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
   } else {
@@ -324,14 +374,11 @@ SC_INLINE typename Op::State sc_red_part_ldv(const Op& op, const Ld& ld, int64_t
 #pragma unroll
       for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + start + (k + u * (int64_t)tpr) * VEC);
 #pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u)
-#pragma unroll
-        for (int l = 0; l < VEC; ++l) op.add(st, c[u].v[l], start + (k + u * (int64_t)tpr) * VEC + l);
+      for (int u = 0; u < SC_RED_U; ++u) sc_red_add_vec<VEC>(op, st, c[u].v, start + (k + u * (int64_t)tpr) * VEC);
     }
     for (; k < nv; k += tpr) {
       const sc_vec<float, VEC> c = ld.template vec<VEC>(b + start + k * VEC);
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) op.add(st, c.v[l], start + k * VEC + l);
+      sc_red_add_vec<VEC>(op, st, c.v, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, ld(b + r), r);
     return st;
