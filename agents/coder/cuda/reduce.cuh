@@ -224,7 +224,7 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
         float f[VEC];
 #pragma unroll
         for (int l = 0; l < VEC; ++l) f[l] = sc_to_f(c[u].v[l]);
-        sc_red_add_vec<VEC>(op, st, f, start + (k + u * (int64_t)tpr) * VEC);
+        sc_red_add_vec(op, st, f, start + (k + u * (int64_t)tpr) * VEC);
       }
     }
     for (; k < nv; k += tpr) {
@@ -232,7 +232,7 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
       float f[VEC];
 #pragma unroll
       for (int l = 0; l < VEC; ++l) f[l] = sc_to_f(c.v[l]);
-      sc_red_add_vec<VEC>(op, st, f, start + k * VEC);
+      sc_red_add_vec(op, st, f, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
   } else {
@@ -374,11 +374,11 @@ SC_INLINE typename Op::State sc_red_part_ldv(const Op& op, const Ld& ld, int64_t
 #pragma unroll
       for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + start + (k + u * (int64_t)tpr) * VEC);
 #pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u) sc_red_add_vec<VEC>(op, st, c[u].v, start + (k + u * (int64_t)tpr) * VEC);
+      for (int u = 0; u < SC_RED_U; ++u) sc_red_add_vec(op, st, c[u].v, start + (k + u * (int64_t)tpr) * VEC);
     }
     for (; k < nv; k += tpr) {
       const sc_vec<float, VEC> c = ld.template vec<VEC>(b + start + k * VEC);
-      sc_red_add_vec<VEC>(op, st, c.v, start + k * VEC);
+      sc_red_add_vec(op, st, c.v, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, ld(b + r), r);
     return st;
