@@ -195,3 +195,25 @@ def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
     (ours,), (ref,) = on_the_gpu(module, inputs, tmp_path)
     tol = 2e-3 if ref.dtype == torch.float16 else 1e-4
     torch.testing.assert_close(ours, ref, rtol=tol, atol=tol)
+
+
+class SoftmaxOfSlice(nn.Module):
+    """A softmax over a slice of a pointwise node's rows (the prologue's operand starts mid-row)."""
+
+    def __init__(self, lo: int, hi: int):
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def forward(self, x):
+        return torch.softmax((torch.tanh(x) * 2 + 1)[:, self.lo:self.hi], -1)
+
+
+@pytest.mark.parametrize("width,lo,hi,vec", [(134, 3, 131, 1), (130, 0, 128, 1), (136, 4, 132, 4)],
+                         ids=["odd-offset", "odd-row-stride", "aligned"])
+def test_a_softmax_prologue_reads_vectors_only_where_every_row_starts_aligned(width, lo, hi, vec):
+    # The second pass reads the loader's vectors from each row's start: a slice's offset or an odd
+    # row stride would misalign every one of them on the GPU (a review, 2026-12-01), which the host
+    # entries, reading element by element, never show.
+    p = plan_of(SoftmaxOfSlice(lo, hi), [torch.randn(64, width)])
+    (note,) = [g.note for g in p.groups if "_softmax" in g.note]
+    assert "prologue" in note and f"vec {vec}," in note

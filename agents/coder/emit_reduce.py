@@ -579,7 +579,9 @@ def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout
         # The loader's vectors where its inputs, y and every row start allow them (lay.contig: rows
         # are contiguous and R elements apart).
         vec = _loader_vec(pro) if lay.contig else 1
-        vec = min(vec, 16 // ITEM_SIZE[out.dtype]) if lay.r % vec == 0 else 1
+        # (every row's start a multiple of vec, as the second pass reads vectors from it: a slice's
+        # offset or an odd row stride would misalign each of them; a review, 2026-12-01)
+        vec = min(vec, 16 // ITEM_SIZE[out.dtype]) if lay.r % vec == 0 and lay.aligned(vec) else 1
         tpr = _short_tpr(lay.r, vec) if lay.r <= 2048 else 256
         bs = max(tpr, BLOCK)
         grid = f"<<<{-(-lay.n // (bs // tpr))}, {bs}, 0, stream>>>(x, y{e});"
