@@ -124,7 +124,13 @@ def build_model(cls: type, init_args: list[Any], seed: int, device: Any) -> Any:
     Built on the CPU under a fixed seed, as KernelBench does, so reference and candidate draw the
     same initial weights; then moved to `device`.
     """
+    return built_on_cpu(cls, init_args, seed).to(device)
+
+
+def built_on_cpu(cls: type, init_args: list[Any], seed: int) -> Any:
+    """An instance of `cls` as build_model makes it, left on the CPU (moved later, where the move
+    must wait for a GPU lock and the initialisation need not)."""
     import torch  # not at the top: the CLI's light commands (plan, doctor) import this module
 
     torch.manual_seed(seed)
-    return cls(*init_args).to(device)
+    return cls(*init_args)

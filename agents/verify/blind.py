@@ -186,7 +186,7 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args
-    from stitchcuda.task import build_model, import_file
+    from stitchcuda.task import built_on_cpu, import_file
 
     init_args = list(ref_mod.get_init_inputs())
     # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
@@ -215,16 +215,21 @@ def witness(req: dict[str, Any]) -> None:
         cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     _mark("the candidate's module imported")
     outs = []
+    # Both modules made on the CPU before the GPU lock, as build_model makes them (its seed, then
+    # __init__), and moved under it: a large layer's initialisation on the CPU took seconds of the
+    # lock's time, and of the first verdict's, while the worker builds its own before its lock.
+    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"])
+    weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    del ref
+    gc.collect()  # no reference instance left for the candidate to find
+    with audit.window():
+        cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]))
+    _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
-        ref = build_model(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], device)
-        weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
-        del ref
-        gc.collect()  # no reference instance left for the candidate to find
         args = _inputs(ref_mod, req["seed"], device)
         with audit.window():
-            cand = build_model(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
-                               device)
+            cand = cand.to(device)
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
             cand.load_state_dict(weights)
@@ -331,11 +336,14 @@ def referee(req: dict[str, Any]) -> None:
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
     from stitchcuda.agents.verify.worker import draws_random, same_draws
     from stitchcuda.inputs import clone_args
-    from stitchcuda.task import build_model
+    from stitchcuda.task import built_on_cpu
 
     importlib.import_module(_PRELOADED)
     if device.type == "cuda":
         torch.cuda.init()
+    # The reference made on the CPU while the witness runs (build_model's seed and __init__), moved to
+    # the GPU once told: its initialisation is neither in the lock's time nor after the witness's.
+    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"])
     _mark("ready")
     if sys.stdin.readline().strip() != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
@@ -343,8 +351,7 @@ def referee(req: dict[str, Any]) -> None:
     # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
     # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
     with _gpu(req, device, "referee"):
-        ref = build_model(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
-                          device)
+        ref = ref.to(device)
         args = _inputs(ref_mod, req["seed"], device)
         outs, befores, ops = [], [], None
         for _ in range(CALLS):
