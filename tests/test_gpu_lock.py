@@ -92,3 +92,78 @@ def test_a_candidate_saying_it_waits_forever_is_timed_out(tmp_path):
     outcome = verifier._watch_worker(liar, req, VerifyOptions(cpu_only=True, timeout_s=2.0), None, None, None)
     assert outcome.killed_for == "timeout" and outcome.waited_s < 0.5, outcome
     assert time.monotonic() - t0 < 30
+
+
+def _hold(lock, shared: bool, seconds: float, log: list, name: str, started: threading.Event | None = None):
+    from stitchcuda.agents.verify.locks import file_lock
+
+    with file_lock(str(lock), shared=shared):
+        log.append((name, "in", time.perf_counter()))
+        if started is not None:
+            started.set()
+        time.sleep(seconds)
+        log.append((name, "out", time.perf_counter()))
+
+
+def _overlap(log: list, a: str, b: str) -> bool:
+    t = {(n, w): s for n, w, s in log}
+    return t[(a, "in")] < t[(b, "out")] and t[(b, "in")] < t[(a, "out")]
+
+
+def test_checks_share_the_gpu_only_where_asked_and_never_with_timing(tmp_path, monkeypatch):
+    """STITCHCUDA_SHARED_CHECKS=1: the phases that only compute (correctness, the blind check) hold
+    the lock beside each other; timing holds it alone, and a check arriving while timing waits goes
+    after it (the turnstile), so a stream of checks cannot keep timing out."""
+    lock = tmp_path / "gpu.lock"
+    for sharing in (False, True):
+        monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1" if sharing else "0")
+        log: list = []
+        first = threading.Event()
+        a = threading.Thread(target=_hold, args=(lock, True, 0.6, log, "check-a", first))
+        a.start()
+        first.wait()
+        b = threading.Thread(target=_hold, args=(lock, True, 0.3, log, "check-b"))
+        b.start()
+        time.sleep(0.1)
+        timing = threading.Thread(target=_hold, args=(lock, False, 0.3, log, "timing"))
+        timing.start()
+        time.sleep(0.1)  # (timing is waiting now; a later check must queue behind it)
+        c = threading.Thread(target=_hold, args=(lock, True, 0.2, log, "check-c"))
+        c.start()
+        for t in (a, b, timing, c):
+            t.join()
+        assert _overlap(log, "check-a", "check-b") is sharing
+        for check in ("check-a", "check-b", "check-c"):
+            assert not _overlap(log, check, "timing"), (sharing, log)
+        if sharing:
+            order = {(n, w): s for n, w, s in log}
+            assert order[("timing", "out")] <= order[("check-c", "in")], log  # the turnstile's order
+
+
+def test_a_shared_phase_leaves_the_timing_cpus_to_the_timing_holder(tmp_path, monkeypatch):
+    from stitchcuda import timing_cpus
+
+    seen: list = []
+    monkeypatch.setattr(timing_cpus, "from_env", lambda: {0})
+
+    class Held:
+        def __init__(self, cpus):
+            seen.append(set(cpus))
+
+        def __enter__(self):
+            return False
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(timing_cpus, "held", Held)
+    lock = str(tmp_path / "gpu.lock")
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1")
+    with worker.gpu_lock(lock, shared=True):
+        pass
+    with worker.gpu_lock(lock):
+        pass
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "0")
+    with worker.gpu_lock(lock, shared=True):
+        pass
+    assert seen == [set(), {0}, {0}]

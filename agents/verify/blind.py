@@ -117,7 +117,9 @@ def _gpu(req: dict[str, Any], device: Any, role: str):
     from stitchcuda.agents.verify.locks import file_lock
 
     # The lock state says when it waits (behind the neighbours' timing): time the parent leaves out.
-    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"])):
+    # (Shared with other checks where locks.shared_checks() allows it: the blind check only computes.)
+    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"]),
+                   shared=True):
         try:
             yield
         finally:
