@@ -555,6 +555,22 @@ sc_softmax_rows_reg(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = E
   }
 }
 
+// Thread t's vectors of a row of R elements, r = t * VEC, + TPR * VEC, ..., each loaded by load(r)
+// and handed to put(r, vector); SC_RED_U of them loaded before any is put (a softmax's writing pass).
+template <int TPR, int VEC, class V, class Load, class Put>
+SC_INLINE void sc_row_vectors(int t, int64_t R, const Load& load, const Put& put) {
+  constexpr int64_t STEP = (int64_t)TPR * VEC;
+  int64_t r = (int64_t)t * VEC;
+  for (; r + (SC_RED_U - 1) * STEP < R; r += SC_RED_U * STEP) {
+    V c[SC_RED_U];
+#pragma unroll
+    for (int u = 0; u < SC_RED_U; ++u) c[u] = load(r + u * STEP);
+#pragma unroll
+    for (int u = 0; u < SC_RED_U; ++u) put(r + u * STEP, c[u]);
+  }
+  for (; r < R; r += STEP) put(r, load(r));
+}
+
 // A longer row: an online max/sum pass (vector loads), then a pass that writes.
 template <class Ix, int MODE, int VEC, int WVEC, int TPR, class T, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
@@ -581,16 +597,7 @@ sc_softmax_rows(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{})
       for (int l = 0; l < WVEC; ++l) o.v[l] = sc_softmax_out<MODE>(sc_to_f(c.v[l]), st.m, d);
       sc_store<WVEC>(out + r, sc_red_ep_vec<WVEC, TO>(ep, g * Ix::R + r, o));
     };
-    constexpr int64_t STEP = (int64_t)TPR * WVEC;
-    int64_t r = (int64_t)t * WVEC;
-    for (; r + (SC_RED_U - 1) * STEP < Ix::R; r += SC_RED_U * STEP) {
-      sc_vec<T, WVEC> c[SC_RED_U];
-#pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u) c[u] = sc_load<WVEC>(row + r + u * STEP);
-#pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u) put(r + u * STEP, c[u]);
-    }
-    for (; r < Ix::R; r += STEP) put(r, sc_load<WVEC>(row + r));
+    sc_row_vectors<TPR, WVEC, sc_vec<T, WVEC>>(t, Ix::R, [&](int64_t r) { return sc_load<WVEC>(row + r); }, put);
   }
 }
 
@@ -636,16 +643,8 @@ sc_softmax_rows_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
       for (int l = 0; l < VEC; ++l) v.v[l] = sc_softmax_out<MODE>(c.v[l], st.m, d);
       sc_store<VEC>(out + r, sc_red_ep_vec<VEC, TO>(ep, g * Ix::R + r, v));
     };
-    constexpr int64_t STEP = (int64_t)TPR * VEC;
-    int64_t r = (int64_t)t * VEC;
-    for (; r + (SC_RED_U - 1) * STEP < Ix::R; r += SC_RED_U * STEP) {
-      sc_vec<float, VEC> c[SC_RED_U];
-#pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + r + u * STEP);
-#pragma unroll
-      for (int u = 0; u < SC_RED_U; ++u) put(r + u * STEP, c[u]);
-    }
-    for (; r < Ix::R; r += STEP) put(r, ld.template vec<VEC>(b + r));
+    sc_row_vectors<TPR, VEC, sc_vec<float, VEC>>(t, Ix::R, [&](int64_t r) { return ld.template vec<VEC>(b + r); },
+                                                 put);
   } else {
 #pragma unroll 4
     for (int64_t r = t; r < Ix::R; r += TPR)
