@@ -117,9 +117,7 @@ def _gpu(req: dict[str, Any], device: Any, role: str):
     from stitchcuda.agents.verify.locks import file_lock
 
     # The lock state says when it waits (behind the neighbours' timing): time the parent leaves out.
-    # (Shared with other checks where locks.shared_checks() allows it: the blind check only computes.)
-    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"]),
-                   shared=True):
+    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"])):
         try:
             yield
         finally:

@@ -42,37 +42,14 @@ def _say(state: Path | None, what: str) -> None:
     os.replace(tmp, state)  # whole, for a reader polling it
 
 
-SHARED_ENV = "STITCHCUDA_SHARED_CHECKS"
-
-
-def shared_checks() -> bool:
-    """Whether phases that only compute (correctness, the blind check) may share the GPU with each
-    other, timing and Nsight Compute still alone (STITCHCUDA_SHARED_CHECKS=1; off by default: the
-    bench's throughput with it, and the GPU memory several checks at once take, are not measured)."""
-    return os.environ.get(SHARED_ENV) == "1"
-
-
 @contextlib.contextmanager
-def file_lock(path: str | None, state: Path | None = None, *, shared: bool = False) -> Iterator[None]:
-    """The GPU's lock, exclusive; with `shared` (and shared_checks()), held beside other shared
-    holders. Under shared_checks() every taker passes a turnstile first, held by an exclusive taker
-    while it waits, so a stream of shared holders cannot keep timing out for ever (flock alone
-    would let them)."""
+def file_lock(path: str | None, state: Path | None = None) -> Iterator[None]:
     if not path:
         yield
         return
-    sharing = shared_checks()
     with open(path, "a") as f:
         _say(state, "waiting")
-        if sharing:
-            with open(path + ".turn", "a") as turn:
-                fcntl.flock(turn, fcntl.LOCK_EX)
-                try:
-                    fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-                finally:
-                    fcntl.flock(turn, fcntl.LOCK_UN)
-        else:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_EX)
         _say(state, "holding")
         try:
             yield
