@@ -227,13 +227,19 @@ def witness(req: dict[str, Any]) -> None:
     _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
-        args = _inputs(ref_mod, req["seed"], device)
         with audit.window():
             cand = cand.to(device)
+        # The weights on the candidate's device, as the worker hands them over (a load hook keeping a
+        # tensor it derives from them would otherwise get a CPU one here alone).
+        weights = {k: v.to(device) for k, v in weights.items()}
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
             cand.load_state_dict(weights)
         del weights, sd
+        # The inputs made after the candidate's last code outside the profiled forwards: making them
+        # sets torch.initial_seed() to their seed, and a load_state_dict hook run after it remade them
+        # and ran the reference there, out of the profiler's sight (a red-team review of 0121c04).
+        args = _inputs(ref_mod, req["seed"], device)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
@@ -341,13 +347,14 @@ def referee(req: dict[str, Any]) -> None:
     importlib.import_module(_PRELOADED)
     if device.type == "cuda":
         torch.cuda.init()
-    # The reference made on the CPU while the witness runs (build_model's seed and __init__), moved to
-    # the GPU once told: its initialisation is neither in the lock's time nor after the witness's.
-    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"])
     _mark("ready")
     if sys.stdin.readline().strip() != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
     _mark("told to compute")
+    # The reference made on the CPU (build_model's seed and __init__) before the GPU lock, and moved
+    # under it: its initialisation is not in the lock's time. (Not before GO: the referee starts with
+    # the worker, for every candidate, rejected ones too, and would hold a copy all that time.)
+    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"])
     # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
     # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
     with _gpu(req, device, "referee"):
