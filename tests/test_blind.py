@@ -258,24 +258,32 @@ def test_a_kernel_registered_over_atens_draw_cannot_hide_compute_below_it():
     assert "mul" in ops and calls == 1, ops
 
 
-def test_the_witness_makes_its_inputs_after_the_candidates_last_code_before_the_forwards(tmp_path):
-    """No candidate code outside the profiled forwards sees the inputs' seed: a load_state_dict hook
-    that remade the inputs from torch.initial_seed() and ran the reference there, its forward then
-    returning a copy, passed the blind check at 0121c04 (a red-team review)."""
+def _blind_findings(tmp_path, ref: str, stem: str) -> list:
+    """The blind check alone (no worker before it) on tests/hacks/STEM.py against REF."""
     import os
 
     from conftest import HACKS
 
-    from stitchcuda.task import Task
-
     work = tmp_path / "blind"
     work.mkdir()
-    (work / "cand.py").write_text((HACKS / "hack_witness_seed_hook.py").read_text())
-    req = {"reference": str(Task(path=(HACKS / "ref_linear.py").resolve()).path), "candidate": str(work / "cand.py"),
-           "device": "cpu"}
+    (work / "cand.py").write_text((HACKS / f"{stem}.py").read_text())
+    req = {"reference": str((HACKS / f"{ref}.py").resolve()), "candidate": str(work / "cand.py"), "device": "cpu"}
     started = blind.Started(req, work, dict(os.environ), lambda cmd: cmd)
     try:
         findings, _ = started.check(120)
     finally:
         started.close()
+    return findings
+
+
+def test_work_handed_to_a_thread_in_the_witness_is_a_finding(tmp_path):
+    findings = _blind_findings(tmp_path, "ref_linear", "hack_witness_thread")
+    assert "off-thread-work" in {f.code for f in findings}, [(f.code, f.message[:200]) for f in findings]
+
+
+def test_the_witness_makes_its_inputs_after_the_candidates_last_code_before_the_forwards(tmp_path):
+    """No candidate code outside the profiled forwards sees the inputs' seed: a load_state_dict hook
+    that remade the inputs from torch.initial_seed() and ran the reference there, its forward then
+    returning a copy, passed the blind check at 0121c04 (a red-team review)."""
+    findings = _blind_findings(tmp_path, "ref_linear", "hack_witness_seed_hook")
     assert "blind-mismatch" in {f.code for f in findings}, [(f.code, f.message[:200]) for f in findings]

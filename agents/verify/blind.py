@@ -180,7 +180,7 @@ def witness(req: dict[str, Any]) -> None:
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from stitchcuda.agents.verify import audit, tamper
+    from stitchcuda.agents.verify import audit, offthread, tamper
     from stitchcuda.agents.verify import dynamic_check as dyn
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
@@ -198,7 +198,9 @@ def witness(req: dict[str, Any]) -> None:
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
     recorder_cls = dyn.OpRecorder
+    started = offthread.seen
     refused = audit.findings
+    refused_events = audit.refused_events
     # The profiler's modules by their names alone: they keep run state in tables (a set of the
     # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
     # blind check was a timing-tamper on 2026-11-30).
@@ -211,7 +213,12 @@ def witness(req: dict[str, Any]) -> None:
     # the run folder, are refused inside the windows around its code, as in the worker.
     audit.install(audit.Policy.for_worker({"run_dir": str(Path(req["witness_out"]).parent),
                                            "reference": req["reference"], "gpu_lock": req.get("gpu_lock")}))
-    with audit.window():
+    # Thread (and process) starts counted in the candidate's code, as the worker counts them: the
+    # profiler records the calling thread's ops alone, and the op recorder its dispatch modes on that
+    # thread, so a forward that handed its work to a thread of its own hid it here (a review,
+    # 2026-12-01; a candidate can tell the witness from the worker by its command line).
+    offthread.install()
+    with audit.window(), offthread.watching("import"):
         cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     _mark("the candidate's module imported")
     outs = []
@@ -222,19 +229,20 @@ def witness(req: dict[str, Any]) -> None:
     weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
     del ref
     gc.collect()  # no reference instance left for the candidate to find
-    with audit.window():
+    with audit.window(), offthread.watching("construction"):
         cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]))
     _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
-        with audit.window():
+        with audit.window(), offthread.watching("construction"):
             cand = cand.to(device)
         # The weights on the candidate's device, as the worker hands them over (a load hook keeping a
         # tensor it derives from them would otherwise get a CPU one here alone).
         weights = {k: v.to(device) for k, v in weights.items()}
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
-            cand.load_state_dict(weights)
+            with offthread.watching("construction"):
+                cand.load_state_dict(weights)
         del weights, sd
         # The inputs made after the candidate's last code outside the profiled forwards: making them
         # sets torch.initial_seed() to their seed, and a load_state_dict hook run after it remade them
@@ -243,7 +251,7 @@ def witness(req: dict[str, Any]) -> None:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
-                with record_function(f"{MARKER}_{k}"), audit.window():
+                with record_function(f"{MARKER}_{k}"), audit.window(), offthread.watching("forward"):
                     out = cand(*clone_args(args))
                 outs.append(to_cpu(flatten_outputs(out), req["seed"]))
                 if device.type == "cuda":
@@ -254,7 +262,7 @@ def witness(req: dict[str, Any]) -> None:
         # ModelNew may make) and what PyTorch computes in the forward under a dispatch mode.
         recorder = recorder_cls()
         same_draws(req["seed"])
-        with audit.window(), recorder:
+        with audit.window(), offthread.watching("forward"), recorder:
             cand(*clone_args(args))
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -266,7 +274,9 @@ def witness(req: dict[str, Any]) -> None:
     tried = [[f.code, f.message] for f in refused()]
     save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried,
           "dropout_calls": dropout_calls, "mask_draws": recorder.ops[DROPOUT_MASK],
-          "recorded_compute": sorted(recorder.compute_ops)}, req["witness_out"])
+          "recorded_compute": sorted(recorder.compute_ops),
+          "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()]},
+         req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
     # rewrite the record (a review, 2026-11-30).
@@ -587,6 +597,12 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward under the "
                                 f"worker's op recorder (a dispatch mode), in the blind check's witness: "
                                 f"{', '.join(recorded[:8])}"))
+    off = [f"{item[1]} during {item[0]}" for item in (got.get("off_thread") or []) if isinstance(item, list | tuple)
+           and len(item) == 2] if isinstance(got, dict) else []
+    if off:
+        findings.append(Finding("off-thread-work", "in the blind check's witness, the candidate started work off the "
+                                f"calling thread ({', '.join(off[:6])}): what runs there escapes the profiler and the "
+                                "op recorder"))
     for item in (got.get("refused") or []) if isinstance(got, dict) else []:
         if isinstance(item, list | tuple) and len(item) == 2:
             findings.append(Finding(str(item[0]), f"in the blind check's witness: {item[1]}"))
