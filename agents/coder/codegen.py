@@ -728,12 +728,11 @@ class _Lowering:
         if not is_contiguous(node):
             raise NotFusable(f"{node['name']} is read but its traced layout is not contiguous")
         name = node["name"]
-        direct = idx.var == "i"
+        direct = idx.var == "i" and not self.scalar_lanes
         prev = self.inputs.get(name)
         k = list(self.inputs).index(name) if prev else len(self.inputs)
-        direct = direct and not self.scalar_lanes
         self.inputs[name] = KernelArg(name, node["dtype"], direct or bool(prev and prev.direct))
-        src = f"in{k}_v.v[l]" if direct and not self.scalar_lanes else f"in{k}[{idx.var}]"
+        src = f"in{k}_v.v[l]" if direct else f"in{k}[{idx.var}]"
         if self.hoist and not direct and idx.var in self.lanes and node["dtype"] != "bool":
             base, lane, run = self.lanes[idx.var]
             self.hoisted[(k, idx.var)] = HoistedLoad(k, idx.var, C_TYPES[node["dtype"]], base, lane, run)
@@ -1159,7 +1158,7 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
         raise NotFusable(f"{name} reads {value} at other elements than its own")
     if any(a.dtype not in C_TYPES or a.dtype in INTS for a in w.inputs.values()):
         raise NotFusable(f"{name}: reads an integer tensor")
-    planes: dict[str, Any] = {}
+    forms: dict[str, Any] = {}  # the vector and plane forms, where the walks agree on the inputs
     # The walk again at vector lanes (i = base + l), every input read as a scalar there.
     vw = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
     vw.scalar_lanes = True
@@ -1167,7 +1166,7 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
     vw.seeded.add(value)
     vec_result = vw.value(name, _Index("i", shape))
     if list(vw.inputs) == list(w.inputs) and value not in vw.inputs:
-        planes = {"vec_lines": tuple(vw.lines), "vec_result": vec_result}
+        forms = {"vec_lines": tuple(vw.lines), "vec_result": vec_result}
     plane = math.prod(shape[2:]) if len(shape) > 2 else 0
     if plane:
         # The walk again, indices constant over a plane written from the plane's number.
@@ -1180,10 +1179,10 @@ def epilogue(graph: Sequence[Node], members: Sequence[str], name: str, value: st
         if list(pw.inputs) == list(w.inputs):
             hoisted = tuple((pw.ctypes[var], var) for var in pw.ctypes if var in pw.invariant)
             # (Every statement is _emit's: its variables are in the statements' order.)
-            planes |= {"plane": plane, "plane_lines": tuple(zip(pw.ctypes, pw.lines, strict=True)), "plane_hoisted": hoisted,
-                       "plane_result": plane_result}
+            forms |= {"plane": plane, "plane_lines": tuple(zip(pw.ctypes, pw.lines, strict=True)), "plane_hoisted": hoisted,
+                      "plane_result": plane_result}
     return Epilogue(name, value, shape, node["dtype"], src["dtype"], list(w.inputs.values()), list(w.lines), result,
-                    list(w.ops), list(members), **planes)
+                    list(w.ops), list(members), **forms)
 
 
 # ---------------------------------------------------------------------------------------------
