@@ -67,6 +67,8 @@ run_bench() {
   # same machine found every library built, median build 0.006 s against 3.4 s).
   STITCHCUDA_CACHE=${BENCH_CACHE:-$STITCHCUDA_CACHE-$name} timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
     --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} ${flags//,/ } 2>&1 | tee "$OUT/bench_$name.log" | tail -25
+  # How long each blind check held the GPU's lock (its steps' logs), before the run folders are packed.
+  python3 "$repo/scripts/blind_lock_times.py" "$OUT/blind_lock_$name.json" "$dest/runs" 2>&1 | tail -3
   (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
 }
 

@@ -368,6 +368,7 @@ def referee(req: dict[str, Any]) -> None:
     # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
     # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
     with _gpu(req, device, "referee"):
+        _mark("the GPU lock taken")
         ref = ref.to(device)
         args = _inputs(ref_mod, req["seed"], device)
         outs, befores, ops = [], [], None
@@ -386,10 +387,13 @@ def referee(req: dict[str, Any]) -> None:
         _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible},
               req["referee_out"])
         _mark("outputs saved")
-        if sys.stdin.readline().strip() != EXACT or not exact_possible:
+        word = sys.stdin.readline().strip()
+        _mark(f"told: {word or 'nothing'}")  # (until here the lock was held for the parent's judging)
+        if word != EXACT or not exact_possible:
             return
         exact = [_fp64_outputs(b, args, req["seed"]) if b is not None else None for b in befores]
         _save({"exact": exact}, req["referee_out"] + ".exact")
+        _mark("float64 outputs saved")
 
 
 FP64_BYTES = 1 << 30  # a reference with more state than this gets no float64 copy here
