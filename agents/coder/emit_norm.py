@@ -45,6 +45,7 @@ FUSED_ITEMS = 8  # vectors a thread holds in registers in the fused kernel
 FUSED_TPR = 512  # most threads per row in the fused kernel
 SPLIT_ITER = 8  # vectors per thread and chunk in the split kernels
 COL_WARPS = THREADS // 32
+WF_FLOATS = 4  # floats per partial statistics in scratch (norm.cuh's SC_WF_FLOATS: n, mean, m2, compensation)
 FLOATS = ("float32", "float16", "bfloat16")
 
 
@@ -377,7 +378,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         ch = THREADS * vmax * it  # the VEC=1 fallback walks the same chunks in more steps
         parts = -(-n.count // ch)
         body = Template(_SPLIT).substitute(CH=ch)
-        scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
+        scratch = [("float32", WF_FLOATS * n.rows * parts + 2 * n.rows)]
         note = f"split, {parts} chunks/row"
     elif shape == "grouped":
         # (both widths were checked when the shape was chosen; vmax may have fallen to 1 since)
@@ -388,7 +389,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         # Slices of each sample's rows: enough blocks to fill the SMs, at least 4 rows a thread.
         parts = max(1, min(-(-8 * sms // (tiles * samples)), -(-hw // (4 * (THREADS // tcv)))))
         body = Template(_GROUPED).substitute(PS=parts, TCV=tcv, TC1=tc1)
-        scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
+        scratch = [("float32", WF_FLOATS * n.rows * parts + 2 * n.rows)]
         note = f"grouped, {parts} slices/sample"
     elif shape == "column":
         lanes = min(32, _pow2_at_least(-(-n.rows // vmax)))  # lanes a row takes (norm_column.cuh's lpr)
@@ -397,7 +398,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         rch = -(-n.count // parts)
         parts = -(-n.count // rch)
         body = Template(_COLUMN).substitute(RCH=rch)
-        scratch = [("float32", 3 * n.rows * parts + 2 * n.rows)]
+        scratch = [("float32", WF_FLOATS * n.rows * parts + 2 * n.rows)]
         note = f"column, {parts} row slices"
     else:
         body = _EVAL

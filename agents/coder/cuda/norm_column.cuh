@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(THREADS) colstats_kernel(Args a) {
       sc_wf s = sh[0][j];
       for (int y = 0; y < WARPS; ++y)
         for (int r = y == 0 ? 1 : 0; r < RW; ++r) s = sc_wf_merge(s, sh[y][r * L * VEC + j]);
-      sc_store_wf(a.part + 3 * (c * P + p), s);
+      sc_store_wf(a.part + SC_WF_FLOATS * (c * P + p), s);
     }
   }
 }
@@ -78,7 +78,7 @@ static void run_host_vec(const Args& a) {
             for (int l = 0; l < VEC; ++l) s[l] = ty == 0 && sub == 0 ? w[l] : sc_wf_merge(s[l], w[l]);
           }
         for (int l = 0; l < VEC; ++l)
-          if (c0 + l < R) sc_store_wf(a.part + 3 * ((c0 + l) * P + p), s[l]);
+          if (c0 + l < R) sc_store_wf(a.part + SC_WF_FLOATS * ((c0 + l) * P + p), s[l]);
       }
   }
   final_host(a, P);

@@ -25,7 +25,7 @@ constexpr float COUNTF = $COUNTF, COUNT_M1F = $COUNT_M1F, EPS = $EPS, MOMENTUM =
 struct Args {
   XS x; const WT* w; const BT* b; const RMT* rm; const RVT* rv;
   YT* y; MT* mean; ST* rstd; RMDT* rm_dst; RVDT* rv_dst;
-  float* part;  // partial statistics, 3 floats per (row, chunk)
+  float* part;  // partial statistics, SC_WF_FLOATS floats per (row, chunk)
   float* stat;  // per row: mean (0 for RMS norm) and rstd, as the normalising pass uses them
   EPT ep;
 };
@@ -107,7 +107,7 @@ SC_INLINE void apply_vec(const Args& a, int64_t r, int64_t k, float mean, float 
 }
 // Merge the P partials of row r and finish it (stat gets what the normalising pass needs).
 SC_INLINE void finish_row(const Args& a, int64_t r, sc_wf s) {
-  const float mean = sc_nx_at(a.x, addr(r, 0)) + s.mean;
+  const float mean = sc_wf_unshift(sc_nx_at(a.x, addr(r, 0)), s);
   const float rstd = rstd_of(mean, s.m2);
   record(a, r, mean, s.m2, rstd);
   a.stat[2 * r] = RMS ? 0.0f : mean;
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
   const int64_t r = r0 < R ? r0 : R - 1;  // spare groups redo the last row: reductions stay uniform
   const int t = threadIdx.x % FW;
   sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-  for (int64_t j = t; j < P; j += FW) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
+  for (int64_t j = t; j < P; j += FW) s = sc_wf_merge(s, sc_load_wf(a.part + SC_WF_FLOATS * (r * P + j)));
   s = sc_group_reduce(s, FW, sh);
   if (t == 0 && r0 < R) finish_row(a, r, s);
 }
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(THREADS) final_kernel(Args a, int64_t P) {
 [[maybe_unused]] static void final_host(const Args& a, int64_t P) {
   for (int64_t r = 0; r < R; ++r) {
     sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
-    for (int64_t j = 0; j < P; ++j) s = sc_wf_merge(s, sc_load_wf(a.part + 3 * (r * P + j)));
+    for (int64_t j = 0; j < P; ++j) s = sc_wf_merge(s, sc_load_wf(a.part + SC_WF_FLOATS * (r * P + j)));
     finish_row(a, r, s);
   }
 }

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(THREADS) grouped_stats_kernel(Args a) {
   __syncthreads();
   const int64_t g0 = first_group<VEC>(tile), g1 = end_group<VEC>(tile);
   for (int64_t j = g0 + threadIdx.x; j < g1; j += THREADS)
-    sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(sh, tile, j));
+    sc_store_wf(a.part + SC_WF_FLOATS * ((n * G + j) * P + ps), grouped_merge<VEC>(sh, tile, j));
 }
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) grouped_apply_kernel(Args a) {
@@ -81,7 +81,7 @@ static void run_host_vec(const Args& a) {
     const int64_t tile = b % tiles<VEC>(), rest = b / tiles<VEC>(), n = rest % NS, ps = rest / NS;
     for (int t = 0; t < THREADS; ++t) w[t] = grouped_part<VEC>(a, tile, n, ps, t);
     for (int64_t j = first_group<VEC>(tile); j < end_group<VEC>(tile); ++j)
-      sc_store_wf(a.part + 3 * ((n * G + j) * P + ps), grouped_merge<VEC>(w, tile, j));
+      sc_store_wf(a.part + SC_WF_FLOATS * ((n * G + j) * P + ps), grouped_merge<VEC>(w, tile, j));
   }
   final_host(a, P);
   for (int64_t v = 0; v < NUMEL / VEC; ++v) grouped_apply<VEC>(a, v * VEC);

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(THREADS) stats_kernel(Args a) {
   const int64_t r = blockIdx.x % R, p = blockIdx.x / R;
   sc_wf s = part<VEC>(a, r, p, threadIdx.x, sc_nx_at(a.x, addr(r, 0)));
   s = sc_group_reduce(s, THREADS, sh);
-  if (threadIdx.x == 0) sc_store_wf(a.part + 3 * (r * P + p), s);
+  if (threadIdx.x == 0) sc_store_wf(a.part + SC_WF_FLOATS * (r * P + p), s);
 }
 template <int VEC>
 __global__ void __launch_bounds__(THREADS) apply_kernel(Args a) {
@@ -48,7 +48,7 @@ static void run_host_vec(const Args& a) {
     for (int64_t p = 0; p < P; ++p) {
       sc_wf s = sc_wf_make(0.0f, 0.0f, 0.0f);
       for (int t = 0; t < THREADS; ++t) s = sc_wf_merge(s, part<VEC>(a, r, p, t, K));
-      sc_store_wf(a.part + 3 * (r * P + p), s);
+      sc_store_wf(a.part + SC_WF_FLOATS * (r * P + p), s);
     }
   }
   final_host(a, P);
