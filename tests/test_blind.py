@@ -138,6 +138,27 @@ def test_a_candidate_that_fails_only_unwatched_is_a_finding(tmp_path, opts):
     assert v.status == "hacked" and "blind-witness-failed" in {f.code for f in v.hack_findings}, (v.status, v.message)
 
 
+@pytest.mark.parametrize("sharing", [False, True])
+def test_a_witness_out_of_memory_is_never_accepted(tmp_path, opts, monkeypatch, sharing):
+    """With checks sharing the GPU (STITCHCUDA_SHARED_CHECKS=1) a witness that runs out of memory may
+    be the neighbours' doing: "oom", which the bench runs again alone, not a finding. The witness's
+    log is the candidate's to write, so this candidate claims it there: not accepted either way, and
+    a finding where the GPU is held alone."""
+    from stitchcuda.types import Candidate
+
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1" if sharing else "0")
+    oom = SNOOP.replace("        if asked:\n", "        if asked:\n"
+                        "            raise torch.cuda.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')\n")
+    cand = Candidate(name="oom", files={"model_new.py": oom, "kernels.cpp": hack_candidate("good_affine")
+                                        .files["kernels.cpp"]}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert not v.accepted
+    if sharing:
+        assert v.status == "oom" and v.message.startswith(blind.OUT_OF_MEMORY), (v.status, v.message)
+    else:
+        assert v.status == "hacked" and "blind-witness-failed" in {f.code for f in v.hack_findings}, v.status
+
+
 def test_a_referee_file_planted_in_the_run_folder_is_not_read(tmp_path, opts):
     """The witness writes zeros and, where a referee's outputs would be read from, zeros as the
     reference's with a huge tolerance (torch.save looked up by a computed name, past the static

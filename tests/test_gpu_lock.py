@@ -6,8 +6,11 @@ correctness 5.3 s a problem, gpu-wait over all its lock holds 5.0 s), and read a
 from __future__ import annotations
 
 import fcntl
+import os
 import threading
 import time
+
+import pytest
 
 from stitchcuda.agents.verify import worker
 
@@ -92,3 +95,118 @@ def test_a_candidate_saying_it_waits_forever_is_timed_out(tmp_path):
     outcome = verifier._watch_worker(liar, req, VerifyOptions(cpu_only=True, timeout_s=2.0), None, None, None)
     assert outcome.killed_for == "timeout" and outcome.waited_s < 0.5, outcome
     assert time.monotonic() - t0 < 30
+
+
+def _hold(lock, shared: bool, seconds: float, log: list, name: str, started: threading.Event | None = None):
+    from stitchcuda.agents.verify.locks import file_lock
+
+    with file_lock(str(lock), shared=shared):
+        log.append((name, "in", time.perf_counter()))
+        if started is not None:
+            started.set()
+        time.sleep(seconds)
+        log.append((name, "out", time.perf_counter()))
+
+
+def _overlap(log: list, a: str, b: str) -> bool:
+    t = {(n, w): s for n, w, s in log}
+    return t[(a, "in")] < t[(b, "out")] and t[(b, "in")] < t[(a, "out")]
+
+
+def test_checks_share_the_gpu_only_where_asked_and_never_with_timing(tmp_path, monkeypatch):
+    """STITCHCUDA_SHARED_CHECKS=1: the phases that only compute (the blind check, the weights check) hold
+    the lock beside each other; timing holds it alone, and a check arriving while timing waits goes
+    after it (the turnstile), so a stream of checks cannot keep timing out."""
+    lock = tmp_path / "gpu.lock"
+    for sharing in (False, True):
+        monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1" if sharing else "0")
+        log: list = []
+        first = threading.Event()
+        a = threading.Thread(target=_hold, args=(lock, True, 0.6, log, "check-a", first))
+        a.start()
+        first.wait()
+        b = threading.Thread(target=_hold, args=(lock, True, 0.3, log, "check-b"))
+        b.start()
+        time.sleep(0.1)
+        timing = threading.Thread(target=_hold, args=(lock, False, 0.3, log, "timing"))
+        timing.start()
+        time.sleep(0.1)  # (timing is waiting now; a later check must queue behind it)
+        c = threading.Thread(target=_hold, args=(lock, True, 0.2, log, "check-c"))
+        c.start()
+        for t in (a, b, timing, c):
+            t.join()
+        assert _overlap(log, "check-a", "check-b") is sharing
+        for check in ("check-a", "check-b", "check-c"):
+            assert not _overlap(log, check, "timing"), (sharing, log)
+        if sharing:
+            order = {(n, w): s for n, w, s in log}
+            assert order[("timing", "out")] <= order[("check-c", "in")], log  # the turnstile's order
+
+
+def test_a_shared_phase_leaves_the_timing_cpus_to_the_timing_holder(tmp_path, monkeypatch):
+    from stitchcuda import timing_cpus
+
+    seen: list = []
+    monkeypatch.setattr(timing_cpus, "from_env", lambda: {0})
+
+    class Held:
+        def __init__(self, cpus):
+            seen.append(set(cpus))
+
+        def __enter__(self):
+            return False
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(timing_cpus, "held", Held)
+    lock = str(tmp_path / "gpu.lock")
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1")
+    with worker.gpu_lock(lock, shared=True):
+        pass
+    with worker.gpu_lock(lock):
+        pass
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "0")
+    with worker.gpu_lock(lock, shared=True):
+        pass
+    assert seen == [set(), {0}, {0}]
+
+
+def test_a_sandboxed_taker_shares_both_lock_files(tmp_path, monkeypatch):
+    """The worker and the witness take the lock inside the sandbox, where /tmp is private: both the
+    lock and the turnstile must be bound (locks.lock_files, as the Verifier binds them). Here this
+    process holds the turnstile, as a timing taker does while it waits: a sandboxed check bound to
+    both waits behind it. Bound to the lock alone (the first version), the check makes a turnstile
+    of its own in its private /tmp and walks in, so a stream of checks could keep timing out."""
+    import fcntl as f_
+    import subprocess
+    import sys
+
+    from stitchcuda.agents.verify import sandbox
+    from stitchcuda.agents.verify.locks import lock_files, turnstile_path
+
+    if not sandbox.available().ok:
+        pytest.skip(f"no sandbox here: {sandbox.available().why}")
+    monkeypatch.setenv("STITCHCUDA_SHARED_CHECKS", "1")
+    lock = str(tmp_path / "gpu.lock")
+    code = ("import sys\nfrom stitchcuda.agents.verify.locks import file_lock\n"
+            "with file_lock(sys.argv[1], shared=True):\n    print('in', flush=True)\n")
+
+    def start(bound: list[str]) -> subprocess.Popen:
+        run = tmp_path / f"run{len(bound)}"
+        run.mkdir()
+        box = sandbox.Box.for_run(run, dict(os.environ), extra_writable=bound)
+        assert box.active, box.why
+        return subprocess.Popen(box.wrap([sys.executable, "-c", code, lock]), env=box.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    with open(turnstile_path(lock), "a") as turn:
+        f_.flock(turn, f_.LOCK_EX)
+        both, alone = start(lock_files(lock)), start([lock])
+        out, err = alone.communicate(timeout=60)
+        assert alone.returncode == 0 and out.strip() == "in", err[-1000:]  # through a turnstile of its own
+        time.sleep(1.0)
+        assert both.poll() is None, both.communicate()  # waiting at the shared turnstile
+        f_.flock(turn, f_.LOCK_UN)
+    out, err = both.communicate(timeout=60)
+    assert both.returncode == 0 and out.strip() == "in", err[-1000:]

@@ -86,8 +86,9 @@ class Policy:
         run_dir = os.path.realpath(req["run_dir"])
         tmp = os.path.realpath(tempfile.gettempdir())
         writable = [run_dir, tmp]
-        if req.get("gpu_lock"):
-            writable.append(os.path.realpath(req["gpu_lock"]))
+        from stitchcuda.agents.verify.locks import lock_files
+
+        writable += [os.path.realpath(p) for p in lock_files(req.get("gpu_lock"))]
         reference = Path(req["reference"]) if req.get("reference") else None
         readable = [str(p) for p in sandbox.readable_paths(dict(os.environ), reference)]
         home = os.environ.get("HOME")

@@ -106,6 +106,12 @@ def _setup(req: dict[str, Any]):
 
 
 MADE = "blind check:"  # how the note of a check that was made starts
+# How the note of a check starts whose process ran out of GPU memory while checks shared the GPU
+# (locks.shared_checks): the neighbours' memory, not a verdict on the candidate; the Verifier says
+# "oom", which the bench runs again alone. The witness's log is the candidate's to write, so a
+# candidate can claim this too, and gains nothing: it is not accepted either way.
+OUT_OF_MEMORY = "blind check not made: out of GPU memory beside other checks"
+_OOM_WORDS = ("OutOfMemoryError", "CUDA out of memory")
 ASKED_EXACT = "the referee's float64 outputs asked for (the fp32 ones differed)"
 GO = "go"  # the parent's word to the referee once the witness has exited
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
@@ -117,7 +123,9 @@ def _gpu(req: dict[str, Any], device: Any, role: str):
     from stitchcuda.agents.verify.locks import file_lock
 
     # The lock state says when it waits (behind the neighbours' timing): time the parent leaves out.
-    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"])):
+    # (Shared with other checks where locks.shared_checks() allows it: the blind check only computes.)
+    with file_lock(req.get("gpu_lock") if device.type == "cuda" else None, Path(req[f"{role}_lock_state"]),
+                   shared=True):
         try:
             yield
         finally:
@@ -517,6 +525,8 @@ class Started:
         _kill_group(self.witness)  # nothing the witness started outlives it beside the referee
         t1 = time.monotonic()
         try:
+            if failed and _ran_out_of_memory(self.witness_log):
+                return [], f"{OUT_OF_MEMORY} (the witness: {failed})"
             return _judge(self.blind, self.referee, failed, self.private, timeout_s)
         finally:
             self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}
@@ -563,6 +573,8 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
     lock_state = Path(blind["referee_lock_state"])
     failed = _tell(ref_proc, GO) or _saved(ref_proc, blind["referee_out"], timeout_s, log, lock_state)
     if failed:
+        if _ran_out_of_memory(log):
+            return [], f"{OUT_OF_MEMORY} (the referee: {failed})"
         return [], f"blind check not made: the reference alone failed ({failed})"
     want = torch.load(blind["referee_out"], weights_only=True)
     tol = Tolerance(want["rtol"] * BLIND_SLACK, f"{BLIND_SLACK:g} x ({want['why']})")
@@ -676,6 +688,14 @@ def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_
     if _tell(proc, EXACT) or _outcome(proc, timeout_s, log, lock_state) or not Path(path).exists():
         return None
     return torch.load(path, weights_only=True)["exact"]
+
+
+def _ran_out_of_memory(log: Path) -> bool:
+    """Whether a blind check's process failed for GPU memory while checks shared the GPU (with the
+    GPU held alone, a witness that fails is a finding, whatever it prints)."""
+    from stitchcuda.agents.verify.locks import shared_checks
+
+    return shared_checks() and any(w in tail(log, 8192) for w in _OOM_WORDS)
 
 
 def tail(log: Path, size: int) -> str:

@@ -1,6 +1,7 @@
 """One GPU at a time for the phases whose numbers a neighbour would spoil (correctness runs,
 timing, Nsight Compute): an exclusive flock on a file named per GPU, shared by every worker and
-Verifier process on the machine.
+Verifier process on the machine. With STITCHCUDA_SHARED_CHECKS=1 the phases that only compute hold
+it shared, beside each other, behind a turnstile that keeps timing from waiting for ever.
 
 Where `state` names a file, the worker says there whether it is waiting for the lock or holding
 it, and since when (CLOCK_MONOTONIC, the same for every process): the Verifier does not count the
@@ -42,14 +43,54 @@ def _say(state: Path | None, what: str) -> None:
     os.replace(tmp, state)  # whole, for a reader polling it
 
 
+SHARED_ENV = "STITCHCUDA_SHARED_CHECKS"
+
+
+def shared_checks() -> bool:
+    """Whether phases that only compute (the blind check's witness and referee, the worker's check of
+    changed weights) may share the GPU with each other, while correctness (a candidate's first calls
+    may time its kernels to choose them), timing and Nsight Compute hold it alone
+    (STITCHCUDA_SHARED_CHECKS=1; off by default until a GPU run measures it: on one H200 the lock was
+    held 80% of a bench's wall time, 260 s of its 824 in those phases; bench/results/
+    2026-12-01-h200-level2-blind-lock-76f4377.md)."""
+    return os.environ.get(SHARED_ENV) == "1"
+
+
+def turnstile_path(path: str) -> str:
+    """The turnstile's file beside the GPU's lock file, a `.lock` too: the sandbox binds both and makes
+    a missing one first. (The first version, 77e150f, left it unbound: each sandboxed taker made a
+    turnstile of its own in its private /tmp, and checks could keep a waiting timing out.)"""
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}-turn.lock")) if p.suffix == ".lock" else f"{path}-turn.lock"
+
+
+def lock_files(path: str | None) -> list[str]:
+    """The files a taker of the GPU's lock opens (the lock and its turnstile): what a sandboxed
+    worker and witness must have bound, and may write."""
+    return [path, turnstile_path(path)] if path else []
+
+
 @contextlib.contextmanager
-def file_lock(path: str | None, state: Path | None = None) -> Iterator[None]:
+def file_lock(path: str | None, state: Path | None = None, *, shared: bool = False) -> Iterator[None]:
+    """The GPU's lock, exclusive; with `shared` (and shared_checks()), held beside other shared
+    holders. Under shared_checks() every taker passes a turnstile first, held by an exclusive taker
+    while it waits, so a stream of shared holders cannot keep timing out for ever (flock alone
+    would let them)."""
     if not path:
         yield
         return
+    sharing = shared_checks()
     with open(path, "a") as f:
         _say(state, "waiting")
-        fcntl.flock(f, fcntl.LOCK_EX)
+        if sharing:
+            with open(turnstile_path(path), "a") as turn:
+                fcntl.flock(turn, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                finally:
+                    fcntl.flock(turn, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(f, fcntl.LOCK_EX)
         _say(state, "holding")
         try:
             yield

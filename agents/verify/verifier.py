@@ -29,7 +29,7 @@ from typing import IO
 
 from stitchcuda import keep, runtime, timing_cpus
 from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree, report
-from stitchcuda.agents.verify.locks import LockState, file_lock, held
+from stitchcuda.agents.verify.locks import LockState, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
 from stitchcuda.types import Candidate, Finding, Task, Verdict
@@ -185,7 +185,7 @@ def verify(
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
         timing_cpus.assign(env, physical_gpu(gpu))
-    box = Box.for_run(workdir, env, reference=task.path, extra_writable=[req["gpu_lock"]])
+    box = Box.for_run(workdir, env, reference=task.path, extra_writable=lock_files(req["gpu_lock"]))
     env = box.env  # a private temp folder and build folders in the run folder
     # On a GPU the blind check's processes load torch while the worker runs (blind.Started says why
     # that is safe): the first verdict waits for them. On the CPU nothing is timed, no first verdict
@@ -298,6 +298,10 @@ def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, 
         verdict.hack_findings += found
         verdict.status = "hacked"
         verdict.message = "; ".join(f.message for f in found[:3])
+    elif note.startswith(blind.OUT_OF_MEMORY):
+        # Beside other checks on a shared GPU: the bench runs it again alone (RERUN_STATUSES).
+        verdict.status = "oom"
+        verdict.message = note
     elif not note.startswith(blind.MADE):
         # Not made (the reference alone failed): not blind-checked, so not accepted.
         verdict.status = "unverified"

@@ -44,7 +44,7 @@ from stitchcuda.agents.verify.compare import (
     rounding_spread,
     tolerance_for,
 )
-from stitchcuda.agents.verify.locks import file_lock
+from stitchcuda.agents.verify.locks import file_lock, shared_checks
 from stitchcuda.inputs import (
     ADVERSARIAL,
     adversarial,
@@ -83,19 +83,22 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def gpu_lock(path: str | None, rec: Recorder | None = None):
+def gpu_lock(path: str | None, rec: Recorder | None = None, *, shared: bool = False):
     """Serialises timing among workers sharing a GPU (build and compile may overlap); says in
     `gpu_state` (beside the request) when it waits and when it holds the lock, for the Verifier.
     The wait is not the current phase's work: it is left out of `rec`'s phase (the Verifier reports
-    it as gpu-wait, from gpu_state), so a phase's seconds are what it did, however busy the GPU."""
+    it as gpu-wait, from gpu_state), so a phase's seconds are what it did, however busy the GPU.
+    `shared`: a phase that only computes, which may run beside others like it (locks.shared_checks)."""
     t0 = time.perf_counter()
-    with file_lock(path, _GPU_STATE[0] if _GPU_STATE else None):
+    beside = shared and shared_checks()
+    with file_lock(path, _GPU_STATE[0] if _GPU_STATE else None, shared=shared):
         if rec is not None:
             rec.t_phase += time.perf_counter() - t0
         try:
             # On the CPUs the bench keeps for this GPU's lock holder (stitchcuda/timing_cpus.py): what
-            # is timed here must not share a core with the neighbours' builds and compiles.
-            with timing_cpus.held(timing_cpus.from_env() if path else set()) as moved:
+            # is timed here must not share a core with the neighbours' builds and compiles. (Not a
+            # phase held beside others: those few CPUs are the timing holder's.)
+            with timing_cpus.held(timing_cpus.from_env() if path and not beside else set()) as moved:
                 if moved and rec is not None and not any(n.startswith(TIMED_ON) for n in rec.verdict.notes):
                     rec.verdict.notes.append(f"{TIMED_ON} {os.environ[timing_cpus.ENV]}, kept for the holder of "
                                              "the GPU's lock (the bench's other work runs elsewhere)")
@@ -236,14 +239,18 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     sets = [(f"random-{i}", s, None) for i, s in enumerate(rand_seeds)]
     sets += [(f"adversarial-{k}", s, k) for k, s in zip(adv_kinds, adv_seeds, strict=True)]
     sets += [(f"batch-{n}", s, ("batch", n)) for n, s in zip(batches, fresh_seeds(len(batches), set(seeds)), strict=True)]
+    # Alone on the GPU: a candidate's first calls may choose its kernels by timing them (cuDNN's
+    # first-call contenders), and the choice stays for the timing below.
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes)
-        if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
-            rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
+    if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
+        rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
             _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
                                     threads_before, numerics)
-        if cand is not None and device.type == "cuda":
+    if cand is not None and device.type == "cuda":
+        with gpu_lock(req.get("gpu_lock"), rec):
             _yardstick(v, device, "empty_after_checks")
     if cand is not None:
         tamper_check(v, watched, "when imported or run")
