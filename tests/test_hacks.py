@@ -53,6 +53,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_helper_function"),
     ("ref_affine", "hack_gc_reference"),
     ("ref_affine", "hack_tensor_subclass"),
+    ("ref_affine", "hack_lazy_output_list"),
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
@@ -354,6 +355,15 @@ def test_lazy_tensor_subclass_output(runs):
     # equal and no op ran in forward, so only the output's type gives it away.
     assert all(c["ok"] for c in v.checks)
     assert "torch-compute-in-forward" not in dynamic_codes(v)
+
+
+def test_lazy_container_output(runs):
+    """Its work is in a list subclass's __iter__: only the items stored in the list are its outputs
+    (none), and the container itself is a finding."""
+    v = runs.get("ref_affine", "hack_lazy_output_list")
+    _rejected(v)
+    assert "_Later" in _finding(v, "output-type", static=False).message
+    assert not any(c["ok"] for c in v.checks)
 
 
 def test_torch_function_looked_up_by_computed_name(runs):

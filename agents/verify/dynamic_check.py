@@ -187,10 +187,55 @@ def torch_compute_finding(ops: Counter[str], when: str = "") -> Finding | None:
     )
 
 
+def _items(out: Any) -> Any:
+    """A tuple's or a list's items through tuple's and list's own iteration, never a subclass's; None
+    for anything else (by the type itself: a `__class__` of the candidate's cannot claim to be one)."""
+    kind = type(out)
+    if issubclass(kind, tuple):
+        return tuple.__iter__(out)
+    if issubclass(kind, list):
+        return list.__iter__(out)
+    return None
+
+
 def flatten_outputs(out: Any) -> list[Any]:
-    if isinstance(out, tuple | list):
-        return [o for item in out for o in flatten_outputs(item)]
-    return [out]
+    """forward's result as its leaves. A container subclass's `__iter__` or `__getitem__` is the
+    candidate's code and ran wherever the outputs were read, after the op recorder and the profiled
+    spans had closed: a list subclass computed its result with PyTorch in `__iter__` and was accepted
+    (a red-team review, 2026-12-01). So only the items stored in it count."""
+    items = _items(out)
+    if items is None:
+        return [out]
+    return [o for item in items for o in flatten_outputs(item)]
+
+
+# Leaves forward may return besides tensors (compared with ==), and torch's own tuple types (the
+# named results of max, topk, ...), read before any candidate is imported.
+_PLAIN_LEAVES = (int, float, bool, complex, str, type(None))
+_TORCH_TUPLES = frozenset(t for t in vars(torch.return_types).values() if isinstance(t, type))
+
+
+def output_structure_findings(out: Any) -> list[Finding]:
+    """Containers other than tuples, lists and torch's named tuples, and leaves other than tensors and
+    plain values, in forward's result: their methods are the candidate's code, run when the outputs
+    are read or compared (a leaf's `__eq__` can say it equals the reference's value)."""
+    odd: list[str] = []
+
+    def walk(o: Any) -> None:
+        items = _items(o)
+        if items is not None:
+            if type(o) not in (tuple, list) and type(o) not in _TORCH_TUPLES:
+                odd.append(type(o).__qualname__)
+            for item in items:
+                walk(item)
+        elif not isinstance(o, torch.Tensor) and type(o) not in _PLAIN_LEAVES:
+            odd.append(type(o).__qualname__)
+
+    walk(out)
+    if not odd:
+        return []
+    return [Finding("output-type", f"forward returned {', '.join(sorted(set(odd))[:4])}: an object of the "
+                    "candidate's whose methods could do its work when the outputs are read")]
 
 
 def output_type_findings(outs: list[Any]) -> list[Finding]:
@@ -271,7 +316,7 @@ def observed_call(
     flat = flatten_outputs(out)
     # The clone is enqueued on the current stream, so it sees exactly what stream-ordered work wrote.
     snaps = [_snapshot(o) for o in flat]
-    findings = output_type_findings(flat)
+    findings = output_type_findings(flat) + output_structure_findings(out)
     new_threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
     if device.type == "cuda":
         torch.cuda.synchronize()
