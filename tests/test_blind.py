@@ -29,6 +29,11 @@ ATTACKS = [
     ("ref_affine", "hack_witness_gc", "blind-witness-failed"),
     # A write outside the run folder in the witness alone, its refusal caught by the candidate.
     ("ref_affine", "hack_witness_write", "sandbox-write"),
+    # RecordFunction switched off in the witness alone: its calls are watched there as in the worker.
+    ("ref_affine", "hack_witness_record_function_off", "hidden-dispatch"),
+    # The Verifier's input maker rebound to hand it the witness's inputs before the profiled forwards:
+    # they are made before the candidate is imported now, and its fallback's compute is recorded.
+    ("ref_affine", "hack_witness_input_hook", "torch-compute-in-forward"),
 ]
 
 
@@ -302,9 +307,11 @@ def test_work_handed_to_a_thread_in_the_witness_is_a_finding(tmp_path):
     assert "off-thread-work" in {f.code for f in findings}, [(f.code, f.message[:200]) for f in findings]
 
 
-def test_the_witness_makes_its_inputs_after_the_candidates_last_code_before_the_forwards(tmp_path):
-    """No candidate code outside the profiled forwards sees the inputs' seed: a load_state_dict hook
-    that remade the inputs from torch.initial_seed() and ran the reference there, its forward then
-    returning a copy, passed the blind check at 0121c04 (a red-team review)."""
+def test_no_candidate_code_sees_the_seed_of_the_witness_inputs(tmp_path):
+    """The witness makes its inputs before the candidate is imported and takes a fresh secret seed
+    after: a load_state_dict hook that remade the inputs from torch.initial_seed() and ran the
+    reference there, its forward then returning a copy, passed the blind check at 0121c04 (a red-team
+    review); hack_witness_input_hook (test_the_blind_check_rejects_what_the_worker_accepted) was
+    handed the inputs themselves."""
     findings = _blind_findings(tmp_path, "ref_linear", "hack_witness_seed_hook")
     assert "blind-mismatch" in {f.code for f in findings}, [(f.code, f.message[:200]) for f in findings]

@@ -54,6 +54,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_gc_reference"),
     ("ref_affine", "hack_tensor_subclass"),
     ("ref_affine", "hack_lazy_output_list"),
+    ("ref_affine", "hack_record_function_off"),
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
@@ -364,6 +365,14 @@ def test_lazy_container_output(runs):
     _rejected(v)
     assert "_Later" in _finding(v, "output-type", static=False).message
     assert not any(c["ok"] for c in v.checks)
+
+
+def test_the_op_recording_switched_off_in_forward(runs):
+    """RecordFunction off (by a computed name) beside the Python key excluded: the call watch sees the
+    switch's C function called from the candidate's code."""
+    v = runs.get("ref_affine", "hack_record_function_off")
+    _rejected(v)
+    assert "_enable_record_function" in _finding(v, "hidden-dispatch", static=False).message
 
 
 def test_torch_function_looked_up_by_computed_name(runs):

@@ -115,3 +115,20 @@ def test_a_kernel_looked_up_by_a_computed_name_is_found(tmp_path, build_cache):
     assert v.status == "hacked" and not v.accepted, (v.status, v.message)
     f = next(f for f in v.hack_findings if f.code == "torch-kernel-in-native-code")
     assert "at::cpu::add" in f.message and "dlsym" in f.message
+
+
+SWITCH = """
+namespace at { void enableRecordFunction(bool); }
+extern "C" void quiet() { at::enableRecordFunction(false); }
+"""
+
+
+def test_a_library_that_switches_the_op_recording_off_is_found(tmp_path):
+    """at::enableRecordFunction(false) hides every op from the profiler's recording on that thread, as
+    the Python switch did in a red-team candidate (2026-12-01): a library calling it is a finding, and
+    so is its mangled name looked up by dlsym."""
+    _build(tmp_path, "quiet", SWITCH)
+    found, _ = native_symbols.findings(tmp_path, ops=frozenset())
+    assert [f.code for f in found] == ["hidden-dispatch"] and "at::enableRecordFunction" in found[0].message
+    assert native_symbols.switch_of_mangled("_ZN2at20enableRecordFunctionEb") == "at::enableRecordFunction"
+    assert native_symbols.switch_of_mangled("_ZN2at3cpu3addERKNS_6TensorE") is None

@@ -188,7 +188,7 @@ def witness(req: dict[str, Any]) -> None:
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from stitchcuda.agents.verify import audit, offthread, tamper
+    from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
     from stitchcuda.agents.verify import dynamic_check as dyn
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
@@ -197,6 +197,14 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.task import built_on_cpu, import_file
 
     init_args = list(ref_mod.get_init_inputs())
+    # The inputs, made before any code of the candidate's exists here (a short hold of the GPU: they
+    # are made on the device, as the referee makes its own), then a fresh secret seed, so no state of
+    # torch's says theirs. Made later, after the candidate's last code, a candidate that rebound the
+    # input maker (stitchcuda.inputs, or the reference's get_inputs) was handed them outside the
+    # profiled forwards and computed its outputs there with PyTorch (a red-team review, 2026-12-01).
+    with _gpu(req, device, "witness"):
+        args = _inputs(ref_mod, req["seed"], device)
+    torch.manual_seed(secrets.randbits(63))
     # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
     # of its own over it. On CUDA it runs only allocations there (allowed ops): nothing is left out.
     dropout_own = _dropout_own_ops() if device.type == "cpu" else ()
@@ -207,6 +215,10 @@ def witness(req: dict[str, Any]) -> None:
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
     recorder_cls = dyn.OpRecorder
     started = offthread.seen
+    # The worker's watch of the candidate's calls too (calls past the op recorder and the profiler:
+    # popping dispatch modes, switching RecordFunction off, the reference's own code).
+    call_watch.install(Path(req["candidate"]).parent, req["reference"])
+    calls_seen, watch_calls = call_watch.seen, call_watch.watching
     refused = audit.findings
     refused_events = audit.refused_events
     # The profiler's modules by their names alone: they keep run state in tables (a set of the
@@ -226,7 +238,7 @@ def witness(req: dict[str, Any]) -> None:
     # thread, so a forward that handed its work to a thread of its own hid it here (a review,
     # 2026-12-01; a candidate can tell the witness from the worker by its command line).
     offthread.install()
-    with audit.window(), offthread.watching("import"):
+    with audit.window(), offthread.watching("import"), watch_calls("import"):
         cand_mod = import_file(Path(req["candidate"]))  # (its libraries load before the lock is taken)
     _mark("the candidate's module imported")
     outs = []
@@ -237,29 +249,26 @@ def witness(req: dict[str, Any]) -> None:
     weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
     del ref
     gc.collect()  # no reference instance left for the candidate to find
-    with audit.window(), offthread.watching("construction"):
+    with audit.window(), offthread.watching("construction"), watch_calls("construction"):
         cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]))
     _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
-        with audit.window(), offthread.watching("construction"):
+        with audit.window(), offthread.watching("construction"), watch_calls("construction"):
             cand = cand.to(device)
         # The weights on the candidate's device, as the worker hands them over (a load hook keeping a
         # tensor it derives from them would otherwise get a CPU one here alone).
         weights = {k: v.to(device) for k, v in weights.items()}
         sd = cand.state_dict()
         if weights and weights.keys() == sd.keys() and all(weights[k].shape == sd[k].shape for k in weights):
-            with offthread.watching("construction"):
+            with offthread.watching("construction"), watch_calls("construction"):
                 cand.load_state_dict(weights)
         del weights, sd
-        # The inputs made after the candidate's last code outside the profiled forwards: making them
-        # sets torch.initial_seed() to their seed, and a load_state_dict hook run after it remade them
-        # and ran the reference there, out of the profiler's sight (a red-team review of 0121c04).
-        args = _inputs(ref_mod, req["seed"], device)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
-                with record_function(f"{MARKER}_{k}"), audit.window(), offthread.watching("forward"):
+                with record_function(f"{MARKER}_{k}"), audit.window(), offthread.watching("forward"), \
+                        watch_calls("forward"):
                     out = cand(*clone_args(args))
                 outs.append(to_cpu(flatten_outputs(out), req["seed"]))
                 if device.type == "cuda":
@@ -270,7 +279,7 @@ def witness(req: dict[str, Any]) -> None:
         # ModelNew may make) and what PyTorch computes in the forward under a dispatch mode.
         recorder = recorder_cls()
         same_draws(req["seed"])
-        with audit.window(), offthread.watching("forward"), recorder:
+        with audit.window(), offthread.watching("forward"), watch_calls("forward"), recorder:
             cand(*clone_args(args))
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -283,7 +292,8 @@ def witness(req: dict[str, Any]) -> None:
     save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried,
           "dropout_calls": dropout_calls, "mask_draws": recorder.ops[DROPOUT_MASK],
           "recorded_compute": sorted(recorder.compute_ops),
-          "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()]},
+          "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()],
+          "calls": [[code, what, phase] for code, what, phase in calls_seen()]},
          req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
@@ -619,6 +629,10 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("off-thread-work", "in the blind check's witness, the candidate started work off the "
                                 f"calling thread ({', '.join(off[:6])}): what runs there escapes the profiler and the "
                                 "op recorder"))
+    for item in (got.get("calls") or []) if isinstance(got, dict) else []:
+        if isinstance(item, list | tuple) and len(item) == 3:
+            findings.append(Finding(str(item[0]), f"in the blind check's witness, the candidate {item[1]} during "
+                                    f"{item[2]}"))
     for item in (got.get("refused") or []) if isinstance(got, dict) else []:
         if isinstance(item, list | tuple) and len(item) == 2:
             findings.append(Finding(str(item[0]), f"in the blind check's witness: {item[1]}"))

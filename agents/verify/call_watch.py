@@ -62,7 +62,13 @@ def _hiding_builtins() -> dict[int, str]:
 
     names = ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode",
              "_unset_dispatch_mode")
-    return {id(fn): f"torch._C.{n}" for n in names if (fn := getattr(torch._C, n, None)) is not None}
+    found = {id(fn): f"torch._C.{n}" for n in names if (fn := getattr(torch._C, n, None)) is not None}
+    # The switch of the profiler's op recording (RecordFunction), thread-local: off inside forward, the
+    # blind check's witness recorded none of its ops (a red-team review, 2026-12-01).
+    switch = getattr(getattr(torch._C, "_autograd", None), "_enable_record_function", None)
+    if switch is not None:
+        found[id(switch)] = "torch._C._autograd._enable_record_function"
+    return found
 
 
 @dataclass

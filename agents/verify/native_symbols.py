@@ -37,6 +37,23 @@ def operator_names() -> frozenset[str]:
     return frozenset(names)
 
 
+# ATen's switches of the profiler's op recording (RecordFunction) and of its callbacks: native code
+# that turns them off inside forward hides every op the blind check's witness would record (a
+# red-team review, 2026-12-01, did it from Python; at::enableRecordFunction is its C++ form).
+_SWITCHES = frozenset({"enableRecordFunction", "set_record_function_tls_", "clearThreadLocalCallbacks",
+                       "clearGlobalCallbacks", "clearCallbacks", "removeCallback"})
+_SWITCH_CALLS = re.compile(r"\bat::(" + "|".join(sorted(_SWITCHES)) + r")\(")
+
+
+def switch_of_mangled(name: str) -> str | None:
+    """`at::NAME` where the mangled name (`_ZN2at20enableRecordFunctionEb`) is one of _SWITCHES."""
+    m = re.match(r"_ZN2at(\d+)", name)
+    if not m:
+        return None
+    func = name[m.end():m.end() + int(m.group(1))]
+    return f"at::{func}" if func in _SWITCHES else None
+
+
 def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     """`at::SPACE::NAME` where the mangled C++ name (`_ZN2at3cpu3addE...`) is an ATen kernel by the
     rule above, else None. What a library looks up by dlsym leaves no undefined symbol: the worker's
@@ -82,6 +99,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         return [], ""
     ops = ops if ops is not None else operator_names()
     found: dict[str, set[str]] = {}
+    switches: dict[str, set[str]] = {}
     unread = []
     for lib in libraries:
         symbols = undefined_symbols(lib)
@@ -89,6 +107,8 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
             unread.append(lib.name)
             continue
         for line in symbols:
+            for m in _SWITCH_CALLS.finditer(line):
+                switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
             for m in _KERNEL_SPACES.finditer(line):
                 space, name = m.group(1), m.group(2)
                 if space in _ALWAYS or name in ops:
@@ -96,4 +116,6 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
     note = f"native symbols not read (no nm): {', '.join(unread)}" if unread else ""
     return [Finding("torch-kernel-in-native-code",
                     f"{lib} calls PyTorch's kernels directly, below the dispatcher: {', '.join(sorted(calls)[:6])}")
-            for lib, calls in sorted(found.items())], note
+            for lib, calls in sorted(found.items())] + [
+        Finding("hidden-dispatch", f"{lib} switches the profiler's op recording: {', '.join(sorted(calls))}")
+        for lib, calls in sorted(switches.items())], note

@@ -70,13 +70,14 @@ _MODE_PROBES = frozenset({"_get_current_dispatch_mode", "_get_current_dispatch_m
 # A tensor subclass's hooks (assigned as well as def'd: a red-team review assigned one) and its makers.
 _SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
-_DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch",
+_DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch", "_enable_record_function",
                     "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass",
                     "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "redispatch", "DispatchKeySet",
                     "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included"}
 _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|ForceDispatchKeyGuard|"
                             r"DispatchKeySet|TORCH_LIBRARY(_IMPL|_FRAGMENT)?|AutoDispatchBelowADInplaceOrView|"
-                            r"redispatch)\b")
+                            r"redispatch|enableRecordFunction|(Disable)?RecordFunctionGuard|"
+                            r"set_record_function_tls_|clearThreadLocalCallbacks|clearCallbacks|removeCallback)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
 _EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
 # Layer-like nn classes that only hold tensors: keeping and reading them is fine.

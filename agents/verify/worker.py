@@ -352,6 +352,11 @@ def _native_lookups_check(v: Verdict) -> None:
         _add_once(v.hack_findings, [Finding(
             "torch-kernel-in-native-code", f"native code looked up PyTorch's kernels by name (dlsym), to run them "
             f"below the dispatcher: {', '.join(found[:6])}", data={"kernels": found})])
+    switches = sorted({k for name in names if (k := native_symbols.switch_of_mangled(name))})
+    if switches:
+        _add_once(v.hack_findings, [Finding(
+            "hidden-dispatch", f"native code looked up the profiler's op-recording switches by name (dlsym): "
+            f"{', '.join(switches)}", data={"switches": switches})])
 
 
 def _tamper_check(v: Verdict, watched: dict[str, Any], when: str, except_from: tuple[str, ...] = (),
