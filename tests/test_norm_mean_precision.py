@@ -74,3 +74,22 @@ def test_group_means_stay_at_the_floor(case, tmp_path: Path) -> None:
         worst.append(ours / floor)
         assert ours <= 3 * floor, (case[0], seed, ours, floor)
     assert max(worst) > 0  # (the groups' means are rounding, not exact zeros: the check measured something)
+
+
+def test_the_switch_builds_the_merges_as_before(tmp_path: Path, monkeypatch) -> None:
+    """STITCHCUDA_NORM_COMPENSATED=0 (for same-run GPU comparisons of the compensation's cost): the
+    group norm's group means are as far from zero as before, past the bound above."""
+    from stitchcuda.agents.coder import emit_norm
+
+    monkeypatch.setenv(emit_norm.COMPENSATED_ENV, "0")
+    _, make, shape, groups, n_groups = CASES[0]
+    torch.manual_seed(0)
+    module = make()
+    _, new = planned_on_the_cpu(module, [_conv_like(1, shape)], tmp_path)
+    ratios = []
+    for seed in range(2, 5):
+        x = _conv_like(seed, shape)
+        with torch.no_grad():
+            ours = _group_means(new(x), groups, n_groups).abs().max().item()
+        ratios.append(ours / _floor(x, groups, n_groups, module.eps).abs().max().item())
+    assert max(ratios) > 3, ratios

@@ -284,6 +284,15 @@ def grouped_rows_on() -> bool:
     return os.environ.get(GROUPED_ENV, "1") != "0"
 
 
+# "0": the statistics' merges round the running mean as before cfcfee4 (no compensation): for
+# same-run comparisons of the compensation's cost on a GPU (norm.cuh, SC_WF_COMPENSATED).
+COMPENSATED_ENV = "STITCHCUDA_NORM_COMPENSATED"
+
+
+def _family() -> str:
+    return _FAMILY if os.environ.get(COMPENSATED_ENV, "1") != "0" else "#define SC_WF_COMPENSATED 0\n" + _FAMILY
+
+
 def _grouped_threads(channels: int, per: int, vec: int) -> int | None:
     """Threads across one row of `channels` in vectors of `vec` for the grouped shape: the whole row
     where it leaves at least two rows a block, else a multiple of a group's vectors (a tile of whole
@@ -494,7 +503,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         "ASSIGN": "\n".join(assign),
     }
     source = "\n".join(
-        [_FAMILY, Template(_COMMON).substitute(subs), body, Template(_LAUNCH).substitute(subs)]
+        [_family(), Template(_COMMON).substitute(subs), body, Template(_LAUNCH).substitute(subs)]
     )
     mutates = [o.name for o in (n.running_mean, n.running_var) if n.mutate and n.update and o is not None]
     if ctx.args.get("channels_last"):
