@@ -9,11 +9,21 @@
 // element): over a row of 59,400 values (level 2's 23, a group norm's mean) the mean came out 2-9x
 // further from float64 than ATen's on the CPU, and the output, a mean of normalised values (zero
 // but for rounding), missed the fp64 referee's budget on every run. c keeps each merge's rounding
-// (TwoSum, and the product's own by fma), so the chain's error no longer grows with its length.
+// (TwoSum, and the product's own by fma), so the merges' chains no longer add up their roundings.
+// (The column shape's per-element Welford within a thread, norm_column.cuh colpart, is not
+// compensated: a batch norm's thread chains still round as before; within 3x of the floor in
+// tests/test_norm_mean_precision.py.)
 #ifndef SC_WF_COMPENSATED
 #define SC_WF_COMPENSATED 1  // (STITCHCUDA_NORM_COMPENSATED=0 sets it 0: the merges as before, for A/B runs)
 #endif
 struct sc_wf { float n, mean, m2, c; };
+SC_INLINE float sc_mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);  // never contracted into an fma
+#else
+  return a * b;
+#endif
+}
 SC_INLINE sc_wf sc_wf_make(float n, float mean, float m2, float c = 0.0f) {
   sc_wf w; w.n = n; w.mean = mean; w.m2 = m2; w.c = c; return w;
 }
@@ -23,7 +33,7 @@ SC_INLINE sc_wf sc_wf_merge(sc_wf a, sc_wf b) {
   if (a.n == 0.0f) return b;
   const float n = a.n + b.n, d = (b.mean - a.mean) + (b.c - a.c), f = b.n / n;
   if (!SC_WF_COMPENSATED) return sc_wf_make(n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f);
-  const float inc = d * f, s = a.mean + inc;
+  const float inc = sc_mul_rn(d, f), s = a.mean + inc;  // (rounded apart: fused into s, TwoSum would not be exact)
   const float back = s - a.mean, err = (a.mean - (s - back)) + (inc - back);  // s + err == a.mean + inc
   return sc_wf_make(n, s, a.m2 + b.m2 + d * d * a.n * f, a.c + (err + fmaf(d, f, -inc)));
 }
