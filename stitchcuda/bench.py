@@ -6,8 +6,10 @@ The JSON is written after every problem, so a run that is cut off keeps what it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
 import statistics
 import threading
@@ -20,6 +22,7 @@ from typing import Any
 
 from stitchcuda import timing_cpus
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
+from stitchcuda.agents.verify.locks import SHARED_ENV
 from stitchcuda.host_load import HostLoad
 
 from . import provenance
@@ -339,6 +342,21 @@ def bench_problem(
     return verify_rounds(run, runs, verify=verify, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
 
 
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """`name` set to `value` in this process's environment for the block (the Verifier's processes
+    started in it inherit it), as it was after."""
+    was = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = was
+
+
 def verify_rounds(
     run: ProblemRun,
     runs: Path,
@@ -574,12 +592,15 @@ def run_bench(
     # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the
     # rounds a wrong result would have had.
     if jobs > 1:
-        for run in runs:
-            if run is None or run.task is None or run.entry.get("status") != "oom" or past_deadline():
-                continue
-            on_event(f"{run.path.name}: out of memory beside other workers; running it again alone")
-            verify_rounds(run, out / "runs", verify=verify, past_deadline=past_deadline, on_entry=on_entry,
-                          on_event=on_event, alone=True)
+        # Alone, nothing shares the GPU: a blind check out of memory is the candidate's (a finding),
+        # not the neighbours' (the witness's log, where that is read, is the candidate's to write).
+        with _env(SHARED_ENV, "0"):
+            for run in runs:
+                if run is None or run.task is None or run.entry.get("status") != "oom" or past_deadline():
+                    continue
+                on_event(f"{run.path.name}: out of memory beside other workers; running it again alone")
+                verify_rounds(run, out / "runs", verify=verify, past_deadline=past_deadline, on_entry=on_entry,
+                              on_event=on_event, alone=True)
     pool.shutdown()
     # Throughput of this run alone (a resumed run counts what it finished itself): the figure that
     # says whether more GPUs, or more workers per GPU, paid off.

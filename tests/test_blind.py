@@ -32,7 +32,7 @@ ATTACKS = [
     # RecordFunction switched off in the witness alone: its calls are watched there as in the worker.
     ("ref_affine", "hack_witness_record_function_off", "hidden-dispatch"),
     # The Verifier's input maker rebound to hand it the witness's inputs before the profiled forwards:
-    # they are made before the candidate is imported now, and its fallback's compute is recorded.
+    # the witness binds it before the candidate is imported, and the fallback's compute is recorded.
     ("ref_affine", "hack_witness_input_hook", "torch-compute-in-forward"),
 ]
 
@@ -308,10 +308,21 @@ def test_work_handed_to_a_thread_in_the_witness_is_a_finding(tmp_path):
 
 
 def test_no_candidate_code_sees_the_seed_of_the_witness_inputs(tmp_path):
-    """The witness makes its inputs before the candidate is imported and takes a fresh secret seed
-    after: a load_state_dict hook that remade the inputs from torch.initial_seed() and ran the
-    reference there, its forward then returning a copy, passed the blind check at 0121c04 (a red-team
-    review); hack_witness_input_hook (test_the_blind_check_rejects_what_the_worker_accepted) was
-    handed the inputs themselves."""
+    """The witness makes its inputs after the candidate's last code outside the profiled forwards: a
+    load_state_dict hook that remade the inputs from torch.initial_seed() and ran the reference
+    there, its forward then returning a copy, passed the blind check at 0121c04 (a red-team review);
+    hack_witness_input_hook (test_the_blind_check_rejects_what_the_worker_accepted) rebound the input
+    maker to be handed them, which the witness binds before the candidate is imported."""
     findings = _blind_findings(tmp_path, "ref_linear", "hack_witness_seed_hook")
     assert "blind-mismatch" in {f.code for f in findings}, [(f.code, f.message[:200]) for f in findings]
+
+
+def test_work_called_back_from_a_native_thread_is_a_finding(tmp_path, opts):
+    """PyTorch's compute in a Python function an OpenMP thread calls back through ctypes: no recorder
+    or profiler watches that thread (libgomp's, allowed as honest OpenMP candidates' are). Making a
+    callback for native code is a finding (named, and called, from the candidate's code)."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_native_callback", kernels="callback_omp.cpp"),
+               tmp_path / "v", opts)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    assert any(f.code == "hidden-dispatch" and "CFUNCTYPE" in f.message for f in v.hack_findings), \
+        [(f.code, f.message[:120]) for f in v.hack_findings]

@@ -55,6 +55,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_tensor_subclass"),
     ("ref_affine", "hack_lazy_output_list"),
     ("ref_affine", "hack_record_function_off"),
+    ("ref_affine", "hack_mode_left_behind"),
     ("ref_affine", "hack_getattr_torch"),
     ("ref_affine", "hack_input_in_place"),
     ("ref_affine", "hack_numerics_flags"),
@@ -352,9 +353,10 @@ def test_lazy_tensor_subclass_output(runs):
     _rejected(v)
     _finding(v, "tensor-subclass", static=True)
     _finding(v, "tensor-subclass-output", static=False)
-    # Its deferred work ran when the output was first read, outside forward: the values compare
-    # equal and no op ran in forward, so only the output's type gives it away.
-    assert all(c["ok"] for c in v.checks)
+    # Its deferred work would run when the output is first read, outside forward, and then compared
+    # equal with no op in forward. The Verifier reads outputs with torch functions off (a mode left
+    # on the stack worked the same way): the work never runs, and no set compares equal.
+    assert not any(c["ok"] for c in v.checks)
     assert "torch-compute-in-forward" not in dynamic_codes(v)
 
 
@@ -373,6 +375,15 @@ def test_the_op_recording_switched_off_in_forward(runs):
     v = runs.get("ref_affine", "hack_record_function_off")
     _rejected(v)
     assert "_enable_record_function" in _finding(v, "hidden-dispatch", static=False).message
+
+
+def test_a_mode_left_on_the_stack_to_work_as_the_outputs_are_read(runs):
+    """forward leaves a torch-function mode behind, whose handler would fill the output at the
+    Verifier's first read of it: the stacks are compared inside the recorder, and outputs are read
+    with no torch-function mode."""
+    v = runs.get("ref_affine", "hack_mode_left_behind")
+    _rejected(v)
+    assert "left on the stack" in _finding(v, "global-intercept", static=False).message
 
 
 def test_torch_function_looked_up_by_computed_name(runs):

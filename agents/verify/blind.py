@@ -193,18 +193,18 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
-    from stitchcuda.inputs import clone_args
+    from stitchcuda.inputs import clone_args, make_inputs
     from stitchcuda.task import built_on_cpu, import_file
 
     init_args = list(ref_mod.get_init_inputs())
-    # The inputs, made before any code of the candidate's exists here (a short hold of the GPU: they
-    # are made on the device, as the referee makes its own), then a fresh secret seed, so no state of
-    # torch's says theirs. Made later, after the candidate's last code, a candidate that rebound the
-    # input maker (stitchcuda.inputs, or the reference's get_inputs) was handed them outside the
-    # profiled forwards and computed its outputs there with PyTorch (a red-team review, 2026-12-01).
-    with _gpu(req, device, "witness"):
-        args = _inputs(ref_mod, req["seed"], device)
-    torch.manual_seed(secrets.randbits(63))
+    # The input maker bound before the candidate is imported, the reference's module watched (below):
+    # blind._inputs imported it when called, and a candidate that rebound stitchcuda.inputs.clone_args
+    # was handed the inputs before the profiled forwards and computed its outputs there with PyTorch
+    # (a red-team review, 2026-12-01). Made on the device, as the referee makes its own, after the
+    # candidate's last code: made earlier, they sat in GPU memory while its code ran.
+    get_inputs, seed = ref_mod.get_inputs, req["seed"]
+    # Its outputs' leaves and the mode stacks, judged with functions bound here too.
+    odd_leaves, stacks, no_modes, type_name = dyn.odd_leaves, dyn.mode_stacks, torch._C.DisableTorchFunction, dyn.type_name
     # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
     # of its own over it. On CUDA it runs only allocations there (allowed ops): nothing is left out.
     dropout_own = _dropout_own_ops() if device.type == "cpu" else ()
@@ -225,7 +225,7 @@ def witness(req: dict[str, Any]) -> None:
     # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
     # blind check was a timing-tamper on 2026-11-30).
     watched = tamper.snapshot(
-        extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__)) if m),
+        extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__), ref_mod) if m),
         rebound_only=tuple(m for m in (sys.modules.get("torch.profiler.profiler"), sys.modules.get("torch.autograd.profiler"),
                                        sys.modules.get("torch.autograd.profiler_util")) if m))
     # The worker's audit policy here too (a red-team review, 2026-11-30: the witness had none): the
@@ -264,13 +264,26 @@ def witness(req: dict[str, Any]) -> None:
             with offthread.watching("construction"), watch_calls("construction"):
                 cand.load_state_dict(weights)
         del weights, sd
+        args = clone_args(make_inputs(get_inputs, seed, device))
+        odd, moved = [], []
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
-                with record_function(f"{MARKER}_{k}"), audit.window(), offthread.watching("forward"), \
-                        watch_calls("forward"):
-                    out = cand(*clone_args(args))
-                outs.append(to_cpu(flatten_outputs(out), req["seed"]))
+                with record_function(f"{MARKER}_{k}"):
+                    before = stacks()
+                    with audit.window(), offthread.watching("forward"), watch_calls("forward"):
+                        out = cand(*clone_args(args))
+                    if stacks() != before:  # (inside the span: a mode left behind works as the outputs are read)
+                        moved.append(k)
+                # Read with no torch-function mode: one the candidate left on the stack ran its work in
+                # this read, after the span (a red-team review, 2026-12-01). Leaves of its own types are
+                # not read at all (their methods would run here and as they are saved).
+                with no_modes():
+                    flat = flatten_outputs(out)
+                    bad = [i for i, o in enumerate(flat) if type(o) is not torch.Tensor
+                           and (issubclass(type(o), torch.Tensor) or odd_leaves([o]))]
+                    odd += [type_name(type(flat[i])) for i in bad]
+                    outs.append(to_cpu(["odd" if i in bad else o for i, o in enumerate(flat)], req["seed"]))
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             torch.zeros(1)  # recorded only if the profiler is still on after the forwards
@@ -293,7 +306,8 @@ def witness(req: dict[str, Any]) -> None:
           "dropout_calls": dropout_calls, "mask_draws": recorder.ops[DROPOUT_MASK],
           "recorded_compute": sorted(recorder.compute_ops),
           "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()],
-          "calls": [[code, what, phase] for code, what, phase in calls_seen()]},
+          "calls": [[code, what, phase] for code, what, phase in calls_seen()],
+          "odd_outputs": sorted(set(odd)), "modes_left": moved},
          req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
@@ -629,6 +643,14 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("off-thread-work", "in the blind check's witness, the candidate started work off the "
                                 f"calling thread ({', '.join(off[:6])}): what runs there escapes the profiler and the "
                                 "op recorder"))
+    odd = [str(n) for n in got.get("odd_outputs") or []] if isinstance(got, dict) else []
+    if odd:
+        findings.append(Finding("output-type", f"in the blind check's witness, forward returned {', '.join(odd[:4])}: "
+                                "an object of the candidate's whose methods could do its work when read"))
+    left = got.get("modes_left") if isinstance(got, dict) else None
+    if left:
+        findings.append(Finding("global-intercept", "in the blind check's witness, forward returned with a torch "
+                                "function or dispatch mode left on the stack: its handler runs as the outputs are read"))
     for item in (got.get("calls") or []) if isinstance(got, dict) else []:
         if isinstance(item, list | tuple) and len(item) == 3:
             findings.append(Finding(str(item[0]), f"in the blind check's witness, the candidate {item[1]} during "

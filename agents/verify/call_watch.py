@@ -28,6 +28,8 @@ from typing import Any
 
 
 def _hiding_functions() -> dict[CodeType, str]:
+    import ctypes
+
     import torch
     import torch.library
     import torch.utils._mode_utils as mode_utils
@@ -44,6 +46,10 @@ def _hiding_functions() -> dict[CodeType, str]:
         ("torch.library.Library.impl", getattr(torch.library.Library, "impl", None)),
         ("torch.library.impl", getattr(torch.library, "impl", None)),
         ("torch.library.register_kernel", getattr(torch.library, "register_kernel", None)),
+        # A Python function native code can call back, on a thread of its own (an OpenMP team's):
+        # no recorder or profiler sees what runs there (a red-team review, 2026-12-01).
+        ("ctypes.CFUNCTYPE", getattr(ctypes, "CFUNCTYPE", None)),
+        ("ctypes.PYFUNCTYPE", getattr(ctypes, "PYFUNCTYPE", None)),
     ]
     for name, fn in named:
         fn = getattr(fn, "__wrapped__", fn)  # a contextmanager's generator function

@@ -198,6 +198,11 @@ def _items(out: Any) -> Any:
     return None
 
 
+def mode_stacks() -> tuple[int, int]:
+    """The depths of torch's function-mode and dispatch-mode stacks (compared around a forward)."""
+    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
+
+
 def flatten_outputs(out: Any) -> list[Any]:
     """forward's result as its leaves. A container subclass's `__iter__` or `__getitem__` is the
     candidate's code and ran wherever the outputs were read, after the op recorder and the profiled
@@ -209,37 +214,64 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [o for item in items for o in flatten_outputs(item)]
 
 
-# Leaves forward may return besides tensors (compared with ==), and torch's own tuple types (the
-# named results of max, topk, ...), read before any candidate is imported.
+# Leaves forward may return besides tensors (compared with ==).
 _PLAIN_LEAVES = (int, float, bool, complex, str, type(None))
+
+
+def type_name(kind: type) -> str:
+    """A class's name as `type` keeps it (a metaclass of the candidate's cannot answer for it)."""
+    return type.__dict__["__qualname__"].__get__(kind, type)
+
+
+def odd_leaves(outs: list[Any]) -> list[str]:
+    """The names of the leaves (flatten_outputs) other than tensors and plain values: objects of the
+    candidate's whose methods run when the outputs are read, compared, copied or saved (a leaf's
+    `__eq__` can say it equals the reference's value; its `__reduce_ex__` runs as the blind check's
+    witness saves it). Containers are not here: their items are read without their methods."""
+    return sorted({type_name(type(o)) for o in outs
+                   if not issubclass(type(o), torch.Tensor) and type(o) not in _PLAIN_LEAVES})
+
+
+# What a container subclass may not redefine: how its items are read, counted, compared or pickled.
+# (A namedtuple redefines none of them; torch's named tuples are C types of torch's own.)
+_PROTOCOL = frozenset({"__iter__", "__getitem__", "__len__", "__reversed__", "__contains__", "__bool__", "__eq__",
+                       "__ne__", "__getattribute__", "__getattr__", "__reduce__", "__reduce_ex__", "__class__"})
 _TORCH_TUPLES = frozenset(t for t in vars(torch.return_types).values() if isinstance(t, type))
 
 
-def output_structure_findings(out: Any) -> list[Finding]:
-    """Containers other than tuples, lists and torch's named tuples, and leaves other than tensors and
-    plain values, in forward's result: their methods are the candidate's code, run when the outputs
-    are read or compared (a leaf's `__eq__` can say it equals the reference's value)."""
-    odd: list[str] = []
+def odd_containers(out: Any) -> list[str]:
+    """The names of tuple and list subclasses in forward's result that redefine _PROTOCOL: the work of
+    one (a list subclass computing its result in `__iter__`, a red-team review, 2026-12-01) no longer
+    runs, as only their stored items are read, but the attempt is a finding."""
+    found: set[str] = set()
 
     def walk(o: Any) -> None:
         items = _items(o)
-        if items is not None:
-            if type(o) not in (tuple, list) and type(o) not in _TORCH_TUPLES:
-                odd.append(type(o).__qualname__)
-            for item in items:
-                walk(item)
-        elif not isinstance(o, torch.Tensor) and type(o) not in _PLAIN_LEAVES:
-            odd.append(type(o).__qualname__)
+        if items is None:
+            return
+        kind = type(o)
+        if kind not in (tuple, list) and kind not in _TORCH_TUPLES:
+            mro = type.__dict__["__mro__"].__get__(kind, type)
+            own = [c for c in mro if c not in (tuple, list, object)]
+            if any(_PROTOCOL & set(type.__dict__["__dict__"].__get__(c, type)) for c in own):
+                found.add(type_name(kind))
+        for item in items:
+            walk(item)
 
     walk(out)
+    return sorted(found)
+
+
+def output_structure_findings(out: Any) -> list[Finding]:
+    odd = odd_containers(out) + odd_leaves(flatten_outputs(out))
     if not odd:
         return []
-    return [Finding("output-type", f"forward returned {', '.join(sorted(set(odd))[:4])}: an object of the "
-                    "candidate's whose methods could do its work when the outputs are read")]
+    return [Finding("output-type", f"forward returned {', '.join(odd[:4])}: an object of the candidate's "
+                    "whose methods could do its work when the outputs are read")]
 
 
 def output_type_findings(outs: list[Any]) -> list[Finding]:
-    bad = [type(o).__name__ for o in outs if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor]
+    bad = [type_name(type(o)) for o in outs if issubclass(type(o), torch.Tensor) and type(o) is not torch.Tensor]
     if bad:
         return [
             Finding(
@@ -312,11 +344,19 @@ def observed_call(
     ordered on the caller's stream: a side stream or a thread, which the timing would miss."""
     rec = OpRecorder()
     with rec:
+        before = mode_stacks()
         out = fn()
-    flat = flatten_outputs(out)
-    # The clone is enqueued on the current stream, so it sees exactly what stream-ordered work wrote.
-    snaps = [_snapshot(o) for o in flat]
+        left = mode_stacks() != before
+    # Read with no torch-function mode: a mode the candidate left on the stack ran its work in the
+    # first read of the outputs, after the recorder had closed (a red-team review, 2026-12-01).
+    with torch._C.DisableTorchFunction():
+        flat = flatten_outputs(out)
+        # The clone is enqueued on the current stream, so it sees exactly what stream-ordered work wrote.
+        snaps = [_snapshot(o) for o in flat]
     findings = output_type_findings(flat) + output_structure_findings(out)
+    if left:
+        findings.append(Finding("global-intercept", "forward returned with a torch function or dispatch mode left on "
+                                "the stack: its handler runs in whatever reads the outputs next"))
     new_threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -100,9 +100,15 @@ def file_lock(path: str | None, state: Path | None = None, *, shared: bool = Fal
 
 
 def held(path: str | None) -> bool:
-    """Whether some open file holds the lock now: tried without waiting, and let go at once."""
+    """Whether some open file holds the lock, or its turnstile, now: tried without waiting, and let go
+    at once. (The turnstile too: a taker waits there while another waits for the lock, and a candidate
+    holding the turnstile alone would otherwise have its honest neighbours' waits counted.)"""
     if not path:
         return False
+    return _held(path) or (shared_checks() and _held(turnstile_path(path)))
+
+
+def _held(path: str) -> bool:
     try:
         with open(path, "a") as f:
             try:

@@ -71,6 +71,8 @@ _MODE_PROBES = frozenset({"_get_current_dispatch_mode", "_get_current_dispatch_m
 _SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
 _DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch", "_enable_record_function",
+                    # Python functions native code calls back, on threads no recorder watches.
+                    "CFUNCTYPE", "PYFUNCTYPE", "WINFUNCTYPE", "_CFuncPtr", "CFuncPtr",
                     "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass",
                     "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "redispatch", "DispatchKeySet",
                     "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included"}

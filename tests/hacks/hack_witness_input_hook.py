@@ -1,8 +1,8 @@
 """Hack (a red-team review, 2026-12-01): in the worker, PyTorch's compute past the op recorder (as
 hack_exclude_key_operators); in the blind check's witness (told by its command line), the Verifier's
 input maker rebound, so the witness handed it its fresh inputs before the profiled forwards, and it
-computed the answer there with PyTorch. Accepted before; the witness now makes its inputs before the
-candidate is imported."""
+computed the answer there with PyTorch. Accepted before; the witness now binds its input maker before
+the candidate is imported."""
 import sys
 
 import torch
