@@ -97,6 +97,40 @@ def test_a_candidate_saying_it_waits_forever_is_timed_out(tmp_path):
     assert time.monotonic() - t0 < 30
 
 
+def test_a_candidate_holding_the_lock_and_saying_it_waits_is_timed_out(tmp_path):
+    """The lock file is writable in the sandbox: a worker that takes the lock itself and says it waits
+    had every second counted as a wait, and blocked its neighbours for ever. Its time in all is capped
+    (HARD_CAP times the limit)."""
+    import os
+    import subprocess
+    import sys
+
+    from stitchcuda.agents.verify import report, verifier
+    from stitchcuda.agents.verify.verifier import VerifyOptions
+
+    run = tmp_path / "run"
+    run.mkdir()
+    state, lock = run / "gpu_state.json", tmp_path / "gpu.lock"
+    script = run / "squatter.py"
+    script.write_text("import fcntl, json, sys, time\nsys.stdin.readline()\n"
+                      f"f = open({str(lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                      f"open({str(state)!r}, 'w').write(json.dumps({{'state': 'waiting', "
+                      "'since': time.monotonic()}))\ntime.sleep(600)\n")
+    req = {"run_dir": str(run), "gpu_state": str(state), "gpu_lock": str(lock)}
+    read_end, write_end = report.open_pipe()
+    os.close(write_end)
+    squatter = verifier._Worker(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                                                 start_new_session=True),
+                                open(run / "squatter.log", "w"), report.Reader(read_end, report.new_key()).start())
+    squatter.proc.stdin.write(b"\n")
+    squatter.proc.stdin.flush()
+    t0 = time.monotonic()
+    outcome = verifier._watch_worker(squatter, req, VerifyOptions(cpu_only=True, timeout_s=1.0), None, None, None)
+    took = time.monotonic() - t0
+    assert outcome.killed_for == "timeout" and outcome.waited_s > 1.0, outcome  # (its "waits" were believed)
+    assert verifier.HARD_CAP * 1.0 <= took < verifier.HARD_CAP * 1.0 + 10, took
+
+
 def _hold(lock, shared: bool, seconds: float, log: list, name: str, started: threading.Event | None = None):
     from stitchcuda.agents.verify.locks import file_lock
 

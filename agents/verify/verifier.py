@@ -547,7 +547,9 @@ def _watch_worker(worker: _Worker, req, opts: VerifyOptions, progress, cancel, b
             last = now
             if cancel is not None and cancel.is_set():
                 killed_for = "cancelled"
-            elif now - t0 - waited > opts.timeout_s:
+            elif now - t0 - waited > opts.timeout_s or now - t0 > HARD_CAP * opts.timeout_s:
+                # (The cap: a candidate holding the lock file itself, its state saying "waiting", made
+                # every second a wait; a review, 2026-12-01. The witness's clock has the same cap.)
                 killed_for = "timeout"
             elif lock is not None and lock.state == "holding" and now - lock.since > opts.gpu_phase_timeout_s:
                 killed_for = "gpu-timeout"
@@ -565,6 +567,9 @@ def _watch_worker(worker: _Worker, req, opts: VerifyOptions, progress, cancel, b
     return _Outcome(box.returncode(proc.returncode) if box is not None else proc.returncode, killed_for,
                     time.monotonic() - t0 - waited, peak, opts.max_host_memory_gb, waited, opts.gpu_phase_timeout_s,
                     worker.report)
+
+
+HARD_CAP = blind.HARD_CAP  # times the time limit a worker may take in all, waits for the GPU included
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
