@@ -67,40 +67,9 @@ def test_a_wait_is_counted_only_while_the_lock_is_held(tmp_path):
     assert not held(str(lock))
 
 
-def test_a_candidate_saying_it_waits_forever_is_timed_out(tmp_path):
-    """A worker whose state file says "waiting" while nobody holds the lock: the time limit runs."""
-    import os
-    import subprocess
-    import sys
-
-    from stitchcuda.agents.verify import report, verifier
-    from stitchcuda.agents.verify.verifier import VerifyOptions
-
-    run = tmp_path / "run"
-    run.mkdir()
-    state = run / "gpu_state.json"
-    script = run / "liar.py"
-    script.write_text("import json, sys, time\nsys.stdin.readline()\n"
-                      f"while True:\n    open({str(state)!r}, 'w').write(json.dumps({{'state': 'waiting', "
-                      "'since': time.monotonic()}))\n    time.sleep(0.05)\n")
-    req = {"run_dir": str(run), "gpu_state": str(state), "gpu_lock": str(tmp_path / "gpu.lock")}
-    read_end, write_end = report.open_pipe()
-    os.close(write_end)  # (it reports nothing)
-    liar = verifier._Worker(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
-                                             start_new_session=True),
-                            open(run / "liar.log", "w"), report.Reader(read_end, report.new_key()).start())
-    liar.proc.stdin.write(b"\n")
-    liar.proc.stdin.flush()
-    t0 = time.monotonic()
-    outcome = verifier._watch_worker(liar, req, VerifyOptions(cpu_only=True, timeout_s=2.0), None, None, None)
-    assert outcome.killed_for == "timeout" and outcome.waited_s < 0.5, outcome
-    assert time.monotonic() - t0 < 30
-
-
-def test_a_candidate_holding_the_lock_and_saying_it_waits_is_timed_out(tmp_path):
-    """The lock file is writable in the sandbox: a worker that takes the lock itself and says it waits
-    had every second counted as a wait, and blocked its neighbours for ever. Its time in all is capped
-    (HARD_CAP times the limit)."""
+def _watched(tmp_path, name: str, body: str, timeout_s: float):
+    """(the Verifier's outcome of watching a worker that runs `body` (Python; STATE and LOCK name the
+    worker's state file and the GPU's lock) and reports nothing, the seconds the watch took)."""
     import os
     import subprocess
     import sys
@@ -111,22 +80,40 @@ def test_a_candidate_holding_the_lock_and_saying_it_waits_is_timed_out(tmp_path)
     run = tmp_path / "run"
     run.mkdir()
     state, lock = run / "gpu_state.json", tmp_path / "gpu.lock"
-    script = run / "squatter.py"
-    script.write_text("import fcntl, json, sys, time\nsys.stdin.readline()\n"
-                      f"f = open({str(lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-                      f"open({str(state)!r}, 'w').write(json.dumps({{'state': 'waiting', "
-                      "'since': time.monotonic()}))\ntime.sleep(600)\n")
+    script = run / f"{name}.py"
+    script.write_text(f"import fcntl, json, sys, time\nSTATE, LOCK = {str(state)!r}, {str(lock)!r}\n"
+                      f"sys.stdin.readline()\n{body}")
     req = {"run_dir": str(run), "gpu_state": str(state), "gpu_lock": str(lock)}
     read_end, write_end = report.open_pipe()
-    os.close(write_end)
-    squatter = verifier._Worker(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
-                                                 start_new_session=True),
-                                open(run / "squatter.log", "w"), report.Reader(read_end, report.new_key()).start())
-    squatter.proc.stdin.write(b"\n")
-    squatter.proc.stdin.flush()
+    os.close(write_end)  # (it reports nothing)
+    worker = verifier._Worker(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                                               start_new_session=True),
+                              open(run / f"{name}.log", "w"), report.Reader(read_end, report.new_key()).start())
+    worker.proc.stdin.write(b"\n")
+    worker.proc.stdin.flush()
     t0 = time.monotonic()
-    outcome = verifier._watch_worker(squatter, req, VerifyOptions(cpu_only=True, timeout_s=1.0), None, None, None)
-    took = time.monotonic() - t0
+    outcome = verifier._watch_worker(worker, req, VerifyOptions(cpu_only=True, timeout_s=timeout_s), None, None, None)
+    return outcome, time.monotonic() - t0
+
+
+SAYS_WAITING = "open(STATE, 'w').write(json.dumps({'state': 'waiting', 'since': time.monotonic()}))\n"
+
+
+def test_a_candidate_saying_it_waits_forever_is_timed_out(tmp_path):
+    """A worker whose state file says "waiting" while nobody holds the lock: the time limit runs."""
+    outcome, took = _watched(tmp_path, "liar", "while True:\n    " + SAYS_WAITING + "    time.sleep(0.05)\n", 2.0)
+    assert outcome.killed_for == "timeout" and outcome.waited_s < 0.5, outcome
+    assert took < 30
+
+
+def test_a_candidate_holding_the_lock_and_saying_it_waits_is_timed_out(tmp_path):
+    """The lock file is writable in the sandbox: a worker that takes the lock itself and says it waits
+    had every second counted as a wait, and blocked its neighbours for ever. Its time in all is capped
+    (HARD_CAP times the limit)."""
+    from stitchcuda.agents.verify import verifier
+
+    body = "f = open(LOCK, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n" + SAYS_WAITING + "time.sleep(600)\n"
+    outcome, took = _watched(tmp_path, "squatter", body, 1.0)
     assert outcome.killed_for == "timeout" and outcome.waited_s > 1.0, outcome  # (its "waits" were believed)
     assert verifier.HARD_CAP * 1.0 <= took < verifier.HARD_CAP * 1.0 + 10, took
 
