@@ -34,6 +34,8 @@ ATTACKS = [
     # The Verifier's input maker rebound to hand it the witness's inputs before the profiled forwards:
     # the witness binds it before the candidate is imported, and the fallback's compute is recorded.
     ("ref_affine", "hack_witness_input_hook", "torch-compute-in-forward"),
+    # A mode left on the stack by its construction, which the witness's input making would go through.
+    ("ref_affine", "hack_witness_mode_from_init", "global-intercept"),
 ]
 
 

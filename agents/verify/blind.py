@@ -205,6 +205,7 @@ def witness(req: dict[str, Any]) -> None:
     get_inputs, seed = ref_mod.get_inputs, req["seed"]
     # Its outputs' leaves and the mode stacks, judged with functions bound here too.
     odd_leaves, stacks, no_modes, type_name = dyn.odd_leaves, dyn.mode_stacks, torch._C.DisableTorchFunction, dyn.type_name
+    clean = stacks()
     # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
     # of its own over it. On CUDA it runs only allocations there (allowed ops): nothing is left out.
     dropout_own = _dropout_own_ops() if device.type == "cpu" else ()
@@ -264,8 +265,10 @@ def witness(req: dict[str, Any]) -> None:
             with offthread.watching("construction"), watch_calls("construction"):
                 cand.load_state_dict(weights)
         del weights, sd
+        # No mode of the candidate's may stand on the stacks as the inputs are made (one left there by
+        # its construction would be handed them): a finding, as one left by a forward is.
+        odd, moved = [], ([] if stacks() == clean else ["construction"])
         args = clone_args(make_inputs(get_inputs, seed, device))
-        odd, moved = [], []
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for k in range(CALLS):
                 same_draws(req["seed"])
