@@ -204,7 +204,7 @@ def witness(req: dict[str, Any]) -> None:
     # candidate's last code: made earlier, they sat in GPU memory while its code ran.
     get_inputs, seed = ref_mod.get_inputs, req["seed"]
     # Its outputs' leaves and the mode stacks, judged with functions bound here too.
-    odd_leaves, stacks, no_modes, type_name = dyn.odd_leaves, dyn.mode_stacks, torch._C.DisableTorchFunction, dyn.type_name
+    foreign, stacks, no_modes, type_name = dyn.foreign_leaf, dyn.mode_stacks, torch._C.DisableTorchFunction, dyn.type_name
     clean = stacks()
     # What ATen's mask draw runs below itself, found before the candidate's code could register a kernel
     # of its own over it. On CUDA it runs only allocations there (allowed ops): nothing is left out.
@@ -283,10 +283,8 @@ def witness(req: dict[str, Any]) -> None:
                 # not read at all (their methods would run here and as they are saved).
                 with no_modes():
                     flat = flatten_outputs(out)
-                    bad = [i for i, o in enumerate(flat) if type(o) is not torch.Tensor
-                           and (issubclass(type(o), torch.Tensor) or odd_leaves([o]))]
-                    odd += [type_name(type(flat[i])) for i in bad]
-                    outs.append(to_cpu(["odd" if i in bad else o for i, o in enumerate(flat)], req["seed"]))
+                    odd += [type_name(type(o)) for o in flat if foreign(o)]
+                    outs.append(to_cpu(["odd" if foreign(o) else o for o in flat], req["seed"]))
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             torch.zeros(1)  # recorded only if the profiler is still on after the forwards

@@ -223,13 +223,18 @@ def type_name(kind: type) -> str:
     return type.__dict__["__qualname__"].__get__(kind, type)
 
 
-def odd_leaves(outs: list[Any]) -> list[str]:
-    """The names of the leaves (flatten_outputs) other than tensors and plain values: objects of the
-    candidate's whose methods run when the outputs are read, compared, copied or saved (a leaf's
+def foreign_leaf(o: Any) -> bool:
+    """Whether a leaf (flatten_outputs) is neither a plain tensor nor a plain value: an object whose
+    methods are the candidate's and run when the outputs are read, compared, copied or saved (a leaf's
     `__eq__` can say it equals the reference's value; its `__reduce_ex__` runs as the blind check's
-    witness saves it). Containers are not here: their items are read without their methods."""
-    return sorted({type_name(type(o)) for o in outs
-                   if not issubclass(type(o), torch.Tensor) and type(o) not in _PLAIN_LEAVES})
+    witness saves it). Tensor subclasses are foreign too (output_type_findings names them)."""
+    return type(o) is not torch.Tensor and type(o) not in _PLAIN_LEAVES
+
+
+def odd_leaves(outs: list[Any]) -> list[str]:
+    """The names of the foreign leaves other than tensor subclasses (those: output_type_findings).
+    Containers are not here: their items are read without their methods."""
+    return sorted({type_name(type(o)) for o in outs if foreign_leaf(o) and not issubclass(type(o), torch.Tensor)})
 
 
 # What a container subclass may not redefine: how its items are read, counted, compared or pickled.
@@ -262,8 +267,9 @@ def odd_containers(out: Any) -> list[str]:
     return sorted(found)
 
 
-def output_structure_findings(out: Any) -> list[Finding]:
-    odd = odd_containers(out) + odd_leaves(flatten_outputs(out))
+def output_structure_findings(out: Any, flat: list[Any]) -> list[Finding]:
+    """`out` is forward's result, `flat` its leaves (flatten_outputs)."""
+    odd = odd_containers(out) + odd_leaves(flat)
     if not odd:
         return []
     return [Finding("output-type", f"forward returned {', '.join(odd[:4])}: an object of the candidate's "
@@ -353,7 +359,7 @@ def observed_call(
         flat = flatten_outputs(out)
         # The clone is enqueued on the current stream, so it sees exactly what stream-ordered work wrote.
         snaps = [_snapshot(o) for o in flat]
-    findings = output_type_findings(flat) + output_structure_findings(out)
+    findings = output_type_findings(flat) + output_structure_findings(out, flat)
     if left:
         findings.append(Finding("global-intercept", "forward returned with a torch function or dispatch mode left on "
                                 "the stack: its handler runs in whatever reads the outputs next"))
