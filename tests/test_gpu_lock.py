@@ -216,7 +216,7 @@ def test_a_sandboxed_taker_shares_both_lock_files(tmp_path, monkeypatch):
     def start(bound: list[str]) -> subprocess.Popen:
         run = tmp_path / f"run{len(bound)}"
         run.mkdir()
-        box = sandbox.Box.for_run(run, dict(os.environ), extra_writable=bound)
+        box = sandbox.Box.for_run(run, dict(os.environ), locks=bound)
         assert box.active, box.why
         return subprocess.Popen(box.wrap([sys.executable, "-c", code, lock]), env=box.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -231,3 +231,33 @@ def test_a_sandboxed_taker_shares_both_lock_files(tmp_path, monkeypatch):
         f_.flock(turn, f_.LOCK_UN)
     out, err = both.communicate(timeout=60)
     assert both.returncode == 0 and out.strip() == "in", err[-1000:]
+
+
+def test_a_sandboxed_candidate_can_take_the_lock_but_not_write_it(tmp_path):
+    """Every worker's sandbox binds the GPU's lock files; were they writable, a candidate could leave
+    data there for another sandbox (its own witness, a later round) to read. flock needs only a
+    read-only descriptor, so they are bound read-only: taking the lock works, writing it fails."""
+    import subprocess
+    import sys
+
+    from stitchcuda.agents.verify import sandbox
+    from stitchcuda.agents.verify.locks import lock_files
+
+    if not sandbox.available().ok:
+        pytest.skip(f"no sandbox here: {sandbox.available().why}")
+    lock = str(tmp_path / "gpu.lock")
+    code = ("import sys\nfrom stitchcuda.agents.verify.locks import file_lock\n"
+            "with file_lock(sys.argv[1]):\n    print('held', flush=True)\n"
+            "for p in sys.argv[1:]:\n"
+            "    try:\n        open(p, 'a').write('x')\n        print('wrote', p)\n"
+            "    except OSError as e:\n        print('refused', e.errno)\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    box = sandbox.Box.for_run(run, dict(os.environ), locks=lock_files(lock))
+    assert box.active, box.why
+    done = subprocess.run(box.wrap([sys.executable, "-c", code, *lock_files(lock)]), env=box.env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    lines = done.stdout.split()
+    assert lines[0] == "held" and lines.count("refused") == 2 and "wrote" not in lines, done.stdout
+    assert all(os.path.getsize(p) == 0 for p in lock_files(lock))

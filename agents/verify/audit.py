@@ -78,8 +78,8 @@ class Policy:
 
     @classmethod
     def for_worker(cls, req: dict[str, Any]) -> Policy:
-        """The worker's policy: its run folder (where the candidate's module is), its temp folder and the
-        GPU lock shared with other workers are writable; code under the run folder is the
+        """The worker's policy: its run folder (where the candidate's module is) and its temp folder are
+        writable (the GPU's lock files, shared with other workers, only readable); code under the run folder is the
         candidate's, except the temp folder's (torch's caches, sandbox.private_env)."""
         from stitchcuda.agents.verify import sandbox
 
@@ -88,9 +88,10 @@ class Policy:
         writable = [run_dir, tmp]
         from stitchcuda.agents.verify.locks import lock_files
 
-        writable += [os.path.realpath(p) for p in lock_files(req.get("gpu_lock"))]
         reference = Path(req["reference"]) if req.get("reference") else None
         readable = [str(p) for p in sandbox.readable_paths(dict(os.environ), reference)]
+        # The GPU's lock files: flocked read-only (the sandbox binds them so), never written.
+        readable += [os.path.realpath(p) for p in lock_files(req.get("gpu_lock"))]
         home = os.environ.get("HOME")
         return cls(writable, readable, os.path.realpath(home) if home else None, trusted_builders(),
                    candidate=[run_dir], not_candidate=[tmp] if _under(tmp, [run_dir]) else [])

@@ -66,8 +66,20 @@ def turnstile_path(path: str) -> str:
 
 def lock_files(path: str | None) -> list[str]:
     """The files a taker of the GPU's lock opens (the lock and its turnstile): what a sandboxed
-    worker and witness must have bound, and may write."""
+    worker and witness must have bound, read-only (flock needs no write access; a writable lock
+    file shared by every sandbox would be a channel between candidates)."""
     return [path, turnstile_path(path)] if path else []
+
+
+def _open(path: str):
+    """The lock file, read-only: made first where it is missing (outside a sandbox; inside one, the
+    sandbox made it before binding it)."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        with open(path, "ab"):
+            pass
+        return open(path, "rb")
 
 
 @contextlib.contextmanager
@@ -80,10 +92,10 @@ def file_lock(path: str | None, state: Path | None = None, *, shared: bool = Fal
         yield
         return
     sharing = shared_checks()
-    with open(path, "a") as f:
+    with _open(path) as f:
         _say(state, "waiting")
         if sharing:
-            with open(turnstile_path(path), "a") as turn:
+            with _open(turnstile_path(path)) as turn:
                 fcntl.flock(turn, fcntl.LOCK_EX)
                 try:
                     fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
@@ -110,7 +122,7 @@ def held(path: str | None) -> bool:
 
 def _held(path: str) -> bool:
     try:
-        with open(path, "a") as f:
+        with _open(path) as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -83,23 +83,27 @@ class Box:
     readable: list[Path] = field(default_factory=list)  # bound back read-only
     writable: list[Path] = field(default_factory=list)  # bound read-write
     devices: list[str] = field(default_factory=list)
+    locks: list[Path] = field(default_factory=list)  # lock files shared with other sandboxes: read-only
 
     @classmethod
     def for_run(cls, run_dir: Path, env: dict[str, str], *, reference: Path | None = None,
-                extra_writable: Iterable[str | Path | None] = ()) -> Box:
+                locks: Iterable[str | Path | None] = ()) -> Box:
         """The sandbox of a worker whose run folder is `run_dir`. `env` is the worker's environment;
         the returned Box's env adds a private temp folder and private build folders in the run folder
-        (the shared caches stay read-only: another candidate's cached library is out of reach)."""
+        (the shared caches stay read-only: another candidate's cached library is out of reach).
+        `locks`: files every worker flocks (the GPU's lock), bound read-only: flock needs no write
+        access, and a file every sandbox may write would be a channel between candidates."""
         run_dir = Path(run_dir).resolve()
         env = private_env(env, run_dir)
-        writable = [run_dir, *(Path(p) for p in extra_writable if p)]
+        writable = [run_dir]
         readable = readable_paths(env, reference)
+        shared = [Path(p) for p in locks if p]
         status = available()
         if os.environ.get(OFF_ENV) == "1":
-            return cls(run_dir, False, f"not sandboxed: {OFF_ENV}=1", env, readable, writable)
+            return cls(run_dir, False, f"not sandboxed: {OFF_ENV}=1", env, readable, writable, locks=shared)
         if not status.ok:
-            return cls(run_dir, False, f"not sandboxed: {status.why}", env, readable, writable)
-        return cls(run_dir, True, status.why, env, readable, writable, gpu_devices())
+            return cls(run_dir, False, f"not sandboxed: {status.why}", env, readable, writable, locks=shared)
+        return cls(run_dir, True, status.why, env, readable, writable, gpu_devices(), shared)
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` run inside the sandbox (unchanged where there is none)."""
@@ -120,9 +124,11 @@ class Box:
         for p in self.readable:
             out += ["--ro-bind-try", str(p), str(p)]
         for p in self.writable:
-            if not p.exists() and p.suffix == ".lock":
-                p.touch()  # a lock file shared with other workers: bind needs it to exist
             out += ["--bind", str(p), str(p)]
+        for p in self.locks:
+            if not p.exists():
+                p.touch()  # bind needs it to exist, and the sandbox cannot make it
+            out += ["--ro-bind", str(p), str(p)]
         out += ["--chdir", str(self.run_dir), "--", *argv]
         return out
 

@@ -185,7 +185,7 @@ def verify(
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
         timing_cpus.assign(env, physical_gpu(gpu))
-    box = Box.for_run(workdir, env, reference=task.path, extra_writable=lock_files(req["gpu_lock"]))
+    box = Box.for_run(workdir, env, reference=task.path, locks=lock_files(req["gpu_lock"]))
     env = box.env  # a private temp folder and build folders in the run folder
     # On a GPU the blind check's processes load torch while the worker runs (blind.Started says why
     # that is safe): the first verdict waits for them. On the CPU nothing is timed, no first verdict
