@@ -87,7 +87,7 @@ def test_a_chain_of_many_inputs_keeps_the_grid_stride_shape(monkeypatch):
     """Past TRITON_MAX_VECTORS loaded vectors a thread, the shape that issues every load first would
     spill them: such a kernel stays grid-stride, one of fewer inputs in the same file does not."""
     _triton(monkeypatch)
-    fits = codegen.TRITON_MAX_VECTORS // codegen.TRITON_VECTORS
+    fits = codegen.TRITON_MAX_VECTORS // codegen.triton_vectors()
     few = candidate(ManyInputs(), [torch.randn(64, 32) for _ in range(fits)]).files[CU]
     many = candidate(ManyInputs(), [torch.randn(64, 32) for _ in range(fits + 1)]).files[CU]
     assert "stitch_pw0_thread<" in few and "sc_grid(stitch_pw0_n" not in few
@@ -123,6 +123,26 @@ def test_the_grid_is_exact_and_indices_narrow_where_they_fit(monkeypatch):
         codegen.lower(p.graph, g, "big") for p in [plan_of(BiasChain(channels=64), [huge])] for g in p.groups
     ]
     assert "int64_t block" in codegen.render(kernels)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize(("vectors", "blocks", "scalar_blocks"), [("1", 11, 41), ("4", 3, 11)])
+def test_vectors_a_thread_size_the_grid_and_every_element_is_computed(tmp_path, monkeypatch, vectors, blocks,
+                                                                     scalar_blocks):
+    """STITCHCUDA_PW_VECTORS (for an A/B of the shape on a GPU): the grid follows the vectors a thread,
+    and with tails, partial blocks and the element-by-element path every output is still written."""
+    _triton(monkeypatch)
+    monkeypatch.setenv(codegen.PW_VECTORS_ENV, vectors)
+    module, args = Gated(1031), [torch.randn(5, 1031), torch.randn(5, 1031)]
+    ours, cand = run_host(module, args, tmp_path)
+    source = cand.files[CU]
+    assert f"stitch_pw0_kernel<4><<<{blocks}, 128, 0, stream>>>" in source  # 1288 chunks of 4
+    assert f"stitch_pw0_kernel<1><<<{scalar_blocks}, 128, 0, stream>>>" in source  # 5155 elements
+    assert_same(ours, module(*args), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv(codegen.PW_VECTORS_ENV, "3")
+    with pytest.raises(ValueError, match="STITCHCUDA_PW_VECTORS"):
+        codegen.triton_vectors()
 
 
 def test_the_sigmoid_divides_with_fdividef_where_exp_is_fast(monkeypatch):

@@ -567,7 +567,7 @@ def lane_loads_enabled() -> bool:
 
 
 # The pointwise kernel's shape. "triton" (the default): as torch.compile's Triton kernels for the
-# same chains (XBLOCK=1024, 4 warps): 128-thread blocks, TRITON_VECTORS vectors a thread TRITON_THREADS
+# same chains (XBLOCK=1024, 4 warps): 128-thread blocks, triton_vectors() vectors a thread TRITON_THREADS
 # vectors apart (each load instruction coalesced across the block), all of a thread's loads issued
 # before its arithmetic, an exact grid with no loop, 32-bit chunk indices where the element count
 # allows, hoisted broadcast loads, and __fdividef in the sigmoid (fast_div.cuh). "grid-stride": 256-
@@ -579,7 +579,19 @@ def lane_loads_enabled() -> bool:
 PW_SHAPE_ENV = "STITCHCUDA_PW_SHAPE"
 PW_SHAPES = ("grid-stride", "triton")
 TRITON_THREADS = 128
-TRITON_VECTORS = 2
+# Vectors a thread: 2 as Triton's XBLOCK=1024. STITCHCUDA_PW_VECTORS=1 gives one a thread (twice the
+# blocks): on the H200, ReLU over 1.6e9 floats took 3024 us that way against 3056 with two and
+# torch.relu's 3063, 67M floats 135.5 against 137.3 and 139.6 (scripts/probe_stream_hints.py,
+# bench/results/2026-12-01-h200-shared-checks-stream-hints-6cbade0.md); an A/B in candidates decides.
+PW_VECTORS_ENV = "STITCHCUDA_PW_VECTORS"
+
+
+def triton_vectors() -> int:
+    """Vectors a thread of the Triton-like shape (STITCHCUDA_PW_VECTORS: 1, 2 or 4; unset: 2)."""
+    raw = os.environ.get(PW_VECTORS_ENV) or "2"
+    if raw not in ("1", "2", "4"):
+        raise ValueError(f"{PW_VECTORS_ENV}={raw!r}: expected 1, 2 or 4")
+    return int(raw)
 
 
 def pw_shape() -> str:
@@ -1325,11 +1337,11 @@ extern "C" int {k.name}_host({", ".join(raw + ["void*"])}) {{
 
 
 def _triton_blocks(numel: int, vec: int) -> int:
-    """Blocks of the exact grid: every whole VEC-element chunk once, TRITON_VECTORS of them a thread."""
-    return max(1, -(-(numel // vec) // (TRITON_THREADS * TRITON_VECTORS)))
+    """Blocks of the exact grid: every whole VEC-element chunk once, triton_vectors() of them a thread."""
+    return max(1, -(-(numel // vec) // (TRITON_THREADS * triton_vectors())))
 
 
-# Vectors a thread of the Triton-like shape may hold loaded at once (TRITON_VECTORS per operand read
+# Vectors a thread of the Triton-like shape may hold loaded at once (triton_vectors() per operand read
 # as a vector), four registers each: past it, a chain reading many tensors keeps the grid-stride
 # shape. A 24-input chain took 168 registers in this shape (120 grid-stride), no spills; a few more
 # inputs and ptxas would spill the loads the shape issues early.
@@ -1340,14 +1352,14 @@ def _triton_fits(k: PointwiseKernel) -> bool:
     # A kernel of fewer elements than one vector (a 0-dim result) keeps the grid-stride shape: its
     # vector instantiation would have no whole chunk, and nothing to gain. The grid must fit in
     # gridDim.x even element by element (the misaligned fallback).
-    loaded = TRITON_VECTORS * (sum(a.direct for a in k.inputs) + len(k.hoisted))
+    loaded = triton_vectors() * (sum(a.direct for a in k.inputs) + len(k.hoisted))
     return k.numel >= k.vec and _triton_blocks(k.numel, 1) < 2**31 and loaded <= TRITON_MAX_VECTORS
 
 
 def _triton_index(k: PointwiseKernel) -> str:
     """The chunk index's C type: 32-bit where every chunk index a thread forms fits (a 64-bit multiply
     and add per address otherwise), as Triton narrows its offsets to int32 below 2^31 elements."""
-    return "uint32_t" if k.numel + TRITON_THREADS * TRITON_VECTORS < 2**32 else "int64_t"
+    return "uint32_t" if k.numel + TRITON_THREADS * triton_vectors() < 2**32 else "int64_t"
 
 
 def _triton_loads(k: PointwiseKernel, sig: _Signature) -> str:
@@ -1397,10 +1409,11 @@ SC_INLINE void {k.name}_math(int64_t base, const {k.name}_in<VEC>& r, {", ".join
 
 def _triton_thread(k: PointwiseKernel, sig: _Signature) -> str:
     """`NAME_thread<VEC>(block, t)`: what thread t of a block does, on the GPU and in the host entry."""
-    idx, n, per_block = _triton_index(k), f"{k.name}_n", TRITON_THREADS * TRITON_VECTORS
+    vectors = triton_vectors()
+    idx, n, per_block = _triton_index(k), f"{k.name}_n", TRITON_THREADS * vectors
     # The outer test lets nvcc drop the first chunk's own (the same) and keep one path through the
     # loads: without it the example's kernel took 47 registers, not 40, and ran 2 us slower (H200).
-    return f"""// Thread t of `block`: chunks first, first + {TRITON_THREADS}, ... ({TRITON_VECTORS} of them; a block covers {per_block}
+    return f"""// Thread t of `block`: chunks first, first + {TRITON_THREADS}, ... ({vectors} of them; a block covers {per_block}
 // consecutive chunks), every load before any math; then, in block 0, the n % VEC elements past
 // the last whole chunk, one a thread.
 template <int VEC>
@@ -1408,14 +1421,14 @@ SC_INLINE void {k.name}_thread({idx} block, int t, {", ".join(sig.params)}) {{
   constexpr int64_t chunks = {n} / VEC;
   const {idx} first = block * ({idx}){per_block} + ({idx})t;
   if (first < chunks) {{
-    {k.name}_in<VEC> r[{TRITON_VECTORS}];
+    {k.name}_in<VEC> r[{vectors}];
 #pragma unroll
-    for (int u = 0; u < {TRITON_VECTORS}; ++u) {{
+    for (int u = 0; u < {vectors}; ++u) {{
       const {idx} c = first + ({idx})(u * {TRITON_THREADS});
       if (c < chunks) r[u] = {k.name}_load<VEC>((int64_t)c * VEC, {sig.names});
     }}
 #pragma unroll
-    for (int u = 0; u < {TRITON_VECTORS}; ++u) {{
+    for (int u = 0; u < {vectors}; ++u) {{
       const {idx} c = first + ({idx})(u * {TRITON_THREADS});
       if (c < chunks) {k.name}_math<VEC>((int64_t)c * VEC, r[u], {sig.names});
     }}
@@ -1452,7 +1465,7 @@ def _render_triton(k: PointwiseKernel, sig: _Signature, *, host_entry: bool) -> 
     params = ", ".join(sig.params)
     launch, host = _triton_launches(k, sig)
     text = f"""
-// {k.name}: {ops} over {k.shape} ({k.numel} elements), {TRITON_THREADS}-thread blocks of {TRITON_VECTORS} vectors a thread
+// {k.name}: {ops} over {k.shape} ({k.numel} elements), {TRITON_THREADS}-thread blocks of {triton_vectors()} vectors a thread
 static constexpr int64_t {n} = {k.numel}LL;
 
 {_triton_loads(k, sig)}
