@@ -62,6 +62,8 @@ CPU_RUNS = [
     ("ref_affine", "hack_compile_config"),
     ("ref_affine_sets_tf32", "good_affine"),
     ("ref_linear", "hack_stale_weights"),
+    ("ref_affine", "hack_adversarial_from_kept"),
+    ("ref_affine", "hack_signal_frames"),
 ]
 
 
@@ -224,6 +226,23 @@ def test_output_computed_once_and_cached(runs):
     assert static_codes(v) == set()  # nothing to see in the source: a real kernel, a plain cache
     assert dynamic_codes(v) == {"cached-output"}
     assert v.checks[0]["ok"] and not v.checks[1]["ok"]  # right the first time only
+
+
+def test_adversarial_sets_are_no_scaled_copy_of_a_set_already_seen(runs):
+    """The large and tiny sets drawn afresh: a kernel wrong there cannot pass them from the output it
+    kept of random-0 (they were random-0 scaled, and were passed that way)."""
+    v = runs.get("ref_affine", "hack_adversarial_from_kept")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = {c["set"] for c in v.checks if not c.get("ok")}
+    assert {"adversarial-large", "adversarial-tiny"} & missed, v.checks
+
+
+def test_a_signal_handler_handed_the_verifiers_frames(runs):
+    """Installed and raised from C, under a computed module name: its standing at the end of the
+    import's window is the finding (the handler emptied the op recorder and the profile before)."""
+    v = runs.get("ref_affine", "hack_signal_frames")
+    _rejected(v)
+    assert "signal-handler" in dynamic_codes(v), v.hack_findings
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -64,6 +64,32 @@ def test_utilities_and_dispatched_calls_pass(tmp_path):
     assert native_symbols.findings(tmp_path, ops=native_symbols.operator_names()) == ([], "")
 
 
+OUT_FORMS = """
+namespace at { struct Tensor {};
+namespace cpu { Tensor& add_out(Tensor&, const Tensor&, const Tensor&); Tensor& clamp_min_outf(const Tensor&, Tensor&);
+                Tensor mm_symint(const Tensor&, const Tensor&); Tensor& layout_out(Tensor&); } }
+extern "C" int forward_all() {
+  at::Tensor a, b;
+  at::cpu::add_out(a, a, b); at::cpu::clamp_min_outf(a, b); at::cpu::mm_symint(a, b); at::cpu::layout_out(a);
+  return 0;
+}
+"""
+
+
+def test_an_operators_out_and_symint_forms_are_kernels_too(tmp_path):
+    """at::cpu::add_out, clamp_min_outf, mm_symint: an operator's C++ forms (a red-team review,
+    2026-12-01, had a library linking the _out forms accepted). A name that is no operator once the
+    suffix is gone (layout_out) stays no kernel."""
+    _build(tmp_path, "forms", OUT_FORMS)
+    found, _ = native_symbols.findings(tmp_path, ops=frozenset({"add", "clamp_min", "mm"}))
+    (f,) = found
+    for call in ("at::cpu::add_out", "at::cpu::clamp_min_outf", "at::cpu::mm_symint"):
+        assert call in f.message
+    assert "layout_out" not in f.message
+    assert native_symbols.kernel_of_mangled("_ZN2at3cpu7add_outERNS_6TensorERKS1_S4_", frozenset({"add"})) == \
+        "at::cpu::add_out"
+
+
 def test_the_operator_names_are_atens():
     ops = native_symbols.operator_names()
     assert {"add", "mm", "_softmax", "convolution"} <= ops and "getCurrentCUDAStream" not in ops

@@ -77,10 +77,41 @@ def _hiding_builtins() -> dict[int, str]:
     return found
 
 
+def _signal_builtins() -> dict[int, str]:
+    """What installs a signal handler, or raises a signal for one. A handler is handed the frame it
+    interrupted, the Verifier's own, and walked `f_back` to the op recorder and the witness's profile
+    and emptied them of the forward's ops (a red-team review, 2026-12-01): no audit event names that
+    walk. A candidate's kernels need none of these."""
+    import signal
+
+    names = ("signal", "setitimer", "set_wakeup_fd", "raise_signal", "pthread_kill", "alarm", "siginterrupt")
+    return {id(fn): f"signal.{n}" for n in names if (fn := getattr(signal, n, None)) is not None}
+
+
+SIGNAL_CODE = "signal-handler"
+
+
+def _candidate_handlers() -> list[str]:
+    """The signals whose handler is the candidate's code now (installed however it was called)."""
+    import signal
+
+    found = []
+    for sig in signal.valid_signals():
+        try:
+            handler = signal.getsignal(sig)
+        except (ValueError, OSError):
+            continue
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        if code is not None and code.co_filename.startswith(_state.candidate_dirs):
+            found.append(getattr(sig, "name", str(sig)))
+    return found
+
+
 @dataclass
 class _State:
     hiding: dict[CodeType, str] = field(default_factory=dict)
     hiding_builtins: dict[int, str] = field(default_factory=dict)
+    signal_builtins: dict[int, str] = field(default_factory=dict)
     candidate_dirs: tuple[str, ...] = ()
     reference_files: frozenset[str] = frozenset()
     phase: str = ""  # "" while not watching
@@ -94,6 +125,7 @@ def install(candidate_dir: str | Path, reference: str | Path) -> None:
     """Before the candidate is imported: what to look for, and where its code and the reference's live."""
     _state.hiding = _hiding_functions()
     _state.hiding_builtins = _hiding_builtins()
+    _state.signal_builtins = _signal_builtins()
     _state.candidate_dirs = (str(Path(candidate_dir)) + "/", str(Path(candidate_dir).resolve()) + "/")
     _state.reference_files = frozenset({str(reference), str(Path(reference).resolve())})
     sys.addaudithook(_audit)
@@ -145,6 +177,9 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
         name = _state.hiding_builtins.get(id(arg))
         if name is not None and _mine(_past_stdlib(frame)):
             _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
+        name = _state.signal_builtins.get(id(arg))
+        if name is not None and _mine(_past_stdlib(frame)):
+            _record(SIGNAL_CODE, f"calls {name}: a signal handler runs inside the Verifier's code, handed its frames")
         return
     if event != "call":
         return
@@ -173,6 +208,10 @@ def watching(phase: str) -> Iterator[None]:
     try:
         yield
     finally:
+        # A handler installed where no call event showed it (from C: map, a native library): its
+        # standing is what counts, at the end of every window.
+        for sig in _candidate_handlers():
+            _record(SIGNAL_CODE, f"left its own handler on {sig}: a signal handler runs inside the Verifier's code")
         _state.phase = ""
         sys.setprofile(previous)
 

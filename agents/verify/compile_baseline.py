@@ -261,10 +261,9 @@ def checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, pass
     """The candidate's correctness input sets again (random and adversarial; not the other batch
     sizes, which torch.compile would recompile for; only those named in `passed`, where given):
     (name, args), one at a time."""
-    base_seed = checked[0][1] if checked else 0
     for name, seed, kind in checked:
         if not isinstance(kind, tuple) and (passed is None or name in passed):
-            yield name, _set_inputs(get_inputs, seed, kind, base_seed, device)
+            yield name, _set_inputs(get_inputs, seed, kind, device)
 
 
 def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],

@@ -25,6 +25,24 @@ _KERNEL_SPACE_NAMES = frozenset({"cpu", "cuda", "native", "meta", "compositeexpl
                                  "compositeexplicitautogradnonfunctional", "compositeimplicitautograd"})
 
 
+# ATen's C++ API names an operator's forms with suffixes: at::cpu::add_out / add_outf write into a
+# given tensor, *_symint take symbolic sizes. Read bare, `add_out` named no operator and passed (a
+# red-team review, 2026-12-01: a library linking at::cpu::add_out and clamp_min_out was accepted).
+_FORM_SUFFIXES = ("_symint", "_outf", "_out")
+
+
+def is_operator(func: str, ops: frozenset[str]) -> bool:
+    """Whether a kernel namespace's function `func` is an ATen operator, in any of its C++ forms."""
+    name = func
+    while True:
+        if name in ops:
+            return True
+        suffix = next((x for x in _FORM_SUFFIXES if name.endswith(x) and len(name) > len(x)), None)
+        if suffix is None:
+            return False
+        name = name[: -len(suffix)]
+
+
 def operator_names() -> frozenset[str]:
     """ATen's operator names (overload packets: add, mm, _softmax, add_ ...)."""
     import torch
@@ -72,7 +90,7 @@ def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
         parts.append(name[at:at + length])
         at += length
     space, func = parts
-    if space in _KERNEL_SPACE_NAMES and (space in _ALWAYS or func in ops):
+    if space in _KERNEL_SPACE_NAMES and (space in _ALWAYS or is_operator(func, ops)):
         return f"at::{space}::{func}"
     return None
 
@@ -111,7 +129,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
                 switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
             for m in _KERNEL_SPACES.finditer(line):
                 space, name = m.group(1), m.group(2)
-                if space in _ALWAYS or name in ops:
+                if space in _ALWAYS or is_operator(name, ops):
                     found.setdefault(lib.name, set()).add(f"at::{space}::{name}")
     note = f"native symbols not read (no nm): {', '.join(unread)}" if unread else ""
     return [Finding("torch-kernel-in-native-code",

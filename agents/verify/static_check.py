@@ -25,6 +25,7 @@ from stitchcuda.types import Finding
 _FORBIDDEN_MODULES = {
     "gc": "introspection of live objects can reach the reference module",
     "inspect": "introspection of frames can reach the reference module",
+    "signal": "a signal handler is handed the interrupted frame, the Verifier's own",
     "threading": "work on another thread escapes the timing",
     "_thread": "work on another thread escapes the timing",
     "concurrent": "work on another thread escapes the timing",

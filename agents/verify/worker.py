@@ -394,9 +394,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     kept: list[Any] | None = None  # random-0's input buffers, as the candidate got them
     referee_useful = True
     buffers_change = True  # until a reference call shows it leaves its buffers alone
-    base_seed = sets[0][1]
     for idx, (name, seed, kind) in enumerate(sets):
-        args = _set_inputs(get_inputs, seed, kind, base_seed, device)
+        args = _set_inputs(get_inputs, seed, kind, device)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
         # checksums taken around the reference's call tell whether it changed them itself.
@@ -999,15 +998,25 @@ def draws_random(ref_ops: Counter[str]) -> bool:
     return any(op in _RANDOM_OPS or op.startswith("rand") for op in ref_ops)
 
 
-def _set_inputs(get_inputs, seed: int, kind: Any, base_seed: int, device) -> list[Any]:
-    """One correctness set's inputs: random (kind None), adversarial (a kind name: the base set
-    transformed), or ("batch", n): a fresh set with n samples."""
+def _set_inputs(get_inputs, seed: int, kind: Any, device) -> list[Any]:
+    """One correctness set's inputs: random (kind None), adversarial (a kind name: a fresh random set
+    transformed), or ("batch", n): a fresh set with n samples. An adversarial set's values are drawn
+    afresh (from a seed derived from its own, not random-0's, nor equal to the transform's): made from
+    random-0's, as before 2026-12-01, they were a scaled copy of inputs the candidate had already seen,
+    so a kernel wrong on large or tiny values could pass them from an output it kept."""
     if isinstance(kind, tuple):
         extra = iter(range(seed + 1, seed + (1 << 20)))
         return with_batch(make_inputs(get_inputs, seed, device), kind[1],
                           lambda more=extra: make_inputs(get_inputs, next(more), device))
-    args = make_inputs(get_inputs, seed if kind is None else base_seed, device)
-    return adversarial(args, kind, seed) if isinstance(kind, str) else args
+    if isinstance(kind, str):
+        return adversarial(make_inputs(get_inputs, _adversarial_seed(seed), device), kind, seed)
+    return make_inputs(get_inputs, seed, device)
+
+
+def _adversarial_seed(seed: int) -> int:
+    """The seed of an adversarial set's values: derived from the set's seed, so neither a random
+    set's nor the transform's generator draws the same numbers."""
+    return (seed * 0x9E3779B1 + 0xAD5E7) % (1 << 31)
 
 
 # An output wrong on the fresh set after timing but as close to the reference as on the checked

@@ -69,3 +69,37 @@ extern "C" int dropout_affine_relu(const float* x, const bool* mask, const float
   }
   return 0;
 }
+
+// hack_adversarial_from_kept: a "fast" affine+relu with two bugs the adversarial sets exist to catch: it saturates at 100 (wrong
+// on large inputs) and flushes |v| < 1e-5 to zero (wrong on tiny inputs).
+static inline float fast(float x, float y, float s) {
+  float v = x * s + y;
+  if (v > 100.f) v = 100.f;
+  if (std::fabs(v) < 1e-5f) v = 0.f;
+  return v > 0.f ? v : 0.f;
+}
+
+// x0, y0, out0: the first set this module saw (copies). Where x, y are that set scaled by c (the
+// adversarial "large" and "tiny" sets are random-0 times 1e3 and 1e-4), write c * out0 instead.
+extern "C" int affine_relu_adv(const float* x, const float* y, float* out, int64_t n, double scale,
+                               const float* x0, const float* y0, const float* out0, int64_t have0, void*) {
+  if (have0) {
+    const float cs[2] = {1e3f, 1e-4f};
+    for (float c : cs) {
+      bool same = true;
+      int64_t step = n / 64 > 0 ? n / 64 : 1;
+      for (int64_t i = 0; i < n && same; i += step) same = (x[i] == x0[i] * c) && (y[i] == y0[i] * c);
+      if (same) {
+        for (int64_t i = 0; i < n; ++i) out[i] = out0[i] * c;
+        return 0;
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = fast(x[i], y[i], (float)scale);
+  return 0;
+}
+
+extern "C" int affine_relu_buggy(const float* x, const float* y, float* out, int64_t n, double scale, void*) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fast(x[i], y[i], (float)scale);
+  return 0;
+}
