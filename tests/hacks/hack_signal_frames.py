@@ -42,7 +42,7 @@ class ModelNew(nn.Module):
         kept = [dict(r.ops) for r in recs]
         t = x * self.scale + y
         out = t * (t > 0)
-        for r, k in zip(recs, kept):
+        for r, k in zip(recs, kept, strict=True):
             r.ops.clear()
             r.ops.update(k)
         for p in profs:
