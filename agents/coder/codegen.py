@@ -582,7 +582,8 @@ TRITON_THREADS = 128
 # Vectors a thread: 2 as Triton's XBLOCK=1024. STITCHCUDA_PW_VECTORS=1 gives one a thread (twice the
 # blocks): on the H200, ReLU over 1.6e9 floats took 3024 us that way against 3056 with two and
 # torch.relu's 3063, 67M floats 135.5 against 137.3 and 139.6 (scripts/probe_stream_hints.py,
-# bench/results/2026-12-01-h200-shared-checks-stream-hints-6cbade0.md); an A/B in candidates decides.
+# bench/results/2026-12-01-h200-level3-rest-hardening-3502def.md); in candidates the gain was 0.1-1%,
+# inside noise, so the default stays 2.
 PW_VECTORS_ENV = "STITCHCUDA_PW_VECTORS"
 
 

@@ -50,9 +50,9 @@ def shared_checks() -> bool:
     """Whether phases that only compute (the blind check's witness and referee, the worker's check of
     changed weights) may share the GPU with each other, while correctness (a candidate's first calls
     may time its kernels to choose them), timing and Nsight Compute hold it alone
-    (STITCHCUDA_SHARED_CHECKS=1; off by default until a GPU run measures it: on one H200 the lock was
-    held 80% of a bench's wall time, 260 s of its 824 in those phases; bench/results/
-    2026-12-01-h200-level2-blind-lock-76f4377.md)."""
+    (STITCHCUDA_SHARED_CHECKS=1; off by default: on one H200 the same 16 problems took 267.9 s with it
+    against 243.3 s without, the checks that may share holding the lock under 1.3 s a problem beside
+    correctness and timing; bench/results/2026-12-01-h200-level3-rest-hardening-3502def.md)."""
     return os.environ.get(SHARED_ENV) == "1"
 
 
