@@ -22,7 +22,6 @@ ATTACKS = [
     # PyTorch's compute hidden from the worker's dispatch-mode recorder.
     ("ref_affine", "hack_exclude_key_operators", "torch-compute-in-forward"),
     ("ref_affine", "hack_reset_recorder", "torch-compute-in-forward"),
-    ("ref_affine", "hack_pop_stack_from_c", "torch-compute-in-forward"),  # the pops called from C: no profile event
     # What the witness's record is made with, rebound in the witness alone.
     ("ref_affine", "hack_witness_rebinds", "timing-tamper"),
     # The collector's lists reached in the witness alone: refused there by the worker's audit policy.

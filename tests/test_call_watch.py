@@ -19,6 +19,9 @@ CASES = [
     ("ref_affine", "hack_aten_kernel_override", "hidden-dispatch", "calls torch.library.Library"),
     ("ref_linear", "hack_run_reference_forward", "calls-reference", "the reference's own code (forward)"),
     ("ref_affine", "hack_exclude_python_key", "hidden-dispatch", "Python dispatch key excluded"),
+    # The pops called from C (map: no profile event); the blind check's alone before the switches'
+    # watching wrappers (2026-12-01).
+    ("ref_affine", "hack_pop_stack_from_c", "hidden-dispatch", "calls torch._C._pop_torch_dispatch_stack"),
 ]
 
 
@@ -85,3 +88,50 @@ def test_a_reference_that_ignores_its_inputs_is_said_to(tmp_path):
     w = verify(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "d",
                VerifyOptions(cpu_only=True, time_compile=False))
     assert not any(f.code == "constant-reference" for f in w.findings)
+
+
+def test_each_switch_called_from_c_is_named(tmp_path, monkeypatch):
+    """The switches reached through map (no profile event for a C function calling one): each is a
+    watching wrapper wherever a module holds it, and names itself when the candidate's code calls it,
+    in a watched phase only. (The worker keeps one finding a code; here every call is seen.)"""
+    import importlib.util
+    import sys
+
+    import torch
+
+    from stitchcuda.agents.verify import call_watch
+
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    (cand / "m.py").write_text(
+        "import torch\n"
+        "_C = getattr(torch, '_' + 'C')\n"
+        "_rf = getattr(getattr(_C, '_auto' + 'grad'), '_enable_record' + '_function')\n"
+        "_pop = getattr(_C, '_pop_torch' + '_dispatch_stack')\n"
+        "_push = getattr(_C, '_push_on_torch' + '_dispatch_stack')\n"
+        "def go():\n"
+        "    list(map(_rf, [False]))\n"
+        "    list(map(_rf, [True]))\n"
+        "    held = list(map(_pop, [None]))\n"
+        "    list(map(_push, held))\n")
+    monkeypatch.setattr(call_watch, "_state", call_watch._State())
+    call_watch.install(cand, tmp_path / "ref.py")
+    spec = importlib.util.spec_from_file_location("sc_switch_cand", cand / "m.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    class Mode(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        mod.go()  # outside a watched phase: nothing
+        assert call_watch.seen() == []
+        with call_watch.watching("forward"):
+            mod.go()
+        torch.relu(torch.ones(2))  # the mode pushed back still works
+    named = {what for code, what, phase in call_watch.seen() if code == "hidden-dispatch" and phase == "forward"}
+    for switch in ("torch._C._autograd._enable_record_function", "torch._C._pop_torch_dispatch_stack",
+                   "torch._C._push_on_torch_dispatch_stack"):
+        assert any(switch in w for w in named), named
+    assert torch._C._autograd._enable_record_function is mod._rf and sys.modules["torch.autograd"]._enable_record_function is mod._rf

@@ -64,6 +64,8 @@ CPU_RUNS = [
     ("ref_linear", "hack_stale_weights"),
     ("ref_affine", "hack_adversarial_from_kept"),
     ("ref_affine", "hack_signal_frames"),
+    ("ref_affine", "hack_blind_the_watches"),
+    ("ref_affine", "hack_switches_from_c"),
 ]
 
 
@@ -243,6 +245,26 @@ def test_a_signal_handler_handed_the_verifiers_frames(runs):
     v = runs.get("ref_affine", "hack_signal_frames")
     _rejected(v)
     assert "signal-handler" in dynamic_codes(v), v.hack_findings
+
+
+def test_emptying_the_watches_configuration_is_a_finding(runs):
+    """call_watch's and the audit hook's configuration reached by computed names and emptied at import
+    (then PyTorch's compute with the modes popped and RecordFunction off, unseen): tamper.py compares
+    the watches' sealed fields with the snapshot taken before the candidate's code ran."""
+    v = runs.get("ref_affine", "hack_blind_the_watches")
+    _rejected(v)
+    tampered = [f for f in v.hack_findings if f.code == "timing-tamper"]
+    assert tampered and any("call_watch._state#sealed" in n for n in tampered[0].data["names"]), v.hack_findings
+    assert any("audit._state#sealed" in n for n in tampered[0].data["names"]), tampered[0].data
+
+
+def test_switches_called_from_c_are_seen_by_their_wrappers(runs):
+    """The dispatch stack popped and RecordFunction switched off through map (a C function calling
+    a C function raises no profile event): the switches' watching wrappers name the call."""
+    v = runs.get("ref_affine", "hack_switches_from_c")
+    _rejected(v)
+    found = [f for f in v.hack_findings if f.code == "hidden-dispatch" and not f.file]
+    assert any("_pop_torch_dispatch_stack" in f.message for f in found), v.hack_findings
 
 
 def test_cache_keyed_on_input_addresses(runs):

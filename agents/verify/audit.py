@@ -116,6 +116,7 @@ def trusted_builders() -> frozenset[str]:
 
 
 class _State:
+    SEALED = ("policy",)  # set by install() before the candidate's code runs; tamper.py compares it after
     policy: Policy | None = None
     active = 0  # windows open (they nest)
     findings: list[Finding] = []  # noqa: RUF012 - one process-wide record, by design

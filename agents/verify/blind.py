@@ -222,6 +222,12 @@ def witness(req: dict[str, Any]) -> None:
     calls_seen, watch_calls = call_watch.seen, call_watch.watching
     refused = audit.findings
     refused_events = audit.refused_events
+    # The worker's audit policy here too (a red-team review, 2026-11-30: the witness had none): the
+    # candidate's reach for the collector's lists, frames or code objects, and its writes outside
+    # the run folder, are refused inside the windows around its code, as in the worker. Installed
+    # before the snapshot, which holds the policy: a candidate that empties it is a finding.
+    audit.install(audit.Policy.for_worker({"run_dir": str(Path(req["witness_out"]).parent),
+                                           "reference": req["reference"], "gpu_lock": req.get("gpu_lock")}))
     # The profiler's modules by their names alone: they keep run state in tables (a set of the
     # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
     # blind check was a timing-tamper on 2026-11-30).
@@ -229,11 +235,6 @@ def witness(req: dict[str, Any]) -> None:
         extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__), ref_mod) if m),
         rebound_only=tuple(m for m in (sys.modules.get("torch.profiler.profiler"), sys.modules.get("torch.autograd.profiler"),
                                        sys.modules.get("torch.autograd.profiler_util")) if m))
-    # The worker's audit policy here too (a red-team review, 2026-11-30: the witness had none): the
-    # candidate's reach for the collector's lists, frames or code objects, and its writes outside
-    # the run folder, are refused inside the windows around its code, as in the worker.
-    audit.install(audit.Policy.for_worker({"run_dir": str(Path(req["witness_out"]).parent),
-                                           "reference": req["reference"], "gpu_lock": req.get("gpu_lock")}))
     # Thread (and process) starts counted in the candidate's code, as the worker counts them: the
     # profiler records the calling thread's ops alone, and the op recorder its dispatch modes on that
     # thread, so a forward that handed its work to a thread of its own hid it here (a review,

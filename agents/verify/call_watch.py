@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 
 def _hiding_functions() -> dict[CodeType, str]:
@@ -77,6 +77,60 @@ def _hiding_builtins() -> dict[int, str]:
     return found
 
 
+# The C switches of the op recorder's and the profiler's view (the dispatch mode stack, RecordFunction),
+# by module and name. A profile function sees a C function called from Python code, not one called
+# by another C function: `list(map(torch._C._pop_torch_dispatch_stack, ...))` ran no event, and a
+# red-team candidate (2026-12-01) popped the recorder and switched RecordFunction off that way.
+# install() puts a Python function in their place wherever a module holds them, which sees its
+# caller however it was reached.
+_SWITCHES = (("torch._C", "_pop_torch_dispatch_stack"), ("torch._C", "_push_on_torch_dispatch_stack"),
+             ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
+             ("torch._C._autograd", "_enable_record_function"))
+
+
+def _switch(original: Any, name: str) -> Any:
+    def switch(*args: Any, **kwargs: Any) -> Any:
+        if _state.phase and _mine(_past_stdlib(sys._getframe(1))):
+            _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
+        return original(*args, **kwargs)
+
+    switch.__name__ = switch.__qualname__ = getattr(original, "__name__", name)
+    switch.__doc__ = getattr(original, "__doc__", None)
+    return switch
+
+
+def _wrap_switches() -> None:
+    """Each switch replaced by its watching wrapper in every loaded module that holds it (torch._C,
+    and torch.utils._python_dispatch's own imports of it); modules loaded later import the wrapper."""
+    import torch
+
+    originals: dict[int, tuple[Any, Any]] = {}
+    for module_name, attr in _SWITCHES:
+        owner: Any = torch  # by attributes: torch._C._autograd is no importable module
+        for part in module_name.split(".")[1:]:
+            owner = getattr(owner, part, None)
+        fn = getattr(owner, attr, None)
+        if fn is None or getattr(fn, "_sc_switch", False):
+            continue  # absent in this torch, or wrapped already (a second install)
+        wrapper = _switch(fn, f"{module_name}.{attr}")
+        wrapper._sc_switch = True  # type: ignore[attr-defined]
+        originals[id(fn)] = (fn, wrapper)
+    if not originals:
+        return
+    spaces = [*sys.modules.values(), torch._C, getattr(torch._C, "_autograd", None)]
+    for module in spaces:
+        space = getattr(module, "__dict__", None)
+        if not isinstance(space, dict):
+            continue
+        for key, value in list(space.items()):
+            hit = originals.get(id(value))
+            if hit is not None and hit[0] is value:
+                try:
+                    setattr(module, key, hit[1])
+                except (AttributeError, TypeError):
+                    pass
+
+
 def _signal_builtins() -> dict[int, str]:
     """What installs a signal handler, or raises a signal for one. A handler is handed the frame it
     interrupted, the Verifier's own, and walked `f_back` to the op recorder and the witness's profile
@@ -109,6 +163,9 @@ def _candidate_handlers() -> list[str]:
 
 @dataclass
 class _State:
+    # Set by install() before the candidate's code runs; tamper.py compares them after it has.
+    SEALED: ClassVar[tuple[str, ...]] = ("hiding", "hiding_builtins", "signal_builtins", "candidate_dirs",
+                                         "reference_files")
     hiding: dict[CodeType, str] = field(default_factory=dict)
     hiding_builtins: dict[int, str] = field(default_factory=dict)
     signal_builtins: dict[int, str] = field(default_factory=dict)
@@ -124,7 +181,8 @@ _state = _State()
 def install(candidate_dir: str | Path, reference: str | Path) -> None:
     """Before the candidate is imported: what to look for, and where its code and the reference's live."""
     _state.hiding = _hiding_functions()
-    _state.hiding_builtins = _hiding_builtins()
+    _state.hiding_builtins = _hiding_builtins()  # (the C functions, before _wrap_switches replaces them)
+    _wrap_switches()
     _state.signal_builtins = _signal_builtins()
     _state.candidate_dirs = (str(Path(candidate_dir)) + "/", str(Path(candidate_dir).resolve()) + "/")
     _state.reference_files = frozenset({str(reference), str(Path(reference).resolve())})

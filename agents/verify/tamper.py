@@ -95,7 +95,14 @@ def _entries(label: str, owner: Any, contents: bool = True) -> dict[str, Any]:
     for name, value in list(vars(owner).items()):
         key = f"{label}.{name}"
         constant = name.lstrip("_")[:1].isupper()
-        if constant and not contents:
+        sealed = getattr(type(value), "SEALED", None) if contents and not constant else None
+        if isinstance(sealed, tuple):
+            # A watch's state object: its configuration, set before the candidate's code runs, is
+            # compared by contents (a red-team candidate, 2026-12-01, reached call_watch's and the
+            # audit hook's through a computed name and emptied them); its running record is not.
+            out[key] = value
+            out[f"{key}#sealed"] = _Contents(tuple((f, _freeze(getattr(value, f, _MISSING))) for f in sealed))
+        elif constant and not contents:
             out[key] = value
         elif constant and isinstance(value, set | frozenset):
             out[key] = _Contents(frozenset(value))
@@ -104,6 +111,25 @@ def _entries(label: str, owner: Any, contents: bool = True) -> dict[str, Any]:
         elif constant or callable(value) or isinstance(value, types.ModuleType):
             out[key] = value
     return out
+
+
+def _freeze(value: Any, depth: int = 0) -> Any:
+    """A comparable copy of a watch's configuration: containers and dataclasses by their contents,
+    anything else by identity."""
+    if depth > 6:
+        return ("id", id(value))
+    if isinstance(value, str | bytes | int | float | bool | types.CodeType) or value is None or value is _MISSING:
+        return value
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _freeze(v, depth + 1)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_freeze(v, depth + 1) for v in value))
+    if isinstance(value, set | frozenset):
+        return ("set", frozenset(value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value), tuple((f.name, _freeze(getattr(value, f.name, _MISSING), depth + 1))
+                                   for f in dataclasses.fields(value)))
+    return ("id", id(value))
 
 
 class _Contents:

@@ -179,12 +179,13 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
     # What the timing and the checks read, and the reference's own module, before any of the
     # candidate's code runs; the check itself bound here, so rebinding the worker's names cannot skip it.
+    if req.get("candidate"):  # before the snapshot, which holds its configuration
+        call_watch.install(Path(req["candidate"]).parent, ref_path)
     watched = tamper.snapshot(extra=(ref_mod,))
     tamper_check = _tamper_check
     offthread.install()  # thread starts counted from here on, whatever the candidate imports
     if req.get("candidate"):
         offthread.own_libraries([str(Path(req["candidate"]).parent), str(runtime.cache_dir())])
-        call_watch.install(Path(req["candidate"]).parent, ref_path)
         if not offthread.native_watch_on():
             v.notes.append("threads the candidate's native code starts, and PyTorch kernels it looks up by name, are "
                            "not watched here (no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
