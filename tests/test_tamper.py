@@ -112,6 +112,17 @@ def test_a_thread_started_by_the_candidates_own_cpp_is_a_hack(tmp_path):
     assert "a native thread started by" in f.message and "during forward" in f.message, f.message
 
 
+def test_a_thread_behind_a_flood_of_threads_is_still_the_candidates(tmp_path):
+    """An OpenMP team of 300 first (libgomp's threads, not the candidate's), then the library's own
+    std::thread: the watch's ring keeps the last 256 starts, and more than it keeps in one window
+    count as the candidate's. (The record kept the first 64 before, and this was accepted.)"""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_native_thread_flood", "kernels_flood.cpp"),
+               tmp_path / "c", VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.correct and v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "off-thread-work"]
+    assert "native thread" in f.message or "more threads than" in f.message, f.message
+
+
 def test_threads_a_library_starts_inside_the_candidates_call_are_the_librarys(tmp_path):
     """OpenMP in the candidate's own loop: libgomp starts its team's threads, so the requester is
     libgomp, not the candidate's library (as for threads cuBLAS or cuDNN start inside a call): no

@@ -1,7 +1,9 @@
-// Preloaded into the Verifier's worker (LD_PRELOAD): every pthread_create while the worker has
-// armed the watch (the candidate's import and forward) leaves the creating call stack, which the
-// worker attributes to libraries (native_threads.py). Outside those windows it only forwards.
-// Every dlsym of an ATen C++ name (mangled, _ZN2at...) is kept too, armed or not: PyTorch's kernels
+// Preloaded into the Verifier's worker (LD_PRELOAD): every pthread_create in the process leaves the
+// creating call stack in a ring the worker reads around the candidate's code (its import and forward)
+// and attributes to libraries (native_threads.py). Nothing arms it: an exported armed flag was cleared
+// by a red-team candidate's native code (2026-12-01) around the thread it started; the record is
+// static now, read only through sc_thread_count and sc_thread_frame.
+// Every dlsym of an ATen C++ name (mangled, _ZN2at...) is kept too: PyTorch's kernels
 // looked up by name run below the dispatcher, where no op recorder sees them (native_symbols.py).
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -9,26 +11,34 @@
 #include <pthread.h>
 #include <string.h>
 
-#define SC_MAX_CALLS 64
+#define SC_MAX_CALLS 256
 #define SC_DEPTH 24
 
-int sc_thread_armed = 0;
-int sc_thread_calls = 0;
-void* sc_thread_frames[SC_MAX_CALLS][SC_DEPTH + 1];  // [0]: the start routine, then the caller's stack
-int sc_thread_depth[SC_MAX_CALLS];
+static long sc_thread_calls = 0;
+static void* sc_thread_frames[SC_MAX_CALLS][SC_DEPTH + 1];  // [0]: the start routine, then the caller's stack
+static int sc_thread_depth[SC_MAX_CALLS];
+
+long sc_thread_count(void) { return __atomic_load_n(&sc_thread_calls, __ATOMIC_ACQUIRE); }
+
+// Frame k of call i (0: the start routine), or 0 where the ring has moved past call i.
+void* sc_thread_frame(long i, int k) {
+  if (i < 0 || i >= sc_thread_count() || sc_thread_count() - i > SC_MAX_CALLS || k < 0 || k > SC_DEPTH) return 0;
+  if (k >= sc_thread_depth[i % SC_MAX_CALLS]) return 0;
+  return sc_thread_frames[i % SC_MAX_CALLS][k];
+}
 
 typedef int (*sc_create_fn)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 
 int pthread_create(pthread_t* t, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
   static sc_create_fn real = 0;
   if (!real) real = (sc_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-  if (__atomic_load_n(&sc_thread_armed, __ATOMIC_ACQUIRE)) {
-    int i = __atomic_fetch_add(&sc_thread_calls, 1, __ATOMIC_ACQ_REL);
-    if (i < SC_MAX_CALLS) {
-      sc_thread_frames[i][0] = (void*)fn;
-      sc_thread_depth[i] = 1 + backtrace(&sc_thread_frames[i][1], SC_DEPTH);
-    }
-  }
+  long i = __atomic_load_n(&sc_thread_calls, __ATOMIC_ACQUIRE);
+  int slot = (int)(i % SC_MAX_CALLS);
+  sc_thread_frames[slot][0] = (void*)fn;
+  sc_thread_depth[slot] = 1 + backtrace(&sc_thread_frames[slot][1], SC_DEPTH);
+  // Counted once its slot is written, so a reader never reads a half-written entry as whole (two
+  // threads creating at once may share a slot: both were created, and the count says so).
+  __atomic_fetch_add(&sc_thread_calls, 1, __ATOMIC_ACQ_REL);
   return real(t, attr, fn, arg);
 }
 

@@ -24,8 +24,11 @@ from pathlib import Path
 SOURCE = "native_threads.c"
 # Libraries between a thread's requester and pthread_create: never the requester themselves.
 _MACHINERY = ("libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "native_threads.")
-MAX_CALLS, DEPTH = 64, 24  # as in native_threads.c
+MAX_CALLS, DEPTH = 256, 24  # as in native_threads.c
 MAX_SYMS, SYM_LEN = 64, 192  # as in native_threads.c
+# More threads started in one window than the ring keeps: the watch cannot say whose the first were
+# (a candidate could start them to push its own out), so it counts as the candidate's.
+OVERFLOW_THREADS = "more threads than the native watch keeps"
 OVERFLOW = "(more ATen kernel names looked up than the watch keeps)"
 
 
@@ -71,16 +74,18 @@ class _DlInfo(ctypes.Structure):
 
 
 class Watch:
-    """The worker's side: arm around the candidate's code, then name the candidate's native threads."""
+    """The worker's side: mark where the candidate's code begins, then name the native threads its libraries
+    started since."""
 
     def __init__(self) -> None:
         self.available = False
         try:
             process = ctypes.CDLL(None)
-            self._armed = ctypes.c_int.in_dll(process, "sc_thread_armed")
-            self._calls = ctypes.c_int.in_dll(process, "sc_thread_calls")
-            self._frames = ((ctypes.c_void_p * (DEPTH + 1)) * MAX_CALLS).in_dll(process, "sc_thread_frames")
-            self._depth = (ctypes.c_int * MAX_CALLS).in_dll(process, "sc_thread_depth")
+            self._count = process.sc_thread_count
+            self._count.restype = ctypes.c_long
+            self._frame = process.sc_thread_frame
+            self._frame.restype = ctypes.c_void_p
+            self._frame.argtypes = [ctypes.c_long, ctypes.c_int]
             self._sym_count = process.sc_dlsym_count
             self._sym_count.restype = ctypes.c_int
             self._sym_name = process.sc_dlsym_name
@@ -93,25 +98,24 @@ class Watch:
             pass  # not preloaded: no native watch in this process
         self.own: list[str] = []  # folders whose libraries are the candidate's
 
-    def arm(self) -> int:
-        if not self.available:
-            return 0
-        self._armed.value = 1
-        return self._calls.value
+    def mark(self) -> int:
+        """Threads started in this process so far: where a window of the candidate's code begins."""
+        return int(self._count()) if self.available else 0
 
-    def disarm(self, since: int) -> list[str]:
-        """The candidate's libraries that started a thread since `since` (one entry per thread)."""
+    def started_since(self, since: int) -> list[str]:
+        """The candidate's libraries that started a thread since `since` (one entry per thread);
+        OVERFLOW_THREADS where more started than the ring keeps (their callers are lost)."""
         if not self.available:
             return []
-        self._armed.value = 0
-        found = []
-        for i in range(since, min(self._calls.value, MAX_CALLS)):
-            start = self._library(self._frames[i][0])
+        now = int(self._count())
+        found = [OVERFLOW_THREADS] if now - since > MAX_CALLS else []
+        for i in range(max(since, now - MAX_CALLS), now):
+            start = self._library(self._frame(i, 0))
             # Who asked for the thread: the first caller outside the thread machinery (libc,
             # libstdc++'s std::thread, this watch). A thread cuBLAS starts inside a call from the
             # candidate's code is cuBLAS's; one std::thread starts for the candidate's code is not.
-            caller = next((lib for lib in (self._library(self._frames[i][k]) for k in range(1, self._depth[i]))
-                           if lib and not Path(lib).name.startswith(_MACHINERY)), None)
+            callers = (self._library(self._frame(i, k)) for k in range(1, DEPTH + 1))
+            caller = next((lib for lib in callers if lib and not Path(lib).name.startswith(_MACHINERY)), None)
             own = next((lib for lib in (start, caller) if lib and self._is_own(lib)), None)
             if own is not None:
                 found.append(Path(own).name)

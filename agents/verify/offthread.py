@@ -101,15 +101,14 @@ def aten_lookups() -> list[str]:
 def watching(phase: str) -> Iterator[None]:
     install()
     outer, _watch.phase = _watch.phase, phase
-    mark = _native.arm() if _native else 0
+    mark = _native.mark() if _native else 0
     try:
         yield
     finally:
         if _native:
-            for lib in _native.disarm(mark):
-                _watch.seen.append((phase, f"a native thread started by {lib}"))
-            if outer:
-                _native.arm()
+            for lib in _native.started_since(mark):
+                _watch.seen.append((phase, f"a native thread started by {lib}" if lib != native_threads.OVERFLOW_THREADS
+                                    else f"{lib} (each may be the candidate's)"))
         _watch.phase = outer
 
 
