@@ -123,6 +123,16 @@ def test_a_thread_behind_a_flood_of_threads_is_still_the_candidates(tmp_path):
     assert "native thread" in f.message or "more threads than" in f.message, f.message
 
 
+def test_a_library_that_removes_its_own_file_is_a_finding(tmp_path):
+    """Its file gone once loaded: the native watch recorded it as dlopen found it, and the worker
+    compares. An honest library is still there, the same file (test_an_honest... above)."""
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_library_vanishes", "kernels_vanish.cpp"),
+               tmp_path / "c", VerifyOptions(cpu_only=True, time_compile=False))
+    assert v.status == "hacked", v.message
+    (f,) = [f for f in v.hack_findings if f.code == "library-changed"]
+    assert "removed or replaced" in f.message, f.message
+
+
 def test_threads_a_library_starts_inside_the_candidates_call_are_the_librarys(tmp_path):
     """OpenMP in the candidate's own loop: libgomp starts its team's threads, so the requester is
     libgomp, not the candidate's library (as for threads cuBLAS or cuDNN start inside a call): no

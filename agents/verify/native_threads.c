@@ -8,8 +8,11 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SC_MAX_CALLS 256
 #define SC_DEPTH 24
@@ -86,4 +89,48 @@ void* dlsym(void* handle, const char* name) {
     }
   }
   return real ? real(handle, name) : 0;
+}
+
+// Every library loaded by path (ctypes.CDLL, a Python extension's import): its file as it was just
+// before dlopen ran its constructors. A library that unlinked itself once loaded left the parent's
+// native-symbol check nothing to read (a red-team candidate, 2026-12-01); the worker compares these
+// with the files at the end (native_threads.Watch.loaded).
+#define SC_MAX_LIBS 128
+#define SC_PATH_LEN 512
+static int sc_lib_calls = 0;
+static char sc_lib_paths[SC_MAX_LIBS][SC_PATH_LEN];
+static struct stat sc_lib_stats[SC_MAX_LIBS];
+
+int sc_lib_count(void) { return __atomic_load_n(&sc_lib_calls, __ATOMIC_ACQUIRE); }
+const char* sc_lib_path(int i) { return (i >= 0 && i < SC_MAX_LIBS && i < sc_lib_count()) ? sc_lib_paths[i] : ""; }
+// (device, inode, size, modification time in ns) of library i as loaded, into out[4].
+int sc_lib_stat(int i, long long* out) {
+  if (i < 0 || i >= SC_MAX_LIBS || i >= sc_lib_count()) return -1;
+  const struct stat* st = &sc_lib_stats[i];
+  out[0] = (long long)st->st_dev;
+  out[1] = (long long)st->st_ino;
+  out[2] = (long long)st->st_size;
+  out[3] = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+  return 0;
+}
+
+typedef void* (*sc_dlopen_fn)(const char*, int);
+
+void* dlopen(const char* file, int mode) {
+  static sc_dlopen_fn real = 0;
+  if (!real) real = (sc_dlopen_fn)sc_real_dlsym()(RTLD_NEXT, "dlopen");
+  if (file && strchr(file, '/') && !(mode & RTLD_NOLOAD)) {
+    struct stat st;
+    char resolved[PATH_MAX];
+    if (stat(file, &st) == 0 && realpath(file, resolved)) {
+      int i = __atomic_load_n(&sc_lib_calls, __ATOMIC_ACQUIRE);
+      if (i < SC_MAX_LIBS) {
+        strncpy(sc_lib_paths[i], resolved, SC_PATH_LEN - 1);
+        sc_lib_paths[i][SC_PATH_LEN - 1] = 0;
+        sc_lib_stats[i] = st;
+        __atomic_fetch_add(&sc_lib_calls, 1, __ATOMIC_ACQ_REL);
+      }
+    }
+  }
+  return real ? real(file, mode) : 0;
 }

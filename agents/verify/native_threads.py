@@ -91,6 +91,13 @@ class Watch:
             self._sym_name = process.sc_dlsym_name
             self._sym_name.restype = ctypes.c_char_p
             self._sym_name.argtypes = [ctypes.c_int]
+            self._lib_count = process.sc_lib_count
+            self._lib_count.restype = ctypes.c_int
+            self._lib_path = process.sc_lib_path
+            self._lib_path.restype = ctypes.c_char_p
+            self._lib_path.argtypes = [ctypes.c_int]
+            self._lib_stat = process.sc_lib_stat
+            self._lib_stat.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_longlong)]
             self._dladdr = process.dladdr
             self._dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
             self.available = True
@@ -120,6 +127,33 @@ class Watch:
             if own is not None:
                 found.append(Path(own).name)
         return found
+
+    def loaded(self) -> list[tuple[str, tuple[int, int, int, int]]]:
+        """(path, (device, inode, size, mtime ns)) of every library loaded by path, as its file was
+        just before it loaded."""
+        if not self.available:
+            return []
+        out = []
+        for i in range(self._lib_count()):
+            st = (ctypes.c_longlong * 4)()
+            if self._lib_stat(i, st) == 0:
+                out.append((self._lib_path(i).decode(errors="replace"), (st[0], st[1], st[2], st[3])))
+        return out
+
+    def changed_since_loaded(self) -> list[str]:
+        """The candidate's libraries (under `own`) whose file is gone or another since it loaded."""
+        gone = []
+        for path, (dev, ino, size, mtime) in self.loaded():
+            if not self._is_own(path):
+                continue
+            try:
+                st = os.stat(path)
+                same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (dev, ino, size, mtime)
+            except OSError:
+                same = False
+            if not same:
+                gone.append(path)
+        return gone
 
     def looked_up(self) -> list[str]:
         """The names in ATen's kernel namespaces (mangled) anything in this process looked up by

@@ -92,6 +92,11 @@ def native_watch_on() -> bool:
 LOOKUPS_OVERFLOW = native_threads.OVERFLOW
 
 
+def changed_libraries() -> list[str]:
+    """The candidate's libraries removed or replaced since they loaded (native_threads.Watch)."""
+    return _native.changed_since_loaded() if _native else []
+
+
 def aten_lookups() -> list[str]:
     """The mangled ATen names looked up by dlsym in this process (native_threads.Watch.looked_up)."""
     return _native.looked_up() if _native else []

@@ -353,6 +353,12 @@ def _native_lookups_check(v: Verdict) -> None:
         _add_once(v.hack_findings, [Finding(
             "torch-kernel-in-native-code", f"native code looked up PyTorch's kernels by name (dlsym), to run them "
             f"below the dispatcher: {', '.join(found[:6])}", data={"kernels": found})])
+    changed = offthread.changed_libraries()
+    if changed:
+        _add_once(v.hack_findings, [Finding(
+            "library-changed", "the candidate's library was removed or replaced after it loaded, so the check "
+            f"of what it calls would read another file: {', '.join(Path(p).name for p in changed[:4])}",
+            data={"libraries": changed})])
     switches = sorted({k for name in names if (k := native_symbols.switch_of_mangled(name))})
     if switches:
         _add_once(v.hack_findings, [Finding(
