@@ -109,7 +109,10 @@ def test_each_switch_called_from_c_is_named(tmp_path, monkeypatch):
         "_rf = getattr(getattr(_C, '_auto' + 'grad'), '_enable_record' + '_function')\n"
         "_pop = getattr(_C, '_pop_torch' + '_dispatch_stack')\n"
         "_push = getattr(_C, '_push_on_torch' + '_dispatch_stack')\n"
+        "_guard = getattr(_C, '_Disable' + 'TorchDispatch')\n"
         "def go():\n"
+        "    with _guard():\n"
+        "        pass\n"
         "    list(map(_rf, [False]))\n"
         "    list(map(_rf, [True]))\n"
         "    held = list(map(_pop, [None]))\n"
@@ -125,13 +128,14 @@ def test_each_switch_called_from_c_is_named(tmp_path, monkeypatch):
             return func(*args, **(kwargs or {}))
 
     with Mode():
+        before = call_watch.seen()
         mod.go()  # outside a watched phase: nothing
-        assert call_watch.seen() == []
+        assert call_watch.seen() == before
         with call_watch.watching("forward"):
             mod.go()
         torch.relu(torch.ones(2))  # the mode pushed back still works
     named = {what for code, what, phase in call_watch.seen() if code == "hidden-dispatch" and phase == "forward"}
     for switch in ("torch._C._autograd._enable_record_function", "torch._C._pop_torch_dispatch_stack",
-                   "torch._C._push_on_torch_dispatch_stack"):
+                   "torch._C._push_on_torch_dispatch_stack", "makes torch._C._DisableTorchDispatch"):
         assert any(switch in w for w in named), named
     assert torch._C._autograd._enable_record_function is mod._rf and sys.modules["torch.autograd"]._enable_record_function is mod._rf

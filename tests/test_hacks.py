@@ -66,6 +66,11 @@ CPU_RUNS = [
     ("ref_affine", "hack_signal_frames"),
     ("ref_affine", "hack_blind_the_watches"),
     ("ref_affine", "hack_switches_from_c"),
+    ("ref_affine", "hack_erase_call_record"),
+    ("ref_affine", "hack_erase_offthread_computed"),
+    ("ref_affine", "hack_signal_self_kill"),
+    ("ref_affine", "hack_counter_items"),
+    ("ref_affine", "hack_disabled_dispatch_impl"),
 ]
 
 
@@ -265,6 +270,24 @@ def test_switches_called_from_c_are_seen_by_their_wrappers(runs):
     _rejected(v)
     found = [f for f in v.hack_findings if f.code == "hidden-dispatch" and not f.file]
     assert any("_pop_torch_dispatch_stack" in f.message for f in found), v.hack_findings
+
+
+@pytest.mark.parametrize(("stem", "code", "named"), [
+    # the record emptied after the calls: the private record keeps them
+    ("hack_erase_call_record", "hidden-dispatch", "_pop_torch_dispatch_stack"),
+    ("hack_erase_offthread_computed", "off-thread-work", "start_new_thread"),
+    # a handler installed through _signal and raised by os.kill on its own pid
+    ("hack_signal_self_kill", "sandbox-signal", "to itself"),
+    ("hack_counter_items", "timing-tamper", "collections.Counter.items"),
+    # ATen called below the Python key, the profiler's collection toggled off
+    ("hack_disabled_dispatch_impl", "hidden-dispatch", "torch._C."),
+])
+def test_second_review_candidates_are_rejected(runs, stem, code, named):
+    """A second red-team review (2026-12-01) had each accepted, with PyTorch doing the work."""
+    v = runs.get("ref_affine", stem)
+    _rejected(v)
+    assert any(f.code == code and named in f.message and not f.file for f in v.hack_findings), \
+        [(f.code, f.message[:120], bool(f.file)) for f in v.hack_findings]
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -437,7 +437,9 @@ def _argv(a: Any) -> str:
 def _signal(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     pid, sig = args[0], args[1]
     if pid == os.getpid():
-        return None
+        # Its own process: a handler it installed runs inside the worker's code, handed its frames
+        # (a red-team review, 2026-12-01); signal 0 only asks whether the process exists.
+        return None if sig == 0 else ("sandbox-signal", f"send signal {sig} to itself (a handler runs in the worker's code)")
     return "sandbox-signal", f"send signal {sig} to process {pid}" + (" (the worker's parent)" if pid == os.getppid() else "")
 
 

@@ -83,20 +83,46 @@ def _hiding_builtins() -> dict[int, str]:
 # red-team candidate (2026-12-01) popped the recorder and switched RecordFunction off that way.
 # install() puts a Python function in their place wherever a module holds them, which sees its
 # caller however it was reached.
+# A second review the same day went past them with the profiler's own switches (collection toggled off
+# inside forward, which the blind witness records with) and with ATen's call below the Python key.
 _SWITCHES = (("torch._C", "_pop_torch_dispatch_stack"), ("torch._C", "_push_on_torch_dispatch_stack"),
              ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
-             ("torch._C._autograd", "_enable_record_function"))
+             ("torch._C", "_disabled_torch_dispatch_impl"),
+             ("torch._C._autograd", "_enable_record_function"), ("torch._C._autograd", "_toggle_collection_dynamic"),
+             ("torch._C._autograd", "_disable_profiler"), ("torch._C._autograd", "_prepare_profiler"),
+             ("torch._C._autograd", "_enable_profiler"), ("torch._C._autograd", "_clear_callbacks"))
+# The guards that take the Python dispatch key out of the dispatch (what `no_dispatch` is): C types,
+# whose construction and `with` raise no profile event, and operators inside them none either.
+_GUARDS = ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_SetExcludeDispatchKeyGuard")
 
 
-def _switch(original: Any, name: str) -> Any:
-    def switch(*args: Any, **kwargs: Any) -> Any:
+_SIGNALS = ("signal", "setitimer", "set_wakeup_fd", "raise_signal", "pthread_kill", "alarm", "siginterrupt")
+
+
+def _switch(original: Any, name: str, code: str = "hidden-dispatch",
+            why: str = "PyTorch work past the op recorder") -> Any:
+    # The original is a keyword default: reading a function's defaults is refused in the candidate's
+    # windows (audit.py), where a closure's cell is not (the second review called the originals from
+    # the first version's closures).
+    def switch(*args: Any, _sc_original: Any = original, **kwargs: Any) -> Any:
         if _state.phase and _mine(_past_stdlib(sys._getframe(1))):
-            _record("hidden-dispatch", f"calls {name}: PyTorch work past the op recorder")
-        return original(*args, **kwargs)
+            _record(code, f"calls {name}: {why}")
+        return _sc_original(*args, **kwargs)
 
     switch.__name__ = switch.__qualname__ = getattr(original, "__name__", name)
     switch.__doc__ = getattr(original, "__doc__", None)
     return switch
+
+
+def _guard(original: type, name: str) -> type:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - the guard's own
+        if _state.phase and _mine(_past_stdlib(sys._getframe(1))):
+            _record("hidden-dispatch", f"makes {name}: PyTorch work past the op recorder")
+        original.__init__(self, *args, **kwargs)
+
+    guard = type(original.__name__, (original,), {"__init__": __init__, "__module__": original.__module__,
+                                                   "__qualname__": original.__qualname__, "_sc_switch": True})
+    return guard
 
 
 def _wrap_switches() -> None:
@@ -115,6 +141,22 @@ def _wrap_switches() -> None:
         wrapper = _switch(fn, f"{module_name}.{attr}")
         wrapper._sc_switch = True  # type: ignore[attr-defined]
         originals[id(fn)] = (fn, wrapper)
+    import _signal  # signal.py's functions call these (a second review installed a handler through them)
+
+    for attr in _SIGNALS:
+        fn = getattr(_signal, attr, None)
+        if fn is not None and not getattr(fn, "_sc_switch", False):
+            wrapper = _switch(fn, f"signal.{attr}", SIGNAL_CODE,
+                              "a signal handler runs inside the Verifier's code, handed its frames")
+            wrapper._sc_switch = True  # type: ignore[attr-defined]
+            originals[id(fn)] = (fn, wrapper)
+    for attr in _GUARDS:
+        cls = getattr(torch._C, attr, None)
+        if isinstance(cls, type) and not getattr(cls, "_sc_switch", False):
+            try:
+                originals[id(cls)] = (cls, _guard(cls, f"torch._C.{attr}"))
+            except TypeError:
+                pass  # a type that takes no subclass: its effect is still checked at calls
     if not originals:
         return
     spaces = [*sys.modules.values(), torch._C, getattr(torch._C, "_autograd", None)]
@@ -194,10 +236,30 @@ def _audit(event: str, args: tuple) -> None:
         _record("hidden-dispatch", f"{event}: the candidate replaced the profile function that watches its calls")
 
 
+def _private_log() -> tuple[Any, Any]:
+    """(add, entries) over a list only their keyword defaults hold: reading a function's defaults and
+    the collector's lists is refused in the candidate's windows, so the record cannot be emptied as
+    `_state.seen` was (a red-team review, 2026-12-01, reached it by a computed sys.modules lookup)."""
+    log: list[Any] = []
+
+    def add(item: Any, *, _sc_log: list[Any] = log) -> None:
+        if item not in _sc_log:
+            _sc_log.append(item)
+
+    def entries(*, _sc_log: list[Any] = log) -> list[Any]:
+        return list(_sc_log)
+
+    return add, entries
+
+
+_log_add, _log_entries = _private_log()
+
+
 def _record(code: str, what: str) -> None:
     item = (code, what, _state.phase)
     if item not in _state.seen:
         _state.seen.append(item)
+    _log_add(item)
 
 
 def _mine(frame: FrameType | None) -> bool:
@@ -275,5 +337,5 @@ def watching(phase: str) -> Iterator[None]:
 
 
 def seen() -> list[tuple[str, str, str]]:
-    """(finding code, what was called, during which phase), each once."""
-    return list(_state.seen)
+    """(finding code, what was called, during which phase), each once, from the private record."""
+    return _log_entries()

@@ -40,12 +40,35 @@ _watch = _Watch()
 _installed = False
 
 
+def _private_log() -> tuple[Callable[..., None], Callable[[], list[tuple[str, str]]]]:
+    """(add, entries) over a list only their keyword defaults hold (reading defaults is refused in the
+    candidate's windows): `_watch.seen` emptied through a computed sys.modules lookup hid a thread's
+    work from the first version (a red-team review, 2026-12-01)."""
+    log: list[tuple[str, str]] = []
+
+    def add(item: tuple[str, str], *, _sc_log: list[tuple[str, str]] = log) -> None:
+        _sc_log.append(item)
+
+    def entries(*, _sc_log: list[tuple[str, str]] = log) -> list[tuple[str, str]]:
+        return list(_sc_log)
+
+    return add, entries
+
+
+_log_add, _log_entries = _private_log()
+
+
+def _note(item: tuple[str, str]) -> None:
+    _watch.seen.append(item)
+    _log_add(item)
+
+
 def _hook(event: str, args: tuple) -> None:
     phase = _watch.phase
     if not phase:
         return
     if event in THREADS or (phase not in BUILDING and event in PROCESSES):
-        _watch.seen.append((phase, event))
+        _note((phase, event))
 
 
 def _counted(start: Callable[..., Any], event: str) -> Callable[..., Any]:
@@ -112,11 +135,11 @@ def watching(phase: str) -> Iterator[None]:
     finally:
         if _native:
             for lib in _native.started_since(mark):
-                _watch.seen.append((phase, f"a native thread started by {lib}" if lib != native_threads.OVERFLOW_THREADS
+                _note((phase, f"a native thread started by {lib}" if lib != native_threads.OVERFLOW_THREADS
                                     else f"{lib} (each may be the candidate's)"))
         _watch.phase = outer
 
 
 def seen() -> list[tuple[str, str]]:
     """(phase, audit event) of everything started while watching, in order, without repeats."""
-    return list(dict.fromkeys(_watch.seen))
+    return list(dict.fromkeys(_log_entries()))

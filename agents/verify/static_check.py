@@ -26,6 +26,7 @@ _FORBIDDEN_MODULES = {
     "gc": "introspection of live objects can reach the reference module",
     "inspect": "introspection of frames can reach the reference module",
     "signal": "a signal handler is handed the interrupted frame, the Verifier's own",
+    "_signal": "a signal handler is handed the interrupted frame, the Verifier's own",
     "threading": "work on another thread escapes the timing",
     "_thread": "work on another thread escapes the timing",
     "concurrent": "work on another thread escapes the timing",
@@ -387,7 +388,8 @@ def _check_module_node(
         if parts[0] == "torch" and len(parts) > 1 and parts[1] in _COMPILERS:
             add("torch-compiler", f"calls {origin}: the work must be in the candidate's own kernels", node)
     elif isinstance(node, ast.Attribute):
-        if node.attr in {"_getframe", "f_back", "f_globals", "__subclasses__"}:
+        if node.attr in {"_getframe", "f_back", "f_globals", "__subclasses__", "__closure__", "cell_contents",
+                         "__kwdefaults__", "__bases__", "__mro__", "__wrapped__"}:
             add("introspection", f"uses .{node.attr}: reaches other modules' objects", node)
         elif node.attr == "modules" and _dotted(node, mod.aliases) == "sys.modules":
             add("introspection", "uses sys.modules: reaches other modules' objects", node)

@@ -10,6 +10,7 @@ timing, `changed` names anything rebound since: a `timing-tamper` finding.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -72,6 +73,9 @@ def _namespaces(extra: tuple[Any, ...], rebound_only: tuple[Any, ...] = ()) -> l
     modules = [(m, True) for name, m in list(sys.modules.items())
                if isinstance(m, types.ModuleType) and (name == _OWN_MODULES[0] or name.startswith(_OWN_MODULES[1:])
                                                        or name.startswith(_TORCH_MODULES))]
+    # The standard library's containers the checks count with (Counter.items rebound to return nothing
+    # emptied the op recorder's count: a red-team review, 2026-12-01).
+    modules.append((collections, True))
     modules += [(o, True) for o in extra if isinstance(o, types.ModuleType)]
     modules += [(o, False) for o in rebound_only if isinstance(o, types.ModuleType)]
     for m, contents in modules:
