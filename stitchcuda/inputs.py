@@ -65,6 +65,27 @@ def _mixed_sign_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return a.sub_(a.mean()).mul_(4)
 
 
+SPIKE_SHARE = 1 / 8192  # of a tensor's elements (at least one), scaled by SPIKE_SCALE
+
+
+def _sparse_spikes_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A few elements far out of the rest's scale, sign and zeros kept (a domain such as rand()'s
+    stays a domain): every set was otherwise iid from get_inputs, so a candidate reading a sample
+    estimated norms, means and losses within tolerance (a red-team review, 2026-12-01: a Frobenius
+    norm from every 256th element, an MSE from every 4th, a cosine loss from 16 of 4096 columns)."""
+    flat = a.view(-1) if a.is_contiguous() else None
+    if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
+        return a.copy_(_sparse_spikes_(a.contiguous(), gen))
+    n = flat.numel()
+    k = max(1, int(n * SPIKE_SHARE))
+    for c in range(0, k, _KINK_CHUNK):
+        idx = torch.randint(n, (min(_KINK_CHUNK, k - c),), device=a.device, generator=gen)
+        flat[idx] = flat[idx] * SPIKE_SCALE
+    return a
+
+
+SPIKE_SCALE = 1e3
+
 # In place: the inputs of a set are made fresh for it, and a copy per transform would hold two
 # more input-sized tensors at once (level1/45's 16 GiB input ran the H100 out of memory that way).
 ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
@@ -73,6 +94,7 @@ ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] 
     "negated": lambda a, g: a.neg_(),
     "mixed-sign": _mixed_sign_,
     "near-kinks": _near_kinks_,
+    "sparse-spikes": _sparse_spikes_,
 }
 
 

@@ -71,6 +71,8 @@ CPU_RUNS = [
     ("ref_affine", "hack_signal_self_kill"),
     ("ref_affine", "hack_counter_items"),
     ("ref_affine", "hack_disabled_dispatch_impl"),
+    ("ref_layerscale", "hack_skip_closed_gate"),
+    ("ref_norm_scale", "hack_sampled_norm"),
 ]
 
 
@@ -104,11 +106,11 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     v = runs.get(ref, stem)
     assert v.status == "ok", (v.message, v.log_tail[-2000:])
     assert v.accepted and v.correct and not v.hack_findings and not v.findings
-    # The default: 5 fresh random sets and all 5 adversarial kinds, every one compared; where the
+    # The default: 5 fresh random sets and all 6 adversarial kinds, every one compared; where the
     # candidate holds the reference's weights, one more set after they changed in place.
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][10:] == weights and all(c["ok"] for c in v.checks)
+    assert [c["set"] for c in v.checks][11:] == weights and all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
 
@@ -288,6 +290,24 @@ def test_second_review_candidates_are_rejected(runs, stem, code, named):
     _rejected(v)
     assert any(f.code == code and named in f.message and not f.file for f in v.hack_findings), \
         [(f.code, f.message[:120], bool(f.file)) for f in v.hack_findings]
+
+
+def test_a_branch_behind_a_closed_gate_must_be_computed(runs):
+    """The residual alone, passed every set (the gate is 1e-5): the weights-changed check draws
+    parameters near zero beside the others at their scale, and the output no longer follows."""
+    v = runs.get("ref_layerscale", "hack_skip_closed_gate")
+    _rejected(v)
+    assert "stale-weights" in dynamic_codes(v), v.hack_findings
+    assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed"), v.checks  # right on every set
+
+
+def test_a_norm_estimated_from_a_sample_misses_the_sparse_spikes(runs):
+    """Every iid set within tolerance; the sparse-spikes set is not."""
+    v = runs.get("ref_norm_scale", "hack_sampled_norm")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = {c["set"] for c in v.checks if not c.get("ok")}
+    assert "adversarial-sparse-spikes" in missed, v.checks
+    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stitchcuda.inputs import ADVERSARIAL, KINKS, adversarial
+from stitchcuda.inputs import ADVERSARIAL, KINKS, SPIKE_SCALE, SPIKE_SHARE, adversarial
 
 
 def fresh() -> list:
@@ -33,6 +33,10 @@ def test_each_kind_transforms_the_float_inputs_in_place(kind):
     assert torch.equal(out[1], before[1]) and out[2] == 2.5
     if kind in EXPECTED:
         torch.testing.assert_close(out[0], EXPECTED[kind](before[0]))
+    elif kind == "sparse-spikes":  # a few elements SPIKE_SCALE times theirs, the rest as they were
+        moved = out[0] != before[0]
+        assert 1 <= int(moved.sum()) <= max(1, int(before[0].numel() * SPIKE_SHARE))
+        torch.testing.assert_close(out[0][moved], before[0][moved] * SPIKE_SCALE)
     else:  # near-kinks: every value within the jitter of a kink
         dist = (out[0].reshape(-1, 1) - torch.tensor(KINKS)).abs().min(dim=1).values
         assert float(dist.max()) <= 1e-3 + 1e-6

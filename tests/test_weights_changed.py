@@ -63,3 +63,36 @@ def test_a_strided_weight_leaves_everything_alone():
     before = {k: v.clone() for k, v in a.state_dict().items()}
     assert not _reweight([a, b], 2.0, seed=5)
     assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
+
+
+def test_gates_that_start_closed_are_opened_alike_and_put_back():
+    """LayerScale's 1e-6 and ReZero's 0 beside weights of ~0.1: drawn at the others' scale in both
+    modules alike (by name), then put back exactly; ordinary weights are left to _reweight."""
+    from stitchcuda.agents.verify.worker import _open_gates
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 16)
+            self.gamma = nn.Parameter(1e-6 * torch.ones(16))
+            self.alpha = nn.Parameter(torch.zeros(()))
+
+    a, b = Block(), Block()
+    b.load_state_dict(a.state_dict())
+    before = {k: t.clone() for k, t in a.state_dict().items()}
+    close = _open_gates([a, b], seed=7)
+    assert close is not None
+    for k in ("gamma", "alpha"):
+        assert torch.equal(a.state_dict()[k], b.state_dict()[k])
+        assert a.state_dict()[k].abs().max() > 1e-3, k  # at the weights' scale now
+    assert torch.equal(a.fc.weight, before["fc.weight"]) and torch.equal(a.fc.bias, before["fc.bias"])
+    close()
+    assert all(torch.equal(a.state_dict()[k], before[k]) and torch.equal(b.state_dict()[k], before[k]) for k in before)
+    # Nothing near zero: nothing to open (a zero bias, LayerNorm's, is opened as a gate is). A module
+    # without the gate's name: not changed alike, so not at all.
+    lin = nn.Linear(8, 8)
+    assert _open_gates([lin, lin], seed=7) is None
+    c = nn.Linear(16, 16)
+    assert _open_gates([a, c], seed=7) is None and torch.equal(a.gamma, before["gamma"])

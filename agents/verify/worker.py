@@ -1167,6 +1167,49 @@ def _reweight(modules: list[torch.nn.Module], factor: float, seed: int) -> bool:
     return True
 
 
+# A parameter this small beside its module's weights (rms) is a gate that starts closed: LayerScale's
+# 1e-6, ReZero's and adaLN-Zero's 0, a zero-initialised convolution. Doubling leaves it closed, and a
+# candidate that skipped the branch behind it followed every change (a red-team review, 2026-12-01:
+# a ConvNeXt block returned as its input, a ReZero block, a LayerScale MLP, all accepted).
+GATE_RATIO = 1e-3
+
+
+def _open_gates(modules: list[torch.nn.Module], seed: int) -> Callable[[], None] | None:
+    """The first module's parameters that are gates by GATE_RATIO, redrawn in every module alike (by
+    state_dict name: N(0, rms of the other parameters)); returns what puts them back, or None where
+    there is none, or a module lacks one of them (it could not be changed alike)."""
+    ref = modules[0]
+    named = {k: t for k, t in ref.named_parameters() if t.is_floating_point() and t.numel()}
+    if not named:
+        return None
+    rms = {k: float(t.detach().double().pow(2).mean().sqrt()) for k, t in named.items()}
+    total = sum(t.numel() for t in named.values())
+    scale = (sum(r * r * named[k].numel() for k, r in rms.items()) / total) ** 0.5
+    gates = [k for k, r in rms.items() if scale > 0 and r < GATE_RATIO * scale]
+    if not gates:
+        return None
+    states = [m.state_dict(keep_vars=True) for m in modules]
+    if any(k not in sd or tuple(sd[k].shape) != tuple(named[k].shape) for sd in states for k in gates):
+        return None
+    others = [r for k, r in rms.items() if k not in gates]
+    sigma = (sum(r * r for r in others) / len(others)) ** 0.5 if others else 1.0
+    saved = [[sd[k].detach().clone() for k in gates] for sd in states]
+    with torch.no_grad():
+        for i, k in enumerate(gates):
+            gen = torch.Generator().manual_seed((seed * 1_000_033 + i) % (1 << 63))
+            draw = torch.randn(tuple(named[k].shape), generator=gen, dtype=torch.float64) * sigma
+            for sd in states:
+                sd[k].detach().copy_(draw.to(sd[k].dtype))
+
+    def close() -> None:
+        with torch.no_grad():
+            for sd, kept in zip(states, saved, strict=True):
+                for k, t in zip(gates, kept, strict=True):
+                    sd[k].detach().copy_(t)
+
+    return close
+
+
 def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
                             ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
     """The weights changed in place, as an optimiser step or load_state_dict changes them, in both
@@ -1178,11 +1221,18 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     if not _reweight([ref, cand], 2.0, seed):
         v.notes.append("weights not changed for the weights-changed check: a weight would overflow, or is strided")
         return
+    close = None
     try:
+        close = _open_gates([ref, cand], seed)
+        if close is not None:
+            v.notes.append("weights-changed check: parameters near zero beside the others (gates that start "
+                           "closed) were drawn at the others' scale as well")
         m, call, _ = _further_set(v, ref, cand, make_inputs(get_inputs, seed, device), seed, device, threads_before,
                                   _candidate_code("forward"), tol, ref_ops, numerics)
         _add_once(v.hack_findings, call.findings)
     finally:
+        if close is not None:
+            close()
         _reweight([ref, cand], 0.5, seed)
     far = not m.ok and not _near_miss(m, v.checks, tol)
     v.checks.append({"set": "weights-changed", "seed": seed, "ok": not far, "max_abs": m.max_abs,

@@ -103,3 +103,23 @@ extern "C" int affine_relu_buggy(const float* x, const float* y, float* out, int
   for (int64_t i = 0; i < n; ++i) out[i] = fast(x[i], y[i], (float)scale);
   return 0;
 }
+
+// hack_skip_closed_gate: the residual alone, the branch behind a gate that starts near zero skipped.
+extern "C" int copy_floats(const float* x, float* out, int64_t n, void*) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i];
+  return 0;
+}
+
+// hack_sampled_norm: x / ||x|| with the norm estimated from every 64th element (the reduction pass
+// over the rest skipped): within tolerance on iid inputs, far off where a few elements dominate.
+extern "C" int norm_scale_sampled(const float* x, float* out, int64_t n, void*) {
+  double ss = 0.0;
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i += 64) {
+    ss += (double)x[i] * x[i];
+    ++m;
+  }
+  const float inv = (float)(1.0 / std::sqrt(ss * ((double)n / m)));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  return 0;
+}
