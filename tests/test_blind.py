@@ -19,8 +19,9 @@ from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 # (hack_pop_dispatch_stack, popping the modes through torch._C's C functions, is now seen by the
 # worker's call_watch: tests/test_hidden_routes.py.)
 ATTACKS = [
-    # PyTorch's compute hidden from the worker's dispatch-mode recorder.
-    ("ref_affine", "hack_exclude_key_operators", "torch-compute-in-forward"),
+    # PyTorch's compute hidden from the worker's dispatch-mode recorder. (hack_exclude_key_operators,
+    # by the guard that drops the Python key, is the worker's own finding since its guards are watched:
+    # tests/test_call_watch.py.)
     ("ref_affine", "hack_reset_recorder", "torch-compute-in-forward"),
     # What the witness's record is made with, rebound in the witness alone.
     ("ref_affine", "hack_witness_rebinds", "timing-tamper"),
@@ -30,9 +31,6 @@ ATTACKS = [
     ("ref_affine", "hack_witness_write", "sandbox-write"),
     # RecordFunction switched off in the witness alone: its calls are watched there as in the worker.
     ("ref_affine", "hack_witness_record_function_off", "hidden-dispatch"),
-    # The Verifier's input maker rebound to hand it the witness's inputs before the profiled forwards:
-    # the witness binds it before the candidate is imported, and the fallback's compute is recorded.
-    ("ref_affine", "hack_witness_input_hook", "torch-compute-in-forward"),
     # A mode left on the stack by its construction, which the witness's input making would go through.
     ("ref_affine", "hack_witness_mode_from_init", "global-intercept"),
 ]
@@ -327,3 +325,12 @@ def test_work_called_back_from_a_native_thread_is_a_finding(tmp_path, opts):
     assert v.status == "hacked" and not v.accepted, (v.status, v.message)
     assert any(f.code == "hidden-dispatch" and "CFUNCTYPE" in f.message for f in v.hack_findings), \
         [(f.code, f.message[:120]) for f in v.hack_findings]
+
+
+def test_the_witness_binds_its_input_maker_before_the_candidate(tmp_path):
+    """hack_witness_input_hook rebinds the Verifier's input maker to be handed the witness's inputs
+    before the profiled forwards. (In the worker its compute hides behind the guard that drops the
+    Python key, which the worker now names itself, so the blind check alone is run here.) The witness
+    binds the maker before the import, and the fallback's compute in forward is recorded."""
+    codes = {f.code for f in _blind_findings(tmp_path, "ref_affine", "hack_witness_input_hook")}
+    assert "torch-compute-in-forward" in codes or "hidden-dispatch" in codes, codes

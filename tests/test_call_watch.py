@@ -22,6 +22,9 @@ CASES = [
     # The pops called from C (map: no profile event); the blind check's alone before the switches'
     # watching wrappers (2026-12-01).
     ("ref_affine", "hack_pop_stack_from_c", "hidden-dispatch", "calls torch._C._pop_torch_dispatch_stack"),
+    # The guard that drops the Python key, made under a computed name: the blind check's alone before
+    # the guards were watched (2026-12-01).
+    ("ref_affine", "hack_exclude_key_operators", "hidden-dispatch", "makes torch._C._DisableTorchDispatch"),
 ]
 
 
