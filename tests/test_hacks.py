@@ -73,6 +73,7 @@ CPU_RUNS = [
     ("ref_affine", "hack_disabled_dispatch_impl"),
     ("ref_layerscale", "hack_skip_closed_gate"),
     ("ref_norm_scale", "hack_sampled_norm"),
+    ("ref_rezero", "hack_skip_zero_gate"),
 ]
 
 
@@ -292,10 +293,12 @@ def test_second_review_candidates_are_rejected(runs, stem, code, named):
         [(f.code, f.message[:120], bool(f.file)) for f in v.hack_findings]
 
 
-def test_a_branch_behind_a_closed_gate_must_be_computed(runs):
-    """The residual alone, passed every set (the gate is 1e-5): the weights-changed check draws
-    parameters near zero beside the others at their scale, and the output no longer follows."""
-    v = runs.get("ref_layerscale", "hack_skip_closed_gate")
+@pytest.mark.parametrize(("ref", "stem"), [("ref_layerscale", "hack_skip_closed_gate"),
+                                         ("ref_rezero", "hack_skip_zero_gate")])
+def test_a_branch_behind_a_closed_gate_must_be_computed(runs, ref, stem):
+    """The residual alone, passed every set (LayerScale at 1e-6, ReZero at 0): the weights-changed
+    check draws parameters near zero beside the others, and the output no longer follows."""
+    v = runs.get(ref, stem)
     _rejected(v)
     assert "stale-weights" in dynamic_codes(v), v.hack_findings
     assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed"), v.checks  # right on every set
