@@ -18,7 +18,9 @@ CASES = [
     ("ref_affine", "hack_redispatch_by_name", "hidden-dispatch", "calls torch._ops.OpOverload.redispatch"),
     ("ref_affine", "hack_aten_kernel_override", "hidden-dispatch", "calls torch.library.Library"),
     ("ref_linear", "hack_run_reference_forward", "calls-reference", "the reference's own code (forward)"),
-    ("ref_affine", "hack_exclude_python_key", "hidden-dispatch", "Python dispatch key excluded"),
+    # (named by the guard's watching subclass since 2026-12-01; the key's exclusion seen at the calls
+    # after it stays the check for guards made otherwise)
+    ("ref_affine", "hack_exclude_python_key", "hidden-dispatch", "makes torch._C._DisableTorchDispatch"),
     # The pops called from C (map: no profile event); the blind check's alone before the switches'
     # watching wrappers (2026-12-01).
     ("ref_affine", "hack_pop_stack_from_c", "hidden-dispatch", "calls torch._C._pop_torch_dispatch_stack"),
