@@ -151,7 +151,7 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == 10 and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == 11 and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
@@ -212,7 +212,7 @@ def test_try_except_fallback(runs):
     _rejected(v)
     _finding(v, "try-except-fallback", static=True)
     # The kernel it tries does not exist, so the fallback ran: the dispatcher saw it every time.
-    assert _finding(v, "torch-compute-in-forward", static=False).data["ops"]["clamp_min"] == 10
+    assert _finding(v, "torch-compute-in-forward", static=False).data["ops"]["clamp_min"] == 11
 
 
 # --- (3) subclassing the reference ---------------------------------------------------------------
@@ -621,19 +621,19 @@ def gpu_opts(build_cache):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("honest_calls", [10, 12])
+@pytest.mark.parametrize("honest_calls", [11, 13])
 def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
-    """Right for the checked sets' ten calls, then wrong: on the timing sets' untimed calls, which come
+    """Right for the checked sets' eleven calls, then wrong: on the timing sets' untimed calls, which come
     before any timing (worker._timed_expectations), it is caught there and never timed; right for those
     two as well, it is caught on the timed calls themselves (each output checked outside the window)."""
     cand = hack_candidate("gpu_wrong_while_timed", "kernels.cu")
-    cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 10", f"honest_calls = {honest_calls}")
+    cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 11", f"honest_calls = {honest_calls}")
     v = verify(hack_task("ref_affine"), cand, tmp_path, gpu_opts)
     _rejected(v)
     # Honest while checked; the timing sets' untimed calls (timing-N) and after timing, not.
     assert all(c["ok"] for c in v.checks if c["set"] != "after-timing" and not c["set"].startswith("timing-"))
     found = _finding(v, "wrong-while-timed", static=False).message
-    if honest_calls == 10:
+    if honest_calls == 11:
         assert "wrong on timing set 0, after passing every checked set" in found and v.ours is None
     else:
         assert "timed outputs were wrong" in found
