@@ -65,8 +65,12 @@ run_bench() {
   # Each bench stage builds into its own cache (BENCH_CACHE names a shared one): two runs of one call
   # compared for throughput must both build (seen 2026-11-26: a 1-GPU run after a 2-GPU run on the
   # same machine found every library built, median build 0.006 s against 3.4 s).
+  # sc runs from /tmp: a flag naming a file here (--longest-first .carry/l3-durations.json) is made
+  # absolute (a relative one failed the bench at once, 2026-12-01).
+  local fl=() f
+  for f in ${flags//,/ }; do if [ -e "$f" ]; then fl+=("$(realpath "$f")"); else fl+=("$f"); fi; done
   STITCHCUDA_CACHE=${BENCH_CACHE:-$STITCHCUDA_CACHE-$name} timeout $((secs + ${CAND_TIMEOUT:-150} + 30)) sc bench "${plist[@]}" --out "$dest" --jobs "${JOBS:-4}" \
-    --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} ${flags//,/ } 2>&1 | tee "$OUT/bench_$name.log" | tail -25
+    --timeout "${CAND_TIMEOUT:-150}" --deadline "$secs" $resume ${BENCH_FLAGS:-} "${fl[@]}" 2>&1 | tee "$OUT/bench_$name.log" | tail -25
   # How long each blind check held the GPU's lock (its steps' logs), before the run folders are packed.
   python3 "$repo/scripts/blind_lock_times.py" "$OUT/blind_lock_$name.json" "$dest/runs" 2>&1 | tail -3
   (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
