@@ -1185,7 +1185,8 @@ def _open_gates(modules: list[torch.nn.Module], seed: int) -> Callable[[], None]
     named = {k: t for k, t in ref.named_parameters() if t.is_floating_point() and t.numel()}
     if not named:
         return None
-    rms = {k: float(t.detach().double().pow(2).mean().sqrt()) for k, t in named.items()}
+    # (fp32 norms: a float64 copy of a large model's weights would take GPU memory the check needs)
+    rms = {k: float(torch.linalg.vector_norm(t.detach().float())) / t.numel() ** 0.5 for k, t in named.items()}
     total = sum(t.numel() for t in named.values())
     scale = (sum(r * r * named[k].numel() for k, r in rms.items()) / total) ** 0.5
     gates = [k for k, r in rms.items() if scale > 0 and r < GATE_RATIO * scale]
