@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -179,10 +180,7 @@ def _signal_builtins() -> dict[int, str]:
     interrupted, the Verifier's own, and walked `f_back` to the op recorder and the witness's profile
     and emptied them of the forward's ops (a red-team review, 2026-12-01): no audit event names that
     walk. A candidate's kernels need none of these."""
-    import signal
-
-    names = ("signal", "setitimer", "set_wakeup_fd", "raise_signal", "pthread_kill", "alarm", "siginterrupt")
-    return {id(fn): f"signal.{n}" for n in names if (fn := getattr(signal, n, None)) is not None}
+    return {id(fn): f"signal.{n}" for n in _SIGNALS if (fn := getattr(signal, n, None)) is not None}
 
 
 SIGNAL_CODE = "signal-handler"
@@ -190,8 +188,6 @@ SIGNAL_CODE = "signal-handler"
 
 def _candidate_handlers() -> list[str]:
     """The signals whose handler is the candidate's code now (installed however it was called)."""
-    import signal
-
     found = []
     for sig in signal.valid_signals():
         try:
@@ -269,7 +265,8 @@ def _mine(frame: FrameType | None) -> bool:
 
 # The standard library's frames between a caller and what it calls: `with f():` enters through
 # contextlib, ExitStack.enter_context through two of its frames, functools.partial and friends.
-_BETWEEN = frozenset({contextlib.__file__, functools.__file__, operator.__file__})
+# signal.py too: its `signal()` calls _signal's, watched, on the candidate's behalf.
+_BETWEEN = frozenset({contextlib.__file__, functools.__file__, operator.__file__, signal.__file__})
 
 
 def _past_stdlib(frame: FrameType | None) -> FrameType | None:
