@@ -1231,7 +1231,7 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
         close = _open_gates([ref, cand], seed)
         if close is not None:
             v.notes.append("weights-changed check: parameters near zero beside the others (gates that start "
-                           "closed) were drawn at the others' scale as well")
+                           "closed) were drawn afresh as well")
         m, call, _ = _further_set(v, ref, cand, make_inputs(get_inputs, seed, device), seed, device, threads_before,
                                   _candidate_code("forward"), tol, ref_ops, numerics)
         _add_once(v.hack_findings, call.findings)
