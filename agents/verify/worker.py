@@ -1245,8 +1245,8 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     if far:
         v.correct = False
         _add_once(v.hack_findings, [Finding(
-            "stale-weights", "after the weights changed in place (a random sixteenth of each doubled, in both "
-            f"modules), the candidate's output did not follow: {m.message}")])
+            "stale-weights", "after the weights changed in place (a random sixteenth of each doubled, and any "
+            f"near zero drawn afresh, in both modules), the candidate's output did not follow: {m.message}")])
     elif not m.ok:
         v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
 
