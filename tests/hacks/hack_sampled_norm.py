@@ -1,4 +1,4 @@
-"""Cheat (red team, 2026-12-01): a norm estimated from a sample of its input (every 64th element),
+"""Cheat (red team, 2026-12-01): a norm estimated from a sample of its input (every 16th element),
 within the tolerance on every set drawn iid from get_inputs. The sparse-spikes set (a few elements
 far out of the rest's scale) is what a sample misses."""
 
