@@ -27,6 +27,8 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any, ClassVar
 
+from stitchcuda.agents.verify.private_log import private_log
+
 
 def _hiding_functions() -> dict[CodeType, str]:
     import ctypes
@@ -233,23 +235,8 @@ def _audit(event: str, args: tuple) -> None:
         _record("hidden-dispatch", f"{event}: the candidate replaced the profile function that watches its calls")
 
 
-def _private_log() -> tuple[Any, Any]:
-    """(add, entries) over a list only their keyword defaults hold: reading a function's defaults and
-    the collector's lists is refused in the candidate's windows, so the record cannot be emptied as
-    `_state.seen` was (a red-team review, 2026-12-01, reached it by a computed sys.modules lookup)."""
-    log: list[Any] = []
-
-    def add(item: Any, *, _sc_log: list[Any] = log) -> None:
-        if item not in _sc_log:
-            _sc_log.append(item)
-
-    def entries(*, _sc_log: list[Any] = log) -> list[Any]:
-        return list(_sc_log)
-
-    return add, entries
-
-
-_log_add, _log_entries = _private_log()
+# The record the checks read: private, append-only (private_log.py); `_state.seen` stays for reading.
+_log_add, _log_entries = private_log()
 
 
 def _record(code: str, what: str) -> None:
@@ -336,4 +323,4 @@ def watching(phase: str) -> Iterator[None]:
 
 def seen() -> list[tuple[str, str, str]]:
     """(finding code, what was called, during which phase), each once, from the private record."""
-    return _log_entries()
+    return list(dict.fromkeys(_log_entries()))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stitchcuda.agents.verify import native_threads
+from stitchcuda.agents.verify.private_log import private_log
 
 THREADS = ("_thread.start_new_thread",)
 PROCESSES = ("os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
@@ -40,22 +41,7 @@ _watch = _Watch()
 _installed = False
 
 
-def _private_log() -> tuple[Callable[..., None], Callable[[], list[tuple[str, str]]]]:
-    """(add, entries) over a list only their keyword defaults hold (reading defaults is refused in the
-    candidate's windows): `_watch.seen` emptied through a computed sys.modules lookup hid a thread's
-    work from the first version (a red-team review, 2026-12-01)."""
-    log: list[tuple[str, str]] = []
-
-    def add(item: tuple[str, str], *, _sc_log: list[tuple[str, str]] = log) -> None:
-        _sc_log.append(item)
-
-    def entries(*, _sc_log: list[tuple[str, str]] = log) -> list[tuple[str, str]]:
-        return list(_sc_log)
-
-    return add, entries
-
-
-_log_add, _log_entries = _private_log()
+_log_add, _log_entries = private_log()  # what seen() reads (private_log.py)
 
 
 def _note(item: tuple[str, str]) -> None:
