@@ -116,21 +116,28 @@ int sc_lib_stat(int i, long long* out) {
 
 typedef void* (*sc_dlopen_fn)(const char*, int);
 
+// Kept out of dlopen's own frame, so nothing of that frame outlives the record and the compiler
+// ends dlopen with a jump into glibc's: glibc finds the library asking by the return address
+// (a name without a slash is searched for along that library's RUNPATH), and a call from here
+// would have asked as this library. native_threads.py's probe checks it before preloading.
+static __attribute__((noinline)) void sc_record_lib(const char* file, int mode) {
+  if (!file || !strchr(file, '/') || (mode & RTLD_NOLOAD)) return;
+  struct stat st;
+  char resolved[PATH_MAX];
+  if (stat(file, &st) == 0 && realpath(file, resolved)) {
+    int i = __atomic_load_n(&sc_lib_calls, __ATOMIC_ACQUIRE);
+    if (i < SC_MAX_LIBS) {
+      strncpy(sc_lib_paths[i], resolved, SC_PATH_LEN - 1);
+      sc_lib_paths[i][SC_PATH_LEN - 1] = 0;
+      sc_lib_stats[i] = st;
+      __atomic_fetch_add(&sc_lib_calls, 1, __ATOMIC_ACQ_REL);
+    }
+  }
+}
+
 void* dlopen(const char* file, int mode) {
   static sc_dlopen_fn real = 0;
   if (!real) real = (sc_dlopen_fn)sc_real_dlsym()(RTLD_NEXT, "dlopen");
-  if (file && strchr(file, '/') && !(mode & RTLD_NOLOAD)) {
-    struct stat st;
-    char resolved[PATH_MAX];
-    if (stat(file, &st) == 0 && realpath(file, resolved)) {
-      int i = __atomic_load_n(&sc_lib_calls, __ATOMIC_ACQUIRE);
-      if (i < SC_MAX_LIBS) {
-        strncpy(sc_lib_paths[i], resolved, SC_PATH_LEN - 1);
-        sc_lib_paths[i][SC_PATH_LEN - 1] = 0;
-        sc_lib_stats[i] = st;
-        __atomic_fetch_add(&sc_lib_calls, 1, __ATOMIC_ACQ_REL);
-      }
-    }
-  }
+  sc_record_lib(file, mode);
   return real ? real(file, mode) : 0;
 }

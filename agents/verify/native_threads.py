@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -52,20 +53,64 @@ def library(cache: Path) -> Path | None:
                            check=True, capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return None
-        # Preloaded, it stands in for dlsym: a process where it cannot find glibc's own would find
-        # nothing by name, so it is used only where a probe under it still loads a library's symbol.
-        probe = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libm.so.6').cos"],
-                               env={**os.environ, "LD_PRELOAD": str(tmp)}, capture_output=True, timeout=60)
-        if probe.returncode != 0:
+        # Preloaded, it stands in for dlsym and dlopen: a process where it cannot find glibc's own
+        # would find nothing by name, and one where its dlopen asked as itself would miss libraries
+        # found along the asking library's RUNPATH. It is used only where a probe under it does both.
+        if not _probe(compiler, Path(folder), tmp):
             return None
         tmp.replace(out)
     return out
+
+
+_PROBE_CALLER = """#include <dlfcn.h>
+void* sc_probe_open(void) { return dlopen("libsc_probe_dep.so", RTLD_NOW); }
+"""
+_PROBE_RUN = """import ctypes, sys
+ctypes.CDLL('libm.so.6').cos
+caller = ctypes.CDLL(sys.argv[1])
+caller.sc_probe_open.restype = ctypes.c_void_p
+sys.exit(0 if caller.sc_probe_open() else 3)
+"""
+
+
+def _probe(compiler: str, folder: Path, lib: Path) -> bool:
+    """Under `lib` preloaded: a symbol found by name, and a library that dlopens a name found only
+    along its own RUNPATH gets it."""
+    (folder / "sub").mkdir()
+    (folder / "dep.c").write_text("int sc_probe_dep(void) { return 7; }\n")
+    (folder / "caller.c").write_text(_PROBE_CALLER)
+    caller = folder / "libsc_probe_caller.so"
+    try:
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(folder / "sub" / "libsc_probe_dep.so"),
+                        str(folder / "dep.c")], check=True, capture_output=True, timeout=60)
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(caller), str(folder / "caller.c"), "-ldl",
+                        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/sub"], check=True, capture_output=True, timeout=60)
+        run = subprocess.run([sys.executable, "-c", _PROBE_RUN, str(caller)],
+                             env={**os.environ, "LD_PRELOAD": str(lib)}, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return run.returncode == 0
 
 
 def preload(env: dict[str, str], lib: Path | None) -> None:
     """Add the library to the worker's LD_PRELOAD (kept ahead of any the user set)."""
     if lib is not None:
         env["LD_PRELOAD"] = f"{lib}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(lib)
+
+
+def without(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the watch taken out of LD_PRELOAD (the user's own entries kept, in order). Tools
+    that only measure a candidate already judged (Nsight Compute) run without it: their own
+    processes are preloaded too, and nothing reads the watch's record there (on the H200 at 8812eb1,
+    ncu's target found no CUDA driver with the watch preloaded; it profiled at 3502def)."""
+    out = dict(env)
+    kept = [p for p in out.get("LD_PRELOAD", "").split(":")
+            if p and not (Path(p).name.startswith("native_threads.") and Path(p).suffix == ".so")]
+    if kept:
+        out["LD_PRELOAD"] = ":".join(kept)
+    else:
+        out.pop("LD_PRELOAD", None)
+    return out
 
 
 class _DlInfo(ctypes.Structure):

@@ -410,7 +410,7 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
     try:
         with file_lock(lock):
             # The report stays beside the verdict, for the user to open in Nsight Compute.
-            prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=env,
+            prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=native_threads.without(env),
                                          timeout_s=opts.profile_timeout_s, keep_report=workdir / "ncu.ncu-rep",
                                          kernel_us=verdict.kernel_us, kernel_launches=verdict.kernel_launches)
     except Exception as e:  # noqa: BLE001 - the profile is extra; the verdict stands without it
