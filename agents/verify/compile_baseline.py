@@ -161,7 +161,7 @@ def time_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str]
     rec.enter("compile-matched-check", f"torch.compile ({policy}) against the tolerance the candidate met")
     with gpu_lock(req.get("gpu_lock"), rec):  # GPU work beside a neighbour's measurement would stretch it
         miss = compile_misses(ref, judged, checked(), tol, ref_ops,
-                               eager_draws=judged is not base[0])
+                               eager_draws=judged is not base[0], policy=policy)
     if miss is None:
         return
     rejected_ms = (v.compiled_matched or v.compiled).median_ms if (v.compiled_matched or v.compiled) else None
@@ -267,12 +267,13 @@ def checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, pass
 
 
 def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
-                    eager_draws: bool = False) -> str | None:
+                    eager_draws: bool = False, policy: str = "strict") -> str | None:
     """Why torch.compile's output misses the tolerance on one of `inputs` ((name, args) pairs: the
     sets the candidate was checked on), the fp64 referee consulted as for a candidate; None where
     it meets it on every set, or cannot be judged. A reference that draws random numbers is judged
     only against a compiled module that draws as eager does (`eager_draws`), both seeded alike per
-    set, and with no referee (a second run is another draw), as a candidate is."""
+    set, and with no referee (a second run is another draw), as a candidate is. `policy`: the one
+    torch.compile ran under, judged as a candidate under it is (the referee's own error under it)."""
     rng = draws_random(ref_ops)
     if rng and not eager_draws:
         return None
@@ -291,7 +292,7 @@ def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
             m = compare_outputs(ref_outs, got, tol)
             if m.ok:
                 continue
-            referee = None if rng else _fp64_referee(ref, snapshot, ref_ops, list(args), ref_outs, got, tol)
+            referee = None if rng else _fp64_referee(ref, snapshot, ref_ops, list(args), ref_outs, got, tol, policy)
         except Exception:  # noqa: BLE001 - out of memory, a set the compiled module rejects: not judged
             continue
         if referee is None or not referee.ok:

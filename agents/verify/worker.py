@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime, timing_cpus
-from stitchcuda.agents.verify import audit, call_watch, offthread, report, tamper
+from stitchcuda.agents.verify import audit, call_watch, offthread, precision, report, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -41,6 +41,7 @@ from stitchcuda.agents.verify.compare import (
     compare_outputs,
     judge_against_exact,
     kernelbench_close,
+    policy_error,
     rounding_spread,
     tolerance_for,
 )
@@ -55,7 +56,7 @@ from stitchcuda.inputs import (
     with_batch,
 )
 from stitchcuda.task import build_model, import_file
-from stitchcuda.types import FINITE_MISS, Finding, Verdict
+from stitchcuda.types import FINITE_MISS, Finding, Verdict, policy_of
 
 
 class Recorder:
@@ -486,7 +487,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         m = compare_outputs(ref_outs, call.outs, tol)
         referee = None
         if not m.ok and referee_useful and not ref_changed:  # (lean: no unchanged inputs left to rerun on)
-            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol)
+            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol, policy_of(v.precision))
             # One failed (or impossible) referee settles it: the candidate is wrong, and more fp64
             # runs of the reference would only cost time.
             referee_useful = referee is not None and referee.ok
@@ -695,14 +696,16 @@ _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal",
 
 
 def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
-                  cand_outs: list[Any], tol: Tolerance) -> Mismatch | None:
+                  cand_outs: list[Any], tol: Tolerance, policy: str = "strict") -> Mismatch | None:
     """The reference run again in float64 on the same inputs and buffers, to judge a candidate that
     missed the reference (compare.judge_against_exact). None where there is nothing to judge (no
     fp32, fp16, bf16 or integer tensor output), the reference draws random numbers, or it cannot run in
     float64; the failure then stands. fp16 and bf16 problems are refereed too: their reference rounds
     its intermediates to the storage type where a candidate may keep fp32 (cuDNN's bf16 attention
     rounds its probabilities before the second product), and the plain bf16 tolerance rejected the
-    more exact candidate (bench/coverage's gqa_repeat_interleave_bf16 on the H200, 2026-11-30)."""
+    more exact candidate (bench/coverage's gqa_repeat_interleave_bf16 on the H200, 2026-11-30).
+    `policy`: the precision policy the candidate ran under; under tf32, the reference's own error
+    includes its run with TF32 on (compare.policy_error), where it has an op TF32 changes."""
     if buffers is None or not any(isinstance(o, torch.Tensor) and (o.dtype in _REFEREED or not o.is_floating_point())
                                   for o in ref_outs):
         return None  # (buffers too large to snapshot on every set: no referee)
@@ -719,6 +722,11 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
     if _nbytes(args) <= limit and _nbytes(ref_outs) <= limit:
         with contextlib.suppress(Exception):  # (out of memory, say) judged without it
             spread = rounding_spread(_nearby_pairs(ref, buffers, args), ref_outs)
+            if policy != "strict" and precision.sensitive(ref_ops):
+                with precision.under(policy):
+                    under_policy = _fp32_outputs(ref, buffers, args)
+                policy_error(spread, ref_outs, under_policy, exact, policy)
+                del under_policy
     try:
         return judge_against_exact(ref_outs, cand_outs, exact, tol, spread)
     except Exception:  # noqa: BLE001
@@ -1064,7 +1072,7 @@ def _further_set(v: Verdict, ref, cand, args: list[Any], seed: int, device, thre
     same_draws(seed)
     ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
     m = compare_outputs(ref_outs, call.outs, tol)
-    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol) if not m.ok else None
+    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, policy_of(v.precision)) if not m.ok else None
     if referee is not None and referee.ok:
         m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
     return m, call, referee
@@ -1277,7 +1285,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         same_draws(fresh_seed + i)
         ref_outs = dyn.flatten_outputs(ref(*clone_args(s)))
         m = compare_outputs(ref_outs, outs, tol)
-        referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol)
+        referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, policy_of(v.precision))
         if m.ok or (referee is not None and referee.ok):
             expected[i] = dyn.output_stats(outs)
             v.notes.append(f"timing set {i}: the timed outputs are held to the candidate's own untimed output, "
