@@ -252,21 +252,31 @@ def test_a_timing_floor_miss_is_believed_only_when_profiling_again_confirms_it()
     """A neighbour's work stretching one profiled forward (13.9 ms busy for 6.3 ms of kernels, seen
     on level 2's 100_ConvTranspose3d) is no hack; a tamper misses the floor on every profile."""
     calls: list[int] = []
+    waited: list[float] = []
 
     def profiles(*busy: float):
         it = iter(busy)
         return lambda: calls.append(1) or next(it)
 
+    def confirmed(median_ms: float, busy: float, reprofile):
+        return dyn.confirmed_timing_floor(median_ms, busy, reprofile, pause=waited.append)
+
     # Contended first profile: the second one is the steady state, and the timed median is above it.
-    f, busy = dyn.confirmed_timing_floor(6.46, 13_903.6, profiles(6_296.5))
-    assert f is None and busy == 6_296.5 and len(calls) == 1
+    f, busy = confirmed(6.46, 13_903.6, profiles(6_296.5))
+    assert f is None and busy == 6_296.5 and len(calls) == 1 and waited == [dyn.FLOOR_PAUSES_S[0]]
+    # A neighbour's burst over the first two profiles again (level 3's GRUBidirectional: 31.6 ms busy
+    # three times back to back, 16.6 ms otherwise): the later, longer pauses outlast it.
+    calls.clear(), waited.clear()
+    f, busy = confirmed(16.88, 31_624.8, profiles(31_610.0, 31_590.0, 16_640.0))
+    assert f is None and busy == 16_640.0 and len(calls) == 3
+    assert waited == list(dyn.FLOOR_PAUSES_S) and waited == sorted(waited)
     # A tampered timing: every profile says the kernels take longer than the timed forward.
-    calls.clear()
-    f, busy = dyn.confirmed_timing_floor(1.17, 4_550.0, profiles(4_548.0, 4_552.0))
+    calls.clear(), waited.clear()
+    f, busy = confirmed(1.17, 4_550.0, profiles(4_548.0, 4_552.0, 4_549.0))
     assert f is not None and f.code == "timing-tamper" and busy == 4_548.0 and len(calls) == dyn.FLOOR_REPROFILES
-    # Above the floor at once: no profile taken again.
-    calls.clear()
-    assert dyn.confirmed_timing_floor(6.4, 6_300.0, profiles()) == (None, 6_300.0) and not calls
+    # Above the floor at once: no profile taken again, no pause.
+    calls.clear(), waited.clear()
+    assert confirmed(6.4, 6_300.0, profiles()) == (None, 6_300.0) and not calls and not waited
 
 
 # Names as the profiler gives them (H100/H200 timelines of level 2 and the probes in bench/results).

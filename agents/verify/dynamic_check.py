@@ -557,23 +557,30 @@ def timing_floor_finding(median_ms: float, busy: float) -> Finding | None:
     )
 
 
-# Profiles taken again before a floor miss is believed: a neighbour's GPU work outside the lock
-# (torch.compile's first call in another worker, another program) time-slices with a profiled
-# forward and stretches its kernels (seen: 13.9 ms busy for a forward whose kernels take 6.3 ms).
-FLOOR_REPROFILES = 2
+# Profiles taken again before a floor miss is believed, each after a longer pause: a neighbour's GPU
+# work outside the lock (torch.compile's first call in another worker, another program) time-slices
+# with a profiled forward and stretches its kernels (seen: 13.9 ms busy for a forward whose kernels
+# take 6.3 ms; level 3's GRUBidirectional, one persistent kernel, at 31.6 ms busy on three profiles
+# taken back to back for a forward timed at 16.9 ms and profiled at 16.6 ms in every other run, on
+# the H200 at 173ccfb). A neighbour's burst passes within seconds; a tamper misses every time.
+FLOOR_PAUSES_S = (0.5, 2.0, 4.0)
+FLOOR_REPROFILES = len(FLOOR_PAUSES_S)
 
 
 def confirmed_timing_floor(median_ms: float, busy: float, reprofile: Callable[[], float],
-                           tries: int = FLOOR_REPROFILES) -> tuple[Finding | None, float]:
-    """The timing-floor finding, only if it holds against the least busy time of up to `tries` more
-    profiles (`reprofile`: one profiled forward's busy time); and that least busy time. A candidate
-    whose timing is tampered with misses the floor every time; one profiled beside a neighbour's
-    work misses it once. Taking the least busy time cannot hide a tamper: doing less work when
-    profiled lowers the floor as much on the first profile as on a later one."""
+                           pauses: tuple[float, ...] = FLOOR_PAUSES_S,
+                           pause: Callable[[float], None] = time.sleep) -> tuple[Finding | None, float]:
+    """The timing-floor finding, only if it holds against the least busy time of up to
+    len(`pauses`) more profiles (`reprofile`: one profiled forward's busy time), each after its
+    pause; and that least busy time. A candidate whose timing is tampered with misses the floor
+    every time; one profiled beside a neighbour's work misses it until the neighbour is done.
+    Taking the least busy time cannot hide a tamper: doing less work when profiled lowers the floor
+    as much on the first profile as on a later one."""
     finding = timing_floor_finding(median_ms, busy)
-    for _ in range(tries):
+    for wait in pauses:
         if finding is None:
             break
+        pause(wait)
         busy = min(busy, reprofile())
         finding = timing_floor_finding(median_ms, busy)
     return finding, busy
