@@ -424,30 +424,3 @@ def test_a_softmax_subtracts_its_max_from_the_rounded_product(tmp_path):
         ops[op] = ops.get(op, 0) + 1
         at = data.find(imm, at + 1)
     assert ops.get(0x820, 0) > 0 and ops.get(0x823, 0) == 0, {hex(k): v for k, v in ops.items()}
-
-
-@needs_nvcc
-def test_batched_column_loads_keep_each_threads_order(tmp_path, monkeypatch):
-    """SC_RED_UC: a thread's strided elements loaded eight at a time are added in the same order as
-    one at a time, so a column sum (37 rows: four batches and a tail) and a split column mean come
-    out bit for bit as the unrolled loop's."""
-    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
-    cases = [c for c in CASES if c.id in ("sum-col", "mean-col-split")]
-    results = {}
-    for batch in ("8", "1"):
-        monkeypatch.setenv("STITCHCUDA_RED_COL_BATCH", batch)
-        ks = [_emit(case, f"colb{batch}_{i}") for i, case in enumerate(cases)]
-        assert all(("SC_RED_UC " + batch) in k.source for k, _ in ks)
-        lib = kernels.library([k for k, _ in ks], tmp_path / f"lib{batch}")
-        outs = []
-        for case, (k, which) in zip(cases, ks, strict=True):
-            x = case.input(3)
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cpu")
-            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
-            _check(case, bufs[: len(k.outputs)], ref)
-            outs.append(bufs[0])
-        results[batch] = outs
-    for a, b in zip(results["8"], results["1"], strict=True):
-        assert torch.equal(a, b)

@@ -53,13 +53,6 @@ def red_batch() -> int:
     return 1 if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0" else 4
 
 
-def red_col_batch() -> int:
-    """Strided elements a thread loads before reducing any (SC_RED_UC in cuda/reduce.cuh);
-    STITCHCUDA_RED_COL_BATCH=1 keeps the unrolled loop of before 2026-12-01, for A/B timing."""
-    value = os.environ.get("STITCHCUDA_RED_COL_BATCH", "8")
-    return int(value) if value.isdigit() and int(value) >= 1 else 8
-
-
 def lse_vec() -> int:
     """Whether logsumexp's state takes a vector at a time (SC_RED_LSE_VEC in cuda/reduce.cuh);
     STITCHCUDA_LSE_VEC=0 takes an element at a time, as before 2026-12-01, for A/B timing."""
@@ -67,7 +60,7 @@ def lse_vec() -> int:
 
 
 def _header() -> str:
-    return cuda_text.fill("reduce.cuh", RED_U=red_batch(), RED_UC=red_col_batch(), LSE_VEC=lse_vec())
+    return cuda_text.fill("reduce.cuh", RED_U=red_batch(), LSE_VEC=lse_vec())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,13 +10,6 @@
 #ifndef SC_RED_U
 #define SC_RED_U @RED_U@
 #endif
-// Elements a thread loads before it reduces any of them where they are strided (columns, and rows
-// without contiguous elements): with `unroll 4` alone a column sum over 8.6 GB (level 1's 47 and 48,
-// 4095 columns) kept too few loads in flight and read at 3.66 TB/s where ATen's reads 3.98 (the H200,
-// 2026-12-01). The order each thread meets its elements in stays the same. 1: the unrolled loop.
-#ifndef SC_RED_UC
-#define SC_RED_UC @RED_UC@
-#endif
 // 1: logsumexp's state takes a vector at a time (sc_red_lse::add_vec), one max and one rescale a vector
 // instead of a compare and branch an element.
 #ifndef SC_RED_LSE_VEC
@@ -242,16 +235,6 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
       sc_red_add_vec(op, st, f, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
-  } else if constexpr (SC_RED_UC > 1) {
-    int64_t r = lo + t;
-    for (; r + (SC_RED_UC - 1) * (int64_t)tpr < hi; r += SC_RED_UC * (int64_t)tpr) {
-      float c[SC_RED_UC];
-#pragma unroll
-      for (int u = 0; u < SC_RED_UC; ++u) c[u] = sc_to_f(row[Ix::off(r + u * (int64_t)tpr)]);
-#pragma unroll
-      for (int u = 0; u < SC_RED_UC; ++u) op.add(st, c[u], r + u * (int64_t)tpr);
-    }
-    for (; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
   } else {
 #pragma unroll 4
     for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
@@ -363,18 +346,8 @@ SC_INLINE typename Op::State sc_red_part_ld(const Op& op, const Ld& ld, int64_t 
                                             int tpr) {
   typename Op::State st = op.init();
   const int64_t b = Ix::base(o);
-  int64_t r = lo + t;
-  if constexpr (SC_RED_UC > 1) {  // (as sc_red_part's strided loop)
-    for (; r + (SC_RED_UC - 1) * (int64_t)tpr < hi; r += SC_RED_UC * (int64_t)tpr) {
-      float c[SC_RED_UC];
-#pragma unroll
-      for (int u = 0; u < SC_RED_UC; ++u) c[u] = ld(b + Ix::off(r + u * (int64_t)tpr));
-#pragma unroll
-      for (int u = 0; u < SC_RED_UC; ++u) op.add(st, c[u], r + u * (int64_t)tpr);
-    }
-  }
 #pragma unroll 4
-  for (; r < hi; r += tpr) op.add(st, ld(b + Ix::off(r)), r);
+  for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, ld(b + Ix::off(r)), r);
   return st;
 }
 
