@@ -5,6 +5,8 @@ with host-compiled candidates."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -545,72 +547,77 @@ def test_misses_without_an_error_figure_are_judged_by_what_differs(ref, cand, st
     assert got is None and v.status == status, (v.status, v.message)
 
 
-def _tf32(t: torch.Tensor, rounding: str) -> torch.Tensor:
-    """fp32 values cut to TF32's 10-bit mantissa: to nearest, or toward zero (another library's
-    conversion)."""
-    bits = t.float().contiguous().view(torch.int32)
-    if rounding == "nearest":
-        bits = bits + 0x1000
-    return (bits & ~0x1FFF).view(torch.float32)
-
-
 def _spiked_conv_case():
     """A convolution and ReLU over the sparse-spikes set (1/8192 of the inputs 1e3 times theirs):
-    (fp32 reference, float64 result, the reference under TF32 (inputs and weights rounded to
-    nearest), a TF32 candidate rounding toward zero, the layer's pieces)."""
+    (the module, its input, the fp32 reference, the float64 result, a TF32 candidate: operands
+    rounded toward zero, as a library's tensor cores may)."""
+    from stitchcuda.agents.verify import precision
     from stitchcuda.inputs import ADVERSARIAL
 
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(8, 32, 32, 32, generator=gen)
     ADVERSARIAL["sparse-spikes"](x, gen)
     torch.manual_seed(0)
-    conv = torch.nn.Conv2d(32, 64, 3, padding=1)
-    w, b = conv.weight.detach(), conv.bias.detach()
-
-    def run(xx, ww):
-        return torch.relu(F.conv2d(xx.double(), ww.double(), b.double(), padding=1))
-
-    ref = torch.relu(F.conv2d(x, w, b, padding=1))
-    under_tf32 = run(_tf32(x, "nearest"), _tf32(w, "nearest")).float()
-    cand = run(_tf32(x, "zero"), _tf32(w, "zero")).float()
-    return ref, run(x, w), under_tf32, cand, (x, w, b, run)
+    module = torch.nn.Sequential(torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU())
+    double = copy.deepcopy(module).double()
+    with torch.no_grad():
+        ref = module(x)
+        exact = double(x.double())
+        with precision.tf32_emulated("zero"):
+            cand = double(x.double()).float()
+    return module, x, ref, exact, cand
 
 
 def test_a_tf32_candidate_is_allowed_the_references_own_error_under_tf32():
     """On the sparse-spikes set a spike rounded to TF32 moves its neighbourhood past an atol set by
     the mean output (level 3's SqueezeNet and ShuffleNet on the H200, 2026-12-01, torch.compile under
-    TF32 too). Strict fp32 rounding leaves no room for it; the reference's own run under TF32 does.
-    What skips or garbles work still fails."""
+    TF32 too). Strict fp32 rounding leaves no room for it; the reference's own result with its
+    operands rounded to TF32 does. What skips or garbles work still fails."""
+    from stitchcuda.agents.verify import precision
+
     tol = tolerance_for(["convolution"], [torch.float32])
-    ref, exact, under_tf32, cand, (x, w, _, run) = _spiked_conv_case()
+    module, x, ref, exact, cand = _spiked_conv_case()
     assert not compare_outputs([ref], [cand], tol).ok
-    strict = rounding_spread([], [ref])
-    assert not judge_against_exact([ref], [cand], [exact], tol, strict).ok
+    assert not judge_against_exact([ref], [cand], [exact], tol, rounding_spread([], [ref])).ok
     spread = rounding_spread([], [ref])
-    policy_error(spread, [ref], [under_tf32], [exact], "tf32")
+    double = copy.deepcopy(module).double()
+    with torch.no_grad(), precision.tf32_emulated("nearest"):
+        policy_error(spread, [ref], [double(x.double())], [exact], "tf32")
     judged = judge_against_exact([ref], [cand], [exact], tol, spread)
     assert judged.ok, judged.message
     assert "here and under tf32" in judged.message
     spikes = x.abs() > 50
-    skipped = run(torch.where(spikes, torch.zeros_like(x), x), w).float()  # the spikes' work left out
-    unscaled = run(torch.where(spikes, x / 1e3, x), w).float()  # the set read as if iid
+    with torch.no_grad():
+        skipped = module(torch.where(spikes, torch.zeros_like(x), x))  # the spikes' work left out
+        unscaled = module(torch.where(spikes, x / 1e3, x))  # the set read as if iid
     for wrong in (skipped, unscaled, ref * 1.02):
         assert not judge_against_exact([ref], [wrong], [exact], tol, spread).ok
 
 
-def test_the_worker_runs_the_reference_under_the_candidates_policy_where_it_matters():
-    """The referee's TF32 run is made for a candidate under tf32 whose reference has a convolution
-    or matmul, and for no other (on the CPU the run equals fp32's: the message says it was made)."""
-    torch.manual_seed(0)
-    conv = torch.nn.Conv2d(4, 8, 3, padding=1)
-    x = torch.randn(2, 4, 16, 16)
-    with torch.no_grad():
-        got = conv(x) * 1.0005 + 1e-3  # off by more than fp32 rounding, plainly and in float64
-        under = _referee(conv, x, got, "tf32")
-        strict = _referee(conv, x, got, "strict")
-    assert under is not None and "under tf32" in under.message, under and under.message
-    assert strict is not None and "under" not in strict.message, strict.message
+def test_the_worker_allows_a_tf32_candidate_the_tf32_error_and_no_other():
+    """Through the worker's referee (both roundings emulated, on the CPU as on a GPU): the TF32
+    candidate passes under tf32 and fails under strict; a reference without a product or
+    convolution gets no TF32 run."""
+    module, x, ref, _, cand = _spiked_conv_case()
+    under = _referee(module, x, cand, "tf32")
+    assert under is not None and under.ok and "under tf32" in under.message, under and under.message
+    strict = _referee(module, x, cand, "strict")
+    assert strict is not None and not strict.ok and "under" not in strict.message, strict.message
     norm = torch.nn.LayerNorm(16)
+    y = torch.randn(2, 4, 16, 16)
     with torch.no_grad():
-        plain = _referee(norm, x, norm(x) + 0.05, "tf32")
-    assert plain is not None and "under" not in plain.message, plain.message
+        plain = _referee(norm, y, norm(y) + 0.05, "tf32")
+    assert plain is not None and not plain.ok and "under" not in plain.message, plain.message
+
+
+def test_tf32_rounding_keeps_eleven_significant_bits():
+    from stitchcuda.agents.verify import precision
+
+    x = torch.tensor([1.0, 1 + 2**-11, 1 + 3 * 2**-12, -3.14159265, 0.0, float("inf")], dtype=torch.float64)
+    assert precision.tf32_round(x, "nearest").tolist() == [1.0, 1.0, 1 + 2**-10, -3.140625, 0.0, float("inf")]
+    assert precision.tf32_round(x, "zero").tolist() == [1.0, 1.0, 1.0, -3.140625, 0.0, float("inf")]
+    a, b = torch.randn(8, 16, dtype=torch.float64), torch.randn(16, 4, dtype=torch.float64)
+    with precision.tf32_emulated("nearest"):
+        y = torch.nn.functional.linear(a, b.t(), torch.ones(4, dtype=torch.float64))
+    want = precision.tf32_round(a, "nearest") @ precision.tf32_round(b, "nearest") + 1.0
+    assert torch.allclose(y, want, rtol=0, atol=1e-12) and not torch.allclose(y, a @ b + 1.0, rtol=0, atol=1e-6)

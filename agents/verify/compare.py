@@ -214,13 +214,14 @@ def rounding_spread(pairs: Iterable[tuple[list[Any], list[Any]]], ref: list[Any]
 
 
 def policy_error(spread: RoundingSpread, ref: list[Any], under_policy: list[Any], exact: list[Any], policy: str) -> None:
-    """Widen `spread` by the reference's own error when run under the candidate's precision policy
-    (TF32 tensor cores for its matmuls and convolutions) on the same inputs: what that policy allows
-    is, per element, what PyTorch itself computes under it. Strict fp32 rounding says nothing of an
-    output that a few large inputs dominate (the sparse-spikes set: a spike 1e3 times the rest,
-    rounded to TF32's 10 bits, moves its neighbourhood by 5e-4 of the spike, past an atol set by the
-    mean output), so TF32 candidates and torch.compile under TF32 alike missed there (level 3's
-    SqueezeNet and ShuffleNet on the H200, 2026-12-01)."""
+    """Widen `spread` by the reference's own error under the candidate's precision policy on the same
+    inputs (`under_policy`: its matmuls' and convolutions' operands rounded to TF32, the rest exact;
+    precision.tf32_emulated): what that policy allows is, per element, what the reference itself
+    computes under it. Strict fp32 rounding says nothing of an output that a few large inputs
+    dominate (the sparse-spikes set: a spike 1e3 times the rest, rounded to TF32's 10 bits, moves
+    its neighbourhood by 5e-4 of the spike, past an atol set by the mean output), so TF32 candidates
+    and torch.compile under TF32 alike missed there (level 3's SqueezeNet and ShuffleNet on the
+    H200, 2026-12-01)."""
     if _fold(spread, ref, under_policy, exact):
         spread.policy = policy
 

@@ -92,3 +92,43 @@ def under(policy: str) -> Iterator[None]:
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
             torch.set_float32_matmul_precision(saved[2])
+
+
+# The operands a TF32 tensor core rounds, per aten op (positions in its arguments): a convolution's
+# input and weight, a product's two factors. Ops made of these (linear, matmul, einsum, attention's
+# math path) reach the dispatcher as them.
+TF32_OPERANDS: dict[str, tuple[int, ...]] = {
+    "convolution": (0, 1), "_convolution": (0, 1), "cudnn_convolution": (0, 1),
+    "cudnn_convolution_transpose": (0, 1), "mm": (0, 1), "bmm": (0, 1), "dot": (0, 1), "mv": (0, 1),
+    "addmm": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2), "addmv": (1, 2),
+}
+TF32_ROUNDINGS = ("nearest", "zero")
+
+
+def tf32_round(t: torch.Tensor, rounding: str) -> torch.Tensor:
+    """`t`'s values cut to TF32's 11 significant bits (10 stored), to nearest or toward zero, in t's
+    own dtype (float64 here: the emulation runs the rest exactly)."""
+    m, e = torch.frexp(t)
+    scaled = m * 2048.0  # m in [0.5, 1): 11 significant bits above the point
+    scaled = torch.round(scaled) if rounding == "nearest" else torch.trunc(scaled)
+    return torch.ldexp(scaled / 2048.0, e)
+
+
+@contextmanager
+def tf32_emulated(rounding: str) -> Iterator[None]:
+    """While it is on, every convolution and matrix product rounds its operands as TF32 tensor cores
+    do and computes the rest at the tensors' own precision: run in float64, the result the tf32
+    policy allows, whatever algorithm cuDNN would pick (its heuristics choose non-TF32 kernels for
+    some convolutions even with TF32 on, so PyTorch's own run under the flags says little)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Operands(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            where = TF32_OPERANDS.get(_base(func.name()))
+            if where:
+                args = tuple(tf32_round(a, rounding) if k in where and isinstance(a, torch.Tensor)
+                             and a.is_floating_point() else a for k, a in enumerate(args))
+            return func(*args, **(kwargs or {}))
+
+    with _Operands():
+        yield

@@ -723,10 +723,11 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
         with contextlib.suppress(Exception):  # (out of memory, say) judged without it
             spread = rounding_spread(_nearby_pairs(ref, buffers, args), ref_outs)
             if policy != "strict" and precision.sensitive(ref_ops):
-                with precision.under(policy):
-                    under_policy = _fp32_outputs(ref, buffers, args)
-                policy_error(spread, ref_outs, under_policy, exact, policy)
-                del under_policy
+                for rounding in precision.TF32_ROUNDINGS:  # (libraries round either way)
+                    with precision.tf32_emulated(rounding):
+                        under_policy = _fp64_outputs(ref, buffers, args)
+                    policy_error(spread, ref_outs, under_policy, exact, policy)
+                    del under_policy
     try:
         return judge_against_exact(ref_outs, cand_outs, exact, tol, spread)
     except Exception:  # noqa: BLE001
