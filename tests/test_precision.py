@@ -206,6 +206,7 @@ def test_compile_baseline_checked_on_the_candidates_input_sets():
 
     why = compile_baseline.compile_misses(ref, off_when_large, again(), tol, ops)
     assert why is not None and why.startswith("adversarial-large:"), why
+    assert "; fp64 referee: output 0 against the fp64 result" in why, why  # its own word kept beside
     # Only the sets the candidate passed are judged; a set the compiled module fails on is not judged.
     passed = lambda: compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"),  # noqa: E731
                                             {"random-0", "random-1"})

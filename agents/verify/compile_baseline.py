@@ -296,7 +296,10 @@ def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
         except Exception:  # noqa: BLE001 - out of memory, a set the compiled module rejects: not judged
             continue
         if referee is None or not referee.ok:
-            return f"{name}: {m.message}"[:300]
+            # The referee's own words too: SqueezeNet's TF32 compile was rejected on the H200 at
+            # 609ae81 where the candidate's TF32 passed the referee, and the reason was not kept.
+            said = referee.message if referee is not None else "none (not refereeable, or it failed to run)"
+            return f"{name}: {m.message}; fp64 referee: {said}"[:600]
     return None
 
 
