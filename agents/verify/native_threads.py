@@ -101,8 +101,10 @@ def preload(env: dict[str, str], lib: Path | None) -> None:
 def without(env: Mapping[str, str]) -> dict[str, str]:
     """`env` with the watch taken out of LD_PRELOAD (the user's own entries kept, in order). Tools
     that only measure a candidate already judged (Nsight Compute) run without it: their own
-    processes are preloaded too, and nothing reads the watch's record there (on the H200 at 8812eb1,
-    ncu's target found no CUDA driver with the watch preloaded; it profiled at 3502def)."""
+    processes are preloaded too, and nothing reads the watch's record there. With any watch that
+    interposes dlopen preloaded, ncu's target found no CUDA driver (the H200, 2026-12-01,
+    scripts/probe_ncu_preload.py: with or without the tail jump; the same source without dlopen
+    profiled)."""
     out = dict(env)
     kept = [p for p in out.get("LD_PRELOAD", "").split(":")
             if p and not (Path(p).name.startswith("native_threads.") and Path(p).suffix == ".so")]
