@@ -60,9 +60,13 @@ def main() -> None:
     written: list[tuple[str, str, Path, list[str]]] = []  # task, setting, model_new.py, libraries
     for f in sys.argv[3:]:
         task = find_task(Path(f))
-        plan = plan_task(task)
         for value in settings:
             os.environ[var] = value
+            # Planned under the setting too: some switches are read by the planner (a depthwise
+            # convolution's batch-norm prologue is planned only where our depthwise kernel takes it),
+            # and code from a plan made with the other setting failed (2026-12-01,
+            # STITCHCUDA_CONV_DEPTHWISE=0: "hardtanh has no value in the generated forward").
+            plan = plan_task(task)
             cand = builtin.code(task, plan)
             if cand is not None:
                 folder = Path(tempfile.mkdtemp(prefix="probe-ab-"))
