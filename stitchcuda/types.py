@@ -37,6 +37,14 @@ def policy_of(precision: Precision) -> Policy:
     return "strict" if precision == "fp32" else "tf32"
 
 
+def judging_policy(run_policy: str | None, precision: Precision) -> Policy:
+    """The policy a candidate is judged (the fp64 referee's TF32 allowance) and torch.compile matched
+    under: strict wherever the run's is, whatever the candidate says of itself (a hand-written file
+    given to `verify --precision strict` said tf32 by default and got the allowance, a red-team
+    review, 2026-12-01), else the candidate's own (policy_of)."""
+    return "strict" if run_policy == "strict" else policy_of(precision)
+
+
 @dataclass
 class Task:
     """A module class in a Python file, with how to build it and its inputs."""
@@ -195,6 +203,8 @@ class Verdict:
     # The candidate's precision level (Candidate.precision), so feedback on this verdict says which
     # level was judged; recordings from before the field read as the default.
     precision: Precision = "tf32"
+    # The policy its outputs were judged under (judging_policy: the fp64 referee's TF32 allowance).
+    judged_policy: str = ""
     # Candidate.batch: the traced batch where the candidate took any batch size (its checks then
     # include the sets named batch-N), None where its shapes were fixed.
     batch: int | None = None

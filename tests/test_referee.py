@@ -585,7 +585,7 @@ def test_a_tf32_candidate_is_allowed_the_references_own_error_under_tf32():
         policy_error(spread, [ref], [double(x.double())], [exact], "tf32")
     judged = judge_against_exact([ref], [cand], [exact], tol, spread)
     assert judged.ok, judged.message
-    assert "here and under tf32" in judged.message
+    assert "2x its error under tf32 too" in judged.message
     spikes = x.abs() > 50
     with torch.no_grad():
         skipped = module(torch.where(spikes, torch.zeros_like(x), x))  # the spikes' work left out

@@ -54,7 +54,7 @@ def request(req: dict[str, Any], checks: list[dict[str, Any]], tolerance: dict[s
     return {
         "mode": MODE,
         **{k: req.get(k) for k in ("reference", "class_name", "init_seed", "device", "trials", "gpu_lock",
-                                   "gpu_memory_fraction", "precision")},
+                                   "gpu_memory_fraction", "precision", "policy")},
         "time_seeds": list(seeds),
         "checked": [[c["set"], int(c["seed"])] for c in sets],
         "passed": [c["set"] for c in sets if c.get("ok") is True],
@@ -135,10 +135,10 @@ def time_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str]
     Where it misses, torch.compile without TF32 is the baseline, and the missed figure is kept
     beside it (compile_rejected)."""
     from stitchcuda.agents.verify import precision
-    from stitchcuda.types import policy_of
+    from stitchcuda.types import judging_policy
 
     v = rec.verdict
-    policy = policy_of(req.get("precision", "tf32"))
+    policy = judging_policy(req.get("policy"), req.get("precision", "tf32"))
     base = _matched_compile(req, rec, ref, sets, device, trials, ref_ops, policy, compiled)
     if base is None or tol is None or not precision.needs_matched(policy, ref_ops, precision.flags_for("strict")):
         return  # (under strict, or no op whose result TF32 changes: nothing to judge)

@@ -99,9 +99,9 @@ def under(policy: str) -> Iterator[None]:
 # math path) reach the dispatcher as them.
 TF32_OPERANDS: dict[str, tuple[int, ...]] = {
     "convolution": (0, 1), "_convolution": (0, 1), "cudnn_convolution": (0, 1),
-    "cudnn_convolution_transpose": (0, 1), "mm": (0, 1), "bmm": (0, 1), "dot": (0, 1), "mv": (0, 1),
-    "addmm": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2), "addmv": (1, 2),
-}
+    "cudnn_convolution_transpose": (0, 1), "mm": (0, 1), "bmm": (0, 1),
+    "addmm": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2),
+}  # (not dot, mv, addmv: cuBLAS runs vector products without tensor cores)
 TF32_ROUNDINGS = ("nearest", "zero")
 
 

@@ -155,6 +155,8 @@ def verify(
         "candidate_name": candidate.name if candidate else "reference",
         # What torch.compile's matched figure is timed under (types.policy_of)
         "precision": candidate.precision if candidate else "tf32",
+        # The run's own policy: a strict run judges every candidate strictly (types.judging_policy).
+        "policy": task.precision,
         "needs_cuda": bool(candidate and needs_gpu(candidate.files)),
         "batch": candidate.batch if candidate else None,
         "device": "cuda" if gpu is not None else "cpu",

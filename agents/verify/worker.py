@@ -56,7 +56,7 @@ from stitchcuda.inputs import (
     with_batch,
 )
 from stitchcuda.task import build_model, import_file
-from stitchcuda.types import FINITE_MISS, Finding, Verdict, policy_of
+from stitchcuda.types import FINITE_MISS, Finding, Verdict, judging_policy
 
 
 class Recorder:
@@ -151,6 +151,7 @@ def _add_once(findings: list[Finding], new: list[Finding]) -> None:
 
 def run(req: dict[str, Any], rec: Recorder) -> None:
     v = rec.verdict
+    v.judged_policy = judging_policy(req.get("policy"), req.get("precision") or "tf32")
     # Before offthread's hook: a process start this one refuses never reaches offthread's count.
     audit.install(audit.Policy.for_worker(req))  # refuses only inside _candidate_code's windows
     device = open_device(req, v)
@@ -487,7 +488,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         m = compare_outputs(ref_outs, call.outs, tol)
         referee = None
         if not m.ok and referee_useful and not ref_changed:  # (lean: no unchanged inputs left to rerun on)
-            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol, policy_of(v.precision))
+            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v))
             # One failed (or impossible) referee settles it: the candidate is wrong, and more fp64
             # runs of the reference would only cost time.
             referee_useful = referee is not None and referee.ok
@@ -693,6 +694,11 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
 _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal", "normal_", "uniform_",
                "exponential_", "geometric_", "cauchy_", "log_normal_", "random_", "multinomial", "poisson",
                "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm"}
+
+
+def _judged_under(v: Verdict) -> str:
+    """The policy the referee allows for (set from the request in run(): types.judging_policy)."""
+    return v.judged_policy or "strict"
 
 
 def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
@@ -1073,7 +1079,7 @@ def _further_set(v: Verdict, ref, cand, args: list[Any], seed: int, device, thre
     same_draws(seed)
     ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
     m = compare_outputs(ref_outs, call.outs, tol)
-    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, policy_of(v.precision)) if not m.ok else None
+    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v)) if not m.ok else None
     if referee is not None and referee.ok:
         m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
     return m, call, referee
@@ -1286,7 +1292,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         same_draws(fresh_seed + i)
         ref_outs = dyn.flatten_outputs(ref(*clone_args(s)))
         m = compare_outputs(ref_outs, outs, tol)
-        referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, policy_of(v.precision))
+        referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, _judged_under(v))
         if m.ok or (referee is not None and referee.ok):
             expected[i] = dyn.output_stats(outs)
             v.notes.append(f"timing set {i}: the timed outputs are held to the candidate's own untimed output, "
