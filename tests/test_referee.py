@@ -621,3 +621,28 @@ def test_tf32_rounding_keeps_eleven_significant_bits():
         y = torch.nn.functional.linear(a, b.t(), torch.ones(4, dtype=torch.float64))
     want = precision.tf32_round(a, "nearest") @ precision.tf32_round(b, "nearest") + 1.0
     assert torch.allclose(y, want, rtol=0, atol=1e-12) and not torch.allclose(y, a @ b + 1.0, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("run_policy", "precision", "judged"), [
+    ("tf32", "tf32", "tf32"), ("tf32", "3xtf32", "tf32"), ("tf32", "fp32", "strict"),
+    ("strict", "tf32", "strict"), ("strict", "fp32", "strict"), (None, "mixed", "tf32"),
+])
+def test_a_strict_run_judges_every_candidate_strictly(run_policy, precision, judged):
+    """A hand-written file given to `verify --precision strict` says tf32 of itself by default; the
+    run's strict policy wins (a red-team review, 2026-12-01)."""
+    from stitchcuda.types import judging_policy
+
+    assert judging_policy(run_policy, precision) == judged
+
+
+@pytest.mark.parametrize("run_policy", ["strict", "tf32"])
+def test_the_worker_records_the_policy_it_judged_under(tmp_path, build_cache, run_policy):
+    """Through the Verifier and its worker process: the run's policy reaches the worker, which
+    judges under it and says so in the verdict (before, the worker never learnt the candidate's
+    precision, and every candidate was allowed TF32's error)."""
+    task = hack_task("ref_affine")
+    task.precision = run_policy
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    v = verify(task, hack_candidate("good_affine"), tmp_path / "v", opts)
+    assert v.status == "ok", (v.status, v.message)
+    assert v.judged_policy == run_policy
