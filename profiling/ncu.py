@@ -22,7 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
@@ -289,6 +289,7 @@ def profile_candidate(
     keep_report: Path | None = None,
     kernel_us: Mapping[str, float] | None = None,
     kernel_launches: Mapping[str, int] | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> CandidateProfile:
     """Nsight Compute over a candidate's own kernels (the __global__ functions of its .cu files, the
     hottest first where `kernel_us` says which, their launches in one forward where `kernel_launches`
@@ -300,7 +301,8 @@ def profile_candidate(
     cost (about 12 s over the bare run for a cuDNN candidate on the H100), so a second run would
     spend the budget twice. `keep_report`: where to leave the report, for Nsight Compute's UI.
     The roofline uses `peaks` where given, else those of `target`, else those of the device the page
-    says the kernels ran on."""
+    says the kernels ran on. `wrap`: the sandbox the profiled process runs in (the Verifier's
+    sandbox.Box.wrap): it runs the candidate's code, as the worker does."""
     t0 = time.monotonic()
     # Whatever happens below, a report left there belongs to this profile and no earlier one.
     kept = _fresh_report(keep_report) if keep_report is not None else None
@@ -335,8 +337,9 @@ def profile_candidate(
             if res is not None and left < 5:
                 break
             report.unlink(missing_ok=True)
-            res = run_in_session(command(child, chosen, ncu=tool, launch_count=count, metrics=metric_set,
-                                         section_set=ncu_rules.SECTION_SET, report=report), left - IMPORT_S, env)
+            argv = command(child, chosen, ncu=tool, launch_count=count, metrics=metric_set,
+                           section_set=ncu_rules.SECTION_SET, report=report)
+            res = run_in_session(wrap(argv) if wrap is not None else argv, left - IMPORT_S, env)
             if res is None:
                 report.unlink(missing_ok=True)
                 return CandidateProfile([], [f"ncu ran past {timeout_s:.0f} s: no profile findings"], time.monotonic() - t0)

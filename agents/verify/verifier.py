@@ -228,7 +228,7 @@ def verify(
     profiled = gpu is not None and opts.profile and verdict.accepted and verdict.ours is not None
     if candidate is not None and profiled and not static:
         if not (cancel is not None and cancel.is_set()):
-            _profile(verdict, candidate, workdir, env, opts, req["gpu_lock"], progress)
+            _profile(verdict, candidate, workdir, env, opts, req["gpu_lock"], progress, box)
     if static:
         verdict.hack_findings = static + verdict.hack_findings
         if verdict.status in {"ok", "incorrect", "unverified"}:
@@ -403,7 +403,8 @@ def _unloadable_verdict(candidate: Candidate, found: list[Finding], workdir: Pat
     return v
 
 
-def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: VerifyOptions, lock, progress) -> None:
+def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: VerifyOptions, lock, progress,
+             box: Box) -> None:
     from stitchcuda.profiling import ncu
 
     if progress:
@@ -412,9 +413,13 @@ def _profile(verdict: Verdict, candidate: Candidate, workdir: Path, env, opts: V
     try:
         with file_lock(lock):
             # The report stays beside the verdict, for the user to open in Nsight Compute.
+            # In the worker's sandbox: the profiled process runs the candidate's code again, and one
+            # that waited for ncu (its injection is in the environment) to act would otherwise act
+            # outside it (found 2026-12-01; the profile had run unsandboxed since the sandbox landed).
             prof = ncu.profile_candidate(workdir / "request.json", candidate.files, env=native_threads.without(env),
                                          timeout_s=opts.profile_timeout_s, keep_report=workdir / "ncu.ncu-rep",
-                                         kernel_us=verdict.kernel_us, kernel_launches=verdict.kernel_launches)
+                                         kernel_us=verdict.kernel_us, kernel_launches=verdict.kernel_launches,
+                                         wrap=box.wrap)
     except Exception as e:  # noqa: BLE001 - the profile is extra; the verdict stands without it
         verdict.notes.append(f"profiling failed ({type(e).__name__}: {e}); timing-only verdict")
         return
