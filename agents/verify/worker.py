@@ -710,8 +710,9 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
     its intermediates to the storage type where a candidate may keep fp32 (cuDNN's bf16 attention
     rounds its probabilities before the second product), and the plain bf16 tolerance rejected the
     more exact candidate (bench/coverage's gqa_repeat_interleave_bf16 on the H200, 2026-11-30).
-    `policy`: the precision policy the candidate ran under; under tf32, the reference's own error
-    includes its run with TF32 on (compare.policy_error), where it has an op TF32 changes."""
+    `policy`: the policy the candidate is judged under (types.judging_policy); under tf32 each
+    element may also be off by twice the reference's own error with its convolutions' and products'
+    operands rounded to TF32 (precision.tf32_emulated, compare.policy_error), where it has such an op."""
     if buffers is None or not any(isinstance(o, torch.Tensor) and (o.dtype in _REFEREED or not o.is_floating_point())
                                   for o in ref_outs):
         return None  # (buffers too large to snapshot on every set: no referee)
