@@ -215,7 +215,7 @@ def rounding_spread(pairs: Iterable[tuple[list[Any], list[Any]]], ref: list[Any]
     maxima are kept, so one pair at a time needs to exist."""
     spread = RoundingSpread([None] * len(ref))
     for r32, r64 in pairs:
-        if _fold(spread, ref, r32, r64):
+        if _fold(spread.own, ref, r32, r64):
             spread.samples += 1
         del r32, r64  # before the next pair is made: one pair alive at a time
     return spread
@@ -232,27 +232,26 @@ def policy_error(spread: RoundingSpread, ref: list[Any], under_policy: list[Any]
     H200, 2026-12-01)."""
     if not spread.policy_own:
         spread.policy_own = [None] * len(ref)
-    kept = RoundingSpread(spread.policy_own)
-    if _fold(kept, ref, under_policy, exact):
-        spread.policy, spread.policy_own = policy, kept.own
+    if _fold(spread.policy_own, ref, under_policy, exact):
+        spread.policy = policy
 
 
-def _fold(spread: RoundingSpread, ref: list[Any], r32: list[Any], r64: list[Any]) -> bool:
-    """Each output's running maximum of |r32 - r64| into `spread`; False where the pair does not
-    match `ref`'s outputs."""
+def _fold(maxima: list[torch.Tensor | None], ref: list[Any], r32: list[Any], r64: list[Any]) -> bool:
+    """Each output's running maximum of |r32 - r64| into `maxima` (one per output of `ref`, None
+    until first measured); False where the pair does not match `ref`'s outputs."""
     if len(r32) != len(ref) or len(r64) != len(ref):
         return False
     for i, (base, a, b) in enumerate(zip(ref, r32, r64, strict=True)):
         if not (isinstance(base, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.shape == base.shape == b.shape and base.is_floating_point()):
             continue
-        own = spread.own[i] if spread.own[i] is not None else torch.zeros(base.shape, dtype=torch.float32, device=base.device)
+        own = maxima[i] if maxima[i] is not None else torch.zeros(base.shape, dtype=torch.float32, device=base.device)
         af, bf, of = a.reshape(-1), b.reshape(-1), own.view(-1)
         for c in range(0, af.numel(), _CHUNK):
             d = (af[c : c + _CHUNK].double() - bf[c : c + _CHUNK].to(af.device).double()).abs()
             d = torch.where(d.isfinite(), d, torch.zeros_like(d))
             of[c : c + _CHUNK] = torch.maximum(of[c : c + _CHUNK], d.float())
-        spread.own[i] = own
+        maxima[i] = own
     return True
 
 
@@ -275,7 +274,7 @@ def judge_against_exact(
             m = Mismatch(False, f"output {i}: not comparable with the fp64 referee")
         else:
             own = spread.own[i] if spread is not None and i < len(spread.own) else None
-            near = (own, spread.samples, spread.policy) if own is not None and spread is not None else None
+            near = (own, spread.samples) if own is not None and spread is not None else None
             under = spread.policy_own[i] if spread is not None and i < len(spread.policy_own) else None
             m = _judge_tensor(r, g, e.to(r.device), tol, i, near, (under, spread.policy) if under is not None else None)
         if not m.ok:
@@ -319,7 +318,7 @@ def _median_error(rflat: torch.Tensor, eflat: torch.Tensor, near: torch.Tensor |
 
 def _judge_tensor(
     r: torch.Tensor, g: torch.Tensor, e: torch.Tensor, tol: Tolerance, i: int,
-    near: tuple[torch.Tensor, int, str] | None = None, under: tuple[torch.Tensor, str] | None = None,
+    near: tuple[torch.Tensor, int] | None = None, under: tuple[torch.Tensor, str] | None = None,
 ) -> Mismatch:
     rflat, gflat, eflat = r.reshape(-1), g.reshape(-1), e.reshape(-1)
     nflat = near[0].reshape(-1) if near is not None else None
