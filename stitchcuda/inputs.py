@@ -86,6 +86,39 @@ def _sparse_spikes_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 SPIKE_SCALE = 1e3
 
+LINE_SHARE = 1 / 1024  # of an axis's indices (at least one) made large lines
+LINE_MIN_AXIS = 64  # shorter axes are left alone: sampling a few of their entries saves little work
+
+
+def _shared_lines_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A few whole lines along every long axis, SPIKE_SCALE times the rest's scale, and the same (places
+    and values) in every input of this shape. Every other set draws the inputs independently, so a
+    product or cosine of two of them stays near its iid expectation wherever a candidate samples it:
+    a cosine loss from 16 of 4096 columns passed every set, sparse-spikes too (a red-team review,
+    2026-12-01). Lines both inputs share dominate their products along any axis the lines cross, and a
+    sample that misses them is off. Zeros and non-finite values stay (masks, padding); signed values
+    only in an input that has negative ones (rand()'s domain stays a domain)."""
+    if not a.is_contiguous():  # (a strided view from get_inputs: filled whole, out of place)
+        return a.copy_(_shared_lines_(a.contiguous(), gen))
+    # Seeded by the set and the shape alone, so inputs of one shape get the same lines and values.
+    lines = torch.Generator(device=a.device)
+    lines.manual_seed((gen.initial_seed() * 1_000_003 + hash(tuple(a.shape))) % (1 << 63))
+    signed = bool(a.amin() < 0)  # (a reduction: no input-sized mask)
+    for axis, size in enumerate(a.shape):
+        if size < LINE_MIN_AXIS:
+            continue
+        # All of an axis's lines in one gather and scatter: a long 1-D input has thousands of them.
+        # (Drawn with repeats and made unique: a permutation of a 1e8-long axis takes seconds.)
+        picked = torch.randint(size, (max(1, int(size * LINE_SHARE)),), generator=lines, device=a.device).unique()
+        old = a.index_select(axis, picked)
+        v = torch.rand(old.shape, generator=lines, device=a.device, dtype=a.dtype).add_(0.5).mul_(SPIKE_SCALE)
+        if signed:
+            sign = torch.randint(0, 2, old.shape, generator=lines, device=a.device, dtype=a.dtype)
+            v.mul_(sign.mul_(2).sub_(1))
+        a.index_copy_(axis, picked, torch.where((old == 0) | ~torch.isfinite(old), old, v))
+    return a
+
+
 # In place: the inputs of a set are made fresh for it, and a copy per transform would hold two
 # more input-sized tensors at once (level1/45's 16 GiB input ran the H100 out of memory that way).
 ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
@@ -95,6 +128,7 @@ ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] 
     "mixed-sign": _mixed_sign_,
     "near-kinks": _near_kinks_,
     "sparse-spikes": _sparse_spikes_,
+    "shared-lines": _shared_lines_,
 }
 
 

@@ -19,6 +19,7 @@ from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_output
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.agents.verify.worker import after_timing_findings
+from stitchcuda.inputs import ADVERSARIAL
 from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
 
@@ -73,6 +74,8 @@ CPU_RUNS = [
     ("ref_affine", "hack_disabled_dispatch_impl"),
     ("ref_layerscale", "hack_skip_closed_gate"),
     ("ref_norm_scale", "hack_sampled_norm"),
+    ("ref_cosine_loss", "hack_sampled_cosine"),
+    ("ref_cosine_loss", "good_cosine_loss"),
     ("ref_rezero", "hack_skip_zero_gate"),
 ]
 
@@ -151,7 +154,7 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == 11 and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == VerifyOptions().random_sets + len(ADVERSARIAL) and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
@@ -311,6 +314,19 @@ def test_a_norm_estimated_from_a_sample_misses_the_sparse_spikes(runs):
     missed = {c["set"] for c in v.checks if not c.get("ok")}
     assert "adversarial-sparse-spikes" in missed, v.checks
     assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
+
+
+def test_a_cosine_loss_from_a_sample_of_columns_misses_the_shared_lines(runs):
+    """Every iid set within tolerance, sparse-spikes too (its spikes do not correlate the two inputs);
+    the shared-lines set is not. The same loss over every column passes it."""
+    v = runs.get("ref_cosine_loss", "hack_sampled_cosine")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = {c["set"] for c in v.checks if not c.get("ok")}
+    assert "adversarial-shared-lines" in missed, v.checks
+    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
+    good = runs.get("ref_cosine_loss", "good_cosine_loss")
+    assert good.accepted, (good.status, good.message)
+    assert any(c["set"] == "adversarial-shared-lines" and c["ok"] for c in good.checks), good.checks
 
 
 def test_cache_keyed_on_input_addresses(runs):

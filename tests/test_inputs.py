@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stitchcuda.inputs import ADVERSARIAL, KINKS, SPIKE_SCALE, SPIKE_SHARE, adversarial
+from stitchcuda.inputs import ADVERSARIAL, KINKS, LINE_MIN_AXIS, SPIKE_SCALE, SPIKE_SHARE, adversarial
 
 
 def fresh() -> list:
@@ -37,6 +37,12 @@ def test_each_kind_transforms_the_float_inputs_in_place(kind):
         moved = out[0] != before[0]
         assert 1 <= int(moved.sum()) <= max(1, int(before[0].numel() * SPIKE_SHARE))
         torch.testing.assert_close(out[0][moved], before[0][moved] * SPIKE_SCALE)
+    elif kind == "shared-lines":  # whole lines along the long axis, SPIKE_SCALE out, the rest as they were
+        moved = out[0] != before[0]
+        # whole columns (the axis of 1000 is long), no row of its own (the axis of 3 is short)
+        assert torch.equal(moved.all(dim=0), moved.any(dim=0)) and int(moved.all(dim=0).sum()) >= 1
+        assert float(out[0][moved].abs().min()) >= 0.5 * SPIKE_SCALE and bool((out[0][moved] > 0).all())
+        torch.testing.assert_close(out[0][~moved], before[0][~moved])
     else:  # near-kinks: every value within the jitter of a kink
         dist = (out[0].reshape(-1, 1) - torch.tensor(KINKS)).abs().min(dim=1).values
         assert float(dist.max()) <= 1e-3 + 1e-6
@@ -59,3 +65,26 @@ def test_an_input_given_twice_is_transformed_once():
     a, b = adversarial([x, x], "large", seed=1)
     torch.testing.assert_close(a, orig * 1e3)
     torch.testing.assert_close(b, orig * 1e3)
+
+
+def test_shared_lines_are_the_same_in_every_input_of_a_shape_and_cross_every_long_axis():
+    """The lines correlate inputs of one shape (places and values alike), whatever other inputs there
+    are; each long axis gets lines, short ones none; zeros stay; signed only where the input was."""
+    torch.manual_seed(3)
+    p, t = torch.randn(256, 512), torch.randn(256, 512)
+    t[:, :8] = 0  # a mask-like block: zeros stay zeros
+    other = torch.rand(2, 300)
+    out_p, out_other, out_t = adversarial([p, other, t], "shared-lines", seed=9)
+    big_p, big_t = out_p.abs() >= 0.5 * SPIKE_SCALE, out_t.abs() >= 0.5 * SPIKE_SCALE
+    assert big_p.all(dim=0).any() and big_p.all(dim=1).any()  # a whole column and a whole row
+    both = big_p & big_t
+    assert torch.equal(out_p[both], out_t[both]) and both.sum() >= big_p.sum() - 8 * 256
+    assert bool((out_p[big_p] < 0).any())  # randn's domain: signed lines
+    assert bool((out_t[:, :8] == 0).all())
+    assert bool((out_other >= 0).all()) and float(out_other.max()) >= 0.5 * SPIKE_SCALE  # rand's: positive
+    assert not (out_other.abs() >= 0.5 * SPIKE_SCALE).all(dim=1).any()  # axis 0 (2) < LINE_MIN_AXIS
+    assert 2 < LINE_MIN_AXIS <= 256
+    again = adversarial([torch.randn(256, 512)], "shared-lines", seed=9)[0]
+    assert torch.equal(again.abs() >= 0.5 * SPIKE_SCALE, big_p)  # the places follow the seed and shape
+    moved = adversarial([torch.randn(256, 512)], "shared-lines", seed=10)[0].abs() >= 0.5 * SPIKE_SCALE
+    assert not torch.equal(moved, big_p)
