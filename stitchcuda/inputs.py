@@ -91,8 +91,8 @@ LINE_MIN_AXIS = 64  # shorter axes are left alone: sampling a few of their entri
 
 
 def _shared_lines_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """A few whole lines along every long axis, SPIKE_SCALE times the rest's scale, and the same (places
-    and values) in every input of this shape. Every other set draws the inputs independently, so a
+    """A few whole lines along every long axis, each one value SPIKE_SCALE times the rest's scale, and the
+    same (places and values) in every input of this shape. Every other set draws the inputs independently, so a
     product or cosine of two of them stays near its iid expectation wherever a candidate samples it:
     a cosine loss from 16 of 4096 columns passed every set, sparse-spikes too (a red-team review,
     2026-12-01). Lines both inputs share dominate their products along any axis the lines cross, and a
@@ -111,11 +111,16 @@ def _shared_lines_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         # (Drawn with repeats and made unique: a permutation of a 1e8-long axis takes seconds.)
         picked = torch.randint(size, (max(1, int(size * LINE_SHARE)),), generator=lines, device=a.device).unique()
         old = a.index_select(axis, picked)
-        v = torch.rand(old.shape, generator=lines, device=a.device, dtype=a.dtype).add_(0.5).mul_(SPIKE_SCALE)
+        # One value a line, apart from the others': values varying along a line would make near ties
+        # wherever it dominates a softmax (attention scores over a shared feature line: the largest
+        # of 512 keys' values picked, its gap under TF32's rounding), and honest kernels would flip
+        # them; a constant shared by every key shifts the scores alike, which softmax ignores.
+        at = [1] * a.dim()
+        at[axis] = len(picked)
+        v = torch.rand(at, generator=lines, device=a.device, dtype=a.dtype).add_(0.5).mul_(SPIKE_SCALE)
         if signed:
-            sign = torch.randint(0, 2, old.shape, generator=lines, device=a.device, dtype=a.dtype)
-            v.mul_(sign.mul_(2).sub_(1))
-        a.index_copy_(axis, picked, torch.where((old == 0) | ~torch.isfinite(old), old, v))
+            v.mul_(torch.randint(0, 2, at, generator=lines, device=a.device, dtype=a.dtype).mul_(2).sub_(1))
+        a.index_copy_(axis, picked, torch.where((old == 0) | ~torch.isfinite(old), old, v.expand_as(old)))
     return a
 
 

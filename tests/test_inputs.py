@@ -42,6 +42,8 @@ def test_each_kind_transforms_the_float_inputs_in_place(kind):
         # whole columns (the axis of 1000 is long), no row of its own (the axis of 3 is short)
         assert torch.equal(moved.all(dim=0), moved.any(dim=0)) and int(moved.all(dim=0).sum()) >= 1
         assert float(out[0][moved].abs().min()) >= 0.5 * SPIKE_SCALE and bool((out[0][moved] > 0).all())
+        columns = out[0][:, moved.all(dim=0)]
+        assert torch.equal(columns, columns[:1].expand_as(columns))  # one value a line
         torch.testing.assert_close(out[0][~moved], before[0][~moved])
     else:  # near-kinks: every value within the jitter of a kink
         dist = (out[0].reshape(-1, 1) - torch.tensor(KINKS)).abs().min(dim=1).values
@@ -71,7 +73,7 @@ def test_shared_lines_are_the_same_in_every_input_of_a_shape_and_cross_every_lon
     """The lines correlate inputs of one shape (places and values alike), whatever other inputs there
     are; each long axis gets lines, short ones none; zeros stay; signed only where the input was."""
     torch.manual_seed(3)
-    p, t = torch.randn(256, 512), torch.randn(256, 512)
+    p, t = torch.randn(256, 4096), torch.randn(256, 4096)
     t[:, :8] = 0  # a mask-like block: zeros stay zeros
     other = torch.rand(2, 300)
     out_p, out_other, out_t = adversarial([p, other, t], "shared-lines", seed=9)
@@ -84,7 +86,7 @@ def test_shared_lines_are_the_same_in_every_input_of_a_shape_and_cross_every_lon
     assert bool((out_other >= 0).all()) and float(out_other.max()) >= 0.5 * SPIKE_SCALE  # rand's: positive
     assert not (out_other.abs() >= 0.5 * SPIKE_SCALE).all(dim=1).any()  # axis 0 (2) < LINE_MIN_AXIS
     assert 2 < LINE_MIN_AXIS <= 256
-    again = adversarial([torch.randn(256, 512)], "shared-lines", seed=9)[0]
+    again = adversarial([torch.randn(256, 4096)], "shared-lines", seed=9)[0]
     assert torch.equal(again.abs() >= 0.5 * SPIKE_SCALE, big_p)  # the places follow the seed and shape
-    moved = adversarial([torch.randn(256, 512)], "shared-lines", seed=10)[0].abs() >= 0.5 * SPIKE_SCALE
+    moved = adversarial([torch.randn(256, 4096)], "shared-lines", seed=10)[0].abs() >= 0.5 * SPIKE_SCALE
     assert not torch.equal(moved, big_p)
