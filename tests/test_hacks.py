@@ -23,6 +23,9 @@ from stitchcuda.inputs import ADVERSARIAL
 from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
 
+# The sets a default verification checks: 5 fresh random ones and one of each adversarial kind.
+CHECKED = VerifyOptions().random_sets + len(ADVERSARIAL)
+
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
@@ -110,11 +113,12 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     v = runs.get(ref, stem)
     assert v.status == "ok", (v.message, v.log_tail[-2000:])
     assert v.accepted and v.correct and not v.hack_findings and not v.findings
-    # The default: 5 fresh random sets and all 6 adversarial kinds, every one compared; where the
+    # The default: 5 fresh random sets and every adversarial kind, every one compared; where the
     # candidate holds the reference's weights, one more set after they changed in place.
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
+    assert [c["set"] for c in v.checks][5:CHECKED] == [f"adversarial-{k}" for k in ADVERSARIAL]
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][11:] == weights and all(c["ok"] for c in v.checks)
+    assert [c["set"] for c in v.checks][CHECKED:] == weights and all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
 
@@ -154,7 +158,7 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == VerifyOptions().random_sets + len(ADVERSARIAL) and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == CHECKED and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
@@ -637,19 +641,19 @@ def gpu_opts(build_cache):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("honest_calls", [11, 13])
+@pytest.mark.parametrize("honest_calls", [CHECKED, CHECKED + 2])
 def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
-    """Right for the checked sets' eleven calls, then wrong: on the timing sets' untimed calls, which come
+    """Right for the checked sets' calls (one a set), then wrong: on the timing sets' untimed calls, which come
     before any timing (worker._timed_expectations), it is caught there and never timed; right for those
     two as well, it is caught on the timed calls themselves (each output checked outside the window)."""
     cand = hack_candidate("gpu_wrong_while_timed", "kernels.cu")
-    cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 11", f"honest_calls = {honest_calls}")
+    cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 12", f"honest_calls = {honest_calls}")
     v = verify(hack_task("ref_affine"), cand, tmp_path, gpu_opts)
     _rejected(v)
     # Honest while checked; the timing sets' untimed calls (timing-N) and after timing, not.
     assert all(c["ok"] for c in v.checks if c["set"] != "after-timing" and not c["set"].startswith("timing-"))
     found = _finding(v, "wrong-while-timed", static=False).message
-    if honest_calls == 11:
+    if honest_calls == CHECKED:
         assert "wrong on timing set 0, after passing every checked set" in found and v.ours is None
     else:
         assert "timed outputs were wrong" in found
