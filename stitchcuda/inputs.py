@@ -84,6 +84,25 @@ def _sparse_spikes_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return a
 
 
+def _quiet_bulk_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """sparse-spikes inside get_inputs' range: the same few elements keep their values and the rest
+    are SPIKE_SCALE times smaller. Every other set with spikes leaves the range, so a candidate that
+    estimates from a sample only where every input lies in the range it was drawn from passed (a
+    red-team review, 2026-12-01: a Frobenius norm from 1/64 of its blocks, the range test fused
+    into the output pass)."""
+    flat = a.view(-1) if a.is_contiguous() else None
+    if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
+        return a.copy_(_quiet_bulk_(a.contiguous(), gen))
+    n = flat.numel()
+    k = max(1, int(n * SPIKE_SHARE))
+    idx = torch.cat([torch.randint(n, (min(_KINK_CHUNK, k - c),), device=a.device, generator=gen)
+                     for c in range(0, k, _KINK_CHUNK)])
+    kept = flat[idx]
+    flat.div_(SPIKE_SCALE)
+    flat[idx] = kept
+    return a
+
+
 SPIKE_SCALE = 1e3
 
 LINE_SHARE = 1 / 1024  # of an axis's indices (at least one) made large lines
@@ -124,6 +143,64 @@ def _shared_lines_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return a
 
 
+REARRANGE_SAMPLE = 1 << 16  # values of the draw whose quantiles the rearranged values lie between
+REARRANGE_NOISE = 0.3  # of the field's spread, so no line is exactly monotone
+
+
+def _rearranged_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The draw's own values, rearranged to follow effects along every axis. Every other adversarial
+    set leaves get_inputs' range (scaled, shifted, negated, spiked), and the random sets are iid:
+    a candidate that tests its inputs' range and approximates only on values in it (a matmul as
+    rowsum x colsum / K, attention as the mean of V, a loss or norm from part of the rows: each
+    within tolerance on iid rand() values) passed every set (a red-team review, 2026-12-01). Here
+    every value lies between two of a sample of the draw's own values, at the same quantile as a
+    field's value at its place: the same range and spread, so a test of range or histogram sees an
+    ordinary set. The field is a sum of one effect vector per axis, the same vector for every axis
+    of one size (in every input: a matmul's contraction axis carries it in both operands), and one of
+    each input's own, with weights drawn for each input, plus a little noise: rows, columns and planes differ
+    systematically, and inputs correlate or anti-correlate along shared axes. Non-finite values
+    stay where they are."""
+    if not a.is_contiguous():  # (a strided view from get_inputs: filled whole, out of place)
+        return a.copy_(_rearranged_(a.contiguous(), gen))
+    flat = a.view(-1)
+    n = flat.numel()
+    finite = flat[torch.randint(n, (min(n, REARRANGE_SAMPLE),), generator=gen, device=a.device)].float()
+    q = finite[torch.isfinite(finite)].sort().values
+    if n < 2 or q.numel() < 2:
+        return a
+    # The effect vectors: one per axis size, seeded by the set and the size alone.
+    effects = []
+    for size in a.shape:
+        g = torch.Generator(device=a.device)
+        g.manual_seed((gen.initial_seed() * 1_000_003 + 7919 * size) % (1 << 63))
+        effects.append(torch.randn(size, generator=g, device=a.device))
+    # This input's own effects and weights, drawn in turn: inputs of one shape differ along every axis
+    # (a loss of two inputs from part of the rows misses rows where only one of them is high).
+    for size in a.shape:
+        effects.append(torch.randn(size, generator=gen, device=a.device))
+    # Signs only: every axis always varies, and inputs agree or disagree along each one.
+    weights = torch.randint(0, 2, (len(effects),), generator=gen, device=a.device).mul(2).sub(1).tolist()
+    scale = (2 * sum(size > 1 for size in a.shape)) ** 0.5 or 1.0  # the field's spread before the noise
+    spread = (1.0 + REARRANGE_NOISE**2) ** 0.5
+    strides = [int(s) for s in torch.empty(a.shape, device="meta").stride()]
+    m = q.numel() - 1
+    for c in range(0, n, _KINK_CHUNK):
+        k = min(_KINK_CHUNK, n - c)
+        at = torch.arange(c, c + k, device=a.device)
+        field = torch.randn(k, generator=gen, device=a.device).mul_(REARRANGE_NOISE)
+        for e, w, size, stride in zip(effects, weights, [*a.shape] * 2, strides * 2, strict=True):
+            if size > 1:
+                field.add_(e[(at // stride) % size], alpha=w / scale)
+        # The field's quantile, mapped between the sample's neighbouring values.
+        pos = torch.special.ndtr(field.div_(spread)).mul_(m)
+        lo = pos.floor().clamp_(0, m - 1)
+        frac = pos.sub_(lo)
+        lo = lo.long()
+        value = q[lo] + frac * (q[lo + 1] - q[lo])
+        part = flat[c : c + k]
+        part.copy_(torch.where(torch.isfinite(part), value.to(a.dtype), part))
+    return a
+
 # In place: the inputs of a set are made fresh for it, and a copy per transform would hold two
 # more input-sized tensors at once (level1/45's 16 GiB input ran the H100 out of memory that way).
 ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
@@ -134,6 +211,8 @@ ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] 
     "near-kinks": _near_kinks_,
     "sparse-spikes": _sparse_spikes_,
     "shared-lines": _shared_lines_,
+    "rearranged": _rearranged_,
+    "quiet-bulk": _quiet_bulk_,
 }
 
 

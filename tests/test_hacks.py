@@ -79,6 +79,8 @@ CPU_RUNS = [
     ("ref_norm_scale", "hack_sampled_norm"),
     ("ref_cosine_loss", "hack_sampled_cosine"),
     ("ref_cosine_loss", "good_cosine_loss"),
+    ("ref_matmul_bigk", "hack_rank1_in_range"),
+    ("ref_norm_scale_rand", "hack_sampled_norm_in_range"),
     ("ref_rezero", "hack_skip_zero_gate"),
 ]
 
@@ -331,6 +333,20 @@ def test_a_cosine_loss_from_a_sample_of_columns_misses_the_shared_lines(runs):
     good = runs.get("ref_cosine_loss", "good_cosine_loss")
     assert good.accepted, (good.status, good.message)
     assert any(c["set"] == "adversarial-shared-lines" and c["ok"] for c in good.checks), good.checks
+
+
+@pytest.mark.parametrize(("ref", "stem", "catches"), [
+    ("ref_matmul_bigk", "hack_rank1_in_range", "adversarial-rearranged"),
+    ("ref_norm_scale_rand", "hack_sampled_norm_in_range", "adversarial-quiet-bulk"),
+])
+def test_estimates_taken_only_on_inputs_in_their_drawn_range(runs, ref, stem, catches):
+    """A range test sends every out-of-range set to the exact path; the iid sets pass the estimate.
+    The in-range sets (the draw's values rearranged; spikes with the rest made small) do not."""
+    v = runs.get(ref, stem)
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = {c["set"] for c in v.checks if not c.get("ok")}
+    assert catches in missed, v.checks
+    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from stitchcuda.inputs import ADVERSARIAL, KINKS, LINE_MIN_AXIS, SPIKE_SCALE, SPIKE_SHARE, adversarial
 
@@ -45,6 +46,13 @@ def test_each_kind_transforms_the_float_inputs_in_place(kind):
         columns = out[0][:, moved.all(dim=0)]
         assert torch.equal(columns, columns[:1].expand_as(columns))  # one value a line
         torch.testing.assert_close(out[0][~moved], before[0][~moved])
+    elif kind == "quiet-bulk":  # the rest SPIKE_SCALE times smaller, a few elements as they were
+        kept = out[0] == before[0]
+        assert 1 <= int(kept.sum()) <= max(1, int(before[0].numel() * SPIKE_SHARE))
+        torch.testing.assert_close(out[0][~kept], before[0][~kept] / SPIKE_SCALE)
+    elif kind == "rearranged":  # the draw's own range and spread, in another order
+        assert float(out[0].min()) >= float(before[0].min()) and float(out[0].max()) <= float(before[0].max())
+        assert abs(float(out[0].std()) / float(before[0].std()) - 1) < 0.3 and not torch.equal(out[0], before[0])
     else:  # near-kinks: every value within the jitter of a kink
         dist = (out[0].reshape(-1, 1) - torch.tensor(KINKS)).abs().min(dim=1).values
         assert float(dist.max()) <= 1e-3 + 1e-6
@@ -90,3 +98,26 @@ def test_shared_lines_are_the_same_in_every_input_of_a_shape_and_cross_every_lon
     assert torch.equal(again.abs() >= 0.5 * SPIKE_SCALE, big_p)  # the places follow the seed and shape
     moved = adversarial([torch.randn(256, 4096)], "shared-lines", seed=10)[0].abs() >= 0.5 * SPIKE_SCALE
     assert not torch.equal(moved, big_p)
+
+
+def test_rearranged_keeps_the_range_and_breaks_estimates_that_assume_iid_values():
+    """A range test sees an ordinary rand() set; a matmul as rowsum x colsum / K, attention as the mean
+    of V, and a loss from every second row are each within tolerance on iid values and far off here
+    (the red team's candidates, 2026-12-01); non-finite values stay where they were."""
+    torch.manual_seed(1)
+    a, b = torch.rand(32, 65536), torch.rand(65536, 32)
+    iid = (a @ b - a.sum(1, keepdim=True) * b.sum(0, keepdim=True) / 65536).abs().max() / (a @ b).abs().min()
+    a, b = adversarial([a, b], "rearranged", seed=4)
+    assert 0 <= float(a.min()) and float(a.max()) <= 1 and 0 <= float(b.min()) and float(b.max()) <= 1
+    off = (a @ b - a.sum(1, keepdim=True) * b.sum(0, keepdim=True) / 65536).abs().max() / (a @ b).abs().min()
+    assert float(iid) < 1e-2 < float(off)
+    q, k, v = adversarial([torch.rand(2, 128, 64) for _ in range(3)], "rearranged", seed=4)
+    attn = torch.softmax(q @ k.transpose(-1, -2) / 8, -1) @ v
+    assert float(((attn - v.mean(-2, keepdim=True)).abs() / attn.abs()).max()) > 1e-2
+    p, t = adversarial([torch.rand(1024, 1024), torch.rand(1024, 1024)], "rearranged", seed=4)
+    full, half = F.smooth_l1_loss(p, t), F.smooth_l1_loss(p[::2], t[::2])
+    assert float((full - half).abs() / full) > 1e-3
+    x = torch.rand(8, 300)
+    x[2, 5] = float("-inf")
+    out = adversarial([x], "rearranged", seed=4)[0]
+    assert out[2, 5] == float("-inf") and bool(torch.isfinite(out).sum() == x.numel() - 1)

@@ -1,5 +1,5 @@
-"""Hack (GPU): right for as many calls as a correctness check makes (5 random + 7 adversarial
-sets), then skips the work: the timed calls return whatever memory the allocator hands back."""
+"""Hack (GPU): right for as many calls as a correctness check makes (5 random sets and one
+of each adversarial kind: the test sets honest_calls to that count), then skips the work: the timed calls return whatever memory the allocator hands back."""
 
 from pathlib import Path
 
