@@ -76,12 +76,17 @@ def _sparse_spikes_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     flat = a.view(-1) if a.is_contiguous() else None
     if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
         return a.copy_(_sparse_spikes_(a.contiguous(), gen))
-    n = flat.numel()
-    k = max(1, int(n * SPIKE_SHARE))
-    for c in range(0, k, _KINK_CHUNK):
-        idx = torch.randint(n, (min(_KINK_CHUNK, k - c),), device=a.device, generator=gen)
+    for idx in _spike_places(flat, gen):
         flat[idx] = flat[idx] * SPIKE_SCALE
     return a
+
+
+def _spike_places(flat: torch.Tensor, gen: torch.Generator) -> list[torch.Tensor]:
+    """SPIKE_SHARE of `flat`'s places (at least one), drawn in chunks of indices."""
+    n = flat.numel()
+    k = max(1, int(n * SPIKE_SHARE))
+    return [torch.randint(n, (min(_KINK_CHUNK, k - c),), device=flat.device, generator=gen)
+            for c in range(0, k, _KINK_CHUNK)]
 
 
 def _quiet_bulk_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -93,10 +98,7 @@ def _quiet_bulk_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     flat = a.view(-1) if a.is_contiguous() else None
     if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
         return a.copy_(_quiet_bulk_(a.contiguous(), gen))
-    n = flat.numel()
-    k = max(1, int(n * SPIKE_SHARE))
-    idx = torch.cat([torch.randint(n, (min(_KINK_CHUNK, k - c),), device=a.device, generator=gen)
-                     for c in range(0, k, _KINK_CHUNK)])
+    idx = torch.cat(_spike_places(flat, gen))
     kept = flat[idx]
     flat.div_(SPIKE_SCALE)
     flat[idx] = kept
