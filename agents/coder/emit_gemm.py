@@ -272,8 +272,24 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
             + (f"; {plan.loops} calls over a batch in two levels" if plan.loops > 1 else "") + ")"
     return render_gemm(
         ctx.name, f"{op} {sizes}{note}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out,
-        precision
+        precision, relu=_relu_epilogue(ctx, out.name)
     )
+
+
+def _relu_epilogue(ctx: EmitContext, result: str) -> str | None:
+    """The node the planner's epilogue ends at, where that chain is one ReLU of the product's result
+    (cuBLASLt's RELU_BIAS epilogue computes it as it stores: nn.Linear then nn.ReLU, every hidden
+    layer of an MLP); None without an epilogue. Any other chain has no cuBLASLt form, and a pass of
+    its own after the product is what the pointwise kernel it replaces already was: NotSupported,
+    so the planner leaves that chain where it was."""
+    ep = ctx.epilogue
+    if ep is None:
+        return None
+    node = ctx.nodes.get(ep.node) or {}
+    if ep.value != result or list(ep.members) != [ep.node] or node.get("op") != "relu" or ep.inputs \
+            or ep.dtype != ep.value_dtype:
+        raise NotSupported(f"{ctx.node['op']}: an epilogue other than one ReLU ({' -> '.join(ep.ops)})")
+    return ep.node
 
 
 def _precision(precise: int, target: Any, plan: GemmPlan, mat1: Operand, mat2: Operand, dtype: str) -> str:
@@ -467,6 +483,7 @@ def render_gemm(
     beta: float,
     out: OutSpec,
     precision: str = "tf32",  # fp32 products: tf32, 3xtf32 (split operands) or fp32 (no tensor cores)
+    relu: str | None = None,  # the ReLU node stored in the result's place (_relu_epilogue)
 ) -> Kernel:
     ctype = C_TYPES[out.dtype]
     dtype, compute = _CUBLAS_TYPES[out.dtype]
@@ -484,14 +501,22 @@ def render_gemm(
     lt = bias is not None and beta == 1.0 and len(full) == 2 and plan.batch == 1 and bstrides == (0, 1)
     # Three products accumulate into c: the bias goes in first, by the copy. Packed, they are one
     # product, which takes the epilogue as TF32's does.
+    if relu is not None and not lt:
+        raise NotSupported("a ReLU epilogue needs nn.Linear's bias (cuBLASLt's RELU_BIAS)")
     lt = lt and (not split or packed is not None)
+    # The product's own status, then (with a ReLU epilogue, on every path but cuBLASLt's, which
+    # applies it as it stores) the ReLU over the result in place: what one rung computes, each does.
+    done = "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);" if relu is None else \
+        f"  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);\n  return {name}_relu(c, stream);"
     lines: list[str] = [_FAMILY] + ([_FAMILY_SPLIT] if split else [])
     if lt:
         lines.append(_FAMILY_LT)
     if bias is not None:
         lines.append(_bias_kernel(name, ctype, bias, full, bstrides))
+    if relu is not None:
+        lines.append(_relu_kernel(name, ctype, numel(full)))
     if lt:
-        lines.append(_lt_plan(name, packed or plan, dtype, compute))
+        lines.append(_lt_plan(name, packed or plan, dtype, compute, relu=relu is not None))
     params = [f"const void* in{i}" for i in range(len(names))]
     params += ["void* out0", "void* scratch0"] + [f"void* scratch{i}" for i in range(1, (3 if packed else 5) if split else 1)]
     params += ["cudaStream_t stream"]
@@ -537,7 +562,7 @@ def render_gemm(
     if not split and plan.loops == 1:
         body += [
             "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
-            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            done,
             "}",
         ]
     elif not split:
@@ -546,13 +571,13 @@ def render_gemm(
             *_looped(plan, ctype, ["  s = " + _call(plan, dtype, compute, "a_i", "b_i", c="c_i") + ";"],
                      [(f"const {ctype}", "a", plan.loop_a), (f"const {ctype}", "b", plan.loop_b),
                       (ctype, "c", plan.loop_c)]),
-            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            done,
             "}",
         ]
     elif packed is not None:
         body += [
             "  const cublasStatus_t s = " + _call(packed, dtype, compute, "ap", "bp") + ";",
-            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            done,
             "}",
         ]
     else:
@@ -576,7 +601,7 @@ def render_gemm(
                      [("const float", "a_lo", plan.loop_a), ("const float", "a_hi", plan.loop_a),
                       ("const float", "b_lo", plan.loop_b), ("const float", "b_hi", plan.loop_b),
                       ("float", "c", plan.loop_c)]),
-            "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);",
+            done,
             "}",
         ]
     scratch = [("uint8", WORKSPACE_BYTES)]
@@ -589,9 +614,10 @@ def render_gemm(
     return Kernel(
         name=name,
         inputs=[KernelArg(n, out.dtype) for n in names],
-        outputs=[KernelArg(out.name, out.dtype)],
+        outputs=[KernelArg(relu or out.name, out.dtype)],
         source="\n\n".join(lines) + "\n",
-        ops=[ops + (" +bias (cublasLt epilogue)" if lt else " +bias" if bias is not None else "")
+        ops=[ops + (f" +bias{' -> relu' if relu else ''} (cublasLt epilogue)" if lt
+                    else " +bias" + (" -> relu" if relu else "") if bias is not None else "")
              + (" (3xTF32: split operands, three products on tensor cores"
                 + (", packed into one" if packed is not None else "") + ")" if split else "")
              + (" (fp32, no TF32)" if precision == "fp32" else "")],
@@ -782,8 +808,23 @@ static int {name}_bias(const float* bias, float* out, cudaStream_t stream) {{
 }}"""
 
 
-def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str) -> str:
-    """A cuBLASLt matmul with a bias epilogue; the descriptors and the algorithm are found once."""
+def _relu_kernel(name: str, ctype: str, total: int) -> str:
+    """The ReLU epilogue where cuBLASLt does not apply it: in place over the result, NaN kept (as
+    torch.relu keeps it)."""
+    return f"""__global__ void __launch_bounds__({_BIAS_THREADS}) {name}_relu_kernel({ctype}* __restrict__ c) {{
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * blockDim.x)
+    if (static_cast<float>(c[i]) < 0.0f) c[i] = static_cast<{ctype}>(0.0f);
+}}
+
+static int {name}_relu({ctype}* c, cudaStream_t stream) {{
+  {name}_relu_kernel<<<sc_grid({total}LL), {_BIAS_THREADS}, 0, stream>>>(c);
+  return (int)cudaGetLastError();
+}}"""
+
+
+def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str, *, relu: bool = False) -> str:
+    """A cuBLASLt matmul with a bias epilogue (and ReLU after it: RELU_BIAS); the descriptors and the
+    algorithm are found once."""
     a_rows, a_cols = (plan.k, plan.m) if plan.a.trans else (plan.m, plan.k)
     b_rows, b_cols = (plan.n, plan.k) if plan.b.trans else (plan.k, plan.n)
     return f"""struct {name}_lt_state {{
@@ -796,7 +837,7 @@ def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str) -> str:
 static {name}_lt_state {name}_lt_make(cublasLtHandle_t lt) {{
   {name}_lt_state st;
   const cublasOperation_t ta = {_op(plan.a)}, tb = {_op(plan.b)};
-  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epi = {"CUBLASLT_EPILOGUE_RELU_BIAS" if relu else "CUBLASLT_EPILOGUE_BIAS"};
   // The heuristic reads the bias pointer's alignment only: 16 bytes is what every call checks.
   const void* bias16 = reinterpret_cast<const void*>(uintptr_t(16));
   const uint32_t align = 16;

@@ -1654,7 +1654,8 @@ def _take_epilogues(
     for name, (kernel, roots) in list(kernel_plans.items()):
         conv = _conv_epilogue(nodes[name]) or _nchw_conv_epilogue(nodes[name])
         # A softmax (log_softmax) stores the chain's end as it stores its result (emit_reduce).
-        whole = conv or (nodes[name]["op"] in SOFTMAX_EPILOGUE_OPS and softmax_epilogues_on())
+        whole = conv or _gemm_epilogue(nodes[name]) or \
+            (nodes[name]["op"] in SOFTMAX_EPILOGUE_OPS and softmax_epilogues_on())
         if (nodes[name]["op"] not in NORMS and not whole) or roots:
             continue
         outs = {a.name for a in kernel.outputs}
@@ -1724,6 +1725,17 @@ SOFTMAX_EPILOGUE_OPS = frozenset({"_softmax", "_log_softmax", "_safe_softmax"})
 
 def softmax_epilogues_on() -> bool:
     return os.environ.get(SOFTMAX_EPILOGUE_ENV, "1") != "0"
+
+
+# A linear layer (addmm with nn.Linear's bias) takes a ReLU after it as cuBLASLt's RELU_BIAS
+# epilogue (emit_gemm._relu_epilogue; other chains stay a pointwise kernel of their own): one launch
+# and one pass over the result fewer per hidden layer of an MLP. "0" turns it off; CPU-tested (nvcc)
+# as of its commit, not yet timed on a GPU.
+GEMM_EPILOGUE_ENV = "STITCHCUDA_GEMM_EPILOGUE"
+
+
+def _gemm_epilogue(node: Node) -> bool:
+    return os.environ.get(GEMM_EPILOGUE_ENV, "1") != "0" and node["op"] == "addmm"
 
 
 def _conv_epilogue(node: Node) -> bool:
