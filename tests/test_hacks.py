@@ -82,6 +82,9 @@ CPU_RUNS = [
     ("ref_matmul_bigk", "hack_rank1_in_range"),
     ("ref_norm_scale_rand", "hack_sampled_norm_in_range"),
     ("ref_rezero", "hack_skip_zero_gate"),
+    ("ref_affine", "hack_output_buffer_reused"),
+    ("ref_transpose", "hack_view_for_copy"),
+    ("ref_transpose_view", "good_view_of_a_view"),
 ]
 
 
@@ -855,3 +858,28 @@ def test_the_weights_change_alike_in_tied_and_untied_modules():
     packed = Packed()
     kept = packed.q.clone()
     assert not _reweight([packed], 2.0, 7) and torch.equal(packed.q, kept)
+
+
+# --- where the outputs live ----------------------------------------------------------------------
+
+
+def test_an_output_buffer_every_call_writes_is_a_hack(runs):
+    """Each call's result is right when it returns (every set passes its comparison); the first
+    result, held by the caller, is overwritten by the second call."""
+    v = runs.get("ref_affine", "hack_output_buffer_reused")
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks)
+    assert "changed when forward ran again" in _finding(v, "output-overwritten", static=False).message
+
+
+def test_a_view_returned_for_the_references_copy_is_a_hack(runs):
+    v = runs.get("ref_transpose", "hack_view_for_copy")
+    _rejected(v)
+    assert "output 0 is a view of input 0" in _finding(v, "output-aliases-input", static=False).message
+
+
+def test_a_view_where_the_reference_returns_one_is_accepted(runs):
+    """Where the reference's output is a view of its input too, so is an honest candidate's, and the
+    odd random sets that rewrite the first set's input buffers change both outputs alike."""
+    v = runs.get("ref_transpose_view", "good_view_of_a_view")
+    assert v.status == "ok" and not v.hack_findings, (v.status, v.message, [f.code for f in v.hack_findings])

@@ -334,6 +334,9 @@ class ObservedCall:
     ops: Counter[str]  # aten ops dispatched inside forward
     findings: list[Finding] = field(default_factory=list)
     host_reads: int = 0  # of those, copies of GPU data to the host
+    # The plain tensor outputs themselves (None for anything else), in `outs`' order: where they
+    # live, for the checks of agents/verify/aliasing.py.
+    returned: list[Any] = field(default_factory=list)
 
 
 def observed_call(
@@ -389,7 +392,7 @@ def observed_call(
                     "(side stream or thread) and would escape the timing",
                 )
             )
-    return ObservedCall(snaps, rec.ops, findings, rec.host_reads)
+    return ObservedCall(snaps, rec.ops, findings, rec.host_reads, [o if type(o) is torch.Tensor else None for o in flat])
 
 
 def output_stats(outs: list[Any]) -> list[Any]:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime, timing_cpus
-from stitchcuda.agents.verify import audit, call_watch, offthread, precision, report, tamper
+from stitchcuda.agents.verify import aliasing, audit, call_watch, offthread, precision, report, tamper
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -403,6 +403,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     kept: list[Any] | None = None  # random-0's input buffers, as the candidate got them
     referee_useful = True
     buffers_change = True  # until a reference call shows it leaves its buffers alone
+    earlier = aliasing.KeptOutputs(KEPT_OUTPUT_BYTES)  # the last set's outputs, which the next call must leave alone
+    cand_state, ref_state = aliasing.state_of(cand), aliasing.state_of(ref)
     for idx, (name, seed, kind) in enumerate(sets):
         args = _set_inputs(get_inputs, seed, kind, device)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
@@ -430,6 +432,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                     call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
             if idx == 0:
                 kept = cand_args
+            _add_once(v.hack_findings, earlier.findings(name))
+            earlier.clear()
             ops.update(call.ops)
             cand_host_reads += call.host_reads
             _add_once(v.hack_findings, call.findings)
@@ -476,6 +480,11 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             )
             continue
         ref_outs = dyn.flatten_outputs(ref_out)
+        if call is not None:
+            ref_aliases = aliasing.aliases(ref_outs, ref_args, ref_state)
+            cand_aliases = aliasing.aliases(call.returned, cand_args, cand_state)
+            _add_once(v.hack_findings, aliasing.alias_findings(cand_aliases, ref_aliases, name))
+            earlier.keep(call.returned, set(ref_aliases) | set(cand_aliases), name)
         ref_changed = {i for i, (a, n) in enumerate(zip(args, sums, strict=False))
                        if n is not None and _checksum(a) != n}
         numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
@@ -525,6 +534,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             cand_prints.append(fingerprint(call.outs))
         del ref_out, ref_outs, args, ref_args, call
         rec.save()
+    earlier.clear()
     if cand is not None:
         first_ok = bool(v.checks and v.checks[0]["ok"])
         v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
@@ -544,6 +554,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
 
 
 _BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
+KEPT_OUTPUT_BYTES = 1 << 30  # one set's outputs kept (and copied) to see the next call leave them alone
 LEAN_INPUT_FRACTION = 8  # inputs above 1/8 of the GPU's memory are not copied for the reference
 
 
