@@ -85,6 +85,10 @@ CPU_RUNS = [
     ("ref_affine", "hack_output_buffer_reused"),
     ("ref_transpose", "hack_view_for_copy"),
     ("ref_transpose_view", "good_view_of_a_view"),
+    ("ref_bn_train", "hack_bn_train_no_stats"),
+    ("ref_bn_train", "good_bn_train"),
+    ("ref_bn_eval", "hack_bn_eval_no_mean"),
+    ("ref_bn_eval", "good_bn_eval"),
 ]
 
 
@@ -883,3 +887,29 @@ def test_a_view_where_the_reference_returns_one_is_accepted(runs):
     odd random sets that rewrite the first set's input buffers change both outputs alike."""
     v = runs.get("ref_transpose_view", "good_view_of_a_view")
     assert v.status == "ok" and not v.hack_findings, (v.status, v.message, [f.code for f in v.hack_findings])
+
+
+# --- state and buffers ---------------------------------------------------------------------------
+
+
+def test_running_statistics_never_written_are_a_hack(runs):
+    """Train-mode BatchNorm from the batch's statistics: every output right, the running mean,
+    variance and batch count the reference updated left as they were."""
+    v = runs.get("ref_bn_train", "hack_bn_train_no_stats")
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks)
+    message = _finding(v, "state-not-updated", static=False).message
+    assert all(k in message for k in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked")), message
+    good = runs.get("ref_bn_train", "good_bn_train")
+    assert good.status == "ok" and not good.hack_findings, (good.status, good.message)
+
+
+def test_a_buffer_that_is_zero_at_init_is_drawn_afresh_for_the_weights_check(runs):
+    """An eval-mode BatchNorm's running mean is zero until trained; doubling a share of it leaves it
+    zero, so a candidate that left it out followed every change. Zero buffers are drawn afresh."""
+    v = runs.get("ref_bn_eval", "hack_bn_eval_no_mean")
+    assert not v.accepted, (v.status, v.message)
+    assert [c["ok"] for c in v.checks if c["set"] == "weights-changed"] == [False]
+    assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed")
+    good = runs.get("ref_bn_eval", "good_bn_eval")
+    assert good.status == "ok" and not good.hack_findings and all(c["ok"] for c in good.checks), good.message

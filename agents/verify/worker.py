@@ -33,7 +33,16 @@ from typing import Any
 import torch
 
 from stitchcuda import runtime, timing_cpus
-from stitchcuda.agents.verify import aliasing, audit, call_watch, offthread, precision, report, tamper
+from stitchcuda.agents.verify import (
+    aliasing,
+    audit,
+    call_watch,
+    offthread,
+    precision,
+    report,
+    state_updates,
+    tamper,
+)
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
     Mismatch,
@@ -405,6 +414,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     buffers_change = True  # until a reference call shows it leaves its buffers alone
     earlier = aliasing.KeptOutputs(KEPT_OUTPUT_BYTES)  # the last set's outputs, which the next call must leave alone
     cand_state, ref_state = aliasing.state_of(cand), aliasing.state_of(ref)
+    ref_buffers_before = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
+    cand_buffers_before = state_updates.snapshot(cand, _BUFFER_SNAPSHOT_BYTES) if cand is not None else {}
     for idx, (name, seed, kind) in enumerate(sets):
         args = _set_inputs(get_inputs, seed, kind, device)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
@@ -536,6 +547,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         rec.save()
     earlier.clear()
     if cand is not None:
+        _add_once(v.hack_findings, state_updates.left_alone(ref, ref_buffers_before, cand, cand_buffers_before))
         first_ok = bool(v.checks and v.checks[0]["ok"])
         v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
         if len(ref_prints) >= 2 and len(set(ref_prints)) == 1:
@@ -1210,13 +1222,18 @@ def _open_gates(modules: list[torch.nn.Module], seed: int) -> Callable[[], None]
     alike)."""
     ref = modules[0]
     named = {k: t for k, t in ref.named_parameters() if t.is_floating_point() and t.numel()}
-    if not named:
+    # Buffers that are all zeros as well (an eval-mode BatchNorm's running mean at init): doubling
+    # leaves them zero, and a candidate that left the mean out passed (a red-team review, 2026-12-01).
+    zeros = {k: t for k, t in ref.named_buffers() if t.is_floating_point() and t.numel() and k not in named
+             and not bool(t.detach().any())}
+    if not named and not zeros:
         return None
     # (fp32 norms: a float64 copy of a large model's weights would take GPU memory the check needs)
     rms = {k: float(torch.linalg.vector_norm(t.detach().float())) / t.numel() ** 0.5 for k, t in named.items()}
     total = sum(t.numel() for t in named.values())
-    scale = (sum(r * r * named[k].numel() for k, r in rms.items()) / total) ** 0.5
-    gates = [k for k, r in rms.items() if scale > 0 and r < GATE_RATIO * scale]
+    scale = (sum(r * r * named[k].numel() for k, r in rms.items()) / total) ** 0.5 if total else 0.0
+    gates = [k for k, r in rms.items() if scale > 0 and r < GATE_RATIO * scale] + list(zeros)
+    named |= zeros
     if not gates:
         return None
     states = [m.state_dict(keep_vars=True) for m in modules]
@@ -1232,7 +1249,7 @@ def _open_gates(modules: list[torch.nn.Module], seed: int) -> Callable[[], None]
             # Half a unit away from zero: a gate drawn near zero (a few percent of N(0, 1)'s draws)
             # left a skipped branch within the near-miss margin (ReZero, 1 run in ~5 on the CPU).
             draw = torch.where(draw < 0, draw - 0.5, draw + 0.5)
-            draw *= sigma if named[k].dim() >= 2 else max(sigma, 1.0)
+            draw *= 1.0 if k in zeros else sigma if named[k].dim() >= 2 else max(sigma, 1.0)
             for sd in states:
                 sd[k].detach().copy_(draw.to(sd[k].dtype))
 

@@ -194,3 +194,44 @@ extern "C" int norm_scale_gated(const float* x, float* out, int64_t n, int64_t o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
   return 0;
 }
+
+// Training-mode batch norm over (N, C, HW): batch statistics; update = 1 also updates the running ones.
+extern "C" int bn_train(const float* x, const float* w, const float* b, float* rm, float* rv, int64_t* nbt, float* out,
+                        int64_t n, int64_t c, int64_t hw, double eps, double momentum, int64_t update, void*) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s = 0.0, s2 = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) s += x[(i * c + ch) * hw + j];
+    int64_t m = n * hw;
+    double mean = s / m;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) { double d = x[(i * c + ch) * hw + j] - mean; s2 += d * d; }
+    double var = s2 / m;
+    float inv = (float)(1.0 / std::sqrt(var + eps));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) {
+        int64_t k = (i * c + ch) * hw + j;
+        out[k] = (x[k] - (float)mean) * inv * w[ch] + b[ch];
+      }
+    if (update) {
+      rm[ch] = (float)((1.0 - momentum) * rm[ch] + momentum * mean);
+      rv[ch] = (float)((1.0 - momentum) * rv[ch] + momentum * s2 / (m - 1));
+    }
+  }
+  if (update) *nbt += 1;
+  return 0;
+}
+// Eval-mode batch norm: running statistics. use_mean = 0 leaves running_mean out (taken as 0).
+extern "C" int bn_eval(const float* x, const float* w, const float* b, const float* rm, const float* rv, float* out,
+                       int64_t n, int64_t c, int64_t hw, double eps, int64_t use_mean, void*) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    float mean = use_mean ? rm[ch] : 0.f;
+    float inv = 1.f / std::sqrt(rv[ch] + (float)eps);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) {
+        int64_t k = (i * c + ch) * hw + j;
+        out[k] = (x[k] - mean) * inv * w[ch] + b[ch];
+      }
+  }
+  return 0;
+}

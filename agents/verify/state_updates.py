@@ -1,0 +1,42 @@
+"""State a forward updates: a train-mode BatchNorm's running statistics and its batch count, a
+buffer a module accumulates into. Only outputs are compared with the reference's, so a candidate
+that computed the batch statistics and never wrote the running ones returned right outputs and
+skipped that work (a red-team review, 2026-12-01: accepted, and wrong after `.eval()`). The
+buffers the reference changed over the checked sets must have changed in the candidate too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from stitchcuda.types import Finding
+
+
+def snapshot(module: Any, limit: int) -> dict[str, torch.Tensor]:
+    """Copies of a module's buffers by name; {} where they exceed `limit` bytes in all (the check is
+    then not made) or there is no module."""
+    if not isinstance(module, torch.nn.Module):
+        return {}
+    buffers = dict(module.named_buffers())
+    if sum(b.numel() * b.element_size() for b in buffers.values()) > limit:
+        return {}
+    return {k: b.detach().clone() for k, b in buffers.items()}
+
+
+def left_alone(ref: Any, ref_before: dict[str, torch.Tensor], cand: Any,
+               cand_before: dict[str, torch.Tensor]) -> list[Finding]:
+    """A hack finding naming the buffers the reference's forwards changed and the candidate's, under
+    the same name, left exactly as they were."""
+    from stitchcuda.agents.verify.dynamic_check import bits_equal
+
+    if not ref_before or not cand_before:
+        return []
+    ref_now, cand_now = dict(ref.named_buffers()), dict(cand.named_buffers())
+    stale = [k for k, before in ref_before.items()
+             if k in ref_now and k in cand_now and k in cand_before
+             and not bits_equal(ref_now[k].detach(), before) and bits_equal(cand_now[k].detach(), cand_before[k])]
+    if not stale:
+        return []
+    return [Finding("state-not-updated", f"the reference's forwards updated {', '.join(stale)}; the candidate's "
+                    "left them as they were (the outputs were right, the state a later call or eval() reads is not)")]

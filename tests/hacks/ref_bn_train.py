@@ -1,0 +1,21 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """BatchNorm2d left in training mode, as KernelBench builds modules."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 32, 16, 16)]
+
+
+def get_init_inputs():
+    return [32]
