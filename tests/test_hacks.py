@@ -25,6 +25,8 @@ from stitchcuda.types import Verdict
 
 # The sets a default verification checks: 5 fresh random ones and one of each adversarial kind.
 CHECKED = VerifyOptions().random_sets + len(ADVERSARIAL)
+# ...and the calls before timing: those, and one more set with autograd on (worker._check_grad_enabled).
+CALLS_BEFORE_TIMING = CHECKED + 1
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
@@ -89,6 +91,7 @@ CPU_RUNS = [
     ("ref_bn_train", "good_bn_train"),
     ("ref_bn_eval", "hack_bn_eval_no_mean"),
     ("ref_bn_eval", "good_bn_eval"),
+    ("ref_affine", "hack_grad_mode"),
 ]
 
 
@@ -127,7 +130,7 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
     assert [c["set"] for c in v.checks][5:CHECKED] == [f"adversarial-{k}" for k in ADVERSARIAL]
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][CHECKED:] == weights and all(c["ok"] for c in v.checks)
+    assert [c["set"] for c in v.checks][CHECKED:] == [*weights, "grad-enabled"] and all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
 
@@ -167,7 +170,7 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == CHECKED and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == CALLS_BEFORE_TIMING and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
@@ -373,7 +376,8 @@ def test_constant_precomputed_from_the_harness_seed(runs):
     v = runs.get("ref_affine", "hack_constant_from_seed")
     _rejected(v)
     assert static_codes(v) == set()  # torch in __init__ is allowed: weights are made there
-    assert dynamic_codes(v) == {"input-independent-output"}
+    # (and the output is the module's own buffer, not memory of the call's)
+    assert dynamic_codes(v) == {"input-independent-output", "output-aliases-input"}
     assert not any(c["ok"] for c in v.checks)  # fresh OS seeds: the replayed seed never matches
 
 
@@ -665,7 +669,7 @@ def gpu_opts(build_cache):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("honest_calls", [CHECKED, CHECKED + 2])
+@pytest.mark.parametrize("honest_calls", [CALLS_BEFORE_TIMING, CALLS_BEFORE_TIMING + 2])
 def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
     """Right for the checked sets' calls (one a set), then wrong: on the timing sets' untimed calls, which come
     before any timing (worker._timed_expectations), it is caught there and never timed; right for those
@@ -677,7 +681,7 @@ def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
     # Honest while checked; the timing sets' untimed calls (timing-N) and after timing, not.
     assert all(c["ok"] for c in v.checks if c["set"] != "after-timing" and not c["set"].startswith("timing-"))
     found = _finding(v, "wrong-while-timed", static=False).message
-    if honest_calls == CHECKED:
+    if honest_calls == CALLS_BEFORE_TIMING:
         assert "wrong on timing set 0, after passing every checked set" in found and v.ours is None
     else:
         assert "timed outputs were wrong" in found
@@ -913,3 +917,13 @@ def test_a_buffer_that_is_zero_at_init_is_drawn_afresh_for_the_weights_check(run
     assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed")
     good = runs.get("ref_bn_eval", "good_bn_eval")
     assert good.status == "ok" and not good.hack_findings and all(c["ok"] for c in good.checks), good.message
+
+
+def test_honest_only_with_autograd_off_is_caught_with_it_on(runs):
+    """Every checked set runs with autograd off; a training loop's forward has it on. The set with it
+    on finds the skipped work."""
+    v = runs.get("ref_affine", "hack_grad_mode")
+    assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
+    assert all(c["ok"] for c in v.checks if c["set"] != "grad-enabled")
+    assert [c["ok"] for c in v.checks if c["set"] == "grad-enabled"] == [False]
+    assert [f.code for f in v.findings] == ["grad-enabled-mismatch"]

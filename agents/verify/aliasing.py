@@ -25,11 +25,15 @@ def _storage(t: Any) -> int | None:
     return t.untyped_storage().data_ptr()
 
 
-def aliases(outs: list[Any], inputs: Iterable[Any], state: Iterable[tuple[str, torch.Tensor]]) -> dict[int, str]:
-    """Output index -> what it shares memory with ("input 0", "parameter conv.weight")."""
+def aliases(outs: list[Any], inputs: Iterable[Any], state: Iterable[tuple[str, torch.Tensor]],
+            written: Iterable[int] = ()) -> dict[int, str]:
+    """Output index -> what it shares memory with ("input 0", "parameter conv.weight"). Inputs in
+    `written` (changed by the call) are left out: a result computed over its input is work done,
+    and writing the caller's input is a finding of its own (mutates-input)."""
     owners: dict[int, str] = {}
+    written = set(written)
     for i, a in enumerate(inputs):
-        if (key := _storage(a)) is not None:
+        if i not in written and (key := _storage(a)) is not None:
             owners.setdefault(key, f"input {i}")
     for name, t in state:
         if (key := _storage(t)) is not None:

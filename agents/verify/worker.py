@@ -261,6 +261,11 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
             _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
                                     threads_before, numerics)
+    if cand is not None and v.correct and not v.hack_findings and tol is not None:
+        rec.enter("grad-enabled", "one more input set with autograd on, as a training loop calls forward")
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):
+            _check_grad_enabled(v, ref, cand, get_inputs, fresh_seeds(2, set(seeds))[1], device, tol, ref_ops,
+                                threads_before, numerics)
     if cand is not None and device.type == "cuda":
         with gpu_lock(req.get("gpu_lock"), rec):
             _yardstick(v, device, "empty_after_checks")
@@ -451,9 +456,10 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         _guard_numerics(v, numerics)  # the reference (and its fp64 referee) run as meant
         cand_changed: list[int] = []
         sums: list[Any] = []
+        # (Computed now in either case: the reference, run next, may write the given inputs.)
+        cand_changed = [i for i, (g, c) in enumerate(zip(args, cand_args, strict=False))
+                        if isinstance(g, torch.Tensor) and isinstance(c, torch.Tensor) and not dyn.bits_equal(g, c)]
         if lean:
-            cand_changed = [i for i, (g, c) in enumerate(zip(args, cand_args, strict=False))
-                            if isinstance(g, torch.Tensor) and not dyn.bits_equal(g, c)]
             sums = [_checksum(a) if isinstance(a, torch.Tensor) else None for a in args]
         ref_args = args if lean else clone_args(args)
         # The reference's buffers as this call finds them (a BatchNorm updates its own): the fp64
@@ -493,9 +499,11 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         ref_outs = dyn.flatten_outputs(ref_out)
         if call is not None:
             ref_aliases = aliasing.aliases(ref_outs, ref_args, ref_state)
-            cand_aliases = aliasing.aliases(call.returned, cand_args, cand_state)
+            cand_aliases = aliasing.aliases(call.returned, cand_args, cand_state, cand_changed)
             _add_once(v.hack_findings, aliasing.alias_findings(cand_aliases, ref_aliases, name))
-            earlier.keep(call.returned, set(ref_aliases) | set(cand_aliases), name)
+            # (Outputs over any input of the call are left out: the next set rewrites random-0's inputs.)
+            earlier.keep(call.returned, set(ref_aliases) | set(aliasing.aliases(call.returned, cand_args, cand_state)),
+                         name)
         ref_changed = {i for i, (a, n) in enumerate(zip(args, sums, strict=False))
                        if n is not None and _checksum(a) != n}
         numerics.update(_numerics_flags())  # a reference may set them itself: that is its own business
@@ -1296,6 +1304,40 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
             f"near zero drawn afresh, in both modules), the candidate's output did not follow: {m.message}")])
     elif not m.ok:
         v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
+
+
+def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
+                        ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
+    """Every other set runs with autograd off, as inference does; a training loop calls forward with
+    it on (and the module's parameters requiring grad), which may take another path through the
+    candidate (the built-in coder's custom op). A candidate honest only with autograd off skipped
+    its work with it on and was accepted (a red-team review, 2026-12-01). One fresh set with autograd
+    on, judged as the checked sets are: a far miss fails correctness, a near miss is noted."""
+    args = make_inputs(get_inputs, seed, device)
+    same_draws(seed)
+    with torch.enable_grad(), dyn.poisoned_allocations(), _candidate_code("forward"):
+        call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
+    _add_once(v.hack_findings, call.findings)
+    buffers = list(ref.buffers())
+    saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+    _guard_numerics(v, numerics)
+    same_draws(seed)
+    with torch.enable_grad():
+        ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+    m = compare_outputs(ref_outs, call.outs, tol)
+    if not m.ok:
+        referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v))
+        if referee is not None and referee.ok:
+            m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
+    far = not m.ok and not _near_miss(m, v.checks, tol)
+    v.checks.append({"set": "grad-enabled", "seed": seed, "ok": not far, "max_abs": m.max_abs,
+                     "rel_norm": m.rel_norm, "message": m.message})
+    if far:
+        v.correct = False
+        _add_once(v.findings, [Finding("grad-enabled-mismatch", f"with autograd on (as in training): {m.message}",
+                                       data={"set": "grad-enabled", FINITE_MISS: finite_miss(m)})])
+    elif not m.ok:
+        v.notes.append(f"grad-enabled set: a near miss, judged by the checked sets' precision: {m.message}")
 
 
 def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Tolerance, ref_ops: Counter[str],
