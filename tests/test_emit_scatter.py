@@ -305,10 +305,21 @@ def _distinct(rows: int, n: int, k: int) -> torch.Tensor:
     return torch.rand(rows, n).argsort(1)[:, :k]
 
 
+class MaskBackInOrder(nn.Module):
+    """Top-p sampling's mask: decided in sorted order, put back in vocabulary order (bool values
+    stored, as any dtype is where nothing is reduced)."""
+
+    def forward(self, x):
+        s, idx = torch.sort(x, dim=-1)
+        remove = s.softmax(-1).cumsum(-1) <= 0.3
+        return x.masked_fill(remove.scatter(1, idx, remove), -1e4)
+
+
 SCATTERS = [
     (ExpertWeights, lambda: [torch.randn(64, 8)]),
     (OneHot, lambda: [torch.randn(16, 7), torch.randint(0, 7, (16,))]),
     (PartOfTheSource, lambda: [torch.randn(4, 6), _distinct(4, 6, 2), torch.randn(4, 5)]),
+    (MaskBackInOrder, lambda: [torch.randn(8, 100) * 3]),
 ]
 
 

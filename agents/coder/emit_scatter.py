@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stitchcuda.agents.coder.codegen import THREADS, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, THREADS, KernelArg, c_float
 from stitchcuda.agents.coder.emit_layout import WRAP_INDEX, coords_of, offset_of
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, launchers
 
@@ -110,8 +110,13 @@ def _scatter(ctx: EmitContext) -> Kernel:
     if number is not None:
         source = Operand(index.name, index.shape, index.strides, index.offset, "float32")
     assert isinstance(source, Operand)
-    if {self_.dtype, source.dtype, out.dtype} != {"float32"} or index.dtype != "int64":
-        raise NotSupported(f"{op}: fp32 values and int64 indices only (atomicAdd)")
+    # A plain store (scatter without reduce) moves values of any dtype as they are (a bool mask put
+    # back in vocabulary order after a sort: top-p sampling); reductions combine fp32 by atomics.
+    vt = self_.dtype
+    stores_any = reduce is None and number is None and {self_.dtype, source.dtype, out.dtype} == {vt} and vt in C_TYPES
+    if index.dtype != "int64" or not (stores_any or {self_.dtype, source.dtype, out.dtype} == {"float32"}):
+        raise NotSupported(f"{op}: int64 indices, and fp32 values where it reduces (atomics)")
+    ctype = C_TYPES[vt]
     rank = len(out.shape)
     if len(source.shape) != rank or tuple(self_.shape) != tuple(out.shape) or rank == 0:
         raise NotSupported(f"{op}: source and result ranks differ")
@@ -133,7 +138,7 @@ def _scatter(ctx: EmitContext) -> Kernel:
     target = list(src_coords)
     target[dim] = "t"
     # Messages picked from a table (x[src]): read through their index here, never gathered first.
-    g = ctx.gathers.get(source.name) if number is None else None
+    g = ctx.gathers.get(source.name) if number is None and vt == "float32" else None
     if g is not None and not (source.contiguous and g.table.dtype == "float32" and len(g.table.shape) == rank
                               and g.index.shape[0] == source.shape[g.dim]
                               and all(g.table.shape[d] == source.shape[d] for d in range(rank) if d != g.dim)):
@@ -158,7 +163,7 @@ def _scatter(ctx: EmitContext) -> Kernel:
     out_coords = [f"c{d}" for d in range(rank)]
     # `self` computed as it is copied (the planner's prologue: the zeros a graph network sums into).
     pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == self_.name and self_.contiguous \
-        and tuple(ctx.prologue.shape) == tuple(self_.shape) else None
+        and tuple(ctx.prologue.shape) == tuple(self_.shape) and vt == "float32" else None
     # (A prologue takes the row-major index itself: no coordinates to split.)
     copy_lines = ["y[o] = ld(o);"] if pro else [*coords_of(out.shape, "o"), f"y[o] = x[{offset_of(self_, out_coords)}];"]
     copy_body = "\n".join(f"  {line}" for line in copy_lines)
@@ -168,23 +173,23 @@ def _scatter(ctx: EmitContext) -> Kernel:
     reset_body = "\n".join(f"  {line}" for line in [*coords_of(walked, "s"), f"const int64_t t = {row};",
                                                     f"y[{_dense(out.shape, target)}] = {COMBINE[reduce][1]};"]) \
         if reset and reduce is not None else ""
-    head = f"const {name}_ld ld" if pro else "const float* __restrict__ x"
-    params = (f"{head}, const int64_t* __restrict__ ix, const float* __restrict__ src, "
-              "const int64_t* __restrict__ gx, float* __restrict__ y")
+    head = f"const {name}_ld ld" if pro else f"const {ctype}* __restrict__ x"
+    params = (f"{head}, const int64_t* __restrict__ ix, const {ctype}* __restrict__ src, "
+              f"const int64_t* __restrict__ gx, {ctype}* __restrict__ y")
     args = f"{'ld' if pro else 'x'}, ix, src, gx, y"
     # Launcher pointers: self (or its prologue's inputs), the index, the source (or the gather's
     # table and index), the result.
-    firsts = list(pro.inputs) if pro else [KernelArg(self_.name, "float32")]
+    firsts = list(pro.inputs) if pro else [KernelArg(self_.name, vt)]
     ins = [*firsts, KernelArg(index.name, "int64")] + (
         [KernelArg(g.table.name, "float32"), KernelArg(g.index.name, "int64")] if g
-        else [] if number is not None else [KernelArg(source.name, "float32")])
+        else [] if number is not None else [KernelArg(source.name, vt)])
     raw = [f"const void* in{k}_" for k in range(len(ins))] + ["void* out0_"]
     k0 = len(firsts)
-    casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};" if pro else "  const auto x = static_cast<const float*>(in0_);"]
+    casts = [f"  const auto ld = {pro.construct(f'{name}_ld')};" if pro else f"  const auto x = static_cast<const {ctype}*>(in0_);"]
     casts += [f"  const auto ix = static_cast<const int64_t*>(in{k0}_);",
-              "  const float* src = nullptr;" if number is not None else f"  const auto src = static_cast<const float*>(in{k0 + 1}_);",
+              f"  const {ctype}* src = nullptr;" if number is not None else f"  const auto src = static_cast<const {ctype}*>(in{k0 + 1}_);",
               f"  const auto gx = static_cast<const int64_t*>(in{k0 + 2}_);" if g else "  const int64_t* gx = nullptr;",
-              "  const auto y = static_cast<float*>(out0_);"]
+              f"  const auto y = static_cast<{ctype}*>(out0_);"]
     # The passes in launch order: (stage, its element count, its body, what it leaves unread).
     kept = "ld" if pro else "x"
     passes = [("copy", n_out, copy_body, "(void)ix; (void)src; (void)gx;"),
@@ -205,7 +210,7 @@ def _scatter(ctx: EmitContext) -> Kernel:
     return Kernel(
         name=name,
         inputs=ins,
-        outputs=[KernelArg(out.name, "float32")],
+        outputs=[KernelArg(out.name, vt)],
         source=source_text,
         ops=[f"{op} along dim {dim}: {list(walked)} into {list(out.shape)} ("
              + ("stores" if reduce is None else "atomic adds" if reduce == "sum" else f"atomic {reduce}")
