@@ -92,6 +92,8 @@ CPU_RUNS = [
     ("ref_bn_eval", "hack_bn_eval_no_mean"),
     ("ref_bn_eval", "good_bn_eval"),
     ("ref_affine", "hack_grad_mode"),
+    ("ref_affine_touches_param", "good_raises_under_grad"),
+    ("ref_affine", "good_raises_under_grad"),
 ]
 
 
@@ -927,3 +929,15 @@ def test_honest_only_with_autograd_off_is_caught_with_it_on(runs):
     assert all(c["ok"] for c in v.checks if c["set"] != "grad-enabled")
     assert [c["ok"] for c in v.checks if c["set"] == "grad-enabled"] == [False]
     assert [f.code for f in v.findings] == ["grad-enabled-mismatch"]
+
+
+def test_a_forward_that_raises_with_autograd_on_is_judged_by_its_reference(runs):
+    """Where the reference itself fails with autograd on (a parameter written in place), the set is
+    skipped with a note; where it runs, a candidate that raises there fails correctness."""
+    v = runs.get("ref_affine_touches_param", "good_raises_under_grad")
+    assert v.status == "ok" and v.accepted, (v.status, v.message)
+    assert any(n.startswith("grad-enabled set skipped: the reference itself fails") for n in v.notes), v.notes
+    assert not any(c["set"] == "grad-enabled" for c in v.checks)
+    bad = runs.get("ref_affine", "good_raises_under_grad")
+    assert bad.status == "incorrect", (bad.status, bad.message)
+    assert [f.code for f in bad.findings] == ["grad-enabled-mismatch"] and "no autograd path" in bad.findings[0].message

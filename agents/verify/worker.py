@@ -1315,15 +1315,32 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
     on, judged as the checked sets are: a far miss fails correctness, a near miss is noted."""
     args = make_inputs(get_inputs, seed, device)
     same_draws(seed)
-    with torch.enable_grad(), dyn.poisoned_allocations(), _candidate_code("forward"):
-        call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
-    _add_once(v.hack_findings, call.findings)
+    failed: Exception | None = None
+    try:
+        with torch.enable_grad(), dyn.poisoned_allocations(), _candidate_code("forward"):
+            call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
+        _add_once(v.hack_findings, call.findings)
+    except Exception as e:  # noqa: BLE001 - judged below, once the reference has run the same way
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # a sticky CUDA error (an illegal access) ends the verification, as elsewhere
+        failed = e
     buffers = list(ref.buffers())
     saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
     _guard_numerics(v, numerics)
     same_draws(seed)
-    with torch.enable_grad():
-        ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+    try:
+        with torch.enable_grad():
+            ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o
+                        for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+    except Exception as e:  # noqa: BLE001 - in-place work on a parameter, say: autograd refuses the reference itself
+        v.notes.append(f"grad-enabled set skipped: the reference itself fails with autograd on ({e})"[:300])
+        return
+    if failed is not None:
+        message = f"with autograd on (as in training) forward raised {type(failed).__name__}: {failed}"[:500]
+        v.correct = False
+        v.checks.append({"set": "grad-enabled", "seed": seed, "ok": False, "message": message})
+        _add_once(v.findings, [Finding("grad-enabled-mismatch", message, data={"set": "grad-enabled"})])
+        return
     m = compare_outputs(ref_outs, call.outs, tol)
     if not m.ok:
         referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v))
