@@ -1104,17 +1104,32 @@ def _further_set(v: Verdict, ref, cand, args: list[Any], seed: int, device, thre
     same_draws(seed)
     with dyn.poisoned_allocations(), window:
         call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads, 0.0)
+    m, referee = _judged_by_reference(v, ref, args, seed, call.outs, tol, ref_ops, numerics)
+    assert m is not None
+    return m, call, referee
+
+
+def _judged_by_reference(v: Verdict, ref, args: list[Any], seed: int, outs: list[Any] | None, tol: Tolerance,
+                         ref_ops: Counter[str], numerics: dict[str, Any], *,
+                         grad: bool = False) -> tuple[Mismatch | None, Any]:
+    """The reference's call on `args`, seeded as the candidate's was (with autograd on where `grad`),
+    and the candidate's `outs` judged against it as the checked sets are, the fp64 referee where they
+    miss: (the comparison, the referee's verdict or None); (None, None) without `outs`. The
+    reference's own exception propagates."""
     # The reference's buffers as its call finds them, for the referee (as on the checked sets).
     buffers = list(ref.buffers())
     saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
     _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
     same_draws(seed)
-    ref_outs = dyn.flatten_outputs(ref(*clone_args(args)))
-    m = compare_outputs(ref_outs, call.outs, tol)
-    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v)) if not m.ok else None
+    with torch.enable_grad() if grad else contextlib.nullcontext():
+        ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+    if outs is None:
+        return None, None
+    m = compare_outputs(ref_outs, outs, tol)
+    referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, outs, tol, _judged_under(v)) if not m.ok else None
     if referee is not None and referee.ok:
         m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
-    return m, call, referee
+    return m, referee
 
 
 def after_timing_findings(m: Mismatch, wrong: list[int], trials: int, checks: list[dict[str, Any]],
@@ -1324,14 +1339,9 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
         if device.type == "cuda":
             torch.cuda.synchronize()  # a sticky CUDA error (an illegal access) ends the verification, as elsewhere
         failed = e
-    buffers = list(ref.buffers())
-    saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
-    _guard_numerics(v, numerics)
-    same_draws(seed)
     try:
-        with torch.enable_grad():
-            ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o
-                        for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+        m, _ = _judged_by_reference(v, ref, args, seed, None if failed is not None else call.outs, tol, ref_ops,
+                                    numerics, grad=True)
     except Exception as e:  # noqa: BLE001 - in-place work on a parameter, say: autograd refuses the reference itself
         v.notes.append(f"grad-enabled set skipped: the reference itself fails with autograd on ({e})"[:300])
         return
@@ -1341,11 +1351,7 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
         v.checks.append({"set": "grad-enabled", "seed": seed, "ok": False, "message": message})
         _add_once(v.findings, [Finding("grad-enabled-mismatch", message, data={"set": "grad-enabled"})])
         return
-    m = compare_outputs(ref_outs, call.outs, tol)
-    if not m.ok:
-        referee = _fp64_referee(ref, saved, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v))
-        if referee is not None and referee.ok:
-            m = Mismatch(True, f"{referee.message}; the fp32 reference: {m.message}", m.max_abs, m.rel_norm)
+    assert m is not None
     far = not m.ok and not _near_miss(m, v.checks, tol)
     v.checks.append({"set": "grad-enabled", "seed": seed, "ok": not far, "max_abs": m.max_abs,
                      "rel_norm": m.rel_norm, "message": m.message})
