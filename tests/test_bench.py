@@ -55,6 +55,28 @@ def test_summary_geomean_and_fast_1():
     assert bench.geomean([]) is None
 
 
+def test_gpu_time_alone_is_set_beside_torch_compiles():
+    """Small modules' timed ratios are mostly the two host paths: each solved problem also says
+    default torch.compile's GPU time in full (every kernel of one forward), and the summary their ratio."""
+    from stitchcuda.types import Candidate
+
+    cand = Candidate("c", {"model_new.py": ""})
+    fast, slow, unprofiled = verdict(), verdict(), verdict()
+    fast.kernel_us, fast.compile_kernel_us = {"ours": 40.0}, {f"triton_{i}": 10.0 for i in range(8)}
+    slow.kernel_us, slow.compile_kernel_us = {"a": 30.0, "b": 30.0}, {"triton_0": 20.0}
+    unprofiled.kernel_us = {"ours": 5.0}
+    problems = [bench.entry_for(Path(f"/k/level2/{i}_P.py"), v, cand, "") for i, v in enumerate([fast, slow, unprofiled])]
+    # All eight of torch.compile's kernels, where compile_top_kernels_us keeps six.
+    assert problems[0]["compile_kernel_ms"] == 0.08 and len(problems[0]["compile_top_kernels_us"]) == 6
+    assert problems[1]["compile_kernel_ms"] == 0.02 and problems[2]["compile_kernel_ms"] is None
+    s = bench.summarize(problems)
+    assert (s["kernels_compared_with_compile"], s["kernels_faster_than_compile"]) == (2, 1)
+    assert math.isclose(s["geomean_kernel_speedup_compile"], math.sqrt(2.0 * (1 / 3)))
+    report = {"meta": {"command": "c", "commit": "abc", "gpu": "H100", "torch": "2.11", "date": "d", "coder": "builtin"},
+              "problems": problems, "summary": s}
+    assert "default torch.compile's over ours, geomean 0.82x, ours less on 1 of 2" in bench.markdown(report)
+
+
 def test_markdown_lists_every_problem():
     report = {"meta": {"command": "stitchcuda bench x", "commit": "abc", "gpu": "H100", "torch": "2.11",
                        "date": "2026-11-22", "coder": "builtin"},
