@@ -4,6 +4,7 @@ buffers come back."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from stitchcuda.agents.coder import codegen, kernels
@@ -41,10 +42,18 @@ def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
     return "\n".join(lines)
 
 
+# "0" writes no graph replay (forward launches its kernels one by one on every call), for an A/B of
+# the replay's cost on small modules: on the fifth coverage sweep (one H200, 96b668a) timed forwards
+# took 8-45 us more than their host time and GPU time explain, and where that goes is not measured.
+GRAPHS_ENV = "STITCHCUDA_CUDA_GRAPHS"
+
+
 def graphed(steps: Sequence[Step]) -> bool:
     """Whether forward replays as a CUDA graph: with several kernels, or with one library call
     (a cuDNN graph's execute costs 30-250 us of host time per call on an H200, a replay ~10 us);
     one kernel of our own launches as cheaply as the graph would."""
+    if os.environ.get(GRAPHS_ENV, "1") == "0":
+        return False
     return len(steps) > 1 or any(isinstance(s, kernels.Kernel) and s.libraries for s in steps)
 
 
