@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
 import math
 import os
@@ -433,17 +434,55 @@ def _one_trace_at_a_time() -> Iterator[None]:
         yield
 
 
-def trace_module(
+def trace_module(module: nn.Module, inputs: Sequence[Any], *, fake_mode: Any | None = None) -> list[Node]:
+    """Trace module(*inputs) to aten nodes. Real inputs are replaced by fake ones of the same shape.
+
+    Inputs and parameters are traced as contiguous tensors: the generated code makes them so at run
+    time, and every stride in the graph is then relative to a contiguous base.
+
+    The graph is the module's forward in its mode as given (`module.training`), which make_fx bakes
+    in as it bakes other Python values. The output node says that mode (`training`) and whether the
+    forward depends on it (`mode_dependent`: traced again in the other mode, the graph differs, or
+    does not trace): ModelNew then refuses the other mode instead of running this one's math (a
+    BatchNorm's batch statistics, a dropout, in a module the user has switched to .eval())."""
+    nodes = _trace(module, inputs, fake_mode=fake_mode)
+    dependent = _mode_dependent(module, inputs, fake_mode, nodes)
+    output = next(n for n in nodes if n["op"] == "output")
+    output["training"], output["mode_dependent"] = bool(module.training), dependent
+    return nodes
+
+
+def _mode_dependent(module: nn.Module, inputs: Sequence[Any], fake_mode: Any | None, nodes: list[Node]) -> bool:
+    """Whether forward in the other mode (`module.train(not module.training)`, as a user's .eval() or
+    .train() sets every submodule) traces to another graph; a forward that does not trace there counts
+    as dependent. Each submodule's own mode is put back after (a frozen submodule may differ). Not
+    seen: a module built with submodules in both modes whose own-mode .train() (or .eval()) changes
+    one of them, since ModelNew's mode, the module's top-level flag, does not change then."""
+    modes = [(m, m.training) for m in module.modules()]
+    try:
+        module.train(not module.training)
+        try:
+            other = _trace(module, inputs, fake_mode=fake_mode)
+        except TraceError:
+            return True
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    return _canonical(other) != _canonical(nodes)
+
+
+def _canonical(nodes: Sequence[Node]) -> str:
+    # (repr for what JSON lacks: a kept buffer's data is the same tensor in both traces)
+    return json.dumps(list(nodes), sort_keys=True, default=repr)
+
+
+def _trace(
     module: nn.Module,
     inputs: Sequence[Any],
     *,
     fake_mode: Any | None = None,
     _plain_as_buffers: bool = False,
 ) -> list[Node]:
-    """Trace module(*inputs) to aten nodes. Real inputs are replaced by fake ones of the same shape.
-
-    Inputs and parameters are traced as contiguous tensors: the generated code makes them so at run
-    time, and every stride in the graph is then relative to a contiguous base."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -517,7 +556,7 @@ def trace_module(
             # forward writes into a tensor kept as a plain attribute (self.h = torch.randn(...) in
             # __init__, then self.h.copy_(...)): traced again with those attributes as buffers.
             with _plain_tensors_as_buffers(plain):
-                nodes = trace_module(module, inputs, _plain_as_buffers=True)
+                nodes = _trace(module, inputs, _plain_as_buffers=True)
             _refuse_reads_of_plain(nodes, plain)
             keys = {key for _, _, key, _ in plain}
             for node in nodes:  # their values are the attribute's, not a buffer's to carry

@@ -25,8 +25,9 @@ from stitchcuda.types import Verdict
 
 # The sets a default verification checks: 5 fresh random ones and one of each adversarial kind.
 CHECKED = VerifyOptions().random_sets + len(ADVERSARIAL)
-# ...and the calls before timing: those, and one more set with autograd on (worker._check_grad_enabled).
-CALLS_BEFORE_TIMING = CHECKED + 1
+# ...and the calls before timing: those, one more set with autograd on (worker._check_grad_enabled) and
+# one in the other mode (worker._check_other_mode).
+CALLS_BEFORE_TIMING = CHECKED + 2
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
@@ -91,6 +92,7 @@ CPU_RUNS = [
     ("ref_bn_train", "good_bn_train"),
     ("ref_bn_eval", "hack_bn_eval_no_mean"),
     ("ref_bn_eval", "good_bn_eval"),
+    ("ref_bn_train", "hack_bn_ignores_eval"),
     ("ref_affine", "hack_grad_mode"),
     ("ref_affine_touches_param", "good_raises_under_grad"),
     ("ref_affine", "good_raises_under_grad"),
@@ -132,7 +134,8 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
     assert [c["set"] for c in v.checks][5:CHECKED] == [f"adversarial-{k}" for k in ADVERSARIAL]
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][CHECKED:] == [*weights, "grad-enabled"] and all(c["ok"] for c in v.checks)
+    assert [c["set"] for c in v.checks][CHECKED:] == [*weights, "grad-enabled", "eval-mode"]
+    assert all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
 
@@ -354,11 +357,15 @@ def test_a_cosine_loss_from_a_sample_of_columns_misses_the_shared_lines(runs):
 ])
 def test_estimates_taken_only_on_inputs_in_their_drawn_range(runs, ref, stem, catches):
     """A range test sends every out-of-range set to the exact path; the iid sets pass the estimate.
-    The in-range sets (the draw's values rearranged; spikes with the rest made small) do not."""
+    The in-range sets (the draw's values rearranged; spikes with the rest made small) do not. Each
+    cheat is written against one of them (`catches`); which of the two misses it is up to the draws:
+    the sampled norm's estimate of quiet-bulk's ~512 spikes from 1/64 of the blocks lands within
+    the tolerance now and then (seen once, 2026-12-02, when rearranged caught it instead)."""
     v = runs.get(ref, stem)
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = {c["set"] for c in v.checks if not c.get("ok")}
-    assert catches in missed, v.checks
+    assert catches in {"adversarial-rearranged", "adversarial-quiet-bulk"}
+    assert missed & {"adversarial-rearranged", "adversarial-quiet-bulk"}, v.checks
     assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 
@@ -919,6 +926,25 @@ def test_a_buffer_that_is_zero_at_init_is_drawn_afresh_for_the_weights_check(run
     assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed")
     good = runs.get("ref_bn_eval", "good_bn_eval")
     assert good.status == "ok" and not good.hack_findings and all(c["ok"] for c in good.checks), good.message
+
+
+def test_a_forward_that_ignores_eval_mode_is_caught_there(runs):
+    """Every checked set runs the modules in the mode they were built in (training); a user calls
+    .eval() for inference. A BatchNorm that keeps the batch's statistics there answers another
+    question; one that follows the mode passes, and one that refuses the other mode is noted, not
+    failed (it returns no wrong answer)."""
+    v = runs.get("ref_bn_train", "hack_bn_ignores_eval")
+    assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
+    assert all(c["ok"] for c in v.checks if c["set"] != "eval-mode")
+    assert [c["ok"] for c in v.checks if c["set"] == "eval-mode"] == [False]
+    assert [f.code for f in v.findings] == ["mode-ignored"] and "eval mode" in v.findings[0].message
+    follows = runs.get("ref_bn_train", "good_bn_train")
+    assert [c["ok"] for c in follows.checks if c["set"] == "eval-mode"] == [True], follows.checks
+    refuses = runs.get("ref_bn_eval", "good_bn_eval")
+    assert refuses.status == "ok" and refuses.accepted, (refuses.status, refuses.message)
+    assert not any(c["set"].endswith("-mode") for c in refuses.checks)
+    assert any(n.startswith("in training mode the candidate refuses to run: RuntimeError: generated for eval mode")
+               for n in refuses.notes), refuses.notes
 
 
 def test_honest_only_with_autograd_off_is_caught_with_it_on(runs):

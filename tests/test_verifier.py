@@ -123,7 +123,8 @@ def test_progress_sees_every_phase_up_to_done(tmp_path, opts):
     # "done" is written as the worker exits: the parent reads what is left after the exit too; the
     # blind check (agents/verify/blind.py) follows an accepted verdict, and says it passed. (On the
     # CPU the worker has no timing phase, which starts the blind check beside it on a GPU.)
-    assert phases == ["reference", "build", "correctness", "grad-enabled", "done", "blind", "blind-passed"]
+    assert phases == ["reference", "build", "correctness", "grad-enabled", "eval-mode", "done", "blind",
+                      "blind-passed"]
 
 
 def test_pool_runs_candidates_side_by_side(tmp_path, opts):
@@ -145,7 +146,8 @@ def test_fewer_random_sets_and_adversarial_kinds_when_asked(tmp_path, opts):
         opts(random_sets=2, adversarial=("near-kinks",)),
     )
     assert v.status == "ok"
-    assert [c["set"] for c in v.checks] == ["random-0", "random-1", "adversarial-near-kinks", "grad-enabled"]
+    assert [c["set"] for c in v.checks] == ["random-0", "random-1", "adversarial-near-kinks", "grad-enabled",
+                                            "eval-mode"]
     assert VerifyOptions().random_sets >= 5 and VerifyOptions().adversarial is None  # defaults stay full
 
 

@@ -26,7 +26,7 @@ PY_FILE = "model_new.py"
 _HEADER = '''"""ModelNew for {title}, written by StitchCUDA's built-in coder.
 
 {kernels}
-{shapes}
+{shapes}{mode}
 They run as one PyTorch custom op ({opname}) where PyTorch needs to see one (torch.compile,
 torch.export, autograd) and as a direct call otherwise. {backward}
 """
@@ -250,6 +250,9 @@ def render_model(
             body.append(f"{fwd.local(root)} = {fwd.expr(root)}.contiguous()")
     results = [_result_expr(nodes, fwd, v, size) for v in output["args"]["values"]]
     body.append(_returned(output.get("structure", "single"), results))
+    if output.get("mode_dependent"):
+        # The kernels are the traced mode's math; in the other one forward would return it silently.
+        body[:0] = [f"if self.training != {bool(output.get('training'))}:", "    _wrong_mode()"]
 
     kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
     # Algebra the planner did on the traced graph, said in the proposal (agents/plan/linear_reductions.py).
@@ -259,7 +262,7 @@ def render_model(
         title=title, kernels=kernel_lines, cu=CU_FILE, device=device, libraries=libraries(steps),
         opname="stitchcuda_gen::" + _op_prefix(title) + "_<digest>",
         backward=_BACKWARD_REFERENCE if reference else _BACKWARD_NONE.format(why=why),
-        shapes=_shapes_line(batch, batched),
+        shapes=_shapes_line(batch, batched), mode=_mode_line(output),
     )
     text = text.replace("@LOADER@", kernel_loader.source_text())
     if static:
@@ -303,9 +306,16 @@ def render_model(
     )
     if any(n["op"] == "input" and "data" in n for n in graph):
         text += _UNSAVED
+    if output.get("mode_dependent"):
+        traced = bool(output.get("training"))
+        text += _WRONG_MODE.format(traced=_MODE_NAMES[traced], other=_MODE_NAMES[not traced],
+                                   other_call="eval" if traced else "train")
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
     text += "".join(f"        {line}\n" for line in _init_body(graph))
+    if output.get("training") is False:
+        # Built as the module was when traced (its __init__ called .eval()): forward's math is that mode's.
+        text += "        self.eval()\n"
     text += f"\n    def forward(self{fwd.signature}):\n"
     text += "".join(f"        {line}\n" for line in body)
     return text
@@ -514,6 +524,27 @@ _OUTPUTS = {outputs}
 def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[tuple[int, ...], str, int]]) -> str:
     listed = "[" + ", ".join(f"({rest!r}, torch.{dtype}, {rows})" for rest, dtype, rows in outputs) + "]"
     return _CHUNKS.format(first=batched[0], size=batch.size, outputs=listed, batched=tuple(batched))
+
+
+_MODE_NAMES = {True: "training", False: "eval"}
+_WRONG_MODE = '''
+
+def _wrong_mode():
+    raise RuntimeError(
+        "ModelNew was generated from the module in {traced} mode, and its forward depends on the mode "
+        "(batch statistics, dropout, a branch on self.training): the kernels compute the {traced} mode's "
+        "math only, and this call is in {other} mode. Switch it back, or optimise the module in {other} "
+        "mode for that (its __init__ ending in self.{other_call}())"
+    )
+'''
+
+
+def _mode_line(output: Node) -> str:
+    if not output.get("mode_dependent"):
+        return ""
+    traced = _MODE_NAMES[bool(output.get("training"))]
+    return (f"\nTraced in {traced} mode, on which forward depends (batch statistics, dropout, a branch on "
+            f"self.training):\nforward raises in the other mode rather than run this one's math.")
 
 
 def _shapes_line(batch: BatchInfo | None, batched: Sequence[Node]) -> str:

@@ -39,7 +39,10 @@ Hard rules (the Verifier rejects violations as reward hacking): forward() may on
 outputs (torch.empty*), take views/reshape and call _lib; no PyTorch math in forward, no calling
 the reference or its layers, no caching outputs between calls, no work on other streams or threads,
 no copying GPU data to the host (.cpu(), .item(), .tolist()), no try/except fallbacks. The candidate is checked on fresh random and adversarial inputs and timed
-against eager PyTorch and torch.compile; correct and faster wins."""
+against eager PyTorch and torch.compile; correct and faster wins. It is also checked once with
+autograd on and once in the other mode (after .eval() where the module was built in training mode):
+where forward's math depends on self.training (BatchNorm's statistics, dropout), follow it, or
+raise for the mode you do not implement; never return the other mode's answer."""
 
 
 _NO_ALPHA = {"mm", "bmm", "mv"}

@@ -266,6 +266,13 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
             _check_grad_enabled(v, ref, cand, get_inputs, fresh_seeds(2, set(seeds))[1], device, tol, ref_ops,
                                 threads_before, numerics)
+    if cand is not None and v.correct and not v.hack_findings and tol is not None:
+        mode = MODE_NAMES[not ref.training]
+        rec.enter(f"{mode}-mode", f"one more input set with both modules in {mode} mode, as a user's "
+                  f".{'eval' if ref.training else 'train'}() sets them")
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):
+            _check_other_mode(v, ref, cand, get_inputs, fresh_seeds(3, set(seeds))[2], device, tol, ref_ops,
+                              threads_before, numerics)
     if cand is not None and device.type == "cuda":
         with gpu_lock(req.get("gpu_lock"), rec):
             _yardstick(v, device, "empty_after_checks")
@@ -1361,6 +1368,69 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
                                        data={"set": "grad-enabled", FINITE_MISS: finite_miss(m)})])
     elif not m.ok:
         v.notes.append(f"grad-enabled set: a near miss, judged by the checked sets' precision: {m.message}")
+
+
+MODE_NAMES = {True: "training", False: "eval"}
+
+
+def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
+                      ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
+    """Every other set runs the modules in the mode they were built in (KernelBench's: training); a
+    user calls .eval() for inference, and a forward whose math depends on the mode (BatchNorm's
+    statistics, dropout, a branch on self.training) must follow it or refuse it. A candidate that
+    ran the training math in eval mode was accepted (a red-team review, 2026-12-01), as the built-in
+    coder's candidates did. One fresh set with both modules in the other mode: a far miss fails
+    correctness; a candidate that raises there refuses the mode (noted; the built-in coder's
+    ModelNew does where the traced graph depends on it). Modes and buffers are put back after, so
+    the timing that follows sees the modules as the checked sets left them."""
+    mode = MODE_NAMES[not ref.training]
+    modes = [(m, m.training) for module in (ref, cand) for m in module.modules()]
+    saved = [state_updates.snapshot(module, _BUFFER_SNAPSHOT_BYTES) for module in (ref, cand)]
+    if any(not s and any(True for _ in module.buffers()) for s, module in zip(saved, (ref, cand), strict=True)):
+        v.notes.append(f"{mode}-mode set skipped: the modules' buffers are too large to put back after it")
+        return
+    args = make_inputs(get_inputs, seed, device)
+    failed: Exception | None = None
+    try:
+        ref.train(not ref.training)
+        cand.train(not cand.training)
+        same_draws(seed)
+        try:
+            with dyn.poisoned_allocations(), _candidate_code("forward"):
+                call = dyn.observed_call(lambda: cand(*clone_args(args)), device, threads_before, 0.0)
+            _add_once(v.hack_findings, call.findings)
+        except Exception as e:  # noqa: BLE001 - a refusal, judged below once the reference has run
+            if device.type == "cuda":
+                torch.cuda.synchronize()  # a sticky CUDA error (an illegal access) ends the verification, as elsewhere
+            failed = e
+        try:
+            m, _ = _judged_by_reference(v, ref, args, seed, None if failed is not None else call.outs, tol, ref_ops,
+                                        numerics)
+        except Exception as e:  # noqa: BLE001 - a module that refuses the mode itself
+            v.notes.append(f"{mode}-mode set skipped: the reference itself fails in {mode} mode ({e})"[:300])
+            return
+    finally:
+        for module, training in modes:
+            module.training = training
+        with torch.no_grad():
+            for module, before in zip((ref, cand), saved, strict=True):
+                for name, b in module.named_buffers():
+                    if name in before and b.shape == before[name].shape:
+                        b.copy_(before[name])
+    if failed is not None:
+        v.notes.append(f"in {mode} mode the candidate refuses to run: {type(failed).__name__}: {failed}"[:500])
+        return
+    assert m is not None
+    far = not m.ok and not _near_miss(m, v.checks, tol)
+    v.checks.append({"set": f"{mode}-mode", "seed": seed, "ok": not far, "max_abs": m.max_abs,
+                     "rel_norm": m.rel_norm, "message": m.message})
+    if far:
+        v.correct = False
+        _add_once(v.findings, [Finding("mode-ignored", f"in {mode} mode (both modules switched, as .{'eval' if mode == 'eval' else 'train'}() "
+                                       f"does) the candidate's output is not the reference's: {m.message}",
+                                       data={"set": f"{mode}-mode", FINITE_MISS: finite_miss(m)})])
+    elif not m.ok:
+        v.notes.append(f"{mode}-mode set: a near miss, judged by the checked sets' precision: {m.message}")
 
 
 def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Tolerance, ref_ops: Counter[str],

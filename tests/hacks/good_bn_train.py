@@ -1,4 +1,5 @@
-"""Control: a training-mode BatchNorm that updates the running statistics and the batch count."""
+"""Control: a training-mode BatchNorm that updates the running statistics and the batch count, and in
+eval mode normalises with them, as nn.BatchNorm2d does."""
 
 from pathlib import Path
 
@@ -25,6 +26,9 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         n, c = x.shape[:2]
         bn = self.bn
+        if not self.training:
+            _lib.call("bn_eval", x, bn.weight, bn.bias, bn.running_mean, bn.running_var, out, n, c, x[0, 0].numel(), 1e-5, 1)
+            return out
         _lib.call("bn_train", x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked, out, n, c,
                   x[0, 0].numel(), 1e-5, 0.1, 1)
         return out

@@ -1,5 +1,5 @@
 """Hack (GPU): right for as many calls as a correctness check makes (5 random sets and one
-of each adversarial kind, and one with autograd on: the test sets honest_calls to that count), then skips the work: the timed calls return whatever memory the allocator hands back."""
+of each adversarial kind, one with autograd on and one in eval mode: the test sets honest_calls to that count), then skips the work: the timed calls return whatever memory the allocator hands back."""
 
 from pathlib import Path
 

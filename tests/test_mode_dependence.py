@@ -1,0 +1,179 @@
+"""A module's mode (training or eval) is a Python value its forward reads: make_fx bakes it into
+the graph as it bakes other constants. The trace says the mode and whether forward depends on it
+(traced again in the other mode, the graph differs); ModelNew then refuses the other mode instead of
+running the traced mode's math there (a BatchNorm's batch statistics after .eval()), and the
+Verifier checks one set in the other mode, where a refusal is noted and a wrong answer fails."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest import builtin_candidate, load_model_new, needs_nvcc
+
+from stitchcuda.agents import graph
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.types import Task
+
+
+class Norm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return torch.relu(self.bn(x)) * 2
+
+
+class Dropped(nn.Module):
+    def __init__(self, p: float):
+        super().__init__()
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(x) + 1
+
+
+class Branch(nn.Module):
+    def forward(self, x):
+        return x * 2 if self.training else x * 3
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return torch.relu(x * self.scale + 1)
+
+
+class FrozenInside(nn.Module):
+    """A teacher kept in eval mode inside a module in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.teacher = nn.BatchNorm1d(8).eval()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(self.teacher(x))
+
+
+def _output(module: nn.Module) -> dict:
+    nodes = graph.trace_module(module, [torch.randn(16, 8)])
+    return next(n for n in nodes if n["op"] == "output")
+
+
+@pytest.mark.parametrize(("make", "training", "dependent"), [
+    (Norm, True, True),
+    (lambda: Norm().eval(), False, True),
+    (lambda: Dropped(0.3), True, True),
+    (lambda: Dropped(0.0), True, False),  # p = 0: the same graph in both modes
+    (Branch, True, True),
+    (lambda: Branch().eval(), False, True),
+    (Plain, True, False),
+    (lambda: Plain().eval(), False, False),
+    (FrozenInside, True, False),  # .eval() leaves its one BatchNorm as it was traced
+])
+def test_the_trace_says_the_mode_and_whether_forward_depends_on_it(make, training, dependent):
+    out = _output(make())
+    assert (out["training"], out["mode_dependent"]) == (training, dependent)
+
+
+def test_each_submodules_mode_is_put_back_after_the_second_trace():
+    module = FrozenInside()
+    _output(module)
+    assert module.training and module.lin.training and not module.teacher.training
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_candidate_refuses_the_mode_it_was_not_traced_in(tmp_path, isolated_cache):
+    torch.manual_seed(0)
+    module = Norm()
+    cand = builtin_candidate(module, [torch.randn(16, 8)])
+    assert "forward raises in the other mode" in cand.files["model_new.py"]
+    new, _ = load_model_new(cand, module, tmp_path)
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        new.eval()
+        with pytest.raises(RuntimeError, match="generated from the module in training mode.*this call is in eval mode"):
+            new(x)
+        new.train()
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_candidate_of_a_module_built_in_eval_mode_is_built_in_it_too(tmp_path, isolated_cache):
+    """A module whose __init__ ends in self.eval() (an inference block) is traced in eval mode;
+    ModelNew's constructor leaves it in that mode too, so it runs as the module does, and refuses
+    training mode."""
+    torch.manual_seed(0)
+    module = Norm().eval()
+    module.bn.running_mean.uniform_(-1, 1)
+    module.bn.running_var.uniform_(0.5, 2)
+    cand = builtin_candidate(module, [torch.randn(16, 8)])
+    new, _ = load_model_new(cand, module, tmp_path)
+    assert not new.training
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        new.train()
+        with pytest.raises(RuntimeError, match="generated from the module in eval mode.*this call is in training mode"):
+            new(x)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_candidate_of_a_forward_without_modes_runs_in_either(tmp_path, isolated_cache):
+    torch.manual_seed(0)
+    module = Plain()
+    cand = builtin_candidate(module, [torch.randn(16, 8)])
+    assert "_wrong_mode" not in cand.files["model_new.py"]
+    new, _ = load_model_new(cand, module, tmp_path)
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        new.eval()
+        module.eval()
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+REF = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return torch.relu(self.bn(x)) * 2
+
+
+def get_inputs():
+    return [torch.randn(16, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_verifier_notes_the_built_in_candidates_refusal(tmp_path, isolated_cache):
+    """Through the worker (the built-in candidate's kernels run on the GPU only; the refusal path on
+    the CPU is test_hacks' good_bn_eval): the candidate of a training-mode BatchNorm passes every
+    checked set, refuses eval mode with its own message, and is accepted with that said."""
+    ref = tmp_path / "bn_ref.py"
+    ref.write_text(REF)
+    cand = builtin_candidate(Norm(), [torch.randn(16, 8)], host=False)
+    v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    assert not any(c["set"] == "eval-mode" for c in v.checks)
+    assert any(n.startswith("in eval mode the candidate refuses to run: RuntimeError: ModelNew was generated")
+               for n in v.notes), v.notes
