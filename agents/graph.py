@@ -321,7 +321,7 @@ def trace_task(task: Task) -> list[Node]:
     """Build the task's module and inputs on fake tensors and trace its forward."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from stitchcuda.task import load_task_module
+    from stitchcuda.task import load_task_module, set_mode
 
     module, cls = load_task_module(task)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -339,6 +339,7 @@ def trace_task(task: Task) -> list[Node]:
             model = cls(*_realise(init_args))
         except Exception as e:  # noqa: BLE001
             raise TraceError(f"{task.class_name}(*{task.init_inputs_fn}()) failed: {_short(e)}") from e
+    set_mode(model, task.mode)
     try:
         nodes = trace_module(model, inputs, fake_mode=fake_mode)
     except TraceError as e:

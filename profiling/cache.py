@@ -38,8 +38,9 @@ def key(task: Task, kind: str, device_name: str, iterations: int) -> str | None:
         h.update(task.path.read_bytes())
     except OSError:
         return None
-    for part in (task.class_name, task.init_inputs_fn, task.inputs_fn, kind, device_name, str(iterations),
-                 torch.__version__, sys.version.split()[0], str(VERSION)):
+    # (the mode only where one is asked for: an as-built task keeps the key it had before modes)
+    for part in (task.class_name, task.init_inputs_fn, task.inputs_fn, *([task.mode] if task.mode != "as-built" else []),
+                 kind, device_name, str(iterations), torch.__version__, sys.version.split()[0], str(VERSION)):
         h.update(b"\0" + part.encode())
     return h.hexdigest()[:32]
 

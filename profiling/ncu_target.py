@@ -27,7 +27,8 @@ def main(argv: list[str]) -> int:
     ref_mod = import_file(Path(req["reference"]))
     cand_mod = import_file(Path(req["candidate"]))
     cand_cls = getattr(cand_mod, req.get("candidate_class", "ModelNew"))
-    model = build_model(cand_cls, list(ref_mod.get_init_inputs()), int(req.get("init_seed", 42)), device)
+    model = build_model(cand_cls, list(ref_mod.get_init_inputs()), int(req.get("init_seed", 42)), device,
+                        req.get("module_mode"))
     inputs = make_inputs(ref_mod.get_inputs, 1, device)
     for _ in range(repeats):
         model(*inputs)

@@ -99,7 +99,7 @@ def _profile_in_subprocess(
     nsys: str, task: Task, *, timeout_s: float, device: str | None, iterations: int, keep: Path | None,
 ) -> ReferenceProfile:
     request = {"path": str(task.path), "class_name": task.class_name, "init_inputs_fn": task.init_inputs_fn,
-               "inputs_fn": task.inputs_fn, "device": device, "iterations": iterations}
+               "inputs_fn": task.inputs_fn, "mode": task.mode, "device": device, "iterations": iterations}
     with contextlib.ExitStack() as stack:
         folder = keep if keep is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         folder.mkdir(parents=True, exist_ok=True)
@@ -364,7 +364,8 @@ def _child(request_path: Path) -> None:
             return _nvtx_range(name)
 
     req = json.loads(request_path.read_text())
-    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
+    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"],
+                mode=req.get("mode", "as-built"))
     dev = torch.device(req.get("device") or "cuda:0")
     model, inputs = build_reference(task, dev)
     (request_path.parent / "child.json").write_text(json.dumps({"device": torch.cuda.get_device_name(dev)}))

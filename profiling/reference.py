@@ -358,7 +358,7 @@ def build_reference(task: Task, dev: torch.device) -> tuple[torch.nn.Module, lis
     from stitchcuda.task import build_model, load_task_module
 
     module, cls = load_task_module(task)
-    model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev)
+    model = build_model(cls, list(getattr(module, task.init_inputs_fn)()), 42, dev, task.mode)
     return model, make_inputs(getattr(module, task.inputs_fn), 0, dev)
 
 
@@ -454,6 +454,7 @@ def profile_in_subprocess(
         "class_name": task.class_name,
         "init_inputs_fn": task.init_inputs_fn,
         "inputs_fn": task.inputs_fn,
+        "mode": task.mode,
         "device": device,
         "iterations": iterations,
         "record": str(record) if record is not None else None,
@@ -488,7 +489,8 @@ def _main() -> None:
     import json
 
     req = json.loads(sys.stdin.read())
-    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"])
+    task = Task(Path(req["path"]), req["class_name"], req["init_inputs_fn"], req["inputs_fn"],
+                mode=req.get("mode", "as-built"))
     record = Path(req["record"]) if req.get("record") else None
     profile = profile_task(task, iterations=req.get("iterations", 3), device=req.get("device"), record=record)
     print(json.dumps(profile.to_dict()))

@@ -320,6 +320,7 @@ def bench_problem(
     policy: RoundPolicy,
     precision: str,
     verify: VerifyFn,
+    mode: str = "as-built",
     past_deadline: Callable[[], bool] = lambda: False,
     on_entry: Callable[[ProblemRun], None] = lambda run: None,
     on_event: Callable[[str], None] = print,
@@ -333,6 +334,7 @@ def bench_problem(
     try:
         task = find_task(path)
         task.precision = precision  # type: ignore[assignment]
+        task.mode = mode  # type: ignore[assignment]
         with _PLAN_LOCK:
             plan = plan_task(task)
     except TaskError as e:
@@ -549,6 +551,7 @@ def run_bench(
     on_event: Callable[[str], None] = print,
     policy: RoundPolicy = BENCH_POLICY,
     precision: str = "tf32",
+    mode: str = "as-built",
     order_from: Path | None = None,
 ) -> dict[str, Any]:
     """Every problem's rounds under `policy` (the round engine `optimize` uses too), problems side by
@@ -559,7 +562,8 @@ def run_bench(
     from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
 
     book = BenchReport(expand_paths(paths), out, resume=resume,
-                       meta={"coder": coder_name(coder), "jobs": jobs, "gpus": gpus, "precision": precision})
+                       meta={"coder": coder_name(coder), "jobs": jobs, "gpus": gpus, "precision": precision,
+                             "mode": mode})
     todo = longest_first(book.todo(), order_from) if order_from else book.todo()
     code = make_coder(coder)
     # A slot per worker, the GPUs in turn (0, 1, 0, 1 rather than 0, 0, 1, 1): the pool hands out its
@@ -587,7 +591,7 @@ def run_bench(
         started[f] = time.monotonic()
         try:
             return bench_problem(f, out / "runs", code=code, policy=policy, precision=precision, verify=verify,
-                                 past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+                                 mode=mode, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
         except Exception as e:  # noqa: BLE001 - a bug of ours on one problem must not end the bench
             run = ProblemRun(f, entry_for(f, None, None, f"bench error: {type(e).__name__}: {e}", status="error"))
             on_entry(run)

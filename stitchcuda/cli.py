@@ -17,7 +17,7 @@ from rich.markup import escape
 from . import events, keep, paths
 from .events import Event, ProgressEvent, RoundVerdict, RunEnd
 from .task import TaskError, UsageError, find_task
-from .types import Candidate, Verdict
+from .types import MODES, Candidate, Verdict
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -147,6 +147,7 @@ def cmd_optimize(args) -> int:
 
     task = find_task(Path(args.file), args.class_name)
     task.precision = args.precision
+    task.mode = args.mode
     arches = keep.parse_arches(args.arch)
     out = Path(args.out or paths.runs_dir() / f"{task.path.stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
     gpus = _gpus(args, lambda line: console.print(f"[yellow]{escape(line)}[/]"))
@@ -216,6 +217,7 @@ def cmd_verify(args) -> int:
 
     task = find_task(Path(args.reference), args.class_name)
     task.precision = args.precision
+    task.mode = args.mode
     cand_path = Path(args.candidate)
     if not cand_path.is_file():
         raise TaskError(f"{cand_path}: no such file")
@@ -255,7 +257,7 @@ def cmd_bench(args) -> int:
 
     say = lambda m: console.print(m, markup=False)  # noqa: E731
     both = dict(coder=args.coder, verify_opts=_verify_options(args), resume=args.resume, deadline_s=args.deadline,
-                precision=args.precision, on_event=say)
+                precision=args.precision, mode=args.mode, on_event=say)
     if args.ray:  # ray is imported only here: it stays an optional extra
         if args.gpus or args.gpu is not None or args.jobs != 1 or args.longest_first:
             raise UsageError("--ray places each problem on a GPU of the cluster itself: drop --gpu, --gpus, --jobs "
@@ -285,7 +287,9 @@ def cmd_plan(args) -> int:
     rows = []
     for f in expand_paths(args.paths):
         try:
-            p = plan(find_task(f, args.class_name))
+            task = find_task(f, args.class_name)
+            task.mode = args.mode
+            p = plan(task)
         except TaskError as e:
             rows.append({"path": str(f), "supported": False, "unsupported": [str(e)], "groups": [], "load_error": True})
             continue
@@ -348,6 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--precision", choices=["tf32", "strict"], default="tf32",
                         help="tf32: fp32 matmuls and convolutions may run on TF32 tensor cores (default); "
                              "strict: no TF32 anywhere. torch.compile is also timed under the same policy")
+        sp.add_argument("--mode", choices=list(MODES), default="as-built",
+                        help="the module's mode while it is optimised: as its constructor leaves it (default; "
+                             "KernelBench's modules: training), or after .train() / .eval() (inference: BatchNorm's "
+                             "running statistics, no dropout). ModelNew refuses the other mode where forward depends on it")
         sp.add_argument("--no-profile", action="store_true",
                         help="skip Nsight Compute on accepted candidates (about 10-30 s each)")
         sp.add_argument("--out", help="output folder")
@@ -386,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--class", dest="class_name")
     pl.add_argument("--json", action="store_true")
     pl.add_argument("-v", "--verbose", action="store_true", help="list every kernel")
+    pl.add_argument("--mode", choices=list(MODES), default="as-built", help="the module's mode while traced")
     pl.set_defaults(fn=cmd_plan)
 
     b = sub.add_parser("bench", help="run the pipeline over KernelBench-format files")

@@ -45,6 +45,7 @@ class ProblemSpec:
     runs_dir: str | None  # the folder for run folders on each node (None: the node's temp folder)
     run_id: str
     attempt: int  # 1 for the first try, 2 for the first retry, ...
+    mode: str = "as-built"  # Task.mode
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def bench_task(spec: ProblemSpec) -> ProblemResult:
     opts = dataclasses.replace(spec.verify_opts, gpu=0 if ray.get_gpu_ids() else None)
     lines: list[str] = []
     run = bench_problem(problem, work / "runs", code=make_coder(spec.coder), policy=spec.policy,
-                        precision=spec.precision, verify=lambda task, cand, path: verify(task, cand, path, opts),
+                        precision=spec.precision, mode=spec.mode,
+                        verify=lambda task, cand, path: verify(task, cand, path, opts),
                         past_deadline=past_deadline, on_event=lines.append)
     return ProblemResult(run.entry, lines, run.device, node_ip, node_id, str(work))
 
@@ -116,6 +118,7 @@ def run_bench_ray(
     on_event: Callable[[str], None] = print,
     policy: RoundPolicy = BENCH_POLICY,
     precision: str = "tf32",
+    mode: str = "as-built",
     runs_dir: str | None = None,
 ) -> dict[str, Any]:
     """The bench with a Ray task per problem on the cluster at `address` ("local": start one on this
@@ -130,7 +133,7 @@ def run_bench_ray(
     if retries < 0:
         raise UsageError("--ray-retries: 0 or more")
     book = BenchReport(expand_paths(paths), out, resume=resume,
-                       meta={"coder": coder_name(coder), "precision": precision, "backend": "ray",
+                       meta={"coder": coder_name(coder), "precision": precision, "mode": mode, "backend": "ray",
                              "ray_address": address, "ray_retries": retries})
     started = not ray.is_initialized()
     if started:
@@ -156,7 +159,7 @@ def run_bench_ray(
 
         def submit(f: Path, attempt: int) -> None:
             spec = ProblemSpec(f.name, f.parent.name, f.read_text(), coder, policy, precision,
-                               verify_opts or VerifyOptions(), deadline_at, runs_dir, run_id, attempt)
+                               verify_opts or VerifyOptions(), deadline_at, runs_dir, run_id, attempt, mode)
             pending[task.remote(spec)] = (f, attempt)
 
         for f in book.todo():

@@ -86,6 +86,14 @@ SCHEMA: tuple[Key, ...] = (
             "outputs of matmul-like ops are held to 1e-2 relative",
             "No TF32 anywhere: full fp32, as PyTorch's own defaults for matmul; KernelBench's 1e-4 check is "
             "reported too")),
+    Key("mode", "string", "as-built",
+        "The module's mode while it is optimised. Where forward depends on it (BatchNorm, dropout), the "
+        "optimised ModelNew computes that mode's math and refuses the other.", attr="mode", cli="--mode",
+        enum=("as-built", "train", "eval"),
+        enum_descriptions=(
+            "As the module's constructor leaves it (training, unless its __init__ calls .eval())",
+            "After .train(): batch statistics, dropout",
+            "After .eval(), for inference: BatchNorm's running statistics, no dropout")),
     Key("rounds", "integer", 3, "Optimisation rounds per job.", attr="rounds", cli="--rounds", minimum=1),
     Key("arches", "string", "",
         "GPU arches the proposal's prebuilt kernel library is built for, e.g. `sm_80,sm_90` (a fat binary, "
@@ -143,6 +151,7 @@ class Settings:
     coder: str = _default("coder")
     rounds: int = _default("rounds")
     precision: str = _default("precision")
+    mode: str = _default("mode")
     arches: str | None = _default("arches")  # the prebuilt library's GPU arches; None: this machine's GPU
     time_budget_s: float | None = _default("timeBudget")
     gpu: int | None = _default("gpu")

@@ -118,19 +118,29 @@ def load_task_module(task: Task) -> tuple[ModuleType, type]:
     return module, cls
 
 
-def build_model(cls: type, init_args: list[Any], seed: int, device: Any) -> Any:
+def build_model(cls: type, init_args: list[Any], seed: int, device: Any, mode: str | None = None) -> Any:
     """An instance of `cls` as the Verifier and the profilers build it.
 
     Built on the CPU under a fixed seed, as KernelBench does, so reference and candidate draw the
-    same initial weights; then moved to `device`.
+    same initial weights; then moved to `device`. `mode`: the task's (Task.mode).
     """
-    return built_on_cpu(cls, init_args, seed).to(device)
+    return built_on_cpu(cls, init_args, seed, mode).to(device)
 
 
-def built_on_cpu(cls: type, init_args: list[Any], seed: int) -> Any:
+def built_on_cpu(cls: type, init_args: list[Any], seed: int, mode: str | None = None) -> Any:
     """An instance of `cls` as build_model makes it, left on the CPU (moved later, where the move
     must wait for a GPU lock and the initialisation need not)."""
     import torch  # not at the top: the CLI's light commands (plan, doctor) import this module
 
     torch.manual_seed(seed)
-    return cls(*init_args)
+    return set_mode(cls(*init_args), mode)
+
+
+def set_mode(model: Any, mode: str | None) -> Any:
+    """`model` switched to the task's mode: "train" or "eval" as .train() / .eval() set it, every
+    submodule alike; "as-built" (or None) leaves it as its constructor did."""
+    if mode in (None, "as-built"):
+        return model
+    if mode not in ("train", "eval"):
+        raise ValueError(f"mode {mode!r}: expected one of as-built, train, eval")
+    return model.train(mode == "train")

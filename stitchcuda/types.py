@@ -27,6 +27,11 @@ PRECISIONS: tuple[Precision, ...] = ("tf32", "mixed", "3xtf32", "fp32")
 #   tf32:   fp32 matmuls and convolutions may run on TF32 tensor cores (the default)
 #   strict: no TF32 anywhere: every candidate is built at "fp32"
 Policy = Literal["tf32", "strict"]
+# The mode a task's module is optimised in: as its constructor leaves it (KernelBench's modules: training),
+# or switched with .train() / .eval() after construction, wherever the module is built (trace, Verifier,
+# torch.compile's baseline, profiles).
+Mode = Literal["as-built", "train", "eval"]
+MODES: tuple[str, ...] = ("as-built", "train", "eval")
 POLICIES: tuple[Policy, ...] = ("tf32", "strict")
 
 
@@ -55,6 +60,7 @@ class Task:
     init_inputs_fn: str = "get_init_inputs"
     inputs_fn: str = "get_inputs"
     precision: Policy = "tf32"  # the run's precision policy: what the coders may use, how it is judged
+    mode: Mode = "as-built"
 
     @property
     def name(self) -> str:

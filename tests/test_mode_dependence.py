@@ -177,3 +177,33 @@ def test_on_the_gpu_the_verifier_notes_the_built_in_candidates_refusal(tmp_path,
     assert not any(c["set"] == "eval-mode" for c in v.checks)
     assert any(n.startswith("in eval mode the candidate refuses to run: RuntimeError: ModelNew was generated")
                for n in v.notes), v.notes
+
+
+def test_a_task_in_eval_mode_is_traced_in_it(tmp_path):
+    """Task.mode ("eval", from --mode or the stitchcuda.mode setting): the module is switched after
+    its constructor, wherever it is built; the trace is the first."""
+    from stitchcuda.agents.graph import trace_task
+
+    ref = tmp_path / "bn_ref.py"
+    ref.write_text(REF)
+    as_built = next(n for n in trace_task(Task(path=ref)) if n["op"] == "output")
+    in_eval = next(n for n in trace_task(Task(path=ref, mode="eval")) if n["op"] == "output")
+    assert (as_built["training"], as_built["mode_dependent"]) == (True, True)
+    assert (in_eval["training"], in_eval["mode_dependent"]) == (False, True)
+
+
+def test_the_verifier_builds_both_modules_in_the_tasks_mode(tmp_path, build_cache):
+    """On the CPU, worker and blind check: a training-mode BatchNorm reference optimised in eval mode.
+    A candidate built for eval mode alone (it refuses training mode) is accepted only where every
+    process that builds the reference switched it to eval; one that ignores the mode fails."""
+    from conftest import hack_candidate, hack_task
+
+    opts = VerifyOptions(cpu_only=True, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    task = hack_task("ref_bn_train")
+    task.mode = "eval"
+    v = verify(task, hack_candidate("good_bn_eval"), tmp_path / "eval", opts)
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    assert any(n.startswith("blind check:") for n in v.notes), v.notes
+    assert any(n.startswith("in training mode the candidate refuses to run") for n in v.notes), v.notes
+    ignores = verify(task, hack_candidate("hack_bn_ignores_eval"), tmp_path / "ignores", opts)
+    assert ignores.status == "incorrect" and not ignores.accepted, (ignores.status, ignores.message)

@@ -111,7 +111,7 @@ def test_cli_args_give_the_cli_the_same_values() -> None:
     defaults are the schema's (a boolean at its default, or a value that is unset, gives no flag)."""
     changed, problems = Settings.from_config({
         "coder": "llm", "rounds": 7, "timeBudget": 120, "gpu": 1, "llmEndpoint": "https://e.example/v1",
-        "llmModel": "m", "replay": "/r/summary.json", "profile": False, "timeline": False})
+        "llmModel": "m", "replay": "/r/summary.json", "profile": False, "timeline": False, "mode": "eval"})
     assert problems == []
     for settings in (changed, Settings()):
         args = build_parser().parse_args(["optimize", "m.py", *settings.cli_args()])
@@ -125,7 +125,8 @@ def test_cli_args_give_the_cli_the_same_values() -> None:
             else:
                 assert got == value and type(got) is type(value), f"{key.cli}: {got!r} for {key.name}={value!r}"
     assert {"--no-profile", "--no-timeline"} <= set(changed.cli_args())
-    assert Settings().cli_args() == ["--coder", "builtin", "--precision", "tf32", "--rounds", "3"]
+    assert Settings().cli_args() == ["--coder", "builtin", "--precision", "tf32", "--mode", "as-built", "--rounds", "3"]
+    assert changed.mode == "eval" and "--mode eval" in " ".join(changed.cli_args())
 
 
 def test_enums_are_the_clis_choices() -> None:

@@ -77,7 +77,7 @@ def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> 
     private = private or workdir
     return {
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
-        "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
+        "module_mode": req.get("module_mode"), "candidate": req["candidate"], "candidate_class": req.get("candidate_class", "ModelNew"),
         # Its own secret seed for the reference's weights (worker.reference_seed), not the worker's.
         "init_seed": secrets.randbelow(1 << 31) + 1,
         "device": req.get("device", "cpu"),
@@ -247,12 +247,13 @@ def witness(req: dict[str, Any]) -> None:
     # Both modules made on the CPU before the GPU lock, as build_model makes them (its seed, then
     # __init__), and moved under it: a large layer's initialisation on the CPU took seconds of the
     # lock's time, and of the first verdict's, while the worker builds its own before its lock.
-    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"])
+    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, req["init_seed"], req.get("module_mode"))
     weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
     del ref
     gc.collect()  # no reference instance left for the candidate to find
     with audit.window(), offthread.watching("construction"), watch_calls("construction"):
-        cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]))
+        cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
+                            req.get("module_mode"))
     _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
@@ -398,7 +399,8 @@ def referee(req: dict[str, Any]) -> None:
     # The reference made on the CPU (build_model's seed and __init__) before the GPU lock, and moved
     # under it: its initialisation is not in the lock's time. (Not before GO: the referee starts with
     # the worker, for every candidate, rejected ones too, and would hold a copy all that time.)
-    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"])
+    ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()), req["init_seed"],
+                       req.get("module_mode"))
     # The lock held to the end (the parent judges meanwhile, and may ask for float64 outputs): the
     # copies kept for those stay on the GPU, and no neighbour's timing shares it with them.
     with _gpu(req, device, "referee"):

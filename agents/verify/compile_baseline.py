@@ -53,7 +53,7 @@ def request(req: dict[str, Any], checks: list[dict[str, Any]], tolerance: dict[s
     sets = [c for c in checks if str(c.get("set", "")).startswith(("random-", "adversarial-")) and "seed" in c]
     return {
         "mode": MODE,
-        **{k: req.get(k) for k in ("reference", "class_name", "init_seed", "device", "trials", "gpu_lock",
+        **{k: req.get(k) for k in ("reference", "class_name", "module_mode", "init_seed", "device", "trials", "gpu_lock",
                                    "gpu_memory_fraction", "precision", "policy")},
         "time_seeds": list(seeds),
         "checked": [[c["set"], int(c["seed"])] for c in sets],
@@ -71,7 +71,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     ref_mod = import_file(Path(req["reference"]))
     get_inputs = ref_mod.get_inputs
     ref = build_model(getattr(ref_mod, req.get("class_name") or "Model"), list(ref_mod.get_init_inputs()),
-                      int(req.get("init_seed") or 42), device)
+                      int(req.get("init_seed") or 42), device, req.get("module_mode"))
     sets = timing_sets(get_inputs, req["time_seeds"], device)
     with gpu_lock(req.get("gpu_lock"), rec):
         _, ref_ops, _ = dyn.trace_ops(lambda: ref(*clone_args(sets[0])))

@@ -151,6 +151,8 @@ def verify(
     req = {
         "reference": str(task.path),
         "class_name": task.class_name,
+        # Both modules switched to the task's mode once built (Task.mode), in every process that builds them.
+        "module_mode": task.mode,
         "candidate": str(module_path) if module_path else None,
         "candidate_name": candidate.name if candidate else "reference",
         # What torch.compile's matched figure is timed under (types.policy_of)

@@ -174,7 +174,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     get_inputs = ref_mod.get_inputs
     init_args = list(ref_mod.get_init_inputs())
     init_seed = reference_seed(req)
-    ref = build_model(ref_cls, init_args, init_seed, device)
+    ref = build_model(ref_cls, init_args, init_seed, device, req.get("module_mode"))
     # The generators moved on to a seed of no one's: torch.initial_seed() read by the candidate's
     # module as it is imported would otherwise be the reference's (a review, 2026-11-30).
     torch.manual_seed(secrets.randbelow(1 << 62))
@@ -219,7 +219,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.hack_findings += dyn.reference_subclass_findings(cand_cls, ref_cls, ref_path)
         try:
             with _candidate_code("construction"):  # (a thread its __init__ starts is work off the calling thread)
-                cand = build_model(cand_cls, init_args, candidate_seed(init_seed), device)
+                cand = build_model(cand_cls, init_args, candidate_seed(init_seed), device, req.get("module_mode"))
         except Exception as e:  # noqa: BLE001
             v.status, code = classify_error(e)
             v.message = f"ModelNew(*get_init_inputs()) failed: {type(e).__name__}: {e}"[:2000]
