@@ -32,6 +32,7 @@ Policy = Literal["tf32", "strict"]
 # torch.compile's baseline, profiles).
 Mode = Literal["as-built", "train", "eval"]
 MODES: tuple[str, ...] = ("as-built", "train", "eval")
+MODE_NAMES = {True: "training", False: "eval"}  # a module's .training, as messages say it
 POLICIES: tuple[Policy, ...] = ("tf32", "strict")
 
 

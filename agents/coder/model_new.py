@@ -18,6 +18,7 @@ from stitchcuda.agents.coder.batch import BatchInfo
 from stitchcuda.agents.coder.orchestrate import FORWARD, GRAPH_FORWARD, Step, describe, graphed, libraries
 from stitchcuda.agents.coder.reference_math import Unrenderable, literal, render_reference
 from stitchcuda.agents.graph import Node, by_name, is_contiguous, iter_refs, ref_name, restride
+from stitchcuda.types import MODE_NAMES
 
 CU_FILE = "fused_kernels.cu"
 PY_FILE = "model_new.py"
@@ -308,7 +309,7 @@ def render_model(
         text += _UNSAVED
     if output.get("mode_dependent"):
         traced = bool(output.get("training"))
-        text += _WRONG_MODE.format(traced=_MODE_NAMES[traced], other=_MODE_NAMES[not traced],
+        text += _WRONG_MODE.format(traced=MODE_NAMES[traced], other=MODE_NAMES[not traced],
                                    other_call="eval" if traced else "train")
     text += "\n\nclass ModelNew(nn.Module):\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
@@ -526,7 +527,6 @@ def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[t
     return _CHUNKS.format(first=batched[0], size=batch.size, outputs=listed, batched=tuple(batched))
 
 
-_MODE_NAMES = {True: "training", False: "eval"}
 _WRONG_MODE = '''
 
 def _wrong_mode():
@@ -542,7 +542,7 @@ def _wrong_mode():
 def _mode_line(output: Node) -> str:
     if not output.get("mode_dependent"):
         return ""
-    traced = _MODE_NAMES[bool(output.get("training"))]
+    traced = MODE_NAMES[bool(output.get("training"))]
     return (f"\nTraced in {traced} mode, on which forward depends (batch statistics, dropout, a branch on "
             f"self.training):\nforward raises in the other mode rather than run this one's math.")
 

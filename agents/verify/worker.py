@@ -65,7 +65,7 @@ from stitchcuda.inputs import (
     with_batch,
 )
 from stitchcuda.task import build_model, import_file
-from stitchcuda.types import FINITE_MISS, Finding, Verdict, judging_policy
+from stitchcuda.types import FINITE_MISS, MODE_NAMES, Finding, Verdict, judging_policy
 
 
 class Recorder:
@@ -1370,9 +1370,6 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
         v.notes.append(f"grad-enabled set: a near miss, judged by the checked sets' precision: {m.message}")
 
 
-MODE_NAMES = {True: "training", False: "eval"}
-
-
 def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
                       ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
     """Every other set runs the modules in the mode they were built in (KernelBench's: training); a
@@ -1392,8 +1389,11 @@ def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol:
     args = make_inputs(get_inputs, seed, device)
     failed: Exception | None = None
     try:
-        ref.train(not ref.training)
-        cand.train(not cand.training)
+        # (both to the one mode: a candidate built in another mode than the reference is not flipped
+        # into the reference's)
+        other = not ref.training
+        ref.train(other)
+        cand.train(other)
         same_draws(seed)
         try:
             with dyn.poisoned_allocations(), _candidate_code("forward"):
