@@ -78,7 +78,7 @@ async def test_asked_settings_are_used_and_bad_ones_shown(asked: LanguageClient)
         'stitchcuda.rounds: must be at least 1, not 0; using the default (3)',
         'stitchcuda.coder: must be one of builtin, llm, not "gpt"; using the default ("builtin")',
         'stitchcuda.profile: must be true or false, not "no"; using the default (true)',
-        "stitchcuda.round: no such setting (ignored; known: coder, llmEndpoint, llmModel, precision, rounds, arches, timeBudget, gpu, gpus, perRound, "
+        "stitchcuda.round: no such setting (ignored; known: coder, llmEndpoint, llmModel, precision, mode, rounds, arches, timeBudget, gpu, gpus, perRound, "
         "outputFolder, runsFolder, profile, timeline, replay)",
     ]
 
