@@ -20,14 +20,14 @@ function configuration(values: Record<string, unknown>) {
 test("the keys and defaults are the schema's server keys (the extension's own stay here)", () => {
   assert.equal(SECTION, "stitchcuda");
   assert.deepEqual([...SERVER_KEYS].sort(), [
-    "arches", "coder", "gpu", "gpus", "llmEndpoint", "llmModel", "outputFolder", "perRound", "precision", "profile", "replay",
+    "arches", "coder", "gpu", "gpus", "llmEndpoint", "llmModel", "mode", "outputFolder", "perRound", "precision", "profile", "replay",
     "rounds", "runsFolder", "timeBudget", "timeline",
   ]);
   for (const own of ["interpreter", "trace.server"]) {
     assert.ok(SCHEMA.keys.some((k) => k.name === own && k.attr === null), `${own} is the extension's`);
   }
   assert.deepEqual(DEFAULTS, {
-    coder: "builtin", precision: "tf32", rounds: 3, arches: "", timeBudget: null, gpu: null, gpus: "", perRound: null,
+    coder: "builtin", precision: "tf32", mode: "as-built", rounds: 3, arches: "", timeBudget: null, gpu: null, gpus: "", perRound: null,
     llmEndpoint: "", llmModel: "", outputFolder: "", runsFolder: "", profile: true, timeline: true, replay: "",
   });
 });
@@ -43,13 +43,13 @@ test("VS Code's raw section (with interpreter and trace) maps to the server's ke
   const raw = {
     interpreter: "/x/python", trace: { server: "off" }, coder: "builtin", rounds: 5, timeBudget: 600, gpu: 0,
     gpus: "0,1", perRound: 2, llmEndpoint: "", llmModel: "", outputFolder: "${workspaceFolder}/out", runsFolder: " ~/runs ",
-    replay: "~", profile: false, timeline: false, precision: "strict", arches: "sm_80,sm_90",
+    replay: "~", profile: false, timeline: false, precision: "strict", mode: "eval", arches: "sm_80,sm_90",
   };
   const r = resolveSettings(raw, { hasApiKey: false, workspaceFolder: "/ws", home: "/home/u" });
   assert.deepEqual(r.settings, {
     coder: "builtin", rounds: 5, timeBudget: 600, gpu: 0, gpus: "0,1", perRound: 2, llmEndpoint: "", llmModel: "",
     outputFolder: "/ws/out", runsFolder: "/home/u/runs", replay: "/home/u", profile: false, timeline: false,
-    precision: "strict", arches: "sm_80,sm_90",
+    precision: "strict", mode: "eval", arches: "sm_80,sm_90",
   });
   assert.deepEqual(r.problems, []);
 });
