@@ -6,6 +6,8 @@ Verifier checks one set in the other mode, where a refusal is noted and a wrong 
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.nn as nn
@@ -141,27 +143,9 @@ def test_a_candidate_of_a_forward_without_modes_runs_in_either(tmp_path, isolate
         torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
 
 
-REF = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.bn = nn.BatchNorm1d(8)
-
-    def forward(self, x):
-        return torch.relu(self.bn(x)) * 2
-
-
-def get_inputs():
-    return [torch.randn(16, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
+# Norm as a task file (the Verifier and the trace import the reference from a file).
+REF = ("import torch\nimport torch.nn as nn\n\n\n" + inspect.getsource(Norm).replace("class Norm", "class Model")
+       + "\n\ndef get_inputs():\n    return [torch.randn(16, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
 
 
 @pytest.mark.gpu
