@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (the device tool), from the repository root:
 #   bash scripts/gpu_run.sh [tests] [tests:FILE,...] [devices:0,1] [example] [profiles] [llm] [bench:SECONDS:PATH[,PATH...][:FLAG[,FLAG...]]]
 #                           [env:NAME=VALUE] [sandbox-tool] [verify:REF:CAND] [probe-host:TASK[,TASK...]] [probe-ab:VAR=OFF,ON:TASK[,TASK...]] [e2e-part] [e2e]
-#                           [probe-launch] [py:SCRIPT] [deadline:SECS] [optimize:FILE[,FILE...]] [wait] ...
+#                           [probe-launch] [py:SCRIPT[:TASK,...]] [deadline:SECS] [optimize:FILE[,FILE...]] [wait] ...
 # e2e-part/e2e: the VS Code end-to-end test, live, from scripts/e2e_bundle.sh's parts carried one per
 # call in .carry/e2e-send (with SHA256); the last call runs `e2e`.
 # Makes the package importable without pip (that machine has torch but no network, and its
@@ -149,9 +149,11 @@ for stage in "$@"; do
       read -ra plist <<<"$(abs "${plist[@]}")"
       (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/scripts/probe_graph_replay.py" "$OUT/probe_graph.json" "${plist[@]}") 2>&1 | tee "$OUT/probe_graph.log" | tail -30 ;;
     py:*)
-      # py:scripts/NAME.py: a standalone probe given $OUT/NAME.json to write (e.g. scripts/probe_stream_hints.py).
-      script=${stage#py:}
-      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/$script" "$OUT/$(basename "$script" .py).json") 2>&1 | tee "$OUT/$(basename "$script" .py).log" | tail -30 ;;
+      # py:scripts/NAME.py[:TASK,...]: a standalone probe given $OUT/NAME.json to write (e.g.
+      # scripts/probe_stream_hints.py), and the tasks named, as absolute paths, after it.
+      rest=${stage#py:}; script=${rest%%:*}; plist=()
+      if [ "$rest" != "$script" ]; then IFS=, read -ra plist <<<"${rest#*:}"; read -ra plist <<<"$(abs "${plist[@]}")"; fi
+      (cd /tmp && timeout ${PROBE_TIMEOUT:-400} python3 "$repo/$script" "$OUT/$(basename "$script" .py).json" "${plist[@]}") 2>&1 | tee "$OUT/$(basename "$script" .py).log" | tail -30 ;;
     probe-launch)
       # What makes one minimal launch time 20 us in the Verifier's worker (scripts/probe_launch_floor.py).
       (cd /tmp && timeout ${PROBE_TIMEOUT:-300} python3 "$repo/scripts/probe_launch_floor.py" "$OUT/probe_launch.json") 2>&1 | tee "$OUT/probe_launch.log" | tail -20 ;;

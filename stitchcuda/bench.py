@@ -85,6 +85,10 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "eager_ms": v.eager.median_ms if v and v.eager else None,
         "compile_ms": v.compiled.median_ms if v and v.compiled else None,
         "ours_ms": v.ours.median_ms if solved and v.ours else None,
+        # Each call's host time inside its timed window (timing.time_cuda), median: ours_ms less
+        # the GPU's own time is mostly this plus the launch latency (host_us.timed_one_launch).
+        "ours_host_ms": v.ours.host_ms if solved and v.ours else None,
+        "compile_host_ms": v.compiled.host_ms if v and v.compiled else None,
         # The host path's cost: one forward's kernels run back to back (the profiler's sum, library
         # kernels included) against the timed forward; the difference is time the GPU waited.
         "kernel_ms": round(sum(v.kernel_us.values()) / 1e3, 4) if solved and v.kernel_us else None,

@@ -162,6 +162,10 @@ class Timing:
     min_ms: float
     max_ms: float
     trials: int
+    # The call's host time inside the timed window (until it returned, its work queued), median over
+    # the same trials: what of median_ms the GPU spent waiting for the host to launch, where the
+    # host path was cold from the flush and checks between trials (not a loop's warm figure).
+    host_ms: float | None = None
 
 
 @dataclass

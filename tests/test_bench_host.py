@@ -65,6 +65,12 @@ def test_verdict_round_trips_the_gpu_only_timing_and_the_host_figures():
     assert back.ours_gpu == Timing(0.4, 0.4, 0.4, 20) and back.host_us == {"forward": 14.2, "empty": 3.1}
     e = entry_for(Path("level2/1_X.py"), back, Candidate("c", {"model_new.py": ""}), "")
     assert e["host_us"] == {"forward": 14.2, "empty": 3.1}
+    assert e["ours_host_ms"] is None and e["compile_host_ms"] is None  # timed before host_ms was kept
+    # Each side's host time inside its timed window travels from the verdict to bench.json.
+    v.ours = Timing(0.5, 0.45, 0.6, 50, host_ms=0.012)
+    v.compiled = Timing(0.7, 0.65, 0.8, 50, host_ms=0.041)
+    e = entry_for(Path("level2/1_X.py"), Verdict.from_dict(v.to_dict()), Candidate("c", {"model_new.py": ""}), "")
+    assert e["ours_host_ms"] == 0.012 and e["compile_host_ms"] == 0.041
 
 
 def test_host_state_counts_what_slows_every_op():
@@ -110,6 +116,9 @@ def test_on_the_gpu_gpu_ahead_removes_the_host_path_and_refuses_a_waiting_call()
     alone = timing.time_gpu_ahead(slow_host, [x], trials=10)
     quick, _ = timing.time_cuda(lambda a: a[0] * 2, [[x]], trials=10)
     assert with_host.median_ms > 2.0
+    # Each trial's host time in its window: the 2 ms sleep, and a quick call's far less.
+    assert with_host.host_ms is not None and 2.0 <= with_host.host_ms <= with_host.median_ms + 0.5
+    assert quick.host_ms is not None and quick.host_ms < 1.0
     assert alone is not None and alone.median_ms < 0.5 and alone.median_ms <= quick.median_ms * 1.5
 
     def waits(a):
