@@ -44,6 +44,8 @@ def test_which_references_are_sensitive_to_tf32():
     assert precision.sensitive(["aten::addmm", "aten::relu"])
     assert precision.sensitive(["convolution.default"]) and precision.sensitive(["aten.bmm.default"])
     assert not precision.sensitive(["aten::relu", "aten::sum.dim_IntList", "aten::add.Tensor"])
+    # Eval-mode attention and encoder layers run as one fused op with cuBLAS projections inside.
+    assert precision.sensitive(["_native_multi_head_attention"]) and precision.sensitive(["_transformer_encoder_layer_fwd"])
 
 
 def test_a_matched_timing_is_needed_only_where_a_switch_governs_an_op_of_the_reference():

@@ -33,6 +33,9 @@ MATMUL_SENSITIVE = {
     "mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
     "tensordot", "_scaled_mm", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
     "scaled_dot_product_attention",
+    # Fused ops whose projections run through cuBLAS inside them (eval-mode nn.MultiheadAttention and
+    # nn.TransformerEncoderLayer; the epilogue-fused addmm).
+    "_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_addmm_activation",
 }
 TF32_SENSITIVE = CUDNN_SENSITIVE | MATMUL_SENSITIVE
 

@@ -67,6 +67,13 @@ MATMUL_LIKE = {
     "scaled_dot_product_attention", "addbmm", "tensordot", "_cudnn_rnn", "lstm", "gru", "rnn_tanh",
     "rnn_relu", "mkldnn_convolution", "mkldnn_rnn_layer", "cumsum", "cumprod", "_linalg_svd",
     "linalg_vector_norm", "cdist", "_cdist_forward", "bilinear", "_trilinear",
+    # Fused fast paths that run their products inside one op (the op recorder sees only the outer
+    # one): nn.MultiheadAttention and nn.TransformerEncoderLayer in eval mode without grad, the
+    # attention kernels SDPA dispatches to, and the fused epilogue/low-precision products.
+    "_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_efficient_attention_forward",
+    "_flash_attention_forward", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_fused_attention_overrideable", "_addmm_activation", "_scaled_mm", "_int_mm",
+    "_grouped_mm", "_scaled_grouped_mm",
 }  # fmt: skip
 REDUCTION_LIKE = {
     "sum", "mean", "amax", "amin", "max", "min", "prod", "std", "var", "var_mean", "std_mean",
