@@ -19,7 +19,7 @@ from stitchcuda.agents.coder import builtin as coder_builtin
 from stitchcuda.agents.coder.batch import analyse
 from stitchcuda.agents.plan import planner
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
-from stitchcuda.inputs import batch_sizes, with_batch
+from stitchcuda.inputs import batch_sizes, far_batch, with_batch
 from stitchcuda.types import Verdict
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -158,6 +158,10 @@ def test_batch_sets_keep_the_inputs_distribution():
     assert small[0].shape == (1, 3) and torch.equal(small[0], base[0][:1]) and small[1] == 2.5
     assert big[0].shape == (9, 3) and torch.equal(big[0][:4], base[0]) and torch.equal(big[0][8], torch.full((3,), 2.0))
     assert batch_sizes(4) == [1, 3, 5] and batch_sizes(2) == [1, 3]
+    assert batch_sizes(4, 11) == [1, 3, 5, 11]
+    # Three or four chunks, the last cut short: never a size a candidate could have counted on.
+    fars = {far_batch(8) for _ in range(200)}
+    assert all(17 <= n <= 31 and n % 8 for n in fars) and {n // 8 for n in fars} == {2, 3}
 
 
 def _verify_declared(stem: str, tmp_path: Path) -> Verdict:
@@ -170,16 +174,24 @@ def test_the_verifier_checks_a_dynamic_candidate_at_other_batch_sizes(tmp_path):
     good = _verify_declared("good_affine", tmp_path)
     assert good.correct and good.status == "ok", good.message
     sets = [c["set"] for c in good.checks]
-    assert [s for s in sets if s.startswith("batch-")] == ["batch-1", "batch-5", "batch-9"]
-    assert (good.batch, good.batch_sizes) == (8, [1, 5, 9])  # typed, for bench.json and the CLI
+    batches = [s for s in sets if s.startswith("batch-")]
+    assert batches[:3] == ["batch-1", "batch-5", "batch-9"] and len(batches) == 4
+    far = int(batches[3].removeprefix("batch-"))
+    assert 17 <= far <= 31  # three or four chunks (far_batch)
+    assert (good.batch, good.batch_sizes) == (8, [1, 5, 9, far])  # typed, for bench.json and the CLI
     assert not coder_builtin.wrong_only_at_other_batches(good)
 
     wrong = _verify_declared("batch_wrong_affine", tmp_path)
     assert wrong.status == "incorrect"
     failed = [c["set"] for c in wrong.checks if c["ok"] is False]
-    assert failed == ["batch-9"], wrong.checks  # right at 8 and below, wrong past the traced batch
+    assert failed[0] == "batch-9" and len(failed) == 2, wrong.checks  # right at 8 and below, wrong past it
     # The built-in coder's next round for such a verdict: the same precision, every shape fixed.
     assert coder_builtin.wrong_only_at_other_batches(wrong)
+
+    # Right for two chunks, wrong past them: only the drawn far size shows it.
+    two = _verify_declared("batch_wrong_past_two_chunks", tmp_path)
+    assert two.status == "incorrect", two.checks
+    assert [c["set"] for c in two.checks if c["ok"] is False] == [f"batch-{two.batch_sizes[-1]}"]
 
 
 @pytest.mark.parametrize("name,fn,inputs,params", DYNAMIC, ids=[d[0] for d in DYNAMIC])
@@ -212,7 +224,7 @@ def test_sets_past_the_traced_batch_are_skipped_where_inputs_are_large(tmp_path,
     monkeypatch.setenv("STITCHCUDA_LEAN_INPUT_BYTES", "1000")  # ref_affine's set: 2 x 8 x 33 fp32
     v = _verify_declared("good_affine", tmp_path)
     assert v.correct and v.batch_sizes == [1, 5]
-    assert any("batch sizes above 8 not checked" in n for n in v.notes)
+    assert any(n.startswith("batch sizes 9, ") and "not checked" in n for n in v.notes), v.notes
 
 
 class MergedRows(nn.Module):

@@ -60,6 +60,7 @@ from stitchcuda.inputs import (
     adversarial,
     batch_sizes,
     clone_args,
+    far_batch,
     fresh_seeds,
     make_inputs,
     with_batch,
@@ -237,14 +238,18 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             return
 
     # A candidate that takes any batch size (Candidate.batch) is checked at other sizes too.
-    batches = batch_sizes(int(req["batch"])) if req.get("batch") else []
+    traced = int(req["batch"]) if req.get("batch") else 0
+    batches = batch_sizes(traced, far_batch(traced)) if traced else []
     lean_bytes = _lean_input_bytes(device, req.get("gpu_memory_fraction"))
-    traced = int(req["batch"]) if batches else 0
-    if batches and _fake_input_bytes(get_inputs) * 2 > lean_bytes:
-        # Past the traced batch means a set larger than the traced one, beside its copies: where the
-        # traced set is already a large share of the memory, the sizes within one chunk are checked.
-        batches = [n for n in batches if n <= traced]
-        v.notes.append(f"batch sizes above {traced} not checked: the inputs take a large share of the memory")
+    if batches:
+        # Past the traced batch means a set larger than the traced one, beside its copies: where
+        # such a set would take a large share of the memory, the sizes that fit are checked.
+        one = _fake_input_bytes(get_inputs)
+        fit = [n for n in batches if n <= traced or one * (n / traced + 1) <= lean_bytes]
+        if fit != batches:
+            v.notes.append(f"batch sizes {', '.join(str(n) for n in batches if n not in fit)} not checked: "
+                           "their inputs would take a large share of the memory")
+        batches = fit
     v.batch_sizes = list(batches)
     rec.enter("correctness", f"{n_random} random + {len(adv_kinds)} adversarial input sets"
               + (f" + batch sizes {', '.join(map(str, batches))}" if batches else ""))
