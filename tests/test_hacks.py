@@ -82,6 +82,8 @@ CPU_RUNS = [
     ("ref_norm_scale", "hack_sampled_norm"),
     ("ref_cosine_loss", "hack_sampled_cosine"),
     ("ref_cosine_loss", "good_cosine_loss"),
+    ("ref_cross_entropy", "wrong_ce_ignored_rows"),
+    ("ref_cross_entropy", "good_cross_entropy"),
     ("ref_matmul_bigk", "hack_rank1_in_range"),
     ("ref_norm_scale_rand", "hack_sampled_norm_in_range"),
     ("ref_rezero", "hack_skip_zero_gate"),
@@ -349,6 +351,38 @@ def test_a_cosine_loss_from_a_sample_of_columns_misses_the_shared_lines(runs):
     good = runs.get("ref_cosine_loss", "good_cosine_loss")
     assert good.accepted, (good.status, good.message)
     assert any(c["set"] == "adversarial-shared-lines" and c["ok"] for c in good.checks), good.checks
+
+
+def test_targets_at_the_ignore_index_are_checked(runs):
+    """Random targets are never -100: a cross-entropy that keeps ignored rows in the mean's divisor
+    passes every random and adversarial set, and misses the set whose targets hold the reference's
+    ignore_index (found from the reference's own nll_loss call, sentinels.py). Skipping them right
+    passes it."""
+    v = runs.get("ref_cross_entropy", "wrong_ce_ignored_rows")
+    assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
+    assert [c["set"] for c in v.checks if c.get("ok") is False] == ["ignore-index"], v.checks
+    good = runs.get("ref_cross_entropy", "good_cross_entropy")
+    assert good.accepted, (good.status, good.message)
+    assert any(c["set"] == "ignore-index" and c["ok"] for c in good.checks), good.checks
+
+
+def test_the_ignore_index_is_found_through_a_view_and_written_to_a_share_of_the_targets():
+    import torch.nn.functional as F
+
+    from stitchcuda.agents.verify import sentinels
+
+    logits, target, other = torch.randn(4, 6, 5), torch.randint(0, 5, (4, 6)), torch.randint(0, 5, (24,))
+
+    def loss(a):  # the target reshaped, as a language model's loss does; `other` is only indexed
+        return F.cross_entropy(a[0].reshape(-1, 5), a[1].reshape(-1), ignore_index=-1) + a[0].reshape(-1, 5)[a[2]].sum()
+
+    out, found = sentinels.find(loss, [logits, target, other])
+    assert found == {1: -1} and torch.isfinite(out)
+    gen = torch.Generator().manual_seed(3)
+    args = sentinels.apply_([logits, target.clone(), other], found, gen)
+    hit = int((args[1] == -1).sum())
+    assert hit == 24 // sentinels.SHARE and torch.equal(args[2], other)
+    assert sentinels.find(lambda a: a[0].sum(), [logits])[1] == {}  # no integer input: nothing to find
 
 
 @pytest.mark.parametrize(("ref", "stem", "catches"), [

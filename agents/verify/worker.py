@@ -40,6 +40,7 @@ from stitchcuda.agents.verify import (
     offthread,
     precision,
     report,
+    sentinels,
     state_updates,
     tamper,
 )
@@ -489,8 +490,18 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         try:
             same_draws(seed)
             if idx == 0:
-                ref_out, ref_ops, reads = dyn.trace_ops(lambda a=ref_args: ref(*a))
+                found: dict[int, int] = {}
+
+                def first(a: list[Any] = ref_args, into: dict[int, int] = found) -> Any:
+                    out, found_here = sentinels.find(lambda x: ref(*x), a)
+                    into.update(found_here)
+                    return out
+
+                ref_out, ref_ops, reads = dyn.trace_ops(first)
                 ref_host_reads += reads
+                if found and cand is not None:
+                    # Targets at the reference's ignore_index in one more set (sentinels.py).
+                    sets.append(("ignore-index", fresh_seeds(1, {s for _, s, _ in sets})[0], ("sentinels", found)))
             else:
                 ref_out = ref(*ref_args)
             buffers_change = any(b._version != n for b, n in zip(buffers, versions, strict=True))
@@ -1066,10 +1077,17 @@ def draws_random(ref_ops: Counter[str]) -> bool:
 
 def _set_inputs(get_inputs, seed: int, kind: Any, device) -> list[Any]:
     """One correctness set's inputs: random (kind None), adversarial (a kind name: a fresh random set
-    transformed), or ("batch", n): a fresh set with n samples. An adversarial set's values are drawn
+    transformed), ("batch", n): a fresh set with n samples, or ("sentinels", {input: value}): a fresh set
+    with the values the reference's ops ignore in a share of those inputs (sentinels.py). An adversarial set's values are drawn
     afresh (from a seed derived from its own, not random-0's, nor equal to the transform's): made from
     random-0's, as before 2026-12-01, they were a scaled copy of inputs the candidate had already seen,
     so a kernel wrong on large or tiny values could pass them from an output it kept."""
+    if isinstance(kind, tuple) and kind[0] == "sentinels":
+        args = make_inputs(get_inputs, _adversarial_seed(seed), device)
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        gen = torch.Generator(device=first.device if first is not None else "cpu")
+        gen.manual_seed(seed)
+        return sentinels.apply_(args, kind[1], gen)
     if isinstance(kind, tuple):
         extra = iter(range(seed + 1, seed + (1 << 20)))
         return with_batch(make_inputs(get_inputs, seed, device), kind[1],

@@ -235,3 +235,25 @@ extern "C" int bn_eval(const float* x, const float* w, const float* b, const flo
   }
   return 0;
 }
+
+// Cross-entropy's mean over rows whose target is not `ignore` (PyTorch's ignore_index). With
+// `honour` 0 the ignored rows still count in the divisor: right on every set whose targets were
+// drawn in [0, classes), as random draws always are.
+extern "C" int cross_entropy_mean(const float* x, const int64_t* t, float* out, int64_t rows, int64_t classes,
+                                  int64_t ignore, int64_t honour, void*) {
+  double loss = 0.0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t k = t[r];
+    if (k == ignore) continue;
+    if (k < 0 || k >= classes) return 1;
+    double m = x[r * classes];
+    for (int64_t j = 1; j < classes; ++j) m = std::fmax(m, (double)x[r * classes + j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < classes; ++j) s += std::exp((double)x[r * classes + j] - m);
+    loss += m + std::log(s) - (double)x[r * classes + k];
+    ++counted;
+  }
+  *out = (float)(loss / (double)(honour ? counted : rows));
+  return 0;
+}
