@@ -450,26 +450,63 @@ def trace_module(module: nn.Module, inputs: Sequence[Any], *, fake_mode: Any | N
     dependent = _mode_dependent(module, inputs, fake_mode, nodes)
     output = next(n for n in nodes if n["op"] == "output")
     output["training"], output["mode_dependent"] = bool(module.training), dependent
+    if dependent:
+        output["modes"] = mode_watch(module)
     return nodes
 
 
 def _mode_dependent(module: nn.Module, inputs: Sequence[Any], fake_mode: Any | None, nodes: list[Node]) -> bool:
-    """Whether forward in the other mode (`module.train(not module.training)`, as a user's .eval() or
-    .train() sets every submodule) traces to another graph; a forward that does not trace there counts
-    as dependent. Each submodule's own mode is put back after (a frozen submodule may differ). Not
-    seen: a module built with submodules in both modes whose own-mode .train() (or .eval()) changes
-    one of them, since ModelNew's mode, the module's top-level flag, does not change then."""
+    """Whether forward with every submodule in the other mode (`module.train(not module.training)`, as
+    a user's .eval() or .train() sets them), or, for a module built with submodules in both modes (a
+    frozen teacher's BatchNorm in eval mode inside a training module), with every one in training mode
+    and then every one in eval mode, traces to another graph; a forward that does not trace there counts
+    as dependent. Each submodule's own mode is put back after."""
     modes = [(m, m.training) for m in module.modules()]
+    uniform = all(mode == module.training for _, mode in modes)
     try:
-        module.train(not module.training)
-        try:
-            other = _trace(module, inputs, fake_mode=fake_mode)
-        except TraceError:
-            return True
+        for mode in (not module.training,) if uniform else (True, False):
+            module.train(mode)
+            try:
+                other = _trace(module, inputs, fake_mode=fake_mode)
+            except TraceError:
+                return True
+            if _canonical(other) != _canonical(nodes):
+                return True
     finally:
         for m, mode in modes:
             m.training = mode
-    return _canonical(other) != _canonical(nodes)
+    return False
+
+
+# Modules whose forward reads their own mode: PyTorch's (batch and instance norms, dropouts, recurrent
+# layers' dropout, attention and transformer layers' dropout and fast paths), and any module whose
+# forward's source names `training` (F.dropout(x, p, self.training), a branch on self.training).
+_MODE_READERS: tuple[type, ...] = (
+    nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.modules.dropout._DropoutNd,
+    nn.AlphaDropout, nn.FeatureAlphaDropout, nn.RNNBase, nn.MultiheadAttention, nn.TransformerEncoderLayer,
+    nn.TransformerDecoderLayer, nn.TransformerEncoder, nn.TransformerDecoder, nn.Transformer,
+)
+
+
+def _reads_mode(m: nn.Module) -> bool:
+    if isinstance(m, _MODE_READERS):
+        return True
+    forward = getattr(type(m), "forward", None)
+    if forward is None or getattr(forward, "__module__", "").startswith("torch."):
+        return False
+    try:
+        return "training" in inspect.getsource(forward)
+    except (OSError, TypeError):
+        return True  # (no source to read: assume it does)
+
+
+def mode_watch(module: nn.Module) -> dict[str, bool]:
+    """{submodule path ("" for the module): its mode as built} for the submodules whose forward reads
+    its mode (_reads_mode), or for every submodule where none is found (the dependence is elsewhere:
+    a helper method reading self.training). What ModelNew checks before a forward (model_new.py):
+    `module.train()` sets a frozen submodule's mode too, which its own top-level flag does not show."""
+    found = {path: bool(m.training) for path, m in module.named_modules() if _reads_mode(m)}
+    return found or {path: bool(m.training) for path, m in module.named_modules()}
 
 
 def _canonical(nodes: Sequence[Node]) -> str:

@@ -62,6 +62,18 @@ class FrozenInside(nn.Module):
         return self.lin(self.teacher(x))
 
 
+class FrozenNorm(nn.Module):
+    """FrozenInside with pointwise work after the teacher (every kernel has a CPU entry point)."""
+
+    def __init__(self):
+        super().__init__()
+        self.teacher = nn.BatchNorm1d(8).eval()
+        self.scale = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return torch.relu(self.teacher(x)) * self.scale
+
+
 def _output(module: nn.Module) -> dict:
     nodes = graph.trace_module(module, [torch.randn(16, 8)])
     return next(n for n in nodes if n["op"] == "output")
@@ -76,11 +88,24 @@ def _output(module: nn.Module) -> dict:
     (lambda: Branch().eval(), False, True),
     (Plain, True, False),
     (lambda: Plain().eval(), False, False),
-    (FrozenInside, True, False),  # .eval() leaves its one BatchNorm as it was traced
+    # .eval() leaves its one BatchNorm as it was traced, but .train() would not: every submodule in
+    # training mode gives its teacher batch statistics.
+    (FrozenInside, True, True),
 ])
 def test_the_trace_says_the_mode_and_whether_forward_depends_on_it(make, training, dependent):
     out = _output(make())
     assert (out["training"], out["mode_dependent"]) == (training, dependent)
+
+
+@pytest.mark.parametrize(("make", "modes"), [
+    (Norm, {"bn": True}),
+    (lambda: Dropped(0.3).eval(), {"drop": False}),
+    (Branch, {"": True}),  # its own forward reads self.training
+    (FrozenInside, {"teacher": False}),
+])
+def test_the_trace_names_the_submodules_whose_mode_forward_reads(make, modes):
+    assert _output(make())["modes"] == modes
+    assert "modes" not in _output(Plain())
 
 
 def test_each_submodules_mode_is_put_back_after_the_second_trace():
@@ -141,6 +166,31 @@ def test_a_candidate_of_a_forward_without_modes_runs_in_either(tmp_path, isolate
         new.eval()
         module.eval()
         torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_a_candidate_of_a_module_with_a_frozen_part_refuses_when_the_part_changes_mode(tmp_path, isolated_cache):
+    """A teacher BatchNorm kept in eval mode inside a training module (frozen batch norm while
+    fine-tuning): the module's .train() switches the teacher to batch statistics though the module's
+    own flag does not change. ModelNew follows each watched part's mode, not its own flag alone."""
+    torch.manual_seed(0)
+    module = FrozenNorm()
+    module.teacher.running_mean.uniform_(-1, 1)
+    module.teacher.running_var.uniform_(0.5, 2)
+    cand = builtin_candidate(module, [torch.randn(16, 8)])
+    new, _ = load_model_new(cand, module, tmp_path)
+    assert new.training and not new.teacher.training  # built as the module was traced
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        new.train()
+        with pytest.raises(RuntimeError, match="`teacher` was in eval mode and is in training mode now"):
+            new(x)
+        new.teacher.eval()
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+        new.eval()  # the teacher stays in eval mode, and nothing else reads its mode: the same math
+        torch.testing.assert_close(new(x), module.eval()(x), rtol=1e-5, atol=1e-5)
 
 
 # Norm as a task file (the Verifier and the trace import the reference from a file).

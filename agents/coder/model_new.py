@@ -252,8 +252,8 @@ def render_model(
     results = [_result_expr(nodes, fwd, v, size) for v in output["args"]["values"]]
     body.append(_returned(output.get("structure", "single"), results))
     if output.get("mode_dependent"):
-        # The kernels are the traced mode's math; in the other one forward would return it silently.
-        body[:0] = [f"if self.training != {bool(output.get('training'))}:", "    _wrong_mode()"]
+        # The kernels are the traced modes' math; in others forward would return it silently.
+        body[:0] = ["if self._sc_modes_seen != _MODE_SETS[0]:", "    _check_modes(self)"]
 
     kernel_lines = "".join(f"{CU_FILE}: {k.name}: {describe(k)}\n" for k in steps)
     # Algebra the planner did on the traced graph, said in the proposal (agents/plan/linear_reductions.py).
@@ -307,16 +307,22 @@ def render_model(
     )
     if any(n["op"] == "input" and "data" in n for n in graph):
         text += _UNSAVED
-    if output.get("mode_dependent"):
+    modes = _mode_watch(output)
+    if modes is not None:
         traced = bool(output.get("training"))
         text += _WRONG_MODE.format(traced=MODE_NAMES[traced], other=MODE_NAMES[not traced],
-                                   other_call="eval" if traced else "train")
+                                   other_call="eval" if traced else "train", modes=modes,
+                                   mixed=any(m != traced for m in modes.values()))
     text += "\n\nclass ModelNew(nn.Module):\n"
+    if modes is not None:
+        text += "    training = _TRAINING\n\n"
     text += f"    def __init__(self{_signature(cls.__init__, skip_first=True)}):\n"
-    text += "".join(f"        {line}\n" for line in _init_body(graph))
+    text += "".join(f"        {line}\n" for line in _init_body(graph, parts=modes))
     if output.get("training") is False:
         # Built as the module was when traced (its __init__ called .eval()): forward's math is that mode's.
         text += "        self.eval()\n"
+    if modes is not None:
+        text += "        _set_modes(self)  # each watched part in the mode it was traced in\n"
     text += f"\n    def forward(self{fwd.signature}):\n"
     text += "".join(f"        {line}\n" for line in body)
     return text
@@ -529,7 +535,53 @@ def _chunked(batch: BatchInfo, batched: Sequence[int], outputs: Sequence[tuple[t
 
 _WRONG_MODE = '''
 
-def _wrong_mode():
+# Each submodule whose forward reads its mode, and that mode when the module was traced. Every
+# assignment of `training` (train(), eval(), on any part) counts in _MODE_SETS; forward checks the
+# modes again only after one, so a call costs one comparison.
+_MODES = {modes!r}
+_MODE_SETS = [0]
+
+
+def _get_training(self):
+    return self.__dict__["_sc_training"]
+
+
+def _set_training(self, mode):
+    self.__dict__["_sc_training"] = mode
+    _MODE_SETS[0] += 1
+
+
+_TRAINING = property(_get_training, _set_training)
+
+
+class _Part(nn.Module):
+    """A submodule of ModelNew: the reference's, for its state and its mode, with no forward."""
+
+    training = _TRAINING
+
+
+def _set_modes(model):
+    for path, mode in _MODES.items():
+        (model.get_submodule(path) if path else model).training = mode
+    model.__dict__["_sc_modes_seen"] = _MODE_SETS[0]
+
+
+def _check_modes(model):
+    for path, mode in _MODES.items():
+        if (model.get_submodule(path) if path else model).training != mode:
+            _wrong_mode(path, mode)
+    model.__dict__["_sc_modes_seen"] = _MODE_SETS[0]
+
+
+def _wrong_mode(path, mode):
+    was, now = ("training", "eval") if mode else ("eval", "training")
+    if {mixed!r}:
+        raise RuntimeError(
+            f"ModelNew was generated from the module with each submodule in the mode it was built in "
+            f"(some in training mode, some in eval mode), and its forward depends on them: "
+            f"`{{path or 'the module'}}` was in {{was}} mode and is in {{now}} mode now. Put it back, or "
+            f"optimise the module as it is now"
+        )
     raise RuntimeError(
         "ModelNew was generated from the module in {traced} mode, and its forward depends on the mode "
         "(batch statistics, dropout, a branch on self.training): the kernels compute the {traced} mode's "
@@ -537,6 +589,14 @@ def _wrong_mode():
         "mode for that (its __init__ ending in self.{other_call}())"
     )
 '''
+
+
+def _mode_watch(output: Node) -> dict[str, bool] | None:
+    """The submodules ModelNew checks the modes of (graph.mode_watch), for a mode-dependent forward;
+    a graph traced before the watch was recorded has the module's own mode alone."""
+    if not output.get("mode_dependent"):
+        return None
+    return dict(output.get("modes") or {"": bool(output.get("training"))})
 
 
 def _mode_line(output: Node) -> str:
@@ -754,10 +814,13 @@ def _unsaved(data, dtype, shape):
 '''
 
 
-def _init_body(graph: Sequence[Node]) -> list[str]:
-    """super().__init__() and every parameter and buffer of the reference, same keys and shapes."""
+def _init_body(graph: Sequence[Node], parts: dict[str, bool] | None = None) -> list[str]:
+    """super().__init__() and every parameter and buffer of the reference, same keys and shapes. With
+    `parts` (a mode-dependent forward's watched submodules, _mode_watch), the submodules are _Part
+    (whose mode assignments forward counts), and each watched one is made, with or without state."""
     lines = ["super().__init__()"]
     made: set[str] = set()
+    part_class = "nn.Module" if parts is None else "_Part"
 
     def parent_of(key: str) -> tuple[str, str]:
         *path, leaf = key.split(".")
@@ -767,10 +830,11 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
             if child not in made:
                 made.add(child)
                 lines.append(
-                    f"{child} = nn.Module()" if _plain(part) else f"{parent}.add_module({part!r}, nn.Module())"
+                    f"{child} = {part_class}()" if _plain(part) else f"{parent}.add_module({part!r}, {part_class}())"
                 )
             parent = child
         return parent, leaf
+
 
     for node in graph:
         if node["op"] != "input" or node.get("kind") not in ("param", "buffer"):
@@ -802,6 +866,9 @@ def _init_body(graph: Sequence[Node]) -> list[str]:
             else:
                 persistent = "" if alias_kept else ", persistent=False"
                 lines.append(f"{a_parent}.register_buffer({a_leaf!r}, {parent}._buffers[{leaf!r}]{persistent})")
+    for path in parts or {}:
+        if path:
+            parent_of(f"{path}.-")  # (the part and its parents: a dropout has no state of its own)
     return lines
 
 
