@@ -383,6 +383,12 @@ def test_the_ignore_index_is_found_through_a_view_and_written_to_a_share_of_the_
     hit = int((args[1] == -1).sum())
     assert hit == 24 // sentinels.SHARE and torch.equal(args[2], other)
     assert sentinels.find(lambda a: a[0].sum(), [logits])[1] == {}  # no integer input: nothing to find
+    # A target also read as an index (gather, one_hot, an embedding) would meet -1 there: on a GPU a
+    # device-side assert ends the process, so that input gets no such set. A mask of it is fine.
+    flat = [logits.reshape(-1, 5), target.reshape(-1)]
+    assert sentinels.find(lambda a: F.cross_entropy(*a) + a[0].gather(1, a[1][:, None]).sum(), flat)[1] == {}
+    assert sentinels.find(lambda a: F.cross_entropy(*a) + F.one_hot(a[1].clone(), 5).sum(), flat)[1] == {}
+    assert sentinels.find(lambda a: F.cross_entropy(*a) * (a[1] != -100).float().mean(), flat)[1] == {1: -100}
 
 
 @pytest.mark.parametrize(("ref", "stem", "catches"), [

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 # aten ops with a target whose `ignore_index` value is skipped (as dispatched: cross_entropy and
 # nll_loss reach the dispatcher as these).
@@ -31,27 +32,60 @@ def _named(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     return named
 
 
+# What a target may reach besides IGNORING_OPS and views of it, where its ignore value is safe: a
+# comparison (a mask of the ignored rows) and a copy (itself followed further). Anything else (an
+# index into a gather, an embedding, one_hot, arithmetic) would meet the value it was never drawn
+# with: on a GPU an index out of range is a device-side assert, which ends the process.
+SAFE_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "clone", "_to_copy", "contiguous", "detach", "alias",
+                      "lift_fresh", "lift_fresh_copy"})
+
+
+def _base(func: Any) -> str:
+    return func.name().split("::")[-1].split(".")[0]
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
 class _Finder(TorchDispatchMode):
+    """Follows each integer input through the call (its views and copies by storage): where it reaches
+    an op of IGNORING_OPS as the target, that op's ignore value is found; where it reaches any op other
+    than those, a view or SAFE_OPS, the input is unsafe to give that value."""
+
     def __init__(self, storages: dict[int, int]):
         super().__init__()
-        self.storages = storages  # an input's storage address -> its position in the call's inputs
+        self.followed = dict(storages)  # a storage address -> the input it holds (or was copied from)
         self.found: dict[int, int] = {}
+        self.unsafe: set[int] = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.name().split("::")[-1].split(".")[0] in IGNORING_OPS:
-            named = _named(func, args, kwargs or {})
+        kwargs = kwargs or {}
+        name = _base(func)
+        reached = {self.followed[_ptr(t)] for t in tree_leaves((args, kwargs))
+                   if isinstance(t, torch.Tensor) and _ptr(t) in self.followed}
+        if reached and name in IGNORING_OPS:
+            named = _named(func, args, kwargs)
             target, ignore = named.get("target"), named.get("ignore_index", -100)
-            if isinstance(target, torch.Tensor) and type(ignore) is int:
-                where = self.storages.get(target.untyped_storage().data_ptr())
-                if where is not None:
-                    self.found.setdefault(where, ignore)
-        return func(*args, **(kwargs or {}))
+            where = self.followed.get(_ptr(target)) if isinstance(target, torch.Tensor) else None
+            if where is not None and type(ignore) is int:
+                self.found.setdefault(where, ignore)
+            self.unsafe |= reached - ({where} if where is not None else set())
+        elif reached and not func.is_view and name not in SAFE_OPS:
+            self.unsafe |= reached
+        out = func(*args, **kwargs)
+        if reached and name not in IGNORING_OPS:
+            for o in tree_leaves(out):
+                if isinstance(o, torch.Tensor) and not o.is_floating_point() and o.dtype != torch.bool:
+                    self.followed.setdefault(_ptr(o), min(reached))
+        return out
 
 
 def find(call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[Any, dict[int, int]]:
-    """`call(args)`'s result, and {input position: value} for each integer input that reached an op
-    of IGNORING_OPS as its target (itself or a view of it: a target computed from it is not followed)."""
-    storages = {a.untyped_storage().data_ptr(): i for i, a in enumerate(args)
+    """`call(args)`'s result, and {input position: value} for each integer input that reached an op of
+    IGNORING_OPS as its target (itself, a view or a copy of it), and nothing that would read the value
+    as an index (SAFE_OPS)."""
+    storages = {_ptr(a): i for i, a in enumerate(args)
                 if isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex()
                 and a.dtype != torch.bool and a.numel()}
     if not storages:
@@ -59,7 +93,7 @@ def find(call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[Any, dict[i
     finder = _Finder(storages)
     with finder:
         out = call(args)
-    return out, finder.found
+    return out, {i: v for i, v in finder.found.items() if i not in finder.unsafe}
 
 
 def apply_(args: list[Any], found: dict[int, int], gen: torch.Generator) -> list[Any]:
