@@ -149,3 +149,31 @@ def test_gpu_matches_torch(tmp_path, monkeypatch):
         torch.cuda.synchronize()
         tol = 1e-2 if ref.dtype == torch.float16 else 1e-4
         torch.testing.assert_close(got.cpu().double(), ref.double(), rtol=tol, atol=tol * 1e-3, msg=cid)
+
+
+# A cross-entropy head as a task file: its target reaches nll_loss alone (the Verifier's ignore-index set).
+CE_REF = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+          "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+          "        self.scale = nn.Parameter(torch.rand(37) + 0.5)\n\n"
+          "    def forward(self, x, t):\n        return F.cross_entropy(x * self.scale, t)\n\n\n"
+          "def get_inputs():\n    return [torch.randn(300, 37), torch.randint(0, 37, (300,))]\n\n\n"
+          "def get_init_inputs():\n    return []\n")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_built_in_cross_entropy_passes_the_ignore_index_set(tmp_path, isolated_cache):
+    """The built-in candidate of a cross-entropy through the worker: the set with targets at -100
+    (sentinels.py) runs on the GPU, in the candidate's kernel and the reference's, and passes."""
+    ref = tmp_path / "ce_ref.py"
+    ref.write_text(CE_REF)
+    from stitchcuda.agents.coder import builtin
+    from stitchcuda.agents.loop import plan_task
+    from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+    from stitchcuda.types import Task
+
+    task = Task(path=ref)
+    cand = builtin.code(task, plan_task(task))
+    assert cand is not None
+    v = verify(task, cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "ok" and v.accepted, (v.status, v.message, v.log_tail[-1500:])
+    assert any(c["set"] == "ignore-index" and c["ok"] for c in v.checks), v.checks
