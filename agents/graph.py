@@ -22,6 +22,7 @@ carry `outputs` (one shape/dtype/stride dict each) instead of `shape`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -489,15 +490,20 @@ _MODE_READERS: tuple[type, ...] = (
 
 
 def _reads_mode(m: nn.Module) -> bool:
-    if isinstance(m, _MODE_READERS):
-        return True
-    forward = getattr(type(m), "forward", None)
-    if forward is None or getattr(forward, "__module__", "").startswith("torch."):
+    return isinstance(m, _MODE_READERS) or _forward_reads_mode(type(m))
+
+
+@functools.lru_cache(maxsize=512)
+def _forward_reads_mode(cls: type) -> bool:
+    """Whether the class's forward names `training` in its source (nn.RReLU's, a spectral norm's
+    power iteration, a user's F.dropout(x, p, self.training)); without source to read, assumed so."""
+    forward = getattr(cls, "forward", None)
+    if forward is None:
         return False
     try:
         return "training" in inspect.getsource(forward)
     except (OSError, TypeError):
-        return True  # (no source to read: assume it does)
+        return True
 
 
 def mode_watch(module: nn.Module) -> dict[str, bool]:

@@ -159,9 +159,9 @@ def test_batch_sets_keep_the_inputs_distribution():
     assert big[0].shape == (9, 3) and torch.equal(big[0][:4], base[0]) and torch.equal(big[0][8], torch.full((3,), 2.0))
     assert batch_sizes(4) == [1, 3, 5] and batch_sizes(2) == [1, 3]
     assert batch_sizes(4, 11) == [1, 3, 5, 11]
-    # Three or four chunks, the last cut short: never a size a candidate could have counted on.
+    # Three chunks, the last cut short at a drawn place: never a size a candidate could count on.
     fars = {far_batch(8) for _ in range(200)}
-    assert all(17 <= n <= 31 and n % 8 for n in fars) and {n // 8 for n in fars} == {2, 3}
+    assert all(17 <= n <= 23 for n in fars) and len(fars) > 1
 
 
 def _verify_declared(stem: str, tmp_path: Path) -> Verdict:
@@ -177,7 +177,7 @@ def test_the_verifier_checks_a_dynamic_candidate_at_other_batch_sizes(tmp_path):
     batches = [s for s in sets if s.startswith("batch-")]
     assert batches[:3] == ["batch-1", "batch-5", "batch-9"] and len(batches) == 4
     far = int(batches[3].removeprefix("batch-"))
-    assert 17 <= far <= 31  # three or four chunks (far_batch)
+    assert 17 <= far <= 23  # three chunks (far_batch)
     assert (good.batch, good.batch_sizes) == (8, [1, 5, 9, far])  # typed, for bench.json and the CLI
     assert not coder_builtin.wrong_only_at_other_batches(good)
 

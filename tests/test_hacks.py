@@ -381,7 +381,8 @@ def test_the_ignore_index_is_found_through_a_view_and_written_to_a_share_of_the_
     gen = torch.Generator().manual_seed(3)
     args = sentinels.apply_([logits, target.clone(), other], found, gen)
     hit = int((args[1] == -1).sum())
-    assert hit == 24 // sentinels.SHARE and torch.equal(args[2], other)
+    lo = max(1, 24 // (2 * sentinels.SHARE))
+    assert lo <= hit <= 4 * lo and torch.equal(args[2], other)
     assert sentinels.find(lambda a: a[0].sum(), [logits])[1] == {}  # no integer input: nothing to find
     # A target also read as an index (gather, one_hot, an embedding) would meet -1 there: on a GPU a
     # device-side assert ends the process, so that input gets no such set. A mask of it is fine.
@@ -389,6 +390,26 @@ def test_the_ignore_index_is_found_through_a_view_and_written_to_a_share_of_the_
     assert sentinels.find(lambda a: F.cross_entropy(*a) + a[0].gather(1, a[1][:, None]).sum(), flat)[1] == {}
     assert sentinels.find(lambda a: F.cross_entropy(*a) + F.one_hot(a[1].clone(), 5).sum(), flat)[1] == {}
     assert sentinels.find(lambda a: F.cross_entropy(*a) * (a[1] != -100).float().mean(), flat)[1] == {1: -100}
+    # Followed through a float copy made an index again; two ops ignoring different values; a value
+    # the input's own dtype cannot hold (uint8 masks read as long); a sparse tensor beside them.
+    x5 = flat[0]
+    assert sentinels.find(lambda a: F.cross_entropy(x5, a[0]) + x5.gather(1, a[0].float().long()[:, None]).sum(),
+                          [flat[1]])[1] == {}
+    assert sentinels.find(lambda a: F.cross_entropy(x5, a[0]) + F.cross_entropy(x5, a[0], ignore_index=0),
+                          [flat[1]])[1] == {}
+    assert sentinels.find(lambda a: F.cross_entropy(x5, a[0].long()), [flat[1].to(torch.uint8)])[1] == {}
+    assert sentinels.find(lambda a: F.cross_entropy(x5, a[0]) + a[1].to_dense().sum(),
+                          [flat[1], torch.eye(3).to_sparse()])[1] == {0: -100}
+    # A copy of one input freed, and its address reused by a copy of another (kept alive while followed).
+    emb = torch.nn.Embedding(10, 3)
+    ints = [torch.randint(0, 5, (4096,), dtype=torch.int32) for _ in range(2)]
+    big = torch.randn(4096, 5)
+
+    def reuse(a):
+        loss = F.cross_entropy(big, a[0].long())
+        return loss + emb(a[1].long()).sum() + F.cross_entropy(big, a[1].long())
+
+    assert sentinels.find(reuse, ints)[1] == {0: -100}
 
 
 @pytest.mark.parametrize(("ref", "stem", "catches"), [

@@ -582,11 +582,12 @@ def _wrong_mode(path, mode):
             f"`{{path or 'the module'}}` was in {{was}} mode and is in {{now}} mode now. Put it back, or "
             f"optimise the module as it is now"
         )
+    where = f" (`{{path}}` is)" if path else ""
     raise RuntimeError(
         "ModelNew was generated from the module in {traced} mode, and its forward depends on the mode "
         "(batch statistics, dropout, a branch on self.training): the kernels compute the {traced} mode's "
-        "math only, and this call is in {other} mode. Switch it back, or optimise the module in {other} "
-        "mode for that (its __init__ ending in self.{other_call}())"
+        f"math only, and this call is in {other} mode{{where}}. Switch it back, or optimise the module in "
+        "{other} mode for that (its __init__ ending in self.{other_call}())"
     )
 '''
 

@@ -33,72 +33,89 @@ def _named(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 
 # What a target may reach besides IGNORING_OPS and views of it, where its ignore value is safe: a
-# comparison (a mask of the ignored rows) and a copy (itself followed further). Anything else (an
-# index into a gather, an embedding, one_hot, arithmetic) would meet the value it was never drawn
+# comparison (a mask of the ignored rows: a bool, not followed further) and a copy (followed
+# further, whatever its dtype: a float copy made an index again is still the target). Anything else
+# (an index into a gather, an embedding, one_hot, arithmetic) would meet the value it was never drawn
 # with: on a GPU an index out of range is a device-side assert, which ends the process.
-SAFE_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "clone", "_to_copy", "contiguous", "detach", "alias",
-                      "lift_fresh", "lift_fresh_copy"})
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+SAFE_OPS = COMPARISONS | frozenset({"clone", "_to_copy", "contiguous", "detach", "alias", "lift_fresh",
+                                    "lift_fresh_copy"})
 
 
 def _base(func: Any) -> str:
     return func.name().split("::")[-1].split(".")[0]
 
 
-def _ptr(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _ptr(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (NotImplementedError, RuntimeError):  # (a sparse or nested tensor has no one storage)
+        return None
 
 
 class _Finder(TorchDispatchMode):
-    """Follows each integer input through the call (its views and copies by storage): where it reaches
-    an op of IGNORING_OPS as the target, that op's ignore value is found; where it reaches any op other
-    than those, a view or SAFE_OPS, the input is unsafe to give that value."""
+    """Follows each integer input through the call (its views and copies, by storage; every followed
+    tensor is kept alive, so no freed address is taken for another's): where it reaches an op of
+    IGNORING_OPS as the target, that op's ignore value is found; where it reaches any op other than
+    those, a view or SAFE_OPS, or two such ops with different values, it is unsafe to give one."""
 
-    def __init__(self, storages: dict[int, int]):
+    def __init__(self, inputs: dict[int, torch.Tensor]):
         super().__init__()
-        self.followed = dict(storages)  # a storage address -> the input it holds (or was copied from)
+        self.followed = {_ptr(a): i for i, a in inputs.items()}  # a storage address -> its input
+        self.alive: list[torch.Tensor] = list(inputs.values())
         self.found: dict[int, int] = {}
         self.unsafe: set[int] = set()
+
+    def _reached(self, values: Any) -> set[int]:
+        return {self.followed[p] for t in tree_leaves(values)
+                if isinstance(t, torch.Tensor) and (p := _ptr(t)) is not None and p in self.followed}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _base(func)
-        reached = {self.followed[_ptr(t)] for t in tree_leaves((args, kwargs))
-                   if isinstance(t, torch.Tensor) and _ptr(t) in self.followed}
+        reached = self._reached((args, kwargs))
         if reached and name in IGNORING_OPS:
             named = _named(func, args, kwargs)
             target, ignore = named.get("target"), named.get("ignore_index", -100)
-            where = self.followed.get(_ptr(target)) if isinstance(target, torch.Tensor) else None
+            where = next(iter(self._reached(target)), None)
             if where is not None and type(ignore) is int:
-                self.found.setdefault(where, ignore)
+                if self.found.setdefault(where, ignore) != ignore:
+                    self.unsafe.add(where)  # (two ops ignoring different values: each refuses the other's)
             self.unsafe |= reached - ({where} if where is not None else set())
         elif reached and not func.is_view and name not in SAFE_OPS:
             self.unsafe |= reached
         out = func(*args, **kwargs)
-        if reached and name not in IGNORING_OPS:
+        if reached and name not in IGNORING_OPS and name not in COMPARISONS:
             for o in tree_leaves(out):
-                if isinstance(o, torch.Tensor) and not o.is_floating_point() and o.dtype != torch.bool:
-                    self.followed.setdefault(_ptr(o), min(reached))
+                if isinstance(o, torch.Tensor) and (p := _ptr(o)) is not None:
+                    self.followed.setdefault(p, min(reached))
+                    self.alive.append(o)
         return out
 
 
 def find(call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[Any, dict[int, int]]:
     """`call(args)`'s result, and {input position: value} for each integer input that reached an op of
     IGNORING_OPS as its target (itself, a view or a copy of it), and nothing that would read the value
-    as an index (SAFE_OPS)."""
-    storages = {_ptr(a): i for i, a in enumerate(args)
-                if isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex()
-                and a.dtype != torch.bool and a.numel()}
-    if not storages:
+    as an index (SAFE_OPS), with a value its own dtype holds."""
+    inputs = {i: a for i, a in enumerate(args)
+              if isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex()
+              and a.dtype != torch.bool and a.numel() and _ptr(a) is not None}
+    if not inputs:
         return call(args), {}
-    finder = _Finder(storages)
+    finder = _Finder(inputs)
     with finder:
         out = call(args)
-    return out, {i: v for i, v in finder.found.items() if i not in finder.unsafe}
+    found = {}
+    for i, v in finder.found.items():
+        info = torch.iinfo(args[i].dtype)
+        if i not in finder.unsafe and info.min <= v <= info.max:
+            found[i] = v
+    return out, found
 
 
 def apply_(args: list[Any], found: dict[int, int], gen: torch.Generator) -> list[Any]:
-    """The set with one element in SHARE of each found input (at least one, never all) set to its
-    value, at places drawn from `gen`, in place."""
+    """The set with about one element in SHARE of each found input (at least one, never all) set to
+    its value, at places drawn from `gen`, in place."""
     for i, value in found.items():
         a = args[i]
         if not isinstance(a, torch.Tensor) or a.numel() == 0:
@@ -107,7 +124,10 @@ def apply_(args: list[Any], found: dict[int, int], gen: torch.Generator) -> list
         n = a.numel()
         if n < 2:
             continue  # (every element ignored is another question: a mean over nothing)
-        k = max(1, n // SHARE)
+        # About one in SHARE, the count itself drawn (between half and twice that), so no candidate
+        # can key on it.
+        lo = max(1, n // (2 * SHARE))
+        k = min(n - 1, lo + int(torch.randint(0, 3 * lo + 1, (1,), generator=gen, device=gen.device)))
         places = torch.randperm(n, generator=gen, device=gen.device)[:k].to(a.device)
         if flat is not None:
             flat[places] = value
