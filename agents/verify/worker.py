@@ -247,7 +247,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         # activations, which grow with it): where such a set would take a large share of the memory,
         # the sizes that fit with room to spare are checked.
         one = _fake_input_bytes(get_inputs)
-        fit = [n for n in batches if n <= traced or one * (n / traced) * BATCH_MEMORY_FACTOR <= lean_bytes]
+        fit = [n for n in batches if n <= traced
+               or one * (n / traced + 1) * (FAR_BATCH_MARGIN if n > traced + 1 else 1) <= lean_bytes]
         if fit != batches:
             v.notes.append(f"batch sizes {', '.join(str(n) for n in batches if n not in fit)} not checked: "
                            "their inputs would take a large share of the memory")
@@ -599,9 +600,9 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
 
 _BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
 KEPT_OUTPUT_BYTES = 1 << 30  # one set's outputs kept (and copied) to see the next call leave them alone
-# A set past the traced batch is made where this many times its inputs fit in the lean-input share:
-# its copies for candidate and reference, and activations that grow with the batch.
-BATCH_MEMORY_FACTOR = 4
+# A set past the traced batch is made where it fits in the lean-input share beside the traced set; the
+# far one (three chunks) with this much room to spare, for activations that grow with the batch.
+FAR_BATCH_MARGIN = 2
 LEAN_INPUT_FRACTION = 8  # inputs above 1/8 of the GPU's memory are not copied for the reference
 
 
