@@ -42,7 +42,9 @@ no copying GPU data to the host (.cpu(), .item(), .tolist()), no try/except fall
 against eager PyTorch and torch.compile; correct and faster wins. It is also checked once with
 autograd on and once in the other mode (after .eval() where the module was built in training mode):
 where forward's math depends on self.training (BatchNorm's statistics, dropout), follow it, or
-raise for the mode you do not implement; never return the other mode's answer."""
+raise for the mode you do not implement; never return the other mode's answer. Integer targets of
+a cross-entropy or nll_loss are also checked holding its ignore_index (-100 by default): skip those
+rows, and leave them out of a mean's divisor."""
 
 
 _NO_ALPHA = {"mm", "bmm", "mv"}
