@@ -218,14 +218,20 @@ ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] 
 }
 
 
+def generator_for(args: list[Any], seed: int) -> torch.Generator:
+    """A generator seeded with `seed` on the device of the set's first tensor (the CPU if none)."""
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    gen = torch.Generator(device=first.device if first is not None else "cpu")
+    gen.manual_seed(seed)
+    return gen
+
+
 def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
     """Transform the floating-point inputs of a freshly made random set, in place; integer inputs
     (indices, labels) and shapes stay as given, since changing them would change the problem
     rather than stress it. An input sharing memory with an earlier one (get_inputs returning
     [x, x]) is transformed on a copy, so it is not transformed twice."""
-    first = next((a for a in base if isinstance(a, torch.Tensor)), None)
-    gen = torch.Generator(device=first.device if first is not None else "cpu")
-    gen.manual_seed(seed)
+    gen = generator_for(base, seed)
     fn = ADVERSARIAL[kind]
     seen: set[int] = set()
     owned = []

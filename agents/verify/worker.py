@@ -63,6 +63,7 @@ from stitchcuda.inputs import (
     clone_args,
     far_batch,
     fresh_seeds,
+    generator_for,
     make_inputs,
     with_batch,
 )
@@ -1082,17 +1083,15 @@ def draws_random(ref_ops: Counter[str]) -> bool:
 
 def _set_inputs(get_inputs, seed: int, kind: Any, device) -> list[Any]:
     """One correctness set's inputs: random (kind None), adversarial (a kind name: a fresh random set
-    transformed), ("batch", n): a fresh set with n samples, or ("sentinels", {input: value}): a fresh set
-    with the values the reference's ops ignore in a share of those inputs (sentinels.py). An adversarial set's values are drawn
-    afresh (from a seed derived from its own, not random-0's, nor equal to the transform's): made from
-    random-0's, as before 2026-12-01, they were a scaled copy of inputs the candidate had already seen,
-    so a kernel wrong on large or tiny values could pass them from an output it kept."""
+    transformed), ("batch", n): a fresh set with n samples, or ("sentinels", {input: value}): a fresh
+    set with the values the reference's ops ignore in a share of those inputs (sentinels.py). An
+    adversarial set's values are drawn afresh (from a seed derived from its own, not random-0's, nor
+    equal to the transform's): made from random-0's, as before 2026-12-01, they were a scaled copy of
+    inputs the candidate had already seen, so a kernel wrong on large or tiny values could pass them
+    from an output it kept."""
     if isinstance(kind, tuple) and kind[0] == "sentinels":
         args = make_inputs(get_inputs, _adversarial_seed(seed), device)
-        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        gen = torch.Generator(device=first.device if first is not None else "cpu")
-        gen.manual_seed(seed)
-        return sentinels.apply_(args, kind[1], gen)
+        return sentinels.apply_(args, kind[1], generator_for(args, seed))
     if isinstance(kind, tuple):
         extra = iter(range(seed + 1, seed + (1 << 20)))
         return with_batch(make_inputs(get_inputs, seed, device), kind[1],
