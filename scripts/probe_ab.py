@@ -10,7 +10,6 @@ e.g. `STITCHCUDA_RED_BATCH=0,1`. The environment variable is set before each can
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from probe_records import Records
 
 from stitchcuda import runtime
 from stitchcuda.agents.coder import builtin
@@ -82,10 +82,9 @@ def main() -> None:
 
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 2)) as pool:
         errors = list(pool.map(build, written))
-    records = []
+    records = Records(out_path)
     for f in dict.fromkeys(w[0] for w in written):
-        rec: dict[str, Any] = {"task": f, "var": var}
-        try:
+        with records.task(task=f, var=var) as rec:
             _, cls = load_task_module(find_task(Path(f)))
             ref_mod = import_file(Path(f))
             ref = build_model(cls, list(ref_mod.get_init_inputs()), 42, DEV)
@@ -111,11 +110,6 @@ def main() -> None:
                 off, on = (rec[s].get("timed_us") for s in settings)
                 if off and on:
                     rec["on_over_off"] = round(off / on, 4)
-        except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
-            rec["error"] = f"{type(e).__name__}: {e}"[:500]
-        records.append(rec)
-        print(json.dumps(rec), flush=True)
-        out_path.write_text(json.dumps(records, indent=2))
 
 
 if __name__ == "__main__":

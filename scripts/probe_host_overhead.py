@@ -17,7 +17,6 @@ allocation, the ctypes call) measured alone.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from probe_records import Records
 
 from stitchcuda.agents.coder import builtin
 from stitchcuda.agents.loop import plan_task
@@ -232,14 +232,13 @@ def audited(model, args, folder: Path) -> dict[str, Any]:
 
 def main() -> None:
     out_path = Path(sys.argv[1])
-    records = []
+    records = Records(out_path)
     torch.set_grad_enabled(False)
     for f in sys.argv[2:]:
         task = find_task(Path(f))
         plan = plan_task(task)
         cand = builtin.code(task, plan)
-        rec: dict[str, Any] = {"task": f, "groups": len(plan.groups), "supported": plan.supported}
-        try:
+        with records.task(task=f, groups=len(plan.groups), supported=plan.supported) as rec:
             _, cls = load_task_module(task)
             ref_mod = import_file(task.path)
             # In the mode the Verifier runs it (training, as KernelBench builds it): in eval mode a
@@ -272,11 +271,6 @@ def main() -> None:
                 rec["candidate_after_timeline"] = measure("candidate after the profiler", model, args)
                 if compiled is not None:
                     rec["compile_after_timeline"] = measure("torch.compile after the profiler", compiled, args)
-        except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
-            rec["error"] = f"{type(e).__name__}: {e}"[:500]
-        records.append(rec)
-        print(json.dumps(rec), flush=True)
-        out_path.write_text(json.dumps(records, indent=2))
 
 
 if __name__ == "__main__":

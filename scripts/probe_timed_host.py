@@ -16,22 +16,18 @@ Conditions are interleaved trial by trial, so a drift of the machine reaches eve
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from probe_records import Records, built_candidate
 
-from stitchcuda import runtime
-from stitchcuda.agents.coder import builtin
-from stitchcuda.agents.loop import plan_task
 from stitchcuda.agents.verify.timing import L2Flusher
 from stitchcuda.inputs import make_inputs
-from stitchcuda.task import build_model, find_task, import_file
+from stitchcuda.task import build_model, import_file
 
 DEV = torch.device("cuda", 0)
 TRIALS = 40
@@ -93,18 +89,12 @@ def timed(fns: dict[str, Any], conds: dict[str, Any]) -> dict[str, dict[str, flo
 def main() -> None:
     out_path = Path(sys.argv[1])
     torch.set_grad_enabled(False)
-    records = []
+    records = Records(out_path)
     flusher = L2Flusher(DEV)
     conds = conditions(flusher)
     for f in sys.argv[2:]:
-        rec: dict[str, Any] = {"task": f}
-        try:
-            task = find_task(Path(f))
-            cand = builtin.code(task, plan_task(task))
-            if cand is None:
-                raise RuntimeError("the built-in coder wrote no candidate")
-            path = cand.write(Path(tempfile.mkdtemp(prefix="timed-host-")))
-            runtime.build([path.with_name("fused_kernels.cu")], libraries=list(cand.libraries))
+        with records.task(task=f) as rec:
+            task, _, path = built_candidate(Path(f), "timed-host-")
             ref_mod = import_file(Path(f))
             init = list(ref_mod.get_init_inputs())
             ref = build_model(getattr(ref_mod, task.class_name), init, 42, DEV)
@@ -116,11 +106,6 @@ def main() -> None:
             fns = {"ours": lambda m=ours, a=args: m(*a), "eager": lambda m=ref, a=args: m(*a),
                    "compile": lambda m=compiled, a=args: m(*a), "one_op": lambda t=small: t.add_(1)}
             rec.update(timed(fns, conds))
-        except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
-            rec["error"] = f"{type(e).__name__}: {e}"[:500]
-        records.append(rec)
-        print(json.dumps(rec), flush=True)
-        out_path.write_text(json.dumps(records, indent=2))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Each variant's verdict gives ours_ms, ours' in-window host time, and the worker'
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -23,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from probe_records import Records, built_candidate
 
-from stitchcuda import runtime, timing_cpus
-from stitchcuda.agents.coder import builtin
-from stitchcuda.agents.loop import plan_task
+from stitchcuda import timing_cpus
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.sandbox import OFF_ENV as NO_SANDBOX
 from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
@@ -93,26 +91,14 @@ def through_worker(task, cand, env: dict[str, str]) -> dict[str, Any]:
 def main() -> None:
     out_path = Path(sys.argv[1])
     torch.set_grad_enabled(False)
-    records = []
+    records = Records(out_path)
     for f in sys.argv[2:]:
-        rec: dict[str, Any] = {"task": f}
-        try:
-            task = find_task(Path(f))
-            cand = builtin.code(task, plan_task(task))
-            if cand is None:
-                raise RuntimeError("the built-in coder wrote no candidate")
-            folder = Path(tempfile.mkdtemp(prefix="gap-cand-"))
-            path = cand.write(folder)
-            runtime.build([path.with_name("fused_kernels.cu")], libraries=list(cand.libraries))
+        with records.task(task=f) as rec:
+            task, cand, path = built_candidate(Path(f), "gap-cand-")
             rec.update(in_process(path, Path(f)))
             for name, env in VARIANTS.items():
                 rec[name] = through_worker(task, cand, env)
             rec.update({f"{k}_again": v for k, v in in_process(path, Path(f)).items()})
-        except Exception as e:  # noqa: BLE001 - one task's failure is a record, not the end of the probe
-            rec["error"] = f"{type(e).__name__}: {e}"[:500]
-        records.append(rec)
-        print(json.dumps(rec), flush=True)
-        out_path.write_text(json.dumps(records, indent=2))
 
 
 if __name__ == "__main__":
