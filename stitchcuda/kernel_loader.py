@@ -9,6 +9,7 @@ and the prebuilt library only. It must therefore import nothing but the standard
 # --- stitchcuda kernel loader (copied into generated modules) ---
 import ctypes
 import hashlib
+import os
 import struct
 from pathlib import Path
 
@@ -65,15 +66,27 @@ class FastPath:
     forward checked itself, holds every later call to the same dtypes, device, shapes, strides and
     requires_grad. Anything else (another shape, a non-contiguous input, autograd, another stream)
     fails a check here and takes forward's own path. Where this torch has no TensorGuards, it never
-    arms and forward always takes its own path."""
+    arms and forward always takes its own path.
+
+    The outputs a call returns are allocated by the call before it, after its kernels are queued
+    (`ahead`): the allocator's path then runs while the GPU works, not before the first launch,
+    where a call from a cold host spends 10-20 us in it. Each output is still memory of its own
+    (made before the previous result was handed out, never written again); the cost is one set of
+    outputs held between calls, and only where that set is at most 1/AHEAD_SHARE of the device's
+    memory. Outputs made ahead are dropped whenever the guard is built again (another dispatch
+    state, inference mode, device) and are kept per stream, like the reusable buffers."""
 
     STREAMS = 8  # streams remembered (each with its own reusable buffers)
     # Guards built at most: calls that alternate between two states (inference mode and not, say)
     # would otherwise build one on every call, which costs more than forward's own checks.
     BUILDS = 16
+    AHEAD_SHARE = 64  # outputs are made ahead only where they take at most this share of the memory
 
-    def __init__(self, lib, entry: str, count: int):
+    def __init__(self, lib, entry: str, count: int, ahead_bytes: int = 0):
         self.lib, self.entry = lib, entry
+        self.ahead_bytes = ahead_bytes  # the bytes of one call's outputs (0: none are made ahead)
+        self.ahead: dict = {}  # stream -> the outputs made for the next call on it
+        self.ahead_ok = False
         self.guard = None
         self.grad = False  # whether a guarded tensor requires grad (then only without grad mode)
         self.device = None  # Tensor.get_device() of the guarded tensors (-1: the CPU)
@@ -114,11 +127,24 @@ class FastPath:
                 self.static = {}  # another device's buffers (stream 0 is every device's)
             self.fn, self.guard, self.device = fn, guard, device
             self.grad = any(t.requires_grad for t in tensors)
+            # Made under the old guard's state (an inference tensor, say): not for calls under this one.
+            self.ahead = {}
+            self.ahead_ok = 0 < self.ahead_bytes <= memory_of(device) // self.AHEAD_SHARE
         if stream not in self.static and len(self.static) < self.STREAMS:
             self.static[stream] = tuple(b.data_ptr() for b in buffers)
 
     def fail(self, rc: int) -> None:
         raise RuntimeError(f"{self.entry} failed: CUDA error {rc} ({_error_name(rc)})")
+
+
+def memory_of(device: int) -> int:
+    """The bytes of memory on `device` (Tensor.get_device(): -1 is the CPU); 0 where unknown."""
+    try:
+        if device >= 0:
+            return torch.cuda.get_device_properties(device).total_memory
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError, RuntimeError, AssertionError):
+        return 0
 
 
 def _error_name(code: int) -> str:

@@ -272,3 +272,80 @@ def test_calls_alternating_between_two_states_stop_building_guards(tmp_path):
             with Passing() if k % 2 else contextlib.nullcontext():
                 torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
     assert mod._FAST.builds == mod.FastPath.BUILDS
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_fast_path_returns_outputs_made_by_the_call_before_each_its_own(tmp_path):
+    # The fast path's outputs are allocated by the previous call, after its launch (FastPath.ahead):
+    # each result is still memory of its own, never written again by a later call.
+    module, x, new, mod = _staged(tmp_path)
+    calls = _spied(mod)
+    with torch.no_grad():
+        new(x)  # forward's own path arms the guard
+        results, inputs = [], []
+        for _ in range(4):
+            made = dict(mod._FAST.ahead)
+            xi = torch.randn(2, 6, 9, 11)
+            out = new(xi)
+            if made:  # the tensor the call before made is the one handed out
+                (ahead,), = made.values()
+                assert out is ahead
+            (nxt,), = mod._FAST.ahead.values()
+            assert nxt.data_ptr() != out.data_ptr()
+            results.append((out, out.clone()))
+            inputs.append(xi)
+        assert calls["fast"] == 4
+        for (out, kept), xi in zip(results, inputs, strict=True):
+            assert torch.equal(out, kept)
+            torch.testing.assert_close(out, module(xi), rtol=1e-5, atol=1e-5)
+        assert len({out.data_ptr() for out, _ in results}) == 4
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_outputs_made_ahead_never_cross_into_another_guard_s_state(tmp_path):
+    # An output made outside inference mode is not handed out inside it, nor the other way round:
+    # the guard is built again there, and that drops what the old one's calls made.
+    module, x, new, mod = _staged(tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            assert not new(x).is_inference()
+    assert mod._FAST.ahead
+    with torch.inference_mode():
+        for _ in range(3):
+            got = new(x)
+            assert got.is_inference()
+    for _ in range(3):
+        got = new(x)
+        assert not got.is_inference()
+        got.add_(1.0)  # an inference tensor would refuse this outside inference mode
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_outputs_are_made_ahead_only_where_they_are_a_small_share_of_memory(tmp_path, monkeypatch):
+    module, x, new, mod = _staged(tmp_path)
+    per_call = mod._FAST.ahead_bytes
+    assert per_call == module(x).numel() * 4
+    monkeypatch.setattr(mod, "memory_of", lambda device: per_call * mod.FastPath.AHEAD_SHARE - 1)
+    calls = _spied(mod)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    assert calls["fast"] == 2 and not mod._FAST.ahead_ok and not mod._FAST.ahead
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_the_setting_leaves_outputs_made_ahead_out_of_the_module(tmp_path, monkeypatch):
+    module = Staged()
+    x = torch.randn(2, 6, 9, 11)
+    monkeypatch.setenv("STITCHCUDA_OUTPUTS_AHEAD", "0")
+    cand = build(module, [x])
+    assert "f.ahead.pop(" not in cand.files[cand.module]
+    new, mod = load_model_new(cand, module, tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+    assert not mod._FAST.ahead

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
+
+import torch
 
 from stitchcuda import kernel_loader, pyast
 from stitchcuda.agents import random_draws
@@ -368,7 +371,7 @@ def _render_kernels(
     for node in constants:
         k_ns.fresh_bind(node["name"])
     workspaces: dict[tuple[int, str], list] = {}  # (index in a kernel's scratch, dtype) -> [var, size]
-    fresh_lines: list[str] = []
+    fresh: list[tuple[str, str, int]] = []  # (variable, the expression allocating it, its bytes)
     buffers: list[tuple[Step, list[str]]] = []
     for k in steps:
         for out in k.outputs:
@@ -382,8 +385,9 @@ def _render_kernels(
             if out.name in returned:
                 same = like.get((shape, out.dtype))
                 # empty_like of a contiguous argument is contiguous, and cheaper than torch.empty.
-                fresh_lines.append(f"{var} = torch.empty_like({same})" if same else
-                                   f"{var} = torch.empty({shape!r}, dtype=torch.{out.dtype}, device={device})")
+                fresh.append((var, f"torch.empty_like({same})" if same else
+                              f"torch.empty({shape!r}, dtype=torch.{out.dtype}, device={device})",
+                              math.prod(shape) * getattr(torch, out.dtype).itemsize))
             else:
                 static.append((repr(shape), out.dtype))
                 static_vars.append(var)
@@ -419,7 +423,7 @@ def _render_kernels(
         body.append(f"if {key} not in _BUFFERS:")
         body.append(f"    _BUFFERS[{key}] = _buffers({device})")
         body.append(f"{', '.join(static_vars)}, = _BUFFERS[{key}]")
-    body += fresh_lines
+    body += [f"{var} = {expr}" for var, expr, _ in fresh]
     # One call runs every kernel (see orchestrator): the buffers of each, in launch order.
     forward = FORWARD + "_host" if host else (GRAPH_FORWARD if graphed(steps) else FORWARD)
     body.append(f"_lib.call_all({forward!r}, [")
@@ -429,9 +433,16 @@ def _render_kernels(
     body.append(f"return [{', '.join(k_ns.expr(nodes[r]) for r in returned)}]")
     text = "def _kernels(tensors, state=()):\n" + "".join(f"    {line}\n" for line in body)
     if fast:
-        text += "\n\n" + _render_fast(tensors, state, k_ns, static_vars, fresh_lines, buffers, forward,
+        text += "\n\n" + _render_fast(tensors, state, k_ns, static_vars, fresh, buffers, forward,
                                        [k_ns.expr(nodes[r]) for r in returned], device)
     return text, made
+
+
+def outputs_ahead_enabled() -> bool:
+    """The fast path's outputs allocated by the call before (FastPath.ahead); read when the module
+    is written, never by it. STITCHCUDA_OUTPUTS_AHEAD=0 leaves it out, for A/B timing of the host
+    path."""
+    return os.environ.get("STITCHCUDA_OUTPUTS_AHEAD", "1") != "0"
 
 
 def fast_path_enabled() -> bool:
@@ -445,7 +456,7 @@ def _render_fast(
     state: Sequence[Node],
     k_ns: _Forward,
     static_vars: Sequence[str],
-    fresh_lines: Sequence[str],
+    fresh: Sequence[tuple[str, str, int]],
     buffers: Sequence[tuple[Step, list[str]]],
     forward: str,
     returned: Sequence[str],
@@ -455,7 +466,9 @@ def _render_fast(
     guard is torch's one C++ check (FastPath): the same buffers and the same call, less what that
     check makes redundant; module state the kernels write (BatchNorm's running statistics) is
     guarded and written in place, as _kernels writes it. _fast returns None where the call must take
-    forward's own path."""
+    forward's own path. The outputs it returns were allocated by the call before, after that call's
+    launch (FastPath.ahead), where the setting allows (outputs_ahead_enabled) and FastPath finds
+    them small enough."""
     count = sum(len(a) for _, a in buffers)
     unpack = f"{', '.join(k_ns.expr(n) for n in tensors)}, = tensors"
     if state:
@@ -463,8 +476,10 @@ def _render_fast(
     params, guarded = ("tensors, state", "*tensors, *state") if state else ("tensors", "*tensors")
     static = set(static_vars)
     ptrs = ", ".join(a if a in static else f"{a}.data_ptr()" for _, args in buffers for a in args) or "0"
+    ahead = outputs_ahead_enabled() and bool(fresh)
+    made = f", {sum(b for _, _, b in fresh)}" if ahead else ""
     lines = [
-        f"_FAST = FastPath(_lib, {forward!r}, {count})",
+        f"_FAST = FastPath(_lib, {forward!r}, {count}{made})",
         "",
         "",
         f"def _fast({params}):",
@@ -481,11 +496,30 @@ def _render_fast(
     ]
     if static_vars:
         lines.append(f"    {', '.join(static_vars)}, = static")
-    lines += [f"    {line}" for line in fresh_lines]
+    names = ", ".join(var for var, _, _ in fresh)
+    allocs = ", ".join(expr for _, expr, _ in fresh)
+    if ahead:
+        lines += [
+            "    made = f.ahead.pop(stream, None)",
+            "    if made is None:",
+            *[f"        {var} = {expr}" for var, expr, _ in fresh],
+            "    else:",
+            f"        {names}, = made",
+        ]
+    else:
+        lines += [f"    {var} = {expr}" for var, expr, _ in fresh]
     lines += [
         f"    rc = f.fn(f.pack({ptrs}), stream)",
         "    if rc:",
         "        f.fail(rc)",
+    ]
+    if ahead:
+        lines += [
+            "    if f.ahead_ok:",
+            "        # The next call's outputs, while the GPU runs this one's kernels.",
+            f"        f.ahead[stream] = ({allocs},)",
+        ]
+    lines += [
         f"    return [{', '.join(returned)}]",
         "",
         "",
