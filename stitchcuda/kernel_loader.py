@@ -8,6 +8,7 @@ and the prebuilt library only. It must therefore import nothing but the standard
 
 # --- stitchcuda kernel loader (copied into generated modules) ---
 import ctypes
+import functools
 import hashlib
 import os
 import struct
@@ -53,12 +54,6 @@ def stream_of(t) -> int:
     return torch._C._cuda_getCurrentRawStream(t.get_device())
 
 
-def raw_stream(device: int) -> int:
-    """The raw cudaStream_t (as an int) of the current stream on CUDA device `device`; 0 for the CPU
-    (-1, as Tensor.get_device() says)."""
-    return torch._C._cuda_getCurrentRawStream(device) if device >= 0 else 0
-
-
 class FastPath:
     """forward's direct path for calls like one that took it: the generated `_fast` runs the kernels
     with no per-tensor checks, no contiguous() and no dictionary lookups, where one C++ check passes:
@@ -91,6 +86,7 @@ class FastPath:
         self.grad = False  # whether a guarded tensor requires grad (then only without grad mode)
         self.device = None  # Tensor.get_device() of the guarded tensors (-1: the CPU)
         self.static: dict = {}  # stream -> the data pointers of the reusable buffers, in order
+        self.stream = int  # () -> the raw handle of the guarded device's current stream (int() is 0: the CPU)
         self.fn = None
         # The pointer array as bytes: struct packs a forward's pointers in a third of the time a
         # ctypes array takes to convert them (35 pointers: 21 us on an H200 host).
@@ -116,7 +112,10 @@ class FastPath:
 
                 guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
                                      dynamic_dims_strides=[list(t.stride()) for t in tensors])
-                fn = self.fn or getattr(self.lib._lib, self.entry)
+                # Called holding the GIL (PyDLL), as torch's own launches are: a CDLL call gives it up
+                # and takes it back around a launch of a few microseconds, and where another thread
+                # waits for it, that thread runs first.
+                fn = self.fn or getattr(ctypes.PyDLL(str(self.lib.path)), self.entry)
             except Exception:  # noqa: BLE001 - a torch without this check: forward keeps its own
                 self.off = True
                 return
@@ -125,6 +124,9 @@ class FastPath:
             device = tensors[0].get_device()
             if device != self.device:
                 self.static = {}  # another device's buffers (stream 0 is every device's)
+                # The current stream's handle, read in C (no Python frame on the way to the launch).
+                self.stream = functools.partial(torch._C._cuda_getCurrentRawStream, device) if device >= 0 \
+                    else int
             self.fn, self.guard, self.device = fn, guard, device
             self.grad = any(t.requires_grad for t in tensors)
             # Made under the old guard's state (an inference tensor, say): not for calls under this one.

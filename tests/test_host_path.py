@@ -5,6 +5,7 @@ compiled with nvcc."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 from pathlib import Path
 
@@ -137,11 +138,16 @@ def test_the_fast_path_takes_over_after_one_checked_call_and_steps_aside_otherwi
     x = torch.randn(2, 6, 9, 11)
     cand = build(module, [x])
     assert not check_source(cand.files[cand.module])
+    # Where no result is shaped by the batch, only forward's own path reads it.
+    forward = cand.files[cand.module].split("    def forward", 1)[1]
+    assert forward.index("_fast(") < forward.index("batch = x.shape[0]")
     new, mod = load_model_new(cand, module, tmp_path)
     calls = _spied(mod)
     with torch.no_grad():
         out1 = new(x)  # forward's own checks and path; it arms the guard
         assert calls == {"kernels": 1, "fast": 0} and mod._FAST.guard is not None
+        # The launch holds the GIL (PyDLL), as torch's own launches do.
+        assert mod._FAST.fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
         kept = out1.clone()
         x2 = torch.randn(2, 6, 9, 11)
         out2 = new(x2)
@@ -194,7 +200,10 @@ def test_a_result_shaped_by_the_batch_comes_back_the_same_on_the_fast_path(tmp_p
     # so both paths have it (a batch read only on forward's own path failed on the second call).
     module = Flattened()
     x = torch.randn(4, 3, 5)
-    new, mod = load_model_new(build(module, [x]), module, tmp_path)
+    cand = build(module, [x])
+    forward = cand.files[cand.module].split("    def forward", 1)[1]
+    assert forward.index("batch = x.shape[0]") < forward.index("_fast(")
+    new, mod = load_model_new(cand, module, tmp_path)
     calls = _spied(mod)
     with torch.no_grad():
         for _ in range(3):

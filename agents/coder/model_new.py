@@ -10,6 +10,7 @@ import inspect
 import keyword
 import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -253,6 +254,9 @@ def render_model(
         if root["name"] not in produced and root["op"] == "input" and root.get("kind") == "arg":
             body.append(f"{fwd.local(root)} = {fwd.expr(root)}.contiguous()")
     results = [_result_expr(nodes, fwd, v, size) for v in output["args"]["values"]]
+    if fast and batched and not any(re.search(rf"\b{size}\b", r) for r in results):
+        # No result is shaped by the batch: only forward's own path reads it.
+        body.insert(guarded + 2, "    " + body.pop(guarded - 1))
     body.append(_returned(output.get("structure", "single"), results))
     if output.get("mode_dependent"):
         # The kernels are the traced modes' math; in others forward would return it silently.
@@ -488,7 +492,7 @@ def _render_fast(
         "    f = _FAST",
         f"    if f.guard is None or not f.guard.check({guarded}) or (f.grad and torch.is_grad_enabled()):",
         "        return None",
-        "    stream = raw_stream(f.device)",
+        "    stream = f.stream()",
         "    static = f.static.get(stream)",
         "    if static is None:",
         "        return None",
@@ -710,7 +714,7 @@ class _Forward:
         self.taken: set[str] = {"self", "torch", "nn", "Path", "hashlib", "ctypes", "_lib", "_mismatch",
                                 "_buffers", "_kernels", "_op", "_reference", "_DEVICE", "_CUDA", "KernelLibrary",
                                 "stream_of", "load_kernels", "prebuilt_name", "_error_name", "_run", "_chunks", "_OUTPUTS",
-                                "FastPath", "raw_stream", "_FAST", "_fast", "_arm", "_BUFFERS"}
+                                "FastPath", "_FAST", "_fast", "_arm", "_BUFFERS"}
         self.bound: dict[str, str] = {}
         self.args = [n for n in graph if n["op"] == "input" and n.get("kind") == "arg"]
         self.params, self.positional, self.varargs = _forward_params(cls, len(self.args))
