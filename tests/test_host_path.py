@@ -358,3 +358,40 @@ def test_the_setting_leaves_outputs_made_ahead_out_of_the_module(tmp_path, monke
         for _ in range(3):
             torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
     assert not mod._FAST.ahead
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_outputs_made_ahead_stay_with_their_stream_and_mode(tmp_path):
+    # On CUDA: calls on two streams, each with its own outputs made ahead (allocated on that stream),
+    # every result correct and its own memory; then inference mode, whose results are inference
+    # tensors and whose outputs made ahead are not handed out after it.
+    module = Staged()
+    cand = build(module, [torch.randn(2, 6, 9, 11)], host=False)
+    module = module.cuda()
+    x = torch.randn(2, 6, 9, 11, device="cuda")
+    new, mod = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    side = torch.cuda.Stream()
+    kept = []
+    with torch.no_grad():
+        for k in range(6):
+            stream = side if k % 2 else torch.cuda.current_stream()
+            with torch.cuda.stream(stream):
+                xi = torch.randn(2, 6, 9, 11, device="cuda")
+                out = new(xi)
+                want = module(xi)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+            kept.append((out, out.clone()))
+        assert len(mod._FAST.ahead) == 2  # one set per stream
+    assert all(torch.equal(out, copy) for out, copy in kept)
+    assert len({out.data_ptr() for out, _ in kept}) == len(kept)
+    with torch.inference_mode():
+        for _ in range(3):
+            assert new(x).is_inference()
+    for _ in range(3):
+        got = new(x)
+        assert not got.is_inference()
+        torch.testing.assert_close(got, module(x), rtol=1e-4, atol=1e-4)
