@@ -24,3 +24,19 @@ def test_several_kernels_replay_as_a_graph_unless_switched_off(monkeypatch):
     off = builtin_candidate(TwoKernels(), [torch.randn(4, 32)], host=False)
     assert "stitch_forward_graph" not in off.files["fused_kernels.cu"]
     assert "'stitch_forward_graph'" not in off.files["model_new.py"] and "'stitch_forward'" in off.files["model_new.py"]
+
+
+class OneKernel(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * x + 1.0
+
+
+def test_one_kernel_launches_directly_unless_asked_to_replay(monkeypatch):
+    monkeypatch.delenv(orchestrate.GRAPH_ONE_ENV, raising=False)
+    direct = builtin_candidate(OneKernel(), [torch.randn(4, 32)], host=False)
+    assert "stitch_forward_graph" not in direct.files["fused_kernels.cu"]
+    assert "'stitch_forward'" in direct.files["model_new.py"]
+    monkeypatch.setenv(orchestrate.GRAPH_ONE_ENV, "1")
+    replayed = builtin_candidate(OneKernel(), [torch.randn(4, 32)], host=False)
+    assert "stitch_forward_graph" in replayed.files["fused_kernels.cu"]
+    assert "'stitch_forward_graph'" in replayed.files["model_new.py"]

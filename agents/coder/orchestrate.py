@@ -46,15 +46,21 @@ def orchestrator(steps: Sequence[Step], *, host: bool = False) -> str:
 # the replay's cost on small modules: on the fifth coverage sweep (one H200, 96b668a) timed forwards
 # took 8-45 us more than their host time and GPU time explain, and where that goes is not measured.
 GRAPHS_ENV = "STITCHCUDA_CUDA_GRAPHS"
+# "1" replays a forward of one kernel of our own as a graph too (off: not yet measured). A cold
+# call's steps on an H200 (scripts/probe_fast_path_steps.py, b4d8a42): the example's one direct
+# launch took 8.3 us inside the foreign call, where two small modules' graph replays took 2.6 and
+# 3.9 us; whether a replay of one kernel is as much cheaper is for an A/B (scripts/probe_ab.py).
+GRAPH_ONE_ENV = "STITCHCUDA_GRAPH_ONE_KERNEL"
 
 
 def graphed(steps: Sequence[Step]) -> bool:
     """Whether forward replays as a CUDA graph: with several kernels, or with one library call
     (a cuDNN graph's execute costs 30-250 us of host time per call on an H200, a replay ~10 us);
-    one kernel of our own launches as cheaply as the graph would."""
+    one kernel of our own launches directly unless GRAPH_ONE_ENV says otherwise."""
     if os.environ.get(GRAPHS_ENV, "1") == "0":
         return False
-    return len(steps) > 1 or any(isinstance(s, kernels.Kernel) and s.libraries for s in steps)
+    return len(steps) > 1 or any(isinstance(s, kernels.Kernel) and s.libraries for s in steps) \
+        or (len(steps) == 1 and os.environ.get(GRAPH_ONE_ENV) == "1")
 
 
 GRAPH_FORWARD = "stitch_forward_graph"
