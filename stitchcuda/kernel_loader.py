@@ -68,14 +68,16 @@ class FastPath:
     where a call from a cold host spends 10-20 us in it. Each output is still memory of its own
     (made before the previous result was handed out, never written again); the cost is one set of
     outputs held between calls, and only where that set is at most 1/AHEAD_SHARE of the device's
-    memory. Outputs made ahead are dropped whenever the guard is built again (another dispatch
-    state, inference mode, device) and are kept per stream, like the reusable buffers."""
+    memory, for at most AHEAD_STREAMS streams. Outputs made ahead are dropped whenever the guard is
+    built again (another dispatch state, inference mode, device) and are kept per stream, like the
+    reusable buffers."""
 
     STREAMS = 8  # streams remembered (each with its own reusable buffers)
     # Guards built at most: calls that alternate between two states (inference mode and not, say)
     # would otherwise build one on every call, which costs more than forward's own checks.
     BUILDS = 16
     AHEAD_SHARE = 64  # outputs are made ahead only where they take at most this share of the memory
+    AHEAD_STREAMS = 2  # and for at most this many streams at once (at most 1/32 of it held in all)
 
     def __init__(self, lib, entry: str, count: int, ahead_bytes: int = 0):
         self.lib, self.entry = lib, entry

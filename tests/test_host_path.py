@@ -386,6 +386,16 @@ def test_on_the_gpu_outputs_made_ahead_stay_with_their_stream_and_mode(tmp_path)
             torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
             kept.append((out, out.clone()))
         assert len(mod._FAST.ahead) == 2  # one set per stream
+        # A third stream: its calls are right, and no third set of outputs is held.
+        third = torch.cuda.Stream()
+        with torch.cuda.stream(third):
+            for _ in range(3):
+                xi = torch.randn(2, 6, 9, 11, device="cuda")
+                out = new(xi)
+                torch.testing.assert_close(out, module(xi), rtol=1e-4, atol=1e-4)
+                kept.append((out, out.clone()))
+        torch.cuda.synchronize()
+        assert len(mod._FAST.ahead) == mod.FastPath.AHEAD_STREAMS == 2
     assert all(torch.equal(out, copy) for out, copy in kept)
     assert len({out.data_ptr() for out, _ in kept}) == len(kept)
     with torch.inference_mode():

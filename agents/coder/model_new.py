@@ -519,7 +519,7 @@ def _render_fast(
     ]
     if ahead:
         lines += [
-            "    if f.ahead_ok:",
+            "    if f.ahead_ok and len(f.ahead) < f.AHEAD_STREAMS:",
             "        # The next call's outputs, while the GPU runs this one's kernels.",
             f"        f.ahead[stream] = ({allocs},)",
         ]
