@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import struct
+import weakref
 from pathlib import Path
 
 import torch
@@ -69,8 +70,10 @@ class FastPath:
     (made before the previous result was handed out, never written again); the cost is one set of
     outputs held between calls, and only where that set is at most 1/AHEAD_SHARE of the device's
     memory, for at most AHEAD_STREAMS streams. Outputs made ahead are dropped whenever the guard is
-    built again (another dispatch state, inference mode, device) and are kept per stream, like the
-    reusable buffers."""
+    built again (another dispatch state, inference mode, device), when a ModelNew using them is
+    moved or collected (`drop`), and are kept per stream, like the reusable buffers. No call made
+    while its stream is captured into a CUDA graph takes this path: a graph must write memory of its
+    own pool, never an output made before the capture."""
 
     STREAMS = 8  # streams remembered (each with its own reusable buffers)
     # Guards built at most: calls that alternate between two states (inference mode and not, say)
@@ -89,6 +92,7 @@ class FastPath:
         self.device = None  # Tensor.get_device() of the guarded tensors (-1: the CPU)
         self.static: dict = {}  # stream -> the data pointers of the reusable buffers, in order
         self.stream = int  # () -> the raw handle of the guarded device's current stream (int() is 0: the CPU)
+        self.capturing = bool  # () -> whether that stream is being captured into a graph (bool() is False)
         self.fn = None
         # The pointer array as bytes: struct packs a forward's pointers in a third of the time a
         # ctypes array takes to convert them (35 pointers: 21 us on an H200 host).
@@ -114,10 +118,7 @@ class FastPath:
 
                 guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
                                      dynamic_dims_strides=[list(t.stride()) for t in tensors])
-                # Called holding the GIL (PyDLL), as torch's own launches are: a CDLL call gives it up
-                # and takes it back around a launch of a few microseconds, and where another thread
-                # waits for it, that thread runs first.
-                fn = self.fn or getattr(ctypes.PyDLL(str(self.lib.path)), self.entry)
+                fn = self.fn or getattr(self.lib._lib, self.entry)
             except Exception:  # noqa: BLE001 - a torch without this check: forward keeps its own
                 self.off = True
                 return
@@ -129,6 +130,7 @@ class FastPath:
                 # The current stream's handle, read in C (no Python frame on the way to the launch).
                 self.stream = functools.partial(torch._C._cuda_getCurrentRawStream, device) if device >= 0 \
                     else int
+                self.capturing = torch._C._cuda_isCurrentStreamCapturing if device >= 0 else bool
             self.fn, self.guard, self.device = fn, guard, device
             self.grad = any(t.requires_grad for t in tensors)
             # Made under the old guard's state (an inference tensor, say): not for calls under this one.
@@ -136,6 +138,24 @@ class FastPath:
             self.ahead_ok = 0 < self.ahead_bytes <= memory_of(device) // self.AHEAD_SHARE
         if stream not in self.static and len(self.static) < self.STREAMS:
             self.static[stream] = tuple(b.data_ptr() for b in buffers)
+
+    def refill(self, ahead: dict, stream: int, make, *args) -> None:
+        """The next call's outputs on `stream`, `make(*args)`, into `ahead` (the dict the calling
+        `_fast` took them from). Where there is no room for them, no call makes them ahead again:
+        this call's result is already on its way, and the next makes its own."""
+        try:
+            ahead[stream] = make(*args)
+        except Exception:  # noqa: BLE001 - out of memory, or whatever else: the outputs are a convenience
+            self.ahead_ok = False
+
+    def drop(self) -> None:
+        """Lets go of the outputs made ahead (a ModelNew moved to another device or collected)."""
+        self.ahead = {}
+
+    def tie(self, owner) -> None:
+        """The outputs made ahead are let go when `owner` (a ModelNew) is collected: they live here,
+        in the generated module, not in the instance."""
+        weakref.finalize(owner, self.drop)
 
     def fail(self, rc: int) -> None:
         raise RuntimeError(f"{self.entry} failed: CUDA error {rc} ({_error_name(rc)})")

@@ -128,6 +128,32 @@ def test_emit_kernel_args(monkeypatch):
     assert [a.name for a in k3.inputs] == ["input", "weight"] and "nullptr, out0" in k3.source
 
 
+def test_the_switches_are_fixed_when_the_source_is_written(monkeypatch):
+    # conv.cuh's A/B and logging switches come from the environment as the coder writes the file,
+    # as constants: the module a user keeps never reads its own environment to choose its plans.
+    m, x = torch_out(CONFIGS[7])
+    for name in ("STITCHCUDA_CUDNN_LEGACY", "STITCHCUDA_CONV_LOG", "STITCHCUDA_CONV_COPY_VEC",
+                 "STITCHCUDA_CONV_NHWC", "STITCHCUDA_CONV_IGEMM", "STITCHCUDA_CONV_FUSE"):
+        monkeypatch.delenv(name, raising=False)
+    default = emit_module(m, x).source
+    assert "getenv" not in default
+    for line in ("SC_CUDNN_LEGACY = false", "SC_CONV_LOG = false", "SC_CONV_COPY_VEC = true",
+                 "SC_CONV_NHWC = '\\0'", "SC_CONV_IGEMM = '\\0'", "SC_CONV_FUSE = true"):
+        assert line in default, line
+    monkeypatch.setenv("STITCHCUDA_CUDNN_LEGACY", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_LOG", "")
+    monkeypatch.setenv("STITCHCUDA_CONV_COPY_VEC", "0")
+    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", "1")
+    monkeypatch.setenv("STITCHCUDA_CONV_IGEMM", "0")
+    monkeypatch.setenv("STITCHCUDA_CONV_FUSE", "0")
+    switched = emit_module(m, x).source
+    for line in ("SC_CUDNN_LEGACY = true", "SC_CONV_LOG = true", "SC_CONV_COPY_VEC = false",
+                 "SC_CONV_NHWC = '1'", "SC_CONV_IGEMM = '0'", "SC_CONV_FUSE = false"):
+        assert line in switched, line
+    monkeypatch.setenv("STITCHCUDA_CONV_NHWC", "x")  # neither 0 nor 1: timed, as unset
+    assert "SC_CONV_NHWC = '\\0'" in emit_module(m, x).source
+
+
 def test_emit_refuses():
     class Permuted(nn.Module):
         def __init__(self):

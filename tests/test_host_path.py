@@ -5,8 +5,9 @@ compiled with nvcc."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import gc
 import itertools
+import weakref
 from pathlib import Path
 
 import pytest
@@ -146,8 +147,6 @@ def test_the_fast_path_takes_over_after_one_checked_call_and_steps_aside_otherwi
     with torch.no_grad():
         out1 = new(x)  # forward's own checks and path; it arms the guard
         assert calls == {"kernels": 1, "fast": 0} and mod._FAST.guard is not None
-        # The launch holds the GIL (PyDLL), as torch's own launches do.
-        assert mod._FAST.fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
         kept = out1.clone()
         x2 = torch.randn(2, 6, 9, 11)
         out2 = new(x2)
@@ -333,6 +332,71 @@ def test_outputs_made_ahead_never_cross_into_another_guard_s_state(tmp_path):
 
 @pytest.mark.nvcc
 @needs_nvcc
+def test_outputs_made_ahead_for_a_guard_built_again_meanwhile_are_dropped(tmp_path, monkeypatch):
+    # Another thread may build the guard again (a new dict of outputs made ahead) while this call
+    # allocates the next call's outputs: those go into this call's dict, never the new one, so an
+    # output made under the old guard's state is never handed out under the new one's.
+    module, x, new, mod = _staged(tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            new(x)
+        assert mod._FAST.ahead
+        real = torch.empty_like
+
+        def meanwhile(*args, **kwargs):
+            mod._FAST.ahead = {}  # what FastPath.arm does when another thread builds the guard again
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(torch, "empty_like", meanwhile)
+        got = new(x)
+        monkeypatch.setattr(torch, "empty_like", real)
+        assert mod._FAST.ahead == {}
+        torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_no_room_for_the_next_call_s_outputs_costs_this_call_nothing(tmp_path, monkeypatch):
+    module, x, new, mod = _staged(tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            new(x)
+        real = torch.empty_like
+
+        def full(*args, **kwargs):
+            raise torch.OutOfMemoryError("no memory")
+
+        monkeypatch.setattr(torch, "empty_like", full)
+        got = new(x)  # its own output was made ahead; the refill fails, the call does not
+        monkeypatch.setattr(torch, "empty_like", real)
+        torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
+        assert not mod._FAST.ahead_ok and not mod._FAST.ahead
+        torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_outputs_made_ahead_go_when_the_module_is_moved_or_collected(tmp_path):
+    module, x, new, mod = _staged(tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            new(x)
+    (held,), = mod._FAST.ahead.values()
+    new.double()  # any move (.to, .cuda, .cpu, a dtype) lets them go
+    assert not mod._FAST.ahead
+    new.float()
+    with torch.no_grad():
+        for _ in range(3):
+            new(x)
+    (held,), = mod._FAST.ahead.values()
+    gone = weakref.ref(held)
+    del held, new
+    gc.collect()
+    assert not mod._FAST.ahead and gone() is None
+
+
+@pytest.mark.nvcc
+@needs_nvcc
 def test_outputs_are_made_ahead_only_where_they_are_a_small_share_of_memory(tmp_path, monkeypatch):
     module, x, new, mod = _staged(tmp_path)
     per_call = mod._FAST.ahead_bytes
@@ -405,3 +469,33 @@ def test_on_the_gpu_outputs_made_ahead_stay_with_their_stream_and_mode(tmp_path)
         got = new(x)
         assert not got.is_inference()
         torch.testing.assert_close(got, module(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_the_gpu_a_capture_on_a_warm_stream_writes_memory_of_its_own(tmp_path):
+    # Calls on a stream, then a CUDA graph captured on that very stream: the captured call must not
+    # take the fast path, whose outputs were made before the capture, outside the graph's pool.
+    module = Staged()
+    cand = build(module, [torch.randn(2, 6, 9, 11)], host=False)
+    module = module.cuda()
+    new, mod = load_model_new(cand, module, tmp_path)
+    new = new.cuda()
+    stream = torch.cuda.Stream()
+    x = torch.randn(2, 6, 9, 11, device="cuda")
+    with torch.no_grad():
+        with torch.cuda.stream(stream):
+            for _ in range(4):
+                new(x)
+        torch.cuda.synchronize()
+        made = [t.data_ptr() for ts in mod._FAST.ahead.values() for t in ts]
+        assert made
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            y = new(x)
+        assert y.data_ptr() not in made
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, module(x), rtol=1e-4, atol=1e-4)

@@ -62,6 +62,26 @@ class ConvParams:
         return (*self.y[:2], *self.y[3:]) if self.lifted else self.y
 
 
+def conv_switches() -> dict[str, str]:
+    """conv.cuh's A/B and logging switches as C++ constants, from the environment variables of the
+    same names now, as the coder writes the file: the module a user keeps runs the plans it was
+    verified with, not whatever its own environment says (conv.cuh once read them at run time)."""
+    env = os.environ
+
+    def char(name: str) -> str:
+        first = env.get(name, "")[:1]
+        return f"'{first}'" if first in ("0", "1") else "'\\0'"
+
+    legacy = env.get("STITCHCUDA_CUDNN_LEGACY", "")
+    return {
+        "CUDNN_LEGACY": "true" if legacy and not legacy.startswith("0") else "false",
+        "CONV_LOG": "true" if "STITCHCUDA_CONV_LOG" in env else "false",
+        "COPY_VEC": "false" if env.get("STITCHCUDA_CONV_COPY_VEC", "").startswith("0") else "true",
+        "NHWC": char("STITCHCUDA_CONV_NHWC"),
+        "IGEMM": char("STITCHCUDA_CONV_IGEMM"),
+        "FUSE": "false" if env.get("STITCHCUDA_CONV_FUSE", "").startswith("0") else "true",
+    }
+
 def forward_dims(
     x: Sequence[int], w: Sequence[int], pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
 ) -> list[int]:
@@ -269,7 +289,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     )
     # Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
     # algorithm search, the run (chunked over the batch) and the bias kernel.
-    family = cuda_text.fill("conv.cuh", THREADS=THREADS)
+    family = cuda_text.fill("conv.cuh", THREADS=THREADS, **conv_switches())
     if ctx.epilogue is not None and ctx.epilogue.value == out.name:
         return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""

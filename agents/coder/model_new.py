@@ -330,6 +330,11 @@ def render_model(
         text += "        self.eval()\n"
     if modes is not None:
         text += "        _set_modes(self)  # each watched part in the mode it was traced in\n"
+    if fast:
+        text += "        _FAST.tie(self)\n"
+        text += ("\n    def _apply(self, *args, **kwargs):\n"
+                 "        _FAST.drop()  # moved (.to, .cuda, .cpu, .half): hold no outputs where it was\n"
+                 "        return super()._apply(*args, **kwargs)\n")
     text += f"\n    def forward(self{fwd.signature}):\n"
     text += "".join(f"        {line}\n" for line in body)
     return text
@@ -350,7 +355,9 @@ def _render_kernels(
     runs every kernel. Returns its text and the expression making each reused buffer (and constant)."""
     nodes = by_name(graph)
     k_ns = _Forward(graph, cls)
-    k_ns.taken |= {"tensors", "state", "_BUFFERS"}
+    # (with the names _fast binds beside the tensors')
+    k_ns.taken |= {"tensors", "state", "_BUFFERS", "f", "rc", "stream", "static", "made", "ahead",
+                   "_ahead_outputs"}
     body: list[str] = []
     for group, listed in (("tensors", tensors), ("state", state)):
         if listed:
@@ -490,7 +497,7 @@ def _render_fast(
         "    # Checked by the guard: the dtypes, device, shapes, strides (contiguous) and requires_grad of",
         "    # a call forward ran directly; the reusable buffers are this stream's, as pointers.",
         "    f = _FAST",
-        f"    if f.guard is None or not f.guard.check({guarded}) or (f.grad and torch.is_grad_enabled()):",
+        f"    if f.guard is None or not f.guard.check({guarded}) or (f.grad and torch.is_grad_enabled()) or f.capturing():",
         "        return None",
         "    stream = f.stream()",
         "    static = f.static.get(stream)",
@@ -504,7 +511,9 @@ def _render_fast(
     allocs = ", ".join(expr for _, expr, _ in fresh)
     if ahead:
         lines += [
-            "    made = f.ahead.pop(stream, None)",
+            # (this call's dict: another thread may build the guard again, with a new one, meanwhile)
+            "    ahead = f.ahead",
+            "    made = ahead.pop(stream, None)",
             "    if made is None:",
             *[f"        {var} = {expr}" for var, expr, _ in fresh],
             "    else:",
@@ -519,14 +528,20 @@ def _render_fast(
     ]
     if ahead:
         lines += [
-            "    if f.ahead_ok and len(f.ahead) < f.AHEAD_STREAMS:",
+            "    if f.ahead_ok and f.ahead is ahead and len(ahead) < f.AHEAD_STREAMS:",
             "        # The next call's outputs, while the GPU runs this one's kernels.",
-            f"        f.ahead[stream] = ({allocs},)",
+            f"        f.refill(ahead, stream, _ahead_outputs, {params})",
         ]
     lines += [
         f"    return [{', '.join(returned)}]",
         "",
         "",
+        *([f"def _ahead_outputs({params}):",
+           "    # What _fast returns, allocated for the next call (FastPath.refill).",
+           f"    {unpack}",
+           f"    return ({allocs},)",
+           "",
+           ""] if ahead else []),
         f"def _arm({params}):",
         "    # After forward ran _kernels on these: the guard from them, and this stream's buffers.",
         f"    {unpack}",

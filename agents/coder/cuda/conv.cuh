@@ -1,6 +1,8 @@
 //! Shared by every convolution kernel of a .cu (emit_conv.py): the process-wide cuDNN handle,
 //! descriptor setup, the one-time algorithm search, the run (chunked over the batch) and the bias
-//! kernel. Placeholder: @THREADS@ (the bias kernel's block size).
+//! kernel. Placeholders: @THREADS@ (the bias kernel's block size), and the A/B switches below
+//! (emit_conv.conv_switches: the environment variables of the same names, read when the coder
+//! writes the file, never when the module runs).
 //!
 //! Layout: cuDNN given NCHW tensors runs many convolutions as NHWC kernels behind its own layout
 //! copies, and picks older kernels for them (on H100, an sm80 fprop kernel at 3.1 ms where
@@ -26,6 +28,16 @@
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
+
+// The A/B and logging switches, as the environment had them when this file was written
+// (STITCHCUDA_CUDNN_LEGACY, _CONV_LOG, _CONV_COPY_VEC, _CONV_NHWC, _CONV_IGEMM, _CONV_FUSE): a module
+// a user keeps chooses its plans as the one verified did, whatever the environment it runs in.
+static constexpr bool SC_CUDNN_LEGACY = @CUDNN_LEGACY@;  // the graph API off
+static constexpr bool SC_CONV_LOG = @CONV_LOG@;          // each plan kept said on stderr
+static constexpr bool SC_CONV_COPY_VEC = @COPY_VEC@;     // the narrow layout copy in float4s
+static constexpr char SC_CONV_NHWC = @NHWC@;             // '0': never channels-last, '1': wherever it runs
+static constexpr char SC_CONV_IGEMM = @IGEMM@;           // '0': no implicit GEMM, '1': kept wherever it runs
+static constexpr bool SC_CONV_FUSE = @FUSE@;             // cuDNN's fused epilogue plans tried
 
 struct sc_conv_spec {
   const char* name;
@@ -445,12 +457,11 @@ static cudnnBackendDescriptor_t sc_bk_plan(const sc_conv_spec& s, cudnnHandle_t 
 // STITCHCUDA_CUDNN_LEGACY=1 turns the graph API off (for A/B timing).
 static void sc_conv_try_graph(const sc_conv_spec& s, cudnnHandle_t h, sc_conv_plan& p, int64_t samples, int64_t align,
                               const void* x, const void* w, void* y, cudaStream_t stream, size_t cap) {
-  const char* off = getenv("STITCHCUDA_CUDNN_LEGACY");
-  if (off && *off && *off != '0') {
-    if (getenv("STITCHCUDA_CONV_LOG")) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API off)\n", s.name, p.algo);
+  if (SC_CUDNN_LEGACY) {
+    if (SC_CONV_LOG) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API off)\n", s.name, p.algo);
     return;
   }
-  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const bool log = SC_CONV_LOG;
   auto unavailable = [&](const char* step, cudnnStatus_t st) {
     if (log) fprintf(stderr, "stitchcuda %s: legacy algorithm %d (graph API: %s: %s)\n", s.name, p.algo, step,
                      cudnnGetErrorString(st));
@@ -636,13 +647,7 @@ __global__ void __launch_bounds__(256) sc_conv_transpose_reg4(const float* __res
   }
 }
 
-static bool sc_conv_copy_vec_on() {
-  static const bool on = [] {
-    const char* e = getenv("STITCHCUDA_CONV_COPY_VEC");
-    return !(e && *e == '0');
-  }();
-  return on;
-}
+static bool sc_conv_copy_vec_on() { return SC_CONV_COPY_VEC; }
 
 // The narrow copy in fp32 where the long side is a multiple of 4 and the buffers 16-byte aligned: a
 // block moves SC_TR_CHUNK positions of the long side (S <= SC_TR_NARROW of the short, a template
@@ -848,10 +853,9 @@ static void sc_conv_drop_nhwc(sc_conv_state& st) {
 // included) beats the NCHW one's (convolution and bias kernel) on the caller's buffers.
 static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x, const void* w,
                              const void* b, void* y, cudaStream_t stream, size_t cap) {
-  const char* env = getenv("STITCHCUDA_CONV_NHWC");
-  const bool force = env && *env == '1';
-  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
-  if ((env && *env == '0') || st.plans != 1) return;
+  const bool force = SC_CONV_NHWC == '1';
+  const bool log = SC_CONV_LOG;
+  if (SC_CONV_NHWC == '0' || st.plans != 1) return;
   int64_t xb, yb, wb;
   sc_conv_bytes(s, &xb, &yb, &wb);
   if ((size_t)(xb + yb + wb) > cap / 2) {
@@ -892,15 +896,14 @@ static void sc_conv_try_nhwc(const sc_conv_spec& s, sc_conv_state& st, cudnnHand
 // (y, the caller's buffer, served the NCHW search as scratch: it holds as many elements.)
 static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t h, const void* x,
                                   const void* w, void* y, cudaStream_t stream, size_t cap) {
-  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
-  const char* env = getenv("STITCHCUDA_CONV_NHWC");  // "0": the NCHW plan and a copy; "1": NHWC where it runs
+  const bool log = SC_CONV_LOG;
   int64_t xb, yb, wb;
   sc_conv_bytes(s, &xb, &yb, &wb);
   if (cudaMalloc(&st.yt, yb) != cudaSuccess) return (int)cudaGetLastError();
   bool nhwc = false;
   // The NHWC plan's copies of x and w, within the same share of the free memory as sc_conv_try_nhwc's.
   const bool room = (size_t)(xb + wb) <= cap / 2;
-  if (!(env && *env == '0') && room && (s.x_nhwc || cudaMalloc(&st.xt, xb) == cudaSuccess) &&
+  if (SC_CONV_NHWC != '0' && room && (s.x_nhwc || cudaMalloc(&st.xt, xb) == cudaSuccess) &&
       cudaMalloc(&st.wt, wb) == cudaSuccess) {
     sc_conv_to_nhwc(s, st, x, w, stream);
     if (!sc_conv_describe(s, st.cl, s.batch, true) &&
@@ -921,7 +924,7 @@ static int sc_conv_setup_nhwc_out(const sc_conv_spec& s, sc_conv_state& st, cudn
       sc_conv_transpose(s, st.yt, y, nullptr, s.y[1], sc_conv_spatial(s.y, s.rank), s.batch, stream);
       return rc;
     });
-    nhwc = t_nhwc >= 0 && ((env && *env == '1') || t_copy < 0 || t_nhwc <= t_copy);
+    nhwc = t_nhwc >= 0 && (SC_CONV_NHWC == '1' || t_copy < 0 || t_nhwc <= t_copy);
   }
   if (log)
     fprintf(stderr, "stitchcuda %s: channels-last result, %s (NHWC plan %.3f ms, NCHW plan and a copy %.3f ms)\n",
@@ -982,7 +985,7 @@ static int sc_conv_setup(const sc_conv_spec& s, sc_conv_state& st, cudnnHandle_t
     sc_conv_try_nhwc(s, st, h, x, w, b, y, stream, cap);
   }
   if (s.x_nhwc) {
-    if (getenv("STITCHCUDA_CONV_LOG"))
+    if (SC_CONV_LOG)
       fprintf(stderr, "stitchcuda %s: channels-last input %s\n", s.name,
               st.nhwc ? "read as it is (NHWC plan)" : "copied back to NCHW (the NCHW plan won, or no NHWC plan)");
     if (st.nhwc) {
@@ -1067,10 +1070,7 @@ typedef void (*sc_conv_epi_launch)(const void* raw, const void* const* ins, void
 typedef int (*sc_conv_ig_launch)(const void* x, const void* w, const void* const* ins, void* out, cudaStream_t stream);
 
 // STITCHCUDA_CONV_IGEMM: '0' keeps cuDNN's path (A/B timing), '1' forces the implicit GEMM (tests).
-static char sc_ig_env() {
-  const char* e = getenv("STITCHCUDA_CONV_IGEMM");
-  return e ? *e : '\0';
-}
+static char sc_ig_env() { return SC_CONV_IGEMM; }
 
 // Whether the implicit-GEMM kernel may run here (TF32 mma.sync and cp.async: sm_80 and newer).
 static bool sc_ig_available() {
@@ -1251,10 +1251,7 @@ static long long sc_epi_disagree(const float* got, const float* want, int64_t n,
   return result;
 }
 
-static bool sc_conv_fuse_on() {
-  const char* e = getenv("STITCHCUDA_CONV_FUSE");
-  return !(e && *e == '0');
-}
+static bool sc_conv_fuse_on() { return SC_CONV_FUSE; }
 
 // Builds, checks and times the fused graph's plans; keeps the fastest that agrees with `out` (the
 // unfused result of this very call) and beats the unfused pair. `raw` is free to write.
@@ -1262,7 +1259,7 @@ static void sc_conv_fused_setup(const sc_conv_spec& s, sc_conv_state& st, sc_con
                                 const sc_conv_epi_step* steps, int n_steps, const void* x, const void* const* ins,
                                 void* out, void* raw, sc_conv_epi_launch epi, cudaStream_t stream) {
   const void* xl = sc_conv_xl(s, st, x);
-  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const bool log = SC_CONV_LOG;
   auto skip = [&](const char* why) {
     if (log) fprintf(stderr, "stitchcuda %s: epilogue apart (%s)\n", s.name, why);
   };
@@ -1345,7 +1342,7 @@ template <class Cudnn>
 static bool sc_conv_ig_wins(const sc_conv_spec& s, sc_conv_ig_launch ig, const void* x, const void* w,
                             const void* const* ins, void* result, void* scratch, Cudnn cudnn, int* status,
                             cudaStream_t stream) {
-  const bool log = getenv("STITCHCUDA_CONV_LOG") != nullptr;
+  const bool log = SC_CONV_LOG;
   const bool force = sc_ig_env() == '1';
   // (On the exact rung, s.precise, the emitter passes only the kernel with 3xTF32 operands, and on the
   // full-fp32 rung none: emit_conv._implicit_gemm.)
