@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from probe_records import Records, built_candidate
+from probe_records import Records, built_candidate, timed_call
 
 from stitchcuda.agents.verify.timing import L2Flusher
 from stitchcuda.inputs import make_inputs
@@ -57,18 +56,10 @@ def timed(fns: dict[str, Any], flusher: L2Flusher) -> dict[str, float]:
         torch.cuda.synchronize()
     for _ in range(TRIALS):
         for f, fn in fns.items():
-            out = None
             flusher()
-            torch.cuda.synchronize()
-            start.record()
-            h0 = time.perf_counter()
-            out = fn()
-            h1 = time.perf_counter()
-            end.record()
-            torch.cuda.synchronize()
-            del out
-            got[f][0].append(start.elapsed_time(end) * 1e3)
-            got[f][1].append((h1 - h0) * 1e6)
+            timed_us, host_us = timed_call(fn, start, end)
+            got[f][0].append(timed_us)
+            got[f][1].append(host_us)
     res: dict[str, float] = {}
     for f, (t, h) in got.items():
         res[f"{f}_timed_us"] = round(statistics.median(t), 2)

@@ -46,3 +46,22 @@ def built_candidate(task_file: Path, prefix: str) -> tuple[Any, Any, Path]:
     path = cand.write(Path(tempfile.mkdtemp(prefix=prefix)))
     runtime.build([path.with_name("fused_kernels.cu")], libraries=list(cand.libraries))
     return task, cand, path
+
+
+def timed_call(fn: Any, start: Any, end: Any) -> tuple[float, float]:
+    """One call timed as timing.time_cuda times a trial, after whatever the caller ran between
+    trials and a synchronise: (microseconds between CUDA events around it, microseconds of host time
+    until it returned). Its output is dropped before the next trial."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    start.record()
+    h0 = time.perf_counter()
+    out = fn()
+    h1 = time.perf_counter()
+    end.record()
+    torch.cuda.synchronize()
+    del out
+    return start.elapsed_time(end) * 1e3, (h1 - h0) * 1e6

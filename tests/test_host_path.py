@@ -330,6 +330,17 @@ def test_outputs_made_ahead_never_cross_into_another_guard_s_state(tmp_path):
         got.add_(1.0)  # an inference tensor would refuse this outside inference mode
 
 
+def _call_with_empty_like(monkeypatch, instead, new, *args):
+    """new(*args) with torch.empty_like (what makes the next call's outputs, after the launch)
+    replaced by instead(the real one, its arguments...)."""
+    real = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: instead(real, *a, **k))
+    try:
+        return new(*args)
+    finally:
+        monkeypatch.setattr(torch, "empty_like", real)
+
+
 @pytest.mark.nvcc
 @needs_nvcc
 def test_outputs_made_ahead_for_a_guard_built_again_meanwhile_are_dropped(tmp_path, monkeypatch):
@@ -341,15 +352,12 @@ def test_outputs_made_ahead_for_a_guard_built_again_meanwhile_are_dropped(tmp_pa
         for _ in range(3):
             new(x)
         assert mod._FAST.ahead
-        real = torch.empty_like
 
-        def meanwhile(*args, **kwargs):
+        def meanwhile(real, *args, **kwargs):
             mod._FAST.ahead = {}  # what FastPath.arm does when another thread builds the guard again
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(torch, "empty_like", meanwhile)
-        got = new(x)
-        monkeypatch.setattr(torch, "empty_like", real)
+        got = _call_with_empty_like(monkeypatch, meanwhile, new, x)
         assert mod._FAST.ahead == {}
         torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
 
@@ -361,14 +369,11 @@ def test_no_room_for_the_next_call_s_outputs_costs_this_call_nothing(tmp_path, m
     with torch.no_grad():
         for _ in range(3):
             new(x)
-        real = torch.empty_like
 
-        def full(*args, **kwargs):
+        def full(real, *args, **kwargs):
             raise torch.OutOfMemoryError("no memory")
 
-        monkeypatch.setattr(torch, "empty_like", full)
-        got = new(x)  # its own output was made ahead; the refill fails, the call does not
-        monkeypatch.setattr(torch, "empty_like", real)
+        got = _call_with_empty_like(monkeypatch, full, new, x)  # its output was made ahead; the refill fails
         torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
         assert not mod._FAST.ahead_ok and not mod._FAST.ahead
         torch.testing.assert_close(new(x), module(x), rtol=1e-5, atol=1e-5)
