@@ -88,6 +88,14 @@ static int sc_graphs_fail(void** p, cudaStream_t s) {
 
 extern "C" int stitch_forward_graph(void** p, cudaStream_t s) {
   if (sc_graphs_off) return stitch_forward(p, s);
+  // The caller's stream is being captured (the user's own CUDA graph): the kernels go into that
+  // graph as they are; a capture of ours begun inside it would fail, or invalidate the user's.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess) {
+    cudaGetLastError();  // (a legacy stream while another thread captures: not the forward's error)
+    return stitch_forward(p, s);
+  }
+  if (capturing != cudaStreamCaptureStatusNone) return stitch_forward(p, s);
   sc_graph_entry* e = nullptr;
   for (int i = 0; i < sc_graphs_used && !e; ++i)
     if (std::memcmp(sc_graphs[i].p, p, sizeof(void*) * SC_NPTRS) == 0) e = &sc_graphs[i];
