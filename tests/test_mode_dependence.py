@@ -134,6 +134,36 @@ def test_the_candidate_refuses_the_mode_it_was_not_traced_in(tmp_path, isolated_
 
 @pytest.mark.nvcc
 @needs_nvcc
+def test_under_torch_compile_mode_switches_refuse_without_compiling_again(tmp_path, isolated_cache):
+    # A training loop that evaluates between epochs switches modes again and again: compiled, the
+    # candidate still refuses the other mode and computes the traced one, and the counter of
+    # switches that forward's check reads does not compile it again at every switch (dynamo makes
+    # the int dynamic after one recompile). (After a refusal, dynamo runs part of forward eagerly:
+    # its fast path, the same kernels.)
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    module = Norm()
+    cand = builtin_candidate(module, [torch.randn(16, 8)])
+    new, _ = load_model_new(cand, module, tmp_path)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(new, backend="aot_eager")
+    x = torch.randn(16, 8)
+    seen = []
+    with torch.no_grad():
+        for _ in range(8):
+            torch.testing.assert_close(compiled(x), module(x), rtol=1e-5, atol=1e-5)
+            new.eval()
+            with pytest.raises(RuntimeError, match="this call is in eval mode"):
+                compiled(x)
+            new.train()
+            seen.append((counters["stats"]["unique_graphs"], counters["stats"]["calls_captured"]))
+    assert seen[2] == seen[-1], seen  # nothing compiled again after the first switches
+
+
+@pytest.mark.nvcc
+@needs_nvcc
 def test_a_candidate_of_a_module_built_in_eval_mode_is_built_in_it_too(tmp_path, isolated_cache):
     """A module whose __init__ ends in self.eval() (an inference block) is traced in eval mode;
     ModelNew's constructor leaves it in that mode too, so it runs as the module does, and refuses
