@@ -68,8 +68,11 @@ GRAPH_FORWARD = "stitch_forward_graph"
 # calls run eagerly, so library setup such as cuDNN's algorithm search and workspace growth never
 # happens inside a capture), forward is captured once on a private stream and then replayed with
 # one cudaGraphLaunch on the caller's stream. Any capture failure turns graphs off for the process
-# and forward runs eagerly, as without them.
-_GRAPH = r"""#include <cstring>
+# and forward runs eagerly, as without them. The table and the capture are behind one mutex: the
+# loader's CDLL call lets go of the GIL, so two threads may call forward at once.
+_GRAPH = r"""#include <atomic>
+#include <cstring>
+#include <mutex>
 struct sc_graph_entry {
   void* p[SC_NPTRS];
   int seen;
@@ -77,7 +80,8 @@ struct sc_graph_entry {
 };
 static sc_graph_entry sc_graphs[8];
 static int sc_graphs_used = 0, sc_graphs_evict = 0;
-static bool sc_graphs_off = false;
+static std::atomic<bool> sc_graphs_off{false};
+static std::mutex sc_graphs_mu;
 static cudaStream_t sc_capture = nullptr;
 
 static int sc_graphs_fail(void** p, cudaStream_t s) {
@@ -91,11 +95,15 @@ extern "C" int stitch_forward_graph(void** p, cudaStream_t s) {
   // The caller's stream is being captured (the user's own CUDA graph): the kernels go into that
   // graph as they are; a capture of ours begun inside it would fail, or invalidate the user's.
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capturing) != cudaSuccess) {
-    cudaGetLastError();  // (a legacy stream while another thread captures: not the forward's error)
-    return stitch_forward(p, s);
+  const cudaError_t asked = cudaStreamIsCapturing(s, &capturing);
+  if (asked != cudaSuccess) {
+    // (the legacy stream while a blocking stream is captured: nothing may run on it until that ends)
+    cudaGetLastError();
+    return (int)asked;
   }
   if (capturing != cudaStreamCaptureStatusNone) return stitch_forward(p, s);
+  std::lock_guard<std::mutex> hold(sc_graphs_mu);
+  if (sc_graphs_off) return stitch_forward(p, s);
   sc_graph_entry* e = nullptr;
   for (int i = 0; i < sc_graphs_used && !e; ++i)
     if (std::memcmp(sc_graphs[i].p, p, sizeof(void*) * SC_NPTRS) == 0) e = &sc_graphs[i];

@@ -1709,8 +1709,8 @@ def _take_epilogues(
 
 # A convolution (forward or transposed) with a channels-last fp32 result takes the pointwise chain after it
 # as an epilogue, which cuDNN's runtime fusion may compute as the convolution stores its result
-# (emit_conv._with_epilogue; conv.cuh's sc_conv_fused_run reads the same variable at run time and
-# keeps the fused plan only where it agrees and is faster). "0" turns it off. Measured inside
+# (emit_conv._with_epilogue; the coder writes the same variable into conv.cuh as a constant, and
+# sc_conv_fused_run keeps the fused plan only where it agrees and is faster). "0" turns it off. Measured inside
 # candidates on an H200 (2026-11-27): level2/1 1.40 ms fused against 1.70 apart, 87 1.85 against
 # compile's 2.89; the transposed ones tried (16, 2) found no faster fused plan and ran apart.
 CONV_FUSE_ENV = "STITCHCUDA_CONV_FUSE"
