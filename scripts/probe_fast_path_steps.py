@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from probe_records import Records, built_candidate
+from probe_records import Records, built_candidate, reference_and_candidate
 
 from stitchcuda.agents.verify.timing import L2Flusher
-from stitchcuda.inputs import make_inputs
-from stitchcuda.task import build_model, import_file
 
 DEV = torch.device("cuda", 0)
 TRIALS = 60
@@ -115,13 +113,9 @@ def main() -> None:
             task, _, path = built_candidate(Path(f), "fast-steps-")
             stamped = path.with_name("model_new_stamped.py")
             stamped.write_text(stamped_source(path.read_text()))
-            ref_mod = import_file(Path(f))
-            init = list(ref_mod.get_init_inputs())
-            ref = build_model(getattr(ref_mod, task.class_name), init, 42, DEV)
-            mod = import_file(stamped, name=f"_steps_{Path(f).stem}")
-            ours = build_model(mod.ModelNew, init, 42, DEV)
-            ours.load_state_dict(ref.state_dict())
-            args = make_inputs(ref_mod.get_inputs, 1, DEV)
+            name = f"_steps_{Path(f).stem}"
+            ref, ours, args = reference_and_candidate(Path(f), task.class_name, stamped, DEV, name)
+            mod = sys.modules[name]
             torch.testing.assert_close(ours(*args), ref(*args), rtol=1e-3, atol=1e-3)
             for _ in range(5):
                 ours(*args)  # arms the fast path

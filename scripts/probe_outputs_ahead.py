@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from probe_records import Records, built_candidate, timed_call
+from probe_records import Records, built_candidate, reference_and_candidate, timed_call
 
 from stitchcuda.agents.verify.timing import L2Flusher
-from stitchcuda.inputs import make_inputs
-from stitchcuda.task import build_model, import_file
 
 DEV = torch.device("cuda", 0)
 TRIALS = 80
@@ -77,16 +75,14 @@ def main() -> None:
     flusher = L2Flusher(DEV)
     for f in sys.argv[2:]:
         with records.task(task=f) as rec:
-            ref_mod = import_file(Path(f))
-            init = list(ref_mod.get_init_inputs())
             fns: dict[str, Any] = {}
-            args = make_inputs(ref_mod.get_inputs, 1, DEV)
-            ref = None
+            ref = args = None
             for name, ahead in (("in_call", False), ("ahead", True)):
                 task, path, _ = candidate(Path(f), ahead)
-                if ref is None:
-                    ref = build_model(getattr(ref_mod, task.class_name), init, 42, DEV)
-                ours = build_model(import_file(path, name=f"_probe_{Path(f).stem}_{name}").ModelNew, init, 42, DEV)
+                ref_here, ours, args_here = reference_and_candidate(
+                    Path(f), task.class_name, path, DEV, f"_probe_{Path(f).stem}_{name}")
+                if ref is None:  # one reference and one input set for both
+                    ref, args = ref_here, args_here
                 ours.load_state_dict(ref.state_dict())
                 want, got = ref(*args), ours(*args)
                 torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)

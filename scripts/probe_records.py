@@ -65,3 +65,19 @@ def timed_call(fn: Any, start: Any, end: Any) -> tuple[float, float]:
     torch.cuda.synchronize()
     del out
     return start.elapsed_time(end) * 1e3, (h1 - h0) * 1e6
+
+
+def reference_and_candidate(task_file: Path, class_name: str, candidate: Path, device: Any,
+                            name: str | None = None) -> tuple[Any, Any, list[Any]]:
+    """(the task file's reference model, the candidate's ModelNew with the reference's
+    weights, one input set from get_inputs), built as the Verifier builds them (seed 42), on `device`.
+    `name`: the module name the candidate's file is imported under (two candidates of one task)."""
+    from stitchcuda.inputs import make_inputs
+    from stitchcuda.task import build_model, import_file
+
+    ref_mod = import_file(task_file)
+    init = list(ref_mod.get_init_inputs())
+    ref = build_model(getattr(ref_mod, class_name), init, 42, device)
+    ours = build_model(import_file(candidate, name=name).ModelNew, init, 42, device)
+    ours.load_state_dict(ref.state_dict())
+    return ref, ours, make_inputs(ref_mod.get_inputs, 1, device)

@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from probe_records import Records, built_candidate, timed_call
+from probe_records import Records, built_candidate, reference_and_candidate, timed_call
 
 from stitchcuda.agents.verify.timing import L2Flusher
-from stitchcuda.inputs import make_inputs
-from stitchcuda.task import build_model, import_file
 
 DEV = torch.device("cuda", 0)
 TRIALS = 40
@@ -86,13 +84,8 @@ def main() -> None:
     for f in sys.argv[2:]:
         with records.task(task=f) as rec:
             task, _, path = built_candidate(Path(f), "timed-host-")
-            ref_mod = import_file(Path(f))
-            init = list(ref_mod.get_init_inputs())
-            ref = build_model(getattr(ref_mod, task.class_name), init, 42, DEV)
-            ours = build_model(import_file(path).ModelNew, init, 42, DEV)
-            ours.load_state_dict(ref.state_dict())
+            ref, ours, args = reference_and_candidate(Path(f), task.class_name, path, DEV)
             compiled = torch.compile(ref)
-            args = make_inputs(ref_mod.get_inputs, 1, DEV)
             small = torch.zeros(1, device=DEV)
             fns = {"ours": lambda m=ours, a=args: m(*a), "eager": lambda m=ref, a=args: m(*a),
                    "compile": lambda m=compiled, a=args: m(*a), "one_op": lambda t=small: t.add_(1)}
