@@ -107,6 +107,16 @@ def _staged(tmp_path: Path):
     return module, x, new, mod
 
 
+def _on_the_fast_path(tmp_path: Path):
+    """_staged's, called three times without grad: the fast path armed, the next call's outputs made."""
+    module, x, new, mod = _staged(tmp_path)
+    with torch.no_grad():
+        for _ in range(3):
+            new(x)
+    assert mod._FAST.ahead
+    return module, x, new, mod
+
+
 class Passing(TorchDispatchMode):
     """A dispatch mode that changes nothing: its dispatch keys are what the guard sees."""
 
@@ -347,11 +357,8 @@ def test_outputs_made_ahead_for_a_guard_built_again_meanwhile_are_dropped(tmp_pa
     # Another thread may build the guard again (a new dict of outputs made ahead) while this call
     # allocates the next call's outputs: those go into this call's dict, never the new one, so an
     # output made under the old guard's state is never handed out under the new one's.
-    module, x, new, mod = _staged(tmp_path)
+    module, x, new, mod = _on_the_fast_path(tmp_path)
     with torch.no_grad():
-        for _ in range(3):
-            new(x)
-        assert mod._FAST.ahead
 
         def meanwhile(real, *args, **kwargs):
             mod._FAST.ahead = {}  # what FastPath.arm does when another thread builds the guard again
@@ -365,10 +372,8 @@ def test_outputs_made_ahead_for_a_guard_built_again_meanwhile_are_dropped(tmp_pa
 @pytest.mark.nvcc
 @needs_nvcc
 def test_no_room_for_the_next_call_s_outputs_costs_this_call_nothing(tmp_path, monkeypatch):
-    module, x, new, mod = _staged(tmp_path)
+    module, x, new, mod = _on_the_fast_path(tmp_path)
     with torch.no_grad():
-        for _ in range(3):
-            new(x)
 
         def full(real, *args, **kwargs):
             raise torch.OutOfMemoryError("no memory")
@@ -382,10 +387,7 @@ def test_no_room_for_the_next_call_s_outputs_costs_this_call_nothing(tmp_path, m
 @pytest.mark.nvcc
 @needs_nvcc
 def test_outputs_made_ahead_go_when_the_module_is_moved_or_collected(tmp_path):
-    module, x, new, mod = _staged(tmp_path)
-    with torch.no_grad():
-        for _ in range(3):
-            new(x)
+    module, x, new, mod = _on_the_fast_path(tmp_path)
     (held,), = mod._FAST.ahead.values()
     new.double()  # any move (.to, .cuda, .cpu, a dtype) lets them go
     assert not mod._FAST.ahead

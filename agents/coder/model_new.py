@@ -356,7 +356,7 @@ def _render_kernels(
     nodes = by_name(graph)
     k_ns = _Forward(graph, cls)
     # (with the names _fast binds beside the tensors')
-    k_ns.taken |= {"tensors", "state", "_BUFFERS", "f", "rc", "stream", "static", "made", "ahead",
+    k_ns.taken |= {"tensors", "state", "_BUFFERS", "f", "rc", "stream", "static", "ahead",
                    "_ahead_outputs"}
     body: list[str] = []
     for group, listed in (("tensors", tensors), ("state", state)):
@@ -513,11 +513,7 @@ def _render_fast(
         lines += [
             # (this call's dict: another thread may build the guard again, with a new one, meanwhile)
             "    ahead = f.ahead",
-            "    made = ahead.pop(stream, None)",
-            "    if made is None:",
-            *[f"        {var} = {expr}" for var, expr, _ in fresh],
-            "    else:",
-            f"        {names}, = made",
+            f"    {names}, = ahead.pop(stream, None) or _ahead_outputs({params})",
         ]
     else:
         lines += [f"    {var} = {expr}" for var, expr, _ in fresh]
@@ -537,7 +533,7 @@ def _render_fast(
         "",
         "",
         *([f"def _ahead_outputs({params}):",
-           "    # What _fast returns, allocated for the next call (FastPath.refill).",
+           "    # What _fast returns: made for the next call (FastPath.refill), or by this one where none were.",
            f"    {unpack}",
            f"    return ({allocs},)",
            "",
