@@ -11,6 +11,8 @@
 # wheels in .carry/wheels (e.g. `pip download --no-deps -d .carry/wheels einops`);
 # PROFILES="vec_matmul reference" limits the profiles stage to those cases;
 # TESTS_M="gpu or not gpu" runs a tests: stage's CPU tests as well (default: GPU tests only);
+# Its logs end packed in $OUT/logs.tgz (logs-2.tgz, ... where one is there already): a call's own
+# log is best kept out of $OUT's *.log (e.g. $OUT/call.txt), since the pack removes what it packs;
 # PARALLEL=1 runs bench and tests:FILE stages concurrently (devices:N before each gives it its own GPUs); a bench stage resumes from .carry/bench-in/bench_NAME.json when an earlier call left one.
 set -u
 OUT=${OUT:-/tmp/stitchcuda-out}
@@ -217,5 +219,9 @@ for stage in "$@"; do
   esac
 done
 wait
-(cd "$OUT" && tar czf logs.tgz --remove-files ./*.log 2>/dev/null)
+# A second gpu_run.sh in the same call (or the call's own tar) must not overwrite the first one's
+# logs: 2026-12-02 lost a call's test logs that way, each invocation writing logs.tgz afresh.
+logs=logs.tgz; i=2
+while [ -e "$OUT/$logs" ]; do logs=logs-$i.tgz; i=$((i + 1)); done
+(cd "$OUT" && tar czf "$logs" --remove-files ./*.log 2>/dev/null)
 ls -la "$OUT"
