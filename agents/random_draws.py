@@ -13,6 +13,13 @@ draws its mask inside aten.native_dropout (on CUDA a fused Philox kernel whose s
 bernoulli_'s): the mask is drawn the same way, as native_dropout's mask of a tensor of ones of the
 same shape and dtype (its draws depend on those and the generator, never on the values), and the
 kernels apply its bool mask. The Verifier's checks accept native_dropout only over ones (torch_ops.DROPOUT_MASK).
+
+bernoulli(keep) over any other tensor is a bernoulli_ fill of a fresh one of its shape (ATen's
+bernoulli(t, p) is empty_like(t).bernoulli_(p): t's values are never read), and eager PyTorch draws
+it so: feature dropout (F.dropout1d/2d/3d: ATen's make_feature_noise, then
+bernoulli_(1 - p)) and stochastic depth (timm's drop_path: x.new_empty((B, 1, ...)).bernoulli_(keep)).
+Drawn as native_dropout's mask, its numbers on CUDA would not be the reference's. (F.alpha_dropout
+traces like dropout but draws by bernoulli_ on an empty_like: its mask is not reproduced on CUDA.)
 """
 
 from __future__ import annotations
@@ -30,14 +37,17 @@ DRAWS = {"randn": "randn", "randn_like": "randn", "rand": "rand", "rand_like": "
 # whose values they never read; ModelNew makes the same fill of an empty tensor of the traced shape.
 FILLS = {"normal_functional": ("normal_", ("mean", "std")), "uniform": ("uniform_", ("from", "to")),
          "exponential": ("exponential_", ("lambd",))}
-FLOAT_DRAWS = {"randn", "rand", *(fill for fill, _ in FILLS.values())}
+FLOAT_DRAWS = {"randn", "rand", "bernoulli_", *(fill for fill, _ in FILLS.values())}
+# Allocations: a 0-d one expanded is what a training-mode dropout's bernoulli traces over.
+FRESH = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided"}
 
 
 def draws_as_inputs(graph: Sequence[Node]) -> list[Node]:
     """The graph with every supported draw turned into an input node of kind "draw"."""
     out: list[Node] = []
+    by_name = {n["name"]: n for n in graph}
     for node in graph:
-        call = _draw_call(node)
+        call = _draw_call(node, by_name)
         if call is None:
             out.append(node)
             continue
@@ -50,13 +60,19 @@ def draws_as_inputs(graph: Sequence[Node]) -> list[Node]:
     return out
 
 
-def _draw_call(node: Node) -> dict[str, Any] | None:
+def _draw_call(node: Node, by_name: dict[str, Node]) -> dict[str, Any] | None:
     args = node.get("args") or {}
     if node["op"] == "bernoulli" and node.get("target") == "aten.bernoulli.p":
         keep = args.get("p")
-        if not isinstance(keep, float | int) or not 0.0 < keep < 1.0 or args.get("generator") is not None \
-                or node.get("shape") is None or not node["dtype"].startswith(("float", "bfloat")):
+        if not isinstance(keep, float | int) or isinstance(keep, bool) or not 0.0 < keep < 1.0 \
+                or args.get("generator") is not None or node.get("shape") is None \
+                or not node["dtype"].startswith(("float", "bfloat")):
             return None
+        if not _expanded_scalar(node, by_name):
+            # bernoulli(t, keep) never reads t's values: ATen draws it as empty_like(t).bernoulli_(keep).
+            if node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
+                return None
+            return {"fn": "bernoulli_", "args": [float(keep)]}
         # The dropout probability whose 1 - p is `keep` exactly, as native_dropout computes it.
         p = float(f"{1.0 - keep:.15g}")
         # `of`: the dtype dropout drew over (ATen's fused kernel vectorises by element size, so the
@@ -81,6 +97,21 @@ def _draw_call(node: Node) -> dict[str, Any] | None:
             return None
         call.update(low=low, high=high)
     return call
+
+
+def _source(node: Node, by_name: dict[str, Node]) -> Node | None:
+    ref = (node.get("args") or {}).get("self")
+    return by_name.get(ref["ref"]) if isinstance(ref, dict) and "ref" in ref else None
+
+
+def _expanded_scalar(node: Node, by_name: dict[str, Node]) -> bool:
+    """Whether the bernoulli's self is a 0-d allocation expanded to the draw's shape: how a
+    training-mode dropout traces (its mask drawn by native_dropout in eager PyTorch)."""
+    src = _source(node, by_name)
+    if src is None or src["op"] != "expand":
+        return False
+    inner = _source(src, by_name)
+    return inner is not None and inner["op"] in FRESH and list(inner.get("shape") or []) == []
 
 
 def render(node: Node, device: str) -> str:

@@ -228,3 +228,127 @@ def test_a_bf16_dropout_mask_is_drawn_over_bf16_ones(tmp_path, isolated_cache):
     got = new(x)
     torch.manual_seed(5)
     torch.testing.assert_close(got, module(x))
+
+
+class MaskedByFills(nn.Module):
+    """Masks eager PyTorch draws by bernoulli_ over a fresh tensor: feature dropout (F.dropout2d's
+    noise of shape (N, C, 1, 1)) and stochastic depth (timm's drop_path: x.new_empty((N, 1, 1, 1))
+    .bernoulli_(keep)); beside them a plain dropout, whose mask eager PyTorch draws by native_dropout."""
+
+    def forward(self, x):
+        keep = 0.8
+        y = torch.nn.functional.dropout2d(x, 0.25, True)
+        y = y * x.new_empty((x.shape[0], 1, 1, 1)).bernoulli_(keep) / keep
+        return torch.nn.functional.dropout(y, 0.1, True)
+
+
+def test_bernoulli_over_a_fresh_tensor_is_its_fill_and_dropout_stays_native_dropouts_mask():
+    nodes = draws_as_inputs(graph.trace_module(MaskedByFills(), [torch.randn(4, 6, 3, 3)]))
+    drawn = [(n["shape"], n["dtype"], n["draw"]) for n in nodes if n.get("kind") == "draw"]
+    assert drawn == [([4, 6, 1, 1], "float32", {"fn": "bernoulli_", "args": [0.75]}),
+                     ([4, 1, 1, 1], "float32", {"fn": "bernoulli_", "args": [0.8]}),
+                     ([4, 6, 3, 3], "bool", {"fn": "dropout_mask", "p": 0.1, "of": "float32"})]
+    plan = planner.plan_graph(graph.trace_module(MaskedByFills(), [torch.randn(4, 6, 3, 3)]))
+    assert plan.supported, plan.unsupported
+
+
+def test_bernoulli_of_a_tensor_of_probabilities_stays_unsupported():
+    class Stochastic(nn.Module):
+        def forward(self, x):
+            return torch.bernoulli(torch.sigmoid(x))
+
+    assert not [n for n in draws_as_inputs(graph.trace_module(Stochastic(), [torch.randn(3, 4)]))
+                if n.get("kind") == "draw"]
+    assert not planner.plan_graph(graph.trace_module(Stochastic(), [torch.randn(3, 4)])).supported
+
+
+@needs_nvcc
+def test_the_candidate_draws_feature_and_path_masks_as_the_reference_does(tmp_path, isolated_cache):
+    """ModelNew makes each bernoulli_ fill as the reference's forward makes it (on CUDA native_dropout's
+    numbers are not bernoulli_'s, so a fill drawn as a dropout mask would be another mask there); on
+    the CPU both sides then agree under one seed, and another seed draws other masks."""
+    module = MaskedByFills()
+    x = torch.randn(4, 6, 3, 3)
+    cand = builtin_candidate(module, [x])
+    text = cand.files["model_new.py"]
+    assert "torch.empty((4, 6, 1, 1), dtype=torch.float32" in text and ".bernoulli_(0.75)" in text
+    assert "torch.empty((4, 1, 1, 1), dtype=torch.float32" in text and ".bernoulli_(0.8)" in text
+    assert text.count("native_dropout(") == 1  # the plain dropout's mask alone
+    new, _ = load_model_new(cand, module, tmp_path)
+    torch.manual_seed(5)
+    got = new(x)
+    torch.manual_seed(5)
+    want = module(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(6)
+    assert not torch.allclose(new(x), got)
+
+
+def test_the_verifier_takes_a_bernoulli_fill_as_a_draw(tmp_path):
+    """A candidate making the reference's bernoulli_ fill with PyTorch and the arithmetic in its kernel is
+    correct and no hack; bernoulli against a tensor of probabilities is PyTorch work on values the
+    forward made, and the op recorder files it as compute."""
+    opts = VerifyOptions(cpu_only=True, time_compile=False)
+    good = verify(hack_task("ref_masked"), hack_candidate("good_masked"), tmp_path / "good", opts)
+    assert good.status == "ok" and good.correct, good.message
+    assert not good.hack_findings
+    from stitchcuda.agents.verify.dynamic_check import OpRecorder
+    from stitchcuda.agents.verify.torch_ops import BERNOULLI_OF_TENSOR
+
+    with OpRecorder() as fills:
+        torch.empty(5).bernoulli_(0.3)
+        torch.bernoulli(torch.empty(5), 0.3)
+    assert not fills.compute_ops and fills.ops["bernoulli_"] == 1 and fills.ops["bernoulli"] == 1
+    probs = torch.rand(5)
+    with OpRecorder() as against:
+        torch.bernoulli(probs)
+        torch.empty(5).bernoulli_(probs)
+    assert against.compute_ops == {BERNOULLI_OF_TENSOR: 2}
+
+
+MASKED_REF = '''"""Reference: feature dropout, stochastic depth and dropout in training mode (MaskedByFills)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        keep = 0.8
+        y = torch.nn.functional.dropout2d(x, 0.25, True)
+        y = y * x.new_empty((x.shape[0], 1, 1, 1)).bernoulli_(keep) / keep
+        return torch.nn.functional.dropout(y, 0.1, True)
+
+
+def get_inputs():
+    return [torch.randn(16, 32, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_feature_and_path_masks_are_the_references(tmp_path, isolated_cache):
+    """On CUDA bernoulli_'s numbers are not native_dropout's: the candidate's fills must be drawn as
+    bernoulli_ for its masks to be the reference's (drawn as dropout masks, whole channels differed)."""
+    ref = tmp_path / "masked_ref.py"
+    ref.write_text(MASKED_REF)
+    cand = builtin_candidate(MaskedByFills(), [torch.randn(16, 32, 8, 8)], host=False)
+    v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
+    assert not v.hack_findings, v.hack_findings
+
+
+def test_a_reference_drawing_against_probabilities_counts_as_drawing():
+    """bernoulli of a tensor is filed as compute under its own name; the worker must still see the
+    reference draw (no referee, the seeds alike), as for every other bernoulli."""
+    from stitchcuda.agents.verify import dynamic_check as dyn
+    from stitchcuda.agents.verify.worker import draws_random
+
+    probs = torch.rand(6)
+    for fn in (lambda: torch.bernoulli(probs), lambda: torch.nn.functional.dropout(probs, 0.5, True),
+               lambda: torch.empty(6).bernoulli_(0.5)):
+        _, ops, _ = dyn.trace_ops(fn)
+        assert draws_random(ops), ops

@@ -22,7 +22,7 @@ from torch.profiler import ProfilerActivity as _ProfilerActivity
 from torch.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK, is_compute_aten
+from stitchcuda.agents.verify.torch_ops import BERNOULLI_OF_TENSOR, DROPOUT_MASK, is_compute_aten
 from stitchcuda.types import Finding
 
 
@@ -64,6 +64,8 @@ class OpRecorder(TorchDispatchMode):
         if name == "native_dropout" and _all_ones(x := args[0] if args else kwargs.get("input")):
             name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
             self.dropout_launches += _launches_dropout(x, args, kwargs)
+        elif name in ("bernoulli", "bernoulli_") and func._overloadname not in _NUMBER_P:
+            name = BERNOULLI_OF_TENSOR  # drawn against values the forward computed
         self.ops[name] += 1
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
@@ -84,6 +86,12 @@ def _launches_dropout(x: torch.Tensor, args: Any, kwargs: dict[str, Any]) -> int
     train = args[2] if len(args) > 2 else kwargs.get("train")
     return int(x.device.type not in ("cpu", "meta") and x.numel() > 0 and train is True
                and isinstance(p, float | int) and 0 < p < 1)
+
+
+# The bernoulli overloads whose probability is a number (by overload, not by the arguments: dispatch
+# leaves out a p equal to the schema's default 0.5). bernoulli.default reads its self's values as
+# p, the Tensor overloads their p's.
+_NUMBER_P = frozenset({"p", "float", "float_out"})
 
 
 def _all_ones(t: Any) -> bool:

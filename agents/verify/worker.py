@@ -43,6 +43,7 @@ from stitchcuda.agents.verify import (
     sentinels,
     state_updates,
     tamper,
+    torch_ops,
 )
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
@@ -753,7 +754,8 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
 # to the first says nothing about rounding.
 _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal", "normal_", "uniform_",
                "exponential_", "geometric_", "cauchy_", "log_normal_", "random_", "multinomial", "poisson",
-               "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm"}
+               "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm",
+               torch_ops.BERNOULLI_OF_TENSOR, torch_ops.DROPOUT_MASK}  # (the recorder's names for two of them)
 
 
 def _judged_under(v: Verdict) -> str:
