@@ -19,7 +19,8 @@ bernoulli(t, p) is empty_like(t).bernoulli_(p): t's values are never read), and 
 it so: feature dropout (F.dropout1d/2d/3d: ATen's make_feature_noise, then
 bernoulli_(1 - p)) and stochastic depth (timm's drop_path: x.new_empty((B, 1, ...)).bernoulli_(keep)).
 Drawn as native_dropout's mask, its numbers on CUDA would not be the reference's. (F.alpha_dropout
-traces like dropout but draws by bernoulli_ on an empty_like: its mask is not reproduced on CUDA.)
+and an in-place dropout, nn.Dropout(inplace=True), trace like dropout but eager draws them by
+bernoulli_ on an empty_like: their masks are not reproduced on CUDA, and the Verifier fails them.)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ DRAWS = {"randn": "randn", "randn_like": "randn", "rand": "rand", "rand_like": "
 # whose values they never read; ModelNew makes the same fill of an empty tensor of the traced shape.
 FILLS = {"normal_functional": ("normal_", ("mean", "std")), "uniform": ("uniform_", ("from", "to")),
          "exponential": ("exponential_", ("lambd",))}
-FLOAT_DRAWS = {"randn", "rand", "bernoulli_", *(fill for fill, _ in FILLS.values())}
+FLOAT_DRAWS = {"randn", "rand", *(fill for fill, _ in FILLS.values())}
 # Allocations: a 0-d one expanded is what a training-mode dropout's bernoulli traces over.
 FRESH = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided"}
 
@@ -69,8 +70,13 @@ def _draw_call(node: Node, by_name: dict[str, Node]) -> dict[str, Any] | None:
                 or not node["dtype"].startswith(("float", "bfloat")):
             return None
         if not _expanded_scalar(node, by_name):
-            # bernoulli(t, keep) never reads t's values: ATen draws it as empty_like(t).bernoulli_(keep).
-            if node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
+            # bernoulli(t, keep) never reads t's values, but t.bernoulli_(keep) draws in t's memory
+            # order (the trace's result is contiguous either way): t must be laid out as ModelNew's
+            # fresh tensor is, contiguous, for the numbers to land where eager put them.
+            src = _source(node, by_name)
+            if src is None or list(src.get("shape") or []) != list(node["shape"]) or src.get("offset", 0) != 0 \
+                    or list(src.get("stride") or []) != contiguous_strides(node["shape"]) \
+                    or node.get("offset", 0) != 0 or list(node["stride"]) != contiguous_strides(node["shape"]):
                 return None
             return {"fn": "bernoulli_", "args": [float(keep)]}
         # The dropout probability whose 1 - p is `keep` exactly, as native_dropout computes it.
@@ -121,7 +127,7 @@ def render(node: Node, device: str) -> str:
     if call["fn"] == "dropout_mask":
         ones = f"torch.ones({shape!r}, dtype=torch.{call.get('of', 'float32')}, device={device})"
         return f"torch.ops.aten.native_dropout({ones}, {call['p']!r}, True)[1]"
-    if "args" in call:  # a fill of an empty tensor (FILLS)
+    if "args" in call:  # a fill of an empty tensor (FILLS, and bernoulli_)
         empty = f"torch.empty({shape!r}, dtype=torch.{node['dtype']}, device={device})"
         return f"{empty}.{call['fn']}({', '.join(repr(v) for v in call['args'])})"
     bounds = f"{call['low']}, {call['high']}, " if call["fn"] == "randint" else ""

@@ -227,8 +227,8 @@ def test_the_witness_record_counts_dropout_calls_apart_from_their_own_work():
     own = blind._dropout_own_ops()
     assert own.count("aten::bernoulli_") == 1 and "aten::mul" in own and list(own) == sorted(own), own
     assert not {"aten::relu", "aten::addmm", "aten::native_dropout"} & set(own), own
-    ranges, ops, _, calls = blind._forward_ops(prof.events(), blind._dropout_own_ops())
-    assert (ranges, calls) == (2, 3)
+    ranges, ops, _, calls, fills = blind._forward_ops(prof.events(), blind._dropout_own_ops())
+    assert (ranges, calls, fills) == (2, 3, 0)  # (the draws' own bernoulli_ calls are theirs, not fills)
     assert "mul" in ops and "bernoulli_" not in ops and "bernoulli" not in ops and "sigmoid" not in ops, ops
     # Without the draw's own work known (on CUDA, where it is allocations only), nothing below it is left out.
     assert "bernoulli_" in blind._forward_ops(prof.events())[1]
@@ -237,6 +237,40 @@ def test_the_witness_record_counts_dropout_calls_apart_from_their_own_work():
     assert not blind._only_mask_draws({"dropout_calls": blind.CALLS - 1, "mask_draws": 1})  # (exactly: no fewer)
     assert not blind._only_mask_draws({"dropout_calls": 1, "mask_draws": 0})
     assert not blind._only_mask_draws({"dropout_calls": 1})  # (an old or forged record: no count)
+
+
+def test_bernoulli_calls_pass_as_fills_only_as_many_as_the_recorder_saw():
+    """The profiler names aten::bernoulli_ without its p: a forward's bernoulli calls pass the blind
+    check only as many as CALLS forwards of the fills with a number for p that the witness's recorder
+    saw (torch.bernoulli(t, p) counted once, not with the bernoulli_ it runs below itself); one
+    against a tensor of probabilities is compute."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from stitchcuda.agents.verify.dynamic_check import OpRecorder
+    from stitchcuda.agents.verify.torch_ops import BERNOULLI_FILL, BERNOULLI_OF_TENSOR
+
+    x = torch.randn(4, 8)
+
+    def forward():
+        return torch.empty(4, 1).bernoulli_(0.8) * torch.bernoulli(x, 0.3)
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for k in range(blind.CALLS):
+            with record_function(f"{blind.MARKER}_{k}"):
+                forward()
+    ranges, ops, _, _, calls = blind._forward_ops(prof.events())
+    assert ranges == blind.CALLS and calls == 2 * blind.CALLS and {"bernoulli", "bernoulli_"} <= set(ops), ops
+    with OpRecorder() as rec:
+        forward()
+    assert rec.ops[BERNOULLI_FILL] == 2 and set(rec.compute_ops) == {"mul"}, rec.ops  # (the product is the test's)
+    assert blind._only_bernoulli_fills({"bernoulli_calls": calls, "bernoulli_fills": rec.ops[BERNOULLI_FILL]})
+    assert not blind._only_bernoulli_fills({"bernoulli_calls": calls + 1, "bernoulli_fills": 2})
+    assert not blind._only_bernoulli_fills({"bernoulli_calls": calls, "bernoulli_fills": 0})
+    assert not blind._only_bernoulli_fills({"bernoulli_calls": calls})  # (no count: an old or forged record)
+    with OpRecorder() as against:
+        torch.bernoulli(x.sigmoid().detach())
+    assert BERNOULLI_OF_TENSOR in against.compute_ops and not against.ops[BERNOULLI_FILL]
 
 
 @pytest.mark.parametrize("op", ["relu", "mul"])
@@ -259,7 +293,7 @@ def test_a_dispatch_mode_cannot_hide_compute_below_a_mask_draw(op):
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         with record_function(f"{blind.MARKER}_0"), Hide():
             torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
-    _, ops, _, calls = blind._forward_ops(prof.events(), blind._dropout_own_ops())
+    _, ops, _, calls, _ = blind._forward_ops(prof.events(), blind._dropout_own_ops())
     # (the real draw inside is still ATen's own work: that much is left out, and only that)
     assert op in ops and "bernoulli_" not in ops, ops
     assert calls == 2 and not blind._only_mask_draws({"dropout_calls": calls * blind.CALLS, "mask_draws": 1})
@@ -279,7 +313,7 @@ def test_a_kernel_registered_over_atens_draw_cannot_hide_compute_below_it():
             with record_function(f"{blind.MARKER}_0"):
                 torch.ops.aten.native_dropout(torch.ones(4, 8), 0.25, True)
     assert blind._dropout_own_ops() == own  # (ATen's draw again once the registration is gone)
-    _, ops, _, calls = blind._forward_ops(prof.events(), own)
+    _, ops, _, calls, _ = blind._forward_ops(prof.events(), own)
     assert "mul" in ops and calls == 1, ops
 
 

@@ -191,7 +191,7 @@ def witness(req: dict[str, Any]) -> None:
     from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
     from stitchcuda.agents.verify import dynamic_check as dyn
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
-    from stitchcuda.agents.verify.torch_ops import DROPOUT_MASK
+    from stitchcuda.agents.verify.torch_ops import BERNOULLI_FILL, DROPOUT_MASK
     from stitchcuda.agents.verify.worker import candidate_seed, same_draws
     from stitchcuda.inputs import clone_args, make_inputs
     from stitchcuda.task import built_on_cpu, import_file
@@ -301,12 +301,13 @@ def witness(req: dict[str, Any]) -> None:
             torch.cuda.synchronize()
         del cand, out, args
     _mark("forwards done, the lock given back")
-    ranges, ops, after, dropout_calls = forward_ops(events_of(prof), dropout_own)
+    ranges, ops, after, dropout_calls, bernoulli_calls = forward_ops(events_of(prof), dropout_own)
     tampered = changed(watched, except_from=("torch",))
     # What the audit hook refused here (a refusal the candidate's code caught is still its attempt).
     tried = [[f.code, f.message] for f in refused()]
     save({"outputs": outs, "ops": ops, "ranges": ranges, "after": after, "tampered": tampered, "refused": tried,
           "dropout_calls": dropout_calls, "mask_draws": recorder.ops[DROPOUT_MASK],
+          "bernoulli_calls": bernoulli_calls, "bernoulli_fills": recorder.ops[BERNOULLI_FILL],
           "recorded_compute": sorted(recorder.compute_ops),
           "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()],
           "calls": [[code, what, phase] for code, what, phase in calls_seen()],
@@ -345,11 +346,12 @@ def _dropout_own_ops() -> tuple[str, ...]:
     return tuple(sorted(e.name for e in _below(tops[0], events)))
 
 
-def _forward_ops(events: Any, dropout_own: tuple[str, ...] = ()) -> tuple[int, list[str], bool, int]:
+def _forward_ops(events: Any, dropout_own: tuple[str, ...] = ()) -> tuple[int, list[str], bool, int, int]:
     """(the forward ranges recorded, the aten ops inside them, whether the profiler recorded the
-    marker op after them, the aten::native_dropout calls inside them). `dropout_own`: the work one
-    native_dropout call runs below itself (_dropout_own_ops), left out of the record where a call's
-    work below it is exactly that."""
+    marker op after them, the aten::native_dropout calls inside them, the aten::bernoulli(_) calls
+    inside them that no other bernoulli call made). `dropout_own`: the work one native_dropout call
+    runs below itself (_dropout_own_ops), left out of the record where a call's work below it is
+    exactly that."""
     events = list(events)
     spans = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith(MARKER)]
     last = max((end for _, end in spans), default=None)
@@ -375,7 +377,13 @@ def _forward_ops(events: Any, dropout_own: tuple[str, ...] = ()) -> tuple[int, l
                 ops.add(e.name.removeprefix("aten::"))
         elif last is not None and t > last and e.name == "aten::zeros":
             after = True
-    return len(spans), sorted(ops), after, len(dropouts)
+    # (torch.bernoulli(t, p) runs bernoulli_ below itself: one call, as the recorder counts it)
+    draws = [e for e in aten if e.name in _BERNOULLI and inside(e.time_range.start) and id(e) not in hidden]
+    tops = [e for e in draws if not any(e in _below(d, draws) for d in draws)]
+    return len(spans), sorted(ops), after, len(dropouts), len(tops)
+
+
+_BERNOULLI = ("aten::bernoulli", "aten::bernoulli_")
 
 
 def referee(req: dict[str, Any]) -> None:
@@ -577,6 +585,15 @@ def _only_mask_draws(got: dict[str, Any]) -> bool:
     return isinstance(calls, int) and isinstance(draws, int) and draws > 0 and calls == CALLS * draws
 
 
+def _only_bernoulli_fills(got: dict[str, Any]) -> bool:
+    """Whether every aten::bernoulli(_) call the profiled forwards made can be a fill with a number for
+    p, as the worker allows (BERNOULLI_FILL): as many as CALLS forwards of the fills the witness's
+    recorded forward made (the profiler does not say p; one against a tensor of probabilities is
+    compute)."""
+    calls, fills = got.get("bernoulli_calls"), got.get("bernoulli_fills")
+    return isinstance(calls, int) and isinstance(fills, int) and fills > 0 and calls == CALLS * fills
+
+
 def _close_stdin(proc: subprocess.Popen) -> str:
     with contextlib.suppress(OSError):
         assert proc.stdin is not None
@@ -633,6 +650,8 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
     if "native_dropout" in compute and _only_mask_draws(got):
         compute.remove("native_dropout")
+    if {"bernoulli", "bernoulli_"} & set(compute) and _only_bernoulli_fills(got):
+        compute = [c for c in compute if c not in ("bernoulli", "bernoulli_")]
     if compute:
         findings.append(Finding("torch-compute-in-forward", "PyTorch computed in the candidate's forward, recorded "
                                 f"below Python and dispatch modes (the profiler's CPU ops): {', '.join(compute[:8])}"))

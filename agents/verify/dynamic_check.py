@@ -22,7 +22,12 @@ from torch.profiler import ProfilerActivity as _ProfilerActivity
 from torch.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from stitchcuda.agents.verify.torch_ops import BERNOULLI_OF_TENSOR, DROPOUT_MASK, is_compute_aten
+from stitchcuda.agents.verify.torch_ops import (
+    BERNOULLI_FILL,
+    BERNOULLI_OF_TENSOR,
+    DROPOUT_MASK,
+    is_compute_aten,
+)
 from stitchcuda.types import Finding
 
 
@@ -64,8 +69,9 @@ class OpRecorder(TorchDispatchMode):
         if name == "native_dropout" and _all_ones(x := args[0] if args else kwargs.get("input")):
             name = DROPOUT_MASK  # a mask drawn, not the dropout of anything computed
             self.dropout_launches += _launches_dropout(x, args, kwargs)
-        elif name in ("bernoulli", "bernoulli_") and func._overloadname not in _NUMBER_P:
-            name = BERNOULLI_OF_TENSOR  # drawn against values the forward computed
+        elif name in ("bernoulli", "bernoulli_"):
+            # drawn with a number for p, or against values the forward computed
+            name = BERNOULLI_FILL if func._overloadname in _NUMBER_P else BERNOULLI_OF_TENSOR
         self.ops[name] += 1
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):

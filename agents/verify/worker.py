@@ -755,7 +755,7 @@ def _guard_numerics(v: Verdict, want: dict[str, Any]) -> None:
 _RANDOM_OPS = {"native_dropout", "dropout", "bernoulli", "bernoulli_", "normal", "normal_", "uniform_",
                "exponential_", "geometric_", "cauchy_", "log_normal_", "random_", "multinomial", "poisson",
                "rrelu_with_noise", "_fused_dropout", "feature_dropout", "alpha_dropout", "randperm",
-               torch_ops.BERNOULLI_OF_TENSOR, torch_ops.DROPOUT_MASK}  # (the recorder's names for two of them)
+               torch_ops.BERNOULLI_FILL, torch_ops.BERNOULLI_OF_TENSOR, torch_ops.DROPOUT_MASK}  # (the recorder's names)
 
 
 def _judged_under(v: Verdict) -> str:
