@@ -379,8 +379,8 @@ def _forward_ops(events: Any, dropout_own: tuple[str, ...] = ()) -> tuple[int, l
             after = True
     # (torch.bernoulli(t, p) runs bernoulli_ below itself: one call, as the recorder counts it)
     draws = [e for e in aten if e.name in _BERNOULLI and inside(e.time_range.start) and id(e) not in hidden]
-    tops = [e for e in draws if not any(e in _below(d, draws) for d in draws)]
-    return len(spans), sorted(ops), after, len(dropouts), len(tops)
+    nested = {id(e) for d in draws for e in _below(d, draws)}
+    return len(spans), sorted(ops), after, len(dropouts), sum(id(e) not in nested for e in draws)
 
 
 _BERNOULLI = ("aten::bernoulli", "aten::bernoulli_")
