@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 
 from stitchcuda.agents import trace_rnn
+from stitchcuda.agents.eager_dropouts import EagerDropouts
 from stitchcuda.types import Task
 
 Node = dict[str, Any]
@@ -574,7 +575,10 @@ def _trace(
 
     def run(*flat: Any) -> Any:
         state = dict(zip(keys, flat[: len(keys)], strict=True))
-        return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
+        # In-place and alpha dropouts as eager draws their masks (eager_dropouts), inside the traced
+        # function: they would otherwise trace as a plain dropout's mask, whose CUDA numbers differ.
+        with EagerDropouts():
+            return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
 
     try:
         with _one_trace_at_a_time(), torch.no_grad(), _time_limit(TRACE_TIMEOUT_S):

@@ -17,10 +17,10 @@ kernels apply its bool mask. The Verifier's checks accept native_dropout only ov
 bernoulli(keep) over any other tensor is a bernoulli_ fill of a fresh one of its shape (ATen's
 bernoulli(t, p) is empty_like(t).bernoulli_(p): t's values are never read), and eager PyTorch draws
 it so: feature dropout (F.dropout1d/2d/3d: ATen's make_feature_noise, then
-bernoulli_(1 - p)) and stochastic depth (timm's drop_path: x.new_empty((B, 1, ...)).bernoulli_(keep)).
-Drawn as native_dropout's mask, its numbers on CUDA would not be the reference's. (F.alpha_dropout
-and an in-place dropout, nn.Dropout(inplace=True), trace like dropout but eager draws them by
-bernoulli_ on an empty_like: their masks are not reproduced on CUDA, and the Verifier fails them.)
+bernoulli_(1 - p)), stochastic depth (timm's drop_path: x.new_empty((B, 1, ...)).bernoulli_(keep)),
+and an in-place or alpha dropout (nn.Dropout(inplace=True), nn.AlphaDropout), which eager draws by
+bernoulli_ over an empty_like of the input and the trace runs so (eager_dropouts). Drawn as
+native_dropout's mask, their numbers on CUDA would not be the reference's.
 """
 
 from __future__ import annotations

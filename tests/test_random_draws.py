@@ -369,3 +369,125 @@ def test_bernoulli_in_place_over_a_transposed_tensor_stays_unsupported():
     eager = torch.empty_like(x.t()).bernoulli_(0.7)
     torch.manual_seed(3)
     assert not torch.equal(eager, torch.empty(4, 6).bernoulli_(0.7))  # the draw it must not be taken for
+
+
+class EagerBernoulliDropouts(nn.Module):
+    """Dropouts that trace like F.dropout but that eager PyTorch draws by bernoulli_ over an
+    empty_like of their input (ATen's _dropout_impl): an in-place dropout, and alpha dropout in and
+    out of place; beside them a plain dropout, drawn by native_dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop_ = nn.Dropout(0.3, inplace=True)
+        self.alpha = nn.AlphaDropout(0.2)
+
+    def forward(self, x):
+        y = self.drop_(x * 2.0)
+        y = self.alpha(torch.tanh(y))
+        y = torch.alpha_dropout_(y + 1.0, 0.1, True)
+        return torch.nn.functional.dropout(y, 0.4, True)
+
+
+def test_in_place_and_alpha_dropouts_are_bernoulli_fills_and_dropout_stays_native_dropouts_mask():
+    nodes = draws_as_inputs(graph.trace_module(EagerBernoulliDropouts(), [torch.randn(4, 6, 3, 3)]))
+    drawn = [(n["shape"], n["dtype"], n["draw"]) for n in nodes if n.get("kind") == "draw"]
+    assert drawn == [([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.7]}),
+                     ([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.8]}),
+                     ([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.9]}),
+                     ([4, 6, 3, 3], "bool", {"fn": "dropout_mask", "p": 0.4, "of": "float32"})]
+    assert planner.plan_graph(graph.trace_module(EagerBernoulliDropouts(), [torch.randn(4, 6, 3, 3)])).supported
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.nn.functional.alpha_dropout(x, 0.3, True),
+    lambda x: torch.nn.functional.alpha_dropout(x.clone(), 0.3, True, inplace=True),
+    lambda x: torch.alpha_dropout(x, 0.3, True),
+    lambda x: torch.nn.functional.dropout(x.clone(), 0.3, True, inplace=True),
+    lambda x: torch.dropout_(x.clone(), 0.3, True),
+], ids=["alpha", "alpha in place", "torch.alpha_dropout", "dropout in place", "torch.dropout_"])
+def test_the_traced_composition_is_atens_own_arithmetic(call):
+    """On the CPU eager PyTorch draws these as ATen's _dropout_impl does on CUDA, so the composition
+    the trace runs must give the same bits under one seed (the masks and the rounding alike)."""
+    from stitchcuda.agents.eager_dropouts import EagerDropouts
+
+    x = torch.randn(64, 33)
+    torch.manual_seed(11)
+    eager = call(x)
+    torch.manual_seed(11)
+    with EagerDropouts():
+        traced = call(x)
+    assert torch.equal(traced, eager)
+    torch.manual_seed(12)
+    assert not torch.equal(call(x), eager)
+
+
+def test_dropouts_that_draw_nothing_run_as_called():
+    """Eval mode, p of 0 and 1, and a plain dropout (the fused kernel's draw) are left to PyTorch."""
+    from stitchcuda.agents.eager_dropouts import EagerDropouts
+
+    x = torch.randn(8, 5)
+    with EagerDropouts():
+        assert torch.equal(torch.nn.functional.alpha_dropout(x, 0.3, False), x)
+        assert torch.equal(torch.nn.functional.dropout(x.clone(), 0.0, True, inplace=True), x)
+        assert torch.equal(torch.nn.functional.dropout(x.clone(), 1.0, True, inplace=True), torch.zeros_like(x))
+    nodes = graph.trace_module(_dropout_module(), [torch.randn(16, 40)])
+    assert not [n for n in nodes if n["op"] == "empty_like"]  # the plain dropout's trace is as before
+
+
+@needs_nvcc
+def test_the_candidate_draws_in_place_and_alpha_masks_as_the_reference_does(tmp_path, isolated_cache):
+    module = EagerBernoulliDropouts()
+    x = torch.randn(4, 6, 3, 3)
+    cand = builtin_candidate(module, [x])
+    text = cand.files["model_new.py"]
+    for keep in (0.7, 0.8, 0.9):
+        assert f".bernoulli_({keep})" in text
+    assert text.count("native_dropout(") == 1
+    new, _ = load_model_new(cand, module, tmp_path)
+    torch.manual_seed(5)
+    got = new(x)
+    torch.manual_seed(5)
+    want = module(x.clone())
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(6)
+    assert not torch.allclose(new(x), got)
+
+
+EAGER_BERNOULLI_REF = '''"""Reference: an in-place dropout, alpha dropouts and a plain dropout in training mode."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop_ = nn.Dropout(0.3, inplace=True)
+        self.alpha = nn.AlphaDropout(0.2)
+
+    def forward(self, x):
+        y = self.drop_(x * 2.0)
+        y = self.alpha(torch.tanh(y))
+        y = torch.alpha_dropout_(y + 1.0, 0.1, True)
+        return torch.nn.functional.dropout(y, 0.4, True)
+
+
+def get_inputs():
+    return [torch.randn(16, 32, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_in_place_and_alpha_dropout_masks_are_the_references(tmp_path, isolated_cache):
+    """On CUDA an in-place or alpha dropout draws bernoulli_ over an empty_like, not the fused
+    dropout kernel: drawn as the fused kernel's mask (as they trace), the masks differed."""
+    ref = tmp_path / "eager_bernoulli_ref.py"
+    ref.write_text(EAGER_BERNOULLI_REF)
+    cand = builtin_candidate(EagerBernoulliDropouts(), [torch.randn(16, 32, 8, 8)], host=False)
+    v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
+    assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
+    assert not v.hack_findings, v.hack_findings
