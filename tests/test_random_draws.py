@@ -133,10 +133,15 @@ def get_init_inputs():
 '''
 
 
-def _dropout_module():
+def _model_of(reference: str, *init):
+    """The Model class of one of this file's reference texts (written to a file for the GPU tests), made."""
     namespace: dict = {}
-    exec(compile(DROPOUT_REF, "dropout_ref", "exec"), namespace)  # noqa: S102 - the test's own reference text
-    return namespace["Model"](0.2)
+    exec(compile(reference, "reference", "exec"), namespace)  # noqa: S102 - the test's own reference text
+    return namespace["Model"](*init)
+
+
+def _dropout_module():
+    return _model_of(DROPOUT_REF, 0.2)
 
 
 def test_a_dropout_mask_becomes_a_draw_of_eager_dropouts_own_mask():
@@ -334,9 +339,15 @@ def get_init_inputs():
 def test_on_the_gpu_feature_and_path_masks_are_the_references(tmp_path, isolated_cache):
     """On CUDA bernoulli_'s numbers are not native_dropout's: the candidate's fills must be drawn as
     bernoulli_ for its masks to be the reference's (drawn as dropout masks, whole channels differed)."""
-    ref = tmp_path / "masked_ref.py"
-    ref.write_text(MASKED_REF)
-    cand = builtin_candidate(MaskedByFills(), [torch.randn(16, 32, 8, 8)], host=False)
+    _passes_on_the_gpu(MASKED_REF, MaskedByFills(), tmp_path)
+
+
+def _passes_on_the_gpu(reference: str, module: nn.Module, tmp_path) -> None:
+    """The built-in candidate of `module` through the Verifier on CUDA against `reference` (its
+    text, whose inputs are 16 x 32 x 8 x 8): correct, and no hack finding."""
+    ref = tmp_path / "reference.py"
+    ref.write_text(reference)
+    cand = builtin_candidate(module, [torch.randn(16, 32, 8, 8)], host=False)
     v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
     assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
     assert not v.hack_findings, v.hack_findings
@@ -371,11 +382,15 @@ def test_bernoulli_in_place_over_a_transposed_tensor_stays_unsupported():
     assert not torch.equal(eager, torch.empty(4, 6).bernoulli_(0.7))  # the draw it must not be taken for
 
 
-class EagerBernoulliDropouts(nn.Module):
-    """Dropouts that trace like F.dropout but that eager PyTorch draws by bernoulli_ over an
-    empty_like of their input (ATen's _dropout_impl): an in-place dropout, and alpha dropout in and
-    out of place; beside them a plain dropout, drawn by native_dropout."""
+EAGER_BERNOULLI_REF = '''"""Reference: dropouts that trace like F.dropout but that eager PyTorch draws by bernoulli_ over an
+empty_like of their input (ATen's _dropout_impl): an in-place dropout, and alpha dropout in and out
+of place; beside them a plain dropout, drawn by native_dropout."""
 
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.drop_ = nn.Dropout(0.3, inplace=True)
@@ -388,14 +403,27 @@ class EagerBernoulliDropouts(nn.Module):
         return torch.nn.functional.dropout(y, 0.4, True)
 
 
+def get_inputs():
+    return [torch.randn(16, 32, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _eager_bernoulli_dropouts():
+    return _model_of(EAGER_BERNOULLI_REF)
+
+
 def test_in_place_and_alpha_dropouts_are_bernoulli_fills_and_dropout_stays_native_dropouts_mask():
-    nodes = draws_as_inputs(graph.trace_module(EagerBernoulliDropouts(), [torch.randn(4, 6, 3, 3)]))
+    nodes = draws_as_inputs(graph.trace_module(_eager_bernoulli_dropouts(), [torch.randn(4, 6, 3, 3)]))
     drawn = [(n["shape"], n["dtype"], n["draw"]) for n in nodes if n.get("kind") == "draw"]
     assert drawn == [([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.7]}),
                      ([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.8]}),
                      ([4, 6, 3, 3], "float32", {"fn": "bernoulli_", "args": [0.9]}),
                      ([4, 6, 3, 3], "bool", {"fn": "dropout_mask", "p": 0.4, "of": "float32"})]
-    assert planner.plan_graph(graph.trace_module(EagerBernoulliDropouts(), [torch.randn(4, 6, 3, 3)])).supported
+    assert planner.plan_graph(graph.trace_module(_eager_bernoulli_dropouts(), [torch.randn(4, 6, 3, 3)])).supported
 
 
 @pytest.mark.parametrize("call", [
@@ -436,7 +464,7 @@ def test_dropouts_that_draw_nothing_run_as_called():
 
 @needs_nvcc
 def test_the_candidate_draws_in_place_and_alpha_masks_as_the_reference_does(tmp_path, isolated_cache):
-    module = EagerBernoulliDropouts()
+    module = _eager_bernoulli_dropouts()
     x = torch.randn(4, 6, 3, 3)
     cand = builtin_candidate(module, [x])
     text = cand.files["model_new.py"]
@@ -453,41 +481,10 @@ def test_the_candidate_draws_in_place_and_alpha_masks_as_the_reference_does(tmp_
     assert not torch.allclose(new(x), got)
 
 
-EAGER_BERNOULLI_REF = '''"""Reference: an in-place dropout, alpha dropouts and a plain dropout in training mode."""
-
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.drop_ = nn.Dropout(0.3, inplace=True)
-        self.alpha = nn.AlphaDropout(0.2)
-
-    def forward(self, x):
-        y = self.drop_(x * 2.0)
-        y = self.alpha(torch.tanh(y))
-        y = torch.alpha_dropout_(y + 1.0, 0.1, True)
-        return torch.nn.functional.dropout(y, 0.4, True)
-
-
-def get_inputs():
-    return [torch.randn(16, 32, 8, 8)]
-
-
-def get_init_inputs():
-    return []
-'''
 
 
 @pytest.mark.gpu
 def test_on_the_gpu_in_place_and_alpha_dropout_masks_are_the_references(tmp_path, isolated_cache):
     """On CUDA an in-place or alpha dropout draws bernoulli_ over an empty_like, not the fused
     dropout kernel: drawn as the fused kernel's mask (as they trace), the masks differed."""
-    ref = tmp_path / "eager_bernoulli_ref.py"
-    ref.write_text(EAGER_BERNOULLI_REF)
-    cand = builtin_candidate(EagerBernoulliDropouts(), [torch.randn(16, 32, 8, 8)], host=False)
-    v = verify(Task(path=ref), cand, tmp_path / "v", VerifyOptions(timeout_s=300, trials=10, time_compile=False))
-    assert v.status == "ok" and v.correct, (v.status, v.message, [c for c in v.checks if not c["ok"]][:2])
-    assert not v.hack_findings, v.hack_findings
+    _passes_on_the_gpu(EAGER_BERNOULLI_REF, _eager_bernoulli_dropouts(), tmp_path)
