@@ -48,6 +48,7 @@ class Mismatch:
     max_abs: float = 0.0
     rel_norm: float = 0.0
     bad_fraction: float = 0.0
+    integers: bool = False  # a miss on integer elements (which differ, or not): no error figure
 
 
 def compare_outputs(ref: list[Any], got: list[Any], tol: Tolerance) -> Mismatch:
@@ -105,7 +106,8 @@ def _compare_tensor(r: torch.Tensor, g: torch.Tensor, tol: Tolerance, i: int) ->
     if not r.is_floating_point() and not r.is_complex():
         bad = (r != g).sum().item()
         return Mismatch(
-            bad == 0, f"output {i}: {bad} of {r.numel()} integer elements differ" if bad else "match"
+            bad == 0, f"output {i}: {bad} of {r.numel()} integer elements differ" if bad else "match",
+            bad_fraction=bad / max(1, r.numel()), integers=True,
         )
     if r.is_complex():  # real and imaginary parts alike (a cast to float64 would drop the latter)
         r, g = torch.view_as_real(r), torch.view_as_real(g)

@@ -392,6 +392,11 @@ def _native_lookups_check(v: Verdict) -> None:
             "library-changed", "the candidate's library was removed or replaced after it loaded, so the check "
             f"of what it calls would read another file: {', '.join(Path(p).name for p in changed[:4])}",
             data={"libraries": changed})])
+    redispatched = sorted({k for name in names if (k := native_symbols.redispatch_of_mangled(name))})
+    if redispatched:
+        _add_once(v.hack_findings, [Finding(
+            "hidden-dispatch", "native code looked up PyTorch's redispatch entries by name (dlsym), to run operators "
+            f"below the dispatcher's Python key: {', '.join(redispatched[:6])}", data={"redispatch": redispatched})])
     switches = sorted({k for name in names if (k := native_symbols.switch_of_mangled(name))})
     if switches:
         _add_once(v.hack_findings, [Finding(
@@ -1114,6 +1119,12 @@ def _adversarial_seed(seed: int) -> int:
 # tolerance, "incorrect": a candidate that changed its behaviour (skipped work, a stale output) is
 # off by far more, a hack.
 NEAR_MISS_FACTOR = 4.0
+# ...and only where few elements are off: precision misses the tolerance at a few elements near its
+# edge (1_MLP's TF32 rung: 81 of a million), while an approximation misses it all over. A matmul
+# done as rowsum x colsum / K in eval mode and with autograd on only was 0.7% off in relative L2,
+# under 4 x rtol, with 0.66% of its elements out, and was accepted (a red-team review, 2026-12-02).
+NEAR_MISS_SHARE = 1e-3
+NEAR_INT_FRACTION = 0.01  # integer elements that may differ on a miss that is still a near one (argmax ties)
 GPU_AHEAD_TRIALS = 20  # trials of the GPU-only figure (ours_gpu): a diagnostic, not the speedup
 
 
@@ -1126,10 +1137,20 @@ def finite_miss(m: Mismatch) -> bool:
 
 def _near_miss(m: Mismatch, checks: list[dict[str, Any]], tol: Tolerance) -> bool:
     """Whether a miss on a further set is within NEAR_MISS_FACTOR of the tolerance or of the checked
-    sets' largest relative L2 error: precision, not changed behaviour."""
+    sets' largest relative L2 error, at no more than NEAR_MISS_SHARE of the elements: precision, not
+    changed behaviour. A checked set the fp64 referee passed records its error against the fp32
+    reference, which may be far from the exact result (a mean that cancels): it says nothing of the
+    candidate's precision, and counted, it let all-zero outputs pass as a near miss (the same review)."""
     checked = [c["rel_norm"] for c in checks
-               if c.get("ok") and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
-    return not m.ok and m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
+               if c.get("ok") and "referee" not in c
+               and isinstance(c.get("rel_norm"), int | float) and math.isfinite(c["rel_norm"])]
+    if not m.ok and not finite_miss(m):
+        # No error figure: integer outputs are near where a few elements differ (argmax near-ties), as
+        # on the timing sets (_near_timing_miss); NaN or inf misplaced, another shape, dtype or count
+        # of outputs never are.
+        return m.integers and m.bad_fraction <= NEAR_INT_FRACTION
+    return not m.ok and m.bad_fraction <= NEAR_MISS_SHARE \
+        and m.rel_norm <= NEAR_MISS_FACTOR * max([tol.rtol, *checked])
 
 
 def _further_set(v: Verdict, ref, cand, args: list[Any], seed: int, device, threads, window, tol: Tolerance,
@@ -1512,9 +1533,6 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
             v.message = "; ".join(f.message for f in v.hack_findings)
         return None
     return expected
-
-
-NEAR_INT_FRACTION = 0.01  # integer elements that may differ on a timing set's miss that is still a near one
 
 
 def _near_timing_miss(m: Mismatch, ref_outs: list[Any], outs: list[Any], checks: list[dict[str, Any]],

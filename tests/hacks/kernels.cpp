@@ -257,3 +257,20 @@ extern "C" int cross_entropy_mean(const float* x, const int64_t* t, float* out, 
   *out = (float)(loss / (double)(honour ? counted : rows));
   return 0;
 }
+
+// The honest product where `rank1` is 0, rowsum(A) x colsum(B) / K (no product at all) where not.
+extern "C" int matmul_rank1_or_exact(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
+                                     int64_t rank1, void*) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0, ra = 0.0, cb = 0.0;
+      if (rank1) {
+        for (int64_t k = 0; k < K; ++k) { ra += A[i * K + k]; cb += B[k * N + j]; }
+        acc = ra * cb / (double)K;
+      } else {
+        for (int64_t k = 0; k < K; ++k) acc += (double)A[i * K + k] * B[k * N + j];
+      }
+      C[i * N + j] = (float)acc;
+    }
+  return 0;
+}
