@@ -27,6 +27,10 @@ CASES = [
     # The guard that drops the Python key, made under a computed name: the blind check's alone before
     # the guards were watched (2026-12-01).
     ("ref_affine", "hack_exclude_key_operators", "hidden-dispatch", "makes torch._C._DisableTorchDispatch"),
+    # The pybind method under OpOverload.redispatch, and an operator's kernel for one named key: each
+    # ran a forward past the recorder and the witness's profiler (a red-team review, 2026-12-02).
+    ("ref_affine", "hack_redispatch_boxed", "hidden-dispatch", "calls torch._C._DispatchOperatorHandle.redispatch_boxed"),
+    ("ref_affine", "hack_op_dk", "hidden-dispatch", "calls OpOverload._op_dk"),
 ]
 
 

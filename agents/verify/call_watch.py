@@ -90,7 +90,8 @@ def _hiding_builtins() -> dict[int, str]:
 # inside forward, which the blind witness records with). ATen's call below the Python key
 # (_disabled_torch_dispatch_impl) stays a C function, named at its calls (_hiding_builtins): torch
 # compares Tensor.__torch_dispatch__ with it by identity.
-_SWITCHES = (("torch._C", "_pop_torch_dispatch_stack"), ("torch._C", "_push_on_torch_dispatch_stack"),
+_SWITCHES = (("torch._C", "_get_operation_overload"),  # (an operator's op_dk: see _wrap_dispatch_entries)
+             ("torch._C", "_pop_torch_dispatch_stack"), ("torch._C", "_push_on_torch_dispatch_stack"),
              ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
              ("torch._C._autograd", "_enable_record_function"), ("torch._C._autograd", "_toggle_collection_dynamic"),
              ("torch._C._autograd", "_disable_profiler"), ("torch._C._autograd", "_prepare_profiler"),
@@ -177,6 +178,49 @@ def _wrap_switches() -> None:
                     pass
 
 
+def _wrap_dispatch_entries() -> None:
+    """PyTorch's own entries below the dispatch key their caller names, watched like the switches:
+    `_DispatchOperatorHandle.redispatch_boxed` (what `OpOverload.redispatch` calls) and each
+    operator's `_op_dk`, which runs its kernel for one named key. Called with the backend's key, both
+    run ATen's kernel with no Python key (no op recorder) and no RecordFunction (no profiler event):
+    a red-team review (2026-12-02) had PyTorch do a forward, a matmul among it, through each. The
+    handle's method is replaced on its class; `_op_dk` in every operator made so far, and in each
+    made later (OpOverload.__init__ wrapped), so the original is nowhere the candidate can read it."""
+    import torch
+
+    handle = getattr(torch._C, "_DispatchOperatorHandle", None)
+    fn = getattr(handle, "redispatch_boxed", None) if handle is not None else None
+    if fn is not None and not getattr(fn, "_sc_switch", False):
+        wrapper = _switch(fn, "torch._C._DispatchOperatorHandle.redispatch_boxed")
+        wrapper._sc_switch = True  # type: ignore[attr-defined]
+        with contextlib.suppress(AttributeError, TypeError):
+            handle.redispatch_boxed = wrapper
+    overload = getattr(torch._ops, "OpOverload", None)
+    init = getattr(overload, "__init__", None)
+    if overload is None or init is None or getattr(init, "_sc_switch", False):
+        return
+
+    def watched(op: Any) -> None:
+        dk = op.__dict__.get("_op_dk")
+        if dk is not None and not getattr(dk, "_sc_switch", False):
+            wrapped = _switch(dk, "OpOverload._op_dk")
+            wrapped._sc_switch = True  # type: ignore[attr-defined]
+            op.__dict__["_op_dk"] = wrapped
+
+    def __init__(self: Any, *args: Any, _sc_original: Any = init, _sc_watched: Any = watched,  # noqa: N807
+                 **kwargs: Any) -> None:
+        _sc_original(self, *args, **kwargs)
+        _sc_watched(self)
+
+    __init__._sc_switch = True  # type: ignore[attr-defined]
+    overload.__init__ = __init__
+    for namespace in list(getattr(torch.ops, "__dict__", {}).values()):
+        for packet in list(getattr(namespace, "__dict__", {}).values()):
+            for op in list(getattr(packet, "__dict__", {}).values()):
+                if isinstance(op, overload):
+                    watched(op)
+
+
 def _signal_builtins() -> dict[int, str]:
     """What installs a signal handler, or raises a signal for one. A handler is handed the frame it
     interrupted, the Verifier's own, and walked `f_back` to the op recorder and the witness's profile
@@ -224,6 +268,7 @@ def install(candidate_dir: str | Path, reference: str | Path) -> None:
     _state.hiding = _hiding_functions()
     _state.hiding_builtins = _hiding_builtins()  # (the C functions, before _wrap_switches replaces them)
     _wrap_switches()
+    _wrap_dispatch_entries()
     _state.signal_builtins = _signal_builtins()
     _state.candidate_dirs = (str(Path(candidate_dir)) + "/", str(Path(candidate_dir).resolve()) + "/")
     _state.reference_files = frozenset({str(reference), str(Path(reference).resolve())})

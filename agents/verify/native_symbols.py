@@ -72,6 +72,28 @@ def switch_of_mangled(name: str) -> str | None:
     return f"at::{func}" if func in _SWITCHES else None
 
 
+# ATen's and c10's redispatch entries: an operator run below the dispatch key its caller names, so
+# past the Python key (the op recorder) and RecordFunction (the profiler). A red-team library looked
+# up at::_ops::mm_out::redispatch by dlsym and had PyTorch do its product (2026-12-02); at::_ops::
+# OP::call goes through the whole dispatch and stays allowed.
+_REDISPATCH_CALLS = re.compile(r"\b(at::_ops::[A-Za-z0-9_]+::redispatch|c10::[A-Za-z_:]*[Rr]edispatch[A-Za-z_]*)\(")
+
+
+def redispatch_of_mangled(name: str) -> str | None:
+    """A readable name where the mangled one (`_ZN2at4_ops6mm_out10redispatchE...`, c10's
+    `..._ZNK3c1014OperatorHandle15redispatchBoxedE...`) is a redispatch entry, else None."""
+    if not name.startswith(("_ZN2at", "_ZN3c10", "_ZNK3c10")) or "edispatch" not in name:
+        return None
+    parts, at = [], 4 if name.startswith("_ZNK") else 3  # the nested name's parts, each length-prefixed
+    while (n := re.match(r"\d+", name[at:])) is not None:
+        length, at = int(n.group(0)), at + n.end()
+        parts.append(name[at:at + length])
+        at += length
+    if not any("edispatch" in p for p in parts):
+        return None
+    return "::".join(parts)
+
+
 def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     """`at::SPACE::NAME` where the mangled C++ name (`_ZN2at3cpu3addE...`) is an ATen kernel by the
     rule above, else None. What a library looks up by dlsym leaves no undefined symbol: the worker's
@@ -118,6 +140,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
     ops = ops if ops is not None else operator_names()
     found: dict[str, set[str]] = {}
     switches: dict[str, set[str]] = {}
+    redispatches: dict[str, set[str]] = {}
     unread = []
     for lib in libraries:
         symbols = undefined_symbols(lib)
@@ -127,6 +150,8 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         for line in symbols:
             for m in _SWITCH_CALLS.finditer(line):
                 switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
+            for m in _REDISPATCH_CALLS.finditer(line):
+                redispatches.setdefault(lib.name, set()).add(m.group(1))
             for m in _KERNEL_SPACES.finditer(line):
                 space, name = m.group(1), m.group(2)
                 if space in _ALWAYS or is_operator(name, ops):
@@ -136,4 +161,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
                     f"{lib} calls PyTorch's kernels directly, below the dispatcher: {', '.join(sorted(calls)[:6])}")
             for lib, calls in sorted(found.items())] + [
         Finding("hidden-dispatch", f"{lib} switches the profiler's op recording: {', '.join(sorted(calls))}")
-        for lib, calls in sorted(switches.items())], note
+        for lib, calls in sorted(switches.items())] + [
+        Finding("hidden-dispatch", f"{lib} runs PyTorch's operators below the dispatcher's Python key (redispatch): "
+                f"{', '.join(sorted(calls)[:6])}")
+        for lib, calls in sorted(redispatches.items())], note

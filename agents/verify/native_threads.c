@@ -77,9 +77,22 @@ static int sc_kernel_space(const char* name) {
   return 0;
 }
 
+// Also kept: ATen's redispatch entries (at::_ops::OP::redispatch, c10's redispatchBoxed), which run
+// an operator below the dispatch key the caller names, past the op recorder and the profiler (a
+// red-team review, 2026-12-02, called at::_ops::mm_out::redispatch so), and the profiler's switches
+// (at::enableRecordFunction, the callbacks' clear and remove), which no kernel namespace holds.
+static int sc_watched(const char* name) {
+  if (strncmp(name, "_ZN2at", 6) == 0 && (sc_kernel_space(name) || strncmp(name, "_ZN2at4_ops", 11) == 0))
+    return 1;
+  if (strncmp(name, "_ZN2at", 6) != 0 && strncmp(name, "_ZN3c10", 7) != 0 && strncmp(name, "_ZNK3c10", 8) != 0)
+    return 0;
+  return strstr(name, "edispatch") || strstr(name, "RecordFunction") || strstr(name, "record_function") ||
+         strstr(name, "Callback");
+}
+
 void* dlsym(void* handle, const char* name) {
   sc_dlsym_fn real = sc_real_dlsym();
-  if (name && strncmp(name, "_ZN2at", 6) == 0 && sc_kernel_space(name)) {
+  if (name && sc_watched(name)) {
     int i = __atomic_fetch_add(&sc_dlsym_calls, 1, __ATOMIC_ACQ_REL);
     if (i < SC_MAX_SYMS) {
       strncpy(sc_dlsym_names[i], name, SC_SYM_LEN - 1);
