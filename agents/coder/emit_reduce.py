@@ -53,6 +53,18 @@ def red_batch() -> int:
     return 1 if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0" else 4
 
 
+def red_scalar_batch() -> int:
+    """Scalar loads a thread has in flight on the strided and unaligned paths (SC_RED_US in
+    cuda/reduce.cuh); STITCHCUDA_RED_BATCH=0 loads one at a time, STITCHCUDA_RED_SCALAR_BATCH=N
+    batches N (1 is the loop before 2026-12-02), for A/B timing."""
+    if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0":
+        return 1
+    n = int(os.environ.get("STITCHCUDA_RED_SCALAR_BATCH", "8"))
+    if not 1 <= n <= 32:
+        raise ValueError(f"STITCHCUDA_RED_SCALAR_BATCH={n}: loads in flight a thread, 1 to 32")
+    return n
+
+
 def lse_vec() -> int:
     """Whether logsumexp's state takes a vector at a time (SC_RED_LSE_VEC in cuda/reduce.cuh);
     STITCHCUDA_LSE_VEC=0 takes an element at a time, as before 2026-12-01, for A/B timing."""
@@ -60,7 +72,7 @@ def lse_vec() -> int:
 
 
 def _header() -> str:
-    return cuda_text.fill("reduce.cuh", RED_U=red_batch(), LSE_VEC=lse_vec())
+    return cuda_text.fill("reduce.cuh", RED_U=red_batch(), RED_US=red_scalar_batch(), LSE_VEC=lse_vec())
 
 
 # ---------------------------------------------------------------------------------------------

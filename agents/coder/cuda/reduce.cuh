@@ -10,6 +10,13 @@
 #ifndef SC_RED_U
 #define SC_RED_U @RED_U@
 #endif
+// Scalar loads a thread has in flight before it reduces any of them, where the reduced elements are
+// strided (a column reduction: a thread an output, walking down its column) or not aligned to
+// vectors: four vectors of 16 bytes are in flight per thread on the row paths above, so a scalar
+// path needs more loads for as many bytes. Same order of elements, so the same results.
+#ifndef SC_RED_US
+#define SC_RED_US @RED_US@
+#endif
 // 1: logsumexp's state takes a vector at a time (sc_red_lse::add_vec), one max and one rescale a vector
 // instead of a compare and branch an element.
 #ifndef SC_RED_LSE_VEC
@@ -236,8 +243,15 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
   } else {
-#pragma unroll 4
-    for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
+    int64_t r = lo + t;
+    for (; r + (SC_RED_US - 1) * (int64_t)tpr < hi; r += SC_RED_US * (int64_t)tpr) {
+      T c[SC_RED_US];
+#pragma unroll
+      for (int u = 0; u < SC_RED_US; ++u) c[u] = row[Ix::off(r + u * (int64_t)tpr)];
+#pragma unroll
+      for (int u = 0; u < SC_RED_US; ++u) op.add(st, sc_to_f(c[u]), r + u * (int64_t)tpr);
+    }
+    for (; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
   }
   return st;
 }
@@ -346,8 +360,15 @@ SC_INLINE typename Op::State sc_red_part_ld(const Op& op, const Ld& ld, int64_t 
                                             int tpr) {
   typename Op::State st = op.init();
   const int64_t b = Ix::base(o);
-#pragma unroll 4
-  for (int64_t r = lo + t; r < hi; r += tpr) op.add(st, ld(b + Ix::off(r)), r);
+  int64_t r = lo + t;
+  for (; r + (SC_RED_US - 1) * (int64_t)tpr < hi; r += SC_RED_US * (int64_t)tpr) {
+    float c[SC_RED_US];
+#pragma unroll
+    for (int u = 0; u < SC_RED_US; ++u) c[u] = ld(b + Ix::off(r + u * (int64_t)tpr));
+#pragma unroll
+    for (int u = 0; u < SC_RED_US; ++u) op.add(st, c[u], r + u * (int64_t)tpr);
+  }
+  for (; r < hi; r += tpr) op.add(st, ld(b + Ix::off(r)), r);
   return st;
 }
 
