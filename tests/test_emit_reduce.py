@@ -424,3 +424,25 @@ def test_a_softmax_subtracts_its_max_from_the_rounded_product(tmp_path):
         ops[op] = ops.get(op, 0) + 1
         at = data.find(imm, at + 1)
     assert ops.get(0x820, 0) > 0 and ops.get(0x823, 0) == 0, {hex(k): v for k, v in ops.items()}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in ("sum-col", "max-dim-col", "argmin-col", "var-mean",
+                                                                 "sum-transposed", "argmin-col-split")],
+                         ids=lambda c: c.id)
+def test_scalar_loads_batched_or_not_give_the_same_bits(tmp_path, monkeypatch, case):
+    """The strided paths load SC_RED_US elements before reducing any (STITCHCUDA_RED_SCALAR_BATCH); each
+    thread still meets its elements in the same order, so every result, ties' indices included, is
+    the one-at-a-time loop's, bit for bit."""
+    results = []
+    for batch in ("1", "8"):
+        monkeypatch.setenv("STITCHCUDA_RED_SCALAR_BATCH", batch)
+        k, which = _emit(case, f"red_b{batch}")
+        assert f"#define SC_RED_US {batch}" in k.source or f"#define SC_RED_US {batch}" in emit_reduce._header()
+        lib = kernels.library([k], tmp_path / f"b{batch}")
+        x = case.input(3)
+        bufs = _buffers(k, _refs(case, which, x), "cpu")
+        assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
+        results.append(bufs[: len(k.outputs)])
+    for one, eight in zip(*results, strict=True):
+        torch.testing.assert_close(eight, one, rtol=0, atol=0, equal_nan=True)
