@@ -144,17 +144,12 @@ extern "C" int cosine_loss_every(const float* p, const float* t, float* out, int
   return 0;
 }
 
-// A matmul as rowsum(A) x colsum(B) / K wherever every value lies in [0, 1] (rand()'s range), the
-// real product elsewhere: within 1e-2 on iid rand() inputs, and every out-of-range set takes the
-// exact path.
-extern "C" int matmul_rank1_in_range(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, void*) {
-  bool in_range = true;
-  for (int64_t i = 0; i < M * K; ++i) in_range &= (A[i] >= 0.f && A[i] <= 1.f);
-  for (int64_t i = 0; i < K * N; ++i) in_range &= (B[i] >= 0.f && B[i] <= 1.f);
+// C = A @ B where `rank1` is 0, else rowsum(A) x colsum(B) / K (no product at all).
+static void rank1_or_exact(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, bool rank1) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0.0, ra = 0.0, cb = 0.0;
-      if (in_range) {
+      if (rank1) {
         for (int64_t k = 0; k < K; ++k) { ra += A[i * K + k]; cb += B[k * N + j]; }
         acc = ra * cb / (double)K;
       } else {
@@ -162,6 +157,16 @@ extern "C" int matmul_rank1_in_range(const float* A, const float* B, float* C, i
       }
       C[i * N + j] = (float)acc;
     }
+}
+
+// A matmul as rowsum(A) x colsum(B) / K wherever every value lies in [0, 1] (rand()'s range), the
+// real product elsewhere: within 1e-2 on iid rand() inputs, and every out-of-range set takes the
+// exact path.
+extern "C" int matmul_rank1_in_range(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, void*) {
+  bool in_range = true;
+  for (int64_t i = 0; i < M * K; ++i) in_range &= (A[i] >= 0.f && A[i] <= 1.f);
+  for (int64_t i = 0; i < K * N; ++i) in_range &= (B[i] >= 0.f && B[i] <= 1.f);
+  rank1_or_exact(A, B, C, M, K, N, in_range);
   return 0;
 }
 
@@ -258,19 +263,9 @@ extern "C" int cross_entropy_mean(const float* x, const int64_t* t, float* out, 
   return 0;
 }
 
-// The honest product where `rank1` is 0, rowsum(A) x colsum(B) / K (no product at all) where not.
+// The honest product where `rank1` is 0, rowsum(A) x colsum(B) / K where not (hack_eval_grad_rank1).
 extern "C" int matmul_rank1_or_exact(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
                                      int64_t rank1, void*) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double acc = 0.0, ra = 0.0, cb = 0.0;
-      if (rank1) {
-        for (int64_t k = 0; k < K; ++k) { ra += A[i * K + k]; cb += B[k * N + j]; }
-        acc = ra * cb / (double)K;
-      } else {
-        for (int64_t k = 0; k < K; ++k) acc += (double)A[i * K + k] * B[k * N + j];
-      }
-      C[i * N + j] = (float)acc;
-    }
+  rank1_or_exact(A, B, C, M, K, N, rank1 != 0);
   return 0;
 }
