@@ -97,6 +97,8 @@ CPU_RUNS = [
     ("ref_bn_train", "hack_bn_ignores_eval"),
     ("ref_affine", "hack_grad_mode"),
     ("ref_matmul_rand", "hack_eval_grad_rank1"),
+    ("ref_affine", "hack_reset_recorder"),
+    ("ref_affine", "hack_witness_tell_reset"),
     ("ref_affine_touches_param", "good_raises_under_grad"),
     ("ref_affine", "good_raises_under_grad"),
 ]
@@ -1034,6 +1036,17 @@ def test_honest_only_with_autograd_off_is_caught_with_it_on(runs):
     assert all(c["ok"] for c in v.checks if c["set"] != "grad-enabled")
     assert [c["ok"] for c in v.checks if c["set"] == "grad-enabled"] == [False]
     assert [f.code for f in v.findings] == ["grad-enabled-mismatch"]
+
+
+@pytest.mark.parametrize("stem", ["hack_reset_recorder", "hack_witness_tell_reset"])
+def test_the_op_recorders_counts_put_back_are_seen_in_the_worker(runs, stem):
+    """PyTorch's compute with the recorder's counts restored after it: the blind check's witness alone
+    caught it, and a candidate that told the witness's process apart did its PyTorch work in the
+    worker alone (a red-team review, 2026-12-02). The recorder's private record keeps what ran."""
+    v = runs.get("ref_affine", stem)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    f = next(f for f in v.hack_findings if f.code == "hidden-dispatch")
+    assert "op recorder's counts were changed" in f.message, f.message
 
 
 def test_an_approximation_in_eval_mode_or_under_autograd_is_no_near_miss(runs):

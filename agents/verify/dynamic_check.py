@@ -22,6 +22,7 @@ from torch.profiler import ProfilerActivity as _ProfilerActivity
 from torch.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from stitchcuda.agents.verify.private_log import private_log
 from stitchcuda.agents.verify.torch_ops import (
     BERNOULLI_FILL,
     BERNOULLI_OF_TENSOR,
@@ -29,6 +30,15 @@ from stitchcuda.agents.verify.torch_ops import (
     is_compute_aten,
 )
 from stitchcuda.types import Finding
+
+# Every op each recorder saw, as (recorder, name): append-only, held only by the keyword defaults of
+# OpRecorder's methods (private_log.py). `ops`, the counts the recorder keeps on itself, is reachable
+# from the candidate's forward (the dispatch-mode stack holds the recorder): a candidate computed
+# with PyTorch and put the counts back after, which only the blind check's witness caught, and one
+# that told the witness's process from the worker's did its PyTorch work in the worker alone (a
+# red-team review, 2026-12-02). The record keeps what was dispatched; counts that differ from it
+# are a finding (`recorded_ops`).
+_RECORD_ADD, _RECORD_ENTRIES = private_log()
 
 
 class OpRecorder(TorchDispatchMode):
@@ -45,14 +55,15 @@ class OpRecorder(TorchDispatchMode):
         # on a GPU: what torch_launched may let through of that kernel (see _launches_dropout).
         self.dropout_launches = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None, *, _sc_add=_RECORD_ADD):
         kwargs = kwargs or {}
         if types:
             # A tensor subclass with a __torch_dispatch__ of its own among the arguments (plain tensors
             # and Parameters give no types): what its handler does runs below this mode, unseen, so
             # the op counts as compute (a red-team review: a handler assigned, not def'd, ran ATen's
             # relu under a recorded clone).
-            self.ops[f"tensor_subclass::{func.overloadpacket.__name__}"] += 1
+            self.ops[name := f"tensor_subclass::{func.overloadpacket.__name__}"] += 1
+            _sc_add((self, name))
             return func(*args, **kwargs)
         if func.namespace not in ("aten", "prims", "prim"):
             # A custom op's implementation runs below this mode, unseen: where it is Python (a
@@ -63,7 +74,8 @@ class OpRecorder(TorchDispatchMode):
             if impl is not None:
                 with self:
                     return impl(*args, **kwargs)
-            self.ops[f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
+            self.ops[name := f"{func.namespace}::{func.overloadpacket.__name__}"] += 1
+            _sc_add((self, name))
             return func(*args, **kwargs)
         name = func.overloadpacket.__name__
         if name == "native_dropout" and _all_ones(x := args[0] if args else kwargs.get("input")):
@@ -73,6 +85,7 @@ class OpRecorder(TorchDispatchMode):
             # drawn with a number for p, or against values the forward computed
             name = BERNOULLI_FILL if func._overloadname in _NUMBER_P else BERNOULLI_OF_TENSOR
         self.ops[name] += 1
+        _sc_add((self, name))
         out = func(*args, **kwargs)
         if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
             self.host_reads += 1
@@ -81,6 +94,16 @@ class OpRecorder(TorchDispatchMode):
     @property
     def compute_ops(self) -> dict[str, int]:
         return {k: v for k, v in self.ops.items() if is_compute_aten(k)}
+
+    def recorded_ops(self, *, _sc_entries=_RECORD_ENTRIES) -> tuple[Counter[str], Finding | None]:
+        """What this recorder saw dispatched, from the private record, and a finding where its own
+        counts (`ops`) say otherwise: changed by the code it watched."""
+        seen = Counter(name for who, name in _sc_entries() if who is self)
+        if seen == +self.ops:
+            return seen, None
+        return seen, Finding("hidden-dispatch", "the op recorder's counts were changed while the candidate ran "
+                             f"(it recorded {sum(seen.values())} ops, its counts say {sum(self.ops.values())}): "
+                             "PyTorch work hidden from the check")
 
 
 def _launches_dropout(x: torch.Tensor, args: Any, kwargs: dict[str, Any]) -> int:
@@ -186,7 +209,7 @@ def trace_ops(fn: Callable[[], Any]) -> tuple[Any, Counter[str], int]:
     """fn's result, the aten ops it dispatched, and how many of them copied GPU data to the host."""
     with OpRecorder() as rec:
         out = fn()
-    return out, rec.ops, rec.host_reads
+    return out, rec.recorded_ops()[0], rec.host_reads
 
 
 def torch_compute_finding(ops: Counter[str], when: str = "") -> Finding | None:
@@ -377,6 +400,9 @@ def observed_call(
         # The clone is enqueued on the current stream, so it sees exactly what stream-ordered work wrote.
         snaps = [_snapshot(o) for o in flat]
     findings = output_type_findings(flat) + output_structure_findings(out, flat)
+    ops, changed = rec.recorded_ops()
+    if changed is not None:
+        findings.append(changed)
     if left:
         findings.append(Finding("global-intercept", "forward returned with a torch function or dispatch mode left on "
                                 "the stack: its handler runs in whatever reads the outputs next"))
@@ -406,7 +432,7 @@ def observed_call(
                     "(side stream or thread) and would escape the timing",
                 )
             )
-    return ObservedCall(snaps, rec.ops, findings, rec.host_reads, [o if type(o) is torch.Tensor else None for o in flat])
+    return ObservedCall(snaps, ops, findings, rec.host_reads, [o if type(o) is torch.Tensor else None for o in flat])
 
 
 def output_stats(outs: list[Any]) -> list[Any]:
