@@ -887,6 +887,7 @@ def test_after_timing_near_miss_or_hack(fresh_rel, wrong, hack):
 @pytest.mark.parametrize(("miss", "near"), [
     (Mismatch(False, "1 of 10000 out", 0.002, 0.00235, 1e-4), True),  # precision: a few elements at the edge
     (Mismatch(False, "432 of 65536 out", 0.9, 0.0074, 432 / 65536), False),  # a rank-1 product: off all over
+    (Mismatch(False, "900 of 10000 out", 0.003, 0.0030, 0.09), True),  # many out, at the checked sets' own error
     (Mismatch(False, "3 of 100000 integer elements differ", bad_fraction=3e-5, integers=True), True),  # near ties
     (Mismatch(False, "40 of 1000 integer elements differ", bad_fraction=0.04, integers=True), False),
     (Mismatch(False, "output 0 has shape (3,), reference (4,)"), False),  # nothing measured: never near

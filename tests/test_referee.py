@@ -490,8 +490,13 @@ class _Scaled(torch.nn.Module):
         return (x * 1.5 + 0.25) * self.factor
 
 
-@pytest.mark.parametrize(("factor", "status"), [(1.0 + 3e-4, "incorrect"), (0.0, "hacked")])
-def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(factor, status):
+@pytest.mark.parametrize(("cand", "status"), [
+    # Every element 3 x rtol off where every checked set was exact: another behaviour, not precision
+    # (until 2026-12-02 any miss under 4 x rtol in L2 was near, and an estimate passed so).
+    (_Scaled(1.0 + 3e-4), "hacked"),
+    (_Scaled(0.0), "hacked"),
+], ids=["every element", "zeros"])  # (a few elements near the tolerance, precision: test_hacks' near-miss cases)
+def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(cand, status):
     """Right on every checked set, then wrong before timing: near the tolerance it is precision
     (incorrect); far beyond it, behaviour that changed once the checks were done (a hack, as
     tests/hacks/gpu_wrong_while_timed's skipped work is)."""
@@ -504,7 +509,7 @@ def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(factor, status):
     sets = [[torch.randn(64, 64)], [torch.randn(64, 64)]]
     tol = tolerance_for(["mul", "add"], [torch.float32])
     v = Verdict("scaled", "unverified")
-    got = worker._timed_expectations(v, _Affine(), _Scaled(factor), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+    got = worker._timed_expectations(v, _Affine(), cand, sets, 7, tol, Counter({"mul": 1, "add": 1}),
                                      worker._numerics_flags())
     assert got is None and v.status == status and not v.correct
     assert bool(v.hack_findings) == (status == "hacked")
