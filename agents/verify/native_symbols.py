@@ -63,13 +63,24 @@ _SWITCHES = frozenset({"enableRecordFunction", "set_record_function_tls_", "clea
 _SWITCH_CALLS = re.compile(r"\bat::(" + "|".join(sorted(_SWITCHES)) + r")\(")
 
 
+def _nested_name(name: str) -> list[str]:
+    """The parts of a mangled nested name (`_ZN2at3cpu3addE...` -> at, cpu, add; a const member
+    function's `_ZNK...` too), each length-prefixed, up to the first part that is not; [] where the
+    name is no nested one."""
+    if not name.startswith("_ZN"):
+        return []
+    parts, at = [], 4 if name.startswith("_ZNK") else 3
+    while (n := re.match(r"\d+", name[at:])) is not None:
+        length, at = int(n.group(0)), at + n.end()
+        parts.append(name[at:at + length])
+        at += length
+    return parts
+
+
 def switch_of_mangled(name: str) -> str | None:
     """`at::NAME` where the mangled name (`_ZN2at20enableRecordFunctionEb`) is one of _SWITCHES."""
-    m = re.match(r"_ZN2at(\d+)", name)
-    if not m:
-        return None
-    func = name[m.end():m.end() + int(m.group(1))]
-    return f"at::{func}" if func in _SWITCHES else None
+    parts = _nested_name(name)
+    return f"at::{parts[1]}" if len(parts) > 1 and parts[0] == "at" and parts[1] in _SWITCHES else None
 
 
 # ATen's and c10's redispatch entries: an operator run below the dispatch key its caller names, so
@@ -82,14 +93,8 @@ _REDISPATCH_CALLS = re.compile(r"\b(at::_ops::[A-Za-z0-9_]+::redispatch|c10::[A-
 def redispatch_of_mangled(name: str) -> str | None:
     """A readable name where the mangled one (`_ZN2at4_ops6mm_out10redispatchE...`, c10's
     `..._ZNK3c1014OperatorHandle15redispatchBoxedE...`) is a redispatch entry, else None."""
-    if not name.startswith(("_ZN2at", "_ZN3c10", "_ZNK3c10")) or "edispatch" not in name:
-        return None
-    parts, at = [], 4 if name.startswith("_ZNK") else 3  # the nested name's parts, each length-prefixed
-    while (n := re.match(r"\d+", name[at:])) is not None:
-        length, at = int(n.group(0)), at + n.end()
-        parts.append(name[at:at + length])
-        at += length
-    if not any("edispatch" in p for p in parts):
+    parts = _nested_name(name) if "edispatch" in name else []
+    if not parts or parts[0] not in ("at", "c10") or not any("edispatch" in p for p in parts):
         return None
     return "::".join(parts)
 
@@ -98,20 +103,10 @@ def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     """`at::SPACE::NAME` where the mangled C++ name (`_ZN2at3cpu3addE...`) is an ATen kernel by the
     rule above, else None. What a library looks up by dlsym leaves no undefined symbol: the worker's
     preloaded watch (native_threads.c) keeps those names (a red-team candidate, 2026-11-30)."""
-    m = re.match(r"_ZN2at(\d+)", name)
-    if not m:
+    parts = _nested_name(name)
+    if len(parts) < 3 or parts[0] != "at":
         return None
-    at = m.end()
-    parts = []
-    for length in (int(m.group(1)), None):
-        if length is None:
-            n = re.match(r"\d+", name[at:])
-            if not n:
-                return None
-            length, at = int(n.group(0)), at + n.end()
-        parts.append(name[at:at + length])
-        at += length
-    space, func = parts
+    space, func = parts[1], parts[2]
     if space in _KERNEL_SPACE_NAMES and (space in _ALWAYS or is_operator(func, ops)):
         return f"at::{space}::{func}"
     return None
