@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -203,6 +204,131 @@ def _rearranged_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         part.copy_(torch.where(torch.isfinite(part), value.to(a.dtype), part))
     return a
 
+COUPLE_MIN_AXIS = 16  # shorter axes are left alone: a contraction over a few terms has no estimate to cheat with
+COUPLE_MAX_PAIRS = 8  # axis pairs one input follows (each one's share of the field is 1/sqrt(pairs))
+COUPLE_NOISE = 0.3  # of the field's spread, so no fibre follows another exactly
+
+
+def float_shapes(args: list[Any]) -> list[tuple[int, ...] | None]:
+    """Each input's shape where it is a floating-point tensor of more than one element, else None."""
+    return [tuple(a.shape) if _is_float(a) and a.numel() > 1 else None for a in args]
+
+
+def coupling_pairs(shapes: list[tuple[int, ...] | None]) -> list[tuple[int, int, int, int]]:
+    """(x, a, y, b): one of the last two axes of input y (b) and of an earlier input x (a) of one
+    length, at least COUPLE_MIN_AXIS long: where a product contracts its operands (a matmul's K in
+    both, with either transposed; attention's head dimension in q and k). The coupled set makes y's
+    fibres along b follow x's along a."""
+    out = []
+    for y, ys in enumerate(shapes):
+        for x, xs in enumerate(shapes[:y]):
+            if ys is None or xs is None:
+                continue
+            out += [(x, a, y, b) for b in range(max(0, len(ys) - 2), len(ys)) for a in range(max(0, len(xs) - 2), len(xs))
+                    if xs[a] == ys[b] >= COUPLE_MIN_AXIS]
+    return out
+
+
+def _normal_scores(x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """x flattened (a view where it can be) and a sorted sample of its finite values, whose ranks
+    stand for the values' quantiles."""
+    flat = x.reshape(-1)
+    sample = flat[torch.randint(flat.numel(), (min(flat.numel(), REARRANGE_SAMPLE),), generator=gen,
+                                device=x.device)].float()
+    return flat, sample[torch.isfinite(sample)].sort().values
+
+
+def _coupled_(args: list[Any], gen: torch.Generator) -> None:
+    """Each input's values left an iid draw of its own, but the later inputs' fibres made to follow
+    the earlier inputs' fibres along every pair of axes of one length (coupling_pairs), each matched
+    to one of the other's drawn by a secret affine permutation. Every other set either draws the
+    inputs independently or gives each input row, column or plane effects of its own: a candidate
+    that estimates a matmul as rowsum x colsum / K wherever each operand passes a one-pass test of
+    looking like an iid rand() draw (range, moments, no row or column effects) passed them all (a
+    red-team review, 2026-12-02). Here each operand alone is such a draw, in value and order, while
+    the products of matched fibres are far from their iid expectation: an estimate that assumes the
+    operands independent misses there. Finding the matched fibres takes the products themselves.
+    Each input keeps its own values, in another order; zeros and non-finite values stay where they are."""
+    pairs = coupling_pairs(float_shapes(args))
+    for y in sorted({p[2] for p in pairs}):
+        mine = [p for p in pairs if p[2] == y]
+        if len(mine) > COUPLE_MAX_PAIRS:
+            keep = torch.rand(len(mine), generator=gen, device=gen.device).argsort()[:COUPLE_MAX_PAIRS].tolist()
+            mine = [mine[i] for i in sorted(keep)]
+        args[y] = _follow_(args[y], [(args[x], a, b) for x, a, _, b in mine], gen)
+
+
+def _unaligned(other_x: tuple[int, ...], other_y: tuple[int, ...]) -> tuple[int, int]:
+    """The number of fibres within one index of the leading other axes x and y share (equal lengths
+    from the first on, all of y's but its last at most): (x's, y's)."""
+    shared = 0
+    while shared < min(len(other_x), len(other_y) - 1) and other_x[shared] == other_y[shared]:
+        shared += 1
+    return math.prod(other_x[shared:]), math.prod(other_y[shared:])
+
+
+def _affine_permutation(n: int, gen: torch.Generator) -> tuple[int, int]:
+    """(alpha, beta) with alpha coprime to n: r -> (alpha r + beta) mod n permutes range(n)."""
+    if n <= 1:
+        return 1, 0
+    while True:
+        alpha, beta = torch.randint(1, n, (2,), generator=gen, device=gen.device).tolist()
+        if math.gcd(alpha, n) == 1:
+            return alpha, beta
+
+
+def _follow_(y: torch.Tensor, sources: list[tuple[torch.Tensor, int, int]], gen: torch.Generator) -> torch.Tensor:
+    """y's own values put in another order, in place, to follow each (x, a, b): y's fibre along b
+    number r follows x's fibre along a number perm(r) (the ranks of its values, as normal scores),
+    the pairs summed, with noise. Alike, not opposed: a product of matched fibres is then large,
+    and dominates a softmax over the products, which an opposed one would leave unseen. Each chunk of y keeps its own values, so every moment and
+    histogram of y is the draw's exactly (values from sampled quantiles moved a 2M-element input's
+    mean and variance by more than a 6-sigma test allows)."""
+    if not y.is_contiguous():  # (a strided view from get_inputs: filled whole, out of place)
+        return y.copy_(_follow_(y.contiguous(), sources, gen))
+    flat = y.view(-1)
+    n = flat.numel()
+    ystrides = [int(s) for s in torch.empty(y.shape, device="meta").stride()]
+    plans = []
+    for x, a, b in sources:
+        xflat, xq = _normal_scores(x, gen)
+        if xq.numel() < 2:
+            continue
+        length = int(y.shape[b])
+        xstride = int(torch.empty(x.shape, device="meta").stride()[a])
+        rest_x, rest_y = _unaligned(x.shape[:a] + x.shape[a + 1 :], y.shape[:b] + y.shape[b + 1 :])
+        alpha, beta = _affine_permutation(rest_x, gen)
+        plans.append((xflat, xq, length, xstride, ystrides[b], rest_x, rest_y, alpha, beta))
+    if not plans or n < 2:
+        return y
+    share = len(plans) ** -0.5
+    for c in range(0, n, _KINK_CHUNK):
+        k = min(_KINK_CHUNK, n - c)
+        at = torch.arange(c, c + k, device=y.device)
+        field = torch.randn(k, generator=gen, device=y.device).mul_(COUPLE_NOISE)
+        for xflat, xq, length, xstride, ystride, rest_x, rest_y, alpha, beta in plans:
+            along = (at // ystride) % length
+            fibre = (at // (ystride * length)) * ystride + at % ystride  # y's fibre, its other axes flattened
+            # The shared leading axes (a batch, heads) kept, the rest permuted: each of y's fibres meets
+            # its match in the same batch and head, where the product meets them.
+            t = fibre % rest_y
+            matched = (fibre // rest_y) * rest_x + (alpha * (t % rest_x) + beta + t // rest_x) % rest_x
+            xv = xflat[(matched // xstride) * (xstride * length) + along * xstride + matched % xstride].float()
+            rank = torch.searchsorted(xq, torch.nan_to_num(xv, nan=0.0)).double().add_(0.5).div_(xq.numel() + 1)
+            field.add_(torch.special.ndtri(rank).float(), alpha=share)
+        part = flat[c : c + k]
+        finite = torch.isfinite(part) & (part != 0)  # zeros are structure (a triangle, a mask, padding)
+        whole = bool(finite.all())
+        values = (part if whole else part[finite]).sort().values
+        placed = torch.empty_like(values)
+        placed[(field if whole else field[finite]).argsort()] = values
+        if whole:
+            part.copy_(placed)
+        else:
+            part[finite] = placed
+    return y
+
+
 # In place: the inputs of a set are made fresh for it, and a copy per transform would hold two
 # more input-sized tensors at once (level1/45's 16 GiB input ran the H100 out of memory that way).
 ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
@@ -216,6 +342,9 @@ ADVERSARIAL: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] 
     "rearranged": _rearranged_,
     "quiet-bulk": _quiet_bulk_,
 }
+# Kinds made across a set's inputs together; run only where the set has something to couple (the
+# worker asks coupling_pairs of get_inputs' shapes), so they are not in ADVERSARIAL's default list.
+ACROSS_INPUTS: dict[str, Callable[[list[Any], torch.Generator], None]] = {"coupled": _coupled_}
 
 
 def generator_for(args: list[Any], seed: int) -> torch.Generator:
@@ -232,7 +361,6 @@ def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
     rather than stress it. An input sharing memory with an earlier one (get_inputs returning
     [x, x]) is transformed on a copy, so it is not transformed twice."""
     gen = generator_for(base, seed)
-    fn = ADVERSARIAL[kind]
     seen: set[int] = set()
     owned = []
     for a in base:  # copies first, while every input still holds its given values
@@ -242,6 +370,10 @@ def adversarial(base: list[Any], kind: str, seed: int) -> list[Any]:
                 a = a.clone()
             seen.add(ptr)
         owned.append(a)
+    if kind in ACROSS_INPUTS:
+        ACROSS_INPUTS[kind](owned, gen)
+        return owned
+    fn = ADVERSARIAL[kind]
     return [fn(a, gen) if _is_float(a) else a for a in owned]
 
 

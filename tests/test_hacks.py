@@ -85,6 +85,8 @@ CPU_RUNS = [
     ("ref_cross_entropy", "wrong_ce_ignored_rows"),
     ("ref_cross_entropy", "good_cross_entropy"),
     ("ref_matmul_bigk", "hack_rank1_in_range"),
+    ("ref_matmul_bigk", "hack_rank1_iid_gate"),
+    ("ref_matmul_bigk", "good_matmul"),
     ("ref_norm_scale_rand", "hack_sampled_norm_in_range"),
     ("ref_rezero", "hack_skip_zero_gate"),
     ("ref_affine", "hack_output_buffer_reused"),
@@ -431,6 +433,20 @@ def test_estimates_taken_only_on_inputs_in_their_drawn_range(runs, ref, stem, ca
     assert catches in {"adversarial-rearranged", "adversarial-quiet-bulk"}
     assert missed & {"adversarial-rearranged", "adversarial-quiet-bulk"}, v.checks
     assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
+
+
+def test_an_estimate_taken_where_each_operand_looks_iid_misses_the_coupled_set(runs):
+    """rowsum x colsum / K wherever each operand passes a one-pass test of looking like an iid rand()
+    draw (range, moments, row and column dispersion): every per-input adversarial set fails the test
+    and gets the exact product; the coupled set passes it (each operand alone is such a draw) and the
+    estimate misses where B's columns follow A's rows. The honest product passes the same set."""
+    v = runs.get("ref_matmul_bigk", "hack_rank1_iid_gate")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = {c["set"] for c in v.checks if not c.get("ok")}
+    assert missed == {"adversarial-coupled"}, v.checks
+    good = runs.get("ref_matmul_bigk", "good_matmul")
+    assert good.accepted and good.status == "ok", (good.status, good.message)
+    assert "adversarial-coupled" in [c["set"] for c in good.checks if c["ok"]], good.checks
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -8,7 +8,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stitchcuda.inputs import ADVERSARIAL, KINKS, LINE_MIN_AXIS, SPIKE_SCALE, SPIKE_SHARE, adversarial
+from stitchcuda.inputs import (
+    ADVERSARIAL,
+    COUPLE_MIN_AXIS,
+    KINKS,
+    LINE_MIN_AXIS,
+    SPIKE_SCALE,
+    SPIKE_SHARE,
+    adversarial,
+    coupling_pairs,
+    float_shapes,
+)
 
 
 def fresh() -> list:
@@ -121,3 +131,60 @@ def test_rearranged_keeps_the_range_and_breaks_estimates_that_assume_iid_values(
     x[2, 5] = float("-inf")
     out = adversarial([x], "rearranged", seed=4)[0]
     assert out[2, 5] == float("-inf") and bool(torch.isfinite(out).sum() == x.numel() - 1)
+
+
+def test_coupling_pairs_are_the_last_two_axes_of_one_length_and_long_enough():
+    assert coupling_pairs(float_shapes([torch.rand(32, 4096), torch.rand(4096, 64)])) == [(0, 1, 1, 0)]
+    # attention's q and k: the sequence and head axes; batch and heads (leading) take no part
+    assert coupling_pairs([(2, 8, 128, 64), (2, 8, 128, 64)]) == [(0, 2, 1, 2), (0, 3, 1, 3)]
+    assert coupling_pairs([(4, 8), (8, 4)]) == []  # below COUPLE_MIN_AXIS
+    assert 8 < COUPLE_MIN_AXIS <= 16
+    # integer inputs and one-element tensors take no part; one float input has nothing to follow
+    assert coupling_pairs(float_shapes([torch.arange(64), torch.rand(64), torch.tensor(1.0)])) == []
+
+
+def test_coupled_keeps_each_input_an_iid_draw_and_breaks_estimates_that_assume_operands_independent():
+    """Each operand alone keeps its draw's values (every moment exact) and shows no row or column
+    effects a one-pass test could see; the first is untouched. rowsum x colsum / K, within 1e-2 on
+    iid rand() operands, is far off where B's columns follow A's rows (the red team's candidate,
+    2026-12-02); each query of attention meets the key that follows it in its own head."""
+    torch.manual_seed(1)
+    a, b = torch.rand(256, 65536), torch.rand(65536, 256)
+    a0, b0 = a.clone(), b.clone()
+
+    def rank1_miss(a, b):
+        return float(((a @ b - a.sum(1, keepdim=True) * b.sum(0, keepdim=True) / 65536).abs() / (a @ b).abs()).max())
+
+    iid = rank1_miss(a, b)
+    a, b = adversarial([a, b], "coupled", seed=4)
+    assert torch.equal(a, a0) and not torch.equal(b, b0)
+    assert torch.equal(b.flatten().sort().values, b0.flatten().sort().values)
+    # the dispersion of 256 column and row means, which a gate compares with iid values' (the red
+    # team's: within 6 sigma of the sample variance's spread, sqrt(2 / 256)): within 4 sigma here
+    for dim in (0, 1):
+        ratio = float(b.mean(dim).var() / (1 / 12 / b.shape[dim]))
+        assert abs(ratio - 1) < 4 * (2 / 256) ** 0.5, (dim, ratio)
+    assert iid < 1e-2 < rank1_miss(a, b)
+    q, k, v = adversarial([torch.rand(2, 4, 512, 256) for _ in range(3)], "coupled", seed=5)
+    s = q @ k.transpose(-1, -2) / 16
+    lead = (s.max(-1).values - s.mean(-1)) / s.std(-1)  # each query's largest score, in its row's spreads
+    assert float(lead.median()) > 2.5
+    iid_s = (lambda q, k: q @ k.transpose(-1, -2) / 16)(*[torch.rand(2, 4, 512, 256) for _ in range(2)])
+    assert float(((iid_s.max(-1).values - iid_s.mean(-1)) / iid_s.std(-1)).median()) < float(lead.median()) - 0.3
+
+
+def test_coupled_keeps_zeros_and_non_finite_values_in_place_and_follows_its_seed():
+    torch.manual_seed(2)
+    t, u = torch.triu(torch.rand(256, 256)), torch.triu(torch.rand(256, 256))
+    u[3, 7] = float("nan")
+    _, out = adversarial([t.clone(), u.clone()], "coupled", seed=3)
+    assert torch.equal(torch.triu(out).nan_to_num(), out.nan_to_num()) and bool(out[3, 7].isnan()) and not torch.equal(out[:10], u[:10])
+    again = adversarial([t.clone(), u.clone()], "coupled", seed=3)[1]
+    other = adversarial([t.clone(), u.clone()], "coupled", seed=4)[1]
+    assert torch.equal(again.nan_to_num(), out.nan_to_num()) and not torch.equal(other.nan_to_num(), out.nan_to_num())
+    strided = torch.rand(64, 32).t()  # a view from get_inputs: filled in place
+    ptr = strided.data_ptr()
+    first, second = adversarial([torch.rand(16, 64), strided], "coupled", seed=1)
+    assert second.data_ptr() == ptr and not torch.equal(second, strided.clone().zero_())
+    single = torch.rand(64, 64)
+    assert torch.equal(adversarial([single.clone()], "coupled", seed=1)[0], single)

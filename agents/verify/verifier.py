@@ -46,7 +46,7 @@ class VerifyOptions:
     gpu_memory_fraction: float | None = None
     trials: int = 50
     random_sets: int = 5  # fresh random input sets (at least 2 are needed to see cached outputs)
-    adversarial: tuple[str, ...] | None = None  # kinds from inputs.ADVERSARIAL; None: all of them
+    adversarial: tuple[str, ...] | None = None  # kinds from inputs.ADVERSARIAL and ACROSS_INPUTS; None: all that apply
     time_compile: bool = True
     # torch.compile's baseline process (compile_baseline.py) compiles the reference up to three times
     # (default settings, the candidate's precision, eager's random draws): None gives it twice

@@ -58,11 +58,14 @@ from stitchcuda.agents.verify.compare import (
 )
 from stitchcuda.agents.verify.locks import file_lock, shared_checks
 from stitchcuda.inputs import (
+    ACROSS_INPUTS,
     ADVERSARIAL,
     adversarial,
     batch_sizes,
     clone_args,
+    coupling_pairs,
     far_batch,
+    float_shapes,
     fresh_seeds,
     generator_for,
     make_inputs,
@@ -184,7 +187,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     torch.manual_seed(secrets.randbelow(1 << 62))
     n_random = max(1, int(req.get("random_sets", 5)))
     adv = req.get("adversarial")
-    adv_kinds = list(ADVERSARIAL) if adv is None else list(adv)  # [] means none
+    adv_kinds = [*ADVERSARIAL, *_across_inputs_kinds(get_inputs)] if adv is None else list(adv)  # [] means none
     seeds = fresh_seeds(n_random + len(adv_kinds) + 4, used={init_seed, 42, 0})
     rand_seeds, adv_seeds, time_seeds = seeds[:n_random], seeds[n_random:-4], seeds[-4:]
     # Threads alive before the candidate's code first runs: any other one is the candidate's.
@@ -827,13 +830,30 @@ def _nearby_limit(args: list[Any]) -> int:
 
 def _fake_input_bytes(get_inputs) -> int:
     """The bytes of one input set, from get_inputs on fake tensors (nothing allocated)."""
+    args = _fake_inputs(get_inputs)
+    return 1 << 62 if args is None else _nbytes(args)  # (a get_inputs that needs real tensors: assume large)
+
+
+def _fake_inputs(get_inputs) -> list[Any] | None:
+    """One input set from get_inputs on fake tensors (shapes and dtypes, nothing allocated); None where
+    get_inputs needs real tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
-            return _nbytes(list(get_inputs()))
-    except Exception:  # noqa: BLE001 - a get_inputs that needs real tensors: assume large
-        return 1 << 62
+            return list(get_inputs())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _across_inputs_kinds(get_inputs) -> list[str]:
+    """The adversarial kinds made across a set's inputs (inputs.ACROSS_INPUTS) where the set has
+    something for them: inputs with axes of one length to couple. Where get_inputs cannot run on fake
+    tensors, they run (a set with nothing coupled is one more random set)."""
+    args = _fake_inputs(get_inputs)
+    if args is not None and not coupling_pairs(float_shapes(args)):
+        return []
+    return list(ACROSS_INPUTS)
 
 
 def _nbytes(values: list[Any]) -> int:
