@@ -129,6 +129,77 @@ def test_k_chunks_add_up_to_the_product(case, chunk):
     torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
 
 
+def padded_operand(store: T, side, rows: int, cols: int, batches: int, rows_p: int, cols_p: int) -> T:
+    """What gemm_pad.cuh's sc_gemm_pad writes: op(X) (rows x cols as cuBLAS reads it) dense and
+    column-major as rows_p x cols_p a batch, zeros past its ends."""
+    out = torch.zeros(batches * rows_p * cols_p, dtype=store.dtype)
+    for i in range(batches):
+        shape = (cols, rows) if side.trans else (rows, cols)
+        x = col_major(store, side.offset + i * side.stride, *shape, side.ld)
+        col_major(out, i * rows_p * cols_p, rows_p, cols_p, rows_p)[:rows, :cols] = x.t() if side.trans else x
+    return out
+
+
+@pytest.mark.parametrize("case", MATMULS, ids=[c[0] for c in MATMULS])
+def test_padded_plan_matches_torch(case):
+    """Every layout the planner makes, run as the padded path runs it: both operands copied with m and
+    k rounded up (zeros past them), one product over the copies into a padded result, its m rows of
+    each column copied into place."""
+    base1, base2, x, y, plan = planned(case)
+    pad = emit_gemm.padded_plan(plan, 4)
+    assert pad.m % 4 == 0 and pad.k % 4 == 0 and pad.ldc == pad.m and pad.a.ld % 4 == 0 and pad.b.ld % 4 == 0
+    assert not emit_gemm.misaligned(pad, 4)
+    pa, pb = (plan.batch if plan.a.stride else 1), (plan.batch if plan.b.stride else 1)
+    assert emit_gemm.pad_elements(plan, 4) == (pa * pad.m * pad.k, pb * pad.k * plan.n, plan.batch * pad.m * plan.n)
+    ap = padded_operand(base2.reshape(-1), plan.a, plan.m, plan.k, pa, pad.m, pad.k)
+    bp = padded_operand(base1.reshape(-1), plan.b, plan.k, plan.n, pb, pad.k, plan.n)
+    cp = torch.full((plan.batch * pad.m * plan.n,), float("nan"), dtype=torch.float64)
+    simulate(pad, ap, bp, cp)
+    out = torch.full((*x.shape[:-1], y.shape[-1]), float("nan"), dtype=torch.float64)
+    for i in range(plan.batch):  # what sc_gemm_unpad copies
+        col_major(out.view(-1), i * plan.stride_c, plan.m, plan.n, plan.ldc).copy_(
+            col_major(cp, i * pad.m * plan.n, plan.m, plan.n, pad.m))
+    torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
+
+
+def test_padding_only_where_cuBLAS_would_read_unaligned_and_the_copies_are_cheap(monkeypatch):
+    """level 1's 8 (8205 x 2949 x 5921: every dim odd) pads on an H200 and an H100; aligned products, a
+    skinny one (memory-bound: the copies would cost more than the product) and a bias epilogue do not;
+    PAD_ENV=0 turns it off. fp16 needs 8 elements to make 16 bytes."""
+    from stitchcuda.target import Target
+
+    def op(shape: tuple[int, ...], dtype: str = "float32") -> Operand:
+        return Operand("x", shape, tuple(torch.empty(shape, device="meta").stride()), 0, dtype)
+
+    odd = plan_gemm(op((8205, 2949)), op((2949, 5921)))
+    for gpu in ("h200", "h100"):
+        pad = emit_gemm.pad_plan_for(odd, Target.named(gpu), "tf32", "float32")
+        assert pad is not None and (pad.m, pad.k, pad.n) == (5924, 2952, 8205)
+    h200 = Target.named("h200")
+    assert emit_gemm.pad_plan_for(plan_gemm(op((8192, 2944)), op((2944, 5920))), h200, "tf32", "float32") is None
+    assert emit_gemm.pad_plan_for(plan_gemm(op((8205, 2949)), op((2949, 3))), h200, "tf32", "float32") is None
+    assert emit_gemm.pad_plan_for(odd, h200, "3xtf32", "float32") is None  # (the split has its own copies)
+    assert emit_gemm.pad_plan_for(odd, None, "tf32", "float32") is None
+    half = plan_gemm(op((8205, 2948), "float16"), op((2948, 5924), "float16"))
+    assert emit_gemm.misaligned(half, 2) and not emit_gemm.misaligned(half, 4)
+    assert emit_gemm.pad_plan_for(half, h200, "tf32", "float16") is not None
+    monkeypatch.setenv(emit_gemm.PAD_ENV, "0")
+    assert emit_gemm.pad_plan_for(odd, h200, "tf32", "float32") is None
+
+
+def test_an_odd_product_emits_the_padded_path_and_a_linear_keeps_its_epilogue(monkeypatch):
+    """(Small products here, so padding is made to pay: test_padding_only_where_... has the rule.)"""
+    monkeypatch.setenv("STITCHCUDA_TARGET", "h200")
+    monkeypatch.setattr(emit_gemm, "PAD_SHARE", float("inf"))
+    k = emitted(Fn(torch.mm), [r(1029, 517), r(517, 1031)])
+    assert "sc_gemm_pad<float>" in k.source and "sc_gemm_unpad<float>" in k.source
+    assert "cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1032, 1029, 520, &alpha, ap, CUDA_R_32F, 1032, bp" in k.source
+    assert k.scratch[1:] == [("float32", 1032 * 520), ("float32", 520 * 1029), ("float32", 1032 * 1029)]
+    assert "padded to 16 bytes" in k.ops[0]
+    lin = emitted(nn.Linear(517, 1031), [r(1029, 517)])
+    assert "sc_gemm_pad" not in lin.source and "CUBLASLT_EPILOGUE_BIAS" in lin.source
+
+
 def test_plan_layout_choices():
     a = Operand("a", (5, 7), (7, 1), 0, "float32")
     at = Operand("a", (5, 7), (1, 5), 0, "float32")
@@ -416,6 +487,11 @@ def test_emitted_source_compiles(tmp_path):
         mp.setattr(emit_gemm, "SPLIT_K_CHUNK", 2)
         sources += [emitted(m, ins, f"c{i}", precise=True).source for i, (m, ins) in enumerate(COMPILE_CASES)
                     if ins[0].dtype == torch.float32]
+    # Every case over padded copies (their products too small to pay, padded all the same).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emit_gemm, "PAD_SHARE", float("inf"))
+        sources += [emitted(m, ins, f"q{i}").source for i, (m, ins) in enumerate(COMPILE_CASES)]
+        assert sum("sc_gemm_pad<" in src for src in sources) >= 3
     # Full fp32 (after 3xTF32 was wrong too).
     sources += [emitted(m, ins, f"f{i}", precise=kernels.PRECISE_FP32).source for i, (m, ins) in enumerate(COMPILE_CASES)
                 if ins[0].dtype == torch.float32]
@@ -518,6 +594,21 @@ def test_gpu_matches_torch(case, tmp_path):
     _, module, inputs, tol = case
     torch.manual_seed(0)
     for shift in (0, 1):  # 1: pointers off 16-byte alignment (cuBLASLt falls back to the copy path)
+        got, want = run_gpu(module, inputs, tmp_path, shift)
+        scale = want.float().abs().max().item() + 1
+        torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", GPU_CASES, ids=[c[0] for c in GPU_CASES])
+def test_gpu_padded_copies_match_torch(case, tmp_path, monkeypatch):
+    """Every case over padded copies wherever cuBLAS would read it unaligned (made to pay: these are
+    small): transposed, batched, broadcast, fp16 and bf16, from misaligned pointers too."""
+    _, module, inputs, tol = case
+    monkeypatch.setattr(emit_gemm, "PAD_SHARE", float("inf"))
+    torch.manual_seed(0)
+    for shift in (0, 1):
         got, want = run_gpu(module, inputs, tmp_path, shift)
         scale = want.float().abs().max().item() + 1
         torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, KernelArg, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import (
     PRECISE_FP32,
     PRECISE_SPLIT,
@@ -54,6 +54,9 @@ MAX_BATCH_LOOPS = 64  # calls a batch in two levels may take (one per index of i
 READ_THROUGH_ENV = "STITCHCUDA_GEMM_READ_THROUGH"
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's own default on Hopper; ours so the calls are graph-capturable
 CUBLAS_ERROR_BASE = 20000  # above every cudaError_t, so the two kinds of failure stay apart
+# "0" runs products cuBLAS would read unaligned as they are (padded_plan).
+PAD_ENV = "STITCHCUDA_GEMM_PAD"
+PAD_SHARE = 0.5  # the copies' time, at most this share of the product's ideal time (pad_pays)
 _INT_MAX = 2**31 - 1
 _BIAS_THREADS = 256
 
@@ -272,7 +275,7 @@ def emit_gemm(ctx: EmitContext) -> Kernel:
             + (f"; {plan.loops} calls over a batch in two levels" if plan.loops > 1 else "") + ")"
     return render_gemm(
         ctx.name, f"{op} {sizes}{note}", plan, mat1, mat2, bias if beta != 0 else None, full, alpha, beta, out,
-        precision, relu=_relu_epilogue(ctx, out.name)
+        precision, relu=_relu_epilogue(ctx, out.name), target=ctx.target
     )
 
 
@@ -484,6 +487,7 @@ def render_gemm(
     out: OutSpec,
     precision: str = "tf32",  # fp32 products: tf32, 3xtf32 (split operands) or fp32 (no tensor cores)
     relu: str | None = None,  # the ReLU node stored in the result's place (_relu_epilogue)
+    target: Any = None,  # the device whose peaks say whether padding a misaligned product pays (pad_plan_for)
 ) -> Kernel:
     ctype = C_TYPES[out.dtype]
     dtype, compute = _CUBLAS_TYPES[out.dtype]
@@ -504,11 +508,13 @@ def render_gemm(
     if relu is not None and not lt:
         raise NotSupported("a ReLU epilogue needs nn.Linear's bias (cuBLASLt's RELU_BIAS)")
     lt = lt and (not split or packed is not None)
+    # Products cuBLAS would read unaligned, over padded copies (bias and ReLU epilogues keep their paths).
+    padded = pad_plan_for(plan, target, precision, out.dtype) if bias is None and relu is None else None
     # The product's own status, then (with a ReLU epilogue, on every path but cuBLASLt's, which
     # applies it as it stores) the ReLU over the result in place: what one rung computes, each does.
     done = "  return s == CUBLAS_STATUS_SUCCESS ? 0 : SC_GEMM_ERROR(s);" if relu is None else \
         f"  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);\n  return {name}_relu(c, stream);"
-    lines: list[str] = [_FAMILY] + ([_FAMILY_SPLIT] if split else [])
+    lines: list[str] = [_FAMILY] + ([_FAMILY_SPLIT] if split else []) + ([_FAMILY_PAD] if padded else [])
     if lt:
         lines.append(_FAMILY_LT)
     if bias is not None:
@@ -518,7 +524,8 @@ def render_gemm(
     if lt:
         lines.append(_lt_plan(name, packed or plan, dtype, compute, relu=relu is not None))
     params = [f"const void* in{i}" for i in range(len(names))]
-    params += ["void* out0", "void* scratch0"] + [f"void* scratch{i}" for i in range(1, (3 if packed else 5) if split else 1)]
+    extra = ((3 if packed else 5) if split else 4 if padded else 1)
+    params += ["void* out0", "void* scratch0"] + [f"void* scratch{i}" for i in range(1, extra)]
     params += ["cudaStream_t stream"]
     body = [
         f'extern "C" int {name}({", ".join(params)}) {{',
@@ -559,7 +566,27 @@ def render_gemm(
         "  rc = sc_gemm_handle(stream, scratch0, &handle);",
         "  if (rc != 0) return rc;",
     ]
-    if not split and plan.loops == 1:
+    if padded is not None:
+        pa, pb = (plan.batch if plan.a.stride else 1), (plan.batch if plan.b.stride else 1)
+        a_rows, a_cols = plan.m, plan.k  # op(A), op(B) as cuBLAS reads them
+        body += [
+            "  // Operands and result cuBLAS would read off 16 bytes: the product over padded copies (padded_plan).",
+            f"  {ctype}* ap = static_cast<{ctype}*>(scratch1);",
+            f"  {ctype}* bp = static_cast<{ctype}*>(scratch2);",
+            f"  {ctype}* cp = static_cast<{ctype}*>(scratch3);",
+            f"  rc = sc_gemm_pad<{ctype}>(a, ap, {pa}LL, {a_rows}LL, {a_cols}LL, {plan.a.ld}LL, {int(plan.a.trans)}, "
+            f"{plan.a.stride}LL, {padded.m}LL, {padded.k}LL, stream);",
+            "  if (rc != 0) return rc;",
+            f"  rc = sc_gemm_pad<{ctype}>(b, bp, {pb}LL, {plan.k}LL, {plan.n}LL, {plan.b.ld}LL, {int(plan.b.trans)}, "
+            f"{plan.b.stride}LL, {padded.k}LL, {plan.n}LL, stream);",
+            "  if (rc != 0) return rc;",
+            "  const cublasStatus_t s = " + _call(padded, dtype, compute, "ap", "bp", c="cp") + ";",
+            "  if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);",
+            f"  return sc_gemm_unpad<{ctype}>(cp, c, {plan.batch}LL, {plan.m}LL, {plan.n}LL, {padded.m}LL, {plan.ldc}LL, "
+            f"{plan.stride_c}LL, stream);",
+            "}",
+        ]
+    elif not split and plan.loops == 1:
         body += [
             "  const cublasStatus_t s = " + _call(plan, dtype, compute) + ";",
             done,
@@ -610,6 +637,8 @@ def render_gemm(
         scratch += [("float32", 3 * pa * plan.m * plan.k), ("float32", 3 * pb * plan.k * plan.n)]
     elif split:
         scratch += [("float32", _extent(mat2))] * 2 + [("float32", _extent(mat1))] * 2
+    elif padded is not None:
+        scratch += [(out.dtype, n) for n in pad_elements(plan, ITEM_SIZE[out.dtype])]
     lines.append("\n".join(body))
     return Kernel(
         name=name,
@@ -620,7 +649,8 @@ def render_gemm(
                     else " +bias" + (" -> relu" if relu else "") if bias is not None else "")
              + (" (3xTF32: split operands, three products on tensor cores"
                 + (", packed into one" if packed is not None else "") + ")" if split else "")
-             + (" (fp32, no TF32)" if precision == "fp32" else "")],
+             + (" (fp32, no TF32)" if precision == "fp32" else "")
+             + (" (over copies padded to 16 bytes)" if padded is not None else "")],
         libraries=["cublasLt", "cublas"] if lt else ["cublas"],
         scratch=scratch,
     )
@@ -714,6 +744,65 @@ def pack_geometry(plan: GemmPlan) -> GemmPlan:
     k3 = 3 * plan.k
     return replace(plan, k=k3, a=Side(False, plan.m, plan.m * k3 if pa > 1 else 0, 0),
                    b=Side(False, k3, k3 * plan.n if pb > 1 else 0, 0))
+
+
+def misaligned(plan: GemmPlan, itemsize: int) -> bool:
+    """Whether cuBLAS would read an operand or write the result off 16 bytes: a leading dimension,
+    batch stride, offset or contiguous extent (the dim each matrix is stored along) that is no
+    multiple of 16 bytes' elements."""
+    step = 16 // itemsize
+    along = [plan.k if plan.a.trans else plan.m, plan.n if plan.b.trans else plan.k, plan.m]
+    values = [plan.a.ld, plan.b.ld, plan.ldc, plan.a.offset, plan.b.offset, *along]
+    if plan.batch > 1:
+        values += [plan.a.stride, plan.b.stride, plan.stride_c]
+    return any(v % step for v in values)
+
+
+def _round_up(n: int, step: int) -> int:
+    return (n + step - 1) // step * step
+
+
+def padded_plan(plan: GemmPlan, itemsize: int) -> GemmPlan:
+    """The call over padded copies (gemm_pad.cuh): op(A) as a dense column-major m_p x k_p, op(B) as
+    k_p x n, the result m_p x n, m and k rounded up to 16 bytes' elements and zeros past their ends
+    (zeros in both operands' K tail: nothing non-finite meets them). A broadcast operand is copied
+    once (batch stride 0)."""
+    step = 16 // itemsize
+    m_p, k_p = _round_up(plan.m, step), _round_up(plan.k, step)
+    return replace(plan, m=m_p, k=k_p, a=Side(False, m_p, m_p * k_p if plan.a.stride else 0, 0),
+                   b=Side(False, k_p, k_p * plan.n if plan.b.stride else 0, 0), ldc=m_p, stride_c=m_p * plan.n)
+
+
+def pad_elements(plan: GemmPlan, itemsize: int) -> tuple[int, int, int]:
+    """The padded copies' sizes in elements: op(A)'s, op(B)'s and the result's (padded_plan)."""
+    pad = padded_plan(plan, itemsize)
+    pa = plan.batch if plan.a.stride else 1
+    pb = plan.batch if plan.b.stride else 1
+    return pa * pad.m * pad.k, pb * pad.k * pad.n, pad.batch * pad.m * pad.n
+
+
+def pad_pays(plan: GemmPlan, target: Any, precision: str, dtype: str) -> bool:
+    """Whether copying a misaligned product's operands and result (each read and written once more)
+    costs at most PAD_SHARE of the product's ideal time on `target`'s peaks: a large product on the
+    tensor cores, not a skinny or memory-bound one, where the copies would be most of the time."""
+    itemsize = ITEM_SIZE[dtype]
+    a, b, c = pad_elements(plan, itemsize)
+    copies = 2.0 * itemsize * (a + b + c) / target.roofline_dram_bytes_per_s
+    peak = {"tf32": target.tf32_flops, "fp32": target.fp32_flops}[precision] if dtype == "float32" \
+        else target.fp16_flops if dtype == "float16" else target.bf16_flops
+    return copies <= PAD_SHARE * 2.0 * plan.batch * plan.m * plan.n * plan.k / peak
+
+
+def pad_plan_for(plan: GemmPlan, target: Any, precision: str, dtype: str) -> GemmPlan | None:
+    """padded_plan where a one-call product (no loops) is misaligned, padding pays, and the copies fit
+    in SPLIT_SCRATCH_BYTES; else None (and with PAD_ENV=0)."""
+    itemsize = ITEM_SIZE[dtype]
+    if os.environ.get(PAD_ENV, "1") == "0" or target is None or plan.loops > 1 or precision == "3xtf32" \
+            or not misaligned(plan, itemsize):
+        return None
+    if itemsize * sum(pad_elements(plan, itemsize)) > SPLIT_SCRATCH_BYTES or not pad_pays(plan, target, precision, dtype):
+        return None
+    return padded_plan(plan, itemsize)
 
 
 def _split_products(plan: GemmPlan, dtype: str, compute: str, sfx: str = "", c: str = "c") -> list[str]:
@@ -896,6 +985,7 @@ _FAMILY = cuda_text.fill("gemm.cuh", WORKSPACE_BYTES=WORKSPACE_BYTES, CUBLAS_ERR
 _FAMILY_SPLIT = cuda_text.load("gemm_split.cuh").rstrip("\n")
 
 _FAMILY_LT = cuda_text.load("gemm_lt.cuh").rstrip("\n")
+_FAMILY_PAD = cuda_text.load("gemm_pad.cuh").rstrip("\n")
 
 
 EMITTERS = {op: emit_gemm for op in _OPS}
