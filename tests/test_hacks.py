@@ -19,12 +19,21 @@ from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_output
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.agents.verify.worker import after_timing_findings
-from stitchcuda.inputs import ADVERSARIAL
+from stitchcuda.inputs import ACROSS_INPUTS, ADVERSARIAL, coupling_pairs, float_shapes
 from stitchcuda.task import import_file
 from stitchcuda.types import Verdict
 
-# The sets a default verification checks: 5 fresh random ones and one of each adversarial kind.
-CHECKED = VerifyOptions().random_sets + len(ADVERSARIAL)
+
+def adversarial_kinds(ref: str) -> list[str]:
+    """The adversarial kinds a default verification of `ref` checks: every per-input one, and the
+    coupled set where the reference's inputs have axes to couple (inputs.coupling_pairs)."""
+    args = import_file(HACKS / f"{ref}.py").get_inputs()
+    return [*ADVERSARIAL, *(ACROSS_INPUTS if coupling_pairs(float_shapes(args)) else ())]
+
+
+# The sets a default verification of ref_affine checks: 5 fresh random ones and one of each
+# adversarial kind (its x and y, both 8 x 33, couple along their 33-long axis).
+CHECKED = VerifyOptions().random_sets + len(adversarial_kinds("ref_affine"))
 # ...and the calls before timing: those, one more set with autograd on (worker._check_grad_enabled) and
 # one in the other mode (worker._check_other_mode).
 CALLS_BEFORE_TIMING = CHECKED + 2
@@ -139,9 +148,12 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     # The default: 5 fresh random sets and every adversarial kind, every one compared; where the
     # candidate holds the reference's weights, one more set after they changed in place.
     assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
-    assert [c["set"] for c in v.checks][5:CHECKED] == [f"adversarial-{k}" for k in ADVERSARIAL]
+    kinds = adversarial_kinds(ref)
+    assert ("coupled" in kinds) == (ref == "ref_affine")  # two inputs against one
+    checked = 5 + len(kinds)
+    assert [c["set"] for c in v.checks][5:checked] == [f"adversarial-{k}" for k in kinds]
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][CHECKED:] == [*weights, "grad-enabled", "eval-mode"]
+    assert [c["set"] for c in v.checks][checked:] == [*weights, "grad-enabled", "eval-mode"]
     assert all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
@@ -182,7 +194,7 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == CALLS_BEFORE_TIMING and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == 5 + len(adversarial_kinds(ref)) + 2 and all(c["ok"] for c in v.checks)
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):

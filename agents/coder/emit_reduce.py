@@ -55,11 +55,12 @@ def red_batch() -> int:
 
 def red_scalar_batch() -> int:
     """Scalar loads a thread has in flight on the strided and unaligned paths (SC_RED_US in
-    cuda/reduce.cuh); STITCHCUDA_RED_BATCH=0 loads one at a time, STITCHCUDA_RED_SCALAR_BATCH=N
-    batches N (1 is the loop before 2026-12-02), for A/B timing."""
+    cuda/reduce.cuh): one, the loop as it was. STITCHCUDA_RED_SCALAR_BATCH=N batches N, for A/B
+    timing: 8 measured 0.97x, 1.00x and 0.99x of one on level 1's 47, 48 and 53 (column sums, mean,
+    min; the H200, 2026-12-03), so it stays off."""
     if os.environ.get("STITCHCUDA_RED_BATCH", "1") == "0":
         return 1
-    n = int(os.environ.get("STITCHCUDA_RED_SCALAR_BATCH", "8"))
+    n = int(os.environ.get("STITCHCUDA_RED_SCALAR_BATCH", "1"))
     if not 1 <= n <= 32:
         raise ValueError(f"STITCHCUDA_RED_SCALAR_BATCH={n}: loads in flight a thread, 1 to 32")
     return n
