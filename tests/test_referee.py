@@ -6,6 +6,7 @@ with host-compiled candidates."""
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from stitchcuda.agents.verify.compare import (
     tolerance_for,
 )
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.agents.verify.worker import _fp64_referee
 
 TOL = tolerance_for(["native_layer_norm"], [torch.float32])
 
@@ -88,8 +90,26 @@ def test_verifier_rejects_the_wrong_candidate_with_the_referee_in_the_message(tm
     assert v.status == "incorrect" and not v.correct, (v.status, v.message)
     first_bad = next(c for c in v.checks if c["ok"] is False)
     assert first_bad["referee"]["ok"] is False and "fp64" in first_bad["referee"]["message"]
-    # One failed referee settles it: later sets are not refereed again.
-    assert sum("referee" in c for c in v.checks) == 1
+    # One failed referee settles it: later sets are not refereed again, and a later miss says so.
+    assert sum(c.get("referee", {}).get("ok") is not None for c in v.checks) == 1
+    unjudged = [c["referee"]["message"] for c in v.checks if c.get("referee", {}).get("ok", False) is None]
+    assert all(m.startswith("not run: an earlier set's miss stood") for m in unjudged)
+    assert len(unjudged) == sum(c["ok"] is False for c in v.checks) - 1
+
+
+def test_a_miss_the_referee_cannot_judge_says_why(tmp_path, opts):
+    """A reference that draws random numbers cannot be run again for the same result: the miss stands,
+    and its check says why no float64 judgement came (level1/98's unexplained unrefereed miss on the
+    H200, 2026-12-03)."""
+    ref = torch.nn.Dropout(0.5)
+    x = torch.rand(64)
+    why: list[str] = []
+    ops = Counter({"native_dropout": 1})
+    got = _fp64_referee(ref, [], ops, [x], [x], [x + 1], tolerance_for(ops, [torch.float32]), why=why)
+    assert got is None and why == ["the reference draws random numbers"]
+    why.clear()
+    assert _fp64_referee(ref, None, ops, [x], [x], [x + 1], tolerance_for(ops, [torch.float32]), why=why) is None
+    assert why == ["the reference's buffers were too large to snapshot"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -550,8 +550,14 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             break  # reference-only: the tolerance class is all we needed from these sets
         m = compare_outputs(ref_outs, call.outs, tol)
         referee = None
+        unjudged: list[str] = []
+        if not m.ok and not referee_useful:
+            unjudged.append("not run: an earlier set's miss stood, refereed or not")
+        elif not m.ok and ref_changed:
+            unjudged.append("not run: the reference changed its inputs (lean inputs: nothing left to rerun on)")
         if not m.ok and referee_useful and not ref_changed:  # (lean: no unchanged inputs left to rerun on)
-            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v))
+            referee = _fp64_referee(ref, ref_buffers, ref_ops, args, ref_outs, call.outs, tol, _judged_under(v),
+                                    why=unjudged)
             # One failed (or impossible) referee settles it: the candidate is wrong, and more fp64
             # runs of the reference would only cost time.
             referee_useful = referee is not None and referee.ok
@@ -567,6 +573,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         }
         if referee is not None:
             check["referee"] = {"ok": referee.ok, "message": referee.message}
+        elif unjudged:
+            check["referee"] = {"ok": None, "message": unjudged[0]}
         if kind is None:  # KernelBench judges random inputs only
             check["at_1e-4"] = kernelbench_close(ref_outs, call.outs)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
@@ -772,7 +780,8 @@ def _judged_under(v: Verdict) -> str:
 
 
 def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
-                  cand_outs: list[Any], tol: Tolerance, policy: str = "strict") -> Mismatch | None:
+                  cand_outs: list[Any], tol: Tolerance, policy: str = "strict",
+                  why: list[str] | None = None) -> Mismatch | None:
     """The reference run again in float64 on the same inputs and buffers, to judge a candidate that
     missed the reference (compare.judge_against_exact). None where there is nothing to judge (no
     fp32, fp16, bf16 or integer tensor output), the reference draws random numbers, or it cannot run in
@@ -782,17 +791,28 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
     more exact candidate (bench/coverage's gqa_repeat_interleave_bf16 on the H200, 2026-11-30).
     `policy`: the policy the candidate is judged under (types.judging_policy); under tf32 each
     element may also be off by twice the reference's own error with its convolutions' and products'
-    operands rounded to TF32 (precision.tf32_emulated, compare.policy_error), where it has such an op."""
-    if buffers is None or not any(isinstance(o, torch.Tensor) and (o.dtype in _REFEREED or not o.is_floating_point())
-                                  for o in ref_outs):
-        return None  # (buffers too large to snapshot on every set: no referee)
+    operands rounded to TF32 (precision.tf32_emulated, compare.policy_error), where it has such an op.
+    `why`, where given, gets the reason it judged nothing: a set whose miss stands unrefereed says so
+    in its check (level1/98 missed one by 1.2% on the H200, 2026-12-03, with no word of why)."""
+    def unjudged(reason: str) -> None:
+        if why is not None:
+            why.append(reason[:300])
+
+    if buffers is None:
+        unjudged("the reference's buffers were too large to snapshot")
+        return None
+    if not any(isinstance(o, torch.Tensor) and (o.dtype in _REFEREED or not o.is_floating_point()) for o in ref_outs):
+        unjudged("no output it can referee")
+        return None
     if draws_random(ref_ops):
+        unjudged("the reference draws random numbers")
         return None
     # Any failure (a reference that cannot run in fp64, out of memory comparing huge outputs) keeps
     # the plain verdict. (Cached GPU memory goes back when the worker lets go of the GPU lock.)
     try:
         exact = _fp64_outputs(ref, buffers, args)
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        unjudged(f"the reference failed in float64: {type(e).__name__}: {e}")
         return None
     spread = None
     limit = _nearby_limit(args)
@@ -807,7 +827,8 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
                     del under_policy
     try:
         return judge_against_exact(ref_outs, cand_outs, exact, tol, spread)
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        unjudged(f"the comparison with the float64 result failed: {type(e).__name__}: {e}")
         return None
 
 
