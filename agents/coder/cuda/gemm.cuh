@@ -16,6 +16,25 @@
 [[maybe_unused]] static bool sc_gemm_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 [[maybe_unused]] static unsigned (*const sc_gemm_grid)(int64_t) = &sc_grid;
 
+// op(X)'s 32 x 32 tile at (r0, c0) into shared memory as tile[column][row], zeros past rows and
+// cols: op(X) rows x cols as cuBLAS reads it (column-major through ld, transposed when `trans`),
+// read along X's contiguous dim (its rows when not `trans`, else its columns) by a block's 8 warps.
+// The operand copies' first half (3xTF32's pack, gemm_split.cuh; the padded copies, gemm_pad.cuh).
+template <typename T>
+__device__ __forceinline__ void sc_gemm_tile_load(T (*tile)[33], const T* __restrict__ xb, int64_t r0, int64_t c0,
+                                                  int64_t rows, int64_t cols, int64_t ld, int trans) {
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  for (int k = ty; k < 32; k += 8) {
+    if (trans) {  // X(r, c) = x[r * ld + c]: lanes along c
+      const int64_t r = r0 + k, c = c0 + tx;
+      tile[tx][k] = r < rows && c < cols ? xb[r * ld + c] : T(0.0f);
+    } else {  // X(r, c) = x[c * ld + r]: lanes along r
+      const int64_t r = r0 + tx, c = c0 + k;
+      tile[k][tx] = r < rows && c < cols ? xb[c * ld + r] : T(0.0f);
+    }
+  }
+}
+
 // One cuBLAS handle per device for the whole process, created on first use; every call sets the
 // caller's stream and workspace (cublasSetStream resets the workspace, so the order matters), so
 // nothing is allocated behind the caching allocator's back and calls can be graph-captured.

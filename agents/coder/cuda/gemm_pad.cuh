@@ -9,7 +9,7 @@
 // op(X), rows x cols as cuBLAS reads it (column-major through ld, transposed when `trans`, the next
 // batch bs elements on), written dense and column-major as rows_p x cols_p, zeros past rows and cols;
 // each batch rows_p * cols_p elements after the last. One 32 x 32 tile a block at a time, read along
-// X's contiguous dim into shared memory and written along dst's (emit_gemm's 3xTF32 pack does the same).
+// X's contiguous dim into shared memory (gemm.cuh's sc_gemm_tile_load) and written along dst's.
 template <typename T>
 __global__ void __launch_bounds__(256) sc_gemm_pad_kernel(const T* __restrict__ x, T* __restrict__ dst,
                                                           int64_t batches, int64_t rows, int64_t cols, int64_t ld,
@@ -20,16 +20,7 @@ __global__ void __launch_bounds__(256) sc_gemm_pad_kernel(const T* __restrict__ 
   for (int64_t t = blockIdx.x; t < batches * rt * ct; t += gridDim.x) {
     const int64_t b = t / (rt * ct), rc = t - b * rt * ct;
     const int64_t r0 = (rc % rt) * 32, c0 = (rc / rt) * 32;
-    const T* xb = x + b * bs;
-    for (int k = ty; k < 32; k += 8) {
-      if (trans) {  // X(r, c) = x[r * ld + c]: lanes along c
-        const int64_t r = r0 + k, c = c0 + tx;
-        tile[tx][k] = r < rows && c < cols ? xb[r * ld + c] : T(0.0f);
-      } else {  // X(r, c) = x[c * ld + r]: lanes along r
-        const int64_t r = r0 + tx, c = c0 + k;
-        tile[k][tx] = r < rows && c < cols ? xb[c * ld + r] : T(0.0f);
-      }
-    }
+    sc_gemm_tile_load<T>(tile, x + b * bs, r0, c0, rows, cols, ld, trans);
     __syncthreads();
     T* db = dst + b * per;
     for (int k = ty; k < 32; k += 8) {

@@ -45,16 +45,7 @@ __global__ void __launch_bounds__(256) sc_tf32_pack_kernel(const float* __restri
   for (int64_t t = blockIdx.x; t < batches * rt * ct; t += gridDim.x) {
     const int64_t b = t / (rt * ct), rc = t - b * rt * ct;
     const int64_t r0 = (rc % rt) * 32, c0 = (rc / rt) * 32;
-    const float* xb = x + b * bs;
-    for (int k = ty; k < 32; k += 8) {
-      if (trans) {  // X(r, c) = x[r * ld + c]: lanes along c
-        const int64_t r = r0 + k, c = c0 + tx;
-        tile[tx][k] = r < rows && c < cols ? xb[r * ld + c] : 0.0f;
-      } else {  // X(r, c) = x[c * ld + r]: lanes along r
-        const int64_t r = r0 + tx, c = c0 + k;
-        tile[k][tx] = r < rows && c < cols ? xb[c * ld + r] : 0.0f;
-      }
-    }
+    sc_gemm_tile_load<float>(tile, x + b * bs, r0, c0, rows, cols, ld, trans);
     __syncthreads();
     float* db = dst + b * per;
     for (int k = ty; k < 32; k += 8) {
