@@ -268,12 +268,14 @@ def _unaligned(other_x: tuple[int, ...], other_y: tuple[int, ...]) -> tuple[int,
 
 
 def _affine_permutation(n: int, gen: torch.Generator) -> tuple[int, int]:
-    """(alpha, beta) with alpha coprime to n: r -> (alpha r + beta) mod n permutes range(n)."""
+    """(alpha, beta) with alpha coprime to n: r -> (alpha r + beta) mod n permutes range(n), with no
+    fixed point (one solves (alpha - 1) r = -beta mod n where gcd(alpha - 1, n) divides beta): a
+    fibre matched to itself would couple inputs element by element (x - y, a distance)."""
     if n <= 1:
         return 1, 0
     while True:
         alpha, beta = torch.randint(1, n, (2,), generator=gen, device=gen.device).tolist()
-        if math.gcd(alpha, n) == 1:
+        if math.gcd(alpha, n) == 1 and beta % math.gcd(alpha - 1, n):
             return alpha, beta
 
 
@@ -290,8 +292,11 @@ def _follow_(y: torch.Tensor, sources: list[tuple[torch.Tensor, int, int]], gen:
     n = flat.numel()
     ystrides = [int(s) for s in torch.empty(y.shape, device="meta").stride()]
     plans = []
+    scored: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # an input's flat view and sample, once
     for x, a, b in sources:
-        xflat, xq = _normal_scores(x, gen)
+        if id(x) not in scored:
+            scored[id(x)] = _normal_scores(x, gen)
+        xflat, xq = scored[id(x)]
         if xq.numel() < 2:
             continue
         length = int(y.shape[b])
@@ -314,14 +319,17 @@ def _follow_(y: torch.Tensor, sources: list[tuple[torch.Tensor, int, int]], gen:
             t = fibre % rest_y
             matched = (fibre // rest_y) * rest_x + (alpha * (t % rest_x) + beta + t // rest_x) % rest_x
             xv = xflat[(matched // xstride) * (xstride * length) + along * xstride + matched % xstride].float()
-            rank = torch.searchsorted(xq, torch.nan_to_num(xv, nan=0.0)).double().add_(0.5).div_(xq.numel() + 1)
+            xv = torch.nan_to_num(xv, nan=0.0)
+            # Mid-ranks: ties (the zeros of a triangle or a ReLU'd input) share their middle quantile.
+            rank = (torch.searchsorted(xq, xv).double() + torch.searchsorted(xq, xv, right=True).double()) \
+                .mul_(0.5).add_(0.5).div_(xq.numel() + 1)
             field.add_(torch.special.ndtri(rank).float(), alpha=share)
         part = flat[c : c + k]
         finite = torch.isfinite(part) & (part != 0)  # zeros are structure (a triangle, a mask, padding)
         whole = bool(finite.all())
         values = (part if whole else part[finite]).sort().values
         placed = torch.empty_like(values)
-        placed[(field if whole else field[finite]).argsort()] = values
+        placed[(field if whole else field[finite]).argsort(stable=True)] = values
         if whole:
             part.copy_(placed)
         else:

@@ -188,3 +188,16 @@ def test_coupled_keeps_zeros_and_non_finite_values_in_place_and_follows_its_seed
     assert second.data_ptr() == ptr and not torch.equal(second, strided.clone().zero_())
     single = torch.rand(64, 64)
     assert torch.equal(adversarial([single.clone()], "coupled", seed=1)[0], single)
+
+
+def test_the_coupled_sets_matching_is_a_permutation_without_fixed_points():
+    """Each fibre meets another's, never its own place (a fixed point would couple x and y element by
+    element, which a difference or distance of the two would then see)."""
+    from stitchcuda.inputs import _affine_permutation
+
+    gen = torch.Generator().manual_seed(5)
+    for n in (2, 3, 16, 1024, 1000, 4096, 65536):
+        for _ in range(20):
+            alpha, beta = _affine_permutation(n, gen)
+            image = (alpha * torch.arange(n) + beta) % n
+            assert torch.equal(image.sort().values, torch.arange(n)) and not bool((image == torch.arange(n)).any())

@@ -802,7 +802,8 @@ def pad_plan_for(plan: GemmPlan, target: Any, precision: str, dtype: str) -> Gem
         return None
     if itemsize * sum(pad_elements(plan, itemsize)) > SPLIT_SCRATCH_BYTES or not pad_pays(plan, target, precision, dtype):
         return None
-    return padded_plan(plan, itemsize)
+    pad = padded_plan(plan, itemsize)
+    return pad if max(pad.m, pad.k) <= _INT_MAX else None  # (cuBLAS's int API)
 
 
 def _split_products(plan: GemmPlan, dtype: str, compute: str, sfx: str = "", c: str = "c") -> list[str]:
