@@ -19,7 +19,7 @@
 // op(X)'s 32 x 32 tile at (r0, c0) into shared memory as tile[column][row], zeros past rows and
 // cols: op(X) rows x cols as cuBLAS reads it (column-major through ld, transposed when `trans`),
 // read along X's contiguous dim (its rows when not `trans`, else its columns) by a block's 8 warps.
-// The operand copies' first half (3xTF32's pack, gemm_split.cuh; the padded copies, gemm_pad.cuh).
+// The operand copies' first half (the split products' pack, gemm_split.cuh; the padded copies, gemm_pad.cuh).
 template <typename T>
 __device__ __forceinline__ void sc_gemm_tile_load(T (*tile)[33], const T* __restrict__ xb, int64_t r0, int64_t c0,
                                                   int64_t rows, int64_t cols, int64_t ld, int trans) {
