@@ -567,7 +567,7 @@ def render_gemm(
         "  if (rc != 0) return rc;",
     ]
     if padded is not None:
-        pa, pb = (plan.batch if plan.a.stride else 1), (plan.batch if plan.b.stride else 1)
+        pa, pb = packed_batches(plan)
         a_rows, a_cols = plan.m, plan.k  # op(A), op(B) as cuBLAS reads them
         body += [
             "  // Operands and result cuBLAS would read off 16 bytes: the product over padded copies (padded_plan).",
@@ -774,36 +774,38 @@ def padded_plan(plan: GemmPlan, itemsize: int) -> GemmPlan:
 
 
 def pad_elements(plan: GemmPlan, itemsize: int) -> tuple[int, int, int]:
-    """The padded copies' sizes in elements: op(A)'s, op(B)'s and the result's (padded_plan)."""
+    """The padded copies' sizes in elements: op(A)'s, op(B)'s and the result's (padded_plan); a
+    broadcast operand once (packed_batches)."""
     pad = padded_plan(plan, itemsize)
-    pa = plan.batch if plan.a.stride else 1
-    pb = plan.batch if plan.b.stride else 1
+    pa, pb = packed_batches(plan)
     return pa * pad.m * pad.k, pb * pad.k * pad.n, pad.batch * pad.m * pad.n
 
 
-def pad_pays(plan: GemmPlan, target: Any, precision: str, dtype: str) -> bool:
-    """Whether copying a misaligned product's operands and result (each read and written once more)
-    costs at most PAD_SHARE of the product's ideal time on `target`'s peaks: a large product on the
-    tensor cores, not a skinny or memory-bound one, where the copies would be most of the time."""
+def pad_pays(plan: GemmPlan, elements: tuple[int, int, int], target: Any, precision: str, dtype: str) -> bool:
+    """Whether copying a misaligned product's operands and result (`elements`: pad_elements, each read
+    and written once more) costs at most PAD_SHARE of the product's ideal time on `target`'s peaks: a
+    large product on the tensor cores, not a skinny or memory-bound one, where the copies would be
+    most of the time."""
     itemsize = ITEM_SIZE[dtype]
-    a, b, c = pad_elements(plan, itemsize)
-    copies = 2.0 * itemsize * (a + b + c) / target.roofline_dram_bytes_per_s
+    copies = 2.0 * itemsize * sum(elements) / target.roofline_dram_bytes_per_s
     peak = {"tf32": target.tf32_flops, "fp32": target.fp32_flops}[precision] if dtype == "float32" \
         else target.fp16_flops if dtype == "float16" else target.bf16_flops
     return copies <= PAD_SHARE * 2.0 * plan.batch * plan.m * plan.n * plan.k / peak
 
 
 def pad_plan_for(plan: GemmPlan, target: Any, precision: str, dtype: str) -> GemmPlan | None:
-    """padded_plan where a one-call product (no loops) is misaligned, padding pays, and the copies fit
-    in SPLIT_SCRATCH_BYTES; else None (and with PAD_ENV=0)."""
+    """padded_plan where a one-call product (no loops) is misaligned, padding pays, the copies fit in
+    SPLIT_SCRATCH_BYTES and the padded dims in cuBLAS's int; else None (and with PAD_ENV=0)."""
     itemsize = ITEM_SIZE[dtype]
     if os.environ.get(PAD_ENV, "1") == "0" or target is None or plan.loops > 1 or precision == "3xtf32" \
             or not misaligned(plan, itemsize):
         return None
-    if itemsize * sum(pad_elements(plan, itemsize)) > SPLIT_SCRATCH_BYTES or not pad_pays(plan, target, precision, dtype):
-        return None
+    elements = pad_elements(plan, itemsize)
     pad = padded_plan(plan, itemsize)
-    return pad if max(pad.m, pad.k) <= _INT_MAX else None  # (cuBLAS's int API)
+    if itemsize * sum(elements) > SPLIT_SCRATCH_BYTES or max(pad.m, pad.k) > _INT_MAX \
+            or not pad_pays(plan, elements, target, precision, dtype):
+        return None
+    return pad
 
 
 def _split_products(plan: GemmPlan, dtype: str, compute: str, sfx: str = "", c: str = "c") -> list[str]:
