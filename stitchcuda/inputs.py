@@ -185,7 +185,7 @@ def _rearranged_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     weights = torch.randint(0, 2, (len(effects),), generator=gen, device=a.device).mul(2).sub(1).tolist()
     scale = (2 * sum(size > 1 for size in a.shape)) ** 0.5 or 1.0  # the field's spread before the noise
     spread = (1.0 + REARRANGE_NOISE**2) ** 0.5
-    strides = [int(s) for s in torch.empty(a.shape, device="meta").stride()]
+    strides = _contiguous_strides(a.shape)
     m = q.numel() - 1
     for c in range(0, n, _KINK_CHUNK):
         k = min(_KINK_CHUNK, n - c)
@@ -229,7 +229,12 @@ def coupling_pairs(shapes: list[tuple[int, ...] | None]) -> list[tuple[int, int,
     return out
 
 
-def _normal_scores(x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _contiguous_strides(shape: torch.Size) -> list[int]:
+    """Element strides of a contiguous tensor of `shape` (nothing allocated)."""
+    return [int(s) for s in torch.empty(shape, device="meta").stride()]
+
+
+def _flat_and_sample(x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """x flattened (a view where it can be) and a sorted sample of its finite values, whose ranks
     stand for the values' quantiles."""
     flat = x.reshape(-1)
@@ -283,24 +288,25 @@ def _follow_(y: torch.Tensor, sources: list[tuple[torch.Tensor, int, int]], gen:
     """y's own values put in another order, in place, to follow each (x, a, b): y's fibre along b
     number r follows x's fibre along a number perm(r) (the ranks of its values, as normal scores),
     the pairs summed, with noise. Alike, not opposed: a product of matched fibres is then large,
-    and dominates a softmax over the products, which an opposed one would leave unseen. Each chunk of y keeps its own values, so every moment and
-    histogram of y is the draw's exactly (values from sampled quantiles moved a 2M-element input's
-    mean and variance by more than a 6-sigma test allows)."""
+    and dominates a softmax over the products, which an opposed one would leave unseen. Each chunk
+    of y keeps its own values, so every moment and histogram of y is the draw's exactly (values
+    from sampled quantiles moved a 2M-element input's mean and variance by more than a 6-sigma test
+    allows)."""
     if not y.is_contiguous():  # (a strided view from get_inputs: filled whole, out of place)
         return y.copy_(_follow_(y.contiguous(), sources, gen))
     flat = y.view(-1)
     n = flat.numel()
-    ystrides = [int(s) for s in torch.empty(y.shape, device="meta").stride()]
+    ystrides = _contiguous_strides(y.shape)
     plans = []
     scored: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # an input's flat view and sample, once
     for x, a, b in sources:
         if id(x) not in scored:
-            scored[id(x)] = _normal_scores(x, gen)
+            scored[id(x)] = _flat_and_sample(x, gen)
         xflat, xq = scored[id(x)]
         if xq.numel() < 2:
             continue
         length = int(y.shape[b])
-        xstride = int(torch.empty(x.shape, device="meta").stride()[a])
+        xstride = _contiguous_strides(x.shape)[a]
         rest_x, rest_y = _unaligned(x.shape[:a] + x.shape[a + 1 :], y.shape[:b] + y.shape[b + 1 :])
         alpha, beta = _affine_permutation(rest_x, gen)
         plans.append((xflat, xq, length, xstride, ystrides[b], rest_x, rest_y, alpha, beta))

@@ -187,7 +187,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     torch.manual_seed(secrets.randbelow(1 << 62))
     n_random = max(1, int(req.get("random_sets", 5)))
     adv = req.get("adversarial")
-    adv_kinds = [*ADVERSARIAL, *_across_inputs_kinds(get_inputs)] if adv is None else list(adv)  # [] means none
+    fake_args = _fake_inputs(get_inputs)  # one input set's shapes and dtypes (None: get_inputs needs real tensors)
+    adv_kinds = [*ADVERSARIAL, *_across_inputs_kinds(fake_args)] if adv is None else list(adv)  # [] means none
     seeds = fresh_seeds(n_random + len(adv_kinds) + 4, used={init_seed, 42, 0})
     rand_seeds, adv_seeds, time_seeds = seeds[:n_random], seeds[n_random:-4], seeds[-4:]
     # Threads alive before the candidate's code first runs: any other one is the candidate's.
@@ -251,7 +252,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         # Past the traced batch means a set larger than the traced one, beside its copies (and its
         # activations, which grow with it): where such a set would take a large share of the memory,
         # the sizes that fit with room to spare are checked.
-        one = _fake_input_bytes(get_inputs)
+        one = 1 << 62 if fake_args is None else _nbytes(fake_args)  # (no fake set: assume large)
         fit = [n for n in batches if n <= traced
                or one * (n / traced + 1) * (FAR_BATCH_MARGIN if n > traced + 1 else 1) <= lean_bytes]
         if fit != batches:
@@ -849,12 +850,6 @@ def _nearby_limit(args: list[Any]) -> int:
     return max(REFEREE_NEARBY_BYTES, torch.cuda.get_device_properties(dev).total_memory // LEAN_INPUT_FRACTION)
 
 
-def _fake_input_bytes(get_inputs) -> int:
-    """The bytes of one input set, from get_inputs on fake tensors (nothing allocated)."""
-    args = _fake_inputs(get_inputs)
-    return 1 << 62 if args is None else _nbytes(args)  # (a get_inputs that needs real tensors: assume large)
-
-
 def _fake_inputs(get_inputs) -> list[Any] | None:
     """One input set from get_inputs on fake tensors (shapes and dtypes, nothing allocated); None where
     get_inputs needs real tensors."""
@@ -867,11 +862,10 @@ def _fake_inputs(get_inputs) -> list[Any] | None:
         return None
 
 
-def _across_inputs_kinds(get_inputs) -> list[str]:
-    """The adversarial kinds made across a set's inputs (inputs.ACROSS_INPUTS) where the set has
-    something for them: inputs with axes of one length to couple. Where get_inputs cannot run on fake
-    tensors, they run (a set with nothing coupled is one more random set)."""
-    args = _fake_inputs(get_inputs)
+def _across_inputs_kinds(args: list[Any] | None) -> list[str]:
+    """The adversarial kinds made across a set's inputs (inputs.ACROSS_INPUTS) where the set (`args`,
+    _fake_inputs') has something for them: inputs with axes of one length to couple. Where get_inputs
+    cannot run on fake tensors (None), they run (a set with nothing coupled is one more random set)."""
     if args is not None and not coupling_pairs(float_shapes(args)):
         return []
     return list(ACROSS_INPUTS)
