@@ -87,7 +87,7 @@ def _run(call: Callable, k: kernels.Kernel, xs: list[torch.Tensor], ref: torch.T
     outs = [torch.full(ref.shape, math.nan, dtype=ref.dtype, device=device)]
     if len(k.outputs) > 1:
         outs.append(torch.full((), math.nan, device=device))
-    scratch = [torch.full((n,), math.nan, device=device) for _, n in k.scratch]
+    scratch = [torch.full((n,), math.nan, dtype=getattr(torch, d), device=device) for d, n in k.scratch]
     call(ins + outs + scratch)
     return outs
 
@@ -120,7 +120,7 @@ def test_total_weight(lib):
     assert len(k.outputs) == 2
     out, tw = fn(lp, t)
     got = [torch.full((), math.nan), torch.full((), math.nan)]
-    scratch = [torch.full((n,), math.nan) for _, n in k.scratch]
+    scratch = [torch.full((n,), math.nan, dtype=getattr(torch, d)) for d, n in k.scratch]
     kernels.run_host(k, [lp, t, W, *got, *scratch])
     torch.testing.assert_close(got[0], out, rtol=1e-5, atol=0)
     torch.testing.assert_close(got[1], tw, rtol=1e-5, atol=0)

@@ -34,6 +34,7 @@ class Case:
     plan: str = ""  # a word the kernel's note must hold: the path the case is there to cover
     exact: bool = False  # max/argmax-like: bit-exact values
     tol: float = 1e-5
+    exact_ref: bool = False  # the reference from float64 (an fp32 sum of cancelling terms has no digits left)
 
     def input(self, seed: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)
@@ -45,6 +46,14 @@ class Case:
             x.view(-1)[:: max(1, x.numel() // 5)] *= -1
             return x.to(self.dtype)
         x = torch.randn(shape, generator=g) * 3 - 0.5
+        if self.fill.startswith("cancel"):
+            # +2^22 and -2^22 seven apart along the reduced axis (the last, or with "cancel0" the
+            # first): each output's exact sum is the small terms', but a float running sum that
+            # holds 2^22 keeps them to a quarter (level1/98's shared-lines set on the H200).
+            axis = 0 if self.fill == "cancel0" else len(shape) - 1
+            at = torch.arange(shape[axis]) % 14
+            big = (at == 0).float() - (at == 7).float()
+            return (x + 2.0**22 * big.reshape([-1 if d == axis else 1 for d in range(len(shape))])).to(self.dtype)
         pick = torch.rand(shape, generator=g)
         if self.fill == "wide":
             big = 1e30 if self.dtype == torch.float32 else 1e4
@@ -62,6 +71,10 @@ class Case:
         """torch's results; for fp16/bf16 computed in fp32 and rounded once to torch's result dtype."""
         native = self.fn(x)
         native = native if isinstance(native, tuple) else (native,)
+        if self.exact_ref:
+            wide = self.fn(x.double())
+            wide = wide if isinstance(wide, tuple) else (wide,)
+            return tuple(w.to(n.dtype) for w, n in zip(wide, native, strict=True))
         if x.dtype == torch.float32 or self.exact:
             return native
         wide = self.fn(x.float())
@@ -79,6 +92,12 @@ CASES = [
     Case("sum-row-warp", lambda x: x.sum(dim=-1), (7, 301), plan="tpr 32 vec 4"),
     Case("sum-row-2dims", lambda x: x.sum(dim=(0, 2)), (6, 5, 33), plan="vec 1"),
     Case("sum-all-split", lambda x: x.sum(), (3, 17001), plan="splits", tol=1e-4),
+    # sums whose terms cancel: accumulated in double (reduce.cuh's sc_red_sum), so near the exact sum
+    Case("sum-cancelling-rows", lambda x: x.sum(dim=-1), (3, 28000), fill="cancel", plan="rows", exact_ref=True),
+    Case("sum-cancelling-split", lambda x: x.sum(), (2, 70000), fill="cancel", plan="splits", exact_ref=True),
+    Case("mean-cancelling-cols", lambda x: x.mean(dim=0), (2800, 40), fill="cancel0", plan="cols", exact_ref=True),
+    Case("norm2-big-rows", lambda x: torch.linalg.vector_norm(x, dim=-1), (3, 28000), fill="cancel", exact_ref=True,
+         tol=1e-6),
     Case("sum-empty-dims", lambda x: x.sum(dim=[]), (4, 9, 5)),
     Case("mean-row-split", lambda x: x.mean(dim=1), (4, 70001), plan="splits", tol=1e-4),
     Case("mean-hw", lambda x: x.mean(dim=(-1, -2), keepdim=True), (3, 4, 9, 11), plan="tpr 8"),

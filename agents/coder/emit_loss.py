@@ -83,8 +83,8 @@ def _kernel(
         launch = f"  sc_loss_none<<<{blocks}, {BLOCK}, 0, stream>>>(f, {n}LL, y, yw);"
     else:
         raw.append("void* scratch0_")
-        casts_dev = "  const auto part = static_cast<float*>(scratch0_);"
-        scratch.append(("float32", 2 * blocks))
+        casts_dev = "  const auto part = static_cast<double*>(scratch0_);"
+        scratch.append(("float64", 2 * blocks))
         launch = (
             f"{casts_dev}\n  sc_loss_partial<<<{blocks}, {BLOCK}, 0, stream>>>(f, {n}LL, part);\n"
             f"  sc_loss_final<<<1, {BLOCK}, 0, stream>>>(part, {blocks}LL, {div}, y, yw);"

@@ -210,7 +210,8 @@ class OpSpec:
 
 
 def _sum(pre: str = "ID", post: str = "ID", p0: float = 0.0, p1: float = 0.0) -> OpSpec:
-    return OpSpec(f"sc_red_sum<SC_PRE_{pre}, SC_POST_{post}>", 4, p0, p1)
+    # (accumulated in double: reduce.cuh's sc_red_sum says why)
+    return OpSpec(f"sc_red_sum<SC_PRE_{pre}, SC_POST_{post}, double>", 8, p0, p1)
 
 
 def _norm_spec(p: Any) -> OpSpec:

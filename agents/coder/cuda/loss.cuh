@@ -3,19 +3,20 @@
 
 #ifndef SC_LOSS_H
 #define SC_LOSS_H
-// Losses (emit_loss.py): fp32 sums of per-element (loss, weight) terms.
+// Losses (emit_loss.py): fp32 per-element (loss, weight) terms, summed in double (as reduce.cuh's
+// sums are, and why): a weight total past 2^24 also stays exact, where a float count stops.
 #define SC_LOSS_BLOCK 256
 
-__device__ __forceinline__ void sc_loss_block_sum(float& l, float& w) {
-  __shared__ float sl[SC_LOSS_BLOCK / 32], sw[SC_LOSS_BLOCK / 32];
+__device__ __forceinline__ void sc_loss_block_sum(double& l, double& w) {
+  __shared__ double sl[SC_LOSS_BLOCK / 32], sw[SC_LOSS_BLOCK / 32];
   for (int d = 16; d; d >>= 1) {
     l += __shfl_xor_sync(0xffffffffu, l, d);
     w += __shfl_xor_sync(0xffffffffu, w, d);
   }
   if (threadIdx.x % 32 == 0) { sl[threadIdx.x / 32] = l; sw[threadIdx.x / 32] = w; }
   __syncthreads();
-  l = threadIdx.x < SC_LOSS_BLOCK / 32 ? sl[threadIdx.x] : 0.0f;
-  w = threadIdx.x < SC_LOSS_BLOCK / 32 ? sw[threadIdx.x] : 0.0f;
+  l = threadIdx.x < SC_LOSS_BLOCK / 32 ? sl[threadIdx.x] : 0.0;
+  w = threadIdx.x < SC_LOSS_BLOCK / 32 ? sw[threadIdx.x] : 0.0;
   for (int d = 16; d; d >>= 1) {
     l += __shfl_xor_sync(0xffffffffu, l, d);
     w += __shfl_xor_sync(0xffffffffu, w, d);
@@ -35,8 +36,8 @@ __global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_none(F f, int64_t n, TO
 
 // part[2b], part[2b + 1]: block b's loss and weight sums.
 template <class F>
-__global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_partial(F f, int64_t n, float* part) {
-  float l = 0.0f, w = 0.0f;
+__global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_partial(F f, int64_t n, double* part) {
+  double l = 0.0, w = 0.0;
   for (int64_t i = (int64_t)blockIdx.x * SC_LOSS_BLOCK + threadIdx.x; i < n; i += (int64_t)gridDim.x * SC_LOSS_BLOCK) {
     float a, b;
     f(i, a, b);
@@ -48,23 +49,25 @@ __global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_partial(F f, int64_t n,
 }
 
 // div > 0: the mean over div elements; div == 0: the sum; div < 0: loss / weight (nll's mean).
-SC_INLINE float sc_loss_value(float l, float w, float div) { return div > 0.0f ? l / div : div < 0.0f ? l / w : l; }
+SC_INLINE float sc_loss_value(double l, double w, float div) {
+  return float(div > 0.0f ? l / div : div < 0.0f ? l / w : l);
+}
 
 template <class TO, class TW>
-__global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_final(const float* part, int64_t parts, float div, TO* out,
+__global__ void __launch_bounds__(SC_LOSS_BLOCK) sc_loss_final(const double* part, int64_t parts, float div, TO* out,
                                                                TW* wout) {
-  float l = 0.0f, w = 0.0f;
+  double l = 0.0, w = 0.0;
   for (int64_t p = threadIdx.x; p < parts; p += SC_LOSS_BLOCK) { l += part[2 * p]; w += part[2 * p + 1]; }
   sc_loss_block_sum(l, w);
   if (threadIdx.x == 0) {
     if (out) *out = sc_from_f<TO>(sc_loss_value(l, w, div));
-    if (wout) *wout = sc_from_f<TW>(w);
+    if (wout) *wout = sc_from_f<TW>(float(w));
   }
 }
 
 template <class F, class TO, class TW>
 static void sc_loss_host(F f, int64_t n, int reduce, float div, TO* out, TW* wout) {
-  float l = 0.0f, w = 0.0f;
+  double l = 0.0, w = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     float a, b;
     f(i, a, b);
@@ -77,6 +80,6 @@ static void sc_loss_host(F f, int64_t n, int reduce, float div, TO* out, TW* wou
     return;
   }
   if (out) *out = sc_from_f<TO>(sc_loss_value(l, w, div));
-  if (wout) *wout = sc_from_f<TW>(w);
+  if (wout) *wout = sc_from_f<TW>(float(w));
 }
 #endif  // SC_LOSS_H

@@ -32,28 +32,32 @@ SC_INLINE bool sc_finite(float x) { return fabsf(x) < INFINITY; }
 template <class T> SC_INLINE void sc_red_put(T* p, float v) { *p = sc_from_f<T>(v); }
 SC_INLINE void sc_red_put(int64_t* p, int64_t v) { *p = v; }
 
-// Sum family: PRE maps each element, POST the total (means, norms).
+// Sum family: PRE maps each element, POST the total (means, norms). A, the accumulator: the
+// reductions emit_reduce writes sum in double, since an fp32 running sum over millions of elements
+// that cancel (level1/98's KL divergence on the shared-lines set, the H200, 2026-12-03) was five times
+// further from the exact sum than torch's own fp32 result; one double add an element is far below
+// the memory traffic's cost. A softmax's denominators (positive terms, one row) stay in float.
 enum { SC_PRE_ID, SC_PRE_ABS, SC_PRE_SQ, SC_PRE_NZ, SC_PRE_POW, SC_PRE_NAN0 };
 enum { SC_POST_ID, SC_POST_MUL, SC_POST_SQRT, SC_POST_ROOT };
-template <int PRE, int POST>
+template <int PRE, int POST, class A = float>
 struct sc_red_sum {
   float p0, p1;  // p0: exponent of PRE_POW; p1: factor of POST_MUL, 1/p of POST_ROOT
-  struct State { float s; };
-  SC_INLINE State init() const { return {0.0f}; }
+  struct State { A s; };
+  SC_INLINE State init() const { return {A(0)}; }
   SC_INLINE void add(State& a, float x, int64_t) const {
     if (PRE == SC_PRE_ABS) x = fabsf(x);
     if (PRE == SC_PRE_SQ) x = x * x;
     if (PRE == SC_PRE_NZ) x = x != 0.0f ? 1.0f : 0.0f;
     if (PRE == SC_PRE_POW) x = powf(fabsf(x), p0);
     if (PRE == SC_PRE_NAN0) x = x != x ? 0.0f : x;
-    a.s += x;
+    a.s += A(x);
   }
   SC_INLINE void merge(State& a, const State& b) const { a.s += b.s; }
   SC_INLINE float value(const State& a) const {
-    if (POST == SC_POST_MUL) return a.s * p1;
-    if (POST == SC_POST_SQRT) return sqrtf(a.s);
-    if (POST == SC_POST_ROOT) return powf(a.s, p1);
-    return a.s;
+    if (POST == SC_POST_MUL) return float(a.s * A(p1));
+    if (POST == SC_POST_SQRT) return float(sqrt(a.s));
+    if (POST == SC_POST_ROOT) return float(pow(a.s, A(p1)));
+    return float(a.s);
   }
   SC_INLINE float second(const State&) const { return 0.0f; }
 };
