@@ -162,6 +162,39 @@ def test_padded_plan_matches_torch(case):
     torch.testing.assert_close(out, x @ y, rtol=1e-12, atol=1e-9)
 
 
+_UNPAD_HARNESS = """
+extern "C" void unpad4(const float* cp, float* c, long long total, long long m, long long m_p) {
+  sc_gemm_unpad_dense_host<float>(cp, c, total, m, m_p);
+}
+extern "C" void unpad2(const short* cp, short* c, long long total, long long m, long long m_p) {
+  sc_gemm_unpad_dense_host<short>(cp, c, total, m, m_p);
+}
+"""
+
+
+@needs_nvcc
+def test_the_dense_result_copy_takes_each_runs_first_m_elements(tmp_path):
+    """gemm_unpad.cuh's flat copy, 16 bytes a pack (4 floats or 8 halves), through its CPU twin,
+    which runs the kernel's packs: runs shorter than a pack, a run ending inside one, a tail past
+    the last whole pack."""
+    import ctypes
+
+    from stitchcuda.agents.coder import cuda_text
+
+    cu = tmp_path / "unpad.cu"
+    cu.write_text(cuda_text.load("gemm_unpad.cuh") + _UNPAD_HARNESS)
+    lib = ctypes.CDLL(str(runtime.build([cu]).library))
+    g = torch.Generator().manual_seed(3)
+    for dtype, fn, align in ((torch.float32, lib.unpad4, 4), (torch.int16, lib.unpad2, 8)):
+        for m, runs in ((1, 7), (3, 5), (4, 9), (5, 3), (9, 11), (13, 6), (2949, 3)):
+            m_p = -(-m // align) * align
+            cp = torch.randint(-1000, 1000, (runs * m_p,), generator=g).to(dtype)
+            c = torch.full((runs * m,), -7, dtype=dtype)
+            fn(ctypes.c_void_p(cp.data_ptr()), ctypes.c_void_p(c.data_ptr()), ctypes.c_longlong(c.numel()),
+               ctypes.c_longlong(m), ctypes.c_longlong(m_p))
+            assert torch.equal(c, cp.view(runs, m_p)[:, :m].reshape(-1)), (dtype, m, runs)
+
+
 def test_padding_only_where_cuBLAS_would_read_unaligned_and_the_copies_are_cheap(monkeypatch):
     """level 1's 8 (8205 x 2949 x 5921: every dim odd) pads on an H200 and an H100; aligned products, a
     skinny one (memory-bound: the copies would cost more than the product) and a bias epilogue do not;

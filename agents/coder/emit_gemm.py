@@ -988,7 +988,7 @@ _FAMILY = cuda_text.fill("gemm.cuh", WORKSPACE_BYTES=WORKSPACE_BYTES, CUBLAS_ERR
 _FAMILY_SPLIT = cuda_text.load("gemm_split.cuh").rstrip("\n")
 
 _FAMILY_LT = cuda_text.load("gemm_lt.cuh").rstrip("\n")
-_FAMILY_PAD = cuda_text.load("gemm_pad.cuh").rstrip("\n")
+_FAMILY_PAD = (cuda_text.load("gemm_unpad.cuh") + cuda_text.load("gemm_pad.cuh")).rstrip("\n")
 
 
 EMITTERS = {op: emit_gemm for op in _OPS}

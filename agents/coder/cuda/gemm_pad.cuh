@@ -54,9 +54,13 @@ __global__ void __launch_bounds__(256) sc_gemm_unpad_kernel(const T* __restrict_
   }
 }
 
+// A dense, 16-byte aligned c (every result a planned product makes here, unless it writes into a
+// slice) takes gemm_unpad.cuh's flat copy.
 template <typename T>
 static int sc_gemm_unpad(const T* cp, T* c, int64_t batches, int64_t m, int64_t n, int64_t m_p, int64_t ldc,
                          int64_t stride_c, cudaStream_t stream) {
+  if (ldc == m && (batches == 1 || stride_c == m * n) && reinterpret_cast<uintptr_t>(c) % 16 == 0)
+    return sc_gemm_unpad_dense<T>(cp, c, batches * m * n, m, m_p, stream);
   const int64_t runs = batches * n;
   sc_gemm_unpad_kernel<T><<<(unsigned)(runs < 65536 ? runs : 65536), 256, 0, stream>>>(cp, c, runs, m, n, m_p, ldc,
                                                                                       stride_c);
