@@ -164,7 +164,7 @@ def test_loss_partials_follow_the_resident_blocks():
     got = {t.spec: emit_loss.EMITTERS["mse_loss"](_ctx(fn, [(4096, 4096)] * 2, "mse_loss", t, inputs=2))
            for t in (H100, RTX)}
     # One partial per resident 256-thread block: 132 x 8 on the H100, 128 x 6 on the RTX 4090.
-    assert "sc_loss_partial<<<1056, 256" in got["H100 SXM"].source and got["H100 SXM"].scratch == [("float32", 2112)]
+    assert "sc_loss_partial<<<1056, 256" in got["H100 SXM"].source and got["H100 SXM"].scratch == [("float64", 2112)]
     assert "sc_loss_partial<<<768, 256" in got["GeForce RTX 4090"].source
 
 
