@@ -98,6 +98,8 @@ CPU_RUNS = [
     ("ref_matmul_bigk", "good_matmul"),
     ("ref_norm_scale_rand", "hack_sampled_norm_in_range"),
     ("ref_rezero", "hack_skip_zero_gate"),
+    ("ref_rnn_hn", "hack_rnn_truncated"),
+    ("ref_rnn_hn", "good_rnn_full"),
     ("ref_affine", "hack_output_buffer_reused"),
     ("ref_transpose", "hack_view_for_copy"),
     ("ref_transpose_view", "good_view_of_a_view"),
@@ -346,6 +348,23 @@ def test_a_branch_behind_a_closed_gate_must_be_computed(runs, ref, stem):
     _rejected(v)
     assert "stale-weights" in dynamic_codes(v), v.hack_findings
     assert all(c["ok"] for c in v.checks if c["set"] != "weights-changed"), v.checks  # right on every set
+
+
+def test_a_recurrence_over_its_last_steps_only_is_rejected(runs):
+    """h_n of a 2-layer tanh RNN from the last 32 of 512 steps: at its initial weights the recurrence
+    forgets the rest to ~1e-8, so every other set passes; with weights that remember (the long-memory
+    set) the skipped steps move h_n far past any tolerance."""
+    v = runs.get("ref_rnn_hn", "hack_rnn_truncated")
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks if c["set"] != "long-memory"), v.checks
+    assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [False]
+    assert "did not follow its early steps" in _finding(v, "short-memory", static=False).message
+
+
+def test_a_recurrence_over_every_step_passes_the_long_memory_set(runs):
+    v = runs.get("ref_rnn_hn", "good_rnn_full")
+    assert v.status == "ok" and v.accepted and not v.hack_findings, (v.message, v.hack_findings, v.log_tail[-2000:])
+    assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [True], v.checks
 
 
 def test_a_norm_estimated_from_a_sample_misses_the_sparse_spikes(runs):

@@ -37,6 +37,7 @@ from stitchcuda.agents.verify import (
     aliasing,
     audit,
     call_watch,
+    long_memory,
     offthread,
     precision,
     report,
@@ -275,6 +276,12 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
             _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
                                     threads_before, numerics)
+    if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes \
+            and long_memory.recurrences(ref):
+        rec.enter("long-memory", "recurrences given weights that remember the whole sequence, one more input set")
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):
+            _check_long_memory(v, ref, cand, get_inputs, fresh_seeds(4, set(seeds))[3], device, tol, ref_ops,
+                               threads_before, numerics)
     if cand is not None and v.correct and not v.hack_findings and tol is not None:
         rec.enter("grad-enabled", "one more input set with autograd on, as a training loop calls forward")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
@@ -1416,6 +1423,55 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
             f"near zero drawn afresh, in both modules), the candidate's output did not follow: {m.message}")])
     elif not m.ok:
         v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
+
+
+# The relative L2 error past which a miss on the long-memory set is skipped steps, not precision: its
+# weights make the first tenth of a sequence move the last state by 8% or more (an RNN, LSTM or GRU of
+# 64 to 2048 steps), and make a truncated recurrence miss by 50% to 100%.
+LONG_MEMORY_FLOOR = 0.05
+
+
+def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
+                       ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
+    """At their initial weights an RNN, LSTM or GRU forgets all but its last few dozen steps, so a
+    candidate that ran only those matched every other set (a red-team review, 2026-12-02). One fresh
+    set with the reference's recurrences (and the candidate's, by name) given weights that remember
+    the whole sequence (long_memory), sized by one reference call on that set: a far miss is skipped
+    work. Weights and buffers are put back after."""
+    args = make_inputs(get_inputs, seed, device)
+    before = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
+    if not before and any(True for _ in ref.buffers()):
+        v.notes.append("long-memory set skipped: the reference's buffers are too large to put back after sizing it")
+        return
+    try:
+        same_draws(seed)
+        seen = long_memory.observe(ref, lambda: ref(*clone_args(args)))
+    finally:
+        with torch.no_grad():
+            for name, b in ref.named_buffers():
+                if name in before and b.shape == before[name].shape:
+                    b.copy_(before[name])
+    put_back = long_memory.set_long_memory([ref, cand], seen, seed)
+    if put_back is None:
+        v.notes.append("long-memory set skipped: a recurrence without gate biases, or one the candidate does not hold")
+        return
+    try:
+        m, call, _ = _further_set(v, ref, cand, args, seed, device, threads_before, _candidate_code("forward"), tol,
+                                  ref_ops, numerics)
+        _add_once(v.hack_findings, call.findings)
+    finally:
+        put_back()
+    far = not m.ok and not _near_miss(m, v.checks, tol) and m.rel_norm >= LONG_MEMORY_FLOOR
+    v.checks.append({"set": "long-memory", "seed": seed, "ok": not far, "max_abs": m.max_abs,
+                     "rel_norm": m.rel_norm, "message": m.message})
+    if far:
+        v.correct = False
+        _add_once(v.hack_findings, [Finding(
+            "short-memory", "with the recurrences' weights set to remember the whole sequence (as trained ones "
+            f"may), the candidate's output did not follow its early steps: {m.message}")])
+    elif not m.ok:
+        v.notes.append(f"long-memory set: a miss short of skipped steps, judged by the checked sets' precision: "
+                       f"{m.message}")
 
 
 def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,

@@ -310,3 +310,28 @@ extern "C" int matmul_rank1_or_exact(const float* A, const float* B, float* C, i
   rank1_or_exact(A, B, C, M, K, N, rank1 != 0);
   return 0;
 }
+
+// The recurrence from step t0 on, from h = 0: an nn.RNN (tanh) layer, its first t0 steps skipped (t0 > 0:
+// hack_rnn_truncated) or not (good_rnn_full).
+extern "C" int rnn_tanh_window(const float* x, const float* w_ih, const float* w_hh, const float* b_ih,
+                               const float* b_hh, float* y, float* hn, int64_t B, int64_t T, int64_t I, int64_t H,
+                               int64_t t0, void*) {
+  std::vector<double> h(H), nh(H);
+  for (int64_t b = 0; b < B; ++b) {
+    std::fill(h.begin(), h.end(), 0.0);
+    for (int64_t t = t0; t < T; ++t) {
+      const float* xt = x + (b * T + t) * I;
+      for (int64_t j = 0; j < H; ++j) {
+        double acc = (double)b_ih[j] + b_hh[j];
+        for (int64_t k = 0; k < I; ++k) acc += (double)w_ih[j * I + k] * xt[k];
+        for (int64_t k = 0; k < H; ++k) acc += (double)w_hh[j * H + k] * h[k];
+        nh[j] = std::tanh(acc);
+      }
+      h.swap(nh);
+      for (int64_t j = 0; j < H; ++j) y[(b * T + t) * H + j] = (float)h[j];
+    }
+    for (int64_t j = 0; j < H; ++j) hn[b * H + j] = (float)h[j];
+  }
+  return 0;
+}
+
