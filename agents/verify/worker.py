@@ -1413,16 +1413,22 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
         if close is not None:
             close()
         _reweight([ref, cand], 0.5, seed)
-    far = not m.ok and not _near_miss(m, v.checks, tol)
-    v.checks.append({"set": "weights-changed", "seed": seed, "ok": not far, "max_abs": m.max_abs,
+    _judge_changed_weights(v, "weights-changed", seed, m, not _near_miss(m, v.checks, tol), Finding(
+        "stale-weights", "after the weights changed in place (a random sixteenth of each doubled, and any "
+        f"near zero drawn afresh, in both modules), the candidate's output did not follow: {m.message}"))
+
+
+def _judge_changed_weights(v: Verdict, name: str, seed: int, m: Mismatch, far_off: bool, finding: Finding) -> None:
+    """A set run under changed weights judged: a miss that is `far_off` fails correctness with
+    `finding` (the candidate computed for weights the module does not have), any other is noted."""
+    far = not m.ok and far_off
+    v.checks.append({"set": name, "seed": seed, "ok": not far, "max_abs": m.max_abs,
                      "rel_norm": m.rel_norm, "message": m.message})
     if far:
         v.correct = False
-        _add_once(v.hack_findings, [Finding(
-            "stale-weights", "after the weights changed in place (a random sixteenth of each doubled, and any "
-            f"near zero drawn afresh, in both modules), the candidate's output did not follow: {m.message}")])
+        _add_once(v.hack_findings, [finding])
     elif not m.ok:
-        v.notes.append(f"weights-changed set: a near miss, judged by the checked sets' precision: {m.message}")
+        v.notes.append(f"{name} set: a near miss, judged by the checked sets' precision: {m.message}")
 
 
 # The relative L2 error past which a miss on the long-memory set is skipped steps, not precision: its
@@ -1461,17 +1467,10 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
         _add_once(v.hack_findings, call.findings)
     finally:
         put_back()
-    far = not m.ok and not _near_miss(m, v.checks, tol) and m.rel_norm >= LONG_MEMORY_FLOOR
-    v.checks.append({"set": "long-memory", "seed": seed, "ok": not far, "max_abs": m.max_abs,
-                     "rel_norm": m.rel_norm, "message": m.message})
-    if far:
-        v.correct = False
-        _add_once(v.hack_findings, [Finding(
-            "short-memory", "with the recurrences' weights set to remember the whole sequence (as trained ones "
-            f"may), the candidate's output did not follow its early steps: {m.message}")])
-    elif not m.ok:
-        v.notes.append(f"long-memory set: a miss short of skipped steps, judged by the checked sets' precision: "
-                       f"{m.message}")
+    far_off = not _near_miss(m, v.checks, tol) and m.rel_norm >= LONG_MEMORY_FLOOR
+    _judge_changed_weights(v, "long-memory", seed, m, far_off, Finding(
+        "short-memory", "with the recurrences' weights set to remember the whole sequence (as trained ones "
+        f"may), the candidate's output did not follow its early steps: {m.message}"))
 
 
 def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
