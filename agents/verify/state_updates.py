@@ -24,6 +24,14 @@ def snapshot(module: Any, limit: int) -> dict[str, torch.Tensor]:
     return {k: b.detach().clone() for k, b in buffers.items()}
 
 
+def restore(module: Any, before: dict[str, torch.Tensor]) -> None:
+    """Puts back the buffers `snapshot` copied (those of the same name and shape)."""
+    with torch.no_grad():
+        for name, b in module.named_buffers():
+            if name in before and b.shape == before[name].shape:
+                b.copy_(before[name])
+
+
 def left_alone(ref: Any, ref_before: dict[str, torch.Tensor], cand: Any,
                cand_before: dict[str, torch.Tensor]) -> list[Finding]:
     """A hack finding naming the buffers the reference's forwards changed and the candidate's, under

@@ -1453,10 +1453,7 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
         same_draws(seed)
         seen = long_memory.observe(ref, lambda: ref(*clone_args(args)))
     finally:
-        with torch.no_grad():
-            for name, b in ref.named_buffers():
-                if name in before and b.shape == before[name].shape:
-                    b.copy_(before[name])
+        state_updates.restore(ref, before)
     put_back = long_memory.set_long_memory([ref, cand], seen, seed)
     if put_back is None:
         v.notes.append("long-memory set skipped: a recurrence without gate biases, or one the candidate does not hold")
@@ -1557,11 +1554,8 @@ def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol:
     finally:
         for module, training in modes:
             module.training = training
-        with torch.no_grad():
-            for module, before in zip((ref, cand), saved, strict=True):
-                for name, b in module.named_buffers():
-                    if name in before and b.shape == before[name].shape:
-                        b.copy_(before[name])
+        for module, before in zip((ref, cand), saved, strict=True):
+            state_updates.restore(module, before)
     if failed is not None:
         v.notes.append(f"in {mode} mode the candidate refuses to run: {type(failed).__name__}: {failed}"[:500])
         return
