@@ -224,4 +224,11 @@ wait
 logs=logs.tgz; i=2
 while [ -e "$OUT/$logs" ]; do logs=logs-$i.tgz; i=$((i + 1)); done
 (cd "$OUT" && tar czf "$logs" --remove-files ./*.log 2>/dev/null)
+# The device tool returns at most 8 files (2026-12-04: a call with two bench stages lost level 3's
+# bench.json, the ninth): every result but the call's own text, the machine's and the archives too
+# large to return goes into one archive beside the logs.
+res=results.tgz; i=2
+while [ -e "$OUT/$res" ]; do res=results-$i.tgz; i=$((i + 1)); done
+(cd "$OUT" && mapfile -t keep < <(ls -A | grep -vE '^(call\.txt|machine\.txt|logs(-[0-9]+)?\.tgz|results(-[0-9]+)?\.tgz|runs_.*\.tgz)$') \
+  && [ ${#keep[@]} -gt 0 ] && tar czf "$res" --remove-files "${keep[@]}")
 ls -la "$OUT"
