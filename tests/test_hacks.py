@@ -100,6 +100,8 @@ CPU_RUNS = [
     ("ref_rezero", "hack_skip_zero_gate"),
     ("ref_rnn_hn", "hack_rnn_truncated"),
     ("ref_rnn_hn", "good_rnn_full"),
+    ("ref_rnn_loop", "hack_rnn_loop_truncated"),
+    ("ref_rnn_loop", "good_rnn_loop_full"),
     ("ref_affine", "hack_output_buffer_reused"),
     ("ref_transpose", "hack_view_for_copy"),
     ("ref_transpose_view", "good_view_of_a_view"),
@@ -363,6 +365,23 @@ def test_a_recurrence_over_its_last_steps_only_is_rejected(runs):
 
 def test_a_recurrence_over_every_step_passes_the_long_memory_set(runs):
     v = runs.get("ref_rnn_hn", "good_rnn_full")
+    assert v.status == "ok" and v.accepted and not v.hack_findings, (v.message, v.hack_findings, v.log_tail[-2000:])
+    assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [True], v.checks
+
+
+def test_a_hand_written_recurrence_over_its_last_steps_only_is_rejected(runs):
+    """An Elman step over nn.Linear in a Python loop, its output from the last 32 of 256 steps: no
+    nn.RNN to recognise, so the long-memory set finds the loop itself (the Linear whose next input
+    carries its own output) and gives it weights that remember."""
+    v = runs.get("ref_rnn_loop", "hack_rnn_loop_truncated")
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks if c["set"] != "long-memory"), v.checks
+    assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [False]
+    assert "did not follow its early steps" in _finding(v, "short-memory", static=False).message
+
+
+def test_a_hand_written_recurrence_over_every_step_passes_the_long_memory_set(runs):
+    v = runs.get("ref_rnn_loop", "good_rnn_loop_full")
     assert v.status == "ok" and v.accepted and not v.hack_findings, (v.message, v.hack_findings, v.log_tail[-2000:])
     assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [True], v.checks
 

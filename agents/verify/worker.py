@@ -277,7 +277,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
                                     threads_before, numerics)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes \
-            and long_memory.recurrences(ref):
+            and long_memory.may_recur(ref):
         rec.enter("long-memory", "recurrences given weights that remember the whole sequence, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
             _check_long_memory(v, ref, cand, get_inputs, fresh_seeds(4, set(seeds))[3], device, tol, ref_ops,
@@ -1440,30 +1440,51 @@ LONG_MEMORY_FLOOR = 0.05
 def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
                        ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
     """At their initial weights an RNN, LSTM or GRU forgets all but its last few dozen steps, so a
-    candidate that ran only those matched every other set (a red-team review, 2026-12-02). One fresh
-    set with the reference's recurrences (and the candidate's, by name) given weights that remember
-    the whole sequence (long_memory), sized by one reference call on that set: a far miss is skipped
-    work. Weights and buffers are put back after."""
+    candidate that ran only those matched every other set (a red-team review, 2026-12-02); so does an
+    Elman step written over nn.Linear in a Python loop. One fresh set with the reference's recurrences
+    (and the candidate's, by name) given weights that remember the whole sequence (long_memory), sized
+    by reference calls on that set (its floating inputs scaled down where a loop is found, so a state
+    handed in starts in tanh's linear range): a far miss is skipped work. Weights and buffers are put
+    back after."""
     args = make_inputs(get_inputs, seed, device)
     before = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
     if not before and any(True for _ in ref.buffers()):
         v.notes.append("long-memory set skipped: the reference's buffers are too large to put back after sizing it")
         return
-    try:
+
+    def ref_call() -> object:
         same_draws(seed)
-        seen = long_memory.observe(ref, lambda: ref(*clone_args(args)))
-    finally:
-        state_updates.restore(ref, before)
-    put_back = long_memory.set_long_memory([ref, cand], seen, seed)
-    if put_back is None:
-        v.notes.append("long-memory set skipped: a recurrence without gate biases, or one the candidate does not hold")
-        return
+        return ref(*clone_args(args))
+
+    put_backs: list[Callable[[], None]] = []
     try:
+        try:
+            loops = long_memory.find_loops(ref, ref_call)
+            if any(body.recurrent for body in loops.values()):
+                args = long_memory.scale_inputs(args)
+                put_back, why = long_memory.set_loop_memory([ref, cand], loops, ref_call, seed)
+                if put_back is None:
+                    v.notes.append(f"long-memory set: a loop over nn.Linear not given long-memory weights: {why}")
+                else:
+                    put_backs.append(put_back)
+            seen = long_memory.observe(ref, ref_call)
+        finally:
+            state_updates.restore(ref, before)
+        if long_memory.recurrences(ref):
+            put_back = long_memory.set_long_memory([ref, cand], seen, seed)
+            if put_back is None:
+                v.notes.append("long-memory set: a recurrence without gate biases, or one the candidate does not "
+                               "hold, not given long-memory weights")
+            else:
+                put_backs.append(put_back)
+        if not put_backs:
+            return
         m, call, _ = _further_set(v, ref, cand, args, seed, device, threads_before, _candidate_code("forward"), tol,
                                   ref_ops, numerics)
         _add_once(v.hack_findings, call.findings)
     finally:
-        put_back()
+        for put_back in reversed(put_backs):
+            put_back()
     far_off = not _near_miss(m, v.checks, tol) and m.rel_norm >= LONG_MEMORY_FLOOR
     _judge_changed_weights(v, "long-memory", seed, m, far_off, Finding(
         "short-memory", "with the recurrences' weights set to remember the whole sequence (as trained ones "

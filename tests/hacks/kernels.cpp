@@ -335,3 +335,31 @@ extern "C" int rnn_tanh_window(const float* x, const float* w_ih, const float* w
   return 0;
 }
 
+
+// out = h2o(h_T), h_{t+1} = tanh(W [x_t, h_t] + b) from h_{t0} = h0 (an Elman cell over cat(x, h), as
+// nn.Linear lays W out: [H, I + H]); t0 > 0 skips the first steps (hack_rnn_loop_truncated).
+extern "C" int elman_cat_window(const float* x, const float* h0, const float* w, const float* b, const float* wo,
+                                const float* bo, float* out, int64_t B, int64_t T, int64_t I, int64_t H, int64_t O,
+                                int64_t t0, void*) {
+  std::vector<double> h(H), nh(H);
+  for (int64_t n = 0; n < B; ++n) {
+    for (int64_t j = 0; j < H; ++j) h[j] = h0[n * H + j];
+    for (int64_t t = t0; t < T; ++t) {
+      const float* xt = x + (n * T + t) * I;
+      for (int64_t j = 0; j < H; ++j) {
+        const float* row = w + j * (I + H);
+        double acc = b[j];
+        for (int64_t k = 0; k < I; ++k) acc += (double)row[k] * xt[k];
+        for (int64_t k = 0; k < H; ++k) acc += (double)row[I + k] * h[k];
+        nh[j] = std::tanh(acc);
+      }
+      h.swap(nh);
+    }
+    for (int64_t o = 0; o < O; ++o) {
+      double acc = bo[o];
+      for (int64_t k = 0; k < H; ++k) acc += (double)wo[o * H + k] * h[k];
+      out[n * O + o] = (float)acc;
+    }
+  }
+  return 0;
+}
