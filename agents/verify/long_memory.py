@@ -235,8 +235,8 @@ def find_loops(module: nn.Module, call: Callable[[], object]) -> dict[str, LoopB
         try:
             with fwad.dual_level():
                 call()
-        except (RuntimeError, NotImplementedError):
-            return {}  # an op without a forward-mode rule: the loop cannot be read
+        except Exception:  # noqa: BLE001 - an op without a forward-mode rule, an inference tensor: unreadable
+            return {}
         finally:
             h1.remove()
             h2.remove()
@@ -359,30 +359,47 @@ def set_loop_memory(modules: list[nn.Module], loops: dict[str, LoopBody], call: 
     by scale_inputs). The drive is sized by reference calls so the state's rms sits near STATE_RMS,
     and the memory confirmed: a nudge a tenth of the way in must move the output by NUDGE_MOVES.
     Returns what puts the weights back (None where no weights were set) and why not."""
+    applied: list[Callable[[], None]] = []
+    try:
+        return _size_loop_memory(modules, loops, call, seed, applied)
+    except BaseException:
+        for undo in applied:  # a reference call raised under the new weights: nothing left changed
+            undo()
+        raise
+
+
+def _size_loop_memory(modules: list[nn.Module], loops: dict[str, LoopBody], call: Callable[[], object],
+                      seed: int, applied: list[Callable[[], None]]) -> tuple[Callable[[], None] | None, str]:
+    """set_loop_memory's work; `applied` holds what puts the weights set so far back, while set."""
     gen = torch.Generator().manual_seed(seed)
-    drive, put_back = 1.0, None
+    drive = 1.0
     perm_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+
+    def undo() -> None:
+        while applied:
+            applied.pop()()
+
     for _ in range(8):
         new = _loop_tensors(modules[0], loops, drive, torch.Generator().manual_seed(perm_seed))
         if new is None:
             return None, "a loop's recurrent block is not square (not an Elman step)"
-        if put_back is not None:
-            put_back()
+        undo()
         put_back = _apply(modules, new)
         if put_back is None:
             return None, "the candidate does not hold the loop's weights"
+        applied.append(put_back)
         rms = _state_rms(modules[0], loops, call)
         if not math.isfinite(rms) or rms == 0.0:
             break
         if STATE_RMS / 2 <= rms <= STATE_RMS * 1.5:  # tanh' over 1 - 0.045^2: 0.36 of a nudge kept over 500 steps
             moves = _nudge_moves(modules[0], loops, call, gen)
             if moves >= NUDGE_MOVES:
+                applied.clear()
                 return put_back, ""
-            put_back()
+            undo()
             return None, f"no weights found under which the loop remembers (a nudge early moved the output {moves:.3g})"
         drive *= STATE_RMS / rms
-    if put_back is not None:
-        put_back()
+    undo()
     return None, "the loop's state could not be sized to a linear range by its own weights"
 
 

@@ -1462,7 +1462,10 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
             loops = long_memory.find_loops(ref, ref_call)
             if any(body.recurrent for body in loops.values()):
                 args = long_memory.scale_inputs(args)
-                put_back, why = long_memory.set_loop_memory([ref, cand], loops, ref_call, seed)
+                try:
+                    put_back, why = long_memory.set_loop_memory([ref, cand], loops, ref_call, seed)
+                except Exception as e:  # noqa: BLE001 - the reference's own code refused the weights (put back)
+                    put_back, why = None, f"the reference raised under them ({type(e).__name__}: {e})"
                 if put_back is None:
                     v.notes.append(f"long-memory set: a loop over nn.Linear not given long-memory weights: {why}")
                 else:
