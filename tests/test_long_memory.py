@@ -259,3 +259,26 @@ def test_the_candidate_must_hold_the_loop_weights():
         put_back, why = long_memory.set_loop_memory([ref, other], loops, lambda: ref(*args), seed=1)
     assert put_back is None and "does not hold" in why
     assert torch.equal(ref.i2h.weight, before)
+
+
+def test_a_reference_that_raises_under_the_new_weights_keeps_its_own():
+    """The reference's own code may refuse weights it was never given (a range check): the error
+    reaches the caller (the worker notes it) and every weight is as before."""
+
+    class Checked(ElmanCat):
+        def forward(self, x: torch.Tensor, h: torch.Tensor, start: int = 0) -> torch.Tensor:
+            if bool((self.i2h.weight.abs() == 1).any()):
+                raise ValueError("weights out of the trained range")
+            return super().forward(x, h, start)
+
+    torch.manual_seed(2)
+    ref = Checked(24, 48, 16)
+    cand = copy.deepcopy(ref)
+    args = long_memory.scale_inputs([torch.randn(2, 32, 24), torch.randn(2, 48)])
+    before = [t.clone() for t in ref.state_dict().values()]
+    with torch.no_grad():
+        loops = long_memory.find_loops(ref, lambda: ref(*args))
+        with pytest.raises(ValueError, match="trained range"):
+            long_memory.set_loop_memory([ref, cand], loops, lambda: ref(*args), seed=1)
+    for m in (ref, cand):
+        assert all(torch.equal(a, b) for a, b in zip(before, m.state_dict().values(), strict=True))
