@@ -38,6 +38,7 @@ from stitchcuda.agents.verify import (
     audit,
     call_watch,
     long_memory,
+    loop_memory,
     offthread,
     precision,
     report,
@@ -277,7 +278,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             _check_weights_followed(v, ref, cand, get_inputs, fresh_seeds(1, set(seeds))[0], device, tol, ref_ops,
                                     threads_before, numerics)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes \
-            and long_memory.may_recur(ref):
+            and (long_memory.recurrences(ref) or loop_memory.has_matrices(ref)):
         rec.enter("long-memory", "recurrences given weights that remember the whole sequence, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
             _check_long_memory(v, ref, cand, get_inputs, fresh_seeds(4, set(seeds))[3], device, tol, ref_ops,
@@ -1459,15 +1460,15 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
     put_backs: list[Callable[[], None]] = []
     try:
         try:
-            loops = long_memory.find_loops(ref, ref_call)
+            loops = loop_memory.find_loops(ref, ref_call)
             if any(body.recurrent for body in loops.values()):
-                args = long_memory.scale_inputs(args)
+                args = loop_memory.scale_inputs(args)
                 try:
-                    put_back, why = long_memory.set_loop_memory([ref, cand], loops, ref_call, seed)
+                    put_back, why = loop_memory.set_loop_memory([ref, cand], loops, ref_call, seed)
                 except Exception as e:  # noqa: BLE001 - the reference's own code refused the weights (put back)
                     put_back, why = None, f"the reference raised under them ({type(e).__name__}: {e})"
                 if put_back is None:
-                    v.notes.append(f"long-memory set: a loop over nn.Linear not given long-memory weights: {why}")
+                    v.notes.append(f"long-memory set: a loop written by hand not given long-memory weights: {why}")
                 else:
                     put_backs.append(put_back)
             seen = long_memory.observe(ref, ref_call)
