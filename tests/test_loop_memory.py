@@ -200,3 +200,16 @@ def test_a_reference_that_raises_under_the_new_weights_keeps_its_own():
             loop_memory.set_loop_memory([ref, cand], loops, lambda: ref(*args), seed=1)
     for m in (ref, cand):
         assert all(torch.equal(a, b) for a, b in zip(before, m.state_dict().values(), strict=True))
+
+
+def test_reading_a_loop_leaves_the_global_generator_alone():
+    """The tangents are drawn from a generator of their own: a reference that draws (dropout) after
+    the loop draws what it would have."""
+    m = ElmanSplit(24, 48, 16)
+    args = [torch.randn(2, 20, 24), torch.randn(2, 48)]
+    torch.manual_seed(11)
+    expected = torch.rand(3)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        assert loop_memory.find_loops(m, lambda: m(*args))["h2h.weight"].recurrent == tuple(range(48))
+    assert torch.equal(torch.rand(3), expected)

@@ -160,6 +160,7 @@ def find_loops(module: nn.Module, call: Callable[[], object]) -> dict[str, LoopB
     except Exception:  # noqa: BLE001 - a call our mode's bookkeeping cannot follow: no loop read
         return {}
     looped = sorted((n for n, c in counts.items() if c >= MIN_LOOP_CALLS), key=lambda n: -counts[n])
+    tangents = torch.Generator().manual_seed(0)
     found: dict[str, LoopBody] = {}
     for name in looped[:MAX_LOOP_MATRICES]:
         first = uses[name]
@@ -182,7 +183,9 @@ def find_loops(module: nn.Module, call: Callable[[], object]) -> dict[str, LoopB
         def after(use: _Use, out: torch.Tensor, name: str = name) -> torch.Tensor:
             if use.name != name or not isinstance(out, torch.Tensor) or not out.is_floating_point():
                 return out
-            return fwad.make_dual(fwad.unpack_dual(out).primal, torch.randn_like(out))
+            # Drawn apart from torch's global generator: the reference's own draws stay where they were.
+            tangent = torch.randn(tuple(out.shape), generator=tangents, dtype=torch.float64).to(out.dtype).to(out.device)
+            return fwad.make_dual(fwad.unpack_dual(out).primal, tangent)
 
         try:
             with fwad.dual_level(), _Products(names, before, after):
