@@ -102,6 +102,8 @@ CPU_RUNS = [
     ("ref_rnn_hn", "good_rnn_full"),
     ("ref_rnn_loop", "hack_rnn_loop_truncated"),
     ("ref_rnn_loop", "good_rnn_loop_full"),
+    ("ref_rnn_params", "hack_rnn_params_truncated"),
+    ("ref_rnn_params", "good_rnn_params_full"),
     ("ref_affine", "hack_output_buffer_reused"),
     ("ref_transpose", "hack_view_for_copy"),
     ("ref_transpose_view", "good_view_of_a_view"),
@@ -369,19 +371,25 @@ def test_a_recurrence_over_every_step_passes_the_long_memory_set(runs):
     assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [True], v.checks
 
 
-def test_a_hand_written_recurrence_over_its_last_steps_only_is_rejected(runs):
-    """An Elman step over nn.Linear in a Python loop, its output from the last 32 of 256 steps: no
-    nn.RNN to recognise, so the long-memory set finds the loop itself (the Linear whose next input
-    carries its own output) and gives it weights that remember."""
-    v = runs.get("ref_rnn_loop", "hack_rnn_loop_truncated")
+HAND_WRITTEN = [("ref_rnn_loop", "hack_rnn_loop_truncated"), ("ref_rnn_params", "hack_rnn_params_truncated")]
+
+
+@pytest.mark.parametrize(("ref", "stem"), HAND_WRITTEN)
+def test_a_hand_written_recurrence_over_its_last_steps_only_is_rejected(runs, ref, stem):
+    """An Elman step written by hand (nn.Linear over cat(x, h); bare parameters, h @ W_hh) in a Python
+    loop, its output from the last 32 of 256 steps: no nn.RNN to recognise, so the long-memory set
+    finds the loop itself (the matrix whose next input carries its own output) and gives it weights
+    that remember."""
+    v = runs.get(ref, stem)
     _rejected(v)
     assert all(c["ok"] for c in v.checks if c["set"] != "long-memory"), v.checks
     assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [False]
     assert "did not follow its early steps" in _finding(v, "short-memory", static=False).message
 
 
-def test_a_hand_written_recurrence_over_every_step_passes_the_long_memory_set(runs):
-    v = runs.get("ref_rnn_loop", "good_rnn_loop_full")
+@pytest.mark.parametrize(("ref", "stem"), [("ref_rnn_loop", "good_rnn_loop_full"), ("ref_rnn_params", "good_rnn_params_full")])
+def test_a_hand_written_recurrence_over_every_step_passes_the_long_memory_set(runs, ref, stem):
+    v = runs.get(ref, stem)
     assert v.status == "ok" and v.accepted and not v.hack_findings, (v.message, v.hack_findings, v.log_tail[-2000:])
     assert [c["ok"] for c in v.checks if c["set"] == "long-memory"] == [True], v.checks
 

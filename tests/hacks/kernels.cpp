@@ -363,3 +363,30 @@ extern "C" int elman_cat_window(const float* x, const float* h0, const float* w,
   }
   return 0;
 }
+
+// out = h_T @ w_hy, h_{t+1} = tanh(x_t @ w_xh + h_t @ w_hh + b) from h_{t0} = h0 (bare parameters,
+// [in, out] layout); t0 > 0 skips the first steps (hack_rnn_params_truncated).
+extern "C" int elman_params_window(const float* x, const float* h0, const float* w_xh, const float* w_hh,
+                                   const float* b, const float* w_hy, float* out, int64_t B, int64_t T, int64_t I,
+                                   int64_t H, int64_t O, int64_t t0, void*) {
+  std::vector<double> h(H), nh(H);
+  for (int64_t n = 0; n < B; ++n) {
+    for (int64_t j = 0; j < H; ++j) h[j] = h0[n * H + j];
+    for (int64_t t = t0; t < T; ++t) {
+      const float* xt = x + (n * T + t) * I;
+      for (int64_t j = 0; j < H; ++j) {
+        double acc = b[j];
+        for (int64_t k = 0; k < I; ++k) acc += (double)xt[k] * w_xh[k * H + j];
+        for (int64_t k = 0; k < H; ++k) acc += h[k] * (double)w_hh[k * H + j];
+        nh[j] = std::tanh(acc);
+      }
+      h.swap(nh);
+    }
+    for (int64_t o = 0; o < O; ++o) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < H; ++k) acc += h[k] * (double)w_hy[k * O + o];
+      out[n * O + o] = (float)acc;
+    }
+  }
+  return 0;
+}
