@@ -1442,7 +1442,8 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
                        ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
     """At their initial weights an RNN, LSTM or GRU forgets all but its last few dozen steps, so a
     candidate that ran only those matched every other set (a red-team review, 2026-12-02); so does an
-    Elman step written over nn.Linear in a Python loop. One fresh set with the reference's recurrences
+    Elman step written by hand, a weight matrix (nn.Linear's or a bare parameter) multiplied once a
+    step in a Python loop (loop_memory). One fresh set with the reference's recurrences
     (and the candidate's, by name) given weights that remember the whole sequence (long_memory), sized
     by reference calls on that set (its floating inputs scaled down where a loop is found, so a state
     handed in starts in tanh's linear range): a far miss is skipped work. Weights and buffers are put
@@ -1471,7 +1472,7 @@ def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol
                     v.notes.append(f"long-memory set: a loop written by hand not given long-memory weights: {why}")
                 else:
                     put_backs.append(put_back)
-            seen = long_memory.observe(ref, ref_call)
+            seen = long_memory.observe(ref, ref_call) if long_memory.recurrences(ref) else {}
         finally:
             state_updates.restore(ref, before)
         if long_memory.recurrences(ref):
