@@ -11,8 +11,11 @@ recurrence where its next use's input carries its own last output (forward-mode 
 matrix's products alone, taken off again at its next input). Its block on those features becomes a
 signed (for a ReLU state, plain) permutation, so the state neither grows nor decays; what the loop adds
 a step is scaled until the state's rms sits near STATE_RMS, where tanh is nearly linear; and the memory
-is confirmed by a nudge a tenth of the way in before the check relies on it. A gated loop (one wide
-matrix for every gate) has no square block and is said and left.
+is confirmed by a nudge a tenth of the way in before the check relies on it. A gated loop (an LSTM or
+GRU by hand: the state's matrix 2 to 4 gates wide) has no square block: each gate in turn is held
+open (as long_memory holds nn.LSTM's forget gate), the state's feedback into the gates kept weak,
+and the first under which the nudge is remembered is kept; one without a bias to hold it by is said
+and left.
 """
 
 from __future__ import annotations
@@ -27,14 +30,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from .long_memory import STATE_RMS, apply
+from .long_memory import GATE_ROWS, STATE_RMS, apply
 
 MIN_LOOP_CALLS = 16  # a matrix used this often in one forward is in a loop's body
 MAX_LOOP_MATRICES = 4  # loop matrices read (one forward-mode pass each)
 LOOP_INPUT_SCALE = STATE_RMS / 2  # the set's floating inputs scaled so a state handed in starts under STATE_RMS
 NUDGE_AT = 0.1  # where in the loop the confirming nudge goes: a tenth of the way
 NUDGE_MOVES = 0.1  # the least relative change that nudge must make in the output (else no memory found)
-SIZING_ROUNDS = 8
+SIZING_ROUNDS = 12
 
 
 @dataclass
@@ -223,21 +226,24 @@ def scale_inputs(args: list) -> list:
     return [a * LOOP_INPUT_SCALE if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
 
 
-def _loop_tensors(module: nn.Module, loops: dict[str, LoopBody], drive: float,
-                  gen: torch.Generator) -> dict[str, torch.Tensor] | None:
+def _loop_tensors(module: nn.Module, loops: dict[str, LoopBody], drive: float, gen: torch.Generator,
+                  hold: int | None = None) -> dict[str, torch.Tensor] | None:
     """New values (float64, CPU) by state_dict name: a recurrent matrix's block on its own output a
     signed (ReLU state: plain) permutation; everything else the loop multiplies in a step times
     `drive`, and the biases its products add small (one added every step would pile up along the
-    permutation's cycles). None where no recurrent block is square (not an Elman step)."""
+    permutation's cycles). A gated matrix (its output 2 to 4 gates of the state's width, as a
+    hand-written LSTM's or GRU's) has no square block: its gate `hold` is held open instead (rows
+    scaled by GATE_ROWS, bias ln(2T): a forget or update gate at 1 - 1/2T), the rest times `drive`.
+    None where no recurrent matrix was set (a gated one with `hold` None, or no bias to hold it by)."""
     new: dict[str, torch.Tensor] = {}
     for name, body in loops.items():
         w = module.get_parameter(name).detach().to("cpu", torch.float64)
         w2 = w * drive
-        rec = list(body.recurrent)
-        if rec:
-            outs = w.shape[1 - body.contracted]
-            if len(rec) != outs:
-                continue
+        bias = None if body.bias is None else \
+            torch.randn(tuple(module.get_parameter(body.bias).shape), generator=gen, dtype=torch.float64) * \
+            (0.1 * STATE_RMS / math.sqrt(body.calls))
+        rec, outs = list(body.recurrent), w.shape[1 - body.contracted]
+        if rec and len(rec) == outs:
             perm = torch.randperm(outs, generator=gen)
             sign = torch.ones(outs, dtype=torch.float64) if body.nonnegative else \
                 torch.randint(0, 2, (outs,), generator=gen).double() * 2 - 1
@@ -247,14 +253,36 @@ def _loop_tensors(module: nn.Module, loops: dict[str, LoopBody], drive: float,
                 w2[:, rec] = block
             else:
                 w2[rec, :] = block.T
+        elif rec:
+            gates = outs // len(rec) if outs % len(rec) == 0 else 0
+            if hold is None or not 2 <= gates <= 4 or hold >= gates or bias is None or bias.dim() != 1:
+                continue
+            held = slice(hold * len(rec), (hold + 1) * len(rec))
+            # The state's own feedback into the gates kept weak (through an integrating cell it would
+            # grow without bound), the held gate barely moved by anything.
+            if body.contracted == 1:
+                w2[:, rec] = w[:, rec] * GATE_ROWS
+                w2[held, :] = w[held, :] * GATE_ROWS
+            else:
+                w2[rec, :] = w[rec, :] * GATE_ROWS
+                w2[:, held] = w[:, held] * GATE_ROWS
+            bias[held] = math.log(2 * body.calls) + 0.01 * torch.randn(len(rec), generator=gen, dtype=torch.float64)
         new[name] = w2
-        if body.bias is not None:
-            b = module.get_parameter(body.bias)
-            new[body.bias] = torch.randn(tuple(b.shape), generator=gen, dtype=torch.float64) * \
-                (0.1 * STATE_RMS / math.sqrt(body.calls))
+        if bias is not None:
+            new[body.bias] = bias  # type: ignore[index]
     if not any(loops[n].recurrent and n in new for n in loops):
         return None
     return new
+
+
+def _gates(loops: dict[str, LoopBody], module: nn.Module) -> int:
+    """How many gates the widest gated recurrent matrix has (0 where every recurrent block is square)."""
+    most = 0
+    for name, body in loops.items():
+        outs = module.get_parameter(name).shape[1 - body.contracted]
+        if body.recurrent and len(body.recurrent) != outs and outs % len(body.recurrent) == 0:
+            most = max(most, outs // len(body.recurrent))
+    return most
 
 
 def _state_rms(module: nn.Module, loops: dict[str, LoopBody], call: Callable[[], object]) -> float:
@@ -285,24 +313,42 @@ def _flat(out: object) -> torch.Tensor:
 
 def _nudge_moves(module: nn.Module, loops: dict[str, LoopBody], call: Callable[[], object],
                  gen: torch.Generator) -> float:
-    """How far (relative L2) the output moves when a recurrent product's output is nudged by
-    STATE_RMS a tenth of the way through the loop: the memory the weights give, measured."""
+    """How far (relative L2) the output moves when the loop is nudged by STATE_RMS a tenth of the way
+    through: the memory the weights give, measured. Two nudges, the larger kept: the recurrent
+    product's output (where a gated cell's memory is written) and its state input in place (the
+    state itself, where a GRU carries it past its gates)."""
     name, body = next((n, b) for n, b in loops.items() if b.recurrent)
     base = _flat(call())
-    at, seen = max(1, int(body.calls * NUDGE_AT)), [0]
+    at = max(1, int(body.calls * NUDGE_AT))
 
-    def after(use: _Use, out: torch.Tensor) -> torch.Tensor:
+    def noise(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        drawn = torch.randn(shape, generator=gen, dtype=torch.float64) * STATE_RMS
+        return drawn.to(dtype=like.dtype, device=like.device)
+
+    def moved_by(before: Callable, after: Callable) -> float:
+        with _Products(_matrices(module), before, after):
+            moved = _flat(call())
+        return float((moved - base).norm() / base.norm()) if base.numel() and base.norm() > 0 else 0.0
+
+    seen = [0, 0]
+
+    def on_output(use: _Use, out: torch.Tensor) -> torch.Tensor:
         if use.name != name:
             return out
         seen[0] += 1
-        if seen[0] != at:
-            return out
-        noise = torch.randn(tuple(out.shape), generator=gen, dtype=torch.float64) * STATE_RMS
-        return out + noise.to(dtype=out.dtype, device=out.device)
+        return out + noise(tuple(out.shape), out) if seen[0] == at else out
 
-    with _Products(_matrices(module), _same, after):
-        moved = _flat(call())
-    return float((moved - base).norm() / base.norm()) if base.numel() and base.norm() > 0 else 0.0
+    def on_state(use: _Use, t: torch.Tensor) -> torch.Tensor:
+        if use.name != name or not isinstance(t, torch.Tensor):
+            return t
+        seen[1] += 1
+        if seen[1] == at:
+            feats = t.movedim(use.axis, -1)
+            cols = list(body.recurrent)
+            feats[..., cols] += noise(tuple(feats[..., cols].shape), t)  # in place: the state's other readers see it
+        return t
+
+    return max(moved_by(_same, on_output), moved_by(on_state, _same))
 
 
 def set_loop_memory(modules: list[nn.Module], loops: dict[str, LoopBody], call: Callable[[], object],
@@ -311,17 +357,25 @@ def set_loop_memory(modules: list[nn.Module], loops: dict[str, LoopBody], call: 
     state_dict name; `call` runs the first module's forward on the set's inputs (scaled by
     scale_inputs). Returns what puts the weights back (None where none were set) and why not. A
     reference call that raises under the new weights leaves every weight as it was."""
-    applied: list[Callable[[], None]] = []
-    try:
-        return _size(modules, loops, call, seed, applied)
-    except BaseException:
-        for undo in applied:
-            undo()
-        raise
+    gates = _gates(loops, modules[0])
+    why = ""
+    # Which of a gated matrix's gates keeps the state (an LSTM's forget gate, a GRU's update gate) is
+    # nowhere written: each is held open in turn, and the first under which a nudge is remembered kept.
+    for hold in range(gates) if 2 <= gates <= 4 else [None]:
+        applied: list[Callable[[], None]] = []
+        try:
+            put_back, why = _size(modules, loops, call, seed, applied, hold)
+        except BaseException:
+            for undo in applied:
+                undo()
+            raise
+        if put_back is not None:
+            return put_back, ""
+    return None, why
 
 
 def _size(modules: list[nn.Module], loops: dict[str, LoopBody], call: Callable[[], object], seed: int,
-          applied: list[Callable[[], None]]) -> tuple[Callable[[], None] | None, str]:
+          applied: list[Callable[[], None]], hold: int | None) -> tuple[Callable[[], None] | None, str]:
     """set_loop_memory's work: the drive sized by reference calls until the state's rms sits near
     STATE_RMS, then the memory confirmed; `applied` holds what puts the weights set so far back."""
     gen = torch.Generator().manual_seed(seed)
@@ -333,9 +387,9 @@ def _size(modules: list[nn.Module], loops: dict[str, LoopBody], call: Callable[[
             applied.pop()()
 
     for _ in range(SIZING_ROUNDS):
-        new = _loop_tensors(modules[0], loops, drive, torch.Generator().manual_seed(perm_seed))
+        new = _loop_tensors(modules[0], loops, drive, torch.Generator().manual_seed(perm_seed), hold)
         if new is None:
-            return None, "a loop's recurrent block is not square (not an Elman step)"
+            return None, "a loop's recurrent block is neither square (an Elman step) nor 2 to 4 gates with a bias"
         undo()
         put_back = apply(modules, new)
         if put_back is None:
@@ -351,6 +405,6 @@ def _size(modules: list[nn.Module], loops: dict[str, LoopBody], call: Callable[[
                 return put_back, ""
             undo()
             return None, f"no weights found under which the loop remembers (a nudge early moved the output {moves:.3g})"
-        drive *= STATE_RMS / rms
+        drive *= (STATE_RMS / rms) ** 0.7  # damped: a gated cell's state is not linear in its drive
     undo()
     return None, "the loop's state could not be sized to a linear range by its own weights"
