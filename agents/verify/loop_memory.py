@@ -102,11 +102,12 @@ class _Products(TorchFunctionMode):
                 return None
             b = self.names.get(id(bias)) if isinstance(bias, torch.Tensor) else None
             return _Use(got[0], 0, -1, 0 if got[1] else 1, b)
-        offset, b = (1, None) if func in _ADDMM else (0, None)
-        if func in _ADDMM and isinstance(args[0], torch.Tensor):
-            b = self.names.get(id(args[0]))
-        if func not in _PRODUCT and func not in _ADDMM or len(args) < offset + 2:
+        if func not in _PRODUCT and func not in _ADDMM:
             return None
+        offset = 1 if func in _ADDMM else 0  # addmm(bias, x, W)
+        if len(args) < offset + 2:
+            return None
+        b = self.names.get(id(args[0])) if offset and isinstance(args[0], torch.Tensor) else None
         left, right = args[offset], args[offset + 1]
         got = self._matrix(right)
         if got is not None:  # x @ W: W's rows meet x's features
