@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from .dynamic_check import flatten_outputs
 from .long_memory import GATE_ROWS, STATE_RMS, apply
 
 MIN_LOOP_CALLS = 16  # a matrix used this often in one forward is in a loop's body
@@ -307,8 +308,9 @@ def _state_rms(module: nn.Module, loops: dict[str, LoopBody], call: Callable[[],
 
 
 def _flat(out: object) -> torch.Tensor:
-    parts = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, tuple | list) else []
-    parts = [p.detach().double().flatten().cpu() for p in parts if isinstance(p, torch.Tensor) and p.is_floating_point()]
+    """forward's floating outputs, however nested, as one float64 vector (the nudge's yardstick)."""
+    parts = [p.detach().double().flatten().cpu() for p in flatten_outputs(out)
+             if isinstance(p, torch.Tensor) and p.is_floating_point()]
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
