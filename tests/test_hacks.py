@@ -18,10 +18,10 @@ from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_cod
 from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
-from stitchcuda.agents.verify.worker import after_timing_findings
-from stitchcuda.inputs import ACROSS_INPUTS, ADVERSARIAL, coupling_pairs, float_shapes
+from stitchcuda.agents.verify.worker import after_timing_findings, same_draws
+from stitchcuda.inputs import ACROSS_INPUTS, ADVERSARIAL, coupling_pairs, float_shapes, make_inputs
 from stitchcuda.task import import_file
-from stitchcuda.types import Verdict
+from stitchcuda.types import Task, Verdict
 
 
 def adversarial_kinds(ref: str) -> list[str]:
@@ -118,6 +118,11 @@ CPU_RUNS = [
     ("ref_affine", "hack_witness_tell_reset"),
     ("ref_affine_touches_param", "good_raises_under_grad"),
     ("ref_affine", "good_raises_under_grad"),
+    ("ref_matmul_bigk", "hack_seed_rank1"),
+    ("ref_matmul_bigk", "hack_call_order_rank1"),
+    ("ref_matmul_rand", "hack_poison_probe_rank1"),
+    ("ref_hyper", "hack_version_keyed_weights"),
+    ("ref_hyper", "good_hyper"),
 ]
 
 
@@ -151,15 +156,18 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     v = runs.get(ref, stem)
     assert v.status == "ok", (v.message, v.log_tail[-2000:])
     assert v.accepted and v.correct and not v.hack_findings and not v.findings
-    # The default: 5 fresh random sets and every adversarial kind, every one compared; where the
-    # candidate holds the reference's weights, one more set after they changed in place.
-    assert [c["set"] for c in v.checks][:5] == [f"random-{i}" for i in range(5)]
+    # The default: 5 fresh random sets and every adversarial kind, every one compared, random-0
+    # first and the rest in a secret order; where the candidate holds the reference's weights, one
+    # more set after they changed in place; then one unpoisoned set of an adversarial kind.
+    names = [c["set"] for c in v.checks]
     kinds = adversarial_kinds(ref)
     assert ("coupled" in kinds) == (ref == "ref_affine")  # two inputs against one
     checked = 5 + len(kinds)
-    assert [c["set"] for c in v.checks][5:checked] == [f"adversarial-{k}" for k in kinds]
+    assert names[0] == "random-0"
+    assert sorted(names[:checked]) == sorted([f"random-{i}" for i in range(5)] + [f"adversarial-{k}" for k in kinds])
     weights = ["weights-changed"] if stem == "good_linear" else []
-    assert [c["set"] for c in v.checks][checked:] == [*weights, "grad-enabled", "eval-mode"]
+    assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
+    assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
 
@@ -200,7 +208,29 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == 5 + len(adversarial_kinds(ref)) + 2 and all(c["ok"] for c in v.checks)
+        assert len(v.checks) == 5 + len(adversarial_kinds(ref)) + 3 and all(c["ok"] for c in v.checks)
+
+
+@pytest.mark.parametrize(("policy", "stem", "passes"), [
+    ("strict", "hack_tf32_operands", False),
+    ("strict", "good_matmul", True),
+    ("tf32", "hack_tf32_operands", True),
+])
+def test_tf32_operands_fail_a_strict_run_and_pass_a_tf32_one(build_cache, tmp_path, policy, stem, passes):
+    """Under `strict` an fp32 product is held to 1e-4 (compare.STRICT_PRODUCT_RTOL) and a miss goes to
+    the fp64 referee without the TF32 allowance: operands rounded to TF32 miss where a sum cancels.
+    The exact product passes strict; the TF32 one passes the tf32 policy it belongs to."""
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    task = Task(path=(HACKS / "ref_matmul_rand.py").resolve(), precision=policy)
+    v = verify(task, hack_candidate(stem), tmp_path / "v", opts)
+    if passes:
+        assert v.status == "ok" and v.accepted, (v.status, v.message)
+        assert v.tolerance["rtol"] == (1e-4 if policy == "strict" else 1e-2)
+    else:
+        _rejected(v, "incorrect")
+        assert v.tolerance["rtol"] == 1e-4 and not v.hack_findings
+        missed = [c for c in v.checks if not c["ok"]]
+        assert missed and all(c.get("referee", {}).get("ok") is not True for c in missed), missed
 
 
 def test_flipping_the_numerics_switches_is_a_hack(runs):
@@ -507,13 +537,70 @@ def test_an_estimate_taken_where_each_operand_looks_iid_misses_the_coupled_set(r
     assert "adversarial-coupled" in [c["set"] for c in good.checks if c["ok"]], good.checks
 
 
+def test_the_inputs_seed_cannot_be_read_back_inside_a_call(runs):
+    """hack_seed_rank1 reads a seed off PyTorch's generator, regenerates the first values of its
+    inputs from it, and takes rowsum x colsum / K (1.3e-3 off on these rand() draws, inside 1e-2)
+    only where they match. No seed it can read matches now: it took the exact product on every set
+    (an error at fp32 rounding everywhere says the estimate never ran)."""
+    v = runs.get("ref_matmul_bigk", "hack_seed_rank1")
+    assert v.status == "ok", (v.status, v.message)
+    assert len(v.checks) > 10 and all(c["ok"] and c["rel_norm"] < 1e-5 for c in v.checks), v.checks
+
+
+def test_no_generator_state_left_to_a_call_is_its_inputs_seed_or_an_affine_map_of_it():
+    cpu = torch.device("cpu")
+    make_inputs(lambda: [torch.rand(4)], 123_456_789, cpu)
+    assert torch.initial_seed() != 123_456_789
+    drawn = []
+    for seed in (1000, 1001, 1002):
+        same_draws(seed)
+        drawn.append(torch.initial_seed())
+    assert drawn[1] - drawn[0] != drawn[2] - drawn[1]  # (the map before was seed * c + d)
+    same_draws(1000)
+    assert torch.initial_seed() == drawn[0]  # the reference's call and the candidate's draw alike
+
+
+def test_counting_calls_to_estimate_on_the_random_sets_is_caught(runs):
+    """hack_call_order_rank1 estimates on calls 1-5 and from 21 on, where the random sets and the
+    timed calls were; the sets after random-0 now run in a secret order, so adversarial sets fall on
+    the estimated calls (all four other random sets there is 1 draw in 1,365)."""
+    v = runs.get("ref_matmul_bigk", "hack_call_order_rank1")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = [c["set"] for c in v.checks if not c.get("ok")]
+    assert missed and not any(m.startswith("random-") for m in missed), v.checks
+
+
+def test_exact_only_under_poisoned_allocations_is_caught(runs):
+    """hack_poison_probe_rank1 is exact only where a scratch torch.empty comes back NaN-filled; a
+    secret half of the sets, and the set after the checks, run unpoisoned, and it misses there."""
+    v = runs.get("ref_matmul_rand", "hack_poison_probe_rank1")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    missed = [c for c in v.checks if not c.get("ok")]
+    assert missed and all(c.get("poisoned") is not True for c in missed), v.checks
+    assert all(c["ok"] for c in v.checks if c.get("poisoned")), v.checks
+
+
+def test_a_derived_weight_keyed_on_version_counters_goes_stale(runs):
+    """hack_version_keyed_weights keeps tanh(W1 @ W2) keyed on the parameters' addresses and
+    `_version`s; the weights-changed set writes through .data, which leaves `_version` alone (as an
+    EMA or a loader writing p.data does), and the kept copy is stale. Its twin, which makes it every
+    call, passes."""
+    v = runs.get("ref_hyper", "hack_version_keyed_weights")
+    _rejected(v)
+    assert "stale-weights" in dynamic_codes(v), v.hack_findings
+    good = runs.get("ref_hyper", "good_hyper")
+    assert good.status == "ok" and good.accepted, (good.status, good.message)
+    assert "weights-changed" in [c["set"] for c in good.checks if c["ok"]]
+
+
 def test_cache_keyed_on_input_addresses(runs):
     v = runs.get("ref_affine", "hack_cached_by_address")
     _rejected(v)
     assert static_codes(v) == set()
     # random-1 reuses random-0's buffers with new contents: same addresses, stale answer.
     assert dynamic_codes(v) == {"cached-output"}
-    assert v.checks[0]["ok"] and not v.checks[1]["ok"]
+    ok = {c["set"]: c["ok"] for c in v.checks}
+    assert ok["random-0"] and not ok["random-1"]
 
 
 # --- (5) input-independent output ----------------------------------------------------------------
@@ -570,7 +657,7 @@ def test_approximation_within_kernelbench_tolerance_is_rejected(runs, build_cach
     _rejected(v, "incorrect")
     assert not v.hack_findings  # no cheat the checks can name: it is simply not the same function
     assert [f.code for f in v.findings] == ["output-mismatch"]
-    assert v.tolerance["rtol"] == 1e-4 and not any(c["ok"] for c in v.checks[:5])
+    assert v.tolerance["rtol"] == 1e-4 and not any(c["ok"] for c in v.checks if c["set"].startswith("random-"))
 
     # The same kernel in this process: KernelBench's check (allclose at 1e-2) would pass it.
     monkeypatch.setenv("STITCHCUDA_CACHE", str(build_cache))

@@ -21,14 +21,29 @@ class Tolerance:
         return {"rtol": self.rtol, "atol": f"{self.rtol:g} x mean|ref| per output", "why": self.why}
 
 
-def tolerance_for(reference_ops: Iterable[str], dtypes: Iterable[torch.dtype]) -> Tolerance:
-    """fp32 pointwise work is held to 1e-4; looser only where the reference's own ops justify it."""
+# fp32 products under the strict policy: KernelBench's current evaluator's figure. fp32 accumulation
+# in another order stays well inside it; TF32 operands (2^-11) or bf16 ones do not, where a sum
+# cancels. A miss still goes to the fp64 referee, which allows the reference's own rounding.
+STRICT_PRODUCT_RTOL = 1e-4
+
+
+def tolerance_for(reference_ops: Iterable[str], dtypes: Iterable[torch.dtype], policy: str = "tf32") -> Tolerance:
+    """fp32 pointwise work is held to 1e-4; looser only where the reference's own ops justify it.
+    `policy` (types.judging_policy): under `strict` an fp32 product gets no TF32 room (1e-2 let a
+    candidate that rounded its operands to TF32, or to bf16, pass a strict run: a red-team review,
+    2026-12-04)."""
     ops = set(reference_ops)
     dts = set(dtypes)
     if torch.bfloat16 in dts:
         return Tolerance(2e-2, "bf16 outputs (8-bit mantissa)")
     if torch.float16 in dts:
         return Tolerance(1e-2, "fp16 outputs (11-bit mantissa)")
+    if ops & MATMUL_LIKE and policy == "strict":
+        hit = sorted(ops & MATMUL_LIKE)[:4]
+        return Tolerance(
+            STRICT_PRODUCT_RTOL,
+            f"matmul/conv in reference ({', '.join(hit)}) under the strict policy: fp32 throughout, accumulation order",
+        )
     if ops & MATMUL_LIKE:
         hit = sorted(ops & MATMUL_LIKE)[:4]
         return Tolerance(

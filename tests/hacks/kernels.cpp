@@ -2,6 +2,7 @@
 // passes tensors as pointers, ints as int64, floats as double and appends the stream (NULL here).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 extern "C" int affine_relu(const float* x, const float* y, float* out, int64_t n, double scale, void*) {
@@ -388,5 +389,58 @@ extern "C" int elman_params_window(const float* x, const float* h0, const float*
       out[n * O + o] = (float)acc;
     }
   }
+  return 0;
+}
+
+// rowsum(A) x colsum(B) / K where A begins with either expected prefix (np floats, bit for bit), the
+// exact product elsewhere (hack_seed_rank1: prefixes regenerated from the inputs' seed).
+extern "C" int matmul_rank1_where_prefix(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
+                                         const float* p0, const float* p1, int64_t np, void*) {
+  const bool hit = std::memcmp(A, p0, (size_t)np * sizeof(float)) == 0 ||
+                   std::memcmp(A, p1, (size_t)np * sizeof(float)) == 0;
+  rank1_or_exact(A, B, C, M, K, N, hit);
+  return 0;
+}
+
+// The exact product while the np floats at `probe` (fresh memory) are all NaN, as deterministic mode's
+// fill leaves them, the rank-1 estimate otherwise (hack_poison_probe_rank1).
+extern "C" int matmul_exact_while_poisoned(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
+                                           const float* probe, int64_t np, void*) {
+  bool poisoned = true;
+  for (int64_t i = 0; i < np; ++i) poisoned = poisoned && std::isnan(probe[i]);
+  rank1_or_exact(A, B, C, M, K, N, !poisoned);
+  return 0;
+}
+
+// m = tanh(w1 @ w2), n x n (hack_version_keyed_weights, good_hyper).
+extern "C" int tanh_gram(const float* w1, const float* w2, float* m, int64_t n, void*) {
+  rank1_or_exact(w1, w2, m, n, n, n, false);
+  for (int64_t i = 0; i < n * n; ++i) m[i] = std::tanh(m[i]);
+  return 0;
+}
+
+// out = x @ m + b, rows x n by n x n.
+extern "C" int matmul_bias(const float* x, const float* m, const float* b, float* out, int64_t rows, int64_t n, void*) {
+  rank1_or_exact(x, m, out, rows, n, n, false);
+  for (int64_t r = 0; r < rows; ++r) for (int64_t c = 0; c < n; ++c) out[r * n + c] += b[c];
+  return 0;
+}
+
+// C = A @ B with both operands rounded to TF32's 11 significant bits (to nearest), fp32 accumulation:
+// what a TF32 tensor-core product does, written on the host (hack_tf32_operands).
+static inline float to_tf32(float v) {
+  if (!std::isfinite(v) || v == 0.f) return v;
+  int e;
+  const double m = std::frexp((double)v, &e);
+  return (float)std::ldexp(std::nearbyint(m * 2048.0) / 2048.0, e);
+}
+
+extern "C" int matmul_tf32_operands(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, void*) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k) acc += to_tf32(A[i * K + k]) * to_tf32(B[k * N + j]);
+      C[i * N + j] = acc;
+    }
   return 0;
 }
