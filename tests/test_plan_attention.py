@@ -215,3 +215,44 @@ def test_kernelbench_sdpa_at_a_supported_head():
     p = _plan(mod.Model(), _qkv((2, 4, 50, 128)))
     assert not p.unsupported
     assert len(_attention(p)) == 1
+
+
+@pytest.mark.parametrize("case", FUSED, ids=[c[0] for c in FUSED])
+def test_the_fused_node_renders_as_math_at_any_batch_with_gradients(case):
+    """ModelNew's `_reference` (its custom op's backward and fake shapes) of a plan whose attention
+    was fused: the sc_attention node as the ops it stands for, matching the module at the traced
+    batch, at other batches where the batch analysis finds each sample computed on its own (q, k, v
+    batch-first, masks batch-free), and with the module's gradients."""
+    from stitchcuda.agents.coder.batch import analyse
+    from stitchcuda.agents.coder.reference_math import render_reference
+
+    _, module, inputs, _ = case
+    p = _plan(module, inputs)
+    (node,) = _attention(p)
+    info = analyse(p.graph)
+    tensors = [n for n in p.graph if n["op"] == "input" and "shape" in n]
+    (out,) = [n for n in p.graph if n["op"] == "output"]
+    returns = [ref_name(v) for v in out["args"]["values"]]
+    ref = render_reference(p.graph, [n["name"] for n in tensors], [], returns, batch=info if info.dynamic else None)
+    space: dict = {"torch": torch}
+    exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered plan
+    state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    fp32 = inputs[0].dtype == torch.float32
+    tol = {"rtol": 1e-5, "atol": 1e-5} if fp32 else {"rtol": 2e-2, "atol": 2e-2}
+    # Masks are per case (batch-free); the batch is q, k and v's.
+    sizes = [inputs[0].shape[0], *((1, inputs[0].shape[0] + 3) if info.dynamic else ())]
+    assert info.dynamic == (not any(x.dtype == torch.bool for x in inputs)), info.reason
+    for n in sizes:
+        args = [torch.randn(n, *x.shape[1:]).to(x.dtype) if x.dtype != torch.bool else x for x in inputs]
+        if fp32:
+            args = [a.requires_grad_() if a.is_floating_point() else a for a in args]
+        values = [state[t["key"]] if t.get("kind") != "arg" else args[t["index"]] for t in tensors]
+        (got,) = space["_reference"](values, [])
+        want = module(*args)
+        torch.testing.assert_close(got, want.to(got.dtype).reshape(got.shape), **tol, msg=f"batch {n}")
+        if fp32:
+            g = torch.randn_like(want)
+            grads = torch.autograd.grad(got.reshape(want.shape), [a for a in args if a.requires_grad], g)
+            wants = torch.autograd.grad(want, [a for a in args if a.requires_grad], g)
+            for a, b in zip(grads, wants, strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

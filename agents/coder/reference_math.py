@@ -21,7 +21,7 @@ import torch
 
 from stitchcuda.agents import trace_rnn
 from stitchcuda.agents.coder.batch import BatchInfo
-from stitchcuda.agents.graph import Node, overload_of, ref_name
+from stitchcuda.agents.graph import Node, node_inputs, overload_of, ref_name
 
 # Mutations of module state (BatchNorm's running statistics) belong to the kernels' forward: the
 # reference math is pure, so recomputing it for a backward never updates the statistics twice.
@@ -69,9 +69,12 @@ def render_reference(
     else:
         batch = None
     known = set(tensors) | set(state)
+    if any(n["op"] == ATTENTION_OP for n in graph):
+        lines.append(_ATTENTION_MATH)
+    needed = _needed(graph, returns)
     for node in graph:
         op = node["op"]
-        if op == "output" or node["name"] in known:
+        if op == "output" or node["name"] in known or node["name"] not in needed:
             continue
         if op == "input":
             if "shape" in node:
@@ -93,6 +96,25 @@ def render_reference(
     return ReferenceMath("\n".join(lines) + "\n", (*tensors, *state))
 
 
+def _needed(graph: Sequence[Node], returns: Sequence[str]) -> set[str]:
+    """The nodes the returned values are computed from. A node nothing returned reads is left out:
+    the planner's rewrites can leave one reading a node they replaced (scaled_dot_product_attention's
+    math path makes the attention weights and drops them; fuse_attention consumed what they read)."""
+    nodes = {n["name"]: n for n in graph}
+    needed: set[str] = set()
+    todo = list(returns)
+    while todo:
+        name = todo.pop()
+        if name in needed or name not in nodes:
+            continue
+        needed.add(name)
+        node = nodes[name]
+        todo += node_inputs(node)
+        if node.get("source"):
+            todo.append(node["source"])
+    return needed
+
+
 def _batch_stat(node: Node, names: _Names) -> str:
     """A training batch norm's save_mean (index 1) or save_invstd (2) where the plan reads them
     (train_bn_prologue): PyTorch gives those results no gradient, so they are computed from the input
@@ -105,10 +127,46 @@ def _batch_stat(node: Node, names: _Names) -> str:
     return f"torch.ops.aten.rsqrt.default(torch.ops.aten.add.Tensor({var}, {literal(float(stats['eps']))}))"
 
 
+ATTENTION_OP = "sc_attention"  # planner.fuse_attention's node (emit_attention.OP)
+
+# The fused attention node as the ops it stands for (emit_attention's docstring says what its
+# arguments hold), for the custom op's backward and fake shapes: without it a module whose attention
+# was fused had no backward and ran at its traced batch only. Scores are reshaped by their step's
+# shape with the leading size left free, so the same text serves any batch.
+_ATTENTION_MATH = """\
+    def _sc_attention(q, kt, v, masks, steps, out_scale, safe, dtype):
+        sq, sk = q.shape[-2], kt.shape[-1]
+        s = torch.matmul(q.to(dtype).reshape(-1, sq, q.shape[-1]), kt.to(dtype).reshape(-1, kt.shape[-2], sk))
+        for step in steps:
+            if step[0] == "scale":
+                s = s * step[1]
+            elif step[0] == "fill":
+                s = s.reshape(-1, *step[3][1:]).masked_fill(masks[step[1]], step[2]).reshape(-1, sq, sk)
+            elif step[0] == "add":
+                s = (s.reshape(-1, *step[2][1:]) + masks[step[1]]).reshape(-1, sq, sk)
+            else:  # causal: keys after query i + diagonal masked
+                keep = torch.ones(sq, sk, dtype=torch.bool, device=s.device).tril(step[1])
+                s = s.masked_fill(~keep, float("-inf"))
+        p = torch.ops.aten._safe_softmax.default(s, -1) if safe else torch.softmax(s, -1)
+        return torch.matmul(p, v.to(dtype).reshape(-1, sk, v.shape[-1])) * out_scale"""
+
+
+def _attention(node: Node, names: _Names) -> str:
+    a = node["args"]
+    key_t = (f"{names.get(ref_name(a['key']))}.transpose(-2, -1)" if "key" in a
+             else names.get(ref_name(a["key_t"])))
+    masks = "[" + ", ".join(names.get(ref_name(m)) for m in a.get("masks", [])) + "]"
+    return (f"_sc_attention({names.get(ref_name(a['query']))}, {key_t}, {names.get(ref_name(a['value']))}, "
+            f"{masks}, {literal(a['steps'])}, {literal(float(a.get('out_scale', 1.0)))}, {bool(a.get('safe'))}, "
+            f"torch.{node['dtype']})")
+
+
 def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
     target = node.get("target")
     if node["op"] == trace_rnn.OP:
         return _recurrent(node, names)
+    if node["op"] == ATTENTION_OP:
+        return _attention(node, names)
     overload = overload_of(target) if target else None
     if overload is None:
         raise Unrenderable(f"{node['name']}: {node['op']} is not an operator overload")
@@ -236,7 +294,7 @@ class _Names:
 
     def __init__(self) -> None:
         self.bound: dict[str, str] = {}
-        self.taken = {"tensors", "state", "_dev", "torch"}
+        self.taken = {"tensors", "state", "_dev", "torch", "_sc_attention"}
 
     def bind(self, node: str) -> str:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in node) or "v"
