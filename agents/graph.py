@@ -331,8 +331,18 @@ def trace_task(task: Task) -> list[Node]:
         with fake_mode:
             init_args = list(getattr(module, task.init_inputs_fn)())
             inputs = list(getattr(module, task.inputs_fn)())
-    except Exception as e:  # noqa: BLE001 - the user's helpers, any failure is reported as is
-        raise TraceError(f"{task.inputs_fn}/{task.init_inputs_fn} failed on fake tensors: {_short(e)}") from e
+    except Exception as fake_error:  # noqa: BLE001 - the user's helpers, any failure is reported as is
+        # Helpers whose shapes depend on values (boolean-mask indexing: aten.nonzero) cannot run on
+        # fakes: they are run for real, on the CPU, and the inputs made fake (the trace needs only
+        # their shapes). The constructor's arguments stay real: a build reads them as given.
+        try:
+            with torch.no_grad(), _time_limit(TRACE_TIMEOUT_S):
+                init_args = list(getattr(module, task.init_inputs_fn)())
+                inputs = [fake_mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+                          for v in getattr(module, task.inputs_fn)()]
+        except Exception:  # noqa: BLE001 - the fake run's failure is the one reported
+            raise TraceError(f"{task.inputs_fn}/{task.init_inputs_fn} failed on fake tensors: "
+                             f"{_short(fake_error)}") from fake_error
     try:
         with fake_mode:
             model = cls(*init_args)
@@ -364,7 +374,9 @@ def _unsaved_from_a_real_module(nodes: list[Node], build: Any) -> None:
             real = build()
     except Exception:  # noqa: BLE001 - the buffers stay unsupported, with the planner's reason
         return
-    _keep_unsaved_buffers(need, dict(real.named_buffers(remove_duplicate=False)))
+    # (plain tensor attributes included: _trace may have traced them as buffers)
+    values = {key: value for _, _, key, value in _plain_tensors(real)}
+    _keep_unsaved_buffers(need, {**values, **dict(real.named_buffers(remove_duplicate=False))})
 
 
 def _shapes(values: Sequence[Any]) -> str:
@@ -425,6 +437,51 @@ def _arguments_unvalidated() -> Iterator[None]:
 _TRACE_LOCK = threading.RLock()
 
 
+class _NoGradContext:
+    """The `ctx` an old-style autograd.Function's forward is given while traced: it keeps what forward
+    stores on it (saved tensors, attributes) and says no input needs a gradient, as under no_grad."""
+
+    needs_input_grad: tuple[bool, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        pass
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _autograd_functions_inlined() -> Iterator[None]:
+    """A custom torch.autograd.Function's `apply` runs its forward directly in the tracing thread:
+    functionalize refuses one without setup_context, and traces one with it as an opaque call, while
+    the trace is forward-only (no_grad), so forward's own ops are what the graph needs. Other threads
+    (a worker training through the same Function) keep the real apply."""
+    original = torch.autograd.Function.__dict__["apply"]
+    plain_setup = torch.autograd.Function.setup_context
+    tracer = threading.get_ident()
+
+    def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != tracer:
+            return original.__func__(cls, *args, **kwargs)
+        if cls.setup_context is plain_setup:  # old style: forward(ctx, *args)
+            ctx = _NoGradContext()
+            ctx.needs_input_grad = tuple(False for _ in args)
+            return cls.forward(ctx, *args, **kwargs)
+        return cls.forward(*args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)  # type: ignore[assignment, method-assign]
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = original  # type: ignore[method-assign]
+
+
 @contextlib.contextmanager
 def _one_trace_at_a_time() -> Iterator[None]:
     # scaled_dot_product_attention traces as its math decomposition (bmm, _safe_softmax, bmm),
@@ -433,7 +490,7 @@ def _one_trace_at_a_time() -> Iterator[None]:
     # emitters know native_batch_norm. Recurrent layers trace as one node each (trace_rnn).
     with _TRACE_LOCK, _quiet("torch._subclasses.fake_tensor"), _sdpa_math(), \
             torch.backends.cudnn.flags(enabled=False), _causal_masks_as_given(), _arguments_unvalidated(), \
-            trace_rnn.recurrent_as_one_op():
+            trace_rnn.recurrent_as_one_op(), _autograd_functions_inlined():
         yield
 
 
@@ -638,7 +695,28 @@ def _trace(
             value = inputs[node["index"]]
             if not isinstance(value, torch.Tensor):
                 node["value"] = _encode(value, {})
+    if not _plain_as_buffers and any(_valueless(n) for n in nodes) and (read := _read_plain_tensors(module)):
+        # forward reads a tensor kept as a plain attribute (CLIP's attn_mask), which make_fx bakes in
+        # as a constant too large to keep by value: traced again with such attributes as
+        # non-persistent buffers, whose values the trace keeps (_keep_unsaved_buffers, or
+        # _unsaved_from_a_real_module where the module was built on fake tensors).
+        with _plain_tensors_as_buffers(read):
+            try:
+                return _trace(module, inputs, fake_mode=fake_mode, _plain_as_buffers=True)
+            except TraceError:
+                return nodes  # (the constants stay, with the planner's reason)
     return nodes
+
+
+def _valueless(node: Node) -> bool:
+    return node["op"] == "constant" and node.get("shape") is not None and "value" not in node
+
+
+def _read_plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, str, torch.Tensor]]:
+    """The plain tensor attributes too large to trace as constants by value, and small enough for
+    the trace to keep as a non-persistent buffer's (UNSAVED_BUFFER_BYTES)."""
+    return [p for p in _plain_tensors(module)
+            if p[3].numel() > _MAX_CONSTANT_NUMEL and p[3].numel() * p[3].element_size() <= UNSAVED_BUFFER_BYTES]
 
 
 @contextlib.contextmanager

@@ -46,11 +46,14 @@ BLOCKS_PER_SM = 4096
 VECTOR_BYTES = 16  # bytes each thread loads per operand and iteration of the main loop
 
 # int64 values (indices, positions, buckets) are computed in int64_t (INT64_POINTWISE).
+# The narrow integers are stored weights (int8 weight-only quantisation: w.to(bf16) * scale) and codes.
 C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "bool": "bool", "int64": "int64_t",
-           "int32": "int32_t"}
-ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8, "int32": 4}
-# Integer dtypes: computed in int64_t by INT64_POINTWISE, an int32 result wrapped to 32 bits as PyTorch wraps it.
-INTS = ("int64", "int32")
+           "int32": "int32_t", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}
+ITEM_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+             "uint8": 1}
+# Integer dtypes: computed in int64_t by INT64_POINTWISE, a narrower result wrapped to its width as
+# PyTorch wraps it.
+INTS = ("int64", "int32", "int16", "int8", "uint8")
 
 
 class NotFusable(Exception):
@@ -731,8 +734,9 @@ class _Lowering:
                 values[arg] = c_int(raw) if integers else c_float(raw)
         expr = op.render(Operands(values, {**node["args"], "_dtype": node.get("dtype")}))
         self.ops.append(node["op"])
-        if node.get("dtype") == "int32":
-            expr = f"(int64_t)(int32_t)({expr})"  # (wrapped where PyTorch's int32 arithmetic wraps)
+        if node.get("dtype") in INTS and node["dtype"] != "int64":
+            # (wrapped where PyTorch's narrower integer arithmetic wraps)
+            expr = f"(int64_t)({C_TYPES[node['dtype']]})({expr})"
         return self._emit("int64_t" if node.get("dtype") in INTS else "float", "v", expr, node["name"])
 
     def _load(self, node: Node, idx: _Index) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from stitchcuda.agents.coder import cuda_text
-from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, Epilogue, KernelArg, Prologue, c_float
+from stitchcuda.agents.coder.codegen import C_TYPES, INTS, ITEM_SIZE, Epilogue, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec, launchers
 from stitchcuda.target import Target
 
@@ -149,11 +149,12 @@ struct {name}_ix {{
 # Arguments
 
 
-def _source(ctx: EmitContext) -> Operand:
+def _source(ctx: EmitContext, *, ints: bool = False) -> Operand:
+    """The operand; `ints`: an integer one is taken too (the integer extremes' path)."""
     src = ctx.args.get("self")
     if not isinstance(src, Operand):
         raise NotSupported("the input is not a tensor")
-    if src.dtype not in FLOATS:
+    if src.dtype not in FLOATS and not (ints and src.dtype in INTS):
         raise NotSupported(f"input dtype {src.dtype} is not supported (fp32/fp16/bf16 only)")
     if src.numel == 0:
         raise NotSupported(f"empty input {list(src.shape)}")
@@ -248,7 +249,9 @@ def _correction(a: dict[str, Any]) -> float:
 
 def _reduction(ctx: EmitContext, kind: str) -> Kernel:
     a = ctx.args
-    src = _source(ctx)
+    src = _source(ctx, ints=kind in ("arg", "argonly", "ext"))
+    if src.dtype in INTS:
+        return _int_extreme(ctx, src, kind)
     rank = len(src.shape)
     op = ctx.node["op"]
     target = ctx.node.get("target") or op
@@ -303,6 +306,80 @@ def _reduction(ctx: EmitContext, kind: str) -> Kernel:
         raise NotSupported("empty reduction")
     note = f"{target} {list(src.shape)} dims {reduced}"
     return _reduce_kernel(ctx, src, lay, spec, outs, note)
+
+
+def _int_extreme(ctx: EmitContext, src: Operand, kind: str) -> Kernel:
+    """max/min/amax/amin (values) and argmax/argmin or max.dim/min.dim (indices) of an integer input,
+    compared as int64_t: the float kernels read every element through fp32, which is not exact past
+    2^24 (token ids, positions, codes). A warp an output, lanes striding its reduced elements; ties go
+    to the lower index, as ATen's. The operand is read as stored (a prologue is left to be stored)."""
+    op, target = ctx.node["op"], ctx.node.get("target") or ctx.node["op"]
+    if target in ("aten.max.other", "aten.min.other"):
+        raise NotSupported(f"{target} is pointwise")
+    reduced = _dims(ctx.args.get("dim"), len(src.shape))
+    lay = _layout(src, reduced)
+    if lay.r == 0 or lay.n == 0:
+        raise NotSupported("empty reduction")
+    outs = [*ctx.outputs, None, None][:2]
+    if kind == "argonly":
+        outs = [None, outs[0]]
+    elif kind == "ext" or target.endswith(".default"):
+        outs[1] = None
+    if outs[0] is None and outs[1] is None:
+        raise NotSupported("no result is used")
+    for spec, dtype in zip(outs, (src.dtype, "int64"), strict=True):
+        if spec is not None:
+            _check_shape(spec, src, reduced)
+            if spec.dtype != dtype:
+                raise NotSupported(f"result dtype {spec.dtype} of an {src.dtype} {op}")
+    name, t, mx = ctx.name, C_TYPES[src.dtype], "true" if op in ("max", "amax", "argmax") else "false"
+    ta = C_TYPES[outs[0].dtype] if outs[0] is not None else "int64_t"
+    outputs = [KernelArg(o.name, o.dtype) for o in outs if o is not None]
+    raw = ["const void* in0_", *[f"void* out{k}_" for k in range(len(outputs))]]
+    ya = f"static_cast<{ta}*>(out0_)" if outs[0] is not None else "nullptr"
+    yb = f"static_cast<int64_t*>(out{len(outputs) - 1}_)" if outs[1] is not None else "nullptr"
+    casts = [f"  const auto x = static_cast<const {t}*>(in0_);", f"  {ta}* const ya = {ya};",
+             f"  int64_t* const yb = {yb};"]
+    warps = BLOCK // 32
+    launch = f"  {name}_kernel<<<{-(-lay.n // warps)}, {BLOCK}, 0, stream>>>(x, ya, yb);"
+    host = (f"  for (int64_t o = 0; o < {name}_ix::N; ++o) {{\n    int64_t v, i;\n    {name}_part(x, o, 0, 1, v, i);\n"
+            f"    if (ya) ya[o] = ({ta})v;\n    if (yb) yb[o] = i;\n  }}")
+    note = f"{target} {list(src.shape)} dims {reduced}: {lay.n} x {lay.r}, {src.dtype}, a warp an output"
+    source = f"""{_header()}
+// {name}: {note}
+{_ix_source(name, lay)}
+// (v, i) takes (w, j) where w is the larger (smaller), or equal at a lower index: any order of merges
+// gives the first extreme. The start (the extreme's opposite, at R) loses to every element.
+SC_INLINE bool {name}_better(int64_t w, int64_t j, int64_t v, int64_t i) {{
+  return {mx} ? (w > v || (w == v && j < i)) : (w < v || (w == v && j < i));
+}}
+SC_INLINE void {name}_part(const {t}* x, int64_t o, int64_t t, int64_t step, int64_t& v, int64_t& i) {{
+  v = {mx} ? INT64_MIN : INT64_MAX;
+  i = {name}_ix::R;
+  const int64_t b = {name}_ix::base(o);
+  for (int64_t r = t; r < {name}_ix::R; r += step) {{
+    const int64_t w = (int64_t)x[b + {name}_ix::off(r)];
+    if ({name}_better(w, r, v, i)) {{ v = w; i = r; }}
+  }}
+}}
+__global__ void __launch_bounds__({BLOCK}) {name}_kernel(const {t}* x, {ta}* ya, int64_t* yb) {{
+  const int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (o >= {name}_ix::N) return;  // (a whole warp: o is the warp's)
+  int64_t v, i;
+  {name}_part(x, o, lane, 32, v, i);
+  for (int s = 16; s > 0; s >>= 1) {{
+    const int64_t w = __shfl_down_sync(0xffffffffu, v, s), j = __shfl_down_sync(0xffffffffu, i, s);
+    if ({name}_better(w, j, v, i)) {{ v = w; i = j; }}
+  }}
+  if (lane == 0) {{
+    if (ya) ya[o] = ({ta})v;
+    if (yb) yb[o] = i;
+  }}
+}}
+{launchers(name, raw, casts, launch, host)}"""
+    return Kernel(name=name, inputs=[KernelArg(src.name, src.dtype)], outputs=outputs, source=source, ops=[note],
+                  host=True)
 
 
 def _short_tpr(r: int, vec: int) -> int:
