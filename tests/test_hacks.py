@@ -1233,3 +1233,32 @@ def test_a_forward_that_raises_with_autograd_on_is_judged_by_its_reference(runs)
     bad = runs.get("ref_affine", "good_raises_under_grad")
     assert bad.status == "incorrect", (bad.status, bad.message)
     assert [f.code for f in bad.findings] == ["grad-enabled-mismatch"] and "no autograd path" in bad.findings[0].message
+
+
+@pytest.mark.parametrize(("moved", "hacked"), [
+    (0.0, True),  # the output the weights before give: a derived copy kept
+    (0.1, False),  # moved 0.1 in L2, missed by 0.0023: followed, imprecise under the new weights
+    (0.005, True),  # missed by about what it moved: not followed
+])
+def test_a_far_miss_under_changed_weights_is_stale_only_where_the_output_stayed(moved, hacked):
+    """worker._judge_changed_weights with _followed: a far miss on the weights-changed set is a
+    stale-weights hack where the candidate's output stayed near the reference's before the change,
+    and an output mismatch (incorrect, not hacked) where it moved FOLLOWED_RATIO times nearer the new
+    one (xLSTM's TF32 candidate on the H200, 0.23% off with its gates drawn afresh)."""
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    before = torch.randn(64, 64)
+    direction = torch.randn(64, 64)
+    outs = [before + direction * (moved * before.norm() / direction.norm())]
+    m = Mismatch(False, "output 0: 5 of 100 elements beyond tolerance", 0.2, 0.0023, bad_fraction=0.05)
+    followed = worker._followed([before], outs, m, _TOL)
+    assert followed == (not hacked)
+    v = Verdict("c", "unverified")
+    v.correct = True
+    worker._judge_changed_weights(v, "weights-changed", 1, m, True, worker.Finding("stale-weights", "stale"),
+                                  followed=followed)
+    assert not v.correct and v.checks[-1]["ok"] is False
+    assert [f.code for f in v.hack_findings] == (["stale-weights"] if hacked else [])
+    assert [f.code for f in v.findings] == ([] if hacked else ["output-mismatch"])
+    assert not worker._followed([before], outs, Mismatch(True, "match"), _TOL)  # nothing to judge
