@@ -671,3 +671,21 @@ def test_the_worker_records_the_policy_it_judged_under(tmp_path, build_cache, ru
     v = verify(task, hack_candidate("good_affine"), tmp_path / "v", opts)
     assert v.status == "ok", (v.status, v.message)
     assert v.judged_policy == run_policy
+
+
+@pytest.mark.parametrize(("n", "strays", "ok"), [
+    (2_000_000, 2, True),  # two in two million, the L2 error inside its budget
+    (2_000_000, 3, False),
+    (1_000, 1, False),  # under a million elements: none
+])
+def test_a_stray_element_per_million_passes_where_the_l2_error_is_within_budget(n, strays, ok):
+    """compare.REFEREE_STRAY_PER: 1_MLP's TF32 rung missed by one element of a million, its L2 error
+    a twentieth of the budget; one more than the share fails, and so does one in a small output."""
+    torch.manual_seed(0)
+    exact = torch.randn(n, dtype=torch.float64) * 100
+    ref = exact.float()
+    got = ref.clone()
+    got[torch.randperm(n)[:strays]] += 1.0  # past rtol 1e-3 + atol for values near zero, tiny in L2
+    judged = judge_against_exact([ref], [got], [exact], TOL)
+    assert judged.ok == ok, judged.message
+    assert f"{strays} of {n} elements beyond tolerance" in judged.message
