@@ -36,14 +36,16 @@ class InputSet:
 
 def make_inputs(get_inputs: Callable[[], list[Any]], seed: int, device: torch.device) -> list[Any]:
     torch.manual_seed(seed)
-    # Creating on the device directly: the CPU RNG takes seconds for the larger KernelBench inputs.
-    with torch.device(device):
-        args = list(get_inputs())
-    # The generators then move on to a seed of no one's. Left at `seed`, torch.initial_seed() (or the
-    # CUDA generator's state, which holds its seed) told a later call how its inputs were drawn, and a
-    # candidate regenerated them to tell an untouched random set from a transformed one: an estimate
-    # then ran only where it passes (a red-team review, 2026-12-04).
-    torch.manual_seed(secrets.randbits(62))
+    try:
+        # Creating on the device directly: the CPU RNG takes seconds for the larger KernelBench inputs.
+        with torch.device(device):
+            args = list(get_inputs())
+    finally:
+        # The generators then move on to a seed of no one's. Left at `seed`, torch.initial_seed() (or
+        # the CUDA generator's state, which holds its seed) told a later call how its inputs were
+        # drawn, and a candidate regenerated them to tell an untouched random set from a transformed
+        # one: an estimate then ran only where it passes (a red-team review, 2026-12-04).
+        torch.manual_seed(secrets.randbits(62))
     return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
 
 

@@ -216,3 +216,21 @@ def test_bits_equal_treats_nan_as_a_value_and_needs_no_copy():
     assert bits_equal(t, t.clone()) and not bits_equal(t, t.contiguous().view(3, 4))
     assert bits_equal(torch.tensor([True, False]), torch.tensor([True, False]))
     assert bits_equal(torch.ones(2, dtype=torch.complex64), torch.ones(2, dtype=torch.complex64))
+
+
+def test_strict_products_are_held_to_1e4_unless_the_reference_runs_them_on_tf32():
+    """Under `strict` an fp32 product gets no TF32 room (compare.STRICT_PRODUCT_RTOL), except where
+    the reference itself runs that op on TF32 (cuDNN's convolutions under PyTorch's default
+    switches on a GPU): an exact candidate is TF32's error away from it there."""
+    from stitchcuda.agents.verify import precision, worker
+
+    fp32 = [torch.float32]
+    assert tolerance_for(["mm"], fp32, "strict").rtol == 1e-4
+    assert tolerance_for(["mm"], fp32, "tf32").rtol == 1e-2
+    cudnn = precision.CUDNN_SENSITIVE
+    assert tolerance_for(["convolution"], fp32, "strict", reference_tf32=cudnn).rtol == 1e-2
+    assert tolerance_for(["convolution"], fp32, "strict").rtol == 1e-4
+    assert tolerance_for(["mm"], fp32, "strict", reference_tf32=cudnn).rtol == 1e-4
+    flags = {"cudnn.allow_tf32": True, "cuda.matmul.allow_tf32": False}
+    assert worker._reference_tf32(flags, torch.device("cpu")) == set()
+    assert worker._reference_tf32(flags, torch.device("cuda", 0)) == cudnn

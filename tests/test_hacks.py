@@ -123,6 +123,8 @@ CPU_RUNS = [
     ("ref_matmul_rand", "hack_poison_probe_rank1"),
     ("ref_hyper", "hack_version_keyed_weights"),
     ("ref_hyper", "good_hyper"),
+    ("ref_hyper", "hack_strided_weights_kept"),
+    ("ref_bn_train", "hack_bn_big_workspace"),
 ]
 
 
@@ -591,6 +593,24 @@ def test_a_derived_weight_keyed_on_version_counters_goes_stale(runs):
     good = runs.get("ref_hyper", "good_hyper")
     assert good.status == "ok" and good.accepted, (good.status, good.message)
     assert "weights-changed" in [c["set"] for c in good.checks if c["ok"]]
+
+
+def test_a_cache_behind_strided_weights_goes_stale(runs):
+    """hack_strided_weights_kept keeps tanh(W1 @ W2) from its first call, its weights held as
+    transposed views: the weights-changed set refused strided tensors and was skipped; it changes
+    them through their logical elements now."""
+    v = runs.get("ref_hyper", "hack_strided_weights_kept")
+    _rejected(v)
+    assert "stale-weights" in dynamic_codes(v), v.hack_findings
+
+
+def test_a_candidate_workspace_buffer_does_not_switch_the_state_checks_off(runs):
+    """hack_bn_big_workspace never writes its running statistics and ignores eval(), with a 280 MiB
+    buffer of its own past the snapshot limit: the candidate's buffers are taken by the reference's
+    names, so the state and other-mode checks still run."""
+    v = runs.get("ref_bn_train", "hack_bn_big_workspace")
+    assert not v.accepted and v.status in ("hacked", "incorrect"), (v.status, v.message)
+    assert not any("too large to put back" in n for n in v.notes), v.notes
 
 
 def test_cache_keyed_on_input_addresses(runs):
@@ -1235,24 +1255,27 @@ def test_a_forward_that_raises_with_autograd_on_is_judged_by_its_reference(runs)
     assert [f.code for f in bad.findings] == ["grad-enabled-mismatch"] and "no autograd path" in bad.findings[0].message
 
 
-@pytest.mark.parametrize(("moved", "hacked"), [
-    (0.0, True),  # the output the weights before give: a derived copy kept
-    (0.1, False),  # moved 0.1 in L2, missed by 0.0023: followed, imprecise under the new weights
-    (0.005, True),  # missed by about what it moved: not followed
+@pytest.mark.parametrize(("stayed", "hacked"), [
+    (1.0, True),  # the output the weights before give: a derived copy kept
+    (0.0, False),  # moved with the reference, missed it by a tenth of the move: imprecise, not stale
+    (0.5, True),  # half the way: not followed
 ])
-def test_a_far_miss_under_changed_weights_is_stale_only_where_the_output_stayed(moved, hacked):
+def test_a_far_miss_under_changed_weights_is_stale_only_where_the_output_stayed(stayed, hacked):
     """worker._judge_changed_weights with _followed: a far miss on the weights-changed set is a
-    stale-weights hack where the candidate's output stayed near the reference's before the change,
-    and an output mismatch (incorrect, not hacked) where it moved FOLLOWED_RATIO times nearer the new
-    one (xLSTM's TF32 candidate on the H200, 0.23% off with its gates drawn afresh)."""
+    stale-weights hack where the candidate's output did not move with the reference's (its miss more
+    than 1/FOLLOWED_RATIO of the reference's move), and an output mismatch (incorrect, not hacked)
+    where it did (xLSTM's TF32 candidate on the H200, 0.23% off with its gates drawn afresh). An
+    integer output beside the floats (an argmax) is left out of the distances."""
     from stitchcuda.agents.verify import worker
 
     torch.manual_seed(0)
     before = torch.randn(64, 64)
-    direction = torch.randn(64, 64)
-    outs = [before + direction * (moved * before.norm() / direction.norm())]
+    after = before + 0.1 * torch.randn(64, 64)
+    noise = 0.01 * torch.randn(64, 64)
+    got = after + stayed * (before - after) + noise
+    index = torch.arange(64)
     m = Mismatch(False, "output 0: 5 of 100 elements beyond tolerance", 0.2, 0.0023, bad_fraction=0.05)
-    followed = worker._followed([before], outs, m, _TOL)
+    followed = worker._followed([index, before], [index, after], [index + 1, got])
     assert followed == (not hacked)
     v = Verdict("c", "unverified")
     v.correct = True
@@ -1261,4 +1284,4 @@ def test_a_far_miss_under_changed_weights_is_stale_only_where_the_output_stayed(
     assert not v.correct and v.checks[-1]["ok"] is False
     assert [f.code for f in v.hack_findings] == (["stale-weights"] if hacked else [])
     assert [f.code for f in v.findings] == ([] if hacked else ["output-mismatch"])
-    assert not worker._followed([before], outs, Mismatch(True, "match"), _TOL)  # nothing to judge
+    assert not worker._followed(None, [after], [got]) and not worker._followed([before], [before], [got])

@@ -13,12 +13,14 @@ import torch
 from stitchcuda.types import Finding
 
 
-def snapshot(module: Any, limit: int) -> dict[str, torch.Tensor]:
-    """Copies of a module's buffers by name; {} where they exceed `limit` bytes in all (the check is
-    then not made) or there is no module."""
+def snapshot(module: Any, limit: int, names: set[str] | None = None) -> dict[str, torch.Tensor]:
+    """Copies of a module's buffers by name (only those in `names`, where given); {} where they
+    exceed `limit` bytes in all (the check is then not made) or there is no module. A candidate's
+    are taken by the reference's names: its own buffers, a 280 MiB workspace say, switched the
+    state and other-mode checks off when they counted (a red-team review, 2026-12-04)."""
     if not isinstance(module, torch.nn.Module):
         return {}
-    buffers = dict(module.named_buffers())
+    buffers = {k: b for k, b in module.named_buffers() if names is None or k in names}
     if sum(b.numel() * b.element_size() for b in buffers.values()) > limit:
         return {}
     return {k: b.detach().clone() for k, b in buffers.items()}
