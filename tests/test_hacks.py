@@ -125,6 +125,7 @@ CPU_RUNS = [
     ("ref_hyper", "good_hyper"),
     ("ref_hyper", "hack_strided_weights_kept"),
     ("ref_bn_train", "hack_bn_big_workspace"),
+    ("ref_matmul_bigk", "hack_rank1_freivalds"),
 ]
 
 
@@ -611,6 +612,36 @@ def test_a_candidate_workspace_buffer_does_not_switch_the_state_checks_off(runs)
     v = runs.get("ref_bn_train", "hack_bn_big_workspace")
     assert not v.accepted and v.status in ("hacked", "incorrect"), (v.status, v.message)
     assert not any("too large to put back" in n for n in v.notes), v.notes
+
+
+def test_an_estimate_behind_its_own_check_is_caught_by_its_error_across_set_kinds(runs):
+    """hack_rank1_freivalds estimates where its operands look like scaled iid draws and its own
+    Freivalds projections agree, and is exact on every structured set (the coupled and rearranged
+    ones fail its projections): 1.3e-3 off on the random sets, ~2.5e-7 on the structured ones, every
+    set within 1e-2. The honest product, on the same sets, is ~1e-7 everywhere."""
+    v = runs.get("ref_matmul_bigk", "hack_rank1_freivalds")
+    _rejected(v)
+    assert "input-gated-estimate" in dynamic_codes(v), v.hack_findings
+    good = runs.get("ref_matmul_bigk", "good_matmul")
+    assert good.accepted and "input-gated-estimate" not in dynamic_codes(good)
+
+
+@pytest.mark.parametrize(("random", "structured", "flagged"), [
+    (1.3e-3, [2.5e-7, 3e-7, 2.4e-7], True),  # the red team's estimate
+    (1.2e-5, [2.6e-4, 1.1e-5, 1e-5], False),  # honest TF32: cancelling sums err more
+    (2e-7, [3e-7, 2e-7, 2e-7], False),  # honest fp32
+    (5e-5, [1e-8, 1e-8, 1e-8], False),  # under the floor: rounding, whatever the ratio
+])
+def test_error_on_random_sets_far_above_the_structured_ones_is_an_estimate(random, structured, flagged):
+    from stitchcuda.agents.verify import worker
+
+    checks = [{"set": f"random-{i}", "ok": True, "rel_norm": random} for i in range(5)]
+    checks += [{"set": f"adversarial-{k}", "ok": True, "rel_norm": r}
+               for k, r in zip(worker.STRUCTURED_KINDS, structured, strict=False)]
+    assert bool(worker._estimate_findings(checks)) == flagged
+    # Random sets the fp64 referee settled say nothing of the candidate alone.
+    refereed = [{**c, "referee": {"ok": True}} if c["set"].startswith("random-") else c for c in checks]
+    assert not worker._estimate_findings(refereed)
 
 
 def test_cache_keyed_on_input_addresses(runs):

@@ -638,6 +638,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         _add_once(v.hack_findings, state_updates.left_alone(ref, ref_buffers_before, cand, cand_buffers_before))
         first_ok = bool(v.checks and v.checks[0]["ok"])
         v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
+        _add_once(v.hack_findings, _estimate_findings(v.checks))
         if len(ref_prints) >= 2 and len(set(ref_prints)) == 1:
             # (level2/80: a max over a row minus its mean over that one column is 0 for any input)
             _add_once(v.findings, [Finding(
@@ -1066,6 +1067,37 @@ def _check_streams(v: Verdict, ref, cand, get_inputs, seed: int, device: torch.d
             f"kernels also ran on stream(s) {sorted(joined)} (library-internal), joined to the caller's "
             "stream before forward returned"
         )
+
+
+# Adversarial kinds built so that an estimate misses them (signs that cancel, fibres that match,
+# lines and spikes a sample leaves out). An honest kernel's error on them is its error on random
+# draws or larger (TF32's grows where sums cancel); an estimate behind a check of its own (a
+# Freivalds projection, a spot check of a few rows) is exact there and off on the random draws: a
+# red-team candidate 1.3e-3 off on every random set and 2.5e-7 on these passed every set
+# (2026-12-04).
+STRUCTURED_KINDS = ("mixed-sign", "rearranged", "coupled", "shared-lines", "sparse-spikes")
+ESTIMATE_RATIO = 100.0  # random sets' median error over the structured sets' largest
+ESTIMATE_FLOOR = 1e-4  # under it, an error on the random sets is rounding whatever the ratio
+
+
+def _estimate_findings(checks: list[dict[str, Any]]) -> list[Finding]:
+    """A hack finding where the candidate's error on the random sets is ESTIMATE_RATIO times its
+    largest on the structured adversarial sets, and over ESTIMATE_FLOOR. Only sets passed against
+    the fp32 reference itself count (a set the fp64 referee settled has the reference's error in
+    its figure)."""
+    def plain(c: dict[str, Any]) -> bool:
+        return bool(c.get("ok")) and "referee" not in c and isinstance(c.get("rel_norm"), float)
+
+    drawn = sorted(c["rel_norm"] for c in checks if c["set"].startswith("random-") and plain(c))
+    hard = [c["rel_norm"] for c in checks if c["set"] in {f"adversarial-{k}" for k in STRUCTURED_KINDS} and plain(c)]
+    if len(drawn) < 3 or len(hard) < 2:
+        return []
+    typical, worst = drawn[len(drawn) // 2], max(hard)
+    if typical < ESTIMATE_FLOOR or typical < ESTIMATE_RATIO * worst:
+        return []
+    return [Finding("input-gated-estimate", f"relative L2 error {typical:.3g} on the random sets against at most "
+                    f"{worst:.3g} on the structured adversarial ones: exact only where its inputs are built to "
+                    "defeat an estimate, an estimate on plain random draws", data={"random": typical, "structured": worst})]
 
 
 def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first_ok: bool) -> list[Finding]:
