@@ -57,12 +57,18 @@ def test_another_check_changes_other_elements():
     assert 0 < sum(seen) < 12
 
 
-def test_a_strided_weight_leaves_everything_alone():
+def test_a_strided_weight_changes_by_its_logical_elements_alike():
+    """A weight held in transposed storage changes as its contiguous twin does (by logical element),
+    and back exactly: refusing strided weights let a weight cache behind them pass (a red-team
+    review, 2026-12-04, tests/hacks/hack_strided_weights_kept.py)."""
     a, b = _pair()
     b[0].weight = nn.Parameter(b[0].weight.detach().t().contiguous().t())  # (same values, transposed storage)
     before = {k: v.clone() for k, v in a.state_dict().items()}
-    assert not _reweight([a, b], 2.0, seed=5)
-    assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
+    assert _reweight([a, b], 2.0, seed=5)
+    assert not torch.equal(a[0].weight, before["0.weight"])
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in before)
+    assert _reweight([a, b], 0.5, seed=5)
+    assert all(torch.equal(a.state_dict()[k], before[k]) and torch.equal(b.state_dict()[k], before[k]) for k in before)
 
 
 def test_gates_that_start_closed_are_opened_alike_and_put_back():
