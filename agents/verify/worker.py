@@ -1299,9 +1299,8 @@ def _judged_by_reference(v: Verdict, ref, args: list[Any], seed: int, outs: list
     buffers = list(ref.buffers())
     saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
     _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
-    same_draws(seed)
     with torch.enable_grad() if grad else contextlib.nullcontext():
-        ref_outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+        ref_outs = _reference_outputs(ref, args, seed)
     if keep is not None:
         keep.extend(ref_outs)
     if outs is None:
@@ -1513,6 +1512,13 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
 FOLLOWED_RATIO = 4.0
 
 
+def _reference_outputs(ref, args: list[Any], seed: int) -> list[Any]:
+    """The reference's call on a copy of `args`, its draws seeded as a compared call's, its outputs
+    flattened and detached."""
+    same_draws(seed)
+    return [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+
+
 def _output_before(ref, args: list[Any], seed: int) -> list[Any] | None:
     """The reference's outputs on `args` under its weights as they are, its buffers put back after
     (a training BatchNorm's running statistics would otherwise move ahead of the candidate's); None
@@ -1521,8 +1527,7 @@ def _output_before(ref, args: list[Any], seed: int) -> list[Any] | None:
     if not kept and any(True for _ in ref.buffers()):
         return None
     try:
-        same_draws(seed)
-        outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
+        outs = _reference_outputs(ref, args, seed)
     except Exception:  # noqa: BLE001 - judged as before, without it
         return None
     finally:
