@@ -235,7 +235,7 @@ POINTWISE: dict[str, Op] = {
     "add": _f(lambda a: _axpy(a.self, "+", a.other, a.raw("alpha")), "self", "other"),
     "sub": _f(lambda a: _axpy(a.self, "-", a.other, a.raw("alpha")), "self", "other"),
     "rsub": _f(lambda a: _axpy(a.other, "-", a.self, a.raw("alpha")), "self", "other"),
-    "mul": _t("({self} * {other})", "self", "other"),
+    "mul": _t("sc_mul_rn({self}, {other})", "self", "other"),  # rounded as ATen's mul (prelude.cuh)
     "div": _f(_div, "self", "other"),
     "remainder": _t("sc_remainder({self}, {other})", "self", "other"),
     "fmod": _t("fmodf({self}, {other})", "self", "other"),
@@ -243,7 +243,7 @@ POINTWISE: dict[str, Op] = {
     "neg": _t("(-{self})", "self"),
     "abs": _t("fabsf({self})", "self"),
     "reciprocal": _t("(1.0f / {self})", "self"),
-    "square": _t("({self} * {self})", "self"),
+    "square": _t("sc_mul_rn({self}, {self})", "self"),
     "sqrt": _t("sqrtf({self})", "self"),
     "rsqrt": _t("(1.0f / sqrtf({self}))", "self"),
     "sign": _t("sc_sign({self})", "self"),

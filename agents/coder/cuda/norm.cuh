@@ -17,13 +17,6 @@
 #define SC_WF_COMPENSATED 1  // (STITCHCUDA_NORM_COMPENSATED=0 sets it 0: the merges as before, for A/B runs)
 #endif
 struct sc_wf { float n, mean, m2, c; };
-SC_INLINE float sc_mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);  // never contracted into an fma
-#else
-  return a * b;
-#endif
-}
 SC_INLINE sc_wf sc_wf_make(float n, float mean, float m2, float c = 0.0f) {
   sc_wf w; w.n = n; w.mean = mean; w.m2 = m2; w.c = c; return w;
 }
