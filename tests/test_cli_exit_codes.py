@@ -15,7 +15,7 @@ from conftest import needs_nvcc
 ROOT = Path(__file__).resolve().parent.parent
 HACKS = ROOT / "tests" / "hacks"
 EXAMPLE = ROOT / "examples" / "gated_block.py"
-RECORDED = ROOT / "bench" / "results" / "2026-11-29-h200-example-gated_block-d3ab070.json"
+RECORDED = ROOT / "bench" / "results" / "2026-12-04-h200-example-gated_block-d5354d9.json"
 
 BAD_INPUTS = '''import torch
 import torch.nn as nn

@@ -162,7 +162,7 @@ def test_the_proposal_ships_the_library_the_verifier_ran(tmp_path):
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "run"
     rc = cli.main(["optimize", str(root / "examples" / "gated_block.py"), "--out", str(out), "--rounds", "1",
-                   "--replay", str(root / "bench" / "results" / "2026-11-29-h200-example-gated_block-d3ab070.json")])
+                   "--replay", str(root / "bench" / "results" / "2026-12-04-h200-example-gated_block-d5354d9.json")])
     assert rc == 0
     (shipped,) = (out / "proposal").glob("fused_kernels.*.so")
     (ran,) = (out / "r1-builtin-pointwise").glob("fused_kernels.*.so")
