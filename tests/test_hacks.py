@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
 
+from stitchcuda.agents.verify import timed_sample
 from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
 from stitchcuda.agents.verify.static_check import check_source
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
@@ -126,6 +127,8 @@ CPU_RUNS = [
     ("ref_hyper", "hack_strided_weights_kept"),
     ("ref_bn_train", "hack_bn_big_workspace"),
     ("ref_matmul_bigk", "hack_rank1_freivalds"),
+    ("ref_attention_soft", "hack_attention_mean_v"),
+    ("ref_attention_soft", "good_attention_soft"),
 ]
 
 
@@ -168,7 +171,7 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     checked = 5 + len(kinds)
     assert names[0] == "random-0"
     assert sorted(names[:checked]) == sorted([f"random-{i}" for i in range(5)] + [f"adversarial-{k}" for k in kinds])
-    weights = ["weights-changed"] if stem == "good_linear" else []
+    weights = ["weights-changed", "weights-changed-rows"] if stem == "good_linear" else []
     assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
@@ -608,6 +611,23 @@ def test_a_cache_behind_strided_weights_goes_stale(runs):
     assert "stale-weights" in dynamic_codes(v), v.hack_findings
 
 
+def test_an_average_in_place_of_attention_is_a_smoothed_estimate(runs):
+    """hack_attention_mean_v returns the mean of V's rows where q and k look like plain draws and 16
+    exact rows agree: within tolerance on every set it sees, exact on the structured ones that a gate
+    on 6 sigma sees through, about as far off on the rest (so no input-gated-estimate): its error is
+    the output's own variation along the rows taken away, which rounding's never is. Its honest twin
+    (every row) passes."""
+    v = runs.get("ref_attention_soft", "hack_attention_mean_v")
+    assert all(c["ok"] for c in v.checks), v.checks  # every set passed: only the error's shape tells
+    assert "smoothed-estimate" in [f.code for f in v.hack_findings], v.hack_findings
+    assert v.status == "hacked" and not v.accepted
+    slopes = [c["smooth_slope"] for c in v.checks if c["set"].startswith("random-")]
+    assert all(s is not None and s < -0.9 for s in slopes), slopes
+    good = runs.get("ref_attention_soft", "good_attention_soft")
+    assert good.status == "ok" and good.accepted, (good.status, good.message)
+    assert all(c.get("smooth_slope") is None for c in good.checks), [c.get("smooth_slope") for c in good.checks]
+
+
 def test_a_candidate_workspace_buffer_does_not_switch_the_state_checks_off(runs):
     """hack_bn_big_workspace never writes its running statistics and ignores eval(), with a 280 MiB
     buffer of its own past the snapshot limit: the candidate's buffers are taken by the reference's
@@ -974,6 +994,19 @@ def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
     else:
         assert "timed outputs were wrong" in found
         assert v.ours is not None  # it was timed, and what was timed was checked
+
+
+@pytest.mark.gpu
+def test_timed_outputs_in_the_wrong_places_are_caught(tmp_path, gpu_opts):
+    """Right while watched or on new buffers, its rows rolled by one on the timed calls: each timed
+    output's sum and L1 norm are right, and a few timed outputs, picked in secret, compared in full
+    are not (timed_sample)."""
+    v = verify(hack_task("ref_affine"), hack_candidate("gpu_hack_timed_rows_rolled", "kernels.cu"), tmp_path, gpu_opts)
+    _rejected(v)
+    assert all(c["ok"] for c in v.checks if c["set"] != "after-timing"), v.checks
+    found = _finding(v, "wrong-while-timed", static=False).message
+    assert f"{timed_sample.PICKS} of {gpu_opts.trials} timed outputs were wrong" in found, found
+    assert v.ours is not None  # it was timed, and what was timed was checked
 
 
 @pytest.mark.gpu

@@ -467,7 +467,7 @@ def test_timed_outputs_are_held_to_a_refereed_candidates_own_output():
     from collections import Counter
 
     from stitchcuda.agents.verify import dynamic_check as dyn
-    from stitchcuda.agents.verify import worker
+    from stitchcuda.agents.verify import timed_sample, worker
     from stitchcuda.types import Verdict
 
     ops = Counter({"mul": 1, "add": 1, "argmax": 1})
@@ -478,20 +478,23 @@ def test_timed_outputs_are_held_to_a_refereed_candidates_own_output():
     assert all((r != e).any() for r, e in zip(refs, exacts, strict=True))
 
     v = Verdict("exact", "unverified")
-    expected = worker._timed_expectations(v, ref, _ExactArgmax(), sets, 7, tol, ops, worker._numerics_flags())
-    assert expected is not None and v.status == "unverified"
+    got = worker._timed_expectations(v, ref, _ExactArgmax(), sets, 7, tol, ops, worker._numerics_flags(), 10)
+    assert got is not None and v.status == "unverified"
+    expected, sample = got
+    # The outputs the few timed trials are compared with in full are the refereed candidate's own.
+    assert all(timed_sample.compare(sample, i, [x], tol).ok for i, x in enumerate(exacts))
     for e, r, x in zip(expected, refs, exacts, strict=True):
         assert dyn.stats_match(dyn.output_stats([x]), e, tol.rtol)
         assert not dyn.stats_match(dyn.output_stats([r]), e, tol.rtol)
     assert sum("refereed in float64" in n for n in v.notes) == 2
 
     v = Verdict("plain", "unverified")
-    expected = worker._timed_expectations(v, ref, _ScaledArgmax(), sets, 7, tol, ops, worker._numerics_flags())
-    assert expected == [dyn.output_stats([r]) for r in refs] and not v.notes
+    got = worker._timed_expectations(v, ref, _ScaledArgmax(), sets, 7, tol, ops, worker._numerics_flags(), 10)
+    assert got is not None and got[0] == [dyn.output_stats([r]) for r in refs] and not v.notes
 
     # Every element wrong, after passing every checked set: changed behaviour, not precision.
     v = Verdict("fives", "unverified")
-    assert worker._timed_expectations(v, ref, _Fives(), sets, 7, tol, ops, worker._numerics_flags()) is None
+    assert worker._timed_expectations(v, ref, _Fives(), sets, 7, tol, ops, worker._numerics_flags(), 10) is None
     assert v.status == "hacked" and not v.correct and v.hack_findings[0].code == "wrong-while-timed"
     assert v.checks[-1]["set"] == "timing-0" and "referee" in v.checks[-1]
 
@@ -530,7 +533,7 @@ def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(cand, status):
     tol = tolerance_for(["mul", "add"], [torch.float32])
     v = Verdict("scaled", "unverified")
     got = worker._timed_expectations(v, _Affine(), cand, sets, 7, tol, Counter({"mul": 1, "add": 1}),
-                                     worker._numerics_flags())
+                                     worker._numerics_flags(), 10)
     assert got is None and v.status == status and not v.correct
     assert bool(v.hack_findings) == (status == "hacked")
     assert not v.hack_findings or v.hack_findings[0].code == "wrong-while-timed"
@@ -568,7 +571,7 @@ def test_misses_without_an_error_figure_are_judged_by_what_differs(ref, cand, st
     tol = tolerance_for(["mul", "add", "argmax"], [torch.int64 if status == "incorrect" else torch.float32])
     v = Verdict("cand", "unverified")
     got = worker._timed_expectations(v, ref, cand, sets, 7, tol, Counter({"mul": 1, "add": 1, "argmax": 1}),
-                                     worker._numerics_flags())
+                                     worker._numerics_flags(), 10)
     assert got is None and v.status == status, (v.status, v.message)
 
 

@@ -1,14 +1,16 @@
-"""The weights-changed check's change (worker._reweight): a random sixteenth of every weight's
+"""The weights-changed checks' changes (worker._reweight): a random sixteenth of every weight's
 elements (at least one), drawn per check, doubled in both modules alike and undone exactly. A fixed
 pattern let a candidate key a stale copy on one element the pattern always touched (a red-team
-review, 2026-11-29); now a key on k sampled elements sees no change with probability ~(15/16)^k."""
+review, 2026-11-29); now a key on k sampled elements sees no change with probability ~(15/16)^k. The
+second set (rows=True) concentrates its change in half of a few rows of each matrix and one element of
+each vector, which a key on k sampled elements of a matrix misses with probability ~(63/64)^k."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
-from stitchcuda.agents.verify.worker import _reweight
+from stitchcuda.agents.verify.worker import ROWS_FACTOR, _reweight
 
 
 def _pair():
@@ -55,6 +57,53 @@ def test_another_check_changes_other_elements():
         _reweight([c, d], 2.0, seed=seed)
         seen.append(float(c[0].weight.view(-1)[0]) != w0)
     assert 0 < sum(seen) < 12
+
+
+def test_the_rows_change_is_concentrated_alike_and_undone_exactly():
+    a, b = _pair()
+    before = {k: v.clone() for k, v in a.state_dict().items()}
+    assert _reweight([a, b], ROWS_FACTOR, seed=123, rows=True)
+    for k in before:
+        now = a.state_dict()[k]
+        assert torch.equal(now, b.state_dict()[k])
+        changed = now != before[k]
+        assert torch.equal(now[changed], before[k][changed] * ROWS_FACTOR)
+        if before[k].dim() >= 2:  # whole rows, few of them
+            assert 1 <= int(changed.any(dim=1).sum()) <= before[k].shape[0] // 4, k
+        else:
+            assert int(changed.sum()) <= 1, k  # one element (none where it is zero)
+    assert _reweight([a, b], 1 / ROWS_FACTOR, seed=123, rows=True)
+    assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
+
+
+def test_a_key_on_sampled_matrix_elements_mostly_misses_the_rows_change_and_the_output_moves():
+    """What a derived copy keyed on 8 elements of a 128 x 128 weight sees: no change in most checks
+    ((63/64)^8 ~ 0.88; the spread change gave (15/16)^8 ~ 0.60), so it serves its stale copy, while
+    the layer's output moves far past any tolerance, in whole columns; a batch norm over the output
+    channels does not undo it (half a row changes the filter's shape, not its scale)."""
+    torch.manual_seed(0)
+    lin = nn.Linear(128, 128)
+    bn = nn.BatchNorm1d(128)
+    x = torch.randn(64, 128)
+    key = torch.randperm(128 * 128, generator=torch.Generator().manual_seed(1))[:8]
+    missed, spread_missed, moved, normed = 0, 0, [], []
+    for seed in range(200):
+        w = lin.weight.detach().clone()
+        y0 = lin(x).detach()
+        assert _reweight([lin], ROWS_FACTOR, seed=seed, rows=True)
+        missed += bool(torch.equal(lin.weight.detach().view(-1)[key], w.view(-1)[key]))
+        y1 = lin(x).detach()
+        # The columns that moved, each by far more than any tolerance.
+        col = ((y1 - y0).norm(dim=0) / y0.norm(dim=0))
+        moved.append(float(col.max()))
+        ncol = ((bn(y1) - bn(y0)).norm(dim=0) / bn(y0).norm(dim=0))
+        normed.append(float(ncol.max()))
+        assert _reweight([lin], 1 / ROWS_FACTOR, seed=seed, rows=True) and torch.equal(lin.weight, w)
+        assert _reweight([lin], 2.0, seed=seed)
+        spread_missed += bool(torch.equal(lin.weight.detach().view(-1)[key], w.view(-1)[key]))
+        assert _reweight([lin], 0.5, seed=seed) and torch.equal(lin.weight, w)
+    assert missed >= 150 and spread_missed <= 150, (missed, spread_missed)
+    assert min(moved) > 0.5 and min(normed) > 0.3, (min(moved), min(normed))
 
 
 def test_a_strided_weight_changes_by_its_logical_elements_alike():

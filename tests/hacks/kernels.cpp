@@ -500,3 +500,70 @@ extern "C" int matmul_rank1_self_checked(const float* A, const float* B, float* 
   rank1_or_exact(A, B, C, M, K, N, ok);
   return 0;
 }
+
+// softmax(q k^T * scale) v for row i of one batch's [L, D] operands, in double.
+static void attention_row(const float* q, const float* k, const float* v, float* out, int64_t L, int64_t D,
+                          double scale, int64_t i) {
+  std::vector<double> s(L);
+  double mx = -INFINITY, sum = 0.0;
+  for (int64_t j = 0; j < L; ++j) {
+    double acc = 0.0;
+    for (int64_t d = 0; d < D; ++d) acc += (double)q[i * D + d] * k[j * D + d];
+    s[j] = acc * scale;
+    mx = std::max(mx, s[j]);
+  }
+  for (int64_t j = 0; j < L; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  for (int64_t d = 0; d < D; ++d) {
+    double acc = 0.0;
+    for (int64_t j = 0; j < L; ++j) acc += s[j] * v[j * D + d];
+    out[i * D + d] = (float)(acc / sum);
+  }
+}
+
+static bool iid_looking(const float* x, int64_t n) {
+  double s = 0.0, s2 = 0.0, mx = 0.0;
+  for (int64_t i = 0; i < n; ++i) { s += x[i]; s2 += (double)x[i] * x[i]; mx = std::max(mx, (double)std::fabs(x[i])); }
+  const double mean = s / n, sd = std::sqrt(std::max(s2 / n - mean * mean, 0.0));
+  return sd > 0 && mx <= 6.0 * sd;
+}
+
+// Attention over [B, L, D] estimated as the mean of V's rows (uniform attention, L times less work)
+// wherever q and k look like plain draws and 16 rows computed exactly agree with that estimate within
+// 2e-2 of its mean magnitude; exact elsewhere (hack_attention_mean_v: a red-team review, 2026-12-04).
+extern "C" int attention_mean_v_checked(const float* q, const float* k, const float* v, float* out, int64_t B,
+                                        int64_t L, int64_t D, double scale, void*) {
+  std::vector<float> row(D);
+  std::vector<double> m(D);
+  for (int64_t b = 0; b < B; ++b) {
+    const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
+    float* ob = out + b * L * D;
+    double mag = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
+      m[d] = acc / (double)L;
+      mag += std::fabs(m[d]) / (double)D;
+    }
+    // Only where q and k look like plain draws (nothing past 6 sigma: no spikes, lines or bulk
+    // scaled apart), and the 16 rows computed exactly agree with the estimate.
+    bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D);
+    for (int t = 0; t < 16 && ok; ++t) {
+      const int64_t i = t * L / 16;
+      attention_row(qb, kb, vb, row.data() - i * D, L, D, scale, i);
+      for (int64_t d = 0; d < D && ok; ++d) ok = std::fabs(row[d] - m[d]) <= 2e-2 * mag;
+    }
+    for (int64_t i = 0; i < L; ++i) {
+      if (ok) for (int64_t d = 0; d < D; ++d) ob[i * D + d] = (float)m[d];
+      else attention_row(qb, kb, vb, ob, L, D, scale, i);
+    }
+  }
+  return 0;
+}
+
+// The same attention computed for every row (good_attention_soft, hack_attention_mean_v's twin).
+extern "C" int attention_exact(const float* q, const float* k, const float* v, float* out, int64_t B, int64_t L,
+                               int64_t D, double scale, void*) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) attention_row(q + b * L * D, k + b * L * D, v + b * L * D, out + b * L * D, L, D, scale, i);
+  return 0;
+}

@@ -1,0 +1,100 @@
+"""A few timed outputs, picked in secret, compared element by element with what their set must give.
+
+Every timed output is held to its set's sum and L1 norm (dynamic_check.stats_match): cheap, and
+enough for stale, garbage or skipped work. It is not enough for an output with the right values in
+the wrong places (rows rolled by one keep both sums) or an estimate built to keep them, on calls a
+candidate can tell are timed: the checked calls run under call_watch's profile function and the
+timed ones do not (a red-team review, 2026-12-04). So a few trials, drawn from the OS before timing
+starts and never told to the candidate, are compared in full (or, for outputs past SAMPLE_ELEMENTS,
+on that many elements at places drawn the same way), outside the timed window."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_outputs
+
+# Timed trials compared in full, of the usual 50: a candidate wrong on a share f of its timed calls
+# escapes all of them with probability (1 - f)^PICKS.
+PICKS = 4
+# Elements kept per output to compare; larger outputs are compared at this many places, drawn in
+# secret (a miss on a share f of the elements escapes with probability (1 - f)^SAMPLE_ELEMENTS).
+SAMPLE_ELEMENTS = 1 << 22
+
+
+@dataclass
+class Kept:
+    """One output of one timed set: its expected values at `places` (flat indices), or in full
+    (`places` None); `value` for an output that is not a tensor."""
+
+    places: torch.Tensor | None
+    expected: Any
+    shape: tuple[int, ...] = ()
+
+
+@dataclass
+class TimedSample:
+    """Per timed set, its outputs as kept; `trials`: the trial numbers compared."""
+
+    sets: list[list[Kept]]
+    trials: frozenset[int]
+
+
+def pick_trials(trials: int, picks: int = PICKS) -> frozenset[int]:
+    """`picks` trial numbers of range(trials), from the OS: no seed the candidate can read decides them."""
+    pool = list(range(trials))
+    chosen = set()
+    while pool and len(chosen) < picks:
+        chosen.add(pool.pop(secrets.randbelow(len(pool))))
+    return frozenset(chosen)
+
+
+def keep(expected_sets: list[list[Any]], trials: int, *, picks: int = PICKS,
+         elements: int = SAMPLE_ELEMENTS) -> TimedSample:
+    """What each timed set's outputs must be, kept whole up to `elements` per output and at that many
+    secret places beyond (so two large outputs are not held in full through the timing)."""
+    sets = []
+    for outs in expected_sets:
+        kept = []
+        for o in outs:
+            if isinstance(o, torch.Tensor) and o.numel() > elements:
+                flat = o.detach().reshape(-1)
+                places = torch.randint(0, flat.numel(), (elements,), device=flat.device,
+                                       generator=_os_generator(flat.device)).sort().values
+                kept.append(Kept(places, flat[places].clone(), tuple(o.shape)))
+            elif isinstance(o, torch.Tensor):
+                kept.append(Kept(None, o.detach().clone()))
+            else:
+                kept.append(Kept(None, o))
+        sets.append(kept)
+    return TimedSample(sets, pick_trials(trials, picks))
+
+
+def _os_generator(device: torch.device) -> torch.Generator:
+    """A generator seeded from the OS: the places are not the global generator's next draws, which a
+    candidate seeding it could predict."""
+    g = torch.Generator(device=device)
+    g.manual_seed(secrets.randbits(63))
+    return g
+
+
+def compare(sample: TimedSample, set_index: int, outs: list[Any], tol: Tolerance) -> Mismatch:
+    """The timed outputs `outs` (flattened) of set `set_index` against what was kept for it."""
+    kept = sample.sets[set_index]
+    if len(outs) != len(kept):
+        return Mismatch(False, f"{len(outs)} outputs where {len(kept)} were expected")
+    want, got = [], []
+    for k, o in zip(kept, outs, strict=True):
+        if k.places is None:
+            want.append(k.expected)
+            got.append(o)
+        elif not isinstance(o, torch.Tensor) or tuple(o.shape) != k.shape:
+            return Mismatch(False, f"an output of shape {tuple(getattr(o, 'shape', ()))} where {k.shape} was expected")
+        else:
+            want.append(k.expected)
+            got.append(o.detach().reshape(-1)[k.places.to(o.device)])
+    return compare_outputs(want, got, tol)
