@@ -29,7 +29,7 @@ SAMPLE_ELEMENTS = 1 << 22
 @dataclass
 class Kept:
     """One output of one timed set: its expected values at `places` (flat indices), or in full
-    (`places` None); `value` for an output that is not a tensor."""
+    (`places` None; `expected` is the value itself for an output that is not a tensor)."""
 
     places: torch.Tensor | None
     expected: Any
@@ -53,25 +53,28 @@ def pick_trials(trials: int, picks: int = PICKS) -> frozenset[int]:
     return frozenset(chosen)
 
 
+def keep_set(outs: list[Any], *, elements: int = SAMPLE_ELEMENTS) -> list[Kept]:
+    """What one timed set's outputs must be, kept whole up to `elements` per output and at that many
+    secret places beyond: called as each set's outputs are made, so no set's outputs are held in
+    full through the rest (two sets of a large output, beside eight workers on one GPU, would not fit)."""
+    kept = []
+    for o in outs:
+        if isinstance(o, torch.Tensor) and o.numel() > elements:
+            flat = o.detach().reshape(-1)
+            places = torch.randint(0, flat.numel(), (elements,), device=flat.device,
+                                   generator=_os_generator(flat.device)).sort().values
+            kept.append(Kept(places, flat[places].clone(), tuple(o.shape)))
+        elif isinstance(o, torch.Tensor):
+            kept.append(Kept(None, o.detach().clone()))
+        else:
+            kept.append(Kept(None, o))
+    return kept
+
+
 def keep(expected_sets: list[list[Any]], trials: int, *, picks: int = PICKS,
          elements: int = SAMPLE_ELEMENTS) -> TimedSample:
-    """What each timed set's outputs must be, kept whole up to `elements` per output and at that many
-    secret places beyond (so two large outputs are not held in full through the timing)."""
-    sets = []
-    for outs in expected_sets:
-        kept = []
-        for o in outs:
-            if isinstance(o, torch.Tensor) and o.numel() > elements:
-                flat = o.detach().reshape(-1)
-                places = torch.randint(0, flat.numel(), (elements,), device=flat.device,
-                                       generator=_os_generator(flat.device)).sort().values
-                kept.append(Kept(places, flat[places].clone(), tuple(o.shape)))
-            elif isinstance(o, torch.Tensor):
-                kept.append(Kept(None, o.detach().clone()))
-            else:
-                kept.append(Kept(None, o))
-        sets.append(kept)
-    return TimedSample(sets, pick_trials(trials, picks))
+    """keep_set for each timed set, and the trials to compare."""
+    return TimedSample([keep_set(outs, elements=elements) for outs in expected_sets], pick_trials(trials, picks))
 
 
 def _os_generator(device: torch.device) -> torch.Generator:

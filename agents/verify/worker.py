@@ -1793,11 +1793,13 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
     a hack where it is far beyond it (right while checked, then not: gpu_wrong_while_timed).
     With them, the outputs themselves, as timed_sample keeps them for the few trials it compares in
     full."""
-    expected, whole = [], []
+    expected, kept = [], []
     for i, s in enumerate(sets):
         same_draws(fresh_seed + i)
-        whole.append(dyn.flatten_outputs(ref(*clone_args(s))))
-        expected.append(dyn.output_stats(whole[-1]))
+        outs = dyn.flatten_outputs(ref(*clone_args(s)))
+        expected.append(dyn.output_stats(outs))
+        kept.append(timed_sample.keep_set(outs))
+        del outs
     for i, s in enumerate(sets):
         same_draws(fresh_seed + i)
         with _candidate_code("forward"):
@@ -1812,7 +1814,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         m = compare_outputs(ref_outs, outs, tol)
         referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, _judged_under(v))
         if m.ok or (referee is not None and referee.ok):
-            expected[i], whole[i] = dyn.output_stats(outs), outs
+            expected[i], kept[i] = dyn.output_stats(outs), timed_sample.keep_set(outs)
             v.notes.append(f"timing set {i}: the timed outputs are held to the candidate's own untimed output, "
                            f"{'refereed in float64' if referee is not None else 'within tolerance'}: "
                            f"{(referee or m).message}")
@@ -1833,9 +1835,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
         return None
-    sample = timed_sample.keep(whole, trials)
-    del whole
-    return expected, sample
+    return expected, TimedSample(kept, timed_sample.pick_trials(trials))
 
 
 def _near_timing_miss(m: Mismatch, ref_outs: list[Any], outs: list[Any], checks: list[dict[str, Any]],
