@@ -129,6 +129,10 @@ CPU_RUNS = [
     ("ref_matmul_bigk", "hack_rank1_freivalds"),
     ("ref_attention_soft", "hack_attention_mean_v"),
     ("ref_attention_soft", "good_attention_soft"),
+    ("ref_attention_soft", "hack_attention_mean_v_noisy"),
+    ("ref_attention_soft", "hack_attention_rows_copied"),
+    ("ref_mm_offset", "good_mm_tf32_offset"),
+    ("ref_hyper", "hack_row_keyed_weights"),
 ]
 
 
@@ -171,7 +175,8 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     checked = 5 + len(kinds)
     assert names[0] == "random-0"
     assert sorted(names[:checked]) == sorted([f"random-{i}" for i in range(5)] + [f"adversarial-{k}" for k in kinds])
-    weights = ["weights-changed", "weights-changed-rows"] if stem == "good_linear" else []
+    weights = ["weights-changed", "weights-changed-back", "weights-changed-rows", "weights-changed-rows-back"] \
+        if stem == "good_linear" else []
     assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
@@ -626,6 +631,35 @@ def test_an_average_in_place_of_attention_is_a_smoothed_estimate(runs):
     good = runs.get("ref_attention_soft", "good_attention_soft")
     assert good.status == "ok" and good.accepted, (good.status, good.message)
     assert all(c.get("smooth_slope") is None for c in good.checks), [c.get("smooth_slope") for c in good.checks]
+
+
+@pytest.mark.parametrize("stem", ["hack_attention_mean_v_noisy", "hack_attention_rows_copied"])
+def test_a_smoothing_estimate_with_noise_or_copied_rows_is_still_one(runs, stem):
+    """Noise the size of the estimate's own error, or rows copied over their neighbours, put the
+    correlation of the error with the output's variation near -0.7, past a fixed -0.9 cut; counted by
+    its significance, the slope (-1, -15/16) still tells."""
+    v = runs.get("ref_attention_soft", stem)
+    assert "smoothed-estimate" in [f.code for f in v.hack_findings], (v.status, v.hack_findings, v.checks)
+    assert v.status == "hacked" and not v.accepted
+
+
+def test_the_tf32_policy_losing_a_variation_under_its_resolution_is_not_an_estimate(runs):
+    """good_mm_tf32_offset rounds its operands to TF32 as a tensor core does; ref_mm_offset's inputs sit
+    at 1.5 with a jitter under TF32's resolution, so its output's variation along the rows is lost
+    exactly. The reference under TF32 emulation loses it too: a note, no finding."""
+    v = runs.get("ref_mm_offset", "good_mm_tf32_offset")
+    assert v.status == "ok" and v.accepted and not v.hack_findings, (v.status, v.message)
+    assert any("as the reference's own under tf32 does" in n for n in v.notes), v.notes
+
+
+def test_a_copy_keyed_on_one_row_goes_stale_once_the_weights_are_put_back(runs):
+    """hack_row_keyed_weights keys tanh(w1 @ w2) on row 0: the spread change touches it and its copy is
+    made again; the set on the weights put back finds it made afresh for them, so the rows set's change,
+    which row 0 mostly misses, meets a stale copy."""
+    v = runs.get("ref_hyper", "hack_row_keyed_weights")
+    _rejected(v)
+    assert "stale-weights" in dynamic_codes(v), v.hack_findings
+    assert [c["set"] for c in v.checks if not c["ok"]][0].startswith("weights-changed"), v.checks
 
 
 def test_a_candidate_workspace_buffer_does_not_switch_the_state_checks_off(runs):

@@ -621,7 +621,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         if kind is None:  # KernelBench judges random inputs only
             check["at_1e-4"] = kernelbench_close(ref_outs, call.outs)
             if m.ok and referee is None:
-                check["smooth_slope"] = shrinkage.slope(ref_outs, call.outs)
+                check["smooth_slope"] = _smooth_slope(v, ref, ref_buffers, ref_ops, args, ref_outs, call.outs)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
                                       data={"set": name, FINITE_MISS: finite_miss(m)}))
@@ -1091,6 +1091,33 @@ ESTIMATE_FLOOR = 1e-4  # under it, an error on the random sets is rounding whate
 SMOOTH_SLOPE = -0.5
 
 
+def _smooth_slope(v: Verdict, ref, buffers, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
+                  outs: list[Any]) -> float | None:
+    """shrinkage.slope of the candidate's outputs on a random set, or None where the precision policy
+    it is judged under smooths as much: the reference itself, its products' operands rounded to TF32
+    (precision.tf32_emulated, in float64), taking the same variation away. Inputs near a common offset
+    (1.5 plus a jitter under TF32's resolution of it, temperatures in kelvin) round to one value, and
+    an honest TF32 kernel loses the variation exactly (a red-team review, 2026-12-04: two such honest
+    kernels were called hacked)."""
+    s = shrinkage.slope(ref_outs, outs)
+    policy = _judged_under(v)
+    if s is None or s > SMOOTH_SLOPE or policy == "strict" or buffers is None or not precision.sensitive(ref_ops) \
+            or draws_random(ref_ops):
+        return s
+    for rounding in precision.TF32_ROUNDINGS:
+        try:
+            with precision.tf32_emulated(rounding):
+                under = _fp64_outputs(ref, buffers, args)
+        except Exception:  # noqa: BLE001 - judged without it
+            return s
+        own = shrinkage.slope(ref_outs, under)
+        if own is not None and own <= SMOOTH_SLOPE:
+            v.notes.append(f"a random set's error takes the output's variation away (slope {s:.2f}), as the reference's "
+                           f"own under {policy} does (slope {own:.2f}): the policy's rounding, not a smoothing estimate")
+            return None
+    return s
+
+
 def _estimate_findings(checks: list[dict[str, Any]]) -> list[Finding]:
     """A hack finding where the candidate's error on the random sets is ESTIMATE_RATIO times its
     largest on the structured adversarial sets, and over ESTIMATE_FLOOR. Only sets passed against
@@ -1543,6 +1570,19 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     _judge_changed_weights(v, name, seed, m, not _near_miss(m, v.checks, tol), Finding(
         "stale-weights", f"after the weights changed in place ({change}, in both modules), the candidate's "
         f"output did not follow: {m.message}"), followed=followed)
+    if not v.correct or v.hack_findings:
+        return
+    # One more set on the weights put back, before anything else runs: a copy keyed on a few sampled
+    # weights saw the change and was made for it, and may not see it undone; unchecked, the next set's
+    # change met a key the put-back had already moved, and the copy was made afresh for it by chance
+    # (a red-team review, 2026-12-04: a copy keyed on row 0 passed both sets).
+    again = fresh_seeds(1, {seed})[0]
+    m, call, _ = _further_set(v, ref, cand, make_inputs(get_inputs, again, device), again, device, threads_before,
+                              _candidate_code("forward"), tol, ref_ops, numerics)
+    _add_once(v.hack_findings, call.findings)
+    _judge_changed_weights(v, f"{name}-back", again, m, not _near_miss(m, v.checks, tol), Finding(
+        "stale-weights", f"after the weights were put back as they were ({change} undone), the candidate's "
+        f"output did not follow: {m.message}"))
 
 
 # A miss under changed weights is stale weights only where the candidate did not move with the

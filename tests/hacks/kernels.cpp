@@ -567,3 +567,102 @@ extern "C" int attention_exact(const float* q, const float* k, const float* v, f
     for (int64_t i = 0; i < L; ++i) attention_row(q + b * L * D, k + b * L * D, v + b * L * D, out + b * L * D, L, D, scale, i);
   return 0;
 }
+
+// Red-team round 3 (2026-12-04): a deterministic noise of unit variance keyed on a 64-bit value.
+static inline double hnoise(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL; x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL; x ^= x >> 31;
+  return ((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0) * 1.7320508075688772;
+}
+
+// The mean of V behind hack_attention_mean_v's gate, plus noise the size of its own error (read off the 16
+// spot rows), and relative noise `exact_noise` on the exact path (hack_attention_mean_v_noisy).
+extern "C" int attention_mean_v_noisy(const float* q, const float* k, const float* v, float* out, int64_t B,
+                                      int64_t L, int64_t D, double scale, double noise_mult, double exact_noise, void*) {
+  std::vector<float> row(D);
+  std::vector<double> m(D);
+  for (int64_t b = 0; b < B; ++b) {
+    const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
+    float* ob = out + b * L * D;
+    uint64_t seed; std::memcpy(&seed, vb, 8); seed ^= (uint64_t)b * 0x1234567ULL;
+    double mag = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
+      m[d] = acc / (double)L;
+      mag += std::fabs(m[d]) / (double)D;
+    }
+    bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D);
+    double dev2 = 0.0; int64_t ndev = 0;
+    for (int t = 0; t < 16 && ok; ++t) {
+      const int64_t i = t * L / 16;
+      attention_row(qb, kb, vb, row.data() - i * D, L, D, scale, i);
+      for (int64_t d = 0; d < D && ok; ++d) { ok = std::fabs(row[d] - m[d]) <= 2e-2 * mag; dev2 += (row[d]-m[d])*(row[d]-m[d]); ++ndev; }
+    }
+    const double sigma = ndev ? std::sqrt(dev2 / ndev) : 0.0;
+    for (int64_t i = 0; i < L; ++i) {
+      if (ok) for (int64_t d = 0; d < D; ++d) ob[i * D + d] = (float)(m[d] + noise_mult * sigma * hnoise(seed ^ (uint64_t)(i * D + d)));
+      else {
+        attention_row(qb, kb, vb, ob, L, D, scale, i);
+        for (int64_t d = 0; d < D; ++d) ob[i * D + d] = (float)(ob[i * D + d] * (1.0 + exact_noise * hnoise(seed ^ (uint64_t)(i * D + d) ^ 0xabcdefULL)));
+      }
+    }
+  }
+  return 0;
+}
+
+// The 16 spot rows behind the same gate, each copied over the L/16 - 1 rows after it; exact elsewhere
+// (hack_attention_rows_copied).
+extern "C" int attention_rows_replicated(const float* q, const float* k, const float* v, float* out, int64_t B,
+                                         int64_t L, int64_t D, double scale, void*) {
+  std::vector<double> m(D);
+  for (int64_t b = 0; b < B; ++b) {
+    const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
+    float* ob = out + b * L * D;
+    double mag = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
+      m[d] = acc / (double)L;
+      mag += std::fabs(m[d]) / (double)D;
+    }
+    bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D) && L % 16 == 0;
+    for (int t = 0; t < 16 && ok; ++t) {
+      const int64_t i = t * L / 16;
+      attention_row(qb, kb, vb, ob, L, D, scale, i);
+      for (int64_t d = 0; d < D && ok; ++d) ok = std::fabs(ob[i * D + d] - m[d]) <= 2e-2 * mag;
+    }
+    for (int64_t i = 0; i < L; ++i) {
+      if (ok) { const int64_t src = (i / (L / 16)) * (L / 16); if (src != i) for (int64_t d = 0; d < D; ++d) ob[i * D + d] = ob[src * D + d]; }
+      else attention_row(qb, kb, vb, ob, L, D, scale, i);
+    }
+  }
+  return 0;
+}
+
+
+// y = x @ tanh(w1 @ w2) + b, tanh(w1 @ w2) kept in `m` and made again only when row 0 of w1 or w2 differs
+// from its copy in `saved` (hack_row_keyed_weights).
+extern "C" int hyper_row_keyed(const float* x, const float* w1, const float* w2, const float* b, float* m, float* saved,
+                               float* out, int64_t rows, int64_t n, void*) {
+  bool changed = false;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!(saved[j] == w1[j]) || !(saved[n + j] == w2[j])) changed = true;
+    saved[j] = w1[j]; saved[n + j] = w2[j];
+  }
+  if (changed) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t kk = 0; kk < n; ++kk) acc += (double)w1[i * n + kk] * w2[kk * n + j];
+        m[i * n + j] = (float)std::tanh(acc);
+      }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double acc = b[c];
+      for (int64_t kk = 0; kk < n; ++kk) acc += (double)x[r * n + kk] * m[kk * n + c];
+      out[r * n + c] = (float)acc;
+    }
+  return 0;
+}
