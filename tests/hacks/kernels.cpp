@@ -527,6 +527,18 @@ static bool iid_looking(const float* x, int64_t n) {
   return sd > 0 && mx <= 6.0 * sd;
 }
 
+// The mean of V's L rows into m (D values), and the mean of their magnitudes (the attention cheats' scale).
+static double mean_of_rows(const float* vb, int64_t L, int64_t D, std::vector<double>& m) {
+  double mag = 0.0;
+  for (int64_t d = 0; d < D; ++d) {
+    double acc = 0.0;
+    for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
+    m[d] = acc / (double)L;
+    mag += std::fabs(m[d]) / (double)D;
+  }
+  return mag;
+}
+
 // Attention over [B, L, D] estimated as the mean of V's rows (uniform attention, L times less work)
 // wherever q and k look like plain draws and 16 rows computed exactly agree with that estimate within
 // 2e-2 of its mean magnitude; exact elsewhere (hack_attention_mean_v: a red-team review, 2026-12-04).
@@ -537,13 +549,7 @@ extern "C" int attention_mean_v_checked(const float* q, const float* k, const fl
   for (int64_t b = 0; b < B; ++b) {
     const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
     float* ob = out + b * L * D;
-    double mag = 0.0;
-    for (int64_t d = 0; d < D; ++d) {
-      double acc = 0.0;
-      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
-      m[d] = acc / (double)L;
-      mag += std::fabs(m[d]) / (double)D;
-    }
+    const double mag = mean_of_rows(vb, L, D, m);
     // Only where q and k look like plain draws (nothing past 6 sigma: no spikes, lines or bulk
     // scaled apart), and the 16 rows computed exactly agree with the estimate.
     bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D);
@@ -585,13 +591,7 @@ extern "C" int attention_mean_v_noisy(const float* q, const float* k, const floa
     const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
     float* ob = out + b * L * D;
     uint64_t seed; std::memcpy(&seed, vb, 8); seed ^= (uint64_t)b * 0x1234567ULL;
-    double mag = 0.0;
-    for (int64_t d = 0; d < D; ++d) {
-      double acc = 0.0;
-      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
-      m[d] = acc / (double)L;
-      mag += std::fabs(m[d]) / (double)D;
-    }
+    const double mag = mean_of_rows(vb, L, D, m);
     bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D);
     double dev2 = 0.0; int64_t ndev = 0;
     for (int t = 0; t < 16 && ok; ++t) {
@@ -619,13 +619,7 @@ extern "C" int attention_rows_replicated(const float* q, const float* k, const f
   for (int64_t b = 0; b < B; ++b) {
     const float *qb = q + b * L * D, *kb = k + b * L * D, *vb = v + b * L * D;
     float* ob = out + b * L * D;
-    double mag = 0.0;
-    for (int64_t d = 0; d < D; ++d) {
-      double acc = 0.0;
-      for (int64_t j = 0; j < L; ++j) acc += vb[j * D + d];
-      m[d] = acc / (double)L;
-      mag += std::fabs(m[d]) / (double)D;
-    }
+    const double mag = mean_of_rows(vb, L, D, m);
     bool ok = iid_looking(qb, L * D) && iid_looking(kb, L * D) && L % 16 == 0;
     for (int t = 0; t < 16 && ok; ++t) {
       const int64_t i = t * L / 16;
