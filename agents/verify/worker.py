@@ -26,7 +26,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -878,9 +878,7 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
         with contextlib.suppress(Exception):  # (out of memory, say) judged without it
             spread = rounding_spread(_nearby_pairs(ref, buffers, args), ref_outs)
             if policy != "strict" and precision.sensitive(ref_ops):
-                for rounding in precision.TF32_ROUNDINGS:  # (libraries round either way)
-                    with precision.tf32_emulated(rounding):
-                        under_policy = _fp64_outputs(ref, buffers, args)
+                for under_policy in _under_tf32(ref, buffers, args):
                     policy_error(spread, ref_outs, under_policy, exact, policy)
                     del under_policy
     try:
@@ -958,6 +956,16 @@ def _moved_inputs(args: list[Any], draw: int) -> list[Any]:
 def _fp32_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
     """The reference's fp32 outputs from a copy of it, on the buffers its own call saw."""
     return _outputs_of_copy(ref, buffers, args, double=False)
+
+
+def _under_tf32(ref, buffers: list[torch.Tensor], args: list[Any]) -> Iterator[list[Any]]:
+    """The reference's float64 outputs with its products' operands rounded to TF32, once for each way
+    libraries round them (precision.TF32_ROUNDINGS): what the tf32 policy allows."""
+    for rounding in precision.TF32_ROUNDINGS:
+        with precision.tf32_emulated(rounding):
+            outs = _fp64_outputs(ref, buffers, args)
+        yield outs  # (outside the mode: the caller's own products are not rounded)
+        del outs
 
 
 def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
@@ -1104,12 +1112,11 @@ def _smooth_slope(v: Verdict, ref, buffers, ref_ops: Counter[str], args: list[An
     if s is None or s > SMOOTH_SLOPE or policy == "strict" or buffers is None or not precision.sensitive(ref_ops) \
             or draws_random(ref_ops):
         return s
-    for rounding in precision.TF32_ROUNDINGS:
-        try:
-            with precision.tf32_emulated(rounding):
-                under = _fp64_outputs(ref, buffers, args)
-        except Exception:  # noqa: BLE001 - judged without it
-            return s
+    try:
+        runs = list(_under_tf32(ref, buffers, args))
+    except Exception:  # noqa: BLE001 - judged without it
+        return s
+    for under in runs:
         own = shrinkage.slope(ref_outs, under)
         if own is not None and own <= SMOOTH_SLOPE:
             v.notes.append(f"a random set's error takes the output's variation away (slope {s:.2f}), as the reference's "
