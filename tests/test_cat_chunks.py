@@ -38,19 +38,46 @@ class Computed(nn.Module):
         return torch.cat([torch.relu(x + 1.0), z, torch.tanh(y) * 2.0], dim=1)
 
 
+class Halves(nn.Module):
+    """A cat of a chunk's halves (channel slices of one tensor, each batch's slab a stride of the
+    whole apart), one computed as read: YOLO's C2f and CSP blocks."""
+
+    def forward(self, x):
+        a, b = x.chunk(2, 1)
+        return torch.cat([b, a, b * 2.0], dim=1)
+
+
+class Sliced(nn.Module):
+    """Slices whose dims before the cat's step as one (rows 2..5 of every [8, 4] plane), or do not
+    (channels 1..2 of 4, a cat along the rows: each channel's slab apart from the next)."""
+
+    def __init__(self, merged: bool):
+        super().__init__()
+        self.merged = merged
+
+    def forward(self, x):
+        if self.merged:
+            return torch.cat([x[:, :, 2:6], x[:, :, :4]], dim=2)
+        return torch.cat([x[:, 1:3], x[:, :2]], dim=2)
+
+
 def _chunked(source: str) -> bool:
     return "_v_kernel<<<" in source and "_chunk(q," in source
 
 
 # (module, input shapes, dtype, chunked): inner sizes 20 (fp32: 4 a chunk), 8 (fp16: 8), 6 (int64:
-# 2); 5 elements after the dim (no vector divides them) and a cat along the last dim stay per element.
+# 2); slices of one tensor whose slabs are a stride apart; 5 elements after the dim (no vector divides
+# them), slices whose dims before the cat's do not step as one, and a cat along the last dim stay per element.
 CASES = [
     ("channels fp32", lambda: Plain(1), [(2, 3, 4, 5), (2, 5, 4, 5)], torch.float32, True),
     ("channels fp16", lambda: Plain(1), [(3, 2, 8), (3, 6, 8)], torch.float16, True),
     ("rows int64", lambda: Plain(0), [(2, 6), (5, 6)], torch.int64, True),
     ("computed sources", Computed, [(2, 3, 4, 4), (2, 2, 4, 4), (2, 1, 4, 4)], torch.float32, True),
     ("stack", Stacked, [(3, 4, 6), (3, 4, 6)], torch.float32, True),
+    ("chunk halves", Halves, [(2, 8, 4, 4)], torch.float32, True),
+    ("slices stepping as one", lambda: Sliced(True), [(2, 3, 8, 4)], torch.float32, True),
     ("odd inner", lambda: Plain(1), [(2, 3, 5), (2, 4, 5)], torch.float32, False),
+    ("slices stepping apart", lambda: Sliced(False), [(2, 4, 6, 4)], torch.float32, False),
     ("last dim", lambda: Plain(-1), [(4, 8), (4, 12)], torch.float32, False),
 ]
 
@@ -97,7 +124,7 @@ def test_the_switch_leaves_every_cat_element_by_element(monkeypatch):
 def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
     from stitchcuda import runtime
 
-    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:5]):
+    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:7]):
         cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)
         src = tmp_path / f"k{k}.cu"
         src.write_text(cand.files[CU])
@@ -107,7 +134,7 @@ def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:5], ids=[c[0] for c in CASES[:5]])
+@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:7], ids=[c[0] for c in CASES[:7]])
 def test_on_the_gpu_chunked_cats_match_pytorch(tmp_path, name, make, shapes, dtype, chunked):
     module = make().cuda()
     cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)

@@ -965,11 +965,13 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
     checks = [f"sc_aligned(y, {vec})"]
     start = 0
     for k, src in enumerate(sources):
-        if src.dtype != out.dtype or not src.contiguous or src.offset % vec \
-                or len(src.shape) != len(out.shape) - int(stack):
+        if src.dtype != out.dtype or src.offset % vec or len(src.shape) != len(out.shape) - int(stack):
             return None
         along = 1 if stack else src.shape[dim]
-        off = f"{src.offset}LL + (int64_t)outer * {along * inner}LL + (int64_t)(c - {start}) * {inner}LL + within"
+        step = along * inner if src.contiguous or stack else _slab_step(src, dim, inner)
+        if step is None or step % vec or (loaded[k] and not src.contiguous):
+            return None
+        off = f"{src.offset}LL + (int64_t)outer * {step}LL + (int64_t)(c - {start}) * {inner}LL + within"
         read = f"ld{k}.vec<{vec}>({off})" if loaded[k] else f"sc_load<{vec}>(x{k} + ({off}))"
         checks.append(f"ld{k}.aligned({vec})" if loaded[k] else f"sc_aligned(x{k}, {vec})")
         start += along
@@ -981,6 +983,29 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
 
 {grid_stride_kernel(f"{name}_v", f"({name}_n / {vec})", params, args, one=f"{name}_chunk")}"""
     return chunk, " && ".join(checks)
+
+
+def _slab_step(src: Operand, dim: int, inner: int) -> int | None:
+    """Elements between one outer index's slab of a cat's source and the next, where its storage
+    holds each slab as a cat's chunks read it (the dims from the cat's on row-major, adjacent) and
+    the dims before it step as one: a channel slice of a larger tensor (a chunk or split, as YOLO's
+    C2f and CSP blocks cat theirs: a 78 us element-by-element cat of 52 MB on the H200, fc73d70),
+    or None. A source with no dims before the cat's has one slab."""
+    shape, strides = src.shape, src.strides
+    run = 1
+    for d in range(len(shape) - 1, dim, -1):
+        if shape[d] != 1 and strides[d] != run:
+            return None
+        run *= shape[d]
+    if run != inner or (shape[dim] != 1 and strides[dim] != inner):
+        return None
+    outer = [d for d in range(dim) if shape[d] != 1]
+    if not outer:
+        return shape[dim] * inner
+    for a, b in zip(outer, outer[1:], strict=False):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    return strides[outer[-1]]
 
 
 def _emit(ctx: EmitContext) -> Kernel:
