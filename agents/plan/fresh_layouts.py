@@ -25,11 +25,14 @@ from stitchcuda.agents.graph import (
 _NOT_FRESH = ("input", "constant", "output")
 
 
-def store_kernel_results_contiguous(graph: list[Node]) -> list[Node]:
+def store_kernel_results_contiguous(graph: list[Node], keep: frozenset[str] = frozenset(),
+                                    only: frozenset[str] | None = None) -> list[Node]:
+    """`keep`: results left in their traced layout (channels_last_inputs rewrites those convolutions);
+    `only`: the results to look at, where not all."""
     readers = readers_of(graph)
     changed: dict[str, Node] = {}
     for node in graph:
-        if not _candidate(node):
+        if node["name"] in keep or (only is not None and node["name"] not in only) or not _candidate(node):
             continue
         base = {**node, "stride": contiguous_strides(node["shape"]), "offset": 0}
         views = _replayed_views(base, readers)

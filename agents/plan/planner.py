@@ -46,6 +46,7 @@ from stitchcuda.agents.graph import (
 )
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
+from stitchcuda.agents.plan.channels_last_inputs import convs_on_channels_last_inputs, kept_layout_convs
 from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
@@ -142,7 +143,9 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
                 split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset()) -> Plan:
     traced = graph
-    graph = store_kernel_results_contiguous(drop_noop_restrides([dict(n) for n in graph]))
+    graph = drop_noop_restrides([dict(n) for n in graph])
+    kept = kept_layout_convs(graph) if channels_last else frozenset()
+    graph = store_kernel_results_contiguous(graph, keep=kept)
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
         rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(draws_as_inputs(graph)))))))))
     if algebra:
@@ -152,6 +155,9 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
     if channels_last:
         graph = channels_last_convs(instance_norm_as_group_norm(graph))
+        # (A kept convolution an earlier pass changed is stored contiguous after all.)
+        graph = convs_on_channels_last_inputs(graph, kept)
+        graph = store_kernel_results_contiguous(graph, only=kept)
     split_bns: dict[str, str] = {}  # training batch norm -> the depthwise convolution to normalise its input
     if prologues_on() and conv_prologues_on() and os.environ.get(TRAIN_BN_PROLOGUE_ENV, "1") != "0":
         graph, split_bns = split_train_batch_norms(graph, whole_bns)
