@@ -133,6 +133,7 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "batch_sizes_checked": list(v.batch_sizes) if v else [],
         "build_s": v.build_s if v else None,
         "compile_first_call_s": v.compile_first_call_s if v else None,
+        "compile_error": (v.compile_error or None) if v else None,
         "tolerance": v.tolerance if v else None,
         "message": (v.message if v and v.message else plan_note)[:500],
         "candidate": cand.name if cand else None,
@@ -265,7 +266,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_fmt(p['ours_ms'])} | {_fmt(p['speedup_eager'], '.2f')} | {_fmt(p['speedup_compile'], '.2f')} | "
             f"{_fmt(p.get('speedup_compile_matched'), '.2f')} | {p.get('precision') or '–'} | "
             f"{ {True: 'yes', False: 'no'}.get(p.get('correct_at_1e4'), '–')} | "
-            f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (next round not run)' if p.get('retry_pending') else ''} |"
+            f"{_fmt(p['build_s'], '.2f')} | {p['status']}{' (next round not run)' if p.get('retry_pending') else ''}"
+            f"{'; torch.compile failed: ' + p['compile_error'].splitlines()[0][:80] if p.get('compile_error') else ''} |"
         )
     return "\n".join(lines) + "\n"
 

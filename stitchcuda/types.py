@@ -198,6 +198,8 @@ class Verdict:
     # the sets it passed: {"policy", "median_ms", "why"}; the matched figure is then the strict one.
     compile_rejected: dict[str, Any] | None = None
     compile_first_call_s: float | None = None
+    # Why torch.compile gave no figure, where it failed on the reference ("": it did not fail).
+    compile_error: str = ""
     device: str = ""
     message: str = ""
     notes: list[str] = field(default_factory=list)

@@ -84,6 +84,7 @@ def test_a_compile_process_cut_short_leaves_the_verdict_without_its_figure(tmp_p
     verifier._compile_baseline(v, _request(tmp_path), dict(os.environ), opts, None, None)
     assert v.compiled is None and v.compile_first_call_s is None
     assert any("limit ended its process" in n and "no torch.compile timing" in n for n in v.notes), v.notes
+    assert v.compile_error.startswith("still running when the ") and "limit ended its process" in v.compile_error
     assert v.status == "ok"  # the candidate's own verdict stands
     assert not list(private_root.glob("stitchcuda-compile-*"))
 
@@ -98,3 +99,16 @@ def test_a_cancelled_run_ends_the_compile_process(tmp_path, private_root):
                                None, cancel)
     assert v.compile_first_call_s is None
     assert any("cancelled" in n for n in v.notes), v.notes
+
+
+
+def test_where_torch_compile_fails_the_verdict_says_why(tmp_path, private_root):
+    """torch.compile failing on the reference (here: no C++ compiler where $CXX names one, as on a
+    machine without a toolchain): no figure, and the verdict (so bench.json's compile_error) says
+    what failed."""
+    v = _verdict()
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-c++")}
+    verifier._compile_baseline(v, _request(tmp_path), env, VerifyOptions(cpu_only=True, timeout_s=600), None, None)
+    assert v.compiled is None and v.compile_first_call_s is None
+    assert "InvalidCxxCompiler" in v.compile_error and "no-such-c++" in v.compile_error, (v.compile_error, v.notes)
+    assert v.status == "ok" and v.correct  # the candidate's verdict stands

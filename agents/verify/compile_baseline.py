@@ -199,6 +199,7 @@ def _matched_compile(req, rec, ref, sets, device, trials: int, ref_ops: Counter[
                                                   flusher=L2Flusher(device))
         v.compile_policy = policy
     except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
+        v.compile_error = v.compile_error or f"under {policy}: {type(e).__name__}: {str(e)[:300]}"
         v.notes.append(f"torch.compile under {policy} failed on the reference: {type(e).__name__}: {str(e)[:300]}")
         rec.save()
         return None

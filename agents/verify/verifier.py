@@ -347,7 +347,7 @@ def _compile_baseline(verdict: Verdict, req: dict, env: dict[str, str], opts: Ve
 
 # The verdict's fields torch.compile's process gives it.
 COMPILE_FIELDS = ("compiled", "compiled_matched", "compile_policy", "compile_rejected", "compile_first_call_s",
-                  "compile_kernel_us")
+                  "compile_kernel_us", "compile_error")
 
 
 def _merge_compile(verdict: Verdict, outcome: _Outcome) -> None:
@@ -364,6 +364,7 @@ def _merge_compile(verdict: Verdict, outcome: _Outcome) -> None:
         verdict.notes += [n for n in got.notes if n not in verdict.notes]
         verdict.phases.update({k: t for k, t in got.phases.items() if k in PHASES})
         if got.status == "error":
+            verdict.compile_error = verdict.compile_error or got.message[:300]
             verdict.notes.append(f"torch.compile's baseline failed: {got.message}"[:400])
     if last == "done" and not outcome.killed_for:
         return
@@ -388,6 +389,7 @@ def _compile_cut_short(verdict: Verdict, last_phase: str, how: str) -> None:
                              f"when {how}: no matched figure")
     else:
         verdict.compiled = None
+        verdict.compile_error = verdict.compile_error or f"still running when {how}"
         verdict.notes.append(f"torch.compile of the reference was still running when {how}: no torch.compile "
                              "timing")
 

@@ -1239,7 +1239,8 @@ def time_compile_default(req, rec, ref, sets: list[list[Any]], device, trials: i
             torch.cuda.synchronize()
         v.compile_first_call_s = round(time.perf_counter() - t0, 3)
     except Exception as e:  # noqa: BLE001 - the compiler failing is a fact to report, not our crash
-        v.notes.append(f"torch.compile failed on the reference: {type(e).__name__}: {str(e)[:300]}")
+        v.compile_error = f"{type(e).__name__}: {str(e)[:300]}"
+        v.notes.append(f"torch.compile failed on the reference: {v.compile_error}")
         return None
     if device.type != "cuda":
         return compiled
