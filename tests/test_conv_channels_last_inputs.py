@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from conftest import assert_builds_clean_for_sm90, builtin_candidate, outputs_on_the_gpu
+from conftest import (
+    assert_builds_clean_for_sm90,
+    builtin_candidate,
+    needs_nvcc,
+    outputs_on_the_gpu,
+    planned_on_the_cpu,
+)
 from test_conv_channels_last import planned_reference
 from test_emit_conv import cudnn_include
 
@@ -64,8 +70,41 @@ class OnTheInput(nn.Module):
         return torch.relu(self.conv(x.permute(0, 3, 1, 2)))
 
 
-TAKEN = [(MixFFN, (2, 36, 8)), (lambda: MixFFN(groups=1, bias=False), (2, 36, 8)), (ReducedKeys, (2, 64, 8))]
-IDS = ["depthwise", "dense-no-bias", "strided"]
+class ScaledDepthwise(nn.Module):
+    """Every kernel with a CPU entry: an [N, H, W, C] result of forward (a scaling) viewed as NCHW, a
+    depthwise convolution (depthwise_nhwc.cuh), its result read back as [N, H, W, C] by a ReLU."""
+
+    def __init__(self, c: int = 8, k: int = 3, stride: int = 1, padding: int = 1, dilation: int = 1,
+                 tokens: bool = False):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, k, stride, padding, dilation, groups=c)
+        self.tokens = tokens
+
+    def forward(self, x):
+        y = self.conv((x * 2.0).permute(0, 3, 1, 2))
+        # As tokens ([N, H*W, C], another view of the same elements) or as [N, H, W, C].
+        return torch.relu(y.flatten(2).transpose(1, 2) if self.tokens else y.permute(0, 2, 3, 1))
+
+
+class NormedAfter(nn.Module):
+    """PointNet++'s SA: a 1x1 convolution on a permuted result, read by a training batch norm as NCHW."""
+
+    def __init__(self, c: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(c, c)
+        self.conv = nn.Conv2d(c, 16, 1)
+        self.bn = nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(self.fc(x).permute(0, 3, 1, 2))))
+
+
+TAKEN = [(MixFFN, (2, 36, 8)), (lambda: MixFFN(groups=1, bias=False), (2, 36, 8)), (ReducedKeys, (2, 64, 8)),
+         (ScaledDepthwise, (2, 7, 9, 8))]
+IDS = ["depthwise", "dense-no-bias", "strided", "depthwise-alone"]
+# The depthwise kernel's shapes: padding, stride, dilation, channels no multiple of 4 (one a thread).
+DEPTHWISE = [((8, 3, 1, 1, 1), (2, 7, 9, 8)), ((12, 5, 2, 2, 1), (1, 11, 10, 12)), ((6, 3, 1, 2, 2), (2, 8, 8, 6)),
+             ((5, 3, 2, 0, 1), (3, 9, 7, 5)), ((8, 3, 1, 1, 1, True), (2, 6, 5, 8))]
 
 
 def _convs(plan) -> list[dict]:
@@ -95,6 +134,27 @@ def test_the_rewritten_graph_still_computes_the_module(make, shape):
     (stored,), (view,) = planned_reference(module, [x])
     got = stored if view is None else stored.view(view["shape"])
     torch.testing.assert_close(got, module(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_result_a_kernel_reads_as_nchw_is_left_as_it_was():
+    traced = graph.trace_module(NormedAfter(), [torch.randn(2, 5, 6, 8)])
+    assert not channels_last_inputs.kept_layout_convs(traced)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.parametrize(("args", "shape"), DEPTHWISE, ids=[f"c{a[0]}k{a[1]}s{a[2]}p{a[3]}d{a[4]}{'-tokens' if a[5:] else ''}" for a, _ in DEPTHWISE])
+def test_the_channels_last_depthwise_kernel_matches_pytorch_on_the_cpu(tmp_path, args, shape):
+    torch.manual_seed(3)
+    module = ScaledDepthwise(*args)
+    x = torch.randn(shape)
+    plan, new = planned_on_the_cpu(module, [x], tmp_path)
+    notes = " ".join(g.note for g in plan.groups)
+    # The bias and ReLU computed as it stores, whichever view of its elements they read.
+    assert "direct over channels-last storage" in notes and "epilogue add -> relu" in notes, notes
+    with torch.no_grad():
+        for given in (x, torch.randn(shape) * 3 - 1):
+            torch.testing.assert_close(new(given), module(given), rtol=1e-5, atol=1e-5)
 
 
 def test_a_convolution_on_forwards_own_input_is_left_as_it_was():

@@ -243,6 +243,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
         raise NotSupported(f"convolution: output {list(out.shape)}, expected {list(want)}")
     if b is not None and b.shape != (p.y[1],):
         raise NotSupported(f"convolution: bias {list(b.shape)} for {p.y[1]} channels")
+    if nhwc and x_nhwc and depthwise_nhwc(p, out.dtype) and _fp32_epilogue(ctx, out):
+        return _depthwise_nhwc(ctx, p, x, w, b, out)
     # A depthwise convolution runs our direct kernel in cuDNN's place, or with
     # STITCHCUDA_CONV_DEPTHWISE=contend as its first-call contender (fp32, no bias, no epilogue).
     dw = not nhwc and not x_nhwc and depthwise_direct(p, out.dtype)
@@ -566,6 +568,53 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} ({how}; not stored)"
     stored = KernelArg(ep.node, ep.dtype) if ep is not None else KernelArg(out.name, out.dtype)
     return Kernel(name=name, inputs=ins, outputs=[stored], source=source, ops=[note], host=True)
+
+
+# "0" leaves a depthwise convolution on channels-last storage (in and out) to cuDNN's NHWC plan.
+DEPTHWISE_NHWC_ENV = "STITCHCUDA_CONV_DEPTHWISE_NHWC"
+
+
+def depthwise_nhwc(p: ConvParams, dtype: str) -> bool:
+    """Whether depthwise_nhwc.cuh's kernel takes this convolution, read and written channels-last:
+    2-D, forward, fp32, one filter a channel (no multiplier)."""
+    return (os.environ.get(DEPTHWISE_NHWC_ENV) != "0" and dtype == "float32" and not p.transposed and not p.lifted
+            and len(p.x) == 4 and 1 < p.groups == p.x[1] == p.y[1] and tuple(p.w[:2]) == (p.y[1], 1))
+
+
+def _fp32_epilogue(ctx: EmitContext, out: Any) -> bool:
+    """No epilogue, or an fp32 chain over the result's own elements (codegen.epilogue: read element
+    for element, both row-major; its call at a storage element). Its shape may be another view of
+    them: the tokens [N, H*W, C] a Mix-FFN's GELU reads of the [N, H, W, C] result."""
+    ep = ctx.epilogue
+    return ep is None or (ep.dtype == ep.value_dtype == "float32" and _numel(ep.shape) == _numel(out.shape))
+
+
+def _depthwise_nhwc(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Operand | None, out: Any) -> Kernel:
+    """depthwise_nhwc.cuh's kernel, with the planner's epilogue (ctx.epilogue) applied as it stores:
+    the convolution's own result then never stored."""
+    n, c, h, wd = p.x
+    name, ep = ctx.name, ctx.epilogue
+    spec = ", ".join(f"{v}ll" for v in (n, h, wd, c, p.y[2], p.y[3])) + ", " + ", ".join(
+        str(v) for v in (*p.w[2:4], *p.stride[:2], *p.pad[:2], *p.dilation[:2]))
+    inputs = [KernelArg(x.name, x.dtype), KernelArg(w.name, w.dtype)] + ([KernelArg(b.name, b.dtype)] if b else [])
+    raw = [f"const void* in{k}" for k in range(len(inputs))]
+    casts, functor, ep_arg = [], "", "sc_dwn_id{}"
+    if ep is not None:
+        first = len(inputs)
+        inputs += ep.inputs
+        raw += [f"const void* in{k}" for k in range(first, len(inputs))]
+        casts.append(f"  const auto ep = {ep.construct(f'{name}_ep', first)};")
+        functor, ep_arg = ep.functor(f"{name}_ep"), "ep"
+    raw.append("void* out0")
+    args = f"{name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
+    source = (cuda_text.load("depthwise_nhwc.cuh") + f"\nstatic const sc_dwn_spec {name}_spec = {{{spec}}};\n" + functor
+              + launchers(name, raw, casts, f"  if (int rc = sc_dwn_run({args}, stream, {ep_arg})) return rc;",
+                          f"  sc_dwn_host({args}, {ep_arg});"))
+    note = (_describe(p, x, w, True, nchw_shape(x.shape)) + " depthwise, direct over channels-last storage"
+            + (" +bias" if b else "") + " (channels-last input)"
+            + (f", epilogue {' -> '.join(ep.ops)} (the result not stored)" if ep is not None else ""))
+    stored = KernelArg(ep.node, ep.dtype) if ep is not None else KernelArg(out.name, out.dtype)
+    return Kernel(name=name, inputs=inputs, outputs=[stored], source=source, ops=[note], host=True)
 
 
 def _depthwise_contender(ctx: EmitContext, p: ConvParams) -> str:
