@@ -102,9 +102,10 @@ class NormedAfter(nn.Module):
 TAKEN = [(MixFFN, (2, 36, 8)), (lambda: MixFFN(groups=1, bias=False), (2, 36, 8)), (ReducedKeys, (2, 64, 8)),
          (ScaledDepthwise, (2, 7, 9, 8))]
 IDS = ["depthwise", "dense-no-bias", "strided", "depthwise-alone"]
-# The depthwise kernel's shapes: padding, stride, dilation, channels no multiple of 4 (one a thread).
+# The depthwise kernel's shapes: padding, stride, dilation, channels no multiple of 4 (one a thread), a
+# 7x7 filter over more channels than one block's 128 (a partial second block of channels).
 DEPTHWISE = [((8, 3, 1, 1, 1), (2, 7, 9, 8)), ((12, 5, 2, 2, 1), (1, 11, 10, 12)), ((6, 3, 1, 2, 2), (2, 8, 8, 6)),
-             ((5, 3, 2, 0, 1), (3, 9, 7, 5)), ((8, 3, 1, 1, 1, True), (2, 6, 5, 8))]
+             ((5, 3, 2, 0, 1), (3, 9, 7, 5)), ((8, 3, 1, 1, 1, True), (2, 6, 5, 8)), ((132, 7, 1, 3, 1), (1, 9, 11, 132))]
 
 
 def _convs(plan) -> list[dict]:

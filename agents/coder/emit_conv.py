@@ -572,13 +572,16 @@ def _depthwise(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: Opera
 
 # "0" leaves a depthwise convolution on channels-last storage (in and out) to cuDNN's NHWC plan.
 DEPTHWISE_NHWC_ENV = "STITCHCUDA_CONV_DEPTHWISE_NHWC"
+# A block's channels' filters in shared memory, [taps][128] floats: 7x7 (ConvNeXt's) is 25 KB.
+DWN_MAX_TAPS = 49
 
 
 def depthwise_nhwc(p: ConvParams, dtype: str) -> bool:
     """Whether depthwise_nhwc.cuh's kernel takes this convolution, read and written channels-last:
-    2-D, forward, fp32, one filter a channel (no multiplier)."""
+    2-D, forward, fp32, one filter a channel (no multiplier), at most DWN_MAX_TAPS taps."""
     return (os.environ.get(DEPTHWISE_NHWC_ENV) != "0" and dtype == "float32" and not p.transposed and not p.lifted
-            and len(p.x) == 4 and 1 < p.groups == p.x[1] == p.y[1] and tuple(p.w[:2]) == (p.y[1], 1))
+            and len(p.x) == 4 and 1 < p.groups == p.x[1] == p.y[1] and tuple(p.w[:2]) == (p.y[1], 1)
+            and p.w[2] * p.w[3] <= DWN_MAX_TAPS)
 
 
 def _fp32_epilogue(ctx: EmitContext, out: Any) -> bool:
@@ -608,7 +611,8 @@ def _depthwise_nhwc(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: 
     raw.append("void* out0")
     args = f"{name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
     source = (cuda_text.load("depthwise_nhwc.cuh") + f"\nstatic const sc_dwn_spec {name}_spec = {{{spec}}};\n" + functor
-              + launchers(name, raw, casts, f"  if (int rc = sc_dwn_run({args}, stream, {ep_arg})) return rc;",
+              + launchers(name, raw, casts, f"  if (int rc = sc_dwn_run<{p.w[2]}, {p.w[3]}>({args}, stream, {ep_arg})) "
+                                            "return rc;",
                           f"  sc_dwn_host({args}, {ep_arg});"))
     note = (_describe(p, x, w, True, nchw_shape(x.shape)) + " depthwise, direct over channels-last storage"
             + (" +bias" if b else "") + " (channels-last input)"
