@@ -194,3 +194,19 @@ def test_on_the_gpu_the_candidate_matches_the_module(tmp_path, monkeypatch, make
         got, want = outputs_on_the_gpu(cand, module, [x], tmp_path)
     tol = 1e-4 if exact else 1e-2
     torch.testing.assert_close(got, want, rtol=tol, atol=tol * want.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("args", "shape"), DEPTHWISE, ids=[f"c{a[0]}k{a[1]}s{a[2]}p{a[3]}d{a[4]}{'-tokens' if a[5:] else ''}" for a, _ in DEPTHWISE])
+def test_on_the_gpu_the_channels_last_depthwise_kernel_matches_pytorch(tmp_path, monkeypatch, args, shape):
+    """The device kernel's float4 and one-channel paths, partial blocks of channels, 7x7 taps (fp32 FMA
+    on both sides: no TF32 in a depthwise convolution)."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    torch.manual_seed(4)
+    module = ScaledDepthwise(*args)
+    x = torch.randn(shape)
+    cand = builtin_candidate(module, [x], host=False)
+    assert "sc_dwn_run<" in cand.files["fused_kernels.cu"]
+    got, want = outputs_on_the_gpu(cand, module, [x], tmp_path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
