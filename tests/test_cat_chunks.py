@@ -47,6 +47,23 @@ class Halves(nn.Module):
         return torch.cat([b, a, b * 2.0], dim=1)
 
 
+class StackedViews(nn.Module):
+    """Stacks of views that are not row-major (a split's thirds, a transpose): element by element;
+    and of whole rows at an offset: 16 bytes a thread."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        if self.kind == "split":
+            q, k, v = torch.relu(x).split(8, -1)
+            return torch.stack([q, k, v], 0)
+        if self.kind == "transposed":
+            return torch.stack([x.t(), (x * 2.0).t()], 0)
+        return torch.stack([x[0], x[2]], 0)
+
+
 class Sliced(nn.Module):
     """Slices whose dims before the cat's step as one (rows 2..5 of every [8, 4] plane), or do not
     (channels 1..2 of 4, a cat along the rows: each channel's slab apart from the next)."""
@@ -76,7 +93,10 @@ CASES = [
     ("stack", Stacked, [(3, 4, 6), (3, 4, 6)], torch.float32, True),
     ("chunk halves", Halves, [(2, 8, 4, 4)], torch.float32, True),
     ("slices stepping as one", lambda: Sliced(True), [(2, 3, 8, 4)], torch.float32, True),
+    ("stacked rows", lambda: StackedViews("rows"), [(4, 8)], torch.float32, True),
     ("odd inner", lambda: Plain(1), [(2, 3, 5), (2, 4, 5)], torch.float32, False),
+    ("stacked split", lambda: StackedViews("split"), [(2, 5, 24)], torch.float32, False),
+    ("stacked transposes", lambda: StackedViews("transposed"), [(8, 8)], torch.float32, False),
     ("slices stepping apart", lambda: Sliced(False), [(2, 4, 6, 4)], torch.float32, False),
     ("last dim", lambda: Plain(-1), [(4, 8), (4, 12)], torch.float32, False),
 ]
@@ -124,7 +144,7 @@ def test_the_switch_leaves_every_cat_element_by_element(monkeypatch):
 def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
     from stitchcuda import runtime
 
-    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:7]):
+    for k, (_, make, shapes, dtype, _) in enumerate(CASES[:8]):
         cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)
         src = tmp_path / f"k{k}.cu"
         src.write_text(cand.files[CU])
@@ -134,7 +154,7 @@ def test_chunked_cats_build_for_sm90_without_warnings(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:7], ids=[c[0] for c in CASES[:7]])
+@pytest.mark.parametrize("name,make,shapes,dtype,chunked", CASES[:8], ids=[c[0] for c in CASES[:8]])
 def test_on_the_gpu_chunked_cats_match_pytorch(tmp_path, name, make, shapes, dtype, chunked):
     module = make().cuda()
     cand = builtin_candidate(make(), [_make(s, dtype, 0) for s in shapes], host=False)

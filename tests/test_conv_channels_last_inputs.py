@@ -164,8 +164,9 @@ def test_a_convolution_on_forwards_own_input_is_left_as_it_was():
     assert not any(n["args"].get("input_channels_last") for n in _convs(planner.plan_graph(traced)))
 
 
-def test_the_rewrite_can_be_turned_off(monkeypatch):
-    monkeypatch.setenv(channels_last_inputs.CHANNELS_LAST_INPUTS_ENV, "0")
+@pytest.mark.parametrize("switch", [channels_last_inputs.CHANNELS_LAST_INPUTS_ENV, planner.CONV_TAIL_ENV])
+def test_the_rewrite_can_be_turned_off(monkeypatch, switch):
+    monkeypatch.setenv(switch, "0")
     plan = planner.plan_graph(graph.trace_module(MixFFN(), [torch.randn(2, 36, 8)]))
     assert plan.supported and not any(n["args"].get("input_channels_last") for n in _convs(plan))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import (
@@ -968,7 +969,10 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
         if src.dtype != out.dtype or src.offset % vec or len(src.shape) != len(out.shape) - int(stack):
             return None
         along = 1 if stack else src.shape[dim]
-        step = along * inner if src.contiguous or stack else _slab_step(src, dim, inner)
+        # (A stack's source is a cat's of one slab along the new dim: checked with that dim in.)
+        slab = replace(src, shape=(*src.shape[:dim], 1, *src.shape[dim:]),
+                       strides=(*src.strides[:dim], inner, *src.strides[dim:])) if stack else src
+        step = along * inner if src.contiguous else _slab_step(slab, dim, inner)
         if step is None or step % vec or (loaded[k] and not src.contiguous):
             return None
         off = f"{src.offset}LL + (int64_t)outer * {step}LL + (int64_t)(c - {start}) * {inner}LL + within"

@@ -96,7 +96,9 @@ def kept_layout_convs(graph: list[Node]) -> frozenset[str]:
             continue
         x = nodes.get(ref_name(a.get("input")) or "")
         w = nodes.get(ref_name(a.get("weight")) or "")
-        if x is None or w is None or x.get("shape") is None or w.get("shape") is None or len(x["shape"]) != 4:
+        # (A computed result traced channels-last is stored row-major by the planner: no view of it to take.)
+        if x is None or w is None or not x.get("view") or x.get("shape") is None or w.get("shape") is None \
+                or len(x["shape"]) != 4:
             continue
         if shape[1] == 1 or x["shape"][1] == 1 or x.get("offset", 0) != 0 or x.get("dtype") != conv["dtype"]:
             continue  # (one channel: channels-last is NCHW; an offset view is no tensor cuDNN takes whole)

@@ -144,7 +144,8 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                 split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset()) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
-    kept = kept_layout_convs(graph) if channels_last else frozenset()
+    # (STITCHCUDA_CONV_CHANNELS_LAST=0 keeps every convolution's result NCHW, these too.)
+    kept = kept_layout_convs(graph) if channels_last and os.environ.get(CONV_TAIL_ENV, "1") != "0" else frozenset()
     graph = store_kernel_results_contiguous(graph, keep=kept)
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
         rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(draws_as_inputs(graph)))))))))
