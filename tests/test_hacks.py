@@ -1044,6 +1044,20 @@ def test_timed_outputs_in_the_wrong_places_are_caught(tmp_path, gpu_opts):
 
 
 @pytest.mark.gpu
+def test_a_cheaper_product_on_the_timed_calls_alone_is_caught(tmp_path, gpu_opts):
+    """fp32 cuBLAS while watched or on new buffers, rounded to bf16's precision on the timed calls:
+    within tolerance, with the right sums, and away from its own untimed output on the same inputs by
+    more than that output's error (timed_sample.drift). Its honest twin, gpu_good_cublas, is accepted
+    (test_precision, test_cli_exit_codes)."""
+    v = verify(hack_task("ref_matmul_relu"), hack_candidate("gpu_hack_rounded_while_timed", "kernels.cu"), tmp_path,
+               gpu_opts)
+    _rejected(v)
+    found = _finding(v, "changed-while-timed", static=False)
+    assert found.data["drift"] > 2 * found.data["own_error"] and found.data["drift"] > timed_sample.DRIFT_FLOOR, found
+    assert v.ours is not None
+
+
+@pytest.mark.gpu
 def test_unsynchronised_side_stream_at_run_time(tmp_path, gpu_opts):
     """The profiler sees the kernel still running on a stream other than the caller's after forward
     returned. On 8x33 inputs (ref_affine) the kernel takes about a microsecond and can end before the

@@ -61,3 +61,64 @@ def test_trials_picked_are_distinct_and_in_range():
     torch.manual_seed(0)
     first = {timed_sample.pick_trials(50) for _ in range(20)}
     assert len(first) > 1  # not one fixed choice
+
+
+def _tf32_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b with both operands rounded to TF32 (10 mantissa bits): an honest TF32 kernel's error."""
+    def tf32(t: torch.Tensor) -> torch.Tensor:
+        bits = t.view(torch.int32)
+        return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return tf32(a) @ tf32(b)
+
+
+def _drift_of(want: torch.Tensor, own: torch.Tensor, timed: torch.Tensor, *, elements: int = 1 << 22):
+    sample = timed_sample.keep([[want]], trials=10, elements=elements)
+    timed_sample.keep_own(sample.sets[0], [own])
+    return timed_sample.drift(sample, 0, [timed])
+
+
+def test_a_cheaper_product_while_timed_drifts_from_the_candidates_own_output():
+    """The candidate's own TF32 product untimed, the same product on bf16 operands (twice as fast on
+    tensor cores, within TF32's 1e-2 tolerance) on the timed calls: it passes the tolerance and drifts
+    from the candidate's own output by more than twice that output's own error."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(128, 512, generator=g), torch.randn(512, 96, generator=g)
+    want = a @ b
+    own = _tf32_product(a, b)
+    cheaper = (a.bfloat16().float() @ b.bfloat16().float())
+    assert timed_sample.compare(timed_sample.keep([[want]], trials=10), 0, [cheaper], Tolerance(1e-2, "tf32")).ok
+    d = _drift_of(want, own, cheaper)
+    assert d is not None and timed_sample.drifted(d), d
+    # Sampled places for a large output tell the same.
+    assert timed_sample.drifted(_drift_of(want, own, cheaper, elements=512))
+
+
+def test_honest_reruns_do_not_drift():
+    """The same kernel again (bit for bit), another order of additions (fp32 rounding on top of a TF32
+    error), and a bf16 kernel whose reruns differ at bf16's resolution: no drift past its own error."""
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.rand(128, 512, generator=g), torch.rand(512, 96, generator=g)
+    want = a @ b
+    own = _tf32_product(a, b)
+    assert not timed_sample.drifted(_drift_of(want, own, own.clone()))
+    reordered = own * (1 + 1e-6 * torch.randn(own.shape, generator=g))
+    assert not timed_sample.drifted(_drift_of(want, own, reordered))
+    own_bf16 = (a.bfloat16() @ b.bfloat16()).float()
+    rerun = (own_bf16 * (1 + 2 ** -9 * torch.randn(own.shape, generator=g))).bfloat16().float()
+    assert not timed_sample.drifted(_drift_of(want, own_bf16, rerun))
+    # An exact candidate's timed output estimated at 2e-4: drifted, though within a 1e-2 tolerance.
+    exact = want.clone()
+    assert timed_sample.drifted(_drift_of(want, exact, exact * (1 + 2e-4 * torch.randn(want.shape, generator=g))))
+
+
+def test_drift_skips_what_it_cannot_compare():
+    """Integer outputs, outputs the candidate's own untimed call did not give, non-finite elements."""
+    ints = torch.arange(12)
+    sample = timed_sample.keep([[ints]], trials=10)
+    timed_sample.keep_own(sample.sets[0], [ints])
+    assert timed_sample.drift(sample, 0, [ints + 1]) is None
+    want = torch.tensor([1.0, float("inf"), 3.0])
+    sample = timed_sample.keep([[want]], trials=10)
+    assert timed_sample.drift(sample, 0, [want]) is None  # no untimed output kept
+    timed_sample.keep_own(sample.sets[0], [want.clone()])
+    assert timed_sample.drift(sample, 0, [torch.tensor([1.0, float("nan"), 3.0])]) == (0.0, 0.0)

@@ -6,7 +6,10 @@ the wrong places (rows rolled by one keep both sums) or an estimate built to kee
 candidate can tell are timed: the checked calls run under call_watch's profile function and the
 timed ones do not (a red-team review, 2026-12-04). So a few trials, drawn from the OS before timing
 starts and never told to the candidate, are compared in full (or, for outputs past SAMPLE_ELEMENTS,
-on that many elements at places drawn the same way), outside the timed window."""
+on that many elements at places drawn the same way), outside the timed window: with what the set
+must give, within tolerance, and with the candidate's own untimed output on the same inputs, which
+the same kernels reproduce to the order of their additions (drift). An estimate within tolerance on
+the timed calls alone passes the first and not the second (a red-team note, 2026-12-04)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ class Kept:
     places: torch.Tensor | None
     expected: Any
     shape: tuple[int, ...] = ()
+    own: Any = None  # the candidate's own untimed output on the set, at the same places (keep_own)
 
 
 @dataclass
@@ -83,6 +87,60 @@ def _os_generator(device: torch.device) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(secrets.randbits(63))
     return g
+
+
+def keep_own(kept: list[Kept], outs: list[Any]) -> None:
+    """The candidate's untimed outputs `outs` on the set `kept` was kept for, at the same places."""
+    if len(outs) != len(kept):
+        return
+    for k, o in zip(kept, outs, strict=True):
+        if not isinstance(o, torch.Tensor):
+            continue
+        if k.places is None:
+            k.own = o.detach().clone()
+        elif tuple(o.shape) == k.shape:
+            k.own = o.detach().reshape(-1)[k.places.to(o.device)].clone()
+
+
+# A timed output further than this (relative L2) from the candidate's own untimed output on the same
+# inputs, and DRIFT_RATIO times further than that output is from the reference's, was computed another
+# way while timed. Rerunning the same kernels on the same inputs differs by the order of its additions
+# (atomics, split-K): ~1e-6 in fp32; a bf16 result added atomically can differ by its own rounding,
+# about its whole error against the reference, hence the ratio.
+DRIFT_FLOOR = 1e-4
+DRIFT_RATIO = 2.0
+
+
+def drift(sample: TimedSample, set_index: int, outs: list[Any]) -> tuple[float, float] | None:
+    """(how far the timed outputs `outs` of set `set_index` are from the candidate's own untimed ones on
+    the same inputs, how far those are from what the set must give), relative L2 over the floating
+    outputs' finite elements; None where there is nothing to compare."""
+    kept = sample.sets[set_index]
+    if len(outs) != len(kept):
+        return None
+    moved = own_sq = err = want_sq = 0.0
+    for k, o in zip(kept, outs, strict=True):
+        if k.own is None or not isinstance(o, torch.Tensor) or not (o.is_floating_point() or o.is_complex()):
+            continue
+        got = o.detach().reshape(-1)[k.places.to(o.device)] if k.places is not None else o.detach()
+        if got.shape != k.own.shape or not isinstance(k.expected, torch.Tensor) or k.expected.shape != got.shape:
+            continue
+        got, own, want = (torch.view_as_real(t) if t.is_complex() else t for t in (got, k.own, k.expected))
+        got, own, want = got.double(), own.double(), want.double().to(got.device)
+        finite = torch.isfinite(got) & torch.isfinite(own) & torch.isfinite(want)
+        got, own, want = got[finite], own[finite], want[finite]
+        moved += float(((got - own) ** 2).sum())
+        own_sq += float((own ** 2).sum())
+        err += float(((own - want) ** 2).sum())
+        want_sq += float((want ** 2).sum())
+    if own_sq == 0.0 or want_sq == 0.0:
+        return None
+    return (moved / own_sq) ** 0.5, (err / want_sq) ** 0.5
+
+
+def drifted(d: tuple[float, float] | None) -> bool:
+    """Whether drift's figures say the timed output was computed another way (DRIFT_FLOOR)."""
+    return d is not None and d[0] > max(DRIFT_FLOOR, DRIFT_RATIO * d[1])
 
 
 def compare(sample: TimedSample, set_index: int, outs: list[Any], tol: Tolerance) -> Mismatch:

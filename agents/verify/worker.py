@@ -1853,6 +1853,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         with _candidate_code("forward"):
             outs = dyn.flatten_outputs(cand(*clone_args(s)))
         if dyn.stats_match(dyn.output_stats(outs), expected[i], tol.rtol):
+            timed_sample.keep_own(kept[i], outs)
             continue
         _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
         buffers = list(ref.buffers())
@@ -1863,6 +1864,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, _judged_under(v))
         if m.ok or (referee is not None and referee.ok):
             expected[i], kept[i] = dyn.output_stats(outs), timed_sample.keep_set(outs)
+            timed_sample.keep_own(kept[i], outs)
             v.notes.append(f"timing set {i}: the timed outputs are held to the candidate's own untimed output, "
                            f"{'refereed in float64' if referee is not None else 'within tolerance'}: "
                            f"{(referee or m).message}")
@@ -1933,6 +1935,7 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         return
     ref_stats, sample = expectations
     wrong: list[int] = []  # trial numbers whose output was wrong
+    moved: list[tuple[int, float, float]] = []  # (trial, drift, own error): computed another way while timed
     trial = itertools.count()
 
     def check(i: int, out: Any) -> None:
@@ -1942,6 +1945,11 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
             wrong_now = not dyn.stats_match(dyn.output_stats(outs), ref_stats[i], tol.rtol)
             if not wrong_now and t in sample.trials:
                 wrong_now = _timed_miss(v, t, timed_sample.compare(sample, i, outs, tol), tol)
+                if not wrong_now:
+                    d = _timed_drift(v, sample, i, outs)
+                    if timed_sample.drifted(d):
+                        assert d is not None
+                        moved.append((t, *d))
         if wrong_now:
             wrong.append(t)
 
@@ -1962,8 +1970,33 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         v.host_us.update(loop_us(lambda a: cand(*a), sets[0], calls=calls, before=lambda: same_draws(fresh_seed)))
     if (launch := one_launch_us(flusher)) is not None:
         v.host_us["timed_one_launch"] = launch
+    if moved:
+        t, d, e = moved[0]
+        v.correct = False
+        _add_once(v.hack_findings, [Finding(
+            "changed-while-timed",
+            f"{len(moved)} of {len(sample.trials)} timed outputs compared in full differ from the candidate's own "
+            f"untimed output on the same inputs by {d:.3g} (relative L2, trial {t}), over "
+            f"{timed_sample.DRIFT_RATIO:g} times that output's own error ({e:.3g}) and over "
+            f"{timed_sample.DRIFT_FLOOR:g}: within tolerance, but computed another way while timed",
+            data={"trials": [m[0] for m in moved], "drift": d, "own_error": e})])
+        v.status = "hacked"
+        v.message = "; ".join(f.message for f in v.hack_findings)
     _unwatched_looking_set(v, ref, cand, get_inputs, fresh_seed, device, tol, ref_ops, numerics,
                            wrong=wrong, trials=trials, name="after-timing")
+
+
+def _timed_drift(v: Verdict, sample: TimedSample, set_index: int, outs: list[Any]) -> tuple[float, float] | None:
+    """timed_sample.drift, where it can be worked out: an output it cannot read (a tensor subclass,
+    memory it cannot index) leaves that trial to the comparison within tolerance, said in a note,
+    rather than ending the verdict."""
+    try:
+        return timed_sample.drift(sample, set_index, outs)
+    except Exception as e:  # noqa: BLE001 - a diagnostic's failure, said
+        note = f"timed outputs not compared with the candidate's untimed ones: {type(e).__name__}: {str(e)[:200]}"
+        if note not in v.notes:
+            v.notes.append(note)
+        return None
 
 
 def _timed_miss(v: Verdict, trial: int, m: Mismatch, tol: Tolerance) -> bool:
