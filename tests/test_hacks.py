@@ -1047,14 +1047,17 @@ def test_timed_outputs_in_the_wrong_places_are_caught(tmp_path, gpu_opts):
 def test_a_cheaper_product_on_the_timed_calls_alone_is_caught(tmp_path, gpu_opts):
     """fp32 cuBLAS while watched or on new buffers, rounded to bf16's precision on the timed calls:
     within tolerance, with the right sums, and away from its own untimed output on the same inputs by
-    more than that output's error (timed_sample.drift). Its honest twin, gpu_good_cublas, is accepted
-    (test_precision, test_cli_exit_codes)."""
+    more than that output's error (timed_sample.drift). Its honest twin, gpu_good_cublas, is accepted."""
     v = verify(hack_task("ref_matmul_relu"), hack_candidate("gpu_hack_rounded_while_timed", "kernels.cu"), tmp_path,
                gpu_opts)
     _rejected(v)
     found = _finding(v, "changed-while-timed", static=False)
     assert found.data["drift"] > 2 * found.data["own_error"] and found.data["drift"] > timed_sample.DRIFT_FLOOR, found
     assert v.ours is not None
+    # The honest twin: the same kernels on every call, compared and within its bar (the figures noted).
+    v = verify(hack_task("ref_matmul_relu"), hack_candidate("gpu_good_cublas", "kernels.cu"), tmp_path / "good", gpu_opts)
+    assert v.accepted, (v.status, v.message)
+    assert any(n.startswith("timed outputs against the candidate's own untimed ones") for n in v.notes), v.notes
 
 
 @pytest.mark.gpu

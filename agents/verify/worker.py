@@ -1853,7 +1853,12 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         with _candidate_code("forward"):
             outs = dyn.flatten_outputs(cand(*clone_args(s)))
         if dyn.stats_match(dyn.output_stats(outs), expected[i], tol.rtol):
-            timed_sample.keep_own(kept[i], outs)
+            # A second untimed call on the same inputs: how far this candidate's reruns differ honestly.
+            same_draws(fresh_seed + i)
+            with _candidate_code("forward"):
+                again = dyn.flatten_outputs(cand(*clone_args(s)))
+            timed_sample.keep_own(kept[i], outs, again)
+            del again
             continue
         _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
         buffers = list(ref.buffers())
@@ -1863,8 +1868,8 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         m = compare_outputs(ref_outs, outs, tol)
         referee = None if m.ok else _fp64_referee(ref, saved, ref_ops, s, ref_outs, outs, tol, _judged_under(v))
         if m.ok or (referee is not None and referee.ok):
+            # (Its expectation is this output itself: no error of its own to set a drift bar by.)
             expected[i], kept[i] = dyn.output_stats(outs), timed_sample.keep_set(outs)
-            timed_sample.keep_own(kept[i], outs)
             v.notes.append(f"timing set {i}: the timed outputs are held to the candidate's own untimed output, "
                            f"{'refereed in float64' if referee is not None else 'within tolerance'}: "
                            f"{(referee or m).message}")
@@ -1935,7 +1940,10 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         return
     ref_stats, sample = expectations
     wrong: list[int] = []  # trial numbers whose output was wrong
-    moved: list[tuple[int, float, float]] = []  # (trial, drift, own error): computed another way while timed
+    drifts: list[tuple[int, timed_sample.Drift]] = []  # the trials compared in full, and their drift
+    # The random sets' error, the smallest: an untimed call made noisy on purpose cannot raise the bar.
+    checked = min((c["rel_norm"] for c in v.checks if str(c.get("set", "")).startswith("random-") and c.get("ok")
+                   and "referee" not in c and isinstance(c.get("rel_norm"), float)), default=None)
     trial = itertools.count()
 
     def check(i: int, out: Any) -> None:
@@ -1945,11 +1953,8 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
             wrong_now = not dyn.stats_match(dyn.output_stats(outs), ref_stats[i], tol.rtol)
             if not wrong_now and t in sample.trials:
                 wrong_now = _timed_miss(v, t, timed_sample.compare(sample, i, outs, tol), tol)
-                if not wrong_now:
-                    d = _timed_drift(v, sample, i, outs)
-                    if timed_sample.drifted(d):
-                        assert d is not None
-                        moved.append((t, *d))
+                if not wrong_now and (d := _timed_drift(v, sample, i, outs)) is not None:
+                    drifts.append((t, d))
         if wrong_now:
             wrong.append(t)
 
@@ -1970,23 +1975,41 @@ def _time_candidate(rec, ref, cand, get_inputs, sets, fresh_seed, device, tol, t
         v.host_us.update(loop_us(lambda a: cand(*a), sets[0], calls=calls, before=lambda: same_draws(fresh_seed)))
     if (launch := one_launch_us(flusher)) is not None:
         v.host_us["timed_one_launch"] = launch
-    if moved:
-        t, d, e = moved[0]
-        v.correct = False
-        _add_once(v.hack_findings, [Finding(
-            "changed-while-timed",
-            f"{len(moved)} of {len(sample.trials)} timed outputs compared in full differ from the candidate's own "
-            f"untimed output on the same inputs by {d:.3g} (relative L2, trial {t}), over "
-            f"{timed_sample.DRIFT_RATIO:g} times that output's own error ({e:.3g}) and over "
-            f"{timed_sample.DRIFT_FLOOR:g}: within tolerance, but computed another way while timed",
-            data={"trials": [m[0] for m in moved], "drift": d, "own_error": e})])
-        v.status = "hacked"
-        v.message = "; ".join(f.message for f in v.hack_findings)
+    _drift_verdict(v, drifts, checked, len(sample.trials))
     _unwatched_looking_set(v, ref, cand, get_inputs, fresh_seed, device, tol, ref_ops, numerics,
                            wrong=wrong, trials=trials, name="after-timing")
 
 
-def _timed_drift(v: Verdict, sample: TimedSample, set_index: int, outs: list[Any]) -> tuple[float, float] | None:
+def _drift_verdict(v: Verdict, drifts: list[tuple[int, timed_sample.Drift]], checked: float | None,
+                   compared: int) -> None:
+    """The timed trials compared in full against the candidate's own untimed outputs: the figures in a
+    note whatever they are (what honest candidates' reruns look like on a GPU), and a hack finding where
+    one is past its bar (timed_sample.drifted)."""
+    if not drifts:
+        return
+    t, d = max(drifts, key=lambda td: td[1].moved / timed_sample.bar(td[1], checked))
+    v.notes.append(f"timed outputs against the candidate's own untimed ones: {d.moved:.3g} at most of a bar "
+                   f"{timed_sample.bar(d, checked):.3g} (own error {d.own_error:.3g}, checked sets' {checked}, "
+                   f"a rerun {d.rerun:.3g}; trial {t})")
+    moved = [(t, d) for t, d in drifts if timed_sample.drifted(d, checked)]
+    if not moved:
+        return
+    t, d = moved[0]
+    v.correct = False
+    _add_once(v.hack_findings, [Finding(
+        "changed-while-timed",
+        f"{len(moved)} of {compared} timed outputs compared in full differ from the candidate's own untimed "
+        f"output on the same inputs by {d.moved:.3g} (relative L2, trial {t}), past {timed_sample.bar(d, checked):.3g}: "
+        f"{timed_sample.DRIFT_RATIO:g} times its error ({d.own_error:.3g}, the checked sets' {checked}), "
+        f"{timed_sample.RERUN_RATIO:g} times a rerun's distance ({d.rerun:.3g}) and {timed_sample.DRIFT_FLOOR:g}: "
+        "within tolerance, but computed another way while timed",
+        data={"trials": [m[0] for m in moved], "drift": d.moved, "own_error": d.own_error, "rerun": d.rerun,
+              "checked_error": checked})])
+    v.status = "hacked"
+    v.message = "; ".join(f.message for f in v.hack_findings)
+
+
+def _timed_drift(v: Verdict, sample: TimedSample, set_index: int, outs: list[Any]) -> timed_sample.Drift | None:
     """timed_sample.drift, where it can be worked out: an output it cannot read (a tensor subclass,
     memory it cannot index) leaves that trial to the comparison within tolerance, said in a note,
     rather than ending the verdict."""
