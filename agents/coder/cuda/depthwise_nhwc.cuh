@@ -1,15 +1,15 @@
+//! A depthwise 2-D convolution (one filter a channel) over channels-last storage, N, H, W, C in and
+//! out: what a vision transformer's tokens are when they reach a depthwise convolution as a permuted
+//! view (PVTv2's and SegFormer's Mix-FFN). cuDNN's NHWC kernel for it (conv2d_grouped_direct) took
+//! 229 us on PVTv2's 8x1024x56x56 on the H200 where the NCHW direct kernel took 86 plus two
+//! transposing copies of 186 us; the channels are the fastest dimension of both tensors, so a warp's
+//! VEC channels a thread make contiguous loads and stores, and the other taps of a pixel's
+//! neighbours are L1/L2 hits.
+//! A thread: VEC adjacent channels of PX outputs along a row, so each tap's weights are loaded once
+//! for PX outputs. Weights are PyTorch's [C, 1, KH, KW]. EP: the planner's pointwise chain after the
+//! convolution (its call with (e, v) gives the chain's end at storage element e), or sc_dwn_id.
 #ifndef SC_DWN_H
 #define SC_DWN_H
-// A depthwise 2-D convolution (one filter a channel) over channels-last storage, N, H, W, C in and
-// out: what a vision transformer's tokens are when they reach a depthwise convolution as a permuted
-// view (PVTv2's and SegFormer's Mix-FFN). cuDNN's NHWC kernel for it (conv2d_grouped_direct) took
-// 229 us on PVTv2's 8x1024x56x56 on the H200 where the NCHW direct kernel took 86 plus two
-// transposing copies of 186 us; the channels are the fastest dimension of both tensors, so a warp's
-// VEC channels a thread make contiguous loads and stores, and the other taps of a pixel's
-// neighbours are L1/L2 hits.
-// A thread: VEC adjacent channels of PX outputs along a row, so each tap's weights are loaded once
-// for PX outputs. Weights are PyTorch's [C, 1, KH, KW]. EP: the planner's pointwise chain after the
-// convolution (its call with (e, v) gives the chain's end at storage element e), or sc_dwn_id.
 struct sc_dwn_spec {
   long long n, h, w, c, oh, ow;
   int kh, kw, sh, sw, ph, pw, dh, dw;
