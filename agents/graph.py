@@ -128,6 +128,14 @@ def readers_of(graph: Sequence[Node]) -> dict[str, list[Node]]:
     return readers
 
 
+def view_root(nodes: dict[str, Node], name: str) -> Node:
+    """The node whose storage `name` is a view of (itself where it is no view)."""
+    node = nodes[name]
+    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
+        node = nodes[ref_name(node["args"]["self"])]
+    return node
+
+
 def reader_counts(graph: Sequence[Node]) -> dict[str, int]:
     """How many nodes read each node (one reading it twice counts once)."""
     counts: dict[str, int] = {}

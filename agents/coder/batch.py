@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stitchcuda.agents.coder.codegen import POINTWISE
-from stitchcuda.agents.graph import Node, by_name, iter_refs, ref_name
+from stitchcuda.agents.graph import Node, by_name, iter_refs, ref_name, view_root
 
 
 @dataclass(frozen=True)
@@ -117,10 +117,7 @@ def analyse(graph: Sequence[Node]) -> BatchInfo:
 
 
 def _view_root(nodes: dict[str, Node], name: str) -> str:
-    node = nodes[name]
-    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
-        node = nodes[ref_name(node["args"]["self"])]
-    return node["name"]
+    return view_root(nodes, name)["name"]
 
 
 def _factor(node: Node, nodes: dict[str, Node], dims: dict[str, int], multi: dict[str, int],

@@ -35,6 +35,7 @@ from stitchcuda.agents.graph import (
     readers_of,
     ref,
     ref_name,
+    view_root,
 )
 
 # "0" leaves such convolutions to the contiguous NCHW path (for same-run comparisons, and a way out).
@@ -50,13 +51,6 @@ def _channels_last_strides(shape: list[int]) -> list[int]:
 def _same_layout(shape: list[int], stride: list[int], want: list[int]) -> bool:
     """Strides equal where they matter (a dimension of one element has no stride that counts)."""
     return all(n == 1 or s == w for n, s, w in zip(shape, stride, want, strict=True))
-
-
-def _root(nodes: dict[str, Node], name: str) -> Node:
-    node = nodes[name]
-    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
-        node = nodes[ref_name(node["args"]["self"])]
-    return node
 
 
 def _read_row_major(conv: Node, readers: dict[str, list[Node]]) -> bool:
@@ -105,7 +99,7 @@ def kept_layout_convs(graph: list[Node]) -> frozenset[str]:
         if not _same_layout(x["shape"], x["stride"], _channels_last_strides(x["shape"])) \
                 or not _same_layout(shape, conv.get("stride") or [], _channels_last_strides(shape)):
             continue
-        if _root(nodes, x["name"])["op"] in ("input", "constant") or not _read_row_major(conv, readers):
+        if view_root(nodes, x["name"])["op"] in ("input", "constant") or not _read_row_major(conv, readers):
             continue
         try:
             p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"), False,

@@ -44,6 +44,9 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
+from stitchcuda.agents.graph import (
+    view_root as _view_root,
+)
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.channels_last_inputs import convs_on_channels_last_inputs, kept_layout_convs
@@ -1847,13 +1850,6 @@ def _other_reason(node: Node, nodes: dict[str, Node]) -> str:
         src = ref_name(node["args"].get("self"))
         return _other_reason(nodes[src], nodes) if src in nodes else "getitem of an unknown node"
     return codegen.pointwise_support(node) or f"{node.get('target') or node['op']}: not supported by the built-in coder yet"
-
-
-def _view_root(nodes: dict[str, Node], name: str) -> Node:
-    node = nodes[name]
-    while node.get("view") and ref_name(node["args"].get("self")) in nodes:
-        node = nodes[ref_name(node["args"]["self"])]
-    return node
 
 
 def _scalar_constant(node: Node) -> bool:

@@ -90,12 +90,15 @@ def _os_generator(device: torch.device) -> torch.Generator:
     return g
 
 
+def _picked(k: Kept, o: torch.Tensor) -> torch.Tensor:
+    """Output `o` where `k` keeps its set's: whole, or at k.places (o of k.shape)."""
+    return o.detach() if k.places is None else o.detach().reshape(-1)[k.places.to(o.device)]
+
+
 def _at_places(k: Kept, o: Any) -> torch.Tensor | None:
-    if not isinstance(o, torch.Tensor):
+    if not isinstance(o, torch.Tensor) or (k.places is not None and tuple(o.shape) != k.shape):
         return None
-    if k.places is None:
-        return o.detach().clone()
-    return o.detach().reshape(-1)[k.places.to(o.device)].clone() if tuple(o.shape) == k.shape else None
+    return _picked(k, o).clone()
 
 
 def keep_own(kept: list[Kept], outs: list[Any], rerun: list[Any]) -> None:
@@ -144,9 +147,9 @@ def drift(sample: TimedSample, set_index: int, outs: list[Any]) -> Drift | None:
     elements = 0
     for k, o in zip(kept, outs, strict=True):
         if k.own is None or k.rerun is None or not isinstance(o, torch.Tensor) \
-                or not (o.is_floating_point() or o.is_complex()):
+                or not (o.is_floating_point() or o.is_complex()) or (k.places is not None and tuple(o.shape) != k.shape):
             continue
-        got = o.detach().reshape(-1)[k.places.to(o.device)] if k.places is not None else o.detach()
+        got = _picked(k, o)
         if got.shape != k.own.shape or k.rerun.shape != got.shape or not isinstance(k.expected, torch.Tensor) \
                 or k.expected.shape != got.shape:
             continue
@@ -191,5 +194,5 @@ def compare(sample: TimedSample, set_index: int, outs: list[Any], tol: Tolerance
             return Mismatch(False, f"an output of shape {tuple(getattr(o, 'shape', ()))} where {k.shape} was expected")
         else:
             want.append(k.expected)
-            got.append(o.detach().reshape(-1)[k.places.to(o.device)])
+            got.append(_picked(k, o))
     return compare_outputs(want, got, tol)
