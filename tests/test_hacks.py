@@ -38,6 +38,9 @@ CHECKED = VerifyOptions().random_sets + len(adversarial_kinds("ref_affine"))
 # ...and the calls before timing: those, one more set with autograd on (worker._check_grad_enabled) and
 # one in the other mode (worker._check_other_mode).
 CALLS_BEFORE_TIMING = CHECKED + 2
+# ...then two untimed calls on each of the two timing sets (worker._timed_expectations: the output
+# the timed ones must reproduce, and a rerun for the drift bar), before the first timed call.
+UNTIMED_TIMING_CALLS = 2 * 2
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
@@ -1011,11 +1014,13 @@ def gpu_opts(build_cache):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("honest_calls", [CALLS_BEFORE_TIMING, CALLS_BEFORE_TIMING + 2])
+@pytest.mark.parametrize("honest_calls", [CALLS_BEFORE_TIMING, CALLS_BEFORE_TIMING + 1,
+                                          CALLS_BEFORE_TIMING + UNTIMED_TIMING_CALLS])
 def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
     """Right for the checked sets' calls (one a set), then wrong: on the timing sets' untimed calls, which come
-    before any timing (worker._timed_expectations), it is caught there and never timed; right for those
-    two as well, it is caught on the timed calls themselves (each output checked outside the window)."""
+    before any timing (worker._timed_expectations), it is caught there and never timed (the rerun that sets
+    the drift bar included); right for those as well, it is caught on the timed calls themselves (each
+    output checked outside the window)."""
     cand = hack_candidate("gpu_wrong_while_timed", "kernels.cu")
     cand.files["model_new.py"] = cand.files["model_new.py"].replace("honest_calls = 12", f"honest_calls = {honest_calls}")
     v = verify(hack_task("ref_affine"), cand, tmp_path, gpu_opts)
@@ -1023,7 +1028,7 @@ def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
     # Honest while checked; the timing sets' untimed calls (timing-N) and after timing, not.
     assert all(c["ok"] for c in v.checks if c["set"] != "after-timing" and not c["set"].startswith("timing-"))
     found = _finding(v, "wrong-while-timed", static=False).message
-    if honest_calls == CALLS_BEFORE_TIMING:
+    if honest_calls < CALLS_BEFORE_TIMING + UNTIMED_TIMING_CALLS:
         assert "wrong on timing set 0, after passing every checked set" in found and v.ours is None
     else:
         assert "timed outputs were wrong" in found

@@ -539,6 +539,43 @@ def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(cand, status):
     assert not v.hack_findings or v.hack_findings[0].code == "wrong-while-timed"
 
 
+class _WrongOnItsRerun(torch.nn.Module):
+    """Right on each timing set's first untimed call, then zeros: the rerun that sets the drift bar."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        out = x * 1.5 + 0.25
+        return out if self.calls % 2 else torch.zeros_like(out)
+
+
+def test_a_wrong_rerun_before_timing_is_judged_as_any_untimed_miss():
+    """The second untimed call on a timing set only set the drift bar (4 x its distance from the
+    first): wrong, unchecked, it raised the bar for the timed calls after it. Now it is held to the
+    reference as the first call is."""
+    from collections import Counter
+
+    from stitchcuda.agents.verify import worker
+    from stitchcuda.types import Verdict
+
+    torch.manual_seed(3)
+    sets = [[torch.randn(64, 64)], [torch.randn(64, 64)]]
+    tol = tolerance_for(["mul", "add"], [torch.float32])
+    v = Verdict("rerun", "unverified")
+    got = worker._timed_expectations(v, _Affine(), _WrongOnItsRerun(), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+                                     worker._numerics_flags(), 10)
+    assert got is None and v.status == "hacked" and not v.correct
+    assert [f.code for f in v.hack_findings] == ["wrong-while-timed"]
+    # ...and an honest candidate called the same way is not.
+    v = Verdict("honest", "unverified")
+    assert worker._timed_expectations(v, _Affine(), _Affine(), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+                                      worker._numerics_flags(), 10) is not None
+    assert v.status == "unverified" and not v.hack_findings
+
+
 class _OneRowOff(torch.nn.Module):
     def forward(self, x):
         out = (x * 3.0 + 1.0).argmax(-1)
