@@ -610,8 +610,12 @@ def _depthwise_nhwc(ctx: EmitContext, p: ConvParams, x: Operand, w: Operand, b: 
         functor, ep_arg = ep.functor(f"{name}_ep"), "ep"
     raw.append("void* out0")
     args = f"{name}_spec, in0, in1, {'in2' if b else 'nullptr'}, out0"
+    # The kernel's register window where the row's stride and dilation are 1; int offsets where the
+    # largest (either tensor's element count) fits.
+    unit = "true" if p.stride[1] == 1 and p.dilation[1] == 1 else "false"
+    index = "int" if max(_numel(p.x), _numel(p.y)) < 2**31 else "long long"
     source = (cuda_text.load("depthwise_nhwc.cuh") + f"\nstatic const sc_dwn_spec {name}_spec = {{{spec}}};\n" + functor
-              + launchers(name, raw, casts, f"  if (int rc = sc_dwn_run<{p.w[2]}, {p.w[3]}>({args}, stream, {ep_arg})) "
+              + launchers(name, raw, casts, f"  if (int rc = sc_dwn_run<{p.w[2]}, {p.w[3]}, {unit}, {index}>({args}, stream, {ep_arg})) "
                                             "return rc;",
                           f"  sc_dwn_host({args}, {ep_arg});"))
     note = (_describe(p, x, w, True, nchw_shape(x.shape)) + " depthwise, direct over channels-last storage"

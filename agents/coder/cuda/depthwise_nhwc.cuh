@@ -30,42 +30,54 @@ struct sc_dwn_vec<4> {
   static __device__ __forceinline__ void store(float* p, const float* v) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   }
+  static __device__ __forceinline__ void load_shared(const float* p, float* v) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+  }
 };
 template <>
 struct sc_dwn_vec<1> {
   static __device__ __forceinline__ void load(const float* p, float* v) { v[0] = __ldg(p); }
   static __device__ __forceinline__ void store(float* p, const float* v) { *p = v[0]; }
+  static __device__ __forceinline__ void load_shared(const float* p, float* v) { v[0] = *p; }
 };
 
-// A block: a warp's width of channels (32 x VEC) for 8 output runs of PX, one a warp, then the next
-// 8 runs (grid-stride over x; blockIdx.y picks the channels). Its channels' weights are laid out
-// tap-major in shared memory once, then held in registers: read as PyTorch stores them, [C, 1, KH,
-// KW], a warp's scalar loads of one tap spread over KH*KW*128*4 bytes, and at 1.2 TB/s the first
-// version of this kernel (4 such loads a tap and thread) was bound by them (PVTv2's 8x1024x56x56:
-// 173 us on the H200, 9914c1f). Tap-major, a tap's VEC weights are one conflict-free shared load.
-template <int VEC, int PX, int KH, int KW, class EP>
+// A block: a warp's width of channels (32 x VEC) for runs of PX outputs, one run a warp at a time,
+// grid-stride over the runs (blockIdx.y picks the channels). Its channels' weights are laid out
+// tap-major in shared memory once: read as PyTorch stores them, [C, 1, KH, KW], a warp's scalar loads
+// of one tap spread over KH*KW*128*4 bytes, and at 1.2 TB/s the first version of this kernel (4 such
+// loads a tap and thread) was bound by them (PVTv2's 8x1024x56x56: 173 us on the H200, 9914c1f).
+// Tap-major, a tap's VEC weights are one conflict-free shared load. The grid holds what is resident
+// (sc_dwn_run), so each block stages its filters once for many runs: one block a run of 8 staged a
+// 7x7 filter's 25 KB for 16 KB of output.
+// UNIT (a horizontal stride and dilation of 1, the common case): a row's PX + KW - 1 input pixels
+// are loaded once into registers and each serves every tap and output that reads it; the general
+// path loads PX x KW of them (L1 hits, but 2x the load instructions for a 3x3, and the bound at
+// 162 us on PVTv2's 8x1024x56x56, 0c82e74). I: int where every offset fits, else long long.
+template <int VEC, int PX, int KH, int KW, bool UNIT, class I, class EP>
 __global__ void __launch_bounds__(256) sc_dwn_kernel(const sc_dwn_spec s, const float* __restrict__ x,
                                                      const float* __restrict__ wt, const float* __restrict__ bias,
                                                      float* __restrict__ y, const EP ep) {
   constexpr int TC = 32 * VEC, TAPS = KH * KW;
-  __shared__ float wsm[TAPS][TC];
-  const long long c0 = (long long)blockIdx.y * TC;
+  __shared__ __align__(16) float wsm[TAPS][TC];
+  const I C = (I)s.c, H = (I)s.h, W = (I)s.w, OH = (I)s.oh, OW = (I)s.ow;
+  const I c0 = (I)blockIdx.y * TC;
   for (int i = threadIdx.x; i < TAPS * TC; i += blockDim.x) {
     const int t = i / TC, cc = i - t * TC;
-    wsm[t][cc] = c0 + cc < s.c ? __ldg(wt + (c0 + cc) * TAPS + t) : 0.f;
+    wsm[t][cc] = c0 + cc < C ? __ldg(wt + ((long long)c0 + cc) * TAPS + t) : 0.f;
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long c = c0 + lane * VEC;
-  if (c >= s.c) return;
+  const I c = c0 + lane * VEC;
+  if (c >= C) return;
   float b0[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) b0[j] = bias ? __ldg(bias + c + j) : 0.f;
-  const long long blocks = (s.ow + PX - 1) / PX, items = s.n * s.oh * blocks;
-  for (long long item = (long long)blockIdx.x * 8 + warp; item < items; item += (long long)gridDim.x * 8) {
-    const long long ob = item % blocks, r = item / blocks;
-    const long long oh = r % s.oh, n = r / s.oh;
-    const long long ow0 = ob * PX;
+  const I blocks = (OW + PX - 1) / PX, items = (I)s.n * OH * blocks;
+  for (I item = (I)blockIdx.x * 8 + warp; item < items; item += (I)gridDim.x * 8) {
+    const I ob = item % blocks, r = item / blocks;
+    const I oh = r % OH, n = r / OH;
+    const I ow0 = ob * PX;
     float acc[PX][VEC];
 #pragma unroll
     for (int q = 0; q < PX; ++q)
@@ -73,32 +85,55 @@ __global__ void __launch_bounds__(256) sc_dwn_kernel(const sc_dwn_spec s, const 
       for (int j = 0; j < VEC; ++j) acc[q][j] = b0[j];
 #pragma unroll
     for (int kh = 0; kh < KH; ++kh) {
-      const long long ih = oh * s.sh - s.ph + (long long)kh * s.dh;
-      if (ih < 0 || ih >= s.h) continue;
-      const float* row = x + ((n * s.h + ih) * s.w) * s.c + c;
+      const I ih = oh * s.sh - s.ph + kh * s.dh;
+      if (ih < 0 || ih >= H) continue;
+      const float* row = x + ((n * H + ih) * W) * C + c;
+      if constexpr (UNIT) {
+        constexpr int WIN = PX + KW - 1;
+        float xw[WIN][VEC];
+        const I iw0 = ow0 - s.pw;
 #pragma unroll
-      for (int kw = 0; kw < KW; ++kw) {
-        // (From shared memory each tap: in registers a 7x7 filter's 196 floats would spill.)
-        float wv[VEC];
+        for (int p = 0; p < WIN; ++p) {
+          if (iw0 + p >= 0 && iw0 + p < W) {
+            sc_dwn_vec<VEC>::load(row + (iw0 + p) * C, xw[p]);
+          } else {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) wv[j] = wsm[kh * KW + kw][lane * VEC + j];
+            for (int j = 0; j < VEC; ++j) xw[p][j] = 0.f;
+          }
+        }
 #pragma unroll
-        for (int q = 0; q < PX; ++q) {
-          const long long iw = (ow0 + q) * s.sw - s.pw + (long long)kw * s.dw;
-          if (ow0 + q >= s.ow || iw < 0 || iw >= s.w) continue;
-          float xv[VEC];
-          sc_dwn_vec<VEC>::load(row + iw * s.c, xv);
+        for (int kw = 0; kw < KW; ++kw) {
+          float wv[VEC];
+          sc_dwn_vec<VEC>::load_shared(&wsm[kh * KW + kw][lane * VEC], wv);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) acc[q][j] = fmaf(xv[j], wv[j], acc[q][j]);
+          for (int q = 0; q < PX; ++q)
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[q][j] = fmaf(xw[q + kw][j], wv[j], acc[q][j]);
+        }
+      } else {
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+          // (From shared memory each tap: in registers a 7x7 filter's 196 floats would spill.)
+          float wv[VEC];
+          sc_dwn_vec<VEC>::load_shared(&wsm[kh * KW + kw][lane * VEC], wv);
+#pragma unroll
+          for (int q = 0; q < PX; ++q) {
+            const I iw = (ow0 + q) * s.sw - s.pw + kw * s.dw;
+            if (ow0 + q >= OW || iw < 0 || iw >= W) continue;
+            float xv[VEC];
+            sc_dwn_vec<VEC>::load(row + iw * C, xv);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[q][j] = fmaf(xv[j], wv[j], acc[q][j]);
+          }
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < PX; ++q) {
-      if (ow0 + q >= s.ow) continue;
-      const long long e = ((n * s.oh + oh) * s.ow + ow0 + q) * s.c + c;
+      if (ow0 + q >= OW) continue;
+      const I e = ((n * OH + oh) * OW + ow0 + q) * C + c;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) acc[q][j] = ep(e + j, acc[q][j]);
+      for (int j = 0; j < VEC; ++j) acc[q][j] = ep((int64_t)e + j, acc[q][j]);
       sc_dwn_vec<VEC>::store(y + e, acc[q]);
     }
   }
@@ -107,25 +142,40 @@ __global__ void __launch_bounds__(256) sc_dwn_kernel(const sc_dwn_spec s, const 
 // 4 outputs a thread along a row: each tap's VEC weights serve four outputs.
 static constexpr int SC_DWN_PX = 4;
 
-template <int KH, int KW, class EP>
+template <int VEC, int KH, int KW, bool UNIT, class I, class EP>
+static void sc_dwn_launch(const sc_dwn_spec& s, const float* x, const float* w, const float* b, float* y,
+                          cudaStream_t stream, const EP& ep) {
+  const auto kernel = sc_dwn_kernel<VEC, SC_DWN_PX, KH, KW, UNIT, I, EP>;
+  // What is resident, from the device: the SM count and this kernel's blocks per SM (registers and
+  // shared memory decide it); the occupancy is the kernel's, so asked once.
+  static int per_sm = 0;
+  if (per_sm == 0 && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0) != cudaSuccess ||
+                      per_sm < 1))
+    per_sm = 1;
+  int dev = 0, sms = 1;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const long long gy = (s.c + 32 * VEC - 1) / (32 * VEC);
+  const long long items = s.n * s.oh * ((s.ow + SC_DWN_PX - 1) / SC_DWN_PX);
+  const long long runs = (items + 7) / 8;
+  const long long resident = ((long long)sms * per_sm + gy - 1) / gy;
+  const long long gx = runs < resident ? runs : resident;
+  kernel<<<dim3((unsigned)(gx < 1 ? 1 : gx), (unsigned)gy), 256, 0, stream>>>(s, x, w, b, y, ep);
+}
+
+// UNIT and I from the emitter, which knows the shape (the spec is a constant): one kernel for each
+// of the two widths, not eight to build.
+template <int KH, int KW, bool UNIT, class I, class EP>
 static int sc_dwn_run(const sc_dwn_spec& s, const void* x, const void* w, const void* b, void* y, cudaStream_t stream,
                       const EP& ep) {
   const auto xs = static_cast<const float*>(x);
   const auto ws = static_cast<const float*>(w);
   const auto bs = static_cast<const float*>(b);
   const auto ys = static_cast<float*>(y);
-  const long long items = s.n * s.oh * ((s.ow + SC_DWN_PX - 1) / SC_DWN_PX);
-  const long long runs = (items + 7) / 8;
-  const unsigned gx = (unsigned)(runs < (1LL << 20) ? runs : (1LL << 20));
   // float4 where every pixel's channels start 16-byte aligned (C a multiple of 4, pointers aligned).
   const bool vec4 = s.c % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
-  if (vec4) {
-    const dim3 grid(gx, (unsigned)((s.c + 127) / 128));
-    sc_dwn_kernel<4, SC_DWN_PX, KH, KW, EP><<<grid, 256, 0, stream>>>(s, xs, ws, bs, ys, ep);
-  } else {
-    const dim3 grid(gx, (unsigned)((s.c + 31) / 32));
-    sc_dwn_kernel<1, SC_DWN_PX, KH, KW, EP><<<grid, 256, 0, stream>>>(s, xs, ws, bs, ys, ep);
-  }
+  if (vec4) sc_dwn_launch<4, KH, KW, UNIT, I>(s, xs, ws, bs, ys, stream, ep);
+  else sc_dwn_launch<1, KH, KW, UNIT, I>(s, xs, ws, bs, ys, stream, ep);
   return (int)cudaGetLastError();
 }
 
