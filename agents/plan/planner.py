@@ -53,6 +53,7 @@ from stitchcuda.agents.plan.channels_last_inputs import convs_on_channels_last_i
 from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
+from stitchcuda.agents.plan.gathered_linear import project_gathered_linears
 from stitchcuda.agents.plan.glu import decompose_glu
 from stitchcuda.agents.plan.linear_reductions import fold_linear_reductions
 from stitchcuda.agents.plan.pairwise_distances import rewrite_pairwise_distances
@@ -132,12 +133,14 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
     """The rewrites that change the math's form but not its value: reductions folded into the linear
     map before them, pools taken before 1x1 convolutions or composed into other convolutions,
     convolutions over non-overlapping patches as GEMMs (each said in the proposal); matrix products
-    computed only where they are read (picked_products)."""
+    computed only where they are read (picked_products); a linear layer over concatenated gathered rows
+    projects the rows' table before the gather (gathered_linear)."""
     if os.environ.get(FOLD_REDUCTIONS_ENV, "1") != "0":
         graph = fold_conv_reductions(fold_linear_reductions(graph, target))
     if os.environ.get(POOL_FIRST_ENV, "1") != "0":
         graph = compose_pools_into_convs(pool_before_pointwise_convs(graph))
     graph = patch_convs_as_gemms(graph)  # (after the pools: a pool composed into a convolution may make one)
+    graph = project_gathered_linears(graph)
     if os.environ.get(PICKED_PRODUCTS_ENV, "1") != "0":
         graph = pick_product_rows(graph)
     return graph
