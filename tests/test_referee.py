@@ -540,16 +540,18 @@ def test_a_candidate_wrong_on_a_timing_set_is_judged_by_how_far(cand, status):
 
 
 class _WrongOnItsRerun(torch.nn.Module):
-    """Right on each timing set's first untimed call, then zeros: the rerun that sets the drift bar."""
+    """Right on each timing set's first untimed call, then `wrong` of the right output on the rerun
+    that sets the drift bar: zeros; or the right values rolled by a row, every sum kept, the bar
+    (RERUN_RATIO x the rerun's distance) lifted past any estimate."""
 
-    def __init__(self):
+    def __init__(self, wrong):
         super().__init__()
-        self.calls = 0
+        self.calls, self.wrong = 0, wrong
 
     def forward(self, x):
         self.calls += 1
         out = x * 1.5 + 0.25
-        return out if self.calls % 2 else torch.zeros_like(out)
+        return out if self.calls % 2 else self.wrong(out)
 
 
 def test_a_wrong_rerun_before_timing_is_judged_as_any_untimed_miss():
@@ -565,10 +567,16 @@ def test_a_wrong_rerun_before_timing_is_judged_as_any_untimed_miss():
     sets = [[torch.randn(64, 64)], [torch.randn(64, 64)]]
     tol = tolerance_for(["mul", "add"], [torch.float32])
     v = Verdict("rerun", "unverified")
-    got = worker._timed_expectations(v, _Affine(), _WrongOnItsRerun(), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+    got = worker._timed_expectations(v, _Affine(), _WrongOnItsRerun(torch.zeros_like), sets, 7, tol, Counter({"mul": 1, "add": 1}),
                                      worker._numerics_flags(), 10)
     assert got is None and v.status == "hacked" and not v.correct
     assert [f.code for f in v.hack_findings] == ["wrong-while-timed"]
+    assert "its second untimed call; the first passed" in v.hack_findings[0].message
+    # ...so is one whose rerun keeps every sum, its values in the wrong places (a review found it passed).
+    v = Verdict("rolled", "unverified")
+    assert worker._timed_expectations(v, _Affine(), _WrongOnItsRerun(lambda o: o.roll(1, 0)), sets, 7, tol, Counter({"mul": 1, "add": 1}),
+                                      worker._numerics_flags(), 10) is None
+    assert v.status == "hacked" and [f.code for f in v.hack_findings] == ["wrong-while-timed"]
     # ...and an honest candidate called the same way is not.
     v = Verdict("honest", "unverified")
     assert worker._timed_expectations(v, _Affine(), _Affine(), sets, 7, tol, Counter({"mul": 1, "add": 1}),

@@ -131,10 +131,20 @@ def test_noisy_outputs_are_judged_by_their_own_reruns_and_scalars_not_at_all():
     def call() -> torch.Tensor:
         return (want * (1 + 4e-3 * torch.randn(want.shape, generator=g))).bfloat16().float()
 
-    assert not any(timed_sample.drifted(_drift_of(want, own, call(), rerun=call()), checked_error=1e-3)
+    # (The checked sets' error of such a candidate is its noise, ~4e-3: the rerun's term is capped by it.)
+    assert not any(timed_sample.drifted(_drift_of(want, own, call(), rerun=call()), checked_error=4e-3)
                    for own in (call() for _ in range(50)))
     scalar = torch.tensor([100.0])
     assert _drift_of(scalar, scalar * 1.004, scalar * 0.99, rerun=scalar) is None
+
+
+def test_a_rerun_far_off_lifts_the_bar_no_further_than_the_error():
+    """A rerun perturbed on purpose (the right values rolled by a row: every sum kept) was 1.4 away from
+    the first call, and RERUN_RATIO x that was the bar: no estimate could cross it (a review,
+    2026-12-04). Its term is now at most RERUN_RATIO x the error."""
+    d = timed_sample.Drift(moved=5e-3, own_error=1e-3, rerun=1.4)
+    assert timed_sample.bar(d) == timed_sample.RERUN_RATIO * 1e-3 and timed_sample.drifted(d)
+    assert timed_sample.bar(timed_sample.Drift(moved=0.0, own_error=1e-3, rerun=2e-4)) == 2e-3  # (an honest rerun's)
 
 
 def test_drift_skips_what_it_cannot_compare():

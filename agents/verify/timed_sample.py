@@ -113,7 +113,8 @@ def keep_own(kept: list[Kept], outs: list[Any], rerun: list[Any]) -> None:
 # A timed output was computed another way while timed where it is further from the candidate's own
 # untimed output on the same inputs (relative L2) than DRIFT_FLOOR, than DRIFT_RATIO times that output's
 # error against the reference (or the checked sets' error, if smaller: an untimed call made noisy on
-# purpose moves no bar), and than RERUN_RATIO times how far a second untimed call is from the first.
+# purpose moves no bar), and than RERUN_RATIO times how far a second untimed call is from the first
+# (that distance counted up to the error: a rerun made noisy on purpose lifts the bar at most 2x).
 # The same kernels on the same inputs differ by the order of their additions (atomics, split-K): ~1e-6
 # in fp32, and in a bf16 result added atomically up to its own rounding; the rerun measures that for
 # this candidate, where a ratio of two single draws (a scalar loss) would not (a review, 2026-12-04).
@@ -172,7 +173,9 @@ def drift(sample: TimedSample, set_index: int, outs: list[Any]) -> Drift | None:
 def bar(d: Drift, checked_error: float | None = None) -> float:
     """The distance past which drifted() calls a timed output computed another way."""
     error = d.own_error if checked_error is None else min(d.own_error, checked_error)
-    return max(DRIFT_FLOOR, DRIFT_RATIO * error, RERUN_RATIO * d.rerun)
+    # The rerun's term at most RERUN_RATIO x that error: a rerun perturbed on purpose (within the
+    # tolerance) must not lift the bar past what the candidate's own precision explains.
+    return max(DRIFT_FLOOR, DRIFT_RATIO * error, RERUN_RATIO * min(d.rerun, error))
 
 
 def drifted(d: Drift | None, checked_error: float | None = None) -> bool:

@@ -1852,18 +1852,19 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
         same_draws(fresh_seed + i)
         with _candidate_code("forward"):
             outs = dyn.flatten_outputs(cand(*clone_args(s)))
-        if dyn.stats_match(dyn.output_stats(outs), expected[i], tol.rtol):
+        which = ""  # which untimed call missed, where it was the second
+        if _untimed_ok(outs, expected[i], kept[i], tol):
             # A second untimed call on the same inputs: how far this candidate's reruns differ honestly.
             same_draws(fresh_seed + i)
             with _candidate_code("forward"):
                 again = dyn.flatten_outputs(cand(*clone_args(s)))
-            if dyn.stats_match(dyn.output_stats(again), expected[i], tol.rtol):
+            if _untimed_ok(again, expected[i], kept[i], tol):
                 timed_sample.keep_own(kept[i], outs, again)
                 del again
                 continue
             # The rerun missed: judged as any untimed miss, since unchecked it would only have raised
-            # the drift bar (4 x its distance) for the timed calls after it.
-            outs = again
+            # the drift bar for the timed calls after it.
+            outs, which = again, " (its second untimed call; the first passed)"
         _guard_numerics(v, numerics)  # hooks or modes the candidate left must not reach the reference's
         buffers = list(ref.buffers())
         saved = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
@@ -1884,17 +1885,27 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
                          **({"referee": {"ok": referee.ok, "message": referee.message}} if referee else {})})
         if _near_timing_miss(m, ref_outs, outs, v.checks, tol):  # precision, as on the fresh set after timing
             v.status = "incorrect"
-            v.message = f"timing set {i} (a fresh input set, before timing): {m.message}"
+            v.message = f"timing set {i}{which} (a fresh input set, before timing): {m.message}"
             v.findings.append(Finding("output-mismatch", v.message,
                                       data={"set": f"timing-{i}", FINITE_MISS: finite_miss(m)}))
         else:  # right on every checked set, then far off: its behaviour changed once the checks were done
             _add_once(v.hack_findings, [Finding(
-                "wrong-while-timed", f"wrong on timing set {i}, after passing every checked set, far beyond their "
-                f"error: {m.message}")])
+                "wrong-while-timed", f"wrong on timing set {i}{which}, after passing every checked set, far beyond "
+                f"their error: {m.message}")])
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
         return None
     return expected, TimedSample(kept, timed_sample.pick_trials(trials))
+
+
+def _untimed_ok(outs: list[Any], expected: Any, kept: list[Any], tol: Tolerance) -> bool:
+    """Whether an untimed output on a timing set is what the timed ones will be held to: its sums
+    (dyn.stats_match), and at the places timed_sample keeps, element for element (the right values in
+    the wrong places keep every sum: a rerun rolled by a row passed the sums and set the drift bar at
+    its distance, a review, 2026-12-04)."""
+    if not dyn.stats_match(dyn.output_stats(outs), expected, tol.rtol):
+        return False
+    return timed_sample.compare(TimedSample([kept], frozenset()), 0, outs, tol).ok
 
 
 def _near_timing_miss(m: Mismatch, ref_outs: list[Any], outs: list[Any], checks: list[dict[str, Any]],
