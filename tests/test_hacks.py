@@ -1036,6 +1036,20 @@ def test_wrong_only_while_timed(tmp_path, gpu_opts, honest_calls):
 
 
 @pytest.mark.gpu
+def test_a_rerun_in_the_wrong_places_is_caught_before_timing(tmp_path, gpu_opts):
+    """Right on every call but each timing set's second untimed call (the rerun that sets the drift
+    bar), where its rows are rolled by one: every sum kept. Since 296766c held element for element at
+    the timed sample's places, and caught there, before anything is timed."""
+    cand = hack_candidate("gpu_hack_rolled_rerun", "kernels.cu")
+    reruns = (CALLS_BEFORE_TIMING + 2, CALLS_BEFORE_TIMING + 4)
+    cand.files["model_new.py"] = cand.files["model_new.py"].replace("rerun_calls = (0,)", f"rerun_calls = {reruns}")
+    v = verify(hack_task("ref_affine"), cand, tmp_path, gpu_opts)
+    _rejected(v)
+    found = _finding(v, "wrong-while-timed", static=False).message
+    assert "its second untimed call; the first passed" in found and v.ours is None, found
+
+
+@pytest.mark.gpu
 def test_timed_outputs_in_the_wrong_places_are_caught(tmp_path, gpu_opts):
     """Right while watched or on new buffers, its rows rolled by one on the timed calls: each timed
     output's sum and L1 norm are right, and a few timed outputs, picked in secret, compared in full
