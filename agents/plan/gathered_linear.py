@@ -92,7 +92,9 @@ def _rewrite(node: Node, nodes: dict[str, Node], readers: dict[str, int],
     if cat["args"].get("dim", 0) % 2 != 1:
         return None
     parts = [nodes.get(ref_name(t) or "") for t in cat["args"].get("tensors", [])]
-    if not parts or any(p is None or len(p.get("shape") or []) != 2 for p in parts):
+    # (Every part of the GEMM's dtype: cat promotes mixed ones, and a product of an fp16 table with an
+    # fp32 weight slice is no form the GEMM emitter takes; the planner's fallback would drop every rewrite.)
+    if not parts or any(p is None or len(p.get("shape") or []) != 2 or p.get("dtype") != dtype for p in parts):
         return None
     rows, n = shape
     gathered = [_gathered_table(p, nodes, rows, n) for p in parts]

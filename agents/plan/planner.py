@@ -140,9 +140,10 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
     if os.environ.get(POOL_FIRST_ENV, "1") != "0":
         graph = compose_pools_into_convs(pool_before_pointwise_convs(graph))
     graph = patch_convs_as_gemms(graph)  # (after the pools: a pool composed into a convolution may make one)
-    graph = project_gathered_linears(graph)
     if os.environ.get(PICKED_PRODUCTS_ENV, "1") != "0":
         graph = pick_product_rows(graph)
+    # (After the picks: a product read at one row is cut to it first, and its cut cat is left alone.)
+    graph = project_gathered_linears(graph)
     return graph
 
 
