@@ -15,6 +15,12 @@ from stitchcuda.agents import graph
 from stitchcuda.agents.plan import gathered_linear, planner
 
 
+@pytest.fixture(autouse=True)
+def projecting(monkeypatch):
+    """The rewrite is off by default (gathered_linear.PROJECT_GATHERS_ENV): these tests turn it on."""
+    monkeypatch.setenv(gathered_linear.PROJECT_GATHERS_ENV, "1")
+
+
 class EdgeMLP(nn.Module):
     """Message passing as PyG users write it: Linear(cat([h[row], h[col], d, e]))."""
 
@@ -87,7 +93,10 @@ def test_it_holds_back_where_it_would_not_pay(nodes, edges, hidden, out):
     assert any(n["op"] == "cat" and n["shape"][1] == 2 * hidden + 4 for n in plan.graph)
 
 
-def test_the_rewrite_can_be_turned_off(monkeypatch):
+def test_the_rewrite_is_off_unless_asked_for(monkeypatch):
+    """Off by default until it is measured faster (gathered_linear.PROJECT_GATHERS_ENV says why)."""
+    monkeypatch.delenv(gathered_linear.PROJECT_GATHERS_ENV)
+    assert not _projected(_plan(EdgeMLP(), _inputs()))
     monkeypatch.setenv(gathered_linear.PROJECT_GATHERS_ENV, "0")
     assert not _projected(_plan(EdgeMLP(), _inputs()))
 

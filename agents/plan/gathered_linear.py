@@ -37,14 +37,18 @@ from stitchcuda.agents.graph import (
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
-# "0" keeps the concatenated product, for A/B runs.
+# Off unless "1". Measured on the H200 at 227dc86 (bench/results/2026-12-04-h200-l2-full-gathers-ab-227dc86.md),
+# it bought nothing yet: the projected rows are gathered by kernels of their own, as the table's rows
+# were, and the sum's other rounding order put EGNN's TF32 candidate past the fp64 referee's
+# per-element allowance on one set (8 of 262,144 elements), so it ran at 3xTF32: 0.473 ms on,
+# 0.460 off; PNA 0.088 and 0.090 on the same rung. It waits on the gathers fused into their reader.
 PROJECT_GATHERS_ENV = "STITCHCUDA_PROJECT_GATHERS"
 # Gathered rows per table row at which projecting the table first is the smaller product.
 GATHER_RATIO = 2
 
 
 def project_gathered_linears(graph: list[Node]) -> list[Node]:
-    if os.environ.get(PROJECT_GATHERS_ENV, "1") == "0":
+    if os.environ.get(PROJECT_GATHERS_ENV, "0") != "1":
         return graph
     return rewrite_nodes(graph, _rewrite)
 
