@@ -78,6 +78,36 @@ def _key_padding(q, k, v, pad):
     return torch.softmax(att / math.sqrt(q.shape[-1]), dim=-1) @ v
 
 
+def _sam_relpos(q, k, v, table_h, table_w):
+    """SAM's ViTDet attention over a 4 x 5 window: the decomposed relative positions are made from q
+    (einsum with tables [q_h, k_h, D] and [q_w, k_w, D]) and added to the scores viewed as
+    [B·H, q_h, q_w, k_h, k_w]; the terms are read through the einsums' permuted results."""
+    b, h, s, d = q.shape
+    att = (q * d ** -0.5) @ k.transpose(-2, -1)
+    r_q = q.reshape(b * h, 4, 5, d)
+    rel_h = torch.einsum("bhwc,hkc->bhwk", r_q, table_h)
+    rel_w = torch.einsum("bhwc,wkc->bhwk", r_q, table_w)
+    att = (att.view(b * h, 4, 5, 4, 5) + rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]).view(b, h, s, s)
+    return att.softmax(dim=-1) @ v
+
+
+def _flat_bias(q, k, v, bias):
+    """A bias over each head's scores flattened ([B, H, Sq·Sk]): no split into query and key dims,
+    so the kernel finds the bias from the score's flat index."""
+    b, h, sq, _ = q.shape
+    att = (q @ k.transpose(-2, -1)).view(b, h, -1) + bias
+    return torch.softmax(att.view(b, h, sq, -1) * 0.25, dim=-1) @ v
+
+
+def _tril_regrouped(q, k, v):
+    """tril of ones over the scores viewed as [B, H, Sq/2, 2, Sk]: not causal (query i keeps keys up
+    to i % 2), so it must stay a mask, not become the kernel's causal step."""
+    b, h, sq, sk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    keep = torch.tril(torch.ones(2, sk, dtype=torch.bool))
+    att = (q @ k.transpose(-2, -1)).view(b, h, sq // 2, 2, sk).masked_fill(~keep, float("-inf"))
+    return torch.softmax(att.view(b, h, sq, sk), dim=-1) @ v
+
+
 @dataclass
 class Case:
     id: str
@@ -131,6 +161,11 @@ CASES = [
     Case("multi-query", _multi_query, [(2, 4, 40, 32), (2, 1, 40, 32), (2, 1, 40, 32)], note="scale"),
     Case("key-padding", _key_padding, [(2, 3, 37, 32), (2, 3, 45, 32), (2, 3, 45, 32)], extra=[_KEY_PADDING],
          note="fill"),
+    Case("sam-relpos", _sam_relpos, [(2, 3, 20, 32)] * 3, note="add add",
+         extra=[torch.randn(4, 4, 32, generator=_G), torch.randn(5, 5, 32, generator=_G)]),
+    Case("flat-bias", _flat_bias, [(2, 3, 12, 16), (2, 3, 18, 16), (2, 3, 18, 16)], note="add",
+         extra=[torch.randn(12 * 18, generator=_G)]),
+    Case("tril-regrouped", _tril_regrouped, [(1, 2, 20, 16), (1, 2, 24, 16), (1, 2, 24, 16)], note="fill"),
     Case("fp16", _plain, [(2, 2, 70, 64)] * 3, torch.float16, note="tensor cores", tol=2e-2),
     Case("bf16", _plain, [(2, 2, 70, 64)] * 3, torch.bfloat16, note="tensor cores", tol=3e-2),
     Case("fp16-causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -178,6 +213,8 @@ def _evaluate(g: list[graph.Node], name: str, values: dict[str, torch.Tensor]) -
             args = {k: (value(graph.ref_name(v)) if graph.ref_name(v) else v) for k, v in node["args"].items()}
             if isinstance(args.get("dtype"), str):  # the graph spells dtypes, layouts and devices as text
                 args["dtype"] = getattr(torch, args["dtype"])
+            if isinstance(args.get("memory_format"), str):
+                args["memory_format"] = getattr(torch, args["memory_format"].removeprefix("torch."))
             args.update({k: None for k in ("layout", "device") if k in args})
             env[n] = fn(**args)
         return env[n]

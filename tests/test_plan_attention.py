@@ -78,6 +78,23 @@ def _live_ops(p) -> set[str]:
     return {n["op"] for n in p.graph if n["name"] in names}
 
 
+class RelPosTerms(nn.Module):
+    """Decomposed relative positions as SAM adds them, here as learned terms per head ([H, q_h, q_w,
+    k_h] and [.., k_w], so the batch stays free) added to the scores viewed as [B, H, q_h, q_w, k_h,
+    k_w] (a 4 x 5 window). SAM's own, made from q, are in test_emit_attention."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.rel_h = nn.Parameter(torch.randn(heads, 4, 5, 4))
+        self.rel_w = nn.Parameter(torch.randn(heads, 4, 5, 5))
+
+    def forward(self, q, k, v):
+        b, h, s, _ = q.shape
+        att = (q * 0.25) @ k.transpose(-2, -1)
+        att = att.view(b, h, 4, 5, 4, 5) + self.rel_h[:, :, :, :, None] + self.rel_w[:, :, :, None, :]
+        return torch.softmax(att.view(b, h, s, s), dim=-1) @ v
+
+
 FUSED = [
     ("plain", Attn(_plain), _qkv(), [["scale"]]),
     ("sdpa", Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), _qkv(), [["scale"]]),
@@ -91,6 +108,8 @@ FUSED = [
     ("3d-bmm", Attn(lambda q, k, v: torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)), -1), v)),
      _qkv((6, 20, 32)), []),
     ("fp16", Attn(_plain), _qkv(dtype=torch.float16), [["scale"]]),
+    ("decomposed-relpos", RelPosTerms(3), _qkv((2, 3, 20, 16)),
+     [["scale"], ["add", 0, [2, 3, 4, 5, 4, 5]], ["add", 1, [2, 3, 4, 5, 4, 5]]]),
     ("bf16-sdpa-causal",
      Attn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
      _qkv(dtype=torch.bfloat16), [["scale"], ["causal", 0]]),

@@ -7,7 +7,9 @@ The node's arguments (all from the graph; nothing is assumed of a problem's name
     key     [*B, Sk, D]   where the first product read a transpose of it (as attention is written)
     key_t   [*B, D, Sk]   otherwise: kᵀ as the first product read it
     value   [*B, Sk, Dv]
-    masks   tensors the steps read, each broadcast to the scores' shape at its step
+    masks   tensors the steps read, each broadcast to the scores' shape at its step: [*B, Sq, Sk],
+            or any view of the same elements in row-major order (a step over the scores viewed
+            as [B·H, q_h, q_w, k_h, k_w], as SAM's decomposed relative positions are added)
     steps   what happens to a score s between the two products, in order:
               ["scale", c]                       s *= c
               ["fill", m, value, shape]          s = value where masks[m] is true (masked_fill)
@@ -196,9 +198,53 @@ def _broadcast(mask: Operand, shape: Sequence[int]) -> tuple[tuple[tuple[int, in
     return tuple(zip(shape[:-2], strides[:-2], strict=True)), strides[-2], strides[-1]
 
 
-def _score(steps: Sequence[Any], masks: Sequence[Operand], slot: dict[str, int]) -> tuple[list[str], bool]:
+def _unravel(var: str, dims: Sequence[tuple[int, int]]) -> list[str]:
+    """C terms of the element offset of index `var` (in [0, product of the sizes)) unravelled
+    row-major over `dims` as (size, stride): none for a dim of size 1 or stride 0."""
+    terms, inner = [], 1
+    for k in range(len(dims) - 1, -1, -1):
+        size, stride = dims[k]
+        if size > 1 and stride != 0:
+            idx = f"({var} / {inner}LL)" if inner > 1 else var
+            if any(n > 1 for n, _ in dims[:k]):  # the outermost dim needs no wrap
+                idx = f"({idx} % {size}LL)"
+            terms.append(f"{idx} * {stride}LL")
+        inner *= size
+    return terms
+
+
+def _split(shape: Sequence[int], sizes: Sequence[int]) -> tuple[int, int] | None:
+    """(a, b) where shape[:a], shape[a:b] and shape[b:] multiply to the three `sizes`, else None."""
+    for a in range(len(shape) + 1):
+        if math.prod(shape[:a]) != sizes[0]:
+            continue
+        for b in range(a, len(shape) + 1):
+            if math.prod(shape[a:b]) == sizes[1] and math.prod(shape[b:]) == sizes[2]:
+                return a, b
+    return None
+
+
+def _mask_offset(m: Operand, shape: Sequence[int], bh: int, n_q: int, n_k: int) -> str:
+    """C expression of the element of mask `m` that score (bh, i, j) meets at a step taken over the
+    scores viewed as `shape`: [*B, Sq, Sk] itself, or any view of the same elements (the Planner's
+    regrouped steps). Where `shape` splits into the batch·head, the query and the key dims, each
+    index is unravelled over its own; otherwise the score's flat index over all of them."""
+    batch, sr, sc = _broadcast(m, shape)
+    dims = [*batch, (shape[-2], sr), (shape[-1], sc)]
+    cut = _split(shape, (bh, n_q, n_k))
+    if cut is None:
+        terms = _unravel(f"(((int64_t)bh * {n_q}LL + i) * {n_k}LL + j)", dims)
+    else:
+        a, b = cut
+        terms = _unravel("bh", dims[:a]) + _unravel("(int64_t)i", dims[a:b]) + _unravel("(int64_t)j", dims[b:])
+    return " + ".join([f"{m.offset}LL", *terms])
+
+
+def _score(steps: Sequence[Any], masks: Sequence[Operand], slot: dict[str, int],
+           sizes: tuple[int, int, int]) -> tuple[list[str], bool]:
     """The body of Tr::score (one C statement per step), and whether a causal step may skip tiles:
-    only when nothing after it could turn a -inf back into a number (a fill, an add, a scale <= 0)."""
+    only when nothing after it could turn a -inf back into a number (a fill, an add, a scale <= 0).
+    `sizes`: the scores' batch·heads, query rows and keys."""
     lines: list[str] = []
     causal_at = None
     for k, step in enumerate(steps):
@@ -211,8 +257,7 @@ def _score(steps: Sequence[Any], masks: Sequence[Operand], slot: dict[str, int])
             causal_at = k
         elif kind in ("fill", "add"):
             m = masks[step[1]]
-            batch, sr, sc = _broadcast(m, step[3] if kind == "fill" else step[2])
-            off = f"{m.offset}LL + {_batch_offset(batch)} + (int64_t)i * {sr}LL + (int64_t)j * {sc}LL"
+            off = _mask_offset(m, step[3] if kind == "fill" else step[2], *sizes)
             ptr = f"static_cast<const {C_TYPES[m.dtype]}*>(a.in[{slot[m.name]}])"
             if kind == "fill":
                 lines.append(f"    if (sc_to_f({ptr}[{off}]) != 0.0f) s = {c_float(step[2])};")
@@ -265,7 +310,7 @@ def emit_attention(ctx: EmitContext) -> Kernel:
             names.append(t.name)
     slot = {n: i for i, n in enumerate(names)}
     steps = list(a.get("steps") or [])
-    body, causal = _score(steps, masks, slot)
+    body, causal = _score(steps, masks, slot, (bh, n_q, n_k))
     diag = next((int(s[1]) for s in steps if s[0] == "causal"), 0)
     # Tiles the masks hide entirely are found at run time (a buffer's values are not known here).
     # Where a score is NaN or inf inside such a tile, torch's row may turn NaN and the kernel's not.

@@ -483,10 +483,13 @@ def _match_attention(
     if p["args"].get("half_to_float") or p["args"].get("dtype") not in (None, dtype):
         return None
     used.add(p["name"])
-    scores = _attention_scores(ref_name(p["args"].get("self")), p["name"], dtype, nodes, only_reader)
+    scores = _attention_scores(ref_name(p["args"].get("self")), p["name"], dtype, nodes, only_reader, p["shape"])
     if scores is None:
         return None
     b1, steps, chain, walked = scores
+    # Through a regrouping view the softmax's rows must still be the products' rows of keys.
+    if list(b1["shape"][-1:]) != list(p["shape"][-1:]):
+        return None
     used |= chain
     alpha = b1["args"].get("alpha", 1)
     if alpha != 1:
@@ -541,11 +544,17 @@ def _match_attention(
 
 
 def _attention_scores(
-    name: str | None, reader: str, dtype: str, nodes: dict[str, Node], only_reader: Any
+    name: str | None, reader: str, dtype: str, nodes: dict[str, Node], only_reader: Any,
+    scores: Sequence[int],
 ) -> tuple[Node, list[list[Any]], set[str], list[str]] | None:
     """From the softmax's input back to the first bmm: (that bmm, the steps applied to its result in
     order, the nodes of the chain, mask builders that only a causal step read); None where an op
-    on the way is not one the kernel applies, or has another reader."""
+    on the way is not one the kernel applies, or has another reader. `scores`: the softmax's shape.
+
+    A step may be taken over a regrouping view of the scores (SAM's decomposed relative positions
+    add a [.., q_h, q_w, k_h, 1] and a [.., q_h, q_w, 1, k_w] term to the scores viewed as
+    [B·H, q_h, q_w, k_h, k_w]): a view keeps the elements' row-major order, so each step keeps its
+    own shape and the kernel finds a mask's element from the score's flat index."""
     node = only_reader(name, reader)
     if node is None or node.get("dtype") != dtype or node.get("shape") is None:
         return None
@@ -554,14 +563,16 @@ def _attention_scores(
         return node, [], {node["name"]}, []
 
     def inner(src: str | None, step: list[Any] | None, builders: Sequence[str] = ()) -> Any:
-        found = _attention_scores(src, node["name"], dtype, nodes, only_reader)
+        found = _attention_scores(src, node["name"], dtype, nodes, only_reader, scores)
         if found is None:
             return None
         b1, steps, chain, walked = found
         return b1, steps + ([step] if step else []), chain | {node["name"]}, walked + list(builders)
 
-    if _same_values(node, nodes):
+    if _same_values(node, nodes) or _regroups(node, nodes):
         return inner(ref_name(a.get("self")), None)
+    # A causal step means key j > query i, so only where the scores are seen as [*, Sq, Sk] here.
+    plain = list(node["shape"][-2:]) == list(scores[-2:]) and math.prod(node["shape"][:-2]) == math.prod(scores[:-2])
     if target in _SCALINGS:
         c = a.get("other")
         if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c == 0:
@@ -571,7 +582,7 @@ def _attention_scores(
         value, mask = a.get("value"), ref_name(a.get("mask"))
         if isinstance(value, bool) or not isinstance(value, int | float) or mask is None:
             return None
-        diag = _causal_mask(mask, nodes, negated=True, shape=node["shape"])
+        diag = _causal_mask(mask, nodes, negated=True, shape=node["shape"]) if plain else None
         if diag is not None and value == -math.inf:
             return inner(ref_name(a.get("self")), ["causal", diag], _builders(mask, nodes))
         return inner(ref_name(a.get("self")), ["fill", mask, float(value), list(node["shape"])])
@@ -580,7 +591,7 @@ def _attention_scores(
             mask = ref_name(a.get(mask_arg))
             if mask is None:
                 continue
-            diag = _causal_mask(mask, nodes, negated=False, shape=node["shape"])
+            diag = _causal_mask(mask, nodes, negated=False, shape=node["shape"]) if plain else None
             step = ["causal", diag] if diag is not None else ["add", mask, list(node["shape"])]
             found = inner(ref_name(a.get(chain_arg)), step, _builders(mask, nodes) if diag is not None else ())
             if found is not None:
@@ -600,6 +611,16 @@ def _same_values(node: Node, nodes: dict[str, Node]) -> bool:
     if node["op"] == "expand":
         return list(shape) == list(before)
     return list(shape[-2:]) == list(before[-2:]) and math.prod(shape[:-2]) == math.prod(before[:-2])
+
+
+def _regroups(node: Node, nodes: dict[str, Node]) -> bool:
+    """A view or reshape of the same elements in their row-major order under another shape (the
+    scores split into a window's rows and columns, or merged back)."""
+    if node["op"] not in ("view", "_unsafe_view", "reshape"):
+        return False
+    src = nodes.get(ref_name(node["args"].get("self")) or "")
+    shape, before = node.get("shape"), (src or {}).get("shape")
+    return shape is not None and before is not None and math.prod(shape) == math.prod(before)
 
 
 def _logical_operand(name: str | None, nodes: dict[str, Node]) -> tuple[str, set[str]]:
