@@ -20,6 +20,7 @@ from dataclasses import replace
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, KernelArg, Prologue, c_float
 from stitchcuda.agents.coder.kernels import (
     EmitContext,
+    Gather,
     Kernel,
     NotSupported,
     Operand,
@@ -114,8 +115,30 @@ def _loader_of(ctx: EmitContext, src: Operand, out_dtype: str) -> Prologue | Non
     return pro if pro is not None and src.contiguous and pro.shape == src.shape and out_dtype in _FLOATS else None
 
 
+def _gather_of(ctx: EmitContext, src: Operand, out_dtype: str) -> Gather | None:
+    """The rows a cat's or stack's source picks from a table (ctx.gathers: x[idx] or index_select,
+    which nothing else reads), read through the index as the source is copied, where it can be: the
+    gather's own result, unviewed (its coordinates are the gather's), into a result of the table's
+    dtype or from one float to another."""
+    g = ctx.gathers.get(src.name)
+    if g is None or not src.contiguous or g.index.dtype != "int64" or len(g.index.shape) != 1:
+        return None
+    picked = tuple(g.index.shape[0] if d == g.dim else n for d, n in enumerate(g.table.shape))
+    if picked != tuple(src.shape) or src.dtype != g.table.dtype:
+        return None
+    if src.dtype != out_dtype and not (src.dtype in _FLOATS and out_dtype in _FLOATS):
+        return None
+    return g
+
+
 def _source_read(ctx: EmitContext, src: Operand, k: int, coords: Sequence[str], out_dtype: str) -> str:
-    """Source k of a cat or stack at `coords`: read from memory, or from its loader (_loader_of)."""
+    """Source k of a cat or stack at `coords`: read from memory, from its loader (_loader_of), or
+    from the table its rows are picked from, through the index in `g{k}` (_gather_of)."""
+    g = _gather_of(ctx, src, out_dtype)
+    if g is not None:
+        at = list(coords)
+        at[g.dim] = f"sc_wrap_index(g{k}[{offset_of(g.index, [coords[g.dim]])}], {g.table.shape[g.dim]}LL)"
+        return _read(g.table, k, at, out_dtype)
     if _loader_of(ctx, src, out_dtype) is None:
         return _read(src, k, coords, out_dtype)
     got = f"ld{k}({offset_of(src, coords)})"
@@ -1044,7 +1067,20 @@ def _emit(ctx: EmitContext) -> Kernel:
     loaders: list[str] = []
     reads_sources = ctx.node["op"] in ("cat", "stack")  # (the ops whose body reads through _source_read)
     loaded: list[bool] = []
+    picked = False  # a source read through a gather's index: no 16-byte chunks
     for k, s in enumerate(sources):
+        g = _gather_of(ctx, s, out.dtype) if reads_sources else None
+        if g is not None:
+            picked = True
+            params += [f"const {_SOURCE_CTYPES[g.table.dtype]}* __restrict__ x{k}", f"const int64_t* __restrict__ g{k}"]
+            args += [f"x{k}", f"g{k}"]
+            casts += [f"  const auto x{k} = static_cast<const {_SOURCE_CTYPES[g.table.dtype]}*>(in{len(raw)}_);",
+                      f"  const auto g{k} = static_cast<const int64_t*>(in{len(raw) + 1}_);"]
+            raw += [f"const void* in{len(raw)}_", f"const void* in{len(raw) + 1}_"]
+            inputs += [KernelArg(g.table.name, g.table.dtype), KernelArg(g.index.name, "int64")]
+            loaded.append(False)
+            note += f" (source {k}: rows of {g.table.name} picked as read)"
+            continue
         pro = _loader_of(ctx, s, out.dtype) if reads_sources else None
         loaded.append(pro is not None)
         if pro is None:
@@ -1067,7 +1103,8 @@ def _emit(ctx: EmitContext) -> Kernel:
     raw.append("void* out0_")
     casts.append(f"  const auto y = static_cast<{octype}*>(out0_);")
     n = f"{name}_n"
-    chunks = _cat_chunks(ctx, out, name, ", ".join(params), ", ".join(args), loaded) if reads_sources else None
+    chunks = _cat_chunks(ctx, out, name, ", ".join(params), ", ".join(args), loaded) \
+        if reads_sources and not picked else None
     if chunks is None:
         launch = per_element(name, n, ", ".join(params), ", ".join(args), raw, casts)
     else:

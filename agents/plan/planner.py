@@ -219,7 +219,8 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
         # Their chains would be passes of their own: those norms normalise as they did.
         return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
-    gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target)
+    gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target,
+                                     sources)
 
     materialise: set[str] = set()
     for value in output["args"]["values"]:
@@ -1622,20 +1623,27 @@ def _take_gathered_sources(
     graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
     kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], prologues: dict[str, dict[str, Any]],
     getitems: dict[str, list[Node]], live: list[str], output: Node, target: Target,
+    cat_sources: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, list[str]]:
     """A scatter-add whose source is rows picked from a table (x[src], index_select) that nothing
     else reads reads each message through the index as it adds it, and the gather's kernel goes:
     its write of every message and the scatter's read of them. A graph network's message passing
     (bench/networks/graph_conv_layer.py on the H200: the gather 75.8 us, the adds 57.0, where
-    torch.compile does both in one kernel of 21.6). Returns, per scatter that took one, the gather
-    node's name (the Coder passes it back as `gathered`)."""
+    torch.compile does both in one kernel of 21.6). So does a cat (or stack) of such rows: message
+    passing's cat([h[row], h[col], e]) before its edge MLP (bench/networks2's EGNN layer on the
+    H200: two gathers of 35-37 us each, whose 32 MB results the cat copied again). Returns, per
+    kernel that took any, the gather nodes' names (the Coder passes them back as `gathered`)."""
     from stitchcuda.agents.coder.emit_scatter import SOURCE_ARG
 
     taken: dict[str, list[str]] = {}
     if os.environ.get(GATHERED_SOURCES_ENV, "1") == "0":
         return taken
-    readers, returned, _ = _root_readers(graph, nodes, kernel_plans, live, output)
+    readers, returned, written = _root_readers(graph, nodes, kernel_plans, live, output)
     for name, (kernel, roots) in list(kernel_plans.items()):
+        if nodes[name]["op"] in CAT_OPS:
+            _take_gathered_cat_sources(graph, nodes, kinds, kernel_plans, name, getitems, live, target,
+                                       (readers, returned, written), (cat_sources or {}).get(name, []), taken)
+            continue
         key = SOURCE_ARG.get(nodes[name]["op"])
         src = ref_name(nodes[name]["args"].get(key)) if key else None
         if src is None or roots or src not in kernel_plans or src in returned or readers.get(src) != {name} \
@@ -1655,6 +1663,44 @@ def _take_gathered_sources(
             kinds[src] = "gathered"
             taken[name] = [src]
     return taken
+
+
+def _take_gathered_cat_sources(
+    graph: list[Node], nodes: dict[str, Node], kinds: dict[str, str],
+    kernel_plans: dict[str, tuple[kernels.Kernel, dict[str, str]]], name: str, getitems: dict[str, list[Node]],
+    live: list[str], target: Target, seen: tuple[dict[str, set[str]], set[str], set[str]],
+    chosen: list[dict[str, Any]], taken: dict[str, list[str]],
+) -> None:
+    """_take_gathered_sources for cat or stack `name`: each source that is a gather's kernel, read by
+    this cat alone and once, its table and index written by nothing in place, is read through the
+    index as the cat copies it (the sources already computed as read, `chosen`, stay so)."""
+    readers, returned, written = seen
+    kernel, roots = kernel_plans[name]
+    refs = list(iter_refs(nodes[name]["args"]))
+    picks = []
+    for src in dict.fromkeys(r for r in refs if r is not None):
+        g = kernels.gather_of(nodes, src)
+        if roots or src not in kernel_plans or kernel_plans[src][1] or src in returned or refs.count(src) != 1 \
+                or readers.get(src) != {name} or g is None \
+                or {_view_root(nodes, t.name)["name"] for t in (g.table, g.index)} & written:
+            continue
+        picks.append(src)
+    if not picks:
+        return
+    loaders = {c["node"]: codegen.prologue(graph, c["members"], c["node"], nodes=nodes) for c in chosen}
+    try:
+        fused = kernels.emit(graph, name, kernel.name, live=set(live), getitems=getitems, nodes=nodes,
+                             target=target, sources=loaders, gathered=picks)
+    except (codegen.NotFusable, kernels.NotSupported):
+        return
+    took = [src for src in picks if src not in {a.name for a in fused.inputs}]
+    if not took:
+        return
+    kernel_plans[name] = (fused, roots)
+    for src in took:  # nothing else reads the picked rows: no kernel writes them
+        del kernel_plans[src]
+        kinds[src] = "gathered"
+    taken[name] = took
 
 
 # "0" turns epilogues off (the pointwise ops after a norm run in a kernel of their own, reading the
