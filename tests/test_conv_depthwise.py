@@ -278,7 +278,7 @@ def test_as_cudnns_contender_it_builds_clean_for_sm90(tmp_path, monkeypatch):
     module = Depthwise(c=4, k=5, stride=2, padding=2)
     cand = builtin_candidate(module, [torch.randn(2, 4, 130, 200)], host=False)
     src = cand.files[CU_FILE]
-    assert "sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, stitch_k0_dw, stream)" in src, src[-2000:]
+    assert "sc_conv_run_ig(spec, state, ig_state, in0, in1, nullptr, out0, stitch_k0_dw, stream)" in src, src[-2000:]
     assert "sc_dw_conv_run<float, stitch_k0_dw_geom>(stitch_k0_dw_spec" in src and "sc_igemm_conv" not in src
     assert any("or a direct depthwise kernel where it wins" in n for n in cand.notes), cand.notes
     assert_builds_clean_for_sm90(cand, tmp_path / "contend.cu", include)

@@ -122,7 +122,7 @@ def test_emit_kernel_args(monkeypatch):
     m2 = nn.Conv2d(4, 4, 3, bias=False)
     # No bias: the implicit GEMM is cuDNN's contender (test_igemm_conv.py); without it, no bias pointer.
     k2 = emit_module(m2, torch.randn(1, 4, 6, 6), "k1")
-    assert [a.name for a in k2.inputs] == ["input", "weight"] and "in0, in1, out0, k1_ig, stream" in k2.source
+    assert [a.name for a in k2.inputs] == ["input", "weight"] and "in0, in1, nullptr, out0, k1_ig, stream" in k2.source
     monkeypatch.setenv(emit_igemm.NCHW_ENV, "0")
     k3 = emit_module(m2, torch.randn(1, 4, 6, 6), "k2")
     assert [a.name for a in k3.inputs] == ["input", "weight"] and "nullptr, out0" in k3.source

@@ -199,6 +199,31 @@ NCHW = {
 }
 
 
+def ConvDepthwise(make) -> nn.Module:
+    """make()'s convolution with its bias, then a depthwise one (NAFNet's, Restormer's 1x1 before a
+    3x3 depthwise): the first result stays NCHW with no epilogue, so its bias is the launcher's."""
+
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = make()
+            c = self.conv.out_channels
+            self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+
+        def forward(self, x):
+            return self.dw(self.conv(x))
+
+    return Pair()
+
+
+# Cases whose convolution has a bias and an NCHW result with no epilogue (ConvDepthwise): the
+# implicit GEMM adds the bias as it stores (emit_conv._bias_functor).
+BIASED = {
+    "nchw 1x1 bias": (lambda: nn.Conv2d(16, 32, 1), (2, 16, 24, 20)),
+    "nchw transposed bias": (lambda: nn.ConvTranspose2d(16, 24, 3, stride=2, padding=1, output_padding=1), (2, 16, 9, 11)),
+}
+
+
 def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
     if case in NCHW:
         make, shape = NCHW[case]
@@ -206,6 +231,9 @@ def _module(case: str) -> tuple[nn.Module, tuple[int, ...]]:
     if case in PLAIN:
         make, shape = PLAIN[case]
         return ConvSoftmax(make), shape
+    if case in BIASED:
+        make, shape = BIASED[case]
+        return ConvDepthwise(make), shape
     make, shape = MODULES[case]
     return ConvTail(make), shape
 
@@ -239,6 +267,20 @@ def test_an_nchw_result_carries_it_unless_turned_off(tmp_path, monkeypatch):
         assert_builds_clean_for_sm90(cand, tmp_path / f"n{k}.cu", cudnn_include())
 
 
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_a_bias_is_added_as_the_kernel_stores(tmp_path):
+    """A convolution with a bias and an NCHW result no epilogue takes: the implicit GEMM contends with
+    the bias as its epilogue (before, a bias left it to cuDNN and a bias pass of its own)."""
+    for k, case in enumerate(BIASED):
+        torch.manual_seed(0)
+        module, shape = _module(case)
+        cand = builtin_candidate(module, [torch.randn(shape)], host=False)
+        src = cand.files[CU_FILE]
+        assert "return sc_conv_run_ig(spec, state, ig_state, in0, in1, in2, out0," in src, src[-3000:]
+        assert "_bias{static_cast<const float*>(in2)}" in src and "Y_NCHW = true" in src
+        assert_builds_clean_for_sm90(cand, tmp_path / f"b{k}.cu", cudnn_include())
+
+
 def test_half_precision_convolutions_do_not_carry_it():
     make, shape = MODULES["conv2d"]
     module = ConvTail(make).half()
@@ -257,7 +299,7 @@ def test_turned_off_it_is_left_out(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("wide", ["0", "1"])
-@pytest.mark.parametrize("case", list(MODULES) + list(PLAIN) + list(NCHW))
+@pytest.mark.parametrize("case", list(MODULES) + list(PLAIN) + list(NCHW) + list(BIASED))
 def test_on_the_gpu_the_kernel_matches_the_module(case, wide, tmp_path, monkeypatch, capfd):
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     monkeypatch.setenv(emit_igemm.WIDE_ENV, wide)

@@ -309,11 +309,20 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     elif contender == "direct":
         assert direct_geom is not None
         igemm, ig_fn = _direct_contender(ctx, p, direct_geom), f"{ctx.name}_dc"
-    else:
+    elif b is None:
         igemm, ig_fn = (_implicit_gemm(ctx, p, "sc_ig_identity", "sc_ig_identity{}", [], y_nchw=not nhwc)
-                        if (nhwc or nchw_ig) and not b else ("", "nullptr"))
-    run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, out0, {ig_fn}, stream);\n"
-           if igemm else f"  return sc_conv_run(spec, state, in0, in1, {'in2' if b else 'nullptr'}, out0, stream);\n")
+                        if nhwc or nchw_ig else ("", "nullptr"))
+    else:
+        # With a bias (NCHW results only: a channels-last one takes its bias in an epilogue), the
+        # implicit GEMM adds it as it stores, where cuDNN's path adds it in a pass of its own after the
+        # convolution (NAFNet's 1x1 convolution before its depthwise one: a 68.8 us bias pass, H200).
+        igemm, ig_fn = _implicit_gemm(ctx, p, f"{ctx.name}_bias", f"{ctx.name}_bias{{static_cast<const float*>(in2)}}",
+                                      ["in2"], y_nchw=True) if nchw_ig else ("", "nullptr")
+        if igemm:
+            igemm = _bias_functor(f"{ctx.name}_bias", p.y[1], spatial) + igemm
+    bias_arg = "in2" if b else "nullptr"
+    run = (f"  static sc_conv_ig_state ig_state;\n  return sc_conv_run_ig(spec, state, ig_state, in0, in1, {bias_arg}, out0, {ig_fn}, stream);\n"
+           if igemm else f"  return sc_conv_run(spec, state, in0, in1, {bias_arg}, out0, stream);\n")
     launcher = (
         igemm
         + f'extern "C" int {ctx.name}(const void* in0, const void* in1, {bias_param}void* out0, cudaStream_t stream) {{\n'
@@ -349,6 +358,16 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
 # TF32 tensor cores. Off: measured on the H200 (ca1767a) it gained nothing on level 3's networks and
 # lost on level 1's 87 (4.28 against 3.61 ms; bench/results/2026-11-28-h200x2-level2-igemm-a1acd41.md).
 CONV_GEMM_ENV = "STITCHCUDA_CONV_1X1_GEMM"
+
+
+def _bias_functor(name: str, channels: int, spatial: int) -> str:
+    """The implicit GEMM's epilogue for an NCHW result with a bias: element e's channel is
+    (e / spatial) % channels; the add is the bias kernel's (sc_conv_bias_kernel), so the two agree."""
+    return f"""struct {name} {{
+  const float* b;
+  SC_INLINE float operator()(int64_t e, float v) const {{ return v + b[(e / {spatial}LL) % {channels}LL]; }}
+}};
+"""
 
 
 def pointwise_gemm(p: ConvParams) -> bool:

@@ -1384,27 +1384,30 @@ struct sc_conv_ig_state {
   bool ig = false;
 };
 
+// `b`: the bias (NCHW results only), which cuDNN's path adds in a pass of its own after the
+// convolution and the implicit GEMM as its epilogue (its `ins[0]`).
 [[maybe_unused]] static int sc_conv_run_ig(const sc_conv_spec& s, sc_conv_state& st, sc_conv_ig_state& g, const void* x,
-                                           const void* w, void* y, sc_conv_ig_launch ig, cudaStream_t stream) {
+                                           const void* w, const void* b, void* y, sc_conv_ig_launch ig,
+                                           cudaStream_t stream) {
   bool first = false;
+  const void* ins[1] = {b};
   std::call_once(g.once, [&] {
     first = true;
-    if ((g.status = sc_conv_run(s, st, x, w, nullptr, y, stream))) return;
+    if ((g.status = sc_conv_run(s, st, x, w, b, y, stream))) return;
     if (!ig || !sc_ig_available()) return;
     int64_t xb, yb, wb;
     sc_conv_bytes(s, &xb, &yb, &wb);
     void* scratch = nullptr;
     if (cudaMalloc(&scratch, yb) != cudaSuccess) return (void)cudaGetLastError();  // no room: cuDNN's path stays
-    const void* none[1] = {nullptr};
     // cuDNN's timed runs write y again with the same values.
-    g.ig = sc_conv_ig_wins(s, ig, x, w, none, y, scratch, [&] { return sc_conv_run(s, st, x, w, nullptr, y, stream); },
+    g.ig = sc_conv_ig_wins(s, ig, x, w, ins, y, scratch, [&] { return sc_conv_run(s, st, x, w, b, y, stream); },
                            &g.status, stream);
     cudaStreamSynchronize(stream);
     cudaFree(scratch);
   });
   if (first || g.status) return g.status;
-  if (g.ig) return ig(x, w, nullptr, y, stream);
-  return sc_conv_run(s, st, x, w, nullptr, y, stream);
+  if (g.ig) return ig(x, w, ins, y, stream);
+  return sc_conv_run(s, st, x, w, b, y, stream);
 }
 
 // The convolution and its epilogue: `raw` holds the convolution's channels-last result where they
