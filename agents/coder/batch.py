@@ -178,6 +178,12 @@ def _rule(node: Node, nodes: dict[str, Node], dims: dict[str, int], multi: dict[
         if all(tagged.get(ref_name(args.get(k)) or "") == 0 for k in pair) and set(tagged.values()) == {0}:
             return 0
         raise _Mixes(f"{node['target']}: the batch is not the leading dimension of both operands")
+    if op == "sc_dim_norm":
+        # agents/plan/dim_norm.py: statistics over one dim, so samples stay apart unless it is that dim.
+        dim = tagged.get(ref_name(args.get("input")) or "")
+        if dim is not None and dim != args.get("dim") and len(tagged) == 1:
+            return dim
+        raise _Mixes("sc_dim_norm: the batch is the normalised dim")
     if op == "sc_attention":
         # planner.fuse_attention's chain: two products per (sample, head) and a softmax over keys.
         # Samples stay apart where q, k and v carry the batch first (in the same row blocks: _factor)

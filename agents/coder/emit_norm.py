@@ -236,7 +236,46 @@ def _batch_norm(ctx: EmitContext) -> Kernel:
     return _build(norm, ctx)
 
 
+# Most elements a column of the fused shape holds in registers, a thread a column (sc_dim_norm).
+COLUMN_ITEMS = 128
+
+
+def _dim_norm(ctx: EmitContext) -> Kernel:
+    """The planner's sc_dim_norm (agents/plan/dim_norm.py): x normalised over one dim that is not
+    the last, without weights (an affine after it is the epilogue). Each column (the dim's elements
+    at one place of the others, `inner` apart) is a row of statistics; neighbouring columns are
+    neighbouring in memory, so the fused shape with a thread a column reads them coalesced."""
+    x = _input(ctx)
+    dim, eps = ctx.args.get("dim"), ctx.args.get("eps")
+    if type(dim) is not int or not 0 <= dim < len(x.shape) - 1 or python_float(eps) is None:
+        raise NotSupported(f"sc_dim_norm over dim {dim!r} of {list(x.shape)}")
+    count, inner = x.shape[dim], math.prod(x.shape[dim + 1:])
+    if count > COLUMN_ITEMS:
+        raise NotSupported(f"sc_dim_norm over {count} elements: more than a thread holds ({COLUMN_ITEMS})")
+    norm = _Norm(
+        op="sc_dim_norm",
+        x=x,
+        rows=x.numel // count,
+        count=count,
+        seg=1,
+        seg_stride=inner,
+        row_stride=1,
+        pidx="k",
+        run=0,
+        outputs=[ctx.outputs[0], None, None],
+        eps=float(eps),  # type: ignore[arg-type]
+        row_group=inner,
+        row_outer=count * inner,
+    )
+    return _build(norm, ctx)
+
+
+def python_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 EMITTERS = {
+    "sc_dim_norm": _dim_norm,
     "native_layer_norm": _layer_norm,
     "native_group_norm": _group_norm,
     "native_batch_norm": _batch_norm,
@@ -332,8 +371,11 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
     sms = ctx.target.sm_count
 
     # Which shape, and whether whole vectors stay inside a run of the layout.
+    columns = n.op == "sc_dim_norm"  # a thread a row: rows one apart, each element `inner` apart
     if not n.training:
         shape = "eval"
+    elif columns:
+        shape = "fused"
     elif segmented and n.seg == 1:
         shape = "column"
     else:
@@ -353,7 +395,7 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
         ok = numel % vmax == 0 and (n.seg % vmax == 0 or (n.seg == 1 and n.rows % vmax == 0))
     else:
         ok = n.count % vmax == 0 and (not segmented or n.seg % vmax == 0)
-    if not ok or x.offset % vmax:
+    if not ok or x.offset % vmax or columns:  # (a column's elements are `inner` apart: no vectors)
         vmax = 1
     # The split shape reads x twice over chunks of many blocks; through a prologue it did so one
     # element per thread, and on the H200 (level 2, prologues on and off in one call, 09287ef) that
@@ -374,7 +416,10 @@ def _build(n: _Norm, ctx: EmitContext) -> Kernel:
 
     subs: dict[str, str] = {"N": ctx.name, "THREADS": str(THREADS), "VMAX": str(vmax)}
     scratch: list[tuple[str, int]] = []
-    if shape == "fused":
+    if shape == "fused" and columns:
+        body = Template(_FUSED).substitute(TPR=1, RB=THREADS)
+        note = f"fused, a thread a column of {n.count}"
+    elif shape == "fused":
         nvec = -(-n.count // vmax)
         tpr = min(FUSED_TPR, max(4, _pow2_at_least(-(-nvec // 4))))
         rb = max(1, THREADS // tpr)

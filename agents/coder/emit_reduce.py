@@ -791,7 +791,7 @@ PROLOGUE_OPS = frozenset({"sum", "nansum", "mean", "prod", "amax", "amin", "max"
                           "logsumexp", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm",
                           "_softmax", "_log_softmax", "_safe_softmax",
                           # emit_norm's (training-mode statistics; eval batch norm is pointwise already)
-                          "native_layer_norm", "native_group_norm", "native_batch_norm",
+                          "native_layer_norm", "native_group_norm", "native_batch_norm", "sc_dim_norm",
                           "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_fused_rms_norm",
                           # emit_pool's: each window computes what it reads (overlapping windows again)
                           *(f"{kind}_pool{nd}d" for kind in ("max", "avg") for nd in (1, 2, 3)),

@@ -151,6 +151,17 @@ _ATTENTION_MATH = """\
         return torch.matmul(p, v.to(dtype).reshape(-1, sk, v.shape[-1])) * out_scale"""
 
 
+DIM_NORM_OP = "sc_dim_norm"  # agents/plan/dim_norm.py's node: x normalised over one dim, no weights
+
+
+def _dim_norm(node: Node, names: _Names) -> str:
+    """The norm as the forward wrote it: its mean, biased variance and (x - mean) / sqrt(var + eps)."""
+    a = node["args"]
+    x, dim = names.get(ref_name(a["input"])), int(a["dim"])
+    mu = f"{x}.mean({dim}, keepdim=True)"
+    return (f"(({x} - {mu}) / (({x} - {mu}).pow(2).mean({dim}, keepdim=True) + {literal(float(a['eps']))}).sqrt())")
+
+
 def _attention(node: Node, names: _Names) -> str:
     a = node["args"]
     key_t = (f"{names.get(ref_name(a['key']))}.transpose(-2, -1)" if "key" in a
@@ -167,6 +178,8 @@ def _call(node: Node, names: _Names, batch: BatchInfo | None = None) -> str:
         return _recurrent(node, names)
     if node["op"] == ATTENTION_OP:
         return _attention(node, names)
+    if node["op"] == DIM_NORM_OP:
+        return _dim_norm(node, names)
     overload = overload_of(target) if target else None
     if overload is None:
         raise Unrenderable(f"{node['name']}: {node['op']} is not an operator overload")

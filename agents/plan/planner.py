@@ -52,6 +52,8 @@ from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.channels_last_inputs import convs_on_channels_last_inputs, kept_layout_convs
 from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
+from stitchcuda.agents.plan.dim_norm import OP as DIM_NORM_OP
+from stitchcuda.agents.plan.dim_norm import fuse_dim_norms
 from stitchcuda.agents.plan.fresh_layouts import store_kernel_results_contiguous
 from stitchcuda.agents.plan.gathered_linear import project_gathered_linears
 from stitchcuda.agents.plan.glu import decompose_glu
@@ -144,7 +146,7 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
         graph = pick_product_rows(graph)
     # (After the picks: a product read at one row is cut to it first, and its cut cat is left alone.)
     graph = project_gathered_linears(graph)
-    return graph
+    return fuse_dim_norms(graph)
 
 
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
@@ -1735,7 +1737,7 @@ def _take_epilogues(
     for name, (kernel, roots) in list(kernel_plans.items()):
         conv = _conv_epilogue(nodes[name]) or _nchw_conv_epilogue(nodes[name])
         # A softmax (log_softmax) stores the chain's end as it stores its result (emit_reduce).
-        whole = conv or _gemm_epilogue(nodes[name]) or \
+        whole = conv or _gemm_epilogue(nodes[name]) or nodes[name]["op"] == DIM_NORM_OP or \
             (nodes[name]["op"] in SOFTMAX_EPILOGUE_OPS and softmax_epilogues_on())
         if (nodes[name]["op"] not in NORMS and not whole) or roots:
             continue
