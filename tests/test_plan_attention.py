@@ -211,6 +211,56 @@ def test_chain_used_elsewhere_stays_unfused(case):
     assert "bmm" in {n["op"] for n in p.graph}
 
 
+class _FlatBias(nn.Module):
+    """A bias over the scores flattened to 1-D: no step of rank 2 or more (a review's case, 2026-12-04)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, q, k, v):
+        b, h, s, _ = q.shape
+        return torch.softmax(((q @ k.transpose(-2, -1)).view(-1) + self.bias).view(b, h, s, s), dim=-1) @ v
+
+
+class _Enlarged(nn.Module):
+    """A mask with a dim the scores lack, added over a regrouping view: twice the elements, so the
+    softmax's rows are no longer the products' (a review's case, 2026-12-04)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("m", torch.tensor([0.0, 5.0]).view(1, 1, 2, 1))
+
+    def forward(self, q, k, v):
+        b, h, s, _ = q.shape
+        att = (q @ k.transpose(-2, -1)).view(b * h, s, 1, s) + self.m
+        return torch.softmax(att.view(b * h, 2 * s, s), dim=-1) @ v.reshape(b * h, s, -1)
+
+
+@pytest.mark.parametrize("module", [_FlatBias(2 * 8 * 8), _Enlarged()], ids=["1-d", "enlarged"])
+def test_a_step_that_is_not_over_the_scores_elements_stays_unfused(module):
+    """Fused, the kernel would refuse them and leave the whole plan unsupported: they stay as written."""
+    p = _plan(module, [torch.randn(1, 2, 8, 16) for _ in range(3)])
+    assert p.supported, p.unsupported
+    assert not _attention(p)
+
+
+def test_a_chain_its_kernel_refuses_is_planned_unfused(monkeypatch):
+    """Whatever the kernel refuses once fused (a case the matcher lets through), the module is
+    planned with the chain as written, and the plan says why, not left unsupported."""
+    from stitchcuda.agents.coder import kernels
+
+    def refuse(ctx):
+        raise kernels.NotSupported("a chain this kernel does not take")
+
+    monkeypatch.setitem(emit_attention.EMITTERS, emit_attention.OP, refuse)
+    monkeypatch.setitem(kernels.emitters(), emit_attention.OP, refuse)  # (the table, where built already)
+    p = _plan(Attn(_plain), _qkv())
+    assert p.supported, p.unsupported
+    assert not _attention(p) and "bmm" in {n["op"] for n in p.graph}
+    assert any("attention left unfused" in n and "does not take" in n for n in p.notes), p.notes
+
+
 def test_head_too_large_keeps_the_library_path():
     """level1/97's shape (head dim 1024): no tile fits, the chain stays bmm → softmax → bmm."""
     mode = FakeTensorMode()

@@ -118,8 +118,16 @@ def plan_graph(graph: Sequence[Node], task: str = "", *, target: Target | None =
                                  f"({'; '.join(plan.unsupported)[:300]})")
             plan = algebra
     algebra_on = any("folded" in n for n in plan.graph)
+    attention = True
+    if not plan.supported and any(n["op"] == "sc_attention" for n in plan.graph):
+        # A fused attention chain its kernel refuses leaves the chain as written, not the module unplanned.
+        unfused = _plan_graph(graph, task, target, channels_last, None, algebra=algebra_on, attention=False)
+        if unfused.supported:
+            unfused.notes.append("attention left unfused: its fused kernel does not cover this chain "
+                                 f"({'; '.join(plan.unsupported)[:300]})")
+            plan, attention = unfused, False
     if softmax_whole() and (stored := _softmaxes_without_epilogue(plan)):
-        return _plan_graph(graph, task, target, channels_last, stored, algebra=algebra_on)
+        return _plan_graph(graph, task, target, channels_last, stored, algebra=algebra_on, attention=attention)
     return plan
 
 
@@ -150,7 +158,8 @@ def _algebra(graph: list[Node], target: Target) -> list[Node]:
 
 
 def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last: bool,
-                split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset()) -> Plan:
+                split: frozenset[str] | None, algebra: bool = True, whole_bns: frozenset[str] = frozenset(),
+                attention: bool = True) -> Plan:
     traced = graph
     graph = drop_noop_restrides([dict(n) for n in graph])
     # (STITCHCUDA_CONV_CHANNELS_LAST=0 keeps every convolution's result NCHW, these too.)
@@ -160,7 +169,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
         rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(draws_as_inputs(graph)))))))))
     if algebra:
         graph = _algebra(graph, target)
-    if os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
+    if attention and os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
     graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
     if channels_last:
@@ -219,7 +228,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     prologues = _take_prologues(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     if missed := frozenset(bn for bn, conv in split_bns.items() if conv not in prologues):
         # Their chains would be passes of their own: those norms normalise as they did.
-        return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed)
+        return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed, attention)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target,
                                      sources)
@@ -560,6 +569,11 @@ def _attention_scores(
     own shape and the kernel finds a mask's element from the score's flat index."""
     node = only_reader(name, reader)
     if node is None or node.get("dtype") != dtype or node.get("shape") is None:
+        return None
+    # Every value on the way is the scores' elements, seen as some shape of rank 2 or more: a step
+    # that broadcasts them up to more (an add of a mask with a dim the scores lack) or a view to 1-D
+    # is no step the kernel applies.
+    if len(node["shape"]) < 2 or math.prod(node["shape"]) != math.prod(scores):
         return None
     a, target = node.get("args", {}), node.get("target")
     if target == "aten.bmm.default":
