@@ -245,6 +245,46 @@ def test_a_step_that_is_not_over_the_scores_elements_stays_unfused(module):
     assert not _attention(p)
 
 
+class PaddingFromIds(nn.Module):
+    """A key padding mask made in forward from each sample's token ids (BERT-style): a mask that
+    carries the batch first, as q, k and v do."""
+
+    def forward(self, q, k, v, ids):
+        att = (q @ k.transpose(-2, -1)) * 0.25
+        att = att.masked_fill((ids == 0)[:, None, None, :], float("-inf"))
+        return torch.softmax(att, dim=-1) @ v
+
+
+def _ids(n: int) -> torch.Tensor:
+    ids = torch.randint(0, 5, (n, 20))
+    ids[:, 0] = 1  # every row keeps a key
+    return ids
+
+
+def test_masks_that_carry_the_batch_first_keep_it_dynamic():
+    """A mask made per sample (a padding mask from token ids) carries the batch first in q's row
+    blocks: the module still serves any batch (before, any batch-carrying mask made it fixed-size),
+    and its rendered math matches the module there."""
+    from stitchcuda.agents.coder.batch import analyse
+    from stitchcuda.agents.coder.reference_math import render_reference
+
+    module = PaddingFromIds()
+    p = _plan(module, [*_qkv((2, 3, 20, 16)), _ids(2)])
+    assert len(_attention(p)) == 1
+    info = analyse(p.graph)
+    assert info.dynamic, info.reason
+    tensors = [n for n in p.graph if n["op"] == "input" and "shape" in n]
+    (out,) = [n for n in p.graph if n["op"] == "output"]
+    ref = render_reference(p.graph, [n["name"] for n in tensors], [], [ref_name(v) for v in out["args"]["values"]],
+                           batch=info)
+    space: dict = {"torch": torch}
+    exec(compile(ref.text, "<reference>", "exec"), space)  # noqa: S102 - the rendered plan
+    for n in (1, 5):
+        args = [*(torch.randn(n, 3, 20, 16) for _ in range(3)), _ids(n)]
+        (got,) = space["_reference"]([args[t["index"]] for t in tensors], [])
+        torch.testing.assert_close(got, module(*args).reshape(got.shape), rtol=1e-5, atol=1e-5)
+
+
 def test_a_chain_its_kernel_refuses_is_planned_unfused(monkeypatch):
     """Whatever the kernel refuses once fused (a case the matcher lets through), the module is
     planned with the chain as written, and the plan says why, not left unsupported."""

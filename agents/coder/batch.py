@@ -187,12 +187,13 @@ def _rule(node: Node, nodes: dict[str, Node], dims: dict[str, int], multi: dict[
     if op == "sc_attention":
         # planner.fuse_attention's chain: two products per (sample, head) and a softmax over keys.
         # Samples stay apart where q, k and v carry the batch first (in the same row blocks: _factor)
-        # and no mask does (a mask's broadcast shape is the traced scores').
+        # and each mask is batch-free or carries it first too, in the same row blocks (SAM's relative
+        # position terms, made from q): a chunk of the traced batch then has its masks' own chunk.
         operands = [ref_name(args.get(k)) for k in ("query", "key", "key_t", "value") if args.get(k) is not None]
         masks = [ref_name(m) for m in args.get("masks", [])]
-        if all(tagged.get(n or "") == 0 for n in operands) and not any(m in tagged for m in masks):
+        if all(tagged.get(n or "") == 0 for n in operands) and all(tagged.get(m or "", 0) == 0 for m in masks):
             return 0
-        raise _Mixes("sc_attention: the batch is not the leading dimension of q, k and v alone")
+        raise _Mixes("sc_attention: the batch is not the leading dimension of q, k and v, and of each mask that has it")
     if op in _VIEWS or op in ("permute", "transpose", "t", "unsqueeze", "squeeze", "expand", "slice", "select",
                               "narrow", "split", "split_with_sizes", "unbind", "chunk", "flatten", "unflatten"):
         return _moved(tagged.get(first or "", _only(tagged, node)), node, nodes, op, size)
