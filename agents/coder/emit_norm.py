@@ -247,7 +247,7 @@ def _dim_norm(ctx: EmitContext) -> Kernel:
     neighbouring in memory, so the fused shape with a thread a column reads them coalesced."""
     x = _input(ctx)
     dim, eps = ctx.args.get("dim"), ctx.args.get("eps")
-    if type(dim) is not int or not 0 <= dim < len(x.shape) - 1 or python_float(eps) is None:
+    if type(dim) is not int or not 0 <= dim < len(x.shape) - 1 or _float_arg(eps) is None:
         raise NotSupported(f"sc_dim_norm over dim {dim!r} of {list(x.shape)}")
     count, inner = x.shape[dim], math.prod(x.shape[dim + 1:])
     if count > COLUMN_ITEMS:
@@ -270,7 +270,7 @@ def _dim_norm(ctx: EmitContext) -> Kernel:
     return _build(norm, ctx)
 
 
-def python_float(value: object) -> float | None:
+def _float_arg(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
