@@ -11,7 +11,7 @@ which the planner ran as two column reductions and a pointwise pass: x read thre
 the norm reads x once, holding a column's values in registers (emit_norm's fused shape, a thread a
 column: neighbouring columns are neighbouring in memory, so each read is coalesced), and the affine
 and whatever pointwise work follows is its epilogue. Found on bench/networks2's NAFNet block
-(2026-12-04: its two LayerNorm2d as six kernels of the block's seventeen).
+(2026-12-04: its two LayerNorm2d as six of the block's sixteen kernels).
 
 The node is the biased variance's norm as written: (x - mean) / sqrt(var + eps) with var the mean of
 squared deviations; it keeps the division's name, so every reader is unchanged. Only where nothing
