@@ -39,7 +39,7 @@ from string import Template
 from stitchcuda.agents.coder import cuda_text
 from stitchcuda.agents.coder.codegen import C_TYPES, ITEM_SIZE, THREADS, VECTOR_BYTES, KernelArg, c_float
 from stitchcuda.agents.coder.kernels import EmitContext, Kernel, NotSupported, Operand, OutSpec
-from stitchcuda.agents.graph import contiguous_strides
+from stitchcuda.agents.graph import contiguous_strides, python_number
 
 FUSED_ITEMS = 8  # vectors a thread holds in registers in the fused kernel
 FUSED_TPR = 512  # most threads per row in the fused kernel
@@ -247,7 +247,7 @@ def _dim_norm(ctx: EmitContext) -> Kernel:
     neighbouring in memory, so the fused shape with a thread a column reads them coalesced."""
     x = _input(ctx)
     dim, eps = ctx.args.get("dim"), ctx.args.get("eps")
-    if type(dim) is not int or not 0 <= dim < len(x.shape) - 1 or _float_arg(eps) is None:
+    if type(dim) is not int or not 0 <= dim < len(x.shape) - 1 or python_number(eps) is None:
         raise NotSupported(f"sc_dim_norm over dim {dim!r} of {list(x.shape)}")
     count, inner = x.shape[dim], math.prod(x.shape[dim + 1:])
     if count > COLUMN_ITEMS:
@@ -268,10 +268,6 @@ def _dim_norm(ctx: EmitContext) -> Kernel:
         row_outer=count * inner,
     )
     return _build(norm, ctx)
-
-
-def _float_arg(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 EMITTERS = {
