@@ -657,8 +657,11 @@ def _trace(
             f"{_short(e)}; only forwards whose operations are fixed by the input shapes can be traced"
         ) from e
     except DynamicOutputShapeException as e:
+        hint = (": `y[mask]` read with a boolean mask has as many elements as the mask has True values; "
+                "`torch.where(mask, b, a)` for `a[mask] = b[mask]`, or `a - mask.to(a.dtype)` for "
+                "`a[mask] -= 1`, keeps every shape fixed") if "nonzero" in str(e) else ""
         raise TraceError(
-            f"an output shape depends on tensor values ({_short(e)}), e.g. boolean masking"
+            f"an output shape depends on tensor values ({_short(e)}), e.g. boolean masking{hint}"
         ) from e
     except TraceError:
         raise
@@ -681,6 +684,9 @@ def _trace(
             raise TraceError(
                 f"forward depends on tensor values (data-dependent control flow): {reason}"
             ) from e
+        if "requires_grad_()" in str(e) or "autograd.grad" in str(e):
+            raise TraceError("forward takes gradients itself (torch.autograd.grad, requires_grad_ on a tensor "
+                             "it made): derivatives inside forward are not supported by the built-in coder") from e
         raise TraceError(f"forward could not be traced: {type(e).__name__}: {reason}") from e
 
     arg_names = _arg_names(module, len(inputs))

@@ -34,12 +34,19 @@ NOT_YET = {
     "special_math_products.py": "block_diag",
     "universal_transformer_act.py": "_local_scalar_dense",  # a while loop on tensor values
     "zca_whitening_eigh.py": "_linalg_eigh",
+    # The sixth's (2026-12-04): boolean-mask reads (`a[m] = b[m]`, `a[m] -= 1`), FFTs, and derivatives
+    # taken inside forward.
+    "c51_distributional_projection.py": "torch.where(mask, b, a)",
+    "pointnet2_fps_ballquery.py": "torch.where(mask, b, a)",
+    "fno2d_spectral_conv.py": "_fft_r2c",
+    "gfnet_global_filter.py": "_fft_r2c",
+    "pinn_burgers_autograd.py": "derivatives inside forward",
 }
 FILES = sorted(p.name for p in FOLDER.glob("*.py"))
 
 
 def test_the_set_is_there():
-    assert len(FILES) >= 228 and set(NOT_YET) <= set(FILES)
+    assert len(FILES) >= 258 and set(NOT_YET) <= set(FILES)
 
 
 @pytest.mark.parametrize("name", FILES)

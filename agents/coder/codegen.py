@@ -237,6 +237,8 @@ POINTWISE: dict[str, Op] = {
     "rsub": _f(lambda a: _axpy(a.other, "-", a.self, a.raw("alpha")), "self", "other"),
     "mul": _t("sc_mul_rn({self}, {other})", "self", "other"),  # rounded as ATen's mul (prelude.cuh)
     "div": _f(_div, "self", "other"),
+    # (a float tensor's `//`: DETR's sine position embedding's dim_t // 2)
+    "floor_divide": _t("sc_div_floor({self}, {other})", "self", "other"),
     "remainder": _t("sc_remainder({self}, {other})", "self", "other"),
     "fmod": _t("fmodf({self}, {other})", "self", "other"),
     "pow": _f(_pow, "self", "exponent"),

@@ -578,6 +578,21 @@ def _diagonal_scatter(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body
     return [f"y[o] = {read};"], [base, src], f"diagonal_scatter dims {d1}, {d2} offset {offset}"
 
 
+def _diag_embed(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
+    """torch.diag_embed (a covariance from variances: 3D Gaussian splatting's scales, a Gaussian
+    policy's diagonal): the input's last dim on the diagonal of dims dim1, dim2, zero elsewhere."""
+    src = ctx.args["self"]
+    rank = len(out.shape)
+    offset = int(ctx.args.get("offset", 0))
+    d1, d2 = int(ctx.args.get("dim1", -2)) % rank, int(ctx.args.get("dim2", -1)) % rank
+    if not isinstance(src, Operand) or d1 == d2 or len(src.shape) != rank - 1:
+        raise NotSupported("diag_embed of a source of another rank")
+    c1, c2 = coords[d1], coords[d2]
+    here = [c for d, c in enumerate(coords) if d not in (d1, d2)] + [c1 if offset >= 0 else c2]
+    read = f"({c2} - {c1} == {offset}) ? {_read(src, 0, here, out.dtype)} : {_zero(out.dtype)}"
+    return [f"y[o] = {read};"], [src], f"diag_embed dims {d1}, {d2} offset {offset}"
+
+
 def _cross(ctx: EmitContext, out: OutSpec, coords: list[str]) -> Body:
     """torch.linalg.cross of 3-vectors: component c is a[c+1] b[c+2] - a[c+2] b[c+1] (mod 3), in
     fp32 as PyTorch's kernel computes it."""
@@ -929,6 +944,7 @@ TABLE: dict[str, Callable[[EmitContext, OutSpec, list[str]], Body]] = {
     "tril_indices": _triangle_indices(False),
     "triu_indices": _triangle_indices(True),
     "diagonal_scatter": _diagonal_scatter,
+    "diag_embed": _diag_embed,
     "linalg_cross": _cross,
     "searchsorted": _search,
     "bucketize": _search,
