@@ -38,6 +38,7 @@ import torch.nn as nn
 
 from stitchcuda.agents import trace_rnn
 from stitchcuda.agents.eager_dropouts import EagerDropouts
+from stitchcuda.agents.masked_reads import MaskedReads
 from stitchcuda.types import Task
 
 Node = dict[str, Any]
@@ -638,19 +639,35 @@ def _trace(
     state_vals = [fake(v) for _, v in params] + [fake(v) for _, v in buffers]
     arg_vals = [fake(v) for v in inputs]
 
+    masked_reads = [False]
+
     def run(*flat: Any) -> Any:
         state = dict(zip(keys, flat[: len(keys)], strict=True))
         # In-place and alpha dropouts as eager draws their masks (eager_dropouts), inside the traced
         # function: they would otherwise trace as a plain dropout's mask, whose CUDA numbers differ.
-        with EagerDropouts():
+        with EagerDropouts(), (MaskedReads() if masked_reads[0] else contextlib.nullcontext()):
             return torch.func.functional_call(module, state, tuple(flat[len(keys) :]))
 
-    try:
+    def traced() -> torch.fx.GraphModule:
         with _one_trace_at_a_time(), torch.no_grad(), _time_limit(TRACE_TIMEOUT_S):
             with _state_restored(module):
-                gm = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
+                return make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode="fake")(
                     *state_vals, *arg_vals
                 )
+
+    try:
+        try:
+            gm = traced()
+        except DynamicOutputShapeException as first:
+            # A boolean-mask read written back or reduced (masked_reads): traced again with such
+            # reads as fixed-shape where() math; any other use keeps the first error.
+            if "nonzero" not in str(first):
+                raise
+            masked_reads[0] = True
+            try:
+                gm = traced()
+            except Exception:  # noqa: BLE001 - not the idiom: the first error says what stopped it
+                raise first from None
     except DataDependentOutputException as e:
         raise TraceError(
             "forward depends on tensor values (data-dependent control flow or .item()): "

@@ -34,10 +34,7 @@ NOT_YET = {
     "special_math_products.py": "block_diag",
     "universal_transformer_act.py": "_local_scalar_dense",  # a while loop on tensor values
     "zca_whitening_eigh.py": "_linalg_eigh",
-    # The sixth's (2026-12-04): boolean-mask reads (`a[m] = b[m]`, `a[m] -= 1`), FFTs, and derivatives
-    # taken inside forward.
-    "c51_distributional_projection.py": "torch.where(mask, b, a)",
-    "pointnet2_fps_ballquery.py": "torch.where(mask, b, a)",
+    # The sixth's (2026-12-04): FFTs, and derivatives taken inside forward.
     "fno2d_spectral_conv.py": "_fft_r2c",
     "gfnet_global_filter.py": "_fft_r2c",
     "pinn_burgers_autograd.py": "derivatives inside forward",

@@ -1,7 +1,9 @@
 """Ops the sixth coverage sweep (bench/coverage, 2026-12-04) found unplanned, each planned now and
 run through the candidate's CPU entry points against PyTorch: a float tensor's floor division
-(DETR's sine position embedding, `dim_t // 2`) and torch.diag_embed (3D Gaussian splatting's
-scale matrices), its offsets and dims included."""
+(DETR's sine position embedding, `dim_t // 2`), torch.diag_embed (3D Gaussian splatting's
+scale matrices), its offsets and dims included, and boolean-mask reads written back or reduced
+(PointNet++'s `distance[mask] = dist[mask]`, C51's `l[mask] -= 1`, a loss over valid elements;
+agents/masked_reads.py); other uses of such a read keep the trace's error."""
 
 from __future__ import annotations
 
@@ -37,13 +39,42 @@ class DiagEmbeds(nn.Module):
         return scales * 2, torch.diag_embed(v, offset=1), torch.diag_embed(v, offset=-2, dim1=0, dim2=2)
 
 
+class MaskedReadsWrittenOrReduced(nn.Module):
+    def forward(self, xyz, b):
+        distance = torch.ones(xyz.shape[:2], device=xyz.device) * 1e10
+        for i in range(3):  # farthest point sampling's running minimum
+            dist = ((xyz - xyz[:, i:i + 1]) ** 2).sum(-1)
+            mask = dist < distance
+            distance[mask] = dist[mask]
+        lo = b.floor().long()
+        lo[(lo > 0) & (b > 1.5)] -= 1
+        loss = (b - 2).abs()
+        valid = b > 1
+        rows = xyz[:, :, 0] > 0  # a mask over the leading dims of a [B, N, 3] tensor
+        moved = xyz.clone()
+        moved[rows] = xyz[rows] * 0.5 + 1
+        return distance, lo, loss[valid].mean(), (loss[valid] ** 2).sum(), moved
+
+
+def test_other_uses_of_a_masked_read_keep_the_traces_error():
+    from stitchcuda.agents import graph
+
+    class Counted(nn.Module):
+        def forward(self, x):
+            return x[x > 0].view(-1, 1) * 2  # its shape is the count's
+
+    with pytest.raises(graph.TraceError, match="nonzero"):
+        graph.trace_module(Counted(), [torch.randn(4, 5)])
+
+
 @pytest.mark.usefixtures("isolated_cache")
 @pytest.mark.nvcc
 @needs_nvcc
 @pytest.mark.parametrize("module,inputs", [
     (SinePositions(), lambda g: [torch.randn(2, 16, 5, 6, generator=g), torch.randn(2, 16, 5, 6, generator=g) + 0.1]),
     (DiagEmbeds(), lambda g: [torch.randn(7, 3, generator=g), torch.randn(4, 5, generator=g)]),
-], ids=["floor_divide", "diag_embed"])
+    (MaskedReadsWrittenOrReduced(), lambda g: [torch.randn(2, 16, 3, generator=g), torch.rand(2, 16, generator=g) * 4]),
+], ids=["floor_divide", "diag_embed", "masked_reads"])
 def test_they_match_pytorch_on_the_cpu(tmp_path, module, inputs):
     plan, new = planned_on_the_cpu(module, inputs(torch.Generator().manual_seed(0)), tmp_path)
     with torch.no_grad():
