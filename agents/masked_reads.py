@@ -54,10 +54,12 @@ class Masked:
 
     def _operand(self, other: Any) -> Any:
         if isinstance(other, Masked):
-            if other.mask is not self.mask:
-                raise NotMaskedIdiom("two reads through different masks combined")
+            # (the same mask over a tensor of another shape has its count of elements per True, not this one's)
+            if other.mask is not self.mask or tuple(other.values.shape) != tuple(self.values.shape):
+                raise NotMaskedIdiom("two reads through different masks, or of different shapes, combined")
             return other.values
-        if isinstance(other, bool | int | float) or (isinstance(other, torch.Tensor) and other.dim() == 0):
+        if other is None or isinstance(other, bool | int | float | torch.dtype | torch.device | str) \
+                or (isinstance(other, torch.Tensor) and other.dim() == 0):
             return other
         raise NotMaskedIdiom(f"a masked read combined with a {type(other).__name__} of another shape")
 
@@ -68,15 +70,19 @@ class Masked:
         return torch.where(self._full_mask(), self.values, 0).sum(**kwargs)
 
     def mean(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if args or kwargs:
-            raise NotMaskedIdiom("a masked read averaged over some dims")
-        count = self._full_mask().sum().to(self.values.dtype)
-        return self.sum() / count
+        if args or kwargs or not self.values.is_floating_point():
+            raise NotMaskedIdiom("a masked read averaged over some dims, or of a type mean refuses")
+        # In float32 at least, as PyTorch accumulates a half mean: a count past 2048 is not exact in
+        # fp16, past 65504 not finite.
+        wide = torch.promote_types(self.values.dtype, torch.float32)
+        total = torch.where(self._full_mask(), self.values, 0).sum(dtype=wide)
+        return (total / self._full_mask().sum().to(wide)).to(self.values.dtype)
 
     def __getattr__(self, name: str) -> Any:
         if name in _POINTWISE_METHODS:
             method = getattr(self.values, name)
-            return lambda *args, **kwargs: self._with(method(*[self._operand(a) for a in args], **kwargs))
+            return lambda *args, **kwargs: self._with(method(*[self._operand(a) for a in args],
+                                                             **{k: self._operand(v) for k, v in kwargs.items()}))
         raise NotMaskedIdiom(f"a masked read's .{name}")
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -120,12 +126,15 @@ class MaskedReads(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is torch.Tensor.__getitem__ and len(args) == 2 and _is_mask_of(args[1], args[0]):
-            return Masked(args[0], args[1])
+            # A copy, as the read is: the tensor may be written before the read is used (a swap
+            # `a[m], b[m] = b[m], a[m]`, or the write back itself).
+            return Masked(args[0].clone(), args[1])
         if func is torch.Tensor.__setitem__ and len(args) == 3 and isinstance(args[2], Masked):
             target, mask, value = args
-            if value.mask is not mask or tuple(value.values.shape) != tuple(target.shape):
-                raise NotMaskedIdiom("a masked read written back through another mask or into another shape")
+            if value.mask is not mask or tuple(value.values.shape) != tuple(target.shape) \
+                    or value.values.dtype != target.dtype:  # (index_put_ refuses another dtype)
+                raise NotMaskedIdiom("a masked read written back through another mask, or into another shape or type")
             # (this mode is off while its own handler runs: these calls trace as they are)
-            target.copy_(torch.where(value._full_mask(), value.values.to(target.dtype), target))
+            target.copy_(torch.where(value._full_mask(), value.values, target))
             return None
         return func(*args, **kwargs)

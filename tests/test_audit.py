@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -177,6 +178,101 @@ subprocess.run(["true"], check=True)
     out = _hooked(tmp_path, body)
     assert out["outcome"].startswith("refused") and out["findings"][0][0] == "sandbox-write", out
     assert not outside.exists()
+
+
+_FRAMELESS = r"""
+#include <thread>
+extern "C" {
+typedef struct _object PyObject;
+int PyGILState_Ensure(void);
+void PyGILState_Release(int);
+PyObject* PyImport_ImportModule(const char*);
+PyObject* PyObject_GetAttrString(PyObject*, const char*);
+PyObject* PyObject_CallFunctionObjArgs(PyObject*, ...);
+void PyErr_Clear(void);
+int ask() {
+  int listed = -1;
+  std::thread t([&] {
+    int g = PyGILState_Ensure();
+    PyObject* gc = PyImport_ImportModule("gc");
+    PyObject* get = gc ? PyObject_GetAttrString(gc, "get_objects") : nullptr;
+    listed = get && PyObject_CallFunctionObjArgs(get, nullptr) != nullptr;
+    PyErr_Clear();
+    PyGILState_Release(g);
+  });
+  t.join();
+  return listed;
+}
+}
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs a C++ compiler")
+def test_what_native_code_asks_from_a_thread_of_no_python_frame_is_refused(tmp_path):
+    """The collector's lists asked for by a library's own thread, which has no Python frame under it:
+    only native code asks so, whoever called the library (here the worker's own code). Code
+    compiled from a string, which has no file of its own, is judged by its caller: the worker's
+    listing through it stays allowed."""
+    lib = tmp_path / "frameless.so"
+    src = tmp_path / "frameless.cpp"
+    src.write_text(_FRAMELESS)
+    subprocess.run([shutil.which("g++") or shutil.which("c++"), "-shared", "-fPIC", "-O1", "-o", str(lib), str(src),
+                    "-lpthread"], check=True)
+    worker = f"""
+import ctypes
+exec(compile("import gc; gc.get_objects()", "<string>", "exec"))
+print("listed:", ctypes.CDLL({str(lib)!r}).ask())
+"""
+    out = _hooked(tmp_path, "pass", worker=worker)
+    assert [m for c, m in out["findings"] if c == "sandbox-introspect" and "gc.get_objects" in m], out
+    assert len(out["findings"]) == 1, out
+
+
+_THROUGH_CALL = r"""
+typedef struct _object PyObject;
+int PyGILState_Ensure(void); void PyGILState_Release(int);
+PyObject* PyImport_ImportModule(const char*);
+PyObject* PyObject_GetAttrString(PyObject*, const char*);
+PyObject* PyObject_CallFunction(PyObject*, const char*, ...);
+PyObject* PyObject_CallMethod(PyObject*, const char*, const char*, ...);
+PyObject* PyObject_CallNoArgs(PyObject*);
+void PyErr_Clear(void);
+int direct(void* stream) {
+  int g = PyGILState_Ensure();
+  PyObject* gc = PyImport_ImportModule("gc");
+  if (gc) PyObject_CallNoArgs(PyObject_GetAttrString(gc, "get_objects"));
+  PyErr_Clear();
+  PyGILState_Release(g);
+  return 0;
+}
+int via_timeit(void* stream) {
+  int g = PyGILState_Ensure();
+  PyObject* t = PyImport_ImportModule("timeit");
+  PyObject* timer = t ? PyObject_CallFunction(PyObject_GetAttrString(t, "Timer"), "s",
+                                              "import gc; gc.get_objects()") : 0;
+  if (timer) PyObject_CallMethod(timer, "timeit", "i", 1);
+  PyErr_Clear();
+  PyGILState_Release(g);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs a C compiler")
+@pytest.mark.parametrize("entry,refused", [("direct", "gc.get_objects"), ("via_timeit", "compile source")])
+def test_what_a_library_asks_during_the_verifiers_call_into_it_is_refused(tmp_path, entry, refused):
+    """A library run by runtime.Library.call (the kernels' loader, from the worker's code here) asks for
+    the collector's lists itself, or through timeit with a string: either way the call into it is the
+    first caller, which asks for nothing itself (a review, 2026-12-04, found the timeit route open)."""
+    (tmp_path / "lib.c").write_text(_THROUGH_CALL)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "lib.so"), str(tmp_path / "lib.c")], check=True)
+    worker = f"""
+from pathlib import Path
+from stitchcuda.runtime import Library
+Library(Path({str(tmp_path / 'lib.so')!r})).call({entry!r})
+"""
+    out = _hooked(tmp_path, "pass", worker=worker)
+    assert [m for c, m in out["findings"] if c == "sandbox-introspect" and refused in m], out
 
 
 def test_the_candidates_code_is_refused_on_any_thread(tmp_path):

@@ -72,6 +72,23 @@ def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     assert (blind.ASKED_EXACT in " ".join(v.notes)) == (stem == "good_shifted_norm"), v.notes
 
 
+def test_a_miss_within_the_slack_is_wrong_not_hacked(tmp_path, opts, monkeypatch):
+    """The blind check judges at MISS_SLACK (2) times the tolerance too, not only at BLIND_SLACK times
+    it: a candidate exact in the worker and about 3x the tolerance off alone is rejected as incorrect, with an
+    output-mismatch the Coder's precision ladder reads (the set "blind", a finite miss). Native code
+    in the worker's process had loosened the worker's tolerance objects and passed at 1.3x (a
+    red-team candidate, 2026-12-04); out here nothing of the candidate's runs beside the judge."""
+    from stitchcuda.types import FINITE_MISS
+
+    v = verify(hack_task("ref_affine"), hack_candidate("wrong_alone_within_slack"), tmp_path / "on", opts)
+    assert v.status == "incorrect" and not v.accepted and not v.hack_findings, (v.status, v.message)
+    missed = [f for f in v.findings if f.code == "output-mismatch"]
+    assert missed and missed[0].data == {"set": "blind", FINITE_MISS: True}, [(f.code, f.data) for f in v.findings]
+    assert "at 2 x (pointwise fp32 work)" in missed[0].message, missed[0].message
+    monkeypatch.setenv(blind.BLIND_ENV, "0")  # the worker alone accepts it
+    assert verify(hack_task("ref_affine"), hack_candidate("wrong_alone_within_slack"), tmp_path / "off", opts).accepted
+
+
 SNOOP = """
 import json, sys
 from pathlib import Path
@@ -368,3 +385,53 @@ def test_the_witness_binds_its_input_maker_before_the_candidate(tmp_path):
     binds the maker before the import, and the fallback's compute in forward is recorded."""
     codes = {f.code for f in _blind_findings(tmp_path, "ref_affine", "hack_witness_input_hook")}
     assert "torch-compute-in-forward" in codes or "hidden-dispatch" in codes, codes
+
+
+def _judged_with_a_referee(tmp_path, cand_off: float, exact_given: bool) -> list:
+    """blind._judge on saved outputs: an fp16 reference 3% off its float64 values (rtol 1e-2), a
+    candidate `cand_off` relatively off them, and a stand-in referee process that answers the
+    request for float64 outputs with them or, where `exact_given` is False, with none (its float64
+    run failed)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    exact = [torch.randn(4096, generator=g, dtype=torch.float64) for _ in range(blind.CALLS)]
+    ref = [(e * (1 + 0.03 * torch.randn(4096, generator=g, dtype=torch.float64))).half() for e in exact]
+    cand = [(e * (1 + cand_off)).half() for e in exact]
+    torch.save({"outputs": [[r] for r in ref], "rtol": 1e-2, "why": "fp16 outputs", "exact_possible": True},
+               tmp_path / "referee.pt")
+    torch.save({"outputs": [[c] for c in cand], "ops": [], "ranges": blind.CALLS, "after": True, "tampered": []},
+               tmp_path / "witness.pt")
+    torch.save([[e] for e in exact], tmp_path / "exact.pt")
+    answer = f"torch.load({str(tmp_path / 'exact.pt')!r})" if exact_given else f"[None] * {blind.CALLS}"
+    referee = textwrap.dedent(f"""
+        import sys, torch
+        for line in sys.stdin:
+            if line.strip() == {blind.EXACT!r}:
+                torch.save({{"exact": {answer}}}, {str(tmp_path / 'referee.pt.exact')!r})
+                break
+            if line.strip() == {blind.DONE!r}:
+                break
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", referee], stdin=subprocess.PIPE, text=True)
+    req = {"witness_out": str(tmp_path / "witness.pt"), "referee_out": str(tmp_path / "referee.pt"),
+           "referee_lock_state": str(tmp_path / "no_lock_state")}
+    try:
+        findings, note = blind._judge(req, proc, "", tmp_path, 30.0)
+    finally:
+        proc.wait(timeout=30)
+    assert note.startswith(blind.MADE) and blind.ASKED_EXACT in note, note
+    return findings
+
+
+@pytest.mark.parametrize("cand_off,exact_given,codes", [
+    (0.0, True, []),  # more exact than its fp16 reference: the float64 outputs say so
+    (0.0, False, []),  # ...and with the referee's float64 run failed, a miss short of 10x is not judged
+    (0.12, True, ["output-mismatch"]),  # 12% off the float64 values: past what 2x the tolerance allows there
+])
+def test_the_float64_outputs_decide_a_miss_short_of_the_slack(tmp_path, cand_off, exact_given, codes):
+    assert [f.code for f in _judged_with_a_referee(tmp_path, cand_off, exact_given)] == codes

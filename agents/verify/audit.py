@@ -75,6 +75,8 @@ class Policy:
     # candidate's.
     candidate: list[str] = field(default_factory=list)
     not_candidate: list[str] = field(default_factory=list)
+    # The files whose functions named in NATIVE_CALLS call into a candidate's library (runtime.py's).
+    native_calls: frozenset[str] = field(default_factory=lambda: _runtime_file())
 
     @classmethod
     def for_worker(cls, req: dict[str, Any]) -> Policy:
@@ -95,6 +97,16 @@ class Policy:
         home = os.environ.get("HOME")
         return cls(writable, readable, os.path.realpath(home) if home else None, trusted_builders(),
                    candidate=[run_dir], not_candidate=[tmp] if _under(tmp, [run_dir]) else [])
+
+
+NATIVE_CALLS = frozenset({"call", "call_all"})  # runtime.Library's methods that run a library's function
+
+
+def _runtime_file() -> frozenset[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("stitchcuda.runtime")
+    return frozenset({os.path.realpath(spec.origin)} if spec is not None and spec.origin else set())
 
 
 def trusted_builders() -> frozenset[str]:
@@ -351,11 +363,23 @@ _HANDS_OUT_FRAMES = frozenset({("inspect", None), ("bdb", None), ("ctypes", None
 def _first_caller_is_candidate(policy: Policy) -> bool:
     """Whether the code that asked for a frame, the collector's lists or a function's code is the
     candidate's: its own code directly, or a function of the standard library that hands frames out,
-    called by the candidate's code."""
+    called by the candidate's code; or native code: asking with no Python frame under it at all (a
+    thread native code started), or with the Verifier's call into a candidate's library the first
+    caller. Code compiled from a string (PyRun_*, exec) has no file of its own, and the standard
+    library's modules that run code handed to them (_RUNS_CODE) ask for nobody: their caller decides.
+    (A red-team library, 2026-12-04, ran such code from its call into the collector's lists.)"""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
-    if frame is not None and _candidates_file(policy, frame.f_code.co_filename):
+    if frame is None:
+        return True
+    caller = frame
+    while caller is not None and (_no_file(caller.f_code.co_filename) or _runs_code(caller.f_code.co_filename)):
+        caller = caller.f_back
+    if caller is not None and _native_call(policy, caller):
+        return True
+    frame = caller or frame  # (code from strings all the way down: judged as itself, not the candidate's)
+    if _candidates_file(policy, frame.f_code.co_filename):
         return True
     while frame is not None and _stdlib_file(frame.f_code.co_filename):
         name = frame.f_code.co_filename
@@ -367,6 +391,29 @@ def _first_caller_is_candidate(policy: Policy) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _no_file(name: str) -> bool:
+    """Whether a code file name is none: code compiled from a string ("<string>", "<eval_with_key>"),
+    not a frozen module of the standard library."""
+    return name.startswith("<") and not name.startswith("<frozen")
+
+
+# Standard-library modules that run code handed to them as a string or a callable (timeit.Timer(src),
+# code.InteractiveInterpreter, runpy, a profiler's run): their frames pass the question to their
+# caller, as code compiled from a string does (a review, 2026-12-04: a library called timeit with
+# gc.get_objects() and was let be, its first caller timeit.py).
+_RUNS_CODE = frozenset({"timeit", "code", "codeop", "runpy", "doctest", "cProfile", "profile", "trace", "pdb", "bdb"})
+
+
+def _runs_code(name: str) -> bool:
+    return _stdlib_file(name) and os.path.splitext(os.path.basename(name))[0] in _RUNS_CODE
+
+
+def _native_call(policy: Policy, frame: Any) -> bool:
+    """Whether `frame` is the Verifier's own call into a candidate's library (runtime.Library's), which
+    itself asks for no frame, list or code: what asks there is the library."""
+    return frame.f_code.co_name in NATIVE_CALLS and os.path.realpath(frame.f_code.co_filename) in policy.native_calls
 
 
 def _trusted_caller(policy: Policy) -> bool:

@@ -113,6 +113,13 @@ MADE = "blind check:"  # how the note of a check that was made starts
 OUT_OF_MEMORY = "blind check not made: out of GPU memory beside other checks"
 _OOM_WORDS = ("OutOfMemoryError", "CUDA out of memory")
 ASKED_EXACT = "the referee's float64 outputs asked for (the fp32 ones differed)"
+# A miss past MISS_SLACK times the tolerance but within BLIND_SLACK of it: the candidate is wrong
+# there, not hacked. Not at the tolerance itself: the worker's fp64 referee allows for the reference's
+# rounding on nearby inputs and, under tf32, for TF32's own (compare.policy_error), which this check
+# does not measure; twice the tolerance leaves room for that and still holds a candidate whose worker
+# was made to accept it at any tolerance (a red-team candidate, 2026-12-04, loosened it to 5x).
+BLIND_MISS = "output-mismatch"
+MISS_SLACK = 2.0
 GO = "go"  # the parent's word to the referee once the witness has exited
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
 DONE = "done"
@@ -605,9 +612,9 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
            timeout_s: float) -> tuple[list, str]:
     import torch
 
-    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, judge_against_exact
+    from stitchcuda.agents.verify.compare import Tolerance
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
-    from stitchcuda.types import Finding
+    from stitchcuda.types import FINITE_MISS, Finding
 
     if failed or not Path(blind["witness_out"]).is_file():
         why = failed or "it saved no outputs"
@@ -629,24 +636,35 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("blind-mismatch", "the blind check's witness saved no outputs of its calls"))
     else:
         outs = [g if isinstance(g, list) else [g] for g in outs]
-        judged = [compare_outputs(w, g, tol) for w, g in zip(want["outputs"], outs, strict=True)]
-        misses = [(k, m) for k, m in enumerate(judged) if not m.ok]
-    if misses and want.get("exact_possible"):
-        # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
-        exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
-        asked = f"; {ASKED_EXACT}"
-        for i, (k, _) in enumerate(misses):
-            if exact is not None and exact[k] is not None:
-                with contextlib.suppress(Exception):
-                    misses[i] = (k, judge_against_exact(want["outputs"][k], outs[k], exact[k], tol))
-        misses = [(k, m) for k, m in misses if not m.ok]
-    else:
+        near = Tolerance(want["rtol"] * MISS_SLACK, f"{MISS_SLACK:g} x ({want['why']})")
+        misses, exact = _misses(want, outs, near, None)
+        if misses and want.get("exact_possible"):
+            # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
+            exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
+            asked = f"; {ASKED_EXACT}"
+            misses, _ = _misses(want, outs, near, exact, [k for k, _ in misses])
+        gross, _ = _misses(want, outs, tol, exact, [k for k, _ in misses])
+        # Where the float64 outputs were wanted and are missing (the referee failed or ran out of
+        # memory), a miss short of BLIND_SLACK is not judged: the fp32 ones alone would call a
+        # candidate more exact than them wrong.
+        if want.get("exact_possible") and any(exact is None or exact[k] is None for k, _ in misses):
+            misses = []
+        if gross:
+            k, m = gross[0]
+            findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
+                                    f"no reference in its process, the candidate's outputs are not the module's: "
+                                    f"{m.message} (at {tol.why})"))
+        elif misses:
+            # Within BLIND_SLACK but past the tolerance itself: judged where the candidate cannot reach,
+            # the worker's own judgement (which native code in its process can reach) is not the last
+            # word. Wrong, not a hack: the Coder's precision ladder reads it like any other miss.
+            k, m = misses[0]
+            findings.append(Finding(
+                BLIND_MISS, f"run alone on fresh inputs (call {k + 1} of {CALLS}) and judged outside its process, "
+                f"the candidate's outputs miss the tolerance the worker accepted them at: {m.message} (at {near.why})",
+                data={"set": "blind", FINITE_MISS: m.rel_norm > 0 or m.max_abs > 0}))
+    if not asked:
         _tell(ref_proc, DONE)
-    if misses:
-        k, m = misses[0]
-        findings.append(Finding("blind-mismatch", f"run alone on fresh inputs (call {k + 1} of {CALLS}), with "
-                                f"no reference in its process, the candidate's outputs are not the module's: "
-                                f"{m.message} (at {tol.why})"))
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
     if "native_dropout" in compute and _only_mask_draws(got):
         compute.remove("native_dropout")
@@ -689,6 +707,23 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
     return findings, f"{MADE} fresh inputs, the candidate alone in its process, judged outside it at {tol.why}{asked}"
+
+
+def _misses(want: dict[str, Any], outs: list[Any], tol: Any, exact: list[Any] | None,
+            only: list[int] | None = None) -> tuple[list[tuple[int, Any]], list[Any] | None]:
+    """The calls (of `only`, else all) whose outputs miss the referee's at `tol`, judged against its
+    float64 outputs where `exact` has them; and `exact`, passed on."""
+    from stitchcuda.agents.verify.compare import compare_outputs, judge_against_exact
+
+    misses = []
+    for k in range(len(outs)) if only is None else only:
+        m = compare_outputs(want["outputs"][k], outs[k], tol)
+        if not m.ok and exact is not None and exact[k] is not None:
+            with contextlib.suppress(Exception):
+                m = judge_against_exact(want["outputs"][k], outs[k], exact[k], tol)
+        if not m.ok:
+            misses.append((k, m))
+    return misses, exact
 
 
 def _tell(proc: subprocess.Popen, word: str) -> str:

@@ -112,6 +112,28 @@ def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     return None
 
 
+# CPython's entries that run, compile or schedule Python code, set a trace or profile function, or
+# hand out the running frame and its globals and locals. A red-team library (2026-12-04) declared
+# Py_AddPendingCall and PyRun_SimpleStringFlags itself (no Python.h, no ctypes), resolved them from
+# libpython as it loaded, and ran code of its own just after its call returned, with the Verifier's
+# trampoline (runtime.Library.call) the first caller: that code walked the collector's lists and
+# loosened the worker's tolerance. A Python extension (pybind11: torch's load_inline) links none of
+# these; their names here and in native_threads.c's dlsym watch (sc_python_code) are the same list.
+_PYTHON_CODE = re.compile(
+    r"(PyRun_|Py_CompileString|Py_AddPendingCall|_PyEval_AddPendingCall|PyEval_EvalCode|PyEval_EvalFrame"
+    r"|_PyEval_EvalFrame|PyEval_SetTrace|PyEval_SetProfile|PyImport_ExecCodeModule|PyMarshal_Read"
+    r"|PyEval_GetFrame|PyThreadState_GetFrame|PyEval_GetGlobals|PyEval_GetLocals|PyFrame_GetLocals"
+    r"|PyFrame_GetGlobals|PyFrame_GetBuiltins|PyFrame_FastToLocals|PyFrame_LocalsToFast|PyCode_New"
+    r"|PyUnstable_Code_New|PyFunction_New|PyFunction_SetDefaults|PyFunction_SetKwDefaults|PySys_AddAuditHook"
+    r"|PySys_SetObject|Py_RunMain|Py_Main|Py_BytesMain)[A-Za-z0-9_]*")
+
+
+def python_code_entry(symbol: str) -> str | None:
+    """`symbol` (a dynamic symbol, any @version dropped) where it is one of _PYTHON_CODE's, else None."""
+    name = symbol.split("@", 1)[0]
+    return name if _PYTHON_CODE.fullmatch(name) else None
+
+
 def undefined_symbols(library: Path) -> list[str] | None:
     """Its undefined dynamic symbols, demangled; None where nm is not installed or fails."""
     nm = shutil.which("nm")
@@ -134,6 +156,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         return [], ""
     ops = ops if ops is not None else operator_names()
     found: dict[str, set[str]] = {}
+    python: dict[str, set[str]] = {}
     switches: dict[str, set[str]] = {}
     redispatches: dict[str, set[str]] = {}
     unread = []
@@ -143,6 +166,8 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
             unread.append(lib.name)
             continue
         for line in symbols:
+            if line.split() and (entry := python_code_entry(line.split()[-1])):
+                python.setdefault(lib.name, set()).add(entry)
             for m in _SWITCH_CALLS.finditer(line):
                 switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
             for m in _REDISPATCH_CALLS.finditer(line):
@@ -159,4 +184,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         for lib, calls in sorted(switches.items())] + [
         Finding("hidden-dispatch", f"{lib} runs PyTorch's operators below the dispatcher's Python key (redispatch): "
                 f"{', '.join(sorted(calls)[:6])}")
-        for lib, calls in sorted(redispatches.items())], note
+        for lib, calls in sorted(redispatches.items())] + [
+        Finding("sandbox-introspect", f"{lib} links Python's C API to run or schedule code of its own, or to "
+                f"reach frames, in the worker's interpreter: {', '.join(sorted(calls)[:6])}")
+        for lib, calls in sorted(python.items())], note

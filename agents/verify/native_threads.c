@@ -90,9 +90,24 @@ static int sc_watched(const char* name) {
          strstr(name, "Callback");
 }
 
+// And CPython's entries that run, compile or schedule Python code or reach frames: the same list as
+// native_symbols._PYTHON_CODE (there for the libraries' undefined symbols, here for dlsym lookups).
+static int sc_python_code(const char* name) {
+  static const char* entries[] = {
+      "PyRun_", "Py_CompileString", "Py_AddPendingCall", "_PyEval_AddPendingCall", "PyEval_EvalCode",
+      "PyEval_EvalFrame", "_PyEval_EvalFrame", "PyEval_SetTrace", "PyEval_SetProfile", "PyImport_ExecCodeModule",
+      "PyMarshal_Read", "PyEval_GetFrame", "PyThreadState_GetFrame", "PyEval_GetGlobals", "PyEval_GetLocals",
+      "PyFrame_GetLocals", "PyFrame_GetGlobals", "PyFrame_GetBuiltins", "PyFrame_FastToLocals",
+      "PyFrame_LocalsToFast", "PyCode_New", "PyUnstable_Code_New", "PyFunction_New", "PyFunction_SetDefaults",
+      "PyFunction_SetKwDefaults", "PySys_AddAuditHook", "PySys_SetObject", "Py_RunMain", "Py_Main", "Py_BytesMain", 0};
+  for (int i = 0; entries[i]; ++i)
+    if (strncmp(name, entries[i], strlen(entries[i])) == 0) return 1;
+  return 0;
+}
+
 void* dlsym(void* handle, const char* name) {
   sc_dlsym_fn real = sc_real_dlsym();
-  if (name && sc_watched(name)) {
+  if (name && (sc_watched(name) || sc_python_code(name))) {
     int i = __atomic_fetch_add(&sc_dlsym_calls, 1, __ATOMIC_ACQ_REL);
     if (i < SC_MAX_SYMS) {
       strncpy(sc_dlsym_names[i], name, SC_SYM_LEN - 1);

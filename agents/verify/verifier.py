@@ -298,10 +298,16 @@ def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, 
     verdict.phases.update(started.seconds)
     if note:
         verdict.notes.append(note)
+    missed = [f for f in found if f.code == blind.BLIND_MISS]
+    found = [f for f in found if f.code != blind.BLIND_MISS]
     if found:
         verdict.hack_findings += found
         verdict.status = "hacked"
         verdict.message = "; ".join(f.message for f in found[:3])
+    elif missed:
+        verdict.findings += missed
+        verdict.status, verdict.correct = "incorrect", False
+        verdict.message = missed[0].message
     elif note.startswith(blind.OUT_OF_MEMORY):
         # Beside other checks on a shared GPU: the bench runs it again alone (RERUN_STATUSES).
         verdict.status = "oom"
