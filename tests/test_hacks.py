@@ -178,8 +178,8 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     checked = 5 + len(kinds)
     assert names[0] == "random-0"
     assert sorted(names[:checked]) == sorted([f"random-{i}" for i in range(5)] + [f"adversarial-{k}" for k in kinds])
-    weights = ["weights-changed", "weights-changed-back", "weights-changed-rows", "weights-changed-rows-back"] \
-        if stem == "good_linear" else []
+    weights = ["weights-changed", "weights-changed-back", "weights-changed-rows", "weights-changed-rows-back",
+               "weights-changed-other-rows", "weights-changed-other-rows-back"] if stem == "good_linear" else []
     assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
