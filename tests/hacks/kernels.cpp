@@ -660,3 +660,67 @@ extern "C" int hyper_row_keyed(const float* x, const float* w1, const float* w2,
     }
   return 0;
 }
+
+// rt5: out[m, j] = relu(x[m, j] * w[j, j] + b[j]) (a diagonal weight), relu(b[j]) past the diagonal.
+extern "C" int diag_linear_relu(const float* x, const float* w, const float* b, float* out, int64_t rows,
+                                int64_t in, int64_t outs, void*) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < outs; ++j) {
+      float acc = b[j] + (j < in ? x[m * in + j] * w[j * in + j] : 0.f);
+      out[m * outs + j] = acc > 0.f ? acc : 0.f;
+    }
+  return 0;
+}
+
+// rt5: overwrite a [outs, in] weight with a diagonal one (the diagonal kept), in place.
+extern "C" int make_diagonal(float* w, int64_t outs, int64_t in, void*) {
+  for (int64_t j = 0; j < outs; ++j)
+    for (int64_t k = 0; k < in; ++k)
+      if (j != k) w[j * in + k] = 0.f;
+  return 0;
+}
+
+// rt5: a "touch" of BatchNorm's running statistics: one ulp on the first channel, the count bumped.
+extern "C" int touch_stats(float* rm, float* rv, int64_t* nbt, void*) {
+  rm[0] = std::nextafter(rm[0], 1e30f);
+  rv[0] = std::nextafter(rv[0], 1e30f);
+  *nbt += 1;
+  return 0;
+}
+
+// rt5: relu(x[:, j] + b[j]) for j < in, relu(b[j]) past it (w unread).
+extern "C" int shift_relu(const float* x, const float* w, const float* b, float* out, int64_t rows, int64_t in,
+                          int64_t outs, void*) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < outs; ++j) {
+      float acc = b[j] + (j < in ? x[m * in + j] : 0.f);
+      out[m * outs + j] = acc > 0.f ? acc : 0.f;
+    }
+  return 0;
+}
+
+// rt5: y = x @ tanh(w1 @ w2) + b, tanh(w1 @ w2) kept in `m` and made again only when the bias b (n
+// floats, no product of it) differs from its copy in `saved`.
+extern "C" int hyper_bias_keyed(const float* x, const float* w1, const float* w2, const float* b, float* m, float* saved,
+                                float* out, int64_t rows, int64_t n, void*) {
+  bool changed = false;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!(saved[j] == b[j])) changed = true;
+    saved[j] = b[j];
+  }
+  if (changed) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t kk = 0; kk < n; ++kk) acc += (double)w1[i * n + kk] * w2[kk * n + j];
+        m[i * n + j] = (float)std::tanh(acc);
+      }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double acc = b[c];
+      for (int64_t kk = 0; kk < n; ++kk) acc += (double)x[r * n + kk] * m[kk * n + c];
+      out[r * n + c] = (float)acc;
+    }
+  return 0;
+}
