@@ -404,17 +404,19 @@ def clone_args(args: list[Any]) -> list[Any]:
 
 def batch_sizes(traced: int, far: int | None = None) -> list[int]:
     """The other batch sizes a dynamic-batch candidate is checked at: 1, one that is no multiple of
-    the traced batch inside one chunk, one past it (two chunks, the last padded), and `far` where
-    given (far_batch: three chunks, the last cut short at a place drawn per run)."""
-    return sorted({1, traced // 2 + 1, traced + 1, *([far] if far else [])} - {traced})
+    the traced batch inside one chunk, one past it (two chunks, the last padded), twice the traced
+    batch, and `far` where given (far_batch). Twice: a red-team candidate (2026-12-05) computed only
+    the first chunk at exact multiples of the traced batch (16, 32, 64 from 8: how users grow a batch)
+    and copied it over the rest; no size checked was such a multiple."""
+    return sorted({1, traced // 2 + 1, traced + 1, 2 * traced, *([far] if far else [])} - {traced})
 
 
 def far_batch(traced: int) -> int:
-    """A batch of three chunks of the traced one, the last cut short at a place drawn from the OS (a
-    red-team review: sizes up to traced + 1 were all a candidate was ever checked at, and one right
-    only for two chunks was accepted). Three, not more: a forward's activations grow with the batch,
-    and a set that runs out of memory fails the candidate."""
-    return 2 * traced + 1 + secrets.randbelow(max(1, traced - 1))
+    """A batch of three chunks of the traced one, the last cut short (or whole: 3 x traced) at a
+    place drawn from the OS (a red-team review: sizes up to traced + 1 were all a candidate was ever
+    checked at, and one right only for two chunks was accepted). Three, not more: a forward's
+    activations grow with the batch, and a set that runs out of memory fails the candidate."""
+    return 2 * traced + 1 + secrets.randbelow(max(1, traced))
 
 
 def with_batch(args: list[Any], size: int, more: Callable[[], list[Any]]) -> list[Any]:

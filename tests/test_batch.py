@@ -157,11 +157,12 @@ def test_batch_sets_keep_the_inputs_distribution():
     small, big = with_batch(base, 1, more), with_batch(base, 9, more)
     assert small[0].shape == (1, 3) and torch.equal(small[0], base[0][:1]) and small[1] == 2.5
     assert big[0].shape == (9, 3) and torch.equal(big[0][:4], base[0]) and torch.equal(big[0][8], torch.full((3,), 2.0))
-    assert batch_sizes(4) == [1, 3, 5] and batch_sizes(2) == [1, 3]
-    assert batch_sizes(4, 11) == [1, 3, 5, 11]
-    # Three chunks, the last cut short at a drawn place: never a size a candidate could count on.
-    fars = {far_batch(8) for _ in range(200)}
-    assert all(17 <= n <= 23 for n in fars) and len(fars) > 1
+    # 1, inside one chunk, one past it, and twice the traced batch (an exact multiple)
+    assert batch_sizes(4) == [1, 3, 5, 8] and batch_sizes(2) == [1, 3, 4]
+    assert batch_sizes(4, 11) == [1, 3, 5, 8, 11]
+    # Three chunks, the last cut short (or whole) at a drawn place: never a size a candidate could count on.
+    fars = {far_batch(8) for _ in range(400)}
+    assert all(17 <= n <= 24 for n in fars) and len(fars) > 1
 
 
 def _verify_declared(stem: str, tmp_path: Path) -> Verdict:
@@ -176,16 +177,16 @@ def test_the_verifier_checks_a_dynamic_candidate_at_other_batch_sizes(tmp_path):
     sets = [c["set"] for c in good.checks]
     # (the sets after random-0 run in a secret order)
     batches = sorted((s for s in sets if s.startswith("batch-")), key=lambda s: int(s.removeprefix("batch-")))
-    assert batches[:3] == ["batch-1", "batch-5", "batch-9"] and len(batches) == 4
-    far = int(batches[3].removeprefix("batch-"))
-    assert 17 <= far <= 23  # three chunks (far_batch)
-    assert (good.batch, good.batch_sizes) == (8, [1, 5, 9, far])  # typed, for bench.json and the CLI
+    assert batches[:4] == ["batch-1", "batch-5", "batch-9", "batch-16"] and len(batches) == 5
+    far = int(batches[4].removeprefix("batch-"))
+    assert 17 <= far <= 24  # three chunks (far_batch)
+    assert (good.batch, good.batch_sizes) == (8, [1, 5, 9, 16, far])  # typed, for bench.json and the CLI
     assert not coder_builtin.wrong_only_at_other_batches(good)
 
     wrong = _verify_declared("batch_wrong_affine", tmp_path)
     assert wrong.status == "incorrect"
     failed = sorted((c["set"] for c in wrong.checks if c["ok"] is False), key=lambda s: int(s.removeprefix("batch-")))
-    assert failed[0] == "batch-9" and len(failed) == 2, wrong.checks  # right at 8 and below, wrong past it
+    assert failed[0] == "batch-9" and len(failed) == 3, wrong.checks  # right at 8 and below, wrong past it
     # The built-in coder's next round for such a verdict: the same precision, every shape fixed.
     assert coder_builtin.wrong_only_at_other_batches(wrong)
 
@@ -193,6 +194,12 @@ def test_the_verifier_checks_a_dynamic_candidate_at_other_batch_sizes(tmp_path):
     two = _verify_declared("batch_wrong_past_two_chunks", tmp_path)
     assert two.status == "incorrect", two.checks
     assert [c["set"] for c in two.checks if c["ok"] is False] == [f"batch-{two.batch_sizes[-1]}"]
+
+    # Right everywhere but at exact multiples of the traced batch (red team, 2026-12-05): twice it is
+    # always checked.
+    multiple = _verify_declared("hack_rt5_batch_multiple", tmp_path)
+    assert multiple.status == "incorrect", multiple.checks
+    assert "batch-16" in [c["set"] for c in multiple.checks if c["ok"] is False]
 
 
 @pytest.mark.parametrize("name,fn,inputs,params", DYNAMIC, ids=[d[0] for d in DYNAMIC])
