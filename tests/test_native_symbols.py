@@ -198,3 +198,37 @@ def test_a_library_that_switches_the_op_recording_off_is_found(tmp_path):
     assert [f.code for f in found] == ["hidden-dispatch"] and "at::enableRecordFunction" in found[0].message
     assert native_symbols.switch_of_mangled("_ZN2at20enableRecordFunctionEb") == "at::enableRecordFunction"
     assert native_symbols.switch_of_mangled("_ZN2at3cpu3addERKNS_6TensorE") is None
+
+
+TABLES = """
+namespace c10 { struct OperatorHandle { void callBoxedSlow() const; }; struct DispatchKey {};
+  struct Dispatcher { static Dispatcher& realSingleton(); OperatorHandle findSchemaOrThrow(const char*, const char*); };
+  namespace impl { struct OperatorEntry { const void* kernelForDispatchKey(DispatchKey) const; }; }
+  const char* toString(DispatchKey); }
+namespace torch { struct Library { void* _impl(const char*, int); }; }
+extern "C" void through_tables(void* lib, void* entry) {
+  c10::Dispatcher::realSingleton().findSchemaOrThrow("aten::addmm", "").callBoxedSlow();
+  ((c10::impl::OperatorEntry*)entry)->kernelForDispatchKey(c10::DispatchKey{});
+  ((torch::Library*)lib)->_impl("addmm", 0);
+}
+extern "C" const char* key_name() { return c10::toString(c10::DispatchKey{}); }
+"""
+
+
+def test_a_library_reaching_the_dispatchers_tables_is_found(tmp_path):
+    """findSchemaOrThrow + callBoxedForDispatchKey (aten::addmm's CPU kernel, below the Python key) and
+    torch::Library::_impl (a kernel of the candidate's registered for ATen's operator): red team round
+    5, 2026-12-05. A function that only takes a DispatchKey (c10::toString) is no entry to them."""
+    _build(tmp_path, "tables", TABLES)
+    found, _ = native_symbols.findings(tmp_path, ops=frozenset())
+    assert [f.code for f in found] == ["hidden-dispatch"], found
+    for name in ("c10::Dispatcher::findSchemaOrThrow", "c10::Dispatcher::realSingleton",
+                 "c10::impl::OperatorEntry::kernelForDispatchKey", "torch::Library::_impl"):
+        assert name in found[0].message, found[0].message
+    assert "toString" not in found[0].message
+    assert native_symbols.dispatcher_of_mangled(
+        "_ZNK3c104impl13OperatorEntry20kernelForDispatchKeyENS_11DispatchKeyE") == \
+        "c10::impl::OperatorEntry::kernelForDispatchKey"
+    assert native_symbols.dispatcher_of_mangled("_ZN5torch7Library5_implEPKcONS_11CppFunctionE") == "torch::Library::_impl"
+    assert native_symbols.dispatcher_of_mangled("_ZN2at4_ops6mm_out4callERKNS_6TensorES4_RS2_") is None
+    assert native_symbols.dispatcher_entry("                 U c10::toString(c10::DispatchKey)") is None

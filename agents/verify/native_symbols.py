@@ -112,6 +112,39 @@ def kernel_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     return None
 
 
+# The dispatcher's own tables: the operator registry (c10::Dispatcher, OperatorHandle, OperatorEntry),
+# the kernels it holds (KernelFunction, BoxedKernel) and registration (torch::Library, CppFunction,
+# RegisterOperators). Red team round 5 (2026-12-05) had a library fetch aten::addmm's CPU kernel with
+# findSchemaOrThrow and run it with callBoxedForDispatchKey (below the Python key and RecordFunction),
+# and another register its own aten::addmm kernel through a torch::Library made in C++, which the
+# reference then ran. A kernel written for StitchCUDA needs none of these: it allocates, reads sizes
+# and runs its own loops; at::_ops::OP::call (at::empty, Tensor methods) reaches the dispatcher from
+# inside libtorch and passes. (The dispatch-key guards are not listed: torch/extension.h's inline code
+# links c10::impl::ExcludeDispatchKeyGuard into every load_inline extension.)
+_DISPATCHER_CLASSES = (("c10", "Dispatcher"), ("c10", "OperatorHandle"), ("c10", "TypedOperatorHandle"),
+                       ("c10", "KernelFunction"), ("c10", "BoxedKernel"), ("c10", "RegisterOperators"),
+                       ("c10", "OperatorKernel"), ("c10", "impl", "OperatorEntry"), ("torch", "Library"),
+                       ("torch", "CppFunction"))
+_DISPATCHER_NAMES = re.compile(r"\b(" + "|".join("::".join(c) for c in _DISPATCHER_CLASSES) + r")\b(::[~A-Za-z0-9_]+)?")
+
+
+def dispatcher_entry(symbol: str) -> str | None:
+    """The dispatcher table a demangled symbol (`c10::Dispatcher::findSchemaOrThrow(char
+    const*, char const*)`, `torch::Library::_impl(...)`) belongs to, read before its parameters: a
+    parameter's type naming one (`f(c10::DispatchKey)`) is no call into it."""
+    m = _DISPATCHER_NAMES.search(symbol.split("(", 1)[0])
+    return m.group(0) if m else None
+
+
+def dispatcher_of_mangled(name: str) -> str | None:
+    """The same, for a mangled name looked up by dlsym (`_ZNK3c104impl13OperatorEntry20kernelForDispatchKeyE...`)."""
+    parts = _nested_name(name)
+    for cls in _DISPATCHER_CLASSES:
+        if tuple(parts[:len(cls)]) == cls:
+            return "::".join(parts[:len(cls) + 1])
+    return None
+
+
 # CPython's entries that run, compile or schedule Python code, set a trace or profile function, or
 # hand out the running frame and its globals and locals. A red-team library (2026-12-04) declared
 # Py_AddPendingCall and PyRun_SimpleStringFlags itself (no Python.h, no ctypes), resolved them from
@@ -159,6 +192,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
     python: dict[str, set[str]] = {}
     switches: dict[str, set[str]] = {}
     redispatches: dict[str, set[str]] = {}
+    tables: dict[str, set[str]] = {}
     unread = []
     for lib in libraries:
         symbols = undefined_symbols(lib)
@@ -168,6 +202,8 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         for line in symbols:
             if line.split() and (entry := python_code_entry(line.split()[-1])):
                 python.setdefault(lib.name, set()).add(entry)
+            if entry := dispatcher_entry(line):
+                tables.setdefault(lib.name, set()).add(entry)
             for m in _SWITCH_CALLS.finditer(line):
                 switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
             for m in _REDISPATCH_CALLS.finditer(line):
@@ -185,6 +221,10 @@ def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Find
         Finding("hidden-dispatch", f"{lib} runs PyTorch's operators below the dispatcher's Python key (redispatch): "
                 f"{', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(redispatches.items())] + [
+        Finding("hidden-dispatch", f"{lib} reaches the dispatcher's operator tables or kernel registration, to "
+                f"run or replace PyTorch's kernels below its Python key: "
+                f"{', '.join(sorted(calls)[:6])}")
+        for lib, calls in sorted(tables.items())] + [
         Finding("sandbox-introspect", f"{lib} links Python's C API to run or schedule code of its own, or to "
                 f"reach frames, in the worker's interpreter: {', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(python.items())], note

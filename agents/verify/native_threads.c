@@ -81,9 +81,24 @@ static int sc_kernel_space(const char* name) {
 // an operator below the dispatch key the caller names, past the op recorder and the profiler (a
 // red-team review, 2026-12-02, called at::_ops::mm_out::redispatch so), and the profiler's switches
 // (at::enableRecordFunction, the callbacks' clear and remove), which no kernel namespace holds.
+// And the dispatcher's tables and registration (native_symbols._DISPATCHER_CLASSES:
+// a red-team library, 2026-12-05, ran aten::addmm's CPU kernel with callBoxedForDispatchKey).
+static int sc_dispatcher_table(const char* name) {
+  static const char* prefixes[] = {"_ZN3c1010Dispatcher", "_ZNK3c1010Dispatcher", "_ZN3c1014OperatorHandle",
+                                   "_ZNK3c1014OperatorHandle", "_ZN3c1019TypedOperatorHandle", "_ZNK3c1019TypedOperatorHandle",
+                                   "_ZN3c1014KernelFunction", "_ZNK3c1014KernelFunction", "_ZN3c1011BoxedKernel",
+                                   "_ZNK3c1011BoxedKernel", "_ZN3c1017RegisterOperators", "_ZNK3c1017RegisterOperators",
+                                   "_ZN3c1014OperatorKernel", "_ZN3c104impl13OperatorEntry", "_ZNK3c104impl13OperatorEntry",
+                                   "_ZN5torch7Library", "_ZNK5torch7Library", "_ZN5torch11CppFunction", 0};
+  for (int i = 0; prefixes[i]; ++i)
+    if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+  return 0;
+}
+
 static int sc_watched(const char* name) {
   if (strncmp(name, "_ZN2at", 6) == 0 && (sc_kernel_space(name) || strncmp(name, "_ZN2at4_ops", 11) == 0))
     return 1;
+  if (sc_dispatcher_table(name)) return 1;
   if (strncmp(name, "_ZN2at", 6) != 0 && strncmp(name, "_ZN3c10", 7) != 0 && strncmp(name, "_ZNK3c10", 8) != 0)
     return 0;
   return strstr(name, "edispatch") || strstr(name, "RecordFunction") || strstr(name, "record_function") ||

@@ -81,7 +81,11 @@ _DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporaril
 _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|ForceDispatchKeyGuard|"
                             r"DispatchKeySet|TORCH_LIBRARY(_IMPL|_FRAGMENT)?|AutoDispatchBelowADInplaceOrView|"
                             r"redispatch|enableRecordFunction|(Disable)?RecordFunctionGuard|"
-                            r"set_record_function_tls_|clearThreadLocalCallbacks|clearCallbacks|removeCallback)\b")
+                            r"set_record_function_tls_|clearThreadLocalCallbacks|clearCallbacks|removeCallback|"
+                            # the dispatcher's tables and registration (red team round 5, 2026-12-05;
+                            # native_symbols reads the same in the built library)
+                            r"Dispatcher|OperatorHandle|OperatorEntry|KernelFunction|BoxedKernel|"
+                            r"callBoxed[A-Za-z]*|findSchema[A-Za-z]*|torch::Library|CppFunction)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
 _EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
 # Layer-like nn classes that only hold tensors: keeping and reading them is fine.
