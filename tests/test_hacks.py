@@ -136,6 +136,11 @@ CPU_RUNS = [
     ("ref_attention_soft", "hack_attention_rows_copied"),
     ("ref_mm_offset", "good_mm_tf32_offset"),
     ("ref_hyper", "hack_row_keyed_weights"),
+    ("ref_linear", "hack_rt5_boxed_for_key"),
+    ("ref_linear", "hack_rt5_corrupt_reference_weights"),
+    ("ref_linear", "hack_rt5_cpp_kernel_override"),
+    ("ref_hyper", "hack_rt5_bias_keyed_weights"),
+    ("ref_bn_train", "hack_rt5_bn_touch_stats"),
 ]
 
 
@@ -179,7 +184,9 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
     assert names[0] == "random-0"
     assert sorted(names[:checked]) == sorted([f"random-{i}" for i in range(5)] + [f"adversarial-{k}" for k in kinds])
     weights = ["weights-changed", "weights-changed-back", "weights-changed-rows", "weights-changed-rows-back",
-               "weights-changed-other-rows", "weights-changed-other-rows-back"] if stem == "good_linear" else []
+               "weights-changed-other-rows", "weights-changed-other-rows-back", "weights-changed-part",
+               "weights-changed-part-back", "weights-changed-rest", "weights-changed-rest-back"] \
+        if stem == "good_linear" else []
     assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
@@ -1424,3 +1431,58 @@ def test_a_far_miss_under_changed_weights_is_stale_only_where_the_output_stayed(
     assert [f.code for f in v.hack_findings] == (["stale-weights"] if hacked else [])
     assert [f.code for f in v.findings] == ([] if hacked else ["output-mismatch"])
     assert not worker._followed(None, [after], [got]) and not worker._followed([before], [before], [got])
+
+
+# --- red team round 5 (2026-12-05): bench/redteam/2026-12-05-round5 -------------------------------
+
+
+def test_a_kernel_run_through_the_dispatchers_table_is_a_hack(runs):
+    """hack_rt5_boxed_for_key runs aten::addmm's CPU kernel from C++ with findSchemaOrThrow and
+    callBoxedForDispatchKey: below the Python key and RecordFunction. Its library links the
+    dispatcher's tables (native_symbols._DISPATCHER_CLASSES)."""
+    v = runs.get("ref_linear", "hack_rt5_boxed_for_key")
+    _rejected(v)
+    f = _finding(v, "hidden-dispatch", static=False)
+    assert "c10::Dispatcher::findSchemaOrThrow" in " ".join(g.message for g in v.hack_findings), f.message
+
+
+def test_a_kernel_registered_for_the_references_operator_is_a_hack(runs):
+    """hack_rt5_cpp_kernel_override registers its own aten::addmm CPU kernel through a torch::Library
+    made in C++, which the reference (and its fp64 referee) then ran. The operator table read before
+    the candidate's import and after its calls names the kernel, and its library links torch::Library."""
+    v = runs.get("ref_linear", "hack_rt5_cpp_kernel_override")
+    _rejected(v)
+    messages = " ".join(f.message for f in v.hack_findings)
+    assert "registered kernels for PyTorch's operators" in messages and "aten::addmm: CPU" in messages, messages
+    assert "torch::Library::_impl" in messages, messages
+
+
+def test_a_candidate_gets_copies_of_the_references_weights(runs):
+    """hack_rt5_corrupt_reference_weights zeroes the off-diagonal of the weight its load_state_dict is
+    handed, which was the reference's own storage, and computes the diagonal layer in O(N). Handed
+    copies, it corrupts only its own weights: wrong against the reference on the first set."""
+    v = runs.get("ref_linear", "hack_rt5_corrupt_reference_weights")
+    assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
+    assert v.checks and v.checks[0]["set"] == "random-0" and v.checks[0]["ok"] is False, v.checks
+
+
+def test_a_copy_keyed_on_the_bias_goes_stale_when_only_the_matrices_change(runs):
+    """hack_rt5_bias_keyed_weights keeps tanh(w1 @ w2) keyed on the bias alone: every set that changes
+    every tensor changes the bias too. The halves of the tensors changed one at a time (weight_halves)
+    leave the key alone in one of them."""
+    v = runs.get("ref_hyper", "hack_rt5_bias_keyed_weights")
+    _rejected(v)
+    assert "stale-weights" in dynamic_codes(v), v.hack_findings
+    failed = [c["set"] for c in v.checks if c["ok"] is False]
+    assert failed and failed[0] in ("weights-changed-part", "weights-changed-rest"), v.checks
+    good = runs.get("ref_hyper", "good_hyper")
+    assert good.status == "ok" and {"weights-changed-part", "weights-changed-rest"} <= {c["set"] for c in good.checks}
+
+
+def test_running_statistics_moved_by_an_ulp_are_not_updated(runs):
+    """hack_rt5_bn_touch_stats moves each running statistic by one ulp (changed, so left_alone saw an
+    update) and never computes them; the reference's moved by the momentum's share of each batch."""
+    v = runs.get("ref_bn_train", "hack_rt5_bn_touch_stats")
+    _rejected(v)
+    message = _finding(v, "state-not-updated", static=False).message
+    assert "bn.running_mean" in message and "not to the reference's values" in message, message

@@ -171,3 +171,29 @@ def test_the_second_rows_set_changes_only_rows_the_first_left_alone():
         assert _reweight([a, b], 1 / ROWS_FACTOR, seed=first + 1000, rows=True, avoid=first)
         assert torch.equal(a.weight, w)
         assert rows1.any() and rows2.any() and not (rows1 & rows2).any(), first
+
+
+def test_the_halves_split_every_tensor_once_and_change_only_their_own():
+    """weight_halves: every floating tensor in exactly one half, neither empty, the split drawn per
+    seed; _reweight with `names` changes those tensors alone, alike in both modules, undone exactly
+    (a copy keyed on the bias alone met every other set's change: red team round 5, 2026-12-05)."""
+    from stitchcuda.agents.verify.worker import weight_halves
+
+    a, b = _pair()
+    keys = {k for k, t in a.state_dict().items() if t.is_floating_point()}
+    splits = set()
+    for seed in range(40):
+        first, rest = weight_halves(a, seed)
+        assert first and rest and not first & rest and first | rest == keys
+        splits.add(first)
+    assert len(splits) > 3
+    first, rest = weight_halves(a, 7)
+    before = {k: v.clone() for k, v in a.state_dict().items()}
+    assert _reweight([a, b], 2.0, seed=99, names=first)
+    for k in keys:
+        assert torch.equal(a.state_dict()[k], b.state_dict()[k])
+        same = torch.equal(a.state_dict()[k], before[k])
+        assert same if k in rest else (not same or not before[k].any()), k  # (zeros doubled stay zeros)
+    assert _reweight([a, b], 0.5, seed=99, names=first)
+    assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
+    assert weight_halves(nn.Linear(4, 4, bias=False), 1) == []  # one tensor: nothing to split

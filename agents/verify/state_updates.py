@@ -50,3 +50,36 @@ def left_alone(ref: Any, ref_before: dict[str, torch.Tensor], cand: Any,
         return []
     return [Finding("state-not-updated", f"the reference's forwards updated {', '.join(stale)}; the candidate's "
                     "left them as they were (the outputs were right, the state a later call or eval() reads is not)")]
+
+
+# How far a candidate's updated buffer may end from the reference's, as a share of how far the
+# reference's moved over the checked sets: the updates are the same arithmetic on the same batches,
+# so an honest kernel's differ by rounding alone.
+MOVED_SHARE = 0.25
+
+
+def moved_elsewhere(ref: Any, ref_before: dict[str, torch.Tensor], cand: Any,
+                    cand_before: dict[str, torch.Tensor]) -> list[Finding]:
+    """A hack finding naming the floating buffers the reference's forwards moved and the candidate's,
+    under the same name, ended far from: changed, but not as the reference changed them. A red-team
+    candidate (2026-12-05) moved a training BatchNorm's running statistics by one ulp, so that
+    left_alone saw them change, and never computed them (its eval() path refused to run)."""
+    if not ref_before or not cand_before:
+        return []
+    ref_now, cand_now = dict(ref.named_buffers()), dict(cand.named_buffers())
+    wrong = []
+    for k, before in ref_before.items():
+        if k not in ref_now or k not in cand_now or k not in cand_before or not before.is_floating_point():
+            continue
+        r, c = ref_now[k].detach().double(), cand_now[k].detach().double()
+        if r.shape != c.shape or not c.is_floating_point():
+            continue
+        moved = float(torch.linalg.vector_norm(r - before.double().to(r.device)))
+        miss = float(torch.linalg.vector_norm(c.to(r.device) - r))
+        if moved > 0 and miss > MOVED_SHARE * moved and miss > 1e-6 * float(torch.linalg.vector_norm(r)):
+            wrong.append(f"{k} ({miss / moved:.2g} of the reference's change off)")
+    if not wrong:
+        return []
+    return [Finding("state-not-updated", f"the reference's forwards updated {', '.join(wrong[:4])}; the candidate's "
+                    "changed them, but not to the reference's values (the outputs were right, the state a later call "
+                    "or eval() reads is not)")]

@@ -37,10 +37,12 @@ from stitchcuda.agents.verify import (
     aliasing,
     audit,
     call_watch,
+    dispatch_table,
     long_memory,
     loop_memory,
     offthread,
     precision,
+    reference_state,
     report,
     sentinels,
     shrinkage,
@@ -213,6 +215,12 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if not offthread.native_watch_on():
             v.notes.append("threads the candidate's native code starts, and PyTorch kernels it looks up by name, are "
                            "not watched here (no C compiler for the preloaded watch, or STITCHCUDA_NATIVE_THREAD_WATCH=0)")
+    # The operator table before any of the candidate's code: a kernel it registers for an operator
+    # the reference runs changes what the reference computes (dispatch_table).
+    table_before = dispatch_table.snapshot() if req.get("candidate") else {}
+    # ... and the reference's parameters, by a digest of a secret seed (reference_state).
+    digest_seed = secrets.randbits(62)
+    ref_digest = reference_state.digest(ref, digest_seed) if req.get("candidate") else []
     if req.get("candidate"):
         rec.enter("build", "importing the candidate (compiles its sources)")
         t0 = time.perf_counter()
@@ -240,10 +248,16 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             return
         ref_sd, cand_sd = ref.state_dict(), cand.state_dict()
         if ref_sd and ref_sd.keys() == cand_sd.keys() and all(ref_sd[k].shape == cand_sd[k].shape for k in ref_sd):
-            cand.load_state_dict(ref_sd)
+            # Copies: state_dict()'s tensors are the reference's own storage, and a candidate's
+            # load_state_dict that wrote into them changed what the reference computes (red team
+            # round 5, 2026-12-05: it zeroed the weight's off-diagonal and matched in O(N)).
+            with _candidate_code("load_state_dict"):
+                cand.load_state_dict({k: t.detach().clone() for k, t in ref_sd.items()})
             v.notes.append(WEIGHTS_LOADED)
         elif ref_sd:
             v.notes.append(WEIGHTS_NOT_LOADED)
+        # Nothing of the reference has run since its digest: a change is the candidate's.
+        _reference_state_check(v, ref, ref_digest, digest_seed, None, "while imported, built or loaded")
         if device.type != "cuda" and req.get("needs_cuda"):
             v.status = "unverified"
             v.message = "no CUDA GPU here: the candidate was built, but not run, checked or timed"
@@ -294,6 +308,12 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             if v.correct and not v.hack_findings:
                 _check_weights_followed(v, ref, cand, get_inputs, rows_seeds[1], device, tol,
                                         ref_ops, threads_before, numerics, rows=True, avoid=rows_seeds[0])
+            # Each half of the tensors alone (weight_halves): every set above changes them all.
+            split, *half_seeds = fresh_seeds(3, set(seeds) | set(rows_seeds))
+            for part, names, seed in zip(("part", "rest"), weight_halves(ref, split), half_seeds, strict=False):
+                if v.correct and not v.hack_findings:
+                    _check_weights_followed(v, ref, cand, get_inputs, seed, device, tol, ref_ops,
+                                            threads_before, numerics, names=names, part=part)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes \
             and (long_memory.recurrences(ref) or loop_memory.has_matrices(ref)):
         rec.enter("long-memory", "recurrences given weights that remember the whole sequence, one more input set")
@@ -324,6 +344,9 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
         _native_lookups_check(v)
+        _dispatch_table_check(v, table_before)
+        _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
+                               "while checked or timed")
         _call_watch_check(v)
         audit.report(v)
 
@@ -346,6 +369,9 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
         _native_lookups_check(v)
+        _dispatch_table_check(v, table_before)
+        _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
+                               "while checked or timed")
         _call_watch_check(v)
         if v.hack_findings:
             v.status = "hacked"
@@ -389,6 +415,35 @@ def _candidate_code(phase: str | None, calls: bool = True):
     with audit.window(), (offthread.watching(phase) if phase else contextlib.nullcontext()), \
             (call_watch.watching(phase or "construction") if calls else contextlib.nullcontext()):
         yield
+
+
+def _dispatch_table_check(v: Verdict, before: dict[str, frozenset[str]], changed=dispatch_table.changed) -> None:
+    # (Its collaborator bound at definition, as _tamper_check's.)
+    found = changed(before)
+    if found:
+        _add_once(v.hack_findings, [Finding(
+            "hidden-dispatch", f"the candidate registered kernels for PyTorch's operators ({len(found)}: "
+            f"{'; '.join(line.split(' :: ')[0] for line in found[:4])}), so the reference ran its code",
+            data={"kernels": found[:32]})])
+
+
+def _reference_state_check(v: Verdict, ref, before: list[float], seed: int, probe: Callable[[], list[Any]] | None,
+                           when: str, digest=reference_state.digest, changed=reference_state.changed) -> None:
+    """A hack finding where the reference's parameters differ from their digest `before`. With
+    `probe` (an input set), the reference has run since: where one more call of its own moves them
+    too, it changes them itself (a parameter it rescales in forward) and the change is noted only."""
+    if not before or not changed(before, now := digest(ref, seed)):
+        return
+    if probe is not None:
+        with torch.no_grad():
+            ref(*probe())
+        if changed(now, digest(ref, seed)):
+            v.notes.append("the reference changes its own parameters as it runs: its parameters were not held "
+                           "to their values before the candidate's code")
+            return
+    _add_once(v.hack_findings, [Finding(
+        "reference-tampered", f"the reference's parameters changed {when}, and the reference does not change them "
+        "itself: the candidate wrote into them, so every check compared it with a reference of its making")])
 
 
 def _call_watch_check(v: Verdict) -> None:
@@ -437,6 +492,11 @@ def _native_lookups_check(v: Verdict) -> None:
             "sandbox-introspect", "native code looked up Python's C API by name (dlsym), to run or schedule code "
             f"of its own, or to reach frames, in the worker's interpreter: {', '.join(python[:6])}",
             data={"python": python})])
+    tables = sorted({k for name in names if (k := native_symbols.dispatcher_of_mangled(name))})
+    if tables:
+        _add_once(v.hack_findings, [Finding(
+            "hidden-dispatch", "native code looked up the dispatcher's operator tables or kernel registration "
+            f"by name (dlsym): {', '.join(tables[:6])}", data={"dispatcher": tables})])
     switches = sorted({k for name in names if (k := native_symbols.switch_of_mangled(name))})
     if switches:
         _add_once(v.hack_findings, [Finding(
@@ -657,6 +717,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     earlier.clear()
     if cand is not None:
         _add_once(v.hack_findings, state_updates.left_alone(ref, ref_buffers_before, cand, cand_buffers_before))
+        _add_once(v.hack_findings, state_updates.moved_elsewhere(ref, ref_buffers_before, cand, cand_buffers_before))
         first_ok = bool(v.checks and v.checks[0]["ok"])
         v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
         _add_once(v.hack_findings, _estimate_findings(v.checks))
@@ -1446,7 +1507,7 @@ def _rows_drawn(n: int, first: int, seed: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def _reweight(modules: list[torch.nn.Module], factor: float, seed: int, *, rows: bool = False,
-              avoid: int | None = None) -> bool:
+              avoid: int | None = None, names: frozenset[str] | None = None) -> bool:
     """About REWEIGHT_SHARE of the elements of every floating tensor in each module's state_dict
     (at least one), chosen at random by `seed` (the same elements for tensors of one size, so a
     weight and its copy change alike), multiplied by `factor` in place (a power of two: undone
@@ -1454,14 +1515,16 @@ def _reweight(modules: list[torch.nn.Module], factor: float, seed: int, *, rows:
     that keys a derived copy on element 0 beat every third element doubled (a red-team review,
     2026-11-29). With `rows`, concentrated instead: half of a few rows of each matrix (ROW_SHARE) and
     one element of each vector; with `avoid` too, only rows the rows set of seed `avoid` left alone.
-    False, changing nothing, where a tensor would overflow or overlaps another."""
+    With `names`, only the state_dict's tensors of those names (the modules share their names: the
+    candidate's state was loaded from the reference's). False, changing nothing, where a tensor would
+    overflow or overlaps another."""
     tensors: list[list[torch.Tensor]] = []
     for m in modules:
         # A weight tied to another (one tensor under two names) is changed once; tensors that share
         # memory otherwise (views into one packed weight) would be changed twice where they overlap.
         seen: dict[int, tuple[int, tuple[int, ...]]] = {}
         ts = []
-        for t in m.state_dict().values():
+        for k, t in m.state_dict().items():
             if not t.is_floating_point() or not t.numel():
                 continue
             key, here = t.untyped_storage().data_ptr(), (t.data_ptr(), tuple(t.shape))
@@ -1470,7 +1533,8 @@ def _reweight(modules: list[torch.nn.Module], factor: float, seed: int, *, rows:
                     return False
                 continue
             seen[key] = here
-            ts.append(t)
+            if names is None or k in names:
+                ts.append(t)
         tensors.append(ts)
     masks: dict[int, torch.Tensor] = {}  # by element count: a weight and its copy change alike
 
@@ -1566,9 +1630,27 @@ def _open_gates(modules: list[torch.nn.Module], seed: int) -> Callable[[], None]
     return close
 
 
+def weight_halves(module: torch.nn.Module, seed: int) -> list[frozenset[str]]:
+    """The module's floating state_dict names split in two at random by `seed`, neither half empty
+    ([] where there are fewer than two). Every other weights-changed set changes every tensor at once,
+    so a copy keyed on any one of them (the cheapest: a bias) was made afresh for each change and was
+    stale only after a change that left its key alone: a frozen bias, pruning, a checkpoint loaded into
+    the matrices (red team round 5, 2026-12-05). Each half is changed alone: a key on one tensor, or on
+    tensors of one half, meets a change it does not see."""
+    keys = sorted(k for k, t in module.state_dict().items() if t.is_floating_point() and t.numel())
+    if len(keys) < 2:
+        return []
+    gen = torch.Generator().manual_seed(seed % (1 << 63))
+    order = torch.randperm(len(keys), generator=gen).tolist()
+    cut = 1 + int(torch.randint(len(keys) - 1, (1,), generator=gen))
+    first = frozenset(keys[i] for i in order[:cut])
+    return [first, frozenset(keys) - first]
+
+
 def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
                             ref_ops: Counter[str], threads_before, numerics: dict[str, Any], *,
-                            rows: bool = False, avoid: int | None = None) -> None:
+                            rows: bool = False, avoid: int | None = None, names: frozenset[str] | None = None,
+                            part: str = "") -> None:
     """The weights changed in place, as an optimiser step or load_state_dict changes them, in both
     modules alike (the candidate's were loaded from the reference's): the candidate's output on a
     fresh set must follow. One that kept what it derived from the first weights (a copy made on its
@@ -1577,18 +1659,21 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     (_followed), an output mismatch where it did (its precision under those weights); a near miss
     is noted only (the checked sets judged its precision). The weights are put back after. With
     `rows`, the change concentrated in a few rows of each matrix (weights-changed-rows); with `avoid`,
-    in rows the set of that seed left alone (weights-changed-other-rows)."""
+    in rows the set of that seed left alone (weights-changed-other-rows); with `names`, only those
+    tensors (weights-changed-PART: weight_halves)."""
     name, factor = ("weights-changed-rows", ROWS_FACTOR) if rows else ("weights-changed", 2.0)
     if avoid is not None:
         name = "weights-changed-other-rows"
+    if names is not None:
+        name = f"weights-changed-{part}"
     args = make_inputs(get_inputs, seed, device)
     before = _output_before(ref, args, seed)
-    if not _reweight([ref, cand], factor, seed, rows=rows, avoid=avoid):
+    if not _reweight([ref, cand], factor, seed, rows=rows, avoid=avoid, names=names):
         v.notes.append(f"weights not changed for the {name} check: a weight would overflow, or is strided")
         return
     close = None
     try:
-        close = None if rows else _open_gates([ref, cand], seed)
+        close = None if rows or names is not None else _open_gates([ref, cand], seed)
         if close is not None:
             v.notes.append("weights-changed check: parameters near zero beside the others (gates that start "
                            "closed) were drawn afresh as well")
@@ -1599,11 +1684,14 @@ def _check_weights_followed(v: Verdict, ref, cand, get_inputs, seed: int, device
     finally:
         if close is not None:
             close()
-        _reweight([ref, cand], 1.0 / factor, seed, rows=rows, avoid=avoid)
+        _reweight([ref, cand], 1.0 / factor, seed, rows=rows, avoid=avoid, names=names)
     followed = not m.ok and _followed(before, after, call.outs)
     del before, after
     change = ("half of a few rows of each matrix and one element of each vector multiplied by "
               f"{ROWS_FACTOR:g}" if rows else "a random sixteenth of each doubled, and any near zero drawn afresh")
+    if names is not None:
+        change = f"a random sixteenth of each of {', '.join(sorted(names)[:4])}{' ...' if len(names) > 4 else ''} " \
+                 "doubled, the other tensors left alone"
     _judge_changed_weights(v, name, seed, m, not _near_miss(m, v.checks, tol), Finding(
         "stale-weights", f"after the weights changed in place ({change}, in both modules), the candidate's "
         f"output did not follow: {m.message}"), followed=followed)
