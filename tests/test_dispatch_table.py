@@ -16,7 +16,7 @@ def test_a_kernel_registered_over_atens_is_named_and_a_new_operator_is_not():
     own = torch.library.Library("sc_probe_table", "DEF")
     own.define("twice(Tensor x) -> Tensor")
     own.impl("twice", lambda x: x * 2, "CPU")
-    assert dispatch_table.changed(before) == []  # (an operator of its own: dispatched and recorded)
+    assert dispatch_table.changed(before, frozenset({"aten", "sc_probe_table"})) == []  # (its own: dispatched, recorded)
     over = torch.library.Library("aten", "IMPL")
     try:
         over.impl("sinh", lambda x: x, "CPU")
@@ -35,3 +35,7 @@ def test_shape_only_keys_are_left_out():
             "CPU: registered at b.cpp:2 :: (none) [ boxed ]\nCPU (inactive): registered at c.cpp:3 :: (none)\n")
     assert dispatch_table._kernels(dump) == {"CPU: registered at b.cpp:2 :: (none) [ boxed ]",
                                              "CPU (inactive): registered at c.cpp:3 :: (none)"}
+
+
+def test_the_namespaces_watched_are_atens_prims_and_the_references():
+    assert dispatch_table.namespaces({"addmm": 1, "torchvision::nms": 2}) == {"aten", "prims", "torchvision"}

@@ -11,10 +11,13 @@ before and whose kernels changed is a finding. Reading all ~3,600 operators take
 
 Registrations PyTorch makes itself as it lazily imports (the Meta key's Python kernels, from
 torch._meta_registrations) compute no real output and are left out, as is every operator the
-candidate adds under a name of its own (a custom op is its own code, dispatched and recorded).
+candidate adds under a name of its own (a custom op is its own code, dispatched and recorded), and
+every namespace but ATen's, prims' and those of the reference's operators (ALWAYS).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -39,12 +42,26 @@ def snapshot() -> dict[str, frozenset[str]]:
     return {name: _kernels(dump(name)) for name in torch._C._dispatch_get_all_op_names()}
 
 
-def changed(before: dict[str, frozenset[str]]) -> list[str]:
-    """`op: kernel line` for each kernel registered since `before` on an operator that existed then
-    (sorted; [] where none)."""
+# ATen's and prims' operators always; others only where the reference ran one of theirs. PyTorch's
+# own lazy imports register kernels in other namespaces (torch.distributed's _c10d_functional ops
+# gain Autograd kernels as it loads), and an operator the reference never runs cannot change what it
+# computes.
+ALWAYS = frozenset({"aten", "prims"})
+
+
+def namespaces(ops: Any) -> frozenset[str]:
+    """The namespaces of op names as the op recorder keeps them (ATen's bare, `addmm`; others `ns::op`)."""
+    return ALWAYS | {str(op).split("::", 1)[0] for op in ops if "::" in str(op)}
+
+
+def changed(before: dict[str, frozenset[str]], within: frozenset[str] = ALWAYS) -> list[str]:
+    """`op: kernel line` for each kernel registered since `before` on an operator that existed then,
+    in the namespaces `within` (sorted; [] where none)."""
     now = snapshot()
     out = []
     for name, kernels in before.items():
+        if name.split("::", 1)[0] not in within:
+            continue
         for line in sorted(now.get(name, frozenset()) - kernels):
             out.append(f"{name}: {line}")
     return out

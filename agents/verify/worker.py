@@ -344,7 +344,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
         _native_lookups_check(v)
-        _dispatch_table_check(v, table_before)
+        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
                                "while checked or timed")
         _call_watch_check(v)
@@ -369,7 +369,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
         _native_lookups_check(v)
-        _dispatch_table_check(v, table_before)
+        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
                                "while checked or timed")
         _call_watch_check(v)
@@ -417,9 +417,10 @@ def _candidate_code(phase: str | None, calls: bool = True):
         yield
 
 
-def _dispatch_table_check(v: Verdict, before: dict[str, frozenset[str]], changed=dispatch_table.changed) -> None:
+def _dispatch_table_check(v: Verdict, before: dict[str, frozenset[str]], within: frozenset[str],
+                          changed=dispatch_table.changed) -> None:
     # (Its collaborator bound at definition, as _tamper_check's.)
-    found = changed(before)
+    found = changed(before, within)
     if found:
         _add_once(v.hack_findings, [Finding(
             "hidden-dispatch", f"the candidate registered kernels for PyTorch's operators ({len(found)}: "
