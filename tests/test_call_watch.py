@@ -31,6 +31,10 @@ CASES = [
     # ran a forward past the recorder and the witness's profiler (a red-team review, 2026-12-02).
     ("ref_affine", "hack_redispatch_boxed", "hidden-dispatch", "calls torch._C._DispatchOperatorHandle.redispatch_boxed"),
     ("ref_affine", "hack_op_dk", "hidden-dispatch", "calls OpOverload._op_dk"),
+    # One backend key's kernel fetched at import (a _SafeKernelFunction) and run with its call_boxed in
+    # forward: aten::addmm's CPU kernel, past the recorder and the profiler (a red-team review, 2026-12-05).
+    ("ref_linear", "hack_rt5_safe_kernel_call_boxed", "hidden-dispatch",
+     "calls torch._C._dispatch_get_computed_kernel_for_dispatch_key"),
 ]
 
 
@@ -148,3 +152,50 @@ def test_each_switch_called_from_c_is_named(tmp_path, monkeypatch):
                    "torch._C._push_on_torch_dispatch_stack", "makes torch._C._DisableTorchDispatch"):
         assert any(switch in w for w in named), named
     assert torch._C._autograd._enable_record_function is mod._rf and sys.modules["torch.autograd"]._enable_record_function is mod._rf
+
+
+def test_kernels_handed_out_below_the_python_key_are_watched(tmp_path, monkeypatch):
+    """Each torch._C entry in this torch that hands out or runs one key's kernel is a watching wrapper,
+    and a kernel fetched outside a watched phase (however: the getter, torch.library.get_kernel) still
+    names its call_boxed in forward, which computes what the kernel does."""
+    import importlib.util
+
+    import torch
+
+    from stitchcuda.agents.verify import call_watch
+
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    (cand / "m.py").write_text(
+        "import torch\n"
+        "_C = getattr(torch, '_' + 'C')\n"
+        "def fetch():\n"
+        "    return getattr(torch.library, 'get_' + 'kernel')('aten::' + 'addmm', 'CPU')\n"
+        "def go(k, a, b, c):\n"
+        "    return list(map(k.call_boxed, [_C._dispatch_keys(b)], [a], [b], [c]))[0]\n")
+    monkeypatch.setattr(call_watch, "_state", call_watch._State())
+    call_watch.install(cand, tmp_path / "ref.py")
+    for owner, attr in [*((torch._C, n) for m, n in call_watch._SWITCHES if m == "torch._C"),
+                        *((getattr(torch._C, c), n) for c, n in call_watch._KERNEL_HANDOUTS)]:
+        fn = getattr(owner, attr, None)
+        assert fn is None or getattr(fn, "_sc_switch", False), attr
+    for c, n in (("_SafeKernelFunction", "call_boxed"), ("_DispatchOperatorHandle", "redispatch_boxed")):
+        assert getattr(getattr(torch._C, c), n)._sc_switch  # (present in this torch)
+    assert torch._C._dispatch_get_computed_kernel_for_dispatch_key._sc_switch
+    assert torch._C._dispatch_tls_set_dispatch_key_excluded._sc_switch and torch._C._dispatch_library._sc_switch
+
+    spec = importlib.util.spec_from_file_location("sc_kernel_cand", cand / "m.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    before = call_watch.seen()  # (the record is the process's: earlier tests' entries stay)
+    k = mod.fetch()  # outside a watched phase: nothing
+    a, b, c = torch.randn(3), torch.randn(2, 4), torch.randn(4, 3)
+    assert call_watch.seen() == before
+    with call_watch.watching("import"):
+        mod.fetch()
+    with call_watch.watching("forward"):
+        out = mod.go(k, a, b, c)
+    assert torch.allclose(out, torch.addmm(a, b, c))
+    named = {(what, phase) for code, what, phase in call_watch.seen()[len(before):] if code == "hidden-dispatch"}
+    assert any("torch.library.get_kernel" in w and p == "import" for w, p in named), named
+    assert any("torch._C._SafeKernelFunction.call_boxed" in w and p == "forward" for w, p in named), named

@@ -5,7 +5,8 @@ reaches the Python dispatch key. PyTorch has its own ways past that key, and a c
 them: pop the modes (`_disable_current_modes`, `_pop_mode_temporarily`), exclude the Python key
 (`no_dispatch`, which is `torch._C._DisableTorchDispatch`: seen by its effect, the key excluded
 while the candidate's code calls on),
-`OpOverload.redispatch` to a backend key, or register a Python kernel for an aten op
+`OpOverload.redispatch` to a backend key, run one key's kernel (`_SafeKernelFunction.call_boxed`,
+a red-team review of 2026-12-05), or register a Python kernel for an aten op
 (`torch.library.Library(...).impl`). And a candidate that finds the reference's module can run its
 forward. A red-team review (2026-11-26) had each accepted on CPU. While the candidate's code runs
 (import, construction, the checked forwards; not the timed ones), a profile function sees every
@@ -49,6 +50,9 @@ def _hiding_functions() -> dict[CodeType, str]:
         ("torch.library.Library.impl", getattr(torch.library.Library, "impl", None)),
         ("torch.library.impl", getattr(torch.library, "impl", None)),
         ("torch.library.register_kernel", getattr(torch.library, "register_kernel", None)),
+        # torch.library's way to torch._C._dispatch_get_computed_kernel_for_dispatch_key (its caller
+        # torch/library.py, not the candidate: the wrapped getter would not name it); see _KERNEL_HANDOUTS.
+        ("torch.library.get_kernel", getattr(torch.library, "get_kernel", None)),
         # A Python function native code can call back, on a thread of its own (an OpenMP team's):
         # no recorder or profiler sees what runs there (a red-team review, 2026-12-01).
         ("ctypes.CFUNCTYPE", getattr(ctypes, "CFUNCTYPE", None)),
@@ -93,12 +97,37 @@ def _hiding_builtins() -> dict[int, str]:
 _SWITCHES = (("torch._C", "_get_operation_overload"),  # (an operator's op_dk: see _wrap_dispatch_entries)
              ("torch._C", "_pop_torch_dispatch_stack"), ("torch._C", "_push_on_torch_dispatch_stack"),
              ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
+             # The getter of one backend key's kernel (a _SafeKernelFunction, see _KERNEL_HANDOUTS),
+             # named where the candidate fetches it, at import as often as not.
+             ("torch._C", "_dispatch_get_computed_kernel_for_dispatch_key"),
+             # The thread's excluded keys set by hand, what the guards below do: the key's exclusion is
+             # seen at the candidate's calls after it, but not at calls chained in C (itertools.starmap
+             # over operator.call: setter, operator, setter) with no profile event in between.
+             ("torch._C", "_dispatch_tls_set_dispatch_key_excluded"),
+             # The library object whose impl/fallback register kernels: torch.library.Library is
+             # watched, the C constructor under it was not.
+             ("torch._C", "_dispatch_library"),
              ("torch._C._autograd", "_enable_record_function"), ("torch._C._autograd", "_toggle_collection_dynamic"),
              ("torch._C._autograd", "_disable_profiler"), ("torch._C._autograd", "_prepare_profiler"),
              ("torch._C._autograd", "_enable_profiler"), ("torch._C._autograd", "_clear_callbacks"))
 # The guards that take the Python dispatch key out of the dispatch (what `no_dispatch` is): C types,
 # whose construction and `with` raise no profile event, and operators inside them none either.
-_GUARDS = ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_SetExcludeDispatchKeyGuard")
+# ExcludeDispatchKeyGuard, unprefixed, is a second class of its own, not `_ExcludeDispatchKeyGuard`
+# (torch 2.13), and excludes the Python key alike.
+_GUARDS = ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "ExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+           "_SetExcludeDispatchKeyGuard")
+
+# The pybind methods that run an operator's kernel for the key (or key set) their caller names, below
+# the dispatcher's Python key, each wrapped on its class, so however the candidate came by the object
+# (from the getter, torch.library.get_kernel, an operator's _handle, a `_SafeKernelFunction.op_handle`)
+# its call is watched. A red-team review (2026-12-05) had aten::addmm's CPU kernel do nn.Linear's work
+# through `_SafeKernelFunction.call_boxed`: no Python key (the op recorder saw only the expand and
+# copy_ the kernel dispatches itself) and no RecordFunction (no profiler event). The rest of the
+# family goes in at the dispatcher's top, Python key and all, and is left alone: `_dispatch_call_boxed`
+# and `_jit_get_operation`'s functions (both seen by a dispatch mode and the profiler, checked on torch
+# 2.13), `_dispatch_find_schema_or_throw` (a handle, whose one running method is here) and the
+# `_dispatch_has_*`/`_dispatch_dump*` queries.
+_KERNEL_HANDOUTS = (("_DispatchOperatorHandle", "redispatch_boxed"), ("_SafeKernelFunction", "call_boxed"))
 
 
 _SIGNALS = ("signal", "setitimer", "set_wakeup_fd", "raise_signal", "pthread_kill", "alarm", "siginterrupt")
@@ -180,21 +209,24 @@ def _wrap_switches() -> None:
 
 def _wrap_dispatch_entries() -> None:
     """PyTorch's own entries below the dispatch key their caller names, watched like the switches:
-    `_DispatchOperatorHandle.redispatch_boxed` (what `OpOverload.redispatch` calls) and each
-    operator's `_op_dk`, which runs its kernel for one named key. Called with the backend's key, both
-    run ATen's kernel with no Python key (no op recorder) and no RecordFunction (no profiler event):
-    a red-team review (2026-12-02) had PyTorch do a forward, a matmul among it, through each. The
-    handle's method is replaced on its class; `_op_dk` in every operator made so far, and in each
-    made later (OpOverload.__init__ wrapped), so the original is nowhere the candidate can read it."""
+    the pybind methods of _KERNEL_HANDOUTS (`redispatch_boxed` is what `OpOverload.redispatch`
+    calls) and each operator's `_op_dk`, which runs its kernel for one named key. Called with the
+    backend's key, each runs ATen's kernel with no Python key (no op recorder) and no RecordFunction
+    (no profiler event): red-team reviews (2026-12-02, 2026-12-05) had PyTorch do a forward, a matmul
+    among it, through each. The methods are replaced on their classes; `_op_dk` in every operator made
+    so far, and in each made later (OpOverload.__init__ wrapped), so the original is nowhere the
+    candidate can read it."""
     import torch
 
-    handle = getattr(torch._C, "_DispatchOperatorHandle", None)
-    fn = getattr(handle, "redispatch_boxed", None) if handle is not None else None
-    if fn is not None and not getattr(fn, "_sc_switch", False):
-        wrapper = _switch(fn, "torch._C._DispatchOperatorHandle.redispatch_boxed")
+    for cls_name, attr in _KERNEL_HANDOUTS:
+        cls = getattr(torch._C, cls_name, None)
+        fn = getattr(cls, attr, None) if cls is not None else None
+        if fn is None or getattr(fn, "_sc_switch", False):
+            continue  # absent in this torch, or wrapped already (a second install)
+        wrapper = _switch(fn, f"torch._C.{cls_name}.{attr}")
         wrapper._sc_switch = True  # type: ignore[attr-defined]
         with contextlib.suppress(AttributeError, TypeError):
-            handle.redispatch_boxed = wrapper
+            setattr(cls, attr, wrapper)
     overload = getattr(torch._ops, "OpOverload", None)
     init = getattr(overload, "__init__", None)
     if overload is None or init is None or getattr(init, "_sc_switch", False):

@@ -344,10 +344,11 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "when imported or run")
         _offthread_check(v)
         _native_lookups_check(v)
-        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
                                "while checked or timed")
         _call_watch_check(v)
+        # (after call_watch: a kernel registered through torch.library is named by its call)
+        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         audit.report(v)
 
     if cand is not None and (v.hack_findings or not v.correct):
@@ -369,10 +370,11 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
         _native_lookups_check(v)
-        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         _reference_state_check(v, ref, ref_digest, digest_seed, lambda: make_inputs(get_inputs, time_seeds[3], device),
                                "while checked or timed")
         _call_watch_check(v)
+        # (after call_watch: a kernel registered through torch.library is named by its call)
+        _dispatch_table_check(v, table_before, dispatch_table.namespaces(ref_ops))
         if v.hack_findings:
             v.status = "hacked"
             v.message = "; ".join(f.message for f in v.hack_findings)
