@@ -1481,8 +1481,11 @@ def test_a_copy_keyed_on_the_bias_goes_stale_when_only_the_matrices_change(runs)
 
 def test_running_statistics_moved_by_an_ulp_are_not_updated(runs):
     """hack_rt5_bn_touch_stats moves each running statistic by one ulp (changed, so left_alone saw an
-    update) and never computes them; the reference's moved by the momentum's share of each batch."""
+    update) and never computes them, and refuses eval mode, where its forward would read them. Loaded
+    into the reference, its statistics make the reference's own eval-mode forward miss."""
     v = runs.get("ref_bn_train", "hack_rt5_bn_touch_stats")
     _rejected(v)
     message = _finding(v, "state-not-updated", static=False).message
-    assert "bn.running_mean" in message and "not to the reference's values" in message, message
+    assert "bn.running_mean" in message and "eval-mode forward" in message, message
+    good = runs.get("ref_bn_train", "good_bn_train")
+    assert good.status == "ok" and not good.hack_findings, (good.status, good.message)

@@ -720,7 +720,12 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     earlier.clear()
     if cand is not None:
         _add_once(v.hack_findings, state_updates.left_alone(ref, ref_buffers_before, cand, cand_buffers_before))
-        _add_once(v.hack_findings, state_updates.moved_elsewhere(ref, ref_buffers_before, cand, cand_buffers_before))
+        if tol is not None and not v.hack_findings:
+            probe_seed = fresh_seeds(1, {s for _, s, _ in sets})[0]
+            _add_once(v.hack_findings, state_updates.read_back(
+                ref, ref_buffers_before, cand, make_inputs(get_inputs, probe_seed, device),
+                lambda own, theirs: compare_outputs(own, theirs, tol), dyn.flatten_outputs,
+                lambda: same_draws(probe_seed)))
         first_ok = bool(v.checks and v.checks[0]["ok"])
         v.hack_findings += _follow_inputs_findings(ref_prints, cand_prints, first_ok)
         _add_once(v.hack_findings, _estimate_findings(v.checks))
