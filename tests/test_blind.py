@@ -435,3 +435,35 @@ def _judged_with_a_referee(tmp_path, cand_off: float, exact_given: bool) -> list
 ])
 def test_the_float64_outputs_decide_a_miss_short_of_the_slack(tmp_path, cand_off, exact_given, codes):
     assert [f.code for f in _judged_with_a_referee(tmp_path, cand_off, exact_given)] == codes
+
+
+def test_the_referee_measures_what_the_workers_referee_allows_the_reference(tmp_path):
+    """_allowance: on the blind inputs, the reference's rounding one ulp away and, under tf32 where its
+    products are sensitive, its error with their operands rounded to TF32, as the worker's referee
+    allows them; none of the latter under strict. An honest TF32 Mamba2 was called wrong by the 2x tier
+    without them (level 3 on the H200, 2026-12-05). _exact reads them back as RoundingSpreads."""
+    import copy
+    import subprocess
+    import sys
+
+    import torch
+    import torch.nn as nn
+
+    from stitchcuda.agents.verify import blind
+
+    torch.manual_seed(0)
+    m = nn.Linear(512, 64)
+    x = [torch.randn(32, 512)]
+    fp32 = blind._to_cpu([m(x[0]).detach()], 3)
+    exact = blind._fp64_outputs(copy.deepcopy(m), x, 3)
+    tf32 = blind._allowance(m, x, 3, fp32, exact, "tf32", True)
+    strict = blind._allowance(m, x, 3, fp32, exact, "strict", True)
+    assert tf32["samples"] > 0 and tf32["own"][0] is not None and float(tf32["own"][0].max()) > 0
+    assert tf32["policy"] == "tf32" and float(tf32["policy_own"][0].max()) > 100 * float(tf32["own"][0].max())
+    assert strict["policy"] == "" and not strict["policy_own"]
+    path = tmp_path / "referee.pt.exact"
+    torch.save({"exact": [exact], "allowed": [tf32]}, path)
+    done = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE, text=True)
+    got, spreads = blind._exact(done, str(path), 30, tmp_path / "log", tmp_path / "lock.json")
+    assert got is not None and len(spreads) == 1 and spreads[0].policy == "tf32"
+    assert torch.equal(spreads[0].policy_own[0], tf32["policy_own"][0])

@@ -37,6 +37,7 @@ candidates that hide from the worker's dispatch modes, not against one that targ
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import importlib
 import json
@@ -74,6 +75,8 @@ def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> 
     """The witness's and referee's request: the worker's, with a fresh secret seed. The referee's
     outputs go to `private`, a folder of the Verifier's that the candidate's sandbox cannot see
     (its own are the candidate's to write in the run folder, as its lock state is)."""
+    from stitchcuda.types import judging_policy
+
     private = private or workdir
     return {
         "reference": req["reference"], "class_name": req.get("class_name", "Model"),
@@ -85,6 +88,8 @@ def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> 
         "witness_out": str(workdir / "blind_witness.pt"), "referee_out": str(private / "blind_referee.pt"),
         "witness_lock_state": str(workdir / "blind_witness_lock.json"),
         "referee_lock_state": str(private / "blind_referee_lock.json"),
+        # The precision policy the worker judged under: the referee measures what it allows (policy_own).
+        "policy": judging_policy(req.get("policy"), req.get("precision") or "tf32"),
     }
 
 
@@ -398,6 +403,7 @@ def referee(req: dict[str, Any]) -> None:
     # meanwhile; it builds the module (GPU memory the worker beside it may need) and computes only
     # once told the witness has exited.
     torch, device, ref_mod = _setup(req)
+    from stitchcuda.agents.verify import precision
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
     from stitchcuda.agents.verify.worker import draws_random, same_draws
@@ -442,9 +448,43 @@ def referee(req: dict[str, Any]) -> None:
         _mark(f"told: {word or 'nothing'}")  # (until here the lock was held for the parent's judging)
         if word != EXACT or not exact_possible:
             return
-        exact = [_fp64_outputs(b, args, req["seed"]) if b is not None else None for b in befores]
-        _save({"exact": exact}, req["referee_out"] + ".exact")
+        exact = [_fp64_outputs(copy.deepcopy(b), args, req["seed"]) if b is not None else None for b in befores]
+        # What the worker's fp64 referee allows the reference itself, measured on these inputs (_allowance).
+        policy, sensitive = req.get("policy", "strict"), precision.sensitive(ops)
+        allowed = [_allowance(b, args, req["seed"], o, e, policy, sensitive) if b is not None and e is not None
+                   else None for b, o, e in zip(befores, outs, exact, strict=True)]
+        _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
         _mark("float64 outputs saved")
+
+
+def _allowance(model: Any, args: list[Any], seed: int, fp32: list[Any], exact: list[Any],
+               policy: str, sensitive: bool) -> dict[str, Any] | None:
+    """What the worker's fp64 referee allows the reference itself (worker._fp64_referee), measured
+    here on the blind inputs: its rounding on inputs one ulp away (`own`, compare.rounding_spread)
+    and, under a policy other than strict where its products are sensitive, its error with their
+    operands rounded to TF32 (`policy_own`, compare.policy_error). None where not measured. Without
+    them an honest TF32 Mamba2 missed twice the tolerance on a long scan here, and was called wrong
+    (level 3 on the H200, 2026-12-05), where the worker's referee had accepted it."""
+    from stitchcuda.agents.verify import precision
+    from stitchcuda.agents.verify.compare import RoundingSpread, policy_error, rounding_spread
+    from stitchcuda.agents.verify.worker import REFEREE_NEARBY_BYTES, _nearby_pairs
+
+    try:
+        spread = RoundingSpread(own=[None] * len(exact))
+        state = [b.detach().clone() for b in model.buffers()]
+        if sum(a.numel() * a.element_size() for a in args if hasattr(a, "numel")) <= REFEREE_NEARBY_BYTES:
+            # (sampled as the outputs are: _to_cpu)
+            spread = rounding_spread(((_to_cpu(r32, seed), _to_cpu(r64, seed))
+                                      for r32, r64 in _nearby_pairs(model, state, args)), fp32)
+        if policy != "strict" and sensitive:
+            for rounding in precision.TF32_ROUNDINGS:
+                with precision.tf32_emulated(rounding):
+                    under = _fp64_outputs(copy.deepcopy(model), args, seed)
+                if under is not None:
+                    policy_error(spread, exact, under, exact, policy)
+        return {"own": spread.own, "samples": spread.samples, "policy": spread.policy, "policy_own": spread.policy_own}
+    except Exception:  # noqa: BLE001 - (out of memory, a reference that fails so) judged without it
+        return None
 
 
 FP64_BYTES = 1 << 30  # a reference with more state than this gets no float64 copy here
@@ -638,12 +678,14 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         outs = [g if isinstance(g, list) else [g] for g in outs]
         near = Tolerance(want["rtol"] * MISS_SLACK, f"{MISS_SLACK:g} x ({want['why']})")
         misses, exact = _misses(want, outs, near, None)
+        spreads: list[Any] = []
         if misses and want.get("exact_possible"):
-            # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide)
-            exact = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
+            # (more exact than the fp32 reference, as the worker judged: the float64 outputs decide,
+            # with what the policy allows the reference itself)
+            exact, spreads = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
             asked = f"; {ASKED_EXACT}"
-            misses, _ = _misses(want, outs, near, exact, [k for k, _ in misses])
-        gross, _ = _misses(want, outs, tol, exact, [k for k, _ in misses])
+            misses, _ = _misses(want, outs, near, exact, [k for k, _ in misses], spreads)
+        gross, _ = _misses(want, outs, tol, exact, [k for k, _ in misses], spreads)
         # Where the float64 outputs were wanted and are missing (the referee failed or ran out of
         # memory), a miss short of BLIND_SLACK is not judged: the fp32 ones alone would call a
         # candidate more exact than them wrong.
@@ -710,9 +752,10 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
 
 
 def _misses(want: dict[str, Any], outs: list[Any], tol: Any, exact: list[Any] | None,
-            only: list[int] | None = None) -> tuple[list[tuple[int, Any]], list[Any] | None]:
+            only: list[int] | None = None, spreads: list[Any] | None = None) -> tuple[list[tuple[int, Any]], list[Any] | None]:
     """The calls (of `only`, else all) whose outputs miss the referee's at `tol`, judged against its
-    float64 outputs where `exact` has them; and `exact`, passed on."""
+    float64 outputs where `exact` has them (with what the policy allows, `spreads[k]`, where
+    measured); and `exact`, passed on."""
     from stitchcuda.agents.verify.compare import compare_outputs, judge_against_exact
 
     misses = []
@@ -720,7 +763,8 @@ def _misses(want: dict[str, Any], outs: list[Any], tol: Any, exact: list[Any] | 
         m = compare_outputs(want["outputs"][k], outs[k], tol)
         if not m.ok and exact is not None and exact[k] is not None:
             with contextlib.suppress(Exception):
-                m = judge_against_exact(want["outputs"][k], outs[k], exact[k], tol)
+                spread = spreads[k] if spreads and k < len(spreads) else None
+                m = judge_against_exact(want["outputs"][k], outs[k], exact[k], tol, spread)
         if not m.ok:
             misses.append((k, m))
     return misses, exact
@@ -775,13 +819,21 @@ def _saved(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_
     return ""
 
 
-def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path, lock_state: Path) -> list[Any] | None:
-    """The referee's float64 outputs, asked for; None where it could not give them."""
+def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path,
+           lock_state: Path) -> tuple[list[Any] | None, list[Any]]:
+    """The referee's float64 outputs, asked for (None where it could not give them), and per call what
+    the policy allows (a compare.RoundingSpread, or None where not measured)."""
     import torch
 
+    from stitchcuda.agents.verify.compare import RoundingSpread
+
     if _tell(proc, EXACT) or _outcome(proc, timeout_s, log, lock_state) or not Path(path).exists():
-        return None
-    return torch.load(path, weights_only=True)["exact"]
+        return None, []
+    saved = torch.load(path, weights_only=True)
+    spreads = [RoundingSpread(own=list(a["own"]), samples=int(a["samples"]), policy=str(a["policy"]),
+                              policy_own=list(a["policy_own"])) if isinstance(a, dict) else None
+               for a in saved.get("allowed") or []]
+    return saved["exact"], spreads
 
 
 def _ran_out_of_memory(log: Path) -> bool:
