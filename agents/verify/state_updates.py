@@ -77,6 +77,16 @@ def read_back(ref: Any, ref_before: dict[str, torch.Tensor], cand: Any, args: li
     saved = {k: ref_now[k].detach().clone() for k in moved}
     mode = ref.training
     try:
+        return _read_back(ref, ref_now, cand_now, moved, saved, mode, args, compare, flatten, draws)
+    except Exception:  # noqa: BLE001 - a reference that cannot run in the other mode: nothing to judge here
+        return []
+
+
+def _read_back(ref: Any, ref_now: dict[str, torch.Tensor], cand_now: dict[str, torch.Tensor], moved: list[str],
+               saved: dict[str, torch.Tensor], mode: bool, args: list[Any],
+               compare: Callable[[list[Any], list[Any]], Any], flatten: Callable[[Any], list[Any]],
+               draws: Callable[[], None]) -> list[Finding]:
+    try:
         ref.train(not mode)
         with torch.no_grad():
             draws()
