@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
+from stitchcuda.python_argv import module_argv
 from stitchcuda.target import Target
 from stitchcuda.types import Finding
 
@@ -318,7 +318,7 @@ def profile_candidate(
     if tool is None:
         return CandidateProfile([], [NO_NCU], 0.0)
     chosen, hot_note = hot_kernels(names, kernel_us)
-    child = [sys.executable, "-m", "stitchcuda.profiling.ncu_target", str(request), str(repeats)]
+    child = module_argv("stitchcuda.profiling.ncu_target", str(request), str(repeats))
     # Bounded: a model that launches one kernel per layer would otherwise replay every layer. Where
     # the Verifier counted them, the chosen kernels' launches in one forward, and ncu stops there.
     per_forward = sum(n for full, n in (kernel_launches or {}).items() if base_name(full) in chosen)

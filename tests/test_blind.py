@@ -467,3 +467,44 @@ def test_the_referee_measures_what_the_workers_referee_allows_the_reference(tmp_
     got, spreads = blind._exact(done, str(path), 30, tmp_path / "log", tmp_path / "lock.json")
     assert got is not None and len(spreads) == 1 and spreads[0].policy == "tf32"
     assert torch.equal(spreads[0].policy_own[0], tf32["policy_own"][0])
+
+
+def test_a_witness_gone_before_it_was_told_is_started_again(tmp_path):
+    """The witness started with the worker and ended before it was told (none of the candidate's code
+    had run in it: on the H100, 2026-12-05, two of eight at once, their candidates then called hacked)
+    is started again once the worker has exited, and the check made with the new one; one that fails
+    after it was told is still a finding."""
+    import os
+
+    from conftest import HACKS
+
+    work = tmp_path / "blind"
+    work.mkdir()
+    (work / "cand.py").write_text((HACKS / "good_linear.py").read_text())
+    (work / "kernels.cpp").write_text((HACKS / "kernels.cpp").read_text())
+    req = {"reference": str((HACKS / "ref_linear.py").resolve()), "candidate": str(work / "cand.py"), "device": "cpu"}
+    started = blind.Started(req, work, dict(os.environ), lambda cmd: cmd)
+    try:
+        blind._kill(started.witness)
+        first = started.witness
+        findings, note = started.check(120)
+    finally:
+        started.close()
+    assert started.witness is not first and first.returncode is not None
+    assert findings == [] and note.startswith(blind.MADE), ([(f.code, f.message[:300]) for f in findings], note)
+    assert "ended before it was told" in started.restarted and "exit status -9" in started.restarted
+    assert (work / "blind_witness_first.log").exists()
+    # Told, then failing: a finding, with what its log said last.
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    (failing / "kernels.cpp").write_text((HACKS / "kernels.cpp").read_text())
+    (failing / "cand.py").write_text((HACKS / "good_linear.py").read_text().replace(
+        "def forward(self", "def forward(self, *a, **k):\n        raise SystemExit('gone')\n\n    def _forward(self"))
+    req = {"reference": str((HACKS / "ref_linear.py").resolve()), "candidate": str(failing / "cand.py"), "device": "cpu"}
+    started = blind.Started(req, failing, dict(os.environ), lambda cmd: cmd)
+    try:
+        findings, _ = started.check(120)
+    finally:
+        started.close()
+    assert [f.code for f in findings] == ["blind-witness-failed"] and "its log ended" in findings[0].message
+    assert started.restarted == ""

@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stitchcuda.python_argv import module_argv
+
 # Outputs this many times the tolerance away are not the module's (the worker already judged the
 # candidate at 1x, with an fp64 referee for near misses; this check is for gross forgeries).
 BLIND_SLACK = 10.0
@@ -582,16 +584,35 @@ class Started:
         # At a lower priority: they start beside the worker, whose own start (and, on a machine of few
         # cores, its checks) their loading would otherwise slow; they need the CPU only once it has exited.
         nice = ["nice", "-n", str(NICE)] if shutil.which("nice") else []
-        module = [*nice, sys.executable, "-m", "stitchcuda.agents.verify.blind"]
+        module = "stitchcuda.agents.verify.blind"
         with (self.private / "referee.log").open("w") as referee_log:
-            self.referee = subprocess.Popen([*module, "referee", str(ref_path)], env=env, stdout=referee_log,
+            self.referee = subprocess.Popen([*nice, *module_argv(module, "referee", str(ref_path))], env=env, stdout=referee_log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
                                             start_new_session=True)
         self.witness_log = workdir / "blind_witness.log"
+        self._witness_argv = wrap([*nice, *module_argv(module, "witness", self.blind["device"])])
+        self._env = env
+        self.restarted = ""  # why the witness started with the worker was replaced, where it was
+        self.witness = self._start_witness()
+
+    def _start_witness(self) -> subprocess.Popen:
         with self.witness_log.open("w") as out:
-            self.witness = subprocess.Popen(wrap([*module, "witness", self.blind["device"]]), env=env, stdout=out,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
-                                            start_new_session=True)
+            return subprocess.Popen(self._witness_argv, env=self._env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.PIPE, text=True, start_new_session=True)
+
+    def _witness_alive(self) -> None:
+        """A witness that ended before it was told (none of the candidate's code had run in it) is
+        started again, once: the worker has exited, so nothing of the candidate's runs beside the new
+        one either. Seen on the H100 (2026-12-05, eight checks at once): two witnesses gone while
+        their workers ran, and the candidates called hacked for it (a broken pipe)."""
+        rc = self.witness.poll()
+        if rc is None:
+            return
+        why = f"exit status {rc}; its log ended: {tail(self.witness_log, 600).strip()[-600:] or '(empty)'}"
+        with contextlib.suppress(OSError):
+            (self.workdir / "blind_witness_first.log").write_text(tail(self.witness_log, 20000))
+        self.restarted = f"the blind check's witness started with the worker had ended before it was told ({why}); started again"
+        self.witness = self._start_witness()
 
     def check(self, timeout_s: float) -> tuple[list, str]:
         """(hack findings, a note) of the blind check of the candidate the worker accepted: the
@@ -603,6 +624,7 @@ class Started:
             Path(self.blind["witness_out"]).unlink()
         witness_req = {k: v for k, v in self.blind.items() if k != "referee_out"}
         t0 = time.monotonic()
+        self._witness_alive()
         failed = _tell(self.witness, json.dumps(witness_req)) or _close_stdin(self.witness) \
             or _outcome(self.witness, timeout_s, self.witness_log, Path(self.blind["witness_lock_state"]))
         _kill_group(self.witness)  # nothing the witness started outlives it beside the referee
@@ -610,6 +632,8 @@ class Started:
         try:
             if failed and _ran_out_of_memory(self.witness_log):
                 return [], f"{OUT_OF_MEMORY} (the witness: {failed})"
+            if failed:  # (what the witness said last, beside the finding: 2026-12-05's said nothing)
+                failed = f"{failed}; its log ended: {tail(self.witness_log, 400).strip()[-400:] or '(empty)'}"
             return _judge(self.blind, self.referee, failed, self.private, timeout_s)
         finally:
             self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}

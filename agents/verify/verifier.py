@@ -17,7 +17,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,6 +31,7 @@ from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc
 from stitchcuda.agents.verify.locks import LockState, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_native_sources, check_source
+from stitchcuda.python_argv import module_argv
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
 Progress = Callable[[str, str], None]  # (phase, detail)
@@ -296,6 +296,8 @@ def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, 
                                f"{type(e).__name__}: {str(e)[:300]}")], ""
     verdict.phases["blind"] = round(time.monotonic() - t0, 2)
     verdict.phases.update(started.seconds)
+    if started.restarted:
+        verdict.notes.append(started.restarted)
     if note:
         verdict.notes.append(note)
     missed = [f for f in found if f.code == blind.BLIND_MISS]
@@ -492,7 +494,7 @@ def _start_worker(req, workdir: Path, env, box: Box | None) -> _Worker:
     module = "stitchcuda.agents.verify." + ("compile_baseline" if req.get("mode") == "compile-baseline" else "worker")
     read_end, write_end = report.open_pipe()
     key = report.new_key()
-    cmd = [sys.executable, "-m", module, str(workdir / "request.json"), str(write_end)]
+    cmd = module_argv(module, str(workdir / "request.json"), str(write_end))
     try:
         proc = subprocess.Popen(
             box.wrap(cmd) if box is not None else cmd,
