@@ -608,7 +608,7 @@ class Started:
         rc = self.witness.poll()
         if rc is None:
             return
-        why = f"exit status {rc}; its log ended: {tail(self.witness_log, 600).strip()[-600:] or '(empty)'}"
+        why = f"exit status {rc}; its log ended: {_log_end(self.witness_log, 600)}"
         with contextlib.suppress(OSError):
             (self.workdir / "blind_witness_first.log").write_text(tail(self.witness_log, 20000))
         self.restarted = f"the blind check's witness started with the worker had ended before it was told ({why}); started again"
@@ -633,7 +633,7 @@ class Started:
             if failed and _ran_out_of_memory(self.witness_log):
                 return [], f"{OUT_OF_MEMORY} (the witness: {failed})"
             if failed:  # (what the witness said last, beside the finding: 2026-12-05's said nothing)
-                failed = f"{failed}; its log ended: {tail(self.witness_log, 400).strip()[-400:] or '(empty)'}"
+                failed = f"{failed}; its log ended: {_log_end(self.witness_log, 400)}"
             return _judge(self.blind, self.referee, failed, self.private, timeout_s)
         finally:
             self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}
@@ -866,6 +866,10 @@ def _ran_out_of_memory(log: Path) -> bool:
     from stitchcuda.agents.verify.locks import shared_checks
 
     return shared_checks() and any(w in tail(log, 8192) for w in _OOM_WORDS)
+
+
+def _log_end(log: Path, size: int) -> str:
+    return tail(log, size).strip() or "(empty)"
 
 
 def tail(log: Path, size: int) -> str:
