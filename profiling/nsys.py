@@ -36,7 +36,16 @@ from stitchcuda.types import Task
 
 from . import cache
 from .process import run_in_session
-from .reference import _LINE, _MODULE, RECORD_VERSION, ReferenceProfile, device_name, from_dict, replay
+from .reference import (
+    _LINE,
+    _MODULE,
+    RECORD_VERSION,
+    ReferenceProfile,
+    _statistic,
+    device_name,
+    from_dict,
+    replay,
+)
 
 FORWARD = "stitchcuda.forward"  # an instrumented forward: its kernels are ranked
 BARE = "stitchcuda.forward.bare"  # a forward without the op and line ranges: its timeline is measured
@@ -185,7 +194,7 @@ def read(db: Path, path: str, iterations: int, *, task: str = "", device: str = 
         con.close()
     record, forwards = to_record(ranges, kernels, path, iterations)
     profile = replay(record, task=task, device=device)
-    profile.notes[0] = f"CUDA kernel time (Nsight Systems, CUPTI) per iteration, mean of {record['iterations']}"
+    profile.notes[0] = f"CUDA kernel time (Nsight Systems, CUPTI) per iteration, {_statistic(record['iterations'])} of {record['iterations']}"
     profile.timeline = timeline(forwards)
     if record["other_threads"]:
         profile.notes.append(f"{record['other_threads']} kernel(s) launched from threads without ranges "

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import statistics
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -216,10 +217,13 @@ def _event_time(evt: Any, clock: str) -> float:
 
 
 def attribute(events: Any, path: str, clock: str, iterations: int) -> tuple[list[OpShare], float]:
-    """Rank (op, module, line) by time per iteration; the second value is time outside any op."""
-    times: dict[tuple[str, str, int], float] = {}
-    calls: dict[tuple[str, str, int], int] = {}
-    key_of: dict[int, tuple[str, str, int]] = {}
+    """Rank (op, module, line) by time per iteration; the second value is time outside any op.
+
+    Each (op, module, line) is charged the median of its per-iteration times, where its calls split
+    evenly over the iterations: one iteration preempted on a busy machine (seen on a 2-core CI host, a
+    ReLU charged 2 ms once) would otherwise outrank the op that does the work."""
+    occurrences: dict[tuple[str, str, int], list[float]] = {}
+    slot_of: dict[int, tuple[tuple[str, str, int], int]] = {}
     outside = 0.0
     for evt in events:
         if getattr(evt, "device_type", None) not in (None, torch.autograd.DeviceType.CPU):
@@ -233,27 +237,39 @@ def attribute(events: Any, path: str, clock: str, iterations: int) -> tuple[list
             if not (evt.name.startswith((_MODULE, _LINE)) or getattr(evt, "is_user_annotation", False)):
                 outside += t
             continue
-        key = key_of.get(id(owner))
-        if key is None:
+        slot = slot_of.get(id(owner))
+        if slot is None:
             module, line = _where(owner, path)
-            key = key_of[id(owner)] = (owner.name, module, line)
-            calls[key] = calls.get(key, 0) + 1
-        times[key] = times.get(key, 0.0) + t
-    total = sum(times.values())
+            key = (owner.name, module, line)
+            times = occurrences.setdefault(key, [])
+            slot = slot_of[id(owner)] = (key, len(times))
+            times.append(0.0)
+        occurrences[slot[0]][slot[1]] += t
+    per_iteration = {key: _per_iteration(times, iterations) for key, times in occurrences.items()}
+    total = sum(per_iteration.values())
     ops = [
         OpShare(
             op=op,
             module=module,
             file=path,
             line=line,
-            time_us=times[op, module, line] / iterations,
-            share=times[op, module, line] / total if total > 0 else 0.0,
-            calls=math.ceil(calls[op, module, line] / iterations),
+            time_us=per_iteration[op, module, line],
+            share=per_iteration[op, module, line] / total if total > 0 else 0.0,
+            calls=math.ceil(len(occurrences[op, module, line]) / iterations),
         )
-        for op, module, line in times
+        for op, module, line in occurrences
     ]
     ops.sort(key=lambda o: (-o.time_us, o.op, o.module, o.line))
     return ops, outside / iterations
+
+
+def _per_iteration(times: list[float], iterations: int) -> float:
+    """The median over iterations of one op's time, its calls taken in order, where they split evenly
+    over the iterations; the mean where they do not (an op called only in some iterations)."""
+    if iterations < 3 or len(times) % iterations:
+        return sum(times) / iterations
+    n = len(times) // iterations
+    return statistics.median(sum(times[i * n : (i + 1) * n]) for i in range(iterations))
 
 
 # Recorded profiles: the fields `attribute` reads from each profiler event, as JSON, so the ranking
@@ -393,13 +409,17 @@ def _profile(
     return _summarise(task.name, dev_name, clock, ops, outside, iterations, warmup)
 
 
+def _statistic(iterations: int) -> str:
+    return "median" if iterations >= 3 else "mean"
+
+
 def _summarise(
     task: str, dev_name: str, clock: str, ops: list[OpShare], outside: float, iterations: int, warmup: int | None
 ) -> ReferenceProfile:
     total = sum(o.time_us for o in ops)
     what = "CUDA kernel time" if clock == "cuda" else "self CPU time"
     after = f" after {warmup} warm-up calls" if warmup is not None else " (recorded)"
-    notes = [f"{what} per iteration, mean of {iterations}{after}"]
+    notes = [f"{what} per iteration, {_statistic(iterations)} of {iterations}{after}"]
     if outside > 0.01 * max(total, 1e-9):
         notes.append(f"{outside:.1f} us per iteration outside any op (Python, profiler overhead), not ranked")
     if not ops:

@@ -298,10 +298,13 @@ def test_a_real_export_reads_as_the_gpu_machine_read_it(problem, top, module, li
     recorded = json.loads((REC / "nsys" / problem / "profile.json").read_text())
     path = recorded["ops"][0]["file"]  # as the recording machine named the task file
     prof = nsys.read(REC / "nsys" / problem / "reference.sqlite", path, 3)
-    assert prof.clock == "cuda" and prof.notes == recorded["notes"]
+    # The GPU machine's reading took each op's mean over the forwards; the reading now takes the
+    # median (one preempted forward no longer reorders the ranking), within 2% on these recordings.
+    assert prof.clock == "cuda" and prof.notes[1:] == recorded["notes"][1:]
+    assert prof.notes[0] == recorded["notes"][0].replace("mean of 3", "median of 3")
     assert [(o.op, o.module, o.line, o.calls) for o in prof.ops] == \
         [(o["op"], o["module"], o["line"], o["calls"]) for o in recorded["ops"]]
-    assert [o.time_us for o in prof.ops] == pytest.approx([o["time_us"] for o in recorded["ops"]])
+    assert [o.time_us for o in prof.ops] == pytest.approx([o["time_us"] for o in recorded["ops"]], rel=0.02)
     assert (prof.ops[0].op, prof.ops[0].module, prof.ops[0].line) == (top, module, line)
     assert prof.timeline["forwards"] == 3 and prof.timeline["busy_share"] > 0.9
     assert sum(o.share for o in prof.ops) == pytest.approx(1.0)

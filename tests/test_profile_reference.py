@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import KERNELBENCH
 
-from stitchcuda.profiling.reference import ReferenceProfile, format_table, profile_task
+from stitchcuda.profiling.reference import ReferenceProfile, format_table, profile_task, replay
 from stitchcuda.types import Task
 
 SMALL = """\
@@ -98,7 +98,7 @@ def test_mlp_ranks_addmm_first(tmp_path: Path) -> None:
     # and gigabytes on a CPU. At 384 each addmm does ~20x a ReLU's work; at 96 timer noise on a busy
     # 2-core machine could put a ReLU first.
     source = re.sub(r"(?m)^(\w+ = .*)$", lambda m: re.sub(r"\b\d{3,}\b", "384", m.group(1)), MLP.read_text())
-    prof = profile_task(_write(tmp_path, "1_MLP.py", source), iterations=2, device="cpu")
+    prof = profile_task(_write(tmp_path, "1_MLP.py", source), iterations=3, device="cpu")
     assert prof.ops, prof.notes
     top = prof.ops[0]
     assert top.op == "aten::addmm", format_table(prof)
@@ -154,3 +154,26 @@ def test_profile_in_a_child_process(tmp_path):
     crash.write_text(src.read_text().replace("return torch.relu(self.fc(x))", "import os; os._exit(3)"))
     bad = profile_in_subprocess(Task(crash), device="cpu", iterations=1)
     assert bad.clock == "none" and bad.notes and "failed" in bad.notes[0]
+
+
+def test_one_preempted_iteration_does_not_outrank_the_work(tmp_path: Path) -> None:
+    """A real recorded CPU profile of three iterations, one ReLU call in it charged 20 ms more (a
+    preempted iteration on a busy 2-core CI host did this once): the ranking takes each op's median
+    over the iterations, so the addmm stays first and that ReLU's time is its typical one. The mean
+    the ranking used to take puts the ReLU first, which is what this test would catch again."""
+    record = tmp_path / "record.json"
+    profile_task(_write(tmp_path, "small_model.py", SMALL), iterations=3, device="cpu", record=record)
+    recorded = json.loads(record.read_text())
+    base = replay(recorded)
+    relus = [i for i, e in enumerate(recorded["events"]) if e["name"] == "aten::relu"]
+    assert len(relus) == 3, [e["name"] for e in recorded["events"]]
+    typical = next(o.time_us for o in base.ops if o.op == "aten::relu")
+    recorded["events"][relus[1]]["self_cpu_us"] += 20_000.0
+    slowed = replay(recorded)
+    assert slowed.ops[0].op == base.ops[0].op != "aten::relu", format_table(slowed)
+    relu = next(o for o in slowed.ops if o.op == "aten::relu")
+    assert relu.time_us < typical + 1000.0, format_table(slowed)
+    assert "median of 3" in slowed.notes[0]
+
+    recorded["iterations"] = 2  # fewer than three: the mean, and the slowed ReLU leads
+    assert replay(recorded).ops[0].op == "aten::relu"
