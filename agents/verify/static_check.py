@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stitchcuda import kernel_loader, pyast
+from stitchcuda.agents.verify import probes
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -289,45 +290,116 @@ def check_source(
         if text.split(".")[-1] in reference_classes:
             add("subclasses-reference", f"{class_name} subclasses the reference {text}", cls)
 
+    _check_anywhere(tree, mod, add, reference_classes, reference_module, class_name)
+    layers, extensions = _class_attributes(cls, mod)
+    for fname, fn in _reachable(mod, cls):
+        _check_function(fname, fn, mod, layers, extensions, add)
+    return findings
+
+
+def check_helper_source(
+    source: str,
+    *,
+    filename: str,
+    reference_classes: tuple[str, ...] = ("Model",),
+    reference_module: str | None = None,
+) -> list[Finding]:
+    """Hack findings for a Python file of the candidate other than the one defining ModelNew (a
+    helper module it imports). Which of its functions forward reaches is not followed across
+    modules, so every function in it is held to forward's rules."""
+    findings: list[Finding] = []
+
+    def add(code: str, msg: str, node: ast.AST | None) -> None:
+        line = getattr(node, "lineno", None)
+        if not any(f.code == code and f.line == line and f.message == msg for f in findings):
+            findings.append(Finding(code=code, message=msg, line=line, file=filename))
+
+    try:
+        tree = pyast.parse(source, filename=filename)
+    except SyntaxError as e:
+        return [Finding("syntax-error", f"{filename} does not parse: {e.msg}", line=e.lineno, file=filename)]
+    mod = _collect(tree)
+    _check_anywhere(tree, mod, add, reference_classes, reference_module, "ModelNew")
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and not _is_kernel_loader(fn):
+            _check_function(f"{filename}:{fn.name}", fn, mod, {}, set(), add)
+    return findings
+
+
+def check_candidate_sources(
+    files: dict[str, str],
+    module: str,
+    *,
+    reference_classes: tuple[str, ...] = ("Model",),
+    reference_module: str | None = None,
+) -> list[Finding]:
+    """Every file of a candidate: its module, any other Python file (a helper it imports was not
+    read at all before 2026-12-05), and its native sources."""
+    found = check_source(files[module], filename=module, reference_classes=reference_classes,
+                         reference_module=reference_module)
+    for name, text in files.items():
+        if name != module and name.endswith(".py"):
+            found += check_helper_source(text, filename=name, reference_classes=reference_classes,
+                                         reference_module=reference_module)
+    return found + check_native_sources(files)
+
+
+def _check_anywhere(
+    tree: ast.Module,
+    mod: _Module,
+    add: Add,
+    reference_classes: tuple[str, ...],
+    reference_module: str | None,
+    class_name: str,
+) -> None:
     loader = _kernel_loader_nodes(tree)  # StitchCUDA's own loader loads the candidate's own library
     for node in ast.walk(tree):
         _check_module_node(node, mod, add, reference_classes, reference_module, class_name)
         if id(node) not in loader:
             _check_escape(node, mod, add)
+    for what, node in probes.python_probes(tree, lambda n: _dotted(n, mod.aliases)):
+        if id(node) not in loader:
+            add("environment-probe", f"reads {what}: a module that asks where it runs can tell the Verifier's "
+                "processes from the user's and do its work only under checks", node)
 
-    layers, extensions = _class_attributes(cls, mod)
-    for fname, fn in _reachable(mod, cls):
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Try):
-                add(
-                    "try-except-fallback",
-                    f"try/except in {fname}: a fallback path can hide PyTorch compute",
-                    node,
-                )
-            elif isinstance(node, ast.With) and any(
-                isinstance(i.context_expr, ast.Call)
-                and (_dotted(i.context_expr.func, mod.aliases) or "").endswith("contextlib.suppress")
-                for i in node.items
-            ):
-                add("try-except-fallback", f"contextlib.suppress in {fname}: swallows a failing kernel", node)
-            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                add("torch-compute-in-forward", f"`@` in {fname}: matrix product done by PyTorch", node)
-            elif isinstance(node, ast.Call):
-                _check_call(node, fname, mod, layers, extensions, add)
-    return findings
+
+def _check_function(
+    fname: str, fn: ast.AST, mod: _Module, layers: dict[str, str], extensions: set[str], add: Add
+) -> None:
+    """forward's rules, for one function forward reaches."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Try):
+            add(
+                "try-except-fallback",
+                f"try/except in {fname}: a fallback path can hide PyTorch compute",
+                node,
+            )
+        elif isinstance(node, ast.With) and any(
+            isinstance(i.context_expr, ast.Call)
+            and (_dotted(i.context_expr.func, mod.aliases) or "").endswith("contextlib.suppress")
+            for i in node.items
+        ):
+            add("try-except-fallback", f"contextlib.suppress in {fname}: swallows a failing kernel", node)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            add("torch-compute-in-forward", f"`@` in {fname}: matrix product done by PyTorch", node)
+        elif isinstance(node, ast.Call):
+            _check_call(node, fname, mod, layers, extensions, add)
 
 
 def check_native_sources(files: dict[str, str]) -> list[Finding]:
     """Findings for a candidate's C++/CUDA files: the dispatcher's guards and op registrations."""
     out = []
     for name, text in files.items():
-        if not name.endswith((".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+        if not name.endswith(probes.NATIVE_SUFFIXES):
             continue
         for lineno, line in enumerate(text.splitlines(), 1):
             if m := _NATIVE_BYPASS.search(line):
                 out.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op recorder",
                                    line=lineno, file=name))
                 break
+        out += [Finding("environment-probe", f"{name} uses {what}: native code that asks where it runs (or calls "
+                        "what it names only at run time) can tell the Verifier's processes from the user's",
+                        line=lineno, file=name) for lineno, what in probes.native_probes(name, text)]
     return out
 
 

@@ -30,7 +30,7 @@ from stitchcuda import keep, runtime, timing_cpus
 from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree, report
 from stitchcuda.agents.verify.locks import LockState, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
-from stitchcuda.agents.verify.static_check import check_native_sources, check_source
+from stitchcuda.agents.verify.static_check import check_candidate_sources
 from stitchcuda.python_argv import module_argv
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
@@ -135,12 +135,9 @@ def verify(
     kept = None
     if candidate is not None:
         module_path = candidate.write(workdir)
-        static = check_source(
-            candidate.files[candidate.module],
-            filename=candidate.module,
-            reference_classes=(task.class_name, "Model"),
-            reference_module=task.path.stem,
-        ) + check_native_sources(candidate.files)
+        static = check_candidate_sources(candidate.files, candidate.module,
+                                         reference_classes=(task.class_name, "Model"),
+                                         reference_module=task.path.stem)
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)

@@ -1,0 +1,163 @@
+"""Candidates that ask where they run (agents/verify/probes.py): the command line, the environment,
+the working folder, process, user and host, /proc; in native code also symbols looked up at run
+time and raw system calls. Such a candidate can do its work only inside the Verifier's processes,
+which every dynamic check then sees doing it, so the question is the finding (`environment-probe`).
+
+The static reading on snippets, then three defeat devices through the real Verifier on the CPU:
+each does its work under the checks (its outputs are right there), and each is rejected by name."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
+
+from stitchcuda.agents.verify import probes
+from stitchcuda.agents.verify.static_check import check_candidate_sources, check_source
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+
+
+def _module(lines: str) -> str:
+    return (f"{HEADER}{lines}\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+            "        return torch.empty_like(x)\n")
+
+
+def _probes(src: str) -> list[str]:
+    return [f.message for f in check_source(_module(src)) if f.code == "environment-probe"]
+
+
+@pytest.mark.parametrize("src", [
+    "import sys\nA = sys.argv",
+    "from sys import argv\nA = len(argv)",
+    "import sys\nA = sys.orig_argv[0]",
+    "import os\nA = os.environ.get('STITCHCUDA_CACHE')",
+    "import os\nA = 'STITCHCUDA_CACHE' in os.environ",
+    "import os\nA = os.environ['HOME']",
+    "from os import environ\nA = dict(environ)",
+    "import os as o\nA = o.getenv('X')",
+    "import os\nA = os.environ.setdefault('X', '1')",  # its value read back
+    "import os\nA = os.getcwd()",
+    "from pathlib import Path\nA = Path.cwd()",
+    "import os\nA = os.getppid()",
+    "import os\nA = os.uname().nodename",
+    "import platform\nA = platform.node()",
+    "A = open('/proc/self/cmdline').read()",
+    "from pathlib import Path\nA = Path('/proc/self/status').read_text()",
+    "A = open('/sys/fs/cgroup/cpu.max').read()",
+])
+def test_a_module_reading_where_it_runs_is_flagged(src):
+    assert _probes(src), src
+
+
+@pytest.mark.parametrize("src", [
+    "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'",
+    "import os\ndel os.environ['X']",
+    "import os\nos.environ.update({'X': '1'})",
+    "import os\nos.environ.setdefault('X', '1')",
+    "import os\nA = os.sysconf('SC_PAGE_SIZE')",
+    "import os\nA = os.path.join('a', 'b')",
+    "from pathlib import Path\nA = Path(__file__).with_name('kernels.cu')",
+    "A = 'processes/system'",
+])
+def test_what_asks_nothing_passes(src):
+    assert not _probes(src), src
+
+
+@pytest.mark.parametrize(("line", "what"), [
+    ('  if (std::getenv("STITCHCUDA_CACHE")) return 0;', "getenv"),
+    ("  extern char** environ;", "environ"),
+    ("  pid_t p = getppid();", "getppid"),
+    ("  long r = syscall(39);", "syscall"),
+    ('  auto f = dlsym(RTLD_DEFAULT, "get" "env");', "dlsym"),
+    ('  FILE* f = fopen("/proc/self/cmdline", "r");', "fopen"),
+    ('  const char* where = "/proc/self/status";', "/proc or /sys"),
+    ("  struct utsname u; uname(&u);", "uname"),
+    ("  FILE* f = fopen(path, \"rb\");", "fopen"),  # a path built at run time: any file, /proc included
+    ("  std::ifstream in(path);", "ifstream"),
+    ("  int s = socket(2, 1, 0);", "socket"),
+])
+def test_native_probes(line, what):
+    text = f"#include <cstdlib>\nextern \"C\" int k(float* out) {{\n{line}\n  return 0;\n}}\n"
+    assert probes.native_probes("k.cu", text) == [(3, what)]
+
+
+def test_native_comments_and_longer_words_pass():
+    text = ("// reads nothing of getenv or /proc/self here\n/* syscall(39)\n uname */\n"
+            "__global__ void k(float* environment_scale) { float stat = 1.f; environment_scale[0] = stat; }\n"
+            "// per-channel stat (batch norm); access vectors of 4\n")
+    assert probes.native_probes("k.cu", text) == []
+    assert probes.native_probes("notes.txt", "getenv") == []
+
+
+def test_the_generated_loader_and_a_built_in_module_ask_nothing():
+    """The built-in coder's module (the kernel loader copied in, os.sysconf, Path(__file__)) and its
+    CUDA sources: no probe, so the finding costs honest generated code nothing."""
+    from pathlib import Path
+
+    from stitchcuda.agents.coder.builtin import code
+    from stitchcuda.agents.plan.planner import plan
+    from stitchcuda.types import Task
+
+    task = Task(path=(Path(__file__).parents[1] / "examples" / "gated_block.py").resolve(), class_name="Block")
+    cand = code(task, plan(task))
+    assert cand is not None and any(n.endswith(".cu") for n in cand.files)
+    found = check_candidate_sources(cand.files, cand.module, reference_classes=("Block",),
+                                    reference_module="gated_block")
+    assert found == [], found
+
+
+def test_every_python_file_of_a_candidate_is_read():
+    """A helper module beside model_new.py is held to the same rules, every function in it as if
+    forward reached it."""
+    files = {"model_new.py": _module("from helpers import f"),
+             "helpers.py": "import gc\nimport torch\n\ndef f(x):\n    return torch.relu(x)\n",
+             "k.cu": "__global__ void k() {}\n"}
+    found = {(f.code, f.file) for f in check_candidate_sources(files, "model_new.py")}
+    assert ("forbidden-import-gc", "helpers.py") in found
+    assert ("torch-compute-in-forward", "helpers.py") in found
+    assert all(file != "model_new.py" for _, file in found), found
+
+
+@pytest.fixture()
+def opts(build_cache):
+    return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
+                         time_compile=False)
+
+
+@pytest.mark.parametrize(("stem", "extra", "file"), [
+    ("hack_env_probe_argv", {}, "model_new.py"),
+    ("hack_helper_module_probe", {"stitch_helpers.py": "stitch_helpers.py"}, "stitch_helpers.py"),
+    ("hack_native_env_probe", {"probe_kernels.cpp": "probe_kernels.cpp"}, "probe_kernels.cpp"),
+])
+def test_a_defeat_device_is_rejected_though_it_works_under_the_checks(tmp_path, opts, stem, extra, file):
+    cand = hack_candidate(stem, **{name: (HACKS / src).read_text() for name, src in extra.items()})
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert not v.accepted and v.status == "hacked", (v.status, v.message)
+    assert "environment-probe" in static_codes(v), v.hack_findings
+    assert any(f.code == "environment-probe" and f.file == file for f in v.hack_findings), v.hack_findings
+    # Under the checks it did the work: every checked set it ran matched the reference, so nothing
+    # but the question it asked tells it from an honest candidate here.
+    assert v.checks and all(c["ok"] for c in v.checks), v.checks
+    assert {f.code for f in v.hack_findings} == {"environment-probe"}, v.hack_findings
+
+
+def test_the_probe_names_its_line():
+    src = _module("import sys\n\nA = 1\nB = sys.argv")
+    line = next(f.line for f in check_source(src) if f.code == "environment-probe")
+    assert src.splitlines()[line - 1] == "B = sys.argv"
+    assert isinstance(ast.parse(src), ast.Module)
+
+
+def test_a_proc_path_built_at_run_time_is_refused_as_it_is_opened(tmp_path, opts):
+    """No literal names /proc in hack_proc_read_computed, so the static reading passes it; the
+    worker's audit hook sees the open and refuses it (audit._read), naming the path."""
+    cand = hack_candidate("hack_proc_read_computed")
+    assert not [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"]
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert not v.accepted and v.status == "hacked", (v.status, v.message)
+    assert "environment-probe" in dynamic_codes(v), v.hack_findings
+    probe = next(f for f in v.hack_findings if f.code == "environment-probe")
+    assert "/proc/" in probe.message and "cmdline" in probe.message, probe.message
