@@ -38,7 +38,9 @@ launches on that stream and returns (int)cudaGetLastError(). No torch/extension.
 Hard rules (the Verifier rejects violations as reward hacking): forward() may only allocate
 outputs (torch.empty*), take views/reshape and call _lib; no PyTorch math in forward, no calling
 the reference or its layers, no caching outputs between calls, no work on other streams or threads,
-no copying GPU data to the host (.cpu(), .item(), .tolist()), no try/except fallbacks. The candidate is checked on fresh random and adversarial inputs and timed
+no copying GPU data to the host (.cpu(), .item(), .tolist()), no try/except fallbacks, and nothing
+that asks where it runs (command line, environment variables, working folder, process or host ids,
+/proc or /sys; in the C++ also getenv, dlsym, syscall, files or sockets). The candidate is checked on fresh random and adversarial inputs and timed
 against eager PyTorch and torch.compile; correct and faster wins. It is also checked once with
 autograd on and once in the other mode (after .eval() where the module was built in training mode):
 where forward's math depends on self.training (BatchNorm's statistics, dropout), follow it, or
