@@ -161,3 +161,14 @@ def test_a_proc_path_built_at_run_time_is_refused_as_it_is_opened(tmp_path, opts
     assert "environment-probe" in dynamic_codes(v), v.hack_findings
     probe = next(f for f in v.hack_findings if f.code == "environment-probe")
     assert "/proc/" in probe.message and "cmdline" in probe.message, probe.message
+
+
+@pytest.mark.parametrize("stem", ["hack_witness_gc", "hack_witness_write", "hack_witness_rebinds"])
+def test_candidates_that_find_the_witness_by_its_command_line_are_rejected_before_it_runs(tmp_path, opts, stem):
+    """The red-team candidates of test_blind.py tell the blind check's witness apart by sys.argv (that
+    file's tests switch this finding off to reach the witness's own defences): by default the
+    question is the finding, and the witness never runs them."""
+    v = verify(hack_task("ref_affine"), hack_candidate(stem), tmp_path / "v", opts)
+    assert v.status == "hacked" and not v.accepted, (v.status, v.message)
+    assert "environment-probe" in static_codes(v), v.hack_findings
+    assert "blind" not in v.phases, v.phases

@@ -67,6 +67,10 @@ class VerifyOptions:
     # Threads one worker may use for CPU work (PyTorch's intra-op pool, OpenMP, Inductor's compile
     # workers); None: their own defaults, each the machine's core count. A pool sets its share.
     cpu_threads: int | None = None
+    # False: the static `environment-probe` finding is left out (the audit hook's refusal of /proc
+    # reads stays). For the tests of the blind check's own defences, whose candidates find the
+    # witness by its command line: read by this process, out of every candidate's reach.
+    environment_probes: bool = True
 
 
 # Each of these defaults to the machine's core count per process: 16 workers on 64 cores then ran
@@ -138,6 +142,8 @@ def verify(
         static = check_candidate_sources(candidate.files, candidate.module,
                                          reference_classes=(task.class_name, "Model"),
                                          reference_module=task.path.stem)
+        if not opts.environment_probes:
+            static = [f for f in static if f.code != "environment-probe"]
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)
