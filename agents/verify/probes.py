@@ -18,46 +18,75 @@ from __future__ import annotations
 import ast
 import re
 
-# Python names (dotted, after the module's import aliases) whose use reads the process's identity.
-PY_PROBES = {
-    "sys.argv": "the command line",
-    "sys.orig_argv": "the command line",
-    "os.getenv": "an environment variable",
-    "os.getenvb": "an environment variable",
-    "os.environ": "the environment's variables",
-    "os.environb": "the environment's variables",
-    "os.getcwd": "the working folder",
-    "os.getcwdb": "the working folder",
-    "pathlib.Path.cwd": "the working folder",
-    "os.getpid": "the process id",
-    "os.getppid": "the parent process",
-    "os.getpgrp": "the process group",
-    "os.getsid": "the session",
-    "os.getuid": "the user",
-    "os.geteuid": "the user",
-    "os.getlogin": "the user",
-    "getpass.getuser": "the user",
-    "os.uname": "the host",
-    "platform.node": "the host",
-    "platform.uname": "the host",
-    "socket.gethostname": "the host",
+# `os` and `sys` answer most of where a process runs, through names no list of them keeps up with
+# (a red-team review, 2026-12-05: posix.getppid, os.getpgid, os.statvfs, os.nice, sys.getprofile,
+# sys.path). So of those two only what a kernel module needs is let through; any other use of them
+# is a probe. os.environ may be written (below); sys.path may be extended by a statement.
+OS_ALLOWED = frozenset({
+    "os.path.join", "os.path.dirname", "os.path.basename", "os.path.splitext", "os.path.split",
+    "os.path.normpath", "os.path.isfile", "os.path.isdir", "os.path.exists", "os.path.getsize",
+    "os.sep", "os.pathsep", "os.linesep", "os.fspath", "os.fsencode", "os.fsdecode", "os.PathLike",
+    "os.sysconf", "os.cpu_count", "os.makedirs", "os.environ",
+})
+SYS_ALLOWED = frozenset({
+    "sys.version", "sys.version_info", "sys.hexversion", "sys.implementation", "sys.byteorder", "sys.maxsize",
+    "sys.float_info", "sys.int_info", "sys.platform", "sys.stdout", "sys.stderr", "sys.getsizeof", "sys.path",
+    "sys.modules",  # (static_check names it: introspection)
+})
+# Modules whose business is the process, the host, the session or the clock (a module whose work
+# depends on the date is verified today and cheats later): importing one is the probe.
+PROBE_MODULES = {
+    "posix": "the process (os's own functions under another name)",
+    "nt": "the process (os's own functions under another name)",
+    "__main__": "the program that runs it",
+    "tempfile": "the temporary folder",
+    "traceback": "the call stack",
+    "faulthandler": "the process's fault handler",
+    "resource": "the process's limits",
+    "pwd": "the user",
+    "grp": "the user",
+    "getpass": "the user",
+    "platform": "the host",
+    "sysconfig": "the installation",
+    "site": "the installation",
+    "shutil": "the file system",
+    "glob": "the file system",
+    "fnmatch": "the file system",
+    "psutil": "the process",
+    "uuid": "the host",
+    "locale": "the session",
+    "time": "the clock",
+    "datetime": "the clock",
+    "calendar": "the clock",
+    "zoneinfo": "the clock",
 }
+_PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home"})
 # os.environ as the target of a write (`os.environ[k] = v`, `del os.environ[k]`) or of an update whose
-# result is thrown away: these set the build's environment and read nothing.
+# result is thrown away, and sys.path extended by a statement: these set the build's environment
+# and read nothing.
 _ENV_WRITES = frozenset({"update", "setdefault", "__setitem__"})
+_PATH_WRITES = frozenset({"insert", "append", "extend"})
 _PROC_PATHS = re.compile(r"(^|[^\w])/(proc|sys)/")
 
-# Native code: libc's readers of the same and the environment's array, the ways to call them unnamed
-# (run-time symbol lookups, raw system calls), and file and socket access, through which all of it
-# (and outputs stored by an earlier run) can be read; a kernel library has no need of any of them.
-_NATIVE_CALLS = (
-    "getenv|secure_getenv|__secure_getenv|getcwd|get_current_dir_name|getpid|getppid|getpgrp|getsid|getuid|"
-    "geteuid|getlogin|getlogin_r|cuserid|gethostname|uname|sysinfo|readlink|readlinkat|getauxval|syscall|"
-    "dlsym|dlvsym|dlopen|dlmopen|fopen|fopen64|freopen|open|open64|openat|creat|opendir|scandir|readdir|stat|"
-    "lstat|fstatat|statx|access|faccessat|socket|connect|popen|system")
-_NATIVE_NAMES = ("environ|__environ|program_invocation_name|program_invocation_short_name|ifstream|ofstream|"
-                 "fstream|filesystem")
-_NATIVE = re.compile(rf"\b(?:({_NATIVE_CALLS})\s*\(|({_NATIVE_NAMES})\b)")
+# Native code: libc's readers of the same (the environment by its three names, the program's name,
+# the stack's end), the ways to call them unnamed (run-time symbol lookups, raw system calls), file
+# and socket access (through which all of it, and outputs stored by an earlier run, can be read),
+# the file system's and the process's state, and the date (std::chrono's steady_clock, which times
+# contenders in the generated convolutions and tells no date, passes). A kernel library needs none.
+# Names distinctive enough are matched bare (a function pointer `auto g = getenv;` names no call);
+# the common words only as calls.
+_NATIVE_WORDS = (
+    "getenv|secure_getenv|__secure_getenv|environ|_environ|__environ|__progname|__progname_full|__libc_stack_end|"
+    "program_invocation_name|program_invocation_short_name|getcwd|get_current_dir_name|getpid|getppid|getpgrp|"
+    "getpgid|getsid|getuid|geteuid|getgid|getegid|getgroups|getlogin|getlogin_r|cuserid|gethostname|uname|sysinfo|"
+    "readlink|readlinkat|realpath|getauxval|syscall|dlsym|dlvsym|dlopen|dlmopen|dladdr|dlinfo|dl_iterate_phdr|"
+    "fopen|fopen64|freopen|open64|openat|opendir|fdopendir|scandir|readdir|statvfs|statfs|fstatvfs|fstatfs|"
+    "lstat|fstatat|statx|faccessat|euidaccess|eaccess|isatty|ttyname|getpriority|sched_getaffinity|getrlimit|"
+    "getrusage|prctl|pthread_getname_np|popen|gettimeofday|localtime|localtime_r|gmtime|gmtime_r|system_clock|"
+    "high_resolution_clock|ifstream|ofstream|fstream|filebuf|filesystem")
+_NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|system|nice|time|clock"
+_NATIVE = re.compile(rf"\b(?:({_NATIVE_WORDS})\b|({_NATIVE_CALLS})\s*\()")
+_ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp")
 
@@ -66,26 +95,82 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     """(what it reads, node) for each probe in a parsed module; `dotted(node)` resolves a name or
     attribute chain to its origin under the module's aliases."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    modules = {alias: origin for alias, origin in _aliases(tree).items()}
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                if (top := name.split(".")[0]) in PROBE_MODULES:
+                    found.append((f"{name} (imported): {PROBE_MODULES[top]}", node))
+            continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _PROC_PATHS.search(node.value):
             found.append((f"{node.value!r}: the process's own records", node))
+            continue
+        if isinstance(node, ast.Call) and _computed_module_lookup(node, modules):
+            found.append((f"{ast.unparse(node)[:60]}: a name of {ast.unparse(node.args[0])} looked up at run time, "
+                          "which hides what it reads", node))
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_LISTING \
+                and (dotted(node.func) or "").split(".")[0] not in ("torch", "os", "sys"):
+            found.append((f".{node.func.attr}(): a folder's contents or where it runs", node))
             continue
         if not isinstance(node, ast.Attribute | ast.Name):
             continue
         if isinstance(parents.get(id(node)), ast.Attribute):
             continue  # the chain's outermost attribute names it
         origin = dotted(node) or ""
-        name = next((n for n in PY_PROBES if origin == n or origin.startswith(n + ".")), None)
-        if name is None or (name.startswith("os.environ") and _writes_env(node, origin, parents)):
-            continue
-        found.append((f"{origin}: {PY_PROBES[name]}", node))
+        what = _os_or_sys(origin, node, parents)
+        if what is not None:
+            found.append((f"{origin}: {what}", node))
     return found
 
 
-def _writes_env(node: ast.AST, origin: str, parents: dict[int, ast.AST]) -> bool:
-    """os.environ[...] stored or deleted, or os.environ.update(...) / .setdefault(...) as a statement."""
-    if origin.rsplit(".", 1)[-1] in _ENV_WRITES:
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+    return out
+
+
+def _computed_module_lookup(call: ast.Call, modules: dict[str, str]) -> bool:
+    """getattr(os, name) / os.__dict__[name] / vars(os) with a module of os, sys and the probe
+    modules, and a name not written out."""
+    f = call.func
+    if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
+        return False
+    target, name = call.args[0], call.args[1]
+    module = modules.get(target.id) if isinstance(target, ast.Name) else None
+    if module is None or module.split(".")[0] not in {"os", "sys", *PROBE_MODULES}:
+        return False
+    return not (isinstance(name, ast.Constant) and isinstance(name.value, str))
+
+
+def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST]) -> str | None:
+    """What a use of `origin` reads, where it is a probe; None where it is not."""
+    top = origin.split(".")[0]
+    if top in ("posix", "nt"):
+        return PROBE_MODULES[top]
+    if top not in ("os", "sys") or origin in ("os", "sys"):
+        return None
+    allowed = OS_ALLOWED if top == "os" else SYS_ALLOWED
+    base = next((a for a in allowed if origin == a or origin.startswith(a + ".")), None)
+    if base is None:
+        if origin.endswith(".__dict__"):
+            return "its names looked up at run time, which hides what it reads"
+        return "the process or where it runs (not what a kernel module needs of " + top + ")"
+    if base == "os.environ" and not _writes(node, origin, parents, _ENV_WRITES):
+        return "the environment's variables"
+    if base == "sys.path" and not _writes(node, origin, parents, _PATH_WRITES):
+        return "the import path, which names the folder it runs from"
+    return None
+
+
+def _writes(node: ast.AST, origin: str, parents: dict[int, ast.AST], methods: frozenset[str]) -> bool:
+    """X[...] stored or deleted, or X.method(...) as a statement (its result thrown away)."""
+    if origin.rsplit(".", 1)[-1] in methods:
         call = parents.get(id(node))
         return isinstance(call, ast.Call) and isinstance(parents.get(id(call)), ast.Expr)
     up = parents.get(id(node))
@@ -101,6 +186,8 @@ def native_probes(name: str, text: str) -> list[tuple[int, str]]:
     for lineno, line in enumerate(code.splitlines(), 1):
         if m := _NATIVE.search(line):
             out.append((lineno, m.group(1) or m.group(2)))
+        elif m := _ASM.search(line):
+            out.append((lineno, f"asm {m.group(1)}"))
         elif _PROC_PATHS.search(line) and '"' in line:
             out.append((lineno, "/proc or /sys"))
     return out
