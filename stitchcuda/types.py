@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -130,11 +131,22 @@ class Candidate:
 
     @classmethod
     def from_file(cls, path: Path) -> Candidate:
-        """A candidate someone else wrote: the module plus the sources beside it."""
+        """A candidate someone else wrote: the module, the sources beside it that the module names
+        (and those sources' #include of sources beside them, in turn), and every header beside it.
+        Not every source in the folder: one the module never builds is not the candidate's, and
+        the Verifier reads every file it is given for hacks."""
         files = {path.name: path.read_text()}
-        for sib in path.parent.iterdir():
-            if sib.suffix in {".cu", ".cuh", ".cpp", ".h", ".hpp"} and sib.is_file():
-                files[sib.name] = sib.read_text()
+        beside = {p.name: p for p in path.parent.iterdir() if p.is_file()}
+        for name, sib in beside.items():
+            if sib.suffix in {".cuh", ".h", ".hpp"}:
+                files[name] = sib.read_text()
+        todo = [n for n in beside if Path(n).suffix in {".cu", ".cpp", ".cc", ".c"} and n in files[path.name]]
+        while todo:
+            name = todo.pop()
+            if name in files:
+                continue
+            files[name] = beside[name].read_text()
+            todo += [n for n in re.findall(r'#\s*include\s*"([^"]+)"', files[name]) if n in beside and n not in files]
         return cls(name=path.stem, files=files, module=path.name, origin="user")
 
 

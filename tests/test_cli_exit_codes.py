@@ -73,8 +73,12 @@ def test_plan_exits_0_when_every_file_is_planned_and_1_when_one_cannot_be_traced
 
 @needs_nvcc
 def test_verify_exits_1_for_anything_not_accepted(tmp_path):
-    # Built, but with no GPU here nothing was checked: not accepted.
-    built = sc("verify", str(HACKS / "ref_affine.py"), str(HACKS / "good_affine.py"), "--out", str(tmp_path / "a"))
+    # Device code (good_affine's kernels as a .cu, and a kernel), but with no GPU here nothing was checked: not accepted.
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    (cand / "good_affine.py").write_text((HACKS / "good_affine.py").read_text().replace('"kernels.cpp"', '"kernels.cu"'))
+    (cand / "kernels.cu").write_text((HACKS / "kernels.cpp").read_text() + "\n__global__ void device_code() {}\n")
+    built = sc("verify", str(HACKS / "ref_affine.py"), str(cand / "good_affine.py"), "--out", str(tmp_path / "a"))
     assert built.returncode == 1 and "unverified good_affine" in built.stderr, built.stderr[-1500:]
     bad = sc("verify", str(HACKS / "ref_affine.py"), str(HACKS / "crash_raises.py"), "--out", str(tmp_path / "b"))
     assert bad.returncode == 1, bad.stderr[-1500:]
@@ -130,3 +134,14 @@ def test_doctor_exit_code_says_whether_every_check_passed(flag):
     r = sc("doctor", "--json")
     rows = json.loads(r.stdout)
     assert sc("doctor", *flag).returncode == r.returncode == (0 if all(c["ok"] for c in rows if c["required"]) else 1)
+
+
+def test_a_user_candidate_is_its_module_and_the_sources_it_names():
+    """`stitchcuda verify REF CAND` takes CAND, the sources it names and their #include of sources
+    beside them, and the headers beside it; not every source in the folder (tests/hacks holds dozens,
+    some of them hacks the Verifier would name in a candidate that never builds them)."""
+    from stitchcuda.types import Candidate
+
+    cand = Candidate.from_file(HACKS / "good_affine.py")
+    assert set(cand.files) == {"good_affine.py", "kernels.cpp"} | {p.name for p in HACKS.glob("*.h")}
+    assert cand.module == "good_affine.py"
