@@ -260,6 +260,18 @@ def _reachable(mod: _Module, cls: ast.ClassDef) -> list[tuple[str, ast.AST]]:
     return list(seen.items())
 
 
+def _collector(filename: str) -> tuple[list[Finding], Add]:
+    """A findings list, and `add` for it: one finding per (code, line, message)."""
+    findings: list[Finding] = []
+
+    def add(code: str, msg: str, node: ast.AST | None) -> None:
+        line = getattr(node, "lineno", None)
+        if not any(f.code == code and f.line == line and f.message == msg for f in findings):
+            findings.append(Finding(code=code, message=msg, line=line, file=filename))
+
+    return findings, add
+
+
 def check_source(
     source: str,
     *,
@@ -269,13 +281,7 @@ def check_source(
     class_name: str = "ModelNew",
 ) -> list[Finding]:
     """Hack findings for a candidate module's source. An empty list means no static hack found."""
-    findings: list[Finding] = []
-
-    def add(code: str, msg: str, node: ast.AST | None) -> None:
-        line = getattr(node, "lineno", None)
-        if not any(f.code == code and f.line == line and f.message == msg for f in findings):
-            findings.append(Finding(code=code, message=msg, line=line, file=filename))
-
+    findings, add = _collector(filename)
     try:
         tree = pyast.parse(source, filename=filename)
     except SyntaxError as e:
@@ -307,13 +313,7 @@ def check_helper_source(
     """Hack findings for a Python file of the candidate other than the one defining ModelNew (a
     helper module it imports). Which of its functions forward reaches is not followed across
     modules, so every function in it is held to forward's rules."""
-    findings: list[Finding] = []
-
-    def add(code: str, msg: str, node: ast.AST | None) -> None:
-        line = getattr(node, "lineno", None)
-        if not any(f.code == code and f.line == line and f.message == msg for f in findings):
-            findings.append(Finding(code=code, message=msg, line=line, file=filename))
-
+    findings, add = _collector(filename)
     try:
         tree = pyast.parse(source, filename=filename)
     except SyntaxError as e:
