@@ -5,10 +5,13 @@ check's witness), under a sandbox, from a run folder, with StitchCUDA's variable
 environment. A candidate that reads any of that can tell a check from the user's program and do the
 work only under checks (a red-team note, 2026-12-05: the witness looks like the worker, not like the
 user's process). Behaviour that depends on who runs it cannot be verified by running it, so the
-questions themselves are hack findings (`environment-probe`): the command line, the environment's
-variables, the working folder, process, user and host identities, /proc and /sys; in native code
-also run-time symbol lookups and raw system calls, which hide which of those is called, and file and
-socket access, through which any of it can be read.
+questions themselves are hack findings (`environment-probe`). Of `os` and `sys` only what a kernel
+module needs passes (a list of what is let through: those two answer most of where a process runs,
+under names no list of probes keeps up with); modules whose business is the process, the host, the
+session or the clock are probes on import; so are folder listings, /proc and /sys, and names of
+those modules looked up at run time. In native code: the environment by any of its names, the
+program's name, process and file-system state, run-time symbol lookups and raw system calls (which
+hide what is called), file and socket access (through which any of it can be read), the date.
 
 Setting a variable (os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0" before a build) asks nothing and
 passes; reading one does not. The generated modules ask none of these."""
@@ -95,7 +98,7 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     """(what it reads, node) for each probe in a parsed module; `dotted(node)` resolves a name or
     attribute chain to its origin under the module's aliases."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    modules = {alias: origin for alias, origin in _aliases(tree).items()}
+    modules = _aliases(tree)
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -136,8 +139,8 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 
 def _computed_module_lookup(call: ast.Call, modules: dict[str, str]) -> bool:
-    """getattr(os, name) / os.__dict__[name] / vars(os) with a module of os, sys and the probe
-    modules, and a name not written out."""
+    """getattr(M, name) or hasattr(M, name) with M os, sys or a probe module, and a name not
+    written out (M.__dict__ is _os_or_sys's; vars() is static_check's dynamic-code)."""
     f = call.func
     if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
         return False
