@@ -69,6 +69,10 @@ def _probes(src: str) -> list[str]:
     "import glob\nA = glob.glob('/tmp/*')",
     "import time\nA = time.time() > 1.8e9",  # a time bomb: honest while verified, not after
     "import datetime\nA = datetime.date.today()",
+    # A review's routes (2026-12-05): os and sys under torch's names; StitchCUDA's own state.
+    "A = torch.os.environ.get('X')",
+    "A = torch.sys.argv",
+    "from stitchcuda import runtime\nA = runtime.private_build_dir() is not None",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src
@@ -88,6 +92,7 @@ def test_a_module_reading_where_it_runs_is_flagged(src):
     "import os\nA = os.path.join(os.path.dirname(__file__), 'k.cu')",
     "import os\nA = getattr(os, 'sep')",
     "import math\nA = getattr(math, 'pi')",
+    "from stitchcuda import runtime\nfrom pathlib import Path\n_lib = runtime.load(Path(__file__).with_name('k.cu'))",
 ])
 def test_what_asks_nothing_passes(src):
     assert not _probes(src), src
@@ -210,3 +215,14 @@ def test_candidates_that_find_the_witness_by_its_command_line_are_rejected_befor
     assert v.status == "hacked" and not v.accepted, (v.status, v.message)
     assert "environment-probe" in static_codes(v), v.hack_findings
     assert "blind" not in v.phases, v.phases
+
+
+def test_libc_looked_up_through_the_kernel_library_is_refused(tmp_path, opts):
+    """hack_libc_through_call asks getppid() through its own library's handle (ctypes finds libc's
+    symbols there too): the static reading sees only `_lib.call`; the audit hook refuses the lookup."""
+    cand = hack_candidate("hack_libc_through_call")
+    assert not [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"]
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert not v.accepted and v.status == "hacked", (v.status, v.message)
+    probe = next(f for f in v.hack_findings if f.code == "environment-probe")
+    assert "getppid" in probe.message, probe.message

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stitchcuda.agents.verify import probes
 from stitchcuda.types import Finding, Verdict
 
 MAX_FINDINGS = 20  # a candidate looping over refusals needs no more than this many named
@@ -519,6 +520,10 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     code = _LIBC.get(name) if isinstance(name, str) else None
     if code:
         return code, f"look up libc's {name}() through ctypes"
+    if isinstance(name, str) and name in probes.NATIVE_PROBE_NAMES:
+        # A library handle finds libc's symbols too: _lib.call("getenv", ...) read the environment
+        # from Python with no name the static reading knows (a review, 2026-12-05).
+        return "environment-probe", f"look up {name}() through ctypes: where it runs"
     if isinstance(name, str) and name.startswith(("Py", "_Py")):
         # ctypes.pythonapi: the interpreter's own C API (PyEval_GetFrame, the collector's lists).
         return INTROSPECT, f"call Python's C API ({name}) through ctypes"

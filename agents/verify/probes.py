@@ -88,6 +88,7 @@ _NATIVE_WORDS = (
     "getrusage|prctl|pthread_getname_np|popen|gettimeofday|localtime|localtime_r|gmtime|gmtime_r|system_clock|"
     "high_resolution_clock|ifstream|ofstream|fstream|filebuf|filesystem")
 _NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|system|nice|time|clock"
+NATIVE_PROBE_NAMES = frozenset(_NATIVE_WORDS.split("|")) | frozenset(_NATIVE_CALLS.split("|"))
 _NATIVE = re.compile(rf"\b(?:({_NATIVE_WORDS})\b|({_NATIVE_CALLS})\s*\()")
 _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -151,11 +152,24 @@ def _computed_module_lookup(call: ast.Call, modules: dict[str, str]) -> bool:
     return not (isinstance(name, ast.Constant) and isinstance(name.value, str))
 
 
+# Of StitchCUDA's runtime a candidate needs its loader; the rest reads the Verifier's own state
+# (private_build_dir() is set only in its sandbox: a review, 2026-12-05).
+RUNTIME_ALLOWED = frozenset({"load", "Library", "BuildError", "stream_of"})
+_REACHED_THROUGH = frozenset({"os", "sys", "posix", "nt", "_os", *PROBE_MODULES})
+
+
 def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST]) -> str | None:
     """What a use of `origin` reads, where it is a probe; None where it is not."""
-    top = origin.split(".")[0]
+    parts = origin.split(".")
+    top = parts[0]
     if top in ("posix", "nt"):
         return PROBE_MODULES[top]
+    if origin.startswith("stitchcuda.runtime.") and parts[2] not in RUNTIME_ALLOWED:
+        return "StitchCUDA's own state, which differs under the Verifier"
+    if top not in ("os", "sys") and any(p in _REACHED_THROUGH for p in parts[1:]):
+        # torch.os.environ, torch.sys.argv, posixpath.os.getcwd: the same modules under other names.
+        return "the process or where it runs, through a module that imports " + next(
+            p for p in parts[1:] if p in _REACHED_THROUGH)
     if top not in ("os", "sys") or origin in ("os", "sys"):
         return None
     allowed = OS_ALLOWED if top == "os" else SYS_ALLOWED
