@@ -57,6 +57,14 @@ abs() { local out=() p; for p in "$@"; do out+=("$(realpath "$p")"); done; echo 
 run_bench() {
   local stage=$1 secs paths flags name plist dest resume
   IFS=: read -r _ secs paths flags <<<"$stage"
+  # BENCH_UNTIL=S: the device call ends S s after this script starts; a bench after slower earlier
+  # stages gets what is left, less one candidate's timeout to finish the problems in flight.
+  if [ -n "${BENCH_UNTIL:-}" ]; then
+    local left=$(( BENCH_UNTIL - SECONDS - ${CAND_TIMEOUT:-150} - 40 ))
+    [ "$left" -lt "$secs" ] && secs=$left
+    [ "$secs" -lt 30 ] && { echo "gpu_run.sh: skipped $stage (${secs} s left before BENCH_UNTIL)" | tee -a "$OUT/skipped.txt"; return; }
+    echo "gpu_run.sh: bench deadline ${secs} s (BENCH_UNTIL=$BENCH_UNTIL, at ${SECONDS} s)"
+  fi
   name=${BENCH_NAME:-$(basename "${paths%%,*}" .py)}
   IFS=, read -ra plist <<<"$paths"
   read -ra plist <<<"$(abs "${plist[@]}")"
