@@ -197,3 +197,33 @@ def test_the_halves_split_every_tensor_once_and_change_only_their_own():
     assert _reweight([a, b], 0.5, seed=99, names=first)
     assert all(torch.equal(a.state_dict()[k], before[k]) for k in before)
     assert weight_halves(nn.Linear(4, 4, bias=False), 1) == []  # one tensor: nothing to split
+
+
+def test_masks_drawn_in_pieces_change_a_large_weight_alike_in_every_piece(monkeypatch):
+    """A weight of many mask pieces (MASK_PIECE made small: level 2's 32768 x 32768 weights take 64 of
+    the real size) changes in every piece, alike in its copy, even where the copy is strided (kept
+    transposed), and is put back exactly; the rows set changes whole rows only."""
+    from stitchcuda.agents.verify import worker
+
+    monkeypatch.setattr(worker, "MASK_PIECE", 1000)
+    torch.manual_seed(0)
+    a = nn.Linear(256, 64)
+    b = nn.Linear(256, 64)
+    b.weight = nn.Parameter(a.weight.detach().t().contiguous().t())  # (the same values, strided)
+    b.bias = nn.Parameter(a.bias.detach().clone())
+    assert not b.weight.is_contiguous()
+    w = a.weight.detach().clone()
+    assert _reweight([a, b], 2.0, seed=77)
+    changed = (a.weight.detach() != w).view(-1)
+    assert torch.equal(a.weight, b.weight)
+    pieces = changed.split(1000)
+    assert len(pieces) == 17 and all(0.02 < float(p.float().mean()) < 0.15 for p in pieces[:-1])
+    assert _reweight([a, b], 0.5, seed=77)
+    assert torch.equal(a.weight, w) and torch.equal(b.weight, w) and not b.weight.is_contiguous()
+    assert _reweight([a, b], ROWS_FACTOR, seed=78, rows=True)
+    rows = a.weight.detach() != w
+    assert torch.equal(a.weight, b.weight)
+    hit = rows.any(dim=1)
+    assert 1 <= int(hit.sum()) <= 16
+    assert 0.3 < float(rows[hit].float().mean()) < 0.7  # (half of each chosen row)
+    assert _reweight([a, b], 1 / ROWS_FACTOR, seed=78, rows=True) and torch.equal(a.weight, w)
