@@ -22,7 +22,7 @@ from typing import Any
 
 from stitchcuda import timing_cpus
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
-from stitchcuda.agents.verify.locks import SHARED_ENV
+from stitchcuda.agents.verify.locks import BESIDE_ENV, SHARED_ENV
 from stitchcuda.host_load import HostLoad
 
 from . import provenance
@@ -606,7 +606,7 @@ def run_bench(
     # As many problems at once as there are workers: each waits on its own verdicts in turn. Each
     # GPU's lock holder times on CPUs the rest of the bench stays off (stitchcuda/timing_cpus.py).
     with timing_cpus.reserved(_physical_gpus(gpus)) as kept, HostLoad() as host, \
-            ThreadPoolExecutor(max_workers=len(slots)) as problems:
+            _env(BESIDE_ENV, "1" if jobs > 1 else "0"), ThreadPoolExecutor(max_workers=len(slots)) as problems:
         book.report["meta"]["timing_cpus"] = kept or None
         runs = list(problems.map(one, todo))
     if left := sum(r is None for r in runs):
@@ -616,7 +616,7 @@ def run_bench(
     if jobs > 1:
         # Alone, nothing shares the GPU: a blind check out of memory is the candidate's (a finding),
         # not the neighbours' (the witness's log, where that is read, is the candidate's to write).
-        with _env(SHARED_ENV, "0"):
+        with _env(SHARED_ENV, "0"), _env(BESIDE_ENV, "0"):
             for run in runs:
                 if run is None or run.task is None or run.entry.get("status") != "oom" or past_deadline():
                     continue

@@ -174,6 +174,11 @@ def test_out_of_memory_problems_run_again_alone(tmp_path, monkeypatch):
     assert hungry["status"] == "oom" and hungry["ran_alone"]
     assert any("running it again alone" in e for e in events)
     assert "ran_alone" not in report["problems"][0]
+    # The Verifier's request says whether other workers share the GPU's memory: an fp64 referee out of
+    # memory beside them ends the run as out of memory (tests/test_referee_memory.py), alone it does not.
+    runs = tmp_path / "out" / "runs"
+    assert json.loads((runs / "2_Hungry" / "request.json").read_text())["beside_others"] is True
+    assert json.loads((runs / "2_Hungry-alone" / "request.json").read_text())["beside_others"] is False
     # --resume treats an out-of-memory verdict as not done.
     again = bench.run_bench([str(level)], tmp_path / "out", jobs=1, resume=True, on_event=events.append)
     assert again["problems"][1]["run"] == {"date": again["meta"]["date"], "commit": again["meta"]["commit"]}

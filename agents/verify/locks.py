@@ -56,6 +56,18 @@ def shared_checks() -> bool:
     return os.environ.get(SHARED_ENV) == "1"
 
 
+# Set by the bench while several workers verify side by side on one GPU ("1"), and for the run
+# alone of a problem that ran out of memory there ("0"); read by the Verifier into its request.
+BESIDE_ENV = "STITCHCUDA_BESIDE_OTHERS"
+
+
+def beside_others() -> bool:
+    """Whether other verifications share this GPU's memory now (STITCHCUDA_BESIDE_OTHERS=1): a
+    check that runs out of it ends the run as out of memory (which the bench runs again alone)
+    instead of letting what it would have judged stand unjudged."""
+    return os.environ.get(BESIDE_ENV) == "1"
+
+
 def turnstile_path(path: str) -> str:
     """The turnstile's file beside the GPU's lock file, a `.lock` too: the sandbox binds both and makes
     a missing one first. (The first version, 77e150f, left it unbound: each sandboxed taker made a

@@ -28,7 +28,7 @@ from typing import IO
 
 from stitchcuda import keep, runtime, timing_cpus
 from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc_tree, report
-from stitchcuda.agents.verify.locks import LockState, file_lock, held, lock_files
+from stitchcuda.agents.verify.locks import LockState, beside_others, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_candidate_sources
 from stitchcuda.python_argv import module_argv
@@ -171,6 +171,7 @@ def verify(
         # A candidate's torch.compile baseline is timed in a process of its own (_compile_baseline).
         "time_compile": opts.time_compile and candidate is None,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
+        "beside_others": beside_others(),
         "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
         "run_dir": str(workdir),
         "gpu_state": str(workdir / "gpu_state.json"),
