@@ -133,9 +133,11 @@ def blind_off(build_cache, monkeypatch):
     # PyTorch's work, with the functions the worker's old report went through rebound to clean it.
     ("ref_affine", "hack_forge_report_asdict", "torch-compute-in-forward"),
     # A forged final record written into every pipe the worker holds: it finds them by listing
-    # /proc/self/fd, which is now refused (environment-probe) before any record is written. (Its
-    # report-forged route needs a candidate that tries descriptors unlisted: not written yet.)
+    # /proc/self/fd, which is now refused (environment-probe) before any record is written.
     ("ref_affine", "hack_forge_report_pipe", "environment-probe"),
+    # The same records written natively into every descriptor from 1 to 255, tried unlisted: they
+    # reach the report pipe, unsigned.
+    ("ref_affine", "hack_forge_report_fds", "report-forged"),
     # The worker's reference instance and verdict reached through frames or the collector's lists
     # (the blind check rejected these by their outputs; the worker now refuses the reach itself).
     ("ref_linear", "hack_rebind_reference_frames", "sandbox-introspect"),
@@ -143,7 +145,8 @@ def blind_off(build_cache, monkeypatch):
     ("ref_affine", "hack_blind_the_verdict", "sandbox-introspect"),
 ])
 def test_the_worker_alone_rejects_a_candidate_that_forges_its_report(tmp_path, blind_off, ref, stem, code):
-    v = verify(hack_task(ref), hack_candidate(stem), tmp_path, blind_off)
+    extra = {"forge_kernels.cpp": (HACKS / "forge_kernels.cpp").read_text()} if stem == "hack_forge_report_fds" else {}
+    v = verify(hack_task(ref), hack_candidate(stem, **extra), tmp_path, blind_off)
     assert v.status == "hacked" and not v.accepted, (v.status, v.message, v.log_tail[-1500:])
     assert code in {f.code for f in v.hack_findings}, [(f.code, f.message) for f in v.hack_findings]
 
