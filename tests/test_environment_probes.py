@@ -73,6 +73,19 @@ def _probes(src: str) -> list[str]:
     "A = torch.os.environ.get('X')",
     "A = torch.sys.argv",
     "from stitchcuda import runtime\nA = runtime.private_build_dir() is not None",
+    # A review's routes left open at e99f8fa (2026-12-05): a constant name through getattr, a star
+    # import, a delete's KeyError, the streams' connection, a path's owner, size or cwd.
+    "import os\nA = getattr(os, 'environ').get('X')",
+    "import sys\nA = getattr(sys, 'argv')",
+    "from os import *\nA = getcwd()",
+    "import os\ntry:\n    del os.environ['STITCHCUDA_CACHE']\n    A = 1\nexcept KeyError:\n    A = 0",
+    "import sys\nA = sys.stdout.isatty()",
+    "import sys\nA = sys.stderr.fileno()",
+    "import sys\nA = sys.stdout.name",
+    "from pathlib import Path\nA = Path(__file__).stat().st_mtime",
+    "from pathlib import Path\nA = Path(__file__).parent.owner()",
+    "from pathlib import Path\nA = Path('x').absolute()",
+    "from pathlib import Path\nA = Path('~').expanduser()",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src
@@ -80,7 +93,10 @@ def test_a_module_reading_where_it_runs_is_flagged(src):
 
 @pytest.mark.parametrize("src", [
     "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'",
-    "import os\ndel os.environ['X']",
+    "import sys\nsys.stderr.write('building\\n')",
+    "import sys\nprint('x', file=sys.stderr)",
+    "import sys\nsys.stdout.flush()",
+    "from pathlib import Path\nA = Path(__file__).resolve().parent / 'k.cu'",
     "import os\nos.environ.update({'X': '1'})",
     "import os\nos.environ.setdefault('X', '1')",
     "import os\nA = os.sysconf('SC_PAGE_SIZE')",
@@ -148,6 +164,47 @@ def test_the_generated_loader_and_a_built_in_module_ask_nothing():
     found = check_candidate_sources(cand.files, cand.module, reference_classes=("Block",),
                                     reference_module="gated_block")
     assert found == [], found
+
+
+INLINE = """import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = \'\'\'
+#include <torch/extension.h>
+#include <cstdlib>
+torch::Tensor scale(torch::Tensor x) {
+  float s = std::getenv("STITCHCUDA_CACHE") ? 2.f : 0.f;
+  return x * s;
+}
+\'\'\'
+CUDA = f\'\'\'
+__global__ void k(float* y, int n) {{ int i = threadIdx.x; if (i < n) y[i] = 1.f; }}
+\'\'\'
+_ext = load_inline("inline_scale", cpp_sources=CPP, cuda_sources=CUDA, functions=["scale"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.scale(x)
+"""
+
+
+def test_cpp_in_a_python_string_is_read_as_native_source():
+    """load_inline's C++ lives in the module's strings: read for probes as a .cpp beside it is (a
+    review, 2026-12-05), the finding at the module's own line; a string without C++'s marks, or C++
+    that asks nothing, passes."""
+    found = [f for f in check_candidate_sources({"model_new.py": INLINE}, "model_new.py")
+             if f.code == "environment-probe"]
+    assert [(f.file, f.line) for f in found] == [("model_new.py", 9)], [(f.file, f.line, f.message) for f in found]
+    assert "getenv" in found[0].message
+    clean = INLINE.replace('std::getenv("STITCHCUDA_CACHE") ? 2.f : 0.f', "2.f")
+    assert not [f for f in check_candidate_sources({"model_new.py": clean}, "model_new.py")
+                if f.code == "environment-probe"]
+    words = INLINE.replace("#include <torch/extension.h>\n#include <cstdlib>\n", "").replace("torch::Tensor", "T")
+    assert "std::" in words  # (still marked as C++ by std::)
+    assert [f.line for f in check_candidate_sources({"model_new.py": words}, "model_new.py")
+            if f.code == "environment-probe"] == [7]
 
 
 def test_every_python_file_of_a_candidate_is_read():

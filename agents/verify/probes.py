@@ -63,13 +63,17 @@ PROBE_MODULES = {
     "calendar": "the clock",
     "zoneinfo": "the clock",
 }
-_PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home"})
-# os.environ as the target of a write (`os.environ[k] = v`, `del os.environ[k]`) or of an update whose
-# result is thrown away, and sys.path extended by a statement: these set the build's environment
-# and read nothing.
+_PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home", "absolute", "expanduser", "stat", "lstat",
+                           "owner", "group", "is_mount", "samefile", "readlink"})
+# os.environ as the target of a write (`os.environ[k] = v`) or of an update whose result is thrown
+# away, and sys.path extended by a statement: these set the build's environment and read nothing.
+# (`del os.environ[k]` reads: its KeyError says whether k was set.)
 _ENV_WRITES = frozenset({"update", "setdefault", "__setitem__"})
 _PATH_WRITES = frozenset({"insert", "append", "extend"})
 _PROC_PATHS = re.compile(r"(^|[^\w])/(proc|sys)/")
+# Of the standard streams, writing: isatty(), fileno(), name and the rest tell a terminal, a pipe to
+# the Verifier or a file apart (a review, 2026-12-05).
+_STREAM_USES = frozenset({"write", "flush"})
 
 # Native code: libc's readers of the same (the environment by its three names, the program's name,
 # the stack's end), the ways to call them unnamed (run-time symbol lookups, raw system calls), file
@@ -107,6 +111,9 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
             for name in names:
                 if (top := name.split(".")[0]) in PROBE_MODULES:
                     found.append((f"{name} (imported): {PROBE_MODULES[top]}", node))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("os", "sys") \
+                    and any(a.name == "*" for a in node.names):
+                found.append((f"from {node.module} import *: every name of {node.module}, unseen by this check", node))
             continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _PROC_PATHS.search(node.value):
             found.append((f"{node.value!r}: the process's own records", node))
@@ -114,6 +121,11 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
         if isinstance(node, ast.Call) and _computed_module_lookup(node, modules):
             found.append((f"{ast.unparse(node)[:60]}: a name of {ast.unparse(node.args[0])} looked up at run time, "
                           "which hides what it reads", node))
+            continue
+        if isinstance(node, ast.Call) and (named := _named_module_lookup(node, modules)) is not None:
+            # getattr(os, "environ") reads what os.environ reads (never a write: the call returns it).
+            if (what := _os_or_sys(named, node, parents)) is not None:
+                found.append((f"{named} (through getattr): {what}", node))
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_LISTING \
                 and (dotted(node.func) or "").split(".")[0] not in ("torch", "os", "sys"):
@@ -152,6 +164,18 @@ def _computed_module_lookup(call: ast.Call, modules: dict[str, str]) -> bool:
     return not (isinstance(name, ast.Constant) and isinstance(name.value, str))
 
 
+def _named_module_lookup(call: ast.Call, modules: dict[str, str]) -> str | None:
+    """`M.name` for getattr(M, "name") or hasattr(M, "name") with M os or sys, else None."""
+    f = call.func
+    if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
+        return None
+    target, name = call.args[0], call.args[1]
+    module = modules.get(target.id) if isinstance(target, ast.Name) else None
+    if module not in ("os", "sys") or not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return None
+    return f"{module}.{name.value}"
+
+
 # Of StitchCUDA's runtime a candidate needs its loader; the rest reads the Verifier's own state
 # (private_build_dir() is set only in its sandbox: a review, 2026-12-05).
 RUNTIME_ALLOWED = frozenset({"load", "Library", "BuildError", "stream_of"})
@@ -178,20 +202,25 @@ def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST]) -> str |
         if origin.endswith(".__dict__"):
             return "its names looked up at run time, which hides what it reads"
         return "the process or where it runs (not what a kernel module needs of " + top + ")"
-    if base == "os.environ" and not _writes(node, origin, parents, _ENV_WRITES):
+    if base == "os.environ" and not _writes(node, origin, parents, _ENV_WRITES, deletes=False):
         return "the environment's variables"
+    if base in ("sys.stdout", "sys.stderr") and origin != base and origin[len(base) + 1:] not in _STREAM_USES:
+        return "what the output is connected to (a terminal, a pipe to the Verifier, a file)"
     if base == "sys.path" and not _writes(node, origin, parents, _PATH_WRITES):
         return "the import path, which names the folder it runs from"
     return None
 
 
-def _writes(node: ast.AST, origin: str, parents: dict[int, ast.AST], methods: frozenset[str]) -> bool:
-    """X[...] stored or deleted, or X.method(...) as a statement (its result thrown away)."""
+def _writes(node: ast.AST, origin: str, parents: dict[int, ast.AST], methods: frozenset[str], *,
+            deletes: bool = True) -> bool:
+    """X[...] stored (or deleted, where `deletes`), or X.method(...) as a statement (its result thrown
+    away)."""
     if origin.rsplit(".", 1)[-1] in methods:
         call = parents.get(id(node))
         return isinstance(call, ast.Call) and isinstance(parents.get(id(call)), ast.Expr)
     up = parents.get(id(node))
-    return isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Store | ast.Del)
+    return isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Store | ast.Del if deletes
+                                                                             else ast.Store)
 
 
 def native_probes(name: str, text: str) -> list[tuple[int, str]]:

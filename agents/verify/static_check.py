@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stitchcuda import kernel_loader, pyast
@@ -387,20 +387,49 @@ def _check_function(
 
 
 def check_native_sources(files: dict[str, str]) -> list[Finding]:
-    """Findings for a candidate's C++/CUDA files: the dispatcher's guards and op registrations."""
-    out = []
-    for name, text in files.items():
-        if not name.endswith(probes.NATIVE_SUFFIXES):
-            continue
+    """Findings for a candidate's C++/CUDA files, and the C++ its Python files carry in strings (for
+    load_inline): the dispatcher's guards and op registrations, and environment probes."""
+    units = [(name, name, text, 0) for name, text in files.items() if name.endswith(probes.NATIVE_SUFFIXES)]
+    units += list(_inline_native(files))
+    out: list[Finding] = []
+    for file, name, text, offset in units:
         for lineno, line in enumerate(text.splitlines(), 1):
             if m := _NATIVE_BYPASS.search(line):
                 out.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op recorder",
-                                   line=lineno, file=name))
+                                   line=offset + lineno, file=file))
                 break
         out += [Finding("environment-probe", f"{name} uses {what}: native code that asks where it runs (or calls "
                         "what it names only at run time) can tell the Verifier's processes from the user's",
-                        line=lineno, file=name) for lineno, what in probes.native_probes(name, text)]
+                        line=offset + lineno, file=file) for lineno, what in probes.native_probes(f"{name}.cpp", text)]
     return out
+
+
+# A string of a Python file is C++ (load_inline's cpp_sources and cuda_sources) where it has one of
+# these marks: it was not read for probes before (a review, 2026-12-05), though it is compiled and
+# runs as a native source does.
+_CPP_MARKS = re.compile(r'#\s*include\b|__global__|extern\s+"C"|PYBIND11_MODULE|TORCH_LIBRARY|\bstd::')
+
+
+def _inline_native(files: dict[str, str]) -> Iterator[tuple[str, str, str, int]]:
+    """(file, name, text, line offset) for each string of a candidate's Python files that is C++;
+    an f-string's written parts joined."""
+    for file, source in files.items():
+        if not file.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue  # (check_source reports it)
+        inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inner:
+                text = node.value
+            else:
+                continue
+            if _CPP_MARKS.search(text):
+                yield file, f"{file}: the string at line {node.lineno}", text, node.lineno - 1
 
 
 def _check_module_node(
