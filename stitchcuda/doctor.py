@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -105,6 +106,12 @@ def checks() -> list[Check]:
                               "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
     out.append(Check("sandbox", box.ok, box.why, "running candidates isolated (the audit hook works without it)",
                      hint, required=False))
+    # The Verifier reads what the candidate's libraries call (native_symbols, native_calls) with
+    # binutils; without them those readings are skipped with a note, and only the sources' text is read.
+    tools = [t for t in ("nm", "objdump", "c++filt") if shutil.which(t) is None]
+    out.append(Check("binutils", not tools, "nm, objdump, c++filt found" if not tools else f"missing: {', '.join(tools)}",
+                     "reading what a candidate's native libraries call (hack checks)",
+                     "" if not tools else "install binutils (Debian/Ubuntu: apt-get install binutils)"))
     ncu = find_ncu()
     out.append(Check("ncu", ncu is not None, f"{ncu}: {_version([ncu, '--version'])}" if ncu else
                      "not found: verdicts are timing-only", "kernel profiles (Nsight Compute)",

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from stitchcuda.agents.verify import native_calls
 from stitchcuda.types import Finding
 
 _KERNEL_SPACES = re.compile(
@@ -180,13 +181,32 @@ def undefined_symbols(library: Path) -> list[str] | None:
     return out.stdout.splitlines() if out.returncode == 0 else None
 
 
-def findings(folder: Path, ops: frozenset[str] | None = None) -> tuple[list[Finding], str]:
+def findings(folder: Path, ops: frozenset[str] | None = None, *, probes: bool = True) -> tuple[list[Finding], str]:
     """(hack findings, a note) for the shared libraries under `folder`, the run folder: the
     proposal's prebuilt library, and whatever the worker built (sandbox.Box puts every build folder
-    of a worker there, TORCH_EXTENSIONS_DIR's and StitchCUDA's private builds)."""
+    of a worker there, TORCH_EXTENSIONS_DIR's and StitchCUDA's private builds). With `probes`, also
+    the environment probes the candidate's own machine code calls (native_calls)."""
     libraries = sorted(p for p in Path(folder).rglob("*.so") if p.is_file())
     if not libraries:
         return [], ""
+    probe_found, probe_notes = [], []
+    for lib in libraries if probes else []:
+        calls, note = native_calls.probe_calls(lib)
+        if note:
+            probe_notes.append(note)
+        if calls:
+            named = sorted({n for names in calls.values() for n in names})
+            where = ", ".join(sorted(calls)[:4])
+            probe_found.append(Finding(
+                "environment-probe", f"{lib.name}: its own code calls {', '.join(named[:6])} (in {where}; read from "
+                "its machine code): native code that asks where it runs can tell the Verifier's processes from "
+                "the user's"))
+    found_more, note_more = _symbol_findings(libraries, ops)
+    return found_more + probe_found, "; ".join(n for n in [note_more, *probe_notes] if n)
+
+
+def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple[list[Finding], str]:
+    """findings()'s reading of the libraries' undefined dynamic symbols."""
     ops = ops if ops is not None else operator_names()
     found: dict[str, set[str]] = {}
     python: dict[str, set[str]] = {}

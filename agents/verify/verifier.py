@@ -252,7 +252,7 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
     verdict = _read_verdict(workdir, candidate, outcome)
     verdict.sandboxed, verdict.sandbox = box.active, box.why
     if candidate is not None:
-        _native_symbols_check(verdict, workdir)
+        _native_symbols_check(verdict, workdir, probes=opts.environment_probes)
     cancelled = cancel is not None and cancel.is_set()
     timed = candidate is not None and verdict.accepted and verdict.ours is not None and not static and not cancelled
     if timed and on_timed is not None:
@@ -275,8 +275,8 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
     return verdict
 
 
-def _native_symbols_check(verdict: Verdict, workdir: Path) -> None:
-    found, note = native_symbols.findings(workdir)
+def _native_symbols_check(verdict: Verdict, workdir: Path, *, probes: bool = True) -> None:
+    found, note = native_symbols.findings(workdir, probes=probes)
     if note:
         verdict.notes.append(note)
     if found:
