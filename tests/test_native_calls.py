@@ -68,6 +68,27 @@ def test_an_address_taken_is_read_as_a_call(tmp_path, monkeypatch):
     assert calls == {"k": {"__environ"}}, calls
 
 
+RAW = """#include <cstdint>
+extern "C" int k(const float* x, float* y, int64_t n, void*) {
+  long r;
+  asm volatile(
+      "mov $39, %%eax\\n\\t"
+      "sys" "call"
+      : "=a"(r) : : "rcx", "r11", "memory");
+  for (int64_t i = 0; i < n; ++i) y[i] = r > 0 ? x[i] : 0.f;
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 assembly")
+def test_a_raw_system_call_split_over_lines_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    assert probes.native_probes("k.cpp", RAW) == []  # (no line holds asm and syscall together)
+    calls, _ = native_calls.probe_calls(_built(tmp_path, "raw.cpp", RAW))
+    assert calls == {"k": {"syscall"}}, calls
+
+
 def test_honest_code_calls_nothing_it_should_not(tmp_path, monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
     calls, note = native_calls.probe_calls(_built(tmp_path, "honest.cpp", HONEST))
