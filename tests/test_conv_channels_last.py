@@ -489,3 +489,63 @@ def test_on_the_gpu_channels_last_candidates_match_the_module(tmp_path, monkeypa
         assert all("result, NCHW plan and a copy" in ln for ln in kept), kept
     elif nhwc_plan == "1":
         assert all("result, cuDNN NHWC plan" in ln for ln in kept), kept
+
+
+class SoftmaxOverWidth(nn.Module):
+    """conv -> BN -> softmax over W -> conv (UNetSoftmax's DoubleConv): the softmax over W held every
+    convolution NCHW, and cuDNN turned each one's operands to NHWC and back (0.78 of 3.79 ms on the
+    H100, 2026-12-05)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 32, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 8, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.conv2(torch.softmax(self.bn(self.conv(x)), dim=-1))
+
+
+def test_a_softmax_over_width_joins_the_tail_under_the_switch(monkeypatch):
+    """STITCHCUDA_LAYOUT_SOFTMAX=1: the softmax over W reads and writes channels-last storage (its
+    dim renumbered: W is dim 2 of N, H, W, C), the next convolution reads it as it is, and the
+    softmax's kernel is the column one split over warps (C = 32 neighbouring outputs). Off, the plan
+    is as before: every convolution NCHW."""
+    from stitchcuda.agents.coder import emit_reduce
+
+    inputs = [torch.randn(2, 3, 10, 40)]
+    off = planner.plan_graph(graph.trace_module(SoftmaxOverWidth().eval(), inputs))
+    assert not _conv(off)["args"].get("channels_last")  # (the last one's result is returned: channels-last)
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    plan = planner.plan_graph(graph.trace_module(SoftmaxOverWidth().eval(), inputs))
+    assert plan.supported, plan.unsupported
+    first, second = [n for n in plan.graph if n["op"] == "convolution"]
+    assert first["args"]["channels_last"] and second["args"].get("input_channels_last"), (first["args"], second["args"])
+    softmax = next(n for n in plan.graph if n["op"] == "_softmax")
+    assert softmax["args"]["dim"] == 2 and softmax["shape"] == [2, 10, 40, 32], softmax
+    assert any("cols split over 8 warps" in g.note for g in plan.groups), [g.note for g in plan.groups]
+
+
+def test_the_softmax_over_width_plan_still_computes_the_module(monkeypatch):
+    from stitchcuda.agents.coder import emit_reduce
+
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    torch.manual_seed(2)
+    module = SoftmaxOverWidth().eval()
+    inputs = [torch.randn(2, 3, 10, 40)]
+    stored, views = planned_reference(module, inputs)
+    got = stored[0] if views[0] is None else stored[0].permute(*views[0]["args"]["dims"]) \
+        if views[0]["op"] == "permute" else stored[0].view(views[0]["args"]["size"])
+    torch.testing.assert_close(got, module(*inputs).detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+@pytest.mark.skipif(cudnn_include() is None, reason="no cudnn.h (set STITCHCUDA_EXTRA_INCLUDE to a folder with it)")
+def test_the_softmax_over_width_candidate_builds_for_sm90(tmp_path, monkeypatch):
+    from stitchcuda.agents.coder import emit_reduce
+
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    cand = builtin_candidate(SoftmaxOverWidth().eval(), [torch.randn(2, 3, 10, 40)], host=False)
+    assert "sc_softmax_cols_split" in cand.files[next(k for k in cand.files if k.endswith(".cu"))]
+    assert_builds_clean_for_sm90(cand, tmp_path / "softmax_w.cu", cudnn_include())

@@ -465,3 +465,33 @@ def test_scalar_loads_batched_or_not_give_the_same_bits(tmp_path, monkeypatch, c
         results.append(bufs[: len(k.outputs)])
     for one, eight in zip(*results, strict=True):
         torch.testing.assert_close(eight, one, rtol=0, atol=0, equal_nan=True)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("shape", [(2, 5, 40, 64), (2, 3, 17, 40)])
+def test_a_column_softmax_split_over_warps(tmp_path, monkeypatch, shape):
+    """Under STITCHCUDA_LAYOUT_SOFTMAX=1, a softmax over a middle dim with 32 or more neighbouring
+    outputs (channels-last storage's softmax over W) runs its columns split over 8 warps: the device
+    kernel builds for sm_90, and the host entry (one column at a time) matches torch. Off: the
+    thread-a-column plan, as before."""
+    import subprocess
+
+    g = graph.trace_module(Fn(lambda x: torch.softmax(x, dim=2)), [torch.randn(*shape)])
+    assert kernels.emit(g, "_softmax", "k0").ops[0].endswith(", cols")
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    k = kernels.emit(g, "_softmax", "k0")
+    assert k.ops[0].endswith("cols split over 8 warps"), k.ops
+    lib = kernels.library([k], tmp_path / "lib")
+    x = torch.randn(*shape) * 4
+    y = torch.empty_like(x)
+    assert lib._fn("k0_host")(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), None) == 0
+    torch.testing.assert_close(y, torch.softmax(x, dim=2), rtol=1e-5, atol=1e-6)
+    src = next((tmp_path / "lib").rglob("*.cu"), None) or (tmp_path / "k.cu")
+    if not src.exists():
+        src.write_text(k.source)
+    done = subprocess.run([runtime.find_nvcc(), "-cubin", "-arch=sm_90", "-O3", "-std=c++17", str(src), "-o",
+                           str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"sc_softmax_cols_split" in (tmp_path / "k.cubin").read_bytes()

@@ -602,6 +602,24 @@ def _pick(vec: int, kernel: Callable[[int], str]) -> str:
 
 _SOFTMAX_MODES = {"_softmax": 0, "_log_softmax": 1, "_safe_softmax": 2}  # MODE of the CUDA templates
 
+# STITCHCUDA_LAYOUT_SOFTMAX=1: a softmax over any dim may join a convolution's channels-last tail
+# (planner._pointwise_tail; only the channels' softmax did), and columns of 32 or more neighbouring
+# outputs are split over warps (sc_softmax_cols_split). Off until measured on a GPU against the
+# NCHW plan: UNetSoftmax's softmax over W kept every convolution NCHW, 0.78 of its 3.79 ms in
+# cuDNN's layout transforms (H100, 2026-12-05).
+LAYOUT_SOFTMAX_ENV = "STITCHCUDA_LAYOUT_SOFTMAX"
+_SPLIT_WARPS = 8
+
+
+def layout_softmax() -> bool:
+    return os.environ.get(LAYOUT_SOFTMAX_ENV, "0") == "1"
+
+
+def _split_columns(lay: Layout, inner: int) -> bool:
+    """Whether a column softmax runs split over warps: under the switch, 32 or more neighbouring
+    outputs (a warp's loads coalesced) and rows long enough to share among the warps."""
+    return layout_softmax() and inner >= 32 and lay.r >= 2 * _SPLIT_WARPS
+
 
 def _softmax(ctx: EmitContext, op: str) -> Kernel:
     src, out, lay, inner = _along(ctx)
@@ -616,6 +634,12 @@ def _softmax(ctx: EmitContext, op: str) -> Kernel:
         return _softmax_prologue(ctx, ctx.prologue, out, lay, inner, flag, rows, note + (", strided" if strided else ""), ep)
     note_ep = f", epilogue {' -> '.join(ep.ops) or 'copy'}" if ep is not None else ""
     host = f"sc_softmax_col<{name}_ix, {flag}, {inner}LL>(x, y, o{_ep_arg(ep)})"
+    if not rows and _split_columns(lay, inner):
+        blocks = -(-lay.n // 32)
+        launch = (f"  sc_softmax_cols_split<{name}_ix, {flag}, {inner}LL, {_SPLIT_WARPS}><<<{blocks}, "
+                  f"{32 * _SPLIT_WARPS}, 0, stream>>>(x, y{_ep_arg(ep)});")
+        return _along_kernel(ctx, src, out, lay, launch, host, note + f", cols split over {_SPLIT_WARPS} warps" + note_ep,
+                             ep)
     if not rows:
         blocks = -(-lay.n // BLOCK)
         launch = f"  sc_softmax_cols<{name}_ix, {flag}, {inner}LL><<<{blocks}, {BLOCK}, 0, stream>>>(x, y{_ep_arg(ep)});"
@@ -681,6 +705,10 @@ def _softmax_prologue(ctx: EmitContext, pro: Prologue, out: OutSpec, lay: Layout
             launch = (f"  if (x.aligned({vec}) && sc_aligned(y, {vec}))\n  sc_softmax_rows_ld<{name}_ix, {flag}, {tpr}, {vec}>"
                       f"{grid}\n  else\n{launch}")
         note += f", rows two passes tpr {tpr} vec {vec}"
+    elif _split_columns(lay, inner):
+        launch = (f"  sc_softmax_cols_split_ld<{name}_ix, {flag}, {inner}LL, {_SPLIT_WARPS}><<<{-(-lay.n // 32)}, "
+                  f"{32 * _SPLIT_WARPS}, 0, stream>>>(x, y{e});")
+        note += f", cols split over {_SPLIT_WARPS} warps"
     else:
         launch = f"  sc_softmax_cols_ld<{name}_ix, {flag}, {inner}LL><<<{-(-lay.n // BLOCK)}, {BLOCK}, 0, stream>>>(x, y{e});"
         note += ", cols"

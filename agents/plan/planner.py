@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stitchcuda.agents.coder import codegen, kernels
+from stitchcuda.agents.coder.emit_reduce import layout_softmax
 from stitchcuda.agents.graph import (
     LOGICAL_VIEWS,
     UNSAVED_BUFFER_BYTES,
@@ -1022,7 +1023,7 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
             cl = list(channels_last_shape(node["shape"]))
             node["shape"], node["stride"], node["offset"] = cl, contiguous_strides(cl), 0
             if node["op"] in _CHANNEL_SOFTMAX:
-                node["args"] = {**node["args"], "dim": len(shape) - 1}
+                node["args"] = {**node["args"], "dim": _channels_last_dim(node["args"]["dim"], len(shape))}
         inside = {n["name"] for n in members}
         for node in ends:
             dims = node["args"].get("dim")
@@ -1247,8 +1248,11 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     members.append(result)
                     frontier.append(result["name"])
                 continue
+            # A softmax over the channels is one over channels-last storage's rows; over another dim
+            # (UNetSoftmax's W), one over its columns, under STITCHCUDA_LAYOUT_SOFTMAX (emit_reduce).
             channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
-                               and user["args"]["dim"] % len(shape) == 1 and list(iter_refs(user["args"])) == [name])
+                               and (user["args"]["dim"] % len(shape) == 1 or layout_softmax())
+                               and list(iter_refs(user["args"])) == [name])
             pointwise = codegen.pointwise_support(user) is None or channel_softmax
             # Its shape may be larger than `here` by broadcasting (a pooled [N, C, 1, 1] times the
             # conv's result), never by an operand from outside: the operand checks below refuse those.

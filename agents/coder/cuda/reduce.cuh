@@ -528,6 +528,36 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restr
   if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o, ep);
 }
 
+// Columns split over warps: a block takes 32 neighbouring outputs (coalesced where INNER is a
+// multiple of 32: channels-last storage's softmax over W, threads along C), each of its WARPS warps a
+// slice of the rows; their (max, sum) pairs meet in shared memory, then each warp writes its slice,
+// re-read from L2. A thread a whole column (sc_softmax_cols) left 128 blocks of 2 x 512 serial loads
+// for 32,768 columns of 512.
+template <class Ix, int MODE, int64_t INNER, int WARPS, class T, class TO, class Ep = sc_red_no_ep>
+__global__ void __launch_bounds__(32 * WARPS)
+sc_softmax_cols_split(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{}) {
+  __shared__ float part_m[WARPS][32], part_s[WARPS][32];
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int64_t o = (int64_t)blockIdx.x * 32 + lane;
+  const bool live = o < Ix::N;
+  const sc_red_lse op{0.0f, 0.0f};
+  const int64_t chunk = (Ix::R + WARPS - 1) / WARPS, lo = w * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  auto st = op.init();
+  if (live && lo < hi) st = sc_red_part<sc_red_lse, Ix, 1>(op, x, o, lo, hi, 0, 1);
+  part_m[w][lane] = st.m;
+  part_s[w][lane] = st.s;
+  __syncthreads();
+  auto all = op.init();
+#pragma unroll
+  for (int k = 0; k < WARPS; ++k) op.merge(all, sc_red_lse::State{part_m[k][lane], part_s[k][lane]});
+  if (!live) return;
+  const float d = sc_softmax_div<MODE>(all);
+  const T* row = x + Ix::base(o);
+  const int64_t e0 = (o / INNER) * Ix::R * INNER + o % INNER;
+  for (int64_t r = lo; r < hi; ++r)
+    y[e0 + r * INNER] = sc_from_f<TO>(ep(e0 + r * INNER, sc_softmax_out<MODE>(sc_to_f(row[Ix::off(r)]), all.m, d)));
+}
+
 // A row that fits in registers: ITEMS chunks of VEC elements per thread, read once.
 template <class Ix, int MODE, int VEC, int TPR, int ITEMS, class T, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(TPR < SC_RED_BLOCK ? SC_RED_BLOCK : TPR)
@@ -643,6 +673,32 @@ template <class Ix, int MODE, int64_t INNER, class Ld, class TO, class Ep = sc_r
 __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   const int64_t o = (int64_t)blockIdx.x * SC_RED_BLOCK + threadIdx.x;
   if (o < Ix::N) sc_softmax_col_ld<Ix, MODE, INNER>(ld, y, o, ep);
+}
+
+// sc_softmax_cols_split's form with a loader (the operand computed as it is read, both passes).
+template <class Ix, int MODE, int64_t INNER, int WARPS, class Ld, class TO, class Ep = sc_red_no_ep>
+__global__ void __launch_bounds__(32 * WARPS)
+sc_softmax_cols_split_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
+  __shared__ float part_m[WARPS][32], part_s[WARPS][32];
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int64_t o = (int64_t)blockIdx.x * 32 + lane;
+  const bool live = o < Ix::N;
+  const sc_red_lse op{0.0f, 0.0f};
+  const int64_t chunk = (Ix::R + WARPS - 1) / WARPS, lo = w * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
+  auto st = op.init();
+  if (live && lo < hi) st = sc_red_part_ld<sc_red_lse, Ix>(op, ld, o, lo, hi, 0, 1);
+  part_m[w][lane] = st.m;
+  part_s[w][lane] = st.s;
+  __syncthreads();
+  auto all = op.init();
+#pragma unroll
+  for (int k = 0; k < WARPS; ++k) op.merge(all, sc_red_lse::State{part_m[k][lane], part_s[k][lane]});
+  if (!live) return;
+  const float d = sc_softmax_div<MODE>(all);
+  const int64_t b = Ix::base(o);
+  const int64_t e0 = (o / INNER) * Ix::R * INNER + o % INNER;
+  for (int64_t r = lo; r < hi; ++r)
+    y[e0 + r * INNER] = sc_from_f<TO>(ep(e0 + r * INNER, sc_softmax_out<MODE>(ld(b + Ix::off(r)), all.m, d)));
 }
 
 // ...and a group of TPR threads per contiguous row: the online max/sum pass, then the writes.
