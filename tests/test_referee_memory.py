@@ -33,3 +33,13 @@ def test_alone_the_miss_stands_with_the_referees_reason(tmp_path, opts, monkeypa
     assert v.status == "incorrect" and not v.accepted, (v.status, v.message)
     missed = [c for c in v.checks if c.get("ok") is False]
     assert missed and "the reference failed in float64: OutOfMemoryError" in missed[0]["referee"]["message"], missed
+
+
+def test_a_miss_on_the_grad_enabled_set_is_not_skipped_for_the_referees_memory(tmp_path, opts, monkeypatch):
+    """The grad-enabled set skips itself where the reference fails with autograd on; the referee
+    out of memory is not that (a review, 2026-12-05: skipped, a candidate wrong only under autograd
+    passed whenever the referee ran out of memory beside other workers)."""
+    monkeypatch.setenv(BESIDE_ENV, "1")
+    v = verify(hack_task("ref_affine_fp64_oom"), hack_candidate("hack_grad_mode"), tmp_path / "v", opts)
+    assert v.status == "oom" and not v.accepted, (v.status, v.message, v.notes)
+    assert "grad-enabled" in v.message, v.message

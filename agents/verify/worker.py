@@ -920,6 +920,12 @@ def _judged_under(v: Verdict) -> str:
     return v.judged_policy or "strict"
 
 
+class RefereeOutOfMemory(torch.cuda.OutOfMemoryError):
+    """The fp64 referee out of GPU memory beside other workers: the run's verdict is out of memory.
+    Checks that skip a set whose reference fails re-raise it: skipped, a miss of the candidate's on
+    the grad-enabled or other-mode set went unjudged and passed (a review, 2026-12-05)."""
+
+
 def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str], args: list[Any], ref_outs: list[Any],
                   cand_outs: list[Any], tol: Tolerance, policy: str = "strict",
                   why: list[str] | None = None) -> Mismatch | None:
@@ -958,7 +964,7 @@ def _fp64_referee(ref, buffers: list[torch.Tensor] | None, ref_ops: Counter[str]
             # candidate off by 1 element in 5e8 was failed so, and solved at 3xTF32 in 3.5x the time
             # (level 2's 2_ConvTranspose2d, 8 workers on an 80 GB H100, 2026-12-05). The run ends as
             # out of memory instead, which the bench runs again alone.
-            raise torch.cuda.OutOfMemoryError(f"the fp64 referee, judging a miss, beside other workers: {e}") from e
+            raise RefereeOutOfMemory(f"the fp64 referee, judging a miss, beside other workers: {e}") from e
         unjudged(f"the reference failed in float64: {type(e).__name__}: {e}")
         return None
     except Exception as e:  # noqa: BLE001
@@ -1931,6 +1937,8 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
     try:
         m, _ = _judged_by_reference(v, ref, args, seed, None if failed is not None else call.outs, tol, ref_ops,
                                     numerics, grad=True)
+    except RefereeOutOfMemory:
+        raise
     except Exception as e:  # noqa: BLE001 - in-place work on a parameter, say: autograd refuses the reference itself
         v.notes.append(f"grad-enabled set skipped: the reference itself fails with autograd on ({e})"[:300])
         return
@@ -1989,6 +1997,8 @@ def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol:
         try:
             m, _ = _judged_by_reference(v, ref, args, seed, None if failed is not None else call.outs, tol, ref_ops,
                                         numerics)
+        except RefereeOutOfMemory:
+            raise
         except Exception as e:  # noqa: BLE001 - a module that refuses the mode itself
             v.notes.append(f"{mode}-mode set skipped: the reference itself fails in {mode} mode ({e})"[:300])
             return
