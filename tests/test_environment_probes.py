@@ -83,8 +83,6 @@ def _probes(src: str) -> list[str]:
     "import sys\nA = sys.stderr.fileno()",
     "import sys\nA = sys.stdout.name",
     "from pathlib import Path\nA = Path(__file__).stat().st_mtime",
-    "from pathlib import Path\nA = Path(__file__).parent.owner()",
-    "from pathlib import Path\nA = Path('x').absolute()",
     "from pathlib import Path\nA = Path('~').expanduser()",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
@@ -97,6 +95,8 @@ def test_a_module_reading_where_it_runs_is_flagged(src):
     "import sys\nprint('x', file=sys.stderr)",
     "import sys\nsys.stdout.flush()",
     "from pathlib import Path\nA = Path(__file__).resolve().parent / 'k.cu'",
+    "import re\nA = int(re.match(r'(\\d+)', torch.__version__).group(1))",
+    "A = torch.ones(3).absolute()",
     "import os\nos.environ.update({'X': '1'})",
     "import os\nos.environ.setdefault('X', '1')",
     "import os\nA = os.sysconf('SC_PAGE_SIZE')",
@@ -132,8 +132,11 @@ def test_what_asks_nothing_passes(src):
     ("  extern void* __libc_stack_end;", "__libc_stack_end"),
     ("  if (getpgid(0) == 0) return 0;", "getpgid"),
     ("  struct statvfs s; statvfs(\"/\", &s);", "statvfs"),
-    ("  asm volatile(\"syscall\" : : : \"rcx\");", "syscall"),
+    ("  asm volatile(\"syscall\" : : : \"rcx\");", "asm syscall"),  # (asm's text, strings left out for names)
     ("  auto t = std::chrono::system_clock::now();", "system_clock"),  # a date: a time bomb's trigger
+    # A review's routes (2026-12-05): PyTorch's own reader of the environment; the date by its call.
+    ('  auto v = c10::utils::get_env("STITCHCUDA_CACHE");', "get_env"),
+    ("  struct timespec ts; clock_gettime(0, &ts);", "clock_gettime"),
 ])
 def test_native_probes(line, what):
     text = f"#include <cstdlib>\nextern \"C\" int k(float* out) {{\n{line}\n  return 0;\n}}\n"
@@ -201,10 +204,20 @@ def test_cpp_in_a_python_string_is_read_as_native_source():
     clean = INLINE.replace('std::getenv("STITCHCUDA_CACHE") ? 2.f : 0.f', "2.f")
     assert not [f for f in check_candidate_sources({"model_new.py": clean}, "model_new.py")
                 if f.code == "environment-probe"]
-    words = INLINE.replace("#include <torch/extension.h>\n#include <cstdlib>\n", "").replace("torch::Tensor", "T")
-    assert "std::" in words  # (still marked as C++ by std::)
+    words = INLINE.replace("#include <torch/extension.h>\n#include <cstdlib>\n", "")
+    assert "torch::" in words  # (still marked as C++ by torch::, as load_inline's cpp_sources need no #include)
     assert [f.line for f in check_candidate_sources({"model_new.py": words}, "model_new.py")
             if f.code == "environment-probe"] == [7]
+
+
+def test_prose_and_messages_naming_calls_pass():
+    """A docstring citing C++ (`std::transform`, "one pass at a time (...)") is prose, and a string
+    literal inside C++ (TORCH_CHECK's "misaligned access (...)") names no call (a review, 2026-12-05)."""
+    doc = ('"""Like std::transform, one pass at a time (no extra reads); memory access (the bias) coalesced."""\n'
+           + INLINE.replace('std::getenv("STITCHCUDA_CACHE") ? 2.f : 0.f',
+                            '2.f;\n  TORCH_CHECK(x.is_contiguous(), "misaligned access (x must be contiguous)")'))
+    found = [f for f in check_candidate_sources({"model_new.py": doc}, "model_new.py") if f.code == "environment-probe"]
+    assert found == [], [(f.line, f.message) for f in found]
 
 
 def test_every_python_file_of_a_candidate_is_read():

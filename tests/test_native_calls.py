@@ -81,6 +81,30 @@ extern "C" int k(const float* x, float* y, int64_t n, void*) {
 """
 
 
+HIDDEN = """#include <cstdint>
+#include <cstdlib>
+#define JOIN(a, b) a##b
+typedef char* (*fn)(const char*);
+fn tbl[] = {&JOIN(get, env)};
+__attribute__((section("hot_kernels"), noinline)) float ask() { return JOIN(get, env)("HOME") ? 2.f : 0.f; }
+extern "C" int k(const float* x, float* y, int64_t n, void*) {
+  float s = tbl[0]("HOME") ? ask() : 0.f;
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+  return 0;
+}
+"""
+
+
+def test_a_function_in_a_section_of_its_own_and_a_table_of_pointers_are_read(tmp_path, monkeypatch):
+    """A review's routes past the first version (2026-12-05): a function placed in a section other
+    than .text was never disassembled, and a probe's address in a table of function pointers is a
+    relocation of the data, which no instruction shows."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    calls, _ = native_calls.probe_calls(_built(tmp_path, "hidden.cpp", HIDDEN))
+    assert calls.get("_Z3askv") == {"getenv"}, calls
+    assert calls.get("(a pointer in its data)") == {"getenv"}, calls
+
+
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 assembly")
 def test_a_raw_system_call_split_over_lines_is_read(tmp_path, monkeypatch):
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))

@@ -35,7 +35,8 @@ _FUNCTION = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 _REFERENCE = re.compile(r"<([^<>\s+]+)(?:\+0x[0-9a-f]+)?>")
 _RAW_CALL = re.compile(r"\t(syscall|sysenter|int\s+\$0x80)\b")
 # Demangled C++ imports that name a probe: file streams' members, std::filesystem, the date.
-_CXX_PROBE = re.compile(r"(basic_[io]?fstream|basic_filebuf|filesystem|system_clock|high_resolution_clock)")
+_CXX_PROBE = re.compile(r"(basic_[io]?fstream|basic_filebuf|filesystem|system_clock|high_resolution_clock"
+                        r"|c10::utils::(?:get|has|check)_env)")
 _SECTION = re.compile(r"^Disassembly of section (\S+):$")
 
 
@@ -99,6 +100,19 @@ def _demangle(names: Iterable[str]) -> dict[str, str]:
     return dict(zip(names, lines, strict=False)) if len(lines) == len(names) else {n: n for n in names}
 
 
+def _data_pointers(library: Path) -> list[str]:
+    """The imported symbols the library's data holds the address of (R_X86_64_64 / R_AARCH64_ABS64
+    dynamic relocations), any version dropped."""
+    readelf = _tool("readelf")
+    out = _run([readelf, "-rW", str(library)]) if readelf is not None else None
+    names = []
+    for line in (out or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[2] in ("R_X86_64_64", "R_AARCH64_ABS64"):
+            names.append(parts[4].split("@")[0])
+    return names
+
+
 def probe_calls(library: Path) -> tuple[dict[str, set[str]], str]:
     """({function: the probes it calls or whose address it takes}, a note where it could not read)
     for the candidate's own functions in `library`."""
@@ -129,8 +143,10 @@ def probe_calls(library: Path) -> tuple[dict[str, set[str]], str]:
     code = False
     for line in listing.splitlines():
         if m := _SECTION.match(line):
-            # Code sections only: the PLT's stubs reference every import, each its own.
-            code = m.group(1) == ".text" or m.group(1).startswith((".text.", ".init", ".fini"))
+            # Every section objdump disassembles (the executable ones, whatever their name: a
+            # function put in a section of its own was skipped when only .text was read) but the
+            # PLT's, whose stubs reference every import, each its own.
+            code = not m.group(1).startswith(".plt")
             own = False
             continue
         if not code:
@@ -154,6 +170,13 @@ def probe_calls(library: Path) -> tuple[dict[str, set[str]], str]:
                 found.setdefault(current, set()).add(name)
             elif name.startswith("_Z"):
                 cxx.setdefault(current, set()).add(name)
+    # A probe's address stored in the library's data (a table of function pointers): an absolute
+    # relocation naming it, which no instruction shows. (The static CUDA runtime has none.)
+    for name in _data_pointers(library):
+        if name in probes.NATIVE_PROBE_NAMES:
+            found.setdefault("(a pointer in its data)", set()).add(name)
+        elif name.startswith("_Z"):
+            cxx.setdefault("(a pointer in its data)", set()).add(name)
     if cxx:
         plain = _demangle(n for names in cxx.values() for n in names)
         for fn, names in cxx.items():

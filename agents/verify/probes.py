@@ -63,8 +63,10 @@ PROBE_MODULES = {
     "calendar": "the clock",
     "zoneinfo": "the clock",
 }
-_PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home", "absolute", "expanduser", "stat", "lstat",
-                           "owner", "group", "is_mount", "samefile", "readlink"})
+# (Not `group`, `owner` or `absolute`: a regex match's .group(1) and a tensor's .absolute() are not
+# paths; a review, 2026-12-05.)
+_PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home", "expanduser", "stat", "lstat",
+                           "is_mount", "samefile", "readlink"})
 # os.environ as the target of a write (`os.environ[k] = v`) or of an update whose result is thrown
 # away, and sys.path extended by a statement: these set the build's environment and read nothing.
 # (`del os.environ[k]` reads: its KeyError says whether k was set.)
@@ -90,12 +92,16 @@ _NATIVE_WORDS = (
     "fopen|fopen64|freopen|open64|openat|opendir|fdopendir|scandir|readdir|statvfs|statfs|fstatvfs|fstatfs|"
     "lstat|fstatat|statx|faccessat|euidaccess|eaccess|isatty|ttyname|getpriority|sched_getaffinity|getrlimit|"
     "getrusage|prctl|pthread_getname_np|popen|gettimeofday|localtime|localtime_r|gmtime|gmtime_r|system_clock|"
-    "high_resolution_clock|ifstream|ofstream|fstream|filebuf|filesystem")
-_NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|system|nice|time|clock"
+    "high_resolution_clock|ifstream|ofstream|fstream|filebuf|filesystem|get_env|has_env|clock_gettime|timespec_get")
+# (c10::utils::get_env / has_env: PyTorch's own reader of the environment, exported by libc10.)
+_NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|system|nice|time|clock|ioctl|unlink|unlinkat"
 NATIVE_PROBE_NAMES = frozenset(_NATIVE_WORDS.split("|")) | frozenset(_NATIVE_CALLS.split("|"))
 _NATIVE = re.compile(rf"\b(?:({_NATIVE_WORDS})\b|({_NATIVE_CALLS})\s*\()")
 _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# C++ string literals, left out where names are matched (a TORCH_CHECK's "misaligned access (...)"
+# is no call of access) and kept for asm's text and /proc paths.
+_STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp")
 
 
@@ -230,7 +236,7 @@ def native_probes(name: str, text: str) -> list[tuple[int, str]]:
     code = _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     out = []
     for lineno, line in enumerate(code.splitlines(), 1):
-        if m := _NATIVE.search(line):
+        if m := _NATIVE.search(_STRINGS.sub('""', line)):
             out.append((lineno, m.group(1) or m.group(2)))
         elif m := _ASM.search(line):
             out.append((lineno, f"asm {m.group(1)}"))

@@ -407,7 +407,7 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
 # A string of a Python file is C++ (load_inline's cpp_sources and cuda_sources) where it has one of
 # these marks: it was not read for probes before (a review, 2026-12-05), though it is compiled and
 # runs as a native source does.
-_CPP_MARKS = re.compile(r'#\s*include\b|__global__|extern\s+"C"|PYBIND11_MODULE|TORCH_LIBRARY|\bstd::')
+_CPP_MARKS = re.compile(r'#\s*include\b|__global__|extern\s+"C"|PYBIND11_MODULE|TORCH_LIBRARY|\btorch::|\bat::Tensor\b')
 
 
 def _inline_native(files: dict[str, str]) -> Iterator[tuple[str, str, str, int]]:
@@ -421,6 +421,11 @@ def _inline_native(files: dict[str, str]) -> Iterator[tuple[str, str, str, int]]
         except SyntaxError:
             continue  # (check_source reports it)
         inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+        # Docstrings are prose, whatever C++ they name (a review, 2026-12-05: one citing std::transform
+        # and "one pass at a time (...)" read as a call of time).
+        inner |= {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):
                 text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
