@@ -190,7 +190,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None, *, probes: bool = 
     if not libraries:
         return [], ""
     probe_found, probe_notes = [], []
-    for lib in libraries if probes else []:
+    for lib in [p for p in libraries if not _torch_cache(p, Path(folder))] if probes else []:
         calls, note = native_calls.probe_calls(lib)
         if note:
             probe_notes.append(note)
@@ -203,6 +203,21 @@ def findings(folder: Path, ops: frozenset[str] | None = None, *, probes: bool = 
                 "the user's"))
     found_more, note_more = _symbol_findings(libraries, ops)
     return found_more + probe_found, "; ".join(n for n in [note_more, *probe_notes] if n)
+
+
+# Inductor's and Triton's caches in the run folder (sandbox.private_env): torch's own generated
+# libraries (a cpp wrapper's PyInit reads the environment) when the reference or the worker's timing
+# runs torch.compile, not the candidate's code (CI at 4d39188: an honest candidate beside a compiled
+# reference was judged a probe). A candidate that builds its own library into them is not read here.
+_TORCH_CACHES = (("tmp", "torchinductor"), ("tmp", "triton"))
+
+
+def _torch_cache(lib: Path, folder: Path) -> bool:
+    try:
+        parts = lib.relative_to(folder).parts
+    except ValueError:
+        return False
+    return parts[:2] in _TORCH_CACHES
 
 
 def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple[list[Finding], str]:
