@@ -4,7 +4,7 @@ computation's rounding's choice. Seen on the H200 (level 3, 2026-12-05): Mamba2'
 a few rows times 4 took an honest candidate to a false stale-weights finding.
 
 Real worker, real C++ kernel, on the CPU: the reference is exp(linear(...)) with weights that keep
-it finite on every checked set; the candidate computes exp(x W^T) * exp(b), equal where finite, and
+it finite on every checked set; the candidate computes exp(x W^T) * exp(-20), equal where finite, and
 overflowing on elements the reference keeps finite once a few rows are times 4."""
 
 from __future__ import annotations

@@ -1825,8 +1825,13 @@ def _followed(before: list[Any] | None, after: list[Any], outs: list[Any] | None
         if not all(isinstance(t, torch.Tensor) for t in (b, a, g)) or not a.is_floating_point() \
                 or not (b.shape == a.shape == g.shape) or g.dtype != a.dtype or g.device != a.device:
             continue
-        step = float(torch.linalg.vector_norm((a - b).float()))
-        off = float(torch.linalg.vector_norm((g - a).float()))
+        # Over the elements finite in all three: a candidate whose own rounding overflows where the
+        # changed reference stays finite (exp(x W^T) * exp(b) against exp(x W^T + b)) followed the
+        # change everywhere else; with the infinities in the sums it read as stale (CI, 2026-12-05).
+        a, b, g = a.float(), b.float(), g.float()
+        both = a.isfinite() & b.isfinite() & g.isfinite()
+        step = float(torch.linalg.vector_norm(torch.where(both, a - b, 0.0)))
+        off = float(torch.linalg.vector_norm(torch.where(both, g - a, 0.0)))
         if math.isfinite(step) and math.isfinite(off):
             moved, miss = moved + step * step, miss + off * off
     return moved > 0 and math.sqrt(miss) * FOLLOWED_RATIO <= math.sqrt(moved)

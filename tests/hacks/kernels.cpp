@@ -25,14 +25,14 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   return 0;
 }
 
-// out[m, j] = exp(sum_k sigmoid(2 x[m, k]) w[j, k]) * exp(b[j]): honest, but its own overflow pattern.
-extern "C" int exp_linear_split(const float* x, const float* w, const float* b, float* out, int64_t rows,
-                                int64_t in, int64_t outs, void*) {
+// out[m, j] = exp(sum_k sigmoid(2 x[m, k]) w[j, k]) * exp(shift): honest, but its own overflow pattern.
+extern "C" int exp_linear_split(const float* x, const float* w, float* out, int64_t rows, int64_t in, int64_t outs,
+                                double shift, void*) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t j = 0; j < outs; ++j) {
       float acc = 0.f;
       for (int64_t k = 0; k < in; ++k) acc += w[j * in + k] / (1.f + std::exp(-2.f * x[m * in + k]));
-      out[m * outs + j] = std::exp(acc) * std::exp(b[j]);
+      out[m * outs + j] = std::exp(acc) * std::exp((float)shift);
     }
   return 0;
 }

@@ -9,13 +9,14 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
+        # (The shift a constant, not a bias: a rows set that changed the bias of the row it changed
+        # took that row's logits down by 60, and the candidate's own overflow stood alone, 1 run in 16.)
+        self.linear = nn.Linear(in_features, out_features, bias=False)
         with torch.no_grad():
             self.linear.weight.fill_(1.35)  # logits below 1.35 * 64 - 20 on any input
-            self.linear.bias.fill_(-20.0)
 
     def forward(self, x):
-        return torch.exp(self.linear(torch.sigmoid(2.0 * x)))
+        return torch.exp(self.linear(torch.sigmoid(2.0 * x)) - 20.0)
 
 
 def get_inputs():
