@@ -528,6 +528,21 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restr
   if (o < Ix::N) sc_softmax_col<Ix, MODE, INNER>(x, y, o, ep);
 }
 
+// sc_softmax_cols_split's meeting of its warps' slices: each warp's (max, sum) pair for its lane's
+// column merged with the others', every warp getting the column's whole.
+template <int WARPS>
+__device__ __forceinline__ sc_red_lse::State sc_merge_warp_slices(const sc_red_lse& op, sc_red_lse::State st) {
+  __shared__ float part_m[WARPS][32], part_s[WARPS][32];
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  part_m[w][lane] = st.m;
+  part_s[w][lane] = st.s;
+  __syncthreads();
+  auto all = op.init();
+#pragma unroll
+  for (int k = 0; k < WARPS; ++k) op.merge(all, sc_red_lse::State{part_m[k][lane], part_s[k][lane]});
+  return all;
+}
+
 // Columns split over warps: a block takes 32 neighbouring outputs (coalesced where INNER is a
 // multiple of 32: channels-last storage's softmax over W, threads along C), each of its WARPS warps a
 // slice of the rows; their (max, sum) pairs meet in shared memory, then each warp writes its slice,
@@ -536,7 +551,6 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols(const T* __restr
 template <class Ix, int MODE, int64_t INNER, int WARPS, class T, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(32 * WARPS)
 sc_softmax_cols_split(const T* __restrict__ x, TO* __restrict__ y, const Ep ep = Ep{}) {
-  __shared__ float part_m[WARPS][32], part_s[WARPS][32];
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int64_t o = (int64_t)blockIdx.x * 32 + lane;
   const bool live = o < Ix::N;
@@ -544,12 +558,7 @@ sc_softmax_cols_split(const T* __restrict__ x, TO* __restrict__ y, const Ep ep =
   const int64_t chunk = (Ix::R + WARPS - 1) / WARPS, lo = w * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
   auto st = op.init();
   if (live && lo < hi) st = sc_red_part<sc_red_lse, Ix, 1>(op, x, o, lo, hi, 0, 1);
-  part_m[w][lane] = st.m;
-  part_s[w][lane] = st.s;
-  __syncthreads();
-  auto all = op.init();
-#pragma unroll
-  for (int k = 0; k < WARPS; ++k) op.merge(all, sc_red_lse::State{part_m[k][lane], part_s[k][lane]});
+  const auto all = sc_merge_warp_slices<WARPS>(op, st);
   if (!live) return;
   const float d = sc_softmax_div<MODE>(all);
   const T* row = x + Ix::base(o);
@@ -679,7 +688,6 @@ __global__ void __launch_bounds__(SC_RED_BLOCK) sc_softmax_cols_ld(const Ld ld, 
 template <class Ix, int MODE, int64_t INNER, int WARPS, class Ld, class TO, class Ep = sc_red_no_ep>
 __global__ void __launch_bounds__(32 * WARPS)
 sc_softmax_cols_split_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
-  __shared__ float part_m[WARPS][32], part_s[WARPS][32];
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int64_t o = (int64_t)blockIdx.x * 32 + lane;
   const bool live = o < Ix::N;
@@ -687,12 +695,7 @@ sc_softmax_cols_split_ld(const Ld ld, TO* __restrict__ y, const Ep ep = Ep{}) {
   const int64_t chunk = (Ix::R + WARPS - 1) / WARPS, lo = w * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
   auto st = op.init();
   if (live && lo < hi) st = sc_red_part_ld<sc_red_lse, Ix>(op, ld, o, lo, hi, 0, 1);
-  part_m[w][lane] = st.m;
-  part_s[w][lane] = st.s;
-  __syncthreads();
-  auto all = op.init();
-#pragma unroll
-  for (int k = 0; k < WARPS; ++k) op.merge(all, sc_red_lse::State{part_m[k][lane], part_s[k][lane]});
+  const auto all = sc_merge_warp_slices<WARPS>(op, st);
   if (!live) return;
   const float d = sc_softmax_div<MODE>(all);
   const int64_t b = Ix::base(o);
