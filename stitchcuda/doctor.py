@@ -111,7 +111,7 @@ def checks() -> list[Check]:
     tools = [t for t in ("nm", "objdump", "c++filt") if shutil.which(t) is None]
     out.append(Check("binutils", not tools, "nm, objdump, c++filt found" if not tools else f"missing: {', '.join(tools)}",
                      "reading what a candidate's native libraries call (hack checks)",
-                     "" if not tools else "install binutils (Debian/Ubuntu: apt-get install binutils)"))
+                     "" if not tools else "install binutils (Debian/Ubuntu: apt-get install binutils)", required=False))
     ncu = find_ncu()
     out.append(Check("ncu", ncu is not None, f"{ncu}: {_version([ncu, '--version'])}" if ncu else
                      "not found: verdicts are timing-only", "kernel profiles (Nsight Compute)",

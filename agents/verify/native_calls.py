@@ -40,10 +40,6 @@ _CXX_PROBE = re.compile(r"(basic_[io]?fstream|basic_filebuf|filesystem|system_cl
 _SECTION = re.compile(r"^Disassembly of section (\S+):$")
 
 
-def _tool(name: str) -> str | None:
-    return shutil.which(name)
-
-
 def _run(cmd: list[str], timeout: float = 120.0) -> str | None:
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -73,7 +69,7 @@ def static_archives() -> list[Path]:
 @functools.lru_cache(maxsize=8)
 def _defined(paths: tuple[str, ...]) -> Counter[tuple[str, int]] | None:
     """(name, size) of every function the files define (nm -S), counted."""
-    nm = _tool("nm")
+    nm = shutil.which("nm")
     if nm is None:
         return None
     out = _run([nm, "-S", "--defined-only", *paths])
@@ -89,7 +85,7 @@ def _defined(paths: tuple[str, ...]) -> Counter[tuple[str, int]] | None:
 
 def _demangle(names: Iterable[str]) -> dict[str, str]:
     names = sorted(set(names))
-    filt = _tool("c++filt")
+    filt = shutil.which("c++filt")
     if not names or filt is None:
         return {n: n for n in names}
     try:
@@ -103,7 +99,7 @@ def _demangle(names: Iterable[str]) -> dict[str, str]:
 def _data_pointers(library: Path) -> list[str]:
     """The imported symbols the library's data holds the address of (R_X86_64_64 / R_AARCH64_ABS64
     dynamic relocations), any version dropped."""
-    readelf = _tool("readelf")
+    readelf = shutil.which("readelf")
     out = _run([readelf, "-rW", str(library)]) if readelf is not None else None
     names = []
     for line in (out or "").splitlines():
@@ -116,7 +112,7 @@ def _data_pointers(library: Path) -> list[str]:
 def probe_calls(library: Path) -> tuple[dict[str, set[str]], str]:
     """({function: the probes it calls or whose address it takes}, a note where it could not read)
     for the candidate's own functions in `library`."""
-    objdump, nm = _tool("objdump"), _tool("nm")
+    objdump, nm = shutil.which("objdump"), shutil.which("nm")
     if objdump is None or nm is None:
         return {}, "native calls not read (no objdump or nm)"
     sizes = _run([nm, "-S", "--defined-only", str(library)])
