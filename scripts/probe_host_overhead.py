@@ -2,7 +2,8 @@
 
 Usage (on the GPU machine, after scripts/gpu_run.sh has assembled the package):
     python3 scripts/probe_host_overhead.py OUT.json TASK.py [TASK.py ...]
-PROBE_COMPILE=0 leaves torch.compile out; PROBE_AUDIT=1 measures the candidate again inside the
+PROBE_COMPILE=0 leaves torch.compile out; PROBE_TF32=1 adds torch.compile under the tf32 policy
+(the bench's matched baseline for a tf32 candidate); PROBE_AUDIT=1 measures the candidate again inside the
 audit hook's window, as the bench's worker times it; PROBE_TIMELINE=1 measures the candidate (and
 torch.compile) again after the worker's stream check has run the profiler twice.
 For each task: the built-in coder's candidate is generated and built here; then, for the candidate,
@@ -261,6 +262,20 @@ def main() -> None:
                 compiled = torch.compile(ref)
                 compiled(*args)
                 rec["compile"] = measure("torch.compile", compiled, args)
+            if os.environ.get("PROBE_TF32") == "1":
+                # torch.compile under the tf32 policy (the bench's compile_matched_ms for a tf32
+                # candidate): which kernels its matmuls and convolutions get there.
+                matmul, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+                torch.set_float32_matmul_precision("high")
+                torch.backends.cudnn.allow_tf32 = True
+                try:
+                    torch._dynamo.reset()
+                    matched = torch.compile(ref)
+                    matched(*args)
+                    rec["compile_tf32"] = measure("torch.compile, tf32", matched, args)
+                finally:
+                    torch.set_float32_matmul_precision(matmul)
+                    torch.backends.cudnn.allow_tf32 = cudnn
             if os.environ.get("PROBE_TIMELINE") == "1" and cand is not None:
                 # As the Verifier's worker does before it times (its stream check): the profiler with
                 # CPU and CUDA activity around one forward, twice; then the same figures again.
