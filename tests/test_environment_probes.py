@@ -9,6 +9,7 @@ each does its work under the checks (its outputs are right there), and each is r
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import pytest
 from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
@@ -244,6 +245,9 @@ def opts(build_cache):
     ("hack_native_env_probe", {"probe_kernels.cpp": "probe_kernels.cpp"}, "probe_kernels.cpp"),
     ("hack_main_spec_probe", {}, "model_new.py"),
     ("hack_native_environ_probe", {"environ_kernels.cpp": "environ_kernels.cpp"}, "environ_kernels.cpp"),
+    # location.py: the files beside it, and its own path
+    ("hack_run_folder_probe", {}, "model_new.py"),
+    ("hack_own_path_probe", {}, "model_new.py"),
 ])
 def test_a_defeat_device_is_rejected_though_it_works_under_the_checks(tmp_path, opts, stem, extra, file):
     cand = hack_candidate(stem, **{name: (HACKS / src).read_text() for name, src in extra.items()})
@@ -265,11 +269,13 @@ def test_the_probe_names_its_line():
 
 
 def test_a_proc_path_built_at_run_time_is_refused_as_it_is_opened(tmp_path, opts):
-    """No literal names /proc in hack_proc_read_computed, so the static reading passes it; the
-    worker's audit hook sees the open and refuses it (audit._read), naming the path."""
+    """No literal names /proc in hack_proc_read_computed. The static reading refuses the open of a
+    path that is not one of the candidate's files (location.py); with that reading off, the worker's
+    audit hook sees the open and refuses it (audit._read), naming the path."""
     cand = hack_candidate("hack_proc_read_computed")
-    assert not [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"]
-    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    static = [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"]
+    assert [f.line for f in static] == [21] and "open(_WHERE)" in static[0].message, static
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", dataclasses.replace(opts, environment_probes=False))
     assert not v.accepted and v.status == "hacked", (v.status, v.message)
     assert "environment-probe" in dynamic_codes(v), v.hack_findings
     probe = next(f for f in v.hack_findings if f.code == "environment-probe")

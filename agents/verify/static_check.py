@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stitchcuda import kernel_loader, pyast
-from stitchcuda.agents.verify import probes
+from stitchcuda.agents.verify import location, probes
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -279,8 +279,10 @@ def check_source(
     reference_classes: tuple[str, ...] = ("Model",),
     reference_module: str | None = None,
     class_name: str = "ModelNew",
+    own: frozenset[str] | None = None,
 ) -> list[Finding]:
-    """Hack findings for a candidate module's source. An empty list means no static hack found."""
+    """Hack findings for a candidate module's source. An empty list means no static hack found.
+    `own`: the candidate's files, relative to the module's folder (location.py; None: unknown)."""
     findings, add = _collector(filename)
     try:
         tree = pyast.parse(source, filename=filename)
@@ -296,7 +298,7 @@ def check_source(
         if text.split(".")[-1] in reference_classes:
             add("subclasses-reference", f"{class_name} subclasses the reference {text}", cls)
 
-    _check_anywhere(tree, mod, add, reference_classes, reference_module, class_name)
+    _check_anywhere(tree, mod, add, reference_classes, reference_module, class_name, own)
     layers, extensions = _class_attributes(cls, mod)
     for fname, fn in _reachable(mod, cls):
         _check_function(fname, fn, mod, layers, extensions, add)
@@ -309,6 +311,7 @@ def check_helper_source(
     filename: str,
     reference_classes: tuple[str, ...] = ("Model",),
     reference_module: str | None = None,
+    own: frozenset[str] | None = None,
 ) -> list[Finding]:
     """Hack findings for a Python file of the candidate other than the one defining ModelNew (a
     helper module it imports). Which of its functions forward reaches is not followed across
@@ -319,7 +322,7 @@ def check_helper_source(
     except SyntaxError as e:
         return [Finding("syntax-error", f"{filename} does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
-    _check_anywhere(tree, mod, add, reference_classes, reference_module, "ModelNew")
+    _check_anywhere(tree, mod, add, reference_classes, reference_module, "ModelNew", own)
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef) and not _is_kernel_loader(fn):
             _check_function(f"{filename}:{fn.name}", fn, mod, {}, set(), add)
@@ -336,12 +339,18 @@ def check_candidate_sources(
     """Every file of a candidate: its module, any other Python file (a helper it imports was not
     read at all before 2026-12-05), and its native sources."""
     found = check_source(files[module], filename=module, reference_classes=reference_classes,
-                         reference_module=reference_module)
+                         reference_module=reference_module, own=_own_files(files, module))
     for name, text in files.items():
         if name != module and name.endswith(".py"):
             found += check_helper_source(text, filename=name, reference_classes=reference_classes,
-                                         reference_module=reference_module)
+                                         reference_module=reference_module, own=_own_files(files, name))
     return found + check_native_sources(files)
+
+
+def _own_files(files: dict[str, str], module: str) -> frozenset[str]:
+    """The candidate's files as `module`'s folder sees them (relative to it)."""
+    folder = module.rsplit("/", 1)[0] + "/" if "/" in module else ""
+    return frozenset(name[len(folder):] for name in files if name.startswith(folder))
 
 
 def _check_anywhere(
@@ -351,6 +360,7 @@ def _check_anywhere(
     reference_classes: tuple[str, ...],
     reference_module: str | None,
     class_name: str,
+    own: frozenset[str] | None = None,
 ) -> None:
     loader = _kernel_loader_nodes(tree)  # StitchCUDA's own loader loads the candidate's own library
     for node in ast.walk(tree):
@@ -361,6 +371,9 @@ def _check_anywhere(
         if id(node) not in loader:
             add("environment-probe", f"reads {what}: a module that asks where it runs can tell the Verifier's "
                 "processes from the user's and do its work only under checks", node)
+    for what, node in location.location_probes(tree, lambda n: _dotted(n, mod.aliases), own, loader):
+        add("environment-probe", f"asks {what}: a module that asks where it lies, or what lies beside it, can "
+            "tell the Verifier's run folder from the user's project and do its work only under checks", node)
 
 
 def _check_function(

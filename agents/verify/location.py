@@ -1,0 +1,427 @@
+"""A candidate's questions about where it lies and what lies beside it.
+
+A module learns where it runs from its own path (`__file__`, `__spec__`) and from the files it can
+see: under the Verifier it sits in a run folder (the request, the logs, a sandbox's view of the
+disk), in the user's project among their files. Either is enough to do the work only under checks
+(`if os.path.exists("request.json")`, `"tmp" in __file__`, `os.path.isdir(".git")`), and the
+environment probes' lists of modules and names (probes.py) cannot see them: `os.path.exists` and
+`Path(__file__)` are what any module that loads its own kernels uses. So these rules are about what
+is asked, not with which function:
+
+- files: whether a path exists, what kind or size it is, and what it holds may be asked only of
+  the candidate's own files, named by constants from its own module's folder
+  (`os.path.join(os.path.dirname(__file__), "kernels.cu")`, `Path(__file__).with_name(...)`).
+  A relative name (read from wherever the process was started), an absolute one, or one built at
+  run time is a probe;
+- location: a value made from the module's own path may build paths, name a library, a build or a
+  message, but nothing may test it: no comparison, branch, length, hash, index or lookup of it.
+
+Both are followed through assignments, function parameters, attributes of `self` and return
+values (by name: a name that holds the module's path anywhere in a scope holds it everywhere in
+it). StitchCUDA's own kernel loader, copied verbatim into generated modules, is passed over by the
+caller (its `prebuilt.exists()` asks about the library it ships beside the module)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+
+# Names and attributes that hold where a module was loaded from, or under which name (the Verifier
+# imports a candidate under a name of its own choosing; the user's project, under another).
+SOURCES = frozenset({"__file__", "__spec__", "__loader__", "__cached__", "__path__", "__name__", "__module__"})
+# Calls whose result is a path (or its text) made from their path arguments.
+PATH_FUNCS = frozenset({
+    "os.path.join", "os.path.dirname", "os.path.abspath", "os.path.realpath", "os.path.normpath",
+    "os.path.basename", "os.path.split", "os.path.splitext", "os.path.relpath", "os.fspath", "os.fsencode",
+    "os.fsdecode", "str", "bytes", "pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath",
+    "pathlib.PurePosixPath", "Path", "PurePath",
+})
+# Path methods and attributes that make another path of it.
+PATH_METHODS = frozenset({"parent", "with_name", "with_suffix", "with_stem", "joinpath", "resolve", "absolute",
+                          "as_posix", "__fspath__", "encode", "decode", "name", "stem", "suffix", "format"})
+# Questions about a file: what it holds, whether it exists, its kind, size or times.
+FILE_FUNCS = frozenset({
+    "os.path.exists", "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink", "os.path.ismount",
+    "os.path.getsize", "os.path.getmtime", "os.path.getctime", "os.path.getatime", "os.path.samefile",
+    "open", "io.open", "builtins.open", "torch.load", "numpy.load", "numpy.fromfile", "numpy.loadtxt",
+    "json.load", "pickle.load",
+})
+FILE_METHODS = frozenset({"exists", "is_file", "is_dir", "is_symlink", "is_mount", "stat", "lstat", "read_text",
+                          "read_bytes", "open", "samefile", "owner", "group"})
+# Where a path may go without anything testing it: builds, loads, folders made, messages.
+CONSUMERS = frozenset({
+    "os.makedirs", "sys.path.append", "sys.path.insert", "torch.utils.cpp_extension.load",
+    "torch.utils.cpp_extension.load_inline", "ctypes.CDLL", "ctypes.cdll.LoadLibrary", "ctypes.PyDLL",
+    "importlib.util.spec_from_file_location", "importlib.util.module_from_spec", "print", "warnings.warn",
+    "hashlib.sha256", "hashlib.sha1", "hashlib.md5", "hashlib.blake2b",
+})
+# Writes to a path: the sandbox checks' business (static_check), not a question.
+_WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rename", "replace", "symlink_to",
+                     "chmod"})
+# Calls whose result is what a file holds, not where it is: a path goes in, no path comes out.
+_CONTENT = frozenset({"read_text", "read_bytes", "read"})
+
+Dotted = Callable[[ast.AST], "str | None"]
+
+
+def _scopes(tree: ast.Module) -> tuple[dict[int, ast.AST], dict[int, ast.AST]]:
+    """Each node's parent, and each node's scope (its closest enclosing function, or the module)."""
+    parents: dict[int, ast.AST] = {}
+    scope: dict[int, ast.AST] = {}
+
+    def visit(node: ast.AST, current: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            scope[id(child)] = current
+            visit(child, child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else current)
+
+    scope[id(tree)] = tree
+    visit(tree, tree)
+    return parents, scope
+
+
+class _Flow:
+    """Which names, attributes of self and functions' results hold the module's own path."""
+
+    def __init__(self, tree: ast.Module, dotted: Dotted):
+        self.tree, self.dotted = tree, dotted
+        self.parents, self.scope = _scopes(tree)
+        self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        self.classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        self.local: dict[int, set[str]] = {}  # scope -> names bound there
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.local.setdefault(id(self.scope[id(node)]), set()).add(node.id)
+            elif isinstance(node, ast.arg):
+                self.local.setdefault(id(self.scope[id(node)]), set()).add(node.arg)
+        self.names: set[tuple[int, str]] = set()  # (scope, name)
+        self.attrs: set[str] = set()  # self.<attr>
+        self.returns: set[str] = set()  # functions whose result holds it
+        self._settle()
+
+    def _key(self, node: ast.Name) -> tuple[int, str]:
+        sc = self.scope[id(node)]
+        while not isinstance(sc, ast.Module) and node.id not in self.local.get(id(sc), set()):
+            sc = self.scope.get(id(sc), self.tree)
+        return id(sc), node.id
+
+    def holds(self, node: ast.AST) -> bool:
+        """Whether an expression's value is made from the module's own path."""
+        if isinstance(node, ast.Name):
+            return node.id in SOURCES or self._key(node) in self.names
+        if isinstance(node, ast.Attribute):
+            if node.attr in SOURCES or (self._self(node) and node.attr in self.attrs):
+                return True
+            return self.holds(node.value)  # __spec__.origin, here.parent, path.parts: made of it
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute):
+                if f.attr in _CONTENT or f.attr in FILE_METHODS:
+                    return False
+                if self._self(f) and f.attr in self.returns:
+                    return True
+                if self.holds(f.value) and f.attr in PATH_METHODS | {"hexdigest", "digest"}:
+                    return True
+            if isinstance(f, ast.Attribute) and f.attr in ("join", "format") and any(self.holds(a) for a in
+                                                                                     self._args(node)):
+                return True  # "/".join([here, name]), "{}/k.cu".format(here)
+            origin = self.dotted(f) or ""
+            if isinstance(f, ast.Name) and f.id in self.returns:
+                return True
+            if origin in PATH_FUNCS or origin.startswith("hashlib."):
+                return any(self.holds(a) for a in self._args(node))
+            return False
+        if isinstance(node, ast.BinOp):
+            return self.holds(node.left) or self.holds(node.right)
+        if isinstance(node, ast.JoinedStr):
+            return any(self.holds(v.value) for v in node.values if isinstance(v, ast.FormattedValue))
+        if isinstance(node, ast.Subscript):
+            return self.holds(node.value)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Starred):
+            elts = node.elts if not isinstance(node, ast.Starred) else [node.value]
+            return any(self.holds(e) for e in elts)
+        if isinstance(node, ast.IfExp):
+            return self.holds(node.body) or self.holds(node.orelse)
+        if isinstance(node, ast.NamedExpr):
+            return self.holds(node.value)
+        return False
+
+    @staticmethod
+    def _self(node: ast.Attribute) -> bool:
+        return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+
+    @staticmethod
+    def _args(call: ast.Call) -> list[ast.expr]:
+        return [*call.args, *(k.value for k in call.keywords)]
+
+    def _bind(self, target: ast.AST) -> bool:
+        grew = False
+        if isinstance(target, ast.Name):
+            key = self._key(target)
+            grew = key not in self.names
+            self.names.add(key)
+        elif isinstance(target, ast.Attribute) and self._self(target):
+            grew = target.attr not in self.attrs
+            self.attrs.add(target.attr)
+        elif isinstance(target, ast.Tuple | ast.List | ast.Starred):
+            for t in target.elts if not isinstance(target, ast.Starred) else [target.value]:
+                grew |= self._bind(t)
+        return grew
+
+    def _params(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, skip_self: bool) -> bool:
+        params = [*fn.args.posonlyargs, *fn.args.args][1 if skip_self else 0:]
+        grew = False
+        for param, arg in zip(params, call.args, strict=False):
+            if self.holds(arg):
+                key = (id(fn), param.arg)
+                grew |= key not in self.names
+                self.names.add(key)
+        by_name = {p.arg: p for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        for kw in call.keywords:
+            if kw.arg in by_name and self.holds(kw.value):
+                key = (id(fn), kw.arg)
+                grew |= key not in self.names
+                self.names.add(key)
+        return grew
+
+    def _settle(self) -> None:
+        grew = True
+        while grew:
+            grew = False
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Assign) and self.holds(node.value):
+                    for t in node.targets:
+                        grew |= self._bind(t)
+                elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value is not None \
+                        and self.holds(node.value):
+                    grew |= self._bind(node.target)
+                elif isinstance(node, ast.For | ast.comprehension) and self.holds(node.iter):
+                    grew |= self._bind(node.target)
+                elif isinstance(node, ast.withitem) and node.optional_vars is not None \
+                        and self.holds(node.context_expr):
+                    grew |= self._bind(node.optional_vars)
+                elif isinstance(node, ast.Return) and node.value is not None and self.holds(node.value):
+                    fn = self.scope[id(node)]
+                    if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name not in self.returns:
+                        self.returns.add(fn.name)
+                        grew = True
+                elif isinstance(node, ast.Call):
+                    grew |= self._into_calls(node)
+
+    def _into_calls(self, call: ast.Call) -> bool:
+        f = call.func
+        grew = False
+        if isinstance(f, ast.Attribute) and f.attr in ("update", "append", "extend", "insert", "add") and \
+                any(self.holds(a) for a in self._args(call)):
+            grew |= self._bind(f.value)  # a hash fed, a list grown: they hold it now
+        if isinstance(f, ast.Name) and f.id in self.functions:
+            grew |= self._params(self.functions[f.id], call, skip_self=False)
+        elif isinstance(f, ast.Name) and f.id in self.classes:
+            init = next((n for n in self.classes[f.id].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                        None)
+            if init is not None:
+                grew |= self._params(init, call, skip_self=True)
+        elif isinstance(f, ast.Attribute) and self._self(f):
+            for fn in self.functions.values():
+                if fn.name == f.attr:
+                    grew |= self._params(fn, call, skip_self=True)
+        return grew
+
+
+class _Place:
+    """Whether a path names the candidate's own files: constants from its own module's folder."""
+
+    def __init__(self, flow: _Flow, own: frozenset[str] | None):
+        self.flow, self.own = flow, own
+
+    def kind(self, node: ast.AST, depth: int = 0) -> str | None:
+        """"file" (the module itself), "dir" (its folder), "own" (a file of the candidate's), or None."""
+        if depth > 8:
+            return None
+        dotted = self.flow.dotted
+        if isinstance(node, ast.Name):
+            if node.id == "__file__":
+                return "file"
+            values = self._assigned(node)
+            kinds = {self.kind(v, depth + 1) for v in values}
+            return kinds.pop() if len(kinds) == 1 else None
+        if isinstance(node, ast.Attribute):
+            if node.attr == "parent" and self.kind(node.value, depth + 1) in ("file", "own"):
+                return "dir"
+            return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            return self._join(self.kind(node.left, depth + 1), [node.right])
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            # here + "/kernels.cu", here + os.sep + "kernels.cu"
+            left, right = node.left, node.right
+            if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and dotted(left.right) == "os.sep":
+                left = left.left
+                right = ast.Constant("/" + right.value) if isinstance(right, ast.Constant) \
+                    and isinstance(right.value, str) else right
+            if isinstance(right, ast.Constant) and isinstance(right.value, str) and right.value.startswith("/"):
+                return self._join(self.kind(left, depth + 1), [ast.Constant(right.value[1:])])
+            return None
+        if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and isinstance(node.values[0], ast.FormattedValue) \
+                and isinstance(node.values[1], ast.Constant) and str(node.values[1].value).startswith("/"):
+            return self._join(self.kind(node.values[0].value, depth + 1), [ast.Constant(node.values[1].value[1:])])
+        if not isinstance(node, ast.Call):
+            return None
+        f = node.func
+        origin = dotted(f) or ""
+        if isinstance(f, ast.Attribute):
+            base = self.kind(f.value, depth + 1)
+            if f.attr in ("resolve", "absolute", "as_posix", "__fspath__"):
+                return base
+            if f.attr == "joinpath":
+                return self._join(base, node.args)
+            if f.attr == "with_name" and base in ("file", "own") and len(node.args) == 1:
+                return self._join("dir", node.args)
+        if origin in ("os.path.abspath", "os.path.realpath", "os.path.normpath", "str", "os.fspath") and \
+                len(node.args) == 1:
+            return self.kind(node.args[0], depth + 1)
+        if origin == "os.path.dirname" and len(node.args) == 1 and self.kind(node.args[0], depth + 1) in ("file", "own"):
+            return "dir"
+        if origin == "os.path.join" and node.args:
+            return self._join(self.kind(node.args[0], depth + 1), node.args[1:])
+        if origin.endswith(("Path", "PurePath", "PosixPath", "PurePosixPath")) and node.args:
+            return self._join(self.kind(node.args[0], depth + 1), node.args[1:])
+        return None
+
+    def _join(self, base: str | None, parts: Iterable[ast.AST]) -> str | None:
+        parts = list(parts)
+        if not parts:
+            return base
+        if base != "dir" or not all(isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+            return None
+        rel = "/".join(p.value.strip("/") for p in parts)  # type: ignore[attr-defined]
+        if ".." in rel.split("/"):
+            return None
+        if self.own is None or rel in self.own or any(o.startswith(rel + "/") for o in self.own):
+            return "own"
+        return None
+
+    def _assigned(self, name: ast.Name) -> list[ast.AST]:
+        key = self.flow._key(name)
+        out: list[ast.AST] = []
+        for node in ast.walk(self.flow.tree):
+            if isinstance(node, ast.Assign):
+                out += [node.value for t in node.targets if isinstance(t, ast.Name) and self.flow._key(t) == key]
+            elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) \
+                    and node.value is not None and self.flow._key(node.target) == key:
+                out.append(node.value)
+            elif isinstance(node, ast.AugAssign | ast.For | ast.comprehension | ast.withitem | ast.arg):
+                target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
+                if (isinstance(target, ast.Name) and self.flow._key(target) == key) or (
+                        isinstance(node, ast.arg) and (id(self.flow.scope[id(node)]), node.arg) == key):
+                    return []  # bound by a loop, a with, an augmented assignment or a caller: not a constant
+        return out
+
+
+def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None = None,
+                    skip: frozenset[int] | set[int] = frozenset()) -> list[tuple[str, ast.AST]]:
+    """(what it asks, node) for each question of a parsed module about its place. `own`: the
+    candidate's files, relative to its module's folder (None: any constant name there counts as
+    one); `skip`: nodes not to judge (StitchCUDA's verbatim kernel loader)."""
+    flow = _Flow(tree, dotted)
+    place = _Place(flow, own)
+    found: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Call):
+            found += _file_question(node, flow, place)
+            found += _location_passed(node, flow)
+        elif isinstance(node, ast.Compare):
+            if _main_guard(node):
+                continue
+            if any(flow.holds(x) for x in [node.left, *node.comparators]):
+                found.append((f"{ast.unparse(node)[:70]}: a comparison of its own path", node))
+        elif isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert) and flow.holds(node.test) \
+                and not _main_guard(node.test):
+            found.append((f"{ast.unparse(node.test)[:70]}: a branch on its own path", node))
+        elif isinstance(node, ast.BoolOp | ast.UnaryOp):
+            operands = node.values if isinstance(node, ast.BoolOp) else [node.operand]
+            if any(flow.holds(v) for v in operands):
+                found.append((f"{ast.unparse(node)[:70]}: a test of its own path", node))
+        elif isinstance(node, ast.Subscript) and flow.holds(node.slice):
+            found.append((f"{ast.unparse(node)[:70]}: a lookup by its own path", node))
+        elif isinstance(node, ast.Dict) and any(k is not None and flow.holds(k) for k in node.keys):
+            found.append((f"{ast.unparse(node)[:70]}: its own path as a key", node))
+    return found
+
+
+def _main_guard(node: ast.AST) -> bool:
+    """`__name__ == "__main__"`: true only where the file is run as a script, under the Verifier and
+    in the user's project alike (both import it)."""
+    return isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "__name__" and \
+        len(node.comparators) == 1 and isinstance(node.comparators[0], ast.Constant) and \
+        node.comparators[0].value == "__main__"
+
+
+def _file_question(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.AST]]:
+    f = call.func
+    origin = flow.dotted(f) or ""
+    if origin in FILE_FUNCS and call.args:
+        if origin in ("open", "io.open", "builtins.open") and _writes(call):
+            return []  # writes are the sandbox checks' (static_check: outside the run folder)
+        target = call.args[0]
+    elif isinstance(f, ast.Attribute) and f.attr in FILE_METHODS and origin.split(".")[0] not in ("os", "sys", "torch") \
+            and (f.attr != "open" or not _writes(call, first=0)) and _path_like(f.value, flow, place):
+        target = f.value
+    else:
+        return []
+    if place.kind(target) in ("file", "dir", "own"):
+        return []
+    what = f.attr if isinstance(f, ast.Attribute) and origin not in FILE_FUNCS else origin
+    return [(f"{what}({ast.unparse(target)[:60]}): a question about a file not its own (only the candidate's own "
+             "files, named from its module's folder, e.g. os.path.join(os.path.dirname(__file__), NAME), may be "
+             "asked about or read)", call)]
+
+
+def _path_like(node: ast.AST, flow: _Flow, place: _Place) -> bool:
+    """Whether `x.exists()`'s x is a path at all (a Path(...) call, or made from one): a tensor's or a
+    dict's methods of the same names are not file questions."""
+    if flow.holds(node) or place.kind(node) is not None:
+        return True
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and (flow.dotted(sub.func) or "").endswith(("Path", "PurePath", "PosixPath")):
+            return True
+    if isinstance(node, ast.Name):
+        return any(_path_like(v, flow, place) for v in place._assigned(node))
+    return False
+
+
+def _writes(call: ast.Call, first: int = 1) -> bool:
+    mode = call.args[first] if len(call.args) > first else next(
+        (k.value for k in call.keywords if k.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+
+def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:
+    """Its own path handed to a call that is neither a path's nor a build's: len(), re.search(),
+    .startswith(), dict.get() and the like read it."""
+    f = call.func
+    origin = flow.dotted(f) or ""
+    args = flow._args(call)
+    if isinstance(f, ast.Attribute) and flow.holds(f.value) and f.attr not in PATH_METHODS | FILE_METHODS | \
+            _CONTENT | _WRITES | {"hexdigest", "digest", "update", "glob", "rglob", "iterdir"}:
+        return [(f"{ast.unparse(call)[:70]}: .{f.attr}() of its own path", call)]
+    held = [a for a in args if flow.holds(a)]
+    if not held:
+        return []
+    root = f
+    while isinstance(root, ast.Attribute | ast.Call):
+        root = root.value if isinstance(root, ast.Attribute) else root.func
+    if (flow.dotted(root) or "") in ("logging", "warnings"):
+        return []  # logging.getLogger(__name__).debug("%s", here): a message
+    if origin in PATH_FUNCS | FILE_FUNCS | CONSUMERS or origin.startswith(("hashlib.", "logging.")) \
+            or origin.endswith((".load", ".load_inline", "Error", "Exception", "Warning")):
+        return []
+    if isinstance(f, ast.Name) and (f.id in flow.functions or f.id in flow.classes):
+        return []  # followed into its parameters
+    if isinstance(f, ast.Attribute) and (flow._self(f) or f.attr in ("append", "insert", "extend", "update")
+                                         or flow.holds(f.value)):
+        return []  # a method of its own (followed), a list it builds, a hash it feeds
+    if isinstance(f, ast.Attribute) and f.attr in ("join", "format"):
+        return []  # "/".join([here, name]), "{}/k.cu".format(here): paths made of it
+    return [(f"{ast.unparse(call)[:70]}: its own path handed to {origin or ast.unparse(f)}()", call)]

@@ -1,0 +1,103 @@
+"""location.py: a candidate may read and ask about only its own files, and may not test its own
+path. Each probe below is a defeat device's first step (test_environment_probes.py runs two of them
+through the Verifier); each pass is a pattern an honest module loading its kernels writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from stitchcuda.agents.verify.static_check import check_candidate_sources
+
+_MODULE = '''import os, hashlib, logging, torch, torch.nn as nn
+from pathlib import Path
+from torch.utils.cpp_extension import load_inline
+HERE = os.path.dirname(__file__)
+{top}
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+{body}
+        return x
+'''
+_FILES = {"kernels.cu": "__global__ void k() {}\n", "csrc/more.cuh": "\n"}
+
+
+def _probes(top: str = "", body: str = "        pass") -> list[str]:
+    files = {"model_new.py": _MODULE.format(top=top, body=body), **_FILES}
+    return [f.message for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"]
+
+
+@pytest.mark.parametrize(("body", "asked"), [
+    ('        if os.path.exists("request.json"): x = x * 2', "a file not its own"),
+    ('        if os.path.isfile(os.path.join(HERE, "worker.log")): x = x * 2', "a file not its own"),
+    ('        if os.path.isdir(os.path.join(HERE, ".git")): x = x * 2', "a file not its own"),
+    ('        if os.path.isdir("/home"): x = x * 2', "a file not its own"),
+    ('        if Path(__file__).with_name("request.json").exists(): x = x * 2', "a file not its own"),
+    ('        if Path("tmp").is_dir(): x = x * 2', "a file not its own"),
+    ('        name = "req" + "uest.json"\n        if os.path.getsize(os.path.join(HERE, name)): x = x * 2',
+     "a file not its own"),
+    ('        if open("kernels.cu").read(): x = x * 2', "a file not its own"),  # relative: wherever it was started
+    ('        if "tmp" in __file__: x = x * 2', "a comparison of its own path"),
+    ('        if HERE.startswith("/tmp"): x = x * 2', ".startswith() of its own path"),
+    ('        if len(HERE) > 20: x = x * 2', "handed to len()"),
+    ('        x = x * (hash(__file__) % 2)', "handed to hash()"),
+    ('        if __spec__.origin.endswith("x"): x = x * 2', ".endswith() of its own path"),
+    ('        if Path(__file__).parent.name == "v": x = x * 2', "a comparison of its own path"),
+    ('        if hashlib.sha256(HERE.encode()).hexdigest()[0] == "a": x = x * 2', "a comparison of its own path"),
+    ('        x = x * {"/tmp": 2}.get(HERE[:4], 1)', "handed to"),
+    ('        if type(self).__module__ != "model_new": x = x * 2', "a comparison of its own path"),
+    ('        if __name__ == "model_new": x = x * 2', "a comparison of its own path"),
+])
+def test_questions_about_its_place_are_probes(body, asked):
+    found = _probes(body=body)
+    assert any(asked in m for m in found), found
+
+
+def test_its_path_is_followed_through_names_parameters_attributes_and_returns():
+    top = '''def where(p):
+    return str(p)
+class Box:
+    def __init__(self, path):
+        self.path = path
+    def check(self):
+        return self.path.count("/") > 3
+_W = where(Path(__file__))
+'''
+    assert any("a comparison of its own path" in m for m in _probes(top, '        if _W[:4] == "/tmp": x = x * 2'))
+    assert any(".count() of its own path" in m for m in _probes(top, "        Box(HERE).check()"))
+    h = '        h = hashlib.sha256()\n        h.update(HERE.encode())\n        if h.hexdigest() < "8": x = x * 2'
+    assert any("a comparison of its own path" in m for m in _probes(body=h))
+
+
+@pytest.mark.parametrize("body", [
+    '        src = open(os.path.join(HERE, "kernels.cu")).read()',
+    '        src = (Path(__file__).parent / "kernels.cu").read_text()',
+    '        src = Path(HERE, "csrc", "more.cuh").read_text()',
+    '        ok = os.path.exists(os.path.join(os.path.dirname(__file__), "kernels.cu"))',
+    '        ok = Path(__file__).with_name("kernels.cu").is_file()',
+    '        ok = os.path.isfile(f"{HERE}/kernels.cu")',
+    '        ok = os.path.isfile(HERE + "/kernels.cu")',
+    '        ok = os.path.getsize(__file__)',
+    '        os.makedirs(os.path.join(HERE, "build"), exist_ok=True)',
+    '        m = load_inline("k", "", cuda_sources=open(os.path.join(HERE, "kernels.cu")).read(), '
+    'build_directory=os.path.join(HERE, "build"))',
+    "        logging.getLogger(__name__).debug('%s', HERE)",
+    '        digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()',
+    "        raise RuntimeError(f'no kernels beside {HERE}')",
+    "        t = x.is_contiguous() and x.shape[0] > 1",
+])
+def test_what_a_module_loading_its_kernels_writes_passes(body):
+    assert _probes(body=body) == []
+
+
+def test_a_main_guard_passes():
+    assert _probes(top='if __name__ == "__main__":\n    print(HERE)\n') == []
+
+
+def test_a_file_not_among_the_candidates_is_not_its_own():
+    """The same name passes where it is one of the candidate's files, and not where it is not."""
+    body = '        src = open(os.path.join(HERE, "extra.cu")).read()'
+    assert _probes(body=body)
+    files = {"model_new.py": _MODULE.format(top="", body=body), "extra.cu": "\n"}
+    assert [f for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"] == []
