@@ -101,3 +101,30 @@ def test_a_file_not_among_the_candidates_is_not_its_own():
     assert _probes(body=body)
     files = {"model_new.py": _MODULE.format(top="", body=body), "extra.cu": "\n"}
     assert [f for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"] == []
+
+
+@pytest.mark.parametrize("body", [
+    '        if "tmp" in str(_lib.path): x = x * 2',
+    '        if _lib._lib._name.startswith("/tmp"): x = x * 2',
+    '        if "cache" in _ext.__file__: x = x * 2',
+])
+def test_where_its_library_was_built_is_its_place_too(body):
+    """The Verifier builds into its own cache, the user's module loads the library beside it."""
+    top = ('from stitchcuda import runtime\n_lib = runtime.load(Path(__file__).with_name("kernels.cu"))\n'
+           '_ext = load_inline("k", "", cuda_sources="")\n')
+    assert any("of its own path" in m for m in _probes(top, body)), _probes(top, body)
+
+
+def test_the_generated_module_asks_nothing(tmp_path):
+    """The built-in coder's module for the shipped example: its loader, its op named after a digest of
+    its sources and library path, its fast path."""
+    from pathlib import Path
+
+    from stitchcuda.agents.coder import builtin
+    from stitchcuda.agents.loop import plan_task
+    from stitchcuda.task import find_task
+
+    task = find_task(Path(__file__).resolve().parents[1] / "examples" / "gated_block.py")
+    cand = builtin.code(task, plan_task(task))
+    assert "_define_op" in cand.files[cand.module] and "__file__" in cand.files[cand.module]
+    assert [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"] == []

@@ -55,6 +55,10 @@ CONSUMERS = frozenset({
     "importlib.util.spec_from_file_location", "importlib.util.module_from_spec", "print", "warnings.warn",
     "hashlib.sha256", "hashlib.sha1", "hashlib.md5", "hashlib.blake2b",
 })
+# Calls that load a library, and its attributes that say where it was built.
+_LOADERS = ("runtime.load", "cpp_extension.load", "cpp_extension.load_inline", "load_kernels", "KernelLibrary",
+            "ctypes.CDLL", "ctypes.cdll.LoadLibrary")
+_LIBRARY_PLACES = frozenset({"path", "_name", "__file__", "name"})
 # Writes to a path: the sandbox checks' business (static_check), not a question.
 _WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rename", "replace", "symlink_to",
                      "chmod"})
@@ -94,6 +98,13 @@ class _Flow:
                 self.local.setdefault(id(self.scope[id(node)]), set()).add(node.id)
             elif isinstance(node, ast.arg):
                 self.local.setdefault(id(self.scope[id(node)]), set()).add(node.arg)
+        # Names bound to a loaded library (runtime.load, cpp_extension.load, the generated loader):
+        # its path is where the build went (the Verifier's cache, or beside the user's module).
+        self.libraries: set[tuple[int, str]] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    (self.dotted(node.value.func) or "").endswith(_LOADERS):
+                self.libraries |= {self._key(t) for t in node.targets if isinstance(t, ast.Name)}
         self.names: set[tuple[int, str]] = set()  # (scope, name)
         self.attrs: set[str] = set()  # self.<attr>
         self.returns: set[str] = set()  # functions whose result holds it
@@ -111,6 +122,8 @@ class _Flow:
             return node.id in SOURCES or self._key(node) in self.names
         if isinstance(node, ast.Attribute):
             if node.attr in SOURCES or (self._self(node) and node.attr in self.attrs):
+                return True
+            if node.attr in _LIBRARY_PLACES and self._library(node.value):
                 return True
             return self.holds(node.value)  # __spec__.origin, here.parent, path.parts: made of it
         if isinstance(node, ast.Call):
@@ -145,6 +158,12 @@ class _Flow:
         if isinstance(node, ast.NamedExpr):
             return self.holds(node.value)
         return False
+
+    def _library(self, node: ast.AST) -> bool:
+        """A loaded library, or an attribute of one (`_lib._lib`: its ctypes handle)."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and self._key(node) in self.libraries
 
     @staticmethod
     def _self(node: ast.Attribute) -> bool:
@@ -414,6 +433,10 @@ def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:
         root = root.value if isinstance(root, ast.Attribute) else root.func
     if (flow.dotted(root) or "") in ("logging", "warnings"):
         return []  # logging.getLogger(__name__).debug("%s", here): a message
+    if origin in ("hasattr", "getattr") and call.args and (flow.dotted(call.args[0]) or "").startswith("torch.ops"):
+        return []  # an op of its own, named after a digest of its sources (the generated _define_op)
+    if origin.startswith("torch.library."):
+        return []
     if origin in PATH_FUNCS | FILE_FUNCS | CONSUMERS or origin.startswith(("hashlib.", "logging.")) \
             or origin.endswith((".load", ".load_inline", "Error", "Exception", "Warning")):
         return []
