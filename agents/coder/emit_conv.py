@@ -77,6 +77,8 @@ def conv_switches() -> dict[str, str]:
         "CUDNN_LEGACY": "true" if legacy and not legacy.startswith("0") else "false",
         "CONV_LOG": "true" if "STITCHCUDA_CONV_LOG" in env else "false",
         "COPY_VEC": "false" if env.get("STITCHCUDA_CONV_COPY_VEC", "").startswith("0") else "true",
+        # Off until timed on a GPU (written 2026-12-05 without one): weights' 3x3 to 7x7 windows.
+        "COPY_SHORT": "true" if env.get("STITCHCUDA_CONV_COPY_SHORT", "").startswith("1") else "false",
         "NHWC": char("STITCHCUDA_CONV_NHWC"),
         "IGEMM": char("STITCHCUDA_CONV_IGEMM"),
         "FUSE": "false" if env.get("STITCHCUDA_CONV_FUSE", "").startswith("0") else "true",
@@ -291,7 +293,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     )
     # Shared by every conv kernel of a .cu: the process-wide handle, descriptor setup, the one-time
     # algorithm search, the run (chunked over the batch) and the bias kernel.
-    family = cuda_text.fill("conv.cuh", THREADS=THREADS, **conv_switches())
+    family = cuda_text.load("layout_short.cuh") + cuda_text.fill("conv.cuh", THREADS=THREADS, **conv_switches())
     if ctx.epilogue is not None and ctx.epilogue.value == out.name:
         return _with_epilogue(ctx, p, x, w, out, spec, family)
     bias_param = "const void* in2, " if b else ""

@@ -35,6 +35,7 @@
 static constexpr bool SC_CUDNN_LEGACY = @CUDNN_LEGACY@;  // the graph API off
 static constexpr bool SC_CONV_LOG = @CONV_LOG@;          // each plan kept said on stderr
 static constexpr bool SC_CONV_COPY_VEC = @COPY_VEC@;     // the narrow layout copy in float4s
+static constexpr bool SC_CONV_COPY_SHORT = @COPY_SHORT@; // a short side of 9-64 through layout_short.cuh
 static constexpr char SC_CONV_NHWC = @NHWC@;             // '0': never channels-last, '1': wherever it runs
 static constexpr char SC_CONV_IGEMM = @IGEMM@;           // '0': no implicit GEMM, '1': kept wherever it runs
 static constexpr bool SC_CONV_FUSE = @FUSE@;             // cuDNN's fused epilogue plans tried
@@ -765,6 +766,10 @@ static void sc_conv_transpose_as(const void* in, void* out, const void* bias, in
   T* y = static_cast<T*>(out);
   const T* b = static_cast<const T*>(bias);
   if (sc_conv_transpose_vec<T>(x, y, b, rows, cols, batches, stream)) return;
+  if (SC_CONV_COPY_SHORT && sc_trs_applies(rows, cols)) {
+    sc_conv_transpose_short_launch<T>(x, y, b, rows, cols, batches, stream);
+    return;
+  }
   if (rows <= SC_TR_NARROW || cols <= SC_TR_NARROW) {
     const int64_t blocks = (batches * (rows > cols ? rows : cols) + 255) / 256;
     sc_conv_transpose_narrow<T><<<(unsigned)(blocks < (1 << 30) ? blocks : (1 << 30)), 256, 0, stream>>>(
