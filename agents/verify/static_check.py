@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stitchcuda import kernel_loader, pyast
-from stitchcuda.agents.verify import location, probes
+from stitchcuda.agents.verify import call_state, location, probes
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -101,6 +101,7 @@ class _Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     extensions: set[str] = field(default_factory=set)  # names bound to compiled code (see below)
+    top_names: set[str] = field(default_factory=set)  # bound at the module's top level: outlive a call
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -136,6 +137,9 @@ def _collect(tree: ast.Module) -> _Module:
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 mod.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    mod.top_names = {t.id for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                     for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+                     if isinstance(t, ast.Name)}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             mod.functions[node.name] = node
@@ -380,6 +384,9 @@ def _check_function(
     fname: str, fn: ast.AST, mod: _Module, layers: dict[str, str], extensions: set[str], add: Add
 ) -> None:
     """forward's rules, for one function forward reaches."""
+    for what, node in call_state.counters(fn, mod.top_names, lambda n: _dotted(n, mod.aliases)):
+        add("call-count", f"{fname} keeps {what}: a forward that counts its calls can do its work for as many "
+            "calls as any check makes and stop after", node)
     for node in ast.walk(fn):
         if isinstance(node, ast.Try):
             add(

@@ -71,6 +71,9 @@ class VerifyOptions:
     # reads stays). For the tests of the blind check's own defences, whose candidates find the
     # witness by its command line: read by this process, out of every candidate's reach.
     environment_probes: bool = True
+    # False: the static `call-count` finding is left out. For the tests of the dynamic checks, whose
+    # candidates count their calls to misbehave on the ones those checks watch.
+    call_counts: bool = True
 
 
 # Each of these defaults to the machine's core count per process: 16 workers on 64 cores then ran
@@ -144,6 +147,8 @@ def verify(
                                          reference_module=task.path.stem)
         if not opts.environment_probes:
             static = [f for f in static if f.code != "environment-probe"]
+        if not opts.call_counts:
+            static = [f for f in static if f.code != "call-count"]
         unloadable = [f for f in static if f.code in UNLOADABLE]
         if unloadable:  # a build failure, not a hack: nothing to run, and no traceback to show
             return _unloadable_verdict(candidate, unloadable, workdir)

@@ -1,0 +1,72 @@
+"""call_state.py: a forward that keeps a count from call to call is a finding (`call-count`): it can
+do the work for as many calls as any check makes and stop after. One such time bomb runs through the
+real Verifier, where every check it reaches passes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import hack_candidate, hack_task, static_codes
+
+from stitchcuda.agents.verify.static_check import check_candidate_sources
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+
+_MODULE = '''import itertools, torch, torch.nn as nn
+{top}
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.seen = []
+        self._buf = None
+        self._ticks = itertools.count()
+    def forward(self, x):
+{body}
+        return self.helper(x)
+    def helper(self, x):
+{helper}
+        return x
+'''
+
+
+def _codes(body: str = "        pass", helper: str = "        pass", top: str = "") -> list[str]:
+    src = _MODULE.format(top=top, body=body, helper=helper)
+    return [f.message for f in check_candidate_sources({"model_new.py": src}, "model_new.py")
+            if f.code == "call-count"]
+
+
+@pytest.mark.parametrize(("top", "body", "helper"), [
+    ("", "        self.calls += 1", "        pass"),
+    ("", "        pass", "        self.calls = self.calls + 1"),  # in a method forward calls
+    ("_N = [0]", "        _N[0] += 1", "        pass"),
+    ("_N = 0", "        global _N\n        _N += 1", "        pass"),
+    ("", "        self.seen.append(1)", "        pass"),
+    ("", "        next(self._ticks)", "        pass"),
+    ("_STATE = {}", "        _STATE['n'] = _STATE.get('n', 0) + 0\n        _STATE.setdefault('k', 0)", "        pass"),
+])
+def test_a_count_kept_in_forward_is_found(top, body, helper):
+    assert _codes(body, helper, top), (top, body, helper)
+
+
+@pytest.mark.parametrize("body", [
+    "        n = 0\n        n += 1",  # a local
+    "        if self._buf is None or self._buf.shape != x.shape:\n            self._buf = torch.empty_like(x)",
+    "        parts = []\n        parts.append(x)",
+])
+def test_what_holds_no_count_passes(body):
+    assert _codes(body) == []
+
+
+def test_counts_outside_forward_pass():
+    """__init__'s and a training setter's bookkeeping is not forward's (the generated module counts
+    mode changes in its `training` setter)."""
+    top = "_MODE = [0]\ndef _set(m):\n    _MODE[0] += 1\n"
+    assert _codes(top=top) == []
+
+
+def test_a_time_bomb_is_rejected_though_every_check_passes(tmp_path, build_cache):
+    opts = VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
+                         time_compile=False)
+    v = verify(hack_task("ref_affine"), hack_candidate("hack_call_count_bomb"), tmp_path / "v", opts)
+    assert not v.accepted and v.status == "hacked", (v.status, v.message)
+    assert static_codes(v) == {"call-count"}, v.hack_findings
+    assert v.checks and all(c["ok"] for c in v.checks), v.checks
