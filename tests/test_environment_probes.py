@@ -85,6 +85,17 @@ def _probes(src: str) -> list[str]:
     "import sys\nA = sys.stdout.name",
     "from pathlib import Path\nA = Path(__file__).stat().st_mtime",
     "from pathlib import Path\nA = Path('~').expanduser()",
+    # The device's and the process's state (2026-12-05): the L2 flush's buffer while timing, a
+    # graph capture, the seed a check sets; and os handed on, read where this reading cannot see.
+    "A = torch.cuda.memory_allocated() > 2**30",
+    "from torch.cuda import mem_get_info\nA = mem_get_info()[0]",
+    "A = torch.cuda.memory.memory_reserved()",
+    "A = torch.cuda.is_current_stream_capturing()",
+    "A = torch.cuda.utilization()",
+    "A = torch.cuda.get_rng_state()[0]",
+    "A = torch.random.get_rng_state()",
+    "import os\nclass H:\n    o = os\nA = H.o.environ",
+    "import sys\nA = (lambda m: m.argv)(sys)",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src
@@ -110,6 +121,11 @@ def test_a_module_reading_where_it_runs_is_flagged(src):
     "import os\nA = getattr(os, 'sep')",
     "import math\nA = getattr(math, 'pi')",
     "from stitchcuda import runtime\nfrom pathlib import Path\n_lib = runtime.load(Path(__file__).with_name('k.cu'))",
+    "A = torch.cuda.get_device_properties(0).multi_processor_count",
+    "A = torch.cuda.current_stream().cuda_stream",
+    # A layer named time (a diffusion block's time embedding) is no module (bench/networks' UNet block).
+    "class B(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.time = nn.Linear(2, 2)\n"
+    "    def forward(self, t):\n        return self.time.weight.shape",
 ])
 def test_what_asks_nothing_passes(src):
     assert not _probes(src), src
@@ -138,6 +154,10 @@ def test_what_asks_nothing_passes(src):
     # A review's routes (2026-12-05): PyTorch's own reader of the environment; the date by its call.
     ('  auto v = c10::utils::get_env("STITCHCUDA_CACHE");', "get_env"),
     ("  struct timespec ts; clock_gettime(0, &ts);", "clock_gettime"),
+    # Python modules imported from C++ (pybind11, CPython's API): os by its name, a name built at run time.
+    ('  auto env = py::module_::import("os").attr("environ");', 'module_::import("os")'),
+    ('  PyObject* m = PyImport_ImportModule("sys");', 'PyImport_ImportModule("sys")'),
+    ("  auto m = pybind11::module::import(name);", "module::import(...)"),
 ])
 def test_native_probes(line, what):
     text = f"#include <cstdlib>\nextern \"C\" int k(float* out) {{\n{line}\n  return 0;\n}}\n"
@@ -151,6 +171,7 @@ def test_native_comments_and_longer_words_pass():
             "void t() { auto t0 = std::chrono::steady_clock::now(); (void)t0; }\n")
     assert probes.native_probes("k.cu", text) == []
     assert probes.native_probes("notes.txt", "getenv") == []
+    assert probes.native_probes("k.cpp", 'int f() { auto t = py::module_::import("torch"); return 0; }') == []
 
 
 def test_the_generated_loader_and_a_built_in_module_ask_nothing():

@@ -63,6 +63,24 @@ PROBE_MODULES = {
     "calendar": "the clock",
     "zoneinfo": "the clock",
 }
+# torch's readers of the device's and the process's state: how much memory is held (the Verifier's
+# L2 flush holds a buffer while it times; a profiler, its own), what else runs on the GPU, its clock,
+# power and temperature, whether a graph is being captured, and the random state and seed (which a
+# check sets). A kernel module asks none of them (the device's properties, SM count and memory size,
+# pass: a kernel sizes its grid by them).
+TORCH_STATE = {
+    **dict.fromkeys(("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                     "memory_cached", "max_memory_cached", "mem_get_info", "memory_stats", "memory_stats_as_nested_dict",
+                     "memory_summary", "memory_snapshot", "list_gpu_processes", "memory_usage", "host_memory_stats",
+                     "caching_allocator_alloc"), "the GPU's memory as the process holds it"),
+    **dict.fromkeys(("utilization", "temperature", "power_draw", "clock_rate", "device_memory_used"),
+                    "the GPU's load, clock or power"),
+    **dict.fromkeys(("is_current_stream_capturing",), "whether a graph is being captured"),
+    **dict.fromkeys(("get_rng_state", "get_rng_state_all", "initial_seed", "seed", "seed_all"),
+                    "the random state, which a check sets"),
+}
+_TORCH_STATE_ROOTS = ("torch.cuda.", "torch.cuda.memory.", "torch.cuda.graphs.", "torch.cuda.random.", "torch.random.",
+                      "torch.")
 # (Not `group`, `owner` or `absolute`: a regex match's .group(1) and a tensor's .absolute() are not
 # paths; a review, 2026-12-05.)
 _PATH_LISTING = frozenset({"iterdir", "glob", "rglob", "walk", "cwd", "home", "expanduser", "stat", "lstat",
@@ -98,6 +116,12 @@ _NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|sys
 NATIVE_PROBE_NAMES = frozenset(_NATIVE_WORDS.split("|")) | frozenset(_NATIVE_CALLS.split("|"))
 _NATIVE = re.compile(rf"\b(?:({_NATIVE_WORDS})\b|({_NATIVE_CALLS})\s*\()")
 _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b")
+# Python modules imported from C++ (pybind11's module_::import, CPython's PyImport_*): the same
+# questions as a Python import of them, asked where the Python reading does not look. A literal name
+# is judged as an import is (os and sys whole, since their allowed parts are attribute reads the C++
+# side makes unseen; PROBE_MODULES); a computed one hides what it reads.
+_NATIVE_IMPORT = re.compile(r"\b(?:module_?::import|PyImport_ImportModule(?:Level|NoBlock)?(?:Object)?|PyImport_AddModule"
+                            r"(?:Object)?|PyImport_Import|PyImport_GetModule)\s*\(\s*(\"[^\"]*\")?")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # C++ string literals, left out where names are matched (a TORCH_CHECK's "misaligned access (...)"
 # is no call of access) and kept for asm's text and /proc paths.
@@ -110,6 +134,8 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     attribute chain to its origin under the module's aliases."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     modules = _aliases(tree)
+    imported = frozenset((a.asname or a.name).split(".")[0] for node in ast.walk(tree)
+                         if isinstance(node, ast.Import | ast.ImportFrom) for a in node.names)
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -142,7 +168,10 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
         if isinstance(parents.get(id(node)), ast.Attribute):
             continue  # the chain's outermost attribute names it
         origin = dotted(node) or ""
-        what = _os_or_sys(origin, node, parents)
+        if (state := _torch_state(origin)) is not None:
+            found.append((f"{origin}: {state}", node))
+            continue
+        what = _os_or_sys(origin, node, parents, imported)
         if what is not None:
             found.append((f"{origin}: {what}", node))
     return found
@@ -188,18 +217,45 @@ RUNTIME_ALLOWED = frozenset({"load", "Library", "BuildError", "stream_of"})
 _REACHED_THROUGH = frozenset({"os", "sys", "posix", "nt", "_os", *PROBE_MODULES})
 
 
-def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST]) -> str | None:
-    """What a use of `origin` reads, where it is a probe; None where it is not."""
+def _root_name(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (`a` of a.b.c); None where it starts elsewhere."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _torch_state(origin: str) -> str | None:
+    """What a torch name reads, where it is one of TORCH_STATE's readers."""
+    head, _, name = origin.rpartition(".")
+    if name in TORCH_STATE and head + "." in _TORCH_STATE_ROOTS:
+        return TORCH_STATE[name]
+    return None
+
+
+def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST], imported: frozenset[str] | None = None
+               ) -> str | None:
+    """What a use of `origin` reads, where it is a probe; None where it is not. `imported`: the
+    names the module's imports bind (None: any root counts as one)."""
     parts = origin.split(".")
     top = parts[0]
     if top in ("posix", "nt"):
         return PROBE_MODULES[top]
     if origin.startswith("stitchcuda.runtime.") and parts[2] not in RUNTIME_ALLOWED:
         return "StitchCUDA's own state, which differs under the Verifier"
-    if top not in ("os", "sys") and any(p in _REACHED_THROUGH for p in parts[1:]):
+    root = _root_name(node)
+    through_a_module = imported is None or root is None or root in imported
+    # (Only from an imported module: self.time, a layer named for a diffusion step's time
+    # embedding, is no module; bench/networks' UNet block, 2026-12-05.)
+    if top not in ("os", "sys") and through_a_module and any(p in _REACHED_THROUGH for p in parts[1:]):
         # torch.os.environ, torch.sys.argv, posixpath.os.getcwd: the same modules under other names.
         return "the process or where it runs, through a module that imports " + next(
             p for p in parts[1:] if p in _REACHED_THROUGH)
+    if origin in ("os", "sys") and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        call = parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is not node and (
+                getattr(call.func, "id", None) in ("getattr", "hasattr"))):
+            # `self.o = os`, `f(os)`: the module handed on, and what is read of it there unseen.
+            return f"{origin} itself, handed on (what is read of it is out of this reading's sight)"
     if top not in ("os", "sys") or origin in ("os", "sys"):
         return None
     allowed = OS_ALLOWED if top == "os" else SYS_ALLOWED
@@ -236,10 +292,21 @@ def native_probes(name: str, text: str) -> list[tuple[int, str]]:
     code = _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     out = []
     for lineno, line in enumerate(code.splitlines(), 1):
-        if m := _NATIVE.search(_STRINGS.sub('""', line)):
+        if (m := _NATIVE_IMPORT.search(line)) and _imports_a_probe(m.group(1)):
+            out.append((lineno, f"{m.group(0).split('(')[0].strip()}({m.group(1) or '...'})"))
+        elif m := _NATIVE.search(_STRINGS.sub('""', line)):
             out.append((lineno, m.group(1) or m.group(2)))
         elif m := _ASM.search(line):
             out.append((lineno, f"asm {m.group(1)}"))
         elif _PROC_PATHS.search(line) and '"' in line:
             out.append((lineno, "/proc or /sys"))
     return out
+
+
+def _imports_a_probe(literal: str | None) -> bool:
+    """Whether a module imported from C++ by this name (a string literal, quotes included; None where
+    it is computed) is one whose business is the process or where it runs."""
+    if literal is None:
+        return True
+    top = literal.strip('"').split(".")[0]
+    return top in ("os", "sys", "inspect", "gc", "importlib", "builtins", "ctypes", "subprocess") or top in PROBE_MODULES
