@@ -914,9 +914,25 @@ static int {name}_relu({ctype}* c, cudaStream_t stream) {{
 }}"""
 
 
+# STITCHCUDA_GEMM_TUNE=1: the bias-epilogue matmul times cuBLASLt's first TUNE_ALGOS heuristic
+# algorithms on its first call (outside a graph capture) and keeps the fastest; otherwise it takes the
+# first. Off until timed on a GPU (written 2026-12-05 without one): on the H100 level 2's 80 and 95
+# lose to torch.compile by their matmul alone (ours 337 us, cuBLASLt's first pick with the bias
+# epilogue; compile's mm plus a fused bias about 5% less).
+TUNE_ENV = "STITCHCUDA_GEMM_TUNE"
+TUNE_ALGOS = 8
+
+
+def gemm_tune_on() -> bool:
+    return os.environ.get(TUNE_ENV, "0").startswith("1")
+
+
 def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str, *, relu: bool = False) -> str:
     """A cuBLASLt matmul with a bias epilogue (and ReLU after it: RELU_BIAS); the descriptors and the
-    algorithm are found once."""
+    algorithm are found once (with STITCHCUDA_GEMM_TUNE=1 the fastest of the heuristic's first few,
+    timed on the first call's own operands). The switch is a constant in the source, fixed as it is
+    written."""
+    tune = TUNE_ALGOS if gemm_tune_on() else 1
     a_rows, a_cols = (plan.k, plan.m) if plan.a.trans else (plan.m, plan.k)
     b_rows, b_cols = (plan.n, plan.k) if plan.b.trans else (plan.k, plan.n)
     return f"""struct {name}_lt_state {{
@@ -924,6 +940,8 @@ def _lt_plan(name: str, plan: GemmPlan, dtype: str, compute: str, *, relu: bool 
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t algos[{tune}];  // the heuristic's first `found`, best first
+  int found = 0;
 }};
 
 static {name}_lt_state {name}_lt_make(cublasLtHandle_t lt) {{
@@ -935,7 +953,7 @@ static {name}_lt_state {name}_lt_make(cublasLtHandle_t lt) {{
   const uint32_t align = 16;
   const uint64_t ws = SC_GEMM_WORKSPACE;
   cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulHeuristicResult_t found;
+  cublasLtMatmulHeuristicResult_t found[{tune}];
   int count = 0;
   bool ok = cublasLtMatmulDescCreate(&st.op, {compute}, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
     cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == CUBLAS_STATUS_SUCCESS &&
@@ -951,14 +969,54 @@ static {name}_lt_state {name}_lt_make(cublasLtHandle_t lt) {{
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof(align)) == CUBLAS_STATUS_SUCCESS &&
-    cublasLtMatmulAlgoGetHeuristic(lt, st.op, st.a, st.b, st.c, st.c, pref, 1, &found, &count) == CUBLAS_STATUS_SUCCESS &&
+    cublasLtMatmulAlgoGetHeuristic(lt, st.op, st.a, st.b, st.c, st.c, pref, {tune}, found, &count) == CUBLAS_STATUS_SUCCESS &&
     count > 0;
   if (pref) cublasLtMatmulPreferenceDestroy(pref);
   if (ok) {{
-    st.algo = found.algo;
+    for (int i = 0; i < count; ++i) st.algos[i] = found[i].algo;
+    st.found = count;
+    st.algo = found[0].algo;
     st.ok = true;
   }}
   return st;
+}}
+
+// The fastest of the heuristic's algorithms on these operands (three timed runs each after one
+// untimed, the minimum); the first where the stream is being captured or timing fails. The result
+// `c` is rewritten by every run, the kept algorithm's last (the caller runs it once more).
+static void {name}_lt_tune(cublasLtHandle_t lt, {name}_lt_state& st, const void* a, const void* b, void* c,
+                          float alpha, void* workspace, cudaStream_t stream) {{
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (st.found < 2 || cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone)
+    return;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess) return (void)cudaGetLastError();
+  if (cudaEventCreate(&e1) != cudaSuccess) return (void)cudaEventDestroy(e0), (void)cudaGetLastError();
+  const float zero = 0.0f;
+  float best = -1.0f;
+  int pick = 0;
+  for (int i = 0; i < st.found; ++i) {{
+    float fastest = -1.0f;
+    for (int r = 0; r < 4; ++r) {{
+      cudaEventRecord(e0, stream);
+      const cublasStatus_t s = cublasLtMatmul(lt, st.op, &alpha, a, st.a, b, st.b, &zero, c, st.c, c, st.c, &st.algos[i],
+                                              workspace, SC_GEMM_WORKSPACE, stream);
+      cudaEventRecord(e1, stream);
+      float ms = 0.0f;
+      if (s != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {{
+        fastest = -1.0f;
+        break;
+      }}
+      if (r > 0 && (fastest < 0 || ms < fastest)) fastest = ms;
+    }}
+    if (fastest >= 0 && (best < 0 || fastest < best)) best = fastest, pick = i;
+  }}
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGetLastError();  // a refused algorithm is not the caller's error
+  st.algo = st.algos[pick];
 }}
 
 // SC_GEMM_LT_UNAVAILABLE where this call cannot take the epilogue path (the caller falls back).
@@ -970,11 +1028,13 @@ static int {name}_lt(const void* a, const void* b, const void* bias, void* c, fl
   cublasLtHandle_t lt;
   const int rc = sc_gemm_lt_handle(&lt);
   if (rc != 0) return rc;
-  static const {name}_lt_state st = {name}_lt_make(lt);
+  static {name}_lt_state st = {name}_lt_make(lt);
   if (!st.ok) return SC_GEMM_LT_UNAVAILABLE;
   // One descriptor shared by every call of this launcher: calls must not overlap from several host threads.
   cublasStatus_t s = cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   if (s != CUBLAS_STATUS_SUCCESS) return SC_GEMM_ERROR(s);
+  static std::once_flag tuned;
+  std::call_once(tuned, [&] {{ {name}_lt_tune(lt, st, a, b, c, alpha, workspace, stream); }});
   const float zero = 0.0f;
   s = cublasLtMatmul(lt, st.op, &alpha, a, st.a, b, st.b, &zero, c, st.c, c, st.c, &st.algo, workspace,
                      SC_GEMM_WORKSPACE, stream);
