@@ -96,6 +96,7 @@ def _probes(src: str) -> list[str]:
     "A = torch.random.get_rng_state()",
     "import os\nclass H:\n    o = os\nA = H.o.environ",
     "import sys\nA = (lambda m: m.argv)(sys)",
+    "import linecache\nA = len(linecache.cache)",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src

@@ -1015,8 +1015,11 @@ def test_static_check_passes_legitimate_candidates(src):
 
 @pytest.fixture(scope="module")
 def gpu_opts(build_cache):
+    # call_counts=False: these candidates count their calls to go wrong on the timed ones; the static
+    # call-count finding (call_state.py) would reject them without the dynamic checks tested here.
     return VerifyOptions(
-        timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)}
+        timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)},
+        call_counts=False,
     )
 
 

@@ -48,6 +48,9 @@ def _probes(top: str = "", body: str = "        pass") -> list[str]:
     ('        x = x * {"/tmp": 2}.get(HERE[:4], 1)', "handed to"),
     ('        if type(self).__module__ != "model_new": x = x * 2', "a comparison of its own path"),
     ('        if __name__ == "model_new": x = x * 2', "a comparison of its own path"),
+    ('        if "tmp" in ModelNew.forward.__code__.co_filename: x = x * 2', "a comparison of its own path"),
+    ('        if "tmp" in str(Path(".").absolute()): x = x * 2', "made absolute against the folder"),
+    ('        if "tmp" in str(Path("x").resolve()): x = x * 2', "made absolute against the folder"),
 ])
 def test_questions_about_its_place_are_probes(body, asked):
     found = _probes(body=body)
@@ -79,6 +82,7 @@ _W = where(Path(__file__))
     '        ok = os.path.isfile(f"{HERE}/kernels.cu")',
     '        ok = os.path.isfile(HERE + "/kernels.cu")',
     '        ok = os.path.getsize(__file__)',
+    '        ok = Path(__file__).resolve().parent.exists()',
     '        os.makedirs(os.path.join(HERE, "build"), exist_ok=True)',
     '        m = load_inline("k", "", cuda_sources=open(os.path.join(HERE, "kernels.cu")).read(), '
     'build_directory=os.path.join(HERE, "build"))',

@@ -167,7 +167,8 @@ def test_a_forged_timing_never_reaches_the_verdict(tmp_path, build_cache):
     """On a GPU the worker times the candidate (a correct kernel), which rebinds asdict and json.dumps
     only once it is being timed: the figure they would write (a nanosecond) is not the one the
     Verifier reads, and the attempt is named after timing."""
-    opts = VerifyOptions(timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    opts = VerifyOptions(timeout_s=300, trials=10, time_compile=False, extra_env={"STITCHCUDA_CACHE": str(build_cache)},
+                         call_counts=False)  # it counts its calls to forge the timed ones
     v = verify(hack_task("ref_affine"), hack_candidate("gpu_hack_forge_report_timing", "kernels.cu"), tmp_path, opts)
     assert v.status == "hacked" and "timing-tamper" in {f.code for f in v.hack_findings}, (v.status, v.message)
     assert v.ours is not None and v.ours.median_ms > 1e-3, v.ours

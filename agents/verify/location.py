@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 
 # Names and attributes that hold where a module was loaded from, or under which name (the Verifier
 # imports a candidate under a name of its own choosing; the user's project, under another).
-SOURCES = frozenset({"__file__", "__spec__", "__loader__", "__cached__", "__path__", "__name__", "__module__"})
+SOURCES = frozenset({"__file__", "__spec__", "__loader__", "__cached__", "__path__", "__name__", "__module__",
+                     "co_filename"})
 # Calls whose result is a path (or its text) made from their path arguments.
 PATH_FUNCS = frozenset({
     "os.path.join", "os.path.dirname", "os.path.abspath", "os.path.realpath", "os.path.normpath",
@@ -350,6 +351,7 @@ def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None
         if isinstance(node, ast.Call):
             found += _file_question(node, flow, place)
             found += _location_passed(node, flow)
+            found += _resolved_elsewhere(node, flow, place)
         elif isinstance(node, ast.Compare):
             if _main_guard(node):
                 continue
@@ -395,6 +397,18 @@ def _file_question(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str
     return [(f"{what}({ast.unparse(target)[:60]}): a question about a file not its own (only the candidate's own "
              "files, named from its module's folder, e.g. os.path.join(os.path.dirname(__file__), NAME), may be "
              "asked about or read)", call)]
+
+
+def _resolved_elsewhere(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.AST]]:
+    """`Path(".").absolute()`, `Path("x").resolve()`: a path not made from its own module's, made
+    absolute against the folder the process was started from (os.path.abspath's and realpath's are
+    probes.py's)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr in ("resolve", "absolute") and _path_like(f.value, flow, place)):
+        return []
+    if place.kind(f.value) is not None or flow.holds(f.value):
+        return []
+    return [(f"{ast.unparse(call)[:70]}: a path made absolute against the folder the process was started from", call)]
 
 
 def _path_like(node: ast.AST, flow: _Flow, place: _Place) -> bool:

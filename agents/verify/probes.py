@@ -58,6 +58,7 @@ PROBE_MODULES = {
     "psutil": "the process",
     "uuid": "the host",
     "locale": "the session",
+    "linecache": "the source lines the process has read (the Verifier's own among them)",
     "time": "the clock",
     "datetime": "the clock",
     "calendar": "the clock",

@@ -518,7 +518,7 @@ def _check_module_node(
         if parts[0] == "torch" and len(parts) > 1 and parts[1] in _COMPILERS:
             add("torch-compiler", f"calls {origin}: the work must be in the candidate's own kernels", node)
     elif isinstance(node, ast.Attribute):
-        if node.attr in {"_getframe", "f_back", "f_globals", "__subclasses__", "__closure__", "cell_contents",
+        if node.attr in {"_getframe", "f_back", "f_globals", "__globals__", "__subclasses__", "__closure__", "cell_contents",
                          "__kwdefaults__", "__bases__", "__mro__", "__wrapped__"}:
             add("introspection", f"uses .{node.attr}: reaches other modules' objects", node)
         elif node.attr == "modules" and _dotted(node, mod.aliases) == "sys.modules":
