@@ -132,3 +132,15 @@ def test_the_generated_module_asks_nothing(tmp_path):
     cand = builtin.code(task, plan_task(task))
     assert "_define_op" in cand.files[cand.module] and "__file__" in cand.files[cand.module]
     assert [f for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"] == []
+
+
+@pytest.mark.parametrize("body", [
+    "        _lib.path.unlink()",
+    "        Path(str(_lib.path)).unlink(missing_ok=True)",
+    '        Path(HERE, "kernels.cu").rename(os.path.join(HERE, "k.cu"))',
+])
+def test_a_file_of_its_own_removed_or_moved_is_a_finding(body):
+    """A library gone from the run folder once loaded is out of the native checks' sight."""
+    top = 'from stitchcuda import runtime\n_lib = runtime.load(Path(__file__).with_name("kernels.cu"))\n'
+    assert any("deletes or moves a file" in m for m in _probes(top, body)), _probes(top, body)
+

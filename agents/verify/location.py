@@ -61,8 +61,7 @@ _LOADERS = ("runtime.load", "cpp_extension.load", "cpp_extension.load_inline", "
             "ctypes.CDLL", "ctypes.cdll.LoadLibrary")
 _LIBRARY_PLACES = frozenset({"path", "_name", "__file__", "name"})
 # Writes to a path: the sandbox checks' business (static_check), not a question.
-_WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rename", "replace", "symlink_to",
-                     "chmod"})
+_WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "symlink_to", "chmod"})
 # Calls whose result is what a file holds, not where it is: a path goes in, no path comes out.
 _CONTENT = frozenset({"read_text", "read_bytes", "read"})
 
@@ -352,6 +351,7 @@ def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None
             found += _file_question(node, flow, place)
             found += _location_passed(node, flow)
             found += _resolved_elsewhere(node, flow, place)
+            found += _removal(node, flow, place)
         elif isinstance(node, ast.Compare):
             if _main_guard(node):
                 continue
@@ -399,6 +399,21 @@ def _file_question(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str
              "asked about or read)", call)]
 
 
+_REMOVALS = frozenset({"unlink", "rmdir", "rename", "replace"})
+
+
+def _removal(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.AST]]:
+    """A file of its own deleted or moved (`_lib.path.unlink()`, `Path(...).rename(...)`): a library
+    gone from the run folder once loaded is not read by the native checks (native_symbols.py reads the
+    folder's libraries after the worker), and an honest module never removes its own files. (os's
+    removals are probes.py's: no kernel module needs them.)"""
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr in _REMOVALS and _path_like(f.value, flow, place):
+        return [(f"{ast.unparse(call)[:70]}: deletes or moves a file (a library removed once loaded is out of the "
+                 "native checks' sight)", call)]
+    return []
+
+
 def _resolved_elsewhere(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.AST]]:
     """`Path(".").absolute()`, `Path("x").resolve()`: a path not made from its own module's, made
     absolute against the folder the process was started from (os.path.abspath's and realpath's are
@@ -437,7 +452,7 @@ def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:
     origin = flow.dotted(f) or ""
     args = flow._args(call)
     if isinstance(f, ast.Attribute) and flow.holds(f.value) and f.attr not in PATH_METHODS | FILE_METHODS | \
-            _CONTENT | _WRITES | {"hexdigest", "digest", "update", "glob", "rglob", "iterdir"}:
+            _CONTENT | _WRITES | _REMOVALS | {"hexdigest", "digest", "update", "glob", "rglob", "iterdir"}:
         return [(f"{ast.unparse(call)[:70]}: .{f.attr}() of its own path", call)]
     held = [a for a in args if flow.holds(a)]
     if not held:
