@@ -56,6 +56,26 @@ def test_what_holds_no_count_passes(body):
     assert _codes(body) == []
 
 
+@pytest.mark.parametrize("body", [
+    # a warm-up before capturing a graph, as the generated fast path arms on its second call
+    "        self.calls += 1\n        if self.calls == 3:\n            self._buf = torch.empty_like(x)",
+    # a ping-pong index over two output buffers
+    "        self.calls = (self.calls + 1) % 2\n        self.seen = [x][self.calls - 1:]",
+])
+def test_a_count_that_stays_small_passes(body):
+    assert _codes(body) == [], body
+
+
+@pytest.mark.parametrize("body", [
+    "        self.calls += 1\n        if self.calls > 1000:\n            x = x * 0",  # past every check
+    "        self.calls = (self.calls + 1) % 100000\n        if self.calls == 99999:\n            x = x * 0",
+    "        self.calls += 1\n        if self.calls == 3:\n            x = x * 0\n        x = x * (self.calls < 5000)",
+    "        self.calls += 1\n        if getattr(self, 'cal' + 'ls') > 10**6:\n            x = x * 0",
+])
+def test_a_fuse_dressed_as_a_warm_up_is_found(body):
+    assert _codes(body), body
+
+
 def test_counts_outside_forward_pass():
     """__init__'s and a training setter's bookkeeping is not forward's (the generated module counts
     mode changes in its `training` setter)."""

@@ -17,9 +17,17 @@ _GROW = frozenset({"append", "extend", "insert", "add", "appendleft", "update", 
 _COUNTERS = ("itertools.count", "collections.Counter")
 
 
-def counters(fn: ast.AST, module_names: set[str], dotted) -> list[tuple[str, ast.AST]]:
+# A count that stays small is a warm-up, not a fuse: `self.calls += 1; if self.calls == 3: capture`
+# (a module arming a CUDA graph after a few calls, as the generated fast path does) or a ping-pong
+# index `self.i = (self.i + 1) % 2`. Every check makes far more calls than this.
+SMALL = 16
+
+
+def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None = None) -> list[tuple[str, ast.AST]]:
     """(what it keeps, node) for each count a forward-reachable function keeps across calls.
-    `module_names`: names bound at the module's top level (state that outlives a call)."""
+    `module_names`: names bound at the module's top level (state that outlives a call); `tree`: the
+    whole module, where every read of a count is looked for (a count read only against constants
+    up to SMALL, or kept modulo one, passes)."""
     shared = set(module_names)
     for node in ast.walk(fn):
         if isinstance(node, ast.Global | ast.Nonlocal):
@@ -41,15 +49,18 @@ def counters(fn: ast.AST, module_names: set[str], dotted) -> list[tuple[str, ast
         return None
 
     found: list[tuple[str, ast.AST]] = []
+    whole = tree if tree is not None else fn
     for node in ast.walk(fn):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub) and \
                 (where := persistent(node.target)):
-            found.append((f"{where} {ast.unparse(node.op)}= ...: a count kept from call to call", node))
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and \
-                isinstance(node.value.op, ast.Add | ast.Sub):
+            if not _stays_small(where, whole):
+                found.append((f"{where} {ast.unparse(node.op)}= ...: a count kept from call to call", node))
+        elif isinstance(node, ast.Assign):
             for t in node.targets:
                 text = ast.unparse(t)
-                if (where := persistent(t)) and text in (ast.unparse(node.value.left), ast.unparse(node.value.right)):
+                grows = any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add | ast.Sub) and
+                            text in (ast.unparse(b.left), ast.unparse(b.right)) for b in ast.walk(node.value))
+                if grows and (where := persistent(t)) and not _stays_small(where, whole):
                     found.append((f"{where} = {ast.unparse(node.value)[:40]}: a count kept from call to call", node))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GROW and \
                 (where := persistent(node.func.value)):
@@ -60,4 +71,52 @@ def counters(fn: ast.AST, module_names: set[str], dotted) -> list[tuple[str, ast
         elif isinstance(node, ast.Call) and (dotted(node.func) or "").endswith(_COUNTERS):
             found.append((f"{dotted(node.func)}(): a counter", node))
     return found
+
+
+def _small(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool) \
+        and abs(node.value) <= SMALL
+
+
+def _stays_small(where: str, tree: ast.AST) -> bool:
+    """Whether the count `where` (its source text) is kept modulo a small constant, or read nowhere
+    but in its own updates and in comparisons with small constants."""
+    parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    for node in ast.walk(tree):
+        # `x = (x + 1) % 2`, `x %= 2`: bounded whatever reads it
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == where for t in node.targets) and \
+                isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mod) and _small(node.value.right):
+            return True
+        if isinstance(node, ast.AugAssign) and ast.unparse(node.target) == where and isinstance(node.op, ast.Mod) \
+                and _small(node.value):
+            return True
+    for node in ast.walk(tree):
+        # A count read by a computed name (getattr(self, n), vars(self), self.__dict__) is read unseen.
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "vars") and not (
+                len(node.args) >= 2 and isinstance(node.args[1], ast.Constant))) or \
+                (isinstance(node, ast.Attribute) and node.attr == "__dict__"):
+            return False
+    tested = False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute | ast.Name | ast.Subscript) or ast.unparse(node) != where:
+            continue
+        if isinstance(getattr(node, "ctx", None), ast.Store | ast.Del):
+            continue
+        up = parents.get(id(node))
+        if isinstance(up, ast.AugAssign) and up.target is node:
+            continue
+        if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add | ast.Sub) and _small(up.right if up.left is node
+                                                                                           else up.left):
+            grand = parents.get(id(up))
+            if isinstance(grand, ast.Assign) and any(ast.unparse(t) == where for t in grand.targets):
+                continue  # its own update: x = x + 1
+        if isinstance(up, ast.Compare) and len(up.comparators) == 1 and \
+                _small(up.comparators[0] if up.left is node else up.left):
+            tested = True
+            continue
+        if isinstance(up, ast.Attribute | ast.Subscript) and up.value is node:
+            continue  # (a longer chain: judged by its own text)
+        return False
+    # Never read as it is kept: read some way this reading does not follow (a count is kept to be read).
+    return tested
 

@@ -102,6 +102,7 @@ class _Module:
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     extensions: set[str] = field(default_factory=set)  # names bound to compiled code (see below)
     top_names: set[str] = field(default_factory=set)  # bound at the module's top level: outlive a call
+    tree: ast.Module | None = None
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -129,7 +130,7 @@ def _is_extension_load(value: ast.AST, mod: _Module) -> bool:
 
 
 def _collect(tree: ast.Module) -> _Module:
-    mod = _Module()
+    mod = _Module(tree=tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -384,7 +385,7 @@ def _check_function(
     fname: str, fn: ast.AST, mod: _Module, layers: dict[str, str], extensions: set[str], add: Add
 ) -> None:
     """forward's rules, for one function forward reaches."""
-    for what, node in call_state.counters(fn, mod.top_names, lambda n: _dotted(n, mod.aliases)):
+    for what, node in call_state.counters(fn, mod.top_names, lambda n: _dotted(n, mod.aliases), mod.tree):
         add("call-count", f"{fname} keeps {what}: a forward that counts its calls can do its work for as many "
             "calls as any check makes and stop after", node)
     for node in ast.walk(fn):
