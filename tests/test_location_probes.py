@@ -83,6 +83,9 @@ _W = where(Path(__file__))
     '        ok = os.path.isfile(HERE + "/kernels.cu")',
     '        ok = os.path.getsize(__file__)',
     '        ok = Path(__file__).resolve().parent.exists()',
+    # the commonest way a module finds its folder: absolute against nothing but itself
+    '        src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.cu")).read()',
+    '        src = open(os.path.join(os.path.dirname(os.path.realpath(__file__)), "kernels.cu")).read()',
     '        os.makedirs(os.path.join(HERE, "build"), exist_ok=True)',
     '        m = load_inline("k", "", cuda_sources=open(os.path.join(HERE, "kernels.cu")).read(), '
     'build_directory=os.path.join(HERE, "build"))',

@@ -477,3 +477,15 @@ def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:
     if isinstance(f, ast.Attribute) and f.attr in ("join", "format"):
         return []  # "/".join([here, name]), "{}/k.cu".format(here): paths made of it
     return [(f"{ast.unparse(call)[:70]}: its own path handed to {origin or ast.unparse(f)}()", call)]
+
+
+def own_absolute_paths(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None = None) -> set[int]:
+    """The function nodes of `os.path.abspath(...)` / `os.path.realpath(...)` calls whose argument is
+    the module's own path or made from it (`os.path.abspath(__file__)`, the commonest way a module
+    finds its folder): made absolute against nothing but itself, so not a question about the folder
+    the process was started from (probes.py flags these functions otherwise)."""
+    place = _Place(_Flow(tree, dotted), own)
+    return {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) == 1
+            and dotted(n.func) in ("os.path.abspath", "os.path.realpath")
+            and place.kind(n.args[0]) in ("file", "dir", "own")}
+

@@ -372,8 +372,9 @@ def _check_anywhere(
         _check_module_node(node, mod, add, reference_classes, reference_module, class_name)
         if id(node) not in loader:
             _check_escape(node, mod, add)
+    anchored = location.own_absolute_paths(tree, lambda n: _dotted(n, mod.aliases), own)
     for what, node in probes.python_probes(tree, lambda n: _dotted(n, mod.aliases)):
-        if id(node) not in loader:
+        if id(node) not in loader and id(node) not in anchored:
             add("environment-probe", f"reads {what}: a module that asks where it runs can tell the Verifier's "
                 "processes from the user's and do its work only under checks", node)
     for what, node in location.location_probes(tree, lambda n: _dotted(n, mod.aliases), own, loader):
