@@ -50,6 +50,11 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
 
     found: list[tuple[str, ast.AST]] = []
     whole = tree if tree is not None else fn
+    # What holds a container (a list, dict, set or deque made where it is bound): `.add` and `.update`
+    # of anything else (an extension's own `add`, a tensor's) grow nothing.
+    containers = {ast.unparse(t) for n in ast.walk(whole) if isinstance(n, ast.Assign | ast.AnnAssign)
+                  and n.value is not None and _container(n.value, dotted)
+                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     for node in ast.walk(fn):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub) and \
                 (where := persistent(node.target)):
@@ -63,7 +68,7 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
                 if grows and (where := persistent(t)) and not _stays_small(where, whole):
                     found.append((f"{where} = {ast.unparse(node.value)[:40]}: a count kept from call to call", node))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GROW and \
-                (where := persistent(node.func.value)):
+                (where := persistent(node.func.value)) and where in containers:
             found.append((f"{where}.{node.func.attr}(...): state grown from call to call (its length a count)", node))
         elif isinstance(node, ast.Call) and (dotted(node.func) or "") in ("next",) and node.args and \
                 persistent(node.args[0]):
@@ -119,4 +124,11 @@ def _stays_small(where: str, tree: ast.AST) -> bool:
         return False
     # Never read as it is kept: read some way this reading does not follow (a count is kept to be read).
     return tested
+
+
+def _container(value: ast.AST, dotted) -> bool:
+    if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+        return True
+    return isinstance(value, ast.Call) and (dotted(value.func) or "").split(".")[-1] in (
+        "list", "dict", "set", "deque", "defaultdict", "OrderedDict", "Counter")
 
