@@ -147,3 +147,19 @@ def test_a_file_of_its_own_removed_or_moved_is_a_finding(body):
     top = 'from stitchcuda import runtime\n_lib = runtime.load(Path(__file__).with_name("kernels.cu"))\n'
     assert any("deletes or moves a file" in m for m in _probes(top, body)), _probes(top, body)
 
+
+
+_READER = 'def _read(name, mode="r"):\n    with open(os.path.join(HERE, name), mode) as f:\n        return f.read()\n'
+
+
+@pytest.mark.parametrize(("calls", "asks"), [
+    ('SRC = _read("kernels.cu")', False),
+    ('SRC = _read(name="kernels.cu")', False),
+    ('N = "kernels.cu"\nSRC = _read(N)', False),
+    ('SRC = _read("kernels.cu")\nB = _read("request.json")', True),  # one caller asks about another file
+    ('SRC = _read("kernels.cu")\nL = list(map(_read, ["request.json"]))', True),  # handed on: callers unseen
+    ('N = "req" + "uest.json"\nSRC = _read(N)', True),
+])
+def test_a_reader_of_its_own_files_is_judged_by_what_its_callers_pass(calls, asks):
+    found = _probes(top=_READER + calls + "\n")
+    assert bool(found) == asks, found

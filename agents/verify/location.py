@@ -24,6 +24,7 @@ caller (its `prebuilt.exists()` asks about the library it ships beside the modul
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Callable, Iterable
 
 # Names and attributes that hold where a module was loaded from, or under which name (the Verifier
@@ -310,13 +311,28 @@ class _Place:
         parts = list(parts)
         if not parts:
             return base
-        if base != "dir" or not all(isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+        names = [self._texts(p) for p in parts]
+        if base != "dir" or any(n is None for n in names):
             return None
-        rel = "/".join(p.value.strip("/") for p in parts)  # type: ignore[attr-defined]
-        if ".." in rel.split("/"):
-            return None
-        if self.own is None or rel in self.own or any(o.startswith(rel + "/") for o in self.own):
-            return "own"
+        for combo in itertools.product(*names):  # every name each part can hold must be its own
+            rel = "/".join(t.strip("/") for t in combo)
+            if ".." in rel.split("/"):
+                return None
+            if not (self.own is None or rel in self.own or any(o.startswith(rel + "/") for o in self.own)):
+                return None
+        return "own"
+
+    def _texts(self, node: ast.AST, depth: int = 0) -> list[str] | None:
+        """The strings a path part can hold: a constant, or a name (a parameter included) every
+        binding of which is one; None where any is not."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.Name) and depth < 4:
+            values = self._assigned(node)
+            found = [self._texts(v, depth + 1) for v in values]
+            if not values or any(f is None for f in found):
+                return None
+            return [t for f in found for t in f]  # type: ignore[union-attr]
         return None
 
     def _assigned(self, name: ast.Name) -> list[ast.AST]:
@@ -328,12 +344,54 @@ class _Place:
             elif isinstance(node, ast.AnnAssign | ast.NamedExpr) and isinstance(node.target, ast.Name) \
                     and node.value is not None and self.flow._key(node.target) == key:
                 out.append(node.value)
-            elif isinstance(node, ast.AugAssign | ast.For | ast.comprehension | ast.withitem | ast.arg):
+            elif isinstance(node, ast.arg) and (id(self.flow.scope[id(node)]), node.arg) == key:
+                # A parameter: what every caller passes, where each call is in sight.
+                values = self._passed(self.flow.scope[id(node)], node.arg)
+                if values is None:
+                    return []
+                out += values
+            elif isinstance(node, ast.AugAssign | ast.For | ast.comprehension | ast.withitem):
                 target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
-                if (isinstance(target, ast.Name) and self.flow._key(target) == key) or (
-                        isinstance(node, ast.arg) and (id(self.flow.scope[id(node)]), node.arg) == key):
-                    return []  # bound by a loop, a with, an augmented assignment or a caller: not a constant
+                if isinstance(target, ast.Name) and self.flow._key(target) == key:
+                    return []  # bound by a loop, a with or an augmented assignment: not a constant
         return out
+
+    def _passed(self, fn: ast.AST, param: str) -> list[ast.AST] | None:
+        """The expressions every call of `fn` passes for `param` (its default where a call leaves it
+        out); None where a call passes it unpacked, none is in sight, or the function is handed on
+        as a value (map(f, names) passes what no call site shows)."""
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            return None
+        method = isinstance(self.flow.parents.get(id(fn)), ast.ClassDef)
+        positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][1 if method else 0:]
+        defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1],
+                            fn.args.defaults[::-1], strict=False))
+        defaults |= {a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None}
+        values: list[ast.AST] = []
+        calls = 0
+        for node in ast.walk(self.flow.tree):
+            named = (isinstance(node, ast.Name) and node.id == fn.name) or (
+                isinstance(node, ast.Attribute) and node.attr == fn.name)
+            if not named:
+                continue
+            call = self.flow.parents.get(id(node))
+            if not (isinstance(call, ast.Call) and call.func is node):
+                if isinstance(getattr(node, "ctx", None), ast.Load):
+                    return None  # handed on as a value
+                continue
+            calls += 1
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return None
+            kw = next((k.value for k in call.keywords if k.arg == param), None)
+            if kw is not None:
+                values.append(kw)
+            elif param in positional and positional.index(param) < len(call.args):
+                values.append(call.args[positional.index(param)])
+            elif param in defaults:
+                values.append(defaults[param])
+            else:
+                return None
+        return values if calls else None
 
 
 def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None = None,
