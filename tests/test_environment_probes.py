@@ -97,6 +97,9 @@ def _probes(src: str) -> list[str]:
     "import os\nclass H:\n    o = os\nA = H.o.environ",
     "import sys\nA = (lambda m: m.argv)(sys)",
     "import linecache\nA = len(linecache.cache)",
+    # the GPU's clock and progress: whether the flush before a timed call is still running
+    "A = torch.cuda.Event(enable_timing=True)",
+    "A = torch.cuda.current_stream().query()",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src

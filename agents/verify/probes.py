@@ -77,6 +77,9 @@ TORCH_STATE = {
     **dict.fromkeys(("utilization", "temperature", "power_draw", "clock_rate", "device_memory_used"),
                     "the GPU's load, clock or power"),
     **dict.fromkeys(("is_current_stream_capturing",), "whether a graph is being captured"),
+    # An event is the GPU's clock (elapsed_time) and its progress (query: whether earlier work, such as
+    # the L2 flush before each timed call, is done); a kernel module on one stream needs neither.
+    **dict.fromkeys(("Event",), "the GPU's clock or what it is still doing"),
     **dict.fromkeys(("get_rng_state", "get_rng_state_all", "initial_seed", "seed", "seed_all"),
                     "the random state, which a check sets"),
 }
@@ -160,6 +163,11 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
             if (what := _os_or_sys(named, node, parents)) is not None:
                 found.append((f"{named} (through getattr): {what}", node))
             continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GPU_PROGRESS \
+                and _rooted_in_torch_cuda(node.func.value, dotted):
+            found.append((f".{node.func.attr}() of a CUDA stream or event: whether the GPU is still busy, or its "
+                          "clock", node))
+            continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_LISTING \
                 and (dotted(node.func) or "").split(".")[0] not in ("torch", "os", "sys"):
             found.append((f".{node.func.attr}(): a folder's contents or where it runs", node))
@@ -216,6 +224,22 @@ def _named_module_lookup(call: ast.Call, modules: dict[str, str]) -> str | None:
 # (private_build_dir() is set only in its sandbox: a review, 2026-12-05).
 RUNTIME_ALLOWED = frozenset({"load", "Library", "BuildError", "stream_of"})
 _REACHED_THROUGH = frozenset({"os", "sys", "posix", "nt", "_os", *PROBE_MODULES})
+
+
+_GPU_PROGRESS = frozenset({"query", "elapsed_time"})
+
+
+def _rooted_in_torch_cuda(node: ast.AST, dotted) -> bool:
+    """`torch.cuda.current_stream()`, `torch.cuda.default_stream(d)`, `torch.cuda.Event()` and chains
+    on them: the receiver comes from torch.cuda."""
+    while isinstance(node, ast.Attribute | ast.Call):
+        if isinstance(node, ast.Call):
+            if (dotted(node.func) or "").startswith("torch.cuda."):
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False
 
 
 def _root_name(node: ast.AST) -> str | None:
