@@ -163,3 +163,12 @@ _READER = 'def _read(name, mode="r"):\n    with open(os.path.join(HERE, name), m
 def test_a_reader_of_its_own_files_is_judged_by_what_its_callers_pass(calls, asks):
     found = _probes(top=_READER + calls + "\n")
     assert bool(found) == asks, found
+
+
+@pytest.mark.parametrize(("top", "cond"), [
+    ("class H:\n    pass\nH.p = __file__\n", '"tmp" in H.p'),  # a class's attribute
+    ('D = {}\nD["p"] = __file__\n', '"tmp" in D["p"]'),  # a container's item
+    ("L = [__file__]\n", '"tmp" in L[0]'),
+])
+def test_its_path_kept_in_a_class_or_a_container_is_still_its_path(top, cond):
+    assert any("a comparison of its own path" in m for m in _probes(top, f"        if {cond}: x = x * 2"))

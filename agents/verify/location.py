@@ -122,7 +122,7 @@ class _Flow:
         if isinstance(node, ast.Name):
             return node.id in SOURCES or self._key(node) in self.names
         if isinstance(node, ast.Attribute):
-            if node.attr in SOURCES or (self._self(node) and node.attr in self.attrs):
+            if node.attr in SOURCES or (self._owner(node) and node.attr in self.attrs):
                 return True
             if node.attr in _LIBRARY_PLACES and self._library(node.value):
                 return True
@@ -166,6 +166,17 @@ class _Flow:
             node = node.value
         return isinstance(node, ast.Name) and self._key(node) in self.libraries
 
+    def _holder(self, node: ast.AST) -> ast.AST | None:
+        """The statement list's owner a node sits in: its closest enclosing class or function."""
+        up = self.parents.get(id(node))
+        while up is not None and not isinstance(up, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            up = self.parents.get(id(up))
+        return up
+
+    def _owner(self, node: ast.Attribute) -> bool:
+        """self.x, cls.x, or C.x of a class of the module: attributes an instance shares."""
+        return self._self(node) or (isinstance(node.value, ast.Name) and node.value.id in self.classes)
+
     @staticmethod
     def _self(node: ast.Attribute) -> bool:
         return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
@@ -180,9 +191,14 @@ class _Flow:
             key = self._key(target)
             grew = key not in self.names
             self.names.add(key)
-        elif isinstance(target, ast.Attribute) and self._self(target):
+            if isinstance(self._holder(target), ast.ClassDef):  # a class attribute: read as self.x or C.x
+                grew |= target.id not in self.attrs
+                self.attrs.add(target.id)
+        elif isinstance(target, ast.Attribute) and self._owner(target):
             grew = target.attr not in self.attrs
             self.attrs.add(target.attr)
+        elif isinstance(target, ast.Subscript):
+            grew |= self._bind(target.value)  # d[k] = here: the container holds it now
         elif isinstance(target, ast.Tuple | ast.List | ast.Starred):
             for t in target.elts if not isinstance(target, ast.Starred) else [target.value]:
                 grew |= self._bind(t)
