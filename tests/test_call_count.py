@@ -41,7 +41,7 @@ def _codes(body: str = "        pass", helper: str = "        pass", top: str = 
     ("_N = 0", "        global _N\n        _N += 1", "        pass"),
     ("", "        self.seen.append(1)", "        pass"),
     ("", "        next(self._ticks)", "        pass"),
-    ("_STATE = {}", "        _STATE['n'] = _STATE.get('n', 0) + 0\n        _STATE.setdefault('k', 0)", "        pass"),
+    ("_STATE = {}", "        _STATE['n'] = _STATE.get('n', 0) + 1", "        pass"),
 ])
 def test_a_count_kept_in_forward_is_found(top, body, helper):
     assert _codes(body, helper, top), (top, body, helper)
@@ -51,6 +51,10 @@ def test_a_count_kept_in_forward_is_found(top, body, helper):
     "        n = 0\n        n += 1",  # a local
     "        if self._buf is None or self._buf.shape != x.shape:\n            self._buf = torch.empty_like(x)",
     "        parts = []\n        parts.append(x)",
+    # a workspace cache keyed by shape; a ping-pong index; a saturating warm-up; a registered buffer
+    "        self._buf = {}\n        w = self._buf.setdefault(tuple(x.shape), 0)",
+    "        self.calls = 1 - self.calls\n        w = self.seen[self.calls]",
+    "        self.calls = min(self.calls + 1, 3)\n        w = self.seen[self.calls]",
 ])
 def test_what_holds_no_count_passes(body):
     assert _codes(body) == []

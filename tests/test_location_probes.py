@@ -172,3 +172,36 @@ def test_a_reader_of_its_own_files_is_judged_by_what_its_callers_pass(calls, ask
 ])
 def test_its_path_kept_in_a_class_or_a_container_is_still_its_path(top, cond):
     assert any("a comparison of its own path" in m for m in _probes(top, f"        if {cond}: x = x * 2"))
+
+
+# A red-team review's routes (2026-12-05): its path through defaults, *args, lambdas, generators, loop
+# counts, buffers, errors, an object's text, a library's alias, and its own folder's size.
+@pytest.mark.parametrize(("top", "cond"), [
+    ("def f(p=__file__):\n    return p\n", '"tmp" in f()'),
+    ("def g(*a):\n    return a[0]\n", '"tmp" in g(__file__)'),
+    ("get = lambda: __file__\n", '"tmp" in get()'),
+    ("def gen():\n    yield __file__\n", '"tmp" in next(gen())'),
+    ("N = 0\nfor _c in __file__:\n    N += 1\n", "N > 30"),
+    ("import io\nB = io.StringIO()\nprint(__file__, file=B)\n", '"tmp" in B.getvalue()'),
+    ("E = ValueError(__file__)\n", '"tmp" in E.args[0]'),
+    ("", '"model_new" in str(type(self))'),
+    ("", 'torch.typename(self).startswith("model_new")'),
+    ("", 'ModelNew.__dict__["__module__"] == "m"'),
+    ("from stitchcuda import runtime\n_L = runtime.load(Path(__file__).with_name('kernels.cu'))\n_A = _L\n",
+     '"cache" in str(_A.path)'),
+])
+def test_its_path_is_followed_through_what_a_review_found(top, cond):
+    found = _probes(top, f"        if {cond}: x = x * 2")
+    assert any("of its own path" in m for m in found), found
+
+
+def test_of_its_own_folder_only_whether_it_is_there_may_be_asked():
+    assert _probes(body="        ok = os.path.isdir(HERE)") == []
+    assert any("not its own" in m for m in _probes(body="        n = os.path.getsize(HERE)"))
+
+
+def test_a_file_it_ships_under_a_run_folder_name_is_not_its_own():
+    """result.json or request.json shipped with the candidate: the run folder rewrites or removes them."""
+    body = '        ok = os.path.exists(os.path.join(HERE, "result.json"))'
+    files = {"model_new.py": _MODULE.format(top="", body=body), "result.json": "{}"}
+    assert [f for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 
-_GROW = frozenset({"append", "extend", "insert", "add", "appendleft", "update", "setdefault"})
+# (Not update or setdefault: a cache keyed by shape grows by them, bounded by the shapes it meets.)
+_GROW = frozenset({"append", "extend", "insert", "add", "appendleft"})
 _COUNTERS = ("itertools.count", "collections.Counter")
 
 
@@ -50,6 +51,11 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
 
     found: list[tuple[str, ast.AST]] = []
     whole = tree if tree is not None else fn
+    # A buffer the module registers (BatchNorm's num_batches_tracked) is the reference's state, loaded
+    # from its state_dict and compared with it after each call (state_updates): no count of its own.
+    buffers = {f"self.{c.args[0].value}" for c in ast.walk(whole) if isinstance(c, ast.Call)
+               and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer" and c.args
+               and isinstance(c.args[0], ast.Constant)}
     # What holds a container (a list, dict, set or deque made where it is bound): `.add` and `.update`
     # of anything else (an extension's own `add`, a tensor's) grow nothing.
     containers = {ast.unparse(t) for n in ast.walk(whole) if isinstance(n, ast.Assign | ast.AnnAssign)
@@ -57,14 +63,19 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     for node in ast.walk(fn):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub) and \
-                (where := persistent(node.target)):
+                (where := persistent(node.target)) and where not in buffers:
             if not _stays_small(where, whole):
-                found.append((f"{where} {ast.unparse(node.op)}= ...: a count kept from call to call", node))
+                found.append((f"{where} {'+' if isinstance(node.op, ast.Add) else '-'}= ...: a count kept from call to call",
+                              node))
         elif isinstance(node, ast.Assign):
             for t in node.targets:
                 text = ast.unparse(t)
+                reads = {text}
+                if isinstance(t, ast.Subscript):  # d[k] = d.get(k, 0) + 1
+                    reads.add(f"{ast.unparse(t.value)}.get({ast.unparse(t.slice)}")
                 grows = any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add | ast.Sub) and
-                            text in (ast.unparse(b.left), ast.unparse(b.right)) for b in ast.walk(node.value))
+                            any(ast.unparse(side).startswith(r) for side in (b.left, b.right) for r in reads)
+                            for b in ast.walk(node.value))
                 if grows and (where := persistent(t)) and not _stays_small(where, whole):
                     found.append((f"{where} = {ast.unparse(node.value)[:40]}: a count kept from call to call", node))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GROW and \
@@ -88,7 +99,13 @@ def _stays_small(where: str, tree: ast.AST) -> bool:
     but in its own updates and in comparisons with small constants."""
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
-        # `x = (x + 1) % 2`, `x %= 2`: bounded whatever reads it
+        # `x = (x + 1) % 2`, `x %= 2`, `x = 1 - x`, `x = min(x + 1, 3)`: bounded whatever reads it
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == where for t in node.targets) and (
+                (isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Sub) and _small(node.value.left)
+                 and ast.unparse(node.value.right) == where) or
+                (isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "min" and
+                 any(_small(a) for a in node.value.args))):
+            return True
         if isinstance(node, ast.Assign) and any(ast.unparse(t) == where for t in node.targets) and \
                 isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mod) and _small(node.value.right):
             return True

@@ -57,6 +57,14 @@ CONSUMERS = frozenset({
     "importlib.util.spec_from_file_location", "importlib.util.module_from_spec", "print", "warnings.warn",
     "hashlib.sha256", "hashlib.sha1", "hashlib.md5", "hashlib.blake2b",
 })
+# A logger's methods: a message out, nothing read back.
+_LOGS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log", "setLevel",
+                   "addHandler", "propagate"})
+# Calls whose result is an object's text (its module's name, its file's path).
+_TEXT_OF = frozenset({"repr", "torch.typename", "reprlib.repr", "pprint.pformat"})
+# Calls whose result is no text of their argument: a file's contents, a count of its elements is
+# still made of it (len is a sink, _location_passed's).
+_BREAKS = frozenset({"isinstance", "issubclass", "callable", "id", "type"})
 # Calls that load a library, and its attributes that say where it was built.
 _LOADERS = ("runtime.load", "cpp_extension.load", "cpp_extension.load_inline", "load_kernels", "KernelLibrary",
             "ctypes.CDLL", "ctypes.cdll.LoadLibrary")
@@ -102,10 +110,22 @@ class _Flow:
         # Names bound to a loaded library (runtime.load, cpp_extension.load, the generated loader):
         # its path is where the build went (the Verifier's cache, or beside the user's module).
         self.libraries: set[tuple[int, str]] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
-                    (self.dotted(node.value.func) or "").endswith(_LOADERS):
-                self.libraries |= {self._key(t) for t in node.targets if isinstance(t, ast.Name)}
+        self.library_attrs: set[str] = set()  # self.lib = runtime.load(...)
+        makers = {fn.name for fn in self.functions.values() for r in ast.walk(fn) if isinstance(r, ast.Return)
+                  and isinstance(r.value, ast.Call) and (self.dotted(r.value.func) or "").endswith(_LOADERS)}
+        for _ in range(3):  # aliases of aliases
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Assign):
+                    continue
+                v = node.value
+                loaded = (isinstance(v, ast.Call) and ((self.dotted(v.func) or "").endswith(_LOADERS) or (
+                    isinstance(v.func, ast.Name) and v.func.id in makers))) or self._library(v)
+                if loaded:
+                    for t in node.targets:
+                        if isinstance(t, ast.Name):
+                            self.libraries.add(self._key(t))
+                        elif isinstance(t, ast.Attribute) and self._self(t):
+                            self.library_attrs.add(t.attr)
         self.names: set[tuple[int, str]] = set()  # (scope, name)
         self.attrs: set[str] = set()  # self.<attr>
         self.returns: set[str] = set()  # functions whose result holds it
@@ -119,6 +139,13 @@ class _Flow:
 
     def holds(self, node: ast.AST) -> bool:
         """Whether an expression's value is made from the module's own path."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__":
+            return True  # C.__dict__["__module__"]: a name looked up past this reading
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and \
+                len(node.args) >= 2 and not (self.dotted(node.args[0]) or "").startswith("torch.ops") and \
+                not (isinstance(node.args[1], ast.Constant) and
+                                             not str(node.args[1].value).startswith("__")):
+            return True  # getattr(C, "__mod" + "ule__"): a dunder or a computed name
         if isinstance(node, ast.Name):
             return node.id in SOURCES or self._key(node) in self.names
         if isinstance(node, ast.Attribute):
@@ -142,9 +169,23 @@ class _Flow:
             origin = self.dotted(f) or ""
             if isinstance(f, ast.Name) and f.id in self.returns:
                 return True
-            if origin in PATH_FUNCS or origin.startswith("hashlib."):
-                return any(self.holds(a) for a in self._args(node))
-            return False
+            if origin in _TEXT_OF or (isinstance(f, ast.Name) and f.id in ("str", "format") and node.args
+                                      and _names_an_object(node.args[0], self)):
+                return True  # repr(type(self)), torch.typename(self), str(_lib._lib): a module's name or path
+            if origin in FILE_FUNCS - {"open", "io.open", "builtins.open"} or origin in _BREAKS or \
+                    origin.endswith(_LOADERS):
+                return False  # what a file holds, a question's answer, a library (its places are _LIBRARY_PLACES)
+            if isinstance(f, ast.Name) and f.id in self.functions:
+                return False  # followed into: its parameters hold it, its returns are judged (self.returns)
+            if isinstance(f, ast.Name) and self._key(f) in self.names:
+                return True  # a lambda or partial made of it, called
+            if origin.startswith("torch.library.") or (origin in ("hasattr", "getattr") and node.args and (
+                    self.dotted(node.args[0]) or "").startswith("torch.ops")):
+                return False  # an op of its own, named after a digest of its sources (the generated _define_op)
+            # Anything else made from it holds it: exceptions, loggers, containers, conversions
+            # (a review, 2026-12-05: an allow-list of path functions missed most of them).
+            return any(self.holds(a) for a in self._args(node)) or (
+                isinstance(f, ast.Attribute) and self.holds(f.value))
         if isinstance(node, ast.BinOp):
             return self.holds(node.left) or self.holds(node.right)
         if isinstance(node, ast.JoinedStr):
@@ -158,13 +199,27 @@ class _Flow:
             return self.holds(node.body) or self.holds(node.orelse)
         if isinstance(node, ast.NamedExpr):
             return self.holds(node.value)
+        if isinstance(node, ast.Dict):
+            return any(self.holds(v) for v in [*node.values, *(k for k in node.keys if k is not None)])
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            parts = [g.iter for g in node.generators] + (
+                [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt])
+            return any(self.holds(p) for p in parts)
+        if isinstance(node, ast.Lambda):
+            return self.holds(node.body)
+        if isinstance(node, ast.UnaryOp | ast.Await):
+            return self.holds(node.operand if isinstance(node, ast.UnaryOp) else node.value)
+        if isinstance(node, ast.Compare | ast.BoolOp):
+            return False  # a test's result: the test itself is the finding
         return False
 
     def _library(self, node: ast.AST) -> bool:
-        """A loaded library, or an attribute of one (`_lib._lib`: its ctypes handle)."""
+        """A loaded library, or an attribute of one (`_lib._lib`: its ctypes handle; `self.lib`)."""
         while isinstance(node, ast.Attribute):
+            if self._self(node) and node.attr in getattr(self, "library_attrs", ()):
+                return True
             node = node.value
-        return isinstance(node, ast.Name) and self._key(node) in self.libraries
+        return isinstance(node, ast.Name) and self._key(node) in getattr(self, "libraries", ())
 
     def _holder(self, node: ast.AST) -> ast.AST | None:
         """The statement list's owner a node sits in: its closest enclosing class or function."""
@@ -218,6 +273,11 @@ class _Flow:
                 key = (id(fn), kw.arg)
                 grew |= key not in self.names
                 self.names.add(key)
+        extra = [*call.args[len(params):], *(k.value for k in call.keywords if k.arg not in by_name)]
+        for rest in (fn.args.vararg, fn.args.kwarg):  # *args, **kw: what lands there holds it
+            if rest is not None and any(self.holds(a) for a in extra) and (id(fn), rest.arg) not in self.names:
+                self.names.add((id(fn), rest.arg))
+                grew = True
         return grew
 
     def _settle(self) -> None:
@@ -233,6 +293,27 @@ class _Flow:
                     grew |= self._bind(node.target)
                 elif isinstance(node, ast.For | ast.comprehension) and self.holds(node.iter):
                     grew |= self._bind(node.target)
+                    # What the loop's body stores depends on it too (`for c in here: n += 1`: n is its length).
+                    for sub in (ast.walk(b) for b in getattr(node, "body", [])):
+                        for st in sub:
+                            if isinstance(st, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                                    grew |= self._bind(t)
+                elif isinstance(node, ast.Yield | ast.YieldFrom) and node.value is not None and self.holds(node.value):
+                    fn = self.scope[id(node)]
+                    if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name not in self.returns:
+                        self.returns.add(fn.name)
+                        grew = True
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                    # a default made from it: `def forward(self, x, _p=__file__)`
+                    a = node.args
+                    positional = [*a.posonlyargs, *a.args]
+                    pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True),
+                             *((k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None)]
+                    for param, default in pairs:
+                        if self.holds(default) and (id(node), param.arg) not in self.names:
+                            self.names.add((id(node), param.arg))
+                            grew = True
                 elif isinstance(node, ast.withitem) and node.optional_vars is not None \
                         and self.holds(node.context_expr):
                     grew |= self._bind(node.optional_vars)
@@ -243,13 +324,24 @@ class _Flow:
                         grew = True
                 elif isinstance(node, ast.Call):
                     grew |= self._into_calls(node)
+                elif isinstance(node, ast.Try):
+                    # An error raised by what holds it, or by its library, carries it (a ctypes
+                    # lookup's message names the library's path).
+                    if any(self.holds(n) or self._library(n) for b in node.body for n in ast.walk(b)):
+                        for h in node.handlers:
+                            if h.name and (id(self.scope[id(h)]), h.name) not in self.names:
+                                self.names.add((id(self.scope[id(h)]), h.name))
+                                grew = True
 
     def _into_calls(self, call: ast.Call) -> bool:
         f = call.func
         grew = False
-        if isinstance(f, ast.Attribute) and f.attr in ("update", "append", "extend", "insert", "add") and \
+        if isinstance(f, ast.Attribute) and f.attr in ("update", "append", "extend", "insert", "add", "write") and \
                 any(self.holds(a) for a in self._args(call)):
-            grew |= self._bind(f.value)  # a hash fed, a list grown: they hold it now
+            grew |= self._bind(f.value)  # a hash fed, a list grown, a buffer written: they hold it now
+        out = next((k.value for k in call.keywords if k.arg == "file"), None)
+        if isinstance(f, ast.Name) and f.id == "print" and out is not None and any(self.holds(a) for a in call.args):
+            grew |= self._bind(out)  # print(here, file=buf): the buffer holds it
         if isinstance(f, ast.Name) and f.id in self.functions:
             grew |= self._params(self.functions[f.id], call, skip_self=False)
         elif isinstance(f, ast.Name) and f.id in self.classes:
@@ -369,6 +461,11 @@ class _Place:
             elif isinstance(node, ast.AugAssign | ast.For | ast.comprehension | ast.withitem):
                 target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
                 if isinstance(target, ast.Name) and self.flow._key(target) == key:
+                    it = getattr(node, "iter", None)
+                    if isinstance(it, ast.List | ast.Tuple | ast.Set) and it.elts and all(
+                            isinstance(e, ast.Constant) for e in it.elts):
+                        out += it.elts  # for name in ("kernels.cu", "k.cuh"): those names
+                        continue
                     return []  # bound by a loop, a with or an augmented assignment: not a constant
         return out
 
@@ -448,9 +545,10 @@ def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None
 def _main_guard(node: ast.AST) -> bool:
     """`__name__ == "__main__"`: true only where the file is run as a script, under the Verifier and
     in the user's project alike (both import it)."""
-    return isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "__name__" and \
-        len(node.comparators) == 1 and isinstance(node.comparators[0], ast.Constant) and \
-        node.comparators[0].value == "__main__"
+    if not (isinstance(node, ast.Compare) and len(node.comparators) == 1):
+        return False
+    sides = {ast.unparse(node.left), ast.unparse(node.comparators[0])}
+    return sides == {"__name__", "'__main__'"}
 
 
 def _file_question(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.AST]]:
@@ -465,8 +563,10 @@ def _file_question(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str
         target = f.value
     else:
         return []
-    if place.kind(target) in ("file", "dir", "own"):
-        return []
+    kind = place.kind(target)
+    asked = origin if origin in FILE_FUNCS else (f.attr if isinstance(f, ast.Attribute) else origin)
+    if kind in ("file", "own") or (kind == "dir" and asked in ("os.path.exists", "os.path.isdir", "exists", "is_dir")):
+        return []  # (of its folder only whether it is there: its size and times grow with what lies in it)
     what = f.attr if isinstance(f, ast.Attribute) and origin not in FILE_FUNCS else origin
     return [(f"{what}({ast.unparse(target)[:60]}): a question about a file not its own (only the candidate's own "
              "files, named from its module's folder, e.g. os.path.join(os.path.dirname(__file__), NAME), may be "
@@ -482,7 +582,8 @@ def _removal(call: ast.Call, flow: _Flow, place: _Place) -> list[tuple[str, ast.
     folder's libraries after the worker), and an honest module never removes its own files. (os's
     removals are probes.py's: no kernel module needs them.)"""
     f = call.func
-    if isinstance(f, ast.Attribute) and f.attr in _REMOVALS and _path_like(f.value, flow, place):
+    if isinstance(f, ast.Attribute) and f.attr in _REMOVALS and _path_like(f.value, flow, place) and not (
+            f.attr == "replace" and len(call.args) != 1):  # str.replace(old, new) is no Path.replace(target)
         return [(f"{ast.unparse(call)[:70]}: deletes or moves a file (a library removed once loaded is out of the "
                  "native checks' sight)", call)]
     return []
@@ -525,6 +626,8 @@ def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:
     f = call.func
     origin = flow.dotted(f) or ""
     args = flow._args(call)
+    if origin.startswith(("logging.", "warnings.")) or (isinstance(f, ast.Attribute) and f.attr in _LOGS):
+        return []  # logging.getLogger(__name__).debug("%s", here): a message out, nothing read back
     if isinstance(f, ast.Attribute) and flow.holds(f.value) and f.attr not in PATH_METHODS | FILE_METHODS | \
             _CONTENT | _WRITES | _REMOVALS | {"hexdigest", "digest", "update", "glob", "rglob", "iterdir"}:
         return [(f"{ast.unparse(call)[:70]}: .{f.attr}() of its own path", call)]
@@ -562,4 +665,17 @@ def own_absolute_paths(tree: ast.Module, dotted: Dotted, own: frozenset[str] | N
     return {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) == 1
             and dotted(n.func) in ("os.path.abspath", "os.path.realpath")
             and place.kind(n.args[0]) in ("file", "dir", "own")}
+
+
+def _names_an_object(node: ast.AST, flow: _Flow) -> bool:
+    """`type(self)`, `self.__class__`, a class or module of the module's, a loaded library: objects
+    whose text is a module's name or a file's path."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
+        return True
+    if isinstance(node, ast.Attribute) and node.attr in ("__class__", "__code__", "_lib"):
+        return True
+    if isinstance(node, ast.Name) and (node.id in flow.classes or node.id in flow.functions
+                                       or flow._key(node) in flow.libraries or node.id == "self"):
+        return True
+    return flow._library(node)
 

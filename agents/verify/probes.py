@@ -249,8 +249,15 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+# Where torch builds extensions: the sandbox points TORCH_EXTENSIONS_DIR into the run folder.
+TORCH_PLACES = frozenset({"torch.utils.cpp_extension.get_default_build_root",
+                          "torch.utils.cpp_extension._get_build_directory"})
+
+
 def _torch_state(origin: str) -> str | None:
     """What a torch name reads, where it is one of TORCH_STATE's readers."""
+    if origin in TORCH_PLACES:
+        return "where torch builds extensions (a folder the Verifier sets)"
     head, _, name = origin.rpartition(".")
     if name in TORCH_STATE and head + "." in _TORCH_STATE_ROOTS:
         return TORCH_STATE[name]

@@ -47,7 +47,7 @@ _OWN_ALLOWED = frozenset({"stitchcuda", "stitchcuda.runtime", "stitchcuda.kernel
 def _verifier_internal(name: str) -> bool:
     parts = name.split(".")
     return parts[0] == "stitchcuda" and len(parts) > 1 and ".".join(parts[:2]) not in _OWN_ALLOWED
-_DYNAMIC_CODE = {"__import__", "importlib.import_module", "exec", "eval", "compile", "globals", "vars"}
+_DYNAMIC_CODE = {"__import__", "importlib.import_module", "exec", "eval", "compile", "globals", "vars", "locals"}
 # Streams other than the caller's: work there is not ordered before the timer's end event.
 _STREAM_APIS = (
     "torch.cuda.Stream",
@@ -352,10 +352,16 @@ def check_candidate_sources(
     return found + check_native_sources(files)
 
 
+# What a candidate may ask about or read of its own: its sources. A file it ships under another name
+# (result.json, request.json: the run folder's own names) is no source, and asking about it tells the
+# Verifier's run folder, which rewrites or removes those, from the user's project (a review, 2026-12-05).
+_SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp")
+
+
 def _own_files(files: dict[str, str], module: str) -> frozenset[str]:
-    """The candidate's files as `module`'s folder sees them (relative to it)."""
+    """The candidate's source files as `module`'s folder sees them (relative to it)."""
     folder = module.rsplit("/", 1)[0] + "/" if "/" in module else ""
-    return frozenset(name[len(folder):] for name in files if name.startswith(folder))
+    return frozenset(name[len(folder):] for name in files if name.startswith(folder) and name.endswith(_SOURCE_SUFFIXES))
 
 
 def _check_anywhere(
