@@ -1,6 +1,9 @@
 //! The layout copy where one side is short (9 to 64): a convolution's weight to channels-last
 //! (K, C, R*S -> K, R*S, C: 3x3 windows are 9 wide, 5x5 25, 7x7 49) and back. Inlined before
 //! conv.cuh (emit_conv.py), which sends such copies here where SC_CONV_COPY_SHORT is on.
+#ifndef SC_LAYOUT_SHORT_H
+#define SC_LAYOUT_SHORT_H
+// (Guarded: every conv kernel of a .cu carries the family; the first copy defines it.)
 // out[n][c][r] = in[n][r][c] (+ bias[c]) for a side of SC_TRS_MIN..SC_TRS_MAX: a block takes a span
 // of the long side with the whole short one, SC_TRS_TILE floats in shared memory, so its loads are
 // one contiguous run (few columns) or one run per short row, and its stores one run per short index
@@ -110,3 +113,4 @@ static void sc_conv_transpose_short_host(const T* x, T* y, const T* b, int64_t r
     }
   }
 }
+#endif  // SC_LAYOUT_SHORT_H
