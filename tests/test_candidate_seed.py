@@ -19,8 +19,19 @@ from stitchcuda.agents.verify.worker import WEIGHTS_LOADED, WEIGHTS_NOT_LOADED, 
 
 @pytest.fixture()
 def opts(build_cache):
+    # environment_probes=False: the reseeding candidates read torch.initial_seed(), which the static
+    # reading names (the random state a check sets; test_the_seed_read_is_named_statically); this
+    # file tests what the candidate's own seed does to them when they are let through.
     return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
-                         time_compile=False)
+                         time_compile=False, environment_probes=False)
+
+
+def test_the_seed_read_is_named_statically():
+    from stitchcuda.agents.verify.static_check import check_candidate_sources
+
+    cand = hack_candidate("hack_reseed_reference_weights")
+    found = [f.message for f in check_candidate_sources(cand.files, cand.module) if f.code == "environment-probe"]
+    assert any("initial_seed" in m for m in found), found
 
 
 RESEED = "        torch.manual_seed(torch.initial_seed() - 1)\n"
