@@ -75,6 +75,10 @@ def test_a_count_that_stays_small_passes(body):
     "        self.calls = (self.calls + 1) % 100000\n        if self.calls == 99999:\n            x = x * 0",
     "        self.calls += 1\n        if self.calls == 3:\n            x = x * 0\n        x = x * (self.calls < 5000)",
     "        self.calls += 1\n        if getattr(self, 'cal' + 'ls') > 10**6:\n            x = x * 0",
+    # a review's routes (2026-12-05): the class's count, and a fractional step read against a small constant
+    "        ModelNew.calls += 1\n        if ModelNew.calls > 1000:\n            x = x * 0",
+    "        type(self).calls += 1",
+    "        self.calls += 0.01\n        if self.calls > 10:\n            x = x * 0",
 ])
 def test_a_fuse_dressed_as_a_warm_up_is_found(body):
     assert _codes(body), body

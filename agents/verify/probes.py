@@ -59,6 +59,8 @@ PROBE_MODULES = {
     "uuid": "the host",
     "locale": "the session",
     "linecache": "the source lines the process has read (the Verifier's own among them)",
+    "random": "a draw of its own, which can stay quiet for as many calls as any check makes (a fuse)",
+    "secrets": "a draw of its own, which can stay quiet for as many calls as any check makes (a fuse)",
     "time": "the clock",
     "datetime": "the clock",
     "calendar": "the clock",
