@@ -65,9 +65,10 @@ _TEXT_OF = frozenset({"repr", "torch.typename", "reprlib.repr", "pprint.pformat"
 # Calls whose result is no text of their argument: a file's contents, a count of its elements is
 # still made of it (len is a sink, _location_passed's).
 _BREAKS = frozenset({"isinstance", "issubclass", "callable", "id", "type"})
-# Calls that load a library, and its attributes that say where it was built.
-_LOADERS = ("runtime.load", "cpp_extension.load", "cpp_extension.load_inline", "load_kernels", "KernelLibrary",
-            "ctypes.CDLL", "ctypes.cdll.LoadLibrary")
+# Calls that load a library (the extension loaders static_check knows compiled code by, and the
+# generated loader's and ctypes' own), and its attributes that say where it was built.
+EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
+_LOADERS = (*EXTENSION_LOADERS, "load_kernels", "KernelLibrary", "ctypes.CDLL", "ctypes.cdll.LoadLibrary")
 _LIBRARY_PLACES = frozenset({"path", "_name", "__file__", "name"})
 # Writes to a path: the sandbox checks' business (static_check), not a question.
 _WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "symlink_to", "chmod"})
@@ -614,10 +615,14 @@ def _path_like(node: ast.AST, flow: _Flow, place: _Place) -> bool:
     return False
 
 
-def _writes(call: ast.Call, first: int = 1) -> bool:
-    mode = call.args[first] if len(call.args) > first else next(
-        (k.value for k in call.keywords if k.arg == "mode"), None)
+def writing_mode(mode: ast.AST | None) -> bool:
+    """An open() mode that writes ("w", "a", "x", "+")."""
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+
+def _writes(call: ast.Call, first: int = 1) -> bool:
+    return writing_mode(call.args[first] if len(call.args) > first else next(
+        (k.value for k in call.keywords if k.arg == "mode"), None))
 
 
 def _location_passed(call: ast.Call, flow: _Flow) -> list[tuple[str, ast.AST]]:

@@ -88,7 +88,7 @@ _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard
                             r"Dispatcher|OperatorHandle|OperatorEntry|KernelFunction|BoxedKernel|"
                             r"callBoxed[A-Za-z]*|findSchema[A-Za-z]*|torch::Library|CppFunction)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
-_EXTENSION_LOADERS = ("cpp_extension.load_inline", "cpp_extension.load", "runtime.load")
+_EXTENSION_LOADERS = location.EXTENSION_LOADERS
 # Layer-like nn classes that only hold tensors: keeping and reading them is fine.
 _HOLDERS = {"Parameter", "ParameterList", "ParameterDict", "Buffer", "Module"}
 
@@ -640,10 +640,6 @@ def _outside_path(node: ast.AST, mod: _Module) -> str | None:
     return None
 
 
-def _writes(mode: ast.AST | None) -> bool:
-    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
-
-
 def _own_library(args: list[ast.expr]) -> bool:
     """A library path built from the candidate's own folder (__file__) or a build's result."""
     for a in args:
@@ -688,7 +684,7 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
     elif origin in {"open", "io.open", "os.open", "builtins.open"} and node.args:
         where = _outside_path(node.args[0], mod)
         mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-        if where and (_writes(mode) or origin == "os.open"):
+        if where and (location.writing_mode(mode) or origin == "os.open"):
             add("sandbox-write", f"opens {where} for writing: outside its own run folder", node)
         elif where and any(k in where for k in ("~", "HOME", "expanduser", "home()")):
             add("sandbox-read", f"opens {where}: a file in the user's home", node)
@@ -700,5 +696,5 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
         inner_origin = _dotted(inner.func, mod.aliases) or ""
         if inner_origin.endswith("Path") and inner.args and (where := _outside_path(inner.args[0], mod)):
             attr = node.func.attr
-            if attr in _PATH_WRITES or (attr == "open" and node.args and _writes(node.args[0])):
+            if attr in _PATH_WRITES or (attr == "open" and node.args and location.writing_mode(node.args[0])):
                 add("sandbox-write", f"{attr} on {where}: outside its own run folder", node)
