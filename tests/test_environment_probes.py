@@ -101,6 +101,10 @@ def _probes(src: str) -> list[str]:
     "A = torch.cuda.Event(enable_timing=True)",
     "A = torch.cuda.current_stream().query()",
     "import random\nA = random.random() < 1e-4",  # a fuse: quiet for a few hundred calls, not for millions
+    # where torch builds extensions (the run folder, under the Verifier), written out or looked up
+    "import torch.utils.cpp_extension\nA = torch.utils.cpp_extension._get_build_directory('k', False)",
+    "import torch.utils.cpp_extension\nA = getattr(torch.utils.cpp_extension, '_get_build_directory')('k', False)",
+    "import torch.utils.cpp_extension as ce\nA = getattr(ce, 'get_default' + '_build_root')()",
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src

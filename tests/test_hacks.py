@@ -636,7 +636,10 @@ def test_an_average_in_place_of_attention_is_a_smoothed_estimate(runs):
     the output's own variation along the rows taken away, which rounding's never is. Its honest twin
     (every row) passes."""
     v = runs.get("ref_attention_soft", "hack_attention_mean_v")
-    assert all(c["ok"] for c in v.checks), v.checks  # every set passed: only the error's shape tells
+    # Every random set passes: there only the error's shape tells. (A structured set can fail it by
+    # chance: adversarial-shared-lines' error ran 4e-4..3e-3 over three local runs, and one set failed
+    # in CI's run at e067a17.)
+    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
     assert "smoothed-estimate" in [f.code for f in v.hack_findings], v.hack_findings
     assert v.status == "hacked" and not v.accepted
     slopes = [c["smooth_slope"] for c in v.checks if c["set"].startswith("random-")]

@@ -205,3 +205,31 @@ def test_a_file_it_ships_under_a_run_folder_name_is_not_its_own():
     body = '        ok = os.path.exists(os.path.join(HERE, "result.json"))'
     files = {"model_new.py": _MODULE.format(top="", body=body), "result.json": "{}"}
     assert [f for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"]
+
+
+@pytest.mark.parametrize("body", [
+    # an RNN's weights by layer, an activation by its name: lookups no dunder can answer
+    '        for layer in range(2):\n            w = getattr(self, f"weight_ih_l{layer}").contiguous()',
+    '        w = getattr(self, "bias_" + str(1)).contiguous()',
+    '        w = getattr(self, "w{}".format(1)).contiguous()',
+    '        w = getattr(self, "w%d" % 1).contiguous()',
+    '        x = getattr(torch, "".join(["re", "lu"]))(x)',
+    '        x = getattr(torch.nn.functional, self.act)(x)',
+])
+def test_an_attribute_looked_up_by_a_name_that_is_no_dunder_passes(body):
+    """CI's run of good_rnn_full (getattr(self.rnn, f"weight_ih_l{layer}")) found these flagged: a
+    computed name is a location value only where it may be a dunder, and an operation looked up in
+    torch says where torch lies, not the candidate."""
+    assert _probes(body=body) == []
+
+
+@pytest.mark.parametrize("body", [
+    '        if getattr(self, "__mod" + "ule__") != "model_new": x = x * 2',
+    '        if getattr(self, "_" + "_module__") != "model_new": x = x * 2',
+    '        if getattr(self, f"__{self.which}__") != "model_new": x = x * 2',
+    '        if getattr(self, "{}module__".format("__")) != "model_new": x = x * 2',
+    '        if getattr(self, self.which) != "model_new": x = x * 2',
+    '        if getattr(torch.utils.cpp_extension, self.which)("k", False).startswith("/tmp"): x = x * 2',
+])
+def test_a_name_that_may_be_a_dunder_is_still_its_place(body):
+    assert any("its own path" in m for m in _probes(body=body)), _probes(body=body)

@@ -59,3 +59,23 @@ def test_parses_from_several_threads_run_one_at_a_time(monkeypatch):
 def test_without_the_lock_they_would_overlap(monkeypatch):
     """The measurement above can see an overlap: with the lock taken away, it does."""
     assert _most_at_once(monkeypatch, contextlib.nullcontext()) > 1
+
+
+def _direct_parses(path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [f"{path}:{n.lineno}" for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("parse", "literal_eval")
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "ast"]
+
+
+def test_no_module_of_ours_parses_past_the_lock():
+    """A parse outside the lock is enough to fail a several-thread run (CI's two-GPU optimize test did, at
+    e067a17, from the native-source reading): every ast.parse and ast.literal_eval of the package is the
+    one in stitchcuda/pyast.py."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    found = [hit for folder in ("stitchcuda", "agents", "profiling", "server")
+             for path in sorted((root / folder).rglob("*.py")) if path.name != "pyast.py"
+             for hit in _direct_parses(path)]
+    assert found == []
+    assert _direct_parses(root / "stitchcuda" / "pyast.py")  # the reading finds the ones that are there

@@ -75,7 +75,44 @@ _WRITES = frozenset({"write_text", "write_bytes", "touch", "mkdir", "symlink_to"
 # Calls whose result is what a file holds, not where it is: a path goes in, no path comes out.
 _CONTENT = frozenset({"read_text", "read_bytes", "read"})
 
+# Libraries of operations looked up by a computed name (getattr(F, self.act)): where torch lies says
+# nothing of where the candidate lies. cpp_extension, whose build folder can, is not among them.
+_OP_NAMESPACES = frozenset({"torch", "torch.nn", "torch.nn.functional", "torch.special", "torch.linalg", "torch.fft",
+                            "torch.nn.init", "torch.Tensor", "math", "operator"})
+
 Dotted = Callable[[ast.AST], "str | None"]
+
+
+def _lead(text: str) -> bool:
+    """Whether a name that begins with this written text may be a dunder."""
+    return text[:2] in ("__", "_") if len(text) < 2 else text.startswith("__")
+
+
+def may_be_dunder(name: ast.AST) -> bool:
+    """Whether an attribute name may be a dunder (__file__, __module__, ...): a constant that is one,
+    or a computed name whose written beginning does not rule it out. f"weight_ih_l{layer}",
+    "bias_" + k and "w{}".format(i) cannot be one."""
+    if isinstance(name, ast.Constant):
+        return str(name.value).startswith("__")
+    if isinstance(name, ast.JoinedStr):
+        head = name.values[0] if name.values else None
+        return not (isinstance(head, ast.Constant) and head.value) or _lead(str(head.value))
+    if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Add):
+        return may_be_dunder_text(name.left)
+    if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Mod) and isinstance(name.left, ast.Constant):
+        return _lead(str(name.left.value).split("%", 1)[0]) or not str(name.left.value).split("%", 1)[0]
+    if isinstance(name, ast.Call) and isinstance(name.func, ast.Attribute) and name.func.attr == "format" and \
+            isinstance(name.func.value, ast.Constant):
+        head = str(name.func.value.value).split("{", 1)[0]
+        return not head or _lead(head)
+    return True
+
+
+def may_be_dunder_text(left: ast.AST) -> bool:
+    """may_be_dunder for the left side of a +: a constant there is a beginning, not the whole name."""
+    if isinstance(left, ast.Constant):
+        return not str(left.value) or _lead(str(left.value))
+    return may_be_dunder(left)
 
 
 def _scopes(tree: ast.Module) -> tuple[dict[int, ast.AST], dict[int, ast.AST]]:
@@ -143,10 +180,9 @@ class _Flow:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__":
             return True  # C.__dict__["__module__"]: a name looked up past this reading
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and \
-                len(node.args) >= 2 and not (self.dotted(node.args[0]) or "").startswith("torch.ops") and \
-                not (isinstance(node.args[1], ast.Constant) and
-                                             not str(node.args[1].value).startswith("__")):
-            return True  # getattr(C, "__mod" + "ule__"): a dunder or a computed name
+                len(node.args) >= 2 and (self.dotted(node.args[0]) or "") not in _OP_NAMESPACES and \
+                not (self.dotted(node.args[0]) or "").startswith("torch.ops") and may_be_dunder(node.args[1]):
+            return True  # getattr(C, "__mod" + "ule__"): a dunder or a name that may be one
         if isinstance(node, ast.Name):
             return node.id in SOURCES or self._key(node) in self.names
         if isinstance(node, ast.Attribute):
@@ -186,7 +222,8 @@ class _Flow:
             # Anything else made from it holds it: exceptions, loggers, containers, conversions
             # (a review, 2026-12-05: an allow-list of path functions missed most of them).
             return any(self.holds(a) for a in self._args(node)) or (
-                isinstance(f, ast.Attribute) and self.holds(f.value))
+                isinstance(f, ast.Attribute) and self.holds(f.value)) or (
+                not isinstance(f, ast.Name | ast.Attribute) and self.holds(f))  # getattr(m, name)(...)
         if isinstance(node, ast.BinOp):
             return self.holds(node.left) or self.holds(node.right)
         if isinstance(node, ast.JoinedStr):

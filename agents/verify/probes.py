@@ -165,6 +165,10 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
             if (what := _os_or_sys(named, node, parents)) is not None:
                 found.append((f"{named} (through getattr): {what}", node))
             continue
+        if isinstance(node, ast.Call) and (place := _build_place_lookup(node, dotted)) is not None:
+            found.append((f"{place} (through getattr): where torch builds extensions (a folder the Verifier sets)",
+                          node))
+            continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GPU_PROGRESS \
                 and _rooted_in_torch_cuda(node.func.value, dotted):
             found.append((f".{node.func.attr}() of a CUDA stream or event: whether the GPU is still busy, or its "
@@ -220,6 +224,21 @@ def _named_module_lookup(call: ast.Call, modules: dict[str, str]) -> str | None:
     if module not in ("os", "sys") or not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
         return None
     return f"{module}.{name.value}"
+
+
+def _build_place_lookup(call: ast.Call, dotted) -> str | None:
+    """getattr(torch.utils.cpp_extension, "_get_build_directory") names a TORCH_PLACES reader as the
+    written name would; a name not written out there may be one (no kernel module computes it)."""
+    f = call.func
+    if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
+        return None
+    if (dotted(call.args[0]) or "") != "torch.utils.cpp_extension":
+        return None
+    name = call.args[1]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return f"torch.utils.cpp_extension.<{ast.unparse(name)[:40]}>"
+    origin = f"torch.utils.cpp_extension.{name.value}"
+    return origin if origin in TORCH_PLACES else None
 
 
 # Of StitchCUDA's runtime a candidate needs its loader; the rest reads the Verifier's own state

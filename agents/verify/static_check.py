@@ -445,7 +445,7 @@ def _inline_native(files: dict[str, str]) -> Iterator[tuple[str, str, str, int]]
         if not file.endswith(".py"):
             continue
         try:
-            tree = ast.parse(source)
+            tree = pyast.parse(source)
         except SyntaxError:
             continue  # (check_source reports it)
         inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
