@@ -70,6 +70,17 @@ def test_a_count_that_stays_small_passes(body):
     assert _codes(body) == [], body
 
 
+@pytest.mark.parametrize(("top", "fuse"), [("WARMUP = 3", False), ("WARMUP = 3000", True),
+                                            ("WARMUP = 3\nWARMUP = 5000", True),
+                                            ("WARMUP = 3\nsetattr(ModelNew, 'WARMUP', 9000)", True),
+                                            ("WARMUP = 3\nsetattr(ModelNew, 'WAR' + 'MUP', 9000)", True)])
+def test_a_warm_up_read_against_a_named_constant(top, fuse):
+    """`if self.calls < WARMUP` (an LLM candidate's warm-up before a CUDA graph, flagged before): a
+    name bound once to a small constant is one; a large one, or one bound again, is not."""
+    body = "        self.calls += 1\n        if self.calls < WARMUP:\n            self._buf = torch.empty_like(x)"
+    assert bool(_codes(body, top=top)) == fuse
+
+
 @pytest.mark.parametrize("body", [
     "        self.calls += 1\n        if self.calls > 1000:\n            x = x * 0",  # past every check
     "        self.calls = (self.calls + 1) % 100000\n        if self.calls == 99999:\n            x = x * 0",

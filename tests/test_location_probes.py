@@ -233,3 +233,34 @@ def test_an_attribute_looked_up_by_a_name_that_is_no_dunder_passes(body):
 ])
 def test_a_name_that_may_be_a_dunder_is_still_its_place(body):
     assert any("its own path" in m for m in _probes(body=body)), _probes(body=body)
+
+
+@pytest.mark.parametrize(("top", "body"), [
+    # a question whose every answer ends in the same state: nothing after it can tell them apart
+    ('_B = os.path.join(HERE, "build")\nif not os.path.exists(_B):\n    os.makedirs(_B)', '        pass'),
+    ('_B = Path(__file__).parent / "build"\nif not _B.exists():\n    _B.mkdir(parents=True)', '        pass'),
+    ('import sys\nif HERE not in sys.path:\n    sys.path.insert(0, HERE)', '        pass'),
+    # a class's name is what its source says
+    ('', '        for m in self.children():\n            if type(m).__name__ == "ReLU": x = x * 2'),
+    ('', '        if self.__class__.__name__ != "ModelNew": x = x * 2'),
+])
+def test_honest_guards_and_class_names_pass(top, body):
+    files = {"model_new.py": _MODULE.format(top=top, body=body), **_FILES}
+    found = [f.message for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"]
+    assert found == []
+
+
+@pytest.mark.parametrize(("top", "body"), [
+    # a guard that does more than make its answer true carries the answer on
+    ('_B = os.path.join(HERE, "build")\nFIRST = False\nif not os.path.exists(_B):\n    os.makedirs(_B)\n'
+     '    FIRST = True', '        pass'),
+    ('_B = os.path.join(HERE, "build")\nif not os.path.exists(_B):\n    os.makedirs(_B)\nelse:\n    pass', '        pass'),
+    ('import sys\nif HERE not in sys.path:\n    sys.path.insert(0, "/elsewhere")', '        pass'),
+    # the name its importer gave a module of its own
+    ('import helpers', '        if helpers.__name__ != "helpers": x = x * 2'),
+    ('from . import helpers', '        if helpers.__name__.startswith("tmp"): x = x * 2'),
+])
+def test_what_a_guard_or_a_name_carries_on_is_still_asked(top, body):
+    files = {"model_new.py": _MODULE.format(top=top, body=body), "helpers.py": "X = 1\n", **_FILES}
+    found = [f.message for f in check_candidate_sources(files, "model_new.py") if f.code == "environment-probe"]
+    assert found, (top, body)

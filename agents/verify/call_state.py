@@ -100,10 +100,46 @@ def _small(node: ast.AST) -> bool:
         and abs(node.value) <= SMALL
 
 
+def _named_smalls(tree: ast.AST) -> set[str]:
+    """Names of small constants: `WARMUP = 3` at the module's top or in a class's body (read as
+    WARMUP, self.WARMUP or C.WARMUP), bound once and never again anywhere."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            stores[node.attr] = stores.get(node.attr, 0) + 1
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            for name in node.names:
+                stores[name] = stores.get(name, 0) + 2
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr", "delattr"):
+            if not (len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                return set()  # any name may be rebound
+            stores[str(node.args[1].value)] = stores.get(str(node.args[1].value), 0) + 2
+    out: set[str] = set()
+    bodies = [getattr(tree, "body", [])] + [c.body for c in getattr(tree, "body", []) if isinstance(c, ast.ClassDef)]
+    for body in bodies:
+        for st in body:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                    _small(st.value) and stores.get(st.targets[0].id) == 1:
+                out.add(st.targets[0].id)
+    return out
+
+
+def _small_or_named(node: ast.AST, named: set[str]) -> bool:
+    if _small(node):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in named
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in named
+
+
 def _stays_small(where: str, tree: ast.AST) -> bool:
     """Whether the count `where` (its source text) is kept modulo a small constant, or read nowhere
-    but in its own updates and in comparisons with small constants."""
+    but in its own updates and in comparisons with small constants (written out or named once:
+    `if self.calls < WARMUP`)."""
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    named = _named_smalls(tree)
     for node in ast.walk(tree):
         # `x = (x + 1) % 2`, `x %= 2`, `x = 1 - x`, `x = min(x + 1, 3)`: bounded whatever reads it
         if isinstance(node, ast.Assign) and any(ast.unparse(t) == where for t in node.targets) and (
@@ -139,7 +175,7 @@ def _stays_small(where: str, tree: ast.AST) -> bool:
             if isinstance(grand, ast.Assign) and any(ast.unparse(t) == where for t in grand.targets):
                 continue  # its own update: x = x + 1
         if isinstance(up, ast.Compare) and len(up.comparators) == 1 and \
-                _small(up.comparators[0] if up.left is node else up.left):
+                _small_or_named(up.comparators[0] if up.left is node else up.left, named):
             tested = True
             continue
         if isinstance(up, ast.Attribute | ast.Subscript) and up.value is node:

@@ -134,8 +134,20 @@ def _scopes(tree: ast.Module) -> tuple[dict[int, ast.AST], dict[int, ast.AST]]:
 class _Flow:
     """Which names, attributes of self and functions' results hold the module's own path."""
 
-    def __init__(self, tree: ast.Module, dotted: Dotted):
+    def __init__(self, tree: ast.Module, dotted: Dotted, own: frozenset[str] | None = None):
         self.tree, self.dotted = tree, dotted
+        # Modules of the candidate's own (their __name__ is the name the importer chose): the first
+        # part of each of its Python files (None: any module it imports may be one).
+        self.own_modules = None if own is None else frozenset(
+            f.split("/")[0].removesuffix(".py") for f in own if f.endswith(".py"))
+        self.imports: dict[str, str] = {}  # a name an import binds -> the module it names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self.imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    self.imports[a.asname or a.name] = "." * node.level + (node.module or "") + "." + a.name
         self.parents, self.scope = _scopes(tree)
         self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
         self.classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
@@ -186,8 +198,9 @@ class _Flow:
         if isinstance(node, ast.Name):
             return node.id in SOURCES or self._key(node) in self.names
         if isinstance(node, ast.Attribute):
-            if node.attr in SOURCES or (self._owner(node) and node.attr in self.attrs):
-                return True
+            if (node.attr in SOURCES and (node.attr != "__name__" or self._own_module(node.value))) or (
+                    self._owner(node) and node.attr in self.attrs):
+                return True  # (a class's or a function's __name__ is what its source says: type(m).__name__)
             if node.attr in _LIBRARY_PLACES and self._library(node.value):
                 return True
             return self.holds(node.value)  # __spec__.origin, here.parent, path.parts: made of it
@@ -250,6 +263,16 @@ class _Flow:
         if isinstance(node, ast.Compare | ast.BoolOp):
             return False  # a test's result: the test itself is the finding
         return False
+
+    def _own_module(self, node: ast.AST) -> bool:
+        """Whether `node.__name__` may be a module's name that its importer chose: a module of the
+        candidate's own, imported (its own module itself is reached only through probes: sys.modules,
+        inspect, __globals__)."""
+        if not (isinstance(node, ast.Name) and node.id in self.imports):
+            return False
+        module = self.imports[node.id]
+        return module.startswith(".") or self.own_modules is None or \
+            module.lstrip(".").split(".")[0] in self.own_modules
 
     def _library(self, node: ast.AST) -> bool:
         """A loaded library, or an attribute of one (`_lib._lib`: its ctypes handle; `self.lib`)."""
@@ -550,7 +573,7 @@ def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None
     """(what it asks, node) for each question of a parsed module about its place. `own`: the
     candidate's files, relative to its module's folder (None: any constant name there counts as
     one); `skip`: nodes not to judge (StitchCUDA's verbatim kernel loader)."""
-    flow = _Flow(tree, dotted)
+    flow = _Flow(tree, dotted, own)
     place = _Place(flow, own)
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
@@ -578,6 +601,50 @@ def location_probes(tree: ast.Module, dotted: Dotted, own: frozenset[str] | None
         elif isinstance(node, ast.Dict) and any(k is not None and flow.holds(k) for k in node.keys):
             found.append((f"{ast.unparse(node)[:70]}: its own path as a key", node))
     return found
+
+
+def settling_guards(tree: ast.Module, dotted: Dotted) -> set[int]:
+    """The nodes of each `if not os.path.exists(P): os.makedirs(P)` and `if P not in sys.path:
+    sys.path.insert(0, P)`: a question whose every answer ends in the same state (P there), so
+    nothing after it can tell the answers apart. Neither reading judges them (an honest module's
+    commonest guards; a reading of the bare question flagged both)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or node.orelse or not node.body:
+            continue
+        asked = _asked_missing(node.test, dotted)
+        if asked is not None and all(_establishes(stmt, *asked, dotted) for stmt in node.body):
+            out |= {id(n) for part in [node.test, *node.body] for n in ast.walk(part)}
+    return out
+
+
+def _asked_missing(test: ast.AST, dotted: Dotted) -> tuple[str, str] | None:
+    """("dir", P) for `not os.path.exists(P)` / `not P.is_dir()`, ("path", P) for `P not in sys.path`;
+    P as ast.dump, to match the body's."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call):
+        c = test.operand
+        if (dotted(c.func) or "") in ("os.path.exists", "os.path.isdir") and len(c.args) == 1 and not c.keywords:
+            return "dir", ast.dump(c.args[0])
+        if isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_dir") and not c.args:
+            return "dir", ast.dump(c.func.value)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn) and \
+            dotted(test.comparators[0]) == "sys.path":
+        return "path", ast.dump(test.left)
+    return None
+
+
+def _establishes(stmt: ast.stmt, kind: str, target: str, dotted: Dotted) -> bool:
+    """Whether a statement only makes the asked-for P be there."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    c, origin = stmt.value, dotted(stmt.value.func) or ""
+    if kind == "dir":
+        if origin in ("os.makedirs", "os.mkdir"):
+            return bool(c.args) and ast.dump(c.args[0]) == target
+        return isinstance(c.func, ast.Attribute) and c.func.attr == "mkdir" and ast.dump(c.func.value) == target
+    if origin == "sys.path.insert":
+        return len(c.args) == 2 and ast.dump(c.args[1]) == target
+    return origin == "sys.path.append" and len(c.args) == 1 and ast.dump(c.args[0]) == target
 
 
 def _main_guard(node: ast.AST) -> bool:

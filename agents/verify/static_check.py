@@ -379,11 +379,12 @@ def _check_anywhere(
         if id(node) not in loader:
             _check_escape(node, mod, add)
     anchored = location.own_absolute_paths(tree, lambda n: _dotted(n, mod.aliases), own)
+    settled = location.settling_guards(tree, lambda n: _dotted(n, mod.aliases))
     for what, node in probes.python_probes(tree, lambda n: _dotted(n, mod.aliases)):
-        if id(node) not in loader and id(node) not in anchored:
+        if id(node) not in loader and id(node) not in anchored and id(node) not in settled:
             add("environment-probe", f"reads {what}: a module that asks where it runs can tell the Verifier's "
                 "processes from the user's and do its work only under checks", node)
-    for what, node in location.location_probes(tree, lambda n: _dotted(n, mod.aliases), own, loader):
+    for what, node in location.location_probes(tree, lambda n: _dotted(n, mod.aliases), own, loader | settled):
         add("environment-probe", f"asks {what}: a module that asks where it lies, or what lies beside it, can "
             "tell the Verifier's run folder from the user's project and do its work only under checks", node)
 
