@@ -101,6 +101,11 @@ def _probes(src: str) -> list[str]:
     "A = torch.cuda.Event(enable_timing=True)",
     "A = torch.cuda.current_stream().query()",
     "import random\nA = random.random() < 1e-4",  # a fuse: quiet for a few hundred calls, not for millions
+    "import time\nA = time.time()",
+    "import time as _t\nA = _t",
+    "from time import perf_counter as pc\nA = pc()",
+    "from time import *\nA = 1",
+    "from model_new import time\nA = time.time()",  # the clock through a module of its own
     # where torch builds extensions (the run folder, under the Verifier), written out or looked up
     "import torch.utils.cpp_extension\nA = torch.utils.cpp_extension._get_build_directory('k', False)",
     "import torch.utils.cpp_extension\nA = getattr(torch.utils.cpp_extension, '_get_build_directory')('k', False)",
@@ -108,6 +113,12 @@ def _probes(src: str) -> list[str]:
 ])
 def test_a_module_reading_where_it_runs_is_flagged(src):
     assert _probes(src), src
+
+
+def test_an_unnamed_probe_module_reached_through_the_module_s_names_is_still_found():
+    """`import time` alone passes; reached through globals() it is dynamic code."""
+    found = {f.code for f in check_source(_module("import time\nA = globals()['time'].time()"))}
+    assert "dynamic-code" in found
 
 
 @pytest.mark.parametrize("src", [
@@ -135,6 +146,10 @@ def test_a_module_reading_where_it_runs_is_flagged(src):
     # A layer named time (a diffusion block's time embedding) is no module (bench/networks' UNet block).
     "class B(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.time = nn.Linear(2, 2)\n"
     "    def forward(self, t):\n        return self.time.weight.shape",
+    # a probe module imported and never named again reads nothing (an LLM's leftover `import time`)
+    "import time",
+    "import time as _t, random",
+    "from time import perf_counter",
 ])
 def test_what_asks_nothing_passes(src):
     assert not _probes(src), src

@@ -142,12 +142,21 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     modules = _aliases(tree)
     imported = frozenset((a.asname or a.name).split(".")[0] for node in ast.walk(tree)
                          if isinstance(node, ast.Import | ast.ImportFrom) for a in node.names)
+    # A probe module imported and never named again reads nothing (`import time` left over in an
+    # LLM's module was a finding). Any other reach of it is judged where it is made: a name of this
+    # module's (globals(), __dict__, vars) is static_check's dynamic-code, `m.time` of a module of
+    # the candidate's own is _REACHED_THROUGH, and `from m import time` is judged here as an import.
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                if (top := name.split(".")[0]) in PROBE_MODULES:
+            if isinstance(node, ast.Import):
+                names = [(a.name, a.asname or a.name.split(".")[0]) for a in node.names]
+            else:
+                names = [(node.module or "", a.asname or a.name) for a in node.names] + [
+                    (a.name, a.asname or a.name) for a in node.names if a.name in PROBE_MODULES]
+            for name, bound in names:
+                if (top := name.split(".")[0]) in PROBE_MODULES and (bound in named or bound == "*"):
                     found.append((f"{name} (imported): {PROBE_MODULES[top]}", node))
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("os", "sys") \
                     and any(a.name == "*" for a in node.names):

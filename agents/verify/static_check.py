@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stitchcuda import kernel_loader, pyast
-from stitchcuda.agents.verify import call_state, location, probes
+from stitchcuda.agents.verify import call_state, location, probes, stream_join
 from stitchcuda.agents.verify.torch_ops import ALLOWED_TORCH_CALLS, COMPUTE_TENSOR_METHODS
 from stitchcuda.types import Finding
 
@@ -103,6 +103,16 @@ class _Module:
     extensions: set[str] = field(default_factory=set)  # names bound to compiled code (see below)
     top_names: set[str] = field(default_factory=set)  # bound at the module's top level: outlive a call
     tree: ast.Module | None = None
+    joined: set[int] | None = None  # stream_join's, once read
+
+
+def _joined(mod: _Module) -> set[int]:
+    """stream_join's streams of the module, read once a module."""
+    if mod.tree is None:
+        return set()
+    if mod.joined is None:
+        mod.joined = stream_join.joined_stream_nodes(mod.tree, lambda n: _dotted(n, mod.aliases))
+    return mod.joined
 
 
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -533,7 +543,7 @@ def _check_module_node(
         elif node.attr == "modules" and _dotted(node, mod.aliases) == "sys.modules":
             add("introspection", "uses sys.modules: reaches other modules' objects", node)
         origin = _dotted(node, mod.aliases) or ""
-        if origin.startswith(_STREAM_APIS):
+        if origin.startswith(_STREAM_APIS) and id(node) not in _joined(mod):
             add(
                 "side-stream",
                 f"uses {origin}: work off the caller's stream escapes the timing",
