@@ -102,6 +102,9 @@ def _probes(src: str) -> list[str]:
     "A = torch.cuda.current_stream().query()",
     "import random\nA = random.random() < 1e-4",  # a fuse: quiet for a few hundred calls, not for millions
     "import time\nA = time.time()",
+    "A = torch.default_generator.initial_seed()",
+    "A = torch.cuda.default_generators[0].get_offset()",
+    "A = torch.cuda.cudart().cudaMemGetInfo(0)",
     "import time as _t\nA = _t",
     "from time import perf_counter as pc\nA = pc()",
     "from time import *\nA = 1",

@@ -82,8 +82,13 @@ TORCH_STATE = {
     # An event is the GPU's clock (elapsed_time) and its progress (query: whether earlier work, such as
     # the L2 flush before each timed call, is done); a kernel module on one stream needs neither.
     **dict.fromkeys(("Event",), "the GPU's clock or what it is still doing"),
-    **dict.fromkeys(("get_rng_state", "get_rng_state_all", "initial_seed", "seed", "seed_all"),
+    **dict.fromkeys(("get_rng_state", "get_rng_state_all", "initial_seed", "seed", "seed_all",
+                     # the generators themselves: their seed, offset and state (get_offset, get_state)
+                     "default_generator", "default_generators"),
                     "the random state, which a check sets"),
+    # The CUDA runtime's own functions through torch (cudaMemGetInfo, cudaEventQuery, ...): every
+    # reader above, unnamed.
+    **dict.fromkeys(("cudart",), "the CUDA runtime's state, read past this check's names"),
 }
 _TORCH_STATE_ROOTS = ("torch.cuda.", "torch.cuda.memory.", "torch.cuda.graphs.", "torch.cuda.random.", "torch.random.",
                       "torch.")
@@ -288,9 +293,11 @@ def _torch_state(origin: str) -> str | None:
     """What a torch name reads, where it is one of TORCH_STATE's readers."""
     if origin in TORCH_PLACES:
         return "where torch builds extensions (a folder the Verifier sets)"
-    head, _, name = origin.rpartition(".")
-    if name in TORCH_STATE and head + "." in _TORCH_STATE_ROOTS:
-        return TORCH_STATE[name]
+    parts = origin.split(".")
+    for end in range(2, len(parts) + 1):  # torch.default_generator.initial_seed: its generator
+        head, name = ".".join(parts[:end - 1]), parts[end - 1]
+        if name in TORCH_STATE and head + "." in _TORCH_STATE_ROOTS:
+            return TORCH_STATE[name]
     return None
 
 
