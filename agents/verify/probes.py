@@ -179,9 +179,8 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
             if (what := _os_or_sys(named, node, parents)) is not None:
                 found.append((f"{named} (through getattr): {what}", node))
             continue
-        if isinstance(node, ast.Call) and (place := _build_place_lookup(node, dotted)) is not None:
-            found.append((f"{place} (through getattr): where torch builds extensions (a folder the Verifier sets)",
-                          node))
+        if isinstance(node, ast.Call) and (what := _library_lookup(node, dotted, imported, parents, tree)) is not None:
+            found.append((what, node))
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _GPU_PROGRESS \
                 and _rooted_in_torch_cuda(node.func.value, dotted):
@@ -240,19 +239,73 @@ def _named_module_lookup(call: ast.Call, modules: dict[str, str]) -> str | None:
     return f"{module}.{name.value}"
 
 
-def _build_place_lookup(call: ast.Call, dotted) -> str | None:
-    """getattr(torch.utils.cpp_extension, "_get_build_directory") names a TORCH_PLACES reader as the
-    written name would; a name not written out there may be one (no kernel module computes it)."""
+def _library_lookup(call: ast.Call, dotted, imported: frozenset[str], parents: dict[int, ast.AST],
+                    tree: ast.Module) -> str | None:
+    """getattr(M, name) with M an imported module other than os and sys (theirs are the lookups
+    above): a written name is judged as M.name is (getattr(torch, "initial_seed"),
+    getattr(torch.utils.cpp_extension, "_get_build_directory"), getattr(torch, "os")); a name not
+    written out may be any of them, unless it can only be a value the task gives the module
+    (getattr(F, self.act) with self.act an __init__ argument) or one of constants."""
     f = call.func
     if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
         return None
-    if (dotted(call.args[0]) or "") != "torch.utils.cpp_extension":
+    target = dotted(call.args[0]) or ""
+    if not target or _root_name(call.args[0]) not in imported or target.split(".")[0] in ("os", "sys") \
+            or target.startswith("torch.ops"):
         return None
     name = call.args[1]
-    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-        return f"torch.utils.cpp_extension.<{ast.unparse(name)[:40]}>"
-    origin = f"torch.utils.cpp_extension.{name.value}"
-    return origin if origin in TORCH_PLACES else None
+    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        origin = f"{target}.{name.value}"
+        what = _torch_state(origin) or _os_or_sys(origin, call, parents, imported)
+        return f"{origin} (through getattr): {what}" if what else None
+    if _given_name(name, parents, tree):
+        return None
+    return (f"{ast.unparse(call)[:60]}: a name of {target} looked up at run time, which can reach what it "
+            "imports (torch.os, torch.sys) and torch's readers of the process (torch.initial_seed)")
+
+
+def _enclosing(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | None:
+    up = parents.get(id(node))
+    while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        up = parents.get(id(up))
+    return up
+
+
+def _init_param(name: ast.AST, fn: ast.AST | None) -> bool:
+    """A parameter of __init__, never rebound there: a value the task's get_init_inputs gives."""
+    if not (isinstance(name, ast.Name) and isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
+        return False
+    params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    rebound = any(isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store) for n in ast.walk(fn))
+    return name.id in params and not rebound
+
+
+def _strings(node: ast.AST) -> bool:
+    return isinstance(node, ast.Tuple | ast.List | ast.Set) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+
+
+def _given_name(name: ast.AST, parents: dict[int, ast.AST], tree: ast.Module) -> bool:
+    """Whether a looked-up name can only be an __init__ argument or one of written constants: a
+    parameter of __init__, a loop's name over a tuple of strings, or self.X set only from those."""
+    fn = _enclosing(name, parents)
+    if isinstance(name, ast.Name):
+        if _init_param(name, fn):
+            return True
+        stores = [n for n in ast.walk(fn if fn is not None else tree) if isinstance(n, ast.Name) and n.id == name.id
+                  and isinstance(n.ctx, ast.Store)]
+        loops = [parents.get(id(n)) for n in stores]
+        return bool(stores) and all(isinstance(lp, ast.For) and lp.target is n and _strings(lp.iter)
+                                    for n, lp in zip(stores, loops, strict=True))
+    if isinstance(name, ast.Attribute) and isinstance(name.value, ast.Name) and name.value.id == "self":
+        sets = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == name.attr for t in n.targets)]
+        if not sets or any(isinstance(c, ast.Call) and getattr(c.func, "id", None) in ("setattr", "vars")
+                           for c in ast.walk(tree)):
+            return False
+        return all((isinstance(a.value, ast.Constant) and isinstance(a.value.value, str)) or
+                   _init_param(a.value, _enclosing(a, parents)) for a in sets)
+    return False
 
 
 # Of StitchCUDA's runtime a candidate needs its loader; the rest reads the Verifier's own state
