@@ -151,7 +151,7 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     # LLM's module was a finding). Any other reach of it is judged where it is made: a name of this
     # module's (globals(), __dict__, vars) is static_check's dynamic-code, `m.time` of a module of
     # the candidate's own is _REACHED_THROUGH, and `from m import time` is judged here as an import.
-    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -161,7 +161,7 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
                 names = [(node.module or "", a.asname or a.name) for a in node.names] + [
                     (a.name, a.asname or a.name) for a in node.names if a.name in PROBE_MODULES]
             for name, bound in names:
-                if (top := name.split(".")[0]) in PROBE_MODULES and (bound in named or bound == "*"):
+                if (top := name.split(".")[0]) in PROBE_MODULES and (bound in used_names or bound == "*"):
                     found.append((f"{name} (imported): {PROBE_MODULES[top]}", node))
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("os", "sys") \
                     and any(a.name == "*" for a in node.names):
