@@ -153,6 +153,8 @@ def test_an_unnamed_probe_module_reached_through_the_module_s_names_is_still_fou
     "import time",
     "import time as _t, random",
     "from time import perf_counter",
+    # an import walked after a getattr of os (this reading crashed on it at bdaf6a9)
+    "import os\nA = getattr(os, 'sep')\ndef f():\n    import time\n    return 1",
 ])
 def test_what_asks_nothing_passes(src):
     assert not _probes(src), src
