@@ -915,6 +915,11 @@ STATIC_HACKS = {
     "__import__": (_module("return __import__('torch').relu(x)"), "dynamic-code"),
     "__builtins__": (_module("return x", extra="imp = __builtins__['__import__']\n"), "dynamic-code"),
     "frame": (_module("return sys._getframe(1).f_locals['ref'](x)", extra="import sys\n"), "introspection"),
+    # import anything, through a module's or a function's names (a review of this reading, 2026-12-06)
+    "torch.__builtins__": (_module("return x", extra="imp = torch.__builtins__['__import__']\n"), "introspection"),
+    "getattr __globals__": (_module("return x", extra="g = getattr(torch.relu, '__globals__')\n"), "introspection"),
+    "computed dunder": (_module("return x", extra="g = getattr(nn.Module.forward, '__glo' + 'bals__')\n"), "introspection"),
+    "module __dict__": (_module("return x", extra="o = torch.nn.functional.__dict__['torch']\n"), "introspection"),
     "subclass by name": (HEADER + "from reference import Model\n\nclass ModelNew(Model):\n    pass\n", "subclasses-reference"),
     "inspect": (_module("return x", extra="import inspect\n"), "forbidden-import-inspect"),
     "thread pool": (_module("return x", extra="from concurrent.futures import ThreadPoolExecutor\n"), "forbidden-import-concurrent"),

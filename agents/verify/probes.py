@@ -258,7 +258,7 @@ def _library_lookup(call: ast.Call, dotted, imported: frozenset[str], parents: d
         origin = f"{target}.{name.value}"
         what = _torch_state(origin) or _os_or_sys(origin, call, parents, imported)
         return f"{origin} (through getattr): {what}" if what else None
-    if _given_name(name, parents, tree):
+    if given_name(name, parents, tree):
         return None
     return (f"{ast.unparse(call)[:60]}: a name of {target} looked up at run time, which can reach what it "
             "imports (torch.os, torch.sys) and torch's readers of the process (torch.initial_seed)")
@@ -285,7 +285,7 @@ def _strings(node: ast.AST) -> bool:
         isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
 
 
-def _given_name(name: ast.AST, parents: dict[int, ast.AST], tree: ast.Module) -> bool:
+def given_name(name: ast.AST, parents: dict[int, ast.AST], tree: ast.Module) -> bool:
     """Whether a looked-up name can only be an __init__ argument or one of written constants: a
     parameter of __init__, a loop's name over a tuple of strings, or self.X set only from those."""
     fn = _enclosing(name, parents)

@@ -104,6 +104,38 @@ class _Module:
     top_names: set[str] = field(default_factory=set)  # bound at the module's top level: outlive a call
     tree: ast.Module | None = None
     joined: set[int] | None = None  # stream_join's, once read
+    parents: dict[int, ast.AST] | None = None  # child id -> parent, once needed
+
+
+# Attributes that reach other modules' objects, and through them any import (torch.__builtins__'s
+# __import__, a function's __globals__).
+_INTROSPECTION = frozenset({"_getframe", "f_back", "f_globals", "__globals__", "__subclasses__", "__closure__",
+                            "cell_contents", "__kwdefaults__", "__bases__", "__mro__", "__wrapped__", "__builtins__",
+                            "__import__"})
+
+
+def _root_imported(node: ast.AST, mod: _Module) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in mod.aliases
+
+
+def _check_named_lookup(call: ast.Call, mod: _Module, add: Add) -> None:
+    """getattr(x, "__globals__") is x.__globals__; a name not written out that may be a dunder may be
+    any of them, unless it can only be an __init__ argument or one of written constants."""
+    name = call.args[1]
+    if isinstance(name, ast.Constant):
+        text = str(name.value)
+        if text in _INTROSPECTION or (text == "__dict__" and _root_imported(call.args[0], mod)):
+            add("introspection", f"looks up .{text}: reaches other modules' objects", call)
+        return
+    if mod.tree is None or not location.may_be_dunder(name):
+        return
+    if mod.parents is None:
+        mod.parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
+    if not probes.given_name(name, mod.parents, mod.tree):
+        add("introspection", f"looks up {ast.unparse(name)[:40]} at run time: a name that may be a dunder "
+            "(__globals__, __builtins__) reaches other modules' objects", call)
 
 
 def _joined(mod: _Module) -> set[int]:
@@ -533,13 +565,16 @@ def _check_module_node(
             add("dynamic-code", f"calls {origin}(): dynamic code can hide a fallback", node)
         if origin.startswith(("sys.modules", "sys._getframe")):
             add("introspection", f"uses {origin}: reaches other modules' objects", node)
+        if origin in ("getattr", "hasattr", "setattr", "delattr") and len(node.args) >= 2:
+            _check_named_lookup(node, mod, add)
         parts = origin.split(".")
         if parts[0] == "torch" and len(parts) > 1 and parts[1] in _COMPILERS:
             add("torch-compiler", f"calls {origin}: the work must be in the candidate's own kernels", node)
     elif isinstance(node, ast.Attribute):
-        if node.attr in {"_getframe", "f_back", "f_globals", "__globals__", "__subclasses__", "__closure__", "cell_contents",
-                         "__kwdefaults__", "__bases__", "__mro__", "__wrapped__"}:
+        if node.attr in _INTROSPECTION:
             add("introspection", f"uses .{node.attr}: reaches other modules' objects", node)
+        elif node.attr == "__dict__" and _root_imported(node.value, mod):
+            add("introspection", f"uses {ast.unparse(node)[:50]}: a module's names, which reach what it imports", node)
         elif node.attr == "modules" and _dotted(node, mod.aliases) == "sys.modules":
             add("introspection", "uses sys.modules: reaches other modules' objects", node)
         origin = _dotted(node, mod.aliases) or ""
