@@ -105,6 +105,7 @@ class _Module:
     tree: ast.Module | None = None
     joined: set[int] | None = None  # stream_join's, once read
     parents: dict[int, ast.AST] | None = None  # child id -> parent, once needed
+    loader: set[int] = field(default_factory=set)  # StitchCUDA's verbatim kernel loader's nodes
 
 
 # Attributes that reach other modules' objects, and through them any import (torch.__builtins__'s
@@ -123,6 +124,8 @@ def _root_imported(node: ast.AST, mod: _Module) -> bool:
 def _check_named_lookup(call: ast.Call, mod: _Module, add: Add) -> None:
     """getattr(x, "__globals__") is x.__globals__; a name not written out that may be a dunder may be
     any of them, unless it can only be an __init__ argument or one of written constants."""
+    if id(call) in mod.loader or (_dotted(call.args[0], mod.aliases) or "").startswith("torch.ops"):
+        return  # the loader's symbol lookups in its own library; the generated module's own ops
     name = call.args[1]
     if isinstance(name, ast.Constant):
         text = str(name.value)
@@ -416,6 +419,7 @@ def _check_anywhere(
     own: frozenset[str] | None = None,
 ) -> None:
     loader = _kernel_loader_nodes(tree)  # StitchCUDA's own loader loads the candidate's own library
+    mod.loader = loader
     for node in ast.walk(tree):
         _check_module_node(node, mod, add, reference_classes, reference_module, class_name)
         if id(node) not in loader:
