@@ -43,7 +43,9 @@ that asks where it runs (command line, environment variables, working folder, pr
 /proc or /sys; in the C++ also getenv, dlsym, syscall, files or sockets) or where it lies: read or
 ask about (exists, isdir, getsize) only your own files, named from your module's folder
 (Path(__file__).with_name("kernels.cu")), and never test your own path or module name (compare,
-search, hash, len); use os.makedirs(d, exist_ok=True), not an exists() check. The candidate is checked on fresh random and adversarial inputs and timed
+search, hash, len); use os.makedirs(d, exist_ok=True), not an exists() check. Look attributes up by
+written names: getattr with a name you compute is refused unless it is an __init__ argument or one
+of your string constants (f"weight_l{i}" is fine). The candidate is checked on fresh random and adversarial inputs and timed
 against eager PyTorch and torch.compile; correct and faster wins. It is also checked once with
 autograd on and once in the other mode (after .eval() where the module was built in training mode):
 where forward's math depends on self.training (BatchNorm's statistics, dropout), follow it, or
