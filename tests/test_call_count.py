@@ -55,6 +55,9 @@ def test_a_count_kept_in_forward_is_found(top, body, helper):
     "        self._buf = {}\n        w = self._buf.setdefault(tuple(x.shape), 0)",
     "        self.calls = 1 - self.calls\n        w = self.seen[self.calls]",
     "        self.calls = min(self.calls + 1, 3)\n        w = self.seen[self.calls]",
+    # in the state_dict: compared with the reference's own after each call (BatchNorm's)
+    "        self.register_buffer('num_batches_tracked', torch.zeros((), dtype=torch.long))\n"
+    "        self.num_batches_tracked += 1",
 ])
 def test_what_holds_no_count_passes(body):
     assert _codes(body) == []
@@ -90,6 +93,8 @@ def test_a_warm_up_read_against_a_named_constant(top, fuse):
     "        ModelNew.calls += 1\n        if ModelNew.calls > 1000:\n            x = x * 0",
     "        type(self).calls += 1",
     "        self.calls += 0.01\n        if self.calls > 10:\n            x = x * 0",
+    # a buffer in no state_dict: nothing compares it with the reference's
+    "        self.register_buffer('ticks', torch.zeros(()), persistent=False)\n        self.ticks += 1",
 ])
 def test_a_fuse_dressed_as_a_warm_up_is_found(body):
     assert _codes(body), body

@@ -58,9 +58,10 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
     whole = tree if tree is not None else fn
     # A buffer the module registers (BatchNorm's num_batches_tracked) is the reference's state, loaded
     # from its state_dict and compared with it after each call (state_updates): no count of its own.
+    # A non-persistent one is in no state_dict, so nothing compares it: a count like any other.
     buffers = {f"self.{c.args[0].value}" for c in ast.walk(whole) if isinstance(c, ast.Call)
                and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer" and c.args
-               and isinstance(c.args[0], ast.Constant)}
+               and isinstance(c.args[0], ast.Constant) and not _non_persistent(c)}
     # What holds a container (a list, dict, set or deque made where it is bound): `.add` and `.update`
     # of anything else (an extension's own `add`, a tensor's) grow nothing.
     containers = {ast.unparse(t) for n in ast.walk(whole) if isinstance(n, ast.Assign | ast.AnnAssign)
@@ -93,6 +94,14 @@ def counters(fn: ast.AST, module_names: set[str], dotted, tree: ast.AST | None =
         elif isinstance(node, ast.Call) and (dotted(node.func) or "").endswith(_COUNTERS):
             found.append((f"{dotted(node.func)}(): a counter", node))
     return found
+
+
+def _non_persistent(call: ast.Call) -> bool:
+    """register_buffer(name, t, persistent=<anything but a written True>)."""
+    flag = next((k.value for k in call.keywords if k.arg == "persistent"), None)
+    if flag is None and len(call.args) >= 3:
+        flag = call.args[2]
+    return flag is not None and not (isinstance(flag, ast.Constant) and flag.value is True)
 
 
 def _small(node: ast.AST) -> bool:
