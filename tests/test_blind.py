@@ -41,9 +41,10 @@ def opts(build_cache):
     # Several candidates here find the blind check's witness by its command line, to test what the
     # witness itself catches: the static environment-probe finding (test_environment_probes.py)
     # would reject them before it runs; so would the static call-count finding (call_state.py) for
-    # those that count their calls to act on the witness's.
+    # those that count their calls to act on the witness's, and the static introspection findings
+    # for those that reach gc or torch._C by a name (getattr(print.__self__, "__imp" + "ort__")).
     return VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=180.0,
-                         time_compile=False, environment_probes=False, call_counts=False)
+                         time_compile=False, environment_probes=False, call_counts=False, name_lookups=False)
 
 
 @pytest.mark.parametrize("ref,stem,code", ATTACKS, ids=[a[1] for a in ATTACKS])

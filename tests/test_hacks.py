@@ -882,9 +882,7 @@ def test_a_mode_left_on_the_stack_to_work_as_the_outputs_are_read(runs):
 def test_torch_function_looked_up_by_computed_name(runs):
     v = runs.get("ref_affine", "hack_getattr_torch")
     _rejected(v)
-    # The source never names the function, so no static torch-compute finding; the lookup by a name
-    # not written out is itself one (it can reach torch.os or torch.initial_seed as well).
-    assert static_codes(v) == {"environment-probe"}, v.hack_findings
+    assert static_codes(v) == set()  # the source never names the function
     assert {"addcmul", "relu"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])
 
 
@@ -920,6 +918,10 @@ STATIC_HACKS = {
     "getattr __globals__": (_module("return x", extra="g = getattr(torch.relu, '__globals__')\n"), "introspection"),
     "computed dunder": (_module("return x", extra="g = getattr(nn.Module.forward, '__glo' + 'bals__')\n"), "introspection"),
     "module __dict__": (_module("return x", extra="o = torch.nn.functional.__dict__['torch']\n"), "introspection"),
+    "builtin's __self__": (_module("return x", extra="b = print.__self__\n"), "introspection"),
+    "name made of strings": (_module("return x", extra="i = getattr(len.__self__, '__imp' + 'ort__')\n"), "introspection"),
+    "name not written out": (_module("return x", extra="n = chr(95) * 2 + 'globals' + chr(95) * 2\n"
+                                                       "g = getattr(nn.Module.forward, n)\n"), "computed-lookup"),
     "subclass by name": (HEADER + "from reference import Model\n\nclass ModelNew(Model):\n    pass\n", "subclasses-reference"),
     "inspect": (_module("return x", extra="import inspect\n"), "forbidden-import-inspect"),
     "thread pool": (_module("return x", extra="from concurrent.futures import ThreadPoolExecutor\n"), "forbidden-import-concurrent"),

@@ -88,12 +88,31 @@ def _lead(text: str) -> bool:
     return text[:2] in ("__", "_") if len(text) < 2 else text.startswith("__")
 
 
-def may_be_dunder(name: ast.AST) -> bool:
-    """Whether an attribute name may be a dunder (__file__, __module__, ...): a constant that is one,
-    or a computed name whose written beginning does not rule it out. f"weight_ih_l{layer}",
-    "bias_" + k and "w{}".format(i) cannot be one."""
+def fold(name: ast.AST) -> str | None:
+    """A name made only of written strings ("__imp" + "ort__", "".join(["re", "lu"]), f"{'_'}C"),
+    as the text it is; None where any part is not written out."""
     if isinstance(name, ast.Constant):
-        return str(name.value).startswith("__")
+        return name.value if isinstance(name.value, str) else None
+    if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Add):
+        left, right = fold(name.left), fold(name.right)
+        return None if left is None or right is None else left + right
+    if isinstance(name, ast.JoinedStr):
+        parts = [fold(v.value if isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None
+                      else v) for v in name.values]
+        return None if any(p is None for p in parts) else "".join(p for p in parts if p is not None)
+    if isinstance(name, ast.Call) and isinstance(name.func, ast.Attribute) and name.func.attr == "join" and \
+            len(name.args) == 1 and not name.keywords and isinstance(name.args[0], ast.List | ast.Tuple):
+        sep, parts = fold(name.func.value), [fold(e) for e in name.args[0].elts]
+        return None if sep is None or any(p is None for p in parts) else sep.join(p for p in parts if p is not None)
+    return None
+
+
+def may_be_dunder(name: ast.AST) -> bool:
+    """Whether an attribute name may be a dunder (__file__, __module__, ...): one written out, or
+    made only of written strings, that is one, or a computed name whose written beginning does not
+    rule it out. f"weight_ih_l{layer}", "bias_" + k and "w{}".format(i) cannot be one."""
+    if (text := fold(name)) is not None:
+        return text.startswith("__")
     if isinstance(name, ast.JoinedStr):
         head = name.values[0] if name.values else None
         return not (isinstance(head, ast.Constant) and head.value) or _lead(str(head.value))

@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 import re
 
+from stitchcuda.agents.verify.location import fold
+
 # `os` and `sys` answer most of where a process runs, through names no list of them keeps up with
 # (a red-team review, 2026-12-05: posix.getppid, os.getpgid, os.statvfs, os.nice, sys.getprofile,
 # sys.path). So of those two only what a kernel module needs is let through; any other use of them
@@ -254,8 +256,8 @@ def _library_lookup(call: ast.Call, dotted, imported: frozenset[str], parents: d
             or target.startswith("torch.ops"):
         return None
     name = call.args[1]
-    if isinstance(name, ast.Constant) and isinstance(name.value, str):
-        origin = f"{target}.{name.value}"
+    if (text := fold(name)) is not None:  # written out, or made only of written strings
+        origin = f"{target}.{text}"
         what = _torch_state(origin) or _os_or_sys(origin, call, parents, imported)
         return f"{origin} (through getattr): {what}" if what else None
     if given_name(name, parents, tree):
@@ -342,9 +344,14 @@ TORCH_PLACES = frozenset({"torch.utils.cpp_extension.get_default_build_root",
                           "torch.utils.cpp_extension._get_build_directory"})
 
 
+_PLACE_NAMES = frozenset(p.rpartition(".")[2] for p in TORCH_PLACES)
+
+
 def _torch_state(origin: str) -> str | None:
     """What a torch name reads, where it is one of TORCH_STATE's readers."""
-    if origin in TORCH_PLACES:
+    if origin in TORCH_PLACES or origin.rpartition(".")[2] in _PLACE_NAMES:
+        # (by the name alone, distinctive enough: `U = torch.utils; U.cpp_extension._get_build_directory`
+        # names no chain from torch)
         return "where torch builds extensions (a folder the Verifier sets)"
     parts = origin.split(".")
     for end in range(2, len(parts) + 1):  # torch.default_generator.initial_seed: its generator

@@ -112,7 +112,7 @@ class _Module:
 # __import__, a function's __globals__).
 _INTROSPECTION = frozenset({"_getframe", "f_back", "f_globals", "__globals__", "__subclasses__", "__closure__",
                             "cell_contents", "__kwdefaults__", "__bases__", "__mro__", "__wrapped__", "__builtins__",
-                            "__import__"})
+                            "__import__", "__self__"})
 
 
 def _root_imported(node: ast.AST, mod: _Module) -> bool:
@@ -127,8 +127,7 @@ def _check_named_lookup(call: ast.Call, mod: _Module, add: Add) -> None:
     if id(call) in mod.loader or (_dotted(call.args[0], mod.aliases) or "").startswith("torch.ops"):
         return  # the loader's symbol lookups in its own library; the generated module's own ops
     name = call.args[1]
-    if isinstance(name, ast.Constant):
-        text = str(name.value)
+    if (text := location.fold(name)) is not None:  # written out, or made only of written strings
         if text in _INTROSPECTION or (text == "__dict__" and _root_imported(call.args[0], mod)):
             add("introspection", f"looks up .{text}: reaches other modules' objects", call)
         return
@@ -137,7 +136,7 @@ def _check_named_lookup(call: ast.Call, mod: _Module, add: Add) -> None:
     if mod.parents is None:
         mod.parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
     if not probes.given_name(name, mod.parents, mod.tree):
-        add("introspection", f"looks up {ast.unparse(name)[:40]} at run time: a name that may be a dunder "
+        add("computed-lookup", f"looks up {ast.unparse(name)[:40]} at run time: a name that may be a dunder "
             "(__globals__, __builtins__) reaches other modules' objects", call)
 
 
