@@ -381,3 +381,14 @@ def test_a_torch_name_looked_up_at_run_time_may_reach_the_process(src):
 ])
 def test_a_torch_name_the_task_gives_or_written_out_passes(src):
     assert _probes(src) == [], src
+
+
+def test_a_probe_module_reached_through_a_star_import_of_its_own_module_is_found():
+    """model_new imports time and never names it (which passes); a helper that star-imports model_new
+    reads the clock through that name, bound by no statement of its own."""
+    main = ("import time\nimport torch, torch.nn as nn\nfrom helpers import *\n\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        return x * (1 if clock() < 1e18 else 0)\n")
+    helper = "from model_new import *\n\ndef clock():\n    return time.time()\n"
+    found = [(f.code, f.file) for f in check_candidate_sources({"model_new.py": main, "helpers.py": helper},
+                                                               "model_new.py")]
+    assert ("environment-probe", "helpers.py") in found, found

@@ -154,6 +154,15 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
     # module's (globals(), __dict__, vars) is static_check's dynamic-code, `m.time` of a module of
     # the candidate's own is _REACHED_THROUGH, and `from m import time` is judged here as an import.
     used_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    # Names this module binds itself; a probe module's name read but bound nowhere here came from
+    # another module's names (`from model_new import *` in a helper, where model_new imports time).
+    bound_here = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | {
+        (a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
+        for a in n.names} | {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
+                                                                          | ast.ClassDef)} | {
+        a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
+        for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, *([n.vararg] if n.vararg else []),
+                  *([n.kwarg] if n.kwarg else [])]}
     found: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -168,6 +177,11 @@ def python_probes(tree: ast.Module, dotted) -> list[tuple[str, ast.AST]]:
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("os", "sys") \
                     and any(a.name == "*" for a in node.names):
                 found.append((f"from {node.module} import *: every name of {node.module}, unseen by this check", node))
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound_here and (
+                node.id in PROBE_MODULES or node.id in ("os", "sys")):
+            found.append((f"{node.id}, bound by no statement of this module (another module's names): "
+                          f"{PROBE_MODULES.get(node.id, 'the process or where it runs')}", node))
             continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _PROC_PATHS.search(node.value):
             found.append((f"{node.value!r}: the process's own records", node))
