@@ -646,7 +646,11 @@ def test_an_average_in_place_of_attention_is_a_smoothed_estimate(runs):
     assert all(s is not None and s < -0.9 for s in slopes), slopes
     good = runs.get("ref_attention_soft", "good_attention_soft")
     assert good.status == "ok" and good.accepted, (good.status, good.message)
-    assert all(c.get("smooth_slope") is None for c in good.checks), [c.get("smooth_slope") for c in good.checks]
+    # Its slopes are none, or nothing like the estimate's -1 (a local run at d557589 measured -1.5e-8
+    # on one random set of the honest twin, which was accepted).
+    assert "smoothed-estimate" not in [f.code for f in good.hack_findings]
+    assert all(c.get("smooth_slope") is None or abs(c["smooth_slope"]) < 0.5 for c in good.checks), \
+        [c.get("smooth_slope") for c in good.checks]
 
 
 @pytest.mark.parametrize("stem", ["hack_attention_mean_v_noisy", "hack_attention_rows_copied"])
