@@ -266,7 +266,7 @@ def _library_lookup(call: ast.Call, dotted, imported: frozenset[str], parents: d
     if not (isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and len(call.args) >= 2):
         return None
     target = dotted(call.args[0]) or ""
-    if not target or _root_name(call.args[0]) not in imported or target.split(".")[0] in ("os", "sys") \
+    if not target or root_name(call.args[0]) not in imported or target.split(".")[0] in ("os", "sys") \
             or target.startswith("torch.ops"):
         return None
     name = call.args[1]
@@ -346,7 +346,7 @@ def _rooted_in_torch_cuda(node: ast.AST, dotted) -> bool:
     return False
 
 
-def _root_name(node: ast.AST) -> str | None:
+def root_name(node: ast.AST) -> str | None:
     """The name an attribute chain starts from (`a` of a.b.c); None where it starts elsewhere."""
     while isinstance(node, ast.Attribute):
         node = node.value
@@ -385,7 +385,7 @@ def _os_or_sys(origin: str, node: ast.AST, parents: dict[int, ast.AST], imported
         return PROBE_MODULES[top]
     if origin.startswith("stitchcuda.runtime.") and parts[2] not in RUNTIME_ALLOWED:
         return "StitchCUDA's own state, which differs under the Verifier"
-    root = _root_name(node)
+    root = root_name(node)
     through_a_module = imported is None or root is None or root in imported
     # (Only from an imported module: self.time, a layer named for a diffusion step's time
     # embedding, is no module; bench/networks' UNet block, 2026-12-05.)

@@ -116,9 +116,7 @@ _INTROSPECTION = frozenset({"_getframe", "f_back", "f_globals", "__globals__", "
 
 
 def _root_imported(node: ast.AST, mod: _Module) -> bool:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name) and node.id in mod.aliases
+    return probes.root_name(node) in mod.aliases
 
 
 def _check_named_lookup(call: ast.Call, mod: _Module, add: Add) -> None:
