@@ -1115,11 +1115,14 @@ def test_unsynchronised_side_stream_at_run_time(tmp_path, gpu_opts):
     """The profiler sees the kernel still running on a stream other than the caller's after forward
     returned. On 8x33 inputs (ref_affine) the kernel takes about a microsecond and can end before the
     marker starts (seen on an H200): unjoined work that short cannot move a timing, and the check is
-    for work that can, so the inputs here are 4096x4096."""
+    for work that can, so the inputs here are 4096x4096. At that size the output watch of the
+    correctness phase may see the output change after forward returned first (`unsynchronised-work`,
+    seen on an H100 at 20c4f6d), which ends the verdict before the profiler's stage: either run-time
+    code is a catch of the same work off the caller's stream."""
     v = verify(hack_task("ref_affine_large"), hack_candidate("gpu_side_stream", "kernels.cu"), tmp_path, gpu_opts)
     _rejected(v)
     _finding(v, "side-stream", static=True)
-    assert "side-stream" in dynamic_codes(v)
+    assert dynamic_codes(v) & {"side-stream", "unsynchronised-work"}, dynamic_codes(v)
 
 
 @pytest.mark.gpu
