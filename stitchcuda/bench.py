@@ -22,12 +22,20 @@ from typing import Any
 
 from stitchcuda import timing_cpus
 from stitchcuda.agents.rounds import BENCH_POLICY, Coder, RoundPolicy, Rounds
-from stitchcuda.agents.verify.locks import BESIDE_ENV, SHARED_ENV
+from stitchcuda.agents.verify.locks import BESIDE_ENV
+from stitchcuda.gpu_memory import (
+    GIB,
+    UNKNOWN_CAPACITY,
+    WORKER_OVERHEAD,
+    MemoryShares,
+    device_memory_bytes,
+    expected_bytes,
+)
 from stitchcuda.host_load import HostLoad
 
 from . import provenance
 from .task import TaskError, find_task
-from .types import Candidate, Task, Verdict
+from .types import Candidate, Plan, Task, Verdict
 
 VerifyFn = Callable[[Task, "Candidate | None", Path], Verdict]
 """Verifies one candidate (None: times the reference only) in the given run folder: the local
@@ -41,6 +49,9 @@ _PLAN_LOCK = threading.Lock()
 # than the problem; "lost" (the Ray backend: the node or worker running it died every time) was
 # never measured.
 RERUN_STATUSES = frozenset({"oom", "lost"})
+# A verdict's note where the bench ran it again with the GPU to itself after it ran out of memory
+# beside other workers (run_bench): the verdict from alone replaces the one from beside them.
+RAN_ALONE = "ran again with the GPU to itself, after running out of GPU memory beside other workers"
 
 
 def problem_level(path: Path) -> int | None:
@@ -82,6 +93,7 @@ def entry_for(path: Path, verdict: Verdict | None, cand: Candidate | None, plan_
         "solved": solved,
         "status": status or (v.status if v else "error"),
         "hack_findings": [{"code": f.code, "message": f.message} for f in (v.hack_findings if v else [])],
+        "gpu_peak_mb": v.gpu_peak_mb if v else None,  # the worker's (stitchcuda/gpu_memory.py's yardstick)
         "eager_ms": v.eager.median_ms if v and v.eager else None,
         "compile_ms": v.compiled.median_ms if v and v.compiled else None,
         "ours_ms": v.ours.median_ms if solved and v.ours else None,
@@ -330,6 +342,7 @@ def bench_problem(
     past_deadline: Callable[[], bool] = lambda: False,
     on_entry: Callable[[ProblemRun], None] = lambda run: None,
     on_event: Callable[[str], None] = print,
+    on_plan: Callable[[Task, Plan], None] = lambda task, plan: None,
 ) -> ProblemRun:
     """One problem: plan it, then its rounds (the Coder writes, `verify` judges, the verdict is the
     next round's feedback) under `policy`, each round's entry handed to `on_entry` as it comes. Run
@@ -351,6 +364,7 @@ def bench_problem(
     except Exception as e:  # noqa: BLE001 - a planner bug on one problem must not end the bench
         run = ProblemRun(path, {}, task=task or find_task(path), note=f"planner/coder error: {type(e).__name__}: {e}")
         return verify_rounds(run, runs, verify=verify, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+    on_plan(task, plan)
     rounds = Rounds(code, task, plan, policy)
     cand = rounds.next_candidate() if plan.supported else None
     if rounds.coder_error:
@@ -420,11 +434,12 @@ def verify_rounds(
             run.entry["earlier_rounds"] = list(run.earlier)
         if brief["missed"]:
             run.entry["missed"] = brief["missed"]  # (the sets this verdict missed, and the referee's word on each)
-        if alone:
+        ran_alone = alone or RAN_ALONE in v.notes
+        if ran_alone:
             run.entry["ran_alone"] = True
         if wants_retry:  # until the retry's verdict replaces this entry
             run.entry["retry_pending"] = True
-        on_event(_line(run, retry, alone))
+        on_event(_line(run, retry, ran_alone))
         on_entry(run)
         if retry is None:
             return run
@@ -544,6 +559,19 @@ def _physical_gpus(gpus: list[int] | None) -> list[str]:
     return [physical_gpu(0)] if cuda_available() else []
 
 
+def _memory_shares(gpus: list[int] | None) -> dict[int | None, MemoryShares]:
+    """Each GPU's memory shares (None: the first GPU, as VerifierPool reads it); a GPU whose memory
+    cannot be read gets a share without a size: nothing limits by bytes, and a run alone still drains it."""
+    from stitchcuda.agents.verify.verifier import cuda_available, physical_gpu
+
+    if not gpus and not cuda_available():  # CPU workers: no size, but a run alone still has the machine to itself
+        return {None: MemoryShares(UNKNOWN_CAPACITY)}
+    shares: dict[int | None, MemoryShares] = {}
+    for g in gpus or [None]:
+        shares[g] = MemoryShares(device_memory_bytes(physical_gpu(g or 0)) or UNKNOWN_CAPACITY)
+    return shares
+
+
 def run_bench(
     paths: list[str],
     out: Path,
@@ -575,20 +603,43 @@ def run_bench(
     # A slot per worker, the GPUs in turn (0, 1, 0, 1 rather than 0, 0, 1, 1): the pool hands out its
     # first free slot, so the first problems spread over every GPU before any GPU gets a second.
     slots: list[int | None] = [g for _ in range(max(1, jobs)) for g in (gpus or [None])]
-    pool = VerifierPool(slots, jobs_per_gpu=1, opts=verify_opts or VerifyOptions())  # type: ignore[arg-type]
+    # Several workers on a GPU share its memory: each verification is admitted by what it is expected
+    # to hold (stitchcuda/gpu_memory.py), and one out of memory beside others runs again alone at once.
+    memory = _memory_shares(gpus) if jobs > 1 else {}
+    book.report["meta"]["gpu_memory_gib"] = {str(g): round(m.capacity / GIB, 1) if m.capacity < UNKNOWN_CAPACITY
+                                             else None for g, m in memory.items()} or None
+    pool = VerifierPool(slots, jobs_per_gpu=1, opts=verify_opts or VerifyOptions(),  # type: ignore[arg-type]
+                        memory=memory)
     t0 = time.monotonic()
+    needs: dict[int, int] = {}  # id(task) -> the bytes its verifications are admitted by
+    expected: dict[int, int] = {}  # id(task) -> gpu_memory.expected_bytes of its trace
 
     def past_deadline() -> bool:
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s  # type: ignore[operator]
 
+    def on_plan(task: Task, plan: Plan) -> None:
+        needs[id(task)] = expected[id(task)] = expected_bytes(plan.graph)
+
     def verify(task: Task, cand: Candidate | None, work: Path) -> Verdict:
-        return pool.submit(task, cand, work).result()
+        need = needs.get(id(task), min((m.capacity for m in memory.values()), default=0) // max(1, jobs))
+        v = pool.submit(task, cand, work, need_bytes=need).result()
+        if v.gpu_peak_mb:  # what it held, for its next rounds
+            needs[id(task)] = max(need, int(v.gpu_peak_mb * (1 << 20)) + WORKER_OVERHEAD)
+        if v.status != "oom" or not memory:
+            return v
+        on_event(f"{task.path.name}: out of memory beside other workers; "
+                 "running it again alone")
+        again = pool.submit(task, cand, work.with_name(work.name + "-alone"), alone=True).result()
+        again.notes.append(RAN_ALONE)
+        return again
 
     started: dict[Path, float] = {}
 
     def on_entry(run: ProblemRun) -> None:
         # Wall time from the problem's start to this entry (its last entry: to its last verdict).
         run.entry["problem_s"] = round(time.monotonic() - started.get(run.path, t0), 2)
+        if run.task is not None and id(run.task) in expected:  # read off its trace, beside its measured peak
+            run.entry["gpu_expected_mb"] = round(expected[id(run.task)] / (1 << 20), 1)
         book.put(run.path, run.entry, run.device)
 
     def one(f: Path) -> ProblemRun | None:
@@ -597,7 +648,8 @@ def run_bench(
         started[f] = time.monotonic()
         try:
             return bench_problem(f, out / "runs", code=code, policy=policy, precision=precision, verify=verify,
-                                 mode=mode, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event)
+                                 mode=mode, past_deadline=past_deadline, on_entry=on_entry, on_event=on_event,
+                                 on_plan=on_plan)
         except Exception as e:  # noqa: BLE001 - a bug of ours on one problem must not end the bench
             run = ProblemRun(f, entry_for(f, None, None, f"bench error: {type(e).__name__}: {e}", status="error"))
             on_entry(run)
@@ -611,18 +663,6 @@ def run_bench(
         runs = list(problems.map(one, todo))
     if left := sum(r is None for r in runs):
         on_event(f"deadline of {deadline_s:.0f} s reached: {left} problem(s) not started (rerun with --resume)")
-    # Problems that ran out of GPU memory beside other workers get the GPU to themselves, with the
-    # rounds a wrong result would have had.
-    if jobs > 1:
-        # Alone, nothing shares the GPU: a blind check out of memory is the candidate's (a finding),
-        # not the neighbours' (the witness's log, where that is read, is the candidate's to write).
-        with _env(SHARED_ENV, "0"), _env(BESIDE_ENV, "0"):
-            for run in runs:
-                if run is None or run.task is None or run.entry.get("status") != "oom" or past_deadline():
-                    continue
-                on_event(f"{run.path.name}: out of memory beside other workers; running it again alone")
-                verify_rounds(run, out / "runs", verify=verify, past_deadline=past_deadline, on_entry=on_entry,
-                              on_event=on_event, alone=True)
     pool.shutdown()
     # Throughput of this run alone (a resumed run counts what it finished itself): the figure that
     # says whether more GPUs, or more workers per GPU, paid off.

@@ -240,6 +240,10 @@ class Verdict:
     # why not (bubblewrap missing, user namespaces off). The audit hook protects either way.
     sandboxed: bool = False
     sandbox: str = ""
+    # The worker's peak of GPU memory (its allocator's reserved bytes, MiB): what the bench admits the
+    # problem's next rounds by (stitchcuda/gpu_memory.py). The candidate's process reports it, so it
+    # schedules and never judges.
+    gpu_peak_mb: float | None = None
 
     @property
     def accepted(self) -> bool:

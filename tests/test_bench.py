@@ -174,6 +174,13 @@ def test_out_of_memory_problems_run_again_alone(tmp_path, monkeypatch):
     assert hungry["status"] == "oom" and hungry["ran_alone"]
     assert any("running it again alone" in e for e in events)
     assert "ran_alone" not in report["problems"][0]
+    # Each entry says what its trace said it would hold (stitchcuda/gpu_memory.py), the worker's
+    # overhead and a few copies of its 64x128 float input and output; the CPU worker reports no GPU peak.
+    from stitchcuda.gpu_memory import WORKER_OVERHEAD
+
+    first = report["problems"][0]
+    assert WORKER_OVERHEAD / 2**20 < first["gpu_expected_mb"] < WORKER_OVERHEAD / 2**20 + 1
+    assert first["gpu_peak_mb"] is None
     # The Verifier's request says whether other workers share the GPU's memory: an fp64 referee out of
     # memory beside them ends the run as out of memory (tests/test_referee_memory.py), alone it does not.
     runs = tmp_path / "out" / "runs"

@@ -31,6 +31,7 @@ from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc
 from stitchcuda.agents.verify.locks import LockState, beside_others, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_candidate_sources
+from stitchcuda.gpu_memory import MemoryShares
 from stitchcuda.python_argv import module_argv
 from stitchcuda.types import Candidate, Finding, Task, Verdict
 
@@ -78,6 +79,9 @@ class VerifyOptions:
     # `computed-lookup`: getattr(print.__self__, "__imp" + "ort__")) are left out. For the tests of
     # the dynamic defences, whose candidates reach torch._C or __import__ so to test what runs.
     name_lookups: bool = True
+    # Whether other verifications share this GPU's memory (locks.beside_others: a check out of memory
+    # then ends the run as `oom`, for the bench to run again alone); None: the environment's word.
+    beside_others: bool | None = None
 
 
 # Each of these defaults to the machine's core count per process: 16 workers on 64 cores then ran
@@ -182,7 +186,7 @@ def verify(
         # A candidate's torch.compile baseline is timed in a process of its own (_compile_baseline).
         "time_compile": opts.time_compile and candidate is None,
         "gpu_memory_fraction": opts.gpu_memory_fraction,
-        "beside_others": beside_others(),
+        "beside_others": beside_others() if opts.beside_others is None else opts.beside_others,
         "gpu_lock": opts.lock or (gpu_lock_path(physical_gpu(gpu)) if gpu is not None else None),
         "run_dir": str(workdir),
         "gpu_state": str(workdir / "gpu_state.json"),
@@ -691,8 +695,12 @@ class VerifierPool:
     """Verifies many candidates at once: `jobs_per_gpu` workers per GPU. Workers on one GPU build
     and compile in parallel and take turns (a file lock) for the correctness and timing phases."""
 
-    def __init__(self, gpus: list[int] | None, jobs_per_gpu: int = 1, opts: VerifyOptions | None = None):
+    def __init__(self, gpus: list[int] | None, jobs_per_gpu: int = 1, opts: VerifyOptions | None = None,
+                 memory: dict[int | None, MemoryShares] | None = None):
+        """`memory`: each GPU's bytes, shared by the verifications on it (stitchcuda/gpu_memory.py);
+        a GPU not in it admits by worker count alone."""
         self.gpus = gpus if gpus else [None]  # type: ignore[list-item]
+        self.memory = memory or {}
         self._slots: list[int | None] = [g for g in self.gpus for _ in range(jobs_per_gpu)]
         self.opts = opts or VerifyOptions()
         if self.opts.cpu_threads is None:  # the machine's cores shared among the workers
@@ -709,16 +717,26 @@ class VerifierPool:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
         timed: Callable[[Verdict], None] | None = None,
+        need_bytes: int = 0,
+        alone: bool = False,
     ) -> Future[Verdict]:
-        return self._pool.submit(self._run, task, candidate, workdir, progress, cancel, timed)
+        """`need_bytes`: the GPU memory it is expected to hold (its GPU's `memory` share); `alone`: the
+        GPU to itself, and judged as nothing beside it (a check out of memory is then its own)."""
+        return self._pool.submit(self._run, task, candidate, workdir, progress, cancel, timed, need_bytes, alone)
 
-    def _run(self, task, candidate, workdir, progress, cancel, timed=None) -> Verdict:
+    def _run(self, task, candidate, workdir, progress, cancel, timed=None, need_bytes=0, alone=False) -> Verdict:
         with self._free:
             with self._lock:
                 gpu = self._slots.pop(0)
             try:
                 opts = VerifyOptions(**{**self.opts.__dict__, "gpu": gpu})
-                return verify(task, candidate, workdir, opts, progress, cancel, timed)
+                if alone:
+                    opts.beside_others = False
+                shares = self.memory.get(gpu)
+                if shares is None:
+                    return verify(task, candidate, workdir, opts, progress, cancel, timed)
+                with shares.alone() if alone else shares.held(need_bytes):
+                    return verify(task, candidate, workdir, opts, progress, cancel, timed)
             finally:
                 with self._lock:
                     self._slots.append(gpu)

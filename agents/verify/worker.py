@@ -2302,6 +2302,17 @@ def main(argv: list[str]) -> int:
     return serve(argv, run)
 
 
+def _gpu_peak_mb() -> float | None:
+    """The most GPU memory this process's allocator held at once, MiB; None where CUDA never started
+    (or a candidate broke the context: the figure only schedules)."""
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        return round(torch.cuda.max_memory_reserved() / (1 << 20), 1)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> int:
     """A process's life around `run` on the request at argv[1]: every failure becomes a verdict, saved
     whatever happens (the worker's, and torch.compile's baseline process's)."""
@@ -2339,6 +2350,7 @@ def serve(argv: list[str], run: Callable[[dict[str, Any], Recorder], None]) -> i
         rec.verdict.log_tail = traceback.format_exc()[-6000:]
         rec.verdict.findings.append(Finding(code, rec.verdict.message))
     audit.report(rec.verdict)  # what the sandbox refused the candidate is why whatever failed failed
+    rec.verdict.gpu_peak_mb = _gpu_peak_mb()
     rec.enter("done")
     sys.stdout.flush()
     # A CUDA context broken by the candidate can hang in teardown; the verdict is sent already.

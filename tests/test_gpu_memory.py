@@ -1,0 +1,143 @@
+"""The bench's GPU memory shares (stitchcuda/gpu_memory.py): what a verification is expected to hold,
+read off a real trace, and the admission of verifications by those bytes, on threads."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+
+from conftest import hack_candidate, hack_task
+
+from stitchcuda.agents.loop import plan_task
+from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
+from stitchcuda.gpu_memory import WORKER_OVERHEAD, MemoryShares, expected_bytes
+from stitchcuda.task import find_task
+
+LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)).view(16, 2, 16)
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_expected_bytes_of_a_traced_module(tmp_path):
+    """Linear(64, 32) then relu on a 16x64 input, its result viewed: two copies of the input (8192
+    bytes), of the weights and bias (2 x 8320), three of the output (3 x 2048, the view's size), and
+    addmm's and relu's results (4096); the transpose and the view allocate nothing."""
+    (tmp_path / "lin.py").write_text(LINEAR)
+    plan = plan_task(find_task(tmp_path / "lin.py"))
+    assert expected_bytes(plan.graph) - WORKER_OVERHEAD == 2 * 4096 + 2 * 8320 + 3 * 2048 + 2 * 2048
+    # Half precision halves every tensor's share.
+    half = [{**n, "dtype": "float16"} if n.get("dtype") == "float32" else n for n in plan.graph]
+    assert expected_bytes(half) - WORKER_OVERHEAD == (2 * 4096 + 2 * 8320 + 3 * 2048 + 2 * 2048) // 2
+
+
+class _Timeline:
+    """Who held a share when, from the threads that took them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple[str, str]] = []
+        self.inside: set[str] = set()
+        self.most: dict[str, set[str]] = {}
+
+    def run(self, shares: MemoryShares, name: str, need: int, hold_s: float = 0.15, alone: bool = False) -> None:
+        with shares.alone() if alone else shares.held(need):
+            with self.lock:
+                self.inside.add(name)
+                self.events.append(("in", name))
+                self.most[name] = set(self.inside)
+            time.sleep(hold_s)
+            with self.lock:
+                self.inside.discard(name)
+                self.events.append(("out", name))
+
+
+def _start(tl: _Timeline, shares: MemoryShares, name: str, need: int, **kw) -> threading.Thread:
+    asked = shares.waiting + shares.holders
+    t = threading.Thread(target=tl.run, args=(shares, name, need), kwargs=kw)
+    t.start()
+    deadline = time.monotonic() + 30
+    while shares.waiting + shares.holders == asked and t.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)  # queued (or in) before the next one asks: the order asked is this one
+    return t
+
+
+def test_shares_admit_what_fits_and_keep_the_order_asked():
+    """Capacity 9: a (4) and b (4) run together; c (6) fits beside neither and waits; d (1),
+    asked after c, would fit but waits behind c (a large need is not passed over by small ones)."""
+    shares, tl = MemoryShares(9), _Timeline()
+    threads = [_start(tl, shares, n, need) for n, need in (("a", 4), ("b", 4), ("c", 6), ("d", 1))]
+    for t in threads:
+        t.join()
+    assert tl.most["b"] >= {"a", "b"}
+    assert "a" not in tl.most["c"] and "b" not in tl.most["c"]
+    assert tl.events.index(("in", "c")) < tl.events.index(("in", "d"))
+    assert tl.most["d"] == {"c", "d"}  # 6 + 1 fit together
+    assert shares.used == 0 and shares.holders == 0
+
+
+def test_a_need_past_the_card_and_alone_run_by_themselves():
+    shares, tl = MemoryShares(10), _Timeline()
+    threads = [_start(tl, shares, "a", 2), _start(tl, shares, "big", 50), _start(tl, shares, "b", 2),
+               _start(tl, shares, "solo", 0, alone=True), _start(tl, shares, "c", 2)]
+    for t in threads:
+        t.join()
+    assert tl.most["big"] == {"big"} and tl.most["solo"] == {"solo"}
+    # Those asked after a run alone wait for it; it waits for those before it.
+    assert tl.events.index(("out", "a")) < tl.events.index(("in", "big"))
+    assert tl.events.index(("out", "solo")) < tl.events.index(("in", "c"))
+    assert shares.used == 0
+
+
+class _Counted(MemoryShares):
+    """MemoryShares that keeps the most holders it had at once."""
+
+    most = 0
+
+    @contextlib.contextmanager
+    def held(self, need: int):
+        with super().held(need):
+            self.most = max(self.most, self.holders)
+            yield
+
+
+def test_pool_admits_by_the_shares_and_says_alone_in_the_request(tmp_path, monkeypatch):
+    """Real verifications (on the CPU) through a pool of two workers whose GPU's shares fit one of
+    them at a time: never two at once; one submitted alone tells its worker it is not beside others."""
+    monkeypatch.setenv("STITCHCUDA_BESIDE_OTHERS", "1")
+    shares = _Counted(100)
+    pool = VerifierPool(None, jobs_per_gpu=2, opts=VerifyOptions(cpu_only=True, timeout_s=300, time_compile=False,
+                                                                  profile=False, trials=3),
+                        memory={None: shares})
+    try:
+        futures = [pool.submit(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / n, need_bytes=60)
+                   for n in ("a", "b")]
+        verdicts = [f.result() for f in futures]
+        alone = pool.submit(hack_task("ref_affine"), hack_candidate("good_affine"), tmp_path / "c", alone=True).result()
+    finally:
+        pool.shutdown()
+    assert all(v.accepted for v in [*verdicts, alone]), [(v.status, v.message) for v in [*verdicts, alone]]
+    assert shares.most == 1 and shares.used == 0 and shares.holders == 0
+    assert json.loads((tmp_path / "a" / "request.json").read_text())["beside_others"] is True
+    assert json.loads((tmp_path / "c" / "request.json").read_text())["beside_others"] is False
+    # The worker reports its GPU peak where CUDA ran; on the CPU it has none.
+    assert alone.gpu_peak_mb is None
