@@ -59,7 +59,9 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
     """GPU bytes one verification of a module with this traced graph is expected to hold at its peak.
 
     The worker runs the reference and the candidate on copies of the inputs of their own (2x the
-    inputs), holds both modules' weights (2x), the reference's and the candidate's outputs and the
+    inputs), holds both modules' weights and, while it loads the candidate's, a copy of the
+    reference's (3x: level 2's 55, 56 and 59, 4 GiB of weights each, ran out of memory in that phase
+    beside seven workers on the H100), the reference's and the candidate's outputs and the
     first input set's kept results (3x the outputs), and the intermediates the reference makes (at
     most all of them, where none is freed early: a bound). The fp64 referee, which only runs on a
     miss, is left out: where it does not fit, the run alone catches it."""
@@ -76,7 +78,7 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
             outs += sum(_node_bytes(by_name[r]) for r in _refs(node.get("args")) if r in by_name)
         elif not node.get("view"):
             inter += _node_bytes(node)
-    return 2 * args + 2 * weights + 3 * outs + inter + WORKER_OVERHEAD
+    return 2 * args + 3 * weights + 3 * outs + inter + WORKER_OVERHEAD
 
 
 def device_memory_bytes(device: str) -> int | None:
