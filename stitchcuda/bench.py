@@ -201,7 +201,19 @@ def summarize(problems: list[dict[str, Any]]) -> dict[str, Any]:
         "kernels_faster_than_compile": sum(1 for k in ks if k > 1),
         "kernels_compared_with_compile": len(ks),
         "sandboxed": sum(1 for p in problems if p.get("sandboxed")),
+        # How the memory a problem was admitted by (read off its trace) compares with what its worker
+        # held: the figure that calibrates stitchcuda/gpu_memory.expected_bytes (over 1: it held more).
+        **_memory_fit(problems),
     }
+
+
+def _memory_fit(problems: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = [p["gpu_peak_mb"] / p["gpu_expected_mb"] for p in problems if p.get("gpu_peak_mb") and p.get("gpu_expected_mb")]
+    if not ratios:
+        return {}
+    return {"gpu_peak_over_expected": {"measured": len(ratios), "median": round(statistics.median(ratios), 3),
+                                       "max": round(max(ratios), 3), "over_1": sum(1 for r in ratios if r > 1)},
+            "oom_after_alone": sum(1 for p in problems if p.get("status") == "oom" and p.get("ran_alone"))}
 
 
 HOST_KEYS = ("forward", "empty_at_start", "empty_after_checks", "empty", "timed_one_launch", "compile_timed_one_launch",
@@ -243,6 +255,10 @@ def markdown(report: dict[str, Any]) -> str:
         + (f" (otherwise: {why})" if (why := next((p['sandbox'] for p in report['problems'] if p.get('sandbox')), None))
            else ""),
     ]
+    if fit := s.get("gpu_peak_over_expected"):
+        lines.append(f"- GPU memory: the worker's peak over what its trace led the bench to expect, median "
+                     f"{fit['median']:.2f}, at most {fit['max']:.2f} ({fit['over_1']} of {fit['measured']} over 1); "
+                     f"out of memory even alone: {s.get('oom_after_alone', 0)}")
     if m.get("wall_s") is not None:
         lines.append(f"- this run: {m['finished_this_run']} problem(s) in {m['wall_s']:.0f} s on GPUs "
                      f"{m.get('gpus') or 'default'} with {m.get('jobs')} worker(s) each: "

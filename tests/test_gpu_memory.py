@@ -7,7 +7,9 @@ import contextlib
 import json
 import threading
 import time
+from pathlib import Path
 
+import pytest
 from conftest import hack_candidate, hack_task
 
 from stitchcuda.agents.loop import plan_task
@@ -141,3 +143,53 @@ def test_pool_admits_by_the_shares_and_says_alone_in_the_request(tmp_path, monke
     assert json.loads((tmp_path / "c" / "request.json").read_text())["beside_others"] is False
     # The worker reports its GPU peak where CUDA ran; on the CPU it has none.
     assert alone.gpu_peak_mb is None
+
+
+def _entry(name: str, peak: float | None, expected: float, status: str = "ok", **kw) -> dict:
+    """A bench entry as entry_for writes it for a problem whose verdict never came, with the figures set."""
+    from stitchcuda import bench
+
+    return {**bench.entry_for(Path(f"/p/{name}"), None, None, "", status=status), "gpu_peak_mb": peak,
+            "gpu_expected_mb": expected, **kw}
+
+
+def test_the_bench_says_how_its_expectation_met_the_workers_peaks():
+    """bench.json's summary and bench.md compare each worker's measured peak with what its trace led
+    the bench to expect: the figure a GPU run calibrates expected_bytes by."""
+    from stitchcuda import bench
+
+    problems = [_entry("1_a.py", 400.0, 1100.0), _entry("2_b.py", 3000.0, 2000.0, "oom", ran_alone=True),
+                _entry("3_c.py", None, 1500.0)]
+    s = bench.summarize(problems)
+    assert s["gpu_peak_over_expected"] == {"measured": 2, "median": round((400 / 1100 + 1.5) / 2, 3), "max": 1.5,
+                                           "over_1": 1}
+    assert s["oom_after_alone"] == 1
+    md = bench.markdown({"meta": {"command": "stitchcuda bench x", "commit": "abc", "date": "d", "gpu": "g", "torch": "t",
+                                  "coder": "builtin"}, "problems": problems,
+                         "summary": s})
+    assert "median 0.93, at most 1.50 (1 of 2 over 1); out of memory even alone: 1" in md
+    # Where no worker measured a peak (the CPU), the summary says nothing of it.
+    assert "gpu_peak_over_expected" not in bench.summarize([_entry("3_c.py", None, 1500.0)])
+
+
+@pytest.mark.gpu
+def test_expected_memory_covers_the_workers_peak_on_a_gpu(tmp_path, monkeypatch):
+    """Two small problems side by side on the GPU: each worker reports its peak, and what the trace
+    led the bench to expect is at least that (expected_bytes is a bound where nothing is freed early)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from stitchcuda import bench
+
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "1_Linear.py").write_text(LINEAR)
+    (level / "2_Linear.py").write_text(LINEAR.replace("torch.randn(16, 64)", "torch.randn(4096, 64)")
+                                       .replace(".view(16, 2, 16)", ""))
+    report = bench.run_bench([str(level)], tmp_path / "out", jobs=2, gpus=[0], on_event=print)
+    assert report["meta"]["gpu_memory_gib"]["0"], report["meta"]  # read with nvidia-smi
+    for p in report["problems"]:
+        assert p["gpu_peak_mb"] and p["gpu_expected_mb"], p
+        assert p["gpu_peak_mb"] <= p["gpu_expected_mb"], p
+    assert report["summary"]["gpu_peak_over_expected"]["over_1"] == 0
