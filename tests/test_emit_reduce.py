@@ -495,3 +495,59 @@ def test_a_column_softmax_split_over_warps(tmp_path, monkeypatch, shape):
                            str(tmp_path / "k.cubin")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert b"sc_softmax_cols_split" in (tmp_path / "k.cubin").read_bytes()
+
+
+STRIP_CASES = [
+    Case("strips-sum", lambda x: x.sum(dim=1), (3, 40, 300), plan="strips of 2 columns a thread, 2 splits"),
+    Case("strips-mean-cancel", lambda x: x.mean(dim=1), (2, 112, 1000), fill="cancel0", exact_ref=True,
+         plan="strips of 4 columns a thread, 7 splits"),
+    Case("strips-argmax-ties", lambda x: x.argmax(dim=1), (2, 64, 257), fill="ties", exact=True, plan="strips of 2"),
+    Case("strips-max-nan", lambda x: torch.max(x, dim=1), (2, 50, 260), fill="nan", exact=True, plan="strips"),
+    Case("strips-amin-one-batch", lambda x: x.amin(dim=0), (40, 513), fill="wide", exact=True,
+         plan="strips of 3 columns a thread, 2 splits"),
+    Case("strips-sliced", lambda x: x[1:].sum(dim=1), (3, 32, 300), plan="strips"),
+    Case("strips-var", lambda x: torch.var(x, dim=1), (2, 40, 300), tol=1e-4, plan="strips"),
+    Case("strips-bf16", lambda x: x.sum(dim=1), (2, 40, 300), torch.bfloat16, tol=1e-2, plan="strips"),
+    Case("strips-4096-wide", lambda x: x.sum(dim=1), (1, 16, 4095), plan="strips of 16 columns a thread"),
+]
+
+
+@needs_nvcc
+def test_column_strips_match_torch(tmp_path, monkeypatch):
+    """STITCHCUDA_RED_STRIPS=1: a reduction over the middle of [outer, R, inner] with inner at least a
+    block wide reads whole rows, each thread keeping the states of several columns and the rows split
+    over blocks; the kernels build for sm_90 and their host entries match torch (indices and extrema
+    exactly, ties to the lowest index, NaN propagated). Off, the same shapes keep the thread-a-column
+    plan; narrower or not whole layouts keep it with the switch on."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    assert "cols" in _emit(Case("off", lambda x: x.sum(dim=1), (3, 40, 300), plan="cols"), "k_off")[0].ops[0]
+    monkeypatch.setenv(emit_reduce.STRIPS_ENV, "1")
+    for narrow in (Case("narrow", lambda x: x.sum(dim=1), (5, 37, 19), plan="cols"),
+                   Case("strided", lambda x: x[:, ::2].sum(dim=1), (3, 80, 300), plan="cols")):
+        _emit(narrow, "k_narrow")
+    ks = [_emit(case, f"strip{i}") for i, case in enumerate(STRIP_CASES)]
+    lib = kernels.library([k for k, _ in ks], tmp_path / "lib")
+    for case, (k, which) in zip(STRIP_CASES, ks, strict=True):
+        for seed in (1, 2):
+            x = case.input(seed)
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cpu")
+            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
+def test_kernelbench_column_reductions_take_strips_when_on(monkeypatch):
+    """Level 1's 47-53 ([128, 4096, 4095] over dim 1, traced on fake tensors) on the H100's 132
+    multiprocessors: 16 columns a thread, 32 splits of 128 rows (33 wanted, each rounded up to 16 rows)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setenv(emit_reduce.STRIPS_ENV, "1")
+    mode = FakeTensorMode()
+    with mode:
+        x = torch.empty(128, 4096, 4095)
+    for fn in (lambda x: x.sum(dim=1), lambda x: x.argmin(dim=1), lambda x: torch.max(x, dim=1)[0]):
+        g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
+        node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
+        k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+        assert "strips of 16 columns a thread, 32 splits" in k.ops[0], k.ops

@@ -422,6 +422,33 @@ def _col_plan(lay: Layout, target: Target) -> int:
     return max(1, min(-(-want // lay.n), lay.r // 32, MAX_SPLITS))
 
 
+STRIPS_ENV = "STITCHCUDA_RED_STRIPS"
+STRIPS_MAX_K = 16  # columns a thread keeps: inner up to 16 x BLOCK
+
+
+def _strips_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, int, int] | None:
+    """(K, outer, inner, splits) where a column reduction reads its operand as whole rows: one reduced
+    dim between whole kept dims ([outer, R, inner], inner contiguous and at least a block wide).
+    Off unless STITCHCUDA_RED_STRIPS=1: written after the H100 run at 20c4f6d (level 1's 47-53, the
+    thread-a-column kernel at 72% of the DRAM bandwidth) and not yet timed on a GPU."""
+    if os.environ.get(STRIPS_ENV, "0") != "1" or len(lay.red) != 1 or lay.r < 16 or spec.state_bytes > 16:
+        return None
+    r, inner = lay.red[0]
+    if not BLOCK <= inner <= STRIPS_MAX_K * BLOCK or lay.kept[-1:] != ((inner, 1),):
+        return None
+    if len(lay.kept) == 2 and lay.kept[0][1] == r * inner:
+        outer = lay.kept[0][0]
+    elif len(lay.kept) == 1:
+        outer = 1
+    else:
+        return None
+    # About eight waves of blocks at four a multiprocessor, so the last wave's tail is short; each
+    # block at least 16 rows, whose partial states (outer x inner x splits) stay a few % of the reads.
+    want = 32 * target.sm_count
+    splits = max(1, min(-(-want // outer), r // 16, MAX_SPLITS))
+    return -(-inner // BLOCK), outer, inner, splits
+
+
 def _reduce_kernel(
     ctx: EmitContext, src: Operand, lay: Layout, spec: OpSpec, outs: list[OutSpec | None], note: str
 ) -> Kernel:
@@ -436,6 +463,9 @@ def _reduce_kernel(
         tpr, splits = _row_plan(lay, vec, ctx.target)
     else:
         tpr, splits, vec = 1, _col_plan(lay, ctx.target), 1
+    strips = _strips_plan(lay, spec, ctx.target) if not rows and pro is None else None
+    if strips is not None:
+        splits = strips[3]
     chunk = -(-lay.r // splits)
     chunk = -(-chunk // 16) * 16 if splits > 1 else chunk  # chunk starts keep the rows' alignment
     splits = -(-lay.r // chunk)
@@ -476,6 +506,12 @@ def _reduce_kernel(
             launch = (f"  if (x.aligned({vec}))\n  sc_red_rows_ld<{params}, {vec}><<<{blocks}, {bs}, 0, stream>>>({args});"
                       f"\n  else\n{launch}")
             host = f"  if (x.aligned({vec}))\n  sc_red_rows_ld_host<{params}, {vec}>({args});\n  else\n{host}"
+    elif strips is not None:
+        k_cols, outer, inner, _ = strips
+        sargs = f"op, x + {lay.offset}LL, ya, yb, part, {lay.r}LL, {inner}LL, {chunk}LL, {splits}LL"
+        launch = f"  sc_red_strips<{name}_op, {k_cols}><<<{outer * splits}, {BLOCK}, 0, stream>>>({sargs});"
+        host = (f"  sc_red_strips_host<{name}_op, {k_cols}>(op, x + {lay.offset}LL, ya, yb, part, {outer}LL, "
+                f"{lay.r}LL, {inner}LL, {chunk}LL, {splits}LL);")
     else:
         blocks = -(-lay.n * splits // BLOCK)
         launch = f"  sc_red_cols{ld}<{name}_op, {name}_ix><<<{blocks}, {BLOCK}, 0, stream>>>({args});"
@@ -484,7 +520,7 @@ def _reduce_kernel(
         fin = f"op, part, {lay.n}LL, {splits}LL, ya, yb"
         launch += f"\n  sc_red_final<<<{-(-lay.n // (BLOCK // 32))}, {BLOCK}, 0, stream>>>({fin});"
         host += f"\n  sc_red_final_host({fin});"
-    plan = f"rows tpr {tpr} vec {vec}" if rows else "cols"
+    plan = f"rows tpr {tpr} vec {vec}" if rows else (f"strips of {strips[0]} columns a thread" if strips else "cols")
     note = f"{note}: {lay.n} x {lay.r}, {plan}" + (f", {splits} splits" if splits > 1 else "")
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
