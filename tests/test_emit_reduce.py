@@ -551,3 +551,25 @@ def test_kernelbench_column_reductions_take_strips_when_on(monkeypatch):
         node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
         k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
         assert "strips of 16 columns a thread, 32 splits" in k.ops[0], k.ops
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_column_strips_on_the_gpu(tmp_path, monkeypatch):
+    """The strips' real launchers on CUDA tensors against torch on the same GPU, on the small cases
+    and on one KernelBench-deep column reduction (splits over blocks, partial states merged)."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv(emit_reduce.STRIPS_ENV, "1")
+    cases = [*STRIP_CASES, Case("strips-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties",
+                                exact=True, plan="strips of 6 columns a thread")]
+    ks = [_emit(case, f"gstrip{i}") for i, case in enumerate(cases)]
+    lib = kernels.library([k for k, _ in ks], tmp_path)
+    for case, (k, which) in zip(cases, ks, strict=True):
+        for seed in (3, 4):
+            x = case.input(seed).cuda()
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cuda")
+            lib.call(k.name, x, *bufs)
+            torch.cuda.synchronize()
+            _check(case, bufs[: len(k.outputs)], ref)
