@@ -641,7 +641,9 @@ def run_bench(
         v = pool.submit(task, cand, work, need_bytes=need).result()
         if v.gpu_peak_mb:  # what it held, for its next rounds
             needs[id(task)] = max(need, int(v.gpu_peak_mb * (1 << 20)) + WORKER_OVERHEAD)
-        if v.status != "oom" or not memory:
+        # Past the deadline it stays out of memory (--resume runs it again): a run alone first waits
+        # for every running verification, which the deadline's margin does not cover.
+        if v.status != "oom" or not memory or past_deadline():
             return v
         on_event(f"{task.path.name}: out of memory beside other workers; "
                  "running it again alone")

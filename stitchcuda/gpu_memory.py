@@ -82,14 +82,15 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
 
 
 def device_memory_bytes(device: str) -> int | None:
-    """The memory of the GPU the CUDA_VISIBLE_DEVICES entry `device` names (an index or a UUID), read
-    with nvidia-smi so that the bench's own process makes no CUDA context; None where it cannot tell
-    (no nvidia-smi, a MIG slice): the bench then admits by worker count alone, as before."""
+    """The free memory of the GPU the CUDA_VISIBLE_DEVICES entry `device` names (an index or a UUID)
+    as the bench starts, so what other programs hold on the user's GPU is not handed out; read with
+    nvidia-smi so that the bench's own process makes no CUDA context. None where it cannot tell (no
+    nvidia-smi, a MIG slice): every need then fits, and a run alone still waits for the rest."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", device],
+        out = subprocess.run([smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", device],
                              capture_output=True, text=True, timeout=30, check=True).stdout.split()
         return int(float(out[0])) << 20 if out else None
     except (subprocess.SubprocessError, OSError, ValueError):
