@@ -18,9 +18,14 @@ from pathlib import Path
 from stitchcuda.agents.verify import native_calls
 from stitchcuda.types import Finding
 
+# A function (`at::cpu::add(`), a class's member (`at::native::structured_addmm_out_cpu::impl(`) or a
+# data symbol (`at::native::DispatchStub<...>::DEFAULT`, a kernel's table, no parenthesis): a red-team
+# round (2026-12-06) ran ATen's CPU addmm through the structured class's impl() and its add and
+# clamp_min through their dispatch stubs' DEFAULT kernels, and the pattern that asked for `NAME(`
+# read neither.
 _KERNEL_SPACES = re.compile(
     r"\bat::(cpu|cuda|native|meta|compositeexplicitautograd|compositeexplicitautogradnonfunctional"
-    r"|compositeimplicitautograd)::([A-Za-z_][A-Za-z0-9_]*)\(")
+    r"|compositeimplicitautograd)::([A-Za-z_][A-Za-z0-9_]*)(?=\(|::|<|\s|$)")
 _ALWAYS = ("native",)  # every function there is a kernel
 _KERNEL_SPACE_NAMES = frozenset({"cpu", "cuda", "native", "meta", "compositeexplicitautograd",
                                  "compositeexplicitautogradnonfunctional", "compositeimplicitautograd"})
@@ -59,9 +64,19 @@ def operator_names() -> frozenset[str]:
 # ATen's switches of the profiler's op recording (RecordFunction) and of its callbacks: native code
 # that turns them off inside forward hides every op the blind check's witness would record (a
 # red-team review, 2026-12-01, did it from Python; at::enableRecordFunction is its C++ form).
+# (disableCallback / reenableCallback and the TLS's own accessor: the red-team round of 2026-12-06
+# turned the profiler's callbacks off around its ATen calls with them.)
 _SWITCHES = frozenset({"enableRecordFunction", "set_record_function_tls_", "clearThreadLocalCallbacks",
-                       "clearGlobalCallbacks", "clearCallbacks", "removeCallback"})
+                       "clearGlobalCallbacks", "clearCallbacks", "removeCallback", "disableCallback",
+                       "reenableCallback", "get_record_function_tls_", "addThreadLocalCallback",
+                       "addGlobalCallback"})
 _SWITCH_CALLS = re.compile(r"\bat::(" + "|".join(sorted(_SWITCHES)) + r")\(")
+# c10's switches of which dispatch keys run on this thread: excluding the Python key hides every op
+# from the dispatch modes (the op recorder), as ExcludeDispatchKeyGuard would (the same round). A
+# load_inline extension links none of them (torch/extension.h's guards are defined inside c10).
+_KEY_SWITCHES = frozenset({"tls_set_dispatch_key_excluded", "tls_set_dispatch_key_included",
+                           "_force_tls_local_dispatch_key_set"})
+_KEY_SWITCH_CALLS = re.compile(r"\bc10::impl::(" + "|".join(sorted(_KEY_SWITCHES)) + r")\(")
 
 
 def _nested_name(name: str) -> list[str]:
@@ -79,9 +94,14 @@ def _nested_name(name: str) -> list[str]:
 
 
 def switch_of_mangled(name: str) -> str | None:
-    """`at::NAME` where the mangled name (`_ZN2at20enableRecordFunctionEb`) is one of _SWITCHES."""
+    """`at::NAME` where the mangled name (`_ZN2at20enableRecordFunctionEb`) is one of _SWITCHES, or
+    `c10::impl::NAME` one of _KEY_SWITCHES."""
     parts = _nested_name(name)
-    return f"at::{parts[1]}" if len(parts) > 1 and parts[0] == "at" and parts[1] in _SWITCHES else None
+    if len(parts) > 1 and parts[0] == "at" and parts[1] in _SWITCHES:
+        return f"at::{parts[1]}"
+    if len(parts) > 2 and parts[:2] == ["c10", "impl"] and parts[2] in _KEY_SWITCHES:
+        return f"c10::impl::{parts[2]}"
+    return None
 
 
 # ATen's and c10's redispatch entries: an operator run below the dispatch key its caller names, so
@@ -241,6 +261,8 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
                 tables.setdefault(lib.name, set()).add(entry)
             for m in _SWITCH_CALLS.finditer(line):
                 switches.setdefault(lib.name, set()).add(f"at::{m.group(1)}")
+            for m in _KEY_SWITCH_CALLS.finditer(line):
+                switches.setdefault(lib.name, set()).add(f"c10::impl::{m.group(1)}")
             for m in _REDISPATCH_CALLS.finditer(line):
                 redispatches.setdefault(lib.name, set()).add(m.group(1))
             for m in _KERNEL_SPACES.finditer(line):
@@ -251,7 +273,8 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
     return [Finding("torch-kernel-in-native-code",
                     f"{lib} calls PyTorch's kernels directly, below the dispatcher: {', '.join(sorted(calls)[:6])}")
             for lib, calls in sorted(found.items())] + [
-        Finding("hidden-dispatch", f"{lib} switches the profiler's op recording: {', '.join(sorted(calls))}")
+        Finding("hidden-dispatch", f"{lib} switches the profiler's op recording or the dispatch keys its "
+                f"thread runs: {', '.join(sorted(calls))}")
         for lib, calls in sorted(switches.items())] + [
         Finding("hidden-dispatch", f"{lib} runs PyTorch's operators below the dispatcher's Python key (redispatch): "
                 f"{', '.join(sorted(calls)[:6])}")

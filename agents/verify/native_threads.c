@@ -102,7 +102,8 @@ static int sc_watched(const char* name) {
   if (strncmp(name, "_ZN2at", 6) != 0 && strncmp(name, "_ZN3c10", 7) != 0 && strncmp(name, "_ZNK3c10", 8) != 0)
     return 0;
   return strstr(name, "edispatch") || strstr(name, "RecordFunction") || strstr(name, "record_function") ||
-         strstr(name, "Callback");
+         strstr(name, "Callback") || strstr(name, "tls_set_dispatch_key") ||
+         strstr(name, "_force_tls_local_dispatch_key_set");
 }
 
 // And CPython's entries that run, compile or schedule Python code or reach frames: the same list as

@@ -428,13 +428,41 @@ def _writes(node: ast.AST, origin: str, parents: dict[int, ast.AST], methods: fr
                                                                              else ast.Store)
 
 
+# The compiler's name for the file it compiles: a load_inline build lands in the run folder under the
+# Verifier and in ~/.cache/torch_extensions for the user, so code that tests __FILE__ tells the two
+# apart with no call at all (a red-team candidate, 2026-12-06: strstr(__FILE__, "torch_extensions/py")).
+# It passes where it only goes into an error message: the statement (continued lines joined) prints
+# or throws and names __LINE__ as well.
+_FILE_MACROS = re.compile(r"\b(__FILE__|__BASE_FILE__|__FILE_NAME__)\b")
+_MESSAGE_SINKS = re.compile(r"\b(f?printf|s?n?printf|fputs|puts|std::cerr|std::cout|TORCH_CHECK|TORCH_WARN|AT_ERROR|"
+                            r"AT_ASSERT|TORCH_INTERNAL_ASSERT|throw|runtime_error|logic_error|abort)\b")
+
+
+def _file_probe(code_lines: list[str], at: int) -> bool:
+    """Whether line `at`'s __FILE__ is used other than in an error message (see _FILE_MACROS)."""
+    start = at
+    while start > 0 and at - start < 4 and not code_lines[start - 1].rstrip().endswith((";", "{", "}")):
+        start -= 1  # the statement's earlier lines (a macro's continued ones, a call's wrapped arguments)
+    statement = " ".join(code_lines[start:at + 1])
+    return not (_MESSAGE_SINKS.search(statement) and "__LINE__" in statement)
+
+
+def strip_comments_and_strings(text: str) -> str:
+    """C++ text with its comments and string literals emptied (line structure kept)."""
+    return _STRINGS.sub('""', _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text))
+
+
 def native_probes(name: str, text: str) -> list[tuple[int, str]]:
     """(line, what) for each native source line that calls a probe, comments left out."""
     if not name.endswith(NATIVE_SUFFIXES):
         return []
     code = _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     out = []
-    for lineno, line in enumerate(code.splitlines(), 1):
+    code_lines = code.splitlines()
+    for lineno, line in enumerate(code_lines, 1):
+        if (m := _FILE_MACROS.search(line)) and _file_probe(code_lines, lineno - 1):
+            out.append((lineno, f"{m.group(1)} (where it was compiled)"))
+            continue
         if (m := _NATIVE_IMPORT.search(line)) and _imports_a_probe(m.group(1)):
             out.append((lineno, f"{m.group(0).split('(')[0].strip()}({m.group(1) or '...'})"))
         elif m := _NATIVE.search(_STRINGS.sub('""', line)):

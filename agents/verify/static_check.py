@@ -37,6 +37,10 @@ _FORBIDDEN_MODULES = {
     "builtins": "reaches __import__ and friends, which hide what is imported",
     "importlib": "imports by computed name hide what is imported",
 }
+# Module attributes that are these modules under another name (torch.storage.np, torch._numpy's
+# numpy-like API over torch ops).
+_FORBIDDEN_AS_ATTRIBUTE = {"np": _FORBIDDEN_MODULES["numpy"], "_numpy": "torch's numpy-like API computes with torch ops",
+                           "scipy": "host computation instead of a kernel"}
 _COMPILERS = {"compile", "jit", "_dynamo", "_inductor", "export", "fx"}
 # What of StitchCUDA a candidate may use: the kernels' loaders. The rest is the Verifier's own
 # (its watches' records, its tolerances) or reaches it; a red-team candidate (2026-11-30) emptied
@@ -83,10 +87,22 @@ _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard
                             r"DispatchKeySet|TORCH_LIBRARY(_IMPL|_FRAGMENT)?|AutoDispatchBelowADInplaceOrView|"
                             r"redispatch|enableRecordFunction|(Disable)?RecordFunctionGuard|"
                             r"set_record_function_tls_|clearThreadLocalCallbacks|clearCallbacks|removeCallback|"
+                            # the profiler's callbacks and this thread's dispatch keys, switched by name
+                            # (red-team round, 2026-12-06)
+                            r"disableCallback|reenableCallback|get_record_function_tls_|addThreadLocalCallback|"
+                            r"addGlobalCallback|tls_set_dispatch_key_(excluded|included)|"
+                            r"_force_tls_local_dispatch_key_set|ThreadLocalStateGuard|"
+                            # ATen's kernel tables and structured kernels, below the dispatcher
+                            r"DispatchStub|at::native::[A-Za-z_][A-Za-z0-9_]*|"
                             # the dispatcher's tables and registration (red team round 5, 2026-12-05;
                             # native_symbols reads the same in the built library)
                             r"Dispatcher|OperatorHandle|OperatorEntry|KernelFunction|BoxedKernel|"
-                            r"callBoxed[A-Za-z]*|findSchema[A-Za-z]*|torch::Library|CppFunction)\b")
+                            r"callBoxed[A-Za-z]*|findSchema[A-Za-z]*|torch::Library|CppFunction|"
+                            # Python called back from native code: a Python function handed in and run
+                            # on a thread no recorder watches takes the GIL there (red-team round,
+                            # 2026-12-06: py::function run by an OpenMP team member)
+                            r"gil_scoped_acquire|PyGILState_Ensure|PyEval_AcquireThread|PyEval_RestoreThread|"
+                            r"py::function|pybind11::function)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
 _EXTENSION_LOADERS = location.EXTENSION_LOADERS
 # Layer-like nn classes that only hold tensors: keeping and reading them is fine.
@@ -470,10 +486,42 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
                 out.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op recorder",
                                    line=offset + lineno, file=file))
                 break
+        if op := _threaded_aten_op(text):
+            out.append(Finding("hidden-dispatch", f"{name} runs OpenMP threads and calls PyTorch's {op}: an op run on a "
+                               "team member is seen by no recorder or profiler (they watch the calling thread)",
+                               file=file))
         out += [Finding("environment-probe", f"{name} uses {what}: native code that asks where it runs (or calls "
                         "what it names only at run time) can tell the Verifier's processes from the user's",
                         line=offset + lineno, file=file) for lineno, what in probes.native_probes(f"{name}.cpp", text)]
     return out
+
+
+# OpenMP in a candidate's native code is allowed (its own loops over threads libgomp starts), and so
+# are PyTorch's allocation and metadata calls; PyTorch's compute in a unit that runs OpenMP threads
+# may run on a team member, where no recorder or profiler looks (a red-team candidate, 2026-12-06:
+# at::add and at::clamp_min on omp_get_thread_num() == 1). Such a unit calling any operator that
+# computes is a finding.
+_OPENMP = re.compile(r"#\s*pragma\s+omp\b|\bomp_[a-z_]+\s*\(|\bGOMP_[A-Za-z_]+\s*\(")
+_ATEN_CALL = re.compile(r"(?:\b(?:at|torch)::|\.|->)\s*([a-z_][a-z0-9_]*)\s*\(")
+_METADATA = frozenset({"size", "sizes", "stride", "strides", "numel", "dim", "data_ptr", "options", "dtype", "device",
+                       "scalar_type", "is_cuda", "is_contiguous", "item", "defined", "element_size", "nbytes",
+                       "storage_offset", "mutable_data_ptr", "const_data_ptr", "get_device", "requires_grad"})
+
+
+def _threaded_aten_op(text: str) -> str | None:
+    """The first computing ATen operator a native unit that runs OpenMP threads calls, else None."""
+    code = probes.strip_comments_and_strings(text)
+    if not _OPENMP.search(code):
+        return None
+    from stitchcuda.agents.verify import native_symbols
+    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
+
+    ops = native_symbols.operator_names()
+    for m in _ATEN_CALL.finditer(code):
+        name = m.group(1)
+        if name not in _METADATA and name not in ALLOWED_ATEN and native_symbols.is_operator(name, ops):
+            return name
+    return None
 
 
 # A string of a Python file is C++ (load_inline's cpp_sources and cuda_sources) where it has one of
@@ -538,6 +586,14 @@ def _check_module_node(
             add("references-reference", f"uses the reference class {node.id}", node)
         elif node.id == "__builtins__":
             add("dynamic-code", "uses __builtins__: reaches __import__ and friends", node)
+    if isinstance(node, ast.Attribute) and node.attr.split(".")[0] in _FORBIDDEN_MODULES | _FORBIDDEN_AS_ATTRIBUTE:
+        # A forbidden module is reached as another module's attribute as well as by import: a red-team
+        # candidate (2026-12-06) computed with numpy as torch.storage.np. (An attribute only spells the
+        # module's name where it is that module: honest modules name nothing so.)
+        top = node.attr.split(".")[0]
+        why = _FORBIDDEN_MODULES.get(top) or _FORBIDDEN_AS_ATTRIBUTE[top]
+        code = "numpy" if top in ("np", "_numpy") else top
+        add(f"forbidden-import-{code}", f"reaches {top} as {_dotted(node, mod.aliases) or node.attr}: {why}", node)
     if isinstance(node, ast.Attribute) and _verifier_internal(_dotted(node, mod.aliases) or ""):
         add("verifier-internals", f"uses {_dotted(node, mod.aliases)}: the Verifier's own code, which a candidate "
             "may not reach", node)

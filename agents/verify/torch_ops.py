@@ -34,6 +34,9 @@ COMPUTE_TENSOR_METHODS = {
     "expm1", "log1p", "sinh", "cosh", "atan", "asin", "acos", "trunc", "frac", "fmod", "remainder",
     "numpy", "tolist",  # the values taken to the host to compute there (numpy, Python arithmetic)
     "__array__", "__dlpack__",  # the same, spelled as numpy's protocol (a red-team candidate, 2026-11-30)
+    # A Python callable run over every element on the host, by a loop inside torch that dispatches no
+    # op (a red-team candidate, 2026-12-06: out.map2_(x, y, lambda o, a, b: ...)).
+    "map_", "map2_", "apply_",
 }  # fmt: skip
 
 # aten ops (overload packet names) that are not compute: allocation, views, metadata, copies.

@@ -1,0 +1,143 @@
+"""The red-team round of 2026-12-06 (CPU verifications; every candidate below was accepted before its
+fix): the static reading of each candidate's files now names it, the built library's symbols name
+the ATen kernels and switches it links, and the honest forms near each stay clear."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import HACKS
+
+from stitchcuda.agents.verify import native_symbols, probes
+from stitchcuda.agents.verify.static_check import check_candidate_sources
+
+ROUND6 = {
+    # PyTorch's CPU kernels through their dispatch stubs' DEFAULT pointers (data symbols).
+    "hack_rt6_dispatch_stub": "hidden-dispatch",
+    # ATen's structured addmm kernel class's impl(), a member under at::native.
+    "hack_rt6_structured_impl": "hidden-dispatch",
+    # at::add / at::clamp_min on an OpenMP team member, where no recorder or profiler looks.
+    "hack_rt6_omp_worker_aten": "hidden-dispatch",
+    # the Python key excluded and the profiler's callbacks disabled around ATen calls.
+    "hack_rt6_tls_flip": "hidden-dispatch",
+    # a Python function running torch ops, handed to C++ and called on an OpenMP thread.
+    "hack_rt6_py_callback_omp": "hidden-dispatch",
+    # numpy reached as torch.storage.np.
+    "hack_rt6_numpy_via_torch_storage": "forbidden-import-numpy",
+    # a Python lambda over every element, run by Tensor.map2_'s host loop.
+    "hack_rt6_map2_host": "torch-compute-in-forward",
+    # __FILE__ tested against the default torch_extensions folder: user's build or the Verifier's.
+    "hack_rt6_file_macro_probe": "environment-probe",
+}
+
+
+@pytest.mark.parametrize(("name", "code"), ROUND6.items(), ids=ROUND6.keys())
+def test_round6_candidates_are_named_by_the_static_reading(name, code):
+    files = {"model_new.py": (HACKS / f"{name}.py").read_text()}
+    found = check_candidate_sources(files, "model_new.py")
+    assert code in {f.code for f in found}, [(f.code, f.message[:120]) for f in found]
+
+
+# Libraries that link what the round's builds linked, declared without torch's headers (a load_inline
+# build takes minutes here): each symbol is the one `nm -D --undefined-only -C` printed for them.
+LINKED = {
+    "stub": ("namespace at { namespace native { template <class F> struct DispatchStub { static F DEFAULT; }; } }\n"
+             "extern \"C\" void* f() { return (void*)at::native::DispatchStub<void (*)(int)>::DEFAULT; }\n",
+             "torch-kernel-in-native-code", "at::native::DispatchStub"),
+    "structured": ("namespace at { struct Tensor; namespace native { struct structured_addmm_out_cpu {\n"
+                   "  void impl(const Tensor& a); }; } }\n"
+                   "extern \"C\" void f(at::native::structured_addmm_out_cpu* k, const at::Tensor& t) { k->impl(t); }\n",
+                   "torch-kernel-in-native-code", "at::native::structured_addmm_out_cpu"),
+    "callbacks": ("namespace at { void disableCallback(unsigned long); void reenableCallback(unsigned long); }\n"
+                  "extern \"C\" void f() { at::disableCallback(1); at::reenableCallback(1); }\n",
+                  "hidden-dispatch", "at::disableCallback"),
+    "keys": ("namespace c10 { enum class DispatchKey : unsigned short; namespace impl {\n"
+             "  void tls_set_dispatch_key_excluded(DispatchKey k, bool on); } }\n"
+             "extern \"C\" void f(c10::DispatchKey k) { c10::impl::tls_set_dispatch_key_excluded(k, true); }\n",
+             "hidden-dispatch", "c10::impl::tls_set_dispatch_key_excluded"),
+}
+# ... and what an honest extension links: at::cuda's utilities, allocation through the dispatcher.
+HONEST_LINKED = ("namespace at { namespace cuda { int getCurrentDeviceProperties(); } namespace _ops {\n"
+                 "  struct empty_memory_format { static int call(long n); }; } }\n"
+                 "extern \"C\" int f() { return at::cuda::getCurrentDeviceProperties() + "
+                 "at::_ops::empty_memory_format::call(4); }\n")
+
+
+def _build(folder, name: str, source: str) -> None:
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.cpp").write_text(source)
+    subprocess.run([cxx, "-shared", "-fPIC", "-o", str(folder / f"{name}.so"), str(folder / f"{name}.cpp")],
+                   check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+@pytest.mark.parametrize("name", LINKED.keys())
+def test_round6_symbols_are_read_from_the_built_library(tmp_path, name):
+    """A real library linking what the round's did: native_symbols names it through nm."""
+    source, code, named = LINKED[name]
+    _build(tmp_path, name, source)
+    found, _ = native_symbols.findings(tmp_path, probes=False)
+    assert [f.code for f in found] == [code] and named in found[0].message, found
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+def test_honest_symbols_stay_clear(tmp_path):
+    _build(tmp_path, "honest", HONEST_LINKED)
+    found, _ = native_symbols.findings(tmp_path, probes=False)
+    assert found == [], found
+
+
+def test_round6_switches_looked_up_by_name():
+    """The same switches resolved by dlsym (their mangled names, which the worker's preloaded watch
+    keeps) are named too."""
+    assert native_symbols.switch_of_mangled("_ZN2at15disableCallbackEm") == "at::disableCallback"
+    assert native_symbols.switch_of_mangled("_ZN3c104impl29tls_set_dispatch_key_excludedENS_11DispatchKeyEb") == \
+        "c10::impl::tls_set_dispatch_key_excluded"
+    assert native_symbols.switch_of_mangled("_ZN3c104impl25tls_is_dispatch_key_excludedENS_11DispatchKeyE") is None
+    assert native_symbols.kernel_of_mangled("_ZN2at6native12DispatchStubIPFvRNS_18TensorIteratorBaseEEE7DEFAULTE",
+                                            frozenset()) == "at::native::DispatchStub"
+
+
+HONEST_NATIVE = {
+    "error macro": """
+#include <cstdio>
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \\
+    fprintf(stderr, "CUDA error %s at %s:%d\\n", cudaGetErrorString(e_), \\
+            __FILE__, __LINE__); abort(); } } while (0)
+""",
+    "TORCH_CHECK with the place": 'void f(int e) { TORCH_CHECK(e == 0, "failed at ", __FILE__, ":", __LINE__); }\n',
+    "OpenMP loop allocating its output": """
+#include <omp.h>
+#include <torch/extension.h>
+at::Tensor affine(at::Tensor x, double s) {
+  auto out = at::empty_like(x);
+  const float* xp = x.data_ptr<float>(); float* op = out.data_ptr<float>();
+#pragma omp parallel for
+  for (int64_t i = 0; i < x.numel(); ++i) op[i] = xp[i] * s;
+  return out;
+}
+""",
+    "GIL released around a long kernel": """
+#include <torch/extension.h>
+void run(at::Tensor x) { py::gil_scoped_release nogil; launch(x.data_ptr<float>(), x.numel()); }
+""",
+}
+
+
+@pytest.mark.parametrize("src", HONEST_NATIVE.values(), ids=HONEST_NATIVE.keys())
+def test_honest_native_forms_stay_clear(src):
+    module = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    pass\n"
+    found = check_candidate_sources({"model_new.py": module, "k.cpp": src}, "model_new.py")
+    assert found == [], [(f.code, f.message[:120]) for f in found]
+
+
+def test_file_macro_outside_a_message_is_a_probe():
+    src = 'static bool f() { return std::strstr(__FILE__, "torch_extensions/py") != nullptr; }\n'
+    assert [w for _, w in probes.native_probes("k.cpp", src)] == ["__FILE__ (where it was compiled)"]
+    # __FILE__ beside __LINE__ but handed to a function that is no message is still a probe.
+    assert probes.native_probes("k.cpp", "bool g = where(__FILE__, __LINE__);\n")
