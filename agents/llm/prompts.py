@@ -40,7 +40,7 @@ outputs (torch.empty*), take views/reshape and call _lib; no PyTorch math in for
 the reference or its layers, no caching outputs between calls, no work on other streams or threads,
 no copying GPU data to the host (.cpu(), .item(), .tolist()), no try/except fallbacks, and nothing
 that asks where it runs (command line, environment variables, working folder, process or host ids,
-/proc or /sys; in the C++ also getenv, dlsym, syscall, files or sockets) or where it lies: read or
+/proc or /sys; in the C++ also getenv, dlsym, syscall, files or sockets, or __FILE__ outside an error message) or where it lies: read or
 ask about (exists, isdir, getsize) only your own files, named from your module's folder
 (Path(__file__).with_name("kernels.cu")), and never test your own path or module name (compare,
 search, hash, len); use os.makedirs(d, exist_ok=True), not an exists() check. Look attributes up by
