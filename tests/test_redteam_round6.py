@@ -141,3 +141,38 @@ def test_file_macro_outside_a_message_is_a_probe():
     assert [w for _, w in probes.native_probes("k.cpp", src)] == ["__FILE__ (where it was compiled)"]
     # __FILE__ beside __LINE__ but handed to a function that is no message is still a probe.
     assert probes.native_probes("k.cpp", "bool g = where(__FILE__, __LINE__);\n")
+
+
+def _team_library(op: str) -> str:
+    head = "namespace at { struct Tensor; namespace _ops { struct OP { static int call(const Tensor& a); }; } }\n"
+    body = ("#include <omp.h>\n"
+            "extern \"C\" int f(const at::Tensor& t) {\n  int r = 0;\n#pragma omp parallel num_threads(2)\n"
+            "  { if (omp_get_thread_num() == 1) r = at::_ops::OP::call(t); }\n  return r;\n}\n")
+    return (head + body).replace("OP", op)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+def test_compute_in_a_library_that_runs_openmp_threads(tmp_path):
+    """However the source spells it (at::add, x + y, x.add(y): at::_ops::add_Tensor::call), an ATen
+    operator that computes, linked by a library that runs OpenMP threads, is a finding; allocation
+    there, or compute without OpenMP (the calling thread's recorder sees it), is not."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+
+    def build(name: str, source: str, *flags: str) -> list:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "k.cpp").write_text(source)
+        subprocess.run([cxx, "-shared", "-fPIC", *flags, "-o", str(folder / "k.so"), str(folder / "k.cpp")],
+                       check=True, capture_output=True, timeout=120)
+        return native_symbols.findings(folder, probes=False)[0]
+
+    found = build("team", _team_library("add_Tensor"), "-fopenmp")
+    assert [f.code for f in found] == ["hidden-dispatch"] and "at::_ops::add_Tensor" in found[0].message, found
+    assert build("alloc", _team_library("empty_like"), "-fopenmp") == []
+    plain = _team_library("add_Tensor").replace("#include <omp.h>\n", "int omp_get_thread_num() { return 1; }\n")
+    assert build("plain", plain) == []

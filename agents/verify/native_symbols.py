@@ -188,6 +188,43 @@ def python_code_entry(symbol: str) -> str | None:
     return name if _PYTHON_CODE.fullmatch(name) else None
 
 
+# ATen's operators called through the dispatcher (at::_ops::OP_OVERLOAD::call: at::add, Tensor
+# methods and C++ operators on tensors all reach it) pass, where the calling thread's recorder and
+# profiler see them. A library that also runs OpenMP threads may call them on a team member, seen by
+# neither (a red-team candidate, 2026-12-06); the source's spelling (at::add, x + y, x.add(y)) is
+# one symbol here.
+_OPS_CALL = re.compile(r"\bat::_ops::([A-Za-z0-9_]+)::call\(")
+_OPENMP_ENTRY = re.compile(r"^(GOMP_|omp_|__kmpc_)")
+_METADATA_OPS = frozenset({"size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel", "is_contiguous",
+                           "item", "_local_scalar_dense", "storage_offset", "sym_storage_offset"})
+
+
+def op_of_struct(struct: str, ops: frozenset[str]) -> str | None:
+    """The operator an at::_ops struct (`add_Tensor`, `sum_dim_IntList`, `empty_memory_format`)
+    dispatches: its longest leading `_`-separated part that names one."""
+    parts = struct.split("_")
+    for n in range(len(parts), 0, -1):
+        if (name := "_".join(parts[:n])) in ops:  # (in-place ops' structs: add__Tensor -> add_)
+            return name
+    return None
+
+
+def threaded_compute(symbols: list[str], ops: frozenset[str]) -> list[str]:
+    """The computing operators a library calls through the dispatcher, where it also runs OpenMP
+    threads; [] otherwise."""
+    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
+
+    if not any(_OPENMP_ENTRY.match(line.split()[-1]) for line in symbols if line.split()):
+        return []
+    found = set()
+    for line in symbols:
+        for m in _OPS_CALL.finditer(line):
+            op = op_of_struct(m.group(1), ops)
+            if op is not None and op not in ALLOWED_ATEN and op not in _METADATA_OPS:
+                found.add(f"at::_ops::{m.group(1)}")
+    return sorted(found)
+
+
 def undefined_symbols(library: Path) -> list[str] | None:
     """Its undefined dynamic symbols, demangled; None where nm is not installed or fails."""
     nm = shutil.which("nm")
@@ -248,12 +285,15 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
     switches: dict[str, set[str]] = {}
     redispatches: dict[str, set[str]] = {}
     tables: dict[str, set[str]] = {}
+    team: dict[str, set[str]] = {}
     unread = []
     for lib in libraries:
         symbols = undefined_symbols(lib)
         if symbols is None:
             unread.append(lib.name)
             continue
+        if threaded := threaded_compute(symbols, ops):
+            team.setdefault(lib.name, set()).update(threaded)
         for line in symbols:
             if line.split() and (entry := python_code_entry(line.split()[-1])):
                 python.setdefault(lib.name, set()).add(entry)
@@ -283,6 +323,9 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
                 f"run or replace PyTorch's kernels below its Python key: "
                 f"{', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(tables.items())] + [
+        Finding("hidden-dispatch", f"{lib} runs OpenMP threads and calls PyTorch's compute through the dispatcher: "
+                f"{', '.join(sorted(calls)[:6])}: on a team member no recorder or profiler sees it")
+        for lib, calls in sorted(team.items())] + [
         Finding("sandbox-introspect", f"{lib} links Python's C API to run or schedule code of its own, or to "
                 f"reach frames, in the worker's interpreter: {', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(python.items())], note
