@@ -176,3 +176,13 @@ def test_compute_in_a_library_that_runs_openmp_threads(tmp_path):
     assert build("alloc", _team_library("empty_like"), "-fopenmp") == []
     plain = _team_library("add_Tensor").replace("#include <omp.h>\n", "int omp_get_thread_num() { return 1; }\n")
     assert build("plain", plain) == []
+
+
+def test_computing_operators_looked_up_by_name():
+    """A computing operator's dispatcher entry resolved by dlsym (no link shows it, so the OpenMP
+    reading above cannot): named; an allocation's is not."""
+    ops = native_symbols.operator_names()
+    assert native_symbols.compute_op_of_mangled("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE",
+                                                ops) == "at::_ops::add_Tensor"
+    assert native_symbols.compute_op_of_mangled("_ZN2at4_ops10empty_like4callERKNS_6TensorE", ops) is None
+    assert native_symbols.compute_op_of_mangled("_ZN2at15disableCallbackEm", ops) is None

@@ -225,6 +225,19 @@ def threaded_compute(symbols: list[str], ops: frozenset[str]) -> list[str]:
     return sorted(found)
 
 
+def compute_op_of_mangled(name: str, ops: frozenset[str]) -> str | None:
+    """`at::_ops::STRUCT` where a mangled name looked up by dlsym (`_ZN2at4_ops10add_Tensor4callE...`) is a
+    computing operator's dispatcher entry: linked, such an entry is the calling thread's to see; looked
+    up by name, it is meant for where no link shows it (an OpenMP team member)."""
+    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
+
+    parts = _nested_name(name)
+    if len(parts) < 3 or parts[:2] != ["at", "_ops"]:
+        return None
+    op = op_of_struct(parts[2], ops)
+    return f"at::_ops::{parts[2]}" if op is not None and op not in ALLOWED_ATEN and op not in _METADATA_OPS else None
+
+
 def undefined_symbols(library: Path) -> list[str] | None:
     """Its undefined dynamic symbols, demangled; None where nm is not installed or fails."""
     nm = shutil.which("nm")

@@ -472,13 +472,15 @@ def _native_lookups_check(v: Verdict) -> None:
 
     names = offthread.aten_lookups()
     ops = native_symbols.operator_names() if names else frozenset()
-    found = sorted({k for name in names if (k := native_symbols.kernel_of_mangled(name, ops))})
+    found = sorted({k for name in names if (k := native_symbols.kernel_of_mangled(name, ops))
+                    or (k := native_symbols.compute_op_of_mangled(name, ops))})
     if offthread.LOOKUPS_OVERFLOW in names:
         found.append(offthread.LOOKUPS_OVERFLOW)
     if found:
         _add_once(v.hack_findings, [Finding(
-            "torch-kernel-in-native-code", f"native code looked up PyTorch's kernels by name (dlsym), to run them "
-            f"below the dispatcher: {', '.join(found[:6])}", data={"kernels": found})])
+            "torch-kernel-in-native-code", f"native code looked up PyTorch's kernels or computing operators by name "
+            f"(dlsym), to run them below the dispatcher or where no recorder looks: {', '.join(found[:6])}",
+            data={"kernels": found})])
     changed = offthread.changed_libraries()
     if changed:
         _add_once(v.hack_findings, [Finding(
