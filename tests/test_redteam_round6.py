@@ -186,3 +186,24 @@ def test_computing_operators_looked_up_by_name():
                                                 ops) == "at::_ops::add_Tensor"
     assert native_symbols.compute_op_of_mangled("_ZN2at4_ops10empty_like4callERKNS_6TensorE", ops) is None
     assert native_symbols.compute_op_of_mangled("_ZN2at15disableCallbackEm", ops) is None
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+def test_compute_beside_a_host_callback(tmp_path):
+    """The same with a CUDA host callback (cudaLaunchHostFunc runs it on the driver's thread) in place
+    of OpenMP, declared as the runtime declares it."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+    src = ("namespace at { struct Tensor; namespace _ops { struct mul_Tensor { static int call(const Tensor& a); }; } }\n"
+           "extern \"C\" int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data);\n"
+           "static void cb(void* t) { at::_ops::mul_Tensor::call(*static_cast<const at::Tensor*>(t)); }\n"
+           "extern \"C\" int f(void* t) { return cudaLaunchHostFunc(nullptr, cb, t); }\n")
+    (tmp_path / "k.cpp").write_text(src)
+    subprocess.run([cxx, "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")], check=True,
+                   capture_output=True, timeout=120)
+    found = native_symbols.findings(tmp_path, probes=False)[0]
+    assert [f.code for f in found] == ["hidden-dispatch"] and "at::_ops::mul_Tensor" in found[0].message, found

@@ -194,7 +194,10 @@ def python_code_entry(symbol: str) -> str | None:
 # neither (a red-team candidate, 2026-12-06); the source's spelling (at::add, x + y, x.add(y)) is
 # one symbol here.
 _OPS_CALL = re.compile(r"\bat::_ops::([A-Za-z0-9_]+)::call\(")
-_OPENMP_ENTRY = re.compile(r"^(GOMP_|omp_|__kmpc_)")
+# ... and the other ways a library has its code run on threads no recorder watches: CUDA's host
+# callbacks (run on the driver's thread), threads of its own.
+_OPENMP_ENTRY = re.compile(r"^(GOMP_|omp_|__kmpc_|cudaLaunchHostFunc|cudaStreamAddCallback|cuLaunchHostFunc"
+                           r"|cuStreamAddCallback|pthread_create|thrd_create)")
 _METADATA_OPS = frozenset({"size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel", "is_contiguous",
                            "item", "_local_scalar_dense", "storage_offset", "sym_storage_offset"})
 
@@ -211,7 +214,7 @@ def op_of_struct(struct: str, ops: frozenset[str]) -> str | None:
 
 def threaded_compute(symbols: list[str], ops: frozenset[str]) -> list[str]:
     """The computing operators a library calls through the dispatcher, where it also runs OpenMP
-    threads; [] otherwise."""
+    threads, CUDA host callbacks or threads of its own; [] otherwise."""
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
 
     if not any(_OPENMP_ENTRY.match(line.split()[-1]) for line in symbols if line.split()):
@@ -336,7 +339,8 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
                 f"run or replace PyTorch's kernels below its Python key: "
                 f"{', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(tables.items())] + [
-        Finding("hidden-dispatch", f"{lib} runs OpenMP threads and calls PyTorch's compute through the dispatcher: "
+        Finding("hidden-dispatch", f"{lib} runs code on other threads (OpenMP, host callbacks, threads) and calls "
+                f"PyTorch's compute through the dispatcher: "
                 f"{', '.join(sorted(calls)[:6])}: on a team member no recorder or profiler sees it")
         for lib, calls in sorted(team.items())] + [
         Finding("sandbox-introspect", f"{lib} links Python's C API to run or schedule code of its own, or to "
