@@ -27,6 +27,23 @@ ROUND6 = {
     "hack_rt6_map2_host": "torch-compute-in-forward",
     # __FILE__ tested against the default torch_extensions folder: user's build or the Verifier's.
     "hack_rt6_file_macro_probe": "environment-probe",
+    # The round's second pass, against the fixes above:
+    # at::add on a c10::ThreadPool worker (the thread started inside libc10).
+    "hack_rt6b_c10_threadpool": "hidden-dispatch",
+    # torch.relu in Python run on that pool, the GIL taken by a token-pasted PyGILState_Ensure.
+    "hack_rt6b_pool_py_object": "hidden-dispatch",
+    # an at::ThreadLocalState with no mode or profiler, installed around at::add.
+    "hack_rt6b_tls_snapshot": "hidden-dispatch",
+    # __builtin_FILE(), __FILE__ through snprintf then strstr, and SC_CAT(__FI, LE__).
+    "hack_rt6b_builtin_file": "environment-probe",
+    "hack_rt6b_file_in_snprintf": "environment-probe",
+    "hack_rt6b_file_token_paste": "environment-probe",
+    # the inputs' bytes to the host through bytes(t.untyped_storage()), Python arithmetic.
+    "hack_rt6b_storage_bytes_host": "torch-compute-in-forward",
+    # torch's build folder read from C++ through py::module_::import("torch").attr(...).
+    "hack_rt6b_py_attr_probe": "environment-probe",
+    # whether a mode or the profiler watches, asked from C++ (tls_is_dispatch_key_included, hasCallbacks).
+    "hack_rt6b_watch_probe": "hidden-dispatch",
 }
 
 
@@ -207,3 +224,48 @@ def test_compute_beside_a_host_callback(tmp_path):
                    capture_output=True, timeout=120)
     found = native_symbols.findings(tmp_path, probes=False)[0]
     assert [f.code for f in found] == ["hidden-dispatch"] and "at::_ops::mul_Tensor" in found[0].message, found
+
+
+SECOND_PASS_LINKED = {
+    "pool": ("namespace c10 { struct ThreadPool { void run(void (*f)()); }; }\n"
+             "extern \"C\" void f(c10::ThreadPool* p, void (*g)()) { p->run(g); }\n",
+             "off-thread-work", "c10::ThreadPool"),
+    "state": ("namespace at { struct ThreadLocalState { static void setThreadLocalState(const ThreadLocalState& s); }; }\n"
+              "extern \"C\" void f(const at::ThreadLocalState& s) { at::ThreadLocalState::setThreadLocalState(s); }\n",
+              "hidden-dispatch", "at::ThreadLocalState::setThreadLocalState"),
+    "watch": ("namespace at { bool hasCallbacks(); }\nextern \"C\" bool f() { return at::hasCallbacks(); }\n",
+              "mode-probe", "at::hasCallbacks"),
+}
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+@pytest.mark.parametrize("name", SECOND_PASS_LINKED.keys())
+def test_second_pass_symbols(tmp_path, name):
+    source, code, named = SECOND_PASS_LINKED[name]
+    _build(tmp_path, name, source)
+    found, _ = native_symbols.findings(tmp_path, probes=False)
+    assert [f.code for f in found] == [code] and named in found[0].message, found
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nm"), reason="needs binutils' nm")
+def test_threads_in_one_library_and_compute_in_another(tmp_path):
+    """Library A calls at::add (no threads), library B runs A's function on an OpenMP team member
+    through a pointer: read together, the candidate's libraries run threads and PyTorch's compute."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+    a = ("namespace at { struct Tensor; namespace _ops { struct add_Tensor { static int call(const Tensor& t); }; } }\n"
+         "extern \"C\" int work(const at::Tensor& t) { return at::_ops::add_Tensor::call(t); }\n")
+    b = ("#include <omp.h>\nextern \"C\" int run(int (*fn)(const void*), const void* t) {\n  int r = 0;\n"
+         "#pragma omp parallel num_threads(2)\n  { if (omp_get_thread_num() == 1) r = fn(t); }\n  return r;\n}\n")
+    for name, src, flags in (("a", a, []), ("b", b, ["-fopenmp"])):
+        (tmp_path / f"{name}.cpp").write_text(src)
+        subprocess.run([cxx, "-shared", "-fPIC", *flags, "-o", str(tmp_path / f"{name}.so"), str(tmp_path / f"{name}.cpp")],
+                       check=True, capture_output=True, timeout=120)
+    found, _ = native_symbols.findings(tmp_path, probes=False)
+    assert [f.code for f in found] == ["hidden-dispatch"] and "together" in found[0].message, found
+    (tmp_path / "b.so").unlink()
+    assert native_symbols.findings(tmp_path, probes=False)[0] == []

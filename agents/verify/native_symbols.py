@@ -198,6 +198,21 @@ _OPS_CALL = re.compile(r"\bat::_ops::([A-Za-z0-9_]+)::call\(")
 # callbacks (run on the driver's thread), threads of its own.
 _OPENMP_ENTRY = re.compile(r"^(GOMP_|omp_|__kmpc_|cudaLaunchHostFunc|cudaStreamAddCallback|cuLaunchHostFunc"
                            r"|cuStreamAddCallback|pthread_create|thrd_create)")
+# Pools that start threads for their caller inside libc10, libtorch or libpython, where the native
+# thread watch blames the pool's library, not the candidate's (red-team round 6's second pass: at::add
+# on a c10::ThreadPool worker). A kernel written for StitchCUDA needs none of them.
+_POOLS = re.compile(r"\b(c10::ThreadPool|c10::TaskThreadPool(Base)?|c10::ThreadPoolRegistry|at::launch\(|"
+                    r"at::intraop_launch|at::get_thread_pool|at::internal::launch_no_thread_state|"
+                    r"PyThread_start_new_thread|PyThread_start_joinable_thread)")
+# Thread-local state set by hand: at::ThreadLocalState captured where no mode or profiler was on and
+# installed around ATen calls hides them from both (the same pass).
+_STATE_SETTERS = re.compile(r"\b(at::ThreadLocalState::setThreadLocalState|at::ThreadLocalStateGuard)\b")
+# Native reads of whether a dispatch mode or the profiler is on: a library that asks can compute
+# itself while watched and hand the work to PyTorch otherwise (the same pass).
+_WATCH_READS = re.compile(r"\b(at::hasCallbacks|at::hasGlobalCallbacks|at::hasThreadLocalCallbacks|"
+                          r"at::isRecordFunctionEnabled|c10::impl::tls_is_dispatch_key_(included|excluded)|"
+                          r"c10::impl::tls_is_dispatch_keyset_(included|excluded)|c10::impl::tls_local_dispatch_key_set|"
+                          r"c10::impl::TorchDispatchModeTLS|c10::impl::PythonDispatcherTLS)\b")
 _METADATA_OPS = frozenset({"size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel", "is_contiguous",
                            "item", "_local_scalar_dense", "storage_offset", "sym_storage_offset"})
 
@@ -212,12 +227,18 @@ def op_of_struct(struct: str, ops: frozenset[str]) -> str | None:
     return None
 
 
+def runs_threads(symbols: list[str]) -> bool:
+    """Whether a library's undefined symbols start work on other threads (OpenMP, host callbacks,
+    threads, PyTorch's or Python's pools)."""
+    return any((line.split() and _OPENMP_ENTRY.match(line.split()[-1])) or _POOLS.search(line) for line in symbols)
+
+
 def threaded_compute(symbols: list[str], ops: frozenset[str]) -> list[str]:
     """The computing operators a library calls through the dispatcher, where it also runs OpenMP
     threads, CUDA host callbacks or threads of its own; [] otherwise."""
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
 
-    if not any(_OPENMP_ENTRY.match(line.split()[-1]) for line in symbols if line.split()):
+    if not runs_threads(symbols):
         return []
     found = set()
     for line in symbols:
@@ -274,7 +295,7 @@ def findings(folder: Path, ops: frozenset[str] | None = None, *, probes: bool = 
                 "environment-probe", f"{lib.name}: its own code calls {', '.join(named[:6])} (in {where}; read from "
                 "its machine code): native code that asks where it runs can tell the Verifier's processes from "
                 "the user's"))
-    found_more, note_more = _symbol_findings(libraries, ops)
+    found_more, note_more = _symbol_findings(libraries, ops, Path(folder))
     return found_more + probe_found, "; ".join(n for n in [note_more, *probe_notes] if n)
 
 
@@ -293,8 +314,10 @@ def _torch_cache(lib: Path, folder: Path) -> bool:
     return parts[:2] in _TORCH_CACHES
 
 
-def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple[list[Finding], str]:
-    """findings()'s reading of the libraries' undefined dynamic symbols."""
+def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None,
+                     folder: Path | None = None) -> tuple[list[Finding], str]:
+    """findings()'s reading of the libraries' undefined dynamic symbols (`folder`: the run folder, whose
+    torch caches hold PyTorch's libraries, not the candidate's)."""
     ops = ops if ops is not None else operator_names()
     found: dict[str, set[str]] = {}
     python: dict[str, set[str]] = {}
@@ -303,13 +326,31 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
     tables: dict[str, set[str]] = {}
     team: dict[str, set[str]] = {}
     unread = []
+    every: list[str] = []  # all the candidate's libraries' symbols: threads in one, PyTorch's compute in another
+    pools: dict[str, set[str]] = {}
+    watch_reads: dict[str, set[str]] = {}
+    read: dict[Path, list[str]] = {}
     for lib in libraries:
         symbols = undefined_symbols(lib)
         if symbols is None:
             unread.append(lib.name)
             continue
+        read[lib] = symbols
+        if folder is not None and _torch_cache(lib, folder):
+            continue  # (torch.compile's own libraries: PyTorch's code, not the candidate's)
+        every += symbols
         if threaded := threaded_compute(symbols, ops):
             team.setdefault(lib.name, set()).update(threaded)
+        for line in symbols:
+            if m := _POOLS.search(line):
+                pools.setdefault(lib.name, set()).add(m.group(1).rstrip("("))
+            if m := _STATE_SETTERS.search(line):
+                switches.setdefault(lib.name, set()).add(m.group(1))
+            if m := _WATCH_READS.search(line):
+                watch_reads.setdefault(lib.name, set()).add(m.group(1))
+    if not team and len(read) > 1 and (joint := threaded_compute(every, ops)):
+        team["the candidate's libraries together"] = set(joint)
+    for lib, symbols in read.items():
         for line in symbols:
             if line.split() and (entry := python_code_entry(line.split()[-1])):
                 python.setdefault(lib.name, set()).add(entry)
@@ -343,6 +384,12 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None) -> tuple
                 f"PyTorch's compute through the dispatcher: "
                 f"{', '.join(sorted(calls)[:6])}: on a team member no recorder or profiler sees it")
         for lib, calls in sorted(team.items())] + [
+        Finding("off-thread-work", f"{lib} starts work on PyTorch's or Python's thread pools ({', '.join(sorted(calls))}): "
+                "what runs there is seen by no recorder or profiler, and the thread watch blames the pool's library")
+        for lib, calls in sorted(pools.items())] + [
+        Finding("mode-probe", f"{lib} asks whether a dispatch mode or the profiler is on ({', '.join(sorted(calls))}): "
+                "native code that can tell when it is watched can behave otherwise while the Verifier watches")
+        for lib, calls in sorted(watch_reads.items())] + [
         Finding("sandbox-introspect", f"{lib} links Python's C API to run or schedule code of its own, or to "
                 f"reach frames, in the worker's interpreter: {', '.join(sorted(calls)[:6])}")
         for lib, calls in sorted(python.items())], note

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 from stitchcuda.agents.verify.location import fold
 
@@ -129,10 +130,8 @@ _NATIVE_CALLS = "open|__open_2|creat|stat|fstat|stat64|access|socket|connect|sys
 NATIVE_PROBE_NAMES = frozenset(_NATIVE_WORDS.split("|")) | frozenset(_NATIVE_CALLS.split("|"))
 _NATIVE = re.compile(rf"\b(?:({_NATIVE_WORDS})\b|({_NATIVE_CALLS})\s*\()")
 _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b")
-# Python modules imported from C++ (pybind11's module_::import, CPython's PyImport_*): the same
-# questions as a Python import of them, asked where the Python reading does not look. A literal name
-# is judged as an import is (os and sys whole, since their allowed parts are attribute reads the C++
-# side makes unseen; PROBE_MODULES); a computed one hides what it reads.
+# Python modules imported from C++ (pybind11's module_::import, CPython's PyImport_*): every one is a
+# finding (native_probes says why), a computed name as well.
 _NATIVE_IMPORT = re.compile(r"\b(?:module_?::import|PyImport_ImportModule(?:Level|NoBlock)?(?:Object)?|PyImport_AddModule"
                             r"(?:Object)?|PyImport_Import|PyImport_GetModule)\s*\(\s*(\"[^\"]*\")?")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -433,9 +432,15 @@ def _writes(node: ast.AST, origin: str, parents: dict[int, ast.AST], methods: fr
 # apart with no call at all (a red-team candidate, 2026-12-06: strstr(__FILE__, "torch_extensions/py")).
 # It passes where it only goes into an error message: the statement (continued lines joined) prints
 # or throws and names __LINE__ as well.
-_FILE_MACROS = re.compile(r"\b(__FILE__|__BASE_FILE__|__FILE_NAME__)\b")
-_MESSAGE_SINKS = re.compile(r"\b(f?printf|s?n?printf|fputs|puts|std::cerr|std::cout|TORCH_CHECK|TORCH_WARN|AT_ERROR|"
-                            r"AT_ASSERT|TORCH_INTERNAL_ASSERT|throw|runtime_error|logic_error|abort)\b")
+# (__builtin_FILE and std::source_location are the compiler's spellings of the same; a name pasted
+# together by a macro is read in the preprocessed text, see preprocessed().)
+_FILE_MACROS = re.compile(r"\b(__FILE__|__BASE_FILE__|__FILE_NAME__|__builtin_FILE|__builtin_FILE_NAME|source_location)\b")
+# Where the name goes out as a message (printed or thrown), not into a buffer the code reads back
+# (snprintf then strstr: the second pass of the round).
+_MESSAGE_SINKS = re.compile(r"\b(printf|fprintf|fputs|puts|std::cerr|std::cout|TORCH_CHECK|TORCH_WARN|AT_ERROR|"
+                            r"AT_ASSERT|TORCH_INTERNAL_ASSERT|throw|runtime_error|logic_error)\b")
+_BUFFER_WRITES = re.compile(r"\b(snprintf|sprintf|vsnprintf|strcpy|strncpy|strcat|memcpy|std::string|ostringstream|"
+                            r"stringstream|to_string)\b")
 
 
 def _file_probe(code_lines: list[str], at: int) -> bool:
@@ -444,7 +449,36 @@ def _file_probe(code_lines: list[str], at: int) -> bool:
     while start > 0 and at - start < 4 and not code_lines[start - 1].rstrip().endswith((";", "{", "}")):
         start -= 1  # the statement's earlier lines (a macro's continued ones, a call's wrapped arguments)
     statement = " ".join(code_lines[start:at + 1])
-    return not (_MESSAGE_SINKS.search(statement) and "__LINE__" in statement)
+    if "source_location" in statement or "__builtin_FILE" in statement:
+        return True
+    return not (_MESSAGE_SINKS.search(statement) and "__LINE__" in statement and not _BUFFER_WRITES.search(statement))
+
+
+def preprocessed(text: str) -> str | None:
+    """The C/C++ text with its own macros expanded by the C preprocessor (its #include lines left out,
+    so nothing outside the candidate's text is needed), __FILE__ and friends expanded to the literal
+    PREPROCESSED_NAME: a name pasted together by a macro (`SC_CAT(__FI, LE__)`,
+    `PyGILState_ ## Ensure`) is read as written out. None where no preprocessor runs."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    cpp = shutil.which("cpp")
+    if cpp is None:
+        return None
+    body = re.sub(r"(?m)^\s*#\s*(include|import|pragma\s+once)\b.*$", "", text)
+    with tempfile.TemporaryDirectory(prefix="sc-cpp-") as folder:
+        src = Path(folder) / f"{PREPROCESSED_NAME}.cpp"
+        src.write_text(body)
+        try:
+            done = subprocess.run([cpp, "-P", "-w", "-x", "c++", "-D__CUDACC__", str(src)], capture_output=True,
+                                  text=True, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return done.stdout if done.returncode == 0 else None
+
+
+PREPROCESSED_NAME = "sc_preprocessed_unit"
 
 
 def strip_comments_and_strings(text: str) -> str:
@@ -463,7 +497,10 @@ def native_probes(name: str, text: str) -> list[tuple[int, str]]:
         if (m := _FILE_MACROS.search(line)) and _file_probe(code_lines, lineno - 1):
             out.append((lineno, f"{m.group(1)} (where it was compiled)"))
             continue
-        if (m := _NATIVE_IMPORT.search(line)) and _imports_a_probe(m.group(1)):
+        # Any Python module imported from C++, torch included: its attributes reached from C++
+        # (`.attr("utils").attr("cpp_extension")`) are read by no Python check (the 2026-12-06 round's
+        # second pass read the build folder so), and a kernel has no business importing Python modules.
+        if m := _NATIVE_IMPORT.search(line):
             out.append((lineno, f"{m.group(0).split('(')[0].strip()}({m.group(1) or '...'})"))
         elif m := _NATIVE.search(_STRINGS.sub('""', line)):
             out.append((lineno, m.group(1) or m.group(2)))
@@ -472,12 +509,3 @@ def native_probes(name: str, text: str) -> list[tuple[int, str]]:
         elif _PROC_PATHS.search(line) and '"' in line:
             out.append((lineno, "/proc or /sys"))
     return out
-
-
-def _imports_a_probe(literal: str | None) -> bool:
-    """Whether a module imported from C++ by this name (a string literal, quotes included; None where
-    it is computed) is one whose business is the process or where it runs."""
-    if literal is None:
-        return True
-    top = literal.strip('"').split(".")[0]
-    return top in ("os", "sys", "inspect", "gc", "importlib", "builtins", "ctypes", "subprocess") or top in PROBE_MODULES

@@ -91,7 +91,14 @@ _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard
                             # (red-team round, 2026-12-06)
                             r"disableCallback|reenableCallback|get_record_function_tls_|addThreadLocalCallback|"
                             r"addGlobalCallback|tls_set_dispatch_key_(excluded|included)|"
-                            r"_force_tls_local_dispatch_key_set|ThreadLocalStateGuard|"
+                            r"_force_tls_local_dispatch_key_set|ThreadLocalState(Guard)?|setThreadLocalState|"
+                            # what asks whether a mode or the profiler watches (the round's second pass)
+                            r"hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|isRecordFunctionEnabled|"
+                            r"tls_is_dispatch_key(set)?_(included|excluded)|tls_local_dispatch_key_set|"
+                            r"TorchDispatchModeTLS|PythonDispatcherTLS|PythonTLSSnapshot|"
+                            # PyTorch's and Python's thread pools (work there is watched by nobody)
+                            r"c10::ThreadPool|TaskThreadPool|at::launch|intraop_launch|get_thread_pool|"
+                            r"PyThread_start_new_thread|"
                             # ATen's kernel tables and structured kernels, below the dispatcher
                             r"DispatchStub|at::native::[A-Za-z_][A-Za-z0-9_]*|"
                             # the dispatcher's tables and registration (red team round 5, 2026-12-05;
@@ -481,19 +488,40 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
     units += list(_inline_native(files))
     out: list[Finding] = []
     for file, name, text, offset in units:
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if m := _NATIVE_BYPASS.search(line):
-                out.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op recorder",
-                                   line=offset + lineno, file=file))
-                break
-        if op := _threaded_aten_op(text):
-            out.append(Finding("hidden-dispatch", f"{name} runs OpenMP threads and calls PyTorch's {op}: an op run on a "
-                               "team member is seen by no recorder or profiler (they watch the calling thread)",
-                               file=file))
-        out += [Finding("environment-probe", f"{name} uses {what}: native code that asks where it runs (or calls "
-                        "what it names only at run time) can tell the Verifier's processes from the user's",
-                        line=offset + lineno, file=file) for lineno, what in probes.native_probes(f"{name}.cpp", text)]
+        unit: list[Finding] = []
+        # The text as written, then as the preprocessor expands the candidate's own macros: a name
+        # pasted together (`SC_CAT(__FI, LE__)`, `PyGILState_ ## Ensure`: the 2026-12-06 round's second
+        # pass) is read written out there. (Its lines do not map back: findings there name the unit.)
+        for as_read, where in ((text, offset), (_expanded(text), None)):
+            if as_read is None:
+                continue
+            for lineno, line in enumerate(as_read.splitlines(), 1):
+                if m := _NATIVE_BYPASS.search(line):
+                    unit.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op "
+                                        "recorder", line=where + lineno if where is not None else offset + 1, file=file))
+                    break
+            if op := _threaded_aten_op(as_read):
+                unit.append(Finding("hidden-dispatch", f"{name} runs OpenMP threads and calls PyTorch's {op}: an op run "
+                                    "on a team member is seen by no recorder or profiler (they watch the calling thread)",
+                                    file=file))
+            unit += [Finding("environment-probe", f"{name} uses {what}: native code that asks where it runs (or calls "
+                             "what it names only at run time) can tell the Verifier's processes from the user's",
+                             line=where + lineno if where is not None else offset + 1, file=file)
+                     for lineno, what in probes.native_probes(f"{name}.cpp", as_read)]
+            if unit:
+                break  # (the expanded text only where the written one says nothing)
+        out += unit
     return out
+
+
+def _expanded(text: str) -> str | None:
+    """probes.preprocessed(text) with __FILE__'s expansion and __LINE__ put back as the names, so the
+    probes' reading (an error message names both) reads it as written."""
+    pre = probes.preprocessed(text.replace("__LINE__", "SC_LINE_MARK_"))
+    if pre is None:
+        return None
+    pre = pre.replace("SC_LINE_MARK_", "__LINE__")
+    return re.sub(r'"[^"\n]*' + probes.PREPROCESSED_NAME + r'\.cpp"', "__FILE__", pre)
 
 
 # OpenMP in a candidate's native code is allowed (its own loops over threads libgomp starts), and so

@@ -37,6 +37,8 @@ COMPUTE_TENSOR_METHODS = {
     # A Python callable run over every element on the host, by a loop inside torch that dispatches no
     # op (a red-team candidate, 2026-12-06: out.map2_(x, y, lambda o, a, b: ...)).
     "map_", "map2_", "apply_",
+    # Its bytes to the host, for Python arithmetic (bytes(t.untyped_storage()): the round's second pass).
+    "untyped_storage", "storage", "_typed_storage",
 }  # fmt: skip
 
 # aten ops (overload packet names) that are not compute: allocation, views, metadata, copies.
