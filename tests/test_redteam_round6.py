@@ -139,6 +139,13 @@ at::Tensor affine(at::Tensor x, double s) {
   return out;
 }
 """,
+    "a thrown message with the place": """
+#include <stdexcept>
+#include <string>
+void check(int e) {
+  if (e) throw std::runtime_error(std::string("CUDA error at ") + __FILE__ + ":" + std::to_string(__LINE__));
+}
+""",
     "GIL released around a long kernel": """
 #include <torch/extension.h>
 void run(at::Tensor x) { py::gil_scoped_release nogil; launch(x.data_ptr<float>(), x.numel()); }
@@ -156,8 +163,13 @@ def test_honest_native_forms_stay_clear(src):
 def test_file_macro_outside_a_message_is_a_probe():
     src = 'static bool f() { return std::strstr(__FILE__, "torch_extensions/py") != nullptr; }\n'
     assert [w for _, w in probes.native_probes("k.cpp", src)] == ["__FILE__ (where it was compiled)"]
-    # __FILE__ beside __LINE__ but handed to a function that is no message is still a probe.
+    # __FILE__ beside __LINE__ but handed to a function that is no message is still a probe; so is one
+    # written into a buffer, or thrown where the unit catches it.
     assert probes.native_probes("k.cpp", "bool g = where(__FILE__, __LINE__);\n")
+    assert probes.native_probes("k.cpp", 'void h(char* b) { snprintf(b, 9, "%s:%d", __FILE__, __LINE__); }\n')
+    thrown = 'void f() { throw std::runtime_error(std::string(__FILE__) + std::to_string(__LINE__)); }\n'
+    assert probes.native_probes("k.cpp", thrown) == []
+    assert probes.native_probes("k.cpp", thrown + "void g() { try { f(); } catch (...) {} }\n")
 
 
 def _team_library(op: str) -> str:

@@ -451,7 +451,13 @@ def _file_probe(code_lines: list[str], at: int) -> bool:
     statement = " ".join(code_lines[start:at + 1])
     if "source_location" in statement or "__builtin_FILE" in statement:
         return True
-    return not (_MESSAGE_SINKS.search(statement) and "__LINE__" in statement and not _BUFFER_WRITES.search(statement))
+    if not (_MESSAGE_SINKS.search(statement) and "__LINE__" in statement):
+        return True
+    # A message built into a string is one only where it is thrown out of the unit: thrown, and caught
+    # nowhere in it (a catch could read it back, as a buffer can).
+    if _BUFFER_WRITES.search(statement):
+        return not (re.search(r"\bthrow\b", statement) and not any(re.search(r"\bcatch\b", ln) for ln in code_lines))
+    return False
 
 
 def preprocessed(text: str) -> str | None:
