@@ -44,17 +44,6 @@ def _node_bytes(node: dict[str, Any]) -> int:
     return n * _ITEMSIZE.get(str(node.get("dtype", "")), 4)
 
 
-def _refs(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        if "ref" in value and isinstance(value["ref"], str):
-            yield value["ref"]
-        for v in value.values():
-            yield from _refs(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _refs(v)
-
-
 def expected_bytes(graph: list[dict[str, Any]]) -> int:
     """GPU bytes one verification of a module with this traced graph is expected to hold at its peak.
 
@@ -65,6 +54,9 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
     first input set's kept results (3x the outputs), and the intermediates the reference makes (at
     most all of them, where none is freed early: a bound). The fp64 referee, which only runs on a
     miss, is left out: where it does not fit, the run alone catches it."""
+    # (here: agents.graph imports torch, and the verifier imports this module at its start)
+    from stitchcuda.agents.graph import iter_refs
+
     by_name = {n.get("name"): n for n in graph}
     args = weights = outs = inter = 0
     for node in graph:
@@ -75,7 +67,7 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
             else:
                 weights += _node_bytes(node)
         elif op == "output":
-            outs += sum(_node_bytes(by_name[r]) for r in _refs(node.get("args")) if r in by_name)
+            outs += sum(_node_bytes(by_name[r]) for r in iter_refs(node.get("args")) if r in by_name)
         elif not node.get("view"):
             inter += _node_bytes(node)
     return 2 * args + 3 * weights + 3 * outs + inter + WORKER_OVERHEAD

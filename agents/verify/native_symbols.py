@@ -227,6 +227,15 @@ def op_of_struct(struct: str, ops: frozenset[str]) -> str | None:
     return None
 
 
+def _computing(struct: str, ops: frozenset[str]) -> bool:
+    """Whether the at::_ops struct dispatches an operator that computes (not allocation, views,
+    copies or metadata: torch_ops.ALLOWED_ATEN and _METADATA_OPS)."""
+    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
+
+    op = op_of_struct(struct, ops)
+    return op is not None and op not in ALLOWED_ATEN and op not in _METADATA_OPS
+
+
 def runs_threads(symbols: list[str]) -> bool:
     """Whether a library's undefined symbols start work on other threads (OpenMP, host callbacks,
     threads, PyTorch's or Python's pools)."""
@@ -236,30 +245,19 @@ def runs_threads(symbols: list[str]) -> bool:
 def threaded_compute(symbols: list[str], ops: frozenset[str]) -> list[str]:
     """The computing operators a library calls through the dispatcher, where it also runs OpenMP
     threads, CUDA host callbacks or threads of its own; [] otherwise."""
-    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
-
     if not runs_threads(symbols):
         return []
-    found = set()
-    for line in symbols:
-        for m in _OPS_CALL.finditer(line):
-            op = op_of_struct(m.group(1), ops)
-            if op is not None and op not in ALLOWED_ATEN and op not in _METADATA_OPS:
-                found.add(f"at::_ops::{m.group(1)}")
-    return sorted(found)
+    return sorted({f"at::_ops::{m.group(1)}" for line in symbols for m in _OPS_CALL.finditer(line)
+                   if _computing(m.group(1), ops)})
 
 
 def compute_op_of_mangled(name: str, ops: frozenset[str]) -> str | None:
     """`at::_ops::STRUCT` where a mangled name looked up by dlsym (`_ZN2at4_ops10add_Tensor4callE...`) is a
     computing operator's dispatcher entry: linked, such an entry is the calling thread's to see; looked
     up by name, it is meant for where no link shows it (an OpenMP team member)."""
-    from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
-
     parts = _nested_name(name)
-    if len(parts) < 3 or parts[:2] != ["at", "_ops"]:
-        return None
-    op = op_of_struct(parts[2], ops)
-    return f"at::_ops::{parts[2]}" if op is not None and op not in ALLOWED_ATEN and op not in _METADATA_OPS else None
+    return f"at::_ops::{parts[2]}" if len(parts) >= 3 and parts[:2] == ["at", "_ops"] and _computing(parts[2], ops) \
+        else None
 
 
 def undefined_symbols(library: Path) -> list[str] | None:
