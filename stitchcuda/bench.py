@@ -634,7 +634,10 @@ def run_bench(
         return bool(deadline_s) and time.monotonic() - t0 > deadline_s  # type: ignore[operator]
 
     def on_plan(task: Task, plan: Plan) -> None:
-        needs[id(task)] = expected[id(task)] = expected_bytes(plan.graph)
+        # (the smallest card's size: where the worker checks a batch three times the traced one, on
+        # any of them; an unknown card's, none)
+        cards = [m.capacity for m in memory.values() if m.capacity < UNKNOWN_CAPACITY]
+        needs[id(task)] = expected[id(task)] = expected_bytes(plan.graph, min(cards, default=None))
 
     def verify(task: Task, cand: Candidate | None, work: Path) -> Verdict:
         need = needs.get(id(task), min((m.capacity for m in memory.values()), default=0) // max(1, jobs))

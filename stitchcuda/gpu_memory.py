@@ -23,9 +23,11 @@ from collections.abc import Iterator
 from typing import Any
 
 GIB = 1 << 30
-# What a worker holds beyond its tensors: the CUDA context, cuBLAS/cuDNN workspaces, the candidate's
-# library and the allocator's rounding (a worker with no tensors of note sits near 0.6-1 GiB).
-WORKER_OVERHEAD = 1 * GIB
+# What a worker holds beyond its tensors: cuBLAS/cuDNN workspaces, torch.compile's and the
+# candidate's libraries and the allocator's rounding (level 1's matrix products of 0.2 GiB peaked at
+# 2.9 GiB reserved on the H100, 18c2bf8), and its CUDA context (about 0.5 GiB, which the peak the
+# worker reports, max_memory_reserved, leaves out).
+WORKER_OVERHEAD = 5 * GIB // 2
 # The size of a GPU whose memory could not be read: every need fits, and `alone` still waits for the rest.
 UNKNOWN_CAPACITY = 1 << 62
 
@@ -44,21 +46,45 @@ def _node_bytes(node: dict[str, Any]) -> int:
     return n * _ITEMSIZE.get(str(node.get("dtype", "")), 4)
 
 
-def expected_bytes(graph: list[dict[str, Any]]) -> int:
-    """GPU bytes one verification of a module with this traced graph is expected to hold at its peak.
+def batch_factor(arg_bytes: int, gpu_bytes: int | None) -> float:
+    """How many times the traced batch the Verifier's largest batch-size check may hold. The worker
+    (agents/verify/worker.py) checks a dynamic-batch candidate past traced + 1 only at sizes n whose
+    set, beside the traced one and with FAR_BATCH_MARGIN to spare, fits its lean-input share of the
+    card: twice the batch, and a far size drawn up to three times it. 1 where the GPU's size is not
+    known or only the near sizes fit."""
+    if not gpu_bytes or arg_bytes <= 0:
+        return 1.0
+    from stitchcuda.agents.verify.worker import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
 
-    The worker runs the reference and the candidate on copies of the inputs of their own (2x the
-    inputs), holds both modules' weights and, while it loads the candidate's, a copy of the
-    reference's (3x: level 2's 55, 56 and 59, 4 GiB of weights each, ran out of memory in that phase
-    beside seven workers on the H100), the reference's and the candidate's outputs and the
-    first input set's kept results (3x the outputs), and the intermediates the reference makes (at
-    most all of them, where none is freed early: a bound). The fp64 referee, which only runs on a
-    miss, is left out: where it does not fit, the run alone catches it."""
+    most = (gpu_bytes // LEAN_INPUT_FRACTION) / (FAR_BATCH_MARGIN * arg_bytes) - 1  # n / traced that fits
+    return min(3.0, most) if most >= 2 else 1.0
+
+
+def expected_bytes(graph: list[dict[str, Any]], gpu_bytes: int | None = None) -> int:
+    """GPU bytes one verification of a module with this traced graph is expected to hold at its peak,
+    on a GPU of `gpu_bytes` (None: not known).
+
+    Fitted to the workers' measured peaks (max_memory_reserved) on level 1 on an H100 (18c2bf8,
+    bench/results/2026-12-06-h100-l1-resumed-strips-ab-18c2bf8.md), where a first form (two copies of
+    the inputs, three of the outputs) was under every peak, by 2.1x at the median:
+    - five copies of the inputs: the reference's and the candidate's, the kept first set, a fresh set
+      being made and the allocator's cached block of the last (column sums of 8 GiB: 43 GiB);
+    - four of the outputs (elementwise streams of 6 GiB in and out: 55.5 GiB) and two of each further
+      intermediate the reference makes (at most all of them, where none is freed early);
+    - three of the weights: both modules' and, while the candidate loads them, a copy of the reference's
+      (level 2's 55, 56 and 59, 4 GiB of weights each, ran out of memory in that phase on the H100);
+    - the tensors that grow with the batch, times the largest batch-size check (`batch_factor`: level
+      1's batched product checked at 2.8x its batch held 25.9 GiB).
+    Convolutions hold more where the card has it free (cuDNN's benchmark mode sizes its workspace by
+    the free memory: a depthwise convolution of 1 GiB in and out peaked at 41.5 GiB): no fixed figure
+    covers them, and a verification that runs out of memory beside others is run again alone at once
+    (stitchcuda/bench.py). The fp64 referee, which only runs on a miss, is left out likewise."""
     # (here: agents.graph imports torch, and the verifier imports this module at its start)
     from stitchcuda.agents.graph import iter_refs
 
     by_name = {n.get("name"): n for n in graph}
     args = weights = outs = inter = 0
+    out_names: set[str] = set()
     for node in graph:
         op = node.get("op")
         if op == "input":
@@ -67,10 +93,14 @@ def expected_bytes(graph: list[dict[str, Any]]) -> int:
             else:
                 weights += _node_bytes(node)
         elif op == "output":
-            outs += sum(_node_bytes(by_name[r]) for r in iter_refs(node.get("args")) if r in by_name)
-        elif not node.get("view"):
+            refs = [r for r in iter_refs(node.get("args")) if r in by_name]
+            outs += sum(_node_bytes(by_name[r]) for r in refs)
+            out_names.update(refs)
+    for node in graph:
+        if node.get("op") not in ("input", "output") and not node.get("view") and node.get("name") not in out_names:
             inter += _node_bytes(node)
-    return 2 * args + 3 * weights + 3 * outs + inter + WORKER_OVERHEAD
+    grows = 5 * args + 4 * outs + 2 * inter
+    return int(batch_factor(args, gpu_bytes) * grows) + 3 * weights + WORKER_OVERHEAD
 
 
 def device_memory_bytes(device: str) -> int | None:

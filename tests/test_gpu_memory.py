@@ -14,7 +14,7 @@ from conftest import hack_candidate, hack_task
 
 from stitchcuda.agents.loop import plan_task
 from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions
-from stitchcuda.gpu_memory import WORKER_OVERHEAD, MemoryShares, expected_bytes
+from stitchcuda.gpu_memory import GIB, WORKER_OVERHEAD, MemoryShares, batch_factor, expected_bytes
 from stitchcuda.task import find_task
 
 LINEAR = """
@@ -41,15 +41,70 @@ def get_init_inputs():
 
 
 def test_expected_bytes_of_a_traced_module(tmp_path):
-    """Linear(64, 32) then relu on a 16x64 input, its result viewed: two copies of the input (8192
-    bytes), three of the weights and bias (3 x 8320), three of the output (3 x 2048, the view's size),
-    and addmm's and relu's results (4096); the transpose and the view allocate nothing."""
+    """Linear(64, 32) then relu on a 16x64 input, its result viewed: five copies of the input (5 x 4096
+    bytes), four of the output (4 x 2048, the view's size), two of addmm's and relu's results (2 x 4096),
+    three of the weights and bias (3 x 8320); the transpose and the view allocate nothing."""
     (tmp_path / "lin.py").write_text(LINEAR)
     plan = plan_task(find_task(tmp_path / "lin.py"))
-    assert expected_bytes(plan.graph) - WORKER_OVERHEAD == 2 * 4096 + 3 * 8320 + 3 * 2048 + 2 * 2048
+    grows, weights = 5 * 4096 + 4 * 2048 + 2 * 4096, 3 * 8320
+    assert expected_bytes(plan.graph) - WORKER_OVERHEAD == grows + weights
     # Half precision halves every tensor's share.
     half = [{**n, "dtype": "float16"} if n.get("dtype") == "float32" else n for n in plan.graph]
-    assert expected_bytes(half) - WORKER_OVERHEAD == (2 * 4096 + 3 * 8320 + 3 * 2048 + 2 * 2048) // 2
+    assert expected_bytes(half) - WORKER_OVERHEAD == (grows + weights) // 2
+    # On a card the Verifier checks three times the batch on, what grows with the batch counts three
+    # times; the weights do not grow.
+    assert expected_bytes(plan.graph, 80 * GIB) - WORKER_OVERHEAD == 3 * grows + weights
+
+
+def test_batch_factor_follows_the_workers_batch_checks():
+    """The largest batch the worker checks a set at (agents/verify/worker.py's lean-input share and
+    margin): three chunks for small inputs, two, then the traced batch alone."""
+    from stitchcuda.agents.verify.worker import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
+
+    card = 80 * GIB
+    lean = card // LEAN_INPUT_FRACTION
+    three = lean // (4 * FAR_BATCH_MARGIN)  # 3 x traced beside the traced set, with the margin
+    two = lean // (3 * FAR_BATCH_MARGIN)
+    assert batch_factor(1, card) == batch_factor(three, card) == 3
+    assert 2 < batch_factor(three + (two - three) // 2, card) < 3  # a far size short of three chunks
+    assert batch_factor(two, card) == pytest.approx(2)
+    assert batch_factor(two + 1, card) == 1  # only traced + 1: no larger set
+    assert batch_factor(1, None) == 1
+
+
+MEASURED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x{extra}):
+        return {expr}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(("name", "extra", "expr", "inputs", "peak_mib"), [
+    # level 1's shapes and the worker peaks measured on an H100 (bench/results/
+    # 2026-12-06-h100-l1-resumed-strips-ab-18c2bf8.json, runs.l1_96: gpu_peak_mb), on its 79.2 GiB
+    ("elementwise", "", "torch.relu(x)", "torch.randn(4096, 393216)", 55554),
+    ("column_sum", "", "torch.sum(x, dim=1, keepdim=True)", "torch.randn(128, 4096, 4095)", 43022),
+    ("batched_product", ", y", "torch.bmm(x, y)", "torch.randn(128, 512, 1024), torch.randn(128, 1024, 2048)", 25946),
+])
+def test_expected_bytes_cover_the_peaks_measured_on_an_h100(tmp_path, name, extra, expr, inputs, peak_mib):
+    """The expectation, read off a trace on fake tensors (nothing of these sizes is made here), is at
+    least what a worker held verifying the same shapes on an H100, and not more than twice that."""
+    (tmp_path / f"{name}.py").write_text(MEASURED.format(extra=extra, expr=expr, inputs=inputs))
+    plan = plan_task(find_task(tmp_path / f"{name}.py"))
+    expected_mib = expected_bytes(plan.graph, int(79.2 * GIB)) / (1 << 20)
+    assert peak_mib <= expected_mib <= 2 * peak_mib, (expected_mib, peak_mib)
 
 
 class _Timeline:
