@@ -4,6 +4,7 @@ host entries (every case in one nvcc build) and, where a GPU is present, through
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -564,6 +565,81 @@ def test_column_strips_on_the_gpu(tmp_path, monkeypatch):
     cases = [*STRIP_CASES, Case("strips-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties",
                                 exact=True, plan="strips of 6 columns a thread")]
     ks = [_emit(case, f"gstrip{i}") for i, case in enumerate(cases)]
+    lib = kernels.library([k for k, _ in ks], tmp_path)
+    for case, (k, which) in zip(cases, ks, strict=True):
+        for seed in (3, 4):
+            x = case.input(seed).cuda()
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cuda")
+            lib.call(k.name, x, *bufs)
+            torch.cuda.synchronize()
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
+TILE_IDS = ("sum-col", "mean-cancelling-cols", "mean-col-split", "max-dim-col", "argmin-col",
+            "argmin-col-split", "std-mean-col-split")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("by", ["8", "16"])
+def test_column_tiles_match_torch(tmp_path, monkeypatch, by):
+    """STITCHCUDA_RED_TILE=BY: column reductions run as tiles of 32 columns by BY warps, each warp a
+    share of the rows, merged in shared memory (the splits' partial states as before). The kernels
+    build for sm_90, and their host entries (each column's BY parts merged in the kernel's order)
+    match torch: indices and extrema exactly, ties to the lowest index, NaN propagated, cancelling
+    sums within the case's tolerance. Row reductions keep their plan with the switch on."""
+    monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    monkeypatch.setenv(emit_reduce.TILE_ENV, by)
+    cases = [dataclasses.replace(c, plan=f"tiles of 32 columns by {by} warps") for c in CASES if c.id in TILE_IDS]
+    assert len(cases) == len(TILE_IDS)
+    ks = [_emit(case, f"tile{i}") for i, case in enumerate(cases)]
+    for case, (k, _) in zip(cases, ks, strict=True):
+        assert f"tiles of 32 columns by {by} warps" in k.ops[0], (case.id, k.ops)
+    row = next(c for c in CASES if c.id == "sum-row-warp")
+    assert "tpr 32 vec 4" in _emit(row, "tile_row")[0].ops[0]
+    lib = kernels.library([k for k, _ in ks], tmp_path / "lib")
+    for case, (k, which) in zip(cases, ks, strict=True):
+        for seed in (1, 2):
+            x = case.input(seed)
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cpu")
+            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
+def test_kernelbench_column_reductions_take_tiles_when_on(monkeypatch):
+    """Level 1's 47-53 ([128, 4096, 4095] over dim 1, on fake tensors) on the H100: 16,380 tiles of 32
+    columns by 16 warps, no splits (the columns alone fill the GPU); an unknown width is refused."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "16")
+    mode = FakeTensorMode()
+    with mode:
+        x = torch.empty(128, 4096, 4095)
+    for fn in (lambda x: x.sum(dim=1), lambda x: x.argmin(dim=1), lambda x: torch.max(x, dim=1)[0]):
+        g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
+        node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
+        k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+        assert k.ops[0].endswith("tiles of 32 columns by 16 warps"), k.ops
+        assert "sc_red_tile<k0_op, k0_ix, 16><<<16380, 512, 0, stream>>>" in k.source
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "12")
+    with pytest.raises(ValueError, match="8 or 16"):
+        emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_column_tiles_on_the_gpu(tmp_path, monkeypatch):
+    """The tiles' real launchers on CUDA tensors against torch on the same GPU, on the small cases and
+    one KernelBench-deep column reduction with ties."""
+    monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "16")
+    cases = [*(dataclasses.replace(c, plan="tiles of 32") for c in CASES if c.id in TILE_IDS),
+             Case("tile-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties", exact=True,
+                  plan="tiles of 32")]
+    ks = [_emit(case, f"gtile{i}") for i, case in enumerate(cases)]
     lib = kernels.library([k for k, _ in ks], tmp_path)
     for case, (k, which) in zip(cases, ks, strict=True):
         for seed in (3, 4):

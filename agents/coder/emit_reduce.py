@@ -422,6 +422,24 @@ def _col_plan(lay: Layout, target: Target) -> int:
     return max(1, min(-(-want // lay.n), lay.r // 32, MAX_SPLITS))
 
 
+TILE_ENV = "STITCHCUDA_RED_TILE"
+
+
+def _tile_plan(lay: Layout, target: Target) -> tuple[int, int] | None:
+    """(warps a block, splits) where a column reduction runs as tiles of 32 columns by BY warps
+    (sc_red_tile): STITCHCUDA_RED_TILE=BY, 8 or 16; off (None) by default until timed on a GPU. Splits
+    as the thread-a-column plan's, counting BY threads a column."""
+    by = int(os.environ.get(TILE_ENV, "0") or 0)
+    if by == 0:
+        return None
+    if by not in (8, 16):
+        raise ValueError(f"{TILE_ENV}={by}: warps a block, 8 or 16 (0: off)")
+    want = target.sm_count * target.max_threads_per_sm
+    if 2 * lay.n * by >= want or lay.r < 4 * by:
+        return by, 1
+    return by, max(1, min(-(-want // (lay.n * by)), lay.r // (4 * by), MAX_SPLITS))
+
+
 STRIPS_ENV = "STITCHCUDA_RED_STRIPS"
 STRIPS_MAX_K = 16  # columns a thread keeps: inner up to 16 x BLOCK
 
@@ -464,8 +482,11 @@ def _reduce_kernel(
     else:
         tpr, splits, vec = 1, _col_plan(lay, ctx.target), 1
     strips = _strips_plan(lay, spec, ctx.target) if not rows and pro is None else None
+    tile = _tile_plan(lay, ctx.target) if not rows and pro is None and strips is None else None
     if strips is not None:
         splits = strips[3]
+    elif tile is not None:
+        splits = tile[1]
     chunk = -(-lay.r // splits)
     chunk = -(-chunk // 16) * 16 if splits > 1 else chunk  # chunk starts keep the rows' alignment
     splits = -(-lay.r // chunk)
@@ -512,6 +533,11 @@ def _reduce_kernel(
         launch = f"  sc_red_strips<{name}_op, {k_cols}><<<{outer * splits}, {BLOCK}, 0, stream>>>({sargs});"
         host = (f"  sc_red_strips_host<{name}_op, {k_cols}>(op, x + {lay.offset}LL, ya, yb, part, {outer}LL, "
                 f"{lay.r}LL, {inner}LL, {chunk}LL, {splits}LL);")
+    elif tile is not None:
+        by = tile[0]
+        launch = (f"  sc_red_tile<{name}_op, {name}_ix, {by}><<<{-(-lay.n * splits // 32)}, {32 * by}, 0, stream>>>"
+                  f"({args});")
+        host = f"  sc_red_tile_host<{name}_op, {name}_ix, {by}>({args});"
     else:
         blocks = -(-lay.n * splits // BLOCK)
         launch = f"  sc_red_cols{ld}<{name}_op, {name}_ix><<<{blocks}, {BLOCK}, 0, stream>>>({args});"
@@ -520,7 +546,8 @@ def _reduce_kernel(
         fin = f"op, part, {lay.n}LL, {splits}LL, ya, yb"
         launch += f"\n  sc_red_final<<<{-(-lay.n // (BLOCK // 32))}, {BLOCK}, 0, stream>>>({fin});"
         host += f"\n  sc_red_final_host({fin});"
-    plan = f"rows tpr {tpr} vec {vec}" if rows else (f"strips of {strips[0]} columns a thread" if strips else "cols")
+    plan = (f"rows tpr {tpr} vec {vec}" if rows else f"strips of {strips[0]} columns a thread" if strips
+            else f"tiles of 32 columns by {tile[0]} warps" if tile else "cols")
     note = f"{note}: {lay.n} x {lay.r}, {plan}" + (f", {splits} splits" if splits > 1 else "")
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"
