@@ -62,7 +62,9 @@ REFUSED = {
     "os.fork": ("os.fork()", "sandbox-process", "os.fork"),
     "os.exec": ("os.execv('/bin/true', ['true'])", "sandbox-process", "os.exec"),
     "posix_spawn": ("os.posix_spawn('/bin/true', ['true'], {{}})", "sandbox-process", "os.posix_spawn"),
-    "ctypes system": ("import ctypes; ctypes.CDLL(None).system", "sandbox-process", "libc's system()"),
+    # (the main program's handle is refused as it opens, before any lookup through it: libc's system
+    # through the candidate's own library's handle, tests/test_redteam_round7.py)
+    "ctypes system": ("import ctypes; ctypes.CDLL(None).system", "sandbox-native", "the main program's symbols"),
     "signal parent": ("os.kill(os.getppid(), 0)", "sandbox-signal", "the worker's parent"),
     "connect": ("import socket; socket.socket().connect(('127.0.0.1', 9))", "sandbox-network", "127.0.0.1:9"),
     "resolve": ("import socket; socket.getaddrinfo('example.com', 80)", "sandbox-network", "resolve example.com"),
@@ -101,7 +103,6 @@ ALLOWED = {
     "read outside home": "open('/etc/hostname').read() if os.path.exists('/etc/hostname') else None",
     "signal itself": "import signal; os.kill(os.getpid(), 0)",
     "import a module": "import email.mime.text",
-    "ctypes launcher lookup": "import ctypes; getattr(ctypes.CDLL(None), 'strlen')",
     # The standard library looking at its caller for its own use hands no frame to the candidate.
     "logging": "import logging; logging.getLogger('c').warning('x')",
     "namedtuple": "import collections; collections.namedtuple('P', 'a b')(1, 2)",

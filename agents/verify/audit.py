@@ -23,6 +23,12 @@ Refused there, each named in a typed finding:
   sandbox-read     reading or listing files under the user's home, other than what a build needs
                    (the Python installation, the project's packages, the build caches)
   sandbox-signal   signalling another process (the Verifier that started the worker, say)
+  sandbox-native   loading, through ctypes, a library that is neither the candidate's own (built in
+                   its run folder or StitchCUDA's and torch's build caches) nor CUDA's, or calling
+                   through ctypes code that lies in no such library: libtorch's exported BLAS, an
+                   ATen kernel at an address worked out from a symbol's, libc's functions (ctypes'
+                   own memmove, memset, cast and string_at among them), Python's arithmetic on
+                   memory copied out so
   environment-probe  reading or listing /proc or /sys: the process's command line, environment,
                    parents, limits, which tell the Verifier's processes from the user's (probes.py)
   sandbox-introspect  reaching the worker's own objects: the garbage collector's lists (get_objects,
@@ -53,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -80,6 +87,8 @@ class Policy:
     not_candidate: list[str] = field(default_factory=list)
     # The files whose functions named in NATIVE_CALLS call into a candidate's library (runtime.py's).
     native_calls: frozenset[str] = field(default_factory=lambda: _runtime_file())
+    # Where the candidate's own libraries may be (besides `writable`): the build caches it loads from.
+    libraries: list[str] = field(default_factory=list)
 
     @classmethod
     def for_worker(cls, req: dict[str, Any]) -> Policy:
@@ -99,7 +108,8 @@ class Policy:
         readable += [os.path.realpath(p) for p in lock_files(req.get("gpu_lock"))]
         home = os.environ.get("HOME")
         return cls(writable, readable, os.path.realpath(home) if home else None, trusted_builders(),
-                   candidate=[run_dir], not_candidate=[tmp] if _under(tmp, [run_dir]) else [])
+                   candidate=[run_dir], not_candidate=[tmp] if _under(tmp, [run_dir]) else [],
+                   libraries=build_roots())
 
 
 NATIVE_CALLS = frozenset({"call", "call_all"})  # runtime.Library's methods that run a library's function
@@ -110,6 +120,17 @@ def _runtime_file() -> frozenset[str]:
 
     spec = importlib.util.find_spec("stitchcuda.runtime")
     return frozenset({os.path.realpath(spec.origin)} if spec is not None and spec.origin else set())
+
+
+def build_roots() -> list[str]:
+    """The folders a candidate's own libraries are built into and loaded from: StitchCUDA's build
+    caches (shared and private) and torch's extension folder."""
+    from stitchcuda import runtime
+
+    roots = [str(r) for r in runtime._lookup_roots()]
+    roots.append(os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                        "torch_extensions"))
+    return [os.path.realpath(r) for r in roots]
 
 
 def trusted_builders() -> frozenset[str]:
@@ -161,6 +182,7 @@ def install(policy: Policy) -> None:
     _state.policy = policy
     _is_candidate.clear()
     _brought.clear()
+    _code_map.verdicts.clear()  # (judged under the policy before)
     _audit_native_writers()
     # The import system writes .pyc files next to modules it compiles: not the candidate's doing.
     sys.dont_write_bytecode = True
@@ -527,7 +549,101 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     if isinstance(name, str) and name.startswith(("Py", "_Py")):
         # ctypes.pythonapi: the interpreter's own C API (PyEval_GetFrame, the collector's lists).
         return INTROSPECT, f"call Python's C API ({name}) through ctypes"
+    # Through a handle of a library that is neither its own nor CUDA's (one opened before any window:
+    # ctypes.pythonapi, the main program's, whose lookups find every loaded library's symbols), or a
+    # bare handle: the symbol is someone else's code (libtorch's BLAS, an ATen kernel).
+    handle = args[0] if args else None
+    owner = getattr(handle, "_name", None) if not isinstance(handle, int) else None
+    if isinstance(handle, int) or not _library_allowed(policy, owner):
+        where = f"the library {owner}" if owner else "a handle of no library of its own"
+        return NATIVE, f"look up {name}() in {where} through ctypes: only its own libraries and CUDA's may be called"
     return None
+
+
+# CUDA's own libraries, which a candidate may load and call through ctypes as it may link them (by file
+# name: the driver's, the runtime's and the math libraries', wherever installed).
+_CUDA_LIBRARIES = re.compile(r"^lib(cuda|cudart|cublas|cublasLt|cudnn[A-Za-z0-9_]*|nvrtc[A-Za-z0-9_-]*|cufft|curand|"
+                             r"cusparse|cusolver|nvJitLink|nvToolsExt|nvtx3interop)\.so(\.[0-9.]+)?$")
+NATIVE = "sandbox-native"
+
+
+def _library_allowed(policy: Policy, name: Any) -> bool:
+    """Whether a library (a dlopen name or a mapped file's path) is the candidate's own or CUDA's. A
+    bare name is found by the loader among what is loaded or installed: only CUDA's pass so."""
+    if not isinstance(name, str | bytes) or not name:
+        return False  # (None: the main program's handle, every loaded library's symbols)
+    text = os.fsdecode(name)
+    if _CUDA_LIBRARIES.match(os.path.basename(text)):
+        return True
+    if os.sep not in text:
+        return False
+    path = os.path.realpath(text)
+    return _under(path, policy.writable) or _under(path, policy.libraries)
+
+
+def _dlopen(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
+    name = args[0] if args else None
+    if _library_allowed(policy, name):
+        return None
+    # (a red-team round, 2026-12-06: libtorch_cpu.so opened by its bare name, for its BLAS and, at an
+    # offset from a BLAS symbol, an ATen kernel; libc.so.6, for getppid at an offset from labs)
+    what = "the main program's symbols (CDLL(None))" if not name else os.fsdecode(name)
+    return NATIVE, f"load {what} through ctypes: only its own libraries and CUDA's may be loaded"
+
+
+class _CodeMap:
+    """Which file maps a code address, from /proc/self/maps (read again where an address is in no range
+    read so far: a library loaded since), and each address's verdict, remembered."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int, str]] = []
+        self.verdicts: dict[int, tuple[bool, str]] = {}
+
+    def _read(self) -> None:
+        ranges = []
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    parts = line.split(maxsplit=5)
+                    if len(parts) < 5:
+                        continue
+                    lo, _, hi = parts[0].partition("-")
+                    ranges.append((int(lo, 16), int(hi, 16), parts[5].strip() if len(parts) > 5 else ""))
+        except (OSError, ValueError):
+            return
+        self.ranges = ranges
+
+    def owner(self, addr: int) -> str | None:
+        for again in (False, True):
+            if again:
+                self._read()
+            for lo, hi, path in self.ranges:
+                if lo <= addr < hi:
+                    return path
+        return None
+
+
+_code_map = _CodeMap()
+
+
+def _foreign_call(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
+    """A function called through ctypes: allowed where its code lies in a library of the candidate's own
+    or CUDA's. ctypes' helpers are calls too: memmove and memset (libc's), cast and string_at (its
+    own module's), so memory copied out or read as Python numbers through them is refused here."""
+    addr = args[0] if args else None
+    if not isinstance(addr, int):
+        return None
+    known = _code_map.verdicts.get(addr)
+    if known is None:
+        owner = _code_map.owner(addr)
+        known = (owner is not None and _library_allowed(policy, owner), owner or "")
+        if len(_code_map.verdicts) < 4096:
+            _code_map.verdicts[addr] = known
+    if known[0]:
+        return None
+    where = os.path.basename(known[1]) if known[1] else "memory no library maps"
+    return NATIVE, (f"call native code at {addr:#x} in {where} through ctypes: only its own libraries' and "
+                    "CUDA's functions may be called")
 
 
 INTROSPECT = "sandbox-introspect"
@@ -609,4 +725,6 @@ _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] 
     "socket.gethostbyname": lambda p, a: _resolve(a[0], None),
     "ctypes.dlsym": _dlsym,
     "ctypes.dlsym/handle": _dlsym,
+    "ctypes.dlopen": _dlopen,
+    "ctypes.call_function": _foreign_call,
 }

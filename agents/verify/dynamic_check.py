@@ -139,7 +139,9 @@ def reads_device_to_host(name: str, args: Any, out: Any) -> bool:
         return isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta")
 
     if name == "_local_scalar_dense":
-        return bool(args) and on_device(args[0])
+        # .item() hands a value to Python wherever the tensor is: on the CPU, a forward of .item()
+        # reads and Python arithmetic computed a linear layer unseen (a red-team round, 2026-12-06).
+        return bool(args) and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta"
     if name == "copy_":
         return len(args) > 1 and on_device(args[1]) and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu"
     src = args[0] if args else None
@@ -156,9 +158,9 @@ def host_read_finding(candidate_reads: int, reference_reads: int) -> Finding | N
         return None
     return Finding(
         "host-read",
-        f"forward copied GPU data to the host {candidate_reads} time(s) (.cpu(), .item(), .tolist() or a copy "
-        "into a CPU tensor), which the reference never does: outputs chosen by what the host reads of the "
-        "inputs escape the correctness check",
+        f"forward read tensor data on the host {candidate_reads} time(s) (.item() on any device; .cpu(), "
+        ".tolist() or a copy into a CPU tensor from a GPU), which the reference never does: outputs chosen or "
+        "computed by what the host reads of the inputs escape the correctness check",
         data={"candidate_reads": candidate_reads},
     )
 

@@ -10,6 +10,7 @@ see them."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -260,6 +261,57 @@ def compute_op_of_mangled(name: str, ops: frozenset[str]) -> str | None:
         else None
 
 
+# PyTorch's libraries also export C functions of their own and of what they bundle: MKL's BLAS and
+# LAPACK (sgemm_, cblas_sgemm), Sleef's vector math, AOTInductor's C shims over ATen's operators
+# (aoti_torch_cpu_mm_out). A candidate's library that links one has PyTorch's code do its work with
+# no C++ name a rule above reads (a red-team round, 2026-12-06: `extern "C" sgemm_` in the candidate's
+# own kernel, resolved from libtorch_cpu.so). Their Python type objects (THP*) are what a load_inline
+# extension's tensor conversions link, and CUDA's, OpenMP's and Python's names are theirs, not PyTorch's.
+_TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libtorch_cuda.so", "libc10.so", "libc10_cuda.so",
+                    "libtorch_python.so")
+_NOT_TORCHS = re.compile(r"^(THP|Py|_Py|cuda|cu[A-Z]|__cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nv|"
+                         r"omp_|GOMP_|__kmpc|_init$|_fini$|__bss|_edata|_end$)")
+
+
+@functools.cache
+def torch_c_exports() -> frozenset[str]:
+    """The C (unmangled) functions and data PyTorch's own libraries export, less _NOT_TORCHS."""
+    nm = shutil.which("nm")
+    try:
+        import torch
+    except ImportError:
+        return frozenset()
+    folder = Path(torch.__file__).parent / "lib"
+    names: set[str] = set()
+    for lib in _TORCH_LIBRARIES:
+        path = folder / lib
+        if nm is None or not path.is_file():
+            continue
+        try:
+            out = subprocess.run([nm, "-D", "--defined-only", str(path)], capture_output=True, text=True, timeout=120,
+                                 check=False).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and not parts[-1].startswith("_Z"):
+                name = parts[-1].split("@")[0]
+                if not _NOT_TORCHS.match(name):
+                    names.add(name)
+    return frozenset(names)
+
+
+def c_exports_linked(symbols: list[str]) -> set[str]:
+    """The C names among a library's undefined symbols (nm's lines) that PyTorch's libraries export."""
+    exports = torch_c_exports()
+    linked = set()
+    for line in symbols:
+        parts = line.split()
+        if parts and not parts[-1].startswith("_Z") and (name := parts[-1].split("@")[0]) in exports:
+            linked.add(name)
+    return linked
+
+
 def undefined_symbols(library: Path) -> list[str] | None:
     """Its undefined dynamic symbols, demangled; None where nm is not installed or fails."""
     nm = shutil.which("nm")
@@ -328,6 +380,7 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None,
     pools: dict[str, set[str]] = {}
     watch_reads: dict[str, set[str]] = {}
     read: dict[Path, list[str]] = {}
+    c_calls: dict[str, set[str]] = {}
     for lib in libraries:
         symbols = undefined_symbols(lib)
         if symbols is None:
@@ -337,6 +390,8 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None,
         if folder is not None and _torch_cache(lib, folder):
             continue  # (torch.compile's own libraries: PyTorch's code, not the candidate's)
         every += symbols
+        if linked := c_exports_linked(symbols):
+            c_calls.setdefault(lib.name, set()).update(linked)
         if threaded := threaded_compute(symbols, ops):
             team.setdefault(lib.name, set()).update(threaded)
         for line in symbols:
@@ -368,6 +423,9 @@ def _symbol_findings(libraries: list[Path], ops: frozenset[str] | None,
     return [Finding("torch-kernel-in-native-code",
                     f"{lib} calls PyTorch's kernels directly, below the dispatcher: {', '.join(sorted(calls)[:6])}")
             for lib, calls in sorted(found.items())] + [
+        Finding("torch-kernel-in-native-code", f"{lib} links C functions PyTorch's own libraries export (their BLAS, "
+                f"vector math or ATen shims): {', '.join(sorted(calls)[:6])}: PyTorch's code doing the work")
+        for lib, calls in sorted(c_calls.items())] + [
         Finding("hidden-dispatch", f"{lib} switches the profiler's op recording or the dispatch keys its "
                 f"thread runs: {', '.join(sorted(calls))}")
         for lib, calls in sorted(switches.items())] + [

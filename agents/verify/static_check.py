@@ -80,6 +80,9 @@ _SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
 _DISPATCH_BYPASS = {"_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "no_dispatch", "_enable_record_function",
                     # Python functions native code calls back, on threads no recorder watches.
                     "CFUNCTYPE", "PYFUNCTYPE", "WINFUNCTYPE", "_CFuncPtr", "CFuncPtr",
+                    # a library handle's function class, made at an address (the same round: an ATen
+                    # kernel at a fixed distance from a BLAS symbol, through libtorch's handle)
+                    "_FuncPtr",
                     "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass",
                     "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "redispatch", "DispatchKeySet",
                     "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included"}
@@ -275,9 +278,27 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
     return layers, extensions
 
 
+class _NamedLookups(ast.NodeTransformer):
+    """getattr(x, "tolist") read as x.tolist (the name written out, or made only of written strings:
+    location.fold), so every rule that reads an attribute reads the lookup too. A red-team round
+    (2026-12-06) ran Tensor.tolist and Tensor.map2_ through getattr with their names written out, which
+    only the attribute forms were checked for."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) in (2, 3)
+                and not node.keywords and isinstance(text := location.fold(node.args[1]), str) and text.isidentifier()):
+            return ast.copy_location(ast.Attribute(value=node.args[0], attr=text, ctx=ast.Load()), node)
+        return node
+
+
+def _parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    return ast.fix_missing_locations(_NamedLookups().visit(pyast.parse(source, filename=filename)))
+
+
 @functools.cache
 def _kernel_loader_functions() -> dict[str, str]:
-    tree = pyast.parse(kernel_loader.source_text())
+    tree = _parse(kernel_loader.source_text())
     return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
@@ -290,7 +311,7 @@ def _is_kernel_loader(fn: ast.FunctionDef) -> bool:
 
 @functools.cache
 def _kernel_loader_definitions() -> dict[str, str]:
-    tree = pyast.parse(kernel_loader.source_text())
+    tree = _parse(kernel_loader.source_text())
     return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
 
@@ -355,7 +376,7 @@ def check_source(
     `own`: the candidate's files, relative to the module's folder (location.py; None: unknown)."""
     findings, add = _collector(filename)
     try:
-        tree = pyast.parse(source, filename=filename)
+        tree = _parse(source, filename=filename)
     except SyntaxError as e:
         return [Finding("syntax-error", f"candidate does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
@@ -388,7 +409,7 @@ def check_helper_source(
     modules, so every function in it is held to forward's rules."""
     findings, add = _collector(filename)
     try:
-        tree = pyast.parse(source, filename=filename)
+        tree = _parse(source, filename=filename)
     except SyntaxError as e:
         return [Finding("syntax-error", f"{filename} does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
@@ -735,6 +756,10 @@ def _check_call(
 # a Python loop over c_float arrays made at its inputs' data_ptr()): the kernels take pointers, and
 # nothing of a candidate's reads through them in Python.
 _MEMORY_READS = frozenset({"from_address", "from_buffer", "from_buffer_copy", "string_at", "wstring_at"})
+# ctypes' own: a pointer made from an address, bytes copied or set by address (the red-team round of
+# 2026-12-06: ctypes.cast(t.data_ptr(), POINTER(c_float))[i], ctypes.memmove into arrays of its own,
+# then Python arithmetic). Named by ctypes only (typing.cast is no memory read).
+_CTYPES_MEMORY = frozenset({"ctypes.cast", "ctypes.memmove", "ctypes.memset", "ctypes.addressof"})
 
 _ESCAPE_MODULES = {
     "subprocess": ("sandbox-process", "starts processes"),
@@ -773,13 +798,15 @@ def _outside_path(node: ast.AST, mod: _Module) -> str | None:
 
 def _own_library(args: list[ast.expr]) -> bool:
     """A library path built from the candidate's own folder (__file__) or a build's result."""
-    for a in args:
-        for sub in ast.walk(a):
-            if (isinstance(sub, ast.Name) and sub.id == "__file__") or (
-                isinstance(sub, ast.Attribute) and sub.attr in {"library", "path"}
-            ):
-                return True
-    return False
+    subs = [sub for a in args for sub in ast.walk(a)]
+    if any(isinstance(sub, ast.Name) and sub.id == "__file__" for sub in subs):
+        return True  # beside the candidate's module
+    if any(isinstance(sub, ast.Constant) and isinstance(sub.value, str) and re.search(r"\.so(\.|$)", sub.value)
+           for sub in subs):
+        return False  # a library named outright: not a build's (CDLL(os.path.basename("libc.so.6")))
+    return any(isinstance(sub, ast.Attribute) and sub.attr in {"library", "path"}
+               and not (isinstance(sub.value, ast.Name) and sub.value.id == "os")  # os.path: any path
+               for sub in subs)
 
 
 def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
@@ -791,8 +818,13 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
                 code, why = _ESCAPE_MODULES[top]
                 add(code, f"imports {n}: {why}, which a candidate may not", node)
         return
+    if isinstance(node, ast.Name) and mod.aliases.get(node.id) in _CTYPES_MEMORY:
+        add("host-read", f"uses {mod.aliases[node.id]}: Python reading or writing memory by its address", node)
+        return
     if isinstance(node, ast.Attribute):
         origin = _dotted(node, mod.aliases) or ""
+        if origin in _CTYPES_MEMORY:
+            add("host-read", f"uses {origin}: Python reading or writing memory by its address", node)
         if node.attr in _MEMORY_READS:
             add("host-read", f"uses {node.attr}: Python reading memory (a tensor's, by its address) to compute on "
                 "the host", node)

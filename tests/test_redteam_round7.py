@@ -1,0 +1,166 @@
+"""The red-team round of 2026-12-06, second session (CPU verifications; every candidate below was
+accepted before its fix): lookups by getattr with a written name, ctypes' memory helpers and
+function-pointer class, libraries other than the candidate's own opened or looked into through
+ctypes (refused at run time by the audit hook), C functions PyTorch's libraries export linked from
+a candidate's library, and .item() reads of CPU tensors. The honest forms near each stay clear."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import torch
+from conftest import HACKS, hack_task
+from test_audit import _hooked
+
+from stitchcuda.agents.verify import native_symbols
+from stitchcuda.agents.verify.dynamic_check import host_read_finding, trace_ops
+from stitchcuda.agents.verify.static_check import check_candidate_sources, check_source
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.types import Candidate
+
+ROUND7 = {
+    # Tensor.tolist and Tensor.map2_ through getattr with their names written out.
+    "hack_rt7_getattr_tolist": "torch-compute-in-forward",
+    "hack_rt7_getattr_map2": "torch-compute-in-forward",
+    # Python arithmetic over memory read through ctypes.cast(data_ptr, POINTER(c_float)), or copied
+    # out and back with ctypes.memmove.
+    "hack_rt7_ctypes_cast_reads": "host-read",
+    "hack_rt7_ctypes_memmove": "host-read",
+    # libtorch_cpu.so opened by its bare name (os.path.basename passed as "a build's path"), for its BLAS.
+    "hack_rt7_blas_by_basename": "sandbox-library",
+    # an ATen kernel (at::cpu::mm_out) and libc's getppid at fixed distances from exported symbols,
+    # made callable through the handle's _FuncPtr class.
+    "hack_rt7_aten_by_offset": "hidden-dispatch",
+    "hack_rt7_libc_by_offset": "hidden-dispatch",
+}
+
+
+@pytest.mark.parametrize(("name", "code"), ROUND7.items(), ids=ROUND7.keys())
+def test_round7_candidates_are_named_by_the_static_reading(name, code):
+    files = {"model_new.py": (HACKS / f"{name}.py").read_text()}
+    found = check_candidate_sources(files, "model_new.py")
+    assert code in {f.code for f in found}, [(f.code, f.message[:120]) for f in found]
+
+
+HONEST = """
+import ctypes
+import typing
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+_lib = ctypes.CDLL(str(Path(__file__).with_name("libk.so")))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        w = getattr(self.fc, "weight")
+        out = torch.empty_like(x)
+        n = typing.cast(int, x.numel())
+        _lib.run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(w.data_ptr()), ctypes.c_void_p(out.data_ptr()), n)
+        return out
+"""
+
+
+def test_the_honest_forms_near_them_stay_clear():
+    """A parameter read by getattr with its name written, typing.cast, a library beside the module
+    loaded by ctypes and called on pointers: no finding."""
+    assert check_source(HONEST, filename="model_new.py") == []
+
+
+def test_a_named_lookup_is_read_as_the_attribute_for_every_rule():
+    """getattr(F, "relu") is F.relu, and a name made of written strings is read as its text."""
+    src = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+           "        return getattr(F, 're' + 'lu')(x)\n")
+    assert "torch-compute-in-forward" in {f.code for f in check_source(src, filename="model_new.py")}
+
+
+# --- run time: the audit hook's ctypes rules (a real Python process, tests/test_audit.py's) ----------
+
+REFUSED = {
+    "libc by its name": ("import ctypes; ctypes.CDLL('libc.so.6')", "load libc.so.6"),
+    "libtorch by its name": ("import ctypes, torch; ctypes.CDLL('libtorch_cpu.so')", "load libtorch_cpu.so"),
+    "the main program": ("import ctypes; ctypes.CDLL(None)", "the main program's symbols"),
+    "pythonapi's other symbols": ("import ctypes; ctypes.pythonapi.labs", "look up labs() in a handle of no library"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED.values(), ids=REFUSED.keys())
+def test_foreign_libraries_through_ctypes_are_refused(tmp_path, case):
+    body, text = case
+    out = _hooked(tmp_path, body)
+    assert out["outcome"].startswith("refused"), out
+    assert [m for c, m in out["findings"] if c == "sandbox-native" and text in m], out
+
+
+def _own_library(folder, source: str = 'extern "C" int twice(int x) { return 2 * x; }\n'):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "k.cpp").write_text(source)
+    subprocess.run([cxx, "-shared", "-fPIC", "-o", str(folder / "libk.so"), str(folder / "k.cpp")], check=True,
+                   capture_output=True, timeout=120)
+    return folder / "libk.so"
+
+
+def test_the_candidates_own_library_and_cudas_pass(tmp_path):
+    """Its own library in its run folder loads and runs; a CUDA library's name is let through to the
+    loader (absent here: the loader's own error, no finding)."""
+    _own_library(tmp_path / "run")
+    body = ("import ctypes\nassert ctypes.CDLL(os.path.abspath('libk.so')).twice(21) == 42\n"
+            "try:\n    ctypes.CDLL('libcudart.so.12')\nexcept OSError:\n    pass\n")
+    assert _hooked(tmp_path, body) == {"outcome": "allowed", "findings": []}
+
+
+def test_libc_through_the_candidates_own_handle_is_still_refused(tmp_path):
+    """A lookup through its own library's handle finds libc's symbols too: system is refused there."""
+    _own_library(tmp_path / "run")
+    out = _hooked(tmp_path, "import ctypes\nctypes.CDLL(os.path.abspath('libk.so')).system")
+    assert out["outcome"].startswith("refused"), out
+    assert [m for c, m in out["findings"] if c == "sandbox-process" and "system" in m], out
+
+
+# --- the candidate's own library linking PyTorch's exported C functions -----------------------------
+
+@pytest.mark.skipif(not shutil.which("nm"), reason="needs binutils' nm")
+def test_a_library_linking_pytorchs_blas_is_named(tmp_path):
+    """The round's kernel: `extern "C" sgemm_` in the candidate's own C++, resolved from libtorch_cpu.so.
+    An honest library linking libm's expf and libc's memcpy stays clear."""
+    if "sgemm_" not in native_symbols.torch_c_exports():
+        pytest.skip("this torch build exports no sgemm_")
+    _own_library(tmp_path / "bad", (HACKS / "rt7_sgemm_kernel.cpp").read_text())
+    found, _ = native_symbols.findings(tmp_path / "bad", probes=False)
+    assert [f.code for f in found] == ["torch-kernel-in-native-code"] and "sgemm_" in found[0].message, found
+    _own_library(tmp_path / "good", '#include <cmath>\n#include <cstring>\nextern "C" float f(float* a, const float* b)'
+                 ' { std::memcpy(a, b, 16); return std::exp(a[0]); }\n')
+    found, _ = native_symbols.findings(tmp_path / "good", probes=False)
+    assert found == [], found
+
+
+# --- .item() on CPU tensors --------------------------------------------------------------------------
+
+def test_item_reads_of_cpu_tensors_count_as_host_reads():
+    x = torch.randn(3)
+    _, _, reads = trace_ops(lambda: [x[i].item() for i in range(3)])
+    assert reads == 3
+    assert host_read_finding(reads, 0).code == "host-read"
+    _, _, none = trace_ops(lambda: x * 2)
+    assert none == 0
+
+
+def test_a_forward_of_item_reads_is_rejected_end_to_end(build_cache, tmp_path):
+    """The round's linear layer computed in Python from .item() reads, verified on the CPU."""
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    cand = Candidate(name="item_loop", files={"model_new.py": (HACKS / "hack_rt7_item_loop.py").read_text()},
+                     origin="user")
+    v = verify(hack_task("ref_rt7_linear_relu"), cand, tmp_path / "v", opts)
+    assert v.status == "hacked" and "host-read" in {f.code for f in v.hack_findings}, (v.status, v.message)
