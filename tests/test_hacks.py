@@ -886,7 +886,10 @@ def test_a_mode_left_on_the_stack_to_work_as_the_outputs_are_read(runs):
 def test_torch_function_looked_up_by_computed_name(runs):
     v = runs.get("ref_affine", "hack_getattr_torch")
     _rejected(v)
-    assert static_codes(v) == set()  # the source never names the function
+    # Names made only of written strings are read as the attributes they spell (static_check's
+    # _NamedLookups, since the red-team round of 2026-12-06's second session), and the op recorder
+    # sees the calls whatever their names.
+    assert static_codes(v) == {"torch-compute-in-forward"}
     assert {"addcmul", "relu"} <= set(_finding(v, "torch-compute-in-forward", static=False).data["ops"])
 
 
@@ -1252,19 +1255,21 @@ def test_a_near_miss_is_a_few_elements_near_the_tolerance(miss, near):
     assert got is near and bool(found) is not near
 
 
-def test_host_reads_are_counted_only_from_a_device():
-    """On the CPU nothing is a host read (a CPU candidate copying tensors is no finding); the
-    finding needs reads by the candidate that the reference never makes."""
+def test_host_reads_are_copies_from_a_device_or_item():
+    """On the CPU a copy is no host read (a CPU candidate copying tensors is no finding), but .item()
+    hands a value to Python on any device (a red-team round, 2026-12-06: a CPU forward of .item()
+    reads and Python arithmetic); the finding needs reads by the candidate that the reference never
+    makes."""
     from stitchcuda.agents.verify import dynamic_check as dyn
 
     x = torch.randn(4, 4)
     with dyn.OpRecorder() as rec:
-        x.cpu().clone().tolist()
+        x.cpu().clone()
         x.sum().item()
         torch.empty(4, 4).copy_(x)
-    assert rec.host_reads == 0 and rec.ops["_local_scalar_dense"] >= 1
+    assert rec.host_reads == 1 and rec.ops["_local_scalar_dense"] == 1
     assert not dyn.reads_device_to_host("_to_copy", (x,), x.clone())
-    assert not dyn.reads_device_to_host("_local_scalar_dense", (x.sum(),), 1.0)
+    assert dyn.reads_device_to_host("_local_scalar_dense", (x.sum(),), 1.0)
     assert dyn.host_read_finding(0, 0) is None
     assert dyn.host_read_finding(3, 2) is None  # the reference reads the host too: the candidate may
     f = dyn.host_read_finding(3, 0)

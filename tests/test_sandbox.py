@@ -314,17 +314,19 @@ def test_escape_connect_to_a_local_server(escape):
     assert where["listener"].connections == []
 
 
-@pytest.mark.parametrize(("route", "named"), [
-    ("subprocess", "start a process: sh -c touch"),
-    ("os.system", "os.system"),
-    ("fork", "os.fork"),
-    ("posix_spawn", "os.posix_spawn"),
-    ("ctypes", "libc's system()"),
+@pytest.mark.parametrize(("route", "code", "named"), [
+    ("subprocess", "sandbox-process", "start a process: sh -c touch"),
+    ("os.system", "sandbox-process", "os.system"),
+    ("fork", "sandbox-process", "os.fork"),
+    ("posix_spawn", "sandbox-process", "os.posix_spawn"),
+    # libc opened by name through ctypes is refused as it opens, before system() is looked up in it
+    # (libc's system() through the candidate's own library's handle: tests/test_redteam_round7.py)
+    ("ctypes", "sandbox-native", "load libc.so.6"),
 ])
-def test_escape_spawn_a_process(escape, route, named):
+def test_escape_spawn_a_process(escape, route, code, named):
     run, where = escape
     v = run("escape_spawn", ESCAPE_ROUTE=route)
-    _named(v, "sandbox-process", named)
+    _named(v, code, named)
     assert not where["target"].exists()
 
 

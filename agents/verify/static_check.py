@@ -292,8 +292,12 @@ class _NamedLookups(ast.NodeTransformer):
         return node
 
 
-def _parse(source: str, filename: str = "<unknown>") -> ast.Module:
-    return ast.fix_missing_locations(_NamedLookups().visit(pyast.parse(source, filename=filename)))
+def _parse(source: str, filename: str = "<unknown>", *, named_lookups: bool = True) -> ast.Module:
+    """The module's tree, its getattr lookups with written names read as attributes (`named_lookups`;
+    off for the tests of the dynamic defences, whose candidates reach torch by such names to test what
+    runs: VerifyOptions.name_lookups)."""
+    tree = pyast.parse(source, filename=filename)
+    return ast.fix_missing_locations(_NamedLookups().visit(tree)) if named_lookups else tree
 
 
 @functools.cache
@@ -371,12 +375,13 @@ def check_source(
     reference_module: str | None = None,
     class_name: str = "ModelNew",
     own: frozenset[str] | None = None,
+    named_lookups: bool = True,
 ) -> list[Finding]:
     """Hack findings for a candidate module's source. An empty list means no static hack found.
     `own`: the candidate's files, relative to the module's folder (location.py; None: unknown)."""
     findings, add = _collector(filename)
     try:
-        tree = _parse(source, filename=filename)
+        tree = _parse(source, filename=filename, named_lookups=named_lookups)
     except SyntaxError as e:
         return [Finding("syntax-error", f"candidate does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
@@ -403,13 +408,14 @@ def check_helper_source(
     reference_classes: tuple[str, ...] = ("Model",),
     reference_module: str | None = None,
     own: frozenset[str] | None = None,
+    named_lookups: bool = True,
 ) -> list[Finding]:
     """Hack findings for a Python file of the candidate other than the one defining ModelNew (a
     helper module it imports). Which of its functions forward reaches is not followed across
     modules, so every function in it is held to forward's rules."""
     findings, add = _collector(filename)
     try:
-        tree = _parse(source, filename=filename)
+        tree = _parse(source, filename=filename, named_lookups=named_lookups)
     except SyntaxError as e:
         return [Finding("syntax-error", f"{filename} does not parse: {e.msg}", line=e.lineno, file=filename)]
     mod = _collect(tree)
@@ -426,15 +432,17 @@ def check_candidate_sources(
     *,
     reference_classes: tuple[str, ...] = ("Model",),
     reference_module: str | None = None,
+    named_lookups: bool = True,
 ) -> list[Finding]:
     """Every file of a candidate: its module, any other Python file (a helper it imports was not
     read at all before 2026-12-05), and its native sources."""
     found = check_source(files[module], filename=module, reference_classes=reference_classes,
-                         reference_module=reference_module, own=_own_files(files, module))
+                         reference_module=reference_module, own=_own_files(files, module), named_lookups=named_lookups)
     for name, text in files.items():
         if name != module and name.endswith(".py"):
             found += check_helper_source(text, filename=name, reference_classes=reference_classes,
-                                         reference_module=reference_module, own=_own_files(files, name))
+                                         reference_module=reference_module, own=_own_files(files, name),
+                                         named_lookups=named_lookups)
     return found + check_native_sources(files)
 
 

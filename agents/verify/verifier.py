@@ -76,8 +76,9 @@ class VerifyOptions:
     # candidates count their calls to misbehave on the ones those checks watch.
     call_counts: bool = True
     # False: the static findings on reaching other modules' objects by a name (`introspection`,
-    # `computed-lookup`: getattr(print.__self__, "__imp" + "ort__")) are left out. For the tests of
-    # the dynamic defences, whose candidates reach torch._C or __import__ so to test what runs.
+    # `computed-lookup`: getattr(print.__self__, "__imp" + "ort__")) are left out, and a getattr with a
+    # written name is not read as its attribute. For the tests of the dynamic defences, whose
+    # candidates reach torch._C or __import__ so to test what runs.
     name_lookups: bool = True
     # Whether other verifications share this GPU's memory (locks.beside_others: a check out of memory
     # then ends the run as `oom`, for the bench to run again alone); None: the environment's word.
@@ -152,7 +153,7 @@ def verify(
         module_path = candidate.write(workdir)
         static = check_candidate_sources(candidate.files, candidate.module,
                                          reference_classes=(task.class_name, "Model"),
-                                         reference_module=task.path.stem)
+                                         reference_module=task.path.stem, named_lookups=opts.name_lookups)
         if not opts.environment_probes:
             static = [f for f in static if f.code != "environment-probe"]
         if not opts.call_counts:
