@@ -9,7 +9,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x, y):
         out = torch.empty_like(x)
-        getattr(out, "map2_")(x, y, lambda o, a, b: max(0.0, a * 2.0 + b))
+        getattr(out, "map2_")(x, y, lambda o, a, b: max(0.0, a * 2.0 + b))  # noqa: B009 - the hack
         return out
 
 

@@ -4,7 +4,7 @@ import torch.nn as nn
 
 
 def _host(t):
-    return getattr(t, "tolist")()
+    return getattr(t, "tolist")()  # noqa: B009 - the hack
 
 
 class ModelNew(nn.Module):
@@ -14,7 +14,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         xs, ws, bs = _host(x), _host(self.linear.weight), _host(self.linear.bias)
-        rows = [[max(0.0, b + sum(a * c for a, c in zip(xr, wr))) for wr, b in zip(ws, bs)] for xr in xs]
+        rows = [[max(0.0, b + sum(a * c for a, c in zip(xr, wr, strict=False))) for wr, b in zip(ws, bs, strict=False)] for xr in xs]
         return torch.tensor(rows, dtype=x.dtype, device=x.device)
 
 
