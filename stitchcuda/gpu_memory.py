@@ -48,13 +48,13 @@ def _node_bytes(node: dict[str, Any]) -> int:
 
 def batch_factor(arg_bytes: int, gpu_bytes: int | None) -> float:
     """How many times the traced batch the Verifier's largest batch-size check may hold. The worker
-    (agents/verify/worker.py) checks a dynamic-batch candidate past traced + 1 only at sizes n whose
+    (agents/verify/worker.py, by stitchcuda.inputs' constants) checks a dynamic-batch candidate past traced + 1 only at sizes n whose
     set, beside the traced one and with FAR_BATCH_MARGIN to spare, fits its lean-input share of the
     card: twice the batch, and a far size drawn up to three times it. 1 where the GPU's size is not
     known or only the near sizes fit."""
     if not gpu_bytes or arg_bytes <= 0:
         return 1.0
-    from stitchcuda.agents.verify.worker import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
+    from stitchcuda.inputs import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
 
     most = (gpu_bytes // LEAN_INPUT_FRACTION) / (FAR_BATCH_MARGIN * arg_bytes) - 1  # n / traced that fits
     return min(3.0, most) if most >= 2 else 1.0

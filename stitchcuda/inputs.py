@@ -402,6 +402,13 @@ def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
+# A set past the traced batch is made where it fits in the lean-input share beside the traced set; the
+# far one (three chunks) with this much room to spare, for activations that grow with the batch
+# (agents/verify/worker.py; stitchcuda/gpu_memory.py's expectation follows the same rule).
+FAR_BATCH_MARGIN = 2
+LEAN_INPUT_FRACTION = 8  # inputs above 1/8 of the GPU's memory are not copied for the reference
+
+
 def batch_sizes(traced: int, far: int | None = None) -> list[int]:
     """The other batch sizes a dynamic-batch candidate is checked at: 1, one that is no multiple of
     the traced batch inside one chunk, one past it (two chunks, the last padded), twice the traced

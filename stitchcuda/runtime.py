@@ -183,6 +183,12 @@ def private_build_dir() -> Path | None:
     return Path(root) if root else None
 
 
+def lookup_roots() -> list[Path]:
+    """The folders built libraries are looked up in: the shared cache, and the private build folder
+    where one is set (the audit hook's roots of a candidate's own libraries)."""
+    return _lookup_roots()
+
+
 def _lookup_roots() -> list[Path]:
     private = private_build_dir()
     return [cache_dir(), *([private] if private else [])]

@@ -59,7 +59,7 @@ def test_expected_bytes_of_a_traced_module(tmp_path):
 def test_batch_factor_follows_the_workers_batch_checks():
     """The largest batch the worker checks a set at (agents/verify/worker.py's lean-input share and
     margin): three chunks for small inputs, two, then the traced batch alone."""
-    from stitchcuda.agents.verify.worker import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
+    from stitchcuda.inputs import FAR_BATCH_MARGIN, LEAN_INPUT_FRACTION
 
     card = 80 * GIB
     lean = card // LEAN_INPUT_FRACTION

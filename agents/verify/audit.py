@@ -127,7 +127,7 @@ def build_roots() -> list[str]:
     caches (shared and private) and torch's extension folder."""
     from stitchcuda import runtime
 
-    roots = [str(r) for r in runtime._lookup_roots()]
+    roots = [str(r) for r in runtime.lookup_roots()]
     roots.append(os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                                         "torch_extensions"))
     return [os.path.realpath(r) for r in roots]

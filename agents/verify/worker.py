@@ -67,6 +67,8 @@ from stitchcuda.agents.verify.timed_sample import TimedSample
 from stitchcuda.inputs import (
     ACROSS_INPUTS,
     ADVERSARIAL,
+    FAR_BATCH_MARGIN,
+    LEAN_INPUT_FRACTION,
     adversarial,
     batch_sizes,
     clone_args,
@@ -749,10 +751,6 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
 
 _BUFFER_SNAPSHOT_BYTES = 256 << 20  # per input set, for the fp64 referee
 KEPT_OUTPUT_BYTES = 1 << 30  # one set's outputs kept (and copied) to see the next call leave them alone
-# A set past the traced batch is made where it fits in the lean-input share beside the traced set; the
-# far one (three chunks) with this much room to spare, for activations that grow with the batch.
-FAR_BATCH_MARGIN = 2
-LEAN_INPUT_FRACTION = 8  # inputs above 1/8 of the GPU's memory are not copied for the reference
 
 
 def _lean_input_bytes(device: torch.device, memory_fraction: float | None = None) -> int:
