@@ -164,3 +164,35 @@ def test_a_forward_of_item_reads_is_rejected_end_to_end(build_cache, tmp_path):
                      origin="user")
     v = verify(hack_task("ref_rt7_linear_relu"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "host-read" in {f.code for f in v.hack_findings}, (v.status, v.message)
+
+
+# --- a truncation made of PyTorch's dtype conversions ------------------------------------------------
+
+def test_a_copy_from_floats_into_integers_is_compute():
+    """copy_ or .to() from a floating dtype into an integral one truncates: recorded as compute. Casts
+    between floating dtypes and from integers or bools to floats stay copies."""
+    from stitchcuda.agents.verify.dynamic_check import TRUNCATING_CAST, torch_compute_finding
+
+    x = torch.randn(8) * 10
+
+    def through_int64():
+        a = torch.empty(8, dtype=torch.int64)
+        a.copy_(x)
+        return torch.empty_like(x).copy_(a)
+
+    for fn in (through_int64, lambda: x.long(), lambda: x.to(torch.int32), lambda: x.bool()):
+        _, ops, _ = trace_ops(fn)
+        assert ops[TRUNCATING_CAST] == 1, ops
+        assert torch_compute_finding(ops) is not None
+    for fn in (lambda: x.half().float(), lambda: torch.arange(4).float(), lambda: (x > 0).to(torch.int32)):
+        _, ops, _ = trace_ops(fn)
+        assert TRUNCATING_CAST not in ops and torch_compute_finding(ops) is None, ops
+
+
+def test_a_truncation_by_casts_is_rejected_end_to_end(build_cache, tmp_path):
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    cand = Candidate(name="trunc", files={"model_new.py": (HACKS / "hack_rt7_trunc_by_casts.py").read_text()},
+                     origin="user")
+    v = verify(hack_task("ref_rt7_trunc"), cand, tmp_path / "v", opts)
+    assert v.status == "hacked" and "torch-compute-in-forward" in {f.code for f in v.hack_findings}, \
+        (v.status, v.message)

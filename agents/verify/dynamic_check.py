@@ -84,6 +84,8 @@ class OpRecorder(TorchDispatchMode):
         elif name in ("bernoulli", "bernoulli_"):
             # drawn with a number for p, or against values the forward computed
             name = BERNOULLI_FILL if func._overloadname in _NUMBER_P else BERNOULLI_OF_TENSOR
+        elif name in _CASTS and _truncates(name, args, kwargs):
+            name = TRUNCATING_CAST
         self.ops[name] += 1
         _sc_add((self, name))
         out = func(*args, **kwargs)
@@ -126,6 +128,28 @@ _NUMBER_P = frozenset({"p", "float", "float_out"})
 def _all_ones(t: Any) -> bool:
     """Whether `t` is a tensor holding only ones (this mode is off while its own ops run)."""
     return isinstance(t, torch.Tensor) and t.is_floating_point() and bool((t == 1).all())
+
+
+# A copy from a floating dtype into an integral one (or bool) rounds toward zero and saturates: arithmetic,
+# not data movement (a red-team round, 2026-12-06: torch.trunc as copy_ into an int64 tensor and back).
+# Filed under this name, which is no allowed op. Casts between floating dtypes, and from integers to
+# floats, stay copies (the mixed-precision rung's operands).
+TRUNCATING_CAST = "copy(floating -> integral)"
+_CASTS = frozenset({"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"})
+
+
+def _truncates(name: str, args: Any, kwargs: dict[str, Any]) -> bool:
+    if name == "copy_" or name.startswith("_copy_from"):
+        dst, src = (args[0], args[1]) if len(args) > 1 else (None, None)
+        if name.startswith("_copy_from"):
+            dst, src = src, dst  # _copy_from(self, dst)
+        to = dst.dtype if isinstance(dst, torch.Tensor) else None
+    else:
+        src = args[0] if args else None
+        to = kwargs.get("dtype") or next((a for a in args[1:] if isinstance(a, torch.dtype)), None)
+    if not isinstance(src, torch.Tensor) or not isinstance(to, torch.dtype):
+        return False
+    return (src.is_floating_point() or src.is_complex()) and not (to.is_floating_point or to.is_complex)
 
 
 _HOST_READ_OPS = frozenset({"_to_copy", "copy_", "_copy_from", "_copy_from_and_resize", "_local_scalar_dense"})
