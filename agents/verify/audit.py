@@ -24,11 +24,11 @@ Refused there, each named in a typed finding:
                    (the Python installation, the project's packages, the build caches)
   sandbox-signal   signalling another process (the Verifier that started the worker, say)
   sandbox-native   loading, through ctypes, a library that is neither the candidate's own (built in
-                   its run folder or StitchCUDA's and torch's build caches) nor CUDA's, or calling
-                   through ctypes code that lies in no such library: libtorch's exported BLAS, an
-                   ATen kernel at an address worked out from a symbol's, libc's functions (ctypes'
-                   own memmove, memset, cast and string_at among them), Python's arithmetic on
-                   memory copied out so
+                   its run folder or StitchCUDA's and torch's build caches) nor CUDA's, or looking a
+                   symbol up through a handle of one (CDLL(None), ctypes.pythonapi): libtorch's
+                   exported BLAS, an ATen kernel at an address worked out from a symbol's, libc's
+                   functions. (A call itself raises no audit event on Linux: a function pointer made
+                   from an address is the static reading's, static_check.py.)
   environment-probe  reading or listing /proc or /sys: the process's command line, environment,
                    parents, limits, which tell the Verifier's processes from the user's (probes.py)
   sandbox-introspect  reaching the worker's own objects: the garbage collector's lists (get_objects,
@@ -182,7 +182,6 @@ def install(policy: Policy) -> None:
     _state.policy = policy
     _is_candidate.clear()
     _brought.clear()
-    _code_map.verdicts.clear()  # (judged under the policy before)
     _audit_native_writers()
     # The import system writes .pyc files next to modules it compiles: not the candidate's doing.
     sys.dont_write_bytecode = True
@@ -591,61 +590,6 @@ def _dlopen(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     return NATIVE, f"load {what} through ctypes: only its own libraries and CUDA's may be loaded"
 
 
-class _CodeMap:
-    """Which file maps a code address, from /proc/self/maps (read again where an address is in no range
-    read so far: a library loaded since), and each address's verdict, remembered."""
-
-    def __init__(self) -> None:
-        self.ranges: list[tuple[int, int, str]] = []
-        self.verdicts: dict[int, tuple[bool, str]] = {}
-
-    def _read(self) -> None:
-        ranges = []
-        try:
-            with open("/proc/self/maps") as f:
-                for line in f:
-                    parts = line.split(maxsplit=5)
-                    if len(parts) < 5:
-                        continue
-                    lo, _, hi = parts[0].partition("-")
-                    ranges.append((int(lo, 16), int(hi, 16), parts[5].strip() if len(parts) > 5 else ""))
-        except (OSError, ValueError):
-            return
-        self.ranges = ranges
-
-    def owner(self, addr: int) -> str | None:
-        for again in (False, True):
-            if again:
-                self._read()
-            for lo, hi, path in self.ranges:
-                if lo <= addr < hi:
-                    return path
-        return None
-
-
-_code_map = _CodeMap()
-
-
-def _foreign_call(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
-    """A function called through ctypes: allowed where its code lies in a library of the candidate's own
-    or CUDA's. ctypes' helpers are calls too: memmove and memset (libc's), cast and string_at (its
-    own module's), so memory copied out or read as Python numbers through them is refused here."""
-    addr = args[0] if args else None
-    if not isinstance(addr, int):
-        return None
-    known = _code_map.verdicts.get(addr)
-    if known is None:
-        owner = _code_map.owner(addr)
-        known = (owner is not None and _library_allowed(policy, owner), owner or "")
-        if len(_code_map.verdicts) < 4096:
-            _code_map.verdicts[addr] = known
-    if known[0]:
-        return None
-    where = os.path.basename(known[1]) if known[1] else "memory no library maps"
-    return NATIVE, (f"call native code at {addr:#x} in {where} through ctypes: only its own libraries' and "
-                    "CUDA's functions may be called")
-
-
 INTROSPECT = "sandbox-introspect"
 _INTROSPECT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
                                 "sys._current_frames", "object.__getattr__", "object.__setattr__", "sys.settrace",
@@ -726,5 +670,4 @@ _CHECKS: dict[str, Callable[[Policy, tuple[Any, ...]], tuple[str, str] | None]] 
     "ctypes.dlsym": _dlsym,
     "ctypes.dlsym/handle": _dlsym,
     "ctypes.dlopen": _dlopen,
-    "ctypes.call_function": _foreign_call,
 }
