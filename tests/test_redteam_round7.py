@@ -89,7 +89,7 @@ REFUSED = {
     "libc by its name": ("import ctypes; ctypes.CDLL('libc.so.6')", "load libc.so.6"),
     "libtorch by its name": ("import ctypes, torch; ctypes.CDLL('libtorch_cpu.so')", "load libtorch_cpu.so"),
     "the main program": ("import ctypes; ctypes.CDLL(None)", "the main program's symbols"),
-    "pythonapi's other symbols": ("import ctypes; ctypes.pythonapi.labs", "look up labs() in a handle of no library"),
+    "pythonapi's other symbols": ("import ctypes; ctypes.pythonapi.labs", "labs() through ctypes, which resolves into libc"),
 }
 
 
@@ -184,7 +184,8 @@ def test_a_copy_from_floats_into_integers_is_compute():
         _, ops, _ = trace_ops(fn)
         assert ops[TRUNCATING_CAST] == 1, ops
         assert torch_compute_finding(ops) is not None
-    for fn in (lambda: x.half().float(), lambda: torch.arange(4).float(), lambda: (x > 0).to(torch.int32)):
+    flags = torch.ones(4, dtype=torch.bool)
+    for fn in (lambda: x.half().float(), lambda: torch.arange(4).float(), lambda: flags.to(torch.int32)):
         _, ops, _ = trace_ops(fn)
         assert TRUNCATING_CAST not in ops and torch_compute_finding(ops) is None, ops
 
@@ -196,3 +197,121 @@ def test_a_truncation_by_casts_is_rejected_end_to_end(build_cache, tmp_path):
     v = verify(hack_task("ref_rt7_trunc"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "torch-compute-in-forward" in {f.code for f in v.hack_findings}, \
         (v.status, v.message)
+
+
+# --- the review of the round's fixes ------------------------------------------------------------------
+
+def _torch_lib() -> str:
+    import os
+
+    return os.path.join(os.path.dirname(torch.__file__), "lib")
+
+
+def test_a_lookup_through_the_candidates_own_handle_is_judged_where_it_resolves(tmp_path):
+    """A handle's lookup searches its library's dependencies: an own library linking libtorch_cpu (as a
+    load_inline extension does) found MKL's sgemm_ through its handle. Judged by the file that maps the
+    address: its own functions pass, sgemm_ is refused."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None or not __import__("os").path.exists(f"{_torch_lib()}/libtorch_cpu.so"):
+        pytest.skip("needs a C++ compiler and libtorch_cpu.so")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "k.cpp").write_text('extern "C" int twice(int x) { return 2 * x; }\n')
+    subprocess.run([cxx, "-shared", "-fPIC", "-o", str(run / "libk.so"), str(run / "k.cpp"), f"-L{_torch_lib()}",
+                    "-Wl,--no-as-needed", "-ltorch_cpu", f"-Wl,-rpath,{_torch_lib()}"], check=True, capture_output=True,
+                   timeout=120)
+    body = "import ctypes, torch\nlib = ctypes.CDLL(os.path.abspath('libk.so'))\nassert lib.twice(2) == 4\nlib.sgemm_\n"
+    out = _hooked(tmp_path, body)
+    assert out["outcome"].startswith("refused"), out
+    assert [m for c, m in out["findings"] if c == "sandbox-native" and "sgemm_() through ctypes, which resolves into "
+            "libtorch_cpu.so" in m], out
+
+
+def test_a_link_named_as_cudas_is_judged_where_it_leads(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "libcuda.so.1").symlink_to(f"{_torch_lib()}/libtorch_cpu.so")
+    out = _hooked(tmp_path, "import ctypes, torch\nctypes.CDLL(os.path.abspath('libcuda.so.1'))")
+    assert out["outcome"].startswith("refused") and out["findings"][0][0] == "sandbox-native", out
+
+
+def test_its_own_library_named_by_a_path_object_loads(tmp_path):
+    _own_library(tmp_path / "run")
+    body = "import ctypes, pathlib\nassert ctypes.CDLL(pathlib.Path('libk.so').absolute()).twice(3) == 6\n"
+    assert _hooked(tmp_path, body) == {"outcome": "allowed", "findings": []}
+
+
+def test_the_hook_runs_none_of_the_candidates_code_while_it_judges():
+    """The hook runs with every check off: a __fspath__ or a _handle property of the candidate's would
+    run unchecked there. It reads exact types and instance values only, and refuses what it cannot read."""
+    from stitchcuda.agents.verify import audit
+
+    ran = []
+
+    class Named:
+        def __fspath__(self):
+            ran.append("fspath")
+            return "/tmp/x.so"
+
+    class Handle:
+        @property
+        def _handle(self):
+            ran.append("handle")
+            return 0
+
+    policy = audit.Policy(writable=["/tmp"], readable=[], home=None)
+    assert audit._dlopen(policy, (Named(),))[0] == "sandbox-native"
+    assert audit._dlsym(policy, (Handle(), "labs"))[0] == "sandbox-native"
+    assert ran == []
+
+
+CAST_PASSED = """
+import ctypes
+import torch
+import torch.nn as nn
+
+_lib = ctypes.CDLL("/run/libk.so")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        p = ctypes.cast(x.data_ptr(), ctypes.POINTER(ctypes.c_float))
+        _lib.run(p, ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_float)), x.numel())
+        return out
+"""
+
+
+def test_pointers_handed_to_a_kernel_are_no_reads():
+    """ctypes.cast of a tensor's pointer passed to its kernel reads nothing in Python; the same cast
+    indexed is a read, and memmove at a tensor's address copies its bytes."""
+    assert not [f for f in check_source(CAST_PASSED, filename="model_new.py") if f.code == "host-read"]
+    read = CAST_PASSED.replace("        _lib.run(", "        first = p[0]\n        _lib.run(")
+    assert "host-read" in {f.code for f in check_source(read, filename="model_new.py")}
+
+
+def test_a_getattr_default_that_computes_stays_in_view():
+    src = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+           "        return getattr(self, 'nope', torch.relu(x))\n")
+    assert "torch-compute-in-forward" in {f.code for f in check_source(src, filename="model_new.py")}
+    plain = src.replace("torch.relu(x)", "None")
+    assert check_source(plain, filename="model_new.py") == []
+
+
+def test_a_library_in_a_build_folder_is_its_own_to_the_static_reading():
+    src = ("import ctypes, os\nimport torch.nn as nn\n_lib = ctypes.CDLL(os.path.join(_dir, 'k.so'))\n\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    assert not [f for f in check_source(src, filename="model_new.py") if f.code == "sandbox-library"]
+
+
+def test_item_of_a_cpu_integer_is_no_host_read():
+    n = torch.tensor(3)
+    _, _, reads = trace_ops(lambda: torch.zeros(int(n)))
+    assert reads == 0
+
+
+def test_the_stable_c_apis_accessors_are_not_pytorchs_compute():
+    exports = native_symbols.torch_c_exports()
+    if "aoti_torch_cpu_mm_out" not in exports:
+        pytest.skip("this torch build exports no AOTI shims")
+    assert "aoti_torch_get_data_ptr" not in exports and "aoti_torch_call_dispatcher" in exports

@@ -270,7 +270,11 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     _state.local.busy = True
     try:
-        refusal = check(policy, args)
+        try:
+            refusal = check(policy, args)
+        except Exception as e:  # noqa: BLE001 - a check that cannot judge refuses (it must not raise past here)
+            refusal = ("sandbox-native" if event.startswith("ctypes.") else "sandbox-introspect",
+                       f"{event} with arguments the sandbox could not judge ({type(e).__name__})")
         # Only the candidate's doing: its code on the stack (not torch's caches while it runs, not
         # the worker's own files), and for a process, not a builder that its import called. Looking
         # into the process's objects is the candidate's where its own code is the first caller
@@ -548,36 +552,86 @@ def _dlsym(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
     if isinstance(name, str) and name.startswith(("Py", "_Py")):
         # ctypes.pythonapi: the interpreter's own C API (PyEval_GetFrame, the collector's lists).
         return INTROSPECT, f"call Python's C API ({name}) through ctypes"
-    # Through a handle of a library that is neither its own nor CUDA's (one opened before any window:
-    # ctypes.pythonapi, the main program's, whose lookups find every loaded library's symbols), or a
-    # bare handle: the symbol is someone else's code (libtorch's BLAS, an ATen kernel).
-    handle = args[0] if args else None
-    owner = getattr(handle, "_name", None) if not isinstance(handle, int) else None
-    if isinstance(handle, int) or not _library_allowed(policy, owner):
-        where = f"the library {owner}" if owner else "a handle of no library of its own"
-        return NATIVE, f"look up {name}() in {where} through ctypes: only its own libraries and CUDA's may be called"
+    # Where the symbol resolves: a handle's lookup searches the library's dependencies too (a load_inline
+    # extension links libtorch_cpu, whose BLAS its handle finds), and a handle may be anything's
+    # (ctypes.pythonapi, the main program's, a _handle reassigned). So the address is looked up here as
+    # ctypes will, and the file that maps it must be the candidate's own library or CUDA's.
+    owner = _resolves_into(args[0] if args else None, name)
+    if owner is not None and not _library_allowed(policy, owner):
+        where = os.path.basename(owner) if owner else "memory no library maps"
+        return NATIVE, (f"look up {name}() through ctypes, which resolves into {where}: only its own libraries' and "
+                        "CUDA's functions may be called")
     return None
 
 
+def _resolves_into(handle: Any, name: Any) -> str | None:
+    """The file that maps the code `name` resolves to through `handle` (a library object or a raw
+    handle), "" where no file maps it; None where it does not resolve (ctypes then finds nothing
+    either) or the name is an ordinal. Reads only exact built-in types and instance values (the hook
+    runs with every check off: no property or __fspath__ of the candidate's may run here)."""
+    import _ctypes
+    import inspect
+
+    if type(name) is not str:
+        return None
+    raw = handle if type(handle) is int else inspect.getattr_static(handle, "_handle", None)
+    if type(raw) is not int:
+        return ""  # (a handle the lookup cannot be judged through: as no library's)
+    try:
+        addr = _ctypes.dlsym(raw, name)
+    except (OSError, ValueError, TypeError):
+        return None
+    return _mapped_file(addr)
+
+
+def _mapped_file(addr: int) -> str:
+    """The file /proc/self/maps says maps `addr` ("" where none does)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                lo, _, hi = parts[0].partition("-")
+                if int(lo, 16) <= addr < int(hi, 16):
+                    return parts[5].strip() if len(parts) > 5 else ""
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
 # CUDA's own libraries, which a candidate may load and call through ctypes as it may link them (by file
-# name: the driver's, the runtime's and the math libraries', wherever installed).
-_CUDA_LIBRARIES = re.compile(r"^lib(cuda|cudart|cublas|cublasLt|cudnn[A-Za-z0-9_]*|nvrtc[A-Za-z0-9_-]*|cufft|curand|"
-                             r"cusparse|cusolver|nvJitLink|nvToolsExt|nvtx3interop)\.so(\.[0-9.]+)?$")
+# name, after symbolic links are followed: the driver's, the runtime's, the math libraries', NVML's,
+# NVVM's, CUPTI's and NCCL's, wherever installed).
+_CUDA_LIBRARIES = re.compile(r"^lib(cuda|cudart|cublas|cublasLt|cudnn[A-Za-z0-9_]*|nvrtc[A-Za-z0-9_.-]*|cufft|curand|"
+                             r"cusparse|cusparseLt|cusolver|nvJitLink|nvToolsExt|nvtx3interop|nvvm|nvidia-ml|cupti|"
+                             r"nccl)\.so(\.[0-9.]+)?$")
 NATIVE = "sandbox-native"
+
+
+def _as_text(name: Any) -> str | None:
+    """A library's name as text, from exact built-in and pathlib types only (see _resolves_into)."""
+    import pathlib
+
+    if type(name) is str:
+        return name
+    if type(name) is bytes:
+        return os.fsdecode(name)
+    if type(name) in (pathlib.PosixPath, pathlib.PurePosixPath):
+        return str(name)
+    return None
 
 
 def _library_allowed(policy: Policy, name: Any) -> bool:
     """Whether a library (a dlopen name or a mapped file's path) is the candidate's own or CUDA's. A
-    bare name is found by the loader among what is loaded or installed: only CUDA's pass so."""
-    if not isinstance(name, str | bytes) or not name:
+    bare name is found by the loader among what is loaded or installed: only CUDA's pass so. A path is
+    judged where it leads (a link named libcuda.so.1 to libtorch_cpu.so is libtorch_cpu.so)."""
+    text = _as_text(name)
+    if not text or "\0" in text:
         return False  # (None: the main program's handle, every loaded library's symbols)
-    text = os.fsdecode(name)
-    if _CUDA_LIBRARIES.match(os.path.basename(text)):
-        return True
     if os.sep not in text:
-        return False
+        return bool(_CUDA_LIBRARIES.match(text))
     path = os.path.realpath(text)
-    return _under(path, policy.writable) or _under(path, policy.libraries)
+    return bool(_CUDA_LIBRARIES.match(os.path.basename(path))) or _under(path, policy.writable) or \
+        _under(path, policy.libraries)
 
 
 def _dlopen(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
@@ -586,7 +640,9 @@ def _dlopen(policy: Policy, args: tuple[Any, ...]) -> tuple[str, str] | None:
         return None
     # (a red-team round, 2026-12-06: libtorch_cpu.so opened by its bare name, for its BLAS and, at an
     # offset from a BLAS symbol, an ATen kernel; libc.so.6, for getppid at an offset from labs)
-    what = "the main program's symbols (CDLL(None))" if not name else os.fsdecode(name)
+    text = _as_text(name)
+    what = ("the main program's symbols (CDLL(None))" if name is None
+            else text if text is not None else f"a library named by a {type(name).__name__}")
     return NATIVE, f"load {what} through ctypes: only its own libraries and CUDA's may be loaded"
 
 

@@ -84,12 +84,13 @@ class OpRecorder(TorchDispatchMode):
         elif name in ("bernoulli", "bernoulli_"):
             # drawn with a number for p, or against values the forward computed
             name = BERNOULLI_FILL if func._overloadname in _NUMBER_P else BERNOULLI_OF_TENSOR
-        elif name in _CASTS and _truncates(name, args, kwargs):
+        op = name
+        if name in _CASTS and _truncates(name, args, kwargs):
             name = TRUNCATING_CAST
         self.ops[name] += 1
         _sc_add((self, name))
         out = func(*args, **kwargs)
-        if name in _HOST_READ_OPS and reads_device_to_host(name, args, out):
+        if op in _HOST_READ_OPS and reads_device_to_host(op, args, out):
             self.host_reads += 1
         return out
 
@@ -165,7 +166,10 @@ def reads_device_to_host(name: str, args: Any, out: Any) -> bool:
     if name == "_local_scalar_dense":
         # .item() hands a value to Python wherever the tensor is: on the CPU, a forward of .item()
         # reads and Python arithmetic computed a linear layer unseen (a red-team round, 2026-12-06).
-        return bool(args) and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta"
+        # A CPU integer's (a size, a count, an index) is no value of the computation.
+        t = args[0] if args else None
+        return isinstance(t, torch.Tensor) and (on_device(t) or (t.device.type == "cpu"
+                                                                 and (t.is_floating_point() or t.is_complex())))
     if name == "copy_":
         return len(args) > 1 and on_device(args[1]) and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu"
     src = args[0] if args else None

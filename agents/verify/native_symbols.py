@@ -10,7 +10,6 @@ see them."""
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
@@ -271,11 +270,26 @@ _TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libtorch_cuda.so", "libc1
                     "libtorch_python.so")
 _NOT_TORCHS = re.compile(r"^(THP|Py|_Py|cuda|cu[A-Z]|__cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nv|"
                          r"omp_|GOMP_|__kmpc|_init$|_fini$|__bss|_edata|_end$)")
+# PyTorch's stable C API (torch/csrc/stable): a tensor's data pointer, sizes, dtypes, a library's op
+# registration, made in C. An extension written against it links these, and they compute nothing. Its
+# operators (aoti_torch_cpu_*, aoti_torch_cuda_*) and its dispatcher call stay findings.
+_C_API = re.compile(r"^(aoti_torch_|torch_)")
+_C_API_COMPUTE = re.compile(r"^aoti_torch_(cpu|cuda|mps|xpu)_|dispatch|proxy_executor|_out$")
 
 
-@functools.cache
+_exports: frozenset[str] | None = None
+
+
 def torch_c_exports() -> frozenset[str]:
-    """The C (unmangled) functions and data PyTorch's own libraries export, less _NOT_TORCHS."""
+    """The C (unmangled) functions and data PyTorch's own libraries export, less _NOT_TORCHS and the
+    stable C API's accessors; read once a process (an empty reading, no nm, is read again next time)."""
+    global _exports
+    if _exports is None and (found := _read_c_exports()):
+        _exports = found
+    return _exports or frozenset()
+
+
+def _read_c_exports() -> frozenset[str]:
     nm = shutil.which("nm")
     try:
         import torch
@@ -296,7 +310,7 @@ def torch_c_exports() -> frozenset[str]:
             parts = line.split()
             if len(parts) >= 3 and not parts[-1].startswith("_Z"):
                 name = parts[-1].split("@")[0]
-                if not _NOT_TORCHS.match(name):
+                if not _NOT_TORCHS.match(name) and (not _C_API.match(name) or _C_API_COMPUTE.search(name)):
                     names.add(name)
     return frozenset(names)
 

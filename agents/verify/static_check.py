@@ -286,8 +286,12 @@ class _NamedLookups(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) in (2, 3)
-                and not node.keywords and isinstance(text := location.fold(node.args[1]), str) and text.isidentifier()):
+        # A default is evaluated whatever the lookup finds: only one that computes nothing (a constant, a
+        # name, an attribute) may drop out of the tree (getattr(self, "nope", torch.relu(x)) runs relu).
+        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and not node.keywords
+                and (len(node.args) == 2 or (len(node.args) == 3
+                                             and isinstance(node.args[2], ast.Constant | ast.Name | ast.Attribute)))
+                and isinstance(text := location.fold(node.args[1]), str) and text.isidentifier()):
             return ast.copy_location(ast.Attribute(value=node.args[0], attr=text, ctx=ast.Load()), node)
         return node
 
@@ -767,7 +771,8 @@ _MEMORY_READS = frozenset({"from_address", "from_buffer", "from_buffer_copy", "s
 # ctypes' own: a pointer made from an address, bytes copied or set by address (the red-team round of
 # 2026-12-06: ctypes.cast(t.data_ptr(), POINTER(c_float))[i], ctypes.memmove into arrays of its own,
 # then Python arithmetic). Named by ctypes only (typing.cast is no memory read).
-_CTYPES_MEMORY = frozenset({"ctypes.cast", "ctypes.memmove", "ctypes.memset", "ctypes.addressof"})
+_CTYPES_MEMORY = frozenset({"ctypes.memmove", "ctypes.memset"})  # ... at a tensor's data_ptr()
+_CTYPES_CAST = "ctypes.cast"  # ... whose result Python indexes, iterates or dereferences
 
 _ESCAPE_MODULES = {
     "subprocess": ("sandbox-process", "starts processes"),
@@ -790,6 +795,41 @@ _PATH_WRITES = {"write_text", "write_bytes", "touch", "unlink", "mkdir", "rmdir"
 _LIB_LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "find_library", "WinDLL", "OleDLL", "dlopen"}
 
 
+def _cast_read(call: ast.Call, mod: _Module) -> bool:
+    """Whether a ctypes.cast's result is read in Python: indexed, iterated or dereferenced (.contents)
+    directly, or through a name it is bound to (a tuple's names included) anywhere in the module. A
+    cast handed to a kernel as its argument reads nothing."""
+    if mod.tree is None:
+        return False
+    if mod.parents is None:
+        mod.parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
+    names: set[str] = set()
+    node: ast.AST = call
+    while (parent := mod.parents.get(id(node))) is not None:
+        if isinstance(parent, ast.Subscript) and parent.value is node or \
+                isinstance(parent, ast.Attribute) and parent.attr == "contents" or \
+                isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
+            return True
+        if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            break
+        if isinstance(parent, ast.stmt):
+            break
+        node = parent
+    if not names:
+        return False
+    for sub in ast.walk(mod.tree):
+        if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in names:
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "contents" and isinstance(sub.value, ast.Name) \
+                and sub.value.id in names:
+            return True
+        if isinstance(sub, ast.For | ast.comprehension) and isinstance(sub.iter, ast.Name) and sub.iter.id in names:
+            return True
+    return False
+
+
 def _outside_path(node: ast.AST, mod: _Module) -> str | None:
     """The path text where `node` names an absolute or home-relative path: a constant starting
     with / or ~, or anything built from expanduser / Path.home() / $HOME."""
@@ -806,15 +846,25 @@ def _outside_path(node: ast.AST, mod: _Module) -> str | None:
 
 def _own_library(args: list[ast.expr]) -> bool:
     """A library path built from the candidate's own folder (__file__) or a build's result."""
-    subs = [sub for a in args for sub in ast.walk(a)]
-    if any(isinstance(sub, ast.Name) and sub.id == "__file__" for sub in subs):
-        return True  # beside the candidate's module
-    if any(isinstance(sub, ast.Constant) and isinstance(sub.value, str) and re.search(r"\.so(\.|$)", sub.value)
-           for sub in subs):
-        return False  # a library named outright: not a build's (CDLL(os.path.basename("libc.so.6")))
-    return any(isinstance(sub, ast.Attribute) and sub.attr in {"library", "path"}
-               and not (isinstance(sub.value, ast.Name) and sub.value.id == "os")  # os.path: any path
-               for sub in subs)
+    if args and _bare_library_name(args[0]):
+        return False  # found by the loader among what is loaded (CDLL(os.path.basename("libtorch_cpu.so")))
+    for a in args:
+        for sub in ast.walk(a):
+            if (isinstance(sub, ast.Name) and sub.id == "__file__") or (
+                isinstance(sub, ast.Attribute) and sub.attr in {"library", "path"}
+            ):
+                return True
+    return False
+
+
+def _bare_library_name(arg: ast.expr) -> bool:
+    """A library named with no folder: a written name without a slash, or a path's last part
+    (os.path.basename(...), PurePath(...).name). The audit hook judges the rest by where it leads."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return "/" not in arg.value
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "basename":
+        return True
+    return isinstance(arg, ast.Attribute) and arg.attr == "name"
 
 
 def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
@@ -826,13 +876,15 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
                 code, why = _ESCAPE_MODULES[top]
                 add(code, f"imports {n}: {why}, which a candidate may not", node)
         return
-    if isinstance(node, ast.Name) and mod.aliases.get(node.id) in _CTYPES_MEMORY:
-        add("host-read", f"uses {mod.aliases[node.id]}: Python reading or writing memory by its address", node)
-        return
+    if isinstance(node, ast.Call) and (_dotted(node.func, mod.aliases) or "") in _CTYPES_MEMORY | {_CTYPES_CAST}:
+        origin = _dotted(node.func, mod.aliases) or ""
+        if origin == _CTYPES_CAST and _cast_read(node, mod):
+            add("host-read", f"reads memory through {origin}(...) in Python: the values by their address", node)
+        elif origin in _CTYPES_MEMORY and any(isinstance(a, ast.Attribute) and a.attr == "data_ptr"
+                                              for arg in node.args for a in ast.walk(arg)):
+            add("host-read", f"uses {origin} at a tensor's address: its bytes copied or set by Python", node)
     if isinstance(node, ast.Attribute):
         origin = _dotted(node, mod.aliases) or ""
-        if origin in _CTYPES_MEMORY:
-            add("host-read", f"uses {origin}: Python reading or writing memory by its address", node)
         if node.attr in _MEMORY_READS:
             add("host-read", f"uses {node.attr}: Python reading memory (a tensor's, by its address) to compute on "
                 "the host", node)
