@@ -498,6 +498,18 @@ def test_a_column_softmax_split_over_warps(tmp_path, monkeypatch, shape):
     assert b"sc_softmax_cols_split" in (tmp_path / "k.cubin").read_bytes()
 
 
+def _host_entries_match_torch(cases: list[Case], ks: list[tuple[kernels.Kernel, list[int]]], folder) -> None:
+    """The kernels built in one library, each host entry run on two seeds' inputs against torch."""
+    lib = kernels.library([k for k, _ in ks], folder)
+    for case, (k, which) in zip(cases, ks, strict=True):
+        for seed in (1, 2):
+            x = case.input(seed)
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cpu")
+            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
 STRIP_CASES = [
     Case("strips-sum", lambda x: x.sum(dim=1), (3, 40, 300), plan="strips of 2 columns a thread, 2 splits"),
     Case("strips-mean-cancel", lambda x: x.mean(dim=1), (2, 112, 1000), fill="cancel0", exact_ref=True,
@@ -528,14 +540,7 @@ def test_column_strips_match_torch(tmp_path, monkeypatch):
                    Case("strided", lambda x: x[:, ::2].sum(dim=1), (3, 80, 300), plan="cols")):
         _emit(narrow, "k_narrow")
     ks = [_emit(case, f"strip{i}") for i, case in enumerate(STRIP_CASES)]
-    lib = kernels.library([k for k, _ in ks], tmp_path / "lib")
-    for case, (k, which) in zip(STRIP_CASES, ks, strict=True):
-        for seed in (1, 2):
-            x = case.input(seed)
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cpu")
-            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
-            _check(case, bufs[: len(k.outputs)], ref)
+    _host_entries_match_torch(STRIP_CASES, ks, tmp_path / "lib")
 
 
 def test_kernelbench_column_reductions_take_strips_when_on(monkeypatch):
@@ -598,14 +603,7 @@ def test_column_tiles_match_torch(tmp_path, monkeypatch, by):
         assert f"tiles of 32 columns by {by} warps" in k.ops[0], (case.id, k.ops)
     row = next(c for c in CASES if c.id == "sum-row-warp")
     assert "tpr 32 vec 4" in _emit(row, "tile_row")[0].ops[0]
-    lib = kernels.library([k for k, _ in ks], tmp_path / "lib")
-    for case, (k, which) in zip(cases, ks, strict=True):
-        for seed in (1, 2):
-            x = case.input(seed)
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cpu")
-            assert lib._fn(f"{k.name}_host")(*(ctypes.c_void_p(t.data_ptr()) for t in [x, *bufs]), None) == 0
-            _check(case, bufs[: len(k.outputs)], ref)
+    _host_entries_match_torch(cases, ks, tmp_path / "lib")
 
 
 def test_kernelbench_column_reductions_take_tiles_when_on(monkeypatch):
