@@ -139,7 +139,7 @@ def build(
     # The shared cache first, then this run's own folder: each entry only if its library still has
     # the hash recorded when it was built (a library changed since is never loaded).
     tampered: list[str] = []
-    for root in _lookup_roots():
+    for root in lookup_roots():
         found = _cached(root / key, tampered)
         if found is not None:
             return BuildResult(found.library, 0.0, True, found.log, [], located.notes, tampered)
@@ -185,11 +185,7 @@ def private_build_dir() -> Path | None:
 
 def lookup_roots() -> list[Path]:
     """The folders built libraries are looked up in: the shared cache, and the private build folder
-    where one is set (the audit hook's roots of a candidate's own libraries)."""
-    return _lookup_roots()
-
-
-def _lookup_roots() -> list[Path]:
+    where one is set (also the audit hook's roots of a candidate's own libraries)."""
     private = private_build_dir()
     return [cache_dir(), *([private] if private else [])]
 

@@ -380,15 +380,7 @@ def test_gpu_matches_torch(tmp_path, monkeypatch):
     """The real launchers on CUDA tensors against torch on the same GPU."""
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
     ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
-    lib = kernels.library([k for k, _ in ks], tmp_path)
-    for case, (k, which) in zip(CASES, ks, strict=True):
-        for seed in (3, 4):
-            x = case.input(seed).cuda()
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cuda")
-            lib.call(k.name, x, *bufs)
-            torch.cuda.synchronize()
-            _check(case, bufs[: len(k.outputs)], ref)
+    _launchers_match_torch(CASES, ks, tmp_path)
 
 
 if __name__ == "__main__":
@@ -498,6 +490,20 @@ def test_a_column_softmax_split_over_warps(tmp_path, monkeypatch, shape):
     assert b"sc_softmax_cols_split" in (tmp_path / "k.cubin").read_bytes()
 
 
+def _launchers_match_torch(cases: list[Case], ks: list[tuple[kernels.Kernel, list[int]]], folder) -> None:
+    """The kernels built in one library, each real launcher run on CUDA tensors of two seeds against torch
+    on the same GPU."""
+    lib = kernels.library([k for k, _ in ks], folder)
+    for case, (k, which) in zip(cases, ks, strict=True):
+        for seed in (3, 4):
+            x = case.input(seed).cuda()
+            ref = _refs(case, which, x)
+            bufs = _buffers(k, ref, "cuda")
+            lib.call(k.name, x, *bufs)
+            torch.cuda.synchronize()
+            _check(case, bufs[: len(k.outputs)], ref)
+
+
 def _host_entries_match_torch(cases: list[Case], ks: list[tuple[kernels.Kernel, list[int]]], folder) -> None:
     """The kernels built in one library, each host entry run on two seeds' inputs against torch."""
     lib = kernels.library([k for k, _ in ks], folder)
@@ -570,15 +576,7 @@ def test_column_strips_on_the_gpu(tmp_path, monkeypatch):
     cases = [*STRIP_CASES, Case("strips-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties",
                                 exact=True, plan="strips of 6 columns a thread")]
     ks = [_emit(case, f"gstrip{i}") for i, case in enumerate(cases)]
-    lib = kernels.library([k for k, _ in ks], tmp_path)
-    for case, (k, which) in zip(cases, ks, strict=True):
-        for seed in (3, 4):
-            x = case.input(seed).cuda()
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cuda")
-            lib.call(k.name, x, *bufs)
-            torch.cuda.synchronize()
-            _check(case, bufs[: len(k.outputs)], ref)
+    _launchers_match_torch(cases, ks, tmp_path)
 
 
 TILE_IDS = ("sum-col", "mean-cancelling-cols", "mean-col-split", "max-dim-col", "argmin-col",
@@ -638,12 +636,4 @@ def test_column_tiles_on_the_gpu(tmp_path, monkeypatch):
              Case("tile-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties", exact=True,
                   plan="tiles of 32")]
     ks = [_emit(case, f"gtile{i}") for i, case in enumerate(cases)]
-    lib = kernels.library([k for k, _ in ks], tmp_path)
-    for case, (k, which) in zip(cases, ks, strict=True):
-        for seed in (3, 4):
-            x = case.input(seed).cuda()
-            ref = _refs(case, which, x)
-            bufs = _buffers(k, ref, "cuda")
-            lib.call(k.name, x, *bufs)
-            torch.cuda.synchronize()
-            _check(case, bufs[: len(k.outputs)], ref)
+    _launchers_match_torch(cases, ks, tmp_path)

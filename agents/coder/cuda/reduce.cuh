@@ -210,6 +210,21 @@ SC_INLINE void sc_red_add_vec(const sc_red_lse& op, sc_red_lse::State& st, const
 #endif
 }
 
+// Elements r, r + step, ... below hi of a strided operand into st, U loads in flight before any is
+// reduced (the same order of elements whatever U, so the same result).
+template <int U, class Ix, class Op, class T>
+SC_INLINE void sc_red_strided(const Op& op, typename Op::State& st, const T* __restrict__ row, int64_t r, int64_t hi,
+                              int64_t step) {
+  for (; r + (U - 1) * step < hi; r += U * step) {
+    T c[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) c[u] = row[Ix::off(r + u * step)];
+#pragma unroll
+    for (int u = 0; u < U; ++u) op.add(st, sc_to_f(c[u]), r + u * step);
+  }
+  for (; r < hi; r += step) op.add(st, sc_to_f(row[Ix::off(r)]), r);
+}
+
 // One thread's share of output o's elements [lo, hi): lo + t, lo + t + tpr, ... With VEC > 1 the
 // reduced elements are contiguous (Ix::off(r) == r): a scalar head up to 16-byte alignment, vectors,
 // a scalar tail. Each thread meets its elements in increasing r.
@@ -247,15 +262,7 @@ SC_INLINE typename Op::State sc_red_part(const Op& op, const T* __restrict__ x, 
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, sc_to_f(row[r]), r);
   } else {
-    int64_t r = lo + t;
-    for (; r + (SC_RED_US - 1) * (int64_t)tpr < hi; r += SC_RED_US * (int64_t)tpr) {
-      T c[SC_RED_US];
-#pragma unroll
-      for (int u = 0; u < SC_RED_US; ++u) c[u] = row[Ix::off(r + u * (int64_t)tpr)];
-#pragma unroll
-      for (int u = 0; u < SC_RED_US; ++u) op.add(st, sc_to_f(c[u]), r + u * (int64_t)tpr);
-    }
-    for (; r < hi; r += tpr) op.add(st, sc_to_f(row[Ix::off(r)]), r);
+    sc_red_strided<SC_RED_US, Ix>(op, st, row, lo + t, hi, tpr);
   }
   return st;
 }
@@ -368,16 +375,7 @@ template <class Op, class Ix, int BY, class T>
 SC_INLINE typename Op::State sc_red_tile_part(const Op& op, const T* __restrict__ x, int64_t o, int64_t lo,
                                               int64_t hi, int ty) {
   typename Op::State st = op.init();
-  const T* col = x + Ix::base(o);
-  int64_t r = lo + ty;
-  for (; r + 3 * BY < hi; r += 4 * BY) {
-    T c[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) c[u] = col[Ix::off(r + u * BY)];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) op.add(st, sc_to_f(c[u]), r + u * BY);
-  }
-  for (; r < hi; r += BY) op.add(st, sc_to_f(col[Ix::off(r)]), r);
+  sc_red_strided<4, Ix>(op, st, x + Ix::base(o), lo + ty, hi, BY);
   return st;
 }
 
