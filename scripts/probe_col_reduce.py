@@ -6,10 +6,13 @@ shapes side by side on one input, timed with events (median of 20 after 3 warm-u
 - `cols`: the built-in coder's kernel (agents/coder/cuda/reduce.cuh, sc_red_cols): a thread a
   column, 256 neighbouring columns a block, every row in turn. The 16 blocks of one batch's 4095
   columns keep about 66 batches, 64 MiB apart, in flight at once over the whole GPU.
-- `tile<BY, VT>`: ATen's shape for a reduction off the fastest dimension (Reduce.cuh): 32 columns a
+- `tile<BY, VT>` (`tileBYxVT`): ATen's shape for a reduction off the fastest dimension (Reduce.cuh): 32 columns a
   block across a warp, BY warps splitting the rows (row ty, ty + BY, ...), VT loads in flight with an
   accumulator each, merged over the warps in shared memory. 128 blocks a batch: about four batches
   in flight. If the number of batches (pages) in flight is what costs, this shape wins.
+- `tileBYxVTwCW`: the same with CW columns a thread, 32 apart (32 x CW columns a block): a row of
+  4095 floats is not 16-byte aligned, so a block's 128-byte row slice spans five sectors, one shared
+  with its neighbour; wider blocks share fewer.
 - `strips`: the thread-per-column kernel with its rows split over blocks (splits x batch), the
   split-major order (what STITCHCUDA_RED_STRIPS's plan did), for the page count at the other extreme.
 
@@ -45,37 +48,60 @@ __global__ void __launch_bounds__(256) cols(const float* __restrict__ x, float* 
   y[g] = s;
 }
 
-template <class Op, int BY, int VT>
+template <class Op, int BY, int VT, int CW>
 __global__ void __launch_bounds__(32 * BY) tile(const float* __restrict__ x, float* __restrict__ y, int64_t B, int64_t R, int64_t I) {
-  __shared__ float buf[BY][33];
-  const int64_t g = (int64_t)blockIdx.x * 32 + threadIdx.x;
-  const bool live = g < B * I;
-  const int64_t b = live ? g / I : 0, i = live ? g % I : 0;
-  const float* p = x + b * R * I + i;
-  float acc[VT];
+  // CW columns a thread (c, c + 32, ...): a block spans 32 * CW columns of one row, so the sectors a
+  // misaligned row shares with the next block are fewer of its reads.
+  __shared__ float buf[BY][32 * CW + 1];
+  const int64_t groups = (I + 32 * CW - 1) / (32 * CW);
+  const int64_t b = blockIdx.x / groups, i0 = (blockIdx.x % groups) * 32 * CW + threadIdx.x;
+  const float* p = x + b * R * I;
+  float acc[CW][VT];
 #pragma unroll
-  for (int v = 0; v < VT; ++v) acc[v] = Op::init();
+  for (int c = 0; c < CW; ++c)
+#pragma unroll
+    for (int v = 0; v < VT; ++v) acc[c][v] = Op::init();
+  bool live[CW];
+#pragma unroll
+  for (int c = 0; c < CW; ++c) live[c] = b < B && i0 + 32 * c < I;
   int64_t r = threadIdx.y;
-  if (live) {
-    for (; r + (VT - 1) * BY < R; r += VT * BY) {
-      float c[VT];
+  for (; r + (VT - 1) * BY < R; r += VT * BY) {
+    float v_[CW][VT];
 #pragma unroll
-      for (int v = 0; v < VT; ++v) c[v] = p[(r + v * BY) * I];
+    for (int c = 0; c < CW; ++c)
 #pragma unroll
-      for (int v = 0; v < VT; ++v) acc[v] = Op::add(acc[v], c[v]);
-    }
-    for (; r < R; r += BY) acc[0] = Op::add(acc[0], p[r * I]);
+      for (int v = 0; v < VT; ++v) v_[c][v] = live[c] ? p[(r + v * BY) * I + i0 + 32 * c] : Op::init();
+#pragma unroll
+    for (int c = 0; c < CW; ++c)
+#pragma unroll
+      for (int v = 0; v < VT; ++v) acc[c][v] = Op::add(acc[c][v], v_[c][v]);
   }
-  float s = acc[0];
+  for (; r < R; r += BY)
 #pragma unroll
-  for (int v = 1; v < VT; ++v) s = Op::add(s, acc[v]);
-  buf[threadIdx.y][threadIdx.x] = s;
+    for (int c = 0; c < CW; ++c) if (live[c]) acc[c][0] = Op::add(acc[c][0], p[r * I + i0 + 32 * c]);
+#pragma unroll
+  for (int c = 0; c < CW; ++c) {
+    float s = acc[c][0];
+#pragma unroll
+    for (int v = 1; v < VT; ++v) s = Op::add(s, acc[c][v]);
+    buf[threadIdx.y][threadIdx.x + 32 * c] = s;
+  }
   __syncthreads();
-  if (threadIdx.y == 0 && live) {
+  if (threadIdx.y == 0) {
 #pragma unroll
-    for (int k = 1; k < BY; ++k) s = Op::add(s, buf[k][threadIdx.x]);
-    y[g] = s;
+    for (int c = 0; c < CW; ++c) {
+      float s = buf[0][threadIdx.x + 32 * c];
+#pragma unroll
+      for (int k = 1; k < BY; ++k) s = Op::add(s, buf[k][threadIdx.x + 32 * c]);
+      if (live[c]) y[b * I + i0 + 32 * c] = s;
+    }
   }
+}
+
+template <class Op, int BY, int VT, int CW>
+void tiles(const float* xp, float* yp, int64_t B, int64_t R, int64_t I, cudaStream_t st) {
+  const int64_t groups = (I + 32 * CW - 1) / (32 * CW);
+  tile<Op, BY, VT, CW><<<B * groups, dim3(32, BY), 0, st>>>(xp, yp, B, R, I);
 }
 
 // Rows split over `splits` blocks a column group, split-major; partials then merged.
@@ -107,10 +133,14 @@ void launch(const std::string& kind, const torch::Tensor& x, torch::Tensor& y, t
   const float* xp = x.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   if (kind == "cols") cols<Op><<<(n + 255) / 256, 256, 0, st>>>(xp, yp, B, R, I);
-  else if (kind == "tile16x4") tile<Op, 16, 4><<<(n + 31) / 32, dim3(32, 16), 0, st>>>(xp, yp, B, R, I);
-  else if (kind == "tile8x4") tile<Op, 8, 4><<<(n + 31) / 32, dim3(32, 8), 0, st>>>(xp, yp, B, R, I);
-  else if (kind == "tile16x1") tile<Op, 16, 1><<<(n + 31) / 32, dim3(32, 16), 0, st>>>(xp, yp, B, R, I);
-  else if (kind == "tile4x8") tile<Op, 4, 8><<<(n + 31) / 32, dim3(32, 4), 0, st>>>(xp, yp, B, R, I);
+  else if (kind == "tile16x4") tiles<Op, 16, 4, 1>(xp, yp, B, R, I, st);
+  else if (kind == "tile8x4") tiles<Op, 8, 4, 1>(xp, yp, B, R, I, st);
+  else if (kind == "tile16x1") tiles<Op, 16, 1, 1>(xp, yp, B, R, I, st);
+  else if (kind == "tile4x8") tiles<Op, 4, 8, 1>(xp, yp, B, R, I, st);
+  else if (kind == "tile8x4w2") tiles<Op, 8, 4, 2>(xp, yp, B, R, I, st);
+  else if (kind == "tile8x2w4") tiles<Op, 8, 2, 4>(xp, yp, B, R, I, st);
+  else if (kind == "tile4x4w4") tiles<Op, 4, 4, 4>(xp, yp, B, R, I, st);
+  else if (kind == "tile16x2w2") tiles<Op, 16, 2, 2>(xp, yp, B, R, I, st);
   else if (kind == "strips8") {
     const int64_t splits = part.size(0);
     strips<Op><<<((n + 255) / 256) * splits, 256, 0, st>>>(xp, part.data_ptr<float>(), B, R, I, splits);
@@ -124,7 +154,8 @@ void run(const std::string& op, const std::string& kind, torch::Tensor x, torch:
 }
 """
 
-KINDS = ["cols", "tile16x4", "tile8x4", "tile16x1", "tile4x8", "strips8"]
+KINDS = ["cols", "tile16x4", "tile8x4", "tile16x1", "tile4x8", "tile8x4w2", "tile8x2w4", "tile4x4w4", "tile16x2w2",
+         "strips8"]
 
 
 def timed(fn, reps: int = 20) -> float:
