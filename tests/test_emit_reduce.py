@@ -583,22 +583,30 @@ TILE_IDS = ("sum-col", "mean-cancelling-cols", "mean-col-split", "max-dim-col", 
             "argmin-col-split", "std-mean-col-split")
 
 
+TILE_SHAPES = {"8": "tiles of 32 columns by 8 warps, 4 states a column",
+               "16x2w2": "tiles of 64 columns by 16 warps, 2 states a column",
+               "8x2w4": "tiles of 128 columns by 8 warps, 2 states a column",
+               "4x1w4": "tiles of 128 columns by 4 warps, 1 states a column"}
+
+
 @needs_nvcc
-@pytest.mark.parametrize("by", ["8", "16"])
-def test_column_tiles_match_torch(tmp_path, monkeypatch, by):
-    """STITCHCUDA_RED_TILE=BY: column reductions run as tiles of 32 columns by BY warps, each warp a
-    share of the rows, merged in shared memory (the splits' partial states as before). The kernels
-    build for sm_90, and their host entries (each column's BY parts merged in the kernel's order)
-    match torch: indices and extrema exactly, ties to the lowest index, NaN propagated, cancelling
-    sums within the case's tolerance. Row reductions keep their plan with the switch on."""
+@pytest.mark.parametrize("shape", list(TILE_SHAPES))
+def test_column_tiles_match_torch(tmp_path, monkeypatch, shape):
+    """STITCHCUDA_RED_TILE=BY or BYxVTwCW: column reductions run as tiles of 32 x CW columns by BY
+    warps, each warp a share of the rows with VT states a column, merged in the thread and then in
+    shared memory (the splits' partial states as before). The kernels build for sm_90, and their host
+    entries (each column's parts merged in the kernel's order) match torch: indices and extrema
+    exactly, ties to the lowest index, NaN propagated, cancelling sums within the case's tolerance;
+    columns past the end and split ranges shorter than the rest included. Row reductions keep their
+    plan with the switch on."""
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
-    monkeypatch.setenv(emit_reduce.TILE_ENV, by)
-    cases = [dataclasses.replace(c, plan=f"tiles of 32 columns by {by} warps") for c in CASES if c.id in TILE_IDS]
+    monkeypatch.setenv(emit_reduce.TILE_ENV, shape)
+    cases = [dataclasses.replace(c, plan=TILE_SHAPES[shape]) for c in CASES if c.id in TILE_IDS]
     assert len(cases) == len(TILE_IDS)
     ks = [_emit(case, f"tile{i}") for i, case in enumerate(cases)]
     for case, (k, _) in zip(cases, ks, strict=True):
-        assert f"tiles of 32 columns by {by} warps" in k.ops[0], (case.id, k.ops)
+        assert TILE_SHAPES[shape] in k.ops[0], (case.id, k.ops)
     row = next(c for c in CASES if c.id == "sum-row-warp")
     assert "tpr 32 vec 4" in _emit(row, "tile_row")[0].ops[0]
     _host_entries_match_torch(cases, ks, tmp_path / "lib")
@@ -617,11 +625,15 @@ def test_kernelbench_column_reductions_take_tiles_when_on(monkeypatch):
         g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
         node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
         k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
-        assert k.ops[0].endswith("tiles of 32 columns by 16 warps"), k.ops
-        assert "sc_red_tile<k0_op, k0_ix, 16><<<16380, 512, 0, stream>>>" in k.source
-    monkeypatch.setenv(emit_reduce.TILE_ENV, "12")
-    with pytest.raises(ValueError, match="8 or 16"):
-        emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+        assert k.ops[0].endswith("tiles of 32 columns by 16 warps, 4 states a column"), k.ops
+        assert "sc_red_tile<k0_op, k0_ix, 16, 4, 1><<<16380, 512, 0, stream>>>" in k.source
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "16x2w2")
+    k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+    assert "sc_red_tile<k0_op, k0_ix, 16, 2, 2><<<8190, 512, 0, stream>>>" in k.source
+    for bad in ("12", "16x3w2", "16x2", "x"):
+        monkeypatch.setenv(emit_reduce.TILE_ENV, bad)
+        with pytest.raises(ValueError, match="BY or BYxVTwCW"):
+            emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
 
 
 @pytest.mark.gpu
@@ -631,9 +643,10 @@ def test_column_tiles_on_the_gpu(tmp_path, monkeypatch):
     """The tiles' real launchers on CUDA tensors against torch on the same GPU, on the small cases and
     one KernelBench-deep column reduction with ties."""
     monkeypatch.delenv("STITCHCUDA_ARCH", raising=False)
-    monkeypatch.setenv(emit_reduce.TILE_ENV, "16")
-    cases = [*(dataclasses.replace(c, plan="tiles of 32") for c in CASES if c.id in TILE_IDS),
-             Case("tile-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties", exact=True,
-                  plan="tiles of 32")]
-    ks = [_emit(case, f"gtile{i}") for i, case in enumerate(cases)]
-    _launchers_match_torch(cases, ks, tmp_path)
+    for shape in ("16", "16x2w2"):
+        monkeypatch.setenv(emit_reduce.TILE_ENV, shape)
+        cases = [*(dataclasses.replace(c, plan="tiles of") for c in CASES if c.id in TILE_IDS),
+                 Case("tile-deep-argmin", lambda x: x.argmin(dim=1), (4, 2048, 1500), fill="ties", exact=True,
+                      plan="tiles of")]
+        ks = [_emit(case, f"gtile{shape}{i}") for i, case in enumerate(cases)]
+        _launchers_match_torch(cases, ks, tmp_path / shape)

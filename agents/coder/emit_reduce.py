@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -425,19 +426,31 @@ def _col_plan(lay: Layout, target: Target) -> int:
 TILE_ENV = "STITCHCUDA_RED_TILE"
 
 
-def _tile_plan(lay: Layout, target: Target) -> tuple[int, int] | None:
-    """(warps a block, splits) where a column reduction runs as tiles of 32 columns by BY warps
-    (sc_red_tile): STITCHCUDA_RED_TILE=BY, 8 or 16; off (None) by default until timed on a GPU. Splits
-    as the thread-a-column plan's, counting BY threads a column."""
-    by = int(os.environ.get(TILE_ENV, "0") or 0)
-    if by == 0:
+def _tile_shape(value: str) -> tuple[int, int, int] | None:
+    """STITCHCUDA_RED_TILE's value as (BY warps, VT states a column, CW columns a thread): "0" off,
+    "BY" (four states, one column: the first form), or "BYxVTwCW" such as "16x2w2"."""
+    if value in ("", "0"):
         return None
-    if by not in (8, 16):
-        raise ValueError(f"{TILE_ENV}={by}: warps a block, 8 or 16 (0: off)")
+    m = re.fullmatch(r"(\d+)(?:x(\d+)w(\d+))?", value)
+    shape = (int(m[1]), int(m[2] or 4), int(m[3] or 1)) if m else None
+    if shape is None or shape[0] not in (4, 8, 16) or shape[1] not in (1, 2, 4) or shape[2] not in (1, 2, 4):
+        raise ValueError(f"{TILE_ENV}={value}: BY or BYxVTwCW, with BY warps a block (4, 8 or 16), VT states a "
+                         "column (1, 2 or 4) and CW columns a thread (1, 2 or 4); 0: off")
+    return shape
+
+
+def _tile_plan(lay: Layout, target: Target) -> tuple[int, int, int, int] | None:
+    """(BY, VT, CW, splits) where a column reduction runs as tiles of 32 x CW columns by BY warps
+    (sc_red_tile), from STITCHCUDA_RED_TILE (_tile_shape); off (None) by default until timed on a GPU.
+    Splits as the thread-a-column plan's, counting the threads a column has (BY / CW)."""
+    shape = _tile_shape(os.environ.get(TILE_ENV, "0"))
+    if shape is None:
+        return None
+    by, vt, cw = shape
     want = target.sm_count * target.max_threads_per_sm
-    if 2 * lay.n * by >= want or lay.r < 4 * by:
-        return by, 1
-    return by, max(1, min(-(-want // (lay.n * by)), lay.r // (4 * by), MAX_SPLITS))
+    if 2 * lay.n * by // cw >= want or lay.r < vt * by:
+        return by, vt, cw, 1
+    return by, vt, cw, max(1, min(-(-want * cw // (lay.n * by)), lay.r // (vt * by), MAX_SPLITS))
 
 
 STRIPS_ENV = "STITCHCUDA_RED_STRIPS"
@@ -486,7 +499,7 @@ def _reduce_kernel(
     if strips is not None:
         splits = strips[3]
     elif tile is not None:
-        splits = tile[1]
+        splits = tile[3]
     chunk = -(-lay.r // splits)
     chunk = -(-chunk // 16) * 16 if splits > 1 else chunk  # chunk starts keep the rows' alignment
     splits = -(-lay.r // chunk)
@@ -534,10 +547,11 @@ def _reduce_kernel(
         host = (f"  sc_red_strips_host<{name}_op, {k_cols}>(op, x + {lay.offset}LL, ya, yb, part, {outer}LL, "
                 f"{lay.r}LL, {inner}LL, {chunk}LL, {splits}LL);")
     elif tile is not None:
-        by = tile[0]
-        launch = (f"  sc_red_tile<{name}_op, {name}_ix, {by}><<<{-(-lay.n * splits // 32)}, {32 * by}, 0, stream>>>"
+        by, vt, cw, _ = tile
+        params = f"{name}_op, {name}_ix, {by}, {vt}, {cw}"
+        launch = (f"  sc_red_tile<{params}><<<{-(-lay.n * splits // (32 * cw))}, {32 * by}, 0, stream>>>"
                   f"({args});")
-        host = f"  sc_red_tile_host<{name}_op, {name}_ix, {by}>({args});"
+        host = f"  sc_red_tile_host<{params}>({args});"
     else:
         blocks = -(-lay.n * splits // BLOCK)
         launch = f"  sc_red_cols{ld}<{name}_op, {name}_ix><<<{blocks}, {BLOCK}, 0, stream>>>({args});"
@@ -547,7 +561,8 @@ def _reduce_kernel(
         launch += f"\n  sc_red_final<<<{-(-lay.n // (BLOCK // 32))}, {BLOCK}, 0, stream>>>({fin});"
         host += f"\n  sc_red_final_host({fin});"
     plan = (f"rows tpr {tpr} vec {vec}" if rows else f"strips of {strips[0]} columns a thread" if strips
-            else f"tiles of 32 columns by {tile[0]} warps" if tile else "cols")
+            else f"tiles of {32 * tile[2]} columns by {tile[0]} warps, {tile[1]} states a column" if tile
+            else "cols")
     note = f"{note}: {lay.n} x {lay.r}, {plan}" + (f", {splits} splits" if splits > 1 else "")
     if pro is not None:
         note += f", prologue {' -> '.join(pro.ops) or 'copy'} (not stored)"

@@ -363,52 +363,105 @@ static void sc_red_cols_host(const Op op, const T* x, TA* ya, TB* yb, typename O
   }
 }
 
-// Columns as tiles (emit_reduce's tile plan, STITCHCUDA_RED_TILE=BY): ATen's shape for a reduction
-// off the fastest dimension. A block is 32 neighbouring columns (one warp across) by BY warps; warp
-// ty walks rows ty, ty + BY, ... with four loads in flight, and the warps' states are merged in
-// shared memory. A batch of [B, R, I] then takes I / 32 blocks where the thread-a-column kernel takes
-// I / 256, so the blocks in flight read a few batches instead of dozens (level 1's 47-53 on the H100:
-// the thread-a-column kernel at 75% of the DRAM bandwidth, eager's ATen kernel at 87%).
-// One thread's part: output o's rows [lo, hi) from lo + ty in steps of BY; the kernel and the host
-// entry (each of a column's BY parts in turn, merged in the same order) run this same function.
-template <class Op, class Ix, int BY, class T>
-SC_INLINE typename Op::State sc_red_tile_part(const Op& op, const T* __restrict__ x, int64_t o, int64_t lo,
-                                              int64_t hi, int ty) {
-  typename Op::State st = op.init();
-  sc_red_strided<4, Ix>(op, st, x + Ix::base(o), lo + ty, hi, BY);
-  return st;
+// Columns as tiles (emit_reduce's tile plan, STITCHCUDA_RED_TILE): ATen's shape for a reduction off
+// the fastest dimension. A block is 32 x CW neighbouring columns (a warp across, each thread CW
+// columns 32 apart) by BY warps; warp ty walks rows ty, ty + BY, ... keeping VT states a column, so
+// CW x VT loads are in flight before any is reduced; the VT states, then the warps' states (shared
+// memory), are merged. A batch of [B, R, I] then takes I / (32 CW) blocks where the thread-a-column
+// kernel takes I / 256, so the blocks in flight read a few batches instead of dozens (level 1's 47-53
+// on an H100: the thread-a-column kernel at 75% of the DRAM bandwidth, ATen's tiles at 87%, and
+// 16 warps x 2 states x 2 columns at 91% in scripts/probe_col_reduce.py).
+// Thread (b, tx, ty)'s part: the states of its CW columns (flat outputs g_c = (b * CW + c) * 32 + tx
+// over N x splits) over their rows from ty in steps of BY. The kernel and the host entry (every
+// thread's part in turn, the warps merged in the same order) run this same function, so they agree
+// bit for bit whatever order the states are merged in.
+template <class Op, class Ix, int BY, int VT, int CW, class T>
+SC_INLINE void sc_red_tile_part(const Op& op, const T* __restrict__ x, int64_t b, int tx, int ty, int64_t chunk,
+                                int64_t splits, typename Op::State (&out)[CW]) {
+  using S = typename Op::State;
+  const T* rowp[CW];
+  int64_t lo[CW], n[CW];
+  int64_t common = -1;  // rows every live column has (the interleaved loop's bound)
+#pragma unroll
+  for (int c = 0; c < CW; ++c) {
+    const int64_t g = (b * CW + c) * 32 + tx;
+    const bool live = g < Ix::N * splits;
+    const int64_t o = live ? g % Ix::N : 0, s = live ? g / Ix::N : 0;
+    lo[c] = s * chunk;
+    n[c] = live ? ((lo[c] + chunk < Ix::R ? lo[c] + chunk : Ix::R) - lo[c]) : 0;
+    rowp[c] = x + Ix::base(o);
+    if (live) common = common < 0 || n[c] < common ? n[c] : common;
+  }
+  if (common < 0) common = 0;
+  S st[CW][VT];
+#pragma unroll
+  for (int c = 0; c < CW; ++c)
+#pragma unroll
+    for (int v = 0; v < VT; ++v) st[c][v] = op.init();
+  int64_t k = ty;
+  for (; k + (VT - 1) * BY < common; k += VT * BY) {
+    T e[CW][VT];
+#pragma unroll
+    for (int c = 0; c < CW; ++c)
+#pragma unroll
+      for (int v = 0; v < VT; ++v) e[c][v] = n[c] ? rowp[c][Ix::off(lo[c] + k + v * BY)] : T(0);
+#pragma unroll
+    for (int c = 0; c < CW; ++c)
+#pragma unroll
+      for (int v = 0; v < VT; ++v)
+        if (n[c]) op.add(st[c][v], sc_to_f(e[c][v]), lo[c] + k + v * BY);
+  }
+#pragma unroll
+  for (int c = 0; c < CW; ++c) {
+    for (int64_t r = k; r < n[c]; r += BY) op.add(st[c][0], sc_to_f(rowp[c][Ix::off(lo[c] + r)]), lo[c] + r);
+#pragma unroll
+    for (int v = 1; v < VT; ++v) op.merge(st[c][0], st[c][v]);
+    out[c] = st[c][0];
+  }
 }
 
-template <class Op, class Ix, int BY, class T, class TA, class TB>
+template <class Op, class Ix, int BY, int VT, int CW, class T, class TA, class TB>
 __global__ void __launch_bounds__(32 * BY)
 sc_red_tile(const Op op, const T* __restrict__ x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
             int64_t splits) {
   using S = typename Op::State;
-  __shared__ S buf[BY][32];
+  __shared__ S buf[BY][CW][32];
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int64_t g = (int64_t)blockIdx.x * 32 + tx;
-  const bool live = g < Ix::N * splits;
-  const int64_t o = live ? g % Ix::N : 0, s = live ? g / Ix::N : 0, lo = s * chunk;
-  const int64_t hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
-  S st = live ? sc_red_tile_part<Op, Ix, BY>(op, x, o, lo, hi, ty) : op.init();
-  buf[ty][tx] = st;
-  __syncthreads();
-  if (ty == 0 && live) {
+  S st[CW];
+  sc_red_tile_part<Op, Ix, BY, VT, CW>(op, x, (int64_t)blockIdx.x, tx, ty, chunk, splits, st);
 #pragma unroll
-    for (int k = 1; k < BY; ++k) op.merge(st, buf[k][tx]);
-    sc_red_store(op, st, o, s, splits, ya, yb, part);
+  for (int c = 0; c < CW; ++c) buf[ty][c][tx] = st[c];
+  __syncthreads();
+  if (ty == 0) {
+#pragma unroll
+    for (int c = 0; c < CW; ++c) {
+      const int64_t g = ((int64_t)blockIdx.x * CW + c) * 32 + tx;
+      if (g >= Ix::N * splits) continue;
+#pragma unroll
+      for (int k = 1; k < BY; ++k) op.merge(st[c], buf[k][c][tx]);
+      sc_red_store(op, st[c], g % Ix::N, g / Ix::N, splits, ya, yb, part);
+    }
   }
 }
 
-template <class Op, class Ix, int BY, class T, class TA, class TB>
+template <class Op, class Ix, int BY, int VT, int CW, class T, class TA, class TB>
 static void sc_red_tile_host(const Op op, const T* x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
                              int64_t splits) {
-  for (int64_t g = 0; g < Ix::N * splits; ++g) {
-    const int64_t o = g % Ix::N, s = g / Ix::N, lo = s * chunk, hi = lo + chunk < Ix::R ? lo + chunk : Ix::R;
-    auto st = sc_red_tile_part<Op, Ix, BY>(op, x, o, lo, hi, 0);
-    for (int ty = 1; ty < BY; ++ty) op.merge(st, sc_red_tile_part<Op, Ix, BY>(op, x, o, lo, hi, ty));
-    sc_red_store(op, st, o, s, splits, ya, yb, part);
-  }
+  using S = typename Op::State;
+  const int64_t blocks = (Ix::N * splits + 32 * CW - 1) / (32 * CW);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int tx = 0; tx < 32; ++tx) {
+      S st[CW], more[CW];
+      sc_red_tile_part<Op, Ix, BY, VT, CW>(op, x, b, tx, 0, chunk, splits, st);
+      for (int ty = 1; ty < BY; ++ty) {
+        sc_red_tile_part<Op, Ix, BY, VT, CW>(op, x, b, tx, ty, chunk, splits, more);
+        for (int c = 0; c < CW; ++c) op.merge(st[c], more[c]);
+      }
+      for (int c = 0; c < CW; ++c) {
+        const int64_t g = (b * CW + c) * 32 + tx;
+        if (g < Ix::N * splits) sc_red_store(op, st[c], g % Ix::N, g / Ix::N, splits, ya, yb, part);
+      }
+    }
 }
 
 // Columns as strips (emit_reduce's strips plan, STITCHCUDA_RED_STRIPS=1): the operand is [outer, R,
