@@ -20,6 +20,13 @@ from stitchcuda.agents.coder import emit_reduce, kernels
 from stitchcuda.agents.graph import ref_name
 from stitchcuda.target import Target
 
+
+@pytest.fixture(autouse=True)
+def _thread_a_column(monkeypatch):
+    """The cases below pin the thread-a-column kernel's plan ("cols"); column tiles, the default
+    since the H100 run at d0147ff, are set by the tests that are about them."""
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "0")
+
 H100 = Target.named("h100")
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -278,6 +285,7 @@ def host_library(tmp_path_factory) -> tuple[list[tuple[kernels.Kernel, list[int]
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
+    monkeypatch.setenv(emit_reduce.TILE_ENV, "0")  # (module-scoped: before the autouse fixture)
     try:
         ks = [_emit(case, f"red{i}") for i, case in enumerate(CASES)]
         lib = kernels.library([k for k, _ in ks], tmp_path_factory.mktemp("reduce"))
@@ -650,3 +658,26 @@ def test_column_tiles_on_the_gpu(tmp_path, monkeypatch):
                       plan="tiles of")]
         ks = [_emit(case, f"gtile{shape}{i}") for i, case in enumerate(cases)]
         _launchers_match_torch(cases, ks, tmp_path / shape)
+
+
+def test_column_tiles_by_default(monkeypatch):
+    """With STITCHCUDA_RED_TILE unset, a column reduction takes tiles, shaped by its state's size:
+    16 warps x 2 states x 2 columns for a sum or a max (at most 8 bytes), 16 warps x 4 states x 1 column
+    for argmin's value and index; one with too few rows for two rounds of a warp's loads, and a row
+    reduction, keep their own plans."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.delenv(emit_reduce.TILE_ENV)
+    mode = FakeTensorMode()
+    with mode:
+        deep, shallow, rows = torch.empty(64, 1024, 300), torch.empty(64, 40, 300), torch.empty(300, 1024)
+    want = {"sum": "tiles of 64 columns by 16 warps, 2 states a column",
+            "amax": "tiles of 64 columns by 16 warps, 2 states a column",
+            "argmin": "tiles of 32 columns by 16 warps, 4 states a column"}
+    for name, fn in (("sum", lambda x: x.sum(dim=1)), ("amax", lambda x: x.amax(dim=1)),
+                     ("argmin", lambda x: x.argmin(dim=1))):
+        for x, plan in ((deep, want[name]), (shallow, "cols"), (rows, "tpr")):
+            g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
+            node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
+            k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
+            assert plan in k.ops[0], (name, tuple(x.shape), k.ops)

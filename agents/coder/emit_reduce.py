@@ -426,10 +426,21 @@ def _col_plan(lay: Layout, target: Target) -> int:
 TILE_ENV = "STITCHCUDA_RED_TILE"
 
 
-def _tile_shape(value: str) -> tuple[int, int, int] | None:
-    """STITCHCUDA_RED_TILE's value as (BY warps, VT states a column, CW columns a thread): "0" off,
-    "BY" (four states, one column: the first form), or "BYxVTwCW" such as "16x2w2"."""
-    if value in ("", "0"):
+# The tile shape a column reduction takes by default, by its state's size: on an H100 (bench/results/
+# 2026-12-06-h100-col-tiles-*), 16 warps x 2 states x 2 columns for states of at most 8 bytes (sum,
+# mean, max: 5-9% under the thread-a-column kernel), and 16 warps x 4 states x 1 column for larger
+# ones (argmax and argmin's value and index, where two columns a thread cost 8% instead).
+SMALL_STATE_TILE = (16, 2, 2)
+LARGE_STATE_TILE = (16, 4, 1)
+
+
+def _tile_shape(value: str | None, state_bytes: int) -> tuple[int, int, int] | None:
+    """STITCHCUDA_RED_TILE's value as (BY warps, VT states a column, CW columns a thread): unset, the
+    default by the state's size; "0" off (the thread-a-column kernel); "BY" (four states, one column);
+    or "BYxVTwCW" such as "16x2w2"."""
+    if value is None or value == "":
+        return SMALL_STATE_TILE if state_bytes <= 8 else LARGE_STATE_TILE
+    if value == "0":
         return None
     m = re.fullmatch(r"(\d+)(?:x(\d+)w(\d+))?", value)
     shape = (int(m[1]), int(m[2] or 4), int(m[3] or 1)) if m else None
@@ -439,16 +450,20 @@ def _tile_shape(value: str) -> tuple[int, int, int] | None:
     return shape
 
 
-def _tile_plan(lay: Layout, target: Target) -> tuple[int, int, int, int] | None:
+def _tile_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, int, int] | None:
     """(BY, VT, CW, splits) where a column reduction runs as tiles of 32 x CW columns by BY warps
-    (sc_red_tile), from STITCHCUDA_RED_TILE (_tile_shape); off (None) by default until timed on a GPU.
-    Splits as the thread-a-column plan's, counting the threads a column has (BY / CW)."""
-    shape = _tile_shape(os.environ.get(TILE_ENV, "0"))
+    (sc_red_tile), the shape from _tile_shape; None where STITCHCUDA_RED_TILE=0, or, by default, where
+    the rows are too few for each warp to have two rounds of loads. Splits as the
+    thread-a-column plan's, counting the threads a column has (BY / CW)."""
+    value = os.environ.get(TILE_ENV)
+    shape = _tile_shape(value, spec.state_bytes)
     if shape is None:
         return None
     by, vt, cw = shape
+    if not value and lay.r < 2 * vt * by:  # a warp would take at most one round of loads
+        return None
     want = target.sm_count * target.max_threads_per_sm
-    if 2 * lay.n * by // cw >= want or lay.r < vt * by:
+    if 2 * lay.n * by // cw >= want:
         return by, vt, cw, 1
     return by, vt, cw, max(1, min(-(-want * cw // (lay.n * by)), lay.r // (vt * by), MAX_SPLITS))
 
@@ -495,7 +510,7 @@ def _reduce_kernel(
     else:
         tpr, splits, vec = 1, _col_plan(lay, ctx.target), 1
     strips = _strips_plan(lay, spec, ctx.target) if not rows and pro is None else None
-    tile = _tile_plan(lay, ctx.target) if not rows and pro is None and strips is None else None
+    tile = _tile_plan(lay, spec, ctx.target) if not rows and pro is None and strips is None else None
     if strips is not None:
         splits = strips[3]
     elif tile is not None:

@@ -379,49 +379,54 @@ template <class Op, class Ix, int BY, int VT, int CW, class T>
 SC_INLINE void sc_red_tile_part(const Op& op, const T* __restrict__ x, int64_t b, int tx, int ty, int64_t chunk,
                                 int64_t splits, typename Op::State (&out)[CW]) {
   using S = typename Op::State;
-  const T* rowp[CW];
-  int64_t lo[CW], n[CW];
-  int64_t common = -1;  // rows every live column has (the interleaved loop's bound)
-#pragma unroll
-  for (int c = 0; c < CW; ++c) {
-    const int64_t g = (b * CW + c) * 32 + tx;
-    const bool live = g < Ix::N * splits;
-    const int64_t o = live ? g % Ix::N : 0, s = live ? g / Ix::N : 0;
-    lo[c] = s * chunk;
-    n[c] = live ? ((lo[c] + chunk < Ix::R ? lo[c] + chunk : Ix::R) - lo[c]) : 0;
-    rowp[c] = x + Ix::base(o);
-    if (live) common = common < 0 || n[c] < common ? n[c] : common;
-  }
-  if (common < 0) common = 0;
   S st[CW][VT];
 #pragma unroll
   for (int c = 0; c < CW; ++c)
 #pragma unroll
     for (int v = 0; v < VT; ++v) st[c][v] = op.init();
+  const int64_t g0 = b * CW * 32 + tx, last = g0 + (CW - 1) * 32;
   int64_t k = ty;
-  for (; k + (VT - 1) * BY < common; k += VT * BY) {
-    T e[CW][VT];
+  // Every column of the thread live and in the same split (all but a few threads at the ends): one
+  // row range and one row offset for all, so the registers stay few and the blocks many (a pointer
+  // and a range a column took 50-107 registers a thread).
+  if (last < Ix::N * splits && g0 / Ix::N == last / Ix::N) {
+    const int64_t lo = g0 / Ix::N * chunk, n = (lo + chunk < Ix::R ? lo + chunk : Ix::R) - lo;
+    const T* rowp[CW];
 #pragma unroll
-    for (int c = 0; c < CW; ++c)
+    for (int c = 0; c < CW; ++c) rowp[c] = x + Ix::base((g0 + 32 * c) % Ix::N);
+    for (; k + (VT - 1) * BY < n; k += VT * BY) {
+      T e[CW][VT];
 #pragma unroll
-      for (int v = 0; v < VT; ++v) e[c][v] = n[c] ? rowp[c][Ix::off(lo[c] + k + v * BY)] : T(0);
+      for (int v = 0; v < VT; ++v) {
+        const int64_t at = Ix::off(lo + k + v * BY);
 #pragma unroll
-    for (int c = 0; c < CW; ++c)
+        for (int c = 0; c < CW; ++c) e[c][v] = rowp[c][at];
+      }
 #pragma unroll
-      for (int v = 0; v < VT; ++v)
-        if (n[c]) op.add(st[c][v], sc_to_f(e[c][v]), lo[c] + k + v * BY);
+      for (int c = 0; c < CW; ++c)
+#pragma unroll
+        for (int v = 0; v < VT; ++v) op.add(st[c][v], sc_to_f(e[c][v]), lo + k + v * BY);
+    }
   }
+  // The rest: the fast loop's tail, or every row of a thread whose columns differ in range.
 #pragma unroll
   for (int c = 0; c < CW; ++c) {
-    for (int64_t r = k; r < n[c]; r += BY) op.add(st[c][0], sc_to_f(rowp[c][Ix::off(lo[c] + r)]), lo[c] + r);
+    const int64_t g = g0 + 32 * c;
+    if (g < Ix::N * splits) {
+      const int64_t lo = g / Ix::N * chunk, n = (lo + chunk < Ix::R ? lo + chunk : Ix::R) - lo;
+      const T* row = x + Ix::base(g % Ix::N);
+      for (int64_t r = k; r < n; r += BY) op.add(st[c][0], sc_to_f(row[Ix::off(lo + r)]), lo + r);
+    }
 #pragma unroll
     for (int v = 1; v < VT; ++v) op.merge(st[c][0], st[c][v]);
     out[c] = st[c][0];
   }
 }
 
+// Registers for 2,048 threads an SM (a full H100 SM; where an SM holds fewer, the bound still caps
+// them): the blocks in flight are what keeps enough loads in flight to reach the DRAM bandwidth.
 template <class Op, class Ix, int BY, int VT, int CW, class T, class TA, class TB>
-__global__ void __launch_bounds__(32 * BY)
+__global__ void __launch_bounds__(32 * BY, 64 / BY)
 sc_red_tile(const Op op, const T* __restrict__ x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
             int64_t splits) {
   using S = typename Op::State;
