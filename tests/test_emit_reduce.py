@@ -629,15 +629,17 @@ def test_kernelbench_column_reductions_take_tiles_when_on(monkeypatch):
     mode = FakeTensorMode()
     with mode:
         x = torch.empty(128, 4096, 4095)
-    for fn in (lambda x: x.sum(dim=1), lambda x: x.argmin(dim=1), lambda x: torch.max(x, dim=1)[0]):
+    # Values and indices (16 bytes: argmin, and max.dim with both of its results live here) with no
+    # register cap; a sum capped for 4 blocks an SM.
+    for fn, minb in ((lambda x: x.sum(dim=1), 4), (lambda x: x.argmin(dim=1), 1), (lambda x: torch.max(x, dim=1)[0], 1)):
         g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
         node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
         k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
         assert k.ops[0].endswith("tiles of 32 columns by 16 warps, 4 states a column"), k.ops
-        assert "sc_red_tile<k0_op, k0_ix, 16, 4, 1><<<16380, 512, 0, stream>>>" in k.source
+        assert f"sc_red_tile<k0_op, k0_ix, 16, 4, 1, {minb}><<<16380, 512, 0, stream>>>" in k.source, k.ops
     monkeypatch.setenv(emit_reduce.TILE_ENV, "16x2w2")
     k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
-    assert "sc_red_tile<k0_op, k0_ix, 16, 2, 2><<<8190, 512, 0, stream>>>" in k.source
+    assert "sc_red_tile<k0_op, k0_ix, 16, 2, 2, 1><<<8190, 512, 0, stream>>>" in k.source
     for bad in ("12", "16x3w2", "16x2", "x"):
         monkeypatch.setenv(emit_reduce.TILE_ENV, bad)
         with pytest.raises(ValueError, match="BY or BYxVTwCW"):

@@ -429,7 +429,8 @@ TILE_ENV = "STITCHCUDA_RED_TILE"
 # The tile shape a column reduction takes by default, by its state's size: on an H100 (bench/results/
 # 2026-12-06-h100-col-tiles-*), 16 warps x 2 states x 2 columns for states of at most 8 bytes (sum,
 # mean, max: 5-9% under the thread-a-column kernel), and 16 warps x 4 states x 1 column for larger
-# ones (argmax and argmin's value and index, where two columns a thread cost 8% instead).
+# ones (argmax and argmin's value and index, where two columns a thread cost 8% instead); the
+# registers capped for 2,048 threads an SM where the states are small (_tile_min_blocks).
 SMALL_STATE_TILE = (16, 2, 2)
 LARGE_STATE_TILE = (16, 4, 1)
 
@@ -448,6 +449,13 @@ def _tile_shape(value: str | None, state_bytes: int) -> tuple[int, int, int] | N
         raise ValueError(f"{TILE_ENV}={value}: BY or BYxVTwCW, with BY warps a block (4, 8 or 16), VT states a "
                          "column (1, 2 or 4) and CW columns a thread (1, 2 or 4); 0: off")
     return shape
+
+
+def _tile_min_blocks(by: int, state_bytes: int) -> int:
+    """sc_red_tile's MINB (blocks an SM its registers are capped for): 2,048 threads an SM for states
+    of at most 8 bytes; none for larger ones, which spilled under the cap (argmax and argmin on an H100:
+    3.5 ms capped, 3.0-3.1 ms not)."""
+    return 2048 // (32 * by) if state_bytes <= 8 else 1
 
 
 def _tile_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, int, int] | None:
@@ -564,7 +572,8 @@ def _reduce_kernel(
     elif tile is not None:
         by, vt, cw, _ = tile
         params = f"{name}_op, {name}_ix, {by}, {vt}, {cw}"
-        launch = (f"  sc_red_tile<{params}><<<{-(-lay.n * splits // (32 * cw))}, {32 * by}, 0, stream>>>"
+        minb = _tile_min_blocks(by, spec.state_bytes)
+        launch = (f"  sc_red_tile<{params}, {minb}><<<{-(-lay.n * splits // (32 * cw))}, {32 * by}, 0, stream>>>"
                   f"({args});")
         host = f"  sc_red_tile_host<{params}>({args});"
     else:
