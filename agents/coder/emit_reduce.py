@@ -426,11 +426,11 @@ def _col_plan(lay: Layout, target: Target) -> int:
 TILE_ENV = "STITCHCUDA_RED_TILE"
 
 
-# The tile shape a column reduction takes by default, by its state's size: on an H100 (bench/results/
-# 2026-12-06-h100-col-tiles-*), 16 warps x 2 states x 2 columns for states of at most 8 bytes (sum,
-# mean, max: 5-9% under the thread-a-column kernel), and 16 warps x 4 states x 1 column for larger
-# ones (argmax and argmin's value and index, where two columns a thread cost 8% instead); the
-# registers capped for 2,048 threads an SM where the states are small (_tile_min_blocks).
+# The tile shape a column reduction takes by default, by its state's size (on an H100, bench/results/
+# 2026-12-06-h100-l1-col-tiles-291a6c1-a965c28.md): 16 warps x 2 states x 2 columns for states of at
+# most 8 bytes (sum, mean, max: 1.13-1.20x the thread-a-column kernel), 16 warps x 4 states x 1 column
+# for larger ones (argmax and argmin's value and index: 1.07x, where two columns a thread lost 16%);
+# the registers capped for 2,048 threads an SM where the states are small (_tile_min_blocks).
 SMALL_STATE_TILE = (16, 2, 2)
 LARGE_STATE_TILE = (16, 4, 1)
 

@@ -426,7 +426,7 @@ SC_INLINE void sc_red_tile_part(const Op& op, const T* __restrict__ x, int64_t b
 // MINB blocks an SM: registers capped so that many fit. emit_reduce asks for 2,048 threads (a full
 // H100 SM) where the states are small, as the blocks in flight are what keeps enough loads in flight
 // to reach the DRAM bandwidth; for larger states (argmax's value and index) the cap spilled, and no
-// cap ran faster (bench/results/2026-12-06-h100-l1-col-tiles-*).
+// cap ran faster (bench/results/2026-12-06-h100-l1-col-tiles-291a6c1-a965c28.md).
 template <class Op, class Ix, int BY, int VT, int CW, int MINB, class T, class TA, class TB>
 __global__ void __launch_bounds__(32 * BY, MINB)
 sc_red_tile(const Op op, const T* __restrict__ x, TA* ya, TB* yb, typename Op::State* part, int64_t chunk,
