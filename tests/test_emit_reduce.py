@@ -665,21 +665,30 @@ def test_column_tiles_on_the_gpu(tmp_path, monkeypatch):
 def test_column_tiles_by_default(monkeypatch):
     """With STITCHCUDA_RED_TILE unset, a column reduction takes tiles, shaped by its state's size:
     16 warps x 2 states x 2 columns for a sum or a max (at most 8 bytes), 16 warps x 4 states x 1 column
-    for argmin's value and index; one with too few rows for two rounds of a warp's loads, and a row
-    reduction, keep their own plans."""
+    for argmin's value and index. These keep their own plans: one with too few rows for two rounds of
+    a warp's loads, one whose columns need splits to fill the GPU (level 2's 8192 x 8192 column sums,
+    where the tiles lost on the H100), one over several dims, one with fewer contiguous columns than a
+    tile is wide (a tile's row would span batches), and a row reduction."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.delenv(emit_reduce.TILE_ENV)
     mode = FakeTensorMode()
     with mode:
         deep, shallow, rows = torch.empty(64, 1024, 300), torch.empty(64, 40, 300), torch.empty(300, 1024)
+        few, multi, narrow = torch.empty(1, 8192, 8192), torch.empty(64, 32, 300, 32, 4), torch.empty(8192, 200, 16)
     want = {"sum": "tiles of 64 columns by 16 warps, 2 states a column",
             "amax": "tiles of 64 columns by 16 warps, 2 states a column",
             "argmin": "tiles of 32 columns by 16 warps, 4 states a column"}
     for name, fn in (("sum", lambda x: x.sum(dim=1)), ("amax", lambda x: x.amax(dim=1)),
                      ("argmin", lambda x: x.argmin(dim=1))):
-        for x, plan in ((deep, want[name]), (shallow, "cols"), (rows, "tpr")):
-            g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
+        for x, plan in ((deep, want[name]), (shallow, "cols"), (rows, "tpr"), (few, "cols, "), (multi, "cols"),
+                         (narrow, "cols")):
+            if x is multi:  # dims 1 and 3 of five, which no layout merges (a sum or a max: argmin takes one)
+                if name == "argmin":
+                    continue
+                g = graph.trace_module(Fn(lambda x, name=name: getattr(x, name)(dim=(1, 3))), [x], fake_mode=mode)
+            else:
+                g = graph.trace_module(Fn(fn), [x], fake_mode=mode)
             node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
             k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
             assert plan in k.ops[0], (name, tuple(x.shape), k.ops)

@@ -460,18 +460,26 @@ def _tile_min_blocks(by: int, state_bytes: int) -> int:
 
 def _tile_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, int, int] | None:
     """(BY, VT, CW, splits) where a column reduction runs as tiles of 32 x CW columns by BY warps
-    (sc_red_tile), the shape from _tile_shape; None where STITCHCUDA_RED_TILE=0, or, by default, where
-    the rows are too few for each warp to have two rounds of loads. Splits as the
+    (sc_red_tile), the shape from _tile_shape; None where STITCHCUDA_RED_TILE=0, and by default where
+    the columns need splits to fill the GPU, more than one dim is reduced, fewer columns than a tile's
+    width are contiguous, or the rows are too few for each warp to have two rounds of loads. Splits (with the variable set) as the
     thread-a-column plan's, counting the threads a column has (BY / CW)."""
     value = os.environ.get(TILE_ENV)
     shape = _tile_shape(value, spec.state_bytes)
     if shape is None:
         return None
     by, vt, cw = shape
-    if not value and lay.r < 2 * vt * by:  # a warp would take at most one round of loads
-        return None
     want = target.sm_count * target.max_threads_per_sm
-    if 2 * lay.n * by // cw >= want:
+    fills = 2 * lay.n * by // cw >= want  # the columns alone fill the GPU: no splits
+    # By default only where the H100 run measured tiles winning: one reduced dim, no splits, a tile's
+    # row one contiguous run of columns, and two rounds of a warp's loads at least. With splits (level
+    # 2's column sums over 8192 x 8192, 1024 x 128) the tiles' kernels took 8-16% longer; where a row
+    # of the tile spans several batches (16 or 32 contiguous columns: a mean over D, H, W of a
+    # channels-last volume, NetVLAD's sum) they won nothing.
+    contiguous = bool(lay.kept) and lay.kept[-1][1] == 1 and lay.kept[-1][0] >= 32 * cw
+    if not value and (not fills or len(lay.red) != 1 or not contiguous or lay.r < 2 * vt * by):
+        return None
+    if fills:
         return by, vt, cw, 1
     return by, vt, cw, max(1, min(-(-want * cw // (lay.n * by)), lay.r // (vt * by), MAX_SPLITS))
 
