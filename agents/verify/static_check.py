@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -132,6 +133,7 @@ class _Module:
     joined: set[int] | None = None  # stream_join's, once read
     parents: dict[int, ast.AST] | None = None  # child id -> parent, once needed
     loader: set[int] = field(default_factory=set)  # StitchCUDA's verbatim kernel loader's nodes
+    class_names: set[str] = field(default_factory=set)  # names bound to an object's class (type(x), x.__class__)
 
 
 # Attributes that reach other modules' objects, and through them any import (torch.__builtins__'s
@@ -197,6 +199,19 @@ def _is_extension_load(value: ast.AST, mod: _Module) -> bool:
     return bool(origin) and origin.split(".")[0] != "torch" and origin not in mod.classes
 
 
+def _star_names(module: str) -> list[str]:
+    """The names `from module import *` binds, where this process has the module loaded already (ctypes,
+    torch, operator: nothing of the candidate's is imported here to find out); [] otherwise. Without
+    them `from ctypes import *` left cast(...) and memmove(...) unattributed."""
+    m = sys.modules.get(module)
+    if m is None:
+        return []
+    names = getattr(m, "__all__", None)
+    if not isinstance(names, list | tuple):
+        names = [n for n in dir(m) if not n.startswith("_")]
+    return [n for n in names if isinstance(n, str) and n.isidentifier()]
+
+
 def _collect(tree: ast.Module) -> _Module:
     mod = _Module(tree=tree)
     for node in ast.walk(tree):
@@ -205,7 +220,12 @@ def _collect(tree: ast.Module) -> _Module:
                 mod.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
-                mod.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                if a.name == "*":
+                    mod.aliases.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
+                else:
+                    mod.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    mod.class_names = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _class_of(node.value)
+                       for t in node.targets if isinstance(t, ast.Name)}
     mod.top_names = {t.id for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
                      for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
                      if isinstance(t, ast.Name)}
@@ -278,21 +298,91 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
     return layers, extensions
 
 
+# The functions that look an attribute up by a name given as a string, under the names a module may
+# reach them by: getattr(x, "n") and inspect.getattr_static(x, "n") are x.n; operator.attrgetter("n")(x)
+# is x.n ("a.b": x.a.b).
+_GETATTR = frozenset({"getattr", "builtins.getattr", "inspect.getattr_static"})
+_ATTRGETTER = frozenset({"operator.attrgetter"})
+
+
+def _lookup_names(tree: ast.Module) -> dict[str, str]:
+    """Local names bound to a lookup function (`from operator import attrgetter as ag`, `G = getattr`,
+    `import builtins as b`) -> the function's dotted name, and imported modules -> theirs."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if a.name == "*":
+                    names.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
+                else:
+                    names[a.asname or a.name] = f"{node.module}.{a.name}"
+    for _ in range(2):  # `G = getattr; H = G`
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name | ast.Attribute):
+                origin = _lookup_origin(node.value, names)
+                if origin in _GETATTR | _ATTRGETTER:
+                    for t in node.targets:
+                        if isinstance(t, ast.Name):
+                            names[t.id] = origin
+    return names
+
+
+def _lookup_origin(node: ast.AST, names: dict[str, str]) -> str:
+    """The dotted name `node` refers to, through `names`; a bare getattr is the builtin."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    head = names.get(node.id, node.id)
+    return ".".join([head, *reversed(parts)])
+
+
 class _NamedLookups(ast.NodeTransformer):
     """getattr(x, "tolist") read as x.tolist (the name written out, or made only of written strings:
     location.fold), so every rule that reads an attribute reads the lookup too. A red-team round
     (2026-12-06) ran Tensor.tolist and Tensor.map2_ through getattr with their names written out, which
-    only the attribute forms were checked for."""
+    only the attribute forms were checked for. The same for getattr under another name (`G = getattr`,
+    builtins.getattr), inspect.getattr_static, operator.attrgetter("n")(x) and x.__getattribute__("n")
+    (or object's, type(x)'s, a class's: T.__getattribute__(x, "n"))."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names = names
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        if node.keywords:
+            return node
+        f, args = node.func, node.args
+        origin = _lookup_origin(f, self.names) if isinstance(f, ast.Name | ast.Attribute) else ""
         # A default is evaluated whatever the lookup finds: only one that computes nothing (a constant, a
         # name, an attribute) may drop out of the tree (getattr(self, "nope", torch.relu(x)) runs relu).
-        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and not node.keywords
-                and (len(node.args) == 2 or (len(node.args) == 3
-                                             and isinstance(node.args[2], ast.Constant | ast.Name | ast.Attribute)))
-                and isinstance(text := location.fold(node.args[1]), str) and text.isidentifier()):
-            return ast.copy_location(ast.Attribute(value=node.args[0], attr=text, ctx=ast.Load()), node)
+        if origin in _GETATTR and (len(args) == 2 or (len(args) == 3
+                                                       and isinstance(args[2], ast.Constant | ast.Name | ast.Attribute))):
+            return self._attribute(node, args[0], args[1])
+        if isinstance(f, ast.Attribute) and f.attr == "__getattribute__":
+            if len(args) == 1:
+                return self._attribute(node, f.value, args[0])
+            if len(args) == 2:
+                return self._attribute(node, args[0], args[1])
+        if isinstance(f, ast.Call) and len(args) == 1 and len(f.args) == 1 and not f.keywords \
+                and isinstance(f.func, ast.Name | ast.Attribute) and _lookup_origin(f.func, self.names) in _ATTRGETTER:
+            text = location.fold(f.args[0])
+            if isinstance(text, str) and text and all(part.isidentifier() for part in text.split(".")):
+                out: ast.expr = args[0]
+                for part in text.split("."):
+                    out = ast.Attribute(value=out, attr=part, ctx=ast.Load())
+                return ast.copy_location(out, node)
+        return node
+
+    @staticmethod
+    def _attribute(node: ast.Call, value: ast.expr, name: ast.expr) -> ast.AST:
+        if isinstance(text := location.fold(name), str) and text.isidentifier():
+            return ast.copy_location(ast.Attribute(value=value, attr=text, ctx=ast.Load()), node)
         return node
 
 
@@ -301,7 +391,7 @@ def _parse(source: str, filename: str = "<unknown>", *, named_lookups: bool = Tr
     off for the tests of the dynamic defences, whose candidates reach torch by such names to test what
     runs: VerifyOptions.name_lookups)."""
     tree = pyast.parse(source, filename=filename)
-    return ast.fix_missing_locations(_NamedLookups().visit(tree)) if named_lookups else tree
+    return ast.fix_missing_locations(_NamedLookups(_lookup_names(tree)).visit(tree)) if named_lookups else tree
 
 
 @functools.cache
@@ -867,6 +957,19 @@ def _bare_library_name(arg: ast.expr) -> bool:
     return isinstance(arg, ast.Attribute) and arg.attr == "name"
 
 
+def _class_of(node: ast.AST) -> bool:
+    """`type(x)` or `x.__class__`: an object's class, found from the object."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+            and len(node.args) == 1 and not node.keywords) or (isinstance(node, ast.Attribute) and node.attr == "__class__")
+
+
+def _class_of_called(f: ast.AST, mod: _Module) -> bool:
+    """A call of an object's class (`type(x)(...)`, `x.__class__(...)`, or a name bound to either).
+    Through ctypes that makes a function pointer of a library handle's class at any address (red-team
+    round 7 left it open: Linux raises no audit event for the foreign call itself)."""
+    return _class_of(f) or (isinstance(f, ast.Name) and f.id in mod.class_names)
+
+
 def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
     if isinstance(node, ast.Import | ast.ImportFrom):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -895,6 +998,9 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
         return
     if not isinstance(node, ast.Call):
         return
+    if _class_of_called(node.func, mod) and any(v.split(".")[0] == "ctypes" for v in mod.aliases.values()):
+        add("hidden-dispatch", "calls an object's own class (type(f)(...), f.__class__(...)) in a module using ctypes: "
+            "a foreign function's class made at an address, which no name in the source shows", node)
     origin = _dotted(node.func, mod.aliases) or ""
     parts = origin.split(".")
     if origin.startswith(_OS_PROCESS):

@@ -1,0 +1,121 @@
+"""The red-team round of 2026-12-06, third session (the forms round 7 left open, each accepted by the
+static reading before this fix): attribute lookups by name under other spellings than getattr (an
+alias of it, builtins.getattr, inspect.getattr_static, operator.attrgetter, __getattribute__ bound or
+unbound), and names brought in by `from module import *`. Each is read as the attribute or the
+dotted name it is, so every rule that names the written form names these too."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import HACKS, hack_task
+
+from stitchcuda.agents.verify.static_check import check_candidate_sources, check_source
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.types import Candidate
+
+ROUND8 = {
+    # Tensor.tolist through `G = getattr`, then Python arithmetic.
+    "hack_rt8_getattr_alias_tolist": "torch-compute-in-forward",
+    # Tensor.tolist through operator.attrgetter("tolist")(t).
+    "hack_rt8_attrgetter_tolist": "torch-compute-in-forward",
+    # F.linear and F.relu through object.__getattribute__(F, "lin" + "ear") and F.__getattribute__("relu").
+    "hack_rt8_getattribute_linear": "torch-compute-in-forward",
+    # ctypes' cast and POINTER from `from ctypes import *`, reading the tensors' memory in Python.
+    "hack_rt8_star_ctypes_cast": "host-read",
+    # linear and relu as bare names from `from torch.nn.functional import *`.
+    "hack_rt8_star_functional": "torch-compute-in-forward",
+    # a function pointer at an address of its choosing, made by type(handle.symbol)(address).
+    "hack_rt8_funcptr_by_type": "hidden-dispatch",
+}
+
+
+@pytest.mark.parametrize(("name", "code"), ROUND8.items(), ids=ROUND8.keys())
+def test_round8_candidates_are_named_by_the_static_reading(name, code):
+    files = {"model_new.py": (HACKS / f"{name}.py").read_text()}
+    found = check_candidate_sources(files, "model_new.py")
+    assert code in {f.code for f in found}, [(f.code, f.message[:120]) for f in found]
+
+
+HEAD = "import torch\nimport torch.nn as nn\n"
+SPELLINGS = {
+    "builtins.getattr": ("import builtins\n", "builtins.getattr(x, 'tolist')()"),
+    "an alias of an alias": ("G = getattr\nH = G\n", "H(x, 'tolist')()"),
+    "getattr_static": ("import inspect\n", "inspect.getattr_static(x, 'tolist')(x)"),
+    "a dotted attrgetter": ("import operator\n", "operator.attrgetter('T.tolist')(x)()"),
+    "bound __getattribute__": ("", "x.__getattribute__('to' + 'list')()"),
+    "a class's __getattribute__": ("", "torch.Tensor.__getattribute__(x, 'tolist')()"),
+}
+
+
+@pytest.mark.parametrize("case", SPELLINGS.values(), ids=SPELLINGS.keys())
+def test_each_spelling_of_a_lookup_is_the_attribute(case):
+    """Tensor.tolist reached each way is named as .tolist() is (a host read of the tensor's values,
+    PyTorch's compute in forward)."""
+    prelude, call = case
+    src = (HEAD + prelude + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+           f"        return torch.tensor({call})\n")
+    assert "torch-compute-in-forward" in {f.code for f in check_source(src, filename="model_new.py")}
+
+
+HONEST = """
+import ctypes
+import operator
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+_lib = ctypes.CDLL(str(Path(__file__).with_name("libk.so")))
+_size = operator.attrgetter("shape")
+G = getattr
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        w = G(self.fc, "weight")
+        out = torch.empty(_size(x), dtype=x.dtype, device=x.device)
+        b = self.fc.__getattribute__("bias")
+        _lib.run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(w.data_ptr()), ctypes.c_void_p(b.data_ptr()),
+                 ctypes.c_void_p(out.data_ptr()), x.numel())
+        return out
+"""
+
+
+def test_a_class_called_from_an_object_is_named_only_beside_ctypes():
+    """type(x)(...) in a module without ctypes (a module copying itself, say) is no finding."""
+    src = HEAD + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return type(x)(x) * 1\n"
+    assert "hidden-dispatch" not in {f.code for f in check_source(src, filename="model_new.py")}
+    with_ctypes = "import ctypes\n" + src
+    assert "hidden-dispatch" in {f.code for f in check_source(with_ctypes, filename="model_new.py")}
+
+
+def test_the_honest_forms_near_them_stay_clear():
+    """A parameter read through an alias of getattr or __getattribute__, a shape through attrgetter, a
+    library beside the module called on pointers: no finding."""
+    assert check_source(HONEST, filename="model_new.py") == []
+
+
+def test_a_star_import_of_a_module_not_loaded_here_binds_nothing():
+    """Names from `from M import *` are known only for modules this process has loaded already: the
+    static reading imports nothing of the candidate's to learn them."""
+    import sys
+
+    assert "stitchcuda_no_such_module" not in sys.modules
+    src = (HEAD + "from stitchcuda_no_such_module import *\n\nclass ModelNew(nn.Module):\n"
+           "    def forward(self, x):\n        return x\n")
+    check_source(src, filename="model_new.py")
+    assert "stitchcuda_no_such_module" not in sys.modules
+
+
+def test_a_star_ctypes_forward_is_rejected_end_to_end(build_cache, tmp_path):
+    """The round's linear layer computed in Python over memory read through `from ctypes import *`'s
+    cast, verified on the CPU."""
+    opts = VerifyOptions(cpu_only=True, timeout_s=180.0, extra_env={"STITCHCUDA_CACHE": str(build_cache)})
+    cand = Candidate(name="star_cast", files={"model_new.py": (HACKS / "hack_rt8_star_ctypes_cast.py").read_text()},
+                     origin="user")
+    v = verify(hack_task("ref_rt7_linear_relu"), cand, tmp_path / "v", opts)
+    assert v.status == "hacked" and "host-read" in {f.code for f in v.hack_findings}, (v.status, v.message)
