@@ -26,6 +26,16 @@ ROUND8 = {
     "hack_rt8_star_functional": "torch-compute-in-forward",
     # a function pointer at an address of its choosing, made by type(handle.symbol)(address).
     "hack_rt8_funcptr_by_type": "hidden-dispatch",
+    # A review of the fixes above (each accepted by them): a star import of a module without __all__
+    # that holds ctypes or torch (torch._ops, torch._tensor) rebound the candidate's own `import ctypes`
+    # or `import torch`; `G = getattr` then `G = torch.linalg.norm` read G(x, "fro") as x.fro;
+    # operator.methodcaller("tolist")(x); `T = type`; ctypes.cast(c_void_p(addr), type(lib.f)).
+    "hack_rt8b_star_shadow_ctypes_cast": "host-read",
+    "hack_rt8b_star_shadow_torch": "torch-compute-in-forward",
+    "hack_rt8b_getattr_alias_rebound": "torch-compute-in-forward",
+    "hack_rt8b_methodcaller_tolist": "torch-compute-in-forward",
+    "hack_rt8b_funcptr_type_alias": "hidden-dispatch",
+    "hack_rt8b_funcptr_cast_type": "hidden-dispatch",
 }
 
 
@@ -44,6 +54,10 @@ SPELLINGS = {
     "a dotted attrgetter": ("import operator\n", "operator.attrgetter('T.tolist')(x)()"),
     "bound __getattribute__": ("", "x.__getattribute__('to' + 'list')()"),
     "a class's __getattribute__": ("", "torch.Tensor.__getattribute__(x, 'tolist')()"),
+    "two names of attrgetter": ("import operator\n", "operator.attrgetter('tolist', 'shape')(x)[0]()"),
+    "a class's __dict__": ("", "type(x).__dict__['tolist'](x)"),
+    "vars of a class": ("", "vars(torch.Tensor)['tolist'](x)"),
+    "a method kept as a value": ("", "(x.tolist,)[0]()"),
 }
 
 
@@ -57,6 +71,85 @@ def test_each_spelling_of_a_lookup_is_the_attribute(case):
     assert "torch-compute-in-forward" in {f.code for f in check_source(src, filename="model_new.py")}
 
 
+AS_VALUES = {
+    "unpacked": "G, = (getattr,)\n",
+    "walrus": "",
+    "a default argument": "def grab(x, g=getattr):\n    return g(x, 'tolist')\n",
+    "stored on the module": "",
+    "wrapped": "import functools\n",
+    "a getter kept": "import operator\nTL = operator.attrgetter('tolist')\n",
+    "unpacked arguments": "",
+    "an alias of __getattribute__": "GA = object.__getattribute__\n",
+}
+AS_VALUE_CALLS = {
+    "unpacked": "G(x, 'tolist')()", "walrus": "(g := getattr)(x, 'tolist')() if g else 0",
+    "a default argument": "grab(x)()", "stored on the module": "[getattr][0](x, 'tolist')()",
+    "wrapped": "functools.partial(getattr, x)('tolist')()", "a getter kept": "TL(x)()",
+    "unpacked arguments": "getattr(*(x, 'tolist'))()", "an alias of __getattribute__": "GA(x, 'tolist')()",
+}
+
+
+@pytest.mark.parametrize("how", AS_VALUES, ids=AS_VALUES.keys())
+def test_a_lookup_used_as_a_value_is_named(how):
+    """getattr (or attrgetter, methodcaller, __getattribute__) passed, stored, unpacked or wrapped
+    takes a name the reading cannot follow: `dynamic-code`, whatever it looks up."""
+    src = (HEAD + AS_VALUES[how] + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+           f"        return torch.tensor({AS_VALUE_CALLS[how]})\n")
+    assert "dynamic-code" in {f.code for f in check_source(src, filename="model_new.py")}, how
+
+
+def test_a_star_import_never_replaces_the_modules_own_names():
+    """`from torch._ops import *` (a loaded module without __all__, holding ctypes and torch) binds no
+    module, and none of its names over the candidate's own imports."""
+    src = ("import ctypes\nimport torch\nimport torch.nn as nn\nfrom torch._ops import *\n\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+           "        return torch.nn.functional.layer_norm(x, x.shape[-1:])\n")
+    assert "torch-compute-in-forward" in {f.code for f in check_source(src, filename="model_new.py")}
+
+
+CTYPES_HONEST = """
+import ctypes
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+_lib = ctypes.CDLL(str(Path(__file__).with_name("libk.so")))
+_P = ctypes.POINTER(ctypes.c_float)
+
+
+def _kind(v):
+    k = type(v)
+    return k.__name__
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.n = n
+
+    def clone(self):
+        return type(self)(self.n)
+
+    @classmethod
+    def make(cls):
+        return cls(4)
+
+    def forward(self, x):
+        k = _lib.run
+        out = torch.empty_like(x)
+        k(ctypes.cast(x.data_ptr(), _P), ctypes.cast(out.data_ptr(), ctypes.c_void_p), x.numel())
+        return out if _kind(x) and self.__class__.__name__ else out
+"""
+
+
+def test_the_honest_ctypes_forms_near_the_function_pointer_rules_stay_clear():
+    """In a module using ctypes: its own class built anew (type(self)(...), cls(...)), a name bound to
+    an object's class in one function and to a kernel in another, casts to data pointers (POINTER, c_*,
+    a name bound to one): no finding."""
+    assert check_source(CTYPES_HONEST, filename="model_new.py") == []
+
+
 HONEST = """
 import ctypes
 import operator
@@ -66,7 +159,6 @@ import torch
 import torch.nn as nn
 
 _lib = ctypes.CDLL(str(Path(__file__).with_name("libk.so")))
-_size = operator.attrgetter("shape")
 G = getattr
 
 
@@ -77,7 +169,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         w = G(self.fc, "weight")
-        out = torch.empty(_size(x), dtype=x.dtype, device=x.device)
+        out = torch.empty(operator.attrgetter("shape")(x), dtype=x.dtype, device=x.device)
         b = self.fc.__getattribute__("bias")
         _lib.run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(w.data_ptr()), ctypes.c_void_p(b.data_ptr()),
                  ctypes.c_void_p(out.data_ptr()), x.numel())
@@ -94,8 +186,8 @@ def test_a_class_called_from_an_object_is_named_only_beside_ctypes():
 
 
 def test_the_honest_forms_near_them_stay_clear():
-    """A parameter read through an alias of getattr or __getattribute__, a shape through attrgetter, a
-    library beside the module called on pointers: no finding."""
+    """A parameter read through an alias of getattr or through __getattribute__, a shape through
+    attrgetter called at once, a library beside the module called on pointers: no finding."""
     assert check_source(HONEST, filename="model_new.py") == []
 
 

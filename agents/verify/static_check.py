@@ -16,6 +16,8 @@ import ast
 import functools
 import re
 import sys
+import types
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -134,6 +136,7 @@ class _Module:
     parents: dict[int, ast.AST] | None = None  # child id -> parent, once needed
     loader: set[int] = field(default_factory=set)  # StitchCUDA's verbatim kernel loader's nodes
     class_names: set[str] = field(default_factory=set)  # names bound to an object's class (type(x), x.__class__)
+    type_names: set[str] = field(default_factory=lambda: {"type"})  # `type`, and names bound only to it
 
 
 # Attributes that reach other modules' objects, and through them any import (torch.__builtins__'s
@@ -209,11 +212,15 @@ def _star_names(module: str) -> list[str]:
     names = getattr(m, "__all__", None)
     if not isinstance(names, list | tuple):
         names = [n for n in dir(m) if not n.startswith("_")]
-    return [n for n in names if isinstance(n, str) and n.isidentifier()]
+    # Never a module (torch._ops's `ctypes` and `torch`): a star import that rebound the candidate's own
+    # `import ctypes` to another module's attribute hid every ctypes rule (a review, 2026-12-06).
+    return [n for n in names if isinstance(n, str) and n.isidentifier()
+            and not isinstance(getattr(m, n, None), types.ModuleType)]
 
 
 def _collect(tree: ast.Module) -> _Module:
     mod = _Module(tree=tree)
+    starred: dict[str, str] = {}  # a star import's names yield to every name the module binds itself
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -221,11 +228,16 @@ def _collect(tree: ast.Module) -> _Module:
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if a.name == "*":
-                    mod.aliases.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
+                    starred.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
                 else:
                     mod.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    mod.class_names = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _class_of(node.value)
-                       for t in node.targets if isinstance(t, ast.Name)}
+    mod.aliases = {**starred, **mod.aliases}
+    # Names bound only to `type`, then names bound only to an object's class through it: a name bound
+    # to anything else anywhere in the module is not one (a review: `k = type(v)` in one function and
+    # `k = _lib.run` in forward).
+    bound = _bindings(tree)
+    mod.type_names = {"type"} | _bound_only_to(tree, bound, lambda v: isinstance(v, ast.Name) and v.id == "type")
+    mod.class_names = _bound_only_to(tree, bound, lambda v: _class_of(v, mod.type_names))
     mod.top_names = {t.id for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
                      for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
                      if isinstance(t, ast.Name)}
@@ -302,13 +314,18 @@ def _class_attributes(cls: ast.ClassDef, mod: _Module) -> tuple[dict[str, str], 
 # reach them by: getattr(x, "n") and inspect.getattr_static(x, "n") are x.n; operator.attrgetter("n")(x)
 # is x.n ("a.b": x.a.b).
 _GETATTR = frozenset({"getattr", "builtins.getattr", "inspect.getattr_static"})
-_ATTRGETTER = frozenset({"operator.attrgetter"})
+_ATTRGETTER = frozenset({"operator.attrgetter", "_operator.attrgetter"})
+_METHODCALLER = frozenset({"operator.methodcaller", "_operator.methodcaller"})
+_LOOKUPS = _GETATTR | _ATTRGETTER | _METHODCALLER
 
 
 def _lookup_names(tree: ast.Module) -> dict[str, str]:
     """Local names bound to a lookup function (`from operator import attrgetter as ag`, `G = getattr`,
-    `import builtins as b`) -> the function's dotted name, and imported modules -> theirs."""
+    `import builtins as b`) -> the function's dotted name, and imported modules -> theirs. A name is a
+    lookup's only where every binding of it is (`G = getattr` and elsewhere `G = torch.linalg.norm`
+    would otherwise have read G(x, "fro") as x.fro: a review, 2026-12-06)."""
     names: dict[str, str] = {}
+    starred: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -316,18 +333,46 @@ def _lookup_names(tree: ast.Module) -> dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if a.name == "*":
-                    names.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
+                    starred.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
                 else:
                     names[a.asname or a.name] = f"{node.module}.{a.name}"
+    names = {**starred, **names}
+    bound = _bindings(tree)
     for _ in range(2):  # `G = getattr; H = G`
+        def is_lookup(v: ast.AST) -> bool:
+            return isinstance(v, ast.Name | ast.Attribute) and _lookup_origin(v, names) in _LOOKUPS
+
+        aliases = _bound_only_to(tree, bound, is_lookup)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name | ast.Attribute):
-                origin = _lookup_origin(node.value, names)
-                if origin in _GETATTR | _ATTRGETTER:
-                    for t in node.targets:
-                        if isinstance(t, ast.Name):
-                            names[t.id] = origin
+            if isinstance(node, ast.Assign) and is_lookup(node.value):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id in aliases:
+                        names[t.id] = _lookup_origin(node.value, names)
     return names
+
+
+def _bound_only_to(tree: ast.Module, bound: Counter, pick: Callable[[ast.AST], bool]) -> set[str]:
+    """Names every binding of which, anywhere in the module, is a plain `name = value` with pick(value)
+    (`bound`: _bindings(tree))."""
+    hits = Counter(t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and pick(n.value)
+                   for t in n.targets if isinstance(t, ast.Name))
+    return {x for x, c in hits.items() if bound[x] == c}
+
+
+def _bindings(tree: ast.Module) -> Counter:
+    """How many times each name is bound anywhere in the module: stored (assignments, loop and with
+    targets, walrus), a parameter, a def or class, an import."""
+    count: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            count[node.id] += 1
+        elif isinstance(node, ast.arg):
+            count[node.arg] += 1
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            count[node.name] += 1
+        elif isinstance(node, ast.alias):
+            count[(node.asname or node.name).split(".")[0]] += 1
+    return count
 
 
 def _lookup_origin(node: ast.AST, names: dict[str, str]) -> str:
@@ -369,6 +414,14 @@ class _NamedLookups(ast.NodeTransformer):
                 return self._attribute(node, f.value, args[0])
             if len(args) == 2:
                 return self._attribute(node, args[0], args[1])
+        if isinstance(f, ast.Call) and len(args) == 1 and f.args and not f.keywords \
+                and isinstance(f.func, ast.Name | ast.Attribute) \
+                and _lookup_origin(f.func, self.names) in _METHODCALLER:
+            # methodcaller("n", *a)(x) is x.n(*a)
+            text = location.fold(f.args[0])
+            if isinstance(text, str) and text.isidentifier():
+                method = ast.Attribute(value=args[0], attr=text, ctx=ast.Load())
+                return ast.copy_location(ast.Call(func=method, args=f.args[1:], keywords=[]), node)
         if isinstance(f, ast.Call) and len(args) == 1 and len(f.args) == 1 and not f.keywords \
                 and isinstance(f.func, ast.Name | ast.Attribute) and _lookup_origin(f.func, self.names) in _ATTRGETTER:
             text = location.fold(f.args[0])
@@ -377,10 +430,33 @@ class _NamedLookups(ast.NodeTransformer):
                 for part in text.split("."):
                     out = ast.Attribute(value=out, attr=part, ctx=ast.Load())
                 return ast.copy_location(out, node)
+        if isinstance(f, ast.Call) and len(args) == 1 and len(f.args) > 1 and not f.keywords \
+                and isinstance(f.func, ast.Name | ast.Attribute) and _lookup_origin(f.func, self.names) in _ATTRGETTER:
+            # attrgetter("a", "b")(x) is (x.a, x.b)
+            texts = [location.fold(a) for a in f.args]
+            if all(isinstance(t, str) and t and all(p.isidentifier() for p in t.split(".")) for t in texts):
+                elts: list[ast.expr] = []
+                for text in texts:
+                    out = args[0]
+                    for part in str(text).split("."):
+                        out = ast.Attribute(value=out, attr=part, ctx=ast.Load())
+                    elts.append(out)
+                return ast.copy_location(ast.Tuple(elts=elts, ctx=ast.Load()), node)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        # X.__dict__["n"] and vars(X)["n"] are X.n (type(x).__dict__["tolist"] is Tensor's tolist)
+        self.generic_visit(node)
+        v = node.value
+        owner = v.value if isinstance(v, ast.Attribute) and v.attr == "__dict__" else \
+            v.args[0] if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "vars" \
+            and len(v.args) == 1 and not v.keywords else None
+        if owner is not None and isinstance(node.ctx, ast.Load):
+            return self._attribute(node, owner, node.slice)
         return node
 
     @staticmethod
-    def _attribute(node: ast.Call, value: ast.expr, name: ast.expr) -> ast.AST:
+    def _attribute(node: ast.expr, value: ast.expr, name: ast.expr) -> ast.AST:
         if isinstance(text := location.fold(name), str) and text.isidentifier():
             return ast.copy_location(ast.Attribute(value=value, attr=text, ctx=ast.Load()), node)
         return node
@@ -602,6 +678,13 @@ def _check_function(
             add("torch-compute-in-forward", f"`@` in {fname}: matrix product done by PyTorch", node)
         elif isinstance(node, ast.Call):
             _check_call(node, fname, mod, layers, extensions, add)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in COMPUTE_TENSOR_METHODS \
+                and not _root_imported(node, mod) and probes.root_name(node) not in ("self", "math") \
+                and not _called(node, mod):
+            # A tensor's method taken as a value and called later (`m = x.tolist; m()`, `(x.relu,)[0]()`):
+            # the call rules above name only `x.relu(...)` written as a call. (A dotted name's, such as
+            # `F.relu` kept as an activation, is read where it is called.)
+            add("torch-compute-in-forward", f"{fname} takes .{node.attr} of a tensor as a value, to call later", node)
 
 
 def check_native_sources(files: dict[str, str]) -> list[Finding]:
@@ -957,17 +1040,87 @@ def _bare_library_name(arg: ast.expr) -> bool:
     return isinstance(arg, ast.Attribute) and arg.attr == "name"
 
 
-def _class_of(node: ast.AST) -> bool:
-    """`type(x)` or `x.__class__`: an object's class, found from the object."""
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
-            and len(node.args) == 1 and not node.keywords) or (isinstance(node, ast.Attribute) and node.attr == "__class__")
+def _data_pointer_type(node: ast.AST, mod: _Module) -> bool:
+    """ctypes.POINTER(...), one of ctypes' c_* types, or a name bound only to one of those: a cast to it
+    makes a data pointer, never a function (a review, 2026-12-06: ctypes.cast(c_void_p(addr),
+    type(lib.f)) is a function pointer at any address)."""
+    def plain(v: ast.AST) -> bool:
+        origin = _dotted(v.func if isinstance(v, ast.Call) else v, mod.aliases) or ""
+        if isinstance(v, ast.Call):
+            return origin == "ctypes.POINTER"
+        return origin.startswith("ctypes.c_")
+
+    if plain(node):
+        return True
+    if isinstance(node, ast.Name) and mod.tree is not None:
+        return node.id in _bound_only_to(mod.tree, _bindings(mod.tree), plain)
+    return False
+
+
+def _called(node: ast.AST, mod: _Module) -> bool:
+    """Whether `node` is the function of the call around it."""
+    parent = _parent(node, mod)
+    return isinstance(parent, ast.Call) and parent.func is node
+
+
+def _parent(node: ast.AST, mod: _Module) -> ast.AST | None:
+    if mod.tree is None:
+        return None
+    if mod.parents is None:
+        mod.parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
+    return mod.parents.get(id(node))
+
+
+def _lookup_as_value(node: ast.AST, mod: _Module) -> str | None:
+    """A lookup by name used other than as _NamedLookups reads it: getattr (or inspect.getattr_static,
+    operator.attrgetter, operator.methodcaller, an object's __getattribute__) passed, stored in a
+    container or an attribute, unpacked or wrapped (functools.partial), rather than called or aliased
+    by a plain `G = getattr`; or a getter (attrgetter("n"), methodcaller("n")) kept to call later. The
+    name such a lookup takes is out of the reading's sight (a review, 2026-12-06: `G, = (getattr,)`,
+    `functools.partial(getattr, x)`, `ag = attrgetter("tolist")` then `ag(x)`). What it names."""
+    parent = _parent(node, mod)
+    if isinstance(node, ast.Name | ast.Attribute):
+        origin = _dotted(node, mod.aliases) or ""
+        dunder = isinstance(node, ast.Attribute) and node.attr == "__getattribute__"
+        if origin not in _LOOKUPS and not dunder:
+            return None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            return None
+        if isinstance(parent, ast.Call) and parent.func is node:
+            if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
+                return f"{origin or node.attr} with unpacked arguments"  # getattr(*(x, "tolist"))
+            return None
+        if not dunder and isinstance(parent, ast.Assign) and parent.value is node \
+                and all(isinstance(t, ast.Name) for t in parent.targets):
+            return None  # a plain alias of getattr: its calls are read through it
+        if isinstance(parent, ast.Attribute):
+            return None  # getattr.__name__, or the head of a dotted name
+        return origin or node.attr
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute) \
+            and (_dotted(node.func, mod.aliases) or "") in _ATTRGETTER | _METHODCALLER \
+            and not (isinstance(parent, ast.Call) and parent.func is node):
+        return f"{_dotted(node.func, mod.aliases)}(...) kept"
+    return None
+
+
+def _class_of(node: ast.AST, type_names: frozenset[str] | set[str] = frozenset({"type"})) -> bool:
+    """`type(x)` or `x.__class__` (under any name bound only to `type`): an object's class, found from
+    the object; not the module's own (type(self), self.__class__, cls), which honest code builds anew."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in type_names \
+            and len(node.args) == 1 and not node.keywords:
+        of = node.args[0]
+    elif isinstance(node, ast.Attribute) and node.attr == "__class__":
+        of = node.value
+    else:
+        return False
+    return not (isinstance(of, ast.Name) and of.id in ("self", "cls"))
 
 
 def _class_of_called(f: ast.AST, mod: _Module) -> bool:
     """A call of an object's class (`type(x)(...)`, `x.__class__(...)`, or a name bound to either).
     Through ctypes that makes a function pointer of a library handle's class at any address (red-team
     round 7 left it open: Linux raises no audit event for the foreign call itself)."""
-    return _class_of(f) or (isinstance(f, ast.Name) and f.id in mod.class_names)
+    return _class_of(f, mod.type_names) or (isinstance(f, ast.Name) and f.id in mod.class_names)
 
 
 def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
@@ -979,10 +1132,16 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
                 code, why = _ESCAPE_MODULES[top]
                 add(code, f"imports {n}: {why}, which a candidate may not", node)
         return
+    if (what := _lookup_as_value(node, mod)) is not None:
+        add("dynamic-code", f"uses {what} as a value (stored, passed, unpacked or wrapped): a lookup by a name "
+            "the reading cannot follow", node)
     if isinstance(node, ast.Call) and (_dotted(node.func, mod.aliases) or "") in _CTYPES_MEMORY | {_CTYPES_CAST}:
         origin = _dotted(node.func, mod.aliases) or ""
         if origin == _CTYPES_CAST and _cast_read(node, mod):
             add("host-read", f"reads memory through {origin}(...) in Python: the values by their address", node)
+        if origin == _CTYPES_CAST and len(node.args) >= 2 and not _data_pointer_type(node.args[1], mod):
+            add("hidden-dispatch", f"{origin}(...) to {ast.unparse(node.args[1])[:40]}, a type the reading cannot tell "
+                "is a data pointer: a function pointer at an address (type(handle.symbol), say)", node)
         elif origin in _CTYPES_MEMORY and any(isinstance(a, ast.Attribute) and a.attr == "data_ptr"
                                               for arg in node.args for a in ast.walk(arg)):
             add("host-read", f"uses {origin} at a tensor's address: its bytes copied or set by Python", node)
