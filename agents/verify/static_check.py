@@ -218,20 +218,29 @@ def _star_names(module: str) -> list[str]:
             and not isinstance(getattr(m, n, None), types.ModuleType)]
 
 
-def _collect(tree: ast.Module) -> _Module:
-    mod = _Module(tree=tree)
-    starred: dict[str, str] = {}  # a star import's names yield to every name the module binds itself
+def _import_aliases(tree: ast.Module) -> dict[str, str]:
+    """Every name the module's imports bind -> its dotted origin; a star import's names (_star_names)
+    yield to every name the module binds itself (an import, a def, an assignment)."""
+    aliases: dict[str, str] = {}
+    starred: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                mod.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if a.name == "*":
                     starred.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
                 else:
-                    mod.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    mod.aliases = {**starred, **mod.aliases}
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    if starred:
+        own = _bindings(tree)
+        starred = {n: origin for n, origin in starred.items() if not own[n]}
+    return {**starred, **aliases}
+
+
+def _collect(tree: ast.Module) -> _Module:
+    mod = _Module(tree=tree, aliases=_import_aliases(tree))
     # Names bound only to `type`, then names bound only to an object's class through it: a name bound
     # to anything else anywhere in the module is not one (a review: `k = type(v)` in one function and
     # `k = _lib.run` in forward).
@@ -324,19 +333,7 @@ def _lookup_names(tree: ast.Module) -> dict[str, str]:
     `import builtins as b`) -> the function's dotted name, and imported modules -> theirs. A name is a
     lookup's only where every binding of it is (`G = getattr` and elsewhere `G = torch.linalg.norm`
     would otherwise have read G(x, "fro") as x.fro: a review, 2026-12-06)."""
-    names: dict[str, str] = {}
-    starred: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                if a.name == "*":
-                    starred.update({n: f"{node.module}.{n}" for n in _star_names(node.module)})
-                else:
-                    names[a.asname or a.name] = f"{node.module}.{a.name}"
-    names = {**starred, **names}
+    names = _import_aliases(tree)
     bound = _bindings(tree)
     for _ in range(2):  # `G = getattr; H = G`
         def is_lookup(v: ast.AST) -> bool:
