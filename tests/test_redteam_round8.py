@@ -56,7 +56,7 @@ SPELLINGS = {
     "a class's __getattribute__": ("", "torch.Tensor.__getattribute__(x, 'tolist')()"),
     "two names of attrgetter": ("import operator\n", "operator.attrgetter('tolist', 'shape')(x)[0]()"),
     "a class's __dict__": ("", "type(x).__dict__['tolist'](x)"),
-    "vars of a class": ("", "vars(torch.Tensor)['tolist'](x)"),
+    "vars of a class": ("T = torch.Tensor\n", "vars(T)['tolist'](x)"),
     "a method kept as a value": ("", "(x.tolist,)[0]()"),
 }
 
@@ -64,7 +64,8 @@ SPELLINGS = {
 @pytest.mark.parametrize("case", SPELLINGS.values(), ids=SPELLINGS.keys())
 def test_each_spelling_of_a_lookup_is_the_attribute(case):
     """Tensor.tolist reached each way is named as .tolist() is (a host read of the tensor's values,
-    PyTorch's compute in forward)."""
+    PyTorch's compute in forward). (vars() and __dict__ of an imported module's attribute are named
+    as `dynamic-code` and `introspection`, before any of this.)"""
     prelude, call = case
     src = (HEAD + prelude + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
            f"        return torch.tensor({call})\n")

@@ -448,7 +448,9 @@ class _NamedLookups(ast.NodeTransformer):
         owner = v.value if isinstance(v, ast.Attribute) and v.attr == "__dict__" else \
             v.args[0] if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "vars" \
             and len(v.args) == 1 and not v.keywords else None
-        if owner is not None and isinstance(node.ctx, ast.Load):
+        # (A module's __dict__ stays as written: the introspection rule names it, as it reaches what the
+        # module imports.)
+        if owner is not None and isinstance(node.ctx, ast.Load) and probes.root_name(owner) not in self.names:
             return self._attribute(node, owner, node.slice)
         return node
 
