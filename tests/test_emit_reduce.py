@@ -640,6 +640,12 @@ def test_kernelbench_column_reductions_take_tiles_when_on(monkeypatch):
     monkeypatch.setenv(emit_reduce.TILE_ENV, "16x2w2")
     k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=H100))
     assert "sc_red_tile<k0_op, k0_ix, 16, 2, 2, 1><<<8190, 512, 0, stream>>>" in k.source
+    # The register cap follows the target's threads an SM (1,536 on an sm_86 or sm_89: three blocks).
+    g = graph.trace_module(Fn(lambda x: x.sum(dim=1)), [x], fake_mode=mode)
+    node = next(n for n in g if n["op"] in emit_reduce.EMITTERS)
+    small = dataclasses.replace(H100, max_threads_per_sm=1536)
+    k = emit_reduce.EMITTERS[node["op"]](kernels.context(g, node["name"], "k0", target=small))
+    assert "sc_red_tile<k0_op, k0_ix, 16, 2, 2, 3><" in k.source
     for bad in ("12", "16x3w2", "16x2", "x"):
         monkeypatch.setenv(emit_reduce.TILE_ENV, bad)
         with pytest.raises(ValueError, match="BY or BYxVTwCW"):

@@ -430,7 +430,7 @@ TILE_ENV = "STITCHCUDA_RED_TILE"
 # 2026-12-06-h100-l1-col-tiles-291a6c1-a965c28.md): 16 warps x 2 states x 2 columns for states of at
 # most 8 bytes (sum, mean, max: 1.13-1.20x the thread-a-column kernel), 16 warps x 4 states x 1 column
 # for larger ones (argmax and argmin's value and index: 1.07x, where two columns a thread lost 16%);
-# the registers capped for 2,048 threads an SM where the states are small (_tile_min_blocks).
+# the registers capped for a full SM's threads where the states are small (_tile_min_blocks).
 SMALL_STATE_TILE = (16, 2, 2)
 LARGE_STATE_TILE = (16, 4, 1)
 
@@ -451,19 +451,19 @@ def _tile_shape(value: str | None, state_bytes: int) -> tuple[int, int, int] | N
     return shape
 
 
-def _tile_min_blocks(by: int, state_bytes: int) -> int:
-    """sc_red_tile's MINB (blocks an SM its registers are capped for): 2,048 threads an SM for states
-    of at most 8 bytes; none for larger ones, which spilled under the cap (argmax and argmin on an H100:
-    3.5 ms capped, 3.0-3.1 ms not)."""
-    return 2048 // (32 * by) if state_bytes <= 8 else 1
+def _tile_min_blocks(by: int, state_bytes: int, target: Target) -> int:
+    """sc_red_tile's MINB (blocks an SM its registers are capped for): as many as the target's SM holds
+    threads (2,048 on an H100) for states of at most 8 bytes; none for larger ones, which spilled under
+    the cap (argmax and argmin on an H100: 3.5 ms capped, 3.0-3.1 ms not)."""
+    return max(1, target.max_threads_per_sm // (32 * by)) if state_bytes <= 8 else 1
 
 
 def _tile_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, int, int] | None:
     """(BY, VT, CW, splits) where a column reduction runs as tiles of 32 x CW columns by BY warps
     (sc_red_tile), the shape from _tile_shape; None where STITCHCUDA_RED_TILE=0, and by default where
     the columns need splits to fill the GPU, more than one dim is reduced, fewer columns than a tile's
-    width are contiguous, or the rows are too few for each warp to have two rounds of loads. Splits (with the variable set) as the
-    thread-a-column plan's, counting the threads a column has (BY / CW)."""
+    width are contiguous, or the rows are too few for each warp to have two rounds of loads. Splits
+    (with the variable set) as the thread-a-column plan's, counting the threads a column has (BY / CW)."""
     value = os.environ.get(TILE_ENV)
     shape = _tile_shape(value, spec.state_bytes)
     if shape is None:
@@ -580,7 +580,7 @@ def _reduce_kernel(
     elif tile is not None:
         by, vt, cw, _ = tile
         params = f"{name}_op, {name}_ix, {by}, {vt}, {cw}"
-        minb = _tile_min_blocks(by, spec.state_bytes)
+        minb = _tile_min_blocks(by, spec.state_bytes, ctx.target)
         launch = (f"  sc_red_tile<{params}, {minb}><<<{-(-lay.n * splits // (32 * cw))}, {32 * by}, 0, stream>>>"
                   f"({args});")
         host = f"  sc_red_tile_host<{params}>({args});"
