@@ -973,11 +973,9 @@ def _cast_read(call: ast.Call, mod: _Module) -> bool:
     cast handed to a kernel as its argument reads nothing."""
     if mod.tree is None:
         return False
-    if mod.parents is None:
-        mod.parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
     names: set[str] = set()
     node: ast.AST = call
-    while (parent := mod.parents.get(id(node))) is not None:
+    while (parent := _parent(node, mod)) is not None:
         if isinstance(parent, ast.Subscript) and parent.value is node or \
                 isinstance(parent, ast.Attribute) and parent.attr == "contents" or \
                 isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
