@@ -37,16 +37,17 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 ROWS, FEAT = 8192, 4096
 BYTES = (3 * ROWS * FEAT + 2 * FEAT) * 4  # x and gate read, out written, scale and shift read
-PW_FLAGS = ("STITCHCUDA_PW_SHAPE", "STITCHCUDA_PW_VEC_BROADCAST", "STITCHCUDA_FAST_EXP")
+PW_FLAGS = ("STITCHCUDA_PW_SHAPE", "STITCHCUDA_PW_VEC_BROADCAST", "STITCHCUDA_FAST_EXP", "STITCHCUDA_PW_VECTORS",
+            "STITCHCUDA_PW_MINB")
 # Label -> the pointwise flags codegen sees while writing the example's kernel (others unset).
 GENERATED = {
     "codegen default": {},
-    "codegen PW_VEC_BROADCAST=1": {"STITCHCUDA_PW_VEC_BROADCAST": "1"},
-    "codegen PW_SHAPE=triton": {"STITCHCUDA_PW_SHAPE": "triton"},
-    "codegen PW_SHAPE=triton PW_VEC_BROADCAST=0": {
-        "STITCHCUDA_PW_SHAPE": "triton",
-        "STITCHCUDA_PW_VEC_BROADCAST": "0",
-    },
+    "codegen PW_MINB=12": {"STITCHCUDA_PW_MINB": "12"},
+    "codegen PW_MINB=16": {"STITCHCUDA_PW_MINB": "16"},
+    "codegen PW_VECTORS=1": {"STITCHCUDA_PW_VECTORS": "1"},
+    "codegen PW_VECTORS=1 PW_MINB=16": {"STITCHCUDA_PW_VECTORS": "1", "STITCHCUDA_PW_MINB": "16"},
+    "codegen PW_VECTORS=4": {"STITCHCUDA_PW_VECTORS": "4"},
+    "codegen PW_SHAPE=grid-stride": {"STITCHCUDA_PW_SHAPE": "grid-stride"},
 }
 
 
@@ -210,7 +211,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("json_out", nargs="?", type=Path, help="as --json (gpu_run.sh's py: stage passes one)")
     opts = ap.parse_args()
+    opts.json = opts.json or opts.json_out
     torch.set_grad_enabled(False)
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"

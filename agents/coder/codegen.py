@@ -592,6 +592,20 @@ TRITON_THREADS = 128
 PW_VECTORS_ENV = "STITCHCUDA_PW_VECTORS"
 
 
+# Blocks an SM the Triton-like kernel asks ptxas to fit (__launch_bounds__'s second argument): unset,
+# none (ptxas picks the registers; the example's chain takes 41, so 10 of 16 blocks fit an SM).
+# STITCHCUDA_PW_MINB=N caps the registers so N blocks fit; an A/B knob, measured before it is a default.
+PW_MINB_ENV = "STITCHCUDA_PW_MINB"
+
+
+def triton_min_blocks() -> int:
+    """STITCHCUDA_PW_MINB as blocks an SM (0: no cap)."""
+    raw = os.environ.get(PW_MINB_ENV) or "0"
+    if not raw.isdigit() or int(raw) > 32:
+        raise ValueError(f"{PW_MINB_ENV}={raw!r}: expected 0 to 32 blocks an SM")
+    return int(raw)
+
+
 def triton_vectors() -> int:
     """Vectors a thread of the Triton-like shape (STITCHCUDA_PW_VECTORS: 1, 2 or 4; unset: 2)."""
     raw = os.environ.get(PW_VECTORS_ENV) or "2"
@@ -1467,6 +1481,11 @@ def _triton_launches(k: PointwiseKernel, sig: _Signature) -> tuple[str, str]:
     return launches, f"  if ({sig.aligned}) {{\n    {host(k.vec)}\n    return 0;\n  }}\n  {host(1)}"
 
 
+def _triton_bounds() -> str:
+    minb = triton_min_blocks()
+    return f"{TRITON_THREADS}, {minb}" if minb else f"{TRITON_THREADS}"
+
+
 def _render_triton(k: PointwiseKernel, sig: _Signature, *, host_entry: bool) -> str:
     n, ops = f"{k.name}_n", " -> ".join(k.ops) or "copy"
     params = ", ".join(sig.params)
@@ -1482,7 +1501,7 @@ static constexpr int64_t {n} = {k.numel}LL;
 {_triton_thread(k, sig)}
 
 template <int VEC>
-__global__ void __launch_bounds__({TRITON_THREADS}) {k.name}_kernel({params}) {{
+__global__ void __launch_bounds__({_triton_bounds()}) {k.name}_kernel({params}) {{
   {k.name}_thread<VEC>(blockIdx.x, (int)threadIdx.x, {sig.names});
 }}
 
