@@ -263,7 +263,8 @@ def _collect(tree: ast.Module) -> _Module:
             elif isinstance(value, ast.Attribute | ast.Name):
                 # `relu = torch.relu` / `G = F`: an alias as good as an import's.
                 origin = _dotted(value, mod.aliases)
-                if origin and origin.split(".")[0] == "torch":
+                # (ctypes too: `_cast = ctypes.cast` then `_cast(t.data_ptr(), P)[i]`, red-team round 9.)
+                if origin and origin.split(".")[0] in ("torch", "ctypes"):
                     mod.aliases[name] = origin
     return mod
 
@@ -945,6 +946,9 @@ _MEMORY_READS = frozenset({"from_address", "from_buffer", "from_buffer_copy", "s
 # then Python arithmetic). Named by ctypes only (typing.cast is no memory read).
 _CTYPES_MEMORY = frozenset({"ctypes.memmove", "ctypes.memset"})  # ... at a tensor's data_ptr()
 _CTYPES_CAST = "ctypes.cast"  # ... whose result Python indexes, iterates or dereferences
+# A cast pointer read through an attribute: dereferenced, or its item or iterator taken as a value
+# (`map(q.__getitem__, range(n))`, red-team round 9).
+_POINTER_READS = frozenset({"contents", "__getitem__", "__iter__"})
 
 _ESCAPE_MODULES = {
     "subprocess": ("sandbox-process", "starts processes"),
@@ -977,7 +981,7 @@ def _cast_read(call: ast.Call, mod: _Module) -> bool:
     node: ast.AST = call
     while (parent := _parent(node, mod)) is not None:
         if isinstance(parent, ast.Subscript) and parent.value is node or \
-                isinstance(parent, ast.Attribute) and parent.attr == "contents" or \
+                isinstance(parent, ast.Attribute) and parent.attr in _POINTER_READS or \
                 isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
             return True
         if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
@@ -992,7 +996,7 @@ def _cast_read(call: ast.Call, mod: _Module) -> bool:
     for sub in ast.walk(mod.tree):
         if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in names:
             return True
-        if isinstance(sub, ast.Attribute) and sub.attr == "contents" and isinstance(sub.value, ast.Name) \
+        if isinstance(sub, ast.Attribute) and sub.attr in _POINTER_READS and isinstance(sub.value, ast.Name) \
                 and sub.value.id in names:
             return True
         if isinstance(sub, ast.For | ast.comprehension) and isinstance(sub.iter, ast.Name) and sub.iter.id in names:
@@ -1068,6 +1072,26 @@ def _parent(node: ast.AST, mod: _Module) -> ast.AST | None:
     return mod.parents.get(id(node))
 
 
+def _ctypes_memory_as_value(node: ast.AST, mod: _Module) -> str | None:
+    """ctypes' cast, memmove or memset named other than as the function of a call or a module-level
+    `X = ctypes.cast` (an alias _collect reads through): kept in a local name, a default argument, a
+    container, functools.partial. Their calls are judged by what they read (_cast_read, a tensor's
+    data_ptr()); a copy of the function hides that (red-team round 9: `c = ctypes.cast` in forward,
+    `def f(x, c=ctypes.memmove)`). What it names."""
+    if not (isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load)):
+        return None
+    origin = _dotted(node, mod.aliases) or ""
+    if origin not in _CTYPES_MEMORY | {_CTYPES_CAST}:
+        return None
+    parent = _parent(node, mod)
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return None
+    if isinstance(parent, ast.Assign) and parent.value is node and parent in (mod.tree.body if mod.tree else []) \
+            and all(isinstance(t, ast.Name) for t in parent.targets):
+        return None  # the module-level alias: its calls are read through it
+    return origin
+
+
 def _lookup_as_value(node: ast.AST, mod: _Module) -> str | None:
     """A lookup by name used other than as _NamedLookups reads it: getattr (or inspect.getattr_static,
     operator.attrgetter, operator.methodcaller, an object's __getattribute__) passed, stored in a
@@ -1120,6 +1144,18 @@ def _class_of_called(f: ast.AST, mod: _Module) -> bool:
     return _class_of(f, mod.type_names) or (isinstance(f, ast.Name) and f.id in mod.class_names)
 
 
+def _foreign_new(f: ast.AST, mod: _Module) -> bool:
+    """`K.__new__(...)` where K is not a class of the module's own, `cls` or super(): the constructor
+    of any class (a foreign function pointer's, found from a handle) called around `K(...)`, which
+    _class_of_called reads (red-team round 9: `_K.__new__(_K, address)`)."""
+    if not (isinstance(f, ast.Attribute) and f.attr == "__new__"):
+        return False
+    of = f.value
+    if isinstance(of, ast.Name) and (of.id in ("cls", "self") or of.id in mod.classes):
+        return False
+    return not (isinstance(of, ast.Call) and isinstance(of.func, ast.Name) and of.func.id == "super")
+
+
 def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
     if isinstance(node, ast.Import | ast.ImportFrom):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -1132,6 +1168,9 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
     if (what := _lookup_as_value(node, mod)) is not None:
         add("dynamic-code", f"uses {what} as a value (stored, passed, unpacked or wrapped): a lookup by a name "
             "the reading cannot follow", node)
+    if (what := _ctypes_memory_as_value(node, mod)) is not None:
+        add("host-read", f"uses {what} as a value (stored, passed or wrapped, not called where it is written): "
+            "Python reading or writing memory by address, which the reading cannot follow", node)
     if isinstance(node, ast.Call) and (_dotted(node.func, mod.aliases) or "") in _CTYPES_MEMORY | {_CTYPES_CAST}:
         origin = _dotted(node.func, mod.aliases) or ""
         if origin == _CTYPES_CAST and _cast_read(node, mod):
@@ -1154,6 +1193,9 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
         return
     if not isinstance(node, ast.Call):
         return
+    if _foreign_new(node.func, mod) and any(v.split(".")[0] == "ctypes" for v in mod.aliases.values()):
+        add("hidden-dispatch", "calls __new__ of a class the module did not define, in a module using ctypes "
+            "(K.__new__(K, addr)): a foreign function's class made at an address", node)
     if _class_of_called(node.func, mod) and any(v.split(".")[0] == "ctypes" for v in mod.aliases.values()):
         add("hidden-dispatch", "calls an object's own class (type(f)(...), f.__class__(...)) in a module using ctypes: "
             "a foreign function's class made at an address, which no name in the source shows", node)
