@@ -82,3 +82,23 @@ def test_a_getitem_map_forward_is_rejected_end_to_end(build_cache, tmp_path):
                      files={"model_new.py": (HACKS / "hack_rt9_cast_getitem_map.py").read_text()}, origin="user")
     v = verify(hack_task("ref_rt9_relu"), cand, tmp_path / "v", opts)
     assert v.status == "hacked" and "host-read" in {f.code for f in v.hack_findings}, (v.status, v.message)
+
+
+LIB = ("from pathlib import Path\nimport torch\nimport torch.nn as nn\nfrom stitchcuda import runtime\n\n"
+       "_lib = runtime.load(Path(__file__).with_name('kernels.cu'))\n\n\nclass ModelNew(nn.Module):\n"
+       "    def forward(self, x, y):\n        out = torch.empty_like(x)\n")
+
+
+def test_a_local_name_for_the_candidates_own_library_is_its_code():
+    """The round's false positive: `lib = _lib; lib.add(...)` read as Tensor.add."""
+    src = LIB + "        lib = _lib\n        lib.add(x, y, out, x.numel())\n        return out\n"
+    found = check_candidate_sources({"model_new.py": src}, "model_new.py")
+    assert "torch-compute-in-forward" not in {f.code for f in found}, [(f.code, f.message[:120]) for f in found]
+
+
+@pytest.mark.parametrize("rebind", ["        lib = x\n", "        for lib in (x,):\n            pass\n",
+                                    "        (lib := x)\n"])
+def test_a_local_name_also_bound_to_a_tensor_is_not_the_library(rebind):
+    src = LIB + "        lib = _lib\n" + rebind + "        return lib.add(y)\n"
+    found = check_candidate_sources({"model_new.py": src}, "model_new.py")
+    assert "torch-compute-in-forward" in {f.code for f in found}, [(f.code, f.message[:120]) for f in found]

@@ -654,10 +654,31 @@ def _check_anywhere(
             "tell the Verifier's run folder from the user's project and do its work only under checks", node)
 
 
+def _local_extensions(fn: ast.AST, mod: _Module, extensions: set[str]) -> set[str]:
+    """Names in `fn` whose every binding there is a plain `lib = _lib` (or `lib = self._ext`) of the
+    candidate's own compiled extension: their calls are its code, as the module-level name's are (a
+    red-team round's false positive: `lib = _lib; lib.add(x, y, out, n)` read as Tensor.add). A name
+    also bound any other way (a parameter, a loop, a walrus, another value, `global`) is not one."""
+    ok: dict[str, bool] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.arg):
+            ok[node.arg] = False
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            ok.update({n: False for n in node.names})
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            parent = _parent(node, mod)
+            value = parent.value if isinstance(parent, ast.Assign) and parent.targets == [node] else None
+            plain = (isinstance(value, ast.Name) and value.id in mod.extensions) or \
+                (value is not None and _self_attr(value) in extensions)
+            ok[node.id] = ok.get(node.id, True) and plain
+    return {name for name, plain in ok.items() if plain}
+
+
 def _check_function(
     fname: str, fn: ast.AST, mod: _Module, layers: dict[str, str], extensions: set[str], add: Add
 ) -> None:
     """forward's rules, for one function forward reaches."""
+    extensions = extensions | {f"\0{name}" for name in _local_extensions(fn, mod, extensions)}
     for what, node in call_state.counters(fn, mod.top_names, lambda n: _dotted(n, mod.aliases), mod.tree):
         add("call-count", f"{fname} keeps {what}: a forward that counts its calls can do its work for as many "
             "calls as any check makes and stop after", node)
@@ -896,7 +917,8 @@ def _check_call(
     if isinstance(f, ast.Attribute):
         # Functions of the candidate's own compiled extension, e.g. `_ext.forward(x)`.
         recv = f.value
-        if (isinstance(recv, ast.Name) and recv.id in mod.extensions) or _self_attr(recv) in extensions:
+        if (isinstance(recv, ast.Name) and (recv.id in mod.extensions or f"\0{recv.id}" in extensions)) \
+                or _self_attr(recv) in extensions:
             return
     if origin.startswith("torch.nn.functional."):
         add("torch-compute-in-forward", f"{fname} calls {origin}", node)
