@@ -678,7 +678,7 @@ def _check_function(
     fname: str, fn: ast.AST, mod: _Module, layers: dict[str, str], extensions: set[str], add: Add
 ) -> None:
     """forward's rules, for one function forward reaches."""
-    extensions = extensions | {f"\0{name}" for name in _local_extensions(fn, mod, extensions)}
+    own_names = _local_extensions(fn, mod, extensions)
     for what, node in call_state.counters(fn, mod.top_names, lambda n: _dotted(n, mod.aliases), mod.tree):
         add("call-count", f"{fname} keeps {what}: a forward that counts its calls can do its work for as many "
             "calls as any check makes and stop after", node)
@@ -698,7 +698,7 @@ def _check_function(
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             add("torch-compute-in-forward", f"`@` in {fname}: matrix product done by PyTorch", node)
         elif isinstance(node, ast.Call):
-            _check_call(node, fname, mod, layers, extensions, add)
+            _check_call(node, fname, mod, layers, extensions, own_names, add)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in COMPUTE_TENSOR_METHODS \
                 and not _root_imported(node, mod) and probes.root_name(node) not in ("self", "math") \
                 and not _called(node, mod):
@@ -909,15 +909,18 @@ def _check_call(
     mod: _Module,
     layers: dict[str, str],
     extensions: set[str],
+    own_names: set[str],
     add: Add,
 ) -> None:
+    """`extensions`: self attributes holding the candidate's own compiled code; `own_names`: local
+    names in the function bound only to it (_local_extensions)."""
     f = node.func
     origin = _dotted(f, mod.aliases) or ""
     parts = origin.split(".")
     if isinstance(f, ast.Attribute):
         # Functions of the candidate's own compiled extension, e.g. `_ext.forward(x)`.
         recv = f.value
-        if (isinstance(recv, ast.Name) and (recv.id in mod.extensions or f"\0{recv.id}" in extensions)) \
+        if (isinstance(recv, ast.Name) and (recv.id in mod.extensions or recv.id in own_names)) \
                 or _self_attr(recv) in extensions:
             return
     if origin.startswith("torch.nn.functional."):
@@ -1215,10 +1218,11 @@ def _check_escape(node: ast.AST, mod: _Module, add: Add) -> None:
         return
     if not isinstance(node, ast.Call):
         return
-    if _foreign_new(node.func, mod) and any(v.split(".")[0] == "ctypes" for v in mod.aliases.values()):
+    uses_ctypes = any(v.split(".")[0] == "ctypes" for v in mod.aliases.values())
+    if uses_ctypes and _foreign_new(node.func, mod):
         add("hidden-dispatch", "calls __new__ of a class the module did not define, in a module using ctypes "
             "(K.__new__(K, addr)): a foreign function's class made at an address", node)
-    if _class_of_called(node.func, mod) and any(v.split(".")[0] == "ctypes" for v in mod.aliases.values()):
+    if uses_ctypes and _class_of_called(node.func, mod):
         add("hidden-dispatch", "calls an object's own class (type(f)(...), f.__class__(...)) in a module using ctypes: "
             "a foreign function's class made at an address, which no name in the source shows", node)
     origin = _dotted(node.func, mod.aliases) or ""
