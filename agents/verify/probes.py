@@ -134,7 +134,19 @@ _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b
 # finding (native_probes says why), a computed name as well.
 _NATIVE_IMPORT = re.compile(r"\b(?:module_?::import|PyImport_ImportModule(?:Level|NoBlock)?(?:Object)?|PyImport_AddModule"
                             r"(?:Object)?|PyImport_Import|PyImport_GetModule)\s*\(\s*(\"[^\"]*\")?")
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# C++ text's literals and comments in one pass, in the order the compiler's lexer meets them: a
+# "//" or "/*" inside a string, a character or a raw string starts nothing (a regex for comments
+# alone read `"//"; at::native::add(...)` as one comment, and a comment naming at::native:: as code:
+# an honest candidate's "// as at::native::softmax does" was hidden-dispatch). A line comment goes
+# on across a backslash-newline, as after the compiler's line splicing. Where this lexer and the
+# compiler could part (trigraphs, a splice inside "/" "*"), it keeps text: more is read, never less.
+_CXX_LEXEMES = re.compile(
+    r'(?P<raw>(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")'
+    r'|(?P<str>"(?:\\.|[^"\\\n])*")'
+    # (a quote after a digit or a letter is a digit separator, 1'000, unless a prefix's own: L'x')
+    r"|(?P<chr>(?<![A-Za-z0-9_])(?:u8|u|U|L)?'(?:\\.|[^'\\\n])*')"
+    r"|(?P<comment>//(?:\\[ \t]*\n|\\.|[^\\\n])*|/\*.*?\*/)",
+    re.S)
 # C++ string literals, left out where names are matched (a TORCH_CHECK's "misaligned access (...)"
 # is no call of access) and kept for asm's text and /proc paths.
 _STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
@@ -487,16 +499,27 @@ def preprocessed(text: str) -> str | None:
 PREPROCESSED_NAME = "sc_preprocessed_unit"
 
 
+def strip_comments(text: str, strings: bool = False) -> str:
+    """C++ text with its comments emptied (and its string and character literals, where `strings`),
+    line structure kept: a comment's lines stay as empty lines, an emptied literal is `""`."""
+    def blank(m: re.Match[str]) -> str:
+        lines = "\n" * m.group(0).count("\n")
+        if m.group("comment") is not None:
+            return " " + lines
+        return '""' + lines if strings else m.group(0)
+    return _CXX_LEXEMES.sub(blank, text)
+
+
 def strip_comments_and_strings(text: str) -> str:
     """C++ text with its comments and string literals emptied (line structure kept)."""
-    return _STRINGS.sub('""', _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text))
+    return strip_comments(text, strings=True)
 
 
 def native_probes(name: str, text: str) -> list[tuple[int, str]]:
     """(line, what) for each native source line that calls a probe, comments left out."""
     if not name.endswith(NATIVE_SUFFIXES):
         return []
-    code = _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    code = strip_comments(text)
     out = []
     code_lines = code.splitlines()
     for lineno, line in enumerate(code_lines, 1):
