@@ -219,7 +219,9 @@ def test_compile_baseline_checked_on_the_candidates_input_sets():
             raise ValueError("rejected")
         return ref(x)
 
-    assert compile_baseline.compile_misses(ref, raises_when_large, again(), tol, ops) is None
+    unjudged: list[str] = []
+    assert compile_baseline.compile_misses(ref, raises_when_large, again(), tol, ops, unjudged=unjudged) is None
+    assert len(unjudged) == 1 and unjudged[0].startswith("adversarial-large: ValueError: rejected"), unjudged
     # A reference that draws random numbers cannot be judged against a compiled one: no verdict.
     assert compile_baseline.compile_misses(ref, off_when_large, again(), tol, Counter({"native_dropout": 1})) is None
 
@@ -282,3 +284,34 @@ def test_a_compile_that_does_not_draw_as_eager_does_is_not_judged(monkeypatch):
     seeds = iter(range(100, 200))
     monkeypatch.setattr(compile_baseline, "same_draws", lambda seed: torch.manual_seed(next(seeds)))
     assert compile_baseline.compiled_with_eager_draws(ref, "tf32", args, Tolerance(1e-2, "matmul in reference")) is None
+
+
+class _NoMemoryInFloat64(_Affine):
+    """A reference whose float64 run (the referee's) runs out of GPU memory, as level 2's 2 did."""
+
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+        return super().forward(x)
+
+
+def test_a_miss_the_referee_cannot_judge_stands_against_torch_compile(monkeypatch):
+    """As a candidate's does: a referee out of memory beside other workers (RefereeOutOfMemory) was
+    counted as a pass, and torch.compile's TF32 stayed the baseline where our TF32 had failed."""
+    from stitchcuda.agents.verify import worker
+
+    torch.manual_seed(0)
+    ref = _NoMemoryInFloat64().eval()
+    tol = Tolerance(1e-2, "matmul in reference")
+    ops = Counter({"addmm": 1, "relu": 1})
+
+    def off_when_large(x):
+        y = ref(x)
+        return y * 1.1 if x.abs().max() > 100 else y
+
+    for beside in (False, True):  # None from the referee, then its RefereeOutOfMemory
+        monkeypatch.setattr(worker, "_BESIDE_OTHERS", [beside])
+        sets = compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))
+        why = compile_baseline.compile_misses(ref, off_when_large, sets, tol, ops)
+        assert why is not None and why.startswith("adversarial-large:"), (beside, why)
+        assert "fp64 referee: none" in why, why

@@ -159,10 +159,15 @@ def time_matched(req, rec, ref, sets, device, trials: int, ref_ops: Counter[str]
                            f"output missed the reference's under one seed), so its {policy} output was not judged")
             return
     rec.enter("compile-matched-check", f"torch.compile ({policy}) against the tolerance the candidate met")
+    unjudged: list[str] = []
     with gpu_lock(req.get("gpu_lock"), rec):  # GPU work beside a neighbour's measurement would stretch it
         miss = compile_misses(ref, judged, checked(), tol, ref_ops,
-                               eager_draws=judged is not base[0], policy=policy)
+                               eager_draws=judged is not base[0], policy=policy, unjudged=unjudged)
+    if unjudged:
+        v.notes.append(f"torch.compile ({policy}) could not be run on {len(unjudged)} of the candidate's sets, "
+                       f"so they were not judged: {'; '.join(unjudged)}"[:600])
     if miss is None:
+        rec.save()
         return
     rejected_ms = (v.compiled_matched or v.compiled).median_ms if (v.compiled_matched or v.compiled) else None
     v.compile_rejected = {"policy": policy, "median_ms": rejected_ms, "why": miss}
@@ -268,13 +273,14 @@ def checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, pass
 
 
 def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
-                    eager_draws: bool = False, policy: str = "strict") -> str | None:
+                    eager_draws: bool = False, policy: str = "strict", unjudged: list[str] | None = None) -> str | None:
     """Why torch.compile's output misses the tolerance on one of `inputs` ((name, args) pairs: the
     sets the candidate was checked on), the fp64 referee consulted as for a candidate; None where
     it meets it on every set, or cannot be judged. A reference that draws random numbers is judged
     only against a compiled module that draws as eager does (`eager_draws`), both seeded alike per
     set, and with no referee (a second run is another draw), as a candidate is. `policy`: the one
-    torch.compile ran under, judged as a candidate under it is (the referee's own error under it)."""
+    torch.compile ran under, judged as a candidate under it is (the referee's own error under it).
+    `unjudged`, where given, gets each set that could not be run (named, with the error)."""
     rng = draws_random(ref_ops)
     if rng and not eager_draws:
         return None
@@ -291,11 +297,19 @@ def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],
                 same_draws(k)
                 got = dyn.flatten_outputs(compiled(*clone_args(args)))
             m = compare_outputs(ref_outs, got, tol)
-            if m.ok:
-                continue
-            referee = None if rng else _fp64_referee(ref, snapshot, ref_ops, list(args), ref_outs, got, tol, policy)
-        except Exception:  # noqa: BLE001 - out of memory, a set the compiled module rejects: not judged
+        except Exception as e:  # noqa: BLE001 - out of memory, a set the compiled module rejects: not judged
+            if unjudged is not None:
+                unjudged.append(f"{name}: {type(e).__name__}: {str(e)[:160]}")
             continue
+        if m.ok:
+            continue
+        # A miss the referee cannot judge stands, as a candidate's does (worker._fp64_referee): the
+        # referee out of memory was counted as a pass, so level 2's 2 was timed against a TF32
+        # compile that missed where our TF32 candidate had been failed (the H100, 2026-12-06).
+        try:
+            referee = None if rng else _fp64_referee(ref, snapshot, ref_ops, list(args), ref_outs, got, tol, policy)
+        except Exception:  # noqa: BLE001 - RefereeOutOfMemory beside other workers, say
+            referee = None
         if referee is None or not referee.ok:
             # The referee's own words too: SqueezeNet's TF32 compile was rejected on the H200 at
             # 609ae81 where the candidate's TF32 passed the referee, and the reason was not kept.
