@@ -506,17 +506,18 @@ class SoftmaxOverWidth(nn.Module):
         return self.conv2(torch.softmax(self.bn(self.conv(x)), dim=-1))
 
 
-def test_a_softmax_over_width_joins_the_tail_under_the_switch(monkeypatch):
-    """STITCHCUDA_LAYOUT_SOFTMAX=1: the softmax over W reads and writes channels-last storage (its
-    dim renumbered: W is dim 2 of N, H, W, C), the next convolution reads it as it is, and the
-    softmax's kernel is the column one split over warps (C = 32 neighbouring outputs). Off, the plan
-    is as before: every convolution NCHW."""
+def test_a_softmax_over_width_joins_the_tail(monkeypatch):
+    """By default the softmax over W reads and writes channels-last storage (its dim renumbered: W
+    is dim 2 of N, H, W, C), the next convolution reads it as it is, and the softmax's kernel is the
+    column one split over warps (C = 32 neighbouring outputs). With STITCHCUDA_LAYOUT_SOFTMAX=0 the
+    plan is as before: every convolution NCHW."""
     from stitchcuda.agents.coder import emit_reduce
 
     inputs = [torch.randn(2, 3, 10, 40)]
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "0")
     off = planner.plan_graph(graph.trace_module(SoftmaxOverWidth().eval(), inputs))
     assert not _conv(off)["args"].get("channels_last")  # (the last one's result is returned: channels-last)
-    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    monkeypatch.delenv(emit_reduce.LAYOUT_SOFTMAX_ENV)
     plan = planner.plan_graph(graph.trace_module(SoftmaxOverWidth().eval(), inputs))
     assert plan.supported, plan.unsupported
     first, second = [n for n in plan.graph if n["op"] == "convolution"]
@@ -529,7 +530,7 @@ def test_a_softmax_over_width_joins_the_tail_under_the_switch(monkeypatch):
 def test_the_softmax_over_width_plan_still_computes_the_module(monkeypatch):
     from stitchcuda.agents.coder import emit_reduce
 
-    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    monkeypatch.delenv(emit_reduce.LAYOUT_SOFTMAX_ENV, raising=False)  # (the default)
     torch.manual_seed(2)
     module = SoftmaxOverWidth().eval()
     inputs = [torch.randn(2, 3, 10, 40)]
@@ -545,7 +546,7 @@ def test_the_softmax_over_width_plan_still_computes_the_module(monkeypatch):
 def test_the_softmax_over_width_candidate_builds_for_sm90(tmp_path, monkeypatch):
     from stitchcuda.agents.coder import emit_reduce
 
-    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    monkeypatch.delenv(emit_reduce.LAYOUT_SOFTMAX_ENV, raising=False)  # (the default)
     cand = builtin_candidate(SoftmaxOverWidth().eval(), [torch.randn(2, 3, 10, 40)], host=False)
     assert "sc_softmax_cols_split" in cand.files[next(k for k in cand.files if k.endswith(".cu"))]
     assert_builds_clean_for_sm90(cand, tmp_path / "softmax_w.cu", cudnn_include())

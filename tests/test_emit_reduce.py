@@ -471,15 +471,16 @@ def test_scalar_loads_batched_or_not_give_the_same_bits(tmp_path, monkeypatch, c
 @needs_nvcc
 @pytest.mark.parametrize("shape", [(2, 5, 40, 64), (2, 3, 17, 40)])
 def test_a_column_softmax_split_over_warps(tmp_path, monkeypatch, shape):
-    """Under STITCHCUDA_LAYOUT_SOFTMAX=1, a softmax over a middle dim with 32 or more neighbouring
-    outputs (channels-last storage's softmax over W) runs its columns split over 8 warps: the device
-    kernel builds for sm_90, and the host entry (one column at a time) matches torch. Off: the
-    thread-a-column plan, as before."""
+    """By default (STITCHCUDA_LAYOUT_SOFTMAX unset), a softmax over a middle dim with 32 or more
+    neighbouring outputs (channels-last storage's softmax over W) runs its columns split over 8 warps:
+    the device kernel builds for sm_90, and the host entry (one column at a time) matches torch.
+    With the switch at 0: the thread-a-column plan, as before."""
     import subprocess
 
     g = graph.trace_module(Fn(lambda x: torch.softmax(x, dim=2)), [torch.randn(*shape)])
+    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "0")
     assert kernels.emit(g, "_softmax", "k0").ops[0].endswith(", cols")
-    monkeypatch.setenv(emit_reduce.LAYOUT_SOFTMAX_ENV, "1")
+    monkeypatch.delenv(emit_reduce.LAYOUT_SOFTMAX_ENV)
     monkeypatch.setenv("STITCHCUDA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("STITCHCUDA_ARCH", "sm_90")
     k = kernels.emit(g, "_softmax", "k0")

@@ -590,11 +590,15 @@ def test_no_generator_state_left_to_a_call_is_its_inputs_seed_or_an_affine_map_o
 def test_counting_calls_to_estimate_on_the_random_sets_is_caught(runs):
     """hack_call_order_rank1 estimates on calls 1-5 and from 21 on, where the random sets and the
     timed calls were; the sets after random-0 now run in a secret order, so adversarial sets fall on
-    the estimated calls (all four other random sets there is 1 draw in 1,365)."""
+    the estimated calls (all four other random sets there is 1 draw in 1,365). Where the secret order
+    puts every adversarial set on an exact call, no set misses, and the estimate is named by the
+    random sets' error against the structured sets' (worker.ESTIMATE_RATIO): hacked (a CPU run of
+    6f0fb82 drew that order)."""
     v = runs.get("ref_matmul_bigk", "hack_call_order_rank1")
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = [c["set"] for c in v.checks if not c.get("ok")]
-    assert missed and not any(m.startswith("random-") for m in missed), v.checks
+    assert not any(m.startswith("random-") for m in missed), v.checks
+    assert missed or v.status == "hacked", (v.status, v.message, v.checks)
 
 
 def test_exact_only_under_poisoned_allocations_is_caught(runs):

@@ -712,17 +712,17 @@ def _pick(vec: int, kernel: Callable[[int], str]) -> str:
 
 _SOFTMAX_MODES = {"_softmax": 0, "_log_softmax": 1, "_safe_softmax": 2}  # MODE of the CUDA templates
 
-# STITCHCUDA_LAYOUT_SOFTMAX=1: a softmax over any dim may join a convolution's channels-last tail
-# (planner._pointwise_tail; only the channels' softmax did), and columns of 32 or more neighbouring
-# outputs are split over warps (sc_softmax_cols_split). Off until measured on a GPU against the
-# NCHW plan: UNetSoftmax's softmax over W kept every convolution NCHW, 0.78 of its 3.79 ms in
-# cuDNN's layout transforms (H100, 2026-12-05).
+# A softmax over any dim may join a convolution's channels-last tail (planner._pointwise_tail; only
+# the channels' softmax did), and columns of 32 or more neighbouring outputs are split over warps
+# (sc_softmax_cols_split). On by default since the H100's A/B (2026-12-06, 6f0fb82: level 2's 13
+# 1.09x, bench/coverage's soft_moe_dispatch_combine 2.31x and flip_tta_segmentation 1.07x, the
+# other three within 0.5%); STITCHCUDA_LAYOUT_SOFTMAX=0 keeps such a softmax's convolutions NCHW.
 LAYOUT_SOFTMAX_ENV = "STITCHCUDA_LAYOUT_SOFTMAX"
 _SPLIT_WARPS = 8
 
 
 def layout_softmax() -> bool:
-    return os.environ.get(LAYOUT_SOFTMAX_ENV, "0") == "1"
+    return os.environ.get(LAYOUT_SOFTMAX_ENV, "1") != "0"
 
 
 def _split_columns(lay: Layout, inner: int) -> bool:

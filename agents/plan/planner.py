@@ -1249,7 +1249,7 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     frontier.append(result["name"])
                 continue
             # A softmax over the channels is one over channels-last storage's rows; over another dim
-            # (UNetSoftmax's W), one over its columns, under STITCHCUDA_LAYOUT_SOFTMAX (emit_reduce).
+            # (UNetSoftmax's W), one over its columns, unless STITCHCUDA_LAYOUT_SOFTMAX=0 (emit_reduce).
             channel_softmax = (user["op"] in _CHANNEL_SOFTMAX and type(user["args"].get("dim")) is int
                                and (user["args"]["dim"] % len(shape) == 1 or layout_softmax())
                                and list(iter_refs(user["args"])) == [name])

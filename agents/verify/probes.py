@@ -134,19 +134,52 @@ _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*\b(syscall|sysenter|int\s+\$?0x80)\b
 # finding (native_probes says why), a computed name as well.
 _NATIVE_IMPORT = re.compile(r"\b(?:module_?::import|PyImport_ImportModule(?:Level|NoBlock)?(?:Object)?|PyImport_AddModule"
                             r"(?:Object)?|PyImport_Import|PyImport_GetModule)\s*\(\s*(\"[^\"]*\")?")
-# C++ text's literals and comments in one pass, in the order the compiler's lexer meets them: a
-# "//" or "/*" inside a string, a character or a raw string starts nothing (a regex for comments
-# alone read `"//"; at::native::add(...)` as one comment, and a comment naming at::native:: as code:
-# an honest candidate's "// as at::native::softmax does" was hidden-dispatch). A line comment goes
-# on across a backslash-newline, as after the compiler's line splicing. Where this lexer and the
-# compiler could part (trigraphs, a splice inside "/" "*"), it keeps text: more is read, never less.
+# C++ text's literals and comments in one pass, in the order the compiler's lexer meets them, after
+# its line splicing (`_spliced`): a "//" or "/*" inside a string, a character or a raw string starts
+# nothing (a regex for comments alone read `"//"; at::native::add(...)` as one comment, and a
+# comment naming at::native:: as code: an honest candidate's "// as at::native::softmax does" was
+# hidden-dispatch). Identifiers and pp-numbers are tokens of their own (the scan never starts
+# inside one), so that a quote after `case` opens a character (`case'/*':`), one inside a number
+# is a digit separator (1'000), and `xR"(` is a name and a string, not a raw string;
+# a raw string's delimiter is any 0-16 characters but space, parentheses and backslash, a quote
+# included (red-team round 10 hid code behind each of these). Where this lexer and the compiler
+# could part (trigraphs, off in C++17), it keeps text: more is read, never less; and check_native_sources
+# also reads the preprocessor's own view of the comments (`uncommented`).
 _CXX_LEXEMES = re.compile(
-    r'(?P<raw>(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")'
-    r'|(?P<str>"(?:\\.|[^"\\\n])*")'
-    # (a quote after a digit or a letter is a digit separator, 1'000, unless a prefix's own: L'x')
-    r"|(?P<chr>(?<![A-Za-z0-9_])(?:u8|u|U|L)?'(?:\\.|[^'\\\n])*')"
-    r"|(?P<comment>//(?:\\[ \t]*\n|\\.|[^\\\n])*|/\*.*?\*/)",
+    r'(?P<raw>(?:u8|u|U|L)?R"(?P<delim>[^()\\ \t\v\f\n]{0,16})\(.*?\)(?P=delim)")'
+    r"""|(?P<chr>(?:u8|u|U|L)?'(?:\\.|[^'\\\n])*')"""
+    r'|(?P<str>(?:u8|u|U|L)?"(?:\\.|[^"\\\n])*")'
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<num>\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*)"
+    r"|(?P<comment>//[^\n]*|/\*.*?\*/)",
     re.S)
+# A backslash, blanks, then a line's end: joined to the next line before anything else (gcc allows
+# the blanks, with a warning). A lone CR ends a line, as for gcc.
+_SPLICE = re.compile(r"\\[ \t\v\f]*$")
+
+
+def _spliced(text: str) -> str:
+    """`text` with its line splices joined, as the compiler's second phase does (whatever the
+    backslash is inside), each logical line followed by as many empty lines as it took in, so later
+    lines keep their numbers."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    parts: list[str] = []
+    for line in text.split("\n"):
+        if m := _SPLICE.search(line):
+            parts.append(line[:m.start()])
+            continue
+        out.append("".join(parts) + line)
+        out += [""] * len(parts)
+        parts = []
+    if parts:
+        out.append("".join(parts))
+        out += [""] * (len(parts) - 1)
+    return "\n".join(out)
+
+
 # C++ string literals, left out where names are matched (a TORCH_CHECK's "misaligned access (...)"
 # is no call of access) and kept for asm's text and /proc paths.
 _STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"')
@@ -477,6 +510,19 @@ def preprocessed(text: str) -> str | None:
     so nothing outside the candidate's text is needed), __FILE__ and friends expanded to the literal
     PREPROCESSED_NAME: a name pasted together by a macro (`SC_CAT(__FI, LE__)`,
     `PyGILState_ ## Ensure`) is read as written out. None where no preprocessor runs."""
+    body = re.sub(r"(?m)^\s*#\s*(include|import|pragma\s+once)\b.*$", "", text)
+    return _cpp(body, ["-P", "-w", "-x", "c++", "-D__CUDACC__"])
+
+
+def uncommented(text: str) -> str | None:
+    """The C/C++ text with its comments removed by the preprocessor's own lexer (gcc's
+    -fpreprocessed: no macro expanded, no directive obeyed, every line kept): a second reading of
+    what is a comment beside strip_comments, so a text must fool both to hide code as one. None
+    where no preprocessor runs."""
+    return _cpp(text, ["-fpreprocessed", "-dD", "-E", "-P", "-w", "-x", "c++"])
+
+
+def _cpp(body: str, flags: list[str]) -> str | None:
     import shutil
     import subprocess
     import tempfile
@@ -484,13 +530,11 @@ def preprocessed(text: str) -> str | None:
     cpp = shutil.which("cpp")
     if cpp is None:
         return None
-    body = re.sub(r"(?m)^\s*#\s*(include|import|pragma\s+once)\b.*$", "", text)
     with tempfile.TemporaryDirectory(prefix="sc-cpp-") as folder:
         src = Path(folder) / f"{PREPROCESSED_NAME}.cpp"
         src.write_text(body)
         try:
-            done = subprocess.run([cpp, "-P", "-w", "-x", "c++", "-D__CUDACC__", str(src)], capture_output=True,
-                                  text=True, timeout=30, check=False)
+            done = subprocess.run([cpp, *flags, str(src)], capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.SubprocessError):
             return None
     return done.stdout if done.returncode == 0 else None
@@ -506,8 +550,10 @@ def strip_comments(text: str, strings: bool = False) -> str:
         lines = "\n" * m.group(0).count("\n")
         if m.group("comment") is not None:
             return " " + lines
-        return '""' + lines if strings else m.group(0)
-    return _CXX_LEXEMES.sub(blank, text)
+        if strings and (m.group("str") or m.group("chr") or m.group("raw")):
+            return '""' + lines
+        return m.group(0)
+    return _CXX_LEXEMES.sub(blank, _spliced(text))
 
 
 def strip_comments_and_strings(text: str) -> str:

@@ -13,7 +13,6 @@ number, and raise no false alarm on a legitimate candidate.
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import re
 import sys
@@ -280,21 +279,42 @@ def _loader_functions(tree: ast.Module, mod: _Module, bound: Counter) -> set[str
     (load_inline(...)), or a module name bound only to one or to None (the cached-global idiom);
     undecorated or under functools' caches, defined once. `_kernels().add(x, y, out)` calls the
     candidate's own code: it was read as Tensor.add (red-team round 9's review)."""
-    def loaded(v: ast.AST | None) -> bool:
-        return isinstance(v, ast.Call) and (_dotted(v.func, mod.aliases) or "").endswith(_EXTENSION_LOADERS)
+    def imported(f: ast.AST, want: tuple[str, ...]) -> bool:
+        # The name as written resolves through an import bound nowhere else: not a class or a
+        # variable of the module's own called `cpp_extension` or `functools` (red-team round 10).
+        root = probes.root_name(f)
+        return (_dotted(f, mod.aliases) or "").endswith(want) and root in mod.aliases and bound[root] == 1
 
+    def loaded(v: ast.AST | None) -> bool:
+        return isinstance(v, ast.Call) and imported(v.func, _EXTENSION_LOADERS)
+
+    only_called = _only_called(tree)
     cached = _bound_only_to(tree, bound, lambda v: loaded(v) or (isinstance(v, ast.Constant) and v.value is None))
     out = set()
     for fn in tree.body:
-        if not isinstance(fn, ast.FunctionDef) or bound[fn.name] != 1 or not all(
-                (_dotted(d.func if isinstance(d, ast.Call) else d, mod.aliases) or "") in _CACHES
-                for d in fn.decorator_list):
+        if not isinstance(fn, ast.FunctionDef) or bound[fn.name] != 1 or fn.name not in only_called or not all(
+                imported(d.func if isinstance(d, ast.Call) else d, _CACHES) for d in fn.decorator_list):
             continue
         returns = [n for n in _own_nodes(fn) if isinstance(n, ast.Return)]
         if returns and all(loaded(r.value) or (isinstance(r.value, ast.Name) and r.value.id in cached)
                            for r in returns):
             out.add(fn.name)
     return out
+
+
+def _only_called(tree: ast.Module) -> set[str]:
+    """Names that appear in the module only as the function of a call (`f(...)`), never as a value
+    (`f.__code__ = ...`, `g = f`, `partial(f)`)."""
+    called: set[str] = set()
+    other: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called.add(node.func.id)
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and not (isinstance(node, ast.Call) and node.func is child):
+                other.add(child.id)
+    return called - other
 
 
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
@@ -408,6 +428,10 @@ def _bindings(tree: ast.Module) -> Counter:
             count[node.name] += 1
         elif isinstance(node, ast.alias):
             count[(node.asname or node.name).split(".")[0]] += 1
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            count[node.name] += 1  # (`case f:` binds f: red-team round 10)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            count[node.rest] += 1
     return count
 
 
@@ -759,14 +783,16 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
     out: list[Finding] = []
     for file, name, text, offset in units:
         unit: list[Finding] = []
-        # The text as written, then as the preprocessor expands the candidate's own macros: a name
+        # The text as written (its comments left out by our lexer), as the preprocessor's own lexer
+        # leaves its comments out, then as the preprocessor expands the candidate's own macros: a name
         # pasted together (`SC_CAT(__FI, LE__)`, `PyGILState_ ## Ensure`: the 2026-12-06 round's second
-        # pass) is read written out there. (Its lines do not map back: findings there name the unit.)
-        for as_read, where in ((text, offset), (_expanded(text), None)):
+        # pass) is read written out there. (Their lines do not map back: findings there name the unit.)
+        # Comments are no calls: an honest candidate's "// as at::native::softmax does" was a finding;
+        # code made to look like one must fool both lexers (red-team round 10), and the built library's
+        # symbols are read too (native_symbols), whatever its text says.
+        for as_read, where in ((text, offset), (probes.uncommented(text), None), (_expanded(text), None)):
             if as_read is None:
                 continue
-            # (Comments left out: an honest candidate's "// as at::native::softmax does" is no call.
-            # The built library's symbols are read too, native_symbols, whatever its text says.)
             for lineno, line in enumerate(probes.strip_comments(as_read).splitlines(), 1):
                 if m := _NATIVE_BYPASS.search(line):
                     unit.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op "
@@ -904,8 +930,10 @@ def _check_module_node(
         elif name.split(".")[-1] in _MODE_PROBES and not _own_name(node, mod):
             add("mode-probe", f"uses {name}: a forward that asks whether a dispatch mode or the profiler is on can behave "
                 "otherwise while the Verifier watches", node)
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _NATIVE_BYPASS.search(node.value)) \
-            and not _prose_only(node, mod):
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _NATIVE_BYPASS.search(node.value)):
+        # (Any string, comments and all, wherever it stands: any string may end up compiled, glued to
+        # others (a piece ending in an open string or a backslash turns the next piece's comment into
+        # code), a message read back through e.args, a docstring through __doc__: red-team round 10.)
         add("hidden-dispatch", f"C++ source using {m.group(1)}: PyTorch work past the op recorder", node)
     if isinstance(node, ast.FunctionDef) and node.name in _SUBCLASS_HOOKS:
         add(
@@ -1135,36 +1163,46 @@ def _called(node: ast.AST, mod: _Module) -> bool:
     return isinstance(parent, ast.Call) and parent.func is node
 
 
-# Where a string is prose for people: an exception's or a warning's message, print's text, an
-# assertion's message, a docstring. Such a string naming the dispatcher ("Dispatcher failed to ...")
-# was hidden-dispatch, in an honest candidate's error message (red-team round 9's review). (A string
-# that is C++ is read as C++ wherever it stands, _inline_native; and what a built library calls is
-# read from its symbols, native_symbols.)
-_PROSE_CALLS = frozenset({"warnings.warn", "print", "logging.debug", "logging.info", "logging.warning",
-                          "logging.error"})
-
-
 def _own_name(node: ast.AST, mod: _Module) -> bool:
-    """`self.profiler`, or a name the module binds itself (`profiler = None`): the candidate's own
-    attribute or variable, however it is named; what it is bound to is read where it is bound
+    """`self.profiler`, or a variable `profiler` the module binds itself (`profiler = None`): the
+    candidate's own, however it is named; what it is bound to is read where it is bound
     (`= torch.profiler` names torch's). An honest candidate's `self.profiler = None` was a
-    mode-probe (red-team round 9's review)."""
+    mode-probe (red-team round 9's review). Only `profiler`: the other probes' names are torch's
+    private functions, no honest variable's. Not in a module with a star import (a binding of the
+    name drops the star's alias, yet other functions still read the star's), nor where `self` may
+    be something else (_self_is_instance)."""
     if isinstance(node, ast.Attribute):
-        # (Only `profiler`: the other probes' names are torch's private functions, no honest
-        # attribute's; and a self that is torch.autograd, through an unbound call, still reaches
-        # them only by those names.)
         return _self_attr(node) == "profiler" and _self_is_instance(mod)
-    return isinstance(node, ast.Name) and node.id not in mod.aliases
+    return isinstance(node, ast.Name) and node.id == "profiler" and node.id not in mod.aliases \
+        and not _has_star_import(mod)
+
+
+def _has_star_import(mod: _Module) -> bool:
+    return mod.tree is not None and any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+                                        for n in ast.walk(mod.tree))
 
 
 def _self_is_instance(mod: _Module) -> bool:
-    """Whether every `self` in the module is a method's first parameter, never assigned: not
-    `def probe(self): ...` called with torch.autograd, whose `self.profiler` is torch's."""
+    """Whether every `self` in the module is a method's first parameter, never assigned, and no
+    method can be called with another self: the module never names one of its classes but to make an
+    instance or in super(C, self), nor takes an object's class (`type(x)`, `x.__class__`).
+    Otherwise `def probe(self): return self.profiler` is torch's once called as
+    `ModelNew.probe(torch.autograd)` (red-team round 10)."""
     if mod.tree is None:
         return False
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Name) and node.id == "self" and not isinstance(node.ctx, ast.Load):
             return False
+        if (isinstance(node, ast.Attribute) and node.attr == "__class__") or \
+                (isinstance(node, ast.Name) and node.id in mod.type_names | mod.class_names):
+            return False
+        if isinstance(node, ast.Name) and node.id in mod.classes:
+            parent = _parent(node, mod)
+            made = isinstance(parent, ast.Call) and parent.func is node
+            in_super = isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
+                and parent.func.id == "super" and parent.args[:1] == [node]
+            if not (made or in_super):
+                return False
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             a = node.args
             named = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + \
@@ -1174,31 +1212,6 @@ def _self_is_instance(mod: _Module) -> bool:
                                         and isinstance(_parent(node, mod), ast.ClassDef)):
                 return False
     return True
-
-
-def _prose_only(node: ast.Constant, mod: _Module) -> bool:
-    """Whether the string `node` is only a message or a docstring (_PROSE_CALLS)."""
-    child, parent = node, _parent(node, mod)
-    while isinstance(parent, ast.JoinedStr | ast.FormattedValue) or (
-            isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Mod)):
-        child, parent = parent, _parent(parent, mod)
-    if isinstance(parent, ast.Assert):
-        return parent.msg is child
-    if isinstance(parent, ast.Expr) and child is node:
-        holder = _parent(parent, mod)
-        return isinstance(holder, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
-            and bool(holder.body) and holder.body[0] is parent
-    if not (isinstance(parent, ast.Call) and child in parent.args):
-        return False
-    f = parent.func
-    if isinstance(f, ast.Name) and (f.id in mod.top_names or f.id in mod.functions or f.id in mod.classes
-                                    or f.id in mod.aliases):
-        return False  # (a name of the module's own: its "message" may be compiled)
-    raised = _parent(parent, mod)
-    if isinstance(raised, ast.Raise) and raised.exc is parent:
-        return isinstance(f, ast.Name) and isinstance(getattr(builtins, f.id, None), type) \
-            and issubclass(getattr(builtins, f.id), BaseException)
-    return (_dotted(f, mod.aliases) or "") in _PROSE_CALLS
 
 
 def _parent(node: ast.AST, mod: _Module) -> ast.AST | None:
