@@ -313,6 +313,27 @@ def test_precision_ladder_levels():
     assert coder_builtin.precision_after(named) == kernels.PRECISE_TF32
 
 
+def test_a_few_integer_elements_off_is_a_miss_more_precision_may_mend():
+    """argmax's near-ties after TF32 work (bench/coverage's flip_tta_segmentation: 1-93 of 65,536
+    elements off at TF32, the ladder never climbed): marked for the ladder, as a finite miss is; an
+    integer output off everywhere, or NaN where the reference has none, is not."""
+    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs
+    from stitchcuda.agents.verify.worker import mendable_miss
+
+    tol = Tolerance(1e-2, "conv")
+    ref = torch.arange(65536) % 19
+    ties = ref.clone()
+    ties[:2] = (ties[:2] + 1) % 19
+    assert mendable_miss(compare_outputs([ref], [ties], tol))
+    assert not mendable_miss(compare_outputs([ref], [(ref + 1) % 19], tol))  # every element off: no near-tie
+    assert not mendable_miss(compare_outputs([ref], [ref.clone()], tol))  # (a match is no miss)
+    x = torch.ones(64)
+    assert not mendable_miss(compare_outputs([x], [torch.full((64,), float("nan"))], tol))
+    off = x.clone()
+    off[0] = 2.0
+    assert mendable_miss(compare_outputs([x], [off], tol))  # (finite values off: as before)
+
+
 def test_precise_convolution_asks_cudnn_for_fma_math():
     plan = plan_of(Linear(), [torch.randn(4, 16)])
     assert plan.supported, plan.unsupported

@@ -705,7 +705,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                 check["smooth_slope"] = _smooth_slope(v, ref, ref_buffers, ref_ops, args, ref_outs, call.outs)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
-                                      data={"set": name, FINITE_MISS: finite_miss(m)}))
+                                      data={"set": name, FINITE_MISS: mendable_miss(m)}))
         if lean:
             mutated = [i for i in cand_changed if i not in ref_changed]
         else:
@@ -1402,6 +1402,15 @@ def finite_miss(m: Mismatch) -> bool:
     return not m.ok and (m.rel_norm > 0 or m.max_abs > 0)
 
 
+def mendable_miss(m: Mismatch) -> bool:
+    """Whether more precision may mend a failed comparison (the Finding's FINITE_MISS, which the
+    built-in Coder's ladder climbs on): a miss on finite values (finite_miss), or a few integer
+    elements off, at most NEAR_INT_FRACTION of them: argmax's near-ties after TF32 work.
+    bench/coverage's flip_tta_segmentation (argmax over TF32 convolutions' softmax) missed 1-93 of
+    65,536 elements at TF32 on every H100 and H200 run and its ladder never climbed (2026-12-06)."""
+    return finite_miss(m) or (not m.ok and m.integers and 0 < m.bad_fraction <= NEAR_INT_FRACTION)
+
+
 def _near_miss(m: Mismatch, checks: list[dict[str, Any]], tol: Tolerance) -> bool:
     """Whether a miss on a further set is within NEAR_MISS_FACTOR of the tolerance or of the checked
     sets' largest relative L2 error, at no more than NEAR_MISS_SHARE of the elements: precision, not
@@ -1849,7 +1858,7 @@ def _judge_changed_weights(v: Verdict, name: str, seed: int, m: Mismatch, far_of
     if far and followed:
         v.correct = False
         message = f"{name} (a fresh set, the weights changed in place; the output followed them): {m.message}"
-        v.findings.append(Finding("output-mismatch", message, data={"set": name, FINITE_MISS: finite_miss(m)}))
+        v.findings.append(Finding("output-mismatch", message, data={"set": name, FINITE_MISS: mendable_miss(m)}))
     elif far:
         v.correct = False
         _add_once(v.hack_findings, [finding])
@@ -1960,7 +1969,7 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
     if far:
         v.correct = False
         _add_once(v.findings, [Finding("grad-enabled-mismatch", f"with autograd on (as in training): {m.message}",
-                                       data={"set": "grad-enabled", FINITE_MISS: finite_miss(m)})])
+                                       data={"set": "grad-enabled", FINITE_MISS: mendable_miss(m)})])
     elif not m.ok:
         v.notes.append(f"grad-enabled set: a near miss, judged by the checked sets' precision: {m.message}")
 
@@ -2023,7 +2032,7 @@ def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol:
         v.correct = False
         _add_once(v.findings, [Finding("mode-ignored", f"in {mode} mode (both modules switched, as .{'eval' if mode == 'eval' else 'train'}() "
                                        f"does) the candidate's output is not the reference's: {m.message}",
-                                       data={"set": f"{mode}-mode", FINITE_MISS: finite_miss(m)})])
+                                       data={"set": f"{mode}-mode", FINITE_MISS: mendable_miss(m)})])
     elif not m.ok:
         v.notes.append(f"{mode}-mode set: a near miss, judged by the checked sets' precision: {m.message}")
 
@@ -2086,7 +2095,7 @@ def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Toler
             v.status = "incorrect"
             v.message = f"timing set {i}{which} (a fresh input set, before timing): {m.message}"
             v.findings.append(Finding("output-mismatch", v.message,
-                                      data={"set": f"timing-{i}", FINITE_MISS: finite_miss(m)}))
+                                      data={"set": f"timing-{i}", FINITE_MISS: mendable_miss(m)}))
         else:  # right on every checked set, then far off: its behaviour changed once the checks were done
             _add_once(v.hack_findings, [Finding(
                 "wrong-while-timed", f"wrong on timing set {i}{which}, after passing every checked set, far beyond "
@@ -2295,7 +2304,7 @@ def _unwatched_looking_set(v: Verdict, ref, cand, get_inputs, seed: int, device,
         v.correct = False
         v.status = "incorrect"
         v.message = f"{name} (a fresh input set): {m.message}"
-        v.findings.append(Finding("output-mismatch", v.message, data={"set": name, FINITE_MISS: finite_miss(m)}))
+        v.findings.append(Finding("output-mismatch", v.message, data={"set": name, FINITE_MISS: mendable_miss(m)}))
 
 
 def main(argv: list[str]) -> int:
