@@ -122,9 +122,15 @@ def test_torchs_profiler_is_still_a_mode_probe():
     for body in ("        if torch.autograd.profiler is None:\n            return x\n        return x\n",
                  "        self.profiler = torch.profiler\n        return x\n"):
         assert "mode-probe" in codes({"model_new.py": model(body)}), body
-    # `self` that is not the instance: a module-level function handed torch.autograd.
+    # `self` that is not the instance: a module-level function handed torch.autograd; a method's
+    # function, or the method bound to another object.
     src = model("        return probe(torch.autograd)\n", "def probe(self):\n    return self.profiler\n")
     assert "mode-probe" in codes({"model_new.py": src})
+    for call in ("self.probe.__func__(torch.autograd)", "self.probe.__func__.__get__(torch.autograd)()",
+                 "types.MethodType(self.probe.__func__, torch.autograd)()"):
+        src = HEAD + "import types\n\n\nclass ModelNew(nn.Module):\n    def probe(self):\n        return self.profiler\n\n" \
+            f"    def forward(self, x):\n        return {call}\n"
+        assert "mode-probe" in codes({"model_new.py": src}), call
 
 
 @pytest.mark.parametrize("name", ["hack_rt10_p3a_unbound_self", "hack_rt10_p3b_star_import_own_binding"])

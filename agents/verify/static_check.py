@@ -1182,6 +1182,11 @@ def _has_star_import(mod: _Module) -> bool:
                                         for n in ast.walk(mod.tree))
 
 
+# What hands a method another self: its class (`x.__class__.m`), its function (`self.m.__func__`),
+# a binding to another object (`f.__get__(obj)`, types.MethodType).
+_REBINDS_SELF = frozenset({"__class__", "__func__", "__get__", "MethodType"})
+
+
 def _self_is_instance(mod: _Module) -> bool:
     """Whether every `self` in the module is a method's first parameter, never assigned, and no
     method can be called with another self: the module never names one of its classes but to make an
@@ -1193,8 +1198,8 @@ def _self_is_instance(mod: _Module) -> bool:
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Name) and node.id == "self" and not isinstance(node.ctx, ast.Load):
             return False
-        if (isinstance(node, ast.Attribute) and node.attr == "__class__") or \
-                (isinstance(node, ast.Name) and node.id in mod.type_names | mod.class_names):
+        if (isinstance(node, ast.Attribute) and node.attr in _REBINDS_SELF) or \
+                (isinstance(node, ast.Name) and node.id in mod.type_names | mod.class_names | {"MethodType"}):
             return False
         if isinstance(node, ast.Name) and node.id in mod.classes:
             parent = _parent(node, mod)
