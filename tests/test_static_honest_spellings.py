@@ -77,7 +77,27 @@ HIDDEN = {
                                         + 'static const char* e_ = "*/";\n#endif\n',
     "a raw string delimited by a quote": 'static const char* r_ = R""(/*)"";\n' + CODE + 'static const char* e_ = "*/";\n',
     "a lone carriage return": "#ifdef TORCH_CHECK\n// note\r" + CODE + "#endif\n",
+    # Round 11: a dollar in a name (gcc's `$R` is a name, so `R"(")"` is no raw string there).
+    "a dollar before R": '#ifdef TORCH_CHECK\n#define G(...) static const char* s_ =\nG($R"(")"/*";\n' + CODE
+                         + 'static const char* e_ = "*/";\n#endif\n',
+    "a dollar in a number": '#ifdef TORCH_CHECK\n#define G(...) static const char* s_ =\nG(1$R"(")"/*";\n' + CODE
+                            + 'static const char* e_ = "*/";\n#endif\n',
 }
+# Round 11: the same call spelled with other blanks or through the namespace.
+SPELLED = {
+    "blank before ::": "at::Tensor f(const at::Tensor& a) { return at::native ::relu(a); }\n",
+    "a line break after ::": "at::Tensor f(const at::Tensor& a) { return at::native::\nrelu(a); }\n",
+    "a comment after ::": "at::Tensor f(const at::Tensor& a) { return at::native::/**/relu(a); }\n",
+    "a namespace alias": "namespace an = at::native;\nat::Tensor f(const at::Tensor& a) { return an::relu(a); }\n",
+    "using namespace at": "using namespace at;\nTensor f(const Tensor& a) { return native::relu(a); }\n",
+    "gil_scoped_acquire_simple": "void g() { pybind11::detail::gil_scoped_acquire_simple held; }\n",
+}
+
+
+@pytest.mark.parametrize("text", SPELLED.values(), ids=SPELLED.keys())
+def test_aten_internals_however_spelled_are_read(text):
+    unit = "#include <torch/extension.h>\n" + text
+    assert "hidden-dispatch" in codes({"model_new.py": model("        return x\n"), "kernels.cu": unit})
 
 
 @pytest.mark.parametrize("text", HIDDEN.values(), ids=HIDDEN.keys())
@@ -176,3 +196,25 @@ def test_round10_loader_functions_returning_torch_are_read_as_torch(name):
     """A class of the module's own named cpp_extension or functools, a match capture rebinding the
     function or its cached global, the function's __code__ swapped: `_kernels().add` is Tensor.add."""
     assert "torch-compute-in-forward" in codes({"model_new.py": (HACKS / f"{name}.py").read_text()})
+
+
+def test_round11_a_module_of_the_candidates_named_cpp_extension_is_no_loader():
+    """A sibling file `cpp_extension.py` whose load returns torch: `import cpp_extension` is not
+    torch's (the candidate's folder is on sys.path); only torch's own loaders make a loader function."""
+    src = ("import torch\nimport torch.nn as nn\nimport cpp_extension\n\n\ndef _kernels():\n"
+           "    return cpp_extension.load('k', [])\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x, y):\n"
+           "        out = torch.empty_like(x)\n        _kernels().add(x, y, out=out)\n        return out\n")
+    files = {"model_new.py": src, "cpp_extension.py": "import torch\n\n\ndef load(name, sources):\n    return torch\n"}
+    assert "torch-compute-in-forward" in codes(files)
+
+
+def test_round11_torch_modules_kept_on_self_are_read():
+    """torch._C._autograd kept as self.profiler (or any name), its profiler's kind read in forward;
+    torch.nn.functional kept as self.F, its relu called."""
+    init = "    def __init__(self):\n        super().__init__()\n        self.{a} = {m}\n\n"
+    for attr, module, call, code in (("profiler", "torch._C._autograd", "self.profiler._profiler_type().value", "mode-probe"),
+                                     ("ag", "torch._C._autograd", "self.ag._profiler_type().value", "mode-probe"),
+                                     ("F", "torch.nn.functional", "self.F.relu(x)", "torch-compute-in-forward")):
+        src = HEAD + "class ModelNew(nn.Module):\n" + init.format(a=attr, m=module) + \
+            f"    def forward(self, x):\n        return {call}\n"
+        assert code in codes({"model_new.py": src}), (attr, call)

@@ -149,8 +149,10 @@ _CXX_LEXEMES = re.compile(
     r'(?P<raw>(?:u8|u|U|L)?R"(?P<delim>[^()\\ \t\v\f\n]{0,16})\(.*?\)(?P=delim)")'
     r"""|(?P<chr>(?:u8|u|U|L)?'(?:\\.|[^'\\\n])*')"""
     r'|(?P<str>(?:u8|u|U|L)?"(?:\\.|[^"\\\n])*")'
-    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<num>\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*)"
+    # (gcc's names and numbers take `$` and any non-ASCII character too: `$R"(")"` is a name and a
+    # string there, not a raw string, red-team round 11)
+    r"|(?P<ident>[A-Za-z_$\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*)"
+    r"|(?P<num>\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_$\x80-\U0010ffff]|[0-9A-Za-z_.$\x80-\U0010ffff])*)"
     r"|(?P<comment>//[^\n]*|/\*.*?\*/)",
     re.S)
 # A backslash, blanks, then a line's end: joined to the next line before anything else (gcc allows

@@ -76,7 +76,9 @@ _MODE_PROBES = frozenset({"_get_current_dispatch_mode", "_get_current_dispatch_m
                           "_get_function_stack_at", "_is_torch_function_mode_enabled",
                           # ... and what tells it the profiler is on (the Verifier profiles some forwards
                           # and times others: a red-team review, 2026-11-28, returned nothing when profiled)
-                          "_is_profiler_enabled", "_profiler_enabled", "_kineto_enabled", "profiler"})
+                          "_is_profiler_enabled", "_profiler_enabled", "_kineto_enabled", "profiler",
+                          # (torch._C._autograd's, red-team round 11: the active profiler's kind)
+                          "_profiler_type", "_is_kineto_stopped"})
 # A tensor subclass's hooks (assigned as well as def'd: a red-team review assigned one) and its makers.
 _SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _SUBCLASS_MAKERS = frozenset({"_make_wrapper_subclass", "_make_subclass"})
@@ -106,7 +108,9 @@ _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard
                             r"c10::ThreadPool|TaskThreadPool|at::launch|intraop_launch|get_thread_pool|"
                             r"PyThread_start_new_thread|"
                             # ATen's kernel tables and structured kernels, below the dispatcher
-                            r"DispatchStub|at::native::[A-Za-z_][A-Za-z0-9_]*|"
+                            # (at::native however it is reached: a namespace alias of it, `using namespace
+                            # at` then native::..., red-team round 11)
+                            r"DispatchStub|at::native::[A-Za-z_][A-Za-z0-9_]*|at::native|native::[A-Za-z_][A-Za-z0-9_]*|"
                             # the dispatcher's tables and registration (red team round 5, 2026-12-05;
                             # native_symbols reads the same in the built library)
                             r"Dispatcher|OperatorHandle|OperatorEntry|KernelFunction|BoxedKernel|"
@@ -114,7 +118,7 @@ _NATIVE_BYPASS = re.compile(r"\b(ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard
                             # Python called back from native code: a Python function handed in and run
                             # on a thread no recorder watches takes the GIL there (red-team round,
                             # 2026-12-06: py::function run by an OpenMP team member)
-                            r"gil_scoped_acquire|PyGILState_Ensure|PyEval_AcquireThread|PyEval_RestoreThread|"
+                            r"gil_scoped_acquire[A-Za-z0-9_]*|PyGILState_Ensure|PyEval_AcquireThread|PyEval_RestoreThread|"
                             r"py::function|pybind11::function)\b")
 # Calls whose result is a compiled extension: calling its functions is the candidate's own code.
 _EXTENSION_LOADERS = location.EXTENSION_LOADERS
@@ -271,7 +275,9 @@ def _collect(tree: ast.Module) -> _Module:
     return mod
 
 
-_CACHES = ("functools.lru_cache", "functools.cache")
+_CACHES = frozenset({"functools.lru_cache", "functools.cache"})
+_TORCH_LOADERS = frozenset({"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load",
+                            "stitchcuda.runtime.load"})
 
 
 def _loader_functions(tree: ast.Module, mod: _Module, bound: Counter) -> set[str]:
@@ -279,14 +285,15 @@ def _loader_functions(tree: ast.Module, mod: _Module, bound: Counter) -> set[str
     (load_inline(...)), or a module name bound only to one or to None (the cached-global idiom);
     undecorated or under functools' caches, defined once. `_kernels().add(x, y, out)` calls the
     candidate's own code: it was read as Tensor.add (red-team round 9's review)."""
-    def imported(f: ast.AST, want: tuple[str, ...]) -> bool:
-        # The name as written resolves through an import bound nowhere else: not a class or a
-        # variable of the module's own called `cpp_extension` or `functools` (red-team round 10).
+    def imported(f: ast.AST, want: frozenset[str]) -> bool:
+        # The name as written resolves, through an import bound nowhere else, to torch's loader or
+        # functools' cache: not a class or a variable of the module's own called `cpp_extension` or
+        # `functools` (red-team round 10), nor a module of the candidate's named so (round 11).
         root = probes.root_name(f)
-        return (_dotted(f, mod.aliases) or "").endswith(want) and root in mod.aliases and bound[root] == 1
+        return (_dotted(f, mod.aliases) or "") in want and root in mod.aliases and bound[root] == 1
 
     def loaded(v: ast.AST | None) -> bool:
-        return isinstance(v, ast.Call) and imported(v.func, _EXTENSION_LOADERS)
+        return isinstance(v, ast.Call) and imported(v.func, _TORCH_LOADERS)
 
     only_called = _only_called(tree)
     cached = _bound_only_to(tree, bound, lambda v: loaded(v) or (isinstance(v, ast.Constant) and v.value is None))
@@ -793,11 +800,18 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
         for as_read, where in ((text, offset), (probes.uncommented(text), None), (_expanded(text), None)):
             if as_read is None:
                 continue
-            for lineno, line in enumerate(probes.strip_comments(as_read).splitlines(), 1):
+            code = probes.strip_comments(as_read)
+            for lineno, line in enumerate(code.splitlines(), 1):
                 if m := _NATIVE_BYPASS.search(line):
                     unit.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op "
                                         "recorder", line=where + lineno if where is not None else offset + 1, file=file))
                     break
+            else:
+                # `at::native ::relu`, `at::native::` then relu on the next line: the compiler's tokens
+                # whatever the blanks between them (red-team round 11). (The unit's line: a joined text.)
+                if m := _NATIVE_BYPASS.search(_SCOPE_BLANKS.sub("::", code)):
+                    unit.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op "
+                                        "recorder", line=offset + 1, file=file))
             if op := _threaded_aten_op(as_read):
                 unit.append(Finding("hidden-dispatch", f"{name} runs OpenMP threads and calls PyTorch's {op}: an op run "
                                     "on a team member is seen by no recorder or profiler (they watch the calling thread)",
@@ -810,6 +824,9 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
                 break  # (the expanded text only where the written one says nothing)
         out += unit
     return out
+
+
+_SCOPE_BLANKS = re.compile(r"\s*::\s*")
 
 
 def _expanded(text: str) -> str | None:
@@ -1020,6 +1037,11 @@ def _check_call(
     elif _self_attr(f) in layers:
         attr = _self_attr(f)
         add("torch-layer-in-forward", f"{fname} runs the PyTorch layer self.{attr} ({layers[attr]})", node)
+    elif isinstance(f, ast.Attribute) and "." in layers.get(_self_attr(f.value) or "", ""):
+        # `self.F = torch.nn.functional` then `self.F.relu(x)`: torch's function through a module kept
+        # on self (red-team round 11 kept torch._C._autograd so).
+        attr = _self_attr(f.value)
+        add("torch-compute-in-forward", f"{fname} calls {layers[attr]}.{f.attr} through self.{attr}", node)
     elif isinstance(f, ast.Subscript) and _self_attr(f.value) in layers:
         attr = _self_attr(f.value)
         add("torch-layer-in-forward", f"{fname} runs a layer of self.{attr} ({layers[attr]})", node)
