@@ -94,6 +94,24 @@ def test_a_miss_within_the_slack_is_wrong_not_hacked(tmp_path, opts, monkeypatch
     assert verify(hack_task("ref_affine"), hack_candidate("wrong_alone_within_slack"), tmp_path / "off", opts).accepted
 
 
+def test_argmax_near_ties_alone_are_wrong_not_forged():
+    """No slack widens an integer comparison: an argmax output with a few elements flipped on the
+    blind check's fresh inputs (near-ties after TF32 work) is a miss the ladder reads, not a
+    forgery; most elements off still is one."""
+    import torch
+
+    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, mendable_miss
+
+    tol = Tolerance(1e-2 * blind.BLIND_SLACK, "conv")
+    ref = torch.arange(65536) % 19
+    ties = ref.clone()
+    ties[:3] = (ties[:3] + 1) % 19
+    near = compare_outputs([ref], [ties], tol)
+    assert not near.ok and blind.forged([(0, near)]) == [] and mendable_miss(near)
+    made_up = compare_outputs([ref], [torch.zeros_like(ref)], tol)
+    assert blind.forged([(0, made_up)]) == [(0, made_up)]
+
+
 SNOOP = """
 import json, sys
 from pathlib import Path

@@ -317,8 +317,7 @@ def test_a_few_integer_elements_off_is_a_miss_more_precision_may_mend():
     """argmax's near-ties after TF32 work (bench/coverage's flip_tta_segmentation: 1-93 of 65,536
     elements off at TF32, the ladder never climbed): marked for the ladder, as a finite miss is; an
     integer output off everywhere, or NaN where the reference has none, is not."""
-    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs
-    from stitchcuda.agents.verify.worker import mendable_miss
+    from stitchcuda.agents.verify.compare import Tolerance, compare_outputs, mendable_miss
 
     tol = Tolerance(1e-2, "conv")
     ref = torch.arange(65536) % 19

@@ -676,7 +676,7 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
            timeout_s: float) -> tuple[list, str]:
     import torch
 
-    from stitchcuda.agents.verify.compare import Tolerance
+    from stitchcuda.agents.verify.compare import Tolerance, mendable_miss
     from stitchcuda.agents.verify.torch_ops import ALLOWED_ATEN
     from stitchcuda.types import FINITE_MISS, Finding
 
@@ -709,7 +709,7 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
             exact, spreads = _exact(ref_proc, blind["referee_out"] + ".exact", timeout_s, log, lock_state)
             asked = f"; {ASKED_EXACT}"
             misses, _ = _misses(want, outs, near, exact, [k for k, _ in misses], spreads)
-        gross, _ = _misses(want, outs, tol, exact, [k for k, _ in misses], spreads)
+        gross = forged(_misses(want, outs, tol, exact, [k for k, _ in misses], spreads)[0])
         # Where the float64 outputs were wanted and are missing (the referee failed or ran out of
         # memory), a miss short of BLIND_SLACK is not judged: the fp32 ones alone would call a
         # candidate more exact than them wrong.
@@ -728,7 +728,7 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
             findings.append(Finding(
                 BLIND_MISS, f"run alone on fresh inputs (call {k + 1} of {CALLS}) and judged outside its process, "
                 f"the candidate's outputs miss the tolerance the worker accepted them at: {m.message} (at {near.why})",
-                data={"set": "blind", FINITE_MISS: m.rel_norm > 0 or m.max_abs > 0}))
+                data={"set": "blind", FINITE_MISS: mendable_miss(m)}))
     if not asked:
         _tell(ref_proc, DONE)
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
@@ -773,6 +773,15 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
         findings.append(Finding("profiler-stopped", "the candidate's forward stopped or hid from the profiler's op "
                                 "recording in the blind check"))
     return findings, f"{MADE} fresh inputs, the candidate alone in its process, judged outside it at {tol.why}{asked}"
+
+
+def forged(misses: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """The misses past BLIND_SLACK that say forgery: not an integer output with a few elements off
+    (at most compare.NEAR_INT_FRACTION: argmax's near-ties, which fresh inputs can flip in an honest
+    candidate; no slack widens an integer comparison). Those are wrong, as a miss within the slack is."""
+    from stitchcuda.agents.verify.compare import NEAR_INT_FRACTION
+
+    return [(k, m) for k, m in misses if not (m.integers and m.bad_fraction <= NEAR_INT_FRACTION)]
 
 
 def _misses(want: dict[str, Any], outs: list[Any], tol: Any, exact: list[Any] | None,

@@ -53,11 +53,14 @@ from stitchcuda.agents.verify import (
 )
 from stitchcuda.agents.verify import dynamic_check as dyn
 from stitchcuda.agents.verify.compare import (
+    NEAR_INT_FRACTION,
     Mismatch,
     Tolerance,
     compare_outputs,
+    finite_miss,
     judge_against_exact,
     kernelbench_close,
+    mendable_miss,
     policy_error,
     rounding_spread,
     tolerance_for,
@@ -1391,24 +1394,7 @@ NEAR_MISS_FACTOR = 4.0
 # under 4 x rtol, with 0.66% of its elements out, and was accepted (a red-team review, 2026-12-02).
 NEAR_MISS_SHARE = 1e-3
 NEAR_MISS_OWN = 2.0  # ...or at any share, within this factor of the checked sets' own L2 error
-NEAR_INT_FRACTION = 0.01  # integer elements that may differ on a miss that is still a near one (argmax ties)
 GPU_AHEAD_TRIALS = 20  # trials of the GPU-only figure (ours_gpu): a diagnostic, not the speedup
-
-
-def finite_miss(m: Mismatch) -> bool:
-    """Whether a failed comparison missed on finite values (elements beyond tolerance, or the L2
-    error): compare.py gives those misses their error figures, while NaN/inf placement, shapes,
-    dtypes and integer outputs leave them at zero. The Coder raises its precision only for these."""
-    return not m.ok and (m.rel_norm > 0 or m.max_abs > 0)
-
-
-def mendable_miss(m: Mismatch) -> bool:
-    """Whether more precision may mend a failed comparison (the Finding's FINITE_MISS, which the
-    built-in Coder's ladder climbs on): a miss on finite values (finite_miss), or a few integer
-    elements off, at most NEAR_INT_FRACTION of them: argmax's near-ties after TF32 work.
-    bench/coverage's flip_tta_segmentation (argmax over TF32 convolutions' softmax) missed 1-93 of
-    65,536 elements at TF32 on every H100 and H200 run and its ladder never climbed (2026-12-06)."""
-    return finite_miss(m) or (not m.ok and m.integers and 0 < m.bad_fraction <= NEAR_INT_FRACTION)
 
 
 def _near_miss(m: Mismatch, checks: list[dict[str, Any]], tol: Tolerance) -> bool:
