@@ -77,12 +77,11 @@ HIDDEN = {
                                         + 'static const char* e_ = "*/";\n#endif\n',
     "a raw string delimited by a quote": 'static const char* r_ = R""(/*)"";\n' + CODE + 'static const char* e_ = "*/";\n',
     "a lone carriage return": "#ifdef TORCH_CHECK\n// note\r" + CODE + "#endif\n",
-    # Round 11: a dollar in a name (gcc's `$R` is a name, so `R"(")"` is no raw string there).
-    "a dollar before R": '#ifdef TORCH_CHECK\n#define G(...) static const char* s_ =\nG($R"(")"/*";\n' + CODE
-                         + 'static const char* e_ = "*/";\n#endif\n',
-    "a dollar in a number": '#ifdef TORCH_CHECK\n#define G(...) static const char* s_ =\nG(1$R"(")"/*";\n' + CODE
-                            + 'static const char* e_ = "*/";\n#endif\n',
 }
+# Round 11: a dollar in a name or a number (gcc's `$R` is a name, so `R"(")"` is no raw string there).
+for _name, _lead in (("a dollar before R", "$R"), ("a dollar in a number", "1$R")):
+    HIDDEN[_name] = ('#ifdef TORCH_CHECK\n#define G(...) static const char* s_ =\nG(' + _lead + '"(")"/*";\n' + CODE
+                     + 'static const char* e_ = "*/";\n#endif\n')
 # Round 11: the same call spelled with other blanks or through the namespace.
 SPELLED = {
     "blank before ::": "at::Tensor f(const at::Tensor& a) { return at::native ::relu(a); }\n",
