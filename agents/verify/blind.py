@@ -779,9 +779,9 @@ def forged(misses: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
     """The misses past BLIND_SLACK that say forgery: not an integer output with a few elements off
     (at most compare.NEAR_INT_FRACTION: argmax's near-ties, which fresh inputs can flip in an honest
     candidate; no slack widens an integer comparison). Those are wrong, as a miss within the slack is."""
-    from stitchcuda.agents.verify.compare import NEAR_INT_FRACTION
+    from stitchcuda.agents.verify.compare import integer_near_ties
 
-    return [(k, m) for k, m in misses if not (m.integers and m.bad_fraction <= NEAR_INT_FRACTION)]
+    return [(k, m) for k, m in misses if not integer_near_ties(m)]
 
 
 def _misses(want: dict[str, Any], outs: list[Any], tol: Any, exact: list[Any] | None,

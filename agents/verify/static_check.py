@@ -142,6 +142,8 @@ class _Module:
     class_names: set[str] = field(default_factory=set)  # names bound to an object's class (type(x), x.__class__)
     type_names: set[str] = field(default_factory=lambda: {"type"})  # `type`, and names bound only to it
     loader_functions: set[str] = field(default_factory=set)  # functions returning only compiled code
+    star_import: bool = False  # a `from M import *` anywhere
+    self_instance: bool | None = None  # _self_is_instance's answer, once asked
 
 
 # Attributes that reach other modules' objects, and through them any import (torch.__builtins__'s
@@ -261,6 +263,7 @@ def _collect(tree: ast.Module) -> _Module:
         elif isinstance(node, ast.ClassDef):
             mod.classes[node.name] = node
     mod.loader_functions = _loader_functions(tree, mod, bound)
+    mod.star_import = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, node.value
@@ -800,7 +803,10 @@ def check_native_sources(files: dict[str, str]) -> list[Finding]:
         for as_read, where in ((text, offset), (probes.uncommented(text), None), (_expanded(text), None)):
             if as_read is None:
                 continue
-            code = probes.strip_comments(as_read)
+            # (Our lexer reads the written text only: the preprocessor's views have no comments left,
+            # and re-lexed by ours they would lose what ours misreads, so both lexers would no longer
+            # have to be fooled. Round 11's `$R"(")"` was hidden from both views so.)
+            code = probes.strip_comments(as_read) if where is not None else as_read
             for lineno, line in enumerate(code.splitlines(), 1):
                 if m := _NATIVE_BYPASS.search(line):
                     unit.append(Finding("hidden-dispatch", f"{name} uses {m.group(1)}: PyTorch work past the op "
@@ -1195,13 +1201,7 @@ def _own_name(node: ast.AST, mod: _Module) -> bool:
     be something else (_self_is_instance)."""
     if isinstance(node, ast.Attribute):
         return _self_attr(node) == "profiler" and _self_is_instance(mod)
-    return isinstance(node, ast.Name) and node.id == "profiler" and node.id not in mod.aliases \
-        and not _has_star_import(mod)
-
-
-def _has_star_import(mod: _Module) -> bool:
-    return mod.tree is not None and any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
-                                        for n in ast.walk(mod.tree))
+    return isinstance(node, ast.Name) and node.id == "profiler" and node.id not in mod.aliases and not mod.star_import
 
 
 # What hands a method another self: its class (`x.__class__.m`), its function (`self.m.__func__`),
@@ -1214,9 +1214,13 @@ def _self_is_instance(mod: _Module) -> bool:
     method can be called with another self: the module never names one of its classes but to make an
     instance or in super(C, self), nor takes an object's class (`type(x)`, `x.__class__`).
     Otherwise `def probe(self): return self.profiler` is torch's once called as
-    `ModelNew.probe(torch.autograd)` (red-team round 10)."""
-    if mod.tree is None:
-        return False
+    `ModelNew.probe(torch.autograd)` (red-team round 10). Asked once a module."""
+    if mod.self_instance is None:
+        mod.self_instance = mod.tree is not None and _no_other_self(mod)
+    return mod.self_instance
+
+
+def _no_other_self(mod: _Module) -> bool:
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Name) and node.id == "self" and not isinstance(node.ctx, ast.Load):
             return False

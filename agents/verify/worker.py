@@ -58,6 +58,7 @@ from stitchcuda.agents.verify.compare import (
     Tolerance,
     compare_outputs,
     finite_miss,
+    integer_near_ties,
     judge_against_exact,
     kernelbench_close,
     mendable_miss,
@@ -1410,7 +1411,7 @@ def _near_miss(m: Mismatch, checks: list[dict[str, Any]], tol: Tolerance) -> boo
         # No error figure: integer outputs are near where a few elements differ (argmax near-ties), as
         # on the timing sets (_near_timing_miss); NaN or inf misplaced, another shape, dtype or count
         # of outputs never are.
-        return m.integers and m.bad_fraction <= NEAR_INT_FRACTION
+        return integer_near_ties(m)
     # Many elements out is still precision where the L2 error is the candidate's own on the checked
     # sets (errors near the tolerance everywhere, a few more over it on another draw); an estimate is
     # off by far more than its checked sets were.
