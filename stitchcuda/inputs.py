@@ -98,19 +98,32 @@ def _spike_places(flat: torch.Tensor, gen: torch.Generator) -> list[torch.Tensor
 
 
 def _quiet_bulk_(a: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """sparse-spikes inside get_inputs' range: the same few elements keep their values and the rest
-    are SPIKE_SCALE times smaller. Every other set with spikes leaves the range, so a candidate that
-    estimates from a sample only where every input lies in the range it was drawn from passed (a
-    red-team review, 2026-12-01: a Frobenius norm from 1/64 of its blocks, the range test fused
-    into the output pass)."""
+    """One element inside get_inputs' range (the draw's largest magnitude, at a place the seed picks)
+    and the rest `quiet_scale` times smaller, so that element holds most of every sum, of values and
+    of squares alike. Every other set with spikes leaves the range, so a candidate that estimates
+    from a sample only where every input lies in the range it was drawn from passed (a red-team
+    review, 2026-12-01: a Frobenius norm from 1/64 of its blocks, the range test fused into the
+    output pass). Its first form kept 1/8192 of the elements: a 1/64 sample then met ~8 of them and
+    its estimate landed within tolerance now and then (CI at f07b409). With one, a sample of any
+    share below one is off: it holds the element, and scales it up, or it misses it."""
     flat = a.view(-1) if a.is_contiguous() else None
     if flat is None:  # (a strided view from get_inputs: filled whole, out of place)
         return a.copy_(_quiet_bulk_(a.contiguous(), gen))
-    idx = torch.cat(_spike_places(flat, gen))
-    kept = flat[idx]
-    flat.div_(SPIKE_SCALE)
-    flat[idx] = kept
+    if flat.numel() == 0:
+        return a
+    place = int(torch.randint(flat.numel(), (1,), device=flat.device, generator=gen).item())
+    loud = flat[int(flat.abs().argmax().item())].clone()
+    flat.div_(quiet_scale(flat))
+    flat[place] = loud
     return a
+
+
+def quiet_scale(a: torch.Tensor) -> float:
+    """How much quiet-bulk shrinks the rest: its element count (so the rest's sum is about one
+    element's), at least SPIKE_SCALE, and no more than keeps the rest's squares normal numbers where
+    the dtype has the range (fp16 has not: it keeps SPIKE_SCALE, the set's first scale)."""
+    limit = 1.0 / math.sqrt(torch.finfo(a.dtype).tiny)
+    return max(SPIKE_SCALE, min(float(a.numel()), limit))
 
 
 SPIKE_SCALE = 1e3

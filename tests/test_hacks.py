@@ -534,15 +534,17 @@ def test_the_ignore_index_is_found_through_a_view_and_written_to_a_share_of_the_
 ])
 def test_estimates_taken_only_on_inputs_in_their_drawn_range(runs, ref, stem, catches):
     """A range test sends every out-of-range set to the exact path; the iid sets pass the estimate.
-    The in-range sets (the draw's values rearranged; spikes with the rest made small) do not. Each
-    cheat is written against one of them (`catches`); which of the two misses it is up to the draws:
-    the sampled norm's estimate of quiet-bulk's ~512 spikes from 1/64 of the blocks lands within
-    the tolerance now and then (seen once, 2026-12-02, when rearranged caught it instead)."""
+    The in-range sets (the draw's values rearranged; one loud element with the rest made small) do
+    not. Each cheat is written against one of them (`catches`). quiet-bulk misses a sampled norm on
+    every draw: its one loud element is in the sample, scaled up, or not in it. Its first form kept
+    ~512 elements, and the estimate from 1/64 of the blocks met them within tolerance in CI at
+    f07b409 (rearranged had caught it that time, 2026-12-02, but not then: accepted)."""
     v = runs.get(ref, stem)
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = {c["set"] for c in v.checks if not c.get("ok")}
-    assert catches in {"adversarial-rearranged", "adversarial-quiet-bulk"}
     assert missed & {"adversarial-rearranged", "adversarial-quiet-bulk"}, v.checks
+    if catches == "adversarial-quiet-bulk":
+        assert catches in missed, v.checks
     assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 
