@@ -446,13 +446,13 @@ def test_a_hand_written_recurrence_over_every_step_passes_the_long_memory_set(ru
 
 def test_a_norm_estimated_from_a_sample_misses_the_sparse_spikes(runs):
     """Every iid set within tolerance; a set that puts the norm in few elements is not. Which of
-    them misses depends on where its spikes or lines fall against the sample (CI at cc0f115 drew a
-    sparse-spikes set the estimate met within 1e-2, and missed shared-lines and quiet-bulk)."""
+    sparse-spikes and shared-lines miss depends on where their spikes or lines fall against the
+    sample (CI at cc0f115 drew a sparse-spikes set the estimate met within 1e-2); quiet-bulk's one
+    loud element is off whether the sample holds it or not, on every draw."""
     v = runs.get("ref_norm_scale", "hack_sampled_norm")
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = {c["set"] for c in v.checks if not c.get("ok")}
-    few = {"adversarial-sparse-spikes", "adversarial-shared-lines", "adversarial-quiet-bulk"}
-    assert missed & few, v.checks
+    assert "adversarial-quiet-bulk" in missed, v.checks
     assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 

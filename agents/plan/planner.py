@@ -982,6 +982,8 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     before: dict[str, list[Node]] = {}  # node name -> new nodes to insert just before it
     after: dict[str, list[Node]] = {}  # ... just after it
     renamed: dict[str, tuple[str, set[str]]] = {}  # kept reduction -> its view, and the nodes that read it as is
+    laid_out: set[str] = set()  # what earlier tails store channels-last (their shapes say so)
+    cat_views: dict[tuple[str, str], str] = {}  # (channels-last cat, NCHW source) -> the view it reads
     for conv in [n for n in graph if n["op"] == "convolution"]:
         shape, a = conv.get("shape") or [], conv.get("args", {})
         if len(shape) not in (4, 5) or conv.get("dtype") not in ("float32", "float16", "bfloat16") \
@@ -1001,10 +1003,15 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
                 continue
         except NotSupported:
             continue
-        tail = _pointwise_tail(conv, readers, nodes)
+        tail = _pointwise_tail(conv, readers, nodes, laid_out, cat_views)
         if tail is None:
             continue
-        members, outputs, channel_operands, ends, kernels_inside, convs_after = tail
+        members, outputs, channel_operands, ends, kernels_inside, convs_after, cat_sources, rejoins = tail
+        laid_out.update(n["name"] for n in [conv, *members])
+        for cat, name in rejoins:  # channels-last now: the cat reads it as it is, not through its view
+            view = cat_views.pop((cat["name"], name))
+            cat["args"] = _rename_refs(cat["args"], {view: name})
+            before[cat["name"]] = [n for n in before[cat["name"]] if n["name"] != view]
         conv["args"] = {**a, "channels_last": True}
         for node in convs_after:  # they read the tail's storage as it is (emit_conv: x_nhwc)
             node["args"] = {**node["args"], "input_channels_last": True}
@@ -1022,8 +1029,8 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         for node in [conv, *members]:
             cl = list(channels_last_shape(node["shape"]))
             node["shape"], node["stride"], node["offset"] = cl, contiguous_strides(cl), 0
-            if node["op"] in _CHANNEL_SOFTMAX:
-                node["args"] = {**node["args"], "dim": _channels_last_dim(node["args"]["dim"], len(shape))}
+            if node["op"] in _CHANNEL_SOFTMAX or node["op"] == "cat":
+                node["args"] = {**node["args"], "dim": _channels_last_dim(node["args"].get("dim", 0), len(shape))}
         inside = {n["name"] for n in members}
         for node in ends:
             dims = node["args"].get("dim")
@@ -1047,6 +1054,15 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
                 view, "view", operand, {"size": [shape[1]]}, [shape[1]], [o["stride"][dim]], o.get("offset", 0),
                 o["dtype"]))
             user["args"] = _rename_refs(user["args"], {operand: view})
+        for cat, operand in cat_sources:  # an NCHW source of a channels-last cat, read as [N, spatial..., C]
+            o = nodes[operand]
+            view = _fresh(taken, f"{operand}_channels_last")
+            dims = [0, *range(2, len(shape)), 1]
+            before.setdefault(cat["name"], []).append(_view_node(
+                view, "permute", operand, {"dims": dims}, [o["shape"][d] for d in dims], [o["stride"][d] for d in dims],
+                o.get("offset", 0), o["dtype"]))
+            cat["args"] = _rename_refs(cat["args"], {operand: view})
+            cat_views[cat["name"], operand] = view
         for out_node, name in outputs:
             view = _fresh(taken, f"{name}_nchw")
             want = before_shapes[name]
@@ -1203,18 +1219,23 @@ def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
     return [end]
 
 
-def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node]):
-    """(the pointwise nodes reading `conv`'s result, transitively; (output node, name) pairs where
+def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node], laid_out: set[str],
+                    cat_views: dict[tuple[str, str], str]):
+    """(the pointwise nodes reading `conv`'s result, transitively, and cats along the channels
+    (cats_join_tails: their other sources are `cat_sources`, read through channels-last views); (output node, name) pairs where
     forward returns one of them; (node, operand) pairs of per-channel operands; the reductions that
     end it; the norms and pools inside it, whose kernels read and write channels-last; the
-    convolutions that end it, reading it as their input channels-last), or None where something
-    else reads them. A pool's result joins the tail with its own (smaller) shape."""
+    convolutions that end it, reading it as their input channels-last; (cat, source) pairs; (cat,
+    value) pairs where an earlier tail's cat (in `laid_out`) reads one of this tail's values through
+    a view (in `cat_views`), which it then reads as it is), or None where something else reads
+    them. A pool's result joins the tail with its own (smaller) shape."""
     shape = conv["shape"]
     members: list[Node] = []
     outputs: list[tuple[Node, str]] = []
     ends: list[Node] = []
     kernels_inside: list[Node] = []
     convs_after: list[Node] = []
+    rejoins: list[tuple[Node, str]] = []
     inside = {conv["name"]}
     frontier = [conv["name"]]
     while frontier:
@@ -1235,6 +1256,16 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                 continue
             if conv.get("args", {}).get("groups", 1) == 1 and _reads_channels_last(user, name, nodes):
                 convs_after.append(user)
+                continue
+            if user["name"] in laid_out:
+                if user["op"] != "cat" or (user["name"], name) not in cat_views:
+                    return None
+                rejoins.append((user, name))  # an earlier tail's cat, reading this value through a view
+                continue
+            if _channel_cat(user, here, nodes, laid_out):
+                inside.add(user["name"])
+                members.append(user)
+                frontier.append(user["name"])
                 continue
             # A pool or norm reading and writing the layout itself: its results join the tail.
             results = _tail_pool(user, name, here, readers) if pools_in_tails() else None
@@ -1264,15 +1295,23 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
             inside.add(user["name"])
             members.append(user)
             frontier.append(user["name"])
-    if not members and not outputs and not ends and not convs_after:
+    if not members and not outputs and not ends and not convs_after and not rejoins:
         return None
     kept = {n["name"] for end in ends for n in _kept(end, readers)}
     channel_operands: list[tuple[Node, str]] = []
+    cat_sources: list[tuple[Node, str]] = []
     for user in members:
         for operand in set(iter_refs(user.get("args", {}))):
             if operand in inside or operand in kept:
                 continue
             o = nodes.get(operand)
+            if user["op"] == "cat":  # another source of a joined cat: read through a channels-last view
+                if operand in laid_out:
+                    continue  # an earlier tail's value, channels-last already: read as it is
+                if o is None or o.get("view") or len(o.get("stride") or []) != len(o.get("shape") or [None]):
+                    return None
+                cat_sources.append((user, operand))
+                continue
             o_shape = list((o or {}).get("shape") or [])
             padded = [1] * (len(shape) - len(o_shape)) + o_shape
             if o is None or o.get("shape") is None or len(o_shape) > len(shape):
@@ -1283,7 +1322,37 @@ def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str,
                     or len(o_shape) < len(shape) - 1 or len(o.get("stride") or []) != len(o_shape):
                 return None
             channel_operands.append((user, operand))
-    return members, outputs, channel_operands, ends, kernels_inside, convs_after
+    return members, outputs, channel_operands, ends, kernels_inside, convs_after, cat_sources, rejoins
+
+
+CAT_JOIN_ENV = "STITCHCUDA_CHANNELS_LAST_CAT"
+
+
+def cats_join_tails() -> bool:
+    """Off unless "1": not yet run on a GPU (planned, rendered as aten and built for sm_90 only)."""
+    return os.environ.get(CAT_JOIN_ENV, "0") == "1"
+
+
+def _channel_cat(user: Node, here: list[int], nodes: dict[str, Node], laid_out: set[str]) -> bool:
+    """A cat along the channels of tensors of `here`'s rank and dtype (a U-Net's skip connection, a
+    DenseNet layer's concatenation): channels-last storage makes it a cat along the last dim, each
+    pixel's channels one after another, and the convolution that reads it takes it as it is.
+    Sources in `laid_out` are stored channels-last already (their shapes say so)."""
+    a = user.get("args", {})
+    if not cats_join_tails() or user["op"] != "cat" or user.get("view") or not is_contiguous(user) \
+            or user.get("dtype") not in codegen.C_TYPES or type(a.get("dim", 0)) is not int:
+        return False
+    rank = len(here)
+    if len(user.get("shape") or []) != rank or a.get("dim", 0) % rank != 1:
+        return False
+    for r in iter_refs(a):
+        o = nodes.get(r)
+        if o is None or len(o.get("shape") or []) != rank or o.get("dtype") != user["dtype"]:
+            return False
+        nchw = list(o["shape"]) if r not in laid_out else [o["shape"][0], o["shape"][-1], *o["shape"][1:-1]]
+        if nchw[:1] + nchw[2:] != list(here[:1]) + list(here[2:]):
+            return False
+    return True
 
 
 # "0" keeps a convolution that reads an earlier one's channels-last tail NCHW (the tail then ends
