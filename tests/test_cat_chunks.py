@@ -83,8 +83,10 @@ def _chunked(source: str) -> bool:
 
 
 # (module, input shapes, dtype, chunked): inner sizes 20 (fp32: 4 a chunk), 8 (fp16: 8), 6 (int64:
-# 2); slices of one tensor whose slabs are a stride apart; 5 elements after the dim (no vector divides
-# them), slices whose dims before the cat's do not step as one, and a cat along the last dim stay per element.
+# 2); slices of one tensor whose slabs are a stride apart; a cat along the last dim (a channels-last
+# cat along C) whose sources' sizes the vector divides. 5 elements after the dim (no vector divides
+# them), slices whose dims before the cat's do not step as one, and a last-dim cat of 6 and 10
+# stay per element.
 CASES = [
     ("channels fp32", lambda: Plain(1), [(2, 3, 4, 5), (2, 5, 4, 5)], torch.float32, True),
     ("channels fp16", lambda: Plain(1), [(3, 2, 8), (3, 6, 8)], torch.float16, True),
@@ -98,7 +100,9 @@ CASES = [
     ("stacked split", lambda: StackedViews("split"), [(2, 5, 24)], torch.float32, False),
     ("stacked transposes", lambda: StackedViews("transposed"), [(8, 8)], torch.float32, False),
     ("slices stepping apart", lambda: Sliced(False), [(2, 4, 6, 4)], torch.float32, False),
-    ("last dim", lambda: Plain(-1), [(4, 8), (4, 12)], torch.float32, False),
+    ("last dim", lambda: Plain(-1), [(4, 8), (4, 12)], torch.float32, True),
+    ("last dim fp16", lambda: Plain(-1), [(3, 16), (3, 8)], torch.float16, True),
+    ("last dim odd", lambda: Plain(-1), [(4, 6), (4, 10)], torch.float32, False),
 ]
 
 

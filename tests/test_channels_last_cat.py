@@ -27,7 +27,7 @@ def _cats_join(monkeypatch):
 
 class SkipJoin(nn.Module):
     """U-Net's shape in small: an encoder's result is pooled and kept for a cat with the decoder's
-    upsampled (transposed-convolution, NCHW) result, which the next convolution reads."""
+    upsampled (transposed-convolution) result, which the next convolution reads."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,6 +40,19 @@ class SkipJoin(nn.Module):
         e = torch.relu(self.enc(x))
         m = torch.relu(self.mid(nn.functional.max_pool2d(e, 2)))
         return self.dec(torch.cat((self.up(m), e), dim=1))
+
+
+class InputJoin(nn.Module):
+    """A cat of the module's own (NCHW) input with a convolution's result: the input is read
+    through a channels-last view of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.after = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.after(torch.cat((x, torch.tanh(self.conv(x))), dim=1))
 
 
 class DenseStack(nn.Module):
@@ -57,7 +70,21 @@ class DenseStack(nn.Module):
         return y
 
 
-CASES = [(SkipJoin, [torch.randn(2, 3, 12, 16)]), (DenseStack, [torch.randn(2, 3, 10, 12)])]
+class HeldJoin(nn.Module):
+    """One tail's channel mean (kept, stored [N, H, W, 1] and read through an NCHW view outside it)
+    in another convolution's cat: that cat stays NCHW, its tail with it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.after = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(3, 6, 1), nn.Conv2d(7, 2, 1)
+
+    def forward(self, x):
+        held = torch.relu(self.a(x)).mean(1, keepdim=True)
+        return self.after(torch.cat([torch.relu(self.b(x)), held], 1)), held
+
+
+CASES = [(SkipJoin, [torch.randn(2, 3, 12, 16)]), (DenseStack, [torch.randn(2, 3, 10, 12)]),
+         (InputJoin, [torch.randn(2, 3, 9, 7)])]
 
 
 def _plan(make, inputs):
@@ -72,17 +99,27 @@ def _reads(plan, node) -> list[dict]:
 
 
 def test_a_skip_connection_stays_channels_last():
+    """The transposed convolution's bias is split off (split_conv_bias: the cat computes it as it
+    reads it) so that it too writes channels-last; the cat reads both sources as they are."""
     plan = _plan(*CASES[0])
     enc, mid, up, dec = [n for n in plan.graph if n["op"] == "convolution"]
     cat = next(n for n in plan.graph if n["op"] == "cat")
     assert cat["args"]["dim"] == 3 and cat["shape"] == [2, 12, 16, 16], cat
-    assert enc["args"]["channels_last"] and dec["args"]["input_channels_last"], (enc["args"], dec["args"])
-    # the transposed convolution's result stays NCHW: the cat reads it through [N, H, W, C] strides
+    assert enc["args"]["channels_last"] and up["args"]["channels_last"] and dec["args"]["input_channels_last"]
     upsampled, encoded = _reads(plan, cat)
-    assert upsampled["op"] == "permute" and graph.ref_name(upsampled["args"]["self"]) == up["name"]
-    assert upsampled["shape"] == [2, 12, 16, 8] and upsampled["stride"] == [8 * 12 * 16, 16, 1, 12 * 16]
-    assert not up["args"].get("channels_last") and encoded["shape"] == [2, 12, 16, 8]
-    assert any("channels-last" in g.note and "pool" in g.note for g in plan.groups), [g.note for g in plan.groups]
+    assert upsampled["op"] == "add" and upsampled["shape"] == encoded["shape"] == [2, 12, 16, 8]
+    assert not any(n.get("view") and n["op"] == "permute" for n in _reads(plan, cat))
+    notes = [g.note for g in plan.groups]
+    assert any("channels-last" in n and "pool" in n for n in notes), notes
+    assert any("cat of 2 along dim 3 (source 0: add, computed as read), 16 bytes" in n for n in notes), notes
+
+
+def test_an_nchw_source_is_read_through_a_channels_last_view():
+    plan = _plan(*CASES[2])
+    cat = next(n for n in plan.graph if n["op"] == "cat")
+    own, computed = _reads(plan, cat)
+    assert own["op"] == "permute" and own["shape"] == [2, 9, 7, 3] and own["stride"] == [3 * 9 * 7, 7, 1, 9 * 7]
+    assert computed["shape"] == [2, 9, 7, 5] and cat["args"]["dim"] == 3
 
 
 def test_dense_concatenations_read_every_layer_as_it_is():
@@ -104,8 +141,8 @@ def test_off_the_cats_hold_their_tails_nchw(monkeypatch):
     plan = _plan(*CASES[0])
     cat = next(n for n in plan.graph if n["op"] == "cat")
     assert cat["args"]["dim"] == 1 and cat["shape"] == [2, 16, 12, 16]
-    enc = next(n for n in plan.graph if n["op"] == "convolution")
-    assert not enc["args"].get("channels_last")
+    enc, _, up, _ = [n for n in plan.graph if n["op"] == "convolution"]
+    assert not enc["args"].get("channels_last") and graph.ref_name(up["args"]["bias"]) is not None
 
 
 @pytest.mark.parametrize(("make", "inputs"), CASES, ids=[m.__name__ for m, _ in CASES])
@@ -118,6 +155,19 @@ def test_the_plan_still_computes_the_module(make, inputs):
     if make is DenseStack:  # the last cat's channels-last storage, returned as a view
         assert view is not None and view["op"] == "permute"
     torch.testing.assert_close(got, module(*inputs).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_kept_reduction_of_another_tail_holds_the_cat_nchw():
+    module, inputs = HeldJoin(), [torch.randn(2, 3, 6, 5)]
+    plan = _plan(HeldJoin, inputs)
+    cat = next(n for n in plan.graph if n["op"] == "cat")
+    a, b, _ = [n for n in plan.graph if n["op"] == "convolution"]
+    assert a["args"].get("channels_last") and not b["args"].get("channels_last") and cat["args"]["dim"] == 1
+    stored, views = planned_reference(module, inputs)
+    want = module(*inputs)
+    for s, view, w in zip(stored, views, want, strict=True):
+        got = s if view is None else s.view(view["args"]["size"]) if view["op"] == "view" else s.permute(*view["args"]["dims"])
+        torch.testing.assert_close(got, w.detach(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.nvcc

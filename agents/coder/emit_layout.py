@@ -979,8 +979,9 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
     """A cat (or stack) read and written 16 bytes a thread: (its chunk kernel, the launcher's test
     that every pointer allows it), or None where it does not apply. Why: SqueezeNet's fire module's cat (two
     ReLU'd convolutions, 4.3 GB of result) took 3.10 ms element by element on the H200 against
-    Inductor's 2.76. Applies where the elements after the cat's dim number a multiple of VEC (then a
-    chunk of VEC lies in one source, consecutive there) and every source is the result's dtype,
+    Inductor's 2.76. Applies where each source's elements from the cat's dim on number a multiple of
+    VEC (then a chunk of VEC lies in one source, consecutive there: a channels-last cat along C too,
+    where each source's channel count is) and every source is the result's dtype,
     contiguous and VEC-aligned in its storage (a source computed as read: a float32 result, through
     its loader's vec). A stack is a cat of slabs one deep along its new dim."""
     stack = ctx.node["op"] == "stack"
@@ -996,7 +997,7 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
     numel = inner
     for n in out.shape[: dim + 1]:
         numel *= n
-    if vec == 1 or numel == 0 or inner % vec or len(loaded) != len(sources):
+    if vec == 1 or numel == 0 or len(loaded) != len(sources):
         return None
     t = "int32_t" if numel < NARROW_INDEX else "int64_t"
     per_outer = out.shape[dim] * inner
@@ -1012,7 +1013,9 @@ def _cat_chunks(ctx: EmitContext, out: OutSpec, name: str, params: str, args: st
         slab = replace(src, shape=(*src.shape[:dim], 1, *src.shape[dim:]),
                        strides=(*src.strides[:dim], inner, *src.strides[dim:])) if stack else src
         step = along * inner if src.contiguous else _slab_step(slab, dim, inner)
-        if step is None or step % vec or (loaded[k] and not src.contiguous):
+        # Each source's slab a whole number of chunks, so a chunk never spans two sources (nor two
+        # slabs of one); the elements after the dim need not be (a channels-last cat has one).
+        if step is None or step % vec or (along * inner) % vec or (loaded[k] and not src.contiguous):
             return None
         off = f"{src.offset}LL + (int64_t)outer * {step}LL + (int64_t)(c - {start}) * {inner}LL + within"
         read = f"ld{k}.vec<{vec}>({off})" if loaded[k] else f"sc_load<{vec}>(x{k} + ({off}))"

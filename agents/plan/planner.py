@@ -904,6 +904,8 @@ def split_conv_bias(graph: list[Node]) -> list[Node]:
     def takes_it(user: Node, conv: str) -> bool:
         if codegen.pointwise_support(user) is None:
             return True
+        if user["op"] == "cat" and cats_join_tails() and os.environ.get(CAT_SOURCES_ENV, "1") != "0":
+            return True  # the cat computes the add as it reads it (_take_cat_sources), joined or not
         if not prologues_on():
             return False
         args = user.get("args", {})
@@ -982,7 +984,9 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
     before: dict[str, list[Node]] = {}  # node name -> new nodes to insert just before it
     after: dict[str, list[Node]] = {}  # ... just after it
     renamed: dict[str, tuple[str, set[str]]] = {}  # kept reduction -> its view, and the nodes that read it as is
-    laid_out: set[str] = set()  # what earlier tails store channels-last (their shapes say so)
+    # What earlier tails store channels-last (their shapes say so): "cl" where every reader reads it
+    # so, "held" for a kept reduction's result, which readers outside its tail read through a view.
+    laid_out: dict[str, str] = {}
     cat_views: dict[tuple[str, str], str] = {}  # (channels-last cat, NCHW source) -> the view it reads
     for conv in [n for n in graph if n["op"] == "convolution"]:
         shape, a = conv.get("shape") or [], conv.get("args", {})
@@ -1007,7 +1011,7 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
         if tail is None:
             continue
         members, outputs, channel_operands, ends, kernels_inside, convs_after, cat_sources, rejoins = tail
-        laid_out.update(n["name"] for n in [conv, *members])
+        laid_out.update((n["name"], "cl") for n in [conv, *members])
         for cat, name in rejoins:  # channels-last now: the cat reads it as it is, not through its view
             view = cat_views.pop((cat["name"], name))
             cat["args"] = _rename_refs(cat["args"], {view: name})
@@ -1046,6 +1050,7 @@ def channels_last_convs(graph: list[Node]) -> list[Node]:
                 after.setdefault(held["name"], []).append(_view_node(
                     view, "view", held["name"], {"size": want}, want, contiguous_strides(want), 0, held["dtype"]))
                 renamed[held["name"]] = (view, inside)
+                laid_out[held["name"]] = "held"
         for user, operand in channel_operands:
             o = nodes[operand]
             dim = len(o["shape"]) - (len(shape) - 1)  # its channel dimension, right-aligned
@@ -1219,7 +1224,7 @@ def _kept(end: Node, readers: dict[str, list[Node]]) -> list[Node]:
     return [end]
 
 
-def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node], laid_out: set[str],
+def _pointwise_tail(conv: Node, readers: dict[str, list[Node]], nodes: dict[str, Node], laid_out: dict[str, str],
                     cat_views: dict[tuple[str, str], str]):
     """(the pointwise nodes reading `conv`'s result, transitively, and cats along the channels
     (cats_join_tails: their other sources are `cat_sources`, read through channels-last views); (output node, name) pairs where
@@ -1333,11 +1338,12 @@ def cats_join_tails() -> bool:
     return os.environ.get(CAT_JOIN_ENV, "0") == "1"
 
 
-def _channel_cat(user: Node, here: list[int], nodes: dict[str, Node], laid_out: set[str]) -> bool:
+def _channel_cat(user: Node, here: list[int], nodes: dict[str, Node], laid_out: dict[str, str]) -> bool:
     """A cat along the channels of tensors of `here`'s rank and dtype (a U-Net's skip connection, a
     DenseNet layer's concatenation): channels-last storage makes it a cat along the last dim, each
     pixel's channels one after another, and the convolution that reads it takes it as it is.
-    Sources in `laid_out` are stored channels-last already (their shapes say so)."""
+    Sources in `laid_out` are stored channels-last already (their shapes say so); a kept reduction
+    there ("held") is read through an NCHW view by every reader outside its own tail, this cat too."""
     a = user.get("args", {})
     if not cats_join_tails() or user["op"] != "cat" or user.get("view") or not is_contiguous(user) \
             or user.get("dtype") not in codegen.C_TYPES or type(a.get("dim", 0)) is not int:
@@ -1347,7 +1353,8 @@ def _channel_cat(user: Node, here: list[int], nodes: dict[str, Node], laid_out: 
         return False
     for r in iter_refs(a):
         o = nodes.get(r)
-        if o is None or len(o.get("shape") or []) != rank or o.get("dtype") != user["dtype"]:
+        if o is None or len(o.get("shape") or []) != rank or o.get("dtype") != user["dtype"] \
+                or laid_out.get(r) == "held":
             return False
         nchw = list(o["shape"]) if r not in laid_out else [o["shape"][0], o["shape"][-1], *o["shape"][1:-1]]
         if nchw[:1] + nchw[2:] != list(here[:1]) + list(here[2:]):
