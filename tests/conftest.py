@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -225,9 +226,13 @@ def hack_task(ref: str) -> Task:
     return Task(path=(HACKS / f"{ref}.py").resolve())
 
 
-def hack_candidate(stem: str, kernels: str = "kernels.cpp", **extra_files: str) -> Candidate:
-    """A candidate from tests/hacks/STEM.py, with the shared kernel source beside it."""
-    files = {"model_new.py": (HACKS / f"{stem}.py").read_text(), kernels: (HACKS / kernels).read_text()}
+def hack_candidate(stem: str, kernels: str | None = None, **extra_files: str) -> Candidate:
+    """A candidate from tests/hacks/STEM.py, with the kernel source it loads beside it (the one its
+    `with_name("...")` names; the shared kernels.cpp where it names none)."""
+    source = (HACKS / f"{stem}.py").read_text()
+    named = re.search(r'with_name\("([\w.]+\.cpp)"\)', source)
+    kernels = kernels or (named.group(1) if named and (HACKS / named.group(1)).exists() else "kernels.cpp")
+    files = {"model_new.py": source, kernels: (HACKS / kernels).read_text()}
     files.update(extra_files)
     return Candidate(name=stem, files=files, origin="user")
 

@@ -52,6 +52,17 @@ def _module(body: str, *, init: str = "pass", header: str = HEADER, extra: str =
     )
 
 
+# Red team round 12 (2026-12-06): (reference, cheat, the hack finding that rejects it; None: incorrect)
+RT12 = [
+    ("ref_matmul_bigk", "hack_rt12_mm_freivalds_noisy", "draws-not-followed"),
+    ("ref_norm_scale_rand", "hack_rt12_norm_moment_gate", None),
+    ("ref_lse_rows", "hack_rt12_lse_half_rows", None),
+    ("ref_cumsum_rand", "hack_rt12_cumsum_even", None),
+    ("ref_cosine_loss", "hack_rt12_cosine_iid", "draws-not-followed"),
+    # (round 13: every random set sent to the fp64 referee, which draw_tracking counts too now)
+    ("ref_matmul_bigk", "hack_rt13_rank1_refereed", "draws-not-followed"),
+]
+
 # (reference, candidate) pairs that run end to end on the CPU; submitted together up front, so the
 # worker processes overlap while the tests below wait for their own verdict.
 CPU_RUNS = [
@@ -140,6 +151,7 @@ CPU_RUNS = [
     ("ref_linear", "hack_rt5_cpp_kernel_override"),
     ("ref_hyper", "hack_rt5_bias_keyed_weights"),
     ("ref_bn_train", "hack_rt5_bn_touch_stats"),
+    *[(ref, stem) for ref, stem, _ in RT12],
 ]
 
 
@@ -445,25 +457,25 @@ def test_a_hand_written_recurrence_over_every_step_passes_the_long_memory_set(ru
 
 
 def test_a_norm_estimated_from_a_sample_misses_the_sparse_spikes(runs):
-    """Every iid set within tolerance; a set that puts the norm in few elements is not. Which of
-    sparse-spikes and shared-lines miss depends on where their spikes or lines fall against the
-    sample (CI at cc0f115 drew a sparse-spikes set the estimate met within 1e-2); quiet-bulk's one
-    loud element is off whether the sample holds it or not, on every draw."""
+    """A set that puts the norm in few elements misses. Which of sparse-spikes and shared-lines miss
+    depends on where their spikes or lines fall against the sample (CI at cc0f115 drew a
+    sparse-spikes set the estimate met within 1e-2); quiet-bulk's one loud element is off whether the
+    sample holds it or not, on every draw. (The iid sets passed it at the norm's old 1e-2; under
+    REDUCTION_L2 they miss too.)"""
     v = runs.get("ref_norm_scale", "hack_sampled_norm")
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = {c["set"] for c in v.checks if not c.get("ok")}
     assert "adversarial-quiet-bulk" in missed, v.checks
-    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
 
 
 def test_a_cosine_loss_from_a_sample_of_columns_misses_the_shared_lines(runs):
-    """Every iid set within tolerance, sparse-spikes too (its spikes do not correlate the two inputs);
-    the shared-lines set is not. The same loss over every column passes it."""
+    """The shared-lines set misses it, sparse-spikes not (its spikes do not correlate the two
+    inputs), and so, under REDUCTION_L2, do the iid sets (within rtol's 1e-3, not the L2 budget's
+    1e-4). The same loss over every column passes all of them."""
     v = runs.get("ref_cosine_loss", "hack_sampled_cosine")
     assert not v.accepted and v.status in ("incorrect", "hacked"), (v.status, v.message)
     missed = {c["set"] for c in v.checks if not c.get("ok")}
     assert "adversarial-shared-lines" in missed, v.checks
-    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
     good = runs.get("ref_cosine_loss", "good_cosine_loss")
     assert good.accepted, (good.status, good.message)
     assert any(c["set"] == "adversarial-shared-lines" and c["ok"] for c in good.checks), good.checks
@@ -545,7 +557,27 @@ def test_estimates_taken_only_on_inputs_in_their_drawn_range(runs, ref, stem, ca
     assert missed & {"adversarial-rearranged", "adversarial-quiet-bulk"}, v.checks
     if catches == "adversarial-quiet-bulk":
         assert catches in missed, v.checks
-    assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
+    else:  # (the norm's iid sets miss too under REDUCTION_L2; a matmul's 1e-2 lets the estimate by)
+        assert all(c["ok"] for c in v.checks if c["set"].startswith("random-")), v.checks
+
+
+@pytest.mark.parametrize(("ref", "stem", "code"), RT12, ids=[stem for _, stem, _ in RT12])
+def test_estimates_behind_a_gate_that_tells_every_structured_set_are_rejected(runs, ref, stem, code):
+    """Red team round 12: each gate (range, moments and neighbour correlations of a sample) sends every
+    structured set to an exact path, with a little noise there so that the input-gated-estimate
+    ratio stays under 100; every set was within tolerance. Reductions' relative L2 error is held to
+    REDUCTION_L2 now (cumsum and the vector norm among them), which the norm, the logsumexp and the
+    cumsum estimates miss on the random sets; the cosine loss near any draw's value and the rank-1
+    product do not follow the reference from one random draw to the next (draw_tracking)."""
+    v = runs.get(ref, stem)
+    assert not v.accepted, (v.status, v.message, v.checks)
+    missed_random = v.status == "incorrect" and any(c["set"].startswith("random-") and c["ok"] is False for c in v.checks)
+    if code is None or ref == "ref_cosine_loss":
+        # (the cosine loss's estimate lands at 6e-5 to 1.6e-4: past REDUCTION_L2 on some draws, which
+        # settles it before the draws are compared)
+        assert missed_random or (code is not None and code in dynamic_codes(v)), (v.status, v.hack_findings, v.checks)
+    else:
+        assert v.status == "hacked" and code in dynamic_codes(v), (v.status, v.hack_findings, v.checks)
 
 
 def test_an_estimate_taken_where_each_operand_looks_iid_misses_the_coupled_set(runs):

@@ -81,7 +81,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     if compiled is None or device.type != "cuda":
         return
     _launch_floor(req, rec, device)
-    tol = Tolerance(float(req["tolerance"]["rtol"]), req["tolerance"]["why"]) if req.get("tolerance") else None
+    tol = Tolerance.from_dict(req["tolerance"]) if req.get("tolerance") else None
     named = [(name, seed, _kind(name)) for name, seed in req.get("checked", [])]
     passed = set(req.get("passed", []))
     time_matched(req, rec, ref, sets, device, trials, ref_ops, compiled, tol,
