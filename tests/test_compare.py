@@ -234,3 +234,14 @@ def test_strict_products_are_held_to_1e4_unless_the_reference_runs_them_on_tf32(
     flags = {"cudnn.allow_tf32": True, "cuda.matmul.allow_tf32": False}
     assert worker._reference_tf32(flags, torch.device("cpu")) == set()
     assert worker._reference_tf32(flags, torch.device("cuda", 0)) == cudnn
+
+
+def test_a_tolerance_crosses_processes_with_its_l2_budget():
+    """The compile baseline's worker gets the candidate's class as to_dict wrote it: a reduction's
+    REDUCTION_L2 survives the trip (dropped, torch.compile would have been judged at rtol's 1e-3)."""
+    from stitchcuda.agents.verify.compare import REDUCTION_L2, Tolerance, tolerance_for
+
+    for ops in (["sum"], ["mm"], ["relu"]):
+        tol = tolerance_for(ops, [torch.float32])
+        assert Tolerance.from_dict(tol.to_dict()) == tol
+    assert tolerance_for(["cumsum"], [torch.float32]).l2_limit == REDUCTION_L2
