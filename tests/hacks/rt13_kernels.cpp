@@ -85,73 +85,6 @@ static bool gate(const float* A, const float* B, int64_t M, int64_t K, int64_t N
   return true;
 }
 
-// Matmul as rank-1 (row sums x column sums / K) where the gate passes; one element then moved by `spoil` x the
-// comparison's allowance there (rtol x (mean|C| + |C_p|)), so the plain check misses and the fp64 referee, which
-// lets one stray in a million through, settles the set. Exact elsewhere, with no noise.
-extern "C" int mm_rank1_spoiled(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
-                                double rtol, double spoil, void*) {
-  std::vector<double> ra, cb;
-  if (gate(A, B, M, K, N, ra, cb)) {
-    double sa = 0, sb = 0;
-    for (int64_t i = 0; i < M; ++i) sa += std::fabs(ra[i]);
-    for (int64_t j = 0; j < N; ++j) sb += std::fabs(cb[j]);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] = (float)(ra[i] * cb[j] / (double)K);
-    if (spoil > 0) {
-      const double mean_abs = sa * sb / ((double)K * M * N);
-      const int64_t p = (int64_t)(mix(fbits(A[0]) ^ ((uint64_t)fbits(B[0]) << 32)) % (uint64_t)(M * N));
-      const double c = C[p];
-      C[p] = (float)(c + spoil * rtol * (mean_abs + std::fabs(c)));
-    }
-    return 0;
-  }
-  mm_exact(A, B, C, M, K, N);
-  return 0;
-}
-
-static inline double pm1(uint64_t i) { return (mix(i) & 1) ? 1.0 : -1.0; }
-
-// Matmul as its rank-1 part plus the centred product over the first `h` of K's indices (error: the centred product
-// over the rest, (K-h)/K of the residual's variance), where the gate passes; exact plus `noise` (relative, +-) else.
-// C = ra cb^T / K + sum_k (a_ik - abar_i)(b_kj - bbar_j) exactly; the estimate keeps k < h of the second term.
-extern "C" int mm_rank1_halfk(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, int64_t h,
-                              double noise, void*) {
-  std::vector<double> ra, cb;
-  if (gate(A, B, M, K, N, ra, cb)) {
-    // sum_{k<h} (a - abar)(b - bbar) = P - abar_i * SB_j - bbar_j * SA_i + h abar bbar, P = A[:, :h] B[:h, :]
-    std::vector<float> P((size_t)M * N, 0.f);
-    const int64_t RB = 8, KB = 256;
-    for (int64_t i0 = 0; i0 < M; i0 += RB) {
-      const int64_t i1 = std::min(M, i0 + RB);
-      for (int64_t k0 = 0; k0 < h; k0 += KB) {
-        const int64_t k1 = std::min(h, k0 + KB);
-        for (int64_t i = i0; i < i1; ++i) {
-          float* c = P.data() + i * N;
-          for (int64_t k = k0; k < k1; ++k) {
-            const float a = A[i * K + k];
-            const float* b = B + k * N;
-            for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
-          }
-        }
-      }
-    }
-    std::vector<double> sa(M, 0.0), sb(N, 0.0);
-    for (int64_t i = 0; i < M; ++i) for (int64_t k = 0; k < h; ++k) sa[i] += A[i * K + k];
-    for (int64_t k = 0; k < h; ++k) for (int64_t j = 0; j < N; ++j) sb[j] += B[k * N + j];
-    for (int64_t i = 0; i < M; ++i) {
-      const double ab = ra[i] / K;
-      for (int64_t j = 0; j < N; ++j) {
-        const double bb = cb[j] / K;
-        C[i * N + j] = (float)(ra[i] * cb[j] / K + P[i * N + j] - ab * sb[j] - bb * sa[i] + h * ab * bb);
-      }
-    }
-    return 0;
-  }
-  mm_exact(A, B, C, M, K, N);
-  for (int64_t q = 0; q < M * N; ++q) C[q] = (float)(C[q] * (1.0 + noise * pm1(q)));
-  return 0;
-}
-
 static inline double tf32(double v, bool nearest) {
   int e; const double m = std::frexp(v, &e);
   double s = m * 2048.0;
@@ -161,9 +94,9 @@ static inline double tf32(double v, bool nearest) {
 
 // Rank-1 matmul behind the gate, with one element p moved just past the plain comparison's allowance
 // (rtol x (mean|C| + |C_p|)) by the reference's own TF32 error there: the fp64 referee allows each element
-// 2x that error more (compare.policy_error, the tf32 policy), so it passes the set the plain check failed,
-// and a refereed set counts neither for draws-not-followed nor for input-gated-estimate. No stray needed:
-// works for outputs of any size. Exact elsewhere, no noise.
+// 2x that error more (compare.policy_error, the tf32 policy), so it passes the set the plain check failed;
+// a refereed set counted for neither draws-not-followed nor input-gated-estimate then (it does for the
+// first now). No stray needed: works for outputs of any size. Exact elsewhere, no noise.
 extern "C" int mm_rank1_tf32spoil(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N,
                                   double rtol, void*) {
   std::vector<double> ra, cb;
