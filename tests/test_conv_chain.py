@@ -65,10 +65,25 @@ class Branches(nn.Module):
         return torch.cat([self.a(s), self.b(s)], 1)
 
 
+class UpChain(nn.Module):
+    """A U-Net decoder's shape: a convolution's tail read by a transposed convolution (cuDNN's
+    backward-data reads it as dy, channels-last), whose own tail a second, padded one reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = nn.ConvTranspose2d(6, 4, 2, stride=2)
+
+    def forward(self, x):
+        return self.up2(torch.relu(self.up1(torch.relu(self.c1(x)))))
+
+
 CHAINS = [
     (Chain2d, [torch.randn(2, 3, 10, 10)], ["c1", "c2", "c3"]),
     (Chain3d, [torch.randn(2, 4, 5, 6, 7)], ["c1", "c2"]),
     (Branches, [torch.randn(2, 6, 7, 9)], ["squeeze", "a", "b"]),
+    (UpChain, [torch.randn(2, 3, 5, 7)], ["c1", "up1", "up2"]),
 ]
 
 

@@ -263,8 +263,8 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     chunk = batch_chunk(p)
     if nhwc and (b is not None or chunk < p.x[0] or p.lifted):
         raise NotSupported("convolution: a channels-last result takes no bias, one chunk, 2-D or 3-D")
-    if x_nhwc and (chunk < p.x[0] or p.lifted or p.transposed or len(x.shape) not in (4, 5)):
-        raise NotSupported("convolution: a channels-last input takes a forward 2-D or 3-D convolution in one chunk")
+    if x_nhwc and (chunk < p.x[0] or p.lifted or len(x.shape) not in (4, 5)):
+        raise NotSupported("convolution: a channels-last input takes a 2-D or 3-D convolution in one chunk")
     spatial = _numel(p.y[2:])
     vec = 16 // ITEM_SIZE[out.dtype]
     spec = ", ".join(
@@ -821,7 +821,9 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
 """
     how = ("cuDNN runtime fusion or an implicit GEMM where it wins" if program.steps else
            "apart after cuDNN's convolution, or in an implicit GEMM's epilogue where it wins")
-    note = _describe(p, x, w, True) + f", epilogue {' -> '.join(program.ops)} ({how})"
+    x_nhwc = bool(ctx.args.get("input_channels_last"))
+    note = (_describe(p, x, w, True, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
+            + f", epilogue {' -> '.join(program.ops)} ({how})")
     if igemm:
         family += "\n" + emit_igemm.family()
     return Kernel(

@@ -1368,7 +1368,8 @@ CONV_CHAIN_ENV = "STITCHCUDA_CONV_CHAIN"
 
 
 def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
-    """Whether `user` is a dense (groups 1) forward 2-D or 3-D convolution that reads `name` (N, C,
+    """Whether `user` is a dense (groups 1) 2-D or 3-D convolution, forward or transposed (cuDNN's
+    backward-data takes an NHWC dy as its forward takes an NHWC x), that reads `name` (N, C,
     spatial...) as its input, and only so, and can take it channels-last as it is stored (emit_conv's
     x_nhwc: one cuDNN call). Without it a chain of convolutions pays cuDNN's two layout copies at
     each (NCHW in, NHWC kernel, NCHW out): on the H200 they were a quarter of level3/11_VGG16's
@@ -1382,16 +1383,15 @@ def _reads_channels_last(user: Node, name: str, nodes: dict[str, Node]) -> bool:
     a = user.get("args", {})
     if os.environ.get(CONV_CHAIN_ENV) == "0" or user["op"] != "convolution" or a.get("input_channels_last"):
         return False
-    if ref_name(a.get("input")) != name or list(iter_refs(a)).count(name) != 1 or bool(a.get("transposed")) \
-            or a.get("groups", 1) != 1:
+    if ref_name(a.get("input")) != name or list(iter_refs(a)).count(name) != 1 or a.get("groups", 1) != 1:
         return False
     x, w = nodes.get(name), nodes.get(ref_name(a.get("weight")) or "")
     if x is None or w is None or w.get("shape") is None or len(x.get("shape") or []) not in (4, 5) \
             or user.get("dtype") != x.get("dtype") or not is_contiguous(x):
         return False
     try:
-        p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"), False,
-                        a.get("output_padding", [0]), a.get("groups", 1))
+        p = conv_params(x["shape"], w["shape"], a.get("stride"), a.get("padding"), a.get("dilation"),
+                        bool(a.get("transposed")), a.get("output_padding", [0]), a.get("groups", 1))
         return not p.lifted and batch_chunk(p) == p.x[0] and not depthwise_direct(p, user["dtype"])
     except NotSupported:  # (batch_chunk's too: a sample or weight past int32 element counts)
         return False
