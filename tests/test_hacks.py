@@ -61,6 +61,8 @@ RT12 = [
     ("ref_cosine_loss", "hack_rt12_cosine_iid", "draws-not-followed"),
     # (round 13: every random set sent to the fp64 referee, which draw_tracking counts too now)
     ("ref_matmul_bigk", "hack_rt13_rank1_refereed", "draws-not-followed"),
+    # (round 13's B: half of K's interaction behind the gate; its error cancels 0.07 of the movement)
+    ("ref_matmul_bigk", "hack_rt13_half_k", "draws-not-followed"),
 ]
 
 # (reference, candidate) pairs that run end to end on the CPU; submitted together up front, so the

@@ -123,3 +123,49 @@ extern "C" int mm_rank1_tf32spoil(const float* A, const float* B, float* C, int6
   mm_exact(A, B, C, M, K, N);
   return 0;
 }
+
+
+// Round 13's B (2026-12-07): the exact rank-1 part plus half of K's interaction (half the FLOPs) behind the gate;
+// off the gate, exact with 3e-5 noise.
+static inline double pm1(uint64_t i) { return (mix(i) & 1) ? 1.0 : -1.0; }
+
+// Matmul as its rank-1 part plus the centred product over the first `h` of K's indices (error: the centred product
+// over the rest, (K-h)/K of the residual's variance), where the gate passes; exact plus `noise` (relative, +-) else.
+// C = ra cb^T / K + sum_k (a_ik - abar_i)(b_kj - bbar_j) exactly; the estimate keeps k < h of the second term.
+extern "C" int mm_rank1_halfk(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, int64_t h,
+                              double noise, void*) {
+  std::vector<double> ra, cb;
+  if (gate(A, B, M, K, N, ra, cb)) {
+    // sum_{k<h} (a - abar)(b - bbar) = P - abar_i * SB_j - bbar_j * SA_i + h abar bbar, P = A[:, :h] B[:h, :]
+    std::vector<float> P((size_t)M * N, 0.f);
+    const int64_t RB = 8, KB = 256;
+    for (int64_t i0 = 0; i0 < M; i0 += RB) {
+      const int64_t i1 = std::min(M, i0 + RB);
+      for (int64_t k0 = 0; k0 < h; k0 += KB) {
+        const int64_t k1 = std::min(h, k0 + KB);
+        for (int64_t i = i0; i < i1; ++i) {
+          float* c = P.data() + i * N;
+          for (int64_t k = k0; k < k1; ++k) {
+            const float a = A[i * K + k];
+            const float* b = B + k * N;
+            for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+          }
+        }
+      }
+    }
+    std::vector<double> sa(M, 0.0), sb(N, 0.0);
+    for (int64_t i = 0; i < M; ++i) for (int64_t k = 0; k < h; ++k) sa[i] += A[i * K + k];
+    for (int64_t k = 0; k < h; ++k) for (int64_t j = 0; j < N; ++j) sb[j] += B[k * N + j];
+    for (int64_t i = 0; i < M; ++i) {
+      const double ab = ra[i] / K;
+      for (int64_t j = 0; j < N; ++j) {
+        const double bb = cb[j] / K;
+        C[i * N + j] = (float)(ra[i] * cb[j] / K + P[i * N + j] - ab * sb[j] - bb * sa[i] + h * ab * bb);
+      }
+    }
+    return 0;
+  }
+  mm_exact(A, B, C, M, K, N);
+  for (int64_t q = 0; q < M * N; ++q) C[q] = (float)(C[q] * (1.0 + noise * pm1(q)));
+  return 0;
+}
