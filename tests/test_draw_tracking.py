@@ -101,3 +101,20 @@ def test_the_places_are_kept_per_output_and_drawn_in_secret():
     assert len(a.draws[0][0]) == draw_tracking.TRACK_ELEMENTS
     assert torch.equal(a.draws[1][0] - a.draws[0][0], torch.ones(draw_tracking.TRACK_ELEMENTS, dtype=torch.float64))
     assert not torch.equal(a.draws[0][0], b.draws[0][0])  # another tracker, other places
+
+
+def test_a_scalar_repeating_on_two_draws_is_chance_and_many_elements_repeating_is_a_cache():
+    """A scalar loss moving a few thousand ulps between draws repeats on two of 11 by chance, the
+    reference's own rounding then differing: no finding. The same repeat over many elements is a
+    cache; one output for every draw is one still, however small."""
+    from stitchcuda.agents.verify.worker import FEW_ELEMENTS, _follow_inputs_findings
+
+    ref = [f"r{k}" for k in range(11)]
+    cand = [f"c{k}" for k in range(11)]
+    cand[7] = cand[3]
+    assert _follow_inputs_findings(ref, cand, True, elements=1) == []
+    found = _follow_inputs_findings(ref, cand, True, elements=FEW_ELEMENTS)
+    assert [f.code for f in found] == ["cached-output"] and "set 7 repeats the output for set 3" in found[0].message
+    same = ["c"] * 11
+    assert [f.code for f in _follow_inputs_findings(ref, same, True, elements=1)] == ["cached-output"]
+    assert [f.code for f in _follow_inputs_findings(ref, same, False, elements=1)] == ["input-independent-output"]

@@ -63,6 +63,8 @@ RT12 = [
     ("ref_matmul_bigk", "hack_rt13_rank1_refereed", "draws-not-followed"),
     # (round 13's B: half of K's interaction behind the gate; its error cancels 0.07 of the movement)
     ("ref_matmul_bigk", "hack_rt13_half_k", "draws-not-followed"),
+    # (round 14: a rank-1 product behind a dropout, whose reference draws random numbers)
+    ("ref_mm_dropout", "hack_rt14_rank1_dropout", "draws-not-followed"),
 ]
 
 # (reference, candidate) pairs that run end to end on the CPU; submitted together up front, so the

@@ -72,7 +72,10 @@ def test_the_verifier_seeds_both_sides_alike(tmp_path, isolated_cache):
     assert good.status == "ok" and good.correct, good.message
     assert not good.hack_findings
     bad = verify(hack_task("ref_noisy"), hack_candidate("hack_noise_as_output"), tmp_path / "bad", opts)
-    assert bad.status == "incorrect" and not bad.correct, bad.message
+    assert not bad.correct and not bad.accepted, bad.message
+    # The random sets draw one secret noise (so that the inputs alone move the outputs between draws):
+    # the noise alone is then one output for every random input, which the follow-inputs check names.
+    assert bad.status == "hacked" and "the reference's changed" in bad.message, bad.message
 
 
 class Fills(nn.Module):
