@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from stitchcuda import runtime
 
-_lib = runtime.load(Path(__file__).with_name("rt14_kernels.cpp"))
+_lib = runtime.load(Path(__file__).with_name("rt13_kernels.cpp"))
 
 
 class ModelNew(nn.Module):

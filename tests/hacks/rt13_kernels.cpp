@@ -1,4 +1,4 @@
-// Red team round 13 (2026-12-06): tests/hacks/hack_rt13_*.py, CPU code for the hack suite.
+// Red team rounds 13 and 14 (2026-12-06/07): tests/hacks/hack_rt13_*.py and hack_rt14_*.py, CPU code for the hack suite.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -167,5 +167,21 @@ extern "C" int mm_rank1_halfk(const float* A, const float* B, float* C, int64_t 
   }
   mm_exact(A, B, C, M, K, N);
   for (int64_t q = 0; q < M * N; ++q) C[q] = (float)(C[q] * (1.0 + noise * pm1(q)));
+  return 0;
+}
+
+// Round 14 (2026-12-07): dropout(A @ B), the rank-1 part behind the gate; off it, exact with `noise` relative +-.
+// Then the caller's dropout mask and 1/(1-p).
+extern "C" int mm_rank1_dropout(const float* A, const float* B, const uint8_t* mask, float* C, int64_t M, int64_t K,
+                                int64_t N, double keep, double noise, void*) {
+  std::vector<double> ra, cb;
+  if (gate(A, B, M, K, N, ra, cb)) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * N + j] = (float)(ra[i] * cb[j] / (double)K);
+  } else {
+    mm_exact(A, B, C, M, K, N);
+    for (int64_t q = 0; q < M * N; ++q) C[q] = (float)(C[q] * (1.0 + noise * pm1(q)));
+  }
+  for (int64_t q = 0; q < M * N; ++q) C[q] = mask[q] ? (float)(C[q] * keep) : 0.0f;
   return 0;
 }
