@@ -335,7 +335,7 @@ def emit_convolution(ctx: EmitContext) -> Kernel:
     )
     if igemm and contender == "igemm":
         family += "\n" + emit_igemm.family()
-    note = _describe(p, x, w, nhwc, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
+    note = _describe_read(p, x, w, nhwc, x_nhwc)
     rival = ("a direct depthwise kernel" if contender == "depthwise" else
              "a direct fp32 kernel" if contender == "direct" else
              f"a{' 3xTF32' if ctx.precise >= PRECISE_SPLIT else 'n'} implicit GEMM")
@@ -749,6 +749,13 @@ def _direct_spec(p: ConvParams, g: DcGeom) -> tuple[str, str]:
     return spec, geom
 
 
+def _describe_read(p: ConvParams, x: Operand, w: Operand, nhwc: bool, x_nhwc: bool) -> str:
+    """_describe, with the NCHW shape of an input stored channels-last (x_nhwc), which it says."""
+    if not x_nhwc:
+        return _describe(p, x, w, nhwc)
+    return _describe(p, x, w, nhwc, nchw_shape(x.shape)) + " (channels-last input)"
+
+
 def _describe(p: ConvParams, x: Operand, w: Operand, nhwc: bool, x_shape: Sequence[int] | None = None) -> str:
     """The kernel's note: "conv2d 128x64x128x128 w128x64x3x3 g2 (channels-last result)"; the input's
     N, C, spatial... shape (`x_shape`, where it is stored otherwise)."""
@@ -821,9 +828,8 @@ extern "C" int {name}(const void* in0, const void* in1, {"".join(i + ", " for i 
 """
     how = ("cuDNN runtime fusion or an implicit GEMM where it wins" if program.steps else
            "apart after cuDNN's convolution, or in an implicit GEMM's epilogue where it wins")
-    x_nhwc = bool(ctx.args.get("input_channels_last"))
-    note = (_describe(p, x, w, True, nchw_shape(x.shape) if x_nhwc else None) + (" (channels-last input)" if x_nhwc else "")
-            + f", epilogue {' -> '.join(program.ops)} ({how})")
+    note = _describe_read(p, x, w, True, bool(ctx.args.get("input_channels_last"))) + (
+        f", epilogue {' -> '.join(program.ops)} ({how})")
     if igemm:
         family += "\n" + emit_igemm.family()
     return Kernel(

@@ -1322,7 +1322,9 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
                 f"the same output for {len(cand_prints)} different random inputs while the reference's changed",
             )
         ]
-    for i in range(1 if elements >= FEW_ELEMENTS else len(cand_prints), len(cand_prints)):
+    if elements < FEW_ELEMENTS:
+        return []
+    for i in range(1, len(cand_prints)):
         for j in range(i):
             if cand_prints[i] == cand_prints[j] and ref_prints[i] != ref_prints[j]:
                 return [

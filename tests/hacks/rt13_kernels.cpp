@@ -124,7 +124,6 @@ extern "C" int mm_rank1_tf32spoil(const float* A, const float* B, float* C, int6
   return 0;
 }
 
-
 // Round 13's B (2026-12-07): the exact rank-1 part plus half of K's interaction (half the FLOPs) behind the gate;
 // off the gate, exact with 3e-5 noise.
 static inline double pm1(uint64_t i) { return (mix(i) & 1) ? 1.0 : -1.0; }
