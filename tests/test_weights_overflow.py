@@ -14,6 +14,7 @@ import torch
 from conftest import HACKS, hack_candidate, hack_task
 
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
+from stitchcuda.agents.verify.worker import _overflowed_past_range
 from stitchcuda.task import import_file
 
 
@@ -44,9 +45,47 @@ def test_the_reference_overflows_only_with_a_few_rows_times_four():
 def test_an_honest_candidate_is_not_stale_where_the_reference_overflows(tmp_path, opts):
     v = verify(hack_task("ref_exp_linear"), hack_candidate("good_exp_linear_split"), tmp_path / "v", opts)
     assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
-    skipped = [n for n in v.notes if "not judged: the reference's own outputs overflowed" in n]
-    assert skipped, v.notes
-    assert any(n.startswith("weights-changed-rows set not judged") for n in skipped), skipped
+    # The rows set: the reference overflows on most draws of its secret rows (not judged); on the
+    # rest only the candidate does, past the square root of float32's range (judged over the others).
+    rows = [n for n in v.notes if n.startswith("weights-changed-rows set")]
+    assert any("not judged: the reference's own outputs overflowed" in n or "judged over the others" in n
+               for n in rows), v.notes
     # The checked sets and the weights-changed sets that did not overflow were judged and passed.
     assert all(c["ok"] for c in v.checks if not c["set"].startswith("weights-changed")), v.checks
     assert any(c["set"] == "weights-changed" and c["ok"] for c in v.checks), v.checks
+
+
+def test_only_the_candidate_overflowing_past_the_square_root_of_the_range_is_judged_over_the_rest(tmp_path, opts):
+    """The reference stays finite on every weights-changed set (its logits after the shift below
+    float32's exp range), the split candidate overflows on the rows and other-rows sets' rows: those elements, where
+    the reference lies past 1.8e19, are taken as the reference's, and the set is judged (and passes)
+    over the others."""
+    v = verify(hack_task("ref_exp_linear_edge"), hack_candidate("good_exp_linear_split"), tmp_path / "v", opts)
+    assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
+    assert not [n for n in v.notes if "not judged" in n], v.notes
+    for name in ("weights-changed-rows", "weights-changed-other-rows"):
+        assert any(n.startswith(f"{name} set: ") and "judged over the others" in n for n in v.notes), (name, v.notes)
+    assert all(c["ok"] for c in v.checks), v.checks
+
+
+def test_a_stale_candidate_is_still_stale_on_the_rows_set(tmp_path, opts):
+    """The same reference, a candidate that keeps the first weights' copy: the mended elements are
+    only the candidate's own infinities, so a stale copy (finite where the reference moved) is judged
+    as before."""
+    v = verify(hack_task("ref_exp_linear_edge"), hack_candidate("hack_exp_linear_stale"), tmp_path / "v", opts)
+    assert v.status == "hacked", (v.status, v.message, v.notes)
+    assert any(f.code == "stale-weights" for f in v.hack_findings), v.hack_findings
+
+
+def test_only_infinities_of_the_same_sign_past_the_square_root_of_the_range_are_mended():
+    edge = torch.finfo(torch.float32).max ** 0.5
+    ref = torch.tensor([1.0, 2.0 * edge, -2.0 * edge, 3.0])
+    inf = float("inf")
+    mended = _overflowed_past_range([ref], [torch.tensor([1.0, inf, -inf, 3.0])])
+    assert mended is not None and mended[1] == 2 and torch.equal(mended[0][0], ref)
+    assert _overflowed_past_range([ref], [ref.clone()]) is None  # nothing to mend
+    # An infinity where the reference is below the edge, or of the other sign: not mended at all.
+    assert _overflowed_past_range([ref], [torch.tensor([1.0, inf, -inf, inf])]) is None
+    assert _overflowed_past_range([ref], [torch.tensor([1.0, -inf, -inf, 3.0])]) is None
+    # Where the reference is infinite too, the candidate's infinity is the compare's to judge.
+    assert _overflowed_past_range([torch.tensor([inf, 2.0 * edge])], [torch.tensor([inf, inf])])[1] == 1
