@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from stitchcuda import runtime
+from stitchcuda.agents.verify import local_change
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 from stitchcuda.types import Candidate, Task, Verdict
 
@@ -219,6 +220,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# The set names worker._check_local_change records, in order, after the checked sets.
+LOCAL_CHANGE_SETS = ["local-change-base", *(f"local-change-{k}" for k in range(local_change.PAIRS))]
 
 
 def hack_task(ref: str) -> Task:

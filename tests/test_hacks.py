@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import HACKS, dynamic_codes, hack_candidate, hack_task, static_codes
+from conftest import HACKS, LOCAL_CHANGE_SETS, dynamic_codes, hack_candidate, hack_task, static_codes
 
 from stitchcuda.agents.verify import timed_sample
 from stitchcuda.agents.verify.compare import Mismatch, Tolerance, compare_outputs, tolerance_for
@@ -35,9 +35,9 @@ def adversarial_kinds(ref: str) -> list[str]:
 # The sets a default verification of ref_affine checks: 5 fresh random ones and one of each
 # adversarial kind (its x and y, both 8 x 33, couple along their 33-long axis).
 CHECKED = VerifyOptions().random_sets + len(adversarial_kinds("ref_affine"))
-# ...and the calls before timing: those, one more set with autograd on (worker._check_grad_enabled) and
-# one in the other mode (worker._check_other_mode).
-CALLS_BEFORE_TIMING = CHECKED + 2
+# ...and the calls before timing: those, the local-change sets (worker._check_local_change), one more
+# set with autograd on (worker._check_grad_enabled) and one in the other mode (worker._check_other_mode).
+CALLS_BEFORE_TIMING = CHECKED + len(LOCAL_CHANGE_SETS) + 2
 # ...then two untimed calls on each of the two timing sets (worker._timed_expectations: the output
 # the timed ones must reproduce, and a rerun for the drift bar), before the first timed call.
 UNTIMED_TIMING_CALLS = 2 * 2
@@ -65,6 +65,11 @@ RT12 = [
     ("ref_matmul_bigk", "hack_rt13_half_k", "draws-not-followed"),
     # (round 14: a rank-1 product behind a dropout, whose reference draws random numbers)
     ("ref_mm_dropout", "hack_rt14_rank1_dropout", "draws-not-followed"),
+    # (round 14's A, D1 and E: a row sample, unbiased, and estimates compensated to follow the draws:
+    # their change, where a secret quarter of the input's rows changed, is not the reference's)
+    ("ref_rt14_mse_linear", "hack_rt14_a_mse_rows", "change-not-followed"),
+    ("ref_rt14_mse_linear", "hack_rt14_d1_mse_moments_comp", "change-not-followed"),
+    ("ref_rt14_lse_linear", "hack_rt14_e_lse_no_matmul", "change-not-followed"),
 ]
 
 # (reference, candidate) pairs that run end to end on the CPU; submitted together up front, so the
@@ -156,6 +161,7 @@ CPU_RUNS = [
     ("ref_hyper", "hack_rt5_bias_keyed_weights"),
     ("ref_bn_train", "hack_rt5_bn_touch_stats"),
     *[(ref, stem) for ref, stem, _ in RT12],
+    ("ref_rt14_mse_linear", "good_rt14_mse_tf32"),
 ]
 
 
@@ -202,7 +208,7 @@ def test_correct_compiled_candidates_are_accepted(runs, ref, stem, rtol):
                "weights-changed-other-rows", "weights-changed-other-rows-back", "weights-changed-part",
                "weights-changed-part-back", "weights-changed-rest", "weights-changed-rest-back"] \
         if stem == "good_linear" else []
-    assert names[checked:] == [*weights, "grad-enabled", "eval-mode", "after-checks"]
+    assert names[checked:] == [*LOCAL_CHANGE_SETS, *weights, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] in kinds
     assert all(c["ok"] for c in v.checks)
     assert v.tolerance["rtol"] == rtol
@@ -244,7 +250,9 @@ def test_writing_over_an_input_with_and_without_the_reference_copy(build_cache, 
         assert codes == ["mutates-input"]
     else:
         assert v.status == "ok" and not codes, (v.status, v.message, codes)
-        assert len(v.checks) == 5 + len(adversarial_kinds(ref)) + 3 and all(c["ok"] for c in v.checks)
+        # (lean inputs: no local-change sets, which would copy an input set three times)
+        local = 0 if lean else len(LOCAL_CHANGE_SETS)
+        assert len(v.checks) == 5 + len(adversarial_kinds(ref)) + local + 3 and all(c["ok"] for c in v.checks)
 
 
 @pytest.mark.parametrize(("policy", "stem", "passes"), [
@@ -582,6 +590,17 @@ def test_estimates_behind_a_gate_that_tells_every_structured_set_are_rejected(ru
         assert missed_random or (code is not None and code in dynamic_codes(v)), (v.status, v.hack_findings, v.checks)
     else:
         assert v.status == "hacked" and code in dynamic_codes(v), (v.status, v.hack_findings, v.checks)
+
+
+def test_an_honest_loss_with_tf32_operands_follows_the_local_change(runs):
+    """Round 14's MSE reference with every product computed, its operands cut to TF32 toward zero:
+    an error of about 4e-4 of the loss on every set, which cancels in the change between the local-
+    change pairs (where round 14's row sample misses by more than the change itself)."""
+    v = runs.get("ref_rt14_mse_linear", "good_rt14_mse_tf32")
+    assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
+    local = [c for c in v.checks if c["set"].startswith("local-change")]
+    assert len(local) == len(LOCAL_CHANGE_SETS) and all(c["ok"] for c in local), local
+    assert all(c["rel_norm"] > 1e-4 for c in local), local  # (the TF32 error is there, on every set)
 
 
 def test_an_estimate_taken_where_each_operand_looks_iid_misses_the_coupled_set(runs):

@@ -8,7 +8,7 @@ import time
 
 import psutil
 import pytest
-from conftest import hack_candidate, hack_task, reported
+from conftest import LOCAL_CHANGE_SETS, hack_candidate, hack_task, reported
 
 from stitchcuda.agents.verify.verifier import VerifierPool, VerifyOptions, verify
 from stitchcuda.types import Candidate
@@ -123,8 +123,8 @@ def test_progress_sees_every_phase_up_to_done(tmp_path, opts):
     # "done" is written as the worker exits: the parent reads what is left after the exit too; the
     # blind check (agents/verify/blind.py) follows an accepted verdict, and says it passed. (On the
     # CPU the worker has no timing phase, which starts the blind check beside it on a GPU.)
-    assert phases == ["reference", "build", "correctness", "grad-enabled", "eval-mode", "done", "blind",
-                      "blind-passed"]
+    assert phases == ["reference", "build", "correctness", "local-change", "grad-enabled", "eval-mode", "done",
+                      "blind", "blind-passed"]
 
 
 def test_pool_runs_candidates_side_by_side(tmp_path, opts):
@@ -149,7 +149,7 @@ def test_fewer_random_sets_and_adversarial_kinds_when_asked(tmp_path, opts):
     names = [c["set"] for c in v.checks]
     # random-0 first, the other sets in a secret order, then the further sets and one unpoisoned set.
     assert names[0] == "random-0" and sorted(names[1:3]) == ["adversarial-near-kinks", "random-1"]
-    assert names[3:] == ["grad-enabled", "eval-mode", "after-checks"]
+    assert names[3:] == [*LOCAL_CHANGE_SETS, "grad-enabled", "eval-mode", "after-checks"]
     assert v.checks[-1]["kind"] == "near-kinks"
     assert VerifyOptions().random_sets >= 5 and VerifyOptions().adversarial is None  # defaults stay full
 

@@ -39,6 +39,7 @@ from stitchcuda.agents.verify import (
     call_watch,
     dispatch_table,
     draw_tracking,
+    local_change,
     long_memory,
     loop_memory,
     offthread,
@@ -301,6 +302,12 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes)
+    if cand is not None and v.correct and not v.hack_findings and tol is not None:
+        rec.enter("local-change", f"{local_change.PAIRS} pairs of input sets alike but for a secret share of "
+                  "their slices")
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):
+            _check_local_change(v, ref, cand, get_inputs, fresh_seeds(1 + local_change.PAIRS, set(seeds)), device,
+                                tol, ref_ops, threads_before, numerics, lean_bytes)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
         rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
@@ -1944,6 +1951,167 @@ def _judge_changed_weights(v: Verdict, name: str, seed: int, m: Mismatch, far_of
 # weights make the first tenth of a sequence move the last state by 8% or more (an RNN, LSTM or GRU of
 # 64 to 2048 steps), and make a truncated recurrence miss by 50% to 100%.
 LONG_MEMORY_FLOOR = 0.05
+
+
+def _check_local_change(v: Verdict, ref, cand, get_inputs, seeds: list[int], device, tol: Tolerance,
+                        ref_ops: Counter[str], threads_before, numerics: dict[str, Any], lean_bytes: int) -> None:
+    """A base set, then local_change.PAIRS sets alike but for a secret share of its slices (each
+    taken from another draw), all under one draw seed (a dropout's masks alike on every set): the
+    candidate's output must change as the reference's does (local_change). Each set is judged as the
+    checked sets are; a pair that misses by more than it allows gets the reference's own error of the
+    change allowed too (its fp32 rounding, and its error under the candidate's precision policy, both
+    against float64), where the reference can run in float64: an output that cancels (a mean after a
+    product) moves by TF32's noise alone, in an honest candidate as in the reference."""
+    base_seed, *donor_seeds = seeds
+    args = make_inputs(get_inputs, base_seed, device)
+    if _nbytes(args) * 3 > lean_bytes:
+        v.notes.append("local-change sets skipped: three copies of an input set would take a large share of the memory")
+        return
+    buffers = list(ref.buffers())
+    snapshot = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
+    ref0: list[Any] = []
+    m, call, _ = _further_set(v, ref, cand, args, base_seed, device, threads_before, _candidate_code("forward"), tol,
+                              ref_ops, numerics, keep=ref0)
+    _add_once(v.hack_findings, call.findings)
+    if not _judge_further_set(v, "local-change-base", base_seed, m, tol) or call.outs is None:
+        return
+    if _nbytes(ref0) > KEPT_OUTPUT_BYTES // 4:
+        v.notes.append("local-change sets skipped: the outputs are too large to keep four of")
+        return
+    got0 = call.outs
+    # The reference's own run-to-run difference (atomics in a scatter): allowed, as its change.
+    # (Its buffers put back after: a training BatchNorm's running statistics stay the candidate's.)
+    again = _output_before(ref, args, base_seed)
+    if again is None:
+        v.notes.append("local-change sets skipped: the reference's buffers or outputs are too large to put back")
+        return
+    noise = {i: _pair_norm(r, a) for i, (r, a) in enumerate(zip(ref0, again, strict=False))}
+    del again
+    exact0: list[list[Any]] | None = None
+    refereed = snapshot is not None and not draws_random(ref_ops)
+    tally = local_change.Tally()
+    gen = torch.Generator().manual_seed(secrets.randbits(62))
+    for k, donor_seed in enumerate(donor_seeds):
+        donor = make_inputs(get_inputs, donor_seed, device)
+        pair_args, changed = local_change.swap_slices(args, donor, gen)
+        del donor
+        if not changed:
+            v.notes.append("local-change sets skipped: no floating input to change")
+            return
+        ref1: list[Any] = []
+        try:
+            m, call, _ = _further_set(v, ref, cand, pair_args, base_seed, device, threads_before,
+                                      _candidate_code("forward"), tol, ref_ops, numerics, keep=ref1)
+        except RefereeOutOfMemory:
+            raise
+        except Exception as e:
+            # Slices of two draws may break what get_inputs keeps across them (a symmetric matrix, a
+            # sorted axis): where the reference itself refuses the set, it says nothing.
+            if _reference_refuses(ref, pair_args, base_seed):
+                v.notes.append(f"local-change sets skipped: the reference fails on a set of mixed slices ({e})"[:300])
+                return
+            raise
+        _add_once(v.hack_findings, call.findings)
+        if not _judge_further_set(v, f"local-change-{k}", donor_seed, m, tol) or call.outs is None:
+            return
+        own = {i: 2.0 * n for i, n in noise.items()}
+        misses = local_change.pair_misses(ref0, got0, ref1, call.outs, own)
+        if local_change.over(misses) and refereed:
+            try:
+                if exact0 is None:
+                    exact0 = _exact_and_policy(ref, snapshot, args, ref_ops, _judged_under(v))
+                for i, e in _own_change_error(ref0, exact0, ref1, _exact_and_policy(
+                        ref, snapshot, pair_args, ref_ops, _judged_under(v))).items():
+                    own[i] = own.get(i, 0.0) + LOCAL_OWN_ERRORS * e
+            except RefereeOutOfMemory:
+                raise
+            except Exception as e:  # noqa: BLE001 - judged without it
+                v.notes.append(f"local-change: the reference's own error of the change not measured ({e})"[:300])
+                refereed = False
+            misses = local_change.pair_misses(ref0, got0, ref1, call.outs, own)
+        local_change.add_pair(tally, misses)
+        del pair_args, ref1, call
+    found = local_change.finding(tally, f"{local_change.SLICE_SHARE:.0%} of the slices")
+    if found is not None:
+        _add_once(v.hack_findings, [found])
+
+
+def _reference_refuses(ref, args: list[Any], seed: int) -> bool:
+    """Whether the reference raises on `args` (its buffers put back after, as _output_before's)."""
+    kept = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
+    try:
+        _reference_outputs(ref, args, seed)
+    except Exception:  # noqa: BLE001 - what is asked
+        return True
+    finally:
+        state_updates.restore(ref, kept)
+    return False
+
+
+# The reference's own error of a change (fp32 against float64, and under the policy's TF32 rounding)
+# may be a candidate's this many times over: two roundings of the same work rarely agree better.
+LOCAL_OWN_ERRORS = 2.0
+
+
+def _pair_norm(a: Any, b: Any) -> float:
+    """The L2 distance of two floating tensors of one shape over their finite elements; 0 otherwise."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
+            and a.shape == b.shape):
+        return 0.0
+    d = a.detach().double() - b.detach().double()
+    return float(torch.linalg.vector_norm(torch.where(d.isfinite(), d, 0.0)))
+
+
+def _exact_and_policy(ref, buffers: list[torch.Tensor], args: list[Any], ref_ops: Counter[str],
+                      policy: str) -> list[list[Any]]:
+    """The reference's float64 outputs on `args`, then its outputs under each TF32 rounding where the
+    policy allows TF32 and the reference has an op it changes."""
+    runs = [_fp64_outputs(ref, buffers, args)]
+    if policy != "strict" and precision.sensitive(ref_ops):
+        runs += list(_under_tf32(ref, buffers, args))
+    return runs
+
+
+def _own_change_error(ref0: list[Any], runs0: list[list[Any]], ref1: list[Any],
+                      runs1: list[list[Any]]) -> dict[int, float]:
+    """Per output, how far the fp32 reference's change between two sets is from the float64 change,
+    plus the largest such distance of the change under a TF32 rounding (runs[1:])."""
+    exact0, exact1 = runs0[0], runs1[0]
+    out: dict[int, float] = {}
+    for i, (r0, r1) in enumerate(zip(ref0, ref1, strict=False)):
+        if i >= len(exact0) or i >= len(exact1):
+            continue
+        e0, e1 = exact0[i], exact1[i]
+        own = _change_distance(r0, e0, r1, e1)
+        policy = [_change_distance(u0[i], e0, u1[i], e1) for u0, u1 in zip(runs0[1:], runs1[1:], strict=False)
+                  if i < len(u0) and i < len(u1)]
+        out[i] = own + max(policy, default=0.0)
+    return out
+
+
+def _change_distance(a0: Any, b0: Any, a1: Any, b1: Any) -> float:
+    """||(a1 - b1) - (a0 - b0)|| over the elements finite in all four; 0 where they do not pair up."""
+    ts = (a0, b0, a1, b1)
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.shape == a0.shape for t in ts):
+        return 0.0
+    a0, b0, a1, b1 = (t.detach().double().to(a0.device) for t in ts)
+    d = (a1 - b1) - (a0 - b0)
+    return float(torch.linalg.vector_norm(torch.where(d.isfinite(), d, 0.0)))
+
+
+def _judge_further_set(v: Verdict, name: str, seed: int, m: Mismatch, tol: Tolerance) -> bool:
+    """A further set judged as the grad-enabled one is: a far miss fails correctness (False), a near
+    miss is noted."""
+    far = not m.ok and not _near_miss(m, v.checks, tol)
+    v.checks.append({"set": name, "seed": seed, "ok": not far, "max_abs": m.max_abs, "rel_norm": m.rel_norm,
+                     "message": m.message})
+    if far:
+        v.correct = False
+        _add_once(v.findings, [Finding("output-mismatch", f"{name}: {m.message}",
+                                       data={"set": name, FINITE_MISS: mendable_miss(m)})])
+    elif not m.ok:
+        v.notes.append(f"{name} set: a near miss, judged by the checked sets' precision: {m.message}")
+    return not far
 
 
 def _check_long_memory(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,

@@ -1,0 +1,153 @@
+"""Whether a candidate's output changes as the reference's does when a few secret slices of the
+input change.
+
+Each pair is one input set and the same set with a secret share of its slices (along each floating
+input's first axis longer than one) taken from another draw of get_inputs: every slice is a plain
+draw, so no statistic a gate reads in one pass tells the changed set from any random one. The
+reference's output moves by some amount; an honest candidate's moves by the same, up to rounding
+and its precision's error, which are nearly the same function of the unchanged slices on both sets
+and cancel in the difference. An estimate's error does not: a loss from a row sample is unbiased, so
+its error is unrelated to the movement between draws (draw_tracking's slope sees nothing), and a
+product from its row and column sums keeps their share of the change and loses the rest; either
+misses the change in the slices by a share of it (a row sample of 1/4: about 1.7 times the change,
+red-team round 14's A; a moments estimate of a logsumexp: 0.4, round 14's E), where TF32 misses by
+about 1e-3 of it.
+
+The judgement is over all pairs at once (the squares of the misses and of the allowances summed), so
+a scalar estimate's miss, random in size, is not let through by one lucky pair.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from stitchcuda.types import Finding
+
+SLICE_SHARE = 0.25  # of each input's slices taken from the other draw (at least one)
+PAIRS = 3
+# A candidate's miss of the change may be this share of the change (TF32: about 1e-3 of it)...
+FOLLOW_SHARE = 0.1
+# ... plus this share of the output's norm: the rounding of two sums in another order (1e-6 to
+# 1e-5), or for an output of at most AGGREGATE_ELEMENTS elements (a loss) AGGREGATE_FLOOR, what a
+# float atomicAdd of a million partial sums leaves run to run (draw_tracking's honest noise)...
+FLOOR = 1e-5
+AGGREGATE_FLOOR = 1e-4
+AGGREGATE_ELEMENTS = 64
+# ... plus, per output dtype, this many of its epsilons of the norm (a bf16 output's own rounding).
+EPS_FLOOR = 4.0
+
+
+def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator) -> tuple[list[Any], int]:
+    """`args` with SLICE_SHARE of the slices of each floating tensor (along its first axis longer
+    than one) taken from `donor`'s tensor of the same shape, the same slices for every axis of one
+    length (a row of x and its target row change together); the others cloned. Returns the new
+    arguments and how many tensors changed."""
+    picks: dict[int, torch.Tensor] = {}
+    out: list[Any] = []
+    changed = 0
+    for a, d in zip(args, donor, strict=True):
+        if not isinstance(a, torch.Tensor):
+            out.append(a)
+            continue
+        a = a.clone()
+        axis = next((i for i, n in enumerate(a.shape) if n > 1), None)
+        if axis is not None and a.is_floating_point() and isinstance(d, torch.Tensor) \
+                and d.shape == a.shape and d.dtype == a.dtype:
+            n = a.shape[axis]
+            if n not in picks:
+                count = max(1, round(n * SLICE_SHARE))
+                picks[n] = torch.randperm(n, generator=gen)[:count]
+            where = picks[n].to(a.device)
+            a.index_copy_(axis, where, d.index_select(axis, where))
+            changed += 1
+        out.append(a)
+    return out, changed
+
+
+@dataclass
+class OutputTally:
+    """One output's squares summed over the pairs: its miss of the reference's change, and what is
+    allowed (FOLLOW_SHARE of the change, the floors, the reference's own error of the change)."""
+
+    miss_sq: float = 0.0
+    allowed_sq: float = 0.0
+    moved_sq: float = 0.0
+
+
+@dataclass
+class Tally:
+    outputs: dict[int, OutputTally] = field(default_factory=dict)
+    pairs: int = 0
+
+
+def _floats(outs: list[Any]) -> dict[int, torch.Tensor]:
+    return {i: o for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel()}
+
+
+def _norm(t: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(t))
+
+
+def pair_misses(ref0: list[Any], got0: list[Any], ref1: list[Any], got1: list[Any],
+                own: dict[int, float] | None = None) -> dict[int, tuple[float, float, float]]:
+    """Per floating output of one shape in all four: (the candidate's miss of the reference's change,
+    what is allowed, the change), over the elements finite in all four, in float64. `own`: per output,
+    the reference's own error of the change (fp32 rounding, and the precision policy's), allowed too."""
+    r0s, g0s, r1s, g1s = _floats(ref0), _floats(got0), _floats(ref1), _floats(got1)
+    out: dict[int, tuple[float, float, float]] = {}
+    for i, r0 in r0s.items():
+        g0, r1, g1 = g0s.get(i), r1s.get(i), g1s.get(i)
+        if g0 is None or r1 is None or g1 is None or not (r0.shape == g0.shape == r1.shape == g1.shape):
+            continue
+        r0d, g0d, r1d, g1d = (t.detach().double().reshape(-1) for t in (r0, g0, r1, g1))
+        fin = r0d.isfinite() & g0d.isfinite() & r1d.isfinite() & g1d.isfinite()
+        if not bool(fin.any()):
+            continue
+        r0d, g0d, r1d, g1d = r0d[fin], g0d[fin], r1d[fin], g1d[fin]
+        change = r1d - r0d
+        moved = _norm(change)
+        miss = _norm((g1d - g0d) - change)
+        scale = max(_norm(r0d), _norm(r1d))
+        floor = AGGREGATE_FLOOR if r0.numel() <= AGGREGATE_ELEMENTS else FLOOR
+        allowed = FOLLOW_SHARE * moved + max(floor, EPS_FLOOR * torch.finfo(r0.dtype).eps) * scale
+        allowed += (own or {}).get(i, 0.0)
+        out[i] = (miss, allowed, moved)
+    return out
+
+
+def add_pair(tally: Tally, misses: dict[int, tuple[float, float, float]]) -> None:
+    tally.pairs += 1
+    for i, (miss, allowed, moved) in misses.items():
+        t = tally.outputs.setdefault(i, OutputTally())
+        t.miss_sq += miss * miss
+        t.allowed_sq += allowed * allowed
+        t.moved_sq += moved * moved
+
+
+def over(misses: dict[int, tuple[float, float, float]]) -> bool:
+    """Whether any output of one pair missed the change by more than it allows."""
+    return any(miss > allowed for miss, allowed, _ in misses.values())
+
+
+def finding(tally: Tally, slices: str) -> Finding | None:
+    """The hack finding where some output's misses, over all pairs, exceed what they allow."""
+    worst = None
+    for i, t in tally.outputs.items():
+        if t.miss_sq > t.allowed_sq and (worst is None or t.miss_sq / max(t.allowed_sq, 1e-300) > worst[1]):
+            worst = (i, t.miss_sq / max(t.allowed_sq, 1e-300), t)
+    if worst is None:
+        return None
+    i, _, t = worst
+    miss, moved = math.sqrt(t.miss_sq), math.sqrt(t.moved_sq)
+    return Finding(
+        "change-not-followed",
+        f"with {slices} of the inputs changed ({tally.pairs} pairs of sets alike but for those), output {i} "
+        f"moved unlike the reference's: it missed the reference's change by {miss:.3g} in L2 where the change "
+        f"was {moved:.3g} and {math.sqrt(t.allowed_sq):.3g} is allowed (rounding, TF32): an estimate, or work "
+        "skipped on part of the input",
+        data={"output": i, "miss": miss, "moved": moved, "allowed": math.sqrt(t.allowed_sq), "pairs": tally.pairs},
+    )

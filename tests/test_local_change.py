@@ -1,0 +1,99 @@
+"""local_change on CPU tensors: which slices a pair changes, and how a change that follows the
+reference's (rounding, a TF32-like bias) is told from an estimate's (a row sample of a loss, a
+product's row and column sums)."""
+
+from __future__ import annotations
+
+import torch
+
+from stitchcuda.agents.verify import local_change
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_a_share_of_the_slices_comes_from_the_donor_the_same_rows_for_inputs_of_one_length():
+    x, t, idx = torch.randn(64, 8), torch.randn(64, 3), torch.arange(64)
+    dx, dt, didx = torch.randn(64, 8), torch.randn(64, 3), torch.arange(64) + 1
+    (nx, nt, nidx), changed = local_change.swap_slices([x, t, idx], [dx, dt, didx], _gen())
+    assert changed == 2
+    rows_x = [i for i in range(64) if torch.equal(nx[i], dx[i])]
+    rows_t = [i for i in range(64) if torch.equal(nt[i], dt[i])]
+    assert len(rows_x) == round(64 * local_change.SLICE_SHARE) and rows_x == rows_t
+    assert all(torch.equal(nx[i], x[i]) for i in range(64) if i not in rows_x)
+    assert torch.equal(nidx, idx) and nidx is not idx  # integers left alone (a copy)
+    assert not torch.equal(nx, x) and torch.equal(x, x.clone())  # the given inputs untouched
+
+
+def test_the_first_axis_longer_than_one_is_changed_and_one_slice_at_least():
+    x, d = torch.randn(1, 3, 5), torch.randn(1, 3, 5)
+    (n,), changed = local_change.swap_slices([x], [d], _gen(1))
+    assert changed == 1
+    same = [c for c in range(3) if torch.equal(n[0, c], d[0, c])]
+    assert len(same) == 1 and all(torch.equal(n[0, c], x[0, c]) for c in range(3) if c not in same)
+
+
+def _mse_pair(seed: int, estimate, bias: float = 0.0):
+    """(misses of) one pair for mean((x w - t)^2), the candidate given by `estimate`."""
+    g = _gen(seed)
+    w = torch.randn(32, 16, generator=g) / 32 ** 0.5
+    x, t = torch.randn(4096, 32, generator=g), torch.randn(4096, 16, generator=g)
+    (x1, t1), _ = local_change.swap_slices([x, t], [torch.randn(4096, 32, generator=g),
+                                                    torch.randn(4096, 16, generator=g)], g)
+
+    def ref(a, b):
+        return [((a @ w - b) ** 2).mean().reshape(1)]
+
+    def cand(a, b):
+        return [estimate(a, b, w) * (1 + bias)]
+
+    return local_change.pair_misses(ref(x, t), cand(x, t), ref(x1, t1), cand(x1, t1))
+
+
+def test_an_honest_loss_with_a_systematic_bias_follows_the_change():
+    exact = lambda a, b, w: ((a.double() @ w.double() - b.double()) ** 2).mean().float().reshape(1)  # noqa: E731
+    tally = local_change.Tally()
+    for seed in range(3):
+        misses = _mse_pair(seed, exact, bias=-5e-4)  # (TF32 truncation's size of bias)
+        assert not local_change.over(misses), misses
+        local_change.add_pair(tally, misses)
+    assert local_change.finding(tally, "a quarter") is None
+
+
+def test_a_loss_from_a_row_sample_misses_the_change():
+    rows = lambda a, b, w: ((a[::4] @ w - b[::4]) ** 2).mean().reshape(1)  # noqa: E731
+    tally = local_change.Tally()
+    for seed in range(3):
+        local_change.add_pair(tally, _mse_pair(seed, rows))
+    found = local_change.finding(tally, "a quarter")
+    assert found is not None and found.code == "change-not-followed" and found.data["pairs"] == 3
+    assert found.data["miss"] > found.data["allowed"]
+
+
+def test_a_product_from_row_and_column_sums_misses_the_change_of_rows():
+    g = _gen(7)
+    a, b = torch.rand(128, 512, generator=g), torch.rand(512, 64, generator=g)
+    (a1, b1), _ = local_change.swap_slices([a, b], [torch.rand(128, 512, generator=g),
+                                                    torch.rand(512, 64, generator=g)], g)
+    rank1 = lambda p, q: [p.sum(1, keepdim=True) @ q.sum(0, keepdim=True) / p.shape[1]]  # noqa: E731
+    misses = local_change.pair_misses([a @ b], rank1(a, b), [a1 @ b1], rank1(a1, b1))
+    assert local_change.over(misses)
+    # The product itself, in another order, follows.
+    other = lambda p, q: [(p.double() @ q.double()).float()]  # noqa: E731
+    assert not local_change.over(local_change.pair_misses([a @ b], other(a, b), [a1 @ b1], other(a1, b1)))
+
+
+def test_the_references_own_error_of_the_change_is_allowed():
+    """An output that cancels moves by noise alone: a candidate off by as much as the reference's own
+    error of the change (`own`, from the fp64 runs) follows it."""
+    r0, r1 = torch.tensor([1e-7, -2e-7]), torch.tensor([-1e-7, 3e-7])
+    g0, g1 = torch.tensor([3e-5, 1e-5]), torch.tensor([-2e-5, 4e-5])
+    assert local_change.over(local_change.pair_misses([r0], [g0], [r1], [g1]))
+    assert not local_change.over(local_change.pair_misses([r0], [g0], [r1], [g1], own={0: 1e-4}))
+
+
+def test_integer_and_mismatched_outputs_are_left_out():
+    r = [torch.arange(4), torch.zeros(3)]
+    g = [torch.arange(4), torch.zeros(2)]
+    assert local_change.pair_misses(r, g, r, g) == {}
