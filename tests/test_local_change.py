@@ -97,3 +97,16 @@ def test_integer_and_mismatched_outputs_are_left_out():
     r = [torch.arange(4), torch.zeros(3)]
     g = [torch.arange(4), torch.zeros(2)]
     assert local_change.pair_misses(r, g, r, g) == {}
+
+
+def test_large_outputs_are_kept_at_the_same_secret_places_and_small_ones_copied(monkeypatch):
+    monkeypatch.setattr(local_change, "SAMPLE_ELEMENTS", 16)
+    places = local_change.Places(seed=11)
+    big, small = torch.arange(100.0), torch.ones(3)
+    first = places.take([big, small, 7])
+    again = places.take([big + 1, small, 7])
+    assert first[0].numel() == 16 and torch.equal(again[0], first[0] + 1)  # the same places
+    assert torch.equal(first[1], small) and first[1].data_ptr() != small.data_ptr() and first[2] == 7
+    small.add_(1)  # a buffer the candidate writes over on its next call
+    assert torch.equal(first[1], torch.ones(3))
+    assert not torch.equal(local_change.Places(seed=12).take([big])[0], first[0])  # secret per run

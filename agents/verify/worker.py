@@ -1975,17 +1975,16 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, seeds: list[int], dev
     _add_once(v.hack_findings, call.findings)
     if not _judge_further_set(v, "local-change-base", base_seed, m, tol) or call.outs is None:
         return
-    if _nbytes(ref0) > KEPT_OUTPUT_BYTES // 4:
-        v.notes.append("local-change sets skipped: the outputs are too large to keep four of")
-        return
-    got0 = call.outs
+    places = local_change.Places(secrets.randbits(62))
+    ref0, got0 = places.take(ref0), places.take(call.outs)
+    del call
     # The reference's own run-to-run difference (atomics in a scatter): allowed, as its change.
     # (Its buffers put back after: a training BatchNorm's running statistics stay the candidate's.)
     again = _output_before(ref, args, base_seed)
     if again is None:
         v.notes.append("local-change sets skipped: the reference's buffers or outputs are too large to put back")
         return
-    noise = {i: _pair_norm(r, a) for i, (r, a) in enumerate(zip(ref0, again, strict=False))}
+    noise = {i: _pair_norm(r, a) for i, (r, a) in enumerate(zip(ref0, places.take(again), strict=False))}
     del again
     exact0: list[list[Any]] | None = None
     refereed = snapshot is not None and not draws_random(ref_ops)
@@ -2014,23 +2013,25 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, seeds: list[int], dev
         _add_once(v.hack_findings, call.findings)
         if not _judge_further_set(v, f"local-change-{k}", donor_seed, m, tol) or call.outs is None:
             return
+        ref1, got1 = places.take(ref1), places.take(call.outs)
+        del call
         own = {i: 2.0 * n for i, n in noise.items()}
-        misses = local_change.pair_misses(ref0, got0, ref1, call.outs, own)
+        misses = local_change.pair_misses(ref0, got0, ref1, got1, own)
         if local_change.over(misses) and refereed:
             try:
                 if exact0 is None:
-                    exact0 = _exact_and_policy(ref, snapshot, args, ref_ops, _judged_under(v))
-                for i, e in _own_change_error(ref0, exact0, ref1, _exact_and_policy(
-                        ref, snapshot, pair_args, ref_ops, _judged_under(v))).items():
+                    exact0 = [places.take(r) for r in _exact_and_policy(ref, snapshot, args, ref_ops, _judged_under(v))]
+                exact1 = [places.take(r) for r in _exact_and_policy(ref, snapshot, pair_args, ref_ops, _judged_under(v))]
+                for i, e in _own_change_error(ref0, exact0, ref1, exact1).items():
                     own[i] = own.get(i, 0.0) + LOCAL_OWN_ERRORS * e
             except RefereeOutOfMemory:
                 raise
             except Exception as e:  # noqa: BLE001 - judged without it
                 v.notes.append(f"local-change: the reference's own error of the change not measured ({e})"[:300])
                 refereed = False
-            misses = local_change.pair_misses(ref0, got0, ref1, call.outs, own)
+            misses = local_change.pair_misses(ref0, got0, ref1, got1, own)
         local_change.add_pair(tally, misses)
-        del pair_args, ref1, call
+        del pair_args, ref1, got1
     found = local_change.finding(tally, f"{local_change.SLICE_SHARE:.0%} of the slices")
     if found is not None:
         _add_once(v.hack_findings, [found])
