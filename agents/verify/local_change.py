@@ -75,6 +75,25 @@ class Places:
         return kept
 
 
+@dataclass
+class Base:
+    """The set each pair changes: one of the checked random sets after random-0, chosen in secret
+    (`name`), kept as it ran (its inputs, draw seed, and both outputs at `places`). Made apart from
+    the checked sets, it ran at a known call, and a candidate counting its calls could be exact on it
+    and on the pairs that follow, and estimate on every checked set."""
+
+    name: str
+    places: Places
+    args: list[Any] | None = None
+    draw_seed: int = 0
+    ref: list[Any] | None = None
+    got: list[Any] | None = None
+
+    def keep(self, args: list[Any], draw_seed: int, ref: list[Any], got: list[Any]) -> None:
+        self.args, self.draw_seed = args, draw_seed
+        self.ref, self.got = self.places.take(ref), self.places.take(got)
+
+
 def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator) -> tuple[list[Any], int]:
     """`args` with SLICE_SHARE of the slices of each floating tensor (along its first axis longer
     than one) taken from `donor`'s tensor of the same shape, the same slices for every axis of one
