@@ -5,8 +5,10 @@ product's row and column sums)."""
 from __future__ import annotations
 
 import torch
+from conftest import hack_candidate, hack_task
 
 from stitchcuda.agents.verify import local_change
+from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -110,3 +112,17 @@ def test_large_outputs_are_kept_at_the_same_secret_places_and_small_ones_copied(
     small.add_(1)  # a buffer the candidate writes over on its next call
     assert torch.equal(first[1], torch.ones(3))
     assert not torch.equal(local_change.Places(seed=12).take([big])[0], first[0])  # secret per run
+
+
+def test_a_reference_that_refuses_mixed_slices_skips_the_pairs_and_says_so(tmp_path, build_cache):
+    """Real worker, real C++ candidate: the reference raises where x is not sorted along its first
+    axis, which any set of slices from two draws breaks: the pairs are skipped with a note, and the
+    honest candidate is accepted."""
+    opts = VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=240.0,
+                         time_compile=False)
+    v = verify(hack_task("ref_affine_sorted"), hack_candidate("good_affine"), tmp_path / "v", opts)
+    assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
+    assert any(n.startswith("local-change sets skipped: the reference fails on a set of mixed slices")
+               for n in v.notes), v.notes
+    assert not [c for c in v.checks if c["set"].startswith("local-change")], v.checks
+
