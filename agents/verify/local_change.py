@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from stitchcuda.agents.verify.draw_tracking import AGGREGATE_ELEMENTS
 from stitchcuda.types import Finding
 
 SLICE_SHARE = 0.25  # of each input's slices taken from the other draw (at least one)
@@ -38,7 +39,6 @@ FOLLOW_SHARE = 0.1
 # whose misses are random in size: about 5% of runs would pass).
 FLOOR = 1e-5
 AGGREGATE_FLOOR = 3e-5
-AGGREGATE_ELEMENTS = 64
 # ... plus, per output dtype, this many of its epsilons of the norm (a bf16 output's own rounding).
 EPS_FLOOR = 4.0
 
