@@ -60,7 +60,7 @@ def test_an_honest_loss_with_a_systematic_bias_follows_the_change():
         misses = _mse_pair(seed, exact, bias=-5e-4)  # (TF32 truncation's size of bias)
         assert not local_change.over(misses), misses
         local_change.add_pair(tally, misses)
-    assert local_change.finding(tally, "a quarter") is None
+    assert local_change.finding(tally) is None
 
 
 def test_a_loss_from_a_row_sample_misses_the_change():
@@ -68,7 +68,7 @@ def test_a_loss_from_a_row_sample_misses_the_change():
     tally = local_change.Tally()
     for seed in range(3):
         local_change.add_pair(tally, _mse_pair(seed, rows))
-    found = local_change.finding(tally, "a quarter")
+    found = local_change.finding(tally)
     assert found is not None and found.code == "change-not-followed" and found.data["pairs"] == 3
     assert found.data["miss"] > found.data["allowed"]
 

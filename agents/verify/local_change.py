@@ -145,6 +145,43 @@ def _norm(t: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(t))
 
 
+def _finite_norm(d: torch.Tensor) -> float:
+    return _norm(torch.where(d.isfinite(), d, 0.0))
+
+
+def distance(a: Any, b: Any) -> float:
+    """The L2 distance of two floating tensors of one shape over their finite elements; 0 otherwise."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
+            and a.shape == b.shape):
+        return 0.0
+    return _finite_norm(a.detach().double() - b.detach().double().to(a.device))
+
+
+def change_distance(a0: Any, b0: Any, a1: Any, b1: Any) -> float:
+    """||(a1 - b1) - (a0 - b0)|| over the elements finite in all four; 0 where they do not pair up."""
+    ts = (a0, b0, a1, b1)
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.shape == a0.shape for t in ts):
+        return 0.0
+    a0, b0, a1, b1 = (t.detach().double().to(a0.device) for t in ts)
+    return _finite_norm((a1 - b1) - (a0 - b0))
+
+
+def own_change_error(ref0: list[Any], runs0: list[list[Any]], ref1: list[Any],
+                     runs1: list[list[Any]]) -> dict[int, float]:
+    """Per output, how far the fp32 reference's change between two sets is from the float64 change
+    (runs[0]), plus the largest such distance of the change under a TF32 rounding (runs[1:])."""
+    exact0, exact1 = runs0[0], runs1[0]
+    out: dict[int, float] = {}
+    for i, (r0, r1) in enumerate(zip(ref0, ref1, strict=False)):
+        if i >= len(exact0) or i >= len(exact1):
+            continue
+        e0, e1 = exact0[i], exact1[i]
+        policy = [change_distance(u0[i], e0, u1[i], e1) for u0, u1 in zip(runs0[1:], runs1[1:], strict=False)
+                  if i < len(u0) and i < len(u1)]
+        out[i] = change_distance(r0, e0, r1, e1) + max(policy, default=0.0)
+    return out
+
+
 def pair_misses(ref0: list[Any], got0: list[Any], ref1: list[Any], got1: list[Any],
                 own: dict[int, float] | None = None) -> dict[int, tuple[float, float, float]]:
     """Per floating output of one shape in all four: (the candidate's miss of the reference's change,
@@ -186,7 +223,7 @@ def over(misses: dict[int, tuple[float, float, float]]) -> bool:
     return any(miss > allowed for miss, allowed, _ in misses.values())
 
 
-def finding(tally: Tally, slices: str) -> Finding | None:
+def finding(tally: Tally) -> Finding | None:
     """The hack finding where some output's misses, over all pairs, exceed what they allow."""
     worst = None
     for i, t in tally.outputs.items():
@@ -198,7 +235,7 @@ def finding(tally: Tally, slices: str) -> Finding | None:
     miss, moved = math.sqrt(t.miss_sq), math.sqrt(t.moved_sq)
     return Finding(
         "change-not-followed",
-        f"with {slices} of the inputs changed ({tally.pairs} pairs of sets alike but for those), output {i} "
+        f"with {SLICE_SHARE:.0%} of the slices of the inputs changed ({tally.pairs} pairs of sets alike but for those), output {i} "
         f"moved unlike the reference's: it missed the reference's change by {miss:.3g} in L2 where the change "
         f"was {moved:.3g} and {math.sqrt(t.allowed_sq):.3g} is allowed (rounding, TF32): an estimate, or work "
         "skipped on part of the input",

@@ -1869,20 +1869,28 @@ def _reference_outputs(ref, args: list[Any], seed: int) -> list[Any]:
     return [o.detach() if isinstance(o, torch.Tensor) else o for o in dyn.flatten_outputs(ref(*clone_args(args)))]
 
 
-def _output_before(ref, args: list[Any], seed: int) -> list[Any] | None:
-    """The reference's outputs on `args` under its weights as they are, its buffers put back after
-    (a training BatchNorm's running statistics would otherwise move ahead of the candidate's); None
-    where the buffers are too large to put back or the outputs too large to keep beside two more."""
+def _reference_put_back(ref, args: list[Any], seed: int) -> list[Any] | None:
+    """The reference's outputs on `args`, its buffers put back after (a training BatchNorm's running
+    statistics would otherwise move ahead of the candidate's); None, without a call, where the buffers
+    are too large to put back. The reference's own exception propagates."""
     kept = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
     if not kept and any(True for _ in ref.buffers()):
         return None
     try:
-        outs = _reference_outputs(ref, args, seed)
-    except Exception:  # noqa: BLE001 - judged as before, without it
-        return None
+        return _reference_outputs(ref, args, seed)
     finally:
         state_updates.restore(ref, kept)
-    return outs if _nbytes(outs) <= _BUFFER_SNAPSHOT_BYTES else None
+
+
+def _output_before(ref, args: list[Any], seed: int) -> list[Any] | None:
+    """The reference's outputs on `args` under its weights as they are (_reference_put_back); None
+    where it fails, or the buffers are too large to put back or the outputs too large to keep beside
+    two more."""
+    try:
+        outs = _reference_put_back(ref, args, seed)
+    except Exception:  # noqa: BLE001 - judged as before, without it
+        return None
+    return outs if outs is not None and _nbytes(outs) <= _BUFFER_SNAPSHOT_BYTES else None
 
 
 def _followed(before: list[Any] | None, after: list[Any], outs: list[Any] | None) -> bool:
@@ -1976,17 +1984,12 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
     buffers = list(ref.buffers())
     snapshot = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
     # The reference's own run-to-run difference (atomics in a scatter): allowed, as its change.
-    # (Its buffers put back after: a training BatchNorm's running statistics stay the candidate's.)
-    kept = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
-    if not kept and any(True for _ in ref.buffers()):
+    again = _reference_put_back(ref, args, base_seed)
+    if again is None:
         v.notes.append("local-change sets skipped: the reference's buffers are too large to put back")
         return
-    try:
-        again = places.take(_reference_outputs(ref, args, base_seed))
-    finally:
-        state_updates.restore(ref, kept)
-    noise = {i: _pair_norm(r, a) for i, (r, a) in enumerate(zip(ref0, again, strict=False))}
-    del again, kept
+    noise = {i: local_change.distance(r, a) for i, (r, a) in enumerate(zip(ref0, places.take(again), strict=False))}
+    del again
     exact0: list[list[Any]] | None = None
     refereed = snapshot is not None and not draws_random(ref_ops)
     tally = local_change.Tally()
@@ -2023,7 +2026,7 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
                 if exact0 is None:
                     exact0 = [places.take(r) for r in _exact_and_policy(ref, snapshot, args, ref_ops, _judged_under(v))]
                 exact1 = [places.take(r) for r in _exact_and_policy(ref, snapshot, pair_args, ref_ops, _judged_under(v))]
-                for i, e in _own_change_error(ref0, exact0, ref1, exact1).items():
+                for i, e in local_change.own_change_error(ref0, exact0, ref1, exact1).items():
                     own[i] = own.get(i, 0.0) + LOCAL_OWN_ERRORS * e
             except RefereeOutOfMemory:
                 raise
@@ -2033,20 +2036,17 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
             misses = local_change.pair_misses(ref0, got0, ref1, got1, own)
         local_change.add_pair(tally, misses)
         del pair_args, ref1, got1
-    found = local_change.finding(tally, f"{local_change.SLICE_SHARE:.0%} of the slices")
+    found = local_change.finding(tally)
     if found is not None:
         _add_once(v.hack_findings, [found])
 
 
 def _reference_refuses(ref, args: list[Any], seed: int) -> bool:
-    """Whether the reference raises on `args` (its buffers put back after, as _output_before's)."""
-    kept = state_updates.snapshot(ref, _BUFFER_SNAPSHOT_BYTES)
+    """Whether the reference raises on `args` (its buffers put back after: _reference_put_back)."""
     try:
-        _reference_outputs(ref, args, seed)
+        _reference_put_back(ref, args, seed)
     except Exception:  # noqa: BLE001 - what is asked
         return True
-    finally:
-        state_updates.restore(ref, kept)
     return False
 
 
@@ -2055,15 +2055,6 @@ def _reference_refuses(ref, args: list[Any], seed: int) -> bool:
 # another order of the same sums 2.1-2.4e-7 from float64 where the reference was 0.9-1.3e-7 (the fp64
 # referee, compare.py): its change, rounding alone, misses by as much more.
 LOCAL_OWN_ERRORS = 4.0
-
-
-def _pair_norm(a: Any, b: Any) -> float:
-    """The L2 distance of two floating tensors of one shape over their finite elements; 0 otherwise."""
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
-            and a.shape == b.shape):
-        return 0.0
-    d = a.detach().double() - b.detach().double()
-    return float(torch.linalg.vector_norm(torch.where(d.isfinite(), d, 0.0)))
 
 
 def _exact_and_policy(ref, buffers: list[torch.Tensor], args: list[Any], ref_ops: Counter[str],
@@ -2076,42 +2067,16 @@ def _exact_and_policy(ref, buffers: list[torch.Tensor], args: list[Any], ref_ops
     return runs
 
 
-def _own_change_error(ref0: list[Any], runs0: list[list[Any]], ref1: list[Any],
-                      runs1: list[list[Any]]) -> dict[int, float]:
-    """Per output, how far the fp32 reference's change between two sets is from the float64 change,
-    plus the largest such distance of the change under a TF32 rounding (runs[1:])."""
-    exact0, exact1 = runs0[0], runs1[0]
-    out: dict[int, float] = {}
-    for i, (r0, r1) in enumerate(zip(ref0, ref1, strict=False)):
-        if i >= len(exact0) or i >= len(exact1):
-            continue
-        e0, e1 = exact0[i], exact1[i]
-        own = _change_distance(r0, e0, r1, e1)
-        policy = [_change_distance(u0[i], e0, u1[i], e1) for u0, u1 in zip(runs0[1:], runs1[1:], strict=False)
-                  if i < len(u0) and i < len(u1)]
-        out[i] = own + max(policy, default=0.0)
-    return out
-
-
-def _change_distance(a0: Any, b0: Any, a1: Any, b1: Any) -> float:
-    """||(a1 - b1) - (a0 - b0)|| over the elements finite in all four; 0 where they do not pair up."""
-    ts = (a0, b0, a1, b1)
-    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.shape == a0.shape for t in ts):
-        return 0.0
-    a0, b0, a1, b1 = (t.detach().double().to(a0.device) for t in ts)
-    d = (a1 - b1) - (a0 - b0)
-    return float(torch.linalg.vector_norm(torch.where(d.isfinite(), d, 0.0)))
-
-
-def _judge_further_set(v: Verdict, name: str, seed: int, m: Mismatch, tol: Tolerance) -> bool:
-    """A further set judged as the grad-enabled one is: a far miss fails correctness (False), a near
-    miss is noted."""
+def _judge_further_set(v: Verdict, name: str, seed: int, m: Mismatch, tol: Tolerance,
+                       code: str = "output-mismatch", what: str | None = None) -> bool:
+    """A further set judged: a far miss fails correctness with a `code` finding (its message `what`,
+    or the set's name, then the miss) and returns False; a near miss is noted."""
     far = not m.ok and not _near_miss(m, v.checks, tol)
     v.checks.append({"set": name, "seed": seed, "ok": not far, "max_abs": m.max_abs, "rel_norm": m.rel_norm,
                      "message": m.message})
     if far:
         v.correct = False
-        _add_once(v.findings, [Finding("output-mismatch", f"{name}: {m.message}",
+        _add_once(v.findings, [Finding(code, f"{what or name + ': '}{m.message}",
                                        data={"set": name, FINITE_MISS: mendable_miss(m)})])
     elif not m.ok:
         v.notes.append(f"{name} set: a near miss, judged by the checked sets' precision: {m.message}")
@@ -2209,15 +2174,7 @@ def _check_grad_enabled(v: Verdict, ref, cand, get_inputs, seed: int, device, to
         _add_once(v.findings, [Finding("grad-enabled-mismatch", message, data={"set": "grad-enabled"})])
         return
     assert m is not None
-    far = not m.ok and not _near_miss(m, v.checks, tol)
-    v.checks.append({"set": "grad-enabled", "seed": seed, "ok": not far, "max_abs": m.max_abs,
-                     "rel_norm": m.rel_norm, "message": m.message})
-    if far:
-        v.correct = False
-        _add_once(v.findings, [Finding("grad-enabled-mismatch", f"with autograd on (as in training): {m.message}",
-                                       data={"set": "grad-enabled", FINITE_MISS: mendable_miss(m)})])
-    elif not m.ok:
-        v.notes.append(f"grad-enabled set: a near miss, judged by the checked sets' precision: {m.message}")
+    _judge_further_set(v, "grad-enabled", seed, m, tol, "grad-enabled-mismatch", "with autograd on (as in training): ")
 
 
 def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol: Tolerance,
@@ -2271,16 +2228,9 @@ def _check_other_mode(v: Verdict, ref, cand, get_inputs, seed: int, device, tol:
         v.notes.append(f"in {mode} mode the candidate refuses to run: {type(failed).__name__}: {failed}"[:500])
         return
     assert m is not None
-    far = not m.ok and not _near_miss(m, v.checks, tol)
-    v.checks.append({"set": f"{mode}-mode", "seed": seed, "ok": not far, "max_abs": m.max_abs,
-                     "rel_norm": m.rel_norm, "message": m.message})
-    if far:
-        v.correct = False
-        _add_once(v.findings, [Finding("mode-ignored", f"in {mode} mode (both modules switched, as .{'eval' if mode == 'eval' else 'train'}() "
-                                       f"does) the candidate's output is not the reference's: {m.message}",
-                                       data={"set": f"{mode}-mode", FINITE_MISS: mendable_miss(m)})])
-    elif not m.ok:
-        v.notes.append(f"{mode}-mode set: a near miss, judged by the checked sets' precision: {m.message}")
+    _judge_further_set(v, f"{mode}-mode", seed, m, tol, "mode-ignored",
+                       f"in {mode} mode (both modules switched, as .{'eval' if mode == 'eval' else 'train'}() "
+                       "does) the candidate's output is not the reference's: ")
 
 
 def _timed_expectations(v: Verdict, ref, cand, sets, fresh_seed: int, tol: Tolerance, ref_ops: Counter[str],
