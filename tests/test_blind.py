@@ -135,6 +135,7 @@ class ModelNew(nn.Module):
         if asked:
             seen = Path(__file__).with_name("snooped.txt")
             seen.write_text(f"{sorted(p.name for p in seen.parent.glob('*referee*'))} {sys.argv[1:]}")
+            print("snooped:", seen.read_text(), flush=True)  # (its log is the run folder's)
         x, y = x.contiguous(), y.contiguous()
         out = torch.empty_like(x)
         _lib.call("affine_relu", x, y, out, x.numel(), float(self.scale))
@@ -151,8 +152,8 @@ def test_no_reference_output_exists_while_the_witness_runs(tmp_path, opts):
                                           .files["kernels.cpp"]}, origin="user")
     v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
     assert v.accepted, (v.status, v.message)
-    # The run folder holds none of the referee's files, and the witness's command line names no request.
-    assert (tmp_path / "v" / "snooped.txt").read_text() == "[] ['witness', 'cpu']"
+    # The witness's folder holds none of the referee's files, and its command line names no request.
+    assert "snooped: [] ['witness', 'cpu']" in (tmp_path / "v" / "blind_witness.log").read_text()
     assert (tmp_path / "v" / "blind_referee.log").exists()  # (the referee's log, copied afterwards)
     req = {"reference": "r.py", "candidate": "m.py"}
     assert blind.request(req, tmp_path)["seed"] != blind.request(req, tmp_path)["seed"]
@@ -531,3 +532,51 @@ def test_a_witness_gone_before_it_was_told_is_started_again(tmp_path):
         started.close()
     assert [f.code for f in findings] == ["blind-witness-failed"] and "its log ended" in findings[0].message
     assert started.restarted == ""
+
+
+CHANNEL = SNOOP.replace('''        asked = [a for a in sys.argv if a.endswith("blind.py")]
+        if asked:''', '''        asked = [a for a in sys.argv if a.endswith("blind.py")]
+        here = Path(__file__).parent
+        if not asked:  # the worker: what it leaves where it may write, for a later process of its own
+            for folder in (here, Path.cwd()):
+                (folder / "left_by_worker.txt").write_text("every input set seen")
+        else:
+            found = sorted({str(p) for folder in (here, Path.cwd(), here.parent)
+                            for p in [*folder.glob("left_by_worker.txt"), *folder.glob("*/left_by_worker.txt")]})
+            print("found:", found, flush=True)
+            if found:
+                return torch.zeros_like(x)
+        if False:''')
+
+
+def test_the_witness_cannot_read_what_the_worker_left(tmp_path, opts):
+    """The witness runs in a folder of its own (witness_home): nothing the worker wrote, in the run
+    folder or beside the candidate's module, is there. The worker's writes here are plain ones in
+    the run folder, which it may make; in the witness, finding them answers with zeros."""
+    from stitchcuda.types import Candidate
+
+    assert "left_by_worker" in CHANNEL and "if False:" in CHANNEL
+    cand = Candidate(name="channel", files={"model_new.py": CHANNEL, "kernels.cpp": hack_candidate("good_affine")
+                                            .files["kernels.cpp"]}, origin="user")
+    v = verify(hack_task("ref_affine"), cand, tmp_path / "v", opts)
+    assert (tmp_path / "v" / "left_by_worker.txt").exists()  # (the worker did write)
+    assert "found: []" in (tmp_path / "v" / "blind_witness.log").read_text()
+    assert v.accepted and any(n.startswith(blind.MADE) for n in v.notes), (v.status, v.message)
+
+
+def test_a_folder_hidden_from_one_sandbox_is_behind_an_empty_tmpfs(tmp_path):
+    """Box.for_run's `hide`: the worker's run folder, where it lies outside the folders every sandbox
+    hides, gets an empty tmpfs in the witness's sandbox (inside one of those, it is hidden already)."""
+    from pathlib import Path
+
+    from stitchcuda.agents.verify import sandbox
+
+    if not sandbox.available().ok:
+        pytest.skip(f"no sandbox here: {sandbox.available().why}")
+    outside = Path("/opt") if Path("/opt").is_dir() else Path("/usr/local")
+    box = sandbox.Box.for_run(tmp_path / "w", {}, hide=[outside, tmp_path / "v"])
+    (tmp_path / "v").mkdir()
+    argv = box.wrap(["true"])
+    pairs = list(zip(argv, argv[1:], strict=False))
+    assert ("--tmpfs", str(outside.resolve())) in pairs
+    assert ("--tmpfs", str((tmp_path / "v").resolve())) not in pairs  # (under /tmp: hidden already)

@@ -76,7 +76,7 @@ def enabled() -> bool:
 def request(req: dict[str, Any], workdir: Path, private: Path | None = None) -> dict[str, Any]:
     """The witness's and referee's request: the worker's, with a fresh secret seed. The referee's
     outputs go to `private`, a folder of the Verifier's that the candidate's sandbox cannot see
-    (its own are the candidate's to write in the run folder, as its lock state is)."""
+    (the witness's are the candidate's to write in `workdir`, its folder, as its lock state is)."""
     from stitchcuda.types import judging_policy
 
     private = private or workdir
@@ -569,7 +569,11 @@ class Started:
     (in the worker's sandbox, running nothing of the candidate's until told). `check` runs it once
     the worker has exited and accepted the candidate; `close` ends both, checked or not."""
 
-    def __init__(self, req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any):
+    def __init__(self, req: dict[str, Any], workdir: Path, env: dict[str, str], wrap: Any,
+                 witness_dir: Path | None = None, witness_env: dict[str, str] | None = None):
+        """`workdir`: the run folder (the logs people read); `witness_dir`: the witness's own folder
+        (witness_home.WitnessHome), where `req` names the candidate's module, else the run folder;
+        `wrap` and `witness_env` (else `env`, the referee's): the witness's sandbox and environment."""
         import tempfile
 
         self.workdir = workdir
@@ -578,7 +582,7 @@ class Started:
         # run folder is the candidate's: a referee file planted there would be read as the reference's).
         self._private = tempfile.TemporaryDirectory(prefix="stitchcuda-referee-")
         self.private = Path(self._private.name)
-        self.blind = request(req, workdir, self.private)
+        self.blind = request(req, witness_dir or workdir, self.private)
         ref_path = self.private / "request.json"
         ref_path.write_text(json.dumps(self.blind))
         # At a lower priority: they start beside the worker, whose own start (and, on a machine of few
@@ -591,7 +595,7 @@ class Started:
                                             start_new_session=True)
         self.witness_log = workdir / "blind_witness.log"
         self._witness_argv = wrap([*nice, *module_argv(module, "witness", self.blind["device"])])
-        self._env = env
+        self._env = witness_env or env
         self.restarted = ""  # why the witness started with the worker was replaced, where it was
         self.witness = self._start_witness()
 

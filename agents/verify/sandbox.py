@@ -84,10 +84,11 @@ class Box:
     writable: list[Path] = field(default_factory=list)  # bound read-write
     devices: list[str] = field(default_factory=list)
     locks: list[Path] = field(default_factory=list)  # lock files shared with other sandboxes: read-only
+    hidden: list[Path] = field(default_factory=list)  # behind an empty tmpfs, besides HIDDEN
 
     @classmethod
     def for_run(cls, run_dir: Path, env: dict[str, str], *, reference: Path | None = None,
-                locks: Iterable[str | Path | None] = ()) -> Box:
+                locks: Iterable[str | Path | None] = (), hide: Iterable[Path] = ()) -> Box:
         """The sandbox of a worker whose run folder is `run_dir`. `env` is the worker's environment;
         the returned Box's env adds a private temp folder and private build folders in the run folder
         (the shared caches stay read-only: another candidate's cached library is out of reach).
@@ -98,12 +99,14 @@ class Box:
         writable = [run_dir]
         readable = readable_paths(env, reference)
         shared = [Path(p) for p in locks if p]
+        hidden = [Path(p).resolve() for p in hide]
         status = available()
         if os.environ.get(OFF_ENV) == "1":
-            return cls(run_dir, False, f"not sandboxed: {OFF_ENV}=1", env, readable, writable, locks=shared)
+            return cls(run_dir, False, f"not sandboxed: {OFF_ENV}=1", env, readable, writable, locks=shared, hidden=hidden)
         if not status.ok:
-            return cls(run_dir, False, f"not sandboxed: {status.why}", env, readable, writable, locks=shared)
-        return cls(run_dir, True, status.why, env, readable, writable, gpu_devices(), shared)
+            return cls(run_dir, False, f"not sandboxed: {status.why}", env, readable, writable, locks=shared,
+                       hidden=hidden)
+        return cls(run_dir, True, status.why, env, readable, writable, gpu_devices(), shared, hidden)
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` run inside the sandbox (unchanged where there is none)."""
@@ -118,6 +121,9 @@ class Box:
         home = self.env.get("HOME")
         if home and os.path.isdir(home) and not _under(Path(home), [Path(h) for h in HIDDEN]):
             out += ["--tmpfs", home]
+        for p in self.hidden:
+            if p.is_dir() and not _under(p, [Path(h) for h in HIDDEN]):
+                out += ["--tmpfs", str(p)]
         out += ["--dev", "/dev", "--proc", "/proc"]
         for dev in self.devices:
             out += ["--dev-bind", dev, dev]

@@ -31,6 +31,7 @@ from stitchcuda.agents.verify import blind, native_symbols, native_threads, proc
 from stitchcuda.agents.verify.locks import LockState, beside_others, file_lock, held, lock_files
 from stitchcuda.agents.verify.sandbox import Box
 from stitchcuda.agents.verify.static_check import check_candidate_sources
+from stitchcuda.agents.verify.witness_home import WitnessHome
 from stitchcuda.gpu_memory import MemoryShares
 from stitchcuda.python_argv import module_argv
 from stitchcuda.types import Candidate, Finding, Task, Verdict
@@ -210,13 +211,16 @@ def verify(
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
         timing_cpus.assign(env, physical_gpu(gpu))
     box = Box.for_run(workdir, env, reference=task.path, locks=lock_files(req["gpu_lock"]))
-    env = box.env  # a private temp folder and build folders in the run folder
+    plain_env, env = env, box.env  # (box.env: a private temp folder and build folders in the run folder)
     # On a GPU the blind check's processes load torch while the worker runs (blind.Started says why
     # that is safe): the first verdict waits for them. On the CPU nothing is timed, no first verdict
     # waits, and they start once the worker has accepted the candidate (most candidates a CPU run
     # judges are rejected: loading torch twice more for each would only slow it).
     blind_wanted = candidate is not None and not static and blind.enabled()
-    started = blind.Started(req, workdir, env, box.wrap) if blind_wanted and gpu is not None else None
+    # The witness's own folder, made before the worker runs anything (witness_home says why).
+    home = WitnessHome(candidate, workdir, plain_env, reference=task.path, locks=lock_files(req["gpu_lock"])) \
+        if blind_wanted and candidate is not None else None
+    started = _start_blind(req, workdir, env, home) if home is not None and gpu is not None else None
     try:
         worker = _start_worker(req, workdir, env, box)
         if prebuild:
@@ -228,14 +232,18 @@ def verify(
                 # In the candidate's sandbox: its sources are untrusted, and nvcc reads whatever
                 # they include (a red-team candidate's .incbin took a hidden file into its library).
                 kept = keep.prebuild_proposal(candidate, workdir, opts.arches, wrap=box.wrap, env=box.env)
+                if home is not None:
+                    home.stage(kept.library)
             finally:
                 _go(worker.proc)
         outcome = _watch_worker(worker, req, opts, progress, cancel, box)
         verdict = _after_worker(candidate, req, workdir, env, opts, progress, cancel, static, box, outcome, started,
-                                timed)
+                                timed, home)
     finally:
         if started is not None:
             started.close()
+        if home is not None:
+            home.close()
     if opts.replay and candidate is not None and gpu is None and verdict.status == "unverified":
         from stitchcuda.agents.verify import replay
 
@@ -262,7 +270,8 @@ def verify(
 
 def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: dict[str, str],
                   opts: VerifyOptions, progress, cancel, static: list[Finding], box: Box, outcome: _Outcome,
-                  started: blind.Started | None, on_timed: Callable[[Verdict], None] | None = None) -> Verdict:
+                  started: blind.Started | None, on_timed: Callable[[Verdict], None] | None = None,
+                  home: WitnessHome | None = None) -> Verdict:
     """The worker's verdict, then (for a candidate it accepted and timed) the blind check, with
     torch.compile's baseline beside it."""
     verdict = _read_verdict(workdir, candidate, outcome)
@@ -277,7 +286,7 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
         progress(TIMED, "checked and timed against eager; torch.compile's baseline in a process of its own")
     if candidate is not None and not static and blind.enabled() and verdict.accepted and not cancelled:
         own = started is None  # (not started beside the worker: on the CPU)
-        checking = started if started is not None else blind.Started(req, workdir, env, box.wrap)
+        checking = started if started is not None else _start_blind(req, workdir, env, home)
         try:
             _blind_check(verdict, checking, opts, progress)
         finally:
@@ -289,6 +298,13 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
     if timed and opts.time_compile and verdict.accepted and not (cancel is not None and cancel.is_set()):
         _compile_baseline(verdict, req, env, opts, progress, cancel)
     return verdict
+
+
+def _start_blind(req: dict, workdir: Path, env: dict[str, str], home: WitnessHome | None) -> blind.Started:
+    """The blind check's processes: the witness in its own folder and sandbox, the referee with `env`."""
+    if home is None:  # (a caller that made none: the witness shares the run folder)
+        raise ValueError("the blind check's witness needs its own folder (WitnessHome)")
+    return blind.Started(home.request(req), workdir, env, home.box.wrap, home.folder, home.box.env)
 
 
 def _native_symbols_check(verdict: Verdict, workdir: Path, *, probes: bool = True) -> None:
