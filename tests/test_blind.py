@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import hack_candidate, hack_task
 
-from stitchcuda.agents.verify import blind
+from stitchcuda.agents.verify import blind, local_change
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
 
 # (reference, candidate, the finding that rejects it)
@@ -33,6 +33,9 @@ ATTACKS = [
     ("ref_affine", "hack_witness_record_function_off", "hidden-dispatch"),
     # A mode left on the stack by its construction, which the witness's input making would go through.
     ("ref_affine", "hack_witness_mode_from_init", "global-intercept"),
+    # Every input set kept, a pair answered from its kept base (red-team round 15): the witness's pairs
+    # (blind_pairs) are made from the worker's base in a process that never saw it.
+    ("ref_rt14_mse_linear", "hack_rt15_incremental", "change-not-followed"),
 ]
 
 
@@ -61,7 +64,8 @@ def test_the_blind_check_rejects_what_the_worker_accepted(tmp_path, opts, monkey
 
 @pytest.mark.parametrize("ref,stem", [("ref_affine", "good_affine"), ("ref_linear", "good_linear"),
                                       ("ref_shifted_norm", "good_shifted_norm"),
-                                      ("ref_affine_dropout", "good_affine_dropout")])
+                                      ("ref_affine_dropout", "good_affine_dropout"),
+                                      ("ref_rt14_mse_linear", "good_rt14_mse_tf32")])
 def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     """good_shifted_norm is more exact than its fp32 reference on ill-conditioned inputs: it passes
     on the referee's float64 outputs, as in the worker. Those are computed only where the fp32 ones
@@ -74,6 +78,10 @@ def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     assert v.accepted, (v.status, v.message)
     assert any(n.startswith("blind check:") for n in v.notes), v.notes
     assert v.phases.get("blind", 0) > 0
+    # The local-change pairs ran in the witness too, but for a reference that draws random numbers
+    # (the worker keeps no base for those: its pairs judge them).
+    judged = f"local-change pairs in the blind check: {local_change.PAIRS} pairs judged"
+    assert (judged in " ".join(v.notes)) == ("dropout" not in ref), v.notes
     assert (blind.ASKED_EXACT in " ".join(v.notes)) == (stem == "good_shifted_norm"), v.notes
 
 

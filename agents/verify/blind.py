@@ -128,6 +128,8 @@ ASKED_EXACT = "the referee's float64 outputs asked for (the fp32 ones differed)"
 BLIND_MISS = "output-mismatch"
 MISS_SLACK = 2.0
 GO = "go"  # the parent's word to the referee once the witness has exited
+PAIRS_MADE = "pairs_made.json"  # the referee's word back once the local-change pairs' inputs are written
+PAIRS_OUT = ".pairs"  # beside the referee's outputs: the reference's on the local-change pairs
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
 DONE = "done"
 
@@ -202,7 +204,7 @@ def witness(req: dict[str, Any]) -> None:
     torch, device, ref_mod = _setup(req)
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from stitchcuda.agents.verify import audit, call_watch, offthread, tamper
+    from stitchcuda.agents.verify import audit, blind_pairs, call_watch, local_change, offthread, tamper
     from stitchcuda.agents.verify import dynamic_check as dyn
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs
     from stitchcuda.agents.verify.torch_ops import BERNOULLI_FILL, DROPOUT_MASK
@@ -228,6 +230,7 @@ def witness(req: dict[str, Any]) -> None:
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
+    pair_places, to_plain_cpu, load_sets = local_change.Places, blind_pairs.places_cpu, torch.load
     recorder_cls = dyn.OpRecorder
     started = offthread.seen
     # The worker's watch of the candidate's calls too (calls past the op recorder and the profiler:
@@ -246,7 +249,8 @@ def witness(req: dict[str, Any]) -> None:
     # warnings shown, which torch 2.11 fills as this process profiles on a GPU: every candidate's
     # blind check was a timing-tamper on 2026-11-30).
     watched = tamper.snapshot(
-        extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__), ref_mod) if m),
+        extra=tuple(m for m in (sys.modules.get("__main__"), sys.modules.get(__name__), ref_mod, local_change,
+                                blind_pairs) if m),
         rebound_only=tuple(m for m in (sys.modules.get("torch.profiler.profiler"), sys.modules.get("torch.autograd.profiler"),
                                        sys.modules.get("torch.autograd.profiler_util")) if m))
     # Thread (and process) starts counted in the candidate's code, as the worker counts them: the
@@ -314,6 +318,36 @@ def witness(req: dict[str, Any]) -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
         del cand, out, args
+        pair_outs = None
+        if req.get("pairs"):
+            # The local-change pairs (blind_pairs), on the candidate built again with the worker's weights.
+            pairs = req["pairs"]
+            ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, int(pairs["init_seed"]),
+                               req.get("module_mode"))
+            weights = {k: v.detach().clone().to(device) for k, v in ref.state_dict().items()}
+            del ref
+            gc.collect()
+            with audit.window(), offthread.watching("construction"), watch_calls("construction"):
+                cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args,
+                                    candidate_seed(int(pairs["init_seed"])), req.get("module_mode")).to(device)
+                cand.load_state_dict(weights)
+            del weights
+            places, pair_outs = pair_places(int(pairs["places_seed"])), []
+            for pair_args in load_sets(pairs["inputs"], weights_only=True):
+                pair_args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in pair_args]
+                same_draws(int(pairs["draw_seed"]))
+                before = stacks()
+                with audit.window(), offthread.watching("forward"), watch_calls("forward"):
+                    out = cand(*pair_args)
+                if stacks() != before:
+                    moved.append("local-change pair")
+                with no_modes():
+                    flat = flatten_outputs(out)
+                    odd += [type_name(type(o)) for o in flat if foreign(o)]
+                    pair_outs.append(to_plain_cpu(places.take(["odd" if foreign(o) else o for o in flat])))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            del cand, out, pair_args
     _mark("forwards done, the lock given back")
     ranges, ops, after, dropout_calls, bernoulli_calls = forward_ops(events_of(prof), dropout_own)
     tampered = changed(watched, except_from=("torch",))
@@ -325,7 +359,7 @@ def witness(req: dict[str, Any]) -> None:
           "recorded_compute": sorted(recorder.compute_ops),
           "off_thread": [[phase, event] for phase, event in started() if event not in refused_events()],
           "calls": [[code, what, phase] for code, what, phase in calls_seen()],
-          "odd_outputs": sorted(set(odd)), "modes_left": moved},
+          "odd_outputs": sorted(set(odd)), "modes_left": moved, "pairs": pair_outs},
          req["witness_out"])
     _mark("outputs saved")
     # Out at once: no atexit handler, finaliser or thread of the candidate's runs after the save to
@@ -405,7 +439,7 @@ def referee(req: dict[str, Any]) -> None:
     # meanwhile; it builds the module (GPU memory the worker beside it may need) and computes only
     # once told the witness has exited.
     torch, device, ref_mod = _setup(req)
-    from stitchcuda.agents.verify import precision
+    from stitchcuda.agents.verify import blind_pairs, precision
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
     from stitchcuda.agents.verify.worker import draws_random, same_draws
@@ -416,7 +450,25 @@ def referee(req: dict[str, Any]) -> None:
     if device.type == "cuda":
         torch.cuda.init()
     _mark("ready")
-    if sys.stdin.readline().strip() != GO:
+    word = sys.stdin.readline().strip()
+    recipe = blind_pairs.from_word(word)
+    pair_base: list[Any] | None = None
+    pair_sets: list[list[Any]] | None = None
+    if recipe is not None:
+        # The local-change pairs' inputs, made before the witness runs and written to its folder (the
+        # base's and the seeds they came from stay here): blind_pairs.
+        _mark("told to make the local-change pairs")
+        try:
+            with _gpu(req, device, "referee"):
+                pair_base, pair_sets = blind_pairs.make_pairs(ref_mod.get_inputs, recipe, device)
+            _save(pair_sets, recipe.inputs)
+            made = {"ok": True, "why": ""}
+        except Exception as e:  # noqa: BLE001 - (a reference refusing mixed slices) judged without them
+            pair_base = pair_sets = None
+            made = {"ok": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
+        Path(req["referee_out"]).with_name(PAIRS_MADE).write_text(json.dumps(made))
+        word = sys.stdin.readline().strip()
+    if word != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
     _mark("told to compute")
     # The reference made on the CPU (build_model's seed and __init__) before the GPU lock, and moved
@@ -443,20 +495,39 @@ def referee(req: dict[str, Any]) -> None:
         ref = out = None
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
+        policy = req.get("policy", "strict")
+        pair_ref = None
+        if recipe is not None and pair_base is not None and pair_sets is not None:
+            # The reference with the worker's weights, on the base and the pairs.
+            pair_ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()),
+                                    recipe.init_seed, req.get("module_mode")).to(device)
+            try:
+                pair_want = blind_pairs.reference_outputs(pair_ref, pair_base, pair_sets, recipe, device)
+                pair_want["exact_possible"] = exact_possible
+            except Exception as e:  # noqa: BLE001 - judged without them, and said
+                pair_want = {"failed": f"{type(e).__name__}: {str(e)[:200]}"}
+            _save(pair_want, req["referee_out"] + PAIRS_OUT)
         _save({"outputs": outs, "rtol": tol.rtol, "why": tol.why, "exact_possible": exact_possible},
               req["referee_out"])
         _mark("outputs saved")
-        word = sys.stdin.readline().strip()
-        _mark(f"told: {word or 'nothing'}")  # (until here the lock was held for the parent's judging)
-        if word != EXACT or not exact_possible:
-            return
-        exact = [_fp64_outputs(copy.deepcopy(b), args, req["seed"]) if b is not None else None for b in befores]
-        # What the worker's fp64 referee allows the reference itself, measured on these inputs (_allowance).
-        policy, sensitive = req.get("policy", "strict"), precision.sensitive(ops)
-        allowed = [_allowance(b, args, req["seed"], o, e, policy, sensitive) if b is not None and e is not None
-                   else None for b, o, e in zip(befores, outs, exact, strict=True)]
-        _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
-        _mark("float64 outputs saved")
+        while True:  # (the lock held until the parent's last word: its judging may ask for more)
+            word = sys.stdin.readline().strip()
+            _mark(f"told: {word or 'nothing'}")
+            if word == EXACT and exact_possible:
+                exact = [_fp64_outputs(copy.deepcopy(b), args, req["seed"]) if b is not None else None for b in befores]
+                # What the worker's fp64 referee allows the reference itself, measured on these inputs (_allowance).
+                sensitive = precision.sensitive(ops)
+                allowed = [_allowance(b, args, req["seed"], o, e, policy, sensitive) if b is not None and e is not None
+                           else None for b, o, e in zip(befores, outs, exact, strict=True)]
+                _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
+                _mark("float64 outputs saved")
+            elif word == blind_pairs.EXACT_WORD and pair_ref is not None and exact_possible:
+                assert recipe is not None and pair_base is not None and pair_sets is not None
+                own = blind_pairs.own_errors(pair_ref, pair_base, pair_sets, recipe, device, ops, policy)
+                _save({"own": own}, req["referee_out"] + PAIRS_OUT + ".exact")
+                _mark("the pairs' own errors saved")
+            else:
+                return
 
 
 def _allowance(model: Any, args: list[Any], seed: int, fp32: list[Any], exact: list[Any],
@@ -577,6 +648,8 @@ class Started:
         import tempfile
 
         self.workdir = workdir
+        self.witness_dir = witness_dir or workdir
+        self._worker_init_seed = req.get("init_seed")  # (the pairs' reference: the worker's weights)
         self.seconds: dict[str, float] = {}  # the witness's and the referee's parts of a check made
         # The referee's request and outputs: where the candidate's sandbox cannot see or write (the
         # run folder is the candidate's: a referee file planted there would be read as the reference's).
@@ -618,16 +691,19 @@ class Started:
         self.restarted = f"the blind check's witness started with the worker had ended before it was told ({why}); started again"
         self.witness = self._start_witness()
 
-    def check(self, timeout_s: float) -> tuple[list, str]:
+    def check(self, timeout_s: float, local_base: dict[str, Any] | None = None) -> tuple[list, str]:
         """(hack findings, a note) of the blind check of the candidate the worker accepted: the
         witness told its request (the worker has exited), then, only once the witness has exited,
         the referee told to compute, then the comparison here. A witness that fails where the
         worker succeeded is a finding; a note that does not start with MADE says the check was
-        not made."""
+        not made. `local_base`: the worker's report of its local-change base (Verdict.local_base),
+        whose pairs the witness runs too (blind_pairs)."""
         with contextlib.suppress(OSError):  # (whatever stands there, the candidate's; written anew)
             Path(self.blind["witness_out"]).unlink()
         witness_req = {k: v for k, v in self.blind.items() if k != "referee_out"}
         t0 = time.monotonic()
+        recipe, pairs_note = self._pairs(local_base, timeout_s) if local_base else (None, "")
+        witness_req["pairs"] = recipe.for_witness() if recipe is not None else None
         self._witness_alive()
         failed = _tell(self.witness, json.dumps(witness_req)) or _close_stdin(self.witness) \
             or _outcome(self.witness, timeout_s, self.witness_log, Path(self.blind["witness_lock_state"]))
@@ -638,9 +714,53 @@ class Started:
                 return [], f"{OUT_OF_MEMORY} (the witness: {failed})"
             if failed:  # (what the witness said last, beside the finding: 2026-12-05's said nothing)
                 failed = f"{failed}; its log ended: {_log_end(self.witness_log, 400)}"
-            return _judge(self.blind, self.referee, failed, self.private, timeout_s)
+            findings, note = _judge(self.blind, self.referee, failed, self.private, timeout_s)
+            if recipe is not None and local_base is not None and note.startswith(MADE) and not findings:
+                found, pairs_note = self._judge_pairs(local_base, timeout_s)
+                findings += found
+            return findings, "; ".join(n for n in (note, pairs_note) if n)
         finally:
+            _tell(self.referee, DONE)
             self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}
+
+    def _pairs(self, local_base: dict[str, Any], timeout_s: float) -> tuple[Any, str]:
+        """The local-change pairs' recipe, once the referee has written their inputs to the witness's
+        folder; else None and why not."""
+        from stitchcuda.agents.verify import blind_pairs
+
+        recipe, why = blind_pairs.recipe(local_base, self._worker_init_seed, self.witness_dir)
+        if recipe is not None:
+            made = self.private / PAIRS_MADE
+            failed = _tell(self.referee, blind_pairs.to_word(recipe)) or _saved(
+                self.referee, str(made), timeout_s, self.private / "referee.log", Path(self.blind["referee_lock_state"]))
+            said = json.loads(made.read_text()) if not failed else {"ok": False, "why": failed}
+            if said.get("ok"):
+                return recipe, ""
+            why = f"the reference failed on them ({said.get('why')})"
+        return None, f"local-change pairs in the blind check not made: {why}"
+
+    def _judge_pairs(self, local_base: dict[str, Any], timeout_s: float) -> tuple[list, str]:
+        import torch
+
+        from stitchcuda.agents.verify import blind_pairs
+
+        path = self.blind["referee_out"] + PAIRS_OUT
+        want = torch.load(path, weights_only=True) if Path(path).is_file() else {"failed": "no outputs saved"}
+        if "failed" in want:
+            return [], f"local-change pairs in the blind check not judged: the reference failed ({want['failed']})"
+        got = torch.load(self.blind["witness_out"], weights_only=True)  # (the candidate's file: plain data only)
+        pairs = got.get("pairs") if isinstance(got, dict) else None
+        judged = blind_pairs.judge(self.workdir, local_base, pairs, want)
+        if judged.finding is not None and judged.finding.code == "change-not-followed" and want.get("exact_possible"):
+            # (the reference's own error of each change, fp32 and TF32 against float64, as the worker allows)
+            out = path + ".exact"
+            lock_state = Path(self.blind["referee_lock_state"])
+            if not (_tell(self.referee, blind_pairs.EXACT_WORD)
+                    or _saved(self.referee, out, timeout_s, self.private / "referee.log", lock_state)):
+                own = torch.load(out, weights_only=True)["own"]
+                judged = blind_pairs.judge(self.workdir, local_base, pairs, want, own)
+                judged.note += " (with the reference's own error of each change, against float64, allowed)"
+        return [judged.finding] if judged.finding is not None else [], judged.note
 
     def close(self) -> None:
         _kill_group(self.witness)
@@ -733,8 +853,6 @@ def _judge(blind: dict[str, Any], ref_proc: subprocess.Popen, failed: str, priva
                 BLIND_MISS, f"run alone on fresh inputs (call {k + 1} of {CALLS}) and judged outside its process, "
                 f"the candidate's outputs miss the tolerance the worker accepted them at: {m.message} (at {near.why})",
                 data={"set": "blind", FINITE_MISS: mendable_miss(m)}))
-    if not asked:
-        _tell(ref_proc, DONE)
     compute = sorted(set(got.get("ops", [])) - ALLOWED_ATEN - PROFILED_NOT_COMPUTE) if isinstance(got, dict) else []
     if "native_dropout" in compute and _only_mask_draws(got):
         compute.remove("native_dropout")
@@ -864,7 +982,7 @@ def _exact(proc: subprocess.Popen, path: str, timeout_s: float, log: Path,
 
     from stitchcuda.agents.verify.compare import RoundingSpread
 
-    if _tell(proc, EXACT) or _outcome(proc, timeout_s, log, lock_state) or not Path(path).exists():
+    if _tell(proc, EXACT) or _saved(proc, path, timeout_s, log, lock_state) or not Path(path).exists():
         return None, []
     saved = torch.load(path, weights_only=True)
     spreads = [RoundingSpread(own=list(a["own"]), samples=int(a["samples"]), policy=str(a["policy"]),

@@ -53,7 +53,7 @@ class Places:
     """Each output's secret places (drawn at first sight, by output index), and the outputs taken there."""
 
     def __init__(self, seed: int) -> None:
-        self._seed = seed
+        self.seed = seed
         self._places: dict[int, torch.Tensor] = {}
 
     def take(self, outs: list[Any]) -> list[Any]:
@@ -69,7 +69,7 @@ class Places:
                 kept.append(o.detach().clone())
                 continue
             if i not in self._places:
-                g = torch.Generator().manual_seed(self._seed + i)
+                g = torch.Generator().manual_seed(self.seed + i)
                 self._places[i] = torch.randint(flat.numel(), (SAMPLE_ELEMENTS,), generator=g)
             kept.append(flat[self._places[i].to(flat.device)])
         return kept
@@ -88,9 +88,10 @@ class Base:
     draw_seed: int = 0
     ref: list[Any] | None = None
     got: list[Any] | None = None
+    seed: int = 0  # its inputs' (blind_pairs makes them again)
 
-    def keep(self, args: list[Any], draw_seed: int, ref: list[Any], got: list[Any]) -> None:
-        self.args, self.draw_seed = args, draw_seed
+    def keep(self, args: list[Any], draw_seed: int, ref: list[Any], got: list[Any], seed: int = 0) -> None:
+        self.args, self.draw_seed, self.seed = args, draw_seed, seed
         self.ref, self.got = self.places.take(ref), self.places.take(got)
 
 
@@ -223,8 +224,9 @@ def over(misses: dict[int, tuple[float, float, float]]) -> bool:
     return any(miss > allowed for miss, allowed, _ in misses.values())
 
 
-def finding(tally: Tally) -> Finding | None:
-    """The hack finding where some output's misses, over all pairs, exceed what they allow."""
+def finding(tally: Tally, where: str = "") -> Finding | None:
+    """The hack finding where some output's misses, over all pairs, exceed what they allow; `where`:
+    where the pairs ran, where not in the worker beside the base."""
     worst = None
     for i, t in tally.outputs.items():
         if t.miss_sq > t.allowed_sq and (worst is None or t.miss_sq / max(t.allowed_sq, 1e-300) > worst[1]):
@@ -235,7 +237,8 @@ def finding(tally: Tally) -> Finding | None:
     miss, moved = math.sqrt(t.miss_sq), math.sqrt(t.moved_sq)
     return Finding(
         "change-not-followed",
-        f"with {SLICE_SHARE:.0%} of the slices of the inputs changed ({tally.pairs} pairs of sets alike but for those), output {i} "
+        f"with {SLICE_SHARE:.0%} of the slices of the inputs changed ({tally.pairs} pairs of sets alike but for those"
+        f"{', ' + where if where else ''}), output {i} "
         f"moved unlike the reference's: it missed the reference's change by {miss:.3g} in L2 where the change "
         f"was {moved:.3g} and {math.sqrt(t.allowed_sq):.3g} is allowed (rounding, TF32): an estimate, or work "
         "skipped on part of the input",

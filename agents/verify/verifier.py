@@ -326,7 +326,7 @@ def _blind_check(verdict: Verdict, started: blind.Started, opts: VerifyOptions, 
     t0 = time.monotonic()
     try:
         # (On a GPU its processes take the GPU's lock while they compute there, not while they start.)
-        found, note = started.check(opts.timeout_s)
+        found, note = started.check(opts.timeout_s, verdict.local_base)
     except Exception as e:  # noqa: BLE001 - what the witness left may break the judging: fail closed
         found, note = [Finding("blind-witness-failed", f"the blind check could not judge the witness's outputs: "
                                f"{type(e).__name__}: {str(e)[:300]}")], ""

@@ -36,6 +36,7 @@ from stitchcuda import runtime, timing_cpus
 from stitchcuda.agents.verify import (
     aliasing,
     audit,
+    blind_pairs,
     call_watch,
     dispatch_table,
     draw_tracking,
@@ -211,6 +212,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     threads_before = set(threading.enumerate())
 
     cand = None
+    weights_made_again = False
     numerics = _numerics_flags()  # as the reference is meant to run; the candidate must not change them
     # What the timing and the checks read, and the reference's own module, before any of the
     # candidate's code runs; the check itself bound here, so rebinding the worker's names cannot skip it.
@@ -265,6 +267,9 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
             v.notes.append(WEIGHTS_LOADED)
         elif ref_sd:
             v.notes.append(WEIGHTS_NOT_LOADED)
+        # Whether another process builds the candidate with these very weights: the reference's
+        # loaded, or none on either side (blind_pairs).
+        weights_made_again = WEIGHTS_LOADED in v.notes or (not ref_sd and not cand_sd)
         # Nothing of the reference has run since its digest: a change is the candidate's.
         _reference_state_check(v, ref, ref_digest, digest_seed, None, "while imported, built or loaded")
         if device.type != "cuda" and req.get("needs_cuda"):
@@ -305,12 +310,18 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
                                  lean_bytes=lean_bytes, base=base)
+    judged = False
     if cand is not None and v.correct and not v.hack_findings and tol is not None:
         rec.enter("local-change", f"{local_change.PAIRS} pairs of input sets alike but for a secret share of "
                   "their slices")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
-            _check_local_change(v, ref, cand, get_inputs, base, fresh_seeds(local_change.PAIRS, set(seeds)), device,
-                                tol, ref_ops, threads_before, numerics)
+            judged = _check_local_change(v, ref, cand, get_inputs, base, fresh_seeds(local_change.PAIRS, set(seeds)),
+                                         device, tol, ref_ops, threads_before, numerics)
+        if judged and v.correct and not v.hack_findings and weights_made_again and not draws_random(ref_ops) \
+                and req.get("run_dir"):
+            # The base's outputs kept for the blind check's pairs, made again where the base never was.
+            assert base.args is not None
+            v.local_base = blind_pairs.keep_base(Path(req["run_dir"]), base, base.seed, _nbytes(base.args))
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
         rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
@@ -739,7 +750,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                 # judged by nothing else (red-team round 13, 2026-12-06).
                 tracked.add(ref_outs, call.outs)
         if base is not None and name == base.name and m.ok and not lean:
-            base.keep(args, draw_seed(idx, seed, kind), ref_outs, call.outs)
+            base.keep(args, draw_seed(idx, seed, kind), ref_outs, call.outs, seed)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
                                       data={"set": name, FINITE_MISS: mendable_miss(m)}))
@@ -1969,7 +1980,7 @@ LONG_MEMORY_FLOOR = 0.05
 
 
 def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Base, donor_seeds: list[int], device,
-                        tol: Tolerance, ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> None:
+                        tol: Tolerance, ref_ops: Counter[str], threads_before, numerics: dict[str, Any]) -> bool:
     """local_change.PAIRS sets alike but for a secret share of `base`'s slices (each taken from
     another draw), under its draw seed (a dropout's masks alike on every set): the candidate's output
     must change as the reference's does (local_change). Each set is judged as the checked sets are; a
@@ -1979,7 +1990,7 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
     TF32's noise alone, in an honest candidate as in the reference."""
     if base.args is None or base.ref is None or base.got is None:
         v.notes.append(f"local-change sets skipped: {base.name} was not kept (lean inputs, or a miss there)")
-        return
+        return False
     args, base_seed, places, ref0, got0 = base.args, base.draw_seed, base.places, base.ref, base.got
     buffers = list(ref.buffers())
     snapshot = [b.detach().clone() for b in buffers] if _nbytes(buffers) <= _BUFFER_SNAPSHOT_BYTES else None
@@ -1987,7 +1998,7 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
     again = _reference_put_back(ref, args, base_seed)
     if again is None:
         v.notes.append("local-change sets skipped: the reference's buffers are too large to put back")
-        return
+        return False
     noise = {i: local_change.distance(r, a) for i, (r, a) in enumerate(zip(ref0, places.take(again), strict=False))}
     del again
     exact0: list[list[Any]] | None = None
@@ -2000,7 +2011,7 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
         del donor
         if not changed:
             v.notes.append("local-change sets skipped: no floating input to change")
-            return
+            return False
         ref1: list[Any] = []
         try:
             m, call, _ = _further_set(v, ref, cand, pair_args, base_seed, device, threads_before,
@@ -2012,11 +2023,11 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
             # sorted axis): where the reference itself refuses the set, it says nothing.
             if _reference_refuses(ref, pair_args, base_seed):
                 v.notes.append(f"local-change sets skipped: the reference fails on a set of mixed slices ({e})"[:300])
-                return
+                return False
             raise
         _add_once(v.hack_findings, call.findings)
         if not _judge_further_set(v, f"local-change-{k}", donor_seed, m, tol) or call.outs is None:
-            return
+            return False
         ref1, got1 = places.take(ref1), places.take(call.outs)
         del call
         own = {i: 2.0 * n for i, n in noise.items()}
@@ -2039,6 +2050,7 @@ def _check_local_change(v: Verdict, ref, cand, get_inputs, base: local_change.Ba
     found = local_change.finding(tally)
     if found is not None:
         _add_once(v.hack_findings, [found])
+    return True
 
 
 def _reference_refuses(ref, args: list[Any], seed: int) -> bool:

@@ -1,0 +1,249 @@
+"""The local-change pairs again, their candidate outputs made in a process that never saw the base.
+
+The worker's local-change check (local_change.py) runs the base and its pairs in one process, so a
+candidate that keeps every input set it is given can answer a pair with its kept estimate of the
+base plus the exact change of the slices that differ (red-team round 15): its miss is then nothing.
+Here the pairs are made again from the same base and run where the base never was:
+
+1. the worker, once its own pairs passed, keeps the candidate's and the reference's outputs on the
+   base (local_change.Places) in a file of the run folder and reports the file's digest in its
+   signed verdict (`local_base`), with the base's seed, draw seed and places' seed;
+2. the referee (the reference alone, outside the sandbox) makes the base again from its seed, and
+   PAIRS sets from it with a share of its slices taken from other draws (local_change.swap_slices),
+   under seeds the worker never had; it writes only the pairs' inputs to the witness's own folder
+   (witness_home), never the base's, nor any seed they came from;
+3. the witness (the candidate alone, in that folder) builds the candidate again with the worker's
+   weights and runs it on the pairs, after its blind calls; the base is nowhere in its process or
+   its folder, and its first pair looks like any random set;
+4. once the witness has exited, the referee computes the reference on the base (twice: its own
+   run-to-run noise) and on the pairs, and the parent judges the candidate's change, the witness's
+   pair outputs less the worker's base outputs, against the reference's, as local_change does.
+
+An estimate made in the worker misses by its own error on the base, whatever the witness does:
+exact there, the miss is that error whole; an estimate there too, the difference of two estimates'
+errors. A candidate whose outputs follow the module's in both processes passes: the two outputs of
+an honest candidate on one base differ by rounding, and by the reference's own noise where that has
+any (allowed twice, as in the worker).
+
+Skipped, with a note, where the worker kept no base (lean inputs, a random reference, weights the
+candidate did not take from the reference), where the base's inputs are large (PAIR_INPUT_BYTES:
+they are written to a file), or where the referee's reference on the base is not the worker's (a
+module whose state moves from call to call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stitchcuda.agents.verify import local_change
+from stitchcuda.types import Finding
+
+WORD = "pairs"  # the referee's word to make the pairs' inputs (the recipe follows as JSON)
+EXACT_WORD = "pairs-fp64"  # ... and to measure its own error of each pair's change
+BASE_FILE = "local_base.pt"  # the worker's kept base outputs, in its run folder
+# A base whose inputs are larger than this gets no pairs here: PAIRS sets of them are written to the
+# witness's folder and read back.
+PAIR_INPUT_BYTES = 256 << 20
+FORGED_BASE = "report-forged"
+
+
+@dataclass
+class Recipe:
+    """How the referee makes the pairs: the worker's base (its seed, draw seed, places' seed and the
+    reference's weights' seed) and this check's own donor and slice seeds; `inputs`: the file in the
+    witness's folder the pairs' inputs go to."""
+
+    base_seed: int
+    draw_seed: int
+    places_seed: int
+    init_seed: int
+    donor_seeds: list[int]
+    picks_seed: int
+    inputs: str
+
+    def for_witness(self) -> dict[str, Any]:
+        """What the witness needs: not the base's seed, nor the donors' (with them it could make the
+        base, and its estimate of it, for itself)."""
+        return {"draw_seed": self.draw_seed, "places_seed": self.places_seed, "init_seed": self.init_seed,
+                "inputs": self.inputs}
+
+
+def recipe(local_base: dict[str, Any] | None, init_seed: Any, folder: Path) -> tuple[Recipe | None, str]:
+    """The pairs' recipe from the worker's report of its base, or None and why not."""
+    if not isinstance(local_base, dict) or init_seed is None:
+        return None, "no base kept by the worker"
+    try:
+        nbytes = int(local_base["input_bytes"])
+        r = Recipe(int(local_base["seed"]), int(local_base["draw_seed"]), int(local_base["places_seed"]),
+                   int(init_seed), [secrets.randbits(62) for _ in range(local_change.PAIRS)], secrets.randbits(62),
+                   str(folder / "pairs_inputs.pt"))
+    except (KeyError, TypeError, ValueError):
+        return None, "the worker's report of its base does not read as one"
+    if nbytes > PAIR_INPUT_BYTES:
+        return None, f"the base's inputs take {nbytes / 2**20:.0f} MiB (more than {PAIR_INPUT_BYTES >> 20} MiB)"
+    return r, ""
+
+
+def to_word(r: Recipe) -> str:
+    return f"{WORD} {json.dumps(asdict(r))}"
+
+
+def from_word(line: str) -> Recipe | None:
+    if not line.startswith(WORD + " "):
+        return None
+    return Recipe(**json.loads(line[len(WORD) + 1:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker's side
+
+
+def keep_base(run_dir: Path, base: local_change.Base, seed: int, input_bytes: int) -> dict[str, Any]:
+    """Writes the base's outputs (both modules', at its places) to BASE_FILE; returns what the
+    verdict reports of it, the file's digest taken from the bytes written."""
+    buf = io.BytesIO()
+    torch.save({"ref": _cpu(base.ref), "got": _cpu(base.got)}, buf)
+    data = buf.getvalue()
+    (run_dir / BASE_FILE).write_bytes(data)
+    return {"set": base.name, "seed": int(seed), "draw_seed": int(base.draw_seed), "places_seed": base.places.seed,
+            "input_bytes": int(input_bytes), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _cpu(outs: list[Any] | None) -> list[Any]:
+    return [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in outs or []]
+
+
+# ---------------------------------------------------------------------------------------------
+# The referee's side (the reference alone)
+
+
+def make_pairs(get_inputs: Any, r: Recipe, device: Any) -> tuple[list[Any], list[list[Any]]]:
+    """The base again (from its seed, on the worker's device) and the PAIRS sets made from it, on the CPU."""
+    from stitchcuda.inputs import make_inputs
+
+    base = make_inputs(get_inputs, r.base_seed, device)
+    gen = torch.Generator().manual_seed(r.picks_seed)
+    pairs = []
+    for s in r.donor_seeds:
+        donor = make_inputs(get_inputs, s, device)
+        pair, _ = local_change.swap_slices(base, donor, gen)
+        pairs.append(_cpu(pair))
+        del donor
+    return _cpu(base), pairs
+
+
+def reference_outputs(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any) -> dict[str, Any]:
+    """The reference's outputs at the base's places: on the base twice (its run-to-run noise), then
+    on each pair, each under the base's draw seed."""
+    places = local_change.Places(r.places_seed)
+    outs = [places_of(places, _run(ref, args, r.draw_seed, device)) for args in [base, base, *pairs]]
+    return {"base": outs[0], "again": outs[1], "pairs": outs[2:]}
+
+
+def own_errors(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any, ops: Any,
+               policy: str) -> list[dict[int, float]]:
+    """Per pair and output, the fp32 reference's own error of the change (against float64, and under
+    TF32 where the policy allows it), as the worker allows it (local_change.own_change_error)."""
+    from stitchcuda.agents.verify.worker import _exact_and_policy
+
+    places = local_change.Places(r.places_seed)
+    buffers = [b.detach().clone() for b in ref.buffers()]
+
+    def runs(args: list[Any]) -> list[list[Any]]:
+        return [places_of(places, o) for o in _exact_and_policy(ref, buffers, _on(args, device), ops, policy)]
+
+    ref0 = places_of(places, _run(ref, base, r.draw_seed, device))
+    exact0 = runs(base)
+    out = []
+    for args in pairs:
+        ref1 = places_of(places, _run(ref, args, r.draw_seed, device))
+        out.append(local_change.own_change_error(ref0, exact0, ref1, runs(args)))
+    return out
+
+
+def _run(model: Any, args: list[Any], draw_seed: int, device: Any) -> list[Any]:
+    from stitchcuda.agents.verify.dynamic_check import flatten_outputs
+    from stitchcuda.agents.verify.worker import same_draws
+
+    same_draws(draw_seed)
+    return flatten_outputs(model(*_on(args, device)))
+
+
+def _on(args: list[Any], device: Any) -> list[Any]:
+    return [a.to(device).clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def places_of(places: local_change.Places, outs: list[Any]) -> list[Any]:
+    return _cpu(places.take(outs))
+
+
+def places_cpu(outs: list[Any]) -> list[Any]:
+    """Outputs already taken at their places, on the CPU (the witness's, saved for the parent)."""
+    return _cpu(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent's side
+
+
+@dataclass
+class Judged:
+    finding: Finding | None = None
+    note: str = ""
+
+
+def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
+          own: list[dict[int, float]] | None = None) -> Judged:
+    """The candidate's change between the worker's base and the witness's pairs against the
+    referee's, as local_change judges the worker's pairs. `got`: the witness's pair outputs; `want`:
+    the referee's (reference_outputs); `own`: the reference's own error of each pair's change, where
+    measured."""
+    path = run_dir / BASE_FILE
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return Judged(Finding(FORGED_BASE, f"the worker's kept base outputs ({BASE_FILE}) are gone from the run "
+                              "folder, where the worker wrote them"))
+    if hashlib.sha256(data).hexdigest() != local_base.get("sha256"):
+        return Judged(Finding(FORGED_BASE, f"the worker's kept base outputs ({BASE_FILE}) changed after the worker "
+                              "wrote them (their digest is not the one its signed report gave)"))
+    kept = torch.load(io.BytesIO(data), weights_only=True)
+    ref0, got0 = kept.get("ref") or [], kept.get("got") or []
+    base, again, ref_pairs = want["base"], want["again"], want["pairs"]
+    if not isinstance(got, list) or len(got) != len(ref_pairs) or not all(isinstance(g, list) for g in got):
+        return Judged(Finding("blind-mismatch", "the blind check's witness saved no outputs of the local-change pairs"))
+    # The reference on the base in both processes: a module whose state moved between the worker's
+    # calls computes something else here, and its change would not be the worker's.
+    noise, apart = {}, {}
+    for i, r in enumerate(base):
+        noise[i] = local_change.distance(r, again[i]) if i < len(again) else 0.0
+        apart[i] = local_change.distance(r, ref0[i]) if i < len(ref0) else 0.0
+        if isinstance(r, torch.Tensor) and r.is_floating_point() and apart[i] > \
+                2.0 * noise[i] + local_change.FLOOR * float(torch.linalg.vector_norm(r.double())) + 1e-30:
+            return Judged(note="local-change pairs in the blind check skipped: the reference's outputs on the base "
+                          "differ from the worker's (its state moves from call to call)")
+    tally = local_change.Tally()
+    for k, (ref1, got1) in enumerate(zip(ref_pairs, got, strict=True)):
+        # Judged by their change alone (an honest candidate more exact than the fp32 reference is far
+        # from it on ill-conditioned sets, where the worker's fp64 referee judged it): but each output
+        # must be there, of its shape, or it would be left out of the change.
+        odd = [i for i, r in enumerate(ref1) if isinstance(r, torch.Tensor) and r.is_floating_point() and not (
+            i < len(got1) and isinstance(got1[i], torch.Tensor) and got1[i].shape == r.shape
+            and got1[i].is_floating_point())]
+        if odd:
+            return Judged(Finding("blind-mismatch", f"in the blind check's witness, the candidate's output {odd[0]} on "
+                                  f"local-change pair {k} is not a floating tensor of the module's shape"))
+        allowed = {i: 2.0 * noise[i] + apart[i] + ((own or [])[k].get(i, 0.0) if own and k < len(own) else 0.0)
+                   for i in noise}
+        local_change.add_pair(tally, local_change.pair_misses(base, got0, ref1, got1, allowed))
+    found = local_change.finding(tally, where="run in the blind check's witness, a process that never saw the base "
+                                 "the worker ran")
+    return Judged(found, f"local-change pairs in the blind check: {tally.pairs} pairs judged")
