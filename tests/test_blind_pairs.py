@@ -124,3 +124,26 @@ def test_the_referee_makes_the_base_again_and_pairs_from_it():
     for p in pairs:
         same = sum(torch.equal(p[0][i], base[0][i]) for i in range(64))
         assert same == 64 - round(64 * local_change.SLICE_SHARE)
+
+
+def test_the_referee_measures_its_own_error_of_each_change():
+    """own_errors: per pair, the fp32 reference's change against the float64 one, and under TF32
+    emulation where the policy allows it: small, and larger with TF32."""
+    from collections import Counter
+
+    lin = torch.nn.Linear(32, 8)
+
+    def get_inputs():
+        return [torch.randn(64, 32)]
+
+    r = blind_pairs.Recipe(base_seed=5, draw_seed=1, places_seed=2, init_seed=3, donor_seeds=[4, 6, 8],
+                           picks_seed=7, inputs="unused")
+    base, pairs = blind_pairs.make_pairs(get_inputs, r, torch.device("cpu"))
+    ops = Counter({"aten::addmm": 1})
+    strict = blind_pairs.own_errors(lin, base, pairs, r, torch.device("cpu"), ops, "strict")
+    tf32 = blind_pairs.own_errors(lin, base, pairs, r, torch.device("cpu"), ops, "tf32")
+    assert len(strict) == len(tf32) == local_change.PAIRS
+    want = blind_pairs.reference_outputs(lin, base, pairs, r, torch.device("cpu"))
+    for s, t, ref1 in zip(strict, tf32, want["pairs"], strict=True):
+        moved = local_change.distance(ref1[0], want["base"][0])
+        assert 0 <= s[0] < 1e-5 * moved and s[0] < t[0] < 1e-2 * moved, (s, t, moved)

@@ -272,6 +272,18 @@ def witness(req: dict[str, Any]) -> None:
     with audit.window(), offthread.watching("construction"), watch_calls("construction"):
         cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args, candidate_seed(req["init_seed"]),
                             req.get("module_mode"))
+    pairs = req.get("pairs")
+    if pairs:
+        # The local-change pairs (blind_pairs) run on the candidate built again with the worker's
+        # weights: both made on the CPU here, before the GPU lock, as the first.
+        ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, int(pairs["init_seed"]),
+                           req.get("module_mode"))
+        pair_weights = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+        del ref
+        gc.collect()
+        with audit.window(), offthread.watching("construction"), watch_calls("construction"):
+            pair_cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args,
+                                     candidate_seed(int(pairs["init_seed"])), req.get("module_mode"))
     _mark("both modules built on the CPU")
     with _gpu(req, device, "witness"):
         _mark("the GPU lock taken")
@@ -319,19 +331,11 @@ def witness(req: dict[str, Any]) -> None:
             torch.cuda.synchronize()
         del cand, out, args
         pair_outs = None
-        if req.get("pairs"):
-            # The local-change pairs (blind_pairs), on the candidate built again with the worker's weights.
-            pairs = req["pairs"]
-            ref = built_on_cpu(getattr(ref_mod, req["class_name"]), init_args, int(pairs["init_seed"]),
-                               req.get("module_mode"))
-            weights = {k: v.detach().clone().to(device) for k, v in ref.state_dict().items()}
-            del ref
-            gc.collect()
+        if pairs:
             with audit.window(), offthread.watching("construction"), watch_calls("construction"):
-                cand = built_on_cpu(getattr(cand_mod, req["candidate_class"]), init_args,
-                                    candidate_seed(int(pairs["init_seed"])), req.get("module_mode")).to(device)
-                cand.load_state_dict(weights)
-            del weights
+                cand = pair_cand.to(device)
+                cand.load_state_dict({k: v.to(device) for k, v in pair_weights.items()})
+            del pair_cand, pair_weights
             places, pair_outs = pair_places(int(pairs["places_seed"])), []
             for pair_args in load_sets(pairs["inputs"], weights_only=True):
                 pair_args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in pair_args]
@@ -454,6 +458,7 @@ def referee(req: dict[str, Any]) -> None:
     recipe = blind_pairs.from_word(word)
     pair_base: list[Any] | None = None
     pair_sets: list[list[Any]] | None = None
+    pair_ref = None
     if recipe is not None:
         # The local-change pairs' inputs, made before the witness runs and written to its folder (the
         # base's and the seeds they came from stay here): blind_pairs.
@@ -463,8 +468,11 @@ def referee(req: dict[str, Any]) -> None:
                 pair_base, pair_sets = blind_pairs.make_pairs(ref_mod.get_inputs, recipe, device)
             _save(pair_sets, recipe.inputs)
             made = {"ok": True, "why": ""}
+            # The reference with the worker's weights, made on the CPU while the witness runs.
+            pair_ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()),
+                                    recipe.init_seed, req.get("module_mode"))
         except Exception as e:  # noqa: BLE001 - (a reference refusing mixed slices) judged without them
-            pair_base = pair_sets = None
+            pair_base = pair_sets = pair_ref = None
             made = {"ok": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
         Path(req["referee_out"]).with_name(PAIRS_MADE).write_text(json.dumps(made))
         word = sys.stdin.readline().strip()
@@ -496,11 +504,8 @@ def referee(req: dict[str, Any]) -> None:
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
         policy = req.get("policy", "strict")
-        pair_ref = None
-        if recipe is not None and pair_base is not None and pair_sets is not None:
-            # The reference with the worker's weights, on the base and the pairs.
-            pair_ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()),
-                                    recipe.init_seed, req.get("module_mode")).to(device)
+        if recipe is not None and pair_ref is not None and pair_base is not None and pair_sets is not None:
+            pair_ref = pair_ref.to(device)
             try:
                 pair_want = blind_pairs.reference_outputs(pair_ref, pair_base, pair_sets, recipe, device)
                 pair_want["exact_possible"] = exact_possible
