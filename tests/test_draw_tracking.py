@@ -118,3 +118,25 @@ def test_a_scalar_repeating_on_two_draws_is_chance_and_many_elements_repeating_i
     same = ["c"] * 11
     assert [f.code for f in _follow_inputs_findings(ref, same, True, elements=1)] == ["cached-output"]
     assert [f.code for f in _follow_inputs_findings(ref, same, False, elements=1)] == ["input-independent-output"]
+
+
+def test_a_movement_below_the_references_own_error_is_not_judged():
+    """Logits that move 1e-4 between draws on top of 100.3, quantized as TF32 rounds a value of that
+    size (an ulp of 1/16) (an honest TF32 network, VGG16 on the H100, 2026-12-07): the candidate's error cancels
+    the movement, and is found; but the reference's own error under TF32 is as large as the movement,
+    so own_share says the movement is rounding (the worker then notes it and finds nothing). An
+    estimate of a movement of 1e-2, against a reference whose own error is fp32 rounding alone, stands."""
+    refs = _draws(11, 3, 1e-4, base=100.3, shape=(64,))
+    step = 2.0 ** -4
+    quantized = [torch.round(r / step) * step for r in refs]
+    tracker = _tracked(zip(refs, quantized, strict=True))
+    assert draw_tracking.findings(tracker)  # (what the check alone says)
+    exact = [refs[0].double()]
+    share = draw_tracking.own_share(tracker, [refs[0]], exact, [[torch.round(exact[0] / step) * step]])
+    assert share is not None and share >= draw_tracking.RESOLVE_SHARE, share
+    refs = _draws(11, 4, 1e-2, base=100.3, shape=(64,))
+    estimate = [100.3 + 0.05 * (r - 100.3) for r in refs]
+    tracker = _tracked(zip(refs, estimate, strict=True))
+    assert draw_tracking.findings(tracker)
+    share = draw_tracking.own_share(tracker, [refs[0]], [refs[0].double() * (1 + 1e-9)], [])
+    assert share is not None and share < draw_tracking.RESOLVE_SHARE, share

@@ -77,6 +77,38 @@ class DrawTracker:
             self.draws.append((r, c))
 
 
+# The draws' movement must stand clear of the reference's own error (fp32 rounding, and TF32's where
+# the policy allows it, against float64, on one set): where that error is at least this share of the
+# movement per draw, the movement is mostly rounding, and an honest candidate's error cancels it as
+# readily as an estimate's. On the H100 (2026-12-07) an honest TF32 VGG16, whose logits move 8e-6 of
+# their norm between draws under TF32's 1e-4, was found to cancel 0.18 of it, and level 2's 23, whose
+# mean of a group norm is 0 but for rounding, all of it.
+RESOLVE_SHARE = 0.5
+
+
+def own_share(tracker: DrawTracker, fp32: list[Any], exact: list[Any], policy_runs: list[list[Any]]) -> float | None:
+    """The reference's own error on one set (its fp32 outputs, and each of `policy_runs`, against
+    `exact`, its float64 ones), at the tracker's places, over the root mean square of its movement
+    per draw; None where not measurable."""
+    if not tracker.draws:
+        return None
+    e, r = tracker._sample(exact), tracker._sample(fp32)
+    if e is None or r is None or e.shape != r.shape:
+        return None
+    own = float(torch.linalg.vector_norm(torch.nan_to_num(r - e)))
+    for run in policy_runs:
+        p = tracker._sample(run)
+        if p is not None and p.shape == e.shape:
+            own_p = float(torch.linalg.vector_norm(torch.nan_to_num(p - e)))
+            own = max(own, own_p)
+    ref = torch.stack([d for d, _ in tracker.draws])
+    ref = ref[:, torch.isfinite(ref).all(dim=0)]
+    moved_sq = float(((ref - ref.mean(dim=0)) ** 2).sum())
+    if moved_sq == 0:
+        return math.inf
+    return own / math.sqrt(moved_sq / len(tracker.draws))
+
+
 def findings(tracker: DrawTracker, min_draws: int = 3) -> list[Finding]:
     """A hack finding where, over at least `min_draws` random sets, the candidate's error is above
     TRACK_FLOOR of the output and cancels part of the reference's movement between draws (TRACK_SLOPE,
