@@ -528,8 +528,8 @@ def referee(req: dict[str, Any]) -> None:
                 _mark("float64 outputs saved")
             elif word == blind_pairs.EXACT_WORD and pair_ref is not None and exact_possible:
                 assert recipe is not None and pair_base is not None and pair_sets is not None
-                own = blind_pairs.own_errors(pair_ref, pair_base, pair_sets, recipe, device, ops, policy)
-                _save({"own": own}, req["referee_out"] + PAIRS_OUT + ".exact")
+                own, policy_base = blind_pairs.own_errors(pair_ref, pair_base, pair_sets, recipe, device, ops, policy)
+                _save({"own": own, "policy_base": policy_base}, req["referee_out"] + PAIRS_OUT + ".exact")
                 _mark("the pairs' own errors saved")
             else:
                 return
@@ -762,8 +762,8 @@ class Started:
             lock_state = Path(self.blind["referee_lock_state"])
             if not (_tell(self.referee, blind_pairs.EXACT_WORD)
                     or _saved(self.referee, out, timeout_s, self.private / "referee.log", lock_state)):
-                own = torch.load(out, weights_only=True)["own"]
-                judged = blind_pairs.judge(self.workdir, local_base, pairs, want, own)
+                saved = torch.load(out, weights_only=True)
+                judged = blind_pairs.judge(self.workdir, local_base, pairs, want, saved["own"], saved["policy_base"])
                 judged.note += " (with the reference's own error of each change, against float64, allowed)"
         return [judged.finding] if judged.finding is not None else [], judged.note
 

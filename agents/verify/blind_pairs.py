@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from stitchcuda.agents.verify import local_change
+from stitchcuda.agents.verify.draw_tracking import AGGREGATE_ELEMENTS
 from stitchcuda.types import Finding
 
 WORD = "pairs"  # the referee's word to make the pairs' inputs (the recipe follows as JSON)
@@ -117,6 +118,10 @@ def keep_base(run_dir: Path, base: local_change.Base, seed: int, input_bytes: in
             "input_bytes": int(input_bytes), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def _elements(t: Any) -> int:
+    return t.numel() if isinstance(t, torch.Tensor) else 0
+
+
 def _cpu(outs: list[Any] | None) -> list[Any]:
     return [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in outs or []]
 
@@ -149,9 +154,10 @@ def reference_outputs(ref: Any, base: list[Any], pairs: list[list[Any]], r: Reci
 
 
 def own_errors(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any, ops: Any,
-               policy: str) -> list[dict[int, float]]:
+               policy: str) -> tuple[list[dict[int, float]], dict[int, float]]:
     """Per pair and output, the fp32 reference's own error of the change (against float64, and under
-    TF32 where the policy allows it), as the worker allows it (local_change.own_change_error)."""
+    TF32 where the policy allows it), as the worker allows it (local_change.own_change_error); and per
+    output, its largest error on the base under TF32 (none under a strict policy)."""
     from stitchcuda.agents.verify.worker import _exact_and_policy
 
     places = local_change.Places(r.places_seed)
@@ -166,7 +172,9 @@ def own_errors(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, dev
     for args in pairs:
         ref1 = places_of(places, _run(ref, args, r.draw_seed, device))
         out.append(local_change.own_change_error(ref0, exact0, ref1, runs(args)))
-    return out
+    policy_base = {i: max((local_change.distance(u[i], e) for u in exact0[1:] if i < len(u)), default=0.0)
+                   for i, e in enumerate(exact0[0])}
+    return out, policy_base
 
 
 def _run(model: Any, args: list[Any], draw_seed: int, device: Any) -> list[Any]:
@@ -200,12 +208,23 @@ class Judged:
     note: str = ""
 
 
+# Under a TF32 policy the candidate's kernels may differ between the worker and the witness (a library
+# choosing among convolution algorithms by timing on first calls), and with them TF32's rounding of
+# the unchanged slices, which then does not cancel in the change: this many times the reference's own
+# TF32 error on the base is allowed beside the change's. On the H100 (2026-12-07) an honest TF32
+# GoogLeNet, whose logits move 9e-5 in L2 between a pair, missed by 1.08 times what was allowed
+# without it. Not for an output of at most AGGREGATE_ELEMENTS (a loss): there TF32's error is mostly
+# its operands' rounding, the same in any algorithm, and allowing it let red-team round 15's
+# candidate through on a TF32 MSE of a linear layer (its error 2.2 times the change).
+ACROSS_PROCESSES = 2.0
+
+
 def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
-          own: list[dict[int, float]] | None = None) -> Judged:
+          own: list[dict[int, float]] | None = None, policy_base: dict[int, float] | None = None) -> Judged:
     """The candidate's change between the worker's base and the witness's pairs against the
     referee's, as local_change judges the worker's pairs. `got`: the witness's pair outputs; `want`:
-    the referee's (reference_outputs); `own`: the reference's own error of each pair's change, where
-    measured."""
+    the referee's (reference_outputs); `own`: the reference's own error of each pair's change, and
+    `policy_base` its TF32 error on the base, where measured (own_errors)."""
     path = run_dir / BASE_FILE
     try:
         data = path.read_bytes()
@@ -242,7 +261,8 @@ def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
             return Judged(Finding("blind-mismatch", f"in the blind check's witness, the candidate's output {odd[0]} on "
                                   f"local-change pair {k} is not a floating tensor of the module's shape"))
         allowed = {i: 2.0 * noise[i] + apart[i] + ((own or [])[k].get(i, 0.0) if own and k < len(own) else 0.0)
-                   for i in noise}
+                   + (ACROSS_PROCESSES * (policy_base or {}).get(i, 0.0) if _elements(base[i]) > AGGREGATE_ELEMENTS
+                      else 0.0) for i in noise}
         local_change.add_pair(tally, local_change.pair_misses(base, got0, ref1, got1, allowed))
     found = local_change.finding(tally, where="run in the blind check's witness, a process that never saw the base "
                                  "the worker ran")
