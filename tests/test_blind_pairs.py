@@ -32,7 +32,7 @@ def _setup(tmp_path, estimate, reference=None):
     def exact(a: torch.Tensor) -> list[torch.Tensor]:
         return [reference(a, w)] if reference is not None else [_loss_rows(a, w).mean().float().reshape(1)]
 
-    kept = blind_pairs.keep_base(tmp_path, _base(exact(x), [estimate(x, w)]), 11, x.numel() * 8)
+    kept = local_change.keep_base(tmp_path, _base(exact(x), [estimate(x, w)]), x.numel() * 8)
     gen = torch.Generator().manual_seed(9)
     pairs = [local_change.swap_slices([x], [torch.randn(256, 16, generator=g, dtype=torch.float64)], gen)[0][0]
              for _ in range(local_change.PAIRS)]

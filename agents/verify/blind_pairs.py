@@ -7,7 +7,8 @@ Here the pairs are made again from the same base and run where the base never wa
 
 1. the worker, once its own pairs passed, keeps the candidate's and the reference's outputs on the
    base (local_change.Places) in a file of the run folder and reports the file's digest in its
-   signed verdict (`local_base`), with the base's seed, draw seed and places' seed;
+   signed verdict (`local_base`, local_change.keep_base), with the base's seed, draw seed and
+   places' seed;
 2. the referee (the reference alone, outside the sandbox) makes the base again from its seed, and
    PAIRS sets from it with a share of its slices taken from other draws (local_change.swap_slices),
    under seeds the worker never had; it writes only the pairs' inputs to the witness's own folder
@@ -49,7 +50,7 @@ from stitchcuda.types import Finding
 
 WORD = "pairs"  # the referee's word to make the pairs' inputs (the recipe follows as JSON)
 EXACT_WORD = "pairs-fp64"  # ... and to measure its own error of each pair's change
-BASE_FILE = "local_base.pt"  # the worker's kept base outputs, in its run folder
+BASE_FILE = local_change.BASE_FILE
 # A base whose inputs are larger than this gets no pairs here: PAIRS sets of them are written to the
 # witness's folder and read back.
 PAIR_INPUT_BYTES = 256 << 20
@@ -103,27 +104,12 @@ def from_word(line: str) -> Recipe | None:
     return Recipe(**json.loads(line[len(WORD) + 1:]))
 
 
-# ---------------------------------------------------------------------------------------------
-# The worker's side
-
-
-def keep_base(run_dir: Path, base: local_change.Base, seed: int, input_bytes: int) -> dict[str, Any]:
-    """Writes the base's outputs (both modules', at its places) to BASE_FILE; returns what the
-    verdict reports of it, the file's digest taken from the bytes written."""
-    buf = io.BytesIO()
-    torch.save({"ref": _cpu(base.ref), "got": _cpu(base.got)}, buf)
-    data = buf.getvalue()
-    (run_dir / BASE_FILE).write_bytes(data)
-    return {"set": base.name, "seed": int(seed), "draw_seed": int(base.draw_seed), "places_seed": base.places.seed,
-            "input_bytes": int(input_bytes), "sha256": hashlib.sha256(data).hexdigest()}
-
-
 def _elements(t: Any) -> int:
     return t.numel() if isinstance(t, torch.Tensor) else 0
 
 
 def _cpu(outs: list[Any] | None) -> list[Any]:
-    return [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in outs or []]
+    return local_change.on_cpu(outs)
 
 
 # ---------------------------------------------------------------------------------------------

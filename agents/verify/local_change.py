@@ -19,8 +19,11 @@ a scalar estimate's miss, random in size, is not let through by one lucky pair.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -93,6 +96,25 @@ class Base:
     def keep(self, args: list[Any], draw_seed: int, ref: list[Any], got: list[Any], seed: int = 0) -> None:
         self.args, self.draw_seed, self.seed = args, draw_seed, seed
         self.ref, self.got = self.places.take(ref), self.places.take(got)
+
+
+BASE_FILE = "local_base.pt"  # the worker's kept base outputs, in its run folder (blind_pairs reads them)
+
+
+def keep_base(run_dir: Path, base: Base, input_bytes: int) -> dict[str, Any]:
+    """Writes the base's outputs (both modules', at its places) to BASE_FILE for the blind check's
+    pairs (blind_pairs); returns what the verdict reports of it, the file's digest taken from the
+    bytes written."""
+    buf = io.BytesIO()
+    torch.save({"ref": on_cpu(base.ref), "got": on_cpu(base.got)}, buf)
+    data = buf.getvalue()
+    (run_dir / BASE_FILE).write_bytes(data)
+    return {"set": base.name, "seed": int(base.seed), "draw_seed": int(base.draw_seed), "places_seed": base.places.seed,
+            "input_bytes": int(input_bytes), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def on_cpu(outs: list[Any] | None) -> list[Any]:
+    return [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in outs or []]
 
 
 def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator) -> tuple[list[Any], int]:

@@ -36,7 +36,6 @@ from stitchcuda import runtime, timing_cpus
 from stitchcuda.agents.verify import (
     aliasing,
     audit,
-    blind_pairs,
     call_watch,
     dispatch_table,
     draw_tracking,
@@ -321,7 +320,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
                 and req.get("run_dir"):
             # The base's outputs kept for the blind check's pairs, made again where the base never was.
             assert base.args is not None
-            v.local_base = blind_pairs.keep_base(Path(req["run_dir"]), base, base.seed, _nbytes(base.args))
+            v.local_base = local_change.keep_base(Path(req["run_dir"]), base, _nbytes(base.args))
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
         rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
