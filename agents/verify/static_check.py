@@ -267,15 +267,52 @@ def _collect(tree: ast.Module) -> _Module:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, node.value
-            if _is_extension_load(value, mod):
+            returned = _returned_alias(mod.functions.get(value.func.id), mod) \
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and bound[name] == 1 else None
+            if returned:
+                # `_ext = _build()` where every return of _build gives torch (or one of its modules or
+                # functions): read as the candidate's own extension, `_ext.add(x, y)` was not torch.add.
+                mod.aliases[name] = returned
+            elif _is_extension_load(value, mod):
                 mod.extensions.add(name)
             elif isinstance(value, ast.Attribute | ast.Name):
                 # `relu = torch.relu` / `G = F`: an alias as good as an import's.
                 origin = _dotted(value, mod.aliases)
                 # (ctypes too: `_cast = ctypes.cast` then `_cast(t.data_ptr(), P)[i]`, red-team round 9.)
-                if origin and origin.split(".")[0] in ("torch", "ctypes"):
+                if origin and origin.split(".")[0] in _ALIASED_ROOTS:
                     mod.aliases[name] = origin
     return mod
+
+
+_ALIASED_ROOTS = ("torch", "ctypes")
+
+
+def _returned_alias(fn: ast.FunctionDef | None, mod: _Module) -> str | None:
+    """What every `return` of a module-level function gives, where each gives a name or attribute of
+    torch (or of ctypes), through either arm of a conditional too: their longest common dotted prefix
+    (`torch` where one arm gives torch and another torch.nn.functional); None otherwise."""
+    if fn is None:
+        return None
+    origins: list[str | None] = []
+    for r in ast.walk(fn):
+        if isinstance(r, ast.Return):
+            origins += _value_origins(r.value, mod)
+    if not origins or any(o is None for o in origins):
+        return None
+    prefix: list[str] = []
+    for parts in zip(*[str(o).split(".") for o in origins], strict=False):
+        if len(set(parts)) != 1:
+            break
+        prefix.append(parts[0])
+    return ".".join(prefix) if prefix and prefix[0] in _ALIASED_ROOTS else None
+
+
+def _value_origins(v: ast.AST | None, mod: _Module) -> list[str | None]:
+    if isinstance(v, ast.IfExp):
+        return _value_origins(v.body, mod) + _value_origins(v.orelse, mod)
+    if isinstance(v, ast.BoolOp):
+        return [o for x in v.values for o in _value_origins(x, mod)]
+    return [_dotted(v, mod.aliases) if isinstance(v, ast.Attribute | ast.Name) else None]
 
 
 _CACHES = frozenset({"functools.lru_cache", "functools.cache"})
