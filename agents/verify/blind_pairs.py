@@ -26,8 +26,11 @@ errors. A candidate whose outputs follow the module's in both processes passes: 
 an honest candidate on one base differ by rounding, and by the reference's own noise where that has
 any (allowed twice, as in the worker).
 
-Skipped, with a note, where the worker kept no base (lean inputs, a random reference, weights the
-candidate did not take from the reference), where the base's inputs are large (PAIR_INPUT_BYTES:
+A reference that draws random numbers (a dropout) draws them alike in every process: each call runs
+under the base's draw seed, as the worker's pairs do.
+
+Skipped, with a note, where the worker kept no base (lean inputs, weights the candidate did not take
+from the reference), where the base's inputs are large (PAIR_INPUT_BYTES:
 they are written to a file), or where the referee's reference on the base is not the worker's (a
 module whose state moves from call to call).
 """

@@ -316,7 +316,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
             judged = _check_local_change(v, ref, cand, get_inputs, base, fresh_seeds(local_change.PAIRS, set(seeds)),
                                          device, tol, ref_ops, threads_before, numerics)
-        if judged and v.correct and not v.hack_findings and weights_made_again and not draws_random(ref_ops) \
+        if judged and v.correct and not v.hack_findings and weights_made_again \
                 and req.get("run_dir"):
             # The base's outputs kept for the blind check's pairs, made again where the base never was.
             assert base.args is not None
