@@ -351,7 +351,7 @@ def witness(req: dict[str, Any]) -> None:
                     pair_outs.append(to_plain_cpu(places.take(["odd" if foreign(o) else o for o in flat])))
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            del cand, out, pair_args
+            cand = out = pair_args = None
     _mark("forwards done, the lock given back")
     ranges, ops, after, dropout_calls, bernoulli_calls = forward_ops(events_of(prof), dropout_own)
     tampered = changed(watched, except_from=("torch",))
