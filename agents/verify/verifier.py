@@ -302,7 +302,7 @@ def _after_worker(candidate: Candidate | None, req: dict, workdir: Path, env: di
 
 def _start_blind(req: dict, workdir: Path, env: dict[str, str], home: WitnessHome | None) -> blind.Started:
     """The blind check's processes: the witness in its own folder and sandbox, the referee with `env`."""
-    if home is None:  # (a caller that made none: the witness shares the run folder)
+    if home is None:  # (verify makes one wherever the blind check is wanted: never the run folder)
         raise ValueError("the blind check's witness needs its own folder (WitnessHome)")
     return blind.Started(home.request(req), workdir, env, home.box.wrap, home.folder, home.box.env)
 
