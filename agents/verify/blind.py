@@ -230,7 +230,7 @@ def witness(req: dict[str, Any]) -> None:
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
-    pair_places, to_plain_cpu, load_sets = local_change.Places, blind_pairs.places_cpu, torch.load
+    pair_places, to_plain_cpu, load_sets = local_change.Places, local_change.on_cpu, torch.load
     recorder_cls = dyn.OpRecorder
     started = offthread.seen
     # The worker's watch of the candidate's calls too (calls past the op recorder and the profiler:

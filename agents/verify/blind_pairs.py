@@ -111,10 +111,6 @@ def _elements(t: Any) -> int:
     return t.numel() if isinstance(t, torch.Tensor) else 0
 
 
-def _cpu(outs: list[Any] | None) -> list[Any]:
-    return local_change.on_cpu(outs)
-
-
 # ---------------------------------------------------------------------------------------------
 # The referee's side (the reference alone)
 
@@ -129,9 +125,9 @@ def make_pairs(get_inputs: Any, r: Recipe, device: Any) -> tuple[list[Any], list
     for s in r.donor_seeds:
         donor = make_inputs(get_inputs, s, device)
         pair, _ = local_change.swap_slices(base, donor, gen)
-        pairs.append(_cpu(pair))
+        pairs.append(local_change.on_cpu(pair))
         del donor
-    return _cpu(base), pairs
+    return local_change.on_cpu(base), pairs
 
 
 def reference_outputs(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any) -> dict[str, Any]:
@@ -179,12 +175,7 @@ def _on(args: list[Any], device: Any) -> list[Any]:
 
 
 def places_of(places: local_change.Places, outs: list[Any]) -> list[Any]:
-    return _cpu(places.take(outs))
-
-
-def places_cpu(outs: list[Any]) -> list[Any]:
-    """Outputs already taken at their places, on the CPU (the witness's, saved for the parent)."""
-    return _cpu(outs)
+    return local_change.on_cpu(places.take(outs))
 
 
 # ---------------------------------------------------------------------------------------------
