@@ -217,8 +217,8 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     log_tail: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each worker phase
-    # The worker's local-change base, kept for the blind check's pairs (blind_pairs.keep_base): its
-    # seeds and its kept outputs' file digest; the Verifier's own, dropped once the blind check ran.
+    # The worker's local-change bases, kept for the blind check's pairs (local_change.keep_base): their
+    # seeds and their kept outputs' file digest; the Verifier's own, dropped once the blind check ran.
     local_base: dict[str, Any] | None = None
     # One forward of the candidate, per kernel (the profiler's name, library kernels too): its GPU
     # microseconds and its launches. Nsight Compute profiles the hottest, and stops after them.

@@ -78,9 +78,10 @@ def test_honest_candidates_pass_it(tmp_path, opts, ref, stem):
     assert v.accepted, (v.status, v.message)
     assert any(n.startswith("blind check:") for n in v.notes), v.notes
     assert v.phases.get("blind", 0) > 0
-    # The local-change pairs ran in the witness too (a dropout's masks drawn alike there under the
-    # base's draw seed).
-    assert f"local-change pairs in the blind check: {local_change.PAIRS} pairs judged" in " ".join(v.notes), v.notes
+    # The local-change pairs ran in the witness too, one on each of the worker's bases (a dropout's
+    # masks drawn alike there under each base's draw seed).
+    said = f"local-change pairs in the blind check: {local_change.PAIRS} pairs judged on {local_change.ANCHORS} bases"
+    assert said in " ".join(v.notes), v.notes
     assert (blind.ASKED_EXACT in " ".join(v.notes)) == (stem == "good_shifted_norm"), v.notes
 
 

@@ -337,9 +337,10 @@ def witness(req: dict[str, Any]) -> None:
                 cand.load_state_dict({k: v.to(device) for k, v in pair_weights.items()})
             del pair_cand, pair_weights
             places, pair_outs = pair_places(int(pairs["places_seed"])), []
-            for pair_args in load_sets(pairs["inputs"], weights_only=True):
+            for pair_args, pair_draws in zip(load_sets(pairs["inputs"], weights_only=True), pairs["draw_seeds"],
+                                             strict=True):
                 pair_args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in pair_args]
-                same_draws(int(pairs["draw_seed"]))
+                same_draws(int(pair_draws))
                 before = stacks()
                 with audit.window(), offthread.watching("forward"), watch_calls("forward"):
                     out = cand(*pair_args)
@@ -456,23 +457,23 @@ def referee(req: dict[str, Any]) -> None:
     _mark("ready")
     word = sys.stdin.readline().strip()
     recipe = blind_pairs.from_word(word)
-    pair_base: list[Any] | None = None
+    pair_bases: list[list[Any]] | None = None
     pair_sets: list[list[Any]] | None = None
     pair_ref = None
     if recipe is not None:
         # The local-change pairs' inputs, made before the witness runs and written to its folder (the
-        # base's and the seeds they came from stay here): blind_pairs.
+        # bases' and the seeds they came from stay here): blind_pairs.
         _mark("told to make the local-change pairs")
         try:
             with _gpu(req, device, "referee"):
-                pair_base, pair_sets = blind_pairs.make_pairs(ref_mod.get_inputs, recipe, device)
+                pair_bases, pair_sets = blind_pairs.make_pairs(ref_mod.get_inputs, recipe, device)
             _save(pair_sets, recipe.inputs)
             made = {"ok": True, "why": ""}
             # The reference with the worker's weights, made on the CPU while the witness runs.
             pair_ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()),
                                     recipe.init_seed, req.get("module_mode"))
         except Exception as e:  # noqa: BLE001 - (a reference refusing mixed slices) judged without them
-            pair_base = pair_sets = pair_ref = None
+            pair_bases = pair_sets = pair_ref = None
             made = {"ok": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
         Path(req["referee_out"]).with_name(PAIRS_MADE).write_text(json.dumps(made))
         word = sys.stdin.readline().strip()
@@ -504,10 +505,10 @@ def referee(req: dict[str, Any]) -> None:
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
         policy = req.get("policy", "strict")
-        if recipe is not None and pair_ref is not None and pair_base is not None and pair_sets is not None:
+        if recipe is not None and pair_ref is not None and pair_bases is not None and pair_sets is not None:
             pair_ref = pair_ref.to(device)
             try:
-                pair_want = blind_pairs.reference_outputs(pair_ref, pair_base, pair_sets, recipe, device)
+                pair_want = blind_pairs.reference_outputs(pair_ref, pair_bases, pair_sets, recipe, device)
                 pair_want["exact_possible"] = exact_possible
             except Exception as e:  # noqa: BLE001 - judged without them, and said
                 pair_want = {"failed": f"{type(e).__name__}: {str(e)[:200]}"}
@@ -527,8 +528,8 @@ def referee(req: dict[str, Any]) -> None:
                 _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
                 _mark("float64 outputs saved")
             elif word == blind_pairs.EXACT_WORD and pair_ref is not None and exact_possible:
-                assert recipe is not None and pair_base is not None and pair_sets is not None
-                own, policy_base = blind_pairs.own_errors(pair_ref, pair_base, pair_sets, recipe, device, ops, policy)
+                assert recipe is not None and pair_bases is not None and pair_sets is not None
+                own, policy_base = blind_pairs.own_errors(pair_ref, pair_bases, pair_sets, recipe, device, ops, policy)
                 _save({"own": own, "policy_base": policy_base}, req["referee_out"] + PAIRS_OUT + ".exact")
                 _mark("the pairs' own errors saved")
             else:

@@ -6,13 +6,13 @@ base plus the exact change of the slices that differ (red-team round 15): its mi
 Here the pairs are made again from the same base and run where the base never was:
 
 1. the worker, once its own pairs passed, keeps the candidate's and the reference's outputs on the
-   base (local_change.Places) in a file of the run folder and reports the file's digest in its
-   signed verdict (`local_base`, local_change.keep_base), with the base's seed, draw seed and
-   places' seed;
-2. the referee (the reference alone, outside the sandbox) makes the base again from its seed, and
-   PAIRS sets from it with a share of its slices taken from other draws (local_change.swap_slices),
-   under seeds the worker never had; it writes only the pairs' inputs to the witness's own folder
-   (witness_home), never the base's, nor any seed they came from;
+   base and on other checked random sets (local_change.ANCHORS in all, at local_change.Places) in a
+   file of the run folder and reports the file's digest in its signed verdict (`local_base`,
+   local_change.keep_base), with each set's seed and draw seed and the places' seed;
+2. the referee (the reference alone, outside the sandbox) makes those sets again from their seeds,
+   and PAIRS sets from them, one from each in turn, with a share of its slices taken from other
+   draws (local_change.swap_slices), under seeds the worker never had; it writes only the pairs'
+   inputs to the witness's own folder (witness_home), never the bases', nor any seed they came from;
 3. the witness (the candidate alone, in that folder) builds the candidate again with the worker's
    weights and runs it on the pairs, after its blind calls; the base is nowhere in its process or
    its folder, and its first pair looks like any random set;
@@ -22,12 +22,14 @@ Here the pairs are made again from the same base and run where the base never wa
 
 An estimate made in the worker misses by its own error on the base, whatever the witness does:
 exact there, the miss is that error whole; an estimate there too, the difference of two estimates'
-errors. A candidate whose outputs follow the module's in both processes passes: the two outputs of
+errors. Pairs of one base would share that error, and the witness's later pairs its first pair's
+(a candidate keeping each set answers a set of mostly the same slices from it): so each pair has a
+base of its own, and their misses are drawn apart. A candidate whose outputs follow the module's in both processes passes: the two outputs of
 an honest candidate on one base differ by rounding, and by the reference's own noise where that has
 any (allowed twice, as in the worker).
 
 A reference that draws random numbers (a dropout) draws them alike in every process: each call runs
-under the base's draw seed, as the worker's pairs do.
+under its base's draw seed, as the worker's pairs do.
 
 Skipped, with a note, where the worker kept no base (lean inputs, weights the candidate did not take
 from the reference), where the base's inputs are large (PAIR_INPUT_BYTES:
@@ -62,36 +64,43 @@ FORGED_BASE = "report-forged"
 
 @dataclass
 class Recipe:
-    """How the referee makes the pairs: the worker's base (its seed, draw seed, places' seed and the
-    reference's weights' seed) and this check's own donor and slice seeds; `inputs`: the file in the
-    witness's folder the pairs' inputs go to."""
+    """How the referee makes the pairs: the worker's bases (their seeds and draw seeds), its places'
+    seed and the reference's weights' seed, and this check's own donor and slice seeds (pair k from
+    base k modulo their number); `inputs`: the file in the witness's folder the pairs' inputs go to."""
 
-    base_seed: int
-    draw_seed: int
+    base_seeds: list[int]
+    draw_seeds: list[int]
     places_seed: int
     init_seed: int
     donor_seeds: list[int]
     picks_seed: int
     inputs: str
 
+    def base_of(self, k: int) -> int:
+        return k % len(self.base_seeds)
+
     def for_witness(self) -> dict[str, Any]:
-        """What the witness needs: not the base's seed, nor the donors' (with them it could make the
+        """What the witness needs: not the bases' seeds, nor the donors' (with them it could make a
         base, and its estimate of it, for itself)."""
-        return {"draw_seed": self.draw_seed, "places_seed": self.places_seed, "init_seed": self.init_seed,
-                "inputs": self.inputs}
+        return {"draw_seeds": [self.draw_seeds[self.base_of(k)] for k in range(len(self.donor_seeds))],
+                "places_seed": self.places_seed, "init_seed": self.init_seed, "inputs": self.inputs}
 
 
 def recipe(local_base: dict[str, Any] | None, init_seed: Any, folder: Path) -> tuple[Recipe | None, str]:
-    """The pairs' recipe from the worker's report of its base, or None and why not."""
+    """The pairs' recipe from the worker's report of its bases, or None and why not."""
     if not isinstance(local_base, dict) or init_seed is None:
         return None, "no base kept by the worker"
     try:
         nbytes = int(local_base["input_bytes"])
-        r = Recipe(int(local_base["seed"]), int(local_base["draw_seed"]), int(local_base["places_seed"]),
-                   int(init_seed), [secrets.randbits(62) for _ in range(local_change.PAIRS)], secrets.randbits(62),
+        anchors = list(local_base["anchors"])
+        r = Recipe([int(a["seed"]) for a in anchors], [int(a["draw_seed"]) for a in anchors],
+                   int(local_base["places_seed"]), int(init_seed),
+                   [secrets.randbits(62) for _ in range(local_change.PAIRS)], secrets.randbits(62),
                    str(folder / "pairs_inputs.pt"))
     except (KeyError, TypeError, ValueError):
         return None, "the worker's report of its base does not read as one"
+    if not anchors:
+        return None, "no base kept by the worker"
     if nbytes > PAIR_INPUT_BYTES:
         return None, f"the base's inputs take {nbytes / 2**20:.0f} MiB (more than {PAIR_INPUT_BYTES >> 20} MiB)"
     return r, ""
@@ -115,34 +124,40 @@ def _elements(t: Any) -> int:
 # The referee's side (the reference alone)
 
 
-def make_pairs(get_inputs: Any, r: Recipe, device: Any) -> tuple[list[Any], list[list[Any]]]:
-    """The base again (from its seed, on the worker's device) and the PAIRS sets made from it, on the CPU."""
+def make_pairs(get_inputs: Any, r: Recipe, device: Any) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The bases again (from their seeds, on the worker's device) and the PAIRS sets made from them,
+    on the CPU."""
     from stitchcuda.inputs import make_inputs
 
-    base = make_inputs(get_inputs, r.base_seed, device)
+    bases = [make_inputs(get_inputs, s, device) for s in r.base_seeds]
     gen = torch.Generator().manual_seed(r.picks_seed)
     pairs = []
-    for s in r.donor_seeds:
+    for k, s in enumerate(r.donor_seeds):
         donor = make_inputs(get_inputs, s, device)
-        pair, _ = local_change.swap_slices(base, donor, gen)
+        pair, _ = local_change.swap_slices(bases[r.base_of(k)], donor, gen)
         pairs.append(local_change.on_cpu(pair))
         del donor
-    return local_change.on_cpu(base), pairs
+    return [local_change.on_cpu(b) for b in bases], pairs
 
 
-def reference_outputs(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any) -> dict[str, Any]:
-    """The reference's outputs at the base's places: on the base twice (its run-to-run noise), then
-    on each pair, each under the base's draw seed."""
+def reference_outputs(ref: Any, bases: list[list[Any]], pairs: list[list[Any]], r: Recipe,
+                      device: Any) -> dict[str, Any]:
+    """The reference's outputs at the bases' places: on each base twice (its run-to-run noise), then
+    on each pair, each under its base's draw seed."""
     places = local_change.Places(r.places_seed)
-    outs = [places_of(places, _run(ref, args, r.draw_seed, device)) for args in [base, base, *pairs]]
-    return {"base": outs[0], "again": outs[1], "pairs": outs[2:]}
+
+    def at(args: list[Any], b: int) -> list[Any]:
+        return places_of(places, _run(ref, args, r.draw_seeds[b], device))
+
+    return {"base": [at(a, b) for b, a in enumerate(bases)], "again": [at(a, b) for b, a in enumerate(bases)],
+            "pairs": [at(p, r.base_of(k)) for k, p in enumerate(pairs)]}
 
 
-def own_errors(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, device: Any, ops: Any,
-               policy: str) -> tuple[list[dict[int, float]], dict[int, float]]:
+def own_errors(ref: Any, bases: list[list[Any]], pairs: list[list[Any]], r: Recipe, device: Any, ops: Any,
+               policy: str) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
     """Per pair and output, the fp32 reference's own error of the change (against float64, and under
     TF32 where the policy allows it), as the worker allows it (local_change.own_change_error); and per
-    output, its largest error on the base under TF32 (none under a strict policy)."""
+    base and output, its largest error on the base under TF32 (none under a strict policy)."""
     from stitchcuda.agents.verify.worker import _exact_and_policy
 
     places = local_change.Places(r.places_seed)
@@ -151,14 +166,15 @@ def own_errors(ref: Any, base: list[Any], pairs: list[list[Any]], r: Recipe, dev
     def runs(args: list[Any]) -> list[list[Any]]:
         return [places_of(places, o) for o in _exact_and_policy(ref, buffers, _on(args, device), ops, policy)]
 
-    ref0 = places_of(places, _run(ref, base, r.draw_seed, device))
-    exact0 = runs(base)
+    ref0 = [places_of(places, _run(ref, a, r.draw_seeds[b], device)) for b, a in enumerate(bases)]
+    exact0 = [runs(a) for a in bases]
     out = []
-    for args in pairs:
-        ref1 = places_of(places, _run(ref, args, r.draw_seed, device))
-        out.append(local_change.own_change_error(ref0, exact0, ref1, runs(args)))
-    policy_base = {i: max((local_change.distance(u[i], e) for u in exact0[1:] if i < len(u)), default=0.0)
-                   for i, e in enumerate(exact0[0])}
+    for k, args in enumerate(pairs):
+        b = r.base_of(k)
+        ref1 = places_of(places, _run(ref, args, r.draw_seeds[b], device))
+        out.append(local_change.own_change_error(ref0[b], exact0[b], ref1, runs(args)))
+    policy_base = [{i: max((local_change.distance(u[i], e) for u in ex[1:] if i < len(u)), default=0.0)
+                    for i, e in enumerate(ex[0])} for ex in exact0]
     return out, policy_base
 
 
@@ -200,11 +216,12 @@ ACROSS_PROCESSES = 2.0
 
 
 def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
-          own: list[dict[int, float]] | None = None, policy_base: dict[int, float] | None = None) -> Judged:
-    """The candidate's change between the worker's base and the witness's pairs against the
+          own: list[dict[int, float]] | None = None,
+          policy_base: list[dict[int, float]] | None = None) -> Judged:
+    """The candidate's change between the worker's bases and the witness's pairs against the
     referee's, as local_change judges the worker's pairs. `got`: the witness's pair outputs; `want`:
     the referee's (reference_outputs); `own`: the reference's own error of each pair's change, and
-    `policy_base` its TF32 error on the base, where measured (own_errors)."""
+    `policy_base` its TF32 error on each base, where measured (own_errors)."""
     path = run_dir / BASE_FILE
     try:
         data = path.read_bytes()
@@ -214,23 +231,30 @@ def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
     if hashlib.sha256(data).hexdigest() != local_base.get("sha256"):
         return Judged(Finding(FORGED_BASE, f"the worker's kept base outputs ({BASE_FILE}) changed after the worker "
                               "wrote them (their digest is not the one its signed report gave)"))
-    kept = torch.load(io.BytesIO(data), weights_only=True)
-    ref0, got0 = kept.get("ref") or [], kept.get("got") or []
-    base, again, ref_pairs = want["base"], want["again"], want["pairs"]
+    kept = torch.load(io.BytesIO(data), weights_only=True).get("anchors") or []
+    bases, agains, ref_pairs = want["base"], want["again"], want["pairs"]
     if not isinstance(got, list) or len(got) != len(ref_pairs) or not all(isinstance(g, list) for g in got):
         return Judged(Finding("blind-mismatch", "the blind check's witness saved no outputs of the local-change pairs"))
-    # The reference on the base in both processes: a module whose state moved between the worker's
+    if len(kept) != len(bases):
+        return Judged(Finding(FORGED_BASE, f"the worker's kept base outputs ({BASE_FILE}) hold {len(kept)} sets "
+                              f"where its signed report named {len(bases)}"))
+    # The reference on each base in both processes: a module whose state moved between the worker's
     # calls computes something else here, and its change would not be the worker's.
-    noise, apart = {}, {}
-    for i, r in enumerate(base):
-        noise[i] = local_change.distance(r, again[i]) if i < len(again) else 0.0
-        apart[i] = local_change.distance(r, ref0[i]) if i < len(ref0) else 0.0
-        if isinstance(r, torch.Tensor) and r.is_floating_point() and apart[i] > \
-                2.0 * noise[i] + local_change.FLOOR * float(torch.linalg.vector_norm(r.double())) + 1e-30:
-            return Judged(note="local-change pairs in the blind check skipped: the reference's outputs on the base "
-                          "differ from the worker's (its state moves from call to call)")
+    noise: list[dict[int, float]] = []
+    apart: list[dict[int, float]] = []
+    for b, (base, again) in enumerate(zip(bases, agains, strict=True)):
+        ref0 = kept[b].get("ref") or []
+        noise.append({i: local_change.distance(r, again[i]) if i < len(again) else 0.0 for i, r in enumerate(base)})
+        apart.append({i: local_change.distance(r, ref0[i]) if i < len(ref0) else 0.0 for i, r in enumerate(base)})
+        for i, r in enumerate(base):
+            if isinstance(r, torch.Tensor) and r.is_floating_point() and apart[b][i] > \
+                    2.0 * noise[b][i] + local_change.FLOOR * float(torch.linalg.vector_norm(r.double())) + 1e-30:
+                return Judged(note="local-change pairs in the blind check skipped: the reference's outputs on the "
+                              "base differ from the worker's (its state moves from call to call)")
     tally = local_change.Tally()
     for k, (ref1, got1) in enumerate(zip(ref_pairs, got, strict=True)):
+        b = k % len(bases)
+        base, got0 = bases[b], kept[b].get("got") or []
         # Judged by their change alone (an honest candidate more exact than the fp32 reference is far
         # from it on ill-conditioned sets, where the worker's fp64 referee judged it): but each output
         # must be there, of its shape, or it would be left out of the change.
@@ -240,10 +264,11 @@ def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
         if odd:
             return Judged(Finding("blind-mismatch", f"in the blind check's witness, the candidate's output {odd[0]} on "
                                   f"local-change pair {k} is not a floating tensor of the module's shape"))
-        allowed = {i: 2.0 * noise[i] + apart[i] + ((own or [])[k].get(i, 0.0) if own and k < len(own) else 0.0)
-                   + (ACROSS_PROCESSES * (policy_base or {}).get(i, 0.0) if _elements(base[i]) > AGGREGATE_ELEMENTS
-                      else 0.0) for i in noise}
+        tf32 = (policy_base or [])[b] if policy_base and b < len(policy_base) else {}
+        allowed = {i: 2.0 * noise[b][i] + apart[b][i] + ((own or [])[k].get(i, 0.0) if own and k < len(own) else 0.0)
+                   + (ACROSS_PROCESSES * tf32.get(i, 0.0) if _elements(base[i]) > AGGREGATE_ELEMENTS else 0.0)
+                   for i in noise[b]}
         local_change.add_pair(tally, local_change.pair_misses(base, got0, ref1, got1, allowed))
-    found = local_change.finding(tally, where="run in the blind check's witness, a process that never saw the base "
+    found = local_change.finding(tally, where="run in the blind check's witness, a process that never saw the bases "
                                  "the worker ran")
-    return Judged(found, f"local-change pairs in the blind check: {tally.pairs} pairs judged")
+    return Judged(found, f"local-change pairs in the blind check: {tally.pairs} pairs judged on {len(bases)} bases")

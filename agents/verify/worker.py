@@ -304,11 +304,15 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     # The local-change pairs' base: a checked random set after random-0, which ran in a secret place.
     later = [name for name, _, kind in sets if kind is None and name.startswith("random-") and name != "random-0"]
     base = local_change.Base(secrets.choice(later or ["random-0"]), local_change.Places(secrets.randbits(62)))
+    # ... and the blind check's other anchors (blind_pairs), outputs only, from the other random sets.
+    others = [n for n in later if n != base.name] + (["random-0"] if base.name != "random-0" else [])
+    anchors = [base] + [local_change.Base(n, base.places, inputs_kept=False)
+                        for n in _secret_order(others)[:local_change.ANCHORS - 1]]
     # Alone on the GPU: a candidate's first calls may choose its kernels by timing them (cuDNN's
     # first-call contenders), and the choice stays for the timing below.
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
-                                 lean_bytes=lean_bytes, base=base)
+                                 lean_bytes=lean_bytes, anchors=anchors)
     judged = False
     if cand is not None and v.correct and not v.hack_findings and tol is not None:
         rec.enter("local-change", f"{local_change.PAIRS} pairs of input sets alike but for a secret share of "
@@ -319,8 +323,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         if judged and v.correct and not v.hack_findings and weights_made_again \
                 and req.get("run_dir"):
             # The base's outputs kept for the blind check's pairs, made again where the base never was.
-            assert base.args is not None
-            v.local_base = local_change.keep_base(Path(req["run_dir"]), base, _nbytes(base.args))
+            v.local_base = local_change.keep_base(Path(req["run_dir"]), anchors)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
         rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
@@ -566,10 +569,10 @@ def same_draws(seed: int) -> None:
 
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
                        lean_bytes: int = 1 << 62,
-                       base: local_change.Base | None = None) -> tuple[Tolerance | None, Counter[str]]:
+                       anchors: list[local_change.Base] | None = None) -> tuple[Tolerance | None, Counter[str]]:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
-    Returns the tolerance and the reference's aten ops (traced on the first set). `base`, where
-    given, keeps the set of its name where it passed (with inputs that were copied for the reference).
+    Returns the tolerance and the reference's aten ops (traced on the first set). Each of `anchors`
+    keeps the set of its name where it passed (with inputs that were copied for the reference).
 
     The candidate runs first, so no reference output for the same inputs exists yet for it to
     find (through gc, say). Odd-numbered random sets (by name: the sets after random-0 run in a
@@ -748,8 +751,9 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
                 # million, or TF32's per-element room) sent every random set to the referee and was
                 # judged by nothing else (red-team round 13, 2026-12-06).
                 tracked.add(ref_outs, call.outs)
-        if base is not None and name == base.name and m.ok and not lean:
-            base.keep(args, draw_seed(idx, seed, kind), ref_outs, call.outs, seed)
+        for anchor in anchors or []:
+            if name == anchor.name and m.ok and not lean:
+                anchor.keep(args, draw_seed(idx, seed, kind), ref_outs, call.outs, seed)
         if m.ok is False and not any(f.code == "output-mismatch" for f in v.findings):
             v.findings.append(Finding("output-mismatch", f"{name}: {m.message}",
                                       data={"set": name, FINITE_MISS: mendable_miss(m)}))
