@@ -15,7 +15,7 @@ def _anchors(refs: list[list[torch.Tensor]], gots: list[list[torch.Tensor]]) -> 
     places = local_change.Places(7)
     anchors = []
     for b, (ref, got) in enumerate(zip(refs, gots, strict=True)):
-        a = local_change.Base(f"random-{b + 1}", places, inputs_kept=b == 0)
+        a = local_change.Base(f"random-{b + 1}", places, inputs_kept=b == 0, mix=(100 + b, 200 + b))
         a.keep([torch.randn(4, 3)], draw_seed=5 + b, ref=ref, got=got, seed=11 + b)
         anchors.append(a)
     return anchors
@@ -100,43 +100,44 @@ def test_a_missing_or_reshaped_output_in_the_witness_is_a_mismatch(tmp_path):
     assert judged.finding is not None and judged.finding.code == "blind-mismatch", judged
 
 
-def test_the_witness_is_told_neither_the_bases_seeds_nor_the_donors(tmp_path):
-    """With them it could make a base, and its own estimate of it, for itself."""
-    anchors = [{"set": "random-2", "seed": 11, "draw_seed": 5}, {"set": "random-4", "seed": 13, "draw_seed": 6}]
-    kept = {"anchors": anchors, "places_seed": 7, "input_bytes": 1 << 20, "sha256": "x"}
-    r, why = blind_pairs.recipe(kept, 42, tmp_path)
-    assert r is not None and not why and r.base_seeds == [11, 13]
+def test_the_witness_is_told_neither_the_donors_seeds_nor_the_slices(tmp_path):
+    """With them it could make the set the worker ran, and its own estimate of it, for itself."""
+    anchors = [{"set": "random-2", "seed": 11, "donor_seed": 21, "picks_seed": 31, "draw_seed": 5},
+               {"set": "random-4", "seed": 13, "donor_seed": 23, "picks_seed": 33, "draw_seed": 6}]
+    kept = {"anchors": anchors, "places_seed": 7, "sha256": "x"}
+    r, why = blind_pairs.recipe(kept, 42)
+    assert r is not None and not why and [a["seed"] for a in r.anchors] == [11, 13]
     told = r.for_witness()
-    assert set(told) == {"draw_seeds", "places_seed", "init_seed", "inputs"}
-    assert told["draw_seeds"] == [5, 6, 5]  # (each pair under its base's draw seed)
-    flat = {v for v in told.values() if not isinstance(v, list)} | set(told["draw_seeds"])
-    assert not {11, 13} & flat and not set(r.donor_seeds) & flat
+    assert told == {"pair_seeds": [11, 13], "draw_seeds": [5, 6], "places_seed": 7, "init_seed": 42}
     assert blind_pairs.from_word(blind_pairs.to_word(r)) == r
-    big, why = blind_pairs.recipe(dict(kept, input_bytes=blind_pairs.PAIR_INPUT_BYTES + 1), 42, tmp_path)
-    assert big is None and "MiB" in why
-    assert blind_pairs.recipe(None, 42, tmp_path)[0] is None
-    assert blind_pairs.recipe({"seed": "x"}, 42, tmp_path)[0] is None
-    assert blind_pairs.recipe(dict(kept, anchors=[]), 42, tmp_path)[0] is None
+    assert blind_pairs.recipe(None, 42)[0] is None
+    assert blind_pairs.recipe({"anchors": [{"seed": "x"}], "places_seed": 1}, 42)[0] is None
+    assert blind_pairs.recipe(dict(kept, anchors=[]), 42)[0] is None
 
 
-def test_the_referee_makes_the_bases_again_and_pairs_from_each_in_turn():
-    """make_pairs from the bases' seeds gives the worker's bases: pair k keeps most of base k's rows."""
+def test_the_referee_makes_the_workers_mixed_sets_and_the_pairs_from_their_seeds():
+    """anchor_inputs gives the set the worker ran (its draw with a share of its donor's rows, made as
+    worker._set_inputs makes it); pair_inputs the draw alone, which differs from it in those rows."""
+    from stitchcuda.agents.verify.worker import _set_inputs
     from stitchcuda.inputs import make_inputs
 
     def get_inputs():
         return [torch.randn(64, 8), torch.randn(64, 2)]
 
-    r = blind_pairs.Recipe(base_seeds=[123, 321], draw_seeds=[1, 2], places_seed=2, init_seed=3,
-                           donor_seeds=[4, 5, 6], picks_seed=7, inputs="unused")
-    bases, pairs = blind_pairs.make_pairs(get_inputs, r, torch.device("cpu"))
-    for base, seed in zip(bases, [123, 321], strict=True):
-        worker = make_inputs(get_inputs, seed, torch.device("cpu"))
-        assert all(torch.equal(a, b) for a, b in zip(base, worker, strict=True))
-    assert len(pairs) == local_change.PAIRS
-    for k, p in enumerate(pairs):
-        base = bases[k % 2]
-        same = sum(torch.equal(p[0][i], base[0][i]) for i in range(64))
-        assert same == 64 - round(64 * local_change.SLICE_SHARE)
+    a = {"seed": 123, "donor_seed": 321, "picks_seed": 7, "draw_seed": 1}
+    cpu = torch.device("cpu")
+    mixed = blind_pairs.anchor_inputs(get_inputs, a, cpu)
+    worker = _set_inputs(get_inputs, 123, None, cpu, (321, 7))
+    assert all(torch.equal(x, y) for x, y in zip(mixed, worker, strict=True))
+    pair = blind_pairs.pair_inputs(get_inputs, a, cpu)
+    assert all(torch.equal(x, y) for x, y in zip(pair, make_inputs(get_inputs, 123, cpu), strict=True))
+    donor = make_inputs(get_inputs, 321, cpu)
+    for t in range(2):  # (a row of x and its target row swapped together)
+        same = [torch.equal(pair[t][i], mixed[t][i]) for i in range(64)]
+        assert sum(same) == 64 - round(64 * local_change.SLICE_SHARE)
+        assert all(torch.equal(mixed[t][i], donor[t][i]) for i in range(64) if not same[i])
+    assert [i for i in range(64) if not torch.equal(pair[0][i], mixed[0][i])] == \
+        [i for i in range(64) if not torch.equal(pair[1][i], mixed[1][i])]
 
 
 def test_the_referee_measures_its_own_error_of_each_change():
@@ -149,18 +150,19 @@ def test_the_referee_measures_its_own_error_of_each_change():
     def get_inputs():
         return [torch.randn(64, 32)]
 
-    r = blind_pairs.Recipe(base_seeds=[5, 9], draw_seeds=[1, 1], places_seed=2, init_seed=3,
-                           donor_seeds=[4, 6, 8], picks_seed=7, inputs="unused")
-    base, pairs = blind_pairs.make_pairs(get_inputs, r, torch.device("cpu"))
+    r = blind_pairs.Recipe([{"seed": s, "donor_seed": s + 1, "picks_seed": 7, "draw_seed": 1} for s in (5, 9, 13)],
+                           places_seed=2, init_seed=3)
+    cpu = torch.device("cpu")
     ops = Counter({"aten::addmm": 1})
-    strict, strict_base = blind_pairs.own_errors(lin, base, pairs, r, torch.device("cpu"), ops, "strict")
-    tf32, tf32_base = blind_pairs.own_errors(lin, base, pairs, r, torch.device("cpu"), ops, "tf32")
-    assert len(strict) == len(tf32) == local_change.PAIRS
+    strict, strict_base = blind_pairs.own_errors(lin, get_inputs, r, cpu, ops, "strict")
+    tf32, tf32_base = blind_pairs.own_errors(lin, get_inputs, r, cpu, ops, "tf32")
+    assert len(strict) == len(tf32) == 3
     # (the base's own TF32 error, allowed across processes: none under a strict policy)
-    assert strict_base == [{0: 0.0}, {0: 0.0}] and all(b[0] > 0 for b in tf32_base)
-    want = blind_pairs.reference_outputs(lin, base, pairs, r, torch.device("cpu"))
+    assert strict_base == [{0: 0.0}] * 3 and all(b[0] > 0 for b in tf32_base)
+    want = blind_pairs.reference_outputs(lin, get_inputs, r, cpu)
+    assert all(torch.equal(b[0], a[0]) for b, a in zip(want["base"], want["again"], strict=True))
     for k, (s, t, ref1) in enumerate(zip(strict, tf32, want["pairs"], strict=True)):
-        moved = local_change.distance(ref1[0], want["base"][k % 2][0])
+        moved = local_change.distance(ref1[0], want["base"][k][0])
         assert 0 <= s[0] < 1e-5 * moved and s[0] < t[0] < 1e-2 * moved, (s, t, moved)
 
 

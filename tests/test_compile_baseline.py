@@ -20,7 +20,7 @@ from stitchcuda.types import Verdict
 def _verdict() -> Verdict:
     """A candidate's verdict as its worker left it: checked on random, adversarial and batch sets."""
     return Verdict(candidate="c", status="ok", correct=True, checks=[
-        {"set": "random-0", "seed": 11, "ok": True}, {"set": "random-1", "seed": 12, "ok": True},
+        {"set": "random-0", "seed": 11, "ok": True}, {"set": "random-1", "seed": 12, "ok": True, "mix": [21, 22]},
         {"set": "adversarial-large", "seed": 13, "ok": False}, {"set": "batch-4", "seed": 14, "ok": True},
         {"set": "weights-changed", "seed": 15, "ok": True},
     ], tolerance={"rtol": 1e-2, "why": "matmul in reference"})
@@ -46,13 +46,14 @@ def test_the_request_names_the_sets_the_candidate_was_checked_and_passed_on(tmp_
     req = compile_baseline.request(_request(tmp_path), v.checks, v.tolerance, [5, 6], str(tmp_path / "p"))
     # The random and adversarial sets (the adversarial ones transform random-0's inputs), not the
     # other batch sizes (torch.compile would recompile for them) nor the reweighted set.
-    assert req["checked"] == [["random-0", 11], ["random-1", 12], ["adversarial-large", 13]]
+    # (random-1 mixed from two draws, as the worker made it: the blind check's anchors)
+    assert req["checked"] == [["random-0", 11, None], ["random-1", 12, [21, 22]], ["adversarial-large", 13, None]]
     assert req["passed"] == ["random-0", "random-1"]
     assert req["tolerance"] == {"rtol": 1e-2, "why": "matmul in reference"}
     assert req["mode"] == compile_baseline.MODE and req["time_seeds"] == [5, 6]
     assert req["run_dir"] == str(tmp_path / "p") and req["gpu_state"].startswith(str(tmp_path / "p"))
-    named = [(n, s, compile_baseline._kind(n)) for n, s in req["checked"]]
-    assert [k for _, _, k in named] == [None, None, "large"]
+    named = [(n, s, compile_baseline._kind(n), mix) for n, s, mix in req["checked"]]
+    assert [k for _, _, k, _ in named] == [None, None, "large"]
 
 
 def test_compile_runs_in_its_own_process_and_its_figures_join_the_verdict(tmp_path, private_root, monkeypatch):

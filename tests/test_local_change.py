@@ -117,7 +117,8 @@ def test_large_outputs_are_kept_at_the_same_secret_places_and_small_ones_copied(
 def test_a_reference_that_refuses_mixed_slices_skips_the_pairs_and_says_so(tmp_path, build_cache):
     """Real worker, real C++ candidate: the reference raises where x is not sorted along its first
     axis, which any set of slices from two draws breaks: the pairs are skipped with a note, and the
-    honest candidate is accepted."""
+    honest candidate is accepted. The blind check's anchors, random sets mixed from two draws, run
+    again as their draws alone: every random set is checked, none mixed."""
     opts = VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=240.0,
                          time_compile=False)
     v = verify(hack_task("ref_affine_sorted"), hack_candidate("good_affine"), tmp_path / "v", opts)
@@ -125,4 +126,7 @@ def test_a_reference_that_refuses_mixed_slices_skips_the_pairs_and_says_so(tmp_p
     assert any(n.startswith("local-change sets skipped: the reference fails on a set of mixed slices")
                for n in v.notes), v.notes
     assert not [c for c in v.checks if c["set"].startswith("local-change")], v.checks
+    randoms = [c for c in v.checks if c["set"].startswith("random-")]
+    assert len(randoms) == opts.random_sets and all(c["ok"] for c in randoms), randoms
+    assert not any("mix" in c for c in randoms), randoms
 

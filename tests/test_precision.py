@@ -185,8 +185,8 @@ class _Affine(torch.nn.Module):
 
 
 def _sets():
-    return [("random-0", 11, None), ("random-1", 12, None), ("adversarial-large", 13, "large"),
-            ("batch-4", 14, ("batch", 4))]
+    return [("random-0", 11, None, None), ("random-1", 12, None, [21, 22]), ("adversarial-large", 13, "large", None),
+            ("batch-4", 14, ("batch", 4), None)]
 
 
 def test_compile_baseline_checked_on_the_candidates_input_sets():
@@ -195,6 +195,12 @@ def test_compile_baseline_checked_on_the_candidates_input_sets():
     inputs = list(compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu")))
     assert [n for n, _ in inputs] == ["random-0", "random-1", "adversarial-large"]  # other batch sizes left out
     assert inputs[2][1][0].abs().max() > 100 * inputs[0][1][0].abs().max()  # the adversarial transform applied
+    # A mixed set as the worker made it: random-1's draw with a share of its rows from seed 21's.
+    from stitchcuda.inputs import make_inputs
+
+    plain, donor = (make_inputs(lambda: [torch.randn(8, 64)], s, torch.device("cpu"))[0] for s in (12, 21))
+    rows = [any(torch.equal(inputs[1][1][0][i], d[i]) for d in (plain, donor)) for i in range(8)]
+    assert all(rows) and not torch.equal(inputs[1][1][0], plain)
     tol = Tolerance(1e-2, "matmul in reference")
     ops = Counter({"addmm": 1, "relu": 1})  # as trace_ops names them
     again = lambda: compile_baseline.checked_inputs(_sets(), lambda: [torch.randn(8, 64)], torch.device("cpu"))  # noqa: E731

@@ -128,7 +128,7 @@ ASKED_EXACT = "the referee's float64 outputs asked for (the fp32 ones differed)"
 BLIND_MISS = "output-mismatch"
 MISS_SLACK = 2.0
 GO = "go"  # the parent's word to the referee once the witness has exited
-PAIRS_MADE = "pairs_made.json"  # the referee's word back once the local-change pairs' inputs are written
+PAIRS_MADE = "pairs_made.json"  # the referee's word back once it is ready for the local-change pairs
 PAIRS_OUT = ".pairs"  # beside the referee's outputs: the reference's on the local-change pairs
 EXACT = "fp64"  # then, once the fp32 outputs are judged: compute the float64 ones too
 DONE = "done"
@@ -230,7 +230,7 @@ def witness(req: dict[str, Any]) -> None:
     # _forward_ops, and torch.profiler.profile.events, to drop their PyTorch ops from the record):
     # a rebinding is a finding, and the record is made with the functions bound here.
     events_of, forward_ops, save, to_cpu, changed = profile.events, _forward_ops, _save, _to_cpu, tamper.changed
-    pair_places, to_plain_cpu, load_sets = local_change.Places, local_change.on_cpu, torch.load
+    pair_places, to_plain_cpu = local_change.Places, local_change.on_cpu
     recorder_cls = dyn.OpRecorder
     started = offthread.seen
     # The worker's watch of the candidate's calls too (calls past the op recorder and the profiler:
@@ -337,9 +337,8 @@ def witness(req: dict[str, Any]) -> None:
                 cand.load_state_dict({k: v.to(device) for k, v in pair_weights.items()})
             del pair_cand, pair_weights
             places, pair_outs = pair_places(int(pairs["places_seed"])), []
-            for pair_args, pair_draws in zip(load_sets(pairs["inputs"], weights_only=True), pairs["draw_seeds"],
-                                             strict=True):
-                pair_args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in pair_args]
+            for pair_seed, pair_draws in zip(pairs["pair_seeds"], pairs["draw_seeds"], strict=True):
+                pair_args = clone_args(make_inputs(get_inputs, int(pair_seed), device))
                 same_draws(int(pair_draws))
                 before = stacks()
                 with audit.window(), offthread.watching("forward"), watch_calls("forward"):
@@ -457,25 +456,22 @@ def referee(req: dict[str, Any]) -> None:
     _mark("ready")
     word = sys.stdin.readline().strip()
     recipe = blind_pairs.from_word(word)
-    pair_bases: list[list[Any]] | None = None
-    pair_sets: list[list[Any]] | None = None
     pair_ref = None
     if recipe is not None:
-        # The local-change pairs' inputs, made before the witness runs and written to its folder (the
-        # bases' and the seeds they came from stay here): blind_pairs.
-        _mark("told to make the local-change pairs")
+        # The local-change pairs' recipe (blind_pairs), told before the witness runs: the reference
+        # with the worker's weights, made on the CPU while the witness runs.
+        _mark("told the local-change pairs' recipe")
         try:
-            with _gpu(req, device, "referee"):
-                pair_bases, pair_sets = blind_pairs.make_pairs(ref_mod.get_inputs, recipe, device)
-            _save(pair_sets, recipe.inputs)
-            made = {"ok": True, "why": ""}
-            # The reference with the worker's weights, made on the CPU while the witness runs.
             pair_ref = built_on_cpu(getattr(ref_mod, req["class_name"]), list(ref_mod.get_init_inputs()),
                                     recipe.init_seed, req.get("module_mode"))
-        except Exception as e:  # noqa: BLE001 - (a reference refusing mixed slices) judged without them
-            pair_bases = pair_sets = pair_ref = None
+            made = {"ok": True, "why": ""}
+        except Exception as e:  # noqa: BLE001 - judged without them
+            pair_ref = None
             made = {"ok": False, "why": f"{type(e).__name__}: {str(e)[:200]}"}
-        Path(req["referee_out"]).with_name(PAIRS_MADE).write_text(json.dumps(made))
+        # (whole or not at all, as _save writes: the parent polls for it, and read it empty once)
+        made_path = Path(req["referee_out"]).with_name(PAIRS_MADE)
+        made_path.with_suffix(".tmp").write_text(json.dumps(made))
+        os.replace(made_path.with_suffix(".tmp"), made_path)
         word = sys.stdin.readline().strip()
     if word != GO:
         sys.exit(3)  # (the witness failed: nothing to judge)
@@ -505,10 +501,10 @@ def referee(req: dict[str, Any]) -> None:
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
         policy = req.get("policy", "strict")
-        if recipe is not None and pair_ref is not None and pair_bases is not None and pair_sets is not None:
+        if recipe is not None and pair_ref is not None:
             pair_ref = pair_ref.to(device)
             try:
-                pair_want = blind_pairs.reference_outputs(pair_ref, pair_bases, pair_sets, recipe, device)
+                pair_want = blind_pairs.reference_outputs(pair_ref, ref_mod.get_inputs, recipe, device)
                 pair_want["exact_possible"] = exact_possible
             except Exception as e:  # noqa: BLE001 - judged without them, and said
                 pair_want = {"failed": f"{type(e).__name__}: {str(e)[:200]}"}
@@ -528,8 +524,8 @@ def referee(req: dict[str, Any]) -> None:
                 _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
                 _mark("float64 outputs saved")
             elif word == blind_pairs.EXACT_WORD and pair_ref is not None and exact_possible:
-                assert recipe is not None and pair_bases is not None and pair_sets is not None
-                own, policy_base = blind_pairs.own_errors(pair_ref, pair_bases, pair_sets, recipe, device, ops, policy)
+                assert recipe is not None
+                own, policy_base = blind_pairs.own_errors(pair_ref, ref_mod.get_inputs, recipe, device, ops, policy)
                 _save({"own": own, "policy_base": policy_base}, req["referee_out"] + PAIRS_OUT + ".exact")
                 _mark("the pairs' own errors saved")
             else:
@@ -730,11 +726,11 @@ class Started:
             self.seconds = {"blind-witness": round(t1 - t0, 2), "blind-referee": round(time.monotonic() - t1, 2)}
 
     def _pairs(self, local_base: dict[str, Any], timeout_s: float) -> tuple[Any, str]:
-        """The local-change pairs' recipe, once the referee has written their inputs to the witness's
-        folder; else None and why not."""
+        """The local-change pairs' recipe, once the referee has it and its reference is built; else
+        None and why not."""
         from stitchcuda.agents.verify import blind_pairs
 
-        recipe, why = blind_pairs.recipe(local_base, self._worker_init_seed, self.witness_dir)
+        recipe, why = blind_pairs.recipe(local_base, self._worker_init_seed)
         if recipe is not None:
             made = self.private / PAIRS_MADE
             failed = _tell(self.referee, blind_pairs.to_word(recipe)) or _saved(
@@ -742,7 +738,7 @@ class Started:
             said = json.loads(made.read_text()) if not failed else {"ok": False, "why": failed}
             if said.get("ok"):
                 return recipe, ""
-            why = f"the reference failed on them ({said.get('why')})"
+            why = f"the reference could not be built for them ({said.get('why')})"
         return None, f"local-change pairs in the blind check not made: {why}"
 
     def _judge_pairs(self, local_base: dict[str, Any], timeout_s: float) -> tuple[list, str]:

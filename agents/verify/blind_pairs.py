@@ -3,38 +3,38 @@
 The worker's local-change check (local_change.py) runs the base and its pairs in one process, so a
 candidate that keeps every input set it is given can answer a pair with its kept estimate of the
 base plus the exact change of the slices that differ (red-team round 15): its miss is then nothing.
-Here the pairs are made again from the same base and run where the base never was:
+Here each pair's two sets run in two processes, one of which never saw the other set:
 
-1. the worker, once its own pairs passed, keeps the candidate's and the reference's outputs on the
-   base and on other checked random sets (local_change.ANCHORS in all, at local_change.Places) in a
-   file of the run folder and reports the file's digest in its signed verdict (`local_base`,
-   local_change.keep_base), with each set's seed and draw seed and the places' seed;
-2. the referee (the reference alone, outside the sandbox) makes those sets again from their seeds,
-   and PAIRS sets from them, one from each in turn, with a share of its slices taken from other
-   draws (local_change.swap_slices), under seeds the worker never had; it writes only the pairs'
-   inputs to the witness's own folder (witness_home), never the bases', nor any seed they came from;
-3. the witness (the candidate alone, in that folder) builds the candidate again with the worker's
-   weights and runs it on the pairs, after its blind calls; the base is nowhere in its process or
-   its folder, and its first pair looks like any random set;
-4. once the witness has exited, the referee computes the reference on the base (twice: its own
-   run-to-run noise) and on the pairs, and the parent judges the candidate's change, the witness's
-   pair outputs less the worker's base outputs, against the reference's, as local_change does.
+1. the worker runs ANCHORS of its checked random sets (one the local-change base, the others chosen
+   in secret too) on inputs mixed from two draws: the set its seed gives with a secret share of its
+   slices from a donor draw (local_change.mixed; such a set is a plain draw to any statistic). Once
+   its own pairs passed, it keeps the candidate's and the reference's outputs on those sets (at
+   local_change.Places) in a file of the run folder, and reports the file's digest in its signed
+   verdict (`local_base`, local_change.keep_base), with each set's seeds and the places' seed;
+2. the witness (the candidate alone, in a folder of its own: witness_home) builds the candidate
+   again with the worker's weights and, after its blind calls, runs it on each anchor's unmixed
+   set, made from the anchor's seed alone: the pair. It is told no donor's seed, nor which slices
+   were swapped, so the set the worker ran is nowhere in its process, and each pair looks like any
+   random set. (Nothing is written across processes: a loss's 4 GB inputs are paired too.);
+3. once the witness has exited, the referee (the reference alone, outside the sandbox) makes each
+   anchor's mixed set and its pair again and computes the reference on the mixed set (twice: its own
+   run-to-run noise) and on the pair; the parent judges the candidate's change, the witness's pair
+   outputs less the worker's anchor outputs, against the reference's, as local_change does.
 
-An estimate made in the worker misses by its own error on the base, whatever the witness does:
+An estimate made in the worker misses by its own error on the anchor, whatever the witness does:
 exact there, the miss is that error whole; an estimate there too, the difference of two estimates'
-errors. Pairs of one base would share that error, and the witness's later pairs its first pair's
-(a candidate keeping each set answers a set of mostly the same slices from it): so each pair has a
-base of its own, and their misses are drawn apart. A candidate whose outputs follow the module's in both processes passes: the two outputs of
-an honest candidate on one base differ by rounding, and by the reference's own noise where that has
-any (allowed twice, as in the worker).
+errors. Pairs of one base would share that error, and a witness's later pairs its first pair's (a
+candidate keeping each set answers a set of mostly the same slices from it): so each pair has a
+base of its own, and their misses are drawn apart. A candidate whose outputs follow the module's in
+both processes passes: the two outputs of an honest candidate on one set differ by rounding, and by
+the reference's own noise where that has any (allowed twice, as in the worker).
 
 A reference that draws random numbers (a dropout) draws them alike in every process: each call runs
-under its base's draw seed, as the worker's pairs do.
+under its anchor's draw seed, as the worker's pairs do.
 
-Skipped, with a note, where the worker kept no base (lean inputs, weights the candidate did not take
-from the reference), where the base's inputs are large (PAIR_INPUT_BYTES:
-they are written to a file), or where the referee's reference on the base is not the worker's (a
-module whose state moves from call to call).
+Skipped, with a note, where the worker kept no anchor (lean inputs, weights the candidate did not take
+from the reference, a reference refusing every mixed set), or where the referee's reference on an
+anchor is not the worker's (a module whose state moves from call to call).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -53,56 +52,40 @@ from stitchcuda.agents.verify import local_change
 from stitchcuda.agents.verify.draw_tracking import AGGREGATE_ELEMENTS
 from stitchcuda.types import Finding
 
-WORD = "pairs"  # the referee's word to make the pairs' inputs (the recipe follows as JSON)
+WORD = "pairs"  # the referee's word to make ready for the pairs (the recipe follows as JSON)
 EXACT_WORD = "pairs-fp64"  # ... and to measure its own error of each pair's change
 BASE_FILE = local_change.BASE_FILE
-# A base whose inputs are larger than this gets no pairs here: PAIRS sets of them are written to the
-# witness's folder and read back.
-PAIR_INPUT_BYTES = 256 << 20
 FORGED_BASE = "report-forged"
+_ANCHOR_KEYS = ("seed", "donor_seed", "picks_seed", "draw_seed")
 
 
 @dataclass
 class Recipe:
-    """How the referee makes the pairs: the worker's bases (their seeds and draw seeds), its places'
-    seed and the reference's weights' seed, and this check's own donor and slice seeds (pair k from
-    base k modulo their number); `inputs`: the file in the witness's folder the pairs' inputs go to."""
+    """How the referee makes the pairs: the worker's anchors (each one's seed, its donor's and its
+    slices' seeds, and its draw seed), its places' seed and the reference's weights' seed."""
 
-    base_seeds: list[int]
-    draw_seeds: list[int]
+    anchors: list[dict[str, int]]
     places_seed: int
     init_seed: int
-    donor_seeds: list[int]
-    picks_seed: int
-    inputs: str
-
-    def base_of(self, k: int) -> int:
-        return k % len(self.base_seeds)
 
     def for_witness(self) -> dict[str, Any]:
-        """What the witness needs: not the bases' seeds, nor the donors' (with them it could make a
-        base, and its estimate of it, for itself)."""
-        return {"draw_seeds": [self.draw_seeds[self.base_of(k)] for k in range(len(self.donor_seeds))],
-                "places_seed": self.places_seed, "init_seed": self.init_seed, "inputs": self.inputs}
+        """What the witness needs: each pair's seed and draw seed, not the donors' nor the slices'
+        (with them it could make the set the worker ran, and its estimate of it, for itself)."""
+        return {"pair_seeds": [a["seed"] for a in self.anchors], "draw_seeds": [a["draw_seed"] for a in self.anchors],
+                "places_seed": self.places_seed, "init_seed": self.init_seed}
 
 
-def recipe(local_base: dict[str, Any] | None, init_seed: Any, folder: Path) -> tuple[Recipe | None, str]:
-    """The pairs' recipe from the worker's report of its bases, or None and why not."""
+def recipe(local_base: dict[str, Any] | None, init_seed: Any) -> tuple[Recipe | None, str]:
+    """The pairs' recipe from the worker's report of its anchors, or None and why not."""
     if not isinstance(local_base, dict) or init_seed is None:
         return None, "no base kept by the worker"
     try:
-        nbytes = int(local_base["input_bytes"])
-        anchors = list(local_base["anchors"])
-        r = Recipe([int(a["seed"]) for a in anchors], [int(a["draw_seed"]) for a in anchors],
-                   int(local_base["places_seed"]), int(init_seed),
-                   [secrets.randbits(62) for _ in range(local_change.PAIRS)], secrets.randbits(62),
-                   str(folder / "pairs_inputs.pt"))
+        r = Recipe([{k: int(a[k]) for k in _ANCHOR_KEYS} for a in local_base["anchors"]],
+                   int(local_base["places_seed"]), int(init_seed))
     except (KeyError, TypeError, ValueError):
         return None, "the worker's report of its base does not read as one"
-    if not anchors:
-        return None, "no base kept by the worker"
-    if nbytes > PAIR_INPUT_BYTES:
-        return None, f"the base's inputs take {nbytes / 2**20:.0f} MiB (more than {PAIR_INPUT_BYTES >> 20} MiB)"
+    if not r.anchors:
+        return None, "no base kept by the worker (lean inputs, or a reference refusing mixed sets)"
     return r, ""
 
 
@@ -124,40 +107,40 @@ def _elements(t: Any) -> int:
 # The referee's side (the reference alone)
 
 
-def make_pairs(get_inputs: Any, r: Recipe, device: Any) -> tuple[list[list[Any]], list[list[Any]]]:
-    """The bases again (from their seeds, on the worker's device) and the PAIRS sets made from them,
-    on the CPU."""
+def anchor_inputs(get_inputs: Any, a: dict[str, int], device: Any) -> list[Any]:
+    """The set the worker ran: the anchor's draw with its donor's slices (worker._set_inputs)."""
+    from stitchcuda.agents.verify.worker import _set_inputs
+
+    return _set_inputs(get_inputs, a["seed"], None, device, (a["donor_seed"], a["picks_seed"]))
+
+
+def pair_inputs(get_inputs: Any, a: dict[str, int], device: Any) -> list[Any]:
+    """The set the witness ran: the anchor's draw alone."""
     from stitchcuda.inputs import make_inputs
 
-    bases = [make_inputs(get_inputs, s, device) for s in r.base_seeds]
-    gen = torch.Generator().manual_seed(r.picks_seed)
-    pairs = []
-    for k, s in enumerate(r.donor_seeds):
-        donor = make_inputs(get_inputs, s, device)
-        pair, _ = local_change.swap_slices(bases[r.base_of(k)], donor, gen)
-        pairs.append(local_change.on_cpu(pair))
-        del donor
-    return [local_change.on_cpu(b) for b in bases], pairs
+    return make_inputs(get_inputs, a["seed"], device)
 
 
-def reference_outputs(ref: Any, bases: list[list[Any]], pairs: list[list[Any]], r: Recipe,
-                      device: Any) -> dict[str, Any]:
-    """The reference's outputs at the bases' places: on each base twice (its run-to-run noise), then
-    on each pair, each under its base's draw seed."""
+def reference_outputs(ref: Any, get_inputs: Any, r: Recipe, device: Any) -> dict[str, Any]:
+    """The reference's outputs at the places: on each anchor's set twice (its run-to-run noise), then
+    on its pair, each under the anchor's draw seed; one set on the device at a time."""
     places = local_change.Places(r.places_seed)
+    out: dict[str, Any] = {"base": [], "again": [], "pairs": []}
+    for a in r.anchors:
+        args = anchor_inputs(get_inputs, a, device)
+        out["base"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
+        out["again"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
+        args = pair_inputs(get_inputs, a, device)
+        out["pairs"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
+        del args
+    return out
 
-    def at(args: list[Any], b: int) -> list[Any]:
-        return places_of(places, _run(ref, args, r.draw_seeds[b], device))
 
-    return {"base": [at(a, b) for b, a in enumerate(bases)], "again": [at(a, b) for b, a in enumerate(bases)],
-            "pairs": [at(p, r.base_of(k)) for k, p in enumerate(pairs)]}
-
-
-def own_errors(ref: Any, bases: list[list[Any]], pairs: list[list[Any]], r: Recipe, device: Any, ops: Any,
+def own_errors(ref: Any, get_inputs: Any, r: Recipe, device: Any, ops: Any,
                policy: str) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
     """Per pair and output, the fp32 reference's own error of the change (against float64, and under
     TF32 where the policy allows it), as the worker allows it (local_change.own_change_error); and per
-    base and output, its largest error on the base under TF32 (none under a strict policy)."""
+    anchor and output, its largest error on the anchor's set under TF32 (none under a strict policy)."""
     from stitchcuda.agents.verify.worker import _exact_and_policy
 
     places = local_change.Places(r.places_seed)
@@ -166,16 +149,17 @@ def own_errors(ref: Any, bases: list[list[Any]], pairs: list[list[Any]], r: Reci
     def runs(args: list[Any]) -> list[list[Any]]:
         return [places_of(places, o) for o in _exact_and_policy(ref, buffers, _on(args, device), ops, policy)]
 
-    ref0 = [places_of(places, _run(ref, a, r.draw_seeds[b], device)) for b, a in enumerate(bases)]
-    exact0 = [runs(a) for a in bases]
-    out = []
-    for k, args in enumerate(pairs):
-        b = r.base_of(k)
-        ref1 = places_of(places, _run(ref, args, r.draw_seeds[b], device))
-        out.append(local_change.own_change_error(ref0[b], exact0[b], ref1, runs(args)))
-    policy_base = [{i: max((local_change.distance(u[i], e) for u in ex[1:] if i < len(u)), default=0.0)
-                    for i, e in enumerate(ex[0])} for ex in exact0]
-    return out, policy_base
+    own, policy_base = [], []
+    for a in r.anchors:
+        args = anchor_inputs(get_inputs, a, device)
+        ref0, exact0 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args)
+        args = pair_inputs(get_inputs, a, device)
+        ref1, exact1 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args)
+        del args
+        own.append(local_change.own_change_error(ref0, exact0, ref1, exact1))
+        policy_base.append({i: max((local_change.distance(u[i], e) for u in exact0[1:] if i < len(u)), default=0.0)
+                            for i, e in enumerate(exact0[0])})
+    return own, policy_base
 
 
 def _run(model: Any, args: list[Any], draw_seed: int, device: Any) -> list[Any]:

@@ -56,7 +56,7 @@ def request(req: dict[str, Any], checks: list[dict[str, Any]], tolerance: dict[s
         **{k: req.get(k) for k in ("reference", "class_name", "module_mode", "init_seed", "device", "trials", "gpu_lock",
                                    "gpu_memory_fraction", "precision", "policy")},
         "time_seeds": list(seeds),
-        "checked": [[c["set"], int(c["seed"])] for c in sets],
+        "checked": [[c["set"], int(c["seed"]), c.get("mix")] for c in sets],
         "passed": [c["set"] for c in sets if c.get("ok") is True],
         "tolerance": {"rtol": tolerance["rtol"], "why": tolerance.get("why", "")} if tolerance.get("rtol") else None,
         "run_dir": private, "gpu_state": f"{private}/gpu_state.json",
@@ -82,7 +82,7 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         return
     _launch_floor(req, rec, device)
     tol = Tolerance.from_dict(req["tolerance"]) if req.get("tolerance") else None
-    named = [(name, seed, _kind(name)) for name, seed in req.get("checked", [])]
+    named = [(name, seed, _kind(name), mix) for name, seed, mix in req.get("checked", [])]
     passed = set(req.get("passed", []))
     time_matched(req, rec, ref, sets, device, trials, ref_ops, compiled, tol,
                  lambda: checked_inputs(named, get_inputs, device, passed))
@@ -263,13 +263,13 @@ def _under_policy(fn, policy: str):
     return run
 
 
-def checked_inputs(checked: list[tuple[str, int, Any]], get_inputs, device, passed: set[str] | None = None):
+def checked_inputs(checked: list[tuple[str, int, Any, Any]], get_inputs, device, passed: set[str] | None = None):
     """The candidate's correctness input sets again (random and adversarial; not the other batch
-    sizes, which torch.compile would recompile for; only those named in `passed`, where given):
-    (name, args), one at a time."""
-    for name, seed, kind in checked:
+    sizes, which torch.compile would recompile for; only those named in `passed`, where given), each
+    (name, seed, kind, mix): (name, args), one at a time."""
+    for name, seed, kind, mix in checked:
         if not isinstance(kind, tuple) and (passed is None or name in passed):
-            yield name, _set_inputs(get_inputs, seed, kind, device)
+            yield name, _set_inputs(get_inputs, seed, kind, device, mix)
 
 
 def compile_misses(ref, compiled, inputs, tol: Tolerance, ref_ops: Counter[str],

@@ -86,7 +86,11 @@ class Base:
     and on the pairs that follow, and estimate on every checked set.
 
     The blind check's pairs (blind_pairs) are made from ANCHORS such sets, this one among them: the
-    others keep their outputs only (`inputs_kept` False), their inputs made again from `seed`."""
+    others keep their outputs only (`inputs_kept` False). Each anchor's inputs are a random set with
+    a secret share of its slices from another draw (`mix`: that draw's seed and the slices' seed;
+    mixed): the blind check's witness runs the set it was made from, by its seed alone, so no input
+    set is written or read across processes (a loss's 4 GB inputs were too large to, and went
+    unpaired: 70 of level 1's 100 problems), and the witness never holds the set the worker ran."""
 
     name: str
     places: Places
@@ -96,17 +100,23 @@ class Base:
     got: list[Any] | None = None
     seed: int = 0  # its inputs' (blind_pairs makes them again)
     inputs_kept: bool = True
-    input_bytes: int = 0
+    mix: tuple[int, int] | None = None
 
     def keep(self, args: list[Any], draw_seed: int, ref: list[Any], got: list[Any], seed: int = 0) -> None:
         self.args = args if self.inputs_kept else None
         self.draw_seed, self.seed = draw_seed, seed
-        self.input_bytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
         self.ref, self.got = self.places.take(ref), self.places.take(got)
 
     @property
     def kept(self) -> bool:
         return self.ref is not None and self.got is not None
+
+
+def mixed(args: list[Any], donor: list[Any], picks_seed: int) -> list[Any]:
+    """`args`, written in place, with SLICE_SHARE of their slices from `donor` (swap_slices), the
+    slices drawn from `picks_seed`: an anchor's inputs, made alike in the worker, torch.compile's
+    baseline process and the blind check's referee."""
+    return swap_slices(args, donor, torch.Generator().manual_seed(picks_seed), in_place=True)[0]
 
 
 # The blind check's pairs are made from this many checked sets, one pair each: a candidate that keeps
@@ -121,17 +131,17 @@ BASE_FILE = "local_base.pt"  # the worker's kept base outputs, in its run folder
 
 
 def keep_base(run_dir: Path, anchors: list[Base]) -> dict[str, Any]:
-    """Writes the kept anchors' outputs (both modules', at their places) to BASE_FILE for the blind
-    check's pairs (blind_pairs); returns what the verdict reports of them, the file's digest taken
-    from the bytes written."""
-    anchors = [a for a in anchors if a.kept]
+    """Writes the kept mixed anchors' outputs (both modules', at their places) to BASE_FILE for the
+    blind check's pairs (blind_pairs); returns what the verdict reports of them, the file's digest
+    taken from the bytes written."""
+    anchors = [a for a in anchors if a.kept and a.mix is not None]
     buf = io.BytesIO()
     torch.save({"anchors": [{"ref": on_cpu(a.ref), "got": on_cpu(a.got)} for a in anchors]}, buf)
     data = buf.getvalue()
     (run_dir / BASE_FILE).write_bytes(data)
-    return {"anchors": [{"set": a.name, "seed": int(a.seed), "draw_seed": int(a.draw_seed)} for a in anchors],
+    return {"anchors": [{"set": a.name, "seed": int(a.seed), "donor_seed": int(a.mix[0]), "picks_seed": int(a.mix[1]),
+                         "draw_seed": int(a.draw_seed)} for a in anchors if a.mix is not None],
             "places_seed": anchors[0].places.seed if anchors else 0,
-            "input_bytes": max((int(a.input_bytes) for a in anchors), default=0),
             "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -139,11 +149,12 @@ def on_cpu(outs: list[Any] | None) -> list[Any]:
     return [o.detach().to("cpu") if isinstance(o, torch.Tensor) else o for o in outs or []]
 
 
-def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator) -> tuple[list[Any], int]:
+def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator,
+                in_place: bool = False) -> tuple[list[Any], int]:
     """`args` with SLICE_SHARE of the slices of each floating tensor (along its first axis longer
     than one) taken from `donor`'s tensor of the same shape, the same slices for every axis of one
-    length (a row of x and its target row change together); the others cloned. Returns the new
-    arguments and how many tensors changed."""
+    length (a row of x and its target row change together); the others cloned (or, `in_place`, the
+    tensors of `args` written). Returns the new arguments and how many tensors changed."""
     picks: dict[int, torch.Tensor] = {}
     out: list[Any] = []
     changed = 0
@@ -151,7 +162,7 @@ def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator) -> tupl
         if not isinstance(a, torch.Tensor):
             out.append(a)
             continue
-        a = a.clone()
+        a = a if in_place else a.clone()
         axis = next((i for i, n in enumerate(a.shape) if n > 1), None)
         if axis is not None and a.is_floating_point() and isinstance(d, torch.Tensor) \
                 and d.shape == a.shape and d.dtype == a.dtype:

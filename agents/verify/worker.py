@@ -304,10 +304,16 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     # The local-change pairs' base: a checked random set after random-0, which ran in a secret place.
     later = [name for name, _, kind in sets if kind is None and name.startswith("random-") and name != "random-0"]
     base = local_change.Base(secrets.choice(later or ["random-0"]), local_change.Places(secrets.randbits(62)))
-    # ... and the blind check's other anchors (blind_pairs), outputs only, from the other random sets.
-    others = [n for n in later if n != base.name] + (["random-0"] if base.name != "random-0" else [])
+    # ... and the blind check's other anchors (blind_pairs), outputs only, from the other random sets;
+    # each one's inputs mixed from two draws (local_change.Base), but for lean sets (the two draws at
+    # once take less than a set's three copies, its own, the candidate's and the reference's) and
+    # random-0's (the first set traces the reference, which must not fail there).
+    others = [n for n in later if n != base.name]
     anchors = [base] + [local_change.Base(n, base.places, inputs_kept=False)
                         for n in _secret_order(others)[:local_change.ANCHORS - 1]]
+    if fake_args is not None and _nbytes(fake_args) <= lean_bytes:
+        for anchor, donor_seed in zip(anchors, fresh_seeds(len(anchors), set(seeds)), strict=True):
+            anchor.mix = (donor_seed, secrets.randbits(62)) if anchor.name != "random-0" else None
     # Alone on the GPU: a candidate's first calls may choose its kernels by timing them (cuDNN's
     # first-call contenders), and the choice stays for the timing below.
     with gpu_lock(req.get("gpu_lock"), rec):
@@ -610,8 +616,9 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     def draw_seed(idx: int, seed: int, kind: Any) -> int:
         return random_draw_seed if kind is None and (idx == 0 or draws_random(ref_ops)) else seed
 
+    mixes = {a.name: a.mix for a in anchors or [] if a.mix is not None}
     for idx, (name, seed, kind) in enumerate(sets):
-        args = _set_inputs(get_inputs, seed, kind, device)
+        args = _set_inputs(get_inputs, seed, kind, device, mixes.get(name) if kind is None else None)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
         # checksums taken around the reference's call tell whether it changed them itself.
@@ -684,6 +691,15 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             if buffers_change and ref_buffers is buffers:
                 ref_buffers = None  # changed after all, and nothing was copied: no referee on this set
         except Exception as e:  # noqa: BLE001
+            if kind is None and name in mixes:
+                # Slices of two draws may break what get_inputs keeps across them (a symmetric matrix
+                # checked): the set runs again next, its draw alone, and is no anchor.
+                del mixes[name]
+                for anchor in anchors or []:
+                    if anchor.name == name:
+                        anchor.mix = None
+                sets.insert(idx + 1, (name, seed, kind))
+                continue
             if kind is None:
                 raise RuntimeError(f"the reference itself fails on input set {name}: {e}") from e
             v.checks.append(
@@ -737,6 +753,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             "rel_norm": m.rel_norm,
             "poisoned": idx not in unpoisoned,
         }
+        if kind is None and name in mixes:
+            check["mix"] = list(mixes[name])  # (torch.compile's baseline makes the set again)
         if referee is not None:
             check["referee"] = {"ok": referee.ok, "message": referee.message}
         elif unjudged:
@@ -1465,14 +1483,19 @@ def draws_random(ref_ops: Counter[str]) -> bool:
     return any(op in _RANDOM_OPS or op.startswith("rand") for op in ref_ops)
 
 
-def _set_inputs(get_inputs, seed: int, kind: Any, device) -> list[Any]:
+def _set_inputs(get_inputs, seed: int, kind: Any, device, mix: Any = None) -> list[Any]:
     """One correctness set's inputs: random (kind None), adversarial (a kind name: a fresh random set
     transformed), ("batch", n): a fresh set with n samples, or ("sentinels", {input: value}): a fresh
     set with the values the reference's ops ignore in a share of those inputs (sentinels.py). An
     adversarial set's values are drawn afresh (from a seed derived from its own, not random-0's, nor
     equal to the transform's): made from random-0's, as before 2026-12-01, they were a scaled copy of
     inputs the candidate had already seen, so a kernel wrong on large or tiny values could pass them
-    from an output it kept."""
+    from an output it kept. `mix` (a random set's: a donor's seed and the slices' seed): a share of
+    its slices from the donor's draw (local_change.mixed: the blind check's anchors)."""
+    if kind is None and mix is not None:
+        donor_seed, picks_seed = mix
+        return local_change.mixed(make_inputs(get_inputs, seed, device), make_inputs(get_inputs, int(donor_seed), device),
+                                  int(picks_seed))
     if isinstance(kind, tuple) and kind[0] == "sentinels":
         args = make_inputs(get_inputs, _adversarial_seed(seed), device)
         return sentinels.apply_(args, kind[1], generator_for(args, seed))
