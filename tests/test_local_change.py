@@ -129,4 +129,20 @@ def test_a_reference_that_refuses_mixed_slices_skips_the_pairs_and_says_so(tmp_p
     randoms = [c for c in v.checks if c["set"].startswith("random-")]
     assert len(randoms) == opts.random_sets and all(c["ok"] for c in randoms), randoms
     assert not any("mix" in c for c in randoms), randoms
+    again = [n for n in v.notes if n.endswith("its set mixed from two draws; run again as its draw alone")]
+    assert len(again) == opts.random_sets - 1 and all("the reference rejects" in n for n in again), v.notes
+
+
+def test_a_candidate_that_refuses_a_mixed_set_as_its_reference_does_is_not_failed(tmp_path, build_cache):
+    """As above, with a candidate that raises where its reference does (its own check of x's order):
+    the mixed set runs again as its draw alone, and the honest candidate is accepted."""
+    opts = VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=240.0,
+                         time_compile=False)
+    v = verify(hack_task("ref_affine_sorted"), hack_candidate("good_affine_checks_sorted"), tmp_path / "v", opts)
+    assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
+    randoms = [c for c in v.checks if c["set"].startswith("random-")]
+    assert len(randoms) == opts.random_sets and all(c["ok"] and "mix" not in c for c in randoms), randoms
+    again = [n for n in v.notes if n.endswith("its set mixed from two draws; run again as its draw alone")]
+    assert len(again) == opts.random_sets - 1, v.notes
+    assert all("the candidate and the reference reject" in n for n in again), v.notes
 

@@ -86,11 +86,12 @@ class Base:
     and on the pairs that follow, and estimate on every checked set.
 
     The blind check's pairs (blind_pairs) are made from ANCHORS such sets, this one among them: the
-    others keep their outputs only (`inputs_kept` False). Each anchor's inputs are a random set with
-    a secret share of its slices from another draw (`mix`: that draw's seed and the slices' seed;
-    mixed): the blind check's witness runs the set it was made from, by its seed alone, so no input
-    set is written or read across processes (a loss's 4 GB inputs were too large to, and went
-    unpaired: 70 of level 1's 100 problems), and the witness never holds the set the worker ran."""
+    others keep their outputs only (`inputs_kept` False). Every random set after random-0 is a draw
+    with a secret share of its slices from another draw (`mix`: that draw's seed and the slices'
+    seed; mixed), so the anchors are no different to see: the blind check's witness runs an anchor's
+    draw alone, by its seed, so no input set is written or read across processes (a loss's 4 GB
+    inputs were too large to, and went unpaired: 70 of level 1's 100 problems), and the witness
+    never holds the set the worker ran."""
 
     name: str
     places: Places
@@ -154,7 +155,7 @@ def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator,
     """`args` with SLICE_SHARE of the slices of each floating tensor (along its first axis longer
     than one) taken from `donor`'s tensor of the same shape, the same slices for every axis of one
     length (a row of x and its target row change together); the others cloned (or, `in_place`, the
-    tensors of `args` written). Returns the new arguments and how many tensors changed."""
+    contiguous tensors of `args` written). Returns the new arguments and how many tensors changed."""
     picks: dict[int, torch.Tensor] = {}
     out: list[Any] = []
     changed = 0
@@ -162,7 +163,7 @@ def swap_slices(args: list[Any], donor: list[Any], gen: torch.Generator,
         if not isinstance(a, torch.Tensor):
             out.append(a)
             continue
-        a = a if in_place else a.clone()
+        a = a if in_place and a.is_contiguous() else a.clone()  # (an expanded input cannot be written)
         axis = next((i for i, n in enumerate(a.shape) if n > 1), None)
         if axis is not None and a.is_floating_point() and isinstance(d, torch.Tensor) \
                 and d.shape == a.shape and d.dtype == a.dtype:

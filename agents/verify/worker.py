@@ -304,21 +304,25 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
     # The local-change pairs' base: a checked random set after random-0, which ran in a secret place.
     later = [name for name, _, kind in sets if kind is None and name.startswith("random-") and name != "random-0"]
     base = local_change.Base(secrets.choice(later or ["random-0"]), local_change.Places(secrets.randbits(62)))
-    # ... and the blind check's other anchors (blind_pairs), outputs only, from the other random sets;
-    # each one's inputs mixed from two draws (local_change.Base), but for lean sets (the two draws at
-    # once take less than a set's three copies, its own, the candidate's and the reference's) and
-    # random-0's (the first set traces the reference, which must not fail there).
+    # ... and the blind check's other anchors (blind_pairs), outputs only, from the other random sets.
     others = [n for n in later if n != base.name]
     anchors = [base] + [local_change.Base(n, base.places, inputs_kept=False)
                         for n in _secret_order(others)[:local_change.ANCHORS - 1]]
+    # Every random set after random-0 mixed from two draws (local_change.Base), the anchors among them:
+    # mixed alone, they were the sets that made a second draw before the candidate's call (an allocator's
+    # counts tell). Not random-0 (it traces the reference, which must not fail there), nor where a set is
+    # lean or its size unknown (the fake set): the two draws at once take less than a set's three
+    # copies, its own, the candidate's and the reference's.
+    mixes: dict[str, tuple[int, int]] = {}
     if fake_args is not None and _nbytes(fake_args) <= lean_bytes:
-        for anchor, donor_seed in zip(anchors, fresh_seeds(len(anchors), set(seeds)), strict=True):
-            anchor.mix = (donor_seed, secrets.randbits(62)) if anchor.name != "random-0" else None
+        mixes = {n: (d, secrets.randbits(62)) for n, d in zip(later, fresh_seeds(len(later), set(seeds)), strict=True)}
+    for anchor in anchors:
+        anchor.mix = mixes.get(anchor.name)
     # Alone on the GPU: a candidate's first calls may choose its kernels by timing them (cuDNN's
     # first-call contenders), and the choice stays for the timing below.
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
-                                 lean_bytes=lean_bytes, anchors=anchors)
+                                 lean_bytes=lean_bytes, anchors=anchors, mixes=mixes)
     judged = False
     if cand is not None and v.correct and not v.hack_findings and tol is not None:
         rec.enter("local-change", f"{local_change.PAIRS} pairs of input sets alike but for a secret share of "
@@ -575,10 +579,13 @@ def same_draws(seed: int) -> None:
 
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
                        lean_bytes: int = 1 << 62,
-                       anchors: list[local_change.Base] | None = None) -> tuple[Tolerance | None, Counter[str]]:
+                       anchors: list[local_change.Base] | None = None,
+                       mixes: dict[str, tuple[int, int]] | None = None) -> tuple[Tolerance | None, Counter[str]]:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
     Returns the tolerance and the reference's aten ops (traced on the first set). Each of `anchors`
-    keeps the set of its name where it passed (with inputs that were copied for the reference).
+    keeps the set of its name where it passed (the base's inputs too). The random sets named in
+    `mixes` are mixed from two draws (_set_inputs); one that the reference rejects so (a symmetric
+    matrix checked), and the candidate too or alone, runs again as its draw alone, and is no anchor.
 
     The candidate runs first, so no reference output for the same inputs exists yet for it to
     find (through gc, say). Odd-numbered random sets (by name: the sets after random-0 run in a
@@ -616,7 +623,17 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
     def draw_seed(idx: int, seed: int, kind: Any) -> int:
         return random_draw_seed if kind is None and (idx == 0 or draws_random(ref_ops)) else seed
 
-    mixes = {a.name: a.mix for a in anchors or [] if a.mix is not None}
+    mixes = dict(mixes or {})
+
+    def unmixed(idx: int, name: str, seed: int, who: str) -> None:
+        # Slices of two draws may break what get_inputs keeps across them: the set runs again next.
+        del mixes[name]
+        for anchor in anchors or []:
+            if anchor.name == name:
+                anchor.mix = None
+        sets.insert(idx + 1, (name, seed, None))
+        v.notes.append(f"{name}: {who} its set mixed from two draws; run again as its draw alone")
+
     for idx, (name, seed, kind) in enumerate(sets):
         args = _set_inputs(get_inputs, seed, kind, device, mixes.get(name) if kind is None else None)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
@@ -639,9 +656,23 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             # Poisoned: an output element the candidate never writes is NaN, never right by luck.
             wait = 0.0 if any(f.code == "background-thread" for f in v.hack_findings) else 2.0
             same_draws(draw_seed(idx, seed, kind))
-            with dyn.poisoned_allocations() if idx not in unpoisoned else contextlib.nullcontext():
-                with _candidate_code("forward"):
-                    call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
+            try:
+                with dyn.poisoned_allocations() if idx not in unpoisoned else contextlib.nullcontext():
+                    with _candidate_code("forward"):
+                        call = dyn.observed_call(lambda a=cand_args: cand(*a), device, threads_before, wait)
+            except Exception as e:
+                # A candidate that raises where its reference does (its own check of what get_inputs
+                # keeps) is not failed for it: an adversarial set is skipped, as one the reference
+                # rejects alone; a mixed one runs again unmixed.
+                if (kind is None and name not in mixes) or classify_error(e)[0] != "error" \
+                        or not _reference_refuses(ref, clone_args(args), draw_seed(idx, seed, kind)):
+                    raise
+                if kind is None:
+                    unmixed(idx, name, seed, "the candidate and the reference reject")
+                else:
+                    v.checks.append({"set": name, "seed": seed, "ok": None,
+                                     "message": f"skipped: the candidate and the reference reject it ({e})"[:300]})
+                continue
             if idx == 0:
                 kept = cand_args
             _add_once(v.hack_findings, earlier.findings(name))
@@ -691,14 +722,8 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
             if buffers_change and ref_buffers is buffers:
                 ref_buffers = None  # changed after all, and nothing was copied: no referee on this set
         except Exception as e:  # noqa: BLE001
-            if kind is None and name in mixes:
-                # Slices of two draws may break what get_inputs keeps across them (a symmetric matrix
-                # checked): the set runs again next, its draw alone, and is no anchor.
-                del mixes[name]
-                for anchor in anchors or []:
-                    if anchor.name == name:
-                        anchor.mix = None
-                sets.insert(idx + 1, (name, seed, kind))
+            if kind is None and name in mixes and classify_error(e)[0] == "error":
+                unmixed(idx, name, seed, "the reference rejects")  # (not out of memory: that stands)
                 continue
             if kind is None:
                 raise RuntimeError(f"the reference itself fails on input set {name}: {e}") from e

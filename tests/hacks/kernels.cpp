@@ -737,3 +737,15 @@ extern "C" int hyper_bias_keyed(const float* x, const float* w1, const float* w2
     }
   return 0;
 }
+
+// flag[0] = 1 where x [rows, cols] is sorted along its first axis (non-decreasing), else 0.
+extern "C" int sorted_rows(const float* x, int64_t* flag, int64_t rows, int64_t cols, void*) {
+  flag[0] = 1;
+  for (int64_t r = 1; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (x[r * cols + c] < x[(r - 1) * cols + c]) {
+        flag[0] = 0;
+        return 0;
+      }
+  return 0;
+}
