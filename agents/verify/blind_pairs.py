@@ -5,10 +5,11 @@ candidate that keeps every input set it is given can answer a pair with its kept
 base plus the exact change of the slices that differ (red-team round 15): its miss is then nothing.
 Here each pair's two sets run in two processes, one of which never saw the other set:
 
-1. the worker runs ANCHORS of its checked random sets (one the local-change base, the others chosen
-   in secret too) on inputs mixed from two draws: the set its seed gives with a secret share of its
-   slices from a donor draw (local_change.mixed; such a set is a plain draw to any statistic). Once
-   its own pairs passed, it keeps the candidate's and the reference's outputs on those sets (at
+1. the worker runs every checked random set after random-0 on inputs mixed from two draws: the set
+   its seed gives with a secret share of its slices from a donor draw (local_change.mixed; such a
+   set is a plain draw to any statistic of independent slices). ANCHORS of them are the pairs' bases
+   (one the local-change base, the others chosen in secret too). Once its own pairs passed, it
+   keeps the candidate's and the reference's outputs on those sets (at
    local_change.Places) in a file of the run folder, and reports the file's digest in its signed
    verdict (`local_base`, local_change.keep_base), with each set's seeds and the places' seed;
 2. the witness (the candidate alone, in a folder of its own: witness_home) builds the candidate
@@ -32,9 +33,13 @@ the reference's own noise where that has any (allowed twice, as in the worker).
 A reference that draws random numbers (a dropout) draws them alike in every process: each call runs
 under its anchor's draw seed, as the worker's pairs do.
 
-Skipped, with a note, where the worker kept no anchor (lean inputs, weights the candidate did not take
-from the reference, a reference refusing every mixed set), or where the referee's reference on an
-anchor is not the worker's (a module whose state moves from call to call).
+Skipped, with a note, where the worker kept no anchor (lean inputs or no fake input set to size them
+by, fewer than two random sets, weights the candidate did not take from the reference, a reference
+refusing every mixed set: each such set runs again unmixed, with a note), or where the referee's
+reference on an anchor is not the worker's (a module whose state moves from call to call).
+
+Known limit: where get_inputs builds structure across slices that the reference does not check (a
+symmetric matrix), a mixed set can be told from a plain one, and the timed sets are plain.
 """
 
 from __future__ import annotations
