@@ -135,14 +135,14 @@ def keep_base(run_dir: Path, anchors: list[Base]) -> dict[str, Any]:
     """Writes the kept mixed anchors' outputs (both modules', at their places) to BASE_FILE for the
     blind check's pairs (blind_pairs); returns what the verdict reports of them, the file's digest
     taken from the bytes written."""
-    anchors = [a for a in anchors if a.kept and a.mix is not None]
+    paired = [(a, a.mix) for a in anchors if a.kept and a.mix is not None]
     buf = io.BytesIO()
-    torch.save({"anchors": [{"ref": on_cpu(a.ref), "got": on_cpu(a.got)} for a in anchors]}, buf)
+    torch.save({"anchors": [{"ref": on_cpu(a.ref), "got": on_cpu(a.got)} for a, _ in paired]}, buf)
     data = buf.getvalue()
     (run_dir / BASE_FILE).write_bytes(data)
-    return {"anchors": [{"set": a.name, "seed": int(a.seed), "donor_seed": int(a.mix[0]), "picks_seed": int(a.mix[1]),
-                         "draw_seed": int(a.draw_seed)} for a in anchors if a.mix is not None],
-            "places_seed": anchors[0].places.seed if anchors else 0,
+    return {"anchors": [{"set": a.name, "seed": int(a.seed), "donor_seed": int(mix[0]), "picks_seed": int(mix[1]),
+                         "draw_seed": int(a.draw_seed)} for a, mix in paired],
+            "places_seed": paired[0][0].places.seed if paired else 0,
             "sha256": hashlib.sha256(data).hexdigest()}
 
 

@@ -635,7 +635,7 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
         v.notes.append(f"{name}: {who} its set mixed from two draws; run again as its draw alone")
 
     for idx, (name, seed, kind) in enumerate(sets):
-        args = _set_inputs(get_inputs, seed, kind, device, mixes.get(name) if kind is None else None)
+        args = _set_inputs(get_inputs, seed, kind, device, mixes.get(name))  # (random sets alone)
         # Inputs this large get no copy for the reference: it runs on the given ones. The
         # candidate's copy is compared with them bit for bit before the reference runs, and
         # checksums taken around the reference's call tell whether it changed them itself.
