@@ -5,7 +5,7 @@ product's row and column sums)."""
 from __future__ import annotations
 
 import torch
-from conftest import hack_candidate, hack_task
+from conftest import HACKS, hack_candidate, hack_task
 
 from stitchcuda.agents.verify import local_change
 from stitchcuda.agents.verify.verifier import VerifyOptions, verify
@@ -146,3 +146,64 @@ def test_a_candidate_that_refuses_a_mixed_set_as_its_reference_does_is_not_faile
     assert len(again) == opts.random_sets - 1, v.notes
     assert all("the candidate and the reference reject" in n for n in again), v.notes
 
+
+
+def _module(stem: str):
+    from stitchcuda.task import import_file
+
+    mod = import_file(HACKS / f"{stem}.py")
+    return mod, mod.Model(*mod.get_init_inputs())
+
+
+def test_timing_sets_are_mixed_as_the_checked_random_sets_are():
+    """The timed sets are the checked random sets' kind: a draw with a secret share of its slices from
+    a donor draw (a plain set among mixed ones could be told apart where get_inputs keeps structure,
+    red-team's known limit of 2026-12-07). Here x is sorted along its first axis by get_inputs, and a
+    mixed set breaks that, as any mixed set of this reference does."""
+    from stitchcuda.agents.verify.worker import timing_mixes, timing_sets
+    from stitchcuda.inputs import make_inputs
+
+    mod, _ = _module("ref_affine_sorted")
+    seeds = [11, 12, 13, 14]
+    mixes = timing_mixes(seeds[:2], set(seeds))
+    assert set(mixes) == {11, 12} and not {d for d, _ in mixes.values()} & set(seeds)
+    plain = timing_sets(mod.get_inputs, seeds, torch.device("cpu"))
+    mixed = timing_sets(mod.get_inputs, seeds, torch.device("cpu"), mixes)
+    for i, seed in enumerate(seeds[:2]):
+        assert torch.equal(plain[i][0], make_inputs(mod.get_inputs, seed, torch.device("cpu"))[0])
+        donor, picks = mixes[seed]
+        want = local_change.mixed(make_inputs(mod.get_inputs, seed, torch.device("cpu")),
+                                  make_inputs(mod.get_inputs, donor, torch.device("cpu")), picks)
+        assert all(torch.equal(a, b) for a, b in zip(mixed[i], want, strict=True))
+        assert bool((plain[i][0][1:] >= plain[i][0][:-1]).all())
+        assert not bool((mixed[i][0][1:] >= mixed[i][0][:-1]).all())
+
+
+def test_a_timing_set_the_reference_rejects_mixed_is_timed_as_its_draw_alone():
+    from stitchcuda.agents.verify.worker import _refused_mixes, timing_mixes, timing_sets
+    from stitchcuda.inputs import make_inputs
+    from stitchcuda.types import Verdict
+
+    cpu = torch.device("cpu")
+    seeds = [21, 22, 23, 24]
+    for stem, refuses in (("ref_affine_sorted", True), ("ref_affine", False)):
+        mod, ref = _module(stem)
+        mixes = timing_mixes(seeds[:2], set(seeds))
+        sets = timing_sets(mod.get_inputs, seeds, cpu, mixes)
+        before = [[a.clone() for a in s] for s in sets]
+        v = Verdict(candidate="t", status="running")
+        assert _refused_mixes(v, ref, mod.get_inputs, sets, seeds, mixes, cpu) is refuses
+        for i, s in enumerate(sets):
+            want = make_inputs(mod.get_inputs, seeds[i], cpu) if refuses else before[i]
+            assert all(torch.equal(a, b) for a, b in zip(s, want, strict=True)), (stem, i)
+        notes = [n for n in v.notes if "the reference rejects it mixed from two draws" in n]
+        assert len(notes) == (2 if refuses else 0), v.notes
+
+
+def test_timing_is_mixed_only_where_a_mixed_checked_set_passed():
+    from stitchcuda.agents.verify.worker import _mixed_checked
+
+    assert _mixed_checked([{"set": "random-1", "seed": 1, "ok": True, "mix": [2, 3]}])
+    assert not _mixed_checked([{"set": "random-1", "seed": 1, "ok": True}])
+    assert not _mixed_checked([{"set": "random-1", "seed": 1, "ok": False, "mix": [2, 3]}])
+    assert not _mixed_checked([{"set": "adversarial-large", "seed": 1, "ok": True, "mix": [2, 3]}])

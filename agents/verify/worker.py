@@ -406,7 +406,8 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
 
     _guard_numerics(v, numerics)
     rec.enter("timing", "eager and candidate, CUDA events, L2 flushed")
-    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops, rand_seeds[0])
+    _time_all(req, rec, ref, cand, get_inputs, time_seeds, device, tol, numerics, ref_ops, rand_seeds[0],
+              mixed=_mixed_checked(v.checks))
     if cand is not None:
         tamper_check(v, watched, "while timed", except_from=("torch", "triton"))
         _offthread_check(v)
@@ -435,11 +436,50 @@ def open_device(req: dict[str, Any], v: Verdict) -> torch.device:
     return device
 
 
-def timing_sets(get_inputs, seeds: list[int], device: torch.device) -> list[list[Any]]:
-    """The timed input sets: two in rotation where memory allows (timing.time_cuda says why)."""
-    first = make_inputs(get_inputs, seeds[0], device)
-    return [first] if _nbytes(first) > (2 << 30) else [first, make_inputs(get_inputs, seeds[1], device)]
+def timing_sets(get_inputs, seeds: list[int], device: torch.device,
+                mixes: dict[int, tuple[int, int]] | None = None) -> list[list[Any]]:
+    """The timed input sets: two in rotation where memory allows (timing.time_cuda says why); a set
+    whose seed `mixes` names mixed from two draws as the checked random sets are (timing_mixes)."""
+    mixes = mixes or {}
+    first = _set_inputs(get_inputs, seeds[0], None, device, mixes.get(seeds[0]))
+    if _nbytes(first) > (2 << 30):
+        return [first]
+    return [first, _set_inputs(get_inputs, seeds[1], None, device, mixes.get(seeds[1]))]
 
+
+def _mixed_checked(checks: list[dict[str, Any]]) -> bool:
+    """Whether a checked random set ran mixed from two draws (local_change.mixed) and passed."""
+    return any(c.get("mix") and c.get("ok") and str(c.get("set", "")).startswith("random-") for c in checks)
+
+
+def timing_mixes(seeds: list[int], used: set[int]) -> dict[int, tuple[int, int]]:
+    """A donor draw's seed and the slices' seed for each of `seeds`: where the checked random sets
+    after random-0 ran mixed from two draws, the sets the candidate is timed on are mixed too, else a
+    get_inputs with structure across its slices that its reference never checks (a symmetric matrix)
+    tells a plain set from a mixed one, and a candidate exact on every mixed set could estimate on
+    the plain ones, which were the timed sets (and the fresh sets of the timing floor's profiles)."""
+    donors = fresh_seeds(len(seeds), used | set(seeds))
+    return {s: (d, secrets.randbits(62)) for s, d in zip(seeds, donors, strict=True)}
+
+
+def _refused_mixes(v: Verdict, ref, get_inputs, sets: list[list[Any]], seeds: list[int],
+                   mixes: dict[int, tuple[int, int]], device) -> bool:
+    """Whether the reference rejects a mixed timing set (slices of two draws may break what its
+    get_inputs keeps: the checked sets' mixes passed, but each draw is its own); each such set is
+    replaced by its draw alone, with a note. One reference call a mixed set, as eager's timing makes."""
+    refused = False
+    for i, s in enumerate(sets):
+        if seeds[i] not in mixes:
+            continue
+        try:
+            ref(*s)
+        except Exception as e:  # noqa: BLE001 - the reference's refusal, said
+            if classify_error(e)[0] != "error":
+                raise
+            sets[i] = make_inputs(get_inputs, seeds[i], device)
+            v.notes.append(f"timing set {i}: the reference rejects it mixed from two draws; timed as its draw alone")
+            refused = True
+    return refused
 
 def _yardstick(v: Verdict, device: torch.device, key: str) -> None:
     """The one-element allocation's host time after a step of the worker's (host_us): where it grows
@@ -1439,12 +1479,20 @@ def _follow_inputs_findings(ref_prints: list[str], cand_prints: list[str], first
 
 
 def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dict[str, Any],
-              ref_ops: Counter[str], stream_seed: int) -> None:
+              ref_ops: Counter[str], stream_seed: int, mixed: bool = False) -> None:
     from stitchcuda.agents.verify.timing import L2Flusher, time_cuda
 
     v = rec.verdict
     trials = int(req.get("trials", 50))
-    sets = timing_sets(get_inputs, seeds, device)
+    floor_seeds = fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds))
+    mixes = timing_mixes(seeds[:2] + floor_seeds, set(seeds)) if mixed and cand is not None else {}
+    sets = timing_sets(get_inputs, seeds, device, mixes)
+    if mixes:
+        with gpu_lock(req.get("gpu_lock"), rec, shared=True):
+            if _refused_mixes(v, ref, get_inputs, sets, seeds, mixes, device):
+                mixes = {}  # (the timing floor's fresh sets alike)
+            else:
+                v.notes.append("timed on input sets mixed from two draws, as the checked random sets were")
     with gpu_lock(req.get("gpu_lock"), rec):
         flusher = L2Flusher(device)
         if req.get("time_eager", True):
@@ -1461,8 +1509,8 @@ def _time_all(req, rec, ref, cand, get_inputs, seeds, device, tol, numerics: dic
             rec.enter("streams", "which streams the candidate's kernels ran on")
             _check_streams(v, ref, cand, get_inputs, stream_seed, device)
             _yardstick(v, device, "empty_after_streams")
-            floor_seeds = iter(fresh_seeds(dyn.FLOOR_REPROFILES + 1, used=set(seeds)))
-            _timing_floor(rec, cand, lambda: make_inputs(get_inputs, next(floor_seeds), device))
+            floors = iter(floor_seeds)
+            _timing_floor(rec, cand, lambda: _set_inputs(get_inputs, (f := next(floors)), None, device, mixes.get(f)))
             _guard_numerics(v, numerics)  # switched during its timed calls
             if v.hack_findings and v.status != "hacked":
                 v.correct, v.status = False, "hacked"
