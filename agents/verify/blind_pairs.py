@@ -38,8 +38,10 @@ by, fewer than two random sets, weights the candidate did not take from the refe
 refusing every mixed set: each such set runs again unmixed, with a note), or where the referee's
 reference on an anchor is not the worker's (a module whose state moves from call to call).
 
-Known limit: where get_inputs builds structure across slices that the reference does not check (a
-symmetric matrix), a mixed set can be told from a plain one, and the timed sets are plain.
+Where get_inputs builds structure across slices that the reference does not check (a symmetric
+matrix), a mixed set can be told from a plain one: so the timed sets are mixed too (worker.timing_mixes),
+and a candidate exact on every mixed set is exact while timed. The sets still plain (random-0, the
+adversarial ones, the witness's) are checked against the reference, within its tolerance.
 """
 
 from __future__ import annotations
