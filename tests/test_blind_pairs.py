@@ -227,3 +227,59 @@ def test_pairs_on_bases_drawn_apart_miss_apart(tmp_path):
     one, apart = passed(1), passed(local_change.ANCHORS)
     assert one >= 4, one  # (the weakness this answers: about 5% of draws; 0.1% apart, in 1000 draws)
     assert apart <= one // 4, (apart, one)
+
+
+class _Sorted(torch.nn.Module):
+    """Refuses an x not sorted along its first axis, as tests/hacks/ref_affine_sorted.py does."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not bool((x[1:] >= x[:-1]).all()):
+            raise ValueError("x must be sorted along its first axis")
+        return x * 2
+
+
+def _sorted_inputs() -> list[torch.Tensor]:
+    return [torch.sort(torch.randn(64, 5), dim=0).values]
+
+
+def _plain_inputs() -> list[torch.Tensor]:
+    return [torch.randn(64, 5)]
+
+
+def test_the_referee_runs_again_the_mixed_sets_the_workers_reference_rejected():
+    """A mixed set the worker ran again unmixed because its reference rejected it: the referee's own
+    reference (which the candidate never reached) rejects it too where get_inputs keeps a structure
+    a mix breaks, and accepts it where nothing was there to break: that set is named."""
+    refused = [{"set": "random-2", "seed": 5, "donor_seed": 6, "picks_seed": 7, "draw_seed": 8}]
+    recipe = blind_pairs.Recipe([], 0, 1, refused)
+    cpu = torch.device("cpu")
+    assert blind_pairs.reference_outputs(_Sorted(), _sorted_inputs, recipe, cpu)["refused_accepted"] == []
+    assert blind_pairs.reference_outputs(_Sorted(), _plain_inputs, recipe, cpu)["refused_accepted"] == []
+    accepting = torch.nn.Identity()
+    assert blind_pairs.reference_outputs(accepting, _sorted_inputs, recipe, cpu)["refused_accepted"] == ["random-2"]
+    assert blind_pairs.from_word(blind_pairs.to_word(recipe)) == recipe
+    assert recipe.for_witness() is None  # (no pair to run)
+
+
+def test_a_refusal_the_referee_does_not_share_is_a_finding(tmp_path):
+    """Anchors or none: a set the worker's reference rejected that the referee's accepts is a finding;
+    where the referee rejects it too, a note says so, and the pairs are judged as ever."""
+    refused = [{"set": "random-3", "seed": 5, "donor_seed": 6, "picks_seed": 7, "draw_seed": 8}]
+    kept, want, got = _setup(tmp_path, _honest)
+    kept = dict(kept, refused=refused)
+    judged = blind_pairs.judge(tmp_path, kept, got, dict(want, refused_accepted=[]))
+    assert judged.finding is None and "refusal of 1 mixed set(s) is its referee's too" in judged.note, judged
+    judged = blind_pairs.judge(tmp_path, kept, got, dict(want, refused_accepted=["random-3"]))
+    assert judged.finding is not None and judged.finding.code == blind_pairs.REFUSED_IN_WORKER, judged
+    assert judged.finding.data == {"sets": ["random-3"]}
+
+    none = local_change.keep_base(tmp_path, [], refused)
+    assert none["anchors"] == [] and none["refused"] == refused
+    r, why = blind_pairs.recipe(none, 42)
+    assert r is not None and r.refused == refused and not why
+    empty = {"base": [], "again": [], "pairs": []}
+    judged = blind_pairs.judge(tmp_path, none, None, dict(empty, refused_accepted=[]))
+    assert judged.finding is None and "none (no mixed set kept by the worker)" in judged.note, judged
+    judged = blind_pairs.judge(tmp_path, none, None, dict(empty, refused_accepted=["random-3"]))
+    assert judged.finding is not None and judged.finding.code == blind_pairs.REFUSED_IN_WORKER, judged
+    assert blind_pairs.recipe(local_change.keep_base(tmp_path, []), 42)[0] is None

@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ WORD = "pairs"  # the referee's word to make ready for the pairs (the recipe fol
 EXACT_WORD = "pairs-fp64"  # ... and to measure its own error of each pair's change
 BASE_FILE = local_change.BASE_FILE
 FORGED_BASE = "report-forged"
+REFUSED_IN_WORKER = "reference-refused-in-worker"
 _ANCHOR_KEYS = ("seed", "donor_seed", "picks_seed", "draw_seed")
 
 
@@ -74,10 +75,16 @@ class Recipe:
     anchors: list[dict[str, int]]
     places_seed: int
     init_seed: int
+    # The mixed sets the worker's reference rejected (each run again unmixed there), as anchors are
+    # told: the referee's reference, which the candidate never reached, must reject them too.
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
-    def for_witness(self) -> dict[str, Any]:
+    def for_witness(self) -> dict[str, Any] | None:
         """What the witness needs: each pair's seed and draw seed, not the donors' nor the slices'
-        (with them it could make the set the worker ran, and its estimate of it, for itself)."""
+        (with them it could make the set the worker ran, and its estimate of it, for itself); None
+        where there is no pair."""
+        if not self.anchors:
+            return None
         return {"pair_seeds": [a["seed"] for a in self.anchors], "draw_seeds": [a["draw_seed"] for a in self.anchors],
                 "places_seed": self.places_seed, "init_seed": self.init_seed}
 
@@ -88,11 +95,13 @@ def recipe(local_base: dict[str, Any] | None, init_seed: Any) -> tuple[Recipe | 
         return None, "no base kept by the worker"
     try:
         r = Recipe([{k: int(a[k]) for k in _ANCHOR_KEYS} for a in local_base["anchors"]],
-                   int(local_base["places_seed"]), int(init_seed))
+                   int(local_base["places_seed"]), int(init_seed),
+                   [{"set": str(a.get("set", "")), **{k: int(a[k]) for k in _ANCHOR_KEYS}}
+                    for a in local_base.get("refused") or []])
     except (KeyError, TypeError, ValueError):
         return None, "the worker's report of its base does not read as one"
-    if not r.anchors:
-        return None, "no base kept by the worker (lean inputs, or a reference refusing mixed sets)"
+    if not r.anchors and not r.refused:
+        return None, "no base kept by the worker (lean inputs)"
     return r, ""
 
 
@@ -130,9 +139,14 @@ def pair_inputs(get_inputs: Any, a: dict[str, int], device: Any) -> list[Any]:
 
 def reference_outputs(ref: Any, get_inputs: Any, r: Recipe, device: Any) -> dict[str, Any]:
     """The reference's outputs at the places: on each anchor's set twice (its run-to-run noise), then
-    on its pair, each under the anchor's draw seed; one set on the device at a time."""
+    on its pair, each under the anchor's draw seed; one set on the device at a time. And
+    `refused_accepted`: the names of the sets the worker's reference rejected mixed that this one
+    accepts (reference_accepts)."""
     places = local_change.Places(r.places_seed)
-    out: dict[str, Any] = {"base": [], "again": [], "pairs": []}
+    out: dict[str, Any] = {"base": [], "again": [], "pairs": [], "refused_accepted": []}
+    for a in r.refused:
+        if reference_accepts(ref, get_inputs, a, device):
+            out["refused_accepted"].append(a.get("set") or a["seed"])
     for a in r.anchors:
         args = anchor_inputs(get_inputs, a, device)
         out["base"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
@@ -141,6 +155,16 @@ def reference_outputs(ref: Any, get_inputs: Any, r: Recipe, device: Any) -> dict
         out["pairs"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
         del args
     return out
+
+
+def reference_accepts(ref: Any, get_inputs: Any, a: dict[str, Any], device: Any) -> bool:
+    """Whether the reference computes on a set the worker ran it on mixed (anchor_inputs), under
+    its draw seed. Any failure here is a refusal (out of memory too: then nothing is said)."""
+    try:
+        _run(ref, anchor_inputs(get_inputs, a, device), a["draw_seed"], device)
+    except Exception:  # noqa: BLE001 - its refusal is the answer
+        return False
+    return True
 
 
 def own_errors(ref: Any, get_inputs: Any, r: Recipe, device: Any, ops: Any,
@@ -222,8 +246,19 @@ def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
     if hashlib.sha256(data).hexdigest() != local_base.get("sha256"):
         return Judged(Finding(FORGED_BASE, f"the worker's kept base outputs ({BASE_FILE}) changed after the worker "
                               "wrote them (their digest is not the one its signed report gave)"))
+    accepted = want.get("refused_accepted") or []
+    if accepted:
+        return Judged(Finding(REFUSED_IN_WORKER, f"the reference rejected {len(accepted)} input set(s) mixed from two "
+                              f"draws in the worker ({', '.join(map(str, accepted))}), where the candidate ran beside "
+                              "it, and accepts them in the blind check's referee, which the candidate never reached: "
+                              "something in the worker changed what the reference does, and those sets ran unmixed",
+                              data={"sets": list(accepted)}))
     kept = torch.load(io.BytesIO(data), weights_only=True).get("anchors") or []
     bases, agains, ref_pairs = want["base"], want["again"], want["pairs"]
+    refused = len(local_base.get("refused") or [])
+    if not bases and not kept:
+        return Judged(note=f"local-change pairs in the blind check: none (no mixed set kept by the worker); its "
+                      f"reference's refusal of {refused} mixed set(s) is its referee's too")
     if not isinstance(got, list) or len(got) != len(ref_pairs) or not all(isinstance(g, list) for g in got):
         return Judged(Finding("blind-mismatch", "the blind check's witness saved no outputs of the local-change pairs"))
     if len(kept) != len(bases):
@@ -262,4 +297,5 @@ def judge(run_dir: Path, local_base: dict[str, Any], got: Any, want: Any,
         local_change.add_pair(tally, local_change.pair_misses(base, got0, ref1, got1, allowed))
     found = local_change.finding(tally, where="run in the blind check's witness, a process that never saw the bases "
                                  "the worker ran")
-    return Judged(found, f"local-change pairs in the blind check: {tally.pairs} pairs judged on {len(bases)} bases")
+    said = f"; its reference's refusal of {refused} mixed set(s) is its referee's too" if refused else ""
+    return Judged(found, f"local-change pairs in the blind check: {tally.pairs} pairs judged on {len(bases)} bases{said}")

@@ -131,10 +131,11 @@ ANCHORS = PAIRS
 BASE_FILE = "local_base.pt"  # the worker's kept base outputs, in its run folder (blind_pairs reads them)
 
 
-def keep_base(run_dir: Path, anchors: list[Base]) -> dict[str, Any]:
+def keep_base(run_dir: Path, anchors: list[Base], refused: list[dict[str, int]] | None = None) -> dict[str, Any]:
     """Writes the kept mixed anchors' outputs (both modules', at their places) to BASE_FILE for the
     blind check's pairs (blind_pairs); returns what the verdict reports of them, the file's digest
-    taken from the bytes written."""
+    taken from the bytes written, and `refused`: the mixed sets the reference rejected (each one's
+    seeds, as an anchor's), which the blind check's referee runs again."""
     paired = [(a, a.mix) for a in anchors if a.kept and a.mix is not None]
     buf = io.BytesIO()
     torch.save({"anchors": [{"ref": on_cpu(a.ref), "got": on_cpu(a.got)} for a, _ in paired]}, buf)
@@ -143,6 +144,7 @@ def keep_base(run_dir: Path, anchors: list[Base]) -> dict[str, Any]:
     return {"anchors": [{"set": a.name, "seed": int(a.seed), "donor_seed": int(mix[0]), "picks_seed": int(mix[1]),
                          "draw_seed": int(a.draw_seed)} for a, mix in paired],
             "places_seed": paired[0][0].places.seed if paired else 0,
+            "refused": [dict(r) for r in refused or []],
             "sha256": hashlib.sha256(data).hexdigest()}
 
 

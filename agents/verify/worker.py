@@ -320,20 +320,22 @@ def run(req: dict[str, Any], rec: Recorder) -> None:
         anchor.mix = mixes.get(anchor.name)
     # Alone on the GPU: a candidate's first calls may choose its kernels by timing them (cuDNN's
     # first-call contenders), and the choice stays for the timing below.
+    refused: list[dict[str, int]] = []  # mixed sets the reference rejected here (run again unmixed)
     with gpu_lock(req.get("gpu_lock"), rec):
         tol, ref_ops = _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics,
-                                 lean_bytes=lean_bytes, anchors=anchors, mixes=mixes)
-    judged = False
+                                 lean_bytes=lean_bytes, anchors=anchors, mixes=mixes, refused=refused)
     if cand is not None and v.correct and not v.hack_findings and tol is not None:
         rec.enter("local-change", f"{local_change.PAIRS} pairs of input sets alike but for a secret share of "
                   "their slices")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):
-            judged = _check_local_change(v, ref, cand, get_inputs, base, fresh_seeds(local_change.PAIRS, set(seeds)),
-                                         device, tol, ref_ops, threads_before, numerics)
-        if judged and v.correct and not v.hack_findings and weights_made_again \
-                and req.get("run_dir"):
-            # The base's outputs kept for the blind check's pairs, made again where the base never was.
-            v.local_base = local_change.keep_base(Path(req["run_dir"]), anchors)
+            _check_local_change(v, ref, cand, get_inputs, base, fresh_seeds(local_change.PAIRS, set(seeds)),
+                                device, tol, ref_ops, threads_before, numerics)
+        if v.correct and not v.hack_findings and weights_made_again and req.get("run_dir"):
+            # The anchors' outputs kept for the blind check's pairs, made again where the anchors never
+            # were; and the mixed sets the reference rejected here, which the referee runs again in a
+            # process the candidate never reached. (Also where the pairs here were skipped, the
+            # reference refusing one: a reference made to refuse them here skips them here alone.)
+            v.local_base = local_change.keep_base(Path(req["run_dir"]), anchors, refused)
     if cand is not None and v.correct and not v.hack_findings and tol is not None and WEIGHTS_LOADED in v.notes:
         rec.enter("weights-changed", "weights changed in place in both modules, one more input set")
         with gpu_lock(req.get("gpu_lock"), rec, shared=True):  # (computes only, its kernels chosen)
@@ -620,7 +622,8 @@ def same_draws(seed: int) -> None:
 def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before, numerics: dict[str, Any],
                        lean_bytes: int = 1 << 62,
                        anchors: list[local_change.Base] | None = None,
-                       mixes: dict[str, tuple[int, int]] | None = None) -> tuple[Tolerance | None, Counter[str]]:
+                       mixes: dict[str, tuple[int, int]] | None = None,
+                       refused: list[dict[str, int]] | None = None) -> tuple[Tolerance | None, Counter[str]]:
     """Run candidate and reference on every input set; fill the verdict's checks and findings.
     Returns the tolerance and the reference's aten ops (traced on the first set). Each of `anchors`
     keeps the set of its name where it passed (the base's inputs too). The random sets named in
@@ -667,7 +670,12 @@ def _check_correctness(rec, ref, cand, get_inputs, sets, device, threads_before,
 
     def unmixed(idx: int, name: str, seed: int, who: str) -> None:
         # Slices of two draws may break what get_inputs keeps across them: the set runs again next.
-        del mixes[name]
+        # (Said to the blind check's referee, whose reference, out of the candidate's reach, must
+        # reject it too.)
+        donor_seed, picks_seed = mixes.pop(name)
+        if refused is not None:
+            refused.append({"set": name, "seed": int(seed), "donor_seed": int(donor_seed), "picks_seed": int(picks_seed),
+                            "draw_seed": int(draw_seed(idx, seed, None))})
         for anchor in anchors or []:
             if anchor.name == name:
                 anchor.mix = None
