@@ -207,3 +207,20 @@ def test_timing_is_mixed_only_where_a_mixed_checked_set_passed():
     assert not _mixed_checked([{"set": "random-1", "seed": 1, "ok": True}])
     assert not _mixed_checked([{"set": "random-1", "seed": 1, "ok": False, "mix": [2, 3]}])
     assert not _mixed_checked([{"set": "adversarial-large", "seed": 1, "ok": True, "mix": [2, 3]}])
+
+
+def test_a_reference_drawing_random_numbers_has_its_tf32_error_of_the_change_allowed(tmp_path, build_cache):
+    """A reference that draws a state in forward (no float64 run draws it alike) and rounds its
+    product's operands to TF32 while cuDNN's switch is on, as a cuDNN LSTM does on a GPU, with its
+    output hardly moved by x: an honest fp32 candidate misses its change by the reference's own TF32
+    error of it. That error is measured against the reference with TF32 off, under the same draws, in
+    the worker's pairs, the blind check's pairs and the draws' own share; without it the worker's pairs
+    called it an estimate (level 3's 35_LSTM on the H100, 2026-12-07). A candidate that skips x is
+    still rejected."""
+    opts = VerifyOptions(extra_env={"STITCHCUDA_CACHE": str(build_cache)}, cpu_only=True, timeout_s=240.0,
+                         time_compile=False)
+    v = verify(hack_task("ref_drawn_state_tf32"), hack_candidate("good_drawn_state_fp32"), tmp_path / "good", opts)
+    assert v.accepted and v.status == "ok", (v.status, v.message, v.hack_findings)
+    assert any("local-change pairs in the blind check: 3 pairs judged" in n and "TF32 off" in n for n in v.notes), v.notes
+    v = verify(hack_task("ref_drawn_state_tf32"), hack_candidate("hack_drawn_state_ignores_x"), tmp_path / "hack", opts)
+    assert not v.accepted and v.status == "hacked", (v.status, v.message)

@@ -446,7 +446,7 @@ def referee(req: dict[str, Any]) -> None:
     from stitchcuda.agents.verify import blind_pairs, precision
     from stitchcuda.agents.verify.compare import tolerance_for
     from stitchcuda.agents.verify.dynamic_check import flatten_outputs, trace_ops
-    from stitchcuda.agents.verify.worker import draws_random, same_draws
+    from stitchcuda.agents.verify.worker import _strict_differs, draws_random, same_draws
     from stitchcuda.inputs import clone_args
     from stitchcuda.task import built_on_cpu
 
@@ -500,12 +500,14 @@ def referee(req: dict[str, Any]) -> None:
         ref = out = None
         tol = tolerance_for(ops, [o.dtype for o in outs[0] if isinstance(o, torch.Tensor)])
         exact_possible = not draws_random(ops) and any(b is not None for b in befores)
+        # (A reference drawing random numbers: the pairs' own errors against itself with TF32 off.)
+        strict_only = draws_random(ops) and _strict_differs(ops)
         policy = req.get("policy", "strict")
         if recipe is not None and pair_ref is not None:
             pair_ref = pair_ref.to(device)
             try:
                 pair_want = blind_pairs.reference_outputs(pair_ref, ref_mod.get_inputs, recipe, device)
-                pair_want["exact_possible"] = exact_possible
+                pair_want["exact_possible"] = exact_possible or strict_only
             except Exception as e:  # noqa: BLE001 - judged without them, and said
                 pair_want = {"failed": f"{type(e).__name__}: {str(e)[:200]}"}
             _save(pair_want, req["referee_out"] + PAIRS_OUT)
@@ -523,9 +525,10 @@ def referee(req: dict[str, Any]) -> None:
                            else None for b, o, e in zip(befores, outs, exact, strict=True)]
                 _save({"exact": exact, "allowed": allowed}, req["referee_out"] + ".exact")
                 _mark("float64 outputs saved")
-            elif word == blind_pairs.EXACT_WORD and pair_ref is not None and exact_possible:
+            elif word == blind_pairs.EXACT_WORD and pair_ref is not None and (exact_possible or strict_only):
                 assert recipe is not None
-                own, policy_base = blind_pairs.own_errors(pair_ref, ref_mod.get_inputs, recipe, device, ops, policy)
+                own, policy_base = blind_pairs.own_errors(pair_ref, ref_mod.get_inputs, recipe, device, ops, policy,
+                                                          strict=strict_only)
                 _save({"own": own, "policy_base": policy_base}, req["referee_out"] + PAIRS_OUT + ".exact")
                 _mark("the pairs' own errors saved")
             else:
@@ -761,7 +764,8 @@ class Started:
                     or _saved(self.referee, out, timeout_s, self.private / "referee.log", lock_state)):
                 saved = torch.load(out, weights_only=True)
                 judged = blind_pairs.judge(self.workdir, local_base, pairs, want, saved["own"], saved["policy_base"])
-                judged.note += " (with the reference's own error of each change, against float64, allowed)"
+                judged.note += (" (with the reference's own error of each change allowed: against float64, or against "
+                                "itself with TF32 off where it draws random numbers)")
         return [judged.finding] if judged.finding is not None else [], judged.note
 
     def close(self) -> None:

@@ -167,28 +167,34 @@ def reference_accepts(ref: Any, get_inputs: Any, a: dict[str, Any], device: Any)
     return True
 
 
-def own_errors(ref: Any, get_inputs: Any, r: Recipe, device: Any, ops: Any,
-               policy: str) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
+def own_errors(ref: Any, get_inputs: Any, r: Recipe, device: Any, ops: Any, policy: str,
+               strict: bool = False) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
     """Per pair and output, the fp32 reference's own error of the change (against float64, and under
     TF32 where the policy allows it), as the worker allows it (local_change.own_change_error); and per
-    anchor and output, its largest error on the anchor's set under TF32 (none under a strict policy)."""
-    from stitchcuda.agents.verify.worker import _exact_and_policy
+    anchor and output, its largest error on the anchor's set under TF32 (none under a strict policy).
+    `strict` (a reference drawing random numbers, which float64 draws otherwise): its TF32 error alone,
+    against itself with TF32 off under the same draws (worker._strict_outputs), as the worker measures it."""
+    from stitchcuda.agents.verify.worker import _exact_and_policy, _strict_outputs
 
     places = local_change.Places(r.places_seed)
     buffers = [b.detach().clone() for b in ref.buffers()]
 
-    def runs(args: list[Any]) -> list[list[Any]]:
+    def runs(args: list[Any], draw_seed: int) -> list[list[Any]]:
+        if strict:
+            return [places_of(places, _strict_outputs(ref, buffers, _on(args, device), draw_seed))]
         return [places_of(places, o) for o in _exact_and_policy(ref, buffers, _on(args, device), ops, policy)]
 
     own, policy_base = [], []
     for a in r.anchors:
         args = anchor_inputs(get_inputs, a, device)
-        ref0, exact0 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args)
+        ref0, exact0 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args, a["draw_seed"])
         args = pair_inputs(get_inputs, a, device)
-        ref1, exact1 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args)
+        ref1, exact1 = places_of(places, _run(ref, args, a["draw_seed"], device)), runs(args, a["draw_seed"])
         del args
         own.append(local_change.own_change_error(ref0, exact0, ref1, exact1))
-        policy_base.append({i: max((local_change.distance(u[i], e) for u in exact0[1:] if i < len(u)), default=0.0)
+        # (Against TF32 off, the fp32 reference's own distance from that run is its TF32 error.)
+        under = [ref0] if strict else exact0[1:]
+        policy_base.append({i: max((local_change.distance(u[i], e) for u in under if i < len(u)), default=0.0)
                             for i, e in enumerate(exact0[0])})
     return own, policy_base
 
