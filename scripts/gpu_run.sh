@@ -102,6 +102,9 @@ for p in problems:
 PY
 )
   [ -n "$kept" ] && (cd "$dest" && tar czf "$OUT/kept_$name.tgz" --exclude='*.so' --exclude='*.tmp' $kept 2>/dev/null)
+  # Every run's verdict (its notes say what each check did: 2026-12-07's mixed timing sets and blind
+  # pairs went unconfirmed, the accepted runs' folders all in the runs archive, too large to return).
+  (cd "$dest" && find runs -name verdict.json -print0 | tar czf "$OUT/verdicts_$name.tgz" --null -T - 2>/dev/null)
   (cd "$dest" && tar czf "$OUT/runs_$name.tgz" --exclude='*.so' --exclude='*.tmp' runs 2>/dev/null && rm -rf runs)
 }
 
