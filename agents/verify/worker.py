@@ -483,6 +483,7 @@ def _refused_mixes(v: Verdict, ref, get_inputs, sets: list[list[Any]], seeds: li
             refused = True
     return refused
 
+
 def _yardstick(v: Verdict, device: torch.device, key: str) -> None:
     """The one-element allocation's host time after a step of the worker's (host_us): where it grows
     from one step to the next, that step slowed every later host figure, the timed ones included."""
