@@ -144,9 +144,6 @@ def reference_outputs(ref: Any, get_inputs: Any, r: Recipe, device: Any) -> dict
     accepts (reference_accepts)."""
     places = local_change.Places(r.places_seed)
     out: dict[str, Any] = {"base": [], "again": [], "pairs": [], "refused_accepted": []}
-    for a in r.refused:
-        if reference_accepts(ref, get_inputs, a, device):
-            out["refused_accepted"].append(a.get("set") or a["seed"])
     for a in r.anchors:
         args = anchor_inputs(get_inputs, a, device)
         out["base"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
@@ -154,6 +151,11 @@ def reference_outputs(ref: Any, get_inputs: Any, r: Recipe, device: Any) -> dict
         args = pair_inputs(get_inputs, a, device)
         out["pairs"].append(places_of(places, _run(ref, args, a["draw_seed"], device)))
         del args
+    # (After the anchors: a module whose state moves with each call is judged on the bases as the
+    # worker ran them, not after these calls too.)
+    for a in r.refused:
+        if reference_accepts(ref, get_inputs, a, device):
+            out["refused_accepted"].append(a.get("set") or a["seed"])
     return out
 
 
