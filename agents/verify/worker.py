@@ -1241,8 +1241,7 @@ def _draws_own_share(ref, ref_ops: Counter[str], get_inputs, seed: int, device, 
         if draws_random(ref_ops):
             if not _strict_differs(ref_ops):
                 return None
-            same_draws(seed)
-            fp32 = _outputs_of_copy(ref, snapshot, clone_args(args), double=False)
+            fp32 = _drawn_outputs(ref, snapshot, args, seed)
             runs = [_strict_outputs(ref, snapshot, args, seed)]
         else:
             fp32 = _outputs_of_copy(ref, snapshot, args, double=False)
@@ -1268,8 +1267,14 @@ def _strict_outputs(ref, buffers: list[torch.Tensor], args: list[Any], draw_seed
     them otherwise in float64), the run its TF32 error is measured against. A copy of it, on the
     buffers its call saw."""
     with precision.under("strict"):
-        same_draws(draw_seed)
-        return _outputs_of_copy(ref, buffers, clone_args(args), double=False)
+        return _drawn_outputs(ref, buffers, args, draw_seed)
+
+
+def _drawn_outputs(ref, buffers: list[torch.Tensor], args: list[Any], draw_seed: int) -> list[Any]:
+    """The reference's fp32 outputs under `draw_seed`'s draws: a copy of it, on `buffers`, on copies
+    of `args`."""
+    same_draws(draw_seed)
+    return _outputs_of_copy(ref, buffers, clone_args(args), double=False)
 
 
 def _fp64_outputs(ref, buffers: list[torch.Tensor], args: list[Any]) -> list[Any]:
