@@ -10,6 +10,7 @@ only checks its inputs, allocates outputs and calls the kernels.
 from __future__ import annotations
 
 from stitchcuda.agents.coder import batch, codegen, kernels, precision_mix
+from stitchcuda.agents.coder.emit_reduce import emit_siblings
 from stitchcuda.agents.coder.model_new import CU_FILE, PY_FILE, render_model
 from stitchcuda.agents.coder.orchestrate import Step, describe, libraries, orchestrator
 from stitchcuda.agents.graph import by_name, picks
@@ -132,6 +133,10 @@ def make_steps(plan: Plan, *, precise: int = kernels.PRECISE_TF32) -> list[Step]
     for k, group in enumerate(plan.groups):
         if group.kind == "pointwise":
             steps.append(codegen.lower(plan.graph, group, f"stitch_pw{k}", nodes=nodes))
+        elif group.detail.get("siblings"):  # two reductions in one pass (planner's take_siblings)
+            steps.append(emit_siblings(plan.graph, group.nodes, f"stitch_k{k}",
+                                       [(o["members"], o["node"]) for o in group.detail["siblings"]],
+                                       live=live, getitems=getitems, nodes=nodes))
         else:
             roots = group.detail.get("roots", {})
             # The planner's prologue: the pointwise node this kernel computes as it reads it.

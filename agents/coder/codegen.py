@@ -965,6 +965,9 @@ class Prologue:
     # stored (cp.async) computes the chain there afterwards. None where the chain reads more than one
     # tensor at the element, reads it elsewhere too, or is not fp32.
     staged: Epilogue | None = None
+    # The C type `value` has: float, or sc_red_f2 (reduce.cuh) for two nodes read together
+    # (prologue_pair), whose components are rounded to their dtypes already.
+    value_type: str = "float"
 
     @property
     def vectorised(self) -> bool:
@@ -989,7 +992,7 @@ class Prologue:
         value = self.value if self.dtype == "float32" else f"sc_to_f(sc_from_f<{C_TYPES[self.dtype]}>({self.value}))"
         return f"""struct {struct} {{
 {members}
-  SC_INLINE float operator()(int64_t e) const {{
+  SC_INLINE {self.value_type} operator()(int64_t e) const {{
 {body}
     return {value};
   }}
@@ -1000,14 +1003,15 @@ class Prologue:
         """`vec<VEC>(base)`: the values of elements base .. base + VEC - 1 (base a multiple of VEC),
         each input read at the element itself loaded as one vector; `aligned(n)`: whether those
         inputs' pointers allow n-element vectors (asked on the host)."""
+        t = self.value_type
         if not self.vectorised:
-            return """  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t base) const {
-    sc_vec<float, VEC> out_;
+            return f"""  template <int VEC> SC_INLINE sc_vec<{t}, VEC> vec(int64_t base) const {{
+    sc_vec<{t}, VEC> out_;
 #pragma unroll
     for (int l = 0; l < VEC; ++l) out_.v[l] = (*this)(base + l);
     return out_;
-  }
-  bool aligned(int) const { return true; }
+  }}
+  bool aligned(int) const {{ return true; }}
 """
         loads = "\n".join(f"    const sc_vec<{C_TYPES[a.dtype]}, VEC> in{k}_v = sc_load<VEC>(in{k} + base);"
                           for k, a in enumerate(self.inputs) if self.direct[k])
@@ -1015,9 +1019,9 @@ class Prologue:
         value = (self.vec_value if self.dtype == "float32"
                  else f"sc_to_f(sc_from_f<{C_TYPES[self.dtype]}>({self.vec_value}))")
         checks = " && ".join(f"sc_aligned(in{k}, n)" for k in range(len(self.inputs)) if self.direct[k]) or "true"
-        return f"""  template <int VEC> SC_INLINE sc_vec<float, VEC> vec(int64_t base) const {{
+        return f"""  template <int VEC> SC_INLINE sc_vec<{t}, VEC> vec(int64_t base) const {{
 {loads}
-    sc_vec<float, VEC> out_;
+    sc_vec<{t}, VEC> out_;
 #pragma unroll
     for (int l = 0; l < VEC; ++l) {{
       const int64_t i = base + l;
@@ -1059,6 +1063,45 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
         if staged is not None and staged.plane_lines:
             vec["staged"] = staged
     return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops), **vec)
+
+
+def prologue_pair(
+    graph: Sequence[Node], first: tuple[Sequence[str], str], second: tuple[Sequence[str], str], *,
+    nodes: dict[str, Node] | None = None,
+) -> Prologue:
+    """Two pointwise nodes of one shape, each (members, name), as one loader whose value is both of
+    them at element e (a `sc_red_f2`): one walk, so an input both read is loaded once (a triplet
+    loss's anchor, read by its two distances). NotFusable as `prologue` says, or where the shapes
+    differ."""
+    nodes = nodes if nodes is not None else by_name(graph)
+    (members_a, a), (members_b, b) = first, second
+    for name in (a, b):
+        if nodes[name].get("dtype") not in ("float32", "float16", "bfloat16"):
+            raise NotFusable(f"{name}: a {nodes[name].get('dtype')} prologue")
+    shape = tuple(nodes[a]["shape"])
+    if tuple(nodes[b]["shape"]) != shape:
+        raise NotFusable(f"{a} and {b} differ in shape")
+    group = FusionGroup(kind="pointwise", nodes=list(dict.fromkeys([*members_a, *members_b])), inputs=[], outputs=[a, b])
+
+    def both(var: str) -> tuple[_Lowering, str]:
+        w = _Lowering(graph, group, nodes)
+        parts = []
+        for name in (a, b):
+            v = w.value(name, _Index(var, shape))
+            dtype = nodes[name]["dtype"]
+            parts.append(v if dtype == "float32" else f"sc_to_f(sc_from_f<{C_TYPES[dtype]}>({v}))")
+        return w, f"sc_red_f2{{{parts[0]}, {parts[1]}}}"
+
+    # `e` and the lane index `i` as in `prologue`.
+    w, value = both("e")
+    if any(x.dtype not in C_TYPES or x.dtype in INTS for x in w.inputs.values()):
+        raise NotFusable(f"{a}, {b}: read an integer tensor")
+    v, vec_value = both("i")
+    vec: dict[str, Any] = {}
+    if list(v.inputs) == list(w.inputs) and any(x.direct for x in v.inputs.values()):
+        vec = {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(x.direct for x in v.inputs.values())}
+    return Prologue(f"{a}+{b}", shape, "float32", list(w.inputs.values()), list(w.lines), value, list(w.ops),
+                    value_type="sc_red_f2", **vec)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -209,6 +209,7 @@ class OpSpec:
     p0: float = 0.0
     p1: float = 0.0
     second: str | None = None  # the second result: "int64" (indices) or "float" (var_mean's mean)
+    init: str = ""  # the op struct's initialiser where it is not {p0, p1} (a sibling pair's)
 
 
 def _sum(pre: str = "ID", post: str = "ID", p0: float = 0.0, p1: float = 0.0) -> OpSpec:
@@ -249,10 +250,18 @@ def _correction(a: dict[str, Any]) -> float:
 
 
 def _reduction(ctx: EmitContext, kind: str) -> Kernel:
-    a = ctx.args
     src = _source(ctx, ints=kind in ("arg", "argonly", "ext"))
     if src.dtype in INTS:
         return _int_extreme(ctx, src, kind)
+    lay, spec, outs, note = _reduction_spec(ctx, kind, src)
+    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
+    return _reduce_kernel(ctx, src, lay, spec, outs, note, pro)
+
+
+def _reduction_spec(ctx: EmitContext, kind: str, src: Operand) -> tuple[Layout, OpSpec, list[OutSpec | None], str]:
+    """A float reduction's layout, op struct, results (value, second) and note; NotSupported where
+    the kernels cannot compute it."""
+    a = ctx.args
     rank = len(src.shape)
     op = ctx.node["op"]
     target = ctx.node.get("target") or op
@@ -305,8 +314,48 @@ def _reduction(ctx: EmitContext, kind: str) -> Kernel:
             _dtype_ok(src, spec_out, a.get("dtype"))
     if lay.r == 0 or lay.n == 0:
         raise NotSupported("empty reduction")
-    note = f"{target} {list(src.shape)} dims {reduced}"
-    return _reduce_kernel(ctx, src, lay, spec, outs, note)
+    return lay, spec, outs, f"{target} {list(src.shape)} dims {reduced}"
+
+
+# "0": sibling reductions stay one kernel each (planner._take_siblings; for same-run comparisons).
+SIBLINGS_ENV = "STITCHCUDA_RED_SIBLINGS"
+
+
+def siblings_on() -> bool:
+    return os.environ.get(SIBLINGS_ENV, "1") != "0"
+
+
+def _state_align(spec: OpSpec) -> int:
+    """Alignment of the op's state: 8 where it holds a double or an int64 (sums, arg-extremes)."""
+    return 8 if "double" in spec.cpp or spec.second == "int64" else 4
+
+
+def sibling_pair(ctx_a: EmitContext, kind_a: str, ctx_b: EmitContext, kind_b: str, pro: Prologue) -> Kernel:
+    """Two reductions of one layout over the rows of two pointwise nodes, in one pass (`pro`, from
+    codegen.prologue_pair, gives both nodes' elements at once): one kernel reading what they share
+    once, where two would each read it. Each gives one result (A's to the first output, B's to the
+    second); the row path only (a column reduction's thread reads one element a row anyway)."""
+    src_a, src_b = _source(ctx_a), _source(ctx_b)
+    if src_a.dtype in INTS or src_b.dtype in INTS:
+        raise NotSupported("integer sibling reductions")
+    lay, spec_a, outs_a, note_a = _reduction_spec(ctx_a, kind_a, src_a)
+    lay_b, spec_b, outs_b, note_b = _reduction_spec(ctx_b, kind_b, src_b)
+    if lay != lay_b:
+        raise NotSupported("sibling reductions of different layouts")
+    if not (lay.rows and lay.r >= 16):
+        raise NotSupported("sibling reductions off the rows")
+    if outs_a[0] is None or outs_b[0] is None or outs_a[1] is not None or outs_b[1] is not None:
+        raise NotSupported("sibling reductions with other than one result each")
+    if "sc_red_lse" in (spec_a.cpp, spec_b.cpp):  # (its vector add takes floats only)
+        raise NotSupported("logsumexp as a sibling")
+    align = max(_state_align(spec_a), _state_align(spec_b))
+    spec = OpSpec(
+        f"sc_red_pair<{spec_a.cpp}, {spec_b.cpp}>",
+        -(-spec_a.state_bytes // align) * align + -(-spec_b.state_bytes // align) * align,
+        init=f"{{{c_float(spec_a.p0)}, {c_float(spec_a.p1)}}}, {{{c_float(spec_b.p0)}, {c_float(spec_b.p1)}}}",
+    )
+    src = replace(src_a, name=pro.node, dtype="float32")
+    return _reduce_kernel(ctx_a, src, lay, spec, [outs_a[0], outs_b[0]], f"{note_a} with {note_b}", pro)
 
 
 def _int_extreme(ctx: EmitContext, src: Operand, kind: str) -> Kernel:
@@ -512,10 +561,10 @@ def _strips_plan(lay: Layout, spec: OpSpec, target: Target) -> tuple[int, int, i
 
 
 def _reduce_kernel(
-    ctx: EmitContext, src: Operand, lay: Layout, spec: OpSpec, outs: list[OutSpec | None], note: str
+    ctx: EmitContext, src: Operand, lay: Layout, spec: OpSpec, outs: list[OutSpec | None], note: str,
+    pro: Prologue | None,
 ) -> Kernel:
     name = ctx.name
-    pro = ctx.prologue if ctx.prologue is not None and ctx.prologue.node == src.name else None
     rows = lay.rows and lay.r >= 16
     if rows:
         if pro is None:
@@ -558,7 +607,7 @@ def _reduce_kernel(
         scratch.append(("float32", lay.n * splits * spec.state_bytes // 4))
     else:
         casts.append(f"  {state}* const part = nullptr;")
-    casts.append(f"  const {name}_op op{{{c_float(spec.p0)}, {c_float(spec.p1)}}};")
+    casts.append(f"  const {name}_op op{{{spec.init or f'{c_float(spec.p0)}, {c_float(spec.p1)}'}}};")
     args = f"op, x, ya, yb, part, {chunk}LL, {splits}LL"
     ld = "_ld" if pro is not None else ""
     if rows:
@@ -971,3 +1020,30 @@ EMITTERS: dict[str, Emitter] = {
     "cummax": partial(_running_extreme, op="cummax"),
     "cummin": partial(_running_extreme, op="cummin"),
 }
+
+
+# The reductions a sibling pair may hold, by op: _reduction's kinds.
+REDUCTION_KINDS: dict[str, str] = {op: fn.keywords["kind"] for op, fn in EMITTERS.items() if fn.func is _reduction}
+
+
+def emit_siblings(
+    graph: Sequence[dict[str, Any]], names: Sequence[str], kernel_name: str,
+    operands: Sequence[tuple[Sequence[str], str]], **options: Any,
+) -> Kernel:
+    """One kernel for reductions `names` (two), each reading its operand (members, node: a
+    prologue's chain, or no members for a stored tensor) through one loader; NotSupported or
+    codegen.NotFusable where they cannot be one. `options` are kernels.context()'s."""
+    from stitchcuda.agents.coder.codegen import prologue_pair
+    from stitchcuda.agents.coder.kernels import context
+
+    if len(names) != 2 or len(operands) != 2:
+        raise NotSupported("a sibling pair is two reductions")
+    ctxs = [context(graph, n, kernel_name, **options) for n in names]
+    kinds = [REDUCTION_KINDS.get(c.node["op"]) for c in ctxs]
+    if None in kinds:
+        raise NotSupported("a sibling pair is two reductions")
+    for ctx, (_, root) in zip(ctxs, operands, strict=True):
+        if _source(ctx).name != root:  # (the loader computes the operand's own storage)
+            raise NotSupported(f"{ctx.node['name']} reads {_source(ctx).name}, not {root}")
+    pro = prologue_pair(graph, operands[0], operands[1], nodes=ctxs[0].nodes)
+    return sibling_pair(ctxs[0], kinds[0] or "", ctxs[1], kinds[1] or "", pro)

@@ -45,7 +45,7 @@ def _live(plan: Plan) -> tuple[set[str], set[str]]:
         computed.update(g.nodes)
         for part in ("prologue", "epilogue"):
             computed.update((g.detail.get(part) or {}).get("members", []))
-        for src in g.detail.get("sources", []):
+        for src in [*g.detail.get("sources", []), *g.detail.get("siblings", [])]:
             computed.update(src["members"])
     return computed, {g.nodes[0] for g in plan.groups if g.kind == "kernel"}
 

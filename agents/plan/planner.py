@@ -65,6 +65,7 @@ from stitchcuda.agents.plan.picked_products import PICKED_PRODUCTS_ENV, pick_pro
 from stitchcuda.agents.plan.pool_first import pool_before_pointwise_convs
 from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
+from stitchcuda.agents.plan.sibling_reductions import take_siblings
 from stitchcuda.agents.plan.train_bn_prologue import split_train_batch_norms
 from stitchcuda.agents.plan.weight_norm import decompose_weight_norm
 from stitchcuda.agents.random_draws import draws_as_inputs
@@ -301,15 +302,21 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                                 [g for _, _, g in ordered], target)
     dropped = {id(d["group"]) for d in epilogues.values()}
     ordered = [t for t in ordered if id(t[2]) not in dropped]
+    siblings = take_siblings(graph, nodes, kernel_plans, prologues, set(epilogues) | set(sources) | set(gathers),
+                             stage, live, getitems, target)
+    seconds = {s["second"] for s in siblings.values()}
     for name, (kernel, roots) in kernel_plans.items():
+        if name in seconds:  # (computed by its sibling's kernel)
+            continue
         group = FusionGroup(
             kind="kernel",
-            nodes=[name],
+            nodes=[name, siblings[name]["second"]] if name in siblings else [name],
             inputs=[a.name for a in kernel.inputs],
             outputs=[a.name for a in kernel.outputs],
             note="; ".join(kernel.ops) or nodes[name]["op"],
             detail={"roots": roots, "libraries": list(kernel.libraries),
-                    **({"prologue": prologues[name]} if name in prologues else {}),
+                    **({"siblings": siblings[name]["operands"]} if name in siblings else
+                       {"prologue": prologues[name]} if name in prologues else {}),
                     **({"sources": sources[name]} if name in sources else {}),
                     **({"gathers": gathers[name]} if name in gathers else {}),
                     **({"epilogue": {k: v for k, v in epilogues[name].items() if k != "group"}}

@@ -192,9 +192,26 @@ struct sc_red_lse {
   SC_INLINE float second(const State&) const { return 0.0f; }
 };
 
-// VEC consecutive elements r0 .. r0 + VEC - 1 into a state: one at a time, as add takes them...
-template <class Op, int VEC>
-SC_INLINE void sc_red_add_vec(const Op& op, typename Op::State& st, const float (&x)[VEC], int64_t r0) {
+// Two reductions over the same rows in one pass (emit_reduce's sibling pair: a triplet loss's two
+// distances both read the anchor): the loader gives both elements at once, A's result goes to ya
+// and B's to yb, so the row, split and final kernels serve a pair as they do one op.
+struct sc_red_f2 { float a, b; };
+template <class A, class B>
+struct sc_red_pair {
+  A a;
+  B b;
+  struct State { typename A::State a; typename B::State b; };
+  SC_INLINE State init() const { return {a.init(), b.init()}; }
+  SC_INLINE void add(State& s, sc_red_f2 x, int64_t r) const { a.add(s.a, x.a, r); b.add(s.b, x.b, r); }
+  SC_INLINE void merge(State& s, const State& o) const { a.merge(s.a, o.a); b.merge(s.b, o.b); }
+  SC_INLINE float value(const State& s) const { return a.value(s.a); }
+  SC_INLINE float second(const State& s) const { return b.value(s.b); }
+};
+
+// VEC consecutive elements r0 .. r0 + VEC - 1 into a state: one at a time, as add takes them (V: a
+// float, or sc_red_f2 for two sibling reductions' elements)...
+template <class Op, int VEC, class V>
+SC_INLINE void sc_red_add_vec(const Op& op, typename Op::State& st, const V (&x)[VEC], int64_t r0) {
 #pragma unroll
   for (int l = 0; l < VEC; ++l) op.add(st, x[l], r0 + l);
 }
@@ -530,7 +547,7 @@ SC_INLINE typename Op::State sc_red_part_ld(const Op& op, const Ld& ld, int64_t 
   const int64_t b = Ix::base(o);
   int64_t r = lo + t;
   for (; r + (SC_RED_US - 1) * (int64_t)tpr < hi; r += SC_RED_US * (int64_t)tpr) {
-    float c[SC_RED_US];
+    decltype(ld(int64_t(0))) c[SC_RED_US];  // float, or sc_red_f2 for a pair's loader
 #pragma unroll
     for (int u = 0; u < SC_RED_US; ++u) c[u] = ld(b + Ix::off(r + u * (int64_t)tpr));
 #pragma unroll
@@ -559,14 +576,14 @@ SC_INLINE typename Op::State sc_red_part_ldv(const Op& op, const Ld& ld, int64_t
     const int64_t start = lo + head, nv = (hi - start) / VEC;
     int64_t k = t;
     for (; k + (SC_RED_U - 1) * (int64_t)tpr < nv; k += SC_RED_U * (int64_t)tpr) {
-      sc_vec<float, VEC> c[SC_RED_U];
+      decltype(ld.template vec<VEC>(0)) c[SC_RED_U];
 #pragma unroll
       for (int u = 0; u < SC_RED_U; ++u) c[u] = ld.template vec<VEC>(b + start + (k + u * (int64_t)tpr) * VEC);
 #pragma unroll
       for (int u = 0; u < SC_RED_U; ++u) sc_red_add_vec(op, st, c[u].v, start + (k + u * (int64_t)tpr) * VEC);
     }
     for (; k < nv; k += tpr) {
-      const sc_vec<float, VEC> c = ld.template vec<VEC>(b + start + k * VEC);
+      const auto c = ld.template vec<VEC>(b + start + k * VEC);
       sc_red_add_vec(op, st, c.v, start + k * VEC);
     }
     for (int64_t r = start + nv * VEC + t; r < hi; r += tpr) op.add(st, ld(b + r), r);

@@ -1,0 +1,191 @@
+"""Sibling reductions in one pass (agents/plan/sibling_reductions.py, emit_reduce.emit_siblings): two
+reductions over rows of one layout that read a tensor in common become one kernel whose loader
+computes both operands, so the shared tensor is read once (level 1's TripletMarginLoss: two norms,
+each of anchor minus another tensor). Whole candidates run on CPU tensors through the host entries,
+which run the kernels' per-thread parts, group merges and split merges serially."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import needs_nvcc, on_the_gpu, plan_of
+
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.coder import emit_reduce
+from stitchcuda.agents.coder.model_new import CU_FILE
+from stitchcuda.task import import_file
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+_ids = itertools.count()
+
+
+class Triplet(nn.Module):
+    def __init__(self, margin: float = 1.0, p: float = 2.0):
+        super().__init__()
+        self.loss = nn.TripletMarginLoss(margin=margin, p=p)
+
+    def forward(self, a, p, n):
+        return self.loss(a, p, n)
+
+
+class MaxAndDot(nn.Module):
+    """A plain reduction of a stored input beside a prologue that reads it: x.amax(-1) and (x * y).sum(-1)."""
+
+    def forward(self, x, y):
+        return x.amax(-1) + (x * y).sum(-1)
+
+
+class HalfMeans(nn.Module):
+    """fp16 operands: each component is rounded to fp16 as storing it would round it."""
+
+    def forward(self, x, y):
+        return (x * 3.0).mean(-1, dtype=torch.float32) - (x - y).abs().mean(-1, dtype=torch.float32)
+
+
+class StdAndNorm(nn.Module):
+    """Welford's state beside a sum's double state (a pair of unequal states)."""
+
+    def forward(self, x, y):
+        return torch.stack([(x + y).std(-1), (x - y).norm(dim=-1)])
+
+
+class Cosine(nn.Module):
+    def forward(self, x, y):
+        return F.cosine_similarity(x, y, dim=-1)
+
+
+def _plan(module, inputs):
+    p = plan_of(module, inputs)
+    assert p.supported, p.unsupported
+    return p
+
+
+def _pairs(p):
+    return [g for g in p.groups if g.kind == "kernel" and g.detail.get("siblings")]
+
+
+CASES = [
+    (Triplet(), [torch.rand(6, 300) * 0.5, torch.rand(6, 300), torch.rand(6, 300)]),
+    # 3 rows of 40,000: few outputs, so each row is split and the pair's states merged by sc_red_final.
+    # (The negative near the anchor: the loss is then a distance, not the difference of two nearly
+    # equal ones that fp32's rounding of each would dominate.)
+    (Triplet(margin=0.3, p=1.0), [A3 := torch.rand(3, 40000), torch.rand(3, 40000), A3 + 0.01 * torch.rand(3, 40000)]),
+    (MaxAndDot(), [torch.randn(5, 333), torch.randn(5, 333)]),
+    (HalfMeans(), [torch.randn(4, 96).half(), torch.randn(4, 96).half()]),
+    (StdAndNorm(), [torch.randn(7, 130), torch.randn(7, 130)]),
+]
+IDS = ["triplet", "triplet-split-l1", "max-and-dot", "fp16-means", "std-and-norm"]
+
+
+def test_a_triplet_loss_reads_the_anchor_once():
+    p = _plan(*CASES[0])
+    (pair,) = _pairs(p)
+    assert len(pair.nodes) == 2 and len(pair.outputs) == 2
+    # anchor, positive and negative once each; the two norms alone would read four tensors.
+    assert len(pair.inputs) == 3, pair.inputs
+    assert all(o["members"] for o in pair.detail["siblings"])
+
+
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_every_case_is_planned_as_a_pair(module, inputs):
+    assert len(_pairs(_plan(module, inputs))) == 1
+
+
+def test_siblings_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv(emit_reduce.SIBLINGS_ENV, "0")
+    p = _plan(*CASES[0])
+    assert not _pairs(p)
+    assert sum(1 for g in p.groups if g.kind == "kernel" and "norm" in g.note) == 2
+
+
+class NothingShared(nn.Module):
+    def forward(self, x, y):
+        return x.sum(-1) + y.amax(-1)
+
+
+class OtherLayouts(nn.Module):
+    def forward(self, x):
+        return x.sum(-1).sum() + x.amax(0).sum()
+
+
+class Dependent(nn.Module):
+    """The second reduction reads the first's result: stages apart, never one pass."""
+
+    def forward(self, x):
+        m = x.mean(-1, keepdim=True)
+        return ((x - m) ** 2).sum(-1)
+
+
+class WithIndices(nn.Module):
+    def forward(self, x):
+        v, i = x.max(-1)
+        return v + x.sum(-1), i
+
+
+@pytest.mark.parametrize("module", [NothingShared(), OtherLayouts(), Dependent(), WithIndices()],
+                         ids=["nothing-shared", "other-layouts", "dependent", "indices"])
+def test_reductions_that_gain_nothing_or_cannot_pair_stay_apart(module):
+    x = torch.randn(6, 64)
+    inputs = [x, torch.randn(6, 64)] if isinstance(module, NothingShared) else [x]
+    assert not _pairs(_plan(module, inputs))
+
+
+def _run_on_cpu(module, inputs, folder):
+    p = _plan(module, inputs)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+    new = import_file(cand.write(folder), name=f"_siblings_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    ours, ref = new(*inputs), module(*inputs)
+    return (ours if isinstance(ours, tuple) else (ours,)), (ref if isinstance(ref, tuple) else (ref,))
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("module", "inputs"), [*CASES, (Cosine(), [torch.randn(5, 70), torch.randn(5, 70)])],
+                         ids=[*IDS, "cosine"])
+def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
+    ours, ref = _run_on_cpu(module, inputs, tmp_path)
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), rtol=1e-5, atol=1e-5 * float(b.abs().max()))
+
+
+@needs_nvcc
+def test_the_pair_computes_each_reduction_on_its_own_operand(tmp_path):
+    """Swapping what the two results come from would pass a symmetric check: the distances here differ
+    by orders of magnitude, and each must come out where the reference puts it."""
+
+    class TwoNorms(nn.Module):
+        def forward(self, a, p, n):
+            return torch.stack([(a - p).norm(dim=-1), (a - n).abs().sum(-1)])
+
+    a = torch.rand(4, 256)
+    inputs = [a, a + 1e-3 * torch.rand(4, 256), a + 10.0 * torch.rand(4, 256)]
+    ours, ref = _run_on_cpu(TwoNorms(), inputs, tmp_path)
+    assert len(_pairs(_plan(TwoNorms(), inputs))) == 1
+    torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
+def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
+    ours, ref = on_the_gpu(module, inputs, tmp_path)
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), rtol=1e-4, atol=1e-4 * float(b.abs().max()))
+
+
+@needs_nvcc
+def test_the_pairs_build_for_sm90_without_warnings(tmp_path):
+    """The device kernels (two states shuffled and merged through shared memory, vector loaders of
+    sc_red_f2) are not the host entries' code: nvcc must take them for the GPU too."""
+    from stitchcuda import runtime
+
+    for k, (module, inputs) in enumerate(CASES):
+        cand = coder_builtin.build_candidate(_plan(module, inputs), type(module), title="test", host=False)
+        src = tmp_path / f"k{k}.cu"
+        src.write_text(cand.files[CU_FILE])
+        result = runtime.build([src], arch="sm_90")
+        assert result.library.exists() and "warning" not in result.log.lower(), result.log
