@@ -696,6 +696,8 @@ class _Lowering:
         if key in self.values:
             return self.values[key]
         node = self.nodes[name]
+        if node.get("view"):
+            self._same_bits(node)
         if node.get("view") and (given := self._given_through(node, idx)) is not None:
             out = given
         elif node.get("view") and (through := self._view_of(node)) is not None:
@@ -711,6 +713,17 @@ class _Lowering:
             out = self._load(node, idx)
         self.values[key] = out
         return out
+
+    def _same_bits(self, view: Node) -> None:
+        """NotFusable where a step of the view chain reinterprets its source's bits as another dtype
+        (`x.view(torch.float16)` of a bfloat16 x, `.view(torch.int32)` of floats): the walk's values
+        are numbers converted to fp32, never bits, so it would read the root as its own dtype."""
+        node = view
+        while node.get("view") and (src := ref_name(node["args"].get("self"))) is not None and src in self.nodes:
+            have, want = self.nodes[src].get("dtype"), node.get("dtype")
+            if have in C_TYPES and want in C_TYPES and have != want:
+                raise NotFusable(f"{node['name']} reinterprets {src}'s {have} bits as {want}")
+            node = self.nodes[src]
 
     def _given_through(self, view: Node, idx: _Index) -> str | None:
         """A seeded value (an epilogue's) read through views that keep every element where it is

@@ -1043,7 +1043,10 @@ def emit_siblings(
     if None in kinds:
         raise NotSupported("a sibling pair is two reductions")
     for ctx, (_, root) in zip(ctxs, operands, strict=True):
-        if _source(ctx).name != root:  # (the loader computes the operand's own storage)
-            raise NotSupported(f"{ctx.node['name']} reads {_source(ctx).name}, not {root}")
+        src = _source(ctx)
+        if src.name != root:  # (the loader computes the operand's own storage)
+            raise NotSupported(f"{ctx.node['name']} reads {src.name}, not {root}")
+        if src.dtype != ctx.nodes[root].get("dtype"):  # (a dtype view: the loader reads root's own type)
+            raise NotSupported(f"{ctx.node['name']} reads {root} as {src.dtype}")
     pro = prologue_pair(graph, operands[0], operands[1], nodes=ctxs[0].nodes)
     return sibling_pair(ctxs[0], kinds[0] or "", ctxs[1], kinds[1] or "", pro)
