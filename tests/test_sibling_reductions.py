@@ -143,13 +143,17 @@ def _run_on_cpu(module, inputs, folder):
     return (ours if isinstance(ours, tuple) else (ours,)), (ref if isinstance(ref, tuple) else (ref,))
 
 
+def _assert_close(ours, ref, tol: float) -> None:
+    """Each result within `tol`, relative and of the reference's largest magnitude."""
+    for a, b in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), rtol=tol, atol=tol * float(b.abs().max()))
+
+
 @needs_nvcc
 @pytest.mark.parametrize(("module", "inputs"), [*CASES, (Cosine(), [torch.randn(5, 70), torch.randn(5, 70)])],
                          ids=[*IDS, "cosine"])
 def test_candidates_match_the_reference_on_cpu(tmp_path, module, inputs):
-    ours, ref = _run_on_cpu(module, inputs, tmp_path)
-    for a, b in zip(ours, ref, strict=True):
-        torch.testing.assert_close(a.float(), b.float(), rtol=1e-5, atol=1e-5 * float(b.abs().max()))
+    _assert_close(*_run_on_cpu(module, inputs, tmp_path), 1e-5)
 
 
 @needs_nvcc
@@ -172,9 +176,7 @@ def test_the_pair_computes_each_reduction_on_its_own_operand(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize(("module", "inputs"), CASES, ids=IDS)
 def test_candidates_match_the_reference_on_the_gpu(tmp_path, module, inputs):
-    ours, ref = on_the_gpu(module, inputs, tmp_path)
-    for a, b in zip(ours, ref, strict=True):
-        torch.testing.assert_close(a.float(), b.float(), rtol=1e-4, atol=1e-4 * float(b.abs().max()))
+    _assert_close(*on_the_gpu(module, inputs, tmp_path), 1e-4)
 
 
 @needs_nvcc
