@@ -317,7 +317,7 @@ def _reduction_spec(ctx: EmitContext, kind: str, src: Operand) -> tuple[Layout, 
     return lay, spec, outs, f"{target} {list(src.shape)} dims {reduced}"
 
 
-# "0": sibling reductions stay one kernel each (planner._take_siblings; for same-run comparisons).
+# "0": sibling reductions stay one kernel each (agents/plan/sibling_reductions.py; for same-run comparisons).
 SIBLINGS_ENV = "STITCHCUDA_RED_SIBLINGS"
 
 
@@ -334,7 +334,8 @@ def sibling_pair(ctx_a: EmitContext, kind_a: str, ctx_b: EmitContext, kind_b: st
     """Two reductions of one layout over the rows of two pointwise nodes, in one pass (`pro`, from
     codegen.prologue_pair, gives both nodes' elements at once): one kernel reading what they share
     once, where two would each read it. Each gives one result (A's to the first output, B's to the
-    second); the row path only (a column reduction's thread reads one element a row anyway)."""
+    second). The row path only: a column reduction of a plain operand has tiles and strips, which
+    take no loader, and a pair there is not measured."""
     src_a, src_b = _source(ctx_a), _source(ctx_b)
     if src_a.dtype in INTS or src_b.dtype in INTS:
         raise NotSupported("integer sibling reductions")
