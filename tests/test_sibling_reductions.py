@@ -7,6 +7,7 @@ which run the kernels' per-thread parts, group merges and split merges serially.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
@@ -191,3 +192,58 @@ def test_the_pairs_build_for_sm90_without_warnings(tmp_path):
         src.write_text(cand.files[CU_FILE])
         result = runtime.build([src], arch="sm_90")
         assert result.library.exists() and "warning" not in result.log.lower(), result.log
+
+
+# bench/coverage modules whose plans take sibling pairs: a spatial attention's mean and max over
+# channels, an RL loss's mean and std, a feature normalisation's mean and std, a zoo of norms
+# (views of one input among them), a triplet loss, a weight-normalised discriminator's pairs.
+COVERAGE = Path(__file__).resolve().parent.parent / "bench" / "coverage"
+COVERAGE_PAIRS = ["cbam.py", "ppo_loss_categorical.py", "specaugment_deltas_cmvn.py", "norms_distances_zoo.py",
+                  "triplet_loss.py", "melgan_multiscale_disc.py"]
+
+
+def _random_args(kernel, nodes, made):
+    """Random tensors for a kernel's inputs (one per graph tensor, shared across kernels through
+    `made`), zeroed outputs and scratch, in launcher order."""
+    for a in kernel.inputs:
+        if a.name not in made:
+            node = nodes[a.name]
+            dt = getattr(torch, node["dtype"])
+            gen = torch.Generator().manual_seed(len(made))
+            made[a.name] = (torch.randn(node["shape"], generator=gen).to(dt) if dt.is_floating_point
+                            else torch.randint(0, 2, node["shape"], generator=gen).to(dt))
+    outs = [torch.zeros(nodes[a.name]["shape"], dtype=getattr(torch, nodes[a.name]["dtype"])) for a in kernel.outputs]
+    return [made[a.name] for a in kernel.inputs], outs, [torch.zeros(n, dtype=getattr(torch, d)) for d, n in kernel.scratch]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("file", COVERAGE_PAIRS)
+def test_pairs_in_modules_users_write_equal_their_two_kernels_apart(file):
+    """Each pair's kernel against the two kernels it replaces (each with its own prologue), host
+    entries on the same random operands: the same per-thread order of elements, so the same bits."""
+    from stitchcuda.agents.coder import codegen, kernels
+    from stitchcuda.agents.graph import by_name, picks
+    from stitchcuda.agents.loop import plan_task
+    from stitchcuda.task import find_task
+
+    p = plan_task(find_task(COVERAGE / file))
+    groups = [g for g in p.groups if g.detail.get("siblings")]
+    assert groups, f"{file}: no sibling pair planned"
+    nodes, getitems = by_name(p.graph), picks(p.graph)
+    live = {n for g in p.groups for n in g.outputs}
+    for g in groups:
+        operands = g.detail["siblings"]
+        pair = emit_reduce.emit_siblings(p.graph, g.nodes, "pair", [(o["members"], o["node"]) for o in operands],
+                                         live=live, getitems=getitems, nodes=nodes)
+        made: dict[str, torch.Tensor] = {}
+        ins, outs, scratch = _random_args(pair, nodes, made)
+        kernels.run_host(pair, [*ins, *outs, *scratch])
+        got = {a.name: t for a, t in zip(pair.outputs, outs, strict=True)}
+        assert len(got) == 2
+        for k, (name, o) in enumerate(zip(g.nodes, operands, strict=True)):
+            pro = codegen.prologue(p.graph, o["members"], o["node"], nodes=nodes) if o["members"] else None
+            single = kernels.emit(p.graph, name, f"single{k}", live=live, getitems=getitems, nodes=nodes, prologue=pro)
+            s_ins, s_outs, s_scratch = _random_args(single, nodes, made)
+            kernels.run_host(single, [*s_ins, *s_outs, *s_scratch])
+            for a, t in zip(single.outputs, s_outs, strict=True):
+                assert torch.equal(got[a.name], t), (file, g.nodes, a.name)
