@@ -36,8 +36,11 @@ def take_siblings(
     for i, a in enumerate(cands):
         if a in used:
             continue
+        reads_a = {x.name for x in kernel_plans[a][0].inputs}
         for b in cands[i + 1:]:
-            if b in used or stage[a] != stage[b]:
+            # (Disjoint reads: nothing to read once, so no emitter call either; a stage of many
+            # independent reductions, a network's weight norms, costs set intersections only.)
+            if b in used or stage[a] != stage[b] or not reads_a & {x.name for x in kernel_plans[b][0].inputs}:
                 continue
             operands = [_operand(nodes, n, prologues) for n in (a, b)]
             if None in operands:
