@@ -67,6 +67,7 @@ from stitchcuda.agents.plan.pooled_convs import compose_pools_into_convs
 from stitchcuda.agents.plan.resampling import decompose_resampling
 from stitchcuda.agents.plan.sibling_reductions import take_siblings
 from stitchcuda.agents.plan.train_bn_prologue import split_train_batch_norms
+from stitchcuda.agents.plan.transposed_products import compute_transposed_products
 from stitchcuda.agents.plan.weight_norm import decompose_weight_norm
 from stitchcuda.agents.random_draws import draws_as_inputs
 from stitchcuda.target import Target
@@ -173,7 +174,8 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
         graph = _algebra(graph, target)
     if attention and os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":
         graph = fuse_attention(fold_gemm_scalars(graph), target)
-    graph = fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split))))
+    graph = compute_transposed_products(
+        fold_gemm_scalars(split_conv_bias(drop_normalised_conv_bias(split_softmax(graph, split)))))
     if channels_last:
         graph = channels_last_convs(instance_norm_as_group_norm(graph))
         # (A kept convolution an earlier pass changed is stored contiguous after all.)
