@@ -69,9 +69,13 @@ def test_the_product_is_computed_transposed_and_the_norms_read_rows(monkeypatch)
     assert "vec 4" in norm.note, norm.note
 
 
-def test_a_product_read_otherwise_too_is_left(monkeypatch):
+@pytest.mark.parametrize("module", [ReadTwice()], ids=["read-twice"])
+def test_a_product_read_otherwise_is_left(monkeypatch, module):
     monkeypatch.setenv(transposed_products.TRANSPOSED_ENV, "1")
-    assert not _transposed_bmms(plan_of(ReadTwice(), [_x()]))
+    p = plan_of(module, [_x()])
+    assert not _transposed_bmms(p)
+    (got,) = planned_math(p, module)(_x_fixed := _x())
+    torch.testing.assert_close(got, module(_x_fixed), rtol=1e-5, atol=1e-5)
 
 
 @needs_nvcc

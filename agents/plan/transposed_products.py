@@ -21,6 +21,7 @@ from stitchcuda.agents.graph import (
     contiguous_strides,
     is_contiguous,
     new_node,
+    node_inputs,
     ref,
     ref_name,
     replayed_view,
@@ -40,7 +41,15 @@ def transposed_products_on() -> bool:
 def compute_transposed_products(graph: list[Node]) -> list[Node]:
     if not transposed_products_on():
         return graph
-    return rewrite_nodes(graph, _transposed)
+    # A view of the transpose keeps the strides it was traced with, on the transposed layout: where
+    # one reads it, the transpose stays (it would read the product's new layout wrongly).
+    viewed = {src for node in graph if node.get("view") for src in node_inputs(node)}
+
+    def rewrite(node: Node, nodes: dict[str, Node], readers: dict[str, int],
+                taken: set[str]) -> tuple[list[Node], set[str]] | None:
+        return None if node["name"] in viewed else _transposed(node, nodes, readers, taken)
+
+    return rewrite_nodes(graph, rewrite)
 
 
 def _transposed(node: Node, nodes: dict[str, Node], readers: dict[str, int],
