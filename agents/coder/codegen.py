@@ -1064,9 +1064,7 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
     # loads (as in a pointwise kernel's chunk), for a kernel that reads the node VEC elements a thread.
     v = _Lowering(graph, FusionGroup(kind="pointwise", nodes=list(members), inputs=[], outputs=[name]), nodes)
     vec_value = v.value(name, _Index("i", shape))
-    vec: dict[str, Any] = {}
-    if list(v.inputs) == list(w.inputs) and any(a.direct for a in v.inputs.values()):
-        vec = {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(a.direct for a in v.inputs.values())}
+    vec = _vector_form(w, v, vec_value)
     direct = [a for a in v.inputs.values() if a.direct]
     if vec and node["dtype"] == "float32" and len(direct) == 1 and direct[0].dtype == "float32":
         try:
@@ -1076,6 +1074,14 @@ def prologue(graph: Sequence[Node], members: Sequence[str], name: str, *, nodes:
         if staged is not None and staged.plane_lines:
             vec["staged"] = staged
     return Prologue(name, shape, node["dtype"], list(w.inputs.values()), list(w.lines), value, list(w.ops), **vec)
+
+
+def _vector_form(w: _Lowering, v: _Lowering, vec_value: str) -> dict[str, Any]:
+    """Prologue's vector fields from the walk at the lane index (`v`), where it reads the inputs of
+    the walk at `e` (`w`) and at least one of them at the element itself; none otherwise."""
+    if list(v.inputs) != list(w.inputs) or not any(a.direct for a in v.inputs.values()):
+        return {}
+    return {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(a.direct for a in v.inputs.values())}
 
 
 def prologue_pair(
@@ -1110,11 +1116,8 @@ def prologue_pair(
     if any(x.dtype not in C_TYPES or x.dtype in INTS for x in w.inputs.values()):
         raise NotFusable(f"{a}, {b}: read an integer tensor")
     v, vec_value = both("i")
-    vec: dict[str, Any] = {}
-    if list(v.inputs) == list(w.inputs) and any(x.direct for x in v.inputs.values()):
-        vec = {"vec_lines": tuple(v.lines), "vec_value": vec_value, "direct": tuple(x.direct for x in v.inputs.values())}
     return Prologue(f"{a}+{b}", shape, "float32", list(w.inputs.values()), list(w.lines), value, list(w.ops),
-                    value_type="sc_red_f2", **vec)
+                    value_type="sc_red_f2", **_vector_form(w, v, vec_value))
 
 
 @dataclass(frozen=True)
