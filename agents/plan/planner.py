@@ -51,6 +51,7 @@ from stitchcuda.agents.graph import (
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
 from stitchcuda.agents.plan.aten_forms import rewrite_aten_forms
 from stitchcuda.agents.plan.channels_last_inputs import convs_on_channels_last_inputs, kept_layout_convs
+from stitchcuda.agents.plan.common_values import share_common_values
 from stitchcuda.agents.plan.complex_pairs import rewrite_complex_as_pairs
 from stitchcuda.agents.plan.conv_reductions import fold_conv_reductions
 from stitchcuda.agents.plan.dim_norm import OP as DIM_NORM_OP
@@ -169,7 +170,7 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     kept = kept_layout_convs(graph) if channels_last and os.environ.get(CONV_TAIL_ENV, "1") != "0" else frozenset()
     graph = store_kernel_results_contiguous(graph, keep=kept)
     graph = assemble_slice_copies(rewrite_aten_forms(decompose_weight_norm(decompose_glu(decompose_resampling(
-        rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(draws_as_inputs(graph)))))))))
+        rewrite_pairwise_distances(rewrite_complex_as_pairs(decompose_eval_batch_norm(share_common_values(draws_as_inputs(graph))))))))))
     if algebra:
         graph = _algebra(graph, target)
     if attention and os.environ.get(FUSED_ATTENTION_ENV, "1") != "0":

@@ -1,0 +1,142 @@
+"""Values traced twice are computed once (agents/plan/common_values.py): kernels with the same op,
+operands and arguments are shared, through views of their operands; draws, in-place writes and
+returned values never are. Candidates run on CPU tensors through the host entries."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import needs_nvcc, plan_of
+
+from stitchcuda.agents import graph as graph_mod
+from stitchcuda.agents.coder import builtin as coder_builtin
+from stitchcuda.agents.plan import common_values
+from stitchcuda.task import import_file
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+_ids = itertools.count()
+
+
+class TwoLogSoftmaxTerms(nn.Module):
+    """A loss that takes log_softmax of the logits in two of its terms."""
+
+    def forward(self, logits, target):
+        nll = F.nll_loss(F.log_softmax(logits, -1), target)
+        entropy = -(F.log_softmax(logits, -1).exp() * F.log_softmax(logits, -1)).sum(-1).mean()
+        return nll + 0.1 * entropy
+
+
+class CovarianceTwice(nn.Module):
+    """`x.t() @ x` formed twice, each through a transpose of its own."""
+
+    def forward(self, x):
+        c1 = x.t() @ x
+        c2 = x.t() @ x
+        return (c1 - c1.diagonal().diag()).pow(2).sum() + c2.diagonal().sum()
+
+
+class SharedNorm(nn.Module):
+    """One weight-normalised layer applied to two inputs (a discriminator over real and fake)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 8, 5, padding=2))
+
+    def forward(self, real, fake):
+        return self.conv(real).mean() - self.conv(fake).mean()
+
+
+class ReturnsItTwice(nn.Module):
+    def forward(self, x):
+        return x.sum(-1), x.sum(-1)
+
+
+class TwoDraws(nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x).sum(-1, keepdim=True) - torch.rand_like(x).sum(-1, keepdim=True)
+
+
+def _count(graph, op):
+    return sum(1 for n in graph if n["op"] == op)
+
+
+def _shared(module, inputs, op):
+    traced = graph_mod.trace_module(module, inputs)
+    return _count(traced, op), _count(common_values.share_common_values(traced), op)
+
+
+def test_a_repeated_log_softmax_is_computed_once():
+    logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))
+    assert _shared(TwoLogSoftmaxTerms(), [logits, target], "_log_softmax") == (3, 1)
+
+
+def test_products_over_views_of_their_own_are_compared_through_the_views():
+    traced, shared = _shared(CovarianceTwice(), [torch.randn(16, 6)], "mm")
+    assert (traced, shared) == (2, 1)
+
+
+def test_a_layer_called_twice_normalises_its_weight_once():
+    inputs = [torch.randn(2, 4, 32), torch.randn(2, 4, 32)]
+    traced, shared = _shared(SharedNorm(), inputs, "_weight_norm_interface")
+    assert traced == 2 and shared == 1
+
+
+def test_what_forward_returns_stays_two_tensors():
+    assert _shared(ReturnsItTwice(), [torch.randn(4, 9)], "sum") == (2, 2)
+
+
+def test_random_draws_are_never_shared():
+    traced = graph_mod.trace_module(TwoDraws(), [torch.randn(4, 9)])
+    draws = [n for n in traced if n["op"] == "rand_like"]
+    assert len(draws) == 2
+    kept = common_values.share_common_values(traced)
+    assert _count(kept, "rand_like") == 2
+    # The sums of the two draws read different values: neither is shared either.
+    assert _count(kept, "sum") == 2
+
+
+def test_a_value_an_in_place_op_writes_is_not_shared():
+    x = {"name": "x", "op": "input", "shape": [4], "stride": [1], "offset": 0, "dtype": "float32"}
+    a = {"name": "a", "op": "sum", "target": "aten.sum.dim_IntList", "args": {"self": {"ref": "x"}, "dim": [0]},
+         "view": False, "shape": [], "stride": [], "offset": 0, "dtype": "float32"}
+    b = {**a, "name": "b"}
+    w = {"name": "w", "op": "add_", "target": "aten.add_.Tensor", "args": {"self": {"ref": "b"}, "other": 1.0},
+         "view": False, "shape": [], "stride": [], "offset": 0, "dtype": "float32"}
+    out = {"name": "output", "op": "output", "args": {"values": [{"ref": "a"}, {"ref": "w"}]}}
+    kept = common_values.share_common_values([x, a, b, w, out])
+    assert [n["name"] for n in kept] == ["x", "a", "b", "w", "output"]
+
+
+def test_sharing_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv(common_values.SHARE_ENV, "0")
+    logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))
+    assert _shared(TwoLogSoftmaxTerms(), [logits, target], "_log_softmax") == (3, 3)
+
+
+def test_the_plan_has_fewer_kernels():
+    logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))
+    on = plan_of(TwoLogSoftmaxTerms(), [logits, target])
+    kernels_on = sum(1 for g in on.groups if g.kind == "kernel")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(common_values.SHARE_ENV, "0")
+        off = plan_of(TwoLogSoftmaxTerms(), [logits, target])
+    assert kernels_on < sum(1 for g in off.groups if g.kind == "kernel")
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("module", "inputs"), [
+    (TwoLogSoftmaxTerms(), [torch.randn(8, 50), torch.randint(0, 50, (8,))]),
+    (CovarianceTwice(), [torch.randn(16, 6)]),
+    (SharedNorm(), [torch.randn(2, 4, 32), torch.randn(2, 4, 32)]),
+], ids=["log-softmax", "covariance", "weight-norm"])
+def test_candidates_with_shared_values_match_the_reference_on_cpu(tmp_path, module, inputs):
+    p = plan_of(module, inputs)
+    cand = coder_builtin.build_candidate(p, type(module), title="test", host=True)
+    new = import_file(cand.write(tmp_path), name=f"_shared_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    ours, ref = new(*inputs), module(*inputs)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
