@@ -29,13 +29,17 @@ from stitchcuda.agents.graph import (
 )
 from stitchcuda.agents.graph import fresh_name as _fresh
 
+# On by default ("0" turns it off): on the H100 at 575b024 (probe-ab, one process) level 3's
+# NetVLAD went from 963.7 to 714.5 us (1.35x; 0.99x to 1.41x matched torch.compile in the bench) and
+# networks3's qwen2_gqa_attention tied (392.2 against 394.4 us):
+# bench/results/2026-12-07-h100-transposed-share-cat-ab-575b024.md.
 TRANSPOSED_ENV = "STITCHCUDA_GEMM_TRANSPOSED"
 # Views that leave every element of a row-major tensor where it is.
 _SAME_PLACE = {"view", "_unsafe_view", "reshape", "alias"}
 
 
 def transposed_products_on() -> bool:
-    return os.environ.get(TRANSPOSED_ENV, "0") == "1"
+    return os.environ.get(TRANSPOSED_ENV, "1") != "0"
 
 
 def compute_transposed_products(graph: list[Node]) -> list[Node]:
