@@ -5,6 +5,7 @@ returned values never are. Candidates run on CPU tensors through the host entrie
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
@@ -150,3 +151,37 @@ def test_candidates_with_shared_library_calls_match_on_the_gpu(tmp_path, module,
     ours, ref = on_the_gpu(module, inputs, tmp_path)
     for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2 * float(b.abs().max()))  # (TF32 products)
+
+
+# bench/coverage modules whose plans lose the most kernels to sharing (a CRF's repeated transitions,
+# DLRM's interactions, a flow warp's grid built twice): the planned graph, rendered as PyTorch and
+# run on the CPU, gives the module's outputs.
+COVERAGE = Path(__file__).resolve().parent.parent / "bench" / "coverage"
+
+
+@pytest.mark.parametrize("name", ["crf_nll", "dlrm_interaction", "flow_warp_grid_sample"])
+def test_plans_with_shared_values_keep_the_modules_values(name):
+    from stitchcuda.agents.coder.reference_math import render_reference
+    from stitchcuda.agents.plan import planner
+    from stitchcuda.inputs import make_inputs
+    from stitchcuda.task import build_model, find_task, load_task_module
+
+    task = find_task(COVERAGE / f"{name}.py")
+    mod, cls = load_task_module(task)
+    module = build_model(cls, list(getattr(mod, task.init_inputs_fn)()), 0, "cpu")
+    inputs = make_inputs(getattr(mod, task.inputs_fn), 1, torch.device("cpu"))
+    with torch.no_grad():
+        traced = graph_mod.trace_module(module, inputs)
+        assert len(common_values.share_common_values(traced)) < len(traced)
+        p = planner.plan_graph(traced)
+        given = [n for n in p.graph if n["op"] == "input"]
+        (out,) = [n for n in p.graph if n["op"] == "output"]
+        math = render_reference(p.graph, [n["name"] for n in given], [], [v["ref"] for v in out["args"]["values"]])
+        scope: dict = {"torch": torch, "math": __import__("math")}
+        exec(math.text, scope)  # noqa: S102 - our own rendering of the plan, as ModelNew runs it
+        state = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+        got = scope["_reference"]([inputs[n["index"]] if n.get("kind") == "arg" else state[n["key"]] for n in given], [])
+        want = module(*inputs)
+    for a, b in zip(got if isinstance(got, tuple | list) else [got], want if isinstance(want, tuple) else [want],
+                    strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
