@@ -112,6 +112,21 @@ def test_a_value_an_in_place_op_writes_is_not_shared():
     assert [n["name"] for n in kept] == ["x", "a", "b", "w", "output"]
 
 
+def test_a_draw_known_only_by_atens_tags_is_not_shared():
+    """binomial is in no list of ours: ATen tags it nondeterministic_seeded."""
+    x = {"name": "x", "op": "input", "shape": [4], "stride": [1], "offset": 0, "dtype": "float32"}
+    a = {"name": "a", "op": "binomial", "target": "aten.binomial.default",
+         "args": {"count": {"ref": "x"}, "prob": {"ref": "x"}}, "view": False, "shape": [4], "stride": [1],
+         "offset": 0, "dtype": "float32"}
+    b = {**a, "name": "b"}
+    # Read by sums (not returned), so only the draw's own tags can keep the two apart.
+    sums = [{**a, "name": f"s{k}", "op": "sum", "target": "aten.sum.default", "args": {"self": {"ref": r}},
+             "shape": [], "stride": []} for k, r in enumerate("ab")]
+    out = {"name": "output", "op": "output", "args": {"values": [{"ref": "s0"}, {"ref": "s1"}]}}
+    kept = common_values.share_common_values([x, a, b, *sums, out])
+    assert [n["name"] for n in kept] == ["x", "a", "b", "s0", "s1", "output"]
+
+
 def test_sharing_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(common_values.SHARE_ENV, "0")
     logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))

@@ -19,6 +19,7 @@ one writes, and a value forward returns (two returned tensors would then be one 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Hashable, Sequence
@@ -30,8 +31,8 @@ from stitchcuda.agents.graph import Node, by_name, iter_refs, ref, ref_name
 # "0" in the environment computes every traced value where it was traced (for A/B runs).
 SHARE_ENV = "STITCHCUDA_SHARE_VALUES"
 
-# Ops whose result is not a function of their operands: draws (those draws_as_inputs does not take
-# as inputs), allocations, and whatever reads the global random state.
+# Ops whose result is not a function of their operands, besides those ATen tags so (_seeded): draws
+# (those draws_as_inputs does not take as inputs), allocations, whatever reads the random state.
 _NOT_FUNCTIONS = {
     "empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided",
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
@@ -59,7 +60,8 @@ def share_common_values(graph: Sequence[Node]) -> list[Node]:
     shared: dict[str, str] = {}  # dropped node -> the node its readers read instead
     for node in graph:
         name = node["name"]
-        if node["op"] in _STRUCTURAL or node["op"] in _NOT_FUNCTIONS or _in_place(node) or name in written:
+        if node["op"] in _STRUCTURAL or node["op"] in _NOT_FUNCTIONS or _in_place(node) or name in written \
+                or _seeded_or_mutating(node.get("target")):
             continue
         key = _key(node, same)
         if key is None:
@@ -87,6 +89,23 @@ def share_common_values(graph: Sequence[Node]) -> list[Node]:
 
 def _in_place(node: Node) -> bool:
     return node["op"].endswith("_")  # aten's naming: copy_, add_, fill_, normal_
+
+
+@functools.cache
+def _seeded_or_mutating(target: str | None) -> bool:
+    """Whether ATen says the op draws random numbers or writes an operand (its tags and schema), so
+    that a draw or a mutating op this module's list misses is never shared either. An op that cannot
+    be looked up counts as one."""
+    import torch
+
+    if not target or not target.startswith("aten."):
+        return target is not None
+    try:
+        _, name, overload = target.split(".")
+        op = getattr(getattr(torch.ops.aten, name), overload)
+    except (AttributeError, ValueError):
+        return True
+    return torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable
 
 
 def _is_kernel(node: Node) -> bool:
