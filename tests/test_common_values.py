@@ -127,6 +127,20 @@ def test_a_draw_known_only_by_atens_tags_is_not_shared():
     assert [n["name"] for n in kept] == ["x", "a", "b", "s0", "s1", "output"]
 
 
+class SignedZeros(nn.Module):
+    """x * 0.0 and x * -0.0 are equal in Python's eyes and not in their maxima's signs."""
+
+    def forward(self, x):
+        return 1.0 / (x * 0.0).amax(-1) - 1.0 / (x * -0.0).amax(-1)
+
+
+def test_arguments_that_python_calls_equal_but_are_not_keep_their_kernels_apart():
+    x = torch.rand(3, 5) + 0.5
+    assert _shared(SignedZeros(), [x], "amax") == (2, 2)
+    # (The module's value: 1/+0 - 1/-0 = +inf, which one shared maximum would make nan.)
+    assert torch.isinf(SignedZeros()(x)).all()
+
+
 def test_sharing_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(common_values.SHARE_ENV, "0")
     logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))

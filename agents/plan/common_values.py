@@ -151,9 +151,11 @@ def _frozen(value: Any, same: dict[str, str]) -> Hashable:
         return tuple(sorted((k, _frozen(v, same)) for k, v in value.items()))
     if isinstance(value, list | tuple):
         return tuple(_frozen(v, same) for v in value)
-    if isinstance(value, float) and math.isnan(value):
-        raise _Unkeyable  # (a nan argument is rare; such a node is simply never shared)
-    if value is None or isinstance(value, bool | int | float | str):
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise _Unkeyable  # (a nan argument is rare; such a node is simply never shared)
+        return ("float", value.hex())  # (0.0 == -0.0 in Python; products by them differ in sign)
+    if value is None or isinstance(value, bool | int | str):
         return (type(value).__name__, value)
     raise _Unkeyable
 
