@@ -141,6 +141,56 @@ def test_arguments_that_python_calls_equal_but_are_not_keep_their_kernels_apart(
     assert torch.isinf(SignedZeros()(x)).all()
 
 
+class NormTwice(nn.Module):
+    """A training batch norm called twice on one input: the running statistics move twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(x).sum(-1) + self.bn(x).sum(-1)
+
+
+class StatsAroundTheNorm(nn.Module):
+    """The same read of a running statistic before and after the norm updates it."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        a = self.bn.running_mean.cumsum(0)
+        y = self.bn(x)
+        return y * a, self.bn.running_mean.cumsum(0) * 1
+
+
+def test_training_norms_and_reads_around_their_updates_are_not_shared():
+    (norm,) = {n["op"] for n in graph_mod.trace_module(NormTwice(), [torch.randn(8, 4)]) if "batch_norm" in n["op"]}
+    assert _shared(NormTwice(), [torch.randn(8, 4)], norm) == (2, 2)
+    assert _shared(StatsAroundTheNorm(), [torch.randn(8, 4)], "cumsum") == (2, 2)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("cls", [NormTwice, StatsAroundTheNorm], ids=["norm-twice", "stats-around"])
+def test_candidates_with_running_statistics_match_the_module_on_cpu(cls, tmp_path):
+    import copy
+
+    module = cls()
+    x = torch.randn(8, 4) * 2 + 1
+    p = plan_of(copy.deepcopy(module), [x])
+    cand = coder_builtin.build_candidate(p, cls, title="test", host=True)
+    new = import_file(cand.write(tmp_path), name=f"_shared_{next(_ids)}").ModelNew()
+    new.load_state_dict(module.state_dict())
+    new.train()
+    fresh = torch.randn(8, 4) * 2 + 1
+    with torch.no_grad():
+        got, want = new(fresh), module(fresh)
+    for a, b in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(new.state_dict()["bn.running_mean"], module.bn.running_mean, rtol=1e-5, atol=1e-7)
+
+
 def test_sharing_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(common_values.SHARE_ENV, "0")
     logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))

@@ -13,8 +13,10 @@ pointwise nodes are compared through (so `mm(x.t(), y)` and a second `mm(x.t(), 
 its own match) but stay as they are: a pointwise value computed in two fused kernels costs nothing
 more than one read, and sharing it could make a fused value a stored one.
 
-Never shared: random draws, allocations whose values are written later, in-place ops and whatever
-one writes, and a value forward returns (two returned tensors would then be one object).
+Never shared: random draws, allocations whose values are written later, in-place ops and training
+norms (which update their running statistics), whatever reads storage something writes (it may read
+it before or after the write), and a value forward returns (two returned tensors would then be one
+object).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from stitchcuda.agents.coder import codegen
-from stitchcuda.agents.graph import Node, by_name, iter_refs, ref, ref_name
+from stitchcuda.agents.graph import Node, by_name, iter_refs, ref, ref_name, view_root
 
 # "0" in the environment computes every traced value where it was traced (for A/B runs).
 SHARE_ENV = "STITCHCUDA_SHARE_VALUES"
@@ -53,15 +55,20 @@ def share_common_values(graph: Sequence[Node]) -> list[Node]:
     if not share_values_on():
         return graph
     nodes = by_name(graph)
-    written = {r for n in graph if _in_place(n) for r in list(iter_refs(n.get("args", {})))[:1]}
+    # Storage something writes (an in-place op's first operand, a training norm's running statistics),
+    # through views: a node reading it may read it before or after the write, so none is keyed.
+    written = {view_root(nodes, r)["name"] for n in graph for r in _writes(n) if r in nodes}
     returned = _returned_roots(graph, nodes)
     same: dict[str, str] = {}  # node -> the earlier node holding its values (for comparing readers' operands)
     first: dict[Hashable, str] = {}
     shared: dict[str, str] = {}  # dropped node -> the node its readers read instead
     for node in graph:
         name = node["name"]
-        if node["op"] in _STRUCTURAL or node["op"] in _NOT_FUNCTIONS or _in_place(node) or name in written \
+        if node["op"] in _STRUCTURAL or node["op"] in _NOT_FUNCTIONS or _writes(node) \
                 or _seeded_or_mutating(node.get("target")):
+            continue
+        if any(view_root(nodes, r)["name"] in written for r in iter_refs(node.get("args", {})) if r in nodes) \
+                or view_root(nodes, name)["name"] in written:
             continue
         key = _key(node, same)
         if key is None:
@@ -87,8 +94,20 @@ def share_common_values(graph: Sequence[Node]) -> list[Node]:
     return out
 
 
-def _in_place(node: Node) -> bool:
-    return node["op"].endswith("_")  # aten's naming: copy_, add_, fill_, normal_
+# Arguments a training-mode norm updates in place (its running statistics), though ATen's schema for
+# native_batch_norm marks none as written.
+_RUNNING = ("running_mean", "running_var")
+
+
+def _writes(node: Node) -> list[str]:
+    """The nodes `node` writes: an in-place op's first operand (aten's naming: copy_, add_, fill_),
+    a training norm's running statistics; [] for the rest."""
+    args = node.get("args", {})
+    if node["op"].endswith("_"):
+        return list(iter_refs(args))[:1]
+    if args.get("training") is True or args.get("train") is True:
+        return [r for key in _RUNNING if (r := ref_name(args.get(key))) is not None]
+    return []
 
 
 @functools.cache
