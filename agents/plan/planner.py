@@ -182,9 +182,10 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
         # (A kept convolution an earlier pass changed is stored contiguous after all.)
         graph = convs_on_channels_last_inputs(graph, kept)
         graph = store_kernel_results_contiguous(graph, only=kept)
-    split_bns: dict[str, str] = {}  # training batch norm -> the depthwise convolution to normalise its input
-    if prologues_on() and conv_prologues_on() and os.environ.get(TRAIN_BN_PROLOGUE_ENV, "1") != "0":
-        graph, split_bns = split_train_batch_norms(graph, whole_bns)
+    split_bns: dict[str, str] = {}  # training batch norm -> the kernel to normalise its input as it reads
+    if prologues_on() and os.environ.get(TRAIN_BN_PROLOGUE_ENV, "1") != "0":
+        graph, split_bns = split_train_batch_norms(graph, whole_bns, convs=conv_prologues_on(),
+                                                   kernels=bn_prologue_kernels_on())
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
     if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
@@ -1571,6 +1572,17 @@ CONV_PROLOGUES_ENV = "STITCHCUDA_CONV_PROLOGUES"
 # before train_bn_prologue (for same-run comparisons). On the H200 level 3's EfficientNetMBConv took
 # 2.82 ms of GPU time with it against 3.14 without (bench/results/2026-11-29-h200-train-bn-prologue-bb43cf1.md).
 TRAIN_BN_PROLOGUE_ENV = "STITCHCUDA_TRAIN_BN_PROLOGUE"
+# "1": the same for a training batch norm whose normalised result (through pointwise work) only a
+# softmax, a reduction or a pool reads, channels-last tails' norms included: the norm's kernel keeps
+# its statistics and that kernel normalises as it reads, so the normalised tensor is never written
+# and read back (torch.compile's fused batch-norm-softmax kernels on level 3's UNetSoftmax do the
+# same; ours stored 18 normalised tensors there, up to 67 MB each). Off: planned and run on CPU host
+# entries, not yet timed on a GPU.
+BN_PROLOGUE_KERNELS_ENV = "STITCHCUDA_BN_PROLOGUE_KERNELS"
+
+
+def bn_prologue_kernels_on() -> bool:
+    return os.environ.get(BN_PROLOGUE_KERNELS_ENV, "0") == "1"
 
 
 def conv_prologues_on() -> bool:

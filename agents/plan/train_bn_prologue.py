@@ -1,5 +1,6 @@
-"""Training-mode batch norm before a depthwise convolution: statistics in the norm's kernel, the
-normalisation in the convolution's prologue.
+"""Training-mode batch norm before a depthwise convolution, or (STITCHCUDA_BN_PROLOGUE_KERNELS=1)
+before a softmax, a reduction or a pool: statistics in the norm's kernel, the normalisation in the
+reading kernel's prologue.
 
 MobileNet and EfficientNet blocks run batch norm, ReLU6, then a depthwise convolution. In training
 mode the norm's kernel reads its input once for the statistics and again to write the normalised,
@@ -11,10 +12,12 @@ of the statistics, so the activation after it joins the chain and the depthwise 
 whole chain as it stages its input (planner._take_prologues). The norm's emitter, asked for no
 normalised result, launches no normalising pass.
 
-Taken only where that prologue applies: the normalised result (fp32, 4-D, not channels-last) is read
-by one chain of pointwise ops, each read once and by the next alone, whose end is the input of a
-depthwise convolution (groups = channels > 1) and nothing else; every other operand of the chain is
-per-channel or a number, so the depthwise kernel stages one tensor (emit_conv's staged prologue).
+Taken only where that prologue applies: the normalised result (fp32, 4-D) is read by one chain of
+pointwise ops, each read once and by the next alone, whose end is the input of a depthwise convolution
+(groups = channels > 1; NCHW only, emit_conv's staged prologue) or the operand a prologue kernel
+computes as it reads (emit_reduce.PROLOGUE_OPS but norms: UNetSoftmax's softmax over the width, a
+ResNet stem's max pool after ReLU; in a convolution's channels-last tail too, the channels then the
+last dim), and nothing else; every other operand of the chain is per-channel or a number.
 
 native_batch_norm's save_mean and save_invstd carry no gradient in PyTorch; the getitems that pick
 them are marked (`batch_stats`) so the reference math the backward differentiates computes them as
@@ -42,18 +45,21 @@ from stitchcuda.agents.graph import (
 BN_OPS = ("native_batch_norm",)
 
 
-def split_train_batch_norms(graph: list[Node], keep: frozenset[str] = frozenset()) -> tuple[list[Node], dict[str, str]]:
+def split_train_batch_norms(graph: list[Node], keep: frozenset[str] = frozenset(), *, convs: bool = True,
+                            kernels: bool = False) -> tuple[list[Node], dict[str, str]]:
     """`graph` with each such batch norm (but those named in `keep`) computing its normalised result
-    by pointwise nodes, and which norms were split, each with the depthwise convolution that is to take
-    the chain: where its emitter does not (a plane too small for our kernel stays with cuDNN), the
-    planner plans again with that norm in `keep`, as a stored chain would cost a pass of its own."""
+    by pointwise nodes, and which norms were split, each with the kernel that is to take the chain:
+    where its emitter does not (a plane too small for our depthwise kernel stays with cuDNN), the
+    planner plans again with that norm in `keep`, as a stored chain would cost a pass of its own.
+    `convs`: depthwise convolutions take the chain; `kernels`: so do the kernels that take a
+    prologue (softmax, reductions, pools: bn_prologue_kernels_on)."""
     users = readers_of(graph)
     moves: dict[str, tuple[list[Node], set[str]]] = {}
     split: dict[str, str] = {}
     taken = {n["name"] for n in graph}
     nodes = by_name(graph)
     for bn in graph:
-        found = _split(bn, nodes, users, taken) if bn["name"] not in keep else None
+        found = _split(bn, nodes, users, taken, convs, kernels) if bn["name"] not in keep else None
         if found is not None:
             moves[found[0]] = (found[1], found[2])
             split[bn["name"]] = found[3]
@@ -66,12 +72,15 @@ def split_train_batch_norms(graph: list[Node], keep: frozenset[str] = frozenset(
     return rewrite_nodes(graph, rewrite), split
 
 
-def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]],
-           taken: set[str]) -> tuple[str, list[Node], set[str], str] | None:
+def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]], taken: set[str], convs: bool,
+           kernels: bool) -> tuple[str, list[Node], set[str], str] | None:
     """(the name of the normalised result's getitem, the nodes in its place, the getitems moved there,
-    the depthwise convolution)."""
+    the kernel that takes the chain)."""
     a = bn.get("args", {})
-    if bn["op"] not in BN_OPS or a.get("training") is not True or a.get("channels_last"):
+    # (A norm in a convolution's channels-last tail reads and writes N, spatial..., C: its channels
+    # are the last dim; only a prologue kernel takes its chain, as depthwise kernels read NCHW.)
+    cl = bool(a.get("channels_last"))
+    if bn["op"] not in BN_OPS or a.get("training") is not True or (cl and not kernels):
         return None
     picks = {int(u["args"].get("index", -1)): u for u in users.get(bn["name"], []) if u["op"] == "getitem"}
     if len(picks) != len(users.get(bn["name"], [])) or 0 not in picks:
@@ -79,14 +88,14 @@ def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]],
     y = picks[0]
     shape = list(y.get("shape") or [])
     x = ref_name(a.get("input"))
-    if len(shape) != 4 or y.get("dtype") != "float32" or x is None or shape[1] < 2:
+    channels = shape[-1] if cl else (shape[1] if len(shape) > 1 else 0)
+    if len(shape) != 4 or y.get("dtype") != "float32" or x is None or channels < 2:
         return None
-    conv = _feeds_a_depthwise(y, nodes, users, shape)
+    conv = _feeds_a_kernel(y, nodes, users, shape, channels, convs=convs and not cl, kernels=kernels)
     if conv is None:
         return None
-    channels = shape[1]
-    per_channel = [1, channels, 1, 1]
-    dims = [0, 2, 3]
+    per_channel = [1, 1, 1, channels] if cl else [1, channels, 1, 1]
+    dims = [0, 1, 2] if cl else [0, 2, 3]
     eps = float(a.get("eps", 1e-5))
     out: list[Node] = []
     stats: dict[int, str] = {}
@@ -126,9 +135,14 @@ def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]],
     return y["name"], out, {stats[i] for i in (1, 2) if i in picks}, conv
 
 
-def _feeds_a_depthwise(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]], shape: list[int]) -> str | None:
-    """The depthwise convolution whose input alone reads `y`, through a chain of pointwise ops of its
-    shape each read once by the next, the chain's other operands per-channel or numbers; else None."""
+def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]], shape: list[int], channels: int,
+                    *, convs: bool, kernels: bool) -> str | None:
+    """The kernel that alone reads `y`, through a chain of pointwise ops of its shape each read once
+    by the next, the chain's other operands per-channel or numbers: a depthwise convolution's input
+    (`convs`), or the operand a prologue kernel computes as it reads (`kernels`: a softmax, a
+    reduction, a pool: emit_reduce.PROLOGUE_OPS, batch and other norms aside); else None."""
+    from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
+
     cur = y
     for _ in range(64):
         readers = users.get(cur["name"], [])
@@ -140,15 +154,21 @@ def _feeds_a_depthwise(y: Node, nodes: dict[str, Node], users: dict[str, list[No
             return None
         if r["op"] == "convolution":
             ra = r["args"]
-            ok = (ref_name(ra.get("input")) == cur["name"] and not ra.get("transposed")
+            ok = (convs and ref_name(ra.get("input")) == cur["name"] and not ra.get("transposed")
                   and ra.get("groups") == shape[1] and not ra.get("channels_last") and len(r.get("shape") or []) == 4)
             return r["name"] if ok else None
+        if r["op"] in PROLOGUE_OPS and r["op"] not in _NORM_OPS:
+            return r["name"] if kernels and ref_name(r["args"].get(prologue_operand(r))) == cur["name"] else None
         if codegen.pointwise_support(r) is not None or list(r.get("shape") or []) != shape or r.get("view") \
                 or r.get("dtype") != "float32":
             return None
         if any(other != cur["name"] and (other not in nodes or nodes[other].get("shape") is None
-                                         or math.prod(nodes[other]["shape"]) > shape[1]) for other in refs):
+                                         or math.prod(nodes[other]["shape"]) > channels) for other in refs):
             return None
         cur = r
     return None
 
+
+# Norms take a prologue too, but a norm after a batch norm (two statistics passes) is left as it was.
+_NORM_OPS = {"native_layer_norm", "native_group_norm", "native_batch_norm", "sc_dim_norm", "_native_batch_norm_legit",
+             "_native_batch_norm_legit_functional", "_fused_rms_norm"}
