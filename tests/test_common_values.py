@@ -171,6 +171,29 @@ def test_training_norms_and_reads_around_their_updates_are_not_shared():
     assert _shared(StatsAroundTheNorm(), [torch.randn(8, 4)], "cumsum") == (2, 2)
 
 
+def test_reads_around_an_op_whose_schema_writes_an_operand_are_not_shared():
+    """_native_batch_norm_legit's schema marks its running statistics written (even out of training):
+    the two reads of running_mean, before and after it, are not one."""
+    def node(name, op, target, args, shape):
+        return {"name": name, "op": op, "target": target, "args": args, "view": False, "shape": shape,
+                "stride": [1] * len(shape), "offset": 0, "dtype": "float32"}
+
+    x = {"name": "x", "op": "input", "shape": [8, 4], "stride": [4, 1], "offset": 0, "dtype": "float32"}
+    rm = {"name": "rm", "op": "input", "shape": [4], "stride": [1], "offset": 0, "dtype": "float32"}
+    rv = {**rm, "name": "rv"}
+    c0 = node("c0", "cumsum", "aten.cumsum.default", {"self": {"ref": "rm"}, "dim": 0}, [4])
+    bn = {**node("bn", "_native_batch_norm_legit", "aten._native_batch_norm_legit.default",
+                 {"input": {"ref": "x"}, "weight": None, "bias": None, "running_mean": {"ref": "rm"},
+                  "running_var": {"ref": "rv"}, "training": False, "momentum": 0.1, "eps": 1e-5}, [8, 4]),
+          "shape": None, "outputs": [{"shape": [8, 4], "dtype": "float32"}, None, None]}
+    y = node("y", "getitem", None, {"self": {"ref": "bn"}, "index": 0}, [8, 4])
+    c1 = {**c0, "name": "c1"}
+    out = {"name": "output", "op": "output", "args": {"values": [{"ref": "y"}, {"ref": "s"}]}}
+    s = node("s", "add", "aten.add.Tensor", {"self": {"ref": "c0"}, "other": {"ref": "c1"}}, [4])
+    kept = common_values.share_common_values([x, rm, rv, c0, bn, y, c1, s, out])
+    assert [n["name"] for n in kept] == ["x", "rm", "rv", "c0", "bn", "y", "c1", "s", "output"]
+
+
 @needs_nvcc
 @pytest.mark.parametrize("cls", [NormTwice, StatsAroundTheNorm], ids=["norm-twice", "stats-around"])
 def test_candidates_with_running_statistics_match_the_module_on_cpu(cls, tmp_path):

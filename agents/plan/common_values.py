@@ -101,30 +101,46 @@ _RUNNING = ("running_mean", "running_var")
 
 def _writes(node: Node) -> list[str]:
     """The nodes `node` writes: an in-place op's first operand (aten's naming: copy_, add_, fill_),
-    a training norm's running statistics; [] for the rest."""
+    the operands its schema marks written, a training norm's running statistics; [] for the rest."""
     args = node.get("args", {})
-    if node["op"].endswith("_"):
-        return list(iter_refs(args))[:1]
+    out = list(iter_refs(args))[:1] if node["op"].endswith("_") else []
+    out += [r for key in _written_args(node.get("target")) if (r := ref_name(args.get(key))) is not None]
     if args.get("training") is True or args.get("train") is True:
-        return [r for key in _RUNNING if (r := ref_name(args.get(key))) is not None]
-    return []
+        out += [r for key in _RUNNING if (r := ref_name(args.get(key))) is not None]
+    return out
+
+
+def _aten_op(target: str | None) -> Any:
+    """The OpOverload an "aten.name.overload" target names; None for another or an unknown one."""
+    import torch
+
+    try:
+        ns, name, overload = (target or "").split(".")
+        return getattr(getattr(torch.ops.aten, name), overload) if ns == "aten" else None
+    except (AttributeError, ValueError):
+        return None
+
+
+@functools.cache
+def _written_args(target: str | None) -> tuple[str, ...]:
+    op = _aten_op(target)
+    if op is None:
+        return ()
+    return tuple(a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write)
 
 
 @functools.cache
 def _seeded_or_mutating(target: str | None) -> bool:
     """Whether ATen says the op draws random numbers or writes an operand (its tags and schema), so
     that a draw or a mutating op this module's list misses is never shared either. An op that cannot
-    be looked up counts as one."""
+    be looked up (another namespace's, or none known by that name) counts as one; a node with no
+    target (a getitem) does not."""
     import torch
 
-    if not target or not target.startswith("aten."):
-        return target is not None
-    try:
-        _, name, overload = target.split(".")
-        op = getattr(getattr(torch.ops.aten, name), overload)
-    except (AttributeError, ValueError):
-        return True
-    return torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable
+    if not target:
+        return False
+    op = _aten_op(target)
+    return op is None or torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable
 
 
 def _is_kernel(node: Node) -> bool:
