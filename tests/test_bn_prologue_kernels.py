@@ -95,6 +95,31 @@ def test_a_normalised_tensor_read_elsewhere_is_stored(monkeypatch):
     assert "statistics only" not in _norm_note(plan_of(ReadTwice(), [torch.randn(2, 4, 5, 6)]))
 
 
+class ScaledAlongWidth(nn.Module):
+    """A chain operand as small as the channels but laid along the width: not per-channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(6)
+        self.p = nn.Parameter(torch.randn(5))
+
+    def forward(self, x):
+        return (self.bn(x) * self.p).amax(-1)
+
+
+class ScaledPerChannel(ScaledAlongWidth):
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.randn(6, 1, 1))
+
+
+def test_only_per_channel_operands_join_the_chain(monkeypatch):
+    monkeypatch.setenv(planner.BN_PROLOGUE_KERNELS_ENV, "1")
+    x = torch.randn(3, 6, 4, 5)
+    assert "statistics only" not in _norm_note(plan_of(ScaledAlongWidth(), [x]))
+    assert "statistics only" in _norm_note(plan_of(ScaledPerChannel(), [x]))
+
+
 @needs_nvcc
 @pytest.mark.parametrize(("cls", "shape"), CASES, ids=IDS)
 def test_candidates_match_the_module_on_the_cpu(cls, shape, tmp_path, monkeypatch):
@@ -183,9 +208,10 @@ def test_on_the_gpu_candidates_match(cls, shape, tmp_path, monkeypatch):
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("cls", "shape"), [CASES[0], CASES[1], (ConvNormSoftmax, (2, 4, 16, 64)),
-                                             (ConvNormPool, (2, 4, 16, 64))],
-                         ids=["softmax", "relu-pool", "conv-softmax-channels-last", "conv-pool-channels-last"])
+@pytest.mark.parametrize(("cls", "shape"), [CASES[0], CASES[1], (NormSoftmax, (2, 6, 33, 64)),
+                                             (ConvNormSoftmax, (2, 4, 16, 64)), (ConvNormPool, (2, 4, 16, 64))],
+                         ids=["softmax", "relu-pool", "softmax-split-norm", "conv-softmax-channels-last",
+                              "conv-pool-channels-last"])
 def test_the_device_kernels_build_for_sm90_without_warnings(cls, shape, tmp_path, monkeypatch):
     """The device code (a split column softmax's loader, a pool's staged windows) is not the host
     entries' code: nvcc must take it for the GPU too."""

@@ -25,7 +25,6 @@ mean and rsqrt(var + eps) of the input, which do."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from stitchcuda.agents.coder import codegen
@@ -91,7 +90,7 @@ def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]], taken
     channels = shape[-1] if cl else (shape[1] if len(shape) > 1 else 0)
     if len(shape) != 4 or y.get("dtype") != "float32" or x is None or channels < 2:
         return None
-    conv = _feeds_a_kernel(y, nodes, users, shape, channels, convs=convs and not cl, kernels=kernels)
+    conv = _feeds_a_kernel(y, nodes, users, shape, 3 if cl else 1, convs=convs and not cl, kernels=kernels)
     if conv is None:
         return None
     per_channel = [1, 1, 1, channels] if cl else [1, channels, 1, 1]
@@ -135,10 +134,19 @@ def _split(bn: Node, nodes: dict[str, Node], users: dict[str, list[Node]], taken
     return y["name"], out, {stats[i] for i in (1, 2) if i in picks}, conv
 
 
-def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]], shape: list[int], channels: int,
+def _per_channel(operand: list[int] | None, shape: list[int], cdim: int) -> bool:
+    """Whether an operand of `operand`'s shape, broadcast against `shape`, is a number or varies along
+    dim `cdim` (the channels) alone."""
+    if operand is None or len(operand) > len(shape):
+        return False
+    padded = [1] * (len(shape) - len(operand)) + list(operand)
+    return all(n == 1 or (d == cdim and n == shape[d]) for d, n in enumerate(padded))
+
+
+def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]], shape: list[int], cdim: int,
                     *, convs: bool, kernels: bool) -> str | None:
     """The kernel that alone reads `y`, through a chain of pointwise ops of its shape each read once
-    by the next, the chain's other operands per-channel or numbers: a depthwise convolution's input
+    by the next, the chain's other operands per-channel (along dim `cdim`) or numbers: a depthwise convolution's input
     (`convs`), or the operand a prologue kernel computes as it reads (`kernels`: a softmax, a
     reduction, a pool: emit_reduce.PROLOGUE_OPS, batch and other norms aside); else None."""
     from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
@@ -162,8 +170,8 @@ def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]
         if codegen.pointwise_support(r) is not None or list(r.get("shape") or []) != shape or r.get("view") \
                 or r.get("dtype") != "float32":
             return None
-        if any(other != cur["name"] and (other not in nodes or nodes[other].get("shape") is None
-                                         or math.prod(nodes[other]["shape"]) > channels) for other in refs):
+        if any(other != cur["name"] and (other not in nodes or not _per_channel(nodes[other].get("shape"), shape, cdim))
+               for other in refs):
             return None
         cur = r
     return None

@@ -95,8 +95,9 @@ static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   if (vec) grouped_stats_kernel<VMAX><<<(unsigned)(tiles<VMAX>() * NS * PS), THREADS, 0, stream>>>(a);
   else grouped_stats_kernel<1><<<(unsigned)(tiles<1>() * NS * PS), THREADS, 0, stream>>>(a);
   final_launch(a, P, stream);
-  if constexpr (!HAS_Y) return;
-  if (vec) grouped_apply_kernel<VMAX><<<sc_norm_grid(NUMEL / VMAX), THREADS, 0, stream>>>(a);
-  else grouped_apply_kernel<1><<<sc_norm_grid(NUMEL), THREADS, 0, stream>>>(a);
+  if (HAS_Y) {  // (a block: see norm_split.cuh's run_host_vec)
+    if (vec) grouped_apply_kernel<VMAX><<<sc_norm_grid(NUMEL / VMAX), THREADS, 0, stream>>>(a);
+    else grouped_apply_kernel<1><<<sc_norm_grid(NUMEL), THREADS, 0, stream>>>(a);
+  }
 }
 #endif

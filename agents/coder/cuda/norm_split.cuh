@@ -52,9 +52,12 @@ static void run_host_vec(const Args& a) {
     }
   }
   final_host(a, P);
-  if constexpr (!HAS_Y) return;
-  for (int64_t b = 0; b < R * P; ++b)
-    for (int t = 0; t < THREADS; ++t) apply_chunk<VEC>(a, b % R, b / R, t);
+  // (A plain if, neither an early return, after which nvcc warns the loop unreachable (#128), nor
+  // if constexpr, whose discarded launch leaves the kernel template undefined (#20280).)
+  if (HAS_Y) {
+    for (int64_t b = 0; b < R * P; ++b)
+      for (int t = 0; t < THREADS; ++t) apply_chunk<VEC>(a, b % R, b / R, t);
+  }
 }
 static void run_host(const Args& a) {
   if (aligned(a, VMAX)) run_host_vec<VMAX>(a);
@@ -66,8 +69,9 @@ static void run_device(const Args& a, bool vec, cudaStream_t stream) {
   if (vec) stats_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
   else stats_kernel<1><<<grid, THREADS, 0, stream>>>(a);
   final_launch(a, P, stream);
-  if constexpr (!HAS_Y) return;
-  if (vec) apply_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
-  else apply_kernel<1><<<grid, THREADS, 0, stream>>>(a);
+  if (HAS_Y) {
+    if (vec) apply_kernel<VMAX><<<grid, THREADS, 0, stream>>>(a);
+    else apply_kernel<1><<<grid, THREADS, 0, stream>>>(a);
+  }
 }
 #endif
