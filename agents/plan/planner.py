@@ -188,8 +188,6 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
                                                    kernels=bn_prologue_kernels_on())
     nodes = by_name(graph)
     result = Plan(task=task, graph=graph)
-    if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
-        result.exact = plan_graph(traced, task, target=target, channels_last=False)
     outputs = [n for n in graph if n["op"] == "output"]
     if len(outputs) != 1:
         result.unsupported.append("the graph has no single output node")
@@ -235,6 +233,10 @@ def _plan_graph(graph: Sequence[Node], task: str, target: Target, channels_last:
     if missed := frozenset(bn for bn, conv in split_bns.items() if conv not in prologues):
         # Their chains would be passes of their own: those norms normalise as they did.
         return _plan_graph(traced, task, target, channels_last, split, algebra, whole_bns | missed, attention)
+    # (After the replan above, which plans its own: the plan without channels-last results is a
+    # whole plan of its own, worth computing once.)
+    if any(n["op"] == "convolution" and n["args"].get("channels_last") for n in graph):
+        result.exact = plan_graph(traced, task, target=target, channels_last=False)
     sources = _take_cat_sources(graph, nodes, kinds, kernel_plans, getitems, live, output, target, carried)
     gathers = _take_gathered_sources(graph, nodes, kinds, kernel_plans, prologues, getitems, live, output, target,
                                      sources)
