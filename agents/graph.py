@@ -66,6 +66,18 @@ def ref_name(value: Any) -> str | None:
     return None
 
 
+def rename_refs(value: Any, renamed: dict[str, str]) -> Any:
+    """`value` (a node's args, or part of them) with each reference to a key of `renamed` made to its value."""
+    name = ref_name(value)
+    if name is not None:
+        return ref(renamed.get(name, name))
+    if isinstance(value, list):
+        return [rename_refs(v, renamed) for v in value]
+    if isinstance(value, dict):
+        return {k: rename_refs(v, renamed) for k, v in value.items()}
+    return value
+
+
 def iter_refs(value: Any) -> Iterator[str]:
     """Names of all nodes referenced by an argument value (nested lists included)."""
     name = ref_name(value)

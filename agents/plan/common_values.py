@@ -28,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from stitchcuda.agents.coder import codegen
-from stitchcuda.agents.graph import Node, by_name, iter_refs, ref, ref_name, view_root
+from stitchcuda.agents.graph import Node, by_name, iter_refs, ref_name, rename_refs, view_root
 
 # "0" in the environment computes every traced value where it was traced (for A/B runs).
 SHARE_ENV = "STITCHCUDA_SHARE_VALUES"
@@ -89,7 +89,7 @@ def share_common_values(graph: Sequence[Node]) -> list[Node]:
         if node["name"] in shared:
             continue
         if any(r in shared for r in iter_refs(node.get("args", {}))):
-            node = {**node, "args": _renamed(node["args"], shared)}
+            node = {**node, "args": rename_refs(node["args"], shared)}
         out.append(node)
     return out
 
@@ -193,14 +193,3 @@ def _frozen(value: Any, same: dict[str, str]) -> Hashable:
     if value is None or isinstance(value, bool | int | str):
         return (type(value).__name__, value)
     raise _Unkeyable
-
-
-def _renamed(value: Any, renamed: dict[str, str]) -> Any:
-    name = ref_name(value)
-    if name is not None:
-        return ref(renamed.get(name, name))
-    if isinstance(value, list):
-        return [_renamed(v, renamed) for v in value]
-    if isinstance(value, dict):
-        return {k: _renamed(v, renamed) for k, v in value.items()}
-    return value

@@ -46,6 +46,9 @@ from stitchcuda.agents.graph import (
     fresh_name as _fresh,
 )
 from stitchcuda.agents.graph import (
+    rename_refs as _rename_refs,
+)
+from stitchcuda.agents.graph import (
     view_root as _view_root,
 )
 from stitchcuda.agents.plan.assembled import assemble_slice_copies
@@ -1518,17 +1521,6 @@ def _view_node(name: str, op: str, src: str, args: dict[str, Any], shape: list[i
     """A view node (aten.view / aten.permute ...) of `src`, with its layout in `src`'s storage."""
     return {"name": name, "op": op, "target": f"aten.{op}.default", "view": True, "args": {"self": ref(src), **args},
             "shape": shape, "stride": stride, "offset": offset, "dtype": dtype}
-
-
-def _rename_refs(value: Any, renamed: dict[str, str]) -> Any:
-    name = ref_name(value)
-    if name is not None:
-        return ref(renamed.get(name, name))
-    if isinstance(value, list):
-        return [_rename_refs(v, renamed) for v in value]
-    if isinstance(value, dict):
-        return {k: _rename_refs(v, renamed) for k, v in value.items()}
-    return value
 
 
 def _kind(node: Node, nodes: dict[str, Node], table: dict[str, kernels.Emitter]) -> str:
