@@ -149,6 +149,7 @@ def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]
     by the next, the chain's other operands per-channel (along dim `cdim`) or numbers: a depthwise convolution's input
     (`convs`), or the operand a prologue kernel computes as it reads (`kernels`: a softmax, a
     reduction, a pool: emit_reduce.PROLOGUE_OPS, batch and other norms aside); else None."""
+    from stitchcuda.agents.coder.emit_norm import EMITTERS as NORMS
     from stitchcuda.agents.coder.emit_reduce import PROLOGUE_OPS, prologue_operand
 
     cur = y
@@ -165,7 +166,8 @@ def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]
             ok = (convs and ref_name(ra.get("input")) == cur["name"] and not ra.get("transposed")
                   and ra.get("groups") == shape[1] and not ra.get("channels_last") and len(r.get("shape") or []) == 4)
             return r["name"] if ok else None
-        if r["op"] in PROLOGUE_OPS and r["op"] not in _NORM_OPS:
+        # (Norms take a prologue too, but a norm after a batch norm is left as it was.)
+        if r["op"] in PROLOGUE_OPS and r["op"] not in NORMS:
             return r["name"] if kernels and ref_name(r["args"].get(prologue_operand(r))) == cur["name"] else None
         if codegen.pointwise_support(r) is not None or list(r.get("shape") or []) != shape or r.get("view") \
                 or r.get("dtype") != "float32":
@@ -176,7 +178,3 @@ def _feeds_a_kernel(y: Node, nodes: dict[str, Node], users: dict[str, list[Node]
         cur = r
     return None
 
-
-# Norms take a prologue too, but a norm after a batch norm (two statistics passes) is left as it was.
-_NORM_OPS = {"native_layer_norm", "native_group_norm", "native_batch_norm", "sc_dim_norm", "_native_batch_norm_legit",
-             "_native_batch_norm_legit_functional", "_fused_rms_norm"}
